@@ -1,0 +1,116 @@
+// Command switchboard is the Switchboard control plane and, when started by
+// Terraform, the terraform-provider-switchboard plugin.
+//
+//	switchboard serve              run the control plane
+//	switchboard version            print the version
+//	switchboard migrate            apply pending schema migrations and exit
+//	switchboard rotate-master-key  re-encrypt every secret under a new master key
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/provider"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+)
+
+// version is set by the release build (-ldflags "-X main.version=...").
+var version = "dev"
+
+const usage = `usage: switchboard <command> [flags]
+
+commands:
+  serve              run the control plane (flags: -addr, -data-dir, -config, -public-url, -log-level, -egress-allow, -body-limit)
+  version            print the version
+  migrate            apply pending schema migrations and exit
+  rotate-master-key  re-encrypt every secret under a new master key (server stopped)
+
+Started by Terraform (TF_PLUGIN_MAGIC_COOKIE set) it serves the Terraform provider.
+`
+
+func main() {
+	if os.Getenv("TF_PLUGIN_MAGIC_COOKIE") != "" || len(os.Args) > 1 && os.Args[1] == "-debug" {
+		os.Exit(serveProvider(os.Args[1:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "switchboard", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "serve", "migrate", "rotate-master-key":
+	default:
+		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	cfg, err := config.Load(rest, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "switchboard:", err)
+		return 2
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	slog.SetDefault(log)
+	switch cmd {
+	case "serve":
+		err = server.Run(ctx, cfg, log, stdout)
+	case "migrate":
+		var st *store.Bolt
+		if st, err = server.OpenStore(cfg); err == nil {
+			fmt.Fprintf(stdout, "schema version %d\n", store.SchemaVersion())
+			err = st.Close()
+		}
+	case "rotate-master-key":
+		err = server.RotateMasterKey(ctx, cfg, os.Getenv("SWITCHBOARD_NEW_MASTER_KEY"), log, stdout)
+	}
+	if err != nil {
+		log.Error(cmd+" failed", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func serveProvider(args []string) int {
+	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+	debug := fs.Bool("debug", false, "run the provider with support for debuggers like delve")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	err := providerserver.Serve(context.Background(), provider.New(version), providerserver.ServeOpts{
+		Address: "registry.terraform.io/switchboard-dev/switchboard",
+		Debug:   *debug,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,100 @@
+// Package auth authenticates callers of the API and carries who they are,
+// with their scopes, through the request context.
+package auth
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+)
+
+// The scopes a credential can carry. Admin implies every other scope.
+const (
+	ScopeAdmin           = "admin"
+	ScopeConnectorsRead  = "connectors:read"
+	ScopeConnectorsWrite = "connectors:write"
+	ScopeInvoke          = "invoke"
+	ScopeLLM             = "llm"
+	ScopeWebhooksWrite   = "webhooks:write"
+)
+
+// Scopes lists every known scope.
+var Scopes = []string{ScopeAdmin, ScopeConnectorsRead, ScopeConnectorsWrite, ScopeInvoke, ScopeLLM, ScopeWebhooksWrite}
+
+// ValidScope reports whether s is a known scope.
+func ValidScope(s string) bool { return slices.Contains(Scopes, s) }
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// ID identifies the credential (API key id, OAuth client id, token subject).
+	ID string
+	// Kind is the credential kind: "api_key" or "oauth_token".
+	Kind string
+	// Name is the credential's human name.
+	Name string
+	// Scopes the credential grants.
+	Scopes []string
+}
+
+// Has reports whether p grants scope (admin grants all).
+func (p *Principal) Has(scope string) bool {
+	return p != nil && (slices.Contains(p.Scopes, ScopeAdmin) || slices.Contains(p.Scopes, scope))
+}
+
+// Require returns errs.Forbidden unless p grants every scope in scopes.
+func (p *Principal) Require(scopes ...string) error {
+	if p == nil {
+		return errs.E(errs.Unauthenticated, "authentication required")
+	}
+	var missing []string
+	for _, s := range scopes {
+		if !p.Has(s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		return errs.E(errs.Forbidden, "credential lacks scope %s", strings.Join(missing, ", ")).
+			WithDetails(map[string]any{"requiredScopes": missing})
+	}
+	return nil
+}
+
+// Authenticator turns a bearer credential into a Principal. It returns an
+// error of kind errs.Unauthenticated for a credential it recognises but
+// refuses, and ErrNotMine for one it does not handle.
+type Authenticator interface {
+	Authenticate(ctx context.Context, credential string) (*Principal, error)
+}
+
+// ErrNotMine tells the chain to try the next authenticator.
+var ErrNotMine = errs.E(errs.Unauthenticated, "unrecognised credential")
+
+// Chain tries each authenticator in turn.
+type Chain []Authenticator
+
+// Authenticate implements Authenticator.
+func (c Chain) Authenticate(ctx context.Context, credential string) (*Principal, error) {
+	for _, a := range c {
+		p, err := a.Authenticate(ctx, credential)
+		if err == ErrNotMine {
+			continue
+		}
+		return p, err
+	}
+	return nil, errs.E(errs.Unauthenticated, "invalid credential")
+}
+
+type ctxKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the caller, or nil when unauthenticated.
+func FromContext(ctx context.Context) *Principal {
+	p, _ := ctx.Value(ctxKey{}).(*Principal)
+	return p
+}

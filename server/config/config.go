@@ -1,0 +1,300 @@
+// Package config loads Switchboard's settings from defaults, an optional
+// YAML file, SWITCHBOARD_* environment variables and command-line flags,
+// each overriding the one before.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole server configuration. YAML keys are camelCase like the API.
+type Config struct {
+	// Addr is the listen address.
+	Addr string `yaml:"addr"`
+	// DataDir holds switchboard.db and, when generated, master.key.
+	DataDir string `yaml:"dataDir"`
+	// MasterKey is the base64 vault key; from SWITCHBOARD_MASTER_KEY only.
+	MasterKey string `yaml:"-"`
+	// AdminKey is a bootstrap admin API key; from SWITCHBOARD_ADMIN_KEY only.
+	AdminKey string `yaml:"-"`
+	// PublicURL is the externally reachable base URL (OAuth callbacks).
+	PublicURL string `yaml:"publicUrl"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"logLevel"`
+	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
+	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+
+	Egress     Egress     `yaml:"egress"`
+	Limits     Limits     `yaml:"limits"`
+	Connectors Connectors `yaml:"connectors"`
+	Providers  []Provider `yaml:"providers"`
+}
+
+// Egress configures the outgoing-request guard.
+type Egress struct {
+	// Allow lists CIDR ranges that may be reached despite being special-purpose.
+	Allow []string `yaml:"allow"`
+}
+
+// Limits bounds what callers may send and consume.
+type Limits struct {
+	BodyBytes         int64 `yaml:"bodyBytes"`
+	RequestsPerMinute int   `yaml:"requestsPerMinute"`
+	TokensPerMinute   int   `yaml:"tokensPerMinute"`
+}
+
+// Connectors configures action invocation.
+type Connectors struct {
+	// DefaultTimeout applies to actions without timeoutMs.
+	DefaultTimeout Duration `yaml:"defaultTimeout"`
+	// MaxTimeout caps any action's timeoutMs.
+	MaxTimeout Duration `yaml:"maxTimeout"`
+	// MaxResponseBytes caps an upstream response body.
+	MaxResponseBytes int64 `yaml:"maxResponseBytes"`
+	// Retries is how often an idempotent call is retried on 429/502/503/504.
+	Retries int `yaml:"retries"`
+	// MaxRetryAfter caps how long a Retry-After is honoured.
+	MaxRetryAfter Duration `yaml:"maxRetryAfter"`
+	// TransformTimeout is a transformation's wall-clock limit.
+	TransformTimeout Duration `yaml:"transformTimeout"`
+	// TransformMaxOutputBytes caps a transformation's JSON result.
+	TransformMaxOutputBytes int64 `yaml:"transformMaxOutputBytes"`
+	// TransformMaxMemoryBytes bounds the heap growth a transformation may cause.
+	TransformMaxMemoryBytes int64 `yaml:"transformMaxMemoryBytes"`
+	// InvocationLogSize is how many invocations are kept per connector.
+	InvocationLogSize int `yaml:"invocationLogSize"`
+}
+
+// Provider is one language-model provider.
+type Provider struct {
+	Name      string   `yaml:"name"`
+	Type      string   `yaml:"type"`
+	BaseURL   string   `yaml:"baseUrl"`
+	APIKeyEnv string   `yaml:"apiKeyEnv"`
+	Timeout   Duration `yaml:"timeout"`
+	Discover  bool     `yaml:"discover"`
+	Models    []Model  `yaml:"models"`
+}
+
+// Model is one model of a provider.
+type Model struct {
+	Name         string   `yaml:"name"`
+	Capabilities []string `yaml:"capabilities"`
+	MaxTokens    int      `yaml:"maxTokens"`
+	Dimensions   int      `yaml:"dimensions"`
+	Pricing      *Pricing `yaml:"pricing"`
+	Fallbacks    []string `yaml:"fallbacks"`
+}
+
+// Pricing is USD per million tokens.
+type Pricing struct {
+	Input  float64 `yaml:"input"`
+	Output float64 `yaml:"output"`
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Default returns the built-in configuration.
+func Default() Config {
+	return Config{
+		Addr:            "127.0.0.1:8080",
+		DataDir:         "./data",
+		LogLevel:        "info",
+		ShutdownTimeout: Duration(15 * time.Second),
+		Limits: Limits{
+			BodyBytes:         1 << 20,
+			RequestsPerMinute: 600,
+			TokensPerMinute:   200000,
+		},
+		Connectors: Connectors{
+			DefaultTimeout:          Duration(30 * time.Second),
+			MaxTimeout:              Duration(120 * time.Second),
+			MaxResponseBytes:        10 << 20,
+			Retries:                 2,
+			MaxRetryAfter:           Duration(10 * time.Second),
+			TransformTimeout:        Duration(100 * time.Millisecond),
+			TransformMaxOutputBytes: 1 << 20,
+			TransformMaxMemoryBytes: 64 << 20,
+			InvocationLogSize:       100,
+		},
+	}
+}
+
+// Load builds the configuration from args (without the program and
+// subcommand names) and the environment lookup getenv.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	c := Default()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		fAddr    = fs.String("addr", "", "listen address (SWITCHBOARD_ADDR)")
+		fData    = fs.String("data-dir", "", "data directory (SWITCHBOARD_DATA_DIR)")
+		fConfig  = fs.String("config", "", "config file (SWITCHBOARD_CONFIG)")
+		fPublic  = fs.String("public-url", "", "public base URL (SWITCHBOARD_PUBLIC_URL)")
+		fLog     = fs.String("log-level", "", "debug|info|warn|error (SWITCHBOARD_LOG_LEVEL)")
+		fEgress  = fs.String("egress-allow", "", "comma-separated CIDRs the egress guard allows (SWITCHBOARD_EGRESS_ALLOW)")
+		fBody    = fs.Int64("body-limit", 0, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
+		fMasterK = fs.String("master-key", "", "base64 master key (prefer SWITCHBOARD_MASTER_KEY)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w\nflags:\n%s", err, usage(fs))
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	path := first(*fConfig, getenv("SWITCHBOARD_CONFIG"))
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+
+	envs := []struct {
+		name string
+		set  func(string) error
+	}{
+		{"SWITCHBOARD_ADDR", str(&c.Addr)},
+		{"SWITCHBOARD_DATA_DIR", str(&c.DataDir)},
+		{"SWITCHBOARD_MASTER_KEY", str(&c.MasterKey)},
+		{"SWITCHBOARD_ADMIN_KEY", str(&c.AdminKey)},
+		{"SWITCHBOARD_PUBLIC_URL", str(&c.PublicURL)},
+		{"SWITCHBOARD_LOG_LEVEL", str(&c.LogLevel)},
+		{"SWITCHBOARD_EGRESS_ALLOW", list(&c.Egress.Allow)},
+		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
+		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
+		{"SWITCHBOARD_TOKENS_PER_MINUTE", intv(&c.Limits.TokensPerMinute)},
+	}
+	for _, e := range envs {
+		if v := getenv(e.name); v != "" {
+			if err := e.set(v); err != nil {
+				return c, fmt.Errorf("%s: %w", e.name, err)
+			}
+		}
+	}
+
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["addr"] {
+		c.Addr = *fAddr
+	}
+	if set["data-dir"] {
+		c.DataDir = *fData
+	}
+	if set["public-url"] {
+		c.PublicURL = *fPublic
+	}
+	if set["log-level"] {
+		c.LogLevel = *fLog
+	}
+	if set["egress-allow"] {
+		_ = list(&c.Egress.Allow)(*fEgress)
+	}
+	if set["body-limit"] {
+		c.Limits.BodyBytes = *fBody
+	}
+	if set["master-key"] {
+		c.MasterKey = *fMasterK
+	}
+	return c, c.Validate()
+}
+
+// Validate checks values that would otherwise fail later and obscurely.
+func (c Config) Validate() error {
+	var problems []string
+	if c.Addr == "" {
+		problems = append(problems, "addr is empty")
+	}
+	if c.DataDir == "" {
+		problems = append(problems, "dataDir is empty")
+	}
+	if c.Limits.BodyBytes <= 0 {
+		problems = append(problems, "limits.bodyBytes must be positive")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		problems = append(problems, fmt.Sprintf("logLevel %q is not one of debug, info, warn, error", c.LogLevel))
+	}
+	if len(problems) > 0 {
+		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func usage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+func first(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func str(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+
+func list(p *[]string) func(string) error {
+	return func(v string) error {
+		*p = nil
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				*p = append(*p, s)
+			}
+		}
+		return nil
+	}
+}
+
+func intv(p *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		*p = n
+		return err
+	}
+}
+
+func int64v(p *int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		*p = n
+		return err
+	}
+}

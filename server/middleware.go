@@ -1,0 +1,375 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
+)
+
+// requestID honours a well-formed X-Request-Id or assigns one, and puts it
+// on the response and in the request context.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(requestid.Header)
+		if !requestid.Valid(id) {
+			id = requestid.New()
+		}
+		c.Response().Header().Set(requestid.Header, id)
+		c.SetRequest(c.Request().WithContext(requestid.With(c.Request().Context(), id)))
+		return next(c)
+	}
+}
+
+// logRequests writes one JSON log line per request. It never logs headers
+// or bodies, so no credential reaches the log.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		r := c.Request()
+		level := slog.LevelInfo
+		status := c.Response().Status
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(r.Context(), level, "request",
+			slog.String("requestId", requestid.From(r.Context())),
+			slog.String("method", r.Method),
+			slog.String("route", c.Path()),
+			slog.Int("status", status),
+			slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
+			slog.Int64("bytesOut", c.Response().Size),
+		)
+		return nil
+	}
+}
+
+// recoverPanics turns a handler panic into a 500 and logs its stack.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic", "requestId", requestid.From(c.Request().Context()), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				err = errs.E(errs.Internal, "internal error")
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limitBody caps every request body at limits.bodyBytes.
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > s.cfg.Limits.BodyBytes {
+			return tooLarge(s.cfg.Limits.BodyBytes)
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.Limits.BodyBytes)
+		return next(c)
+	}
+}
+
+func tooLarge(limit int64) *errs.Error {
+	return errs.E(errs.TooLarge, "request body exceeds the limit of %d bytes (limits.bodyBytes)", limit).
+		WithDetails(map[string]any{"limit": "limits.bodyBytes", "maxBytes": limit})
+}
+
+// authenticate resolves the bearer credential and checks the scopes the
+// spec requires for the matched route. Routes the spec marks public
+// (security: []) and unmatched routes (404/405) pass through.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req, ok := s.scopes[c.Request().Method+" "+c.Path()]
+		if !ok || req.public {
+			return next(c)
+		}
+		h := c.Request().Header.Get("Authorization")
+		scheme, cred, _ := strings.Cut(h, " ")
+		if h == "" {
+			return errs.E(errs.Unauthenticated, "missing Authorization header; send Authorization: Bearer <API key or access token>")
+		}
+		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+			return errs.E(errs.Unauthenticated, "Authorization header must use the Bearer scheme")
+		}
+		ctx := c.Request().Context()
+		p, err := s.authn.Authenticate(ctx, strings.TrimSpace(cred))
+		if err != nil {
+			return err
+		}
+		if err := req.check(p); err != nil {
+			return err
+		}
+		c.SetRequest(c.Request().WithContext(auth.WithPrincipal(ctx, p)))
+		return next(c)
+	}
+}
+
+// routeRequirement is an operation's security: public, or any one of
+// several scope sets (each needed in full).
+type routeRequirement struct {
+	public bool
+	anyOf  [][]string
+}
+
+func (r routeRequirement) check(p *auth.Principal) error {
+	if len(r.anyOf) == 0 {
+		return nil
+	}
+	var first error
+	for _, scopes := range r.anyOf {
+		err := p.Require(scopes...)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// routeScopes maps "METHOD /echo/:path" to the operation's requirement.
+type routeScopes map[string]routeRequirement
+
+// scopesFromSpec reads each operation's security from the OpenAPI document.
+func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
+	out := routeScopes{}
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			sec := spec.Security
+			if op.Security != nil {
+				sec = *op.Security
+			}
+			var r routeRequirement
+			if len(sec) == 0 {
+				r.public = true
+			}
+			for _, alt := range sec {
+				if len(alt) == 0 {
+					r.public = true // an empty alternative: no credential needed
+					continue
+				}
+				for _, scopes := range alt {
+					if len(scopes) > 0 {
+						r.anyOf = append(r.anyOf, scopes)
+					}
+				}
+			}
+			if r.public {
+				r.anyOf = nil
+			}
+			out[method+" "+echoPath(path)] = r
+		}
+	}
+	return out, nil
+}
+
+// echoPath turns /a/{b}/c into /a/:b/c.
+func echoPath(p string) string {
+	var b strings.Builder
+	for _, seg := range strings.Split(p, "/") {
+		if b.Len() > 0 || seg != "" {
+			b.WriteByte('/')
+		}
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			b.WriteString(":" + seg[1:len(seg)-1])
+		} else {
+			b.WriteString(seg)
+		}
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+// checkRoutesInSpec fails when a registered route is missing from the spec,
+// so that no route escapes authentication or documentation.
+func (s *Server) checkRoutesInSpec() error {
+	var missing []string
+	for _, r := range s.echo.Routes() {
+		if r.Method == echo.RouteNotFound || strings.HasSuffix(r.Path, "/*") && r.Method == "" {
+			continue
+		}
+		if _, ok := s.scopes[r.Method+" "+r.Path]; !ok {
+			missing = append(missing, r.Method+" "+r.Path)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("routes missing from openapi.yaml: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// errorBody is the wire error shape of the native API.
+type errorBody struct {
+	Error errorFields `json:"error"`
+}
+
+type errorFields struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	RequestID string         `json:"requestId"`
+	Details   map[string]any `json:"details,omitempty"`
+}
+
+// classify turns any error into an *errs.Error safe to send.
+func classify(err error) *errs.Error {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(mbe.Limit)
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg := fmt.Sprint(he.Message)
+		switch he.Code {
+		case http.StatusNotFound:
+			return errs.E(errs.NotFound, "no such route")
+		case http.StatusMethodNotAllowed:
+			return errs.E(errs.MethodNotAllowed, "method not allowed on this route")
+		case http.StatusRequestEntityTooLarge:
+			return errs.E(errs.TooLarge, "request body too large")
+		case http.StatusUnsupportedMediaType:
+			return errs.E(errs.UnsupportedMedia, "request body must be JSON (Content-Type: application/json)")
+		case http.StatusUnauthorized:
+			return errs.E(errs.Unauthenticated, "%s", msg)
+		case http.StatusForbidden:
+			return errs.E(errs.Forbidden, "%s", msg)
+		}
+		if he.Code >= 400 && he.Code < 500 {
+			return errs.E(errs.Invalid, "%s", msg)
+		}
+		return &errs.Error{Kind: errs.Internal, Message: "internal error", Err: err}
+	}
+	var k errs.Kind
+	if errors.As(err, &k) {
+		return &errs.Error{Kind: k, Message: strings.ReplaceAll(string(k), "_", " ")}
+	}
+	return &errs.Error{Kind: errs.Internal, Message: "internal error", Err: err}
+}
+
+// handleError writes every error in the one shape of design.md.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	e := classify(err)
+	ctx := c.Request().Context()
+	status := e.Kind.Status()
+	if status >= 500 {
+		s.log.Error("request failed", "requestId", requestid.From(ctx), "route", c.Path(), "code", e.Kind, "error", err.Error())
+	}
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	if ew := s.errorWriterFor(c); ew != nil {
+		ew(c, status, e)
+		return
+	}
+	_ = c.JSON(status, errorBody{Error: errorFields{
+		Code:      string(e.Kind),
+		Message:   e.Message,
+		RequestID: requestid.From(ctx),
+		Details:   e.Details,
+	}})
+}
+
+// errorWriters lets a route family (the OpenAI-compatible API) answer errors
+// in its own shape; keyed by path prefix.
+type errorWriter func(c echo.Context, status int, e *errs.Error)
+
+func (s *Server) errorWriterFor(c echo.Context) errorWriter {
+	for prefix, w := range s.errorWriters {
+		if strings.HasPrefix(c.Request().URL.Path, prefix) {
+			return w
+		}
+	}
+	return nil
+}
+
+// strictJSON decodes request bodies refusing unknown fields and trailing
+// data, with errors that say where the body went wrong.
+type strictJSON struct{}
+
+func (strictJSON) Serialize(c echo.Context, i any, indent string) error {
+	enc := json.NewEncoder(c.Response())
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	return enc.Encode(i)
+}
+
+func (strictJSON) Deserialize(c echo.Context, i any) error {
+	return DecodeJSON(c.Request().Body, i, true)
+}
+
+// DecodeJSON decodes one JSON value from r into v, mapping failures to
+// errs kinds with the offset or field at fault.
+func DecodeJSON(r io.Reader, v any, disallowUnknown bool) error {
+	dec := json.NewDecoder(r)
+	if disallowUnknown {
+		dec.DisallowUnknownFields()
+	}
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			return errs.E(errs.Invalid, "malformed JSON: unexpected data after the top-level value at offset %d", dec.InputOffset())
+		}
+		return nil
+	}
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(mbe.Limit)
+	case errors.Is(err, io.EOF):
+		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errs.E(errs.Invalid, "malformed JSON: unexpected end of input at offset %d", dec.InputOffset())
+	case errors.As(err, &syn):
+		return errs.E(errs.Invalid, "malformed JSON at offset %d: %s", syn.Offset, syn.Error())
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "(body)"
+		}
+		return errs.E(errs.Invalid, "field %s: expected %s, got JSON %s (offset %d)", field, typ.Type.String(), typ.Value, typ.Offset).
+			WithDetails(map[string]any{"problems": []errs.Problem{{Field: field, Problem: "expected " + typ.Type.String() + ", got " + typ.Value}}})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		return errs.E(errs.Invalid, "unknown field %s", name).
+			WithDetails(map[string]any{"problems": []errs.Problem{{Field: strings.Trim(name, `"`), Problem: "unknown field"}}})
+	}
+	return errs.Wrap(errs.Invalid, err, "malformed JSON")
+}

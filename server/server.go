@@ -1,0 +1,102 @@
+// Package server is Switchboard's control plane: it wires the domain
+// packages behind an Echo HTTP server. Handlers only translate between the
+// wire (server/api, generated from openapi.yaml) and the domain.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
+)
+
+// Options are what New needs; Store and Vault are required.
+type Options struct {
+	Config config.Config
+	Store  store.Store
+	Vault  *vault.Vault
+	Logger *slog.Logger
+}
+
+// Server is the control plane: an http.Handler plus its background workers.
+type Server struct {
+	cfg          config.Config
+	store        store.Store
+	vault        *vault.Vault
+	log          *slog.Logger
+	echo         *echo.Echo
+	events       events.Recorder
+	keys         *auth.Keys
+	authn        auth.Chain
+	scopes       routeScopes
+	errorWriters map[string]errorWriter
+	// closers run in reverse order on Close (workers, flushers).
+	closers []func(context.Context) error
+}
+
+// New builds the server and starts its background workers.
+func New(o Options) (*Server, error) {
+	if o.Store == nil || o.Vault == nil {
+		return nil, errors.New("server: Store and Vault are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}}
+	s.keys = &auth.Keys{Store: s.store, Events: s.events}
+	s.authn = auth.Chain{s.keys}
+
+	spec, err := api.GetSwagger()
+	if err != nil {
+		return nil, err
+	}
+	s.scopes, err = scopesFromSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.JSONSerializer = strictJSON{}
+	e.Pre(requestID)
+	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate)
+	s.echo = e
+
+	h := &handlers{s: s}
+	api.RegisterHandlers(e, api.NewStrictHandler(h, nil))
+	if err := s.checkRoutesInSpec(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Keys returns the API key manager (bootstrap, tests).
+func (s *Server) Keys() *auth.Keys { return s.keys }
+
+// Close stops background workers, flushing what they hold.
+func (s *Server) Close(ctx context.Context) error {
+	var errList []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errList = append(errList, s.closers[i](ctx))
+	}
+	return errors.Join(errList...)
+}
+
+// handlers implements api.StrictServerInterface; its methods live in the
+// *_handlers.go files, one per domain.
+type handlers struct{ s *Server }
+
+var _ api.StrictServerInterface = (*handlers)(nil)

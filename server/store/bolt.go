@@ -1,0 +1,195 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Bolt is the embedded bbolt backend.
+type Bolt struct {
+	db *bolt.DB
+}
+
+var _ Store = (*Bolt)(nil)
+
+// OpenBolt opens (creating if needed) the database at path, creates the
+// buckets and runs pending migrations. It fails fast with ErrInUse when
+// another process holds the file.
+func OpenBolt(path string) (*Bolt, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 500 * time.Millisecond})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("%s: %w", path, ErrInUse)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &Bolt{db: db}
+	if err := s.db.Update(func(btx *bolt.Tx) error {
+		for _, b := range Buckets {
+			if _, err := btx.CreateBucketIfNotExists([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("create buckets: %w", err)
+	}
+	if err := Migrate(context.Background(), s); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the database file path.
+func (s *Bolt) Path() string { return s.db.Path() }
+
+// View implements Store.
+func (s *Bolt) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx}) })
+}
+
+// Update implements Store.
+func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := &boltTx{}
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t.tx = btx
+		return fn(t)
+	})
+	if err == nil {
+		for _, f := range t.onCommit {
+			f()
+		}
+	}
+	return err
+}
+
+// Ping implements Store.
+func (s *Bolt) Ping(ctx context.Context) error {
+	return s.View(ctx, func(tx Tx) error {
+		if tx.Get("meta", "schema_version") == nil {
+			return errors.New("schema version missing")
+		}
+		return nil
+	})
+}
+
+// Close implements Store.
+func (s *Bolt) Close() error { return s.db.Close() }
+
+type boltTx struct {
+	tx       *bolt.Tx
+	onCommit []func()
+}
+
+func (t *boltTx) bucket(name string) *bolt.Bucket {
+	b := t.tx.Bucket([]byte(name))
+	if b == nil {
+		panic("store: unknown bucket " + name)
+	}
+	return b
+}
+
+func (t *boltTx) Get(bucket, key string) []byte { return t.bucket(bucket).Get([]byte(key)) }
+
+func (t *boltTx) Put(bucket, key string, value []byte) error {
+	return t.bucket(bucket).Put([]byte(key), value)
+}
+
+func (t *boltTx) Delete(bucket, key string) error { return t.bucket(bucket).Delete([]byte(key)) }
+
+func (t *boltTx) Scan(bucket, prefix, after string, fn func(string, []byte) (bool, error)) error {
+	c := t.bucket(bucket).Cursor()
+	p := []byte(prefix)
+	var k, v []byte
+	if after != "" {
+		k, v = c.Seek([]byte(after))
+		if k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+	} else {
+		k, v = c.Seek(p)
+	}
+	for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		more, err := fn(string(k), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *boltTx) NextSequence(bucket string) (uint64, error) {
+	return t.bucket(bucket).NextSequence()
+}
+
+func (t *boltTx) Writable() bool { return t.tx.Writable() }
+
+func (t *boltTx) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
+
+// Migration upgrades the data from version To-1 to To.
+type Migration struct {
+	To    int
+	Name  string
+	Apply func(Tx) error
+}
+
+// Migrations lists every schema migration in order; SchemaVersion is the last.
+var Migrations = []Migration{
+	{To: 1, Name: "initial schema", Apply: func(Tx) error { return nil }},
+}
+
+// SchemaVersion is the version this binary writes.
+func SchemaVersion() int { return Migrations[len(Migrations)-1].To }
+
+// Migrate applies pending migrations, each in its own transaction. It refuses
+// a database written by a newer binary.
+func Migrate(ctx context.Context, s Store) error {
+	for {
+		var cur int
+		if err := s.View(ctx, func(tx Tx) error {
+			if b := tx.Get("meta", "schema_version"); b != nil {
+				_, err := fmt.Sscanf(string(b), "%d", &cur)
+				return err
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if cur > SchemaVersion() {
+			return fmt.Errorf("database schema version %d is newer than this binary supports (%d)", cur, SchemaVersion())
+		}
+		if cur == SchemaVersion() {
+			return nil
+		}
+		m := Migrations[cur]
+		if err := s.Update(ctx, func(tx Tx) error {
+			if err := m.Apply(tx); err != nil {
+				return err
+			}
+			return tx.Put("meta", "schema_version", fmt.Appendf(nil, "%d", m.To))
+		}); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.To, m.Name, err)
+		}
+		slog.Info("applied migration", "version", m.To, "name", m.Name)
+	}
+}
