@@ -87,6 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		log.Error(cmd+" failed", "error", err.Error())
+		fmt.Fprintln(stderr, "switchboard:", err)
 		return 1
 	}
 	return 0

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +51,21 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		s.log.LogAttrs(r.Context(), level, "request",
+		attrs := []slog.Attr{
 			slog.String("requestId", requestid.From(r.Context())),
 			slog.String("method", r.Method),
 			slog.String("route", c.Path()),
 			slog.Int("status", status),
 			slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
 			slog.Int64("bytesOut", c.Response().Size),
-		)
+		}
+		if p := auth.FromContext(r.Context()); p != nil {
+			attrs = append(attrs, slog.String("principal", p.ID)) // an id, never the credential
+		}
+		if code, ok := c.Get(ctxErrorCode).(string); ok {
+			attrs = append(attrs, slog.String("errorCode", code))
+		}
+		s.log.LogAttrs(r.Context(), level, "request", attrs...)
 		return nil
 	}
 }
@@ -89,6 +98,45 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// checkMediaType refuses a request body whose Content-Type the operation
+// does not accept (415), and a missing body the operation requires (400),
+// before any handler decodes it.
+func (s *Server) checkMediaType(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req, ok := s.scopes[c.Request().Method+" "+c.Path()]
+		if !ok || len(req.bodyTypes) == 0 {
+			return next(c)
+		}
+		r := c.Request()
+		if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
+			if req.bodyRequired {
+				return errs.E(errs.Invalid, "request body is empty; expected %s", strings.Join(req.bodyTypes, " or "))
+			}
+			return next(c)
+		}
+		ct := r.Header.Get("Content-Type")
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !acceptsMediaType(req.bodyTypes, strings.ToLower(mt)) {
+			got := ct
+			if got == "" {
+				got = "no Content-Type"
+			}
+			return errs.E(errs.UnsupportedMedia, "request body must be %s (Content-Type), got %s", strings.Join(req.bodyTypes, " or "), got).
+				WithDetails(map[string]any{"accepted": req.bodyTypes})
+		}
+		return next(c)
+	}
+}
+
+// acceptsMediaType matches mt against the spec's media types, including
+// the wildcards "*/*" and "type/*".
+func acceptsMediaType(accepted []string, mt string) bool {
+	major, _, _ := strings.Cut(mt, "/")
+	return slices.ContainsFunc(accepted, func(a string) bool {
+		return a == mt || a == "*/*" || a == major+"/*"
+	})
+}
+
 func tooLarge(limit int64) *errs.Error {
 	return errs.E(errs.TooLarge, "request body exceeds the limit of %d bytes (limits.bodyBytes)", limit).
 		WithDetails(map[string]any{"limit": "limits.bodyBytes", "maxBytes": limit})
@@ -105,18 +153,27 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		h := c.Request().Header.Get("Authorization")
 		scheme, cred, _ := strings.Cut(h, " ")
+		challenge := c.Response().Header()
 		if h == "" {
+			challenge.Set("WWW-Authenticate", `Bearer realm="switchboard"`)
 			return errs.E(errs.Unauthenticated, "missing Authorization header; send Authorization: Bearer <API key or access token>")
 		}
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+			challenge.Set("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_request"`)
 			return errs.E(errs.Unauthenticated, "Authorization header must use the Bearer scheme")
 		}
 		ctx := c.Request().Context()
 		p, err := s.authn.Authenticate(ctx, strings.TrimSpace(cred))
 		if err != nil {
+			if errs.KindOf(err) == errs.Unauthenticated {
+				challenge.Set("WWW-Authenticate", `Bearer realm="switchboard", error="invalid_token"`)
+			}
 			return err
 		}
 		if err := req.check(p); err != nil {
+			if errs.KindOf(err) == errs.Forbidden && len(req.anyOf) > 0 {
+				challenge.Set("WWW-Authenticate", `Bearer realm="switchboard", error="insufficient_scope", scope="`+strings.Join(req.anyOf[0], " ")+`"`)
+			}
 			return err
 		}
 		c.SetRequest(c.Request().WithContext(auth.WithPrincipal(ctx, p)))
@@ -125,10 +182,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // routeRequirement is an operation's security: public, or any one of
-// several scope sets (each needed in full).
+// several scope sets (each needed in full); and the media types its request
+// body may have (none when it takes no body).
 type routeRequirement struct {
-	public bool
-	anyOf  [][]string
+	public       bool
+	anyOf        [][]string
+	bodyTypes    []string
+	bodyRequired bool
 }
 
 func (r routeRequirement) check(p *auth.Principal) error {
@@ -178,6 +238,12 @@ func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 			if r.public {
 				r.anyOf = nil
 			}
+			if rb := op.RequestBody; rb != nil && rb.Value != nil {
+				for mt := range rb.Value.Content {
+					r.bodyTypes = append(r.bodyTypes, mt)
+				}
+				r.bodyRequired = rb.Value.Required
+			}
 			out[method+" "+echoPath(path)] = r
 		}
 	}
@@ -220,6 +286,10 @@ func (s *Server) checkRoutesInSpec() error {
 	}
 	return nil
 }
+
+// ctxErrorCode is the echo.Context key under which handleError leaves the
+// error code for the request log.
+const ctxErrorCode = "switchboard.errorCode"
 
 // errorBody is the wire error shape of the native API.
 type errorBody struct {
@@ -278,6 +348,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	e := classify(err)
+	c.Set(ctxErrorCode, string(e.Kind))
 	ctx := c.Request().Context()
 	status := e.Kind.Status()
 	if status >= 500 {
@@ -371,5 +442,11 @@ func DecodeJSON(r io.Reader, v any, disallowUnknown bool) error {
 		return errs.E(errs.Invalid, "unknown field %s", name).
 			WithDetails(map[string]any{"problems": []errs.Problem{{Field: strings.Trim(name, `"`), Problem: "unknown field"}}})
 	}
-	return errs.Wrap(errs.Invalid, err, "malformed JSON")
+	var tpe *time.ParseError
+	if errors.As(err, &tpe) {
+		return errs.E(errs.Invalid, "invalid timestamp %q: expected RFC 3339, e.g. 2030-01-02T15:04:05Z (offset %d)", tpe.Value, dec.InputOffset())
+	}
+	// Other decoding failures come from a value's own UnmarshalJSON; they
+	// describe the caller's input and are safe to send back.
+	return errs.Wrap(errs.Invalid, err, fmt.Sprintf("invalid JSON value at offset %d: %s", dec.InputOffset(), err.Error()))
 }

@@ -89,13 +89,15 @@ func Bootstrap(ctx context.Context, keys *auth.Keys, adminKey string, out io.Wri
 }
 
 // Run serves the control plane until ctx is cancelled, then stops accepting,
-// finishes in-flight requests (bounded by shutdownTimeout) and closes the store.
-func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) error {
+// finishes in-flight requests (bounded by cfg.ShutdownTimeout), stops the
+// background workers and closes the store. The bootstrap admin key, when
+// one is generated, is printed to out.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) (err error) {
 	st, err := OpenStore(cfg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { err = errors.Join(err, st.Close()) }()
 	v, err := OpenVault(cfg, log)
 	if err != nil {
 		return err
@@ -104,12 +106,21 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 	if err != nil {
 		return err
 	}
-	if err := Bootstrap(ctx, srv.Keys(), cfg.AdminKey, out); err != nil {
-		return err
-	}
+	// Workers get their own bounded time to flush, after the HTTP drain.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+		defer cancel()
+		err = errors.Join(err, srv.Close(cctx))
+	}()
+	// Listen before bootstrapping, so that a busy port fails before a
+	// bootstrap key is created and printed.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	if err := Bootstrap(ctx, srv.Keys(), cfg.AdminKey, out); err != nil {
+		return err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
@@ -129,9 +140,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 		log.Warn("in-flight requests did not finish in time; closing them")
 		hs.Close()
 	}
-	errClose := srv.Close(sctx)
 	log.Info("stopped")
-	return errors.Join(ignoreDeadline(errShutdown), errClose)
+	return ignoreDeadline(errShutdown)
 }
 
 func ignoreDeadline(err error) error {
@@ -145,53 +155,93 @@ func ignoreDeadline(err error) error {
 // SWITCHBOARD_NEW_MASTER_KEY, else generated). With a key file the new key
 // replaces it; with SWITCHBOARD_MASTER_KEY the new key is printed for the
 // operator to set. The server must be stopped (the database lock ensures it).
+//
+// With a key file, the new key is first written to master.key.next (which
+// OpenVault also accepts), then every secret is re-encrypted in one
+// transaction, then master.key.next replaces master.key: a crash at any
+// point leaves keys that open every secret. A master.key.next left by an
+// interrupted rotation is completed before the new rotation starts.
 func RotateMasterKey(ctx context.Context, cfg config.Config, newKeyB64 string, log *slog.Logger, out io.Writer) error {
 	st, err := OpenStore(cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	var oldKey []byte
-	if cfg.MasterKey != "" {
-		oldKey, _ = vault.ParseKey(cfg.MasterKey)
-	} else {
-		b, err := os.ReadFile(filepath.Join(cfg.DataDir, vault.KeyFile))
-		if err != nil {
-			return fmt.Errorf("read current master key: %w", err)
-		}
-		if oldKey, err = vault.ParseKey(string(b)); err != nil {
-			return err
-		}
-	}
 	newKey := vault.NewKey()
 	if newKeyB64 != "" {
 		if newKey, err = vault.ParseKey(newKeyB64); err != nil {
 			return fmt.Errorf("SWITCHBOARD_NEW_MASTER_KEY: %w", err)
 		}
 	}
-	nextPath := filepath.Join(cfg.DataDir, vault.KeyFile+".next")
-	if cfg.MasterKey == "" {
-		// Written first, so that a crash after the re-encryption leaves a key
-		// that opens the data (OpenVault accepts master.key.next).
-		if err := vault.WriteKeyFile(nextPath, newKey); err != nil {
+	if cfg.MasterKey != "" {
+		oldKey, err := vault.ParseKey(cfg.MasterKey)
+		if err != nil {
+			return fmt.Errorf("SWITCHBOARD_MASTER_KEY: %w", err)
+		}
+		n, err := reseal(ctx, st, newKey, oldKey)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "re-encrypted %d secrets under key %s. Set SWITCHBOARD_MASTER_KEY to:\n%s\n", n, vault.KeyID(newKey), vault.EncodeKey(newKey))
+		return nil
 	}
+
+	keyPath := filepath.Join(cfg.DataDir, vault.KeyFile)
+	nextPath := keyPath + ".next"
+	oldKey, err := readKeyFile(keyPath)
+	if err != nil {
+		return fmt.Errorf("read current master key: %w", err)
+	}
+	if _, err := os.Stat(nextPath); err == nil {
+		pending, err := readKeyFile(nextPath)
+		if err != nil {
+			return fmt.Errorf("a previous rotation left %s: %w", nextPath, err)
+		}
+		if _, err := reseal(ctx, st, pending, oldKey); err != nil {
+			return fmt.Errorf("complete the interrupted rotation: %w", err)
+		}
+		if err := os.Rename(nextPath, keyPath); err != nil {
+			return err
+		}
+		log.Warn("completed an interrupted master key rotation", "keyId", vault.KeyID(pending))
+		oldKey = pending
+	}
+	if err := vault.WriteKeyFile(nextPath, newKey); err != nil {
+		return err
+	}
+	n, err := reseal(ctx, st, newKey, oldKey)
+	if err != nil {
+		_ = os.Remove(nextPath) // nothing was sealed under it
+		return err
+	}
+	if err := os.Rename(nextPath, keyPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "re-encrypted %d secrets; new master key %s written to %s\n", n, vault.KeyID(newKey), keyPath)
+	return nil
+}
+
+// reseal re-encrypts every secret under newKey, opening with newKey or oldKey.
+func reseal(ctx context.Context, st store.Store, newKey, oldKey []byte) (int, error) {
 	v, err := vault.New(newKey, oldKey)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n, err := v.Reseal(ctx, st)
 	if err != nil {
-		return errs.Wrap(errs.Internal, err, "re-encrypt secrets (nothing was changed)")
+		return 0, errs.Wrap(errs.Internal, err, "re-encrypt secrets (nothing was changed)")
 	}
-	if cfg.MasterKey == "" {
-		if err := os.Rename(nextPath, filepath.Join(cfg.DataDir, vault.KeyFile)); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "re-encrypted %d secrets; new master key %s written to %s\n", n, vault.KeyID(newKey), filepath.Join(cfg.DataDir, vault.KeyFile))
-		return nil
+	return n, nil
+}
+
+func readKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(out, "re-encrypted %d secrets under key %s. Set SWITCHBOARD_MASTER_KEY to:\n%s\n", n, vault.KeyID(newKey), vault.EncodeKey(newKey))
-	return nil
+	k, err := vault.ParseKey(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }

@@ -69,7 +69,7 @@ func New(o Options) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.JSONSerializer = strictJSON{}
 	e.Pre(requestID)
-	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate)
+	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate, s.checkMediaType)
 	s.echo = e
 
 	h := &handlers{s: s}

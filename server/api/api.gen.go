@@ -14,10 +14,111 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
+	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for Scope.
+const (
+	ScopeAdmin           Scope = "admin"
+	ScopeConnectorsRead  Scope = "connectors:read"
+	ScopeConnectorsWrite Scope = "connectors:write"
+	ScopeInvoke          Scope = "invoke"
+	ScopeLLM             Scope = "llm"
+	ScopeWebhooksWrite   Scope = "webhooks:write"
+)
+
+// Valid indicates whether the value is a known member of the Scope enum.
+func (e Scope) Valid() bool {
+	switch e {
+	case ScopeAdmin:
+		return true
+	case ScopeConnectorsRead:
+		return true
+	case ScopeConnectorsWrite:
+		return true
+	case ScopeInvoke:
+		return true
+	case ScopeLLM:
+		return true
+	case ScopeWebhooksWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// APIKey An API key as the API shows it. The secret is never shown after creation.
+type APIKey struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt Absent when the key never expires.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Id The key's id (not a secret).
+	//
+	// Example: key_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
+	//
+	// Example: sb_Xy3q
+	Prefix string  `json:"prefix"`
+	Scopes []Scope `json:"scopes"`
+
+	// Version Always 1; keys are immutable.
+	Version int64 `json:"version"`
+}
+
+// APIKeyCreate A new API key.
+type APIKeyCreate struct {
+	// ExpiresAt When the key stops working (RFC 3339, in the future); never when absent.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Name A human name, e.g. the application using the key.
+	//
+	// Example: billing-service
+	Name   string  `json:"name"`
+	Scopes []Scope `json:"scopes"`
+}
+
+// APIKeyCreated A just-created key with its secret.
+type APIKeyCreated struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt Absent when the key never expires.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Id The key's id (not a secret).
+	//
+	// Example: key_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id string `json:"id"`
+
+	// Key The secret (`sb_...`), shown only in this response. Send it as `Authorization: Bearer <key>`.
+	Key  string `json:"key"`
+	Name string `json:"name"`
+
+	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
+	//
+	// Example: sb_Xy3q
+	Prefix string  `json:"prefix"`
+	Scopes []Scope `json:"scopes"`
+
+	// Version Always 1; keys are immutable.
+	Version int64 `json:"version"`
+}
+
+// APIKeyList defines model for APIKeyList.
+type APIKeyList struct {
+	Data []APIKey `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
 
 // ErrorBody defines model for ErrorBody.
 type ErrorBody struct {
@@ -48,8 +149,31 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// Scope A permission a credential carries: `admin` (everything, including key
+// management), `connectors:read`, `connectors:write`, `invoke` (run
+// actions), `llm` (model API), `webhooks:write`.
+type Scope string
+
+// Cursor defines model for Cursor.
+type Cursor = string
+
+// Limit defines model for Limit.
+type Limit = int
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
+
+// ListAPIKeysParams defines parameters for ListAPIKeys.
+type ListAPIKeysParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
+type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -62,6 +186,18 @@ type ServerInterface interface {
 	// GetReadyz Readiness probe; answers 200 when the store answers, else 503.
 	// (GET /readyz)
 	GetReadyz(ctx echo.Context) error
+	// ListAPIKeys List API keys (never their secrets), oldest first.
+	// (GET /v1/api-keys)
+	ListAPIKeys(ctx echo.Context, params ListAPIKeysParams) error
+	// CreateAPIKey Create an API key; the secret is returned only in this response.
+	// (POST /v1/api-keys)
+	CreateAPIKey(ctx echo.Context) error
+	// DeleteAPIKey Revoke an API key; it stops authenticating at once.
+	// (DELETE /v1/api-keys/{id})
+	DeleteAPIKey(ctx echo.Context, id string) error
+	// GetAPIKey Get one API key (without its secret).
+	// (GET /v1/api-keys/{id})
+	GetAPIKey(ctx echo.Context, id string) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -93,6 +229,72 @@ func (w *ServerInterfaceWrapper) GetReadyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetReadyz(ctx)
+	return err
+}
+
+// ListAPIKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAPIKeys(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAPIKeysParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAPIKeys(ctx, params)
+	return err
+}
+
+// CreateAPIKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateAPIKey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateAPIKey(ctx)
+	return err
+}
+
+// DeleteAPIKey converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteAPIKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteAPIKey(ctx, id)
+	return err
+}
+
+// GetAPIKey converts echo context to params.
+func (w *ServerInterfaceWrapper) GetAPIKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetAPIKey(ctx, id)
 	return err
 }
 
@@ -146,6 +348,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealthz, options.OperationMiddlewares["getHealthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadyz, options.OperationMiddlewares["getReadyz"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
+	router.GET(options.BaseURL+"/v1/api-keys", wrapper.ListAPIKeys, options.OperationMiddlewares["listAPIKeys"]...)
+	router.POST(options.BaseURL+"/v1/api-keys", wrapper.CreateAPIKey, options.OperationMiddlewares["createAPIKey"]...)
+	router.DELETE(options.BaseURL+"/v1/api-keys/:id", wrapper.DeleteAPIKey, options.OperationMiddlewares["deleteAPIKey"]...)
+	router.GET(options.BaseURL+"/v1/api-keys/:id", wrapper.GetAPIKey, options.OperationMiddlewares["getAPIKey"]...)
 
 }
 
@@ -238,6 +444,646 @@ func (response GetReadyz503JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	return err
 }
 
+type ListAPIKeysRequestObject struct {
+	Params ListAPIKeysParams
+}
+
+type ListAPIKeysResponseObject interface {
+	VisitListAPIKeysResponse(w http.ResponseWriter) error
+}
+
+type ListAPIKeys200JSONResponse APIKeyList
+
+func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListAPIKeys400JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAPIKeys401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListAPIKeys401ResponseHeaders
+}
+
+func (response ListAPIKeys401JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAPIKeys403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListAPIKeys403ResponseHeaders
+}
+
+func (response ListAPIKeys403JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAPIKeys429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListAPIKeys429ResponseHeaders
+}
+
+func (response ListAPIKeys429JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListAPIKeys500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListAPIKeys500ResponseHeaders
+}
+
+func (response ListAPIKeys500JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKeyRequestObject struct {
+	Body *CreateAPIKeyJSONRequestBody
+}
+
+type CreateAPIKeyResponseObject interface {
+	VisitCreateAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateAPIKey201ResponseHeaders struct {
+	CacheControl *string
+}
+
+type CreateAPIKey201JSONResponse struct {
+	Body    APIKeyCreated
+	Headers CreateAPIKey201ResponseHeaders
+}
+
+func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateAPIKey400JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey401ResponseHeaders
+}
+
+func (response CreateAPIKey401JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey403ResponseHeaders
+}
+
+func (response CreateAPIKey403JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey413ResponseHeaders
+}
+
+func (response CreateAPIKey413JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey415ResponseHeaders
+}
+
+func (response CreateAPIKey415JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey422ResponseHeaders
+}
+
+func (response CreateAPIKey422JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey429ResponseHeaders
+}
+
+func (response CreateAPIKey429JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAPIKey500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAPIKey500ResponseHeaders
+}
+
+func (response CreateAPIKey500JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKeyRequestObject struct {
+	Id string `json:"id"`
+}
+
+type DeleteAPIKeyResponseObject interface {
+	VisitDeleteAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type DeleteAPIKey204Response struct {
+}
+
+func (response DeleteAPIKey204Response) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteAPIKey401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteAPIKey401JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKey403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAPIKey403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAPIKey403ResponseHeaders
+}
+
+func (response DeleteAPIKey403JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKey404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAPIKey404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAPIKey404ResponseHeaders
+}
+
+func (response DeleteAPIKey404JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKey409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAPIKey409JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAPIKey409ResponseHeaders
+}
+
+func (response DeleteAPIKey409JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKey429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAPIKey429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAPIKey429ResponseHeaders
+}
+
+func (response DeleteAPIKey429JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAPIKey500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAPIKey500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAPIKey500ResponseHeaders
+}
+
+func (response DeleteAPIKey500JSONResponse) VisitDeleteAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKeyRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetAPIKeyResponseObject interface {
+	VisitGetAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type GetAPIKey200JSONResponse APIKey
+
+func (response GetAPIKey200JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetAPIKey401JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAPIKey403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAPIKey403ResponseHeaders
+}
+
+func (response GetAPIKey403JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAPIKey404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAPIKey404ResponseHeaders
+}
+
+func (response GetAPIKey404JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAPIKey429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAPIKey429ResponseHeaders
+}
+
+func (response GetAPIKey429JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAPIKey500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAPIKey500ResponseHeaders
+}
+
+func (response GetAPIKey500JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealthz Liveness probe; answers while the process runs.
@@ -249,6 +1095,18 @@ type StrictServerInterface interface {
 	// GetReadyz Readiness probe; answers 200 when the store answers, else 503.
 	// (GET /readyz)
 	GetReadyz(ctx context.Context, request GetReadyzRequestObject) (GetReadyzResponseObject, error)
+	// ListAPIKeys List API keys (never their secrets), oldest first.
+	// (GET /v1/api-keys)
+	ListAPIKeys(ctx context.Context, request ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error)
+	// CreateAPIKey Create an API key; the secret is returned only in this response.
+	// (POST /v1/api-keys)
+	CreateAPIKey(ctx context.Context, request CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error)
+	// DeleteAPIKey Revoke an API key; it stops authenticating at once.
+	// (DELETE /v1/api-keys/{id})
+	DeleteAPIKey(ctx context.Context, request DeleteAPIKeyRequestObject) (DeleteAPIKeyResponseObject, error)
+	// GetAPIKey Get one API key (without its secret).
+	// (GET /v1/api-keys/{id})
+	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -332,32 +1190,181 @@ func (sh *strictHandler) GetReadyz(ctx echo.Context) error {
 	return nil
 }
 
+// ListAPIKeys operation middleware
+func (sh *strictHandler) ListAPIKeys(ctx echo.Context, params ListAPIKeysParams) error {
+	var request ListAPIKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAPIKeys(ctx.Request().Context(), request.(ListAPIKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAPIKeys")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListAPIKeysResponseObject); ok {
+		return validResponse.VisitListAPIKeysResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateAPIKey operation middleware
+func (sh *strictHandler) CreateAPIKey(ctx echo.Context) error {
+	var request CreateAPIKeyRequestObject
+
+	var body CreateAPIKeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateAPIKey(ctx.Request().Context(), request.(CreateAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateAPIKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateAPIKeyResponseObject); ok {
+		return validResponse.VisitCreateAPIKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteAPIKey operation middleware
+func (sh *strictHandler) DeleteAPIKey(ctx echo.Context, id string) error {
+	var request DeleteAPIKeyRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteAPIKey(ctx.Request().Context(), request.(DeleteAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteAPIKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteAPIKeyResponseObject); ok {
+		return validResponse.VisitDeleteAPIKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetAPIKey operation middleware
+func (sh *strictHandler) GetAPIKey(ctx echo.Context, id string) error {
+	var request GetAPIKeyRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAPIKey(ctx.Request().Context(), request.(GetAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAPIKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetAPIKeyResponseObject); ok {
+		return validResponse.VisitGetAPIKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"xFb7b9s2EP5XDtyAxoAiK3GDtc5PadGt3atB2mED4sC6kGeLDUVqJGXPDfy/D0cpDz8SDNiA/WSLj7vv",
-	"vvvujrdCurpxlmwMYnwrKkJFPv394/CC/mwpxMMPir8VBel1E7WzYiw+VwS+238RQCs4iBWBRGPIvwgZ",
-	"LCuyoCMEshEQlmTM4cz5mhQ4S4NcZCLIimpk03HVkBiLEL22c7FerzPhKTTOBkpQ3nnv/AWF1kT+lM5G",
-	"sukvNo3REhnU8EtgZLeP7H7raSbG4pvhQ5DDbjcM72wmL53PzQjPLBCfOYUy/ebSKSoh4CrAstKy4hie",
-	"4Wuf8/74cOPsOjnvcd2H+8apFX803jXko+6YYAy7yfgFZaUtHXpChdeG4EZbNQZtF2i0mvZ5goOXRTHI",
-	"oLXYxopsZOJI8fLRIJvYmfPXWimyvDIaZEBzTyFMFVndHeNF6+J05lqbFl7yvZpi5dSUN9AYt+zOngwy",
-	"kM7OjJbJ8+tBBo0n6azSDHs6Q23S0aNjthKdmxr0c+KVUYIZ2qZxPpKa1qQ08gZbTUHhpo3jzoZHG1hl",
-	"e3bBY6Sp0bXuYj5mQNpG8hYNHJwwNRPbNiF6wnqaUs7Lxx1jC9QmUXtwkmi4Pxh1Ta6NvP5ykE+syLbl",
-	"zMKKqE1KIKoufDTnjxIbfUvb+vtJW3UYGpJ6piX0JjKgfJ5D2Xh3bagOJRxc3s40GcXsprX11QCc3WUp",
-	"f0Dmrr+QjIysphBwvkdSv1cYYcnFu/TOzgGt4pr2dAqWFuQBIZD0FPN9AfeK6wphu7q7be1JifFlp+gH",
-	"II/vXu0BvFm2O/WR0vaPSj/V1zaY7vo+v+8JTax2HYaIse1c/4V1Y9Ktm11Othz113Y9cScg2XodV58Y",
-	"buflmtCTP2s7BDt96uz8A9zQCg7KcD3N87wcgPOAFj7yFUApKQSI7obsfeNlp53ZB7BVjE3XCrWduV1X",
-	"n5Y6yuraoVegQ5KAmR1WLnBJzTHSElcwcx4M2nmLc4LaKTIhqUe2IbqasU6sdNaSjM6HHM6MgXK4OCrB",
-	"uzZSgIg3BCUjd15/TRIew5sEFSZtUYyk9KS4f6FJ31RO7AE+0HDHwpMkDBIgtGFJHn789PFXWOpYTazE",
-	"msxbDASppDrcF9+/hdFo9Bp++/wWuNpDxLoJObxbkF8BF1friUuOJ6DFqBc0sYylwpDWQoUNgZtBuaHe",
-	"8hQombibdSDRe00Bysfzocwn9gyCdA2B0YlqZzkulmFih3NxJ65TKFHV2pYw92hj6F2k63130jGp9HEy",
-	"z84/iEwsyIcu0UV+lBcse9eQxUaLsRjlRT4SmWgwVkmTPMxMrL7y/zmlaXyPiAtf/EDxfX9ka54fF8V/",
-	"Nsf7wtw3wI1eUL5RUmJ8eZWJ0NY1+pUYi5/1gizLgnsnnfaSSPPdUMpd413SjW9tSK0O5yEV8CpEqsUV",
-	"Wx/2LOV3yJ+i42NDtqP6X9Gx3TJ2IufHWe8LlJNtTTY+T8TnSge4GzadqDCk0ngyaH5srJ7N/kV34n9J",
-	"fvKds4RPitFTZu5xDR+/MJ/jic3qfYo5LoruzZsKPjpPd1sZkAkEJ8VoP5Wb3jZ7/eXVmt2TX6RH5uWt",
-	"aL3pG/V4ODw6/i4v8iI/Gr8qXhWCz/b2tzv3OaPt+lkC2JAEHbl9MyiLaRz0mNZX678DAAD//w==",
+	"3Fptc9u2sv4rO7x3pvIMJevFThP5k+rb2+Y0Pckk7bQzkceCyJWIigQYAJSsevzfz+wClKjXJD3pOZ1+",
+	"skkC2MXi2d1nF3qMEl2UWqFyNho+RhmKFA3/+2v7LX6o0Lr2y5SeU7SJkaWTWkXD6KcMwfjvX1mQKbRc",
+	"hpCIPEfzlY1hlaEC6cCiciBghXnenmlTYApa4UUniiObZFgIWtqtS4yGkXVGqnn09PQUR6UwokAXdLmt",
+	"jNXmuBYThQ/OD5iAngHpURpcSl1ZKMUcSZak0R8qNOsojpQoSFziFz2nSBy9koV0h4LfiDmClb8jtHrt",
+	"XrcbQ4ozUeUO+t2LUwJzXqspL0yKhv1uHBXiQRZVEQ1pvaiQKjzFtVpSOZyj8QYyaEutLLJ9vjVGm7do",
+	"eS06U+VQ8b+iLHOZCFL78jdLuj825P+vwVk0jP7ncouCS//VXtZrshQvc9cGIwVIY25gwn87iU5xAlas",
+	"LawymWRkhzOAOiY8DL/cGfvEwoNeNHP05uUPuD48lZGC0ZuXsMA1CMtAoEeb6ZUF6TpAcLGYGHQgLShc",
+	"ouGvCsTMoYHEIFuKFC+NLtE46Q3MXzAdsU0Jx8JFwygVDttOFhjF+9CJI3wopUE7OoKe0ZTdgn2EtCSF",
+	"vTZhEinwaVLkCd9c4Dr4pdLkgH7bDE18EEWZ0zILXN93ey/6ojftJ4P0Cq9nz7pf9573XwzE1fQ6eZZ+",
+	"fVSox/Pj4YfS4Ew+HNdoJo11kGTCiIT8uvZVr1kMToPBRM+VtAiCbdKa2On9BIRK4QoKbXBPfzu9/3U9",
+	"+HBMRZvo0h+ddFjYj4H9HQ2neWEhYYxY0/MSjZXebfbOMF8R0Hs3pKkFYRBkUVROTHPcOT6p3LOr6IgT",
+	"kw9/qKTBNBq+p4MMht0ov7Fn3MDfVqW7zZp6+hsmjtT1nnHLo9n901SSwiJ/08DzTOQWD9wZFK5q/zn0",
+	"gDNw/qWJY+t0aWGlzUKqObTe/v8tDAaDFzFIP2ZWucrgxU0APPuAYH/4dNDX+NvfQFYVQgF9jQE78w4L",
+	"bERAqCwpFVTdxdJU5rlU87ZFs5QJiS3EwytUc5dFw17/OUfkzfMXRFwhHl76Cb1nLKR+2gNjHFVKfqgw",
+	"fHamwn0M7cLnY/jgyCHy/PUsGr4/r2wIuE/x4x4qFsfCcCPMsgd3Op3JRRwirVb52mNBWqiTWAfeoUqJ",
+	"LwgLk1HlMm3k73xmQ/gGhUED46rbHSQLXPM/OOkcImPPHKTcoRHuDoH/W2VdO7gYg3glXQbS2bCNztZ0",
+	"r6RlD9g1Qyqc+OST3xjzINhsmcwxxmEtWycJVGemDSOZJjHPuQl+BNp7Wi6s2xCg85Zi/Y/hhUnANzpd",
+	"H+6Zsv2hmj+KJJMK2wZFSqEQFlKlQ5BqKXKZ3gfKCK2rbvcihkqJymWoHDkopvS6dxGP1UybqUxTVPRm",
+	"cBEDzg1ae5+ikn4YvVTa3c90pfjFFc0r0GU6vacPIs/1yo+9vogh0WqWy4Qlv7iIiSEmWvngeD8TMueh",
+	"vT6t4rS+z4WZI70ZsJq2KkttHKb3BaZS0AdalTcldtfo+zWMUNZHs4OvYITDe2aD/h0pRHnBKJFD65pM",
+	"M1ZVaZ1BUdwzuaLXfW+xpZA5m7Z1zWbYDKRwqStH768uOmN1LHSm6ITM7encQHFl30N+kCpt2xITOZMJ",
+	"hCVCiJ2URk9zLOwEWu8fZxLzlKzL757uLgiMB1ZqAHILtQKtFXM8ll6EgxUTJqPVnOnAKkODdQ4RGzc9",
+	"suGAOE85z3sBI3qrSHPuSd/YEOQD/+Bj+ySSzf61r4yffkzu9yhySkL7Aq0Trgq5us5qevFR3w/Tjkny",
+	"OepIoi3RFNISCwFBrDklFxY5JMIYiXYIE5EWUk2gRQe0dplUc4J4klcpZWCK4qoQSsyxQOUuYpgkWilM",
+	"nDZ2SLFjsvtqZaRDeifVUi9wAi1TqbESCalkaX6eFxNoFTrFnEgMvVrhNNN6Uc/2HoGKiqr3EStIzGpX",
+	"7u4bnsjVHEmN4ijPiyiOdhdumC6YOI4e2iSnvRSGcrIlgWzMUZDKD7cbQW+95L23vwTp/PplrQI/vXr1",
+	"Y/3vL0EZP/qOSyVMKiPd+h2hzINjykmUMuvZsmmbr0EbEApe0xQQSYLWgtMLVJvSnVkTL7vFWOZc6WtF",
+	"qWb6UNS7lXRJNtXCpFSCkefms3amLUXCuXC4EmvObLlQ84qKbD5Ry06fVNbpgnQdq+0hdWCU5zC5XPYm",
+	"YHTl0IITCzxPI7aYDWxirFpia4baCieNcMEKCWVXaOAf717/kynDWCWiwPxWWCp3ME+93jUHhp9/ugUK",
+	"0taJorQd+JacAygmVgbrtK2Ek0scK9IlC2WszUSJVDBNdoLO5AbYvzY8qnZAmDQLaEL+CJgVQi7Z1OS4",
+	"Cih6eGLMXMzHhJuN886NUM4GETw9JBXpOLg0D3P05mWjNBlG3U6v06UYoktUopTRMBp0up0B1RXCZYxJ",
+	"qvZzl/1O/8+RadVGI4rX0Xfovg9D9hoe/W73izU6Qjw91uHI5RI7UdOlouH7uziyVVEIs46G0Su5REWw",
+	"oJRHFIwhwQ2QHEMvSjNuTKW4rndizvHArq3DwjvsZbBSp9b8lDlel6i8qf8tc+xF+sOdE4UPsiDVSVVw",
+	"fXbOED8Rn685ggeVsOwaJzdN8XZ99vTf+hH/lcNn2cz8r7uDU8ts9LpstuDO2YmWlccQ0+92tx0h67TB",
+	"+lMMmFuE6+7gpCmXvUtRyvYC1/akPal08bUHtxYaDdYT1d92yKVvg1L995GBoXyhKutPO7NGJXbk3F4r",
+	"5KqHwiXZ42a3Q0xZ51SZ9BRHV17PzzhrmtP7A3MGnz+n/+Kz51x/9n52sbvLHGradPe0FwStq3OnhZZn",
+	"5S5DaQIzJ4am85QqP24DNnEsSsmQvHuKo1LbI/0l366woSnItTkd3JxCr89LFlqnkxbn6rHSpS92fI91",
+	"7bvBB4lz25GEyQLXk5vgitKB0qvhWEkHiVBKO5jSdGckLjEFMRdSxb67YZCoWtqBn9VC6VWtY0wpF4vS",
+	"rUGbsdJLNO2cChqiiIFPBOXqZllJ2BSGBM0qi6nf/FW/z3lcqvlYoUiyut7y6XnX673xQs9hU9LUJf0X",
+	"9MfQdHzarS+4TXUQC3p/iuz0VCZb4Dre7+n444WW70pxN0qrxHeYG5cWtyLJsH2rlTM6P9kFnijdZpxM",
+	"bvjcpjpdQ6aZADaK0zM3Xn/10NP7I3Ou/0CI6/99wqJHJWzriptmeGHK7SqjmI4fa4oeDZJ72f7yUaZP",
+	"Hpc5uiPF+ltc6mRD8mXB/Svn4w2V8YJ2Pdx2EusO3SbMcq0+R2fhqtvzUZNTJsVignjdUa8DsK8zmjGS",
+	"o+FYhc6b1eAy4YIpDDdwvBctEEuqmIBXktYZ4bS58ddyOFZCaZfRcPrM8n0yORL1/o+t0Yh6O+Hn6riZ",
+	"KGb/R53KK/KZc178fRzEG33HQaQLN0iNxjAhTDgOz6eIw6kC4hQCvjQZPZN5/vqQ+qvC4zukQ8dtc4pi",
+	"kq5cI4tfnGSSu+XNuQtyIgL1HRXFrOa9T/ghRylctv0dB1/V7lKcc7n97vze/aY5EHpdK5OHTtrw8rLX",
+	"/7rT7XQ7veHz7vMu11VhuwcXRFRO+oYTh9YSE9oK5rPOVvVQNFIht0dkavbevJAJv+chdn28mVY3Czsw",
+	"4hOSdqz8nf1Mh/uX6Rr618/ACJXqAqbS2Ztm6GfWZEMCdBbefT9q96+fjVUmbBaSxS4jB1GWKIyna5tr",
+	"5Q2R59yShIpBUnL4USgxD11nCwoxtYcJqwM/HFzjD8FpSDKh5ghirDxi/O1yqDp0+MXGOg4iQfAtOv8C",
+	"RaUh97E0nfMvn3yyCqdRA/bp7ulfAQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

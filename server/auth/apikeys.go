@@ -7,9 +7,14 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
@@ -19,6 +24,9 @@ import (
 // KeyPrefix starts every API key.
 const KeyPrefix = "sb_"
 
+// KindAPIKey is the Principal.Kind of API key callers.
+const KindAPIKey = "api_key"
+
 const (
 	bucketKeys   = "apikeys"
 	bucketByHash = "apikeys_by_hash"
@@ -26,14 +34,27 @@ const (
 
 // APIKey is a stored API key; the key itself is never stored, only its hash.
 type APIKey struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes"`
-	Hint      string     `json:"hint"` // the first characters, to recognise a key
-	Hash      string     `json:"hash"` // hex SHA-256 of the key; never sent
-	CreatedAt time.Time  `json:"createdAt"`
+	// ID identifies the key ("key_" + 32 hex digits, sorting by creation time).
+	ID string `json:"id"`
+	// Name is the key's human name.
+	Name string `json:"name"`
+	// Scopes the key grants.
+	Scopes []string `json:"scopes"`
+	// Prefix is the first characters of the secret, to recognise a key.
+	Prefix string `json:"prefix"`
+	// Hash is the hex SHA-256 of the secret; never sent (empty in Public).
+	Hash string `json:"hash,omitempty"`
+	// CreatedAt is when the key was created (UTC).
+	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt is when the key stops working; nil for never.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-	Version   int64      `json:"version"`
+	// Version is always 1: keys are immutable.
+	Version int64 `json:"version"`
+}
+
+// Expired reports whether the key has expired at now.
+func (k APIKey) Expired(now time.Time) bool {
+	return k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)
 }
 
 // Public is the key as the API and events show it.
@@ -69,23 +90,37 @@ type NewAPIKeyInput struct {
 	Secret string
 }
 
+// MaxNameLength bounds an API key's name, in characters.
+const MaxNameLength = 128
+
 // Create stores a new key and returns it with its secret, shown only now.
+// Invalid input is an errs.Validation error listing every problem.
 func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, error) {
 	var ps []errs.Problem
-	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 128 {
-		ps = append(ps, errs.Problem{Field: "name", Problem: "must be 1-128 characters"})
+	switch n := utf8.RuneCountInString(in.Name); {
+	case strings.TrimSpace(in.Name) == "":
+		ps = append(ps, errs.Problem{Field: "name", Problem: "must not be empty"})
+	case n > MaxNameLength:
+		ps = append(ps, errs.Problem{Field: "name", Problem: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLength, n)})
+	case strings.IndexFunc(in.Name, unicode.IsControl) >= 0:
+		ps = append(ps, errs.Problem{Field: "name", Problem: "must not contain control characters"})
 	}
 	if len(in.Scopes) == 0 {
-		ps = append(ps, errs.Problem{Field: "scopes", Problem: "must list at least one scope"})
+		ps = append(ps, errs.Problem{Field: "scopes", Problem: "must list at least one scope; known: " + strings.Join(Scopes, ", ")})
 	}
+	seen := map[string]bool{}
 	for i, s := range in.Scopes {
-		if !ValidScope(s) {
+		switch {
+		case !ValidScope(s):
 			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "unknown scope " + strconv.Quote(s) + "; known: " + strings.Join(Scopes, ", ")})
+		case seen[s]:
+			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "duplicate scope " + strconv.Quote(s)})
 		}
+		seen[s] = true
 	}
 	now := k.now()
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
-		ps = append(ps, errs.Problem{Field: "expiresAt", Problem: "must be in the future"})
+		ps = append(ps, errs.Problem{Field: "expiresAt", Problem: "must be in the future (now is " + now.Format(time.RFC3339) + ")"})
 	}
 	if err := errs.Problems("invalid API key", ps); err != nil {
 		return APIKey{}, "", err
@@ -93,14 +128,15 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 	secret := in.Secret
 	if secret == "" {
 		secret = NewKeySecret()
-	} else if !strings.HasPrefix(secret, KeyPrefix) || len(secret) < len(KeyPrefix)+32 {
-		return APIKey{}, "", errs.E(errs.Validation, "an API key must start with %q and carry at least 32 characters after it", KeyPrefix)
+	} else if !strings.HasPrefix(secret, KeyPrefix) || len(secret) < len(KeyPrefix)+32 || len(secret) > 512 ||
+		strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return APIKey{}, "", errs.E(errs.Validation, "an API key must start with %q followed by 32 to 500 printable ASCII characters without spaces", KeyPrefix)
 	}
 	key := APIKey{
-		ID:        "key_" + randomID(),
+		ID:        newKeyID(now),
 		Name:      in.Name,
-		Scopes:    in.Scopes,
-		Hint:      secret[:len(KeyPrefix)+4],
+		Scopes:    slices.Clone(in.Scopes),
+		Prefix:    secret[:len(KeyPrefix)+4],
 		Hash:      hashKey(secret),
 		CreatedAt: now,
 		Version:   1,
@@ -139,7 +175,8 @@ func (k *Keys) Get(ctx context.Context, id string) (APIKey, error) {
 	return key.Public(), err
 }
 
-// List returns a page of keys in id order.
+// List returns a page of keys in id (creation) order, at most limit long,
+// after the key id cursor; next is "" on the last page.
 func (k *Keys) List(ctx context.Context, cursor string, limit int) ([]APIKey, string, error) {
 	var (
 		keys []APIKey
@@ -165,12 +202,34 @@ func (k *Keys) Count(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Revoke deletes a key; it stops authenticating at once.
+// Revoke deletes a key; it stops authenticating at once. The last
+// unexpired admin key cannot be revoked (errs.Conflict), so that the server
+// never loses its last administrator.
 func (k *Keys) Revoke(ctx context.Context, id string) error {
+	now := k.now()
 	return k.Store.Update(ctx, func(tx store.Tx) error {
 		var key APIKey
 		if err := store.GetJSON(tx, bucketKeys, id, &key); err != nil {
 			return notFound(err, id)
+		}
+		if slices.Contains(key.Scopes, ScopeAdmin) && !key.Expired(now) {
+			others := 0
+			if err := tx.Scan(bucketKeys, "", "", func(otherID string, v []byte) (bool, error) {
+				var other APIKey
+				if err := json.Unmarshal(v, &other); err != nil {
+					return false, fmt.Errorf("decode API key %s: %w", otherID, err)
+				}
+				if otherID != id && slices.Contains(other.Scopes, ScopeAdmin) && !other.Expired(now) {
+					others++
+					return false, nil
+				}
+				return true, nil
+			}); err != nil {
+				return err
+			}
+			if others == 0 {
+				return errs.E(errs.Conflict, "API key %s is the last admin key; create another admin key before revoking it", id)
+			}
 		}
 		if err := tx.Delete(bucketByHash, key.Hash); err != nil {
 			return err
@@ -183,6 +242,10 @@ func (k *Keys) Revoke(ctx context.Context, id string) error {
 }
 
 // Authenticate implements Authenticator for credentials starting with sb_.
+//
+// The key is found by the SHA-256 of the credential (a lookup that reveals
+// nothing useful through timing, as the attacker controls only the preimage)
+// and the stored hash is then compared in constant time.
 func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal, error) {
 	if !strings.HasPrefix(credential, KeyPrefix) {
 		return nil, ErrNotMine
@@ -205,10 +268,10 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 	if subtle.ConstantTimeCompare([]byte(key.Hash), []byte(h)) != 1 {
 		return nil, errs.E(errs.Unauthenticated, "unknown or revoked API key")
 	}
-	if key.ExpiresAt != nil && !k.now().Before(*key.ExpiresAt) {
+	if key.Expired(k.now()) {
 		return nil, errs.E(errs.Unauthenticated, "API key %s expired at %s", key.ID, key.ExpiresAt.Format(time.RFC3339))
 	}
-	return &Principal{ID: key.ID, Kind: "api_key", Name: key.Name, Scopes: key.Scopes}, nil
+	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes}, nil
 }
 
 func (k *Keys) events() events.Recorder {
@@ -232,12 +295,19 @@ func hashKey(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func randomID() string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
+// newKeyID returns "key_" + 12 hex digits of the Unix time in milliseconds
+// + 20 random hex digits, so that ids sort by creation time.
+func newKeyID(now time.Time) string {
+	var b [16]byte
+	ms := uint64(now.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	if _, err := rand.Read(b[6:]); err != nil {
 		panic(err)
 	}
-	return hex.EncodeToString(b)
+	return "key_" + hex.EncodeToString(b[:])
 }
 
 func notFound(err error, id string) error {

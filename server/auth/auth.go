@@ -4,6 +4,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -36,7 +37,20 @@ type Principal struct {
 	Name string
 	// Scopes the credential grants.
 	Scopes []string
+	// RateLimit overrides the configured per-credential limits; nil (or a
+	// zero field) keeps the default of config.Limits.
+	RateLimit *RateLimit
 }
+
+// RateLimit is a per-credential override of the requests-per-minute and
+// tokens-per-minute limits; a zero field keeps the configured default.
+type RateLimit struct {
+	RequestsPerMinute int `json:"requestsPerMinute,omitempty"`
+	TokensPerMinute   int `json:"tokensPerMinute,omitempty"`
+}
+
+// KindOAuthToken is the Principal.Kind of callers using an OAuth access token.
+const KindOAuthToken = "oauth_token"
 
 // Has reports whether p grants scope (admin grants all).
 func (p *Principal) Has(scope string) bool {
@@ -71,14 +85,18 @@ type Authenticator interface {
 // ErrNotMine tells the chain to try the next authenticator.
 var ErrNotMine = errs.E(errs.Unauthenticated, "unrecognised credential")
 
-// Chain tries each authenticator in turn.
+// Chain tries each authenticator in turn: the first one that does not
+// answer ErrNotMine decides. A new credential kind (OAuth access tokens)
+// plugs in by appending its Authenticator.
 type Chain []Authenticator
+
+var _ Authenticator = Chain(nil)
 
 // Authenticate implements Authenticator.
 func (c Chain) Authenticate(ctx context.Context, credential string) (*Principal, error) {
 	for _, a := range c {
 		p, err := a.Authenticate(ctx, credential)
-		if err == ErrNotMine {
+		if errors.Is(err, ErrNotMine) {
 			continue
 		}
 		return p, err

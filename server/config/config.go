@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,10 @@ type Config struct {
 	Limits     Limits     `yaml:"limits"`
 	Connectors Connectors `yaml:"connectors"`
 	Providers  []Provider `yaml:"providers"`
+	// OAuth configures issued access tokens and accepted external issuers.
+	OAuth OAuth `yaml:"oauth"`
+	// Metrics configures GET /metrics.
+	Metrics Metrics `yaml:"metrics"`
 }
 
 // Egress configures the outgoing-request guard.
@@ -141,6 +147,7 @@ func Default() Config {
 			TransformMaxMemoryBytes: 64 << 20,
 			InvocationLogSize:       100,
 		},
+		OAuth: OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
 	}
 }
 
@@ -159,6 +166,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		fEgress  = fs.String("egress-allow", "", "comma-separated CIDRs the egress guard allows (SWITCHBOARD_EGRESS_ALLOW)")
 		fBody    = fs.Int64("body-limit", 0, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
 		fMasterK = fs.String("master-key", "", "base64 master key (prefer SWITCHBOARD_MASTER_KEY)")
+		fStop    = fs.Duration("shutdown-timeout", 0, "bound on the wait for in-flight requests at shutdown (SWITCHBOARD_SHUTDOWN_TIMEOUT)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w\nflags:\n%s", err, usage(fs))
@@ -176,7 +184,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return c, fmt.Errorf("config file %s: %w", path, err)
+			return c, fmt.Errorf("config file %s: %w", path, explainYAML(err))
 		}
 	}
 
@@ -190,6 +198,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_ADMIN_KEY", str(&c.AdminKey)},
 		{"SWITCHBOARD_PUBLIC_URL", str(&c.PublicURL)},
 		{"SWITCHBOARD_LOG_LEVEL", str(&c.LogLevel)},
+		{"SWITCHBOARD_SHUTDOWN_TIMEOUT", dur(&c.ShutdownTimeout)},
 		{"SWITCHBOARD_EGRESS_ALLOW", list(&c.Egress.Allow)},
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
 		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
@@ -226,6 +235,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	if set["master-key"] {
 		c.MasterKey = *fMasterK
 	}
+	if set["shutdown-timeout"] {
+		c.ShutdownTimeout = Duration(*fStop)
+	}
 	return c, c.Validate()
 }
 
@@ -241,6 +253,10 @@ func (c Config) Validate() error {
 	if c.Limits.BodyBytes <= 0 {
 		problems = append(problems, "limits.bodyBytes must be positive")
 	}
+	if c.ShutdownTimeout <= 0 {
+		problems = append(problems, "shutdownTimeout must be positive")
+	}
+	problems = append(problems, c.validateOAuth()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -289,6 +305,63 @@ func intv(p *int) func(string) error {
 		*p = n
 		return err
 	}
+}
+
+func dur(p *Duration) func(string) error {
+	return func(v string) error {
+		d, err := time.ParseDuration(v)
+		*p = Duration(d)
+		return err
+	}
+}
+
+// unknownField matches yaml.v3's "field x not found in type config.T".
+var unknownField = regexp.MustCompile(`field (\S+) not found in type (\S+)`)
+
+// explainYAML rewrites yaml.v3's unknown-field errors, which name Go types,
+// into the config file's terms: the unknown key and the keys allowed there.
+func explainYAML(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	known := map[string][]string{}
+	yamlKeys(reflect.TypeFor[Config](), known)
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = unknownField.ReplaceAllStringFunc(m, func(s string) string {
+			sub := unknownField.FindStringSubmatch(s)
+			return fmt.Sprintf("unknown key %q (allowed here: %s)", sub[1], strings.Join(known[sub[2]], ", "))
+		})
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// yamlKeys records, for each struct type reachable from t, its YAML keys.
+func yamlKeys(t reflect.Type, out map[string][]string) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return
+	}
+	if _, done := out[t.String()]; done {
+		return
+	}
+	out[t.String()] = nil
+	var keys []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		keys = append(keys, name)
+		yamlKeys(f.Type, out)
+	}
+	out[t.String()] = keys
 }
 
 func int64v(p *int64) func(string) error {

@@ -121,12 +121,13 @@ func (t *boltTx) Scan(bucket, prefix, after string, fn func(string, []byte) (boo
 	c := t.bucket(bucket).Cursor()
 	p := []byte(prefix)
 	var k, v []byte
-	if after != "" {
+	if after != "" && after >= prefix {
 		k, v = c.Seek([]byte(after))
 		if k != nil && string(k) == after {
 			k, v = c.Next()
 		}
 	} else {
+		// No cursor, or one before the prefix range: start at the prefix.
 		k, v = c.Seek(p)
 	}
 	for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
@@ -161,6 +162,10 @@ var Migrations = []Migration{
 // SchemaVersion is the version this binary writes.
 func SchemaVersion() int { return Migrations[len(Migrations)-1].To }
 
+// ErrSchemaTooNew is returned by Migrate (and so OpenBolt) for a database
+// written by a newer binary; opening it would risk corrupting it.
+var ErrSchemaTooNew = errors.New("database schema is newer than this binary supports")
+
 // Migrate applies pending migrations, each in its own transaction. It refuses
 // a database written by a newer binary.
 func Migrate(ctx context.Context, s Store) error {
@@ -176,12 +181,15 @@ func Migrate(ctx context.Context, s Store) error {
 			return fmt.Errorf("read schema version: %w", err)
 		}
 		if cur > SchemaVersion() {
-			return fmt.Errorf("database schema version %d is newer than this binary supports (%d)", cur, SchemaVersion())
+			return fmt.Errorf("%w: database has schema version %d, this binary supports up to %d; run a newer switchboard", ErrSchemaTooNew, cur, SchemaVersion())
 		}
 		if cur == SchemaVersion() {
 			return nil
 		}
 		m := Migrations[cur]
+		if m.To != cur+1 {
+			return fmt.Errorf("store: Migrations[%d] upgrades to version %d, want %d", cur, m.To, cur+1)
+		}
 		if err := s.Update(ctx, func(tx Tx) error {
 			if err := m.Apply(tx); err != nil {
 				return err

@@ -77,8 +77,10 @@ func PutJSON(tx Tx, bucket, key string, v any) error {
 }
 
 // Page lists JSON values under prefix after the cursor key; it returns at
-// most limit items and the cursor to pass for the next page ("" at the end).
+// most limit items (at least 1) and the cursor to pass for the next page
+// ("" at the end).
 func Page[T any](tx Tx, bucket, prefix, cursor string, limit int) ([]T, string, error) {
+	limit = max(limit, 1)
 	var (
 		out  []T
 		next string

@@ -245,11 +245,34 @@ func LoadOrCreateKeyFile(dataDir string) (key []byte, created bool, err error) {
 	return k, true, nil
 }
 
-// WriteKeyFile atomically writes key to path with mode 0600.
+// WriteKeyFile atomically and durably writes key to path with mode 0600.
 func WriteKeyFile(path string, key []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(EncodeKey(key)+"\n"), 0o600); err != nil {
+	// A stale temp file could carry wider permissions; start afresh.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return os.Rename(tmp, path)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(EncodeKey(key) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
 }

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+)
+
+// Paging bounds of list operations (components/parameters/Limit).
+const (
+	defaultPageLimit = 20
+	maxPageLimit     = 100
+)
+
+// pageLimit resolves the `limit` query parameter: the default when absent,
+// a 400 naming the bounds when out of range.
+func pageLimit(limit *int) (int, error) {
+	if limit == nil {
+		return defaultPageLimit, nil
+	}
+	if *limit < 1 || *limit > maxPageLimit {
+		return 0, errs.E(errs.Invalid, "query parameter limit must be between 1 and %d, got %d", maxPageLimit, *limit).
+			WithDetails(map[string]any{"problems": []errs.Problem{{Field: "limit", Problem: "must be between 1 and 100"}}})
+	}
+	return *limit, nil
+}
+
+func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
+	in := auth.NewAPIKeyInput{Name: req.Body.Name, ExpiresAt: req.Body.ExpiresAt}
+	for _, s := range req.Body.Scopes {
+		in.Scopes = append(in.Scopes, string(s))
+	}
+	key, secret, err := h.s.keys.Create(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	pub := toAPIKey(key)
+	noStore := "no-store"
+	return api.CreateAPIKey201JSONResponse{
+		Body: api.APIKeyCreated{
+			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, Prefix: pub.Prefix,
+			CreatedAt: pub.CreatedAt, ExpiresAt: pub.ExpiresAt, Version: pub.Version,
+			Key: secret,
+		},
+		Headers: api.CreateAPIKey201ResponseHeaders{CacheControl: &noStore},
+	}, nil
+}
+
+func (h *handlers) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestObject) (api.ListAPIKeysResponseObject, error) {
+	limit, err := pageLimit(req.Params.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var cursor string
+	if req.Params.Cursor != nil {
+		cursor = *req.Params.Cursor
+	}
+	keys, next, err := h.s.keys.List(ctx, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListAPIKeys200JSONResponse{Data: make([]api.APIKey, 0, len(keys))}
+	for _, k := range keys {
+		out.Data = append(out.Data, toAPIKey(k))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return out, nil
+}
+
+func (h *handlers) GetAPIKey(ctx context.Context, req api.GetAPIKeyRequestObject) (api.GetAPIKeyResponseObject, error) {
+	key, err := h.s.keys.Get(ctx, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetAPIKey200JSONResponse(toAPIKey(key)), nil
+}
+
+func (h *handlers) DeleteAPIKey(ctx context.Context, req api.DeleteAPIKeyRequestObject) (api.DeleteAPIKeyResponseObject, error) {
+	if err := h.s.keys.Revoke(ctx, req.Id); err != nil {
+		return nil, err
+	}
+	return api.DeleteAPIKey204Response{}, nil
+}
+
+// toAPIKey is the wire form of a key: never its secret nor its hash.
+func toAPIKey(k auth.APIKey) api.APIKey {
+	out := api.APIKey{
+		Id: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC(),
+		Scopes: make([]api.Scope, 0, len(k.Scopes)), Version: k.Version,
+	}
+	for _, s := range k.Scopes {
+		out.Scopes = append(out.Scopes, api.Scope(s))
+	}
+	if k.ExpiresAt != nil {
+		t := k.ExpiresAt.UTC()
+		out.ExpiresAt = &t
+	}
+	return out
+}

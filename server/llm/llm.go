@@ -1,0 +1,210 @@
+// Package llm is Switchboard's language-model gateway: one Provider
+// interface with adapters for OpenAI (and every OpenAI-compatible server),
+// Anthropic, Gemini and the built-in offline `local` provider; a Catalog of
+// models built from the config file (and optional discovery); and a Gateway
+// that validates requests, calls providers with fallbacks, counts tokens when
+// an upstream gives none and records usage and cost.
+//
+// The types here are provider-neutral. They follow OpenAI's chat model
+// (messages, tools, tool calls, finish reasons) because that is the lingua
+// franca the other adapters translate to and from.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Capabilities a model can declare. Chat models serve /v1/chat,
+// /v1/generate and /v1/function-calling; embedding models serve
+// /v1/embeddings; completion marks a model served by the legacy
+// text-completions endpoint of an OpenAI-compatible server.
+const (
+	CapChat       = "chat"
+	CapCode       = "code"
+	CapReasoning  = "reasoning"
+	CapVision     = "vision"
+	CapEmbeddings = "embeddings"
+	CapCompletion = "completion"
+)
+
+// KnownCapabilities lists every capability value the catalog accepts.
+var KnownCapabilities = []string{CapChat, CapCode, CapReasoning, CapVision, CapEmbeddings, CapCompletion}
+
+// Message roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Finish reasons, normalised to OpenAI's values.
+const (
+	FinishStop          = "stop"
+	FinishLength        = "length"
+	FinishToolCalls     = "tool_calls"
+	FinishContentFilter = "content_filter"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	// Role is system, user, assistant or tool.
+	Role string
+	// Content is the message text.
+	Content string
+	// Name optionally names the author.
+	Name string
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall
+	// ToolCallID links a tool turn to the call it answers.
+	ToolCallID string
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments object (may be nil).
+	Parameters json.RawMessage
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceFunction = "function"
+)
+
+// ToolChoice says whether and which tool the model must call.
+type ToolChoice struct {
+	// Mode is auto, none, required or function.
+	Mode string
+	// Name is the function to call when Mode is function.
+	Name string
+}
+
+// ToolCall is a call the model made.
+type ToolCall struct {
+	ID   string
+	Name string
+	// Arguments is the JSON text of the arguments object, as the model wrote it.
+	Arguments string
+}
+
+// Request is one generation or chat request. A generation is a Request
+// with Prompt set and no Messages.
+type Request struct {
+	// Model is the catalog id (provider/name) asked for.
+	Model    string
+	Prompt   string
+	Messages []Message
+
+	MaxTokens        *int
+	Temperature      *float64
+	TopP             *float64
+	FrequencyPenalty *float64
+	PresencePenalty  *float64
+	Stop             []string
+	Seed             *int64
+
+	Tools             []Tool
+	ToolChoice        *ToolChoice
+	ParallelToolCalls *bool
+
+	// User is an end-user id passed through to providers that take one.
+	User string
+}
+
+// Usage counts tokens of one call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	// Estimated is true when Switchboard counted the tokens itself because
+	// the upstream reported none.
+	Estimated bool
+}
+
+// Total is PromptTokens + CompletionTokens.
+func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
+
+// Response is a provider's answer to a Request.
+type Response struct {
+	// ID is the upstream's id of the completion, when it gave one.
+	ID           string
+	Text         string
+	ToolCalls    []ToolCall
+	FinishReason string
+	// Usage is nil when the upstream reported none.
+	Usage *Usage
+}
+
+// Chunk is one piece of a streamed response.
+type Chunk struct {
+	// Text is the next text delta.
+	Text string
+	// ToolCalls are tool-call deltas: the first delta of a call carries its
+	// ID and Name, later ones more Arguments text, matched by Index.
+	ToolCalls []ToolCallDelta
+	// FinishReason is set on the chunk that ends the response.
+	FinishReason string
+	// Usage, when not nil, is the upstream's (cumulative) usage so far.
+	Usage *Usage
+}
+
+// ToolCallDelta is a fragment of a streamed tool call.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Stream is a streamed response. Next returns io.EOF after the last chunk.
+// Close releases the upstream connection; it is safe to call more than once.
+type Stream interface {
+	Next() (Chunk, error)
+	Close() error
+}
+
+// EmbedRequest asks for the embeddings of one or more texts.
+type EmbedRequest struct {
+	Inputs []string
+	// Dimensions asks models that support it for shorter vectors.
+	Dimensions *int
+	User       string
+}
+
+// EmbedResponse carries one vector per input, in order.
+type EmbedResponse struct {
+	Vectors [][]float32
+	// Usage is nil when the upstream reported none.
+	Usage *Usage
+}
+
+// ModelInfo is what discovery learns about a provider's model.
+type ModelInfo struct {
+	Name         string
+	Capabilities []string
+	MaxTokens    int
+	Dimensions   int
+	CreatedAt    time.Time
+}
+
+// Provider is one upstream language-model service. Implementations are safe
+// for concurrent use. Every method receives the catalog model being called;
+// model.Name is the upstream's model name.
+type Provider interface {
+	// Complete runs a chat or generation request to the end.
+	Complete(ctx context.Context, model *Model, req *Request) (*Response, error)
+	// Stream runs a chat or generation request as a stream. It returns once
+	// the upstream has accepted the request (so that refusals are errors
+	// here, not in the stream); ctx bounds the whole stream.
+	Stream(ctx context.Context, model *Model, req *Request) (Stream, error)
+	// Embed returns embeddings.
+	Embed(ctx context.Context, model *Model, req *EmbedRequest) (*EmbedResponse, error)
+	// Discover lists the provider's models.
+	Discover(ctx context.Context) ([]ModelInfo, error)
+}

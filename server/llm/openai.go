@@ -1,0 +1,290 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/openaiwire"
+)
+
+// openAIProvider speaks OpenAI's API: chat completions, legacy completions
+// (for models with the completion capability), embeddings and the model
+// list. Any OpenAI-compatible server (vLLM, Ollama, llama.cpp, Groq,
+// Together, LM Studio) works through it by base URL.
+type openAIProvider struct {
+	up upstream
+	// official is true for api.openai.com, which wants max_completion_tokens.
+	official bool
+}
+
+var _ Provider = (*openAIProvider)(nil)
+
+func newOpenAI(up upstream) *openAIProvider {
+	key := up.secret
+	up.setAuth = func(h http.Header) {
+		if key != "" {
+			h.Set("Authorization", "Bearer "+key)
+		}
+	}
+	up.errorMessage = jsonErrorMessage
+	return &openAIProvider{up: up, official: strings.Contains(up.baseURL, "://api.openai.com")}
+}
+
+// chatRequest translates a Request to OpenAI's chat wire format.
+func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiwire.ChatCompletionRequest {
+	w := &openaiwire.ChatCompletionRequest{
+		Model:            m.Name,
+		Temperature:      r.Temperature,
+		TopP:             r.TopP,
+		FrequencyPenalty: r.FrequencyPenalty,
+		PresencePenalty:  r.PresencePenalty,
+		Stop:             r.Stop,
+		Seed:             r.Seed,
+		User:             r.User,
+		Stream:           stream,
+	}
+	if r.MaxTokens != nil {
+		if p.official || m.Has(CapReasoning) {
+			w.MaxCompletionTokens = r.MaxTokens
+		} else {
+			w.MaxTokens = r.MaxTokens
+		}
+	}
+	if stream {
+		w.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
+	}
+	msgs := r.Messages
+	if len(msgs) == 0 {
+		msgs = []Message{{Role: RoleUser, Content: r.Prompt}}
+	}
+	w.Messages = make([]openaiwire.Message, len(msgs))
+	for i, msg := range msgs {
+		wm := openaiwire.Message{Role: msg.Role, Content: openaiwire.Text(msg.Content), Name: msg.Name, ToolCallID: msg.ToolCallID}
+		if msg.Role == RoleAssistant && msg.Content == "" && len(msg.ToolCalls) > 0 {
+			wm.Content.Null = true
+		}
+		for _, tc := range msg.ToolCalls {
+			wm.ToolCalls = append(wm.ToolCalls, openaiwire.ToolCall{ID: tc.ID, Type: "function", Function: openaiwire.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		w.Messages[i] = wm
+	}
+	for _, t := range r.Tools {
+		w.Tools = append(w.Tools, openaiwire.Tool{Type: "function", Function: openaiwire.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	}
+	if r.ToolChoice != nil && len(r.Tools) > 0 {
+		w.ToolChoice = &openaiwire.ToolChoice{Mode: r.ToolChoice.Mode, Name: r.ToolChoice.Name}
+	}
+	if len(r.Tools) > 0 {
+		w.ParallelToolCalls = r.ParallelToolCalls
+	}
+	return w
+}
+
+// completionRequest translates a generation for the legacy endpoint.
+func (p *openAIProvider) completionRequest(m *Model, r *Request, stream bool) *openaiwire.CompletionRequest {
+	w := &openaiwire.CompletionRequest{
+		Model: m.Name, Prompt: openaiwire.StringList{r.Prompt}, MaxTokens: r.MaxTokens,
+		Temperature: r.Temperature, TopP: r.TopP, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty,
+		Stop: r.Stop, Seed: r.Seed, User: r.User, Stream: stream,
+	}
+	if stream {
+		w.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
+	}
+	return w
+}
+
+// useCompletions reports whether a request goes to the legacy endpoint.
+func useCompletions(m *Model, r *Request) bool {
+	return len(r.Messages) == 0 && m.Has(CapCompletion) && !m.Has(CapChat)
+}
+
+// Complete implements Provider.
+func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*Response, error) {
+	if useCompletions(m, r) {
+		var out openaiwire.Completion
+		if err := p.up.do(ctx, http.MethodPost, "/completions", p.completionRequest(m, r, false), &out); err != nil {
+			return nil, err
+		}
+		resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
+		if len(out.Choices) > 0 {
+			resp.Text = out.Choices[0].Text
+			if out.Choices[0].FinishReason != nil {
+				resp.FinishReason = *out.Choices[0].FinishReason
+			}
+		}
+		return resp, nil
+	}
+	var out openaiwire.ChatCompletion
+	if err := p.up.do(ctx, http.MethodPost, "/chat/completions", p.chatRequest(m, r, false), &out); err != nil {
+		return nil, err
+	}
+	resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
+	if len(out.Choices) > 0 {
+		ch := out.Choices[0]
+		if ch.Message.Content != nil {
+			resp.Text = *ch.Message.Content
+		} else if ch.Message.Refusal != nil {
+			resp.Text = *ch.Message.Refusal
+		}
+		resp.FinishReason = ch.FinishReason
+		for _, tc := range ch.Message.ToolCalls {
+			resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	return resp, nil
+}
+
+func fromOpenAIUsage(u *openaiwire.Usage) *Usage {
+	if u == nil {
+		return nil
+	}
+	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+}
+
+// Stream implements Provider.
+func (p *openAIProvider) Stream(ctx context.Context, m *Model, r *Request) (Stream, error) {
+	legacy := useCompletions(m, r)
+	var (
+		body any
+		path string
+	)
+	if legacy {
+		body, path = p.completionRequest(m, r, true), "/completions"
+	} else {
+		body, path = p.chatRequest(m, r, true), "/chat/completions"
+	}
+	sb, err := p.up.openStream(ctx, path, body)
+	if err != nil {
+		return nil, err
+	}
+	return &openAIStream{sb: sb, legacy: legacy}, nil
+}
+
+type openAIStream struct {
+	sb     *streamBody
+	legacy bool
+	done   bool
+}
+
+// openAIChunk decodes both chat chunks and legacy completion chunks.
+type openAIChunk struct {
+	Choices []struct {
+		Index        int                   `json:"index"`
+		Delta        openaiwire.Delta      `json:"delta"`
+		Text         string                `json:"text"`
+		FinishReason *string               `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *openaiwire.Usage `json:"usage"`
+	Error json.RawMessage   `json:"error"`
+}
+
+// Next implements Stream.
+func (s *openAIStream) Next() (Chunk, error) {
+	for {
+		if s.done {
+			return Chunk{}, io.EOF
+		}
+		ev, err := s.sb.next()
+		if err != nil {
+			return Chunk{}, err
+		}
+		data := ev.Data
+		if string(data) == "[DONE]" {
+			s.done = true
+			return Chunk{}, io.EOF
+		}
+		if len(data) == 0 {
+			continue
+		}
+		var c openAIChunk
+		if err := json.Unmarshal(data, &c); err != nil {
+			return Chunk{}, s.sb.badEvent(err)
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			msg := jsonErrorMessage(data)
+			return Chunk{}, streamFailure(s.sb.u.provider, s.sb.u.redact(msg))
+		}
+		var out Chunk
+		if c.Usage != nil {
+			out.Usage = fromOpenAIUsage(c.Usage)
+		}
+		for _, ch := range c.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if s.legacy {
+				out.Text += ch.Text
+			} else if ch.Delta.Content != nil {
+				out.Text += *ch.Delta.Content
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				idx := 0
+				if tc.Index != nil {
+					idx = *tc.Index
+				}
+				out.ToolCalls = append(out.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				out.FinishReason = *ch.FinishReason
+			}
+		}
+		return out, nil
+	}
+}
+
+// Close implements Stream.
+func (s *openAIStream) Close() error { return s.sb.close() }
+
+// Embed implements Provider.
+func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (*EmbedResponse, error) {
+	body := openaiwire.EmbeddingRequest{Input: r.Inputs, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
+	var out openaiwire.EmbeddingResponse
+	if err := p.up.do(ctx, http.MethodPost, "/embeddings", body, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Data) != len(r.Inputs) {
+		return nil, upstreamProtocol(p.up.provider, fmt.Sprintf("sent %d embeddings for %d inputs", len(out.Data), len(r.Inputs)))
+	}
+	vecs := make([][]float32, len(r.Inputs))
+	for i, d := range out.Data {
+		idx := d.Index
+		if idx < 0 || idx >= len(vecs) || vecs[idx] != nil {
+			idx = i
+		}
+		vecs[idx] = d.Embedding
+	}
+	resp := &EmbedResponse{Vectors: vecs}
+	if out.Usage != nil {
+		resp.Usage = &Usage{PromptTokens: out.Usage.PromptTokens}
+	}
+	return resp, nil
+}
+
+// Discover implements Provider: GET /models, reading vLLM's max_model_len
+// and llama.cpp's meta when present.
+func (p *openAIProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
+	var out openaiwire.ModelList
+	if err := p.up.do(ctx, http.MethodGet, "/models", nil, &out); err != nil {
+		return nil, err
+	}
+	infos := make([]ModelInfo, 0, len(out.Data))
+	for _, d := range out.Data {
+		in := ModelInfo{Name: d.ID, MaxTokens: d.MaxModelLen}
+		if d.Created > 0 {
+			in.CreatedAt = time.Unix(d.Created, 0).UTC()
+		}
+		if d.Meta != nil && in.MaxTokens == 0 {
+			in.MaxTokens = d.Meta.NCtxTrain
+		}
+		if caps := guessCapabilities(d.ID); caps[0] == CapEmbeddings && d.Meta != nil {
+			in.Dimensions = d.Meta.NEmbd
+		}
+		infos = append(infos, in)
+	}
+	return infos, nil
+}

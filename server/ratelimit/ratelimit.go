@@ -1,0 +1,393 @@
+// Package ratelimit limits what each credential may spend per minute:
+// requests on every authenticated route, and model tokens on the LLM routes.
+//
+// Each (credential, dimension) pair has a token bucket holding at most one
+// minute's allowance and refilled continuously at limit/60 per second, so a
+// credential may burst up to its whole per-minute limit and then proceeds at
+// the steady rate. Requests take 1 from the request bucket. LLM calls
+// Reserve their worst case (prompt estimate + maxTokens) before calling the
+// provider and Settle with the actual usage afterwards: unused tokens flow
+// back, usage beyond the reservation is charged too (the bucket may go
+// negative, delaying the next calls), so the budget has no holes. A
+// reservation larger than a whole minute's allowance is admitted only when
+// the bucket is full.
+//
+// Buckets live in memory in 64 shards, each behind its own mutex, so
+// concurrent credentials rarely contend. A bucket that has refilled
+// completely is indistinguishable from a new one and is dropped by a
+// periodic sweep; a hard cap per shard bounds memory even under a flood of
+// distinct credentials.
+package ratelimit
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/metrics"
+)
+
+// Header names. RateLimit-* describe the requests-per-minute limit on every
+// limited response (IETF draft-ietf-httpapi-ratelimit-headers); the
+// X-RateLimit-*-Tokens headers (as OpenAI names them) describe the
+// tokens-per-minute limit on LLM responses.
+const (
+	HeaderLimit           = "RateLimit-Limit"
+	HeaderRemaining       = "RateLimit-Remaining"
+	HeaderReset           = "RateLimit-Reset"
+	HeaderPolicy          = "RateLimit-Policy"
+	HeaderLimitTokens     = "X-RateLimit-Limit-Tokens"
+	HeaderRemainingTokens = "X-RateLimit-Remaining-Tokens"
+	HeaderResetTokens     = "X-RateLimit-Reset-Tokens"
+)
+
+// Dimension is what a bucket counts.
+type Dimension uint8
+
+// The two limited dimensions.
+const (
+	Requests Dimension = iota
+	Tokens
+)
+
+func (d Dimension) String() string {
+	if d == Tokens {
+		return "tokens"
+	}
+	return "requests"
+}
+
+const (
+	nShards = 64
+	// DefaultMaxBuckets bounds the number of live buckets.
+	DefaultMaxBuckets = 1 << 18
+	sweepEvery        = int64(time.Minute)
+)
+
+// Options configure a Limiter.
+type Options struct {
+	// RequestsPerMinute and TokensPerMinute are the defaults per
+	// credential; zero or negative turns that limit off.
+	RequestsPerMinute int
+	TokensPerMinute   int
+	// MaxBuckets bounds memory (DefaultMaxBuckets when zero).
+	MaxBuckets int
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Limiter holds the buckets of every credential.
+type Limiter struct {
+	rpm, tpm    int
+	now         func() time.Time
+	epoch       time.Time
+	maxPerShard int
+	seed        maphash.Seed
+	shards      [nShards]shard
+}
+
+type shard struct {
+	mu        sync.Mutex
+	m         map[bucketKey]bucket
+	lastSweep int64
+	_         [40]byte // keep shards on separate cache lines
+}
+
+type bucketKey struct {
+	dim  Dimension
+	kind string
+	id   string
+}
+
+type bucket struct {
+	tokens float64 // may be negative after a settle beyond the reservation
+	last   int64   // ns since epoch at which tokens was computed
+	limit  int     // per minute
+}
+
+// New returns a limiter with the given defaults.
+func New(o Options) *Limiter {
+	if o.MaxBuckets <= 0 {
+		o.MaxBuckets = DefaultMaxBuckets
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	l := &Limiter{
+		rpm: o.RequestsPerMinute, tpm: o.TokensPerMinute,
+		now: o.Now, epoch: o.Now(),
+		maxPerShard: max(1, o.MaxBuckets/nShards),
+		seed:        maphash.MakeSeed(),
+	}
+	for i := range l.shards {
+		l.shards[i].m = map[bucketKey]bucket{}
+	}
+	return l
+}
+
+// Limits returns the per-minute limits that apply to p (0 = unlimited).
+func (l *Limiter) Limits(p *auth.Principal) (requestsPerMinute, tokensPerMinute int) {
+	rpm, tpm := l.rpm, l.tpm
+	if p != nil && p.RateLimit != nil {
+		if p.RateLimit.RequestsPerMinute > 0 {
+			rpm = p.RateLimit.RequestsPerMinute
+		}
+		if p.RateLimit.TokensPerMinute > 0 {
+			tpm = p.RateLimit.TokensPerMinute
+		}
+	}
+	return rpm, tpm
+}
+
+// Result is the state of one bucket after a decision.
+type Result struct {
+	// Dimension is what was counted.
+	Dimension Dimension
+	// Allowed is false when the request must be refused.
+	Allowed bool
+	// Limit is the per-minute limit; 0 when unlimited (no headers then).
+	Limit int
+	// Remaining is what may still be spent right now.
+	Remaining int
+	// Reset is the time until the bucket is full again.
+	Reset time.Duration
+	// RetryAfter is, on a refusal, the time until the request would pass.
+	RetryAfter time.Duration
+}
+
+// SetHeaders writes the result's rate-limit headers into h.
+func (r Result) SetHeaders(h http.Header) {
+	if r.Limit <= 0 {
+		return
+	}
+	limit, remaining, reset := HeaderLimit, HeaderRemaining, HeaderReset
+	if r.Dimension == Tokens {
+		limit, remaining, reset = HeaderLimitTokens, HeaderRemainingTokens, HeaderResetTokens
+	} else {
+		h[HeaderPolicy] = []string{strconv.Itoa(r.Limit) + ";w=60"}
+	}
+	h[limit] = []string{strconv.Itoa(r.Limit)}
+	h[remaining] = []string{strconv.Itoa(r.Remaining)}
+	h[reset] = []string{strconv.FormatInt(ceilSeconds(r.Reset), 10)}
+}
+
+// Err is the 429 for a refused result: code rate_limited, Retry-After set.
+func (r Result) Err() *errs.Error {
+	secs := max(1, ceilSeconds(r.RetryAfter))
+	var e *errs.Error
+	if r.Dimension == Tokens {
+		e = errs.E(errs.RateLimited, "rate limit exceeded: this credential may use %d model tokens per minute and has %d left; retry in %d s", r.Limit, r.Remaining, secs)
+	} else {
+		e = errs.E(errs.RateLimited, "rate limit exceeded: this credential may send %d requests per minute; retry in %d s", r.Limit, secs)
+	}
+	e.RetryAfter = time.Duration(secs) * time.Second
+	name := "requestsPerMinute"
+	if r.Dimension == Tokens {
+		name = "tokensPerMinute"
+	}
+	return e.WithDetails(map[string]any{"limit": name, "limitPerMinute": r.Limit, "remaining": r.Remaining, "retryAfterSeconds": secs})
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(d.Seconds()))
+}
+
+// AllowRequest counts one request of p against its requests-per-minute
+// limit. An unlimited or anonymous caller is always allowed (Limit 0).
+func (l *Limiter) AllowRequest(p *auth.Principal) Result {
+	if p == nil {
+		return Result{Allowed: true}
+	}
+	rpm, _ := l.Limits(p)
+	if rpm <= 0 {
+		return Result{Allowed: true}
+	}
+	r := l.take(bucketKey{Requests, p.Kind, p.ID}, rpm, 1, l.nanos())
+	if !r.Allowed {
+		metrics.RateLimited(Requests.String(), p.Kind)
+	}
+	return r
+}
+
+// Reservation is a tokens-per-minute reservation to settle once the actual
+// usage is known. The nil Reservation (no limit applies) is valid.
+type Reservation struct {
+	l      *Limiter
+	key    bucketKey
+	limit  int
+	n      int
+	mu     sync.Mutex
+	closed bool
+}
+
+// Reserve takes n tokens from p's tokens-per-minute bucket before an LLM
+// call, or refuses with a 429 (errs.RateLimited, Retry-After set) when the
+// bucket holds fewer than min(n, limit). n is the call's worst case: its
+// prompt estimate plus maxTokens. The token headers are written to the
+// response headers carried by ctx (see WithHeader). It returns a nil
+// Reservation when no limit applies.
+func (l *Limiter) Reserve(ctx context.Context, p *auth.Principal, n int) (*Reservation, error) {
+	if l == nil || p == nil {
+		return nil, nil
+	}
+	_, tpm := l.Limits(p)
+	if tpm <= 0 {
+		return nil, nil
+	}
+	n = max(n, 1)
+	k := bucketKey{Tokens, p.Kind, p.ID}
+	r := l.take(k, tpm, n, l.nanos())
+	if h := headerFrom(ctx); h != nil {
+		r.SetHeaders(h)
+	}
+	if !r.Allowed {
+		metrics.RateLimited(Tokens.String(), p.Kind)
+		return nil, r.Err()
+	}
+	return &Reservation{l: l, key: k, limit: tpm, n: n}, nil
+}
+
+// Settle replaces the reservation by the actual number of tokens used:
+// the difference is refunded, or charged when actual exceeds it. Only the
+// first call counts; calling it on a nil Reservation does nothing. A call
+// that failed before using tokens settles with 0.
+func (r *Reservation) Settle(actual int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.l.adjust(r.key, r.limit, float64(r.n-max(actual, 0)), r.l.nanos())
+}
+
+// Reserved is the number of tokens the reservation holds.
+func (r *Reservation) Reserved() int {
+	if r == nil {
+		return 0
+	}
+	return r.n
+}
+
+func (l *Limiter) nanos() int64 { return int64(l.now().Sub(l.epoch)) }
+
+func (l *Limiter) shard(k bucketKey) *shard {
+	return &l.shards[maphash.String(l.seed, k.id)%nShards]
+}
+
+// take removes n from the bucket when it holds at least min(n, limit).
+func (l *Limiter) take(k bucketKey, limit, n int, now int64) Result {
+	s := l.shard(k)
+	s.mu.Lock()
+	b := s.get(k, limit, now, l.maxPerShard)
+	need := float64(min(n, limit))
+	res := Result{Dimension: k.dim, Limit: limit}
+	if b.tokens >= need {
+		b.tokens -= float64(n)
+		res.Allowed = true
+	} else {
+		res.RetryAfter = time.Duration((need - b.tokens) / b.rate())
+	}
+	s.m[k] = b
+	s.mu.Unlock()
+	res.Remaining = int(math.Max(0, math.Floor(b.tokens)))
+	res.Reset = time.Duration((float64(limit) - b.tokens) / b.rate())
+	return res
+}
+
+// adjust adds delta (negative to charge) to a bucket, capped at its limit.
+func (l *Limiter) adjust(k bucketKey, limit int, delta float64, now int64) {
+	s := l.shard(k)
+	s.mu.Lock()
+	b := s.get(k, limit, now, l.maxPerShard)
+	b.tokens = math.Min(float64(b.limit), b.tokens+delta)
+	s.m[k] = b
+	s.mu.Unlock()
+}
+
+// rate is the refill rate in tokens per nanosecond.
+func (b bucket) rate() float64 { return float64(b.limit) / float64(time.Minute) }
+
+// get returns k's bucket refilled to now (a full new one when absent).
+// The caller holds s.mu.
+func (s *shard) get(k bucketKey, limit int, now int64, maxLen int) bucket {
+	if now-s.lastSweep > sweepEvery {
+		s.sweep(now, maxLen)
+	}
+	b, ok := s.m[k]
+	if !ok {
+		if len(s.m) >= maxLen {
+			s.sweep(now, maxLen)
+		}
+		return bucket{tokens: float64(limit), last: now, limit: limit}
+	}
+	if b.limit != limit { // the override changed: keep the level, cap it
+		b.limit = limit
+		b.tokens = math.Min(b.tokens, float64(limit))
+	}
+	if el := now - b.last; el > 0 {
+		b.tokens = math.Min(float64(limit), b.tokens+float64(el)*b.rate())
+		b.last = now
+	}
+	return b
+}
+
+// sweep drops buckets that have refilled completely (a new bucket would be
+// identical). When the shard is still at its cap, it drops arbitrary
+// buckets down to three quarters of it: under a flood of distinct
+// credentials memory stays bounded, at the price of a fresh allowance for
+// the evicted ones.
+func (s *shard) sweep(now int64, maxLen int) {
+	s.lastSweep = now
+	for k, b := range s.m {
+		if b.tokens+float64(now-b.last)*b.rate() >= float64(b.limit) {
+			delete(s.m, k)
+		}
+	}
+	if len(s.m) < maxLen {
+		return
+	}
+	for k := range s.m {
+		if len(s.m) < maxLen*3/4 {
+			break
+		}
+		delete(s.m, k)
+	}
+}
+
+// Len returns the number of live buckets (tests, diagnostics).
+func (l *Limiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+type headerKey struct{}
+
+// WithHeader returns ctx carrying the response headers, so that Reserve
+// can add the token headers to the response of the request it limits.
+func WithHeader(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, headerKey{}, h)
+}
+
+func headerFrom(ctx context.Context) http.Header {
+	h, _ := ctx.Value(headerKey{}).(http.Header)
+	return h
+}
