@@ -17,6 +17,378 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ActionMethod.
+const (
+	ActionMethodDELETE  ActionMethod = "DELETE"
+	ActionMethodGET     ActionMethod = "GET"
+	ActionMethodHEAD    ActionMethod = "HEAD"
+	ActionMethodOPTIONS ActionMethod = "OPTIONS"
+	ActionMethodPATCH   ActionMethod = "PATCH"
+	ActionMethodPOST    ActionMethod = "POST"
+	ActionMethodPUT     ActionMethod = "PUT"
+)
+
+// Valid indicates whether the value is a known member of the ActionMethod enum.
+func (e ActionMethod) Valid() bool {
+	switch e {
+	case ActionMethodDELETE:
+		return true
+	case ActionMethodGET:
+		return true
+	case ActionMethodHEAD:
+		return true
+	case ActionMethodOPTIONS:
+		return true
+	case ActionMethodPATCH:
+		return true
+	case ActionMethodPOST:
+		return true
+	case ActionMethodPUT:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ActionParameterIn.
+const (
+	ActionParameterInBody   ActionParameterIn = "body"
+	ActionParameterInHeader ActionParameterIn = "header"
+	ActionParameterInPath   ActionParameterIn = "path"
+	ActionParameterInQuery  ActionParameterIn = "query"
+)
+
+// Valid indicates whether the value is a known member of the ActionParameterIn enum.
+func (e ActionParameterIn) Valid() bool {
+	switch e {
+	case ActionParameterInBody:
+		return true
+	case ActionParameterInHeader:
+		return true
+	case ActionParameterInPath:
+		return true
+	case ActionParameterInQuery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ActionParameterType.
+const (
+	ActionParameterArray   ActionParameterType = "array"
+	ActionParameterBoolean ActionParameterType = "boolean"
+	ActionParameterInteger ActionParameterType = "integer"
+	ActionParameterNumber  ActionParameterType = "number"
+	ActionParameterObject  ActionParameterType = "object"
+	ActionParameterString  ActionParameterType = "string"
+)
+
+// Valid indicates whether the value is a known member of the ActionParameterType enum.
+func (e ActionParameterType) Valid() bool {
+	switch e {
+	case ActionParameterArray:
+		return true
+	case ActionParameterBoolean:
+		return true
+	case ActionParameterInteger:
+		return true
+	case ActionParameterNumber:
+		return true
+	case ActionParameterObject:
+		return true
+	case ActionParameterString:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthGrant.
+const (
+	ConnectorGrantAuthorizationCode ConnectorAuthGrant = "authorization_code"
+	ConnectorGrantClientCredentials ConnectorAuthGrant = "client_credentials"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthGrant enum.
+func (e ConnectorAuthGrant) Valid() bool {
+	switch e {
+	case ConnectorGrantAuthorizationCode:
+		return true
+	case ConnectorGrantClientCredentials:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthIn.
+const (
+	ConnectorAuthInCookie ConnectorAuthIn = "cookie"
+	ConnectorAuthInHeader ConnectorAuthIn = "header"
+	ConnectorAuthInQuery  ConnectorAuthIn = "query"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthIn enum.
+func (e ConnectorAuthIn) Valid() bool {
+	switch e {
+	case ConnectorAuthInCookie:
+		return true
+	case ConnectorAuthInHeader:
+		return true
+	case ConnectorAuthInQuery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthType.
+const (
+	ConnectorAuthAPIKey ConnectorAuthType = "apiKey"
+	ConnectorAuthBasic  ConnectorAuthType = "basic"
+	ConnectorAuthBearer ConnectorAuthType = "bearer"
+	ConnectorAuthNone   ConnectorAuthType = "none"
+	ConnectorAuthOAuth2 ConnectorAuthType = "oauth2"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthType enum.
+func (e ConnectorAuthType) Valid() bool {
+	switch e {
+	case ConnectorAuthAPIKey:
+		return true
+	case ConnectorAuthBasic:
+		return true
+	case ConnectorAuthBearer:
+		return true
+	case ConnectorAuthNone:
+		return true
+	case ConnectorAuthOAuth2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageRole.
+const (
+	MessageRoleAssistant MessageRole = "assistant"
+	MessageRoleSystem    MessageRole = "system"
+	MessageRoleUser      MessageRole = "user"
+)
+
+// Valid indicates whether the value is a known member of the MessageRole enum.
+func (e MessageRole) Valid() bool {
+	switch e {
+	case MessageRoleAssistant:
+		return true
+	case MessageRoleSystem:
+		return true
+	case MessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthErrorError.
+const (
+	InvalidClient        OAuthErrorError = "invalid_client"
+	InvalidGrant         OAuthErrorError = "invalid_grant"
+	InvalidRequest       OAuthErrorError = "invalid_request"
+	InvalidScope         OAuthErrorError = "invalid_scope"
+	ServerError          OAuthErrorError = "server_error"
+	UnauthorizedClient   OAuthErrorError = "unauthorized_client"
+	UnsupportedGrantType OAuthErrorError = "unsupported_grant_type"
+)
+
+// Valid indicates whether the value is a known member of the OAuthErrorError enum.
+func (e OAuthErrorError) Valid() bool {
+	switch e {
+	case InvalidClient:
+		return true
+	case InvalidGrant:
+		return true
+	case InvalidRequest:
+		return true
+	case InvalidScope:
+		return true
+	case ServerError:
+		return true
+	case UnauthorizedClient:
+		return true
+	case UnsupportedGrantType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionChoicesFinishReason.
+const (
+	OpenAIChatCompletionChoicesFinishReasonContentFilter OpenAIChatCompletionChoicesFinishReason = "content_filter"
+	OpenAIChatCompletionChoicesFinishReasonLength        OpenAIChatCompletionChoicesFinishReason = "length"
+	OpenAIChatCompletionChoicesFinishReasonStop          OpenAIChatCompletionChoicesFinishReason = "stop"
+	OpenAIChatCompletionChoicesFinishReasonToolCalls     OpenAIChatCompletionChoicesFinishReason = "tool_calls"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionChoicesFinishReason enum.
+func (e OpenAIChatCompletionChoicesFinishReason) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionChoicesFinishReasonContentFilter:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonLength:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonStop:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonToolCalls:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionChoicesMessageRole.
+const (
+	OpenAIChatCompletionChoicesMessageRoleAssistant OpenAIChatCompletionChoicesMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionChoicesMessageRole enum.
+func (e OpenAIChatCompletionChoicesMessageRole) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionChoicesMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionObject.
+const (
+	OpenAIChatCompletionObjectChatCompletion OpenAIChatCompletionObject = "chat.completion"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionObject enum.
+func (e OpenAIChatCompletionObject) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionObjectChatCompletion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAICompletionChoicesFinishReason.
+const (
+	OpenAICompletionChoicesFinishReasonContentFilter OpenAICompletionChoicesFinishReason = "content_filter"
+	OpenAICompletionChoicesFinishReasonLength        OpenAICompletionChoicesFinishReason = "length"
+	OpenAICompletionChoicesFinishReasonStop          OpenAICompletionChoicesFinishReason = "stop"
+)
+
+// Valid indicates whether the value is a known member of the OpenAICompletionChoicesFinishReason enum.
+func (e OpenAICompletionChoicesFinishReason) Valid() bool {
+	switch e {
+	case OpenAICompletionChoicesFinishReasonContentFilter:
+		return true
+	case OpenAICompletionChoicesFinishReasonLength:
+		return true
+	case OpenAICompletionChoicesFinishReasonStop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAICompletionObject.
+const (
+	TextCompletion OpenAICompletionObject = "text_completion"
+)
+
+// Valid indicates whether the value is a known member of the OpenAICompletionObject enum.
+func (e OpenAICompletionObject) Valid() bool {
+	switch e {
+	case TextCompletion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIEmbeddingResponseDataObject.
+const (
+	OpenAIEmbeddingResponseDataObjectEmbedding OpenAIEmbeddingResponseDataObject = "embedding"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIEmbeddingResponseDataObject enum.
+func (e OpenAIEmbeddingResponseDataObject) Valid() bool {
+	switch e {
+	case OpenAIEmbeddingResponseDataObjectEmbedding:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIEmbeddingResponseObject.
+const (
+	OpenAIEmbeddingResponseObjectList OpenAIEmbeddingResponseObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIEmbeddingResponseObject enum.
+func (e OpenAIEmbeddingResponseObject) Valid() bool {
+	switch e {
+	case OpenAIEmbeddingResponseObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIModelObject.
+const (
+	OpenAIModelObjectModel OpenAIModelObject = "model"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIModelObject enum.
+func (e OpenAIModelObject) Valid() bool {
+	switch e {
+	case OpenAIModelObjectModel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIModelListObject.
+const (
+	OpenAIModelListObjectList OpenAIModelListObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIModelListObject enum.
+func (e OpenAIModelListObject) Valid() bool {
+	switch e {
+	case OpenAIModelListObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIToolCallType.
+const (
+	Function OpenAIToolCallType = "function"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIToolCallType enum.
+func (e OpenAIToolCallType) Valid() bool {
+	switch e {
+	case Function:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin           Scope = "admin"
@@ -41,6 +413,60 @@ func (e Scope) Valid() bool {
 	case ScopeLLM:
 		return true
 	case ScopeWebhooksWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UsageGroupBy.
+const (
+	UsageGroupByDay   UsageGroupBy = "day"
+	UsageGroupByHour  UsageGroupBy = "hour"
+	UsageGroupByKey   UsageGroupBy = "key"
+	UsageGroupByModel UsageGroupBy = "model"
+)
+
+// Valid indicates whether the value is a known member of the UsageGroupBy enum.
+func (e UsageGroupBy) Valid() bool {
+	switch e {
+	case UsageGroupByDay:
+		return true
+	case UsageGroupByHour:
+		return true
+	case UsageGroupByKey:
+		return true
+	case UsageGroupByModel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListModelsParamsCapability.
+const (
+	Chat       ListModelsParamsCapability = "chat"
+	Code       ListModelsParamsCapability = "code"
+	Completion ListModelsParamsCapability = "completion"
+	Embeddings ListModelsParamsCapability = "embeddings"
+	Reasoning  ListModelsParamsCapability = "reasoning"
+	Vision     ListModelsParamsCapability = "vision"
+)
+
+// Valid indicates whether the value is a known member of the ListModelsParamsCapability enum.
+func (e ListModelsParamsCapability) Valid() bool {
+	switch e {
+	case Chat:
+		return true
+	case Code:
+		return true
+	case Completion:
+		return true
+	case Embeddings:
+		return true
+	case Reasoning:
+		return true
+	case Vision:
 		return true
 	default:
 		return false
@@ -116,6 +542,384 @@ type APIKeyList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// Action An action as the API shows it.
+type Action struct {
+	// Body The body template; absent when none.
+	Body interface{} `json:"body,omitempty"`
+
+	// Connector The connector's name.
+	//
+	// Example: weather
+	Connector string    `json:"connector"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// Headers Header templates by name (an empty object when none).
+	Headers map[string]string `json:"headers"`
+
+	// Method The HTTP method of the outgoing request (upper case).
+	Method ActionMethod `json:"method"`
+
+	// Name Example: forecast
+	Name string `json:"name"`
+
+	// Parameters Parameters by name (an empty object when none).
+	Parameters map[string]ActionParameter `json:"parameters"`
+	Path       string                     `json:"path"`
+
+	// TimeoutMs Absent when the server's default applies.
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
+
+	// Transformation Absent when none.
+	Transformation *string `json:"transformation,omitempty"`
+
+	// UpdatedAt When the action was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version"`
+}
+
+// ActionInput An action definition, as sent on create and replace.
+type ActionInput struct {
+	// Body A JSON body template: any JSON value whose string leaves may
+	// contain placeholders. A string that is exactly one placeholder
+	// (`"{{params.limit}}"`) is replaced by the parameter's value with
+	// its JSON type; when that parameter has no value, an object member
+	// holding it is left out (an array element becomes null). Other
+	// strings get each placeholder replaced by the value's text (JSON
+	// for non-strings, nothing for a missing value). Refused on GET and
+	// HEAD actions. At most 65536 bytes as JSON.
+	//
+	//
+	// Example: {"limit":"{{params.limit}}","query":"{{params.q}}"}
+	Body interface{} `json:"body,omitempty"`
+
+	// Description What the action does.
+	Description *string `json:"description,omitempty"`
+
+	// Headers Header templates by header name, e.g.
+	// `{"X-Units": "{{params.units}}"}`. Names must be valid header
+	// names, distinct regardless of case, and not one the HTTP client
+	// manages (Host, Content-Length, Transfer-Encoding, Connection, ...).
+	// Values at most 4096 bytes, without CR, LF or NUL. At most 32.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Method The HTTP method of the outgoing request (upper case).
+	Method ActionMethod `json:"method"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores. Required on create; immutable: on replace it may be
+	// left out, and when given must equal the URL's name.
+	//
+	//
+	// Example: forecast
+	Name *string `json:"name,omitempty"`
+
+	// Parameters Parameters by name. A name is a letter or underscore, then up to
+	// 63 letters, digits or underscores (`^[A-Za-z_][A-Za-z0-9_]{0,63}$`),
+	// so that it works as `params.<name>`, as a query key and as a
+	// header name. At most 64.
+	Parameters *map[string]ActionParameter `json:"parameters,omitempty"`
+
+	// Path Template of the path, joined to the connector's `baseUrl`: starts
+	// with `/`, RFC 3986 path characters and percent-escapes only, no
+	// query, fragment or dot segments (declare query parameters with
+	// `in: query`). Each `{{params.<name>}}` is replaced by the value
+	// escaped as part of one path segment; a parameter it names must be
+	// declared with `required: true`. At most 4096 bytes.
+	//
+	//
+	// Example: /forecast/{{params.city}}
+	Path string `json:"path"`
+
+	// TimeoutMs Time limit of one call in milliseconds; the server's default (connectors.defaultTimeout, 30000) when absent; at most connectors.maxTimeout (default 120000).
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
+
+	// Transformation JavaScript run on each response: the BODY of a function that sees
+	// `data` (the parsed response: JSON when the response is JSON, else
+	// text) and `response` (`{status, headers}`) and returns the
+	// result, e.g. `return {temp: data.current.temp_c};`. Compiled in
+	// strict mode when saved: a syntax error is a 422 naming its line
+	// and column. At most 65536 bytes.
+	//
+	//
+	// Example: return {temp: data.current.temp_c, summary: data.current.condition.text};
+	Transformation *string `json:"transformation,omitempty"`
+}
+
+// ActionList defines model for ActionList.
+type ActionList struct {
+	Data []Action `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// ActionMethod The HTTP method of the outgoing request (upper case).
+type ActionMethod string
+
+// ActionParameter A declared parameter of an action.
+type ActionParameter struct {
+	// Default The value of an optional parameter that is not supplied; of the parameter's type and in `enum` when there is one. Refused on required parameters.
+	Default     interface{} `json:"default,omitempty"`
+	Description *string     `json:"description,omitempty"`
+
+	// Enum The allowed values, each of the parameter's type and distinct.
+	Enum *[]interface{} `json:"enum,omitempty"`
+
+	// In Where the value goes. When absent: only where the path, header or
+	// body templates use it; a parameter no template uses goes in the
+	// query string for GET, DELETE and HEAD, else as a member of a JSON
+	// object body. `path` requires the path template to name it (and a
+	// parameter the path names may only be `path`); `query` adds
+	// `<name>=<value>` to the query string; `header` sends a header
+	// named like the parameter; `body` adds a member to the JSON object
+	// body, and is refused on GET and HEAD actions and when the body
+	// template is not an object.
+	In *ActionParameterIn `json:"in,omitempty"`
+
+	// Required Whether callers must supply it; must be true for a parameter the path names. Always present in responses.
+	Required *bool `json:"required,omitempty"`
+
+	// Type The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
+	Type ActionParameterType `json:"type"`
+}
+
+// ActionParameterIn Where the value goes. When absent: only where the path, header or
+// body templates use it; a parameter no template uses goes in the
+// query string for GET, DELETE and HEAD, else as a member of a JSON
+// object body. `path` requires the path template to name it (and a
+// parameter the path names may only be `path`); `query` adds
+// `<name>=<value>` to the query string; `header` sends a header
+// named like the parameter; `body` adds a member to the JSON object
+// body, and is refused on GET and HEAD actions and when the body
+// template is not an object.
+type ActionParameterIn string
+
+// ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
+type ActionParameterType string
+
+// ChatCompletion defines model for ChatCompletion.
+type ChatCompletion struct {
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Id Example: chat_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Message One turn of a conversation.
+	Message Message `json:"message"`
+
+	// Model The model that answered (a fallback when the requested one failed).
+	Model        string `json:"model"`
+	PromptTokens int    `json:"promptTokens"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
+// ChatRequest defines model for ChatRequest.
+type ChatRequest struct {
+	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxTokens Most tokens to generate; at most the model's `maxTokens`.
+	MaxTokens *int      `json:"maxTokens,omitempty"`
+	Messages  []Message `json:"messages"`
+
+	// Model Model id `<provider>/<name>` of a chat model.
+	//
+	// Example: anthropic/claude-3-5-haiku-latest
+	Model           string   `json:"model"`
+	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// Stream Answer with a text/event-stream (see the `llm` tag).
+	Stream      *bool    `json:"stream,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"topP,omitempty"`
+}
+
+// Connector A connector as the API shows it (never its client secret).
+type Connector struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth      ConnectorAuth `json:"auth"`
+	BaseUrl   string        `json:"baseUrl"`
+	CreatedAt time.Time     `json:"createdAt"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// DisplayName Absent when empty.
+	DisplayName *string `json:"displayName,omitempty"`
+
+	// Name Example: weather
+	Name string `json:"name"`
+
+	// UpdatedAt When the connector was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version"`
+}
+
+// ConnectorAuth How the connector's API authenticates calls. The credentials
+// themselves (API key, token, username and password, OAuth tokens)
+// belong to connections, one account each; a connector holds only an
+// OAuth 2.0 client secret, which is write-only.
+//
+//   - `none`: nothing is sent.
+//   - `apiKey`: the key goes in the header, query parameter or cookie
+//     `name` (`in`), after an optional `prefix` (e.g. `Token `).
+//   - `bearer`: `Authorization: Bearer <token>`.
+//   - `basic`: `Authorization: Basic <base64(username:password)>`.
+//   - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+//     with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+//     and sent as `Authorization: Bearer <access token>`.
+//
+// Fields of another type than `type` are refused (422), so that a
+// definition never says something the server does not do.
+type ConnectorAuth struct {
+	// AuthorizationUrl oauth2, grant authorization_code: the authorization endpoint (absolute http(s) URL). Required for that grant, refused for client_credentials.
+	AuthorizationUrl *string `json:"authorizationUrl,omitempty"`
+
+	// ClientId oauth2: the client id. Required.
+	ClientId *string `json:"clientId,omitempty"`
+
+	// ClientSecret oauth2: the client secret. Write-only: sealed in the vault, never
+	// returned (see `clientSecretSet`). Required for client_credentials;
+	// optional for authorization_code (public clients with PKCE). On
+	// replace, an omitted or empty value keeps the stored secret.
+	ClientSecret *string `json:"clientSecret,omitempty"`
+
+	// ClientSecretSet Whether a client secret is stored (only ever true for oauth2). Always present in responses; ignored when sent.
+	ClientSecretSet *bool `json:"clientSecretSet,omitempty"`
+
+	// Grant oauth2: the grant. Required for oauth2.
+	Grant *ConnectorAuthGrant `json:"grant,omitempty"`
+
+	// In apiKey: where the key goes. Required for apiKey.
+	In *ConnectorAuthIn `json:"in,omitempty"`
+
+	// Name apiKey: the header, query parameter or cookie carrying the key (a valid header or cookie name for those placements).
+	//
+	// Example: X-API-Key
+	Name *string `json:"name,omitempty"`
+
+	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
+	Prefix *string `json:"prefix,omitempty"`
+
+	// Scopes oauth2: scopes to request; distinct, without spaces.
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// TokenUrl oauth2: the token endpoint (absolute http(s) URL). Required.
+	TokenUrl *string           `json:"tokenUrl,omitempty"`
+	Type     ConnectorAuthType `json:"type"`
+}
+
+// ConnectorAuthGrant oauth2: the grant. Required for oauth2.
+type ConnectorAuthGrant string
+
+// ConnectorAuthIn apiKey: where the key goes. Required for apiKey.
+type ConnectorAuthIn string
+
+// ConnectorAuthType defines model for ConnectorAuth.Type.
+type ConnectorAuthType string
+
+// ConnectorInput A connector definition, as sent on create and replace.
+type ConnectorInput struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth ConnectorAuth `json:"auth"`
+
+	// BaseUrl Absolute `http://` or `https://` URL that action paths are joined
+	// to; it may carry a path prefix (`https://api.example.com/v2`),
+	// never a query, a fragment or credentials.
+	//
+	//
+	// Example: https://api.weather.example/v1
+	BaseUrl string `json:"baseUrl"`
+
+	// Description What the API is.
+	Description *string `json:"description,omitempty"`
+
+	// DisplayName A human name (no control characters).
+	DisplayName *string `json:"displayName,omitempty"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores, so that the connector is usable as
+	// `integrations.<name>`. Required on create; immutable: on replace
+	// it may be left out, and when given must equal the URL's name.
+	//
+	//
+	// Example: weather
+	Name *string `json:"name,omitempty"`
+}
+
+// ConnectorList defines model for ConnectorList.
+type ConnectorList struct {
+	Data []Connector `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// Embedding defines model for Embedding.
+type Embedding struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Embedding The vector (length = the model's `dimensions`).
+	Embedding []float32 `json:"embedding"`
+
+	// Id Example: emb_5f0c6e1d2a3b4c5d6e7f8091
+	Id    string `json:"id"`
+	Model string `json:"model"`
+
+	// Tokens Tokens consumed by the input text.
+	Tokens int `json:"tokens"`
+}
+
+// EmbeddingRequest defines model for EmbeddingRequest.
+type EmbeddingRequest struct {
+	// Model Model id of an embedding model.
+	//
+	// Example: local/hash-embed-384
+	Model string `json:"model"`
+
+	// Text The text to embed (not blank).
+	Text string `json:"text"`
+}
+
 // ErrorBody defines model for ErrorBody.
 type ErrorBody struct {
 	// Code Machine-readable kind: invalid_request (400), unauthenticated (401),
@@ -139,10 +943,512 @@ type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
 }
 
+// FunctionCall defines model for FunctionCall.
+type FunctionCall struct {
+	// Arguments The arguments, keyed by parameter name (empty when the model sent no JSON object).
+	Arguments map[string]interface{} `json:"arguments"`
+
+	// Name The function the model chose.
+	Name string `json:"name"`
+}
+
+// FunctionCallResult defines model for FunctionCallResult.
+type FunctionCallResult struct {
+	// ArgumentsProblems Every way the call does not conform (empty when valid).
+	ArgumentsProblems []Problem `json:"argumentsProblems"`
+
+	// ArgumentsValid Whether the call names a declared function and its arguments conform to its parameters; null when no function was called.
+	ArgumentsValid   *bool     `json:"argumentsValid"`
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// FunctionCall The call; null when the model called no function.
+	FunctionCall *FunctionCall `json:"functionCall"`
+
+	// Id Example: fc_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Message The assistant's text: its reply when it called no function; null when it called one without writing text.
+	Message      *Message `json:"message"`
+	Model        string   `json:"model"`
+	PromptTokens int      `json:"promptTokens"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
+// FunctionCallingRequest defines model for FunctionCallingRequest.
+type FunctionCallingRequest struct {
+	Functions []FunctionDefinition `json:"functions"`
+	Messages  []Message            `json:"messages"`
+
+	// Model Model id of a chat model.
+	Model       string   `json:"model"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// FunctionDefinition defines model for FunctionDefinition.
+type FunctionDefinition struct {
+	// Description What the function does (the model reads it).
+	Description *string `json:"description,omitempty"`
+
+	// Name The function name.
+	Name string `json:"name"`
+
+	// Parameters JSON Schema of the arguments: `type` = `object`, `properties`
+	// (parameter name to `{type, description, enum}`; nested `items` and
+	// `properties` allowed), `required` (names from `properties`).
+	Parameters *map[string]interface{} `json:"parameters,omitempty"`
+}
+
+// GenerateRequest defines model for GenerateRequest.
+type GenerateRequest struct {
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
+	MaxTokens *int `json:"maxTokens,omitempty"`
+
+	// Model Model id `<provider>/<name>` of a chat or completion model.
+	//
+	// Example: openai/gpt-4o-mini
+	Model string `json:"model"`
+
+	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// Prompt The text to continue or answer.
+	Prompt string `json:"prompt"`
+
+	// Stream Answer with a text/event-stream (see the `llm` tag).
+	Stream *bool `json:"stream,omitempty"`
+
+	// Temperature Sampling temperature (0-2).
+	Temperature *float64 `json:"temperature,omitempty"`
+
+	// TopP Nucleus sampling probability mass (0-1).
+	TopP *float64 `json:"topP,omitempty"`
+}
+
+// Generation defines model for Generation.
+type Generation struct {
+	// CompletionTokens Tokens generated.
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Id Identifier of the generation.
+	//
+	// Example: gen_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered (a fallback when the requested one failed).
+	Model string `json:"model"`
+
+	// PromptTokens Tokens in the prompt.
+	PromptTokens int `json:"promptTokens"`
+
+	// Text The generated text.
+	Text string `json:"text"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// JWK A public JSON Web Key (RFC 7517; Ed25519 keys per RFC 8037).
+type JWK struct {
+	// Alg Example: EdDSA
+	Alg *string `json:"alg,omitempty"`
+
+	// Crv Example: Ed25519
+	Crv *string `json:"crv,omitempty"`
+	Kid string  `json:"kid"`
+
+	// Kty Example: OKP
+	Kty string `json:"kty"`
+
+	// Use Example: sig
+	Use *string `json:"use,omitempty"`
+
+	// X The public key, base64url.
+	X                    *string                `json:"x,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// JWKS defines model for JWKS.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// Message One turn of a conversation.
+type Message struct {
+	// Content The message text.
+	Content string `json:"content"`
+
+	// Role Who speaks; responses are always `assistant`.
+	Role MessageRole `json:"role"`
+}
+
+// MessageRole Who speaks; responses are always `assistant`.
+type MessageRole string
+
+// Model A catalog entry as listed.
+type Model struct {
+	// Capabilities What the model does: chat, code, reasoning, vision, embeddings, completion (served by the legacy completions endpoint).
+	Capabilities []string `json:"capabilities"`
+
+	// Dimensions Embedding models: the vector length.
+	Dimensions *int `json:"dimensions,omitempty"`
+
+	// Id `<provider>/<name>`
+	//
+	// Example: openai/gpt-4o-mini
+	Id string `json:"id"`
+
+	// MaxTokens Chat/text models: the model's token limit (absent when unknown, e.g. a discovered model).
+	MaxTokens *int `json:"maxTokens,omitempty"`
+
+	// Name The model name part of the id.
+	Name string `json:"name"`
+
+	// Provider The provider part of the id.
+	Provider string `json:"provider"`
+}
+
+// ModelDetail A catalog entry with pricing and creation date.
+type ModelDetail struct {
+	Capabilities []string `json:"capabilities"`
+
+	// CreatedAt The provider's creation date when discovery reports one, else when the model first entered this server's catalog.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Dimensions Embedding models: the vector length.
+	Dimensions *int `json:"dimensions,omitempty"`
+
+	// Id Example: openai/gpt-4o-mini
+	Id string `json:"id"`
+
+	// MaxTokens Chat/text models: the model's token limit.
+	MaxTokens *int   `json:"maxTokens,omitempty"`
+	Name      string `json:"name"`
+
+	// Pricing Null when the operator configured no pricing for the model.
+	Pricing  *Pricing `json:"pricing"`
+	Provider string   `json:"provider"`
+}
+
+// ModelList defines model for ModelList.
+type ModelList struct {
+	Data []Model `json:"data"`
+
+	// NextCursor Present when `limit` cut the list; pass it as `cursor`.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthClient An OAuth client as the API shows it. The secret is never shown after creation.
+type OAuthClient struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Id The `client_id`.
+	//
+	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
+
+	// Version Always 1; clients are immutable.
+	Version int64 `json:"version"`
+}
+
+// OAuthClientCreate A new OAuth client.
+type OAuthClientCreate struct {
+	// Name A human name, e.g. the service using the client.
+	//
+	// Example: reporting-job
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+
+	// Scopes The most a token of this client may carry.
+	Scopes []Scope `json:"scopes"`
+}
+
+// OAuthClientCreated A just-registered client with its secret.
+type OAuthClientCreated struct {
+	// ClientSecret The `client_secret` (`sbcs_...`), shown only in this response.
+	ClientSecret string    `json:"clientSecret"`
+	CreatedAt    time.Time `json:"createdAt"`
+
+	// Id The `client_id`.
+	//
+	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
+
+	// Version Always 1; clients are immutable.
+	Version int64 `json:"version"`
+}
+
+// OAuthClientList defines model for OAuthClientList.
+type OAuthClientList struct {
+	Data []OAuthClient `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthError An error of the token endpoint (RFC 6749 §5.2).
+type OAuthError struct {
+	Error OAuthErrorError `json:"error"`
+
+	// ErrorDescription What went wrong; never a secret.
+	ErrorDescription *string `json:"error_description,omitempty"`
+}
+
+// OAuthErrorError defines model for OAuthError.Error.
+type OAuthErrorError string
+
+// OAuthToken A successful token response (RFC 6749 §5.1).
+type OAuthToken struct {
+	// AccessToken The JWT access token.
+	AccessToken string `json:"access_token"`
+
+	// ExpiresIn Lifetime in seconds (config `oauth.tokenTtl`, default 900).
+	//
+	// Example: 900
+	ExpiresIn int64 `json:"expires_in"`
+
+	// Scope The granted scopes, space-separated.
+	//
+	// Example: llm invoke
+	Scope string `json:"scope"`
+
+	// TokenType Always `Bearer`.
+	//
+	// Example: Bearer
+	TokenType string `json:"token_type"`
+}
+
+// OAuthTokenRequest A token request (RFC 6749 §4.4.2), form-encoded.
+type OAuthTokenRequest struct {
+	// ClientId The client id, when not sent with HTTP Basic.
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret The client secret, when not sent with HTTP Basic.
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// GrantType Must be `client_credentials`.
+	//
+	// Example: client_credentials
+	GrantType string `json:"grant_type"`
+
+	// Scope Space-separated scopes to request; all of the client's when absent.
+	//
+	// Example: llm invoke
+	Scope *string `json:"scope,omitempty"`
+}
+
+// OpenAIChatCompletion defines model for OpenAIChatCompletion.
+type OpenAIChatCompletion struct {
+	Choices []struct {
+		FinishReason OpenAIChatCompletionChoicesFinishReason `json:"finish_reason"`
+		Index        int                                     `json:"index"`
+		Logprobs     *map[string]interface{}                 `json:"logprobs,omitempty"`
+		Message      struct {
+			Content   *string                                `json:"content"`
+			Refusal   *string                                `json:"refusal,omitempty"`
+			Role      OpenAIChatCompletionChoicesMessageRole `json:"role"`
+			ToolCalls *[]OpenAIToolCall                      `json:"tool_calls,omitempty"`
+		} `json:"message"`
+	} `json:"choices"`
+
+	// Created Unix seconds.
+	Created int64 `json:"created"`
+
+	// Id Example: chatcmpl-5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model  string                     `json:"model"`
+	Object OpenAIChatCompletionObject `json:"object"`
+	Usage  OpenAIUsage                `json:"usage"`
+}
+
+// OpenAIChatCompletionChoicesFinishReason defines model for OpenAIChatCompletion.Choices.FinishReason.
+type OpenAIChatCompletionChoicesFinishReason string
+
+// OpenAIChatCompletionChoicesMessageRole defines model for OpenAIChatCompletion.Choices.Message.Role.
+type OpenAIChatCompletionChoicesMessageRole string
+
+// OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
+type OpenAIChatCompletionObject string
+
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+type OpenAIChatCompletionRequest = json.RawMessage
+
+// OpenAICompletion defines model for OpenAICompletion.
+type OpenAICompletion struct {
+	Choices []struct {
+		FinishReason *OpenAICompletionChoicesFinishReason `json:"finish_reason"`
+		Index        int                                  `json:"index"`
+		Logprobs     *map[string]interface{}              `json:"logprobs,omitempty"`
+		Text         string                               `json:"text"`
+	} `json:"choices"`
+	Created int64 `json:"created"`
+
+	// Id Example: cmpl-5f0c6e1d2a3b4c5d6e7f8091
+	Id     string                 `json:"id"`
+	Model  string                 `json:"model"`
+	Object OpenAICompletionObject `json:"object"`
+	Usage  *OpenAIUsage           `json:"usage,omitempty"`
+}
+
+// OpenAICompletionChoicesFinishReason defines model for OpenAICompletion.Choices.FinishReason.
+type OpenAICompletionChoicesFinishReason string
+
+// OpenAICompletionObject defines model for OpenAICompletion.Object.
+type OpenAICompletionObject string
+
+// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+type OpenAICompletionRequest = json.RawMessage
+
+// OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.
+type OpenAIEmbeddingRequest = json.RawMessage
+
+// OpenAIEmbeddingResponse defines model for OpenAIEmbeddingResponse.
+type OpenAIEmbeddingResponse struct {
+	Data []struct {
+		// Embedding Floats, or with `encoding_format` base64 a base64 string of little-endian float32s.
+		Embedding OpenAIEmbeddingResponse_Data_Embedding `json:"embedding"`
+		Index     int                                    `json:"index"`
+		Object    OpenAIEmbeddingResponseDataObject      `json:"object"`
+	} `json:"data"`
+	Model  string                        `json:"model"`
+	Object OpenAIEmbeddingResponseObject `json:"object"`
+	Usage  struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// OpenAIEmbeddingResponseDataEmbedding0 defines model for OpenAIEmbeddingResponse.Data.Embedding.0.
+type OpenAIEmbeddingResponseDataEmbedding0 = []float32
+
+// OpenAIEmbeddingResponseDataEmbedding1 defines model for OpenAIEmbeddingResponse.Data.Embedding.1.
+type OpenAIEmbeddingResponseDataEmbedding1 = string
+
+// OpenAIEmbeddingResponse_Data_Embedding Floats, or with `encoding_format` base64 a base64 string of little-endian float32s.
+type OpenAIEmbeddingResponse_Data_Embedding struct {
+	union json.RawMessage
+}
+
+// OpenAIEmbeddingResponseDataObject defines model for OpenAIEmbeddingResponse.Data.Object.
+type OpenAIEmbeddingResponseDataObject string
+
+// OpenAIEmbeddingResponseObject defines model for OpenAIEmbeddingResponse.Object.
+type OpenAIEmbeddingResponseObject string
+
+// OpenAIErrorResponse defines model for OpenAIErrorResponse.
+type OpenAIErrorResponse struct {
+	Error struct {
+		// Code Switchboard's error code (e.g. model_not_found, rate_limit_exceeded, upstream_error).
+		Code    *string `json:"code"`
+		Message string  `json:"message"`
+
+		// Param The request field at fault
+		Param *string `json:"param"`
+
+		// Type invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error, api_error or timeout_error.
+		Type string `json:"type"`
+	} `json:"error"`
+}
+
+// OpenAIModel defines model for OpenAIModel.
+type OpenAIModel struct {
+	// Created Unix seconds (the model's `createdAt`).
+	Created int64 `json:"created"`
+
+	// Id Example: openai/gpt-4o-mini
+	Id     string            `json:"id"`
+	Object OpenAIModelObject `json:"object"`
+
+	// OwnedBy The provider name.
+	OwnedBy string `json:"owned_by"`
+}
+
+// OpenAIModelObject defines model for OpenAIModel.Object.
+type OpenAIModelObject string
+
+// OpenAIModelList defines model for OpenAIModelList.
+type OpenAIModelList struct {
+	Data   []OpenAIModel         `json:"data"`
+	Object OpenAIModelListObject `json:"object"`
+}
+
+// OpenAIModelListObject defines model for OpenAIModelList.Object.
+type OpenAIModelListObject string
+
+// OpenAIToolCall defines model for OpenAIToolCall.
+type OpenAIToolCall struct {
+	Function struct {
+		// Arguments The arguments as JSON text.
+		Arguments string `json:"arguments"`
+		Name      string `json:"name"`
+	} `json:"function"`
+	Id   string             `json:"id"`
+	Type OpenAIToolCallType `json:"type"`
+}
+
+// OpenAIToolCallType defines model for OpenAIToolCall.Type.
+type OpenAIToolCallType string
+
+// OpenAIUsage defines model for OpenAIUsage.
+type OpenAIUsage struct {
+	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Pricing Prices in USD per million tokens.
+type Pricing struct {
+	// Input USD per million prompt tokens.
+	Input float64 `json:"input"`
+
+	// Output USD per million completion tokens.
+	Output float64 `json:"output"`
+}
+
+// Problem defines model for Problem.
+type Problem struct {
+	// Field JSON path of the offending field.
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
+// RateLimitOverride Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+type RateLimitOverride struct {
+	// RequestsPerMinute Requests per minute on every authenticated route (token bucket, bursts up to a minute's worth).
+	RequestsPerMinute *int `json:"requestsPerMinute,omitempty"`
+
+	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
+	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
 
 // Scope A permission a credential carries: `admin` (everything, including key
@@ -150,14 +1456,97 @@ type Health struct {
 // actions), `llm` (model API), `webhooks:write`.
 type Scope string
 
+// SigningKey A token signing key's public metadata.
+type SigningKey struct {
+	// Alg Example: EdDSA
+	Alg       string    `json:"alg"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Kid Example: sk_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Kid string `json:"kid"`
+
+	// RetiredAt When a newer key replaced it; absent on the active key.
+	RetiredAt *time.Time `json:"retiredAt,omitempty"`
+}
+
+// SigningKeyList defines model for SigningKeyList.
+type SigningKeyList struct {
+	Data []SigningKey `json:"data"`
+}
+
+// UsageGroupBy defines model for UsageGroupBy.
+type UsageGroupBy string
+
+// UsageReport defines model for UsageReport.
+type UsageReport struct {
+	Data []UsageRow `json:"data"`
+
+	// From The start applied (rounded down to the hour).
+	From    *time.Time     `json:"from,omitempty"`
+	GroupBy []UsageGroupBy `json:"groupBy"`
+	To      *time.Time     `json:"to,omitempty"`
+	Total   UsageTotals    `json:"total"`
+}
+
+// UsageRow One group; the fields of the dimensions grouped by are set.
+type UsageRow struct {
+	CompletionTokens int64 `json:"completionTokens"`
+
+	// CostUsd Cost in USD from the catalog's pricing.
+	CostUsd float64 `json:"costUsd"`
+
+	// Key The credential (when grouped by key).
+	Key *string `json:"key,omitempty"`
+
+	// Model The model id (when grouped by model).
+	Model *string `json:"model,omitempty"`
+
+	// Period Start of the UTC day or hour (when grouped by day or hour).
+	Period       *time.Time `json:"period,omitempty"`
+	PromptTokens int64      `json:"promptTokens"`
+
+	// Requests Model calls.
+	Requests int64 `json:"requests"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int64 `json:"totalTokens"`
+}
+
+// UsageTotals defines model for UsageTotals.
+type UsageTotals struct {
+	CompletionTokens int64 `json:"completionTokens"`
+
+	// CostUsd Cost in USD from the catalog's pricing.
+	CostUsd      float64 `json:"costUsd"`
+	PromptTokens int64   `json:"promptTokens"`
+
+	// Requests Model calls.
+	Requests int64 `json:"requests"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int64 `json:"totalTokens"`
+}
+
+// ActionName defines model for ActionName.
+type ActionName = string
+
+// ConnectorName defines model for ConnectorName.
+type ConnectorName = string
+
 // Cursor defines model for Cursor.
 type Cursor = string
+
+// IfMatch defines model for IfMatch.
+type IfMatch = string
 
 // Limit defines model for Limit.
 type Limit = int
 
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
+
+// OpenAIErrorResult defines model for OpenAIErrorResult.
+type OpenAIErrorResult = OpenAIErrorResponse
 
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
@@ -168,8 +1557,343 @@ type ListAPIKeysParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListConnectorsParams defines parameters for ListConnectors.
+type ListConnectorsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteConnectorParams defines parameters for DeleteConnector.
+type DeleteConnectorParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceConnectorParams defines parameters for ReplaceConnector.
+type ReplaceConnectorParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListActionsParams defines parameters for ListActions.
+type ListActionsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteActionParams defines parameters for DeleteAction.
+type DeleteActionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceActionParams defines parameters for ReplaceAction.
+type ReplaceActionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListModelsParams defines parameters for ListModels.
+type ListModelsParams struct {
+	// Provider Only models of this provider.
+	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
+
+	// Capability Only models with this capability.
+	Capability *ListModelsParamsCapability `form:"capability,omitempty" json:"capability,omitempty"`
+
+	// Limit Page size (1-1000); all models when absent.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListModelsParamsCapability defines parameters for ListModels.
+type ListModelsParamsCapability string
+
+// ListOAuthClientsParams defines parameters for ListOAuthClients.
+type ListOAuthClientsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateOAuthTokenParams defines parameters for CreateOAuthToken.
+type CreateOAuthTokenParams struct {
+	// Authorization `Basic base64(client_id:client_secret)`; or send both in the body.
+	Authorization *string `json:"Authorization,omitempty"`
+}
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From Start (RFC 3339), rounded down to the hour; unbounded when absent.
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// To End (RFC 3339, exclusive); unbounded when absent. Must be after `from`.
+	To *time.Time `form:"to,omitempty" json:"to,omitempty"`
+
+	// GroupBy Comma-separated dimensions to keep apart: `key` (the credential:
+	// API key id, OAuth client id or `ext:<issuer>:<sub>`), `model`,
+	// `day` or `hour` (UTC); the others are summed over. Default `model`.
+	GroupBy *[]UsageGroupBy `form:"groupBy,omitempty" json:"groupBy,omitempty"`
+
+	// Key Only this credential's usage (admins; others may pass only their own id).
+	Key *string `form:"key,omitempty" json:"key,omitempty"`
+
+	// Model Only this model's usage (`provider/name`).
+	Model *string `form:"model,omitempty" json:"model,omitempty"`
+}
+
+// OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
+type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
+
+// OpenaiCreateCompletionJSONRequestBody defines body for OpenaiCreateCompletion for application/json ContentType.
+type OpenaiCreateCompletionJSONRequestBody = OpenAICompletionRequest
+
+// OpenaiCreateEmbeddingJSONRequestBody defines body for OpenaiCreateEmbedding for application/json ContentType.
+type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
+
+// ChatJSONRequestBody defines body for Chat for application/json ContentType.
+type ChatJSONRequestBody = ChatRequest
+
+// CreateConnectorJSONRequestBody defines body for CreateConnector for application/json ContentType.
+type CreateConnectorJSONRequestBody = ConnectorInput
+
+// ReplaceConnectorJSONRequestBody defines body for ReplaceConnector for application/json ContentType.
+type ReplaceConnectorJSONRequestBody = ConnectorInput
+
+// CreateActionJSONRequestBody defines body for CreateAction for application/json ContentType.
+type CreateActionJSONRequestBody = ActionInput
+
+// ReplaceActionJSONRequestBody defines body for ReplaceAction for application/json ContentType.
+type ReplaceActionJSONRequestBody = ActionInput
+
+// CreateEmbeddingJSONRequestBody defines body for CreateEmbedding for application/json ContentType.
+type CreateEmbeddingJSONRequestBody = EmbeddingRequest
+
+// CallFunctionJSONRequestBody defines body for CallFunction for application/json ContentType.
+type CallFunctionJSONRequestBody = FunctionCallingRequest
+
+// GenerateJSONRequestBody defines body for Generate for application/json ContentType.
+type GenerateJSONRequestBody = GenerateRequest
+
+// CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
+type CreateOAuthClientJSONRequestBody = OAuthClientCreate
+
+// CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
+type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// Getter for additional properties for JWK. Returns the specified
+// element and whether it was found
+func (a JWK) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for JWK
+func (a *JWK) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for JWK to handle AdditionalProperties
+func (a *JWK) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["alg"]; found {
+		err = json.Unmarshal(raw, &a.Alg)
+		if err != nil {
+			return fmt.Errorf("error reading 'alg': %w", err)
+		}
+		delete(object, "alg")
+	}
+
+	if raw, found := object["crv"]; found {
+		err = json.Unmarshal(raw, &a.Crv)
+		if err != nil {
+			return fmt.Errorf("error reading 'crv': %w", err)
+		}
+		delete(object, "crv")
+	}
+
+	if raw, found := object["kid"]; found {
+		err = json.Unmarshal(raw, &a.Kid)
+		if err != nil {
+			return fmt.Errorf("error reading 'kid': %w", err)
+		}
+		delete(object, "kid")
+	}
+
+	if raw, found := object["kty"]; found {
+		err = json.Unmarshal(raw, &a.Kty)
+		if err != nil {
+			return fmt.Errorf("error reading 'kty': %w", err)
+		}
+		delete(object, "kty")
+	}
+
+	if raw, found := object["use"]; found {
+		err = json.Unmarshal(raw, &a.Use)
+		if err != nil {
+			return fmt.Errorf("error reading 'use': %w", err)
+		}
+		delete(object, "use")
+	}
+
+	if raw, found := object["x"]; found {
+		err = json.Unmarshal(raw, &a.X)
+		if err != nil {
+			return fmt.Errorf("error reading 'x': %w", err)
+		}
+		delete(object, "x")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for JWK to handle AdditionalProperties
+func (a JWK) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Alg != nil {
+		object["alg"], err = json.Marshal(a.Alg)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'alg': %w", err)
+		}
+	}
+
+	if a.Crv != nil {
+		object["crv"], err = json.Marshal(a.Crv)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'crv': %w", err)
+		}
+	}
+
+	object["kid"], err = json.Marshal(a.Kid)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'kid': %w", err)
+	}
+
+	object["kty"], err = json.Marshal(a.Kty)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'kty': %w", err)
+	}
+
+	if a.Use != nil {
+		object["use"], err = json.Marshal(a.Use)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'use': %w", err)
+		}
+	}
+
+	if a.X != nil {
+		object["x"], err = json.Marshal(a.X)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'x': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
+func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding0() (OpenAIEmbeddingResponseDataEmbedding0, error) {
+	var body OpenAIEmbeddingResponseDataEmbedding0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIEmbeddingResponseDataEmbedding0 overwrites any union data inside the OpenAIEmbeddingResponse_Data_Embedding as the provided OpenAIEmbeddingResponseDataEmbedding0
+func (t *OpenAIEmbeddingResponse_Data_Embedding) FromOpenAIEmbeddingResponseDataEmbedding0(v OpenAIEmbeddingResponseDataEmbedding0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIEmbeddingResponseDataEmbedding0 performs a merge with any union data inside the OpenAIEmbeddingResponse_Data_Embedding, using the provided OpenAIEmbeddingResponseDataEmbedding0
+func (t *OpenAIEmbeddingResponse_Data_Embedding) MergeOpenAIEmbeddingResponseDataEmbedding0(v OpenAIEmbeddingResponseDataEmbedding0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAIEmbeddingResponseDataEmbedding1 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding1
+func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding1() (OpenAIEmbeddingResponseDataEmbedding1, error) {
+	var body OpenAIEmbeddingResponseDataEmbedding1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIEmbeddingResponseDataEmbedding1 overwrites any union data inside the OpenAIEmbeddingResponse_Data_Embedding as the provided OpenAIEmbeddingResponseDataEmbedding1
+func (t *OpenAIEmbeddingResponse_Data_Embedding) FromOpenAIEmbeddingResponseDataEmbedding1(v OpenAIEmbeddingResponseDataEmbedding1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIEmbeddingResponseDataEmbedding1 performs a merge with any union data inside the OpenAIEmbeddingResponse_Data_Embedding, using the provided OpenAIEmbeddingResponseDataEmbedding1
+func (t *OpenAIEmbeddingResponse_Data_Embedding) MergeOpenAIEmbeddingResponseDataEmbedding1(v OpenAIEmbeddingResponseDataEmbedding1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OpenAIEmbeddingResponse_Data_Embedding) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OpenAIEmbeddingResponse_Data_Embedding) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -245,10 +1969,140 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+	//
+	// The active signing key and, after a rotation, the previous keys until
+	// every token they signed has expired (token lifetime plus leeway).
+	// Keys are Ed25519 (`kty: OKP`, `crv: Ed25519`, `alg: EdDSA`, `use: sig`)
+	// with a `kid` matching the tokens' header. A verifier that meets an
+	// unknown `kid` should refetch this document.
+	//
+	// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
+	GetJWKS(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHealthz Liveness probe; answers while the process runs.
 	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMetrics Prometheus metrics (text exposition format 0.0.4).
+	//
+	// Public unless the config sets `metrics.requireScope` (e.g. `admin`):
+	// then a bearer credential (API key or access token) with that scope is
+	// needed, else 401/403. Metrics, with OpenTelemetry semantic-convention
+	// names where one fits:
+	//
+	// - `http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}`:
+	//   histogram of every request (its `_count` counts requests); `http_route`
+	//   is the route template, `other` for unmatched paths.
+	// - `gen_ai_client_operation_duration_seconds{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, error_type}`:
+	//   upstream latency of language-model calls by provider (`gen_ai_system`
+	//   is the configured provider name).
+	// - `gen_ai_client_token_usage{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, gen_ai_token_type}`:
+	//   tokens per call by model and type (`input`, `output`); `_sum` is the total.
+	// - `switchboard_connector_invocations_total{connector, outcome}` and
+	//   `switchboard_connector_invocation_duration_seconds{connector}`.
+	// - `switchboard_webhook_deliveries_total{outcome}` (`success`, `retry`, `failed`)
+	//   and `switchboard_webhook_delivery_duration_seconds`.
+	// - `switchboard_rate_limit_refusals_total{limit, credential_kind}` (`limit` is `requests` or `tokens`).
+	// - `switchboard_oauth_tokens_issued_total{outcome}`.
+	// - the Go runtime and process collectors (`go_*`, `process_*`).
+	//
+	// Corresponds with GET /metrics (the `GetMetrics` operationId).
+	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
+	//
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+	// (a final chunk with empty `choices` and the usage). Roles `system`,
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+	// content parts are joined; image and audio parts are refused (400).
+	// Only `n: 1` is supported.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+	OpenaiCreateChatCompletionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
+	//
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+	// (a final chunk with empty `choices` and the usage). Roles `system`,
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+	// content parts are joined; image and audio parts are refused (400).
+	// Only `n: 1` is supported.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+	OpenaiCreateChatCompletion(ctx context.Context, body OpenaiCreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateCompletionWithBody OpenAI-compatible (legacy) text completions.
+	//
+	// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+	// one string). Models with the `completion` capability use the
+	// provider's completions endpoint; chat models receive the prompt as one
+	// user message. Supports `stream` and `stream_options.include_usage`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+	OpenaiCreateCompletionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateCompletion OpenAI-compatible (legacy) text completions.
+	//
+	// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+	// one string). Models with the `completion` capability use the
+	// provider's completions endpoint; chat models receive the prompt as one
+	// user message. Supports `stream` and `stream_options.include_usage`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+	OpenaiCreateCompletion(ctx context.Context, body OpenaiCreateCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateEmbeddingWithBody OpenAI-compatible embeddings.
+	//
+	// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+	// to 2048 strings (token arrays are refused); `encoding_format` is
+	// `float` (default) or `base64` (little-endian float32); `dimensions` is
+	// passed to providers that support it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+	OpenaiCreateEmbeddingWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateEmbedding OpenAI-compatible embeddings.
+	//
+	// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+	// to 2048 strings (token arrays are refused); `encoding_format` is
+	// `float` (default) or `base64` (little-endian float32); `dimensions` is
+	// passed to providers that support it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+	OpenaiCreateEmbedding(ctx context.Context, body OpenaiCreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiListModels OpenAI-compatible model list.
+	//
+	// Corresponds with GET /openai/v1/models (the `OpenaiListModels` operationId).
+	OpenaiListModels(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiGetModel OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	//
+	// Corresponds with GET /openai/v1/models/{model} (the `OpenaiGetModel` operationId).
+	OpenaiGetModel(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+	//
+	// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
+	OpenaiGetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This specification as JSON.
 	//
@@ -305,6 +2159,442 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChatWithBody Complete a chat conversation.
+	//
+	// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+	// and returns the assistant's reply. With `"stream": true` the answer is
+	// a `text/event-stream` of `delta` events and a final `done` event
+	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/chat (the `Chat` operationId).
+	ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Chat Complete a chat conversation.
+	//
+	// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+	// and returns the assistant's reply. With `"stream": true` the answer is
+	// a `text/event-stream` of `delta` events and a final `done` event
+	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/chat (the `Chat` operationId).
+	Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListConnectors List connectors in name order.
+	//
+	// Corresponds with GET /v1/connectors (the `ListConnectors` operationId).
+	ListConnectors(ctx context.Context, params *ListConnectorsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnectorWithBody Create a connector.
+	//
+	// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+	// sealed in the vault and never returned; responses show
+	// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+	// input is 422 listing every problem.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+	CreateConnectorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnector Create a connector.
+	//
+	// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+	// sealed in the vault and never returned; responses show
+	// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+	// input is 422 listing every problem.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+	CreateConnector(ctx context.Context, body CreateConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteConnector Delete a connector with its actions and secrets.
+	//
+	// Deletes the connector, all its actions, its client secret and every
+	// other secret belonging to it (its connections' credentials), in one
+	// transaction: there is never a connector half deleted. Records an
+	// `action.deleted` event per action, then `connector.deleted`. An
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Corresponds with DELETE /v1/connectors/{name} (the `DeleteConnector` operationId).
+	DeleteConnector(ctx context.Context, name ConnectorName, params *DeleteConnectorParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetConnector Get one connector (never its client secret).
+	//
+	// Corresponds with GET /v1/connectors/{name} (the `GetConnector` operationId).
+	GetConnector(ctx context.Context, name ConnectorName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceConnectorWithBody Replace a connector's definition.
+	//
+	// Replaces the whole definition (fields left out take their defaults,
+	// they are not kept), keeps `createdAt` and increments `version`. The
+	// body's `name` may be left out; when given it must equal the URL's
+	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+	// the stored secret; changing `auth.type` away from `oauth2` deletes
+	// it. A connector that does not exist is 404 (PUT does not create);
+	// an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+	ReplaceConnectorWithBody(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceConnector Replace a connector's definition.
+	//
+	// Replaces the whole definition (fields left out take their defaults,
+	// they are not kept), keeps `createdAt` and increments `version`. The
+	// body's `name` may be left out; when given it must equal the URL's
+	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+	// the stored secret; changing `auth.type` away from `oauth2` deletes
+	// it. A connector that does not exist is 404 (PUT does not create);
+	// an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+	ReplaceConnector(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, body ReplaceConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListActions List a connector's actions in name order.
+	//
+	// Corresponds with GET /v1/connectors/{name}/actions (the `ListActions` operationId).
+	ListActions(ctx context.Context, name ConnectorName, params *ListActionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateActionWithBody Create an action of a connector.
+	//
+	// Creates an action at version 1. A connector that does not exist is
+	// 404; an action name already in use in this connector is 409; invalid
+	// input is 422 listing every problem, including a template naming an
+	// undeclared parameter and a transformation that does not compile
+	// (with its line and column).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+	CreateActionWithBody(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAction Create an action of a connector.
+	//
+	// Creates an action at version 1. A connector that does not exist is
+	// 404; an action name already in use in this connector is 409; invalid
+	// input is 422 listing every problem, including a template naming an
+	// undeclared parameter and a transformation that does not compile
+	// (with its line and column).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+	CreateAction(ctx context.Context, name ConnectorName, body CreateActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteAction Delete an action.
+	//
+	// An `If-Match` that is not the current ETag is 412.
+	//
+	// Corresponds with DELETE /v1/connectors/{name}/actions/{action} (the `DeleteAction` operationId).
+	DeleteAction(ctx context.Context, name ConnectorName, action ActionName, params *DeleteActionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAction Get one action.
+	//
+	// Corresponds with GET /v1/connectors/{name}/actions/{action} (the `GetAction` operationId).
+	GetAction(ctx context.Context, name ConnectorName, action ActionName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceActionWithBody Replace an action's definition.
+	//
+	// Replaces the whole definition, keeps `createdAt` and increments
+	// `version`. The body's `name` may be left out; when given it must
+	// equal the URL's. An action that does not exist is 404 (PUT does not
+	// create); an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+	ReplaceActionWithBody(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceAction Replace an action's definition.
+	//
+	// Replaces the whole definition, keeps `createdAt` and increments
+	// `version`. The body's `name` may be left out; when given it must
+	// equal the URL's. An action that does not exist is 404 (PUT does not
+	// create); an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+	ReplaceAction(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEmbeddingWithBody Embed a text as a vector.
+	//
+	// Returns the embedding of `text` from an embedding model. The built-in
+	// `local/hash-embed-384` works offline: it hashes words, word pairs and
+	// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+	// not semantic: texts sharing words score close, paraphrases with
+	// different words do not.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+	CreateEmbeddingWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateEmbedding Embed a text as a vector.
+	//
+	// Returns the embedding of `text` from an embedding model. The built-in
+	// `local/hash-embed-384` works offline: it hashes words, word pairs and
+	// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+	// not semantic: texts sharing words score close, paraphrases with
+	// different words do not.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+	CreateEmbedding(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CallFunctionWithBody Let the model choose a function and its arguments.
+	//
+	// Sends the conversation and the declared `functions` to a chat model
+	// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+	// returns the function the model chose with its `arguments` object.
+	// When the model calls no function, `functionCall` is null and `message`
+	// holds its reply. The call is checked against the declaration:
+	// `argumentsValid` is true only when the function was declared and its
+	// arguments carry every required parameter, only declared parameters,
+	// each of the declared type and within its `enum`; otherwise it is false
+	// and `argumentsProblems` lists each problem. A call to an undeclared
+	// function is never valid. Function definitions themselves are
+	// validated first (422).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+	CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CallFunction Let the model choose a function and its arguments.
+	//
+	// Sends the conversation and the declared `functions` to a chat model
+	// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+	// returns the function the model chose with its `arguments` object.
+	// When the model calls no function, `functionCall` is null and `message`
+	// holds its reply. The call is checked against the declaration:
+	// `argumentsValid` is true only when the function was declared and its
+	// arguments carry every required parameter, only declared parameters,
+	// each of the declared type and within its `enum`; otherwise it is false
+	// and `argumentsProblems` lists each problem. A call to an undeclared
+	// function is never valid. Function definitions themselves are
+	// validated first (422).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+	CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GenerateWithBody Generate text from a prompt.
+	//
+	// Sends `prompt` to a chat or completion model (a chat model receives it
+	// as one user message) and returns the generated text. With
+	// `"stream": true` the answer is a `text/event-stream` of `delta` events
+	// and a final `done` event carrying the Generation (see the `llm` tag).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/generate (the `Generate` operationId).
+	GenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Generate Generate text from a prompt.
+	//
+	// Sends `prompt` to a chat or completion model (a chat model receives it
+	// as one user message) and returns the generated text. With
+	// `"stream": true` the answer is a `text/event-stream` of `delta` events
+	// and a final `done` event carrying the Generation (see the `llm` tag).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/generate (the `Generate` operationId).
+	Generate(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListModels List the models of the catalog.
+	//
+	// Lists configured, built-in and discovered models sorted by id. Chat and
+	// text models carry `maxTokens`, embedding models `dimensions`; pricing
+	// and `createdAt` are only in the single-model response. Without `limit`
+	// every model is returned; with it, pages follow `nextCursor`.
+	//
+	// Corresponds with GET /v1/models (the `ListModels` operationId).
+	ListModels(ctx context.Context, params *ListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetModel Get one model by its id, with the `/` encoded as `%2F`.
+	//
+	// `GET /v1/models/openai%2Fgpt-4o-mini` is the same as
+	// `GET /v1/models/openai/gpt-4o-mini`. Returns the model with its pricing
+	// (USD per million tokens; null when none is configured) and `createdAt`.
+	//
+	// Corresponds with GET /v1/models/{id} (the `GetModel` operationId).
+	GetModel(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProviderModel Get one model by provider and name.
+	//
+	// Returns the model with its pricing (USD per million tokens; null when
+	// none is configured) and `createdAt`. A name that itself contains `/`
+	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
+	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	//
+	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
+	GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListOAuthClients List OAuth clients (never their secrets), oldest first.
+	//
+	// Corresponds with GET /v1/oauth-clients (the `ListOAuthClients` operationId).
+	ListOAuthClients(ctx context.Context, params *ListOAuthClientsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOAuthClientWithBody Register an OAuth client; its secret is returned only in this response.
+	//
+	// Registers a client that obtains access tokens with the
+	// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+	// most its tokens may carry; `rateLimit` optionally overrides the
+	// server's per-credential limits for its tokens (all tokens of a client
+	// share one budget). The response carries `clientSecret`; store it now:
+	// the server keeps only its SHA-256 and cannot show it again. Clients
+	// are immutable: to change one, register a new client and delete the old.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+	CreateOAuthClientWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOAuthClient Register an OAuth client; its secret is returned only in this response.
+	//
+	// Registers a client that obtains access tokens with the
+	// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+	// most its tokens may carry; `rateLimit` optionally overrides the
+	// server's per-credential limits for its tokens (all tokens of a client
+	// share one budget). The response carries `clientSecret`; store it now:
+	// the server keeps only its SHA-256 and cannot show it again. Clients
+	// are immutable: to change one, register a new client and delete the old.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+	CreateOAuthClient(ctx context.Context, body CreateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
+	//
+	// The client can no longer obtain tokens, and the tokens it already
+	// holds are refused (401) from the next request on.
+	//
+	// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
+	DeleteOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOAuthClient Get one OAuth client (without its secret).
+	//
+	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
+	GetOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSigningKeys List the published token signing keys, the active one first.
+	//
+	// Corresponds with GET /v1/oauth/signing-keys (the `ListSigningKeys` operationId).
+	ListSigningKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateSigningKey Generate a new token signing key and retire the current one.
+	//
+	// Tokens are signed with the new key from now on. The previous key
+	// stops signing at once (its private part is deleted from the vault) but
+	// stays published in `/.well-known/jwks.json`, and tokens it signed stay
+	// valid, until they have all expired; then it is removed.
+	//
+	// Corresponds with POST /v1/oauth/signing-keys/rotate (the `RotateSigningKey` operationId).
+	RotateSigningKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOAuthTokenWithBody Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	//
+	// The token endpoint of RFC 6749. The body is form-encoded
+	// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+	// and an optional space-separated `scope` (a subset of the client's
+	// scopes; all of them when absent). The client authenticates with HTTP
+	// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+	// form-encoded first) or with `client_id` and `client_secret` in the body,
+	// never both. The answer is a JWT access token (RFC 9068, header
+	// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+	// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+	// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+	// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+	// like an API key. There is no refresh token: request a new one.
+	//
+	// Unlike the rest of the API, errors here have the shape of RFC 6749
+	// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+	// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+	// wrong client credentials, `invalid_request` (400) for a malformed
+	// request (missing `grant_type`, a repeated parameter, two client
+	// authentication methods), `unsupported_grant_type` (400),
+	// `invalid_scope` (400) for a scope the client does not hold.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithBody(ctx context.Context, params *CreateOAuthTokenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateOAuthTokenWithFormdataBody Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	//
+	// The token endpoint of RFC 6749. The body is form-encoded
+	// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+	// and an optional space-separated `scope` (a subset of the client's
+	// scopes; all of them when absent). The client authenticates with HTTP
+	// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+	// form-encoded first) or with `client_id` and `client_secret` in the body,
+	// never both. The answer is a JWT access token (RFC 9068, header
+	// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+	// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+	// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+	// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+	// like an API key. There is no refresh token: request a new one.
+	//
+	// Unlike the rest of the API, errors here have the shape of RFC 6749
+	// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+	// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+	// wrong client credentials, `invalid_request` (400) for a malformed
+	// request (missing `grant_type`, a repeated parameter, two client
+	// authentication methods), `unsupported_grant_type` (400),
+	// `invalid_scope` (400) for a scope the client does not hold.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithFormdataBody(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+	//
+	// Sums the usage of the LLM routes recorded per credential, model and
+	// UTC hour: requests, prompt, completion and total tokens, and cost in
+	// USD from the model catalog's pricing (models without pricing cost 0).
+	// A credential with the `admin` scope sees everyone's usage and may
+	// filter by `key`; any other credential sees only its own (a `key`
+	// other than its own is refused with 403). Usage recorded in the last
+	// seconds and not yet written to disk is included.
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+//
+// The active signing key and, after a rotation, the previous keys until
+// every token they signed has expired (token lifetime plus leeway).
+// Keys are Ed25519 (`kty: OKP`, `crv: Ed25519`, `alg: EdDSA`, `use: sig`)
+// with a `kid` matching the tokens' header. A verifier that meets an
+// unknown `kid` should refetch this document.
+//
+// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
+func (c *Client) GetJWKS(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJWKSRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetHealthz Liveness probe; answers while the process runs.
@@ -312,6 +2602,225 @@ type ClientInterface interface {
 // Corresponds with GET /healthz (the `GetHealthz` operationId).
 func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMetrics Prometheus metrics (text exposition format 0.0.4).
+//
+// Public unless the config sets `metrics.requireScope` (e.g. `admin`):
+// then a bearer credential (API key or access token) with that scope is
+// needed, else 401/403. Metrics, with OpenTelemetry semantic-convention
+// names where one fits:
+//
+//   - `http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}`:
+//     histogram of every request (its `_count` counts requests); `http_route`
+//     is the route template, `other` for unmatched paths.
+//   - `gen_ai_client_operation_duration_seconds{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, error_type}`:
+//     upstream latency of language-model calls by provider (`gen_ai_system`
+//     is the configured provider name).
+//   - `gen_ai_client_token_usage{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, gen_ai_token_type}`:
+//     tokens per call by model and type (`input`, `output`); `_sum` is the total.
+//   - `switchboard_connector_invocations_total{connector, outcome}` and
+//     `switchboard_connector_invocation_duration_seconds{connector}`.
+//   - `switchboard_webhook_deliveries_total{outcome}` (`success`, `retry`, `failed`)
+//     and `switchboard_webhook_delivery_duration_seconds`.
+//   - `switchboard_rate_limit_refusals_total{limit, credential_kind}` (`limit` is `requests` or `tokens`).
+//   - `switchboard_oauth_tokens_issued_total{outcome}`.
+//   - the Go runtime and process collectors (`go_*`, `process_*`).
+//
+// Corresponds with GET /metrics (the `GetMetrics` operationId).
+func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMetricsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
+//
+// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+// (a final chunk with empty `choices` and the usage). Roles `system`,
+// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+// content parts are joined; image and audio parts are refused (400).
+// Only `n: 1` is supported.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateChatCompletionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
+//
+// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+// (a final chunk with empty `choices` and the usage). Roles `system`,
+// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+// content parts are joined; image and audio parts are refused (400).
+// Only `n: 1` is supported.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+func (c *Client) OpenaiCreateChatCompletion(ctx context.Context, body OpenaiCreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateChatCompletionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateCompletionWithBody OpenAI-compatible (legacy) text completions.
+//
+// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+// one string). Models with the `completion` capability use the
+// provider's completions endpoint; chat models receive the prompt as one
+// user message. Supports `stream` and `stream_options.include_usage`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+func (c *Client) OpenaiCreateCompletionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateCompletionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateCompletion OpenAI-compatible (legacy) text completions.
+//
+// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+// one string). Models with the `completion` capability use the
+// provider's completions endpoint; chat models receive the prompt as one
+// user message. Supports `stream` and `stream_options.include_usage`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+func (c *Client) OpenaiCreateCompletion(ctx context.Context, body OpenaiCreateCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateCompletionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateEmbeddingWithBody OpenAI-compatible embeddings.
+//
+// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+// to 2048 strings (token arrays are refused); `encoding_format` is
+// `float` (default) or `base64` (little-endian float32); `dimensions` is
+// passed to providers that support it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+func (c *Client) OpenaiCreateEmbeddingWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateEmbeddingRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateEmbedding OpenAI-compatible embeddings.
+//
+// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+// to 2048 strings (token arrays are refused); `encoding_format` is
+// `float` (default) or `base64` (little-endian float32); `dimensions` is
+// passed to providers that support it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+func (c *Client) OpenaiCreateEmbedding(ctx context.Context, body OpenaiCreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateEmbeddingRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiListModels OpenAI-compatible model list.
+//
+// Corresponds with GET /openai/v1/models (the `OpenaiListModels` operationId).
+func (c *Client) OpenaiListModels(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiListModelsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiGetModel OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+//
+// Corresponds with GET /openai/v1/models/{model} (the `OpenaiGetModel` operationId).
+func (c *Client) OpenaiGetModel(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiGetModelRequest(c.Server, model)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+//
+// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
+func (c *Client) OpenaiGetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiGetProviderModelRequest(c.Server, provider, name)
 	if err != nil {
 		return nil, err
 	}
@@ -448,6 +2957,798 @@ func (c *Client) GetAPIKey(ctx context.Context, id string, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
+// ChatWithBody Complete a chat conversation.
+//
+// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+// and returns the assistant's reply. With `"stream": true` the answer is
+// a `text/event-stream` of `delta` events and a final `done` event
+// carrying the ChatCompletion (see the `llm` tag).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/chat (the `Chat` operationId).
+func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Chat Complete a chat conversation.
+//
+// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+// and returns the assistant's reply. With `"stream": true` the answer is
+// a `text/event-stream` of `delta` events and a final `done` event
+// carrying the ChatCompletion (see the `llm` tag).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/chat (the `Chat` operationId).
+func (c *Client) Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListConnectors List connectors in name order.
+//
+// Corresponds with GET /v1/connectors (the `ListConnectors` operationId).
+func (c *Client) ListConnectors(ctx context.Context, params *ListConnectorsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConnectorsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnectorWithBody Create a connector.
+//
+// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+// sealed in the vault and never returned; responses show
+// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+// input is 422 listing every problem.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+func (c *Client) CreateConnectorWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectorRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnector Create a connector.
+//
+// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+// sealed in the vault and never returned; responses show
+// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+// input is 422 listing every problem.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+func (c *Client) CreateConnector(ctx context.Context, body CreateConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectorRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteConnector Delete a connector with its actions and secrets.
+//
+// Deletes the connector, all its actions, its client secret and every
+// other secret belonging to it (its connections' credentials), in one
+// transaction: there is never a connector half deleted. Records an
+// `action.deleted` event per action, then `connector.deleted`. An
+// `If-Match` that is not the current ETag is 412.
+//
+// Corresponds with DELETE /v1/connectors/{name} (the `DeleteConnector` operationId).
+func (c *Client) DeleteConnector(ctx context.Context, name ConnectorName, params *DeleteConnectorParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteConnectorRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetConnector Get one connector (never its client secret).
+//
+// Corresponds with GET /v1/connectors/{name} (the `GetConnector` operationId).
+func (c *Client) GetConnector(ctx context.Context, name ConnectorName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConnectorRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceConnectorWithBody Replace a connector's definition.
+//
+// Replaces the whole definition (fields left out take their defaults,
+// they are not kept), keeps `createdAt` and increments `version`. The
+// body's `name` may be left out; when given it must equal the URL's
+// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+// the stored secret; changing `auth.type` away from `oauth2` deletes
+// it. A connector that does not exist is 404 (PUT does not create);
+// an `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+func (c *Client) ReplaceConnectorWithBody(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceConnectorRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceConnector Replace a connector's definition.
+//
+// Replaces the whole definition (fields left out take their defaults,
+// they are not kept), keeps `createdAt` and increments `version`. The
+// body's `name` may be left out; when given it must equal the URL's
+// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+// the stored secret; changing `auth.type` away from `oauth2` deletes
+// it. A connector that does not exist is 404 (PUT does not create);
+// an `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+func (c *Client) ReplaceConnector(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, body ReplaceConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceConnectorRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListActions List a connector's actions in name order.
+//
+// Corresponds with GET /v1/connectors/{name}/actions (the `ListActions` operationId).
+func (c *Client) ListActions(ctx context.Context, name ConnectorName, params *ListActionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListActionsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateActionWithBody Create an action of a connector.
+//
+// Creates an action at version 1. A connector that does not exist is
+// 404; an action name already in use in this connector is 409; invalid
+// input is 422 listing every problem, including a template naming an
+// undeclared parameter and a transformation that does not compile
+// (with its line and column).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+func (c *Client) CreateActionWithBody(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateActionRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAction Create an action of a connector.
+//
+// Creates an action at version 1. A connector that does not exist is
+// 404; an action name already in use in this connector is 409; invalid
+// input is 422 listing every problem, including a template naming an
+// undeclared parameter and a transformation that does not compile
+// (with its line and column).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+func (c *Client) CreateAction(ctx context.Context, name ConnectorName, body CreateActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateActionRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteAction Delete an action.
+//
+// An `If-Match` that is not the current ETag is 412.
+//
+// Corresponds with DELETE /v1/connectors/{name}/actions/{action} (the `DeleteAction` operationId).
+func (c *Client) DeleteAction(ctx context.Context, name ConnectorName, action ActionName, params *DeleteActionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteActionRequest(c.Server, name, action, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAction Get one action.
+//
+// Corresponds with GET /v1/connectors/{name}/actions/{action} (the `GetAction` operationId).
+func (c *Client) GetAction(ctx context.Context, name ConnectorName, action ActionName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetActionRequest(c.Server, name, action)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceActionWithBody Replace an action's definition.
+//
+// Replaces the whole definition, keeps `createdAt` and increments
+// `version`. The body's `name` may be left out; when given it must
+// equal the URL's. An action that does not exist is 404 (PUT does not
+// create); an `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+func (c *Client) ReplaceActionWithBody(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceActionRequestWithBody(c.Server, name, action, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceAction Replace an action's definition.
+//
+// Replaces the whole definition, keeps `createdAt` and increments
+// `version`. The body's `name` may be left out; when given it must
+// equal the URL's. An action that does not exist is 404 (PUT does not
+// create); an `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+func (c *Client) ReplaceAction(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceActionRequest(c.Server, name, action, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEmbeddingWithBody Embed a text as a vector.
+//
+// Returns the embedding of `text` from an embedding model. The built-in
+// `local/hash-embed-384` works offline: it hashes words, word pairs and
+// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+// not semantic: texts sharing words score close, paraphrases with
+// different words do not.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+func (c *Client) CreateEmbeddingWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmbeddingRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateEmbedding Embed a text as a vector.
+//
+// Returns the embedding of `text` from an embedding model. The built-in
+// `local/hash-embed-384` works offline: it hashes words, word pairs and
+// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+// not semantic: texts sharing words score close, paraphrases with
+// different words do not.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+func (c *Client) CreateEmbedding(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateEmbeddingRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CallFunctionWithBody Let the model choose a function and its arguments.
+//
+// Sends the conversation and the declared `functions` to a chat model
+// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+// returns the function the model chose with its `arguments` object.
+// When the model calls no function, `functionCall` is null and `message`
+// holds its reply. The call is checked against the declaration:
+// `argumentsValid` is true only when the function was declared and its
+// arguments carry every required parameter, only declared parameters,
+// each of the declared type and within its `enum`; otherwise it is false
+// and `argumentsProblems` lists each problem. A call to an undeclared
+// function is never valid. Function definitions themselves are
+// validated first (422).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+func (c *Client) CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CallFunction Let the model choose a function and its arguments.
+//
+// Sends the conversation and the declared `functions` to a chat model
+// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+// returns the function the model chose with its `arguments` object.
+// When the model calls no function, `functionCall` is null and `message`
+// holds its reply. The call is checked against the declaration:
+// `argumentsValid` is true only when the function was declared and its
+// arguments carry every required parameter, only declared parameters,
+// each of the declared type and within its `enum`; otherwise it is false
+// and `argumentsProblems` lists each problem. A call to an undeclared
+// function is never valid. Function definitions themselves are
+// validated first (422).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+func (c *Client) CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GenerateWithBody Generate text from a prompt.
+//
+// Sends `prompt` to a chat or completion model (a chat model receives it
+// as one user message) and returns the generated text. With
+// `"stream": true` the answer is a `text/event-stream` of `delta` events
+// and a final `done` event carrying the Generation (see the `llm` tag).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/generate (the `Generate` operationId).
+func (c *Client) GenerateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Generate Generate text from a prompt.
+//
+// Sends `prompt` to a chat or completion model (a chat model receives it
+// as one user message) and returns the generated text. With
+// `"stream": true` the answer is a `text/event-stream` of `delta` events
+// and a final `done` event carrying the Generation (see the `llm` tag).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/generate (the `Generate` operationId).
+func (c *Client) Generate(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGenerateRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListModels List the models of the catalog.
+//
+// Lists configured, built-in and discovered models sorted by id. Chat and
+// text models carry `maxTokens`, embedding models `dimensions`; pricing
+// and `createdAt` are only in the single-model response. Without `limit`
+// every model is returned; with it, pages follow `nextCursor`.
+//
+// Corresponds with GET /v1/models (the `ListModels` operationId).
+func (c *Client) ListModels(ctx context.Context, params *ListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListModelsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetModel Get one model by its id, with the `/` encoded as `%2F`.
+//
+// `GET /v1/models/openai%2Fgpt-4o-mini` is the same as
+// `GET /v1/models/openai/gpt-4o-mini`. Returns the model with its pricing
+// (USD per million tokens; null when none is configured) and `createdAt`.
+//
+// Corresponds with GET /v1/models/{id} (the `GetModel` operationId).
+func (c *Client) GetModel(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetModelRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProviderModel Get one model by provider and name.
+//
+// Returns the model with its pricing (USD per million tokens; null when
+// none is configured) and `createdAt`. A name that itself contains `/`
+// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
+// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+//
+// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
+func (c *Client) GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProviderModelRequest(c.Server, provider, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListOAuthClients List OAuth clients (never their secrets), oldest first.
+//
+// Corresponds with GET /v1/oauth-clients (the `ListOAuthClients` operationId).
+func (c *Client) ListOAuthClients(ctx context.Context, params *ListOAuthClientsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListOAuthClientsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOAuthClientWithBody Register an OAuth client; its secret is returned only in this response.
+//
+// Registers a client that obtains access tokens with the
+// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+// most its tokens may carry; `rateLimit` optionally overrides the
+// server's per-credential limits for its tokens (all tokens of a client
+// share one budget). The response carries `clientSecret`; store it now:
+// the server keeps only its SHA-256 and cannot show it again. Clients
+// are immutable: to change one, register a new client and delete the old.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+func (c *Client) CreateOAuthClientWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthClientRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOAuthClient Register an OAuth client; its secret is returned only in this response.
+//
+// Registers a client that obtains access tokens with the
+// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+// most its tokens may carry; `rateLimit` optionally overrides the
+// server's per-credential limits for its tokens (all tokens of a client
+// share one budget). The response carries `clientSecret`; store it now:
+// the server keeps only its SHA-256 and cannot show it again. Clients
+// are immutable: to change one, register a new client and delete the old.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+func (c *Client) CreateOAuthClient(ctx context.Context, body CreateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthClientRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
+//
+// The client can no longer obtain tokens, and the tokens it already
+// holds are refused (401) from the next request on.
+//
+// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
+func (c *Client) DeleteOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteOAuthClientRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOAuthClient Get one OAuth client (without its secret).
+//
+// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
+func (c *Client) GetOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOAuthClientRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSigningKeys List the published token signing keys, the active one first.
+//
+// Corresponds with GET /v1/oauth/signing-keys (the `ListSigningKeys` operationId).
+func (c *Client) ListSigningKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSigningKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateSigningKey Generate a new token signing key and retire the current one.
+//
+// Tokens are signed with the new key from now on. The previous key
+// stops signing at once (its private part is deleted from the vault) but
+// stays published in `/.well-known/jwks.json`, and tokens it signed stay
+// valid, until they have all expired; then it is removed.
+//
+// Corresponds with POST /v1/oauth/signing-keys/rotate (the `RotateSigningKey` operationId).
+func (c *Client) RotateSigningKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateSigningKeyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOAuthTokenWithBody Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+//
+// The token endpoint of RFC 6749. The body is form-encoded
+// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+// and an optional space-separated `scope` (a subset of the client's
+// scopes; all of them when absent). The client authenticates with HTTP
+// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+// form-encoded first) or with `client_id` and `client_secret` in the body,
+// never both. The answer is a JWT access token (RFC 9068, header
+// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+// like an API key. There is no refresh token: request a new one.
+//
+// Unlike the rest of the API, errors here have the shape of RFC 6749
+// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+// wrong client credentials, `invalid_request` (400) for a malformed
+// request (missing `grant_type`, a repeated parameter, two client
+// authentication methods), `unsupported_grant_type` (400),
+// `invalid_scope` (400) for a scope the client does not hold.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *Client) CreateOAuthTokenWithBody(ctx context.Context, params *CreateOAuthTokenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthTokenRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateOAuthTokenWithFormdataBody Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+//
+// The token endpoint of RFC 6749. The body is form-encoded
+// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+// and an optional space-separated `scope` (a subset of the client's
+// scopes; all of them when absent). The client authenticates with HTTP
+// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+// form-encoded first) or with `client_id` and `client_secret` in the body,
+// never both. The answer is a JWT access token (RFC 9068, header
+// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+// like an API key. There is no refresh token: request a new one.
+//
+// Unlike the rest of the API, errors here have the shape of RFC 6749
+// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+// wrong client credentials, `invalid_request` (400) for a malformed
+// request (missing `grant_type`, a repeated parameter, two client
+// authentication methods), `unsupported_grant_type` (400),
+// `invalid_scope` (400) for a scope the client does not hold.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *Client) CreateOAuthTokenWithFormdataBody(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateOAuthTokenRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+//
+// Sums the usage of the LLM routes recorded per credential, model and
+// UTC hour: requests, prompt, completion and total tokens, and cost in
+// USD from the model catalog's pricing (models without pricing cost 0).
+// A credential with the `admin` scope sees everyone's usage and may
+// filter by `key`; any other credential sees only its own (a `key`
+// other than its own is refused with 403). Usage recorded in the last
+// seconds and not yet written to disk is included.
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetUsageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// NewGetJWKSRequest constructs an http.Request for the GetJWKS method
+func NewGetJWKSRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/jwks.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetHealthzRequest constructs an http.Request for the GetHealthz method
 func NewGetHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -458,6 +3759,255 @@ func NewGetHealthzRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMetricsRequest constructs an http.Request for the GetMetrics method
+func NewGetMetricsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/metrics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenaiCreateChatCompletionRequest calls the generic OpenaiCreateChatCompletion builder with application/json body
+func NewOpenaiCreateChatCompletionRequest(server string, body OpenaiCreateChatCompletionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenaiCreateChatCompletionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenaiCreateChatCompletionRequestWithBody constructs an http.Request for the OpenaiCreateChatCompletion method, with any body, and a specified content type
+func NewOpenaiCreateChatCompletionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/chat/completions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOpenaiCreateCompletionRequest calls the generic OpenaiCreateCompletion builder with application/json body
+func NewOpenaiCreateCompletionRequest(server string, body OpenaiCreateCompletionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenaiCreateCompletionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenaiCreateCompletionRequestWithBody constructs an http.Request for the OpenaiCreateCompletion method, with any body, and a specified content type
+func NewOpenaiCreateCompletionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/completions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOpenaiCreateEmbeddingRequest calls the generic OpenaiCreateEmbedding builder with application/json body
+func NewOpenaiCreateEmbeddingRequest(server string, body OpenaiCreateEmbeddingJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenaiCreateEmbeddingRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenaiCreateEmbeddingRequestWithBody constructs an http.Request for the OpenaiCreateEmbedding method, with any body, and a specified content type
+func NewOpenaiCreateEmbeddingRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/embeddings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOpenaiListModelsRequest constructs an http.Request for the OpenaiListModels method
+func NewOpenaiListModelsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/models")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenaiGetModelRequest constructs an http.Request for the OpenaiGetModel method
+func NewOpenaiGetModelRequest(server string, model string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "model", model, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/models/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenaiGetProviderModelRequest constructs an http.Request for the OpenaiGetProviderModel method
+func NewOpenaiGetProviderModelRequest(server string, provider string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider", provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/models/%s/%s", pathParam0, pathParam1)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -703,6 +4253,1253 @@ func NewGetAPIKeyRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewChatRequest calls the generic Chat builder with application/json body
+func NewChatRequest(server string, body ChatJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChatRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewChatRequestWithBody constructs an http.Request for the Chat method, with any body, and a specified content type
+func NewChatRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/chat")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListConnectorsRequest constructs an http.Request for the ListConnectors method
+func NewListConnectorsRequest(server string, params *ListConnectorsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateConnectorRequest calls the generic CreateConnector builder with application/json body
+func NewCreateConnectorRequest(server string, body CreateConnectorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateConnectorRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateConnectorRequestWithBody constructs an http.Request for the CreateConnector method, with any body, and a specified content type
+func NewCreateConnectorRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteConnectorRequest constructs an http.Request for the DeleteConnector method
+func NewDeleteConnectorRequest(server string, name ConnectorName, params *DeleteConnectorParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetConnectorRequest constructs an http.Request for the GetConnector method
+func NewGetConnectorRequest(server string, name ConnectorName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplaceConnectorRequest calls the generic ReplaceConnector builder with application/json body
+func NewReplaceConnectorRequest(server string, name ConnectorName, params *ReplaceConnectorParams, body ReplaceConnectorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplaceConnectorRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewReplaceConnectorRequestWithBody constructs an http.Request for the ReplaceConnector method, with any body, and a specified content type
+func NewReplaceConnectorRequestWithBody(server string, name ConnectorName, params *ReplaceConnectorParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListActionsRequest constructs an http.Request for the ListActions method
+func NewListActionsRequest(server string, name ConnectorName, params *ListActionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/actions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateActionRequest calls the generic CreateAction builder with application/json body
+func NewCreateActionRequest(server string, name ConnectorName, body CreateActionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateActionRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewCreateActionRequestWithBody constructs an http.Request for the CreateAction method, with any body, and a specified content type
+func NewCreateActionRequestWithBody(server string, name ConnectorName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/actions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteActionRequest constructs an http.Request for the DeleteAction method
+func NewDeleteActionRequest(server string, name ConnectorName, action ActionName, params *DeleteActionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/actions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetActionRequest constructs an http.Request for the GetAction method
+func NewGetActionRequest(server string, name ConnectorName, action ActionName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/actions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplaceActionRequest calls the generic ReplaceAction builder with application/json body
+func NewReplaceActionRequest(server string, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplaceActionRequestWithBody(server, name, action, params, "application/json", bodyReader)
+}
+
+// NewReplaceActionRequestWithBody constructs an http.Request for the ReplaceAction method, with any body, and a specified content type
+func NewReplaceActionRequestWithBody(server string, name ConnectorName, action ActionName, params *ReplaceActionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "action", action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/actions/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewCreateEmbeddingRequest calls the generic CreateEmbedding builder with application/json body
+func NewCreateEmbeddingRequest(server string, body CreateEmbeddingJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateEmbeddingRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateEmbeddingRequestWithBody constructs an http.Request for the CreateEmbedding method, with any body, and a specified content type
+func NewCreateEmbeddingRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/embeddings")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCallFunctionRequest calls the generic CallFunction builder with application/json body
+func NewCallFunctionRequest(server string, body CallFunctionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCallFunctionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCallFunctionRequestWithBody constructs an http.Request for the CallFunction method, with any body, and a specified content type
+func NewCallFunctionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/function-calling")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGenerateRequest calls the generic Generate builder with application/json body
+func NewGenerateRequest(server string, body GenerateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewGenerateRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewGenerateRequestWithBody constructs an http.Request for the Generate method, with any body, and a specified content type
+func NewGenerateRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/generate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListModelsRequest constructs an http.Request for the ListModels method
+func NewListModelsRequest(server string, params *ListModelsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/models")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Provider != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "provider", *params.Provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Capability != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "capability", *params.Capability, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetModelRequest constructs an http.Request for the GetModel method
+func NewGetModelRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/models/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetProviderModelRequest constructs an http.Request for the GetProviderModel method
+func NewGetProviderModelRequest(server string, provider string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider", provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/models/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListOAuthClientsRequest constructs an http.Request for the ListOAuthClients method
+func NewListOAuthClientsRequest(server string, params *ListOAuthClientsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth-clients")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateOAuthClientRequest calls the generic CreateOAuthClient builder with application/json body
+func NewCreateOAuthClientRequest(server string, body CreateOAuthClientJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateOAuthClientRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateOAuthClientRequestWithBody constructs an http.Request for the CreateOAuthClient method, with any body, and a specified content type
+func NewCreateOAuthClientRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth-clients")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteOAuthClientRequest constructs an http.Request for the DeleteOAuthClient method
+func NewDeleteOAuthClientRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth-clients/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetOAuthClientRequest constructs an http.Request for the GetOAuthClient method
+func NewGetOAuthClientRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth-clients/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSigningKeysRequest constructs an http.Request for the ListSigningKeys method
+func NewListSigningKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth/signing-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateSigningKeyRequest constructs an http.Request for the RotateSigningKey method
+func NewRotateSigningKeyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth/signing-keys/rotate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateOAuthTokenRequestWithFormdataBody calls the generic CreateOAuthToken builder with application/x-www-form-urlencoded body
+func NewCreateOAuthTokenRequestWithFormdataBody(server string, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewCreateOAuthTokenRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewCreateOAuthTokenRequestWithBody constructs an http.Request for the CreateOAuthToken method, with any body, and a specified content type
+func NewCreateOAuthTokenRequestWithBody(server string, params *CreateOAuthTokenParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth/token")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.Authorization != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Authorization", *params.Authorization, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Authorization", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetUsageRequest constructs an http.Request for the GetUsage method
+func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/usage")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.GroupBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "groupBy", *params.GroupBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Key != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "key", *params.Key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Model != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "model", *params.Model, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -747,12 +5544,152 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetJWKSWithResponse The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+	//
+	// The active signing key and, after a rotation, the previous keys until
+	// every token they signed has expired (token lifetime plus leeway).
+	// Keys are Ed25519 (`kty: OKP`, `crv: Ed25519`, `alg: EdDSA`, `use: sig`)
+	// with a `kid` matching the tokens' header. A verifier that meets an
+	// unknown `kid` should refetch this document.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
+	GetJWKSWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJWKSResponse, error)
+
 	// GetHealthzWithResponse Liveness probe; answers while the process runs.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzResponse, error)
+
+	// GetMetricsWithResponse Prometheus metrics (text exposition format 0.0.4).
+	//
+	// Public unless the config sets `metrics.requireScope` (e.g. `admin`):
+	// then a bearer credential (API key or access token) with that scope is
+	// needed, else 401/403. Metrics, with OpenTelemetry semantic-convention
+	// names where one fits:
+	//
+	// - `http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}`:
+	//   histogram of every request (its `_count` counts requests); `http_route`
+	//   is the route template, `other` for unmatched paths.
+	// - `gen_ai_client_operation_duration_seconds{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, error_type}`:
+	//   upstream latency of language-model calls by provider (`gen_ai_system`
+	//   is the configured provider name).
+	// - `gen_ai_client_token_usage{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, gen_ai_token_type}`:
+	//   tokens per call by model and type (`input`, `output`); `_sum` is the total.
+	// - `switchboard_connector_invocations_total{connector, outcome}` and
+	//   `switchboard_connector_invocation_duration_seconds{connector}`.
+	// - `switchboard_webhook_deliveries_total{outcome}` (`success`, `retry`, `failed`)
+	//   and `switchboard_webhook_delivery_duration_seconds`.
+	// - `switchboard_rate_limit_refusals_total{limit, credential_kind}` (`limit` is `requests` or `tokens`).
+	// - `switchboard_oauth_tokens_issued_total{outcome}`.
+	// - the Go runtime and process collectors (`go_*`, `process_*`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /metrics (the `GetMetrics` operationId).
+	GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error)
+
+	// OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
+	//
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+	// (a final chunk with empty `choices` and the usage). Roles `system`,
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+	// content parts are joined; image and audio parts are refused (400).
+	// Only `n: 1` is supported.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+	OpenaiCreateChatCompletionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateChatCompletionResponse, error)
+
+	// OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
+	//
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+	// (a final chunk with empty `choices` and the usage). Roles `system`,
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+	// content parts are joined; image and audio parts are refused (400).
+	// Only `n: 1` is supported.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+	OpenaiCreateChatCompletionWithResponse(ctx context.Context, body OpenaiCreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateChatCompletionResponse, error)
+
+	// OpenaiCreateCompletionWithBodyWithResponse OpenAI-compatible (legacy) text completions.
+	//
+	// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+	// one string). Models with the `completion` capability use the
+	// provider's completions endpoint; chat models receive the prompt as one
+	// user message. Supports `stream` and `stream_options.include_usage`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+	OpenaiCreateCompletionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateCompletionResponse, error)
+
+	// OpenaiCreateCompletionWithResponse OpenAI-compatible (legacy) text completions.
+	//
+	// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+	// one string). Models with the `completion` capability use the
+	// provider's completions endpoint; chat models receive the prompt as one
+	// user message. Supports `stream` and `stream_options.include_usage`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+	OpenaiCreateCompletionWithResponse(ctx context.Context, body OpenaiCreateCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateCompletionResponse, error)
+
+	// OpenaiCreateEmbeddingWithBodyWithResponse OpenAI-compatible embeddings.
+	//
+	// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+	// to 2048 strings (token arrays are refused); `encoding_format` is
+	// `float` (default) or `base64` (little-endian float32); `dimensions` is
+	// passed to providers that support it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+	OpenaiCreateEmbeddingWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateEmbeddingResponse, error)
+
+	// OpenaiCreateEmbeddingWithResponse OpenAI-compatible embeddings.
+	//
+	// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+	// to 2048 strings (token arrays are refused); `encoding_format` is
+	// `float` (default) or `base64` (little-endian float32); `dimensions` is
+	// passed to providers that support it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+	OpenaiCreateEmbeddingWithResponse(ctx context.Context, body OpenaiCreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateEmbeddingResponse, error)
+
+	// OpenaiListModelsWithResponse OpenAI-compatible model list.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openai/v1/models (the `OpenaiListModels` operationId).
+	OpenaiListModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenaiListModelsResponse, error)
+
+	// OpenaiGetModelWithResponse OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openai/v1/models/{model} (the `OpenaiGetModel` operationId).
+	OpenaiGetModelWithResponse(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*OpenaiGetModelResponse, error)
+
+	// OpenaiGetProviderModelWithResponse OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
+	OpenaiGetProviderModelWithResponse(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*OpenaiGetProviderModelResponse, error)
 
 	// GetOpenAPIWithResponse This specification as JSON.
 	//
@@ -819,6 +5756,499 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAPIKeyResponse, error)
+
+	// ChatWithBodyWithResponse Complete a chat conversation.
+	//
+	// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+	// and returns the assistant's reply. With `"stream": true` the answer is
+	// a `text/event-stream` of `delta` events and a final `done` event
+	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/chat (the `Chat` operationId).
+	ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+
+	// ChatWithResponse Complete a chat conversation.
+	//
+	// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+	// and returns the assistant's reply. With `"stream": true` the answer is
+	// a `text/event-stream` of `delta` events and a final `done` event
+	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/chat (the `Chat` operationId).
+	ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+
+	// ListConnectorsWithResponse List connectors in name order.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors (the `ListConnectors` operationId).
+	ListConnectorsWithResponse(ctx context.Context, params *ListConnectorsParams, reqEditors ...RequestEditorFn) (*ListConnectorsResponse, error)
+
+	// CreateConnectorWithBodyWithResponse Create a connector.
+	//
+	// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+	// sealed in the vault and never returned; responses show
+	// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+	// input is 422 listing every problem.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+	CreateConnectorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectorResponse, error)
+
+	// CreateConnectorWithResponse Create a connector.
+	//
+	// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+	// sealed in the vault and never returned; responses show
+	// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+	// input is 422 listing every problem.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+	CreateConnectorWithResponse(ctx context.Context, body CreateConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectorResponse, error)
+
+	// DeleteConnectorWithResponse Delete a connector with its actions and secrets.
+	//
+	// Deletes the connector, all its actions, its client secret and every
+	// other secret belonging to it (its connections' credentials), in one
+	// transaction: there is never a connector half deleted. Records an
+	// `action.deleted` event per action, then `connector.deleted`. An
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/connectors/{name} (the `DeleteConnector` operationId).
+	DeleteConnectorWithResponse(ctx context.Context, name ConnectorName, params *DeleteConnectorParams, reqEditors ...RequestEditorFn) (*DeleteConnectorResponse, error)
+
+	// GetConnectorWithResponse Get one connector (never its client secret).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name} (the `GetConnector` operationId).
+	GetConnectorWithResponse(ctx context.Context, name ConnectorName, reqEditors ...RequestEditorFn) (*GetConnectorResponse, error)
+
+	// ReplaceConnectorWithBodyWithResponse Replace a connector's definition.
+	//
+	// Replaces the whole definition (fields left out take their defaults,
+	// they are not kept), keeps `createdAt` and increments `version`. The
+	// body's `name` may be left out; when given it must equal the URL's
+	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+	// the stored secret; changing `auth.type` away from `oauth2` deletes
+	// it. A connector that does not exist is 404 (PUT does not create);
+	// an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+	ReplaceConnectorWithBodyWithResponse(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceConnectorResponse, error)
+
+	// ReplaceConnectorWithResponse Replace a connector's definition.
+	//
+	// Replaces the whole definition (fields left out take their defaults,
+	// they are not kept), keeps `createdAt` and increments `version`. The
+	// body's `name` may be left out; when given it must equal the URL's
+	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+	// the stored secret; changing `auth.type` away from `oauth2` deletes
+	// it. A connector that does not exist is 404 (PUT does not create);
+	// an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+	ReplaceConnectorWithResponse(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, body ReplaceConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceConnectorResponse, error)
+
+	// ListActionsWithResponse List a connector's actions in name order.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/actions (the `ListActions` operationId).
+	ListActionsWithResponse(ctx context.Context, name ConnectorName, params *ListActionsParams, reqEditors ...RequestEditorFn) (*ListActionsResponse, error)
+
+	// CreateActionWithBodyWithResponse Create an action of a connector.
+	//
+	// Creates an action at version 1. A connector that does not exist is
+	// 404; an action name already in use in this connector is 409; invalid
+	// input is 422 listing every problem, including a template naming an
+	// undeclared parameter and a transformation that does not compile
+	// (with its line and column).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+	CreateActionWithBodyWithResponse(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateActionResponse, error)
+
+	// CreateActionWithResponse Create an action of a connector.
+	//
+	// Creates an action at version 1. A connector that does not exist is
+	// 404; an action name already in use in this connector is 409; invalid
+	// input is 422 listing every problem, including a template naming an
+	// undeclared parameter and a transformation that does not compile
+	// (with its line and column).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+	CreateActionWithResponse(ctx context.Context, name ConnectorName, body CreateActionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateActionResponse, error)
+
+	// DeleteActionWithResponse Delete an action.
+	//
+	// An `If-Match` that is not the current ETag is 412.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/connectors/{name}/actions/{action} (the `DeleteAction` operationId).
+	DeleteActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *DeleteActionParams, reqEditors ...RequestEditorFn) (*DeleteActionResponse, error)
+
+	// GetActionWithResponse Get one action.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/actions/{action} (the `GetAction` operationId).
+	GetActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, reqEditors ...RequestEditorFn) (*GetActionResponse, error)
+
+	// ReplaceActionWithBodyWithResponse Replace an action's definition.
+	//
+	// Replaces the whole definition, keeps `createdAt` and increments
+	// `version`. The body's `name` may be left out; when given it must
+	// equal the URL's. An action that does not exist is 404 (PUT does not
+	// create); an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+	ReplaceActionWithBodyWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceActionResponse, error)
+
+	// ReplaceActionWithResponse Replace an action's definition.
+	//
+	// Replaces the whole definition, keeps `createdAt` and increments
+	// `version`. The body's `name` may be left out; when given it must
+	// equal the URL's. An action that does not exist is 404 (PUT does not
+	// create); an `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+	ReplaceActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceActionResponse, error)
+
+	// CreateEmbeddingWithBodyWithResponse Embed a text as a vector.
+	//
+	// Returns the embedding of `text` from an embedding model. The built-in
+	// `local/hash-embed-384` works offline: it hashes words, word pairs and
+	// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+	// not semantic: texts sharing words score close, paraphrases with
+	// different words do not.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+	CreateEmbeddingWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEmbeddingResponse, error)
+
+	// CreateEmbeddingWithResponse Embed a text as a vector.
+	//
+	// Returns the embedding of `text` from an embedding model. The built-in
+	// `local/hash-embed-384` works offline: it hashes words, word pairs and
+	// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+	// not semantic: texts sharing words score close, paraphrases with
+	// different words do not.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+	CreateEmbeddingWithResponse(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEmbeddingResponse, error)
+
+	// CallFunctionWithBodyWithResponse Let the model choose a function and its arguments.
+	//
+	// Sends the conversation and the declared `functions` to a chat model
+	// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+	// returns the function the model chose with its `arguments` object.
+	// When the model calls no function, `functionCall` is null and `message`
+	// holds its reply. The call is checked against the declaration:
+	// `argumentsValid` is true only when the function was declared and its
+	// arguments carry every required parameter, only declared parameters,
+	// each of the declared type and within its `enum`; otherwise it is false
+	// and `argumentsProblems` lists each problem. A call to an undeclared
+	// function is never valid. Function definitions themselves are
+	// validated first (422).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+	CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+
+	// CallFunctionWithResponse Let the model choose a function and its arguments.
+	//
+	// Sends the conversation and the declared `functions` to a chat model
+	// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+	// returns the function the model chose with its `arguments` object.
+	// When the model calls no function, `functionCall` is null and `message`
+	// holds its reply. The call is checked against the declaration:
+	// `argumentsValid` is true only when the function was declared and its
+	// arguments carry every required parameter, only declared parameters,
+	// each of the declared type and within its `enum`; otherwise it is false
+	// and `argumentsProblems` lists each problem. A call to an undeclared
+	// function is never valid. Function definitions themselves are
+	// validated first (422).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+	CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+
+	// GenerateWithBodyWithResponse Generate text from a prompt.
+	//
+	// Sends `prompt` to a chat or completion model (a chat model receives it
+	// as one user message) and returns the generated text. With
+	// `"stream": true` the answer is a `text/event-stream` of `delta` events
+	// and a final `done` event carrying the Generation (see the `llm` tag).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/generate (the `Generate` operationId).
+	GenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateResponse, error)
+
+	// GenerateWithResponse Generate text from a prompt.
+	//
+	// Sends `prompt` to a chat or completion model (a chat model receives it
+	// as one user message) and returns the generated text. With
+	// `"stream": true` the answer is a `text/event-stream` of `delta` events
+	// and a final `done` event carrying the Generation (see the `llm` tag).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/generate (the `Generate` operationId).
+	GenerateWithResponse(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateResponse, error)
+
+	// ListModelsWithResponse List the models of the catalog.
+	//
+	// Lists configured, built-in and discovered models sorted by id. Chat and
+	// text models carry `maxTokens`, embedding models `dimensions`; pricing
+	// and `createdAt` are only in the single-model response. Without `limit`
+	// every model is returned; with it, pages follow `nextCursor`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/models (the `ListModels` operationId).
+	ListModelsWithResponse(ctx context.Context, params *ListModelsParams, reqEditors ...RequestEditorFn) (*ListModelsResponse, error)
+
+	// GetModelWithResponse Get one model by its id, with the `/` encoded as `%2F`.
+	//
+	// `GET /v1/models/openai%2Fgpt-4o-mini` is the same as
+	// `GET /v1/models/openai/gpt-4o-mini`. Returns the model with its pricing
+	// (USD per million tokens; null when none is configured) and `createdAt`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/models/{id} (the `GetModel` operationId).
+	GetModelWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetModelResponse, error)
+
+	// GetProviderModelWithResponse Get one model by provider and name.
+	//
+	// Returns the model with its pricing (USD per million tokens; null when
+	// none is configured) and `createdAt`. A name that itself contains `/`
+	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
+	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
+	GetProviderModelWithResponse(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*GetProviderModelResponse, error)
+
+	// ListOAuthClientsWithResponse List OAuth clients (never their secrets), oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/oauth-clients (the `ListOAuthClients` operationId).
+	ListOAuthClientsWithResponse(ctx context.Context, params *ListOAuthClientsParams, reqEditors ...RequestEditorFn) (*ListOAuthClientsResponse, error)
+
+	// CreateOAuthClientWithBodyWithResponse Register an OAuth client; its secret is returned only in this response.
+	//
+	// Registers a client that obtains access tokens with the
+	// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+	// most its tokens may carry; `rateLimit` optionally overrides the
+	// server's per-credential limits for its tokens (all tokens of a client
+	// share one budget). The response carries `clientSecret`; store it now:
+	// the server keeps only its SHA-256 and cannot show it again. Clients
+	// are immutable: to change one, register a new client and delete the old.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+	CreateOAuthClientWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthClientResponse, error)
+
+	// CreateOAuthClientWithResponse Register an OAuth client; its secret is returned only in this response.
+	//
+	// Registers a client that obtains access tokens with the
+	// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+	// most its tokens may carry; `rateLimit` optionally overrides the
+	// server's per-credential limits for its tokens (all tokens of a client
+	// share one budget). The response carries `clientSecret`; store it now:
+	// the server keeps only its SHA-256 and cannot show it again. Clients
+	// are immutable: to change one, register a new client and delete the old.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+	CreateOAuthClientWithResponse(ctx context.Context, body CreateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthClientResponse, error)
+
+	// DeleteOAuthClientWithResponse Delete an OAuth client; its tokens stop authenticating at once.
+	//
+	// The client can no longer obtain tokens, and the tokens it already
+	// holds are refused (401) from the next request on.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
+	DeleteOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteOAuthClientResponse, error)
+
+	// GetOAuthClientWithResponse Get one OAuth client (without its secret).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
+	GetOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOAuthClientResponse, error)
+
+	// ListSigningKeysWithResponse List the published token signing keys, the active one first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/oauth/signing-keys (the `ListSigningKeys` operationId).
+	ListSigningKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSigningKeysResponse, error)
+
+	// RotateSigningKeyWithResponse Generate a new token signing key and retire the current one.
+	//
+	// Tokens are signed with the new key from now on. The previous key
+	// stops signing at once (its private part is deleted from the vault) but
+	// stays published in `/.well-known/jwks.json`, and tokens it signed stay
+	// valid, until they have all expired; then it is removed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/oauth/signing-keys/rotate (the `RotateSigningKey` operationId).
+	RotateSigningKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateSigningKeyResponse, error)
+
+	// CreateOAuthTokenWithBodyWithResponse Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	//
+	// The token endpoint of RFC 6749. The body is form-encoded
+	// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+	// and an optional space-separated `scope` (a subset of the client's
+	// scopes; all of them when absent). The client authenticates with HTTP
+	// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+	// form-encoded first) or with `client_id` and `client_secret` in the body,
+	// never both. The answer is a JWT access token (RFC 9068, header
+	// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+	// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+	// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+	// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+	// like an API key. There is no refresh token: request a new one.
+	//
+	// Unlike the rest of the API, errors here have the shape of RFC 6749
+	// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+	// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+	// wrong client credentials, `invalid_request` (400) for a malformed
+	// request (missing `grant_type`, a repeated parameter, two client
+	// authentication methods), `unsupported_grant_type` (400),
+	// `invalid_scope` (400) for a scope the client does not hold.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithBodyWithResponse(ctx context.Context, params *CreateOAuthTokenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error)
+
+	// CreateOAuthTokenWithFormdataBodyWithResponse Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	//
+	// The token endpoint of RFC 6749. The body is form-encoded
+	// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+	// and an optional space-separated `scope` (a subset of the client's
+	// scopes; all of them when absent). The client authenticates with HTTP
+	// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+	// form-encoded first) or with `client_id` and `client_secret` in the body,
+	// never both. The answer is a JWT access token (RFC 9068, header
+	// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+	// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+	// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+	// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+	// like an API key. There is no refresh token: request a new one.
+	//
+	// Unlike the rest of the API, errors here have the shape of RFC 6749
+	// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+	// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+	// wrong client credentials, `invalid_request` (400) for a malformed
+	// request (missing `grant_type`, a repeated parameter, two client
+	// authentication methods), `unsupported_grant_type` (400),
+	// `invalid_scope` (400) for a scope the client does not hold.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+	CreateOAuthTokenWithFormdataBodyWithResponse(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error)
+
+	// GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+	//
+	// Sums the usage of the LLM routes recorded per credential, model and
+	// UTC hour: requests, prompt, completion and total tokens, and cost in
+	// USD from the model catalog's pricing (models without pricing cost 0).
+	// A credential with the `admin` scope sees everyone's usage and may
+	// filter by `key`; any other credential sees only its own (a `key`
+	// other than its own is refused with 403). Usage recorded in the last
+	// seconds and not yet written to disk is included.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
+}
+
+// GetJWKSResponse200Headers the declared response headers of an HTTP 200 response for GetJWKS
+type GetJWKSResponse200Headers struct {
+	CacheControl *string
+}
+
+type GetJWKSResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JWKS
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJWKSResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJWKSResponse) GetJSON200() *JWKS {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJWKSResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJWKSResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJWKSResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJWKSResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type GetHealthzResponse struct {
@@ -856,6 +6286,944 @@ func (r GetHealthzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetMetricsResponse401Headers the declared response headers of an HTTP 401 response for GetMetrics
+type GetMetricsResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetMetricsResponse403Headers the declared response headers of an HTTP 403 response for GetMetrics
+type GetMetricsResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetMetricsResponse500Headers the declared response headers of an HTTP 500 response for GetMetrics
+type GetMetricsResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetMetricsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetMetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetMetricsResponse403Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetMetricsResponse500Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetMetricsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetMetricsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetMetricsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMetricsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMetricsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMetricsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiCreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse400Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse401Headers the declared response headers of an HTTP 401 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse403Headers the declared response headers of an HTTP 403 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse404Headers the declared response headers of an HTTP 404 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse413Headers the declared response headers of an HTTP 413 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse413Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse415Headers the declared response headers of an HTTP 415 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse415Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse429Headers the declared response headers of an HTTP 429 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse500Headers the declared response headers of an HTTP 500 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse500Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse502Headers the declared response headers of an HTTP 502 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse502Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateChatCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse504Headers struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIChatCompletion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OpenAIErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenaiCreateChatCompletionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiCreateChatCompletionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiCreateChatCompletionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiCreateChatCompletionResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OpenaiCreateChatCompletionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *OpenaiCreateChatCompletionResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiCreateChatCompletionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiCreateChatCompletionResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *OpenaiCreateChatCompletionResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *OpenaiCreateChatCompletionResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON200() *OpenAIChatCompletion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON400() *OpenAIErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON413() *OpenAIErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON415() *OpenAIErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON502() *OpenAIErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON504() *OpenAIErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiCreateChatCompletionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiCreateChatCompletionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiCreateChatCompletionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiCreateChatCompletionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiCreateCompletionResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse400Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse401Headers the declared response headers of an HTTP 401 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse403Headers the declared response headers of an HTTP 403 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse404Headers the declared response headers of an HTTP 404 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse413Headers the declared response headers of an HTTP 413 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse413Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse415Headers the declared response headers of an HTTP 415 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse415Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse429Headers the declared response headers of an HTTP 429 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse500Headers the declared response headers of an HTTP 500 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse500Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse502Headers the declared response headers of an HTTP 502 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse502Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse504Headers struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAICompletion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OpenAIErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenaiCreateCompletionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiCreateCompletionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiCreateCompletionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiCreateCompletionResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OpenaiCreateCompletionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *OpenaiCreateCompletionResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiCreateCompletionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiCreateCompletionResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *OpenaiCreateCompletionResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *OpenaiCreateCompletionResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON200() *OpenAICompletion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON400() *OpenAIErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON413() *OpenAIErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON415() *OpenAIErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON502() *OpenAIErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON504() *OpenAIErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiCreateCompletionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiCreateCompletionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiCreateCompletionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiCreateCompletionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiCreateEmbeddingResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse400Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse401Headers the declared response headers of an HTTP 401 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse403Headers the declared response headers of an HTTP 403 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse404Headers the declared response headers of an HTTP 404 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse413Headers the declared response headers of an HTTP 413 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse413Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse415Headers the declared response headers of an HTTP 415 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse415Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse429Headers the declared response headers of an HTTP 429 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse500Headers the declared response headers of an HTTP 500 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse500Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse502Headers the declared response headers of an HTTP 502 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse502Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse504Headers struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbeddingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIEmbeddingResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OpenAIErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenaiCreateEmbeddingResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiCreateEmbeddingResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiCreateEmbeddingResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiCreateEmbeddingResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OpenaiCreateEmbeddingResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *OpenaiCreateEmbeddingResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiCreateEmbeddingResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiCreateEmbeddingResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *OpenaiCreateEmbeddingResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *OpenaiCreateEmbeddingResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON200() *OpenAIEmbeddingResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON400() *OpenAIErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON413() *OpenAIErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON415() *OpenAIErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON502() *OpenAIErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON504() *OpenAIErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiCreateEmbeddingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiCreateEmbeddingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiCreateEmbeddingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiCreateEmbeddingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiListModelsResponse401Headers the declared response headers of an HTTP 401 response for OpenaiListModels
+type OpenaiListModelsResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiListModelsResponse403Headers the declared response headers of an HTTP 403 response for OpenaiListModels
+type OpenaiListModelsResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiListModelsResponse429Headers the declared response headers of an HTTP 429 response for OpenaiListModels
+type OpenaiListModelsResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiListModelsResponse500Headers the declared response headers of an HTTP 500 response for OpenaiListModels
+type OpenaiListModelsResponse500Headers struct {
+	XRequestId *string
+}
+
+type OpenaiListModelsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIModelList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiListModelsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiListModelsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiListModelsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiListModelsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiListModelsResponse) GetJSON200() *OpenAIModelList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiListModelsResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiListModelsResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiListModelsResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiListModelsResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiListModelsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiListModelsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiListModelsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiListModelsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiGetModelResponse401Headers the declared response headers of an HTTP 401 response for OpenaiGetModel
+type OpenaiGetModelResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetModelResponse403Headers the declared response headers of an HTTP 403 response for OpenaiGetModel
+type OpenaiGetModelResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetModelResponse404Headers the declared response headers of an HTTP 404 response for OpenaiGetModel
+type OpenaiGetModelResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetModelResponse429Headers the declared response headers of an HTTP 429 response for OpenaiGetModel
+type OpenaiGetModelResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetModelResponse500Headers the declared response headers of an HTTP 500 response for OpenaiGetModel
+type OpenaiGetModelResponse500Headers struct {
+	XRequestId *string
+}
+
+type OpenaiGetModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIModel
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiGetModelResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiGetModelResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiGetModelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiGetModelResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiGetModelResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON200() *OpenAIModel {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiGetModelResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiGetModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiGetModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiGetModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiGetModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiGetProviderModelResponse401Headers the declared response headers of an HTTP 401 response for OpenaiGetProviderModel
+type OpenaiGetProviderModelResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetProviderModelResponse403Headers the declared response headers of an HTTP 403 response for OpenaiGetProviderModel
+type OpenaiGetProviderModelResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetProviderModelResponse404Headers the declared response headers of an HTTP 404 response for OpenaiGetProviderModel
+type OpenaiGetProviderModelResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetProviderModelResponse429Headers the declared response headers of an HTTP 429 response for OpenaiGetProviderModel
+type OpenaiGetProviderModelResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetProviderModelResponse500Headers the declared response headers of an HTTP 500 response for OpenaiGetProviderModel
+type OpenaiGetProviderModelResponse500Headers struct {
+	XRequestId *string
+}
+
+type OpenaiGetProviderModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIModel
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiGetProviderModelResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiGetProviderModelResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiGetProviderModelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiGetProviderModelResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiGetProviderModelResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON200() *OpenAIModel {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiGetProviderModelResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiGetProviderModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiGetProviderModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiGetProviderModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiGetProviderModelResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1458,6 +7826,3510 @@ func (r GetAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ChatResponse400Headers the declared response headers of an HTTP 400 response for Chat
+type ChatResponse400Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse401Headers the declared response headers of an HTTP 401 response for Chat
+type ChatResponse401Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse403Headers the declared response headers of an HTTP 403 response for Chat
+type ChatResponse403Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse404Headers the declared response headers of an HTTP 404 response for Chat
+type ChatResponse404Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse413Headers the declared response headers of an HTTP 413 response for Chat
+type ChatResponse413Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse415Headers the declared response headers of an HTTP 415 response for Chat
+type ChatResponse415Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse422Headers the declared response headers of an HTTP 422 response for Chat
+type ChatResponse422Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse429Headers the declared response headers of an HTTP 429 response for Chat
+type ChatResponse429Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse500Headers the declared response headers of an HTTP 500 response for Chat
+type ChatResponse500Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse502Headers the declared response headers of an HTTP 502 response for Chat
+type ChatResponse502Headers struct {
+	XRequestId *string
+}
+
+// ChatResponse504Headers the declared response headers of an HTTP 504 response for Chat
+type ChatResponse504Headers struct {
+	XRequestId *string
+}
+
+type ChatResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ChatCompletion
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ChatResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ChatResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ChatResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ChatResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ChatResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ChatResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ChatResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ChatResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ChatResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *ChatResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *ChatResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChatResponse) GetJSON200() *ChatCompletion {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ChatResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ChatResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ChatResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ChatResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ChatResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ChatResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ChatResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ChatResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ChatResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ChatResponse) GetJSON502() *ErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r ChatResponse) GetJSON504() *ErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r ChatResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChatResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChatResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChatResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListConnectorsResponse400Headers the declared response headers of an HTTP 400 response for ListConnectors
+type ListConnectorsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListConnectorsResponse401Headers the declared response headers of an HTTP 401 response for ListConnectors
+type ListConnectorsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListConnectorsResponse403Headers the declared response headers of an HTTP 403 response for ListConnectors
+type ListConnectorsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListConnectorsResponse429Headers the declared response headers of an HTTP 429 response for ListConnectors
+type ListConnectorsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListConnectorsResponse500Headers the declared response headers of an HTTP 500 response for ListConnectors
+type ListConnectorsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListConnectorsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConnectorList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListConnectorsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListConnectorsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListConnectorsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListConnectorsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListConnectorsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConnectorsResponse) GetJSON200() *ConnectorList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListConnectorsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListConnectorsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListConnectorsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListConnectorsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListConnectorsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConnectorsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConnectorsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConnectorsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConnectorsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateConnectorResponse201Headers the declared response headers of an HTTP 201 response for CreateConnector
+type CreateConnectorResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateConnectorResponse400Headers the declared response headers of an HTTP 400 response for CreateConnector
+type CreateConnectorResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse401Headers the declared response headers of an HTTP 401 response for CreateConnector
+type CreateConnectorResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse403Headers the declared response headers of an HTTP 403 response for CreateConnector
+type CreateConnectorResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse409Headers the declared response headers of an HTTP 409 response for CreateConnector
+type CreateConnectorResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse413Headers the declared response headers of an HTTP 413 response for CreateConnector
+type CreateConnectorResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse415Headers the declared response headers of an HTTP 415 response for CreateConnector
+type CreateConnectorResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse422Headers the declared response headers of an HTTP 422 response for CreateConnector
+type CreateConnectorResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse429Headers the declared response headers of an HTTP 429 response for CreateConnector
+type CreateConnectorResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectorResponse500Headers the declared response headers of an HTTP 500 response for CreateConnector
+type CreateConnectorResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateConnectorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Connector
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateConnectorResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateConnectorResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateConnectorResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateConnectorResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateConnectorResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateConnectorResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateConnectorResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateConnectorResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateConnectorResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateConnectorResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateConnectorResponse) GetJSON201() *Connector {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateConnectorResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateConnectorResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateConnectorResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateConnectorResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateConnectorResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateConnectorResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateConnectorResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateConnectorResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateConnectorResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateConnectorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateConnectorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateConnectorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateConnectorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteConnectorResponse400Headers the declared response headers of an HTTP 400 response for DeleteConnector
+type DeleteConnectorResponse400Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse401Headers the declared response headers of an HTTP 401 response for DeleteConnector
+type DeleteConnectorResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse403Headers the declared response headers of an HTTP 403 response for DeleteConnector
+type DeleteConnectorResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse404Headers the declared response headers of an HTTP 404 response for DeleteConnector
+type DeleteConnectorResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse412Headers the declared response headers of an HTTP 412 response for DeleteConnector
+type DeleteConnectorResponse412Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse429Headers the declared response headers of an HTTP 429 response for DeleteConnector
+type DeleteConnectorResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectorResponse500Headers the declared response headers of an HTTP 500 response for DeleteConnector
+type DeleteConnectorResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteConnectorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteConnectorResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteConnectorResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteConnectorResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteConnectorResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteConnectorResponse412Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteConnectorResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteConnectorResponse500Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteConnectorResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteConnectorResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteConnectorResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteConnectorResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteConnectorResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteConnectorResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteConnectorResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteConnectorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteConnectorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteConnectorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteConnectorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetConnectorResponse200Headers the declared response headers of an HTTP 200 response for GetConnector
+type GetConnectorResponse200Headers struct {
+	ETag *string
+}
+
+// GetConnectorResponse401Headers the declared response headers of an HTTP 401 response for GetConnector
+type GetConnectorResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetConnectorResponse403Headers the declared response headers of an HTTP 403 response for GetConnector
+type GetConnectorResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetConnectorResponse404Headers the declared response headers of an HTTP 404 response for GetConnector
+type GetConnectorResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetConnectorResponse429Headers the declared response headers of an HTTP 429 response for GetConnector
+type GetConnectorResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetConnectorResponse500Headers the declared response headers of an HTTP 500 response for GetConnector
+type GetConnectorResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetConnectorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Connector
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetConnectorResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConnectorResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetConnectorResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetConnectorResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConnectorResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetConnectorResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConnectorResponse) GetJSON200() *Connector {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetConnectorResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConnectorResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetConnectorResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConnectorResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetConnectorResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConnectorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConnectorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConnectorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConnectorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplaceConnectorResponse200Headers the declared response headers of an HTTP 200 response for ReplaceConnector
+type ReplaceConnectorResponse200Headers struct {
+	ETag *string
+}
+
+// ReplaceConnectorResponse400Headers the declared response headers of an HTTP 400 response for ReplaceConnector
+type ReplaceConnectorResponse400Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse401Headers the declared response headers of an HTTP 401 response for ReplaceConnector
+type ReplaceConnectorResponse401Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse403Headers the declared response headers of an HTTP 403 response for ReplaceConnector
+type ReplaceConnectorResponse403Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse404Headers the declared response headers of an HTTP 404 response for ReplaceConnector
+type ReplaceConnectorResponse404Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse412Headers the declared response headers of an HTTP 412 response for ReplaceConnector
+type ReplaceConnectorResponse412Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse413Headers the declared response headers of an HTTP 413 response for ReplaceConnector
+type ReplaceConnectorResponse413Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse415Headers the declared response headers of an HTTP 415 response for ReplaceConnector
+type ReplaceConnectorResponse415Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse422Headers the declared response headers of an HTTP 422 response for ReplaceConnector
+type ReplaceConnectorResponse422Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse429Headers the declared response headers of an HTTP 429 response for ReplaceConnector
+type ReplaceConnectorResponse429Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectorResponse500Headers the declared response headers of an HTTP 500 response for ReplaceConnector
+type ReplaceConnectorResponse500Headers struct {
+	XRequestId *string
+}
+
+type ReplaceConnectorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Connector
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReplaceConnectorResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReplaceConnectorResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplaceConnectorResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplaceConnectorResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReplaceConnectorResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ReplaceConnectorResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReplaceConnectorResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ReplaceConnectorResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReplaceConnectorResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplaceConnectorResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReplaceConnectorResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON200() *Connector {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceConnectorResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplaceConnectorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplaceConnectorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplaceConnectorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplaceConnectorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListActionsResponse400Headers the declared response headers of an HTTP 400 response for ListActions
+type ListActionsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListActionsResponse401Headers the declared response headers of an HTTP 401 response for ListActions
+type ListActionsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListActionsResponse403Headers the declared response headers of an HTTP 403 response for ListActions
+type ListActionsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListActionsResponse404Headers the declared response headers of an HTTP 404 response for ListActions
+type ListActionsResponse404Headers struct {
+	XRequestId *string
+}
+
+// ListActionsResponse429Headers the declared response headers of an HTTP 429 response for ListActions
+type ListActionsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListActionsResponse500Headers the declared response headers of an HTTP 500 response for ListActions
+type ListActionsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListActionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ActionList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListActionsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListActionsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListActionsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListActionsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListActionsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListActionsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListActionsResponse) GetJSON200() *ActionList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListActionsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListActionsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListActionsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListActionsResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListActionsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListActionsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListActionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListActionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListActionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListActionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateActionResponse201Headers the declared response headers of an HTTP 201 response for CreateAction
+type CreateActionResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateActionResponse400Headers the declared response headers of an HTTP 400 response for CreateAction
+type CreateActionResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse401Headers the declared response headers of an HTTP 401 response for CreateAction
+type CreateActionResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse403Headers the declared response headers of an HTTP 403 response for CreateAction
+type CreateActionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse404Headers the declared response headers of an HTTP 404 response for CreateAction
+type CreateActionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse409Headers the declared response headers of an HTTP 409 response for CreateAction
+type CreateActionResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse413Headers the declared response headers of an HTTP 413 response for CreateAction
+type CreateActionResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse415Headers the declared response headers of an HTTP 415 response for CreateAction
+type CreateActionResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse422Headers the declared response headers of an HTTP 422 response for CreateAction
+type CreateActionResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse429Headers the declared response headers of an HTTP 429 response for CreateAction
+type CreateActionResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateActionResponse500Headers the declared response headers of an HTTP 500 response for CreateAction
+type CreateActionResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Action
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateActionResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateActionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateActionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateActionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateActionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateActionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateActionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateActionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateActionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateActionResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateActionResponse) GetJSON201() *Action {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateActionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateActionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateActionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateActionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateActionResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateActionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateActionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateActionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateActionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateActionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteActionResponse400Headers the declared response headers of an HTTP 400 response for DeleteAction
+type DeleteActionResponse400Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse401Headers the declared response headers of an HTTP 401 response for DeleteAction
+type DeleteActionResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse403Headers the declared response headers of an HTTP 403 response for DeleteAction
+type DeleteActionResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse404Headers the declared response headers of an HTTP 404 response for DeleteAction
+type DeleteActionResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse412Headers the declared response headers of an HTTP 412 response for DeleteAction
+type DeleteActionResponse412Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse429Headers the declared response headers of an HTTP 429 response for DeleteAction
+type DeleteActionResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteActionResponse500Headers the declared response headers of an HTTP 500 response for DeleteAction
+type DeleteActionResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteActionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteActionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteActionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteActionResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteActionResponse412Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteActionResponse500Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteActionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteActionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteActionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteActionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteActionResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteActionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteActionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetActionResponse200Headers the declared response headers of an HTTP 200 response for GetAction
+type GetActionResponse200Headers struct {
+	ETag *string
+}
+
+// GetActionResponse401Headers the declared response headers of an HTTP 401 response for GetAction
+type GetActionResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetActionResponse403Headers the declared response headers of an HTTP 403 response for GetAction
+type GetActionResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetActionResponse404Headers the declared response headers of an HTTP 404 response for GetAction
+type GetActionResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetActionResponse429Headers the declared response headers of an HTTP 429 response for GetAction
+type GetActionResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetActionResponse500Headers the declared response headers of an HTTP 500 response for GetAction
+type GetActionResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Action
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetActionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetActionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetActionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetActionResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetActionResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetActionResponse) GetJSON200() *Action {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetActionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetActionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetActionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetActionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetActionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplaceActionResponse200Headers the declared response headers of an HTTP 200 response for ReplaceAction
+type ReplaceActionResponse200Headers struct {
+	ETag *string
+}
+
+// ReplaceActionResponse400Headers the declared response headers of an HTTP 400 response for ReplaceAction
+type ReplaceActionResponse400Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse401Headers the declared response headers of an HTTP 401 response for ReplaceAction
+type ReplaceActionResponse401Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse403Headers the declared response headers of an HTTP 403 response for ReplaceAction
+type ReplaceActionResponse403Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse404Headers the declared response headers of an HTTP 404 response for ReplaceAction
+type ReplaceActionResponse404Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse412Headers the declared response headers of an HTTP 412 response for ReplaceAction
+type ReplaceActionResponse412Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse413Headers the declared response headers of an HTTP 413 response for ReplaceAction
+type ReplaceActionResponse413Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse415Headers the declared response headers of an HTTP 415 response for ReplaceAction
+type ReplaceActionResponse415Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse422Headers the declared response headers of an HTTP 422 response for ReplaceAction
+type ReplaceActionResponse422Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse429Headers the declared response headers of an HTTP 429 response for ReplaceAction
+type ReplaceActionResponse429Headers struct {
+	XRequestId *string
+}
+
+// ReplaceActionResponse500Headers the declared response headers of an HTTP 500 response for ReplaceAction
+type ReplaceActionResponse500Headers struct {
+	XRequestId *string
+}
+
+type ReplaceActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Action
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReplaceActionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReplaceActionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplaceActionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplaceActionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReplaceActionResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ReplaceActionResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReplaceActionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ReplaceActionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReplaceActionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplaceActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReplaceActionResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplaceActionResponse) GetJSON200() *Action {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplaceActionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplaceActionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplaceActionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplaceActionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r ReplaceActionResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReplaceActionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplaceActionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplaceActionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReplaceActionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceActionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplaceActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplaceActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplaceActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplaceActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateEmbeddingResponse400Headers the declared response headers of an HTTP 400 response for CreateEmbedding
+type CreateEmbeddingResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse401Headers the declared response headers of an HTTP 401 response for CreateEmbedding
+type CreateEmbeddingResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse403Headers the declared response headers of an HTTP 403 response for CreateEmbedding
+type CreateEmbeddingResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse404Headers the declared response headers of an HTTP 404 response for CreateEmbedding
+type CreateEmbeddingResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse413Headers the declared response headers of an HTTP 413 response for CreateEmbedding
+type CreateEmbeddingResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse415Headers the declared response headers of an HTTP 415 response for CreateEmbedding
+type CreateEmbeddingResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse422Headers the declared response headers of an HTTP 422 response for CreateEmbedding
+type CreateEmbeddingResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse429Headers the declared response headers of an HTTP 429 response for CreateEmbedding
+type CreateEmbeddingResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse500Headers the declared response headers of an HTTP 500 response for CreateEmbedding
+type CreateEmbeddingResponse500Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse502Headers the declared response headers of an HTTP 502 response for CreateEmbedding
+type CreateEmbeddingResponse502Headers struct {
+	XRequestId *string
+}
+
+// CreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for CreateEmbedding
+type CreateEmbeddingResponse504Headers struct {
+	XRequestId *string
+}
+
+type CreateEmbeddingResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Embedding
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateEmbeddingResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateEmbeddingResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateEmbeddingResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateEmbeddingResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateEmbeddingResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateEmbeddingResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateEmbeddingResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateEmbeddingResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateEmbeddingResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *CreateEmbeddingResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *CreateEmbeddingResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON200() *Embedding {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON502() *ErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON504() *ErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateEmbeddingResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateEmbeddingResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateEmbeddingResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateEmbeddingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CallFunctionResponse400Headers the declared response headers of an HTTP 400 response for CallFunction
+type CallFunctionResponse400Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse401Headers the declared response headers of an HTTP 401 response for CallFunction
+type CallFunctionResponse401Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse403Headers the declared response headers of an HTTP 403 response for CallFunction
+type CallFunctionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse404Headers the declared response headers of an HTTP 404 response for CallFunction
+type CallFunctionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse413Headers the declared response headers of an HTTP 413 response for CallFunction
+type CallFunctionResponse413Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse415Headers the declared response headers of an HTTP 415 response for CallFunction
+type CallFunctionResponse415Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse422Headers the declared response headers of an HTTP 422 response for CallFunction
+type CallFunctionResponse422Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse429Headers the declared response headers of an HTTP 429 response for CallFunction
+type CallFunctionResponse429Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse500Headers the declared response headers of an HTTP 500 response for CallFunction
+type CallFunctionResponse500Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse502Headers the declared response headers of an HTTP 502 response for CallFunction
+type CallFunctionResponse502Headers struct {
+	XRequestId *string
+}
+
+// CallFunctionResponse504Headers the declared response headers of an HTTP 504 response for CallFunction
+type CallFunctionResponse504Headers struct {
+	XRequestId *string
+}
+
+type CallFunctionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FunctionCallResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CallFunctionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CallFunctionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CallFunctionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CallFunctionResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CallFunctionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CallFunctionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CallFunctionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CallFunctionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CallFunctionResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *CallFunctionResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *CallFunctionResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CallFunctionResponse) GetJSON200() *FunctionCallResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CallFunctionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CallFunctionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CallFunctionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CallFunctionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CallFunctionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CallFunctionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CallFunctionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CallFunctionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CallFunctionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r CallFunctionResponse) GetJSON502() *ErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CallFunctionResponse) GetJSON504() *ErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r CallFunctionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CallFunctionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CallFunctionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CallFunctionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GenerateResponse400Headers the declared response headers of an HTTP 400 response for Generate
+type GenerateResponse400Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse401Headers the declared response headers of an HTTP 401 response for Generate
+type GenerateResponse401Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse403Headers the declared response headers of an HTTP 403 response for Generate
+type GenerateResponse403Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse404Headers the declared response headers of an HTTP 404 response for Generate
+type GenerateResponse404Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse413Headers the declared response headers of an HTTP 413 response for Generate
+type GenerateResponse413Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse415Headers the declared response headers of an HTTP 415 response for Generate
+type GenerateResponse415Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse422Headers the declared response headers of an HTTP 422 response for Generate
+type GenerateResponse422Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse429Headers the declared response headers of an HTTP 429 response for Generate
+type GenerateResponse429Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse500Headers the declared response headers of an HTTP 500 response for Generate
+type GenerateResponse500Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse502Headers the declared response headers of an HTTP 502 response for Generate
+type GenerateResponse502Headers struct {
+	XRequestId *string
+}
+
+// GenerateResponse504Headers the declared response headers of an HTTP 504 response for Generate
+type GenerateResponse504Headers struct {
+	XRequestId *string
+}
+
+type GenerateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Generation
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GenerateResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GenerateResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GenerateResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GenerateResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *GenerateResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *GenerateResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GenerateResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GenerateResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GenerateResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *GenerateResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *GenerateResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GenerateResponse) GetJSON200() *Generation {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GenerateResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GenerateResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GenerateResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GenerateResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r GenerateResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r GenerateResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GenerateResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GenerateResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GenerateResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GenerateResponse) GetJSON502() *ErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r GenerateResponse) GetJSON504() *ErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r GenerateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GenerateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GenerateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GenerateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListModelsResponse400Headers the declared response headers of an HTTP 400 response for ListModels
+type ListModelsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListModelsResponse401Headers the declared response headers of an HTTP 401 response for ListModels
+type ListModelsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListModelsResponse403Headers the declared response headers of an HTTP 403 response for ListModels
+type ListModelsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListModelsResponse429Headers the declared response headers of an HTTP 429 response for ListModels
+type ListModelsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListModelsResponse500Headers the declared response headers of an HTTP 500 response for ListModels
+type ListModelsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListModelsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ModelList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListModelsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListModelsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListModelsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListModelsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListModelsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListModelsResponse) GetJSON200() *ModelList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListModelsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListModelsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListModelsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListModelsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListModelsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListModelsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListModelsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListModelsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListModelsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetModelResponse401Headers the declared response headers of an HTTP 401 response for GetModel
+type GetModelResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetModelResponse403Headers the declared response headers of an HTTP 403 response for GetModel
+type GetModelResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetModelResponse404Headers the declared response headers of an HTTP 404 response for GetModel
+type GetModelResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetModelResponse429Headers the declared response headers of an HTTP 429 response for GetModel
+type GetModelResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetModelResponse500Headers the declared response headers of an HTTP 500 response for GetModel
+type GetModelResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ModelDetail
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetModelResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetModelResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetModelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetModelResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetModelResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetModelResponse) GetJSON200() *ModelDetail {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetModelResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetModelResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetModelResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetModelResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetModelResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetProviderModelResponse401Headers the declared response headers of an HTTP 401 response for GetProviderModel
+type GetProviderModelResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetProviderModelResponse403Headers the declared response headers of an HTTP 403 response for GetProviderModel
+type GetProviderModelResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetProviderModelResponse404Headers the declared response headers of an HTTP 404 response for GetProviderModel
+type GetProviderModelResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetProviderModelResponse429Headers the declared response headers of an HTTP 429 response for GetProviderModel
+type GetProviderModelResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetProviderModelResponse500Headers the declared response headers of an HTTP 500 response for GetProviderModel
+type GetProviderModelResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetProviderModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ModelDetail
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetProviderModelResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetProviderModelResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetProviderModelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetProviderModelResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetProviderModelResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProviderModelResponse) GetJSON200() *ModelDetail {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetProviderModelResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetProviderModelResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetProviderModelResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetProviderModelResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetProviderModelResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProviderModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProviderModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProviderModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProviderModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListOAuthClientsResponse400Headers the declared response headers of an HTTP 400 response for ListOAuthClients
+type ListOAuthClientsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListOAuthClientsResponse401Headers the declared response headers of an HTTP 401 response for ListOAuthClients
+type ListOAuthClientsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListOAuthClientsResponse403Headers the declared response headers of an HTTP 403 response for ListOAuthClients
+type ListOAuthClientsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListOAuthClientsResponse429Headers the declared response headers of an HTTP 429 response for ListOAuthClients
+type ListOAuthClientsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListOAuthClientsResponse500Headers the declared response headers of an HTTP 500 response for ListOAuthClients
+type ListOAuthClientsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListOAuthClientsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthClientList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListOAuthClientsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListOAuthClientsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListOAuthClientsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListOAuthClientsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListOAuthClientsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON200() *OAuthClientList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListOAuthClientsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListOAuthClientsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListOAuthClientsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListOAuthClientsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListOAuthClientsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateOAuthClientResponse201Headers the declared response headers of an HTTP 201 response for CreateOAuthClient
+type CreateOAuthClientResponse201Headers struct {
+	CacheControl *string
+}
+
+// CreateOAuthClientResponse400Headers the declared response headers of an HTTP 400 response for CreateOAuthClient
+type CreateOAuthClientResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse401Headers the declared response headers of an HTTP 401 response for CreateOAuthClient
+type CreateOAuthClientResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse403Headers the declared response headers of an HTTP 403 response for CreateOAuthClient
+type CreateOAuthClientResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse413Headers the declared response headers of an HTTP 413 response for CreateOAuthClient
+type CreateOAuthClientResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse415Headers the declared response headers of an HTTP 415 response for CreateOAuthClient
+type CreateOAuthClientResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse422Headers the declared response headers of an HTTP 422 response for CreateOAuthClient
+type CreateOAuthClientResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse429Headers the declared response headers of an HTTP 429 response for CreateOAuthClient
+type CreateOAuthClientResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateOAuthClientResponse500Headers the declared response headers of an HTTP 500 response for CreateOAuthClient
+type CreateOAuthClientResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateOAuthClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *OAuthClientCreated
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateOAuthClientResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateOAuthClientResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOAuthClientResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateOAuthClientResponse403Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateOAuthClientResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateOAuthClientResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateOAuthClientResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateOAuthClientResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateOAuthClientResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON201() *OAuthClientCreated {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateOAuthClientResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOAuthClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOAuthClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOAuthClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOAuthClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteOAuthClientResponse401Headers the declared response headers of an HTTP 401 response for DeleteOAuthClient
+type DeleteOAuthClientResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteOAuthClientResponse403Headers the declared response headers of an HTTP 403 response for DeleteOAuthClient
+type DeleteOAuthClientResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteOAuthClientResponse404Headers the declared response headers of an HTTP 404 response for DeleteOAuthClient
+type DeleteOAuthClientResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteOAuthClientResponse429Headers the declared response headers of an HTTP 429 response for DeleteOAuthClient
+type DeleteOAuthClientResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteOAuthClientResponse500Headers the declared response headers of an HTTP 500 response for DeleteOAuthClient
+type DeleteOAuthClientResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteOAuthClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteOAuthClientResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteOAuthClientResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteOAuthClientResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteOAuthClientResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteOAuthClientResponse500Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteOAuthClientResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteOAuthClientResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteOAuthClientResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteOAuthClientResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteOAuthClientResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteOAuthClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteOAuthClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteOAuthClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteOAuthClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetOAuthClientResponse401Headers the declared response headers of an HTTP 401 response for GetOAuthClient
+type GetOAuthClientResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetOAuthClientResponse403Headers the declared response headers of an HTTP 403 response for GetOAuthClient
+type GetOAuthClientResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetOAuthClientResponse404Headers the declared response headers of an HTTP 404 response for GetOAuthClient
+type GetOAuthClientResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetOAuthClientResponse429Headers the declared response headers of an HTTP 429 response for GetOAuthClient
+type GetOAuthClientResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetOAuthClientResponse500Headers the declared response headers of an HTTP 500 response for GetOAuthClient
+type GetOAuthClientResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetOAuthClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthClient
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetOAuthClientResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetOAuthClientResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetOAuthClientResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetOAuthClientResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetOAuthClientResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetOAuthClientResponse) GetJSON200() *OAuthClient {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetOAuthClientResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetOAuthClientResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetOAuthClientResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetOAuthClientResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOAuthClientResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOAuthClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOAuthClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOAuthClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOAuthClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSigningKeysResponse401Headers the declared response headers of an HTTP 401 response for ListSigningKeys
+type ListSigningKeysResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListSigningKeysResponse403Headers the declared response headers of an HTTP 403 response for ListSigningKeys
+type ListSigningKeysResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListSigningKeysResponse429Headers the declared response headers of an HTTP 429 response for ListSigningKeys
+type ListSigningKeysResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListSigningKeysResponse500Headers the declared response headers of an HTTP 500 response for ListSigningKeys
+type ListSigningKeysResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListSigningKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SigningKeyList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSigningKeysResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListSigningKeysResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSigningKeysResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListSigningKeysResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSigningKeysResponse) GetJSON200() *SigningKeyList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSigningKeysResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSigningKeysResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSigningKeysResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSigningKeysResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSigningKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSigningKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSigningKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSigningKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateSigningKeyResponse401Headers the declared response headers of an HTTP 401 response for RotateSigningKey
+type RotateSigningKeyResponse401Headers struct {
+	XRequestId *string
+}
+
+// RotateSigningKeyResponse403Headers the declared response headers of an HTTP 403 response for RotateSigningKey
+type RotateSigningKeyResponse403Headers struct {
+	XRequestId *string
+}
+
+// RotateSigningKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateSigningKey
+type RotateSigningKeyResponse429Headers struct {
+	XRequestId *string
+}
+
+// RotateSigningKeyResponse500Headers the declared response headers of an HTTP 500 response for RotateSigningKey
+type RotateSigningKeyResponse500Headers struct {
+	XRequestId *string
+}
+
+type RotateSigningKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *SigningKey
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateSigningKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RotateSigningKeyResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateSigningKeyResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RotateSigningKeyResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RotateSigningKeyResponse) GetJSON201() *SigningKey {
+	return r.JSON201
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateSigningKeyResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateSigningKeyResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateSigningKeyResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RotateSigningKeyResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateSigningKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateSigningKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateSigningKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateSigningKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateOAuthTokenResponse200Headers the declared response headers of an HTTP 200 response for CreateOAuthToken
+type CreateOAuthTokenResponse200Headers struct {
+	CacheControl *string
+	Pragma       *string
+}
+
+// CreateOAuthTokenResponse401Headers the declared response headers of an HTTP 401 response for CreateOAuthToken
+type CreateOAuthTokenResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type CreateOAuthTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OAuthError
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OAuthError
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OAuthError
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *OAuthError
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OAuthError
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *CreateOAuthTokenResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateOAuthTokenResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON200() *OAuthToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON400() *OAuthError {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON401() *OAuthError {
+	return r.JSON401
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON413() *OAuthError {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON415() *OAuthError {
+	return r.JSON415
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateOAuthTokenResponse) GetJSON500() *OAuthError {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateOAuthTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateOAuthTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateOAuthTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateOAuthTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetUsageResponse400Headers the declared response headers of an HTTP 400 response for GetUsage
+type GetUsageResponse400Headers struct {
+	XRequestId *string
+}
+
+// GetUsageResponse401Headers the declared response headers of an HTTP 401 response for GetUsage
+type GetUsageResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetUsageResponse403Headers the declared response headers of an HTTP 403 response for GetUsage
+type GetUsageResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetUsageResponse422Headers the declared response headers of an HTTP 422 response for GetUsage
+type GetUsageResponse422Headers struct {
+	XRequestId *string
+}
+
+// GetUsageResponse429Headers the declared response headers of an HTTP 429 response for GetUsage
+type GetUsageResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetUsageResponse500Headers the declared response headers of an HTTP 500 response for GetUsage
+type GetUsageResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetUsageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *UsageReport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetUsageResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetUsageResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetUsageResponse403Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *GetUsageResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetUsageResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetUsageResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetUsageResponse) GetJSON200() *UsageReport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetUsageResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetUsageResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetUsageResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetUsageResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetUsageResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetUsageResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetUsageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetUsageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetUsageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetUsageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetJWKSWithResponse The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+//
+// The active signing key and, after a rotation, the previous keys until
+// every token they signed has expired (token lifetime plus leeway).
+// Keys are Ed25519 (`kty: OKP`, `crv: Ed25519`, `alg: EdDSA`, `use: sig`)
+// with a `kid` matching the tokens' header. A verifier that meets an
+// unknown `kid` should refetch this document.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
+func (c *ClientWithResponses) GetJWKSWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJWKSResponse, error) {
+	rsp, err := c.GetJWKS(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJWKSResponse(rsp)
+}
+
 // GetHealthzWithResponse Liveness probe; answers while the process runs.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1469,6 +11341,193 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 		return nil, err
 	}
 	return ParseGetHealthzResponse(rsp)
+}
+
+// GetMetricsWithResponse Prometheus metrics (text exposition format 0.0.4).
+//
+// Public unless the config sets `metrics.requireScope` (e.g. `admin`):
+// then a bearer credential (API key or access token) with that scope is
+// needed, else 401/403. Metrics, with OpenTelemetry semantic-convention
+// names where one fits:
+//
+//   - `http_server_request_duration_seconds{http_request_method, http_route, http_response_status_code}`:
+//     histogram of every request (its `_count` counts requests); `http_route`
+//     is the route template, `other` for unmatched paths.
+//   - `gen_ai_client_operation_duration_seconds{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, error_type}`:
+//     upstream latency of language-model calls by provider (`gen_ai_system`
+//     is the configured provider name).
+//   - `gen_ai_client_token_usage{gen_ai_system, gen_ai_operation_name, gen_ai_request_model, gen_ai_token_type}`:
+//     tokens per call by model and type (`input`, `output`); `_sum` is the total.
+//   - `switchboard_connector_invocations_total{connector, outcome}` and
+//     `switchboard_connector_invocation_duration_seconds{connector}`.
+//   - `switchboard_webhook_deliveries_total{outcome}` (`success`, `retry`, `failed`)
+//     and `switchboard_webhook_delivery_duration_seconds`.
+//   - `switchboard_rate_limit_refusals_total{limit, credential_kind}` (`limit` is `requests` or `tokens`).
+//   - `switchboard_oauth_tokens_issued_total{outcome}`.
+//   - the Go runtime and process collectors (`go_*`, `process_*`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /metrics (the `GetMetrics` operationId).
+func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error) {
+	rsp, err := c.GetMetrics(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMetricsResponse(rsp)
+}
+
+// OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
+//
+// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+// (a final chunk with empty `choices` and the usage). Roles `system`,
+// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+// content parts are joined; image and audio parts are refused (400).
+// Only `n: 1` is supported.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateChatCompletionResponse, error) {
+	rsp, err := c.OpenaiCreateChatCompletionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateChatCompletionResponse(rsp)
+}
+
+// OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
+//
+// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
+// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
+// `max_completion_tokens`, `stream` and `stream_options.include_usage`
+// (a final chunk with empty `choices` and the usage). Roles `system`,
+// `developer` (sent as system), `user`, `assistant` and `tool`. Text
+// content parts are joined; image and audio parts are refused (400).
+// Only `n: 1` is supported.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/chat/completions (the `OpenaiCreateChatCompletion` operationId).
+func (c *ClientWithResponses) OpenaiCreateChatCompletionWithResponse(ctx context.Context, body OpenaiCreateChatCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateChatCompletionResponse, error) {
+	rsp, err := c.OpenaiCreateChatCompletion(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateChatCompletionResponse(rsp)
+}
+
+// OpenaiCreateCompletionWithBodyWithResponse OpenAI-compatible (legacy) text completions.
+//
+// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+// one string). Models with the `completion` capability use the
+// provider's completions endpoint; chat models receive the prompt as one
+// user message. Supports `stream` and `stream_options.include_usage`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+func (c *ClientWithResponses) OpenaiCreateCompletionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateCompletionResponse, error) {
+	rsp, err := c.OpenaiCreateCompletionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateCompletionResponse(rsp)
+}
+
+// OpenaiCreateCompletionWithResponse OpenAI-compatible (legacy) text completions.
+//
+// OpenAI's `POST /v1/completions`: `prompt` is a string (or an array of
+// one string). Models with the `completion` capability use the
+// provider's completions endpoint; chat models receive the prompt as one
+// user message. Supports `stream` and `stream_options.include_usage`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/completions (the `OpenaiCreateCompletion` operationId).
+func (c *ClientWithResponses) OpenaiCreateCompletionWithResponse(ctx context.Context, body OpenaiCreateCompletionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateCompletionResponse, error) {
+	rsp, err := c.OpenaiCreateCompletion(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateCompletionResponse(rsp)
+}
+
+// OpenaiCreateEmbeddingWithBodyWithResponse OpenAI-compatible embeddings.
+//
+// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+// to 2048 strings (token arrays are refused); `encoding_format` is
+// `float` (default) or `base64` (little-endian float32); `dimensions` is
+// passed to providers that support it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+func (c *ClientWithResponses) OpenaiCreateEmbeddingWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateEmbeddingResponse, error) {
+	rsp, err := c.OpenaiCreateEmbeddingWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateEmbeddingResponse(rsp)
+}
+
+// OpenaiCreateEmbeddingWithResponse OpenAI-compatible embeddings.
+//
+// OpenAI's `POST /v1/embeddings`: `input` is a string or an array of up
+// to 2048 strings (token arrays are refused); `encoding_format` is
+// `float` (default) or `base64` (little-endian float32); `dimensions` is
+// passed to providers that support it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/embeddings (the `OpenaiCreateEmbedding` operationId).
+func (c *ClientWithResponses) OpenaiCreateEmbeddingWithResponse(ctx context.Context, body OpenaiCreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateEmbeddingResponse, error) {
+	rsp, err := c.OpenaiCreateEmbedding(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateEmbeddingResponse(rsp)
+}
+
+// OpenaiListModelsWithResponse OpenAI-compatible model list.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openai/v1/models (the `OpenaiListModels` operationId).
+func (c *ClientWithResponses) OpenaiListModelsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenaiListModelsResponse, error) {
+	rsp, err := c.OpenaiListModels(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiListModelsResponse(rsp)
+}
+
+// OpenaiGetModelWithResponse OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openai/v1/models/{model} (the `OpenaiGetModel` operationId).
+func (c *ClientWithResponses) OpenaiGetModelWithResponse(ctx context.Context, model string, reqEditors ...RequestEditorFn) (*OpenaiGetModelResponse, error) {
+	rsp, err := c.OpenaiGetModel(ctx, model, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiGetModelResponse(rsp)
+}
+
+// OpenaiGetProviderModelWithResponse OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
+func (c *ClientWithResponses) OpenaiGetProviderModelWithResponse(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*OpenaiGetProviderModelResponse, error) {
+	rsp, err := c.OpenaiGetProviderModel(ctx, provider, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiGetProviderModelResponse(rsp)
 }
 
 // GetOpenAPIWithResponse This specification as JSON.
@@ -1579,6 +11638,700 @@ func (c *ClientWithResponses) GetAPIKeyWithResponse(ctx context.Context, id stri
 	return ParseGetAPIKeyResponse(rsp)
 }
 
+// ChatWithBodyWithResponse Complete a chat conversation.
+//
+// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+// and returns the assistant's reply. With `"stream": true` the answer is
+// a `text/event-stream` of `delta` events and a final `done` event
+// carrying the ChatCompletion (see the `llm` tag).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/chat (the `Chat` operationId).
+func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.ChatWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChatResponse(rsp)
+}
+
+// ChatWithResponse Complete a chat conversation.
+//
+// Sends `messages` (roles `system`, `user`, `assistant`) to a chat model
+// and returns the assistant's reply. With `"stream": true` the answer is
+// a `text/event-stream` of `delta` events and a final `done` event
+// carrying the ChatCompletion (see the `llm` tag).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/chat (the `Chat` operationId).
+func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.Chat(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChatResponse(rsp)
+}
+
+// ListConnectorsWithResponse List connectors in name order.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors (the `ListConnectors` operationId).
+func (c *ClientWithResponses) ListConnectorsWithResponse(ctx context.Context, params *ListConnectorsParams, reqEditors ...RequestEditorFn) (*ListConnectorsResponse, error) {
+	rsp, err := c.ListConnectors(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConnectorsResponse(rsp)
+}
+
+// CreateConnectorWithBodyWithResponse Create a connector.
+//
+// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+// sealed in the vault and never returned; responses show
+// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+// input is 422 listing every problem.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+func (c *ClientWithResponses) CreateConnectorWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectorResponse, error) {
+	rsp, err := c.CreateConnectorWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectorResponse(rsp)
+}
+
+// CreateConnectorWithResponse Create a connector.
+//
+// Creates a connector at version 1. `auth.clientSecret` (oauth2) is
+// sealed in the vault and never returned; responses show
+// `auth.clientSecretSet` instead. A name already in use is 409; invalid
+// input is 422 listing every problem.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors (the `CreateConnector` operationId).
+func (c *ClientWithResponses) CreateConnectorWithResponse(ctx context.Context, body CreateConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectorResponse, error) {
+	rsp, err := c.CreateConnector(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectorResponse(rsp)
+}
+
+// DeleteConnectorWithResponse Delete a connector with its actions and secrets.
+//
+// Deletes the connector, all its actions, its client secret and every
+// other secret belonging to it (its connections' credentials), in one
+// transaction: there is never a connector half deleted. Records an
+// `action.deleted` event per action, then `connector.deleted`. An
+// `If-Match` that is not the current ETag is 412.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/connectors/{name} (the `DeleteConnector` operationId).
+func (c *ClientWithResponses) DeleteConnectorWithResponse(ctx context.Context, name ConnectorName, params *DeleteConnectorParams, reqEditors ...RequestEditorFn) (*DeleteConnectorResponse, error) {
+	rsp, err := c.DeleteConnector(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteConnectorResponse(rsp)
+}
+
+// GetConnectorWithResponse Get one connector (never its client secret).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name} (the `GetConnector` operationId).
+func (c *ClientWithResponses) GetConnectorWithResponse(ctx context.Context, name ConnectorName, reqEditors ...RequestEditorFn) (*GetConnectorResponse, error) {
+	rsp, err := c.GetConnector(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConnectorResponse(rsp)
+}
+
+// ReplaceConnectorWithBodyWithResponse Replace a connector's definition.
+//
+// Replaces the whole definition (fields left out take their defaults,
+// they are not kept), keeps `createdAt` and increments `version`. The
+// body's `name` may be left out; when given it must equal the URL's
+// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+// the stored secret; changing `auth.type` away from `oauth2` deletes
+// it. A connector that does not exist is 404 (PUT does not create);
+// an `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+func (c *ClientWithResponses) ReplaceConnectorWithBodyWithResponse(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceConnectorResponse, error) {
+	rsp, err := c.ReplaceConnectorWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceConnectorResponse(rsp)
+}
+
+// ReplaceConnectorWithResponse Replace a connector's definition.
+//
+// Replaces the whole definition (fields left out take their defaults,
+// they are not kept), keeps `createdAt` and increments `version`. The
+// body's `name` may be left out; when given it must equal the URL's
+// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
+// the stored secret; changing `auth.type` away from `oauth2` deletes
+// it. A connector that does not exist is 404 (PUT does not create);
+// an `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name} (the `ReplaceConnector` operationId).
+func (c *ClientWithResponses) ReplaceConnectorWithResponse(ctx context.Context, name ConnectorName, params *ReplaceConnectorParams, body ReplaceConnectorJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceConnectorResponse, error) {
+	rsp, err := c.ReplaceConnector(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceConnectorResponse(rsp)
+}
+
+// ListActionsWithResponse List a connector's actions in name order.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/actions (the `ListActions` operationId).
+func (c *ClientWithResponses) ListActionsWithResponse(ctx context.Context, name ConnectorName, params *ListActionsParams, reqEditors ...RequestEditorFn) (*ListActionsResponse, error) {
+	rsp, err := c.ListActions(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListActionsResponse(rsp)
+}
+
+// CreateActionWithBodyWithResponse Create an action of a connector.
+//
+// Creates an action at version 1. A connector that does not exist is
+// 404; an action name already in use in this connector is 409; invalid
+// input is 422 listing every problem, including a template naming an
+// undeclared parameter and a transformation that does not compile
+// (with its line and column).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+func (c *ClientWithResponses) CreateActionWithBodyWithResponse(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateActionResponse, error) {
+	rsp, err := c.CreateActionWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateActionResponse(rsp)
+}
+
+// CreateActionWithResponse Create an action of a connector.
+//
+// Creates an action at version 1. A connector that does not exist is
+// 404; an action name already in use in this connector is 409; invalid
+// input is 422 listing every problem, including a template naming an
+// undeclared parameter and a transformation that does not compile
+// (with its line and column).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors/{name}/actions (the `CreateAction` operationId).
+func (c *ClientWithResponses) CreateActionWithResponse(ctx context.Context, name ConnectorName, body CreateActionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateActionResponse, error) {
+	rsp, err := c.CreateAction(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateActionResponse(rsp)
+}
+
+// DeleteActionWithResponse Delete an action.
+//
+// An `If-Match` that is not the current ETag is 412.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/connectors/{name}/actions/{action} (the `DeleteAction` operationId).
+func (c *ClientWithResponses) DeleteActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *DeleteActionParams, reqEditors ...RequestEditorFn) (*DeleteActionResponse, error) {
+	rsp, err := c.DeleteAction(ctx, name, action, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteActionResponse(rsp)
+}
+
+// GetActionWithResponse Get one action.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/actions/{action} (the `GetAction` operationId).
+func (c *ClientWithResponses) GetActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, reqEditors ...RequestEditorFn) (*GetActionResponse, error) {
+	rsp, err := c.GetAction(ctx, name, action, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetActionResponse(rsp)
+}
+
+// ReplaceActionWithBodyWithResponse Replace an action's definition.
+//
+// Replaces the whole definition, keeps `createdAt` and increments
+// `version`. The body's `name` may be left out; when given it must
+// equal the URL's. An action that does not exist is 404 (PUT does not
+// create); an `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+func (c *ClientWithResponses) ReplaceActionWithBodyWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceActionResponse, error) {
+	rsp, err := c.ReplaceActionWithBody(ctx, name, action, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceActionResponse(rsp)
+}
+
+// ReplaceActionWithResponse Replace an action's definition.
+//
+// Replaces the whole definition, keeps `createdAt` and increments
+// `version`. The body's `name` may be left out; when given it must
+// equal the URL's. An action that does not exist is 404 (PUT does not
+// create); an `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
+func (c *ClientWithResponses) ReplaceActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceActionResponse, error) {
+	rsp, err := c.ReplaceAction(ctx, name, action, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceActionResponse(rsp)
+}
+
+// CreateEmbeddingWithBodyWithResponse Embed a text as a vector.
+//
+// Returns the embedding of `text` from an embedding model. The built-in
+// `local/hash-embed-384` works offline: it hashes words, word pairs and
+// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+// not semantic: texts sharing words score close, paraphrases with
+// different words do not.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+func (c *ClientWithResponses) CreateEmbeddingWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateEmbeddingResponse, error) {
+	rsp, err := c.CreateEmbeddingWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEmbeddingResponse(rsp)
+}
+
+// CreateEmbeddingWithResponse Embed a text as a vector.
+//
+// Returns the embedding of `text` from an embedding model. The built-in
+// `local/hash-embed-384` works offline: it hashes words, word pairs and
+// character n-grams into 384 dimensions (L2-normalised). It is lexical,
+// not semantic: texts sharing words score close, paraphrases with
+// different words do not.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
+func (c *ClientWithResponses) CreateEmbeddingWithResponse(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEmbeddingResponse, error) {
+	rsp, err := c.CreateEmbedding(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateEmbeddingResponse(rsp)
+}
+
+// CallFunctionWithBodyWithResponse Let the model choose a function and its arguments.
+//
+// Sends the conversation and the declared `functions` to a chat model
+// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+// returns the function the model chose with its `arguments` object.
+// When the model calls no function, `functionCall` is null and `message`
+// holds its reply. The call is checked against the declaration:
+// `argumentsValid` is true only when the function was declared and its
+// arguments carry every required parameter, only declared parameters,
+// each of the declared type and within its `enum`; otherwise it is false
+// and `argumentsProblems` lists each problem. A call to an undeclared
+// function is never valid. Function definitions themselves are
+// validated first (422).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunctionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCallFunctionResponse(rsp)
+}
+
+// CallFunctionWithResponse Let the model choose a function and its arguments.
+//
+// Sends the conversation and the declared `functions` to a chat model
+// (as OpenAI tools, Anthropic tools or Gemini functionDeclarations) and
+// returns the function the model chose with its `arguments` object.
+// When the model calls no function, `functionCall` is null and `message`
+// holds its reply. The call is checked against the declaration:
+// `argumentsValid` is true only when the function was declared and its
+// arguments carry every required parameter, only declared parameters,
+// each of the declared type and within its `enum`; otherwise it is false
+// and `argumentsProblems` lists each problem. A call to an undeclared
+// function is never valid. Function definitions themselves are
+// validated first (422).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
+func (c *ClientWithResponses) CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunction(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCallFunctionResponse(rsp)
+}
+
+// GenerateWithBodyWithResponse Generate text from a prompt.
+//
+// Sends `prompt` to a chat or completion model (a chat model receives it
+// as one user message) and returns the generated text. With
+// `"stream": true` the answer is a `text/event-stream` of `delta` events
+// and a final `done` event carrying the Generation (see the `llm` tag).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/generate (the `Generate` operationId).
+func (c *ClientWithResponses) GenerateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*GenerateResponse, error) {
+	rsp, err := c.GenerateWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateResponse(rsp)
+}
+
+// GenerateWithResponse Generate text from a prompt.
+//
+// Sends `prompt` to a chat or completion model (a chat model receives it
+// as one user message) and returns the generated text. With
+// `"stream": true` the answer is a `text/event-stream` of `delta` events
+// and a final `done` event carrying the Generation (see the `llm` tag).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/generate (the `Generate` operationId).
+func (c *ClientWithResponses) GenerateWithResponse(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateResponse, error) {
+	rsp, err := c.Generate(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGenerateResponse(rsp)
+}
+
+// ListModelsWithResponse List the models of the catalog.
+//
+// Lists configured, built-in and discovered models sorted by id. Chat and
+// text models carry `maxTokens`, embedding models `dimensions`; pricing
+// and `createdAt` are only in the single-model response. Without `limit`
+// every model is returned; with it, pages follow `nextCursor`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/models (the `ListModels` operationId).
+func (c *ClientWithResponses) ListModelsWithResponse(ctx context.Context, params *ListModelsParams, reqEditors ...RequestEditorFn) (*ListModelsResponse, error) {
+	rsp, err := c.ListModels(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListModelsResponse(rsp)
+}
+
+// GetModelWithResponse Get one model by its id, with the `/` encoded as `%2F`.
+//
+// `GET /v1/models/openai%2Fgpt-4o-mini` is the same as
+// `GET /v1/models/openai/gpt-4o-mini`. Returns the model with its pricing
+// (USD per million tokens; null when none is configured) and `createdAt`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/models/{id} (the `GetModel` operationId).
+func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetModelResponse, error) {
+	rsp, err := c.GetModel(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetModelResponse(rsp)
+}
+
+// GetProviderModelWithResponse Get one model by provider and name.
+//
+// Returns the model with its pricing (USD per million tokens; null when
+// none is configured) and `createdAt`. A name that itself contains `/`
+// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
+// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
+func (c *ClientWithResponses) GetProviderModelWithResponse(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*GetProviderModelResponse, error) {
+	rsp, err := c.GetProviderModel(ctx, provider, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProviderModelResponse(rsp)
+}
+
+// ListOAuthClientsWithResponse List OAuth clients (never their secrets), oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/oauth-clients (the `ListOAuthClients` operationId).
+func (c *ClientWithResponses) ListOAuthClientsWithResponse(ctx context.Context, params *ListOAuthClientsParams, reqEditors ...RequestEditorFn) (*ListOAuthClientsResponse, error) {
+	rsp, err := c.ListOAuthClients(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListOAuthClientsResponse(rsp)
+}
+
+// CreateOAuthClientWithBodyWithResponse Register an OAuth client; its secret is returned only in this response.
+//
+// Registers a client that obtains access tokens with the
+// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+// most its tokens may carry; `rateLimit` optionally overrides the
+// server's per-credential limits for its tokens (all tokens of a client
+// share one budget). The response carries `clientSecret`; store it now:
+// the server keeps only its SHA-256 and cannot show it again. Clients
+// are immutable: to change one, register a new client and delete the old.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+func (c *ClientWithResponses) CreateOAuthClientWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthClientResponse, error) {
+	rsp, err := c.CreateOAuthClientWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthClientResponse(rsp)
+}
+
+// CreateOAuthClientWithResponse Register an OAuth client; its secret is returned only in this response.
+//
+// Registers a client that obtains access tokens with the
+// client-credentials grant at `POST /v1/oauth/token`. `scopes` are the
+// most its tokens may carry; `rateLimit` optionally overrides the
+// server's per-credential limits for its tokens (all tokens of a client
+// share one budget). The response carries `clientSecret`; store it now:
+// the server keeps only its SHA-256 and cannot show it again. Clients
+// are immutable: to change one, register a new client and delete the old.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/oauth-clients (the `CreateOAuthClient` operationId).
+func (c *ClientWithResponses) CreateOAuthClientWithResponse(ctx context.Context, body CreateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthClientResponse, error) {
+	rsp, err := c.CreateOAuthClient(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthClientResponse(rsp)
+}
+
+// DeleteOAuthClientWithResponse Delete an OAuth client; its tokens stop authenticating at once.
+//
+// The client can no longer obtain tokens, and the tokens it already
+// holds are refused (401) from the next request on.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
+func (c *ClientWithResponses) DeleteOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteOAuthClientResponse, error) {
+	rsp, err := c.DeleteOAuthClient(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteOAuthClientResponse(rsp)
+}
+
+// GetOAuthClientWithResponse Get one OAuth client (without its secret).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
+func (c *ClientWithResponses) GetOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOAuthClientResponse, error) {
+	rsp, err := c.GetOAuthClient(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOAuthClientResponse(rsp)
+}
+
+// ListSigningKeysWithResponse List the published token signing keys, the active one first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/oauth/signing-keys (the `ListSigningKeys` operationId).
+func (c *ClientWithResponses) ListSigningKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListSigningKeysResponse, error) {
+	rsp, err := c.ListSigningKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSigningKeysResponse(rsp)
+}
+
+// RotateSigningKeyWithResponse Generate a new token signing key and retire the current one.
+//
+// Tokens are signed with the new key from now on. The previous key
+// stops signing at once (its private part is deleted from the vault) but
+// stays published in `/.well-known/jwks.json`, and tokens it signed stay
+// valid, until they have all expired; then it is removed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/oauth/signing-keys/rotate (the `RotateSigningKey` operationId).
+func (c *ClientWithResponses) RotateSigningKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateSigningKeyResponse, error) {
+	rsp, err := c.RotateSigningKey(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateSigningKeyResponse(rsp)
+}
+
+// CreateOAuthTokenWithBodyWithResponse Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+//
+// The token endpoint of RFC 6749. The body is form-encoded
+// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+// and an optional space-separated `scope` (a subset of the client's
+// scopes; all of them when absent). The client authenticates with HTTP
+// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+// form-encoded first) or with `client_id` and `client_secret` in the body,
+// never both. The answer is a JWT access token (RFC 9068, header
+// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+// like an API key. There is no refresh token: request a new one.
+//
+// Unlike the rest of the API, errors here have the shape of RFC 6749
+// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+// wrong client credentials, `invalid_request` (400) for a malformed
+// request (missing `grant_type`, a repeated parameter, two client
+// authentication methods), `unsupported_grant_type` (400),
+// `invalid_scope` (400) for a scope the client does not hold.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *ClientWithResponses) CreateOAuthTokenWithBodyWithResponse(ctx context.Context, params *CreateOAuthTokenParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error) {
+	rsp, err := c.CreateOAuthTokenWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthTokenResponse(rsp)
+}
+
+// CreateOAuthTokenWithFormdataBodyWithResponse Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+//
+// The token endpoint of RFC 6749. The body is form-encoded
+// (`application/x-www-form-urlencoded`) with `grant_type=client_credentials`
+// and an optional space-separated `scope` (a subset of the client's
+// scopes; all of them when absent). The client authenticates with HTTP
+// Basic (`Authorization: Basic base64(client_id:client_secret)`, each part
+// form-encoded first) or with `client_id` and `client_secret` in the body,
+// never both. The answer is a JWT access token (RFC 9068, header
+// `typ: at+jwt`, signed with EdDSA/Ed25519, verifiable with
+// `/.well-known/jwks.json`) with claims `iss`, `sub` (the client id),
+// `aud`, `exp`, `iat`, `nbf`, `jti`, `client_id` and `scope`. Send it as
+// `Authorization: Bearer <access_token>`; it carries its scopes exactly
+// like an API key. There is no refresh token: request a new one.
+//
+// Unlike the rest of the API, errors here have the shape of RFC 6749
+// §5.2 (`{"error": "invalid_client", "error_description": "..."}`):
+// `invalid_client` (401, with `WWW-Authenticate: Basic`) for missing or
+// wrong client credentials, `invalid_request` (400) for a malformed
+// request (missing `grant_type`, a repeated parameter, two client
+// authentication methods), `unsupported_grant_type` (400),
+// `invalid_scope` (400) for a scope the client does not hold.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
+func (c *ClientWithResponses) CreateOAuthTokenWithFormdataBodyWithResponse(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error) {
+	rsp, err := c.CreateOAuthTokenWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateOAuthTokenResponse(rsp)
+}
+
+// GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+//
+// Sums the usage of the LLM routes recorded per credential, model and
+// UTC hour: requests, prompt, completion and total tokens, and cost in
+// USD from the model catalog's pricing (models without pricing cost 0).
+// A credential with the `admin` scope sees everyone's usage and may
+// filter by `key`; any other credential sees only its own (a `key`
+// other than its own is refused with 403). Usage recorded in the last
+// seconds and not yet written to disk is included.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/usage (the `GetUsage` operationId).
+func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error) {
+	rsp, err := c.GetUsage(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetUsageResponse(rsp)
+}
+
+// ParseGetJWKSResponse parses an HTTP response from a GetJWKSWithResponse call
+func ParseGetJWKSResponse(rsp *http.Response) (*GetJWKSResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJWKSResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JWKS
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJWKSResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
 func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -1600,6 +12353,1007 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseGetMetricsResponse parses an HTTP response from a GetMetricsWithResponse call
+func ParseGetMetricsResponse(rsp *http.Response) (*GetMetricsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetMetricsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetMetricsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetMetricsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiCreateChatCompletionResponse parses an HTTP response from a OpenaiCreateChatCompletionWithResponse call
+func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateChatCompletionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiCreateChatCompletionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIChatCompletion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers OpenaiCreateChatCompletionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenaiCreateChatCompletionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiCreateChatCompletionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiCreateChatCompletionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers OpenaiCreateChatCompletionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers OpenaiCreateChatCompletionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiCreateChatCompletionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiCreateChatCompletionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers OpenaiCreateChatCompletionResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers OpenaiCreateChatCompletionResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiCreateCompletionResponse parses an HTTP response from a OpenaiCreateCompletionWithResponse call
+func ParseOpenaiCreateCompletionResponse(rsp *http.Response) (*OpenaiCreateCompletionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiCreateCompletionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAICompletion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers OpenaiCreateCompletionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenaiCreateCompletionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiCreateCompletionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiCreateCompletionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers OpenaiCreateCompletionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers OpenaiCreateCompletionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiCreateCompletionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiCreateCompletionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers OpenaiCreateCompletionResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers OpenaiCreateCompletionResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiCreateEmbeddingResponse parses an HTTP response from a OpenaiCreateEmbeddingWithResponse call
+func ParseOpenaiCreateEmbeddingResponse(rsp *http.Response) (*OpenaiCreateEmbeddingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiCreateEmbeddingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIEmbeddingResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers OpenaiCreateEmbeddingResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenaiCreateEmbeddingResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiCreateEmbeddingResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiCreateEmbeddingResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers OpenaiCreateEmbeddingResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers OpenaiCreateEmbeddingResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiCreateEmbeddingResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiCreateEmbeddingResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers OpenaiCreateEmbeddingResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers OpenaiCreateEmbeddingResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiListModelsResponse parses an HTTP response from a OpenaiListModelsWithResponse call
+func ParseOpenaiListModelsResponse(rsp *http.Response) (*OpenaiListModelsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiListModelsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIModelList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenaiListModelsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiListModelsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiListModelsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiListModelsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiGetModelResponse parses an HTTP response from a OpenaiGetModelWithResponse call
+func ParseOpenaiGetModelResponse(rsp *http.Response) (*OpenaiGetModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiGetModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenaiGetModelResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiGetModelResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiGetModelResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiGetModelResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiGetModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiGetProviderModelResponse parses an HTTP response from a OpenaiGetProviderModelWithResponse call
+func ParseOpenaiGetProviderModelResponse(rsp *http.Response) (*OpenaiGetProviderModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiGetProviderModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenaiGetProviderModelResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiGetProviderModelResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiGetProviderModelResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiGetProviderModelResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiGetProviderModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -2194,6 +13948,3761 @@ func ParseGetAPIKeyResponse(rsp *http.Response) (*GetAPIKeyResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetAPIKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChatResponse parses an HTTP response from a ChatWithResponse call
+func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChatResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ChatCompletion
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ChatResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ChatResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ChatResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ChatResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers ChatResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ChatResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ChatResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ChatResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ChatResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers ChatResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers ChatResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListConnectorsResponse parses an HTTP response from a ListConnectorsWithResponse call
+func ParseListConnectorsResponse(rsp *http.Response) (*ListConnectorsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConnectorsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConnectorList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListConnectorsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListConnectorsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListConnectorsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListConnectorsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListConnectorsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateConnectorResponse parses an HTTP response from a CreateConnectorWithResponse call
+func ParseCreateConnectorResponse(rsp *http.Response) (*CreateConnectorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateConnectorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Connector
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateConnectorResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateConnectorResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateConnectorResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateConnectorResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateConnectorResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateConnectorResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateConnectorResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateConnectorResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateConnectorResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateConnectorResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteConnectorResponse parses an HTTP response from a DeleteConnectorWithResponse call
+func ParseDeleteConnectorResponse(rsp *http.Response) (*DeleteConnectorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteConnectorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers DeleteConnectorResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteConnectorResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteConnectorResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteConnectorResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteConnectorResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteConnectorResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteConnectorResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetConnectorResponse parses an HTTP response from a GetConnectorWithResponse call
+func ParseGetConnectorResponse(rsp *http.Response) (*GetConnectorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConnectorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Connector
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetConnectorResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetConnectorResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetConnectorResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetConnectorResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConnectorResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetConnectorResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplaceConnectorResponse parses an HTTP response from a ReplaceConnectorWithResponse call
+func ParseReplaceConnectorResponse(rsp *http.Response) (*ReplaceConnectorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplaceConnectorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Connector
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReplaceConnectorResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReplaceConnectorResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReplaceConnectorResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplaceConnectorResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReplaceConnectorResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers ReplaceConnectorResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReplaceConnectorResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ReplaceConnectorResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReplaceConnectorResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReplaceConnectorResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReplaceConnectorResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListActionsResponse parses an HTTP response from a ListActionsWithResponse call
+func ParseListActionsResponse(rsp *http.Response) (*ListActionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListActionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ActionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListActionsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListActionsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListActionsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListActionsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListActionsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListActionsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateActionResponse parses an HTTP response from a CreateActionWithResponse call
+func ParseCreateActionResponse(rsp *http.Response) (*CreateActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Action
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateActionResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateActionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateActionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateActionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateActionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateActionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateActionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateActionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteActionResponse parses an HTTP response from a DeleteActionWithResponse call
+func ParseDeleteActionResponse(rsp *http.Response) (*DeleteActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers DeleteActionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteActionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteActionResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteActionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetActionResponse parses an HTTP response from a GetActionWithResponse call
+func ParseGetActionResponse(rsp *http.Response) (*GetActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Action
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetActionResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetActionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetActionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplaceActionResponse parses an HTTP response from a ReplaceActionWithResponse call
+func ParseReplaceActionResponse(rsp *http.Response) (*ReplaceActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplaceActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Action
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReplaceActionResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReplaceActionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReplaceActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplaceActionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReplaceActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers ReplaceActionResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReplaceActionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ReplaceActionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReplaceActionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReplaceActionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReplaceActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateEmbeddingResponse parses an HTTP response from a CreateEmbeddingWithResponse call
+func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateEmbeddingResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Embedding
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateEmbeddingResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateEmbeddingResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateEmbeddingResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateEmbeddingResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateEmbeddingResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateEmbeddingResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateEmbeddingResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateEmbeddingResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateEmbeddingResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers CreateEmbeddingResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers CreateEmbeddingResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCallFunctionResponse parses an HTTP response from a CallFunctionWithResponse call
+func ParseCallFunctionResponse(rsp *http.Response) (*CallFunctionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CallFunctionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FunctionCallResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CallFunctionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CallFunctionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CallFunctionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CallFunctionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers CallFunctionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CallFunctionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CallFunctionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CallFunctionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CallFunctionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers CallFunctionResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers CallFunctionResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGenerateResponse parses an HTTP response from a GenerateWithResponse call
+func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GenerateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Generation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers GenerateResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GenerateResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GenerateResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GenerateResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers GenerateResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers GenerateResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers GenerateResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers GenerateResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GenerateResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers GenerateResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers GenerateResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListModelsResponse parses an HTTP response from a ListModelsWithResponse call
+func ParseListModelsResponse(rsp *http.Response) (*ListModelsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListModelsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ModelList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListModelsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListModelsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListModelsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListModelsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListModelsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetModelResponse parses an HTTP response from a GetModelWithResponse call
+func ParseGetModelResponse(rsp *http.Response) (*GetModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ModelDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetModelResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetModelResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetModelResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetModelResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProviderModelResponse parses an HTTP response from a GetProviderModelWithResponse call
+func ParseGetProviderModelResponse(rsp *http.Response) (*GetProviderModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProviderModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ModelDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetProviderModelResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetProviderModelResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetProviderModelResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetProviderModelResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetProviderModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListOAuthClientsResponse parses an HTTP response from a ListOAuthClientsWithResponse call
+func ParseListOAuthClientsResponse(rsp *http.Response) (*ListOAuthClientsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListOAuthClientsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthClientList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListOAuthClientsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListOAuthClientsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListOAuthClientsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListOAuthClientsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListOAuthClientsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateOAuthClientResponse parses an HTTP response from a CreateOAuthClientWithResponse call
+func ParseCreateOAuthClientResponse(rsp *http.Response) (*CreateOAuthClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOAuthClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest OAuthClientCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateOAuthClientResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateOAuthClientResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOAuthClientResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateOAuthClientResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateOAuthClientResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateOAuthClientResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateOAuthClientResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateOAuthClientResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateOAuthClientResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteOAuthClientResponse parses an HTTP response from a DeleteOAuthClientWithResponse call
+func ParseDeleteOAuthClientResponse(rsp *http.Response) (*DeleteOAuthClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteOAuthClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteOAuthClientResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteOAuthClientResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteOAuthClientResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteOAuthClientResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteOAuthClientResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetOAuthClientResponse parses an HTTP response from a GetOAuthClientWithResponse call
+func ParseGetOAuthClientResponse(rsp *http.Response) (*GetOAuthClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOAuthClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetOAuthClientResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetOAuthClientResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetOAuthClientResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetOAuthClientResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetOAuthClientResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSigningKeysResponse parses an HTTP response from a ListSigningKeysWithResponse call
+func ParseListSigningKeysResponse(rsp *http.Response) (*ListSigningKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSigningKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SigningKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSigningKeysResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListSigningKeysResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSigningKeysResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListSigningKeysResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateSigningKeyResponse parses an HTTP response from a RotateSigningKeyWithResponse call
+func ParseRotateSigningKeyResponse(rsp *http.Response) (*RotateSigningKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateSigningKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest SigningKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RotateSigningKeyResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RotateSigningKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateSigningKeyResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RotateSigningKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateOAuthTokenResponse parses an HTTP response from a CreateOAuthTokenWithResponse call
+func ParseCreateOAuthTokenResponse(rsp *http.Response) (*CreateOAuthTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateOAuthTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OAuthError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers CreateOAuthTokenResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Pragma"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Pragma", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Pragma = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateOAuthTokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetUsageResponse parses an HTTP response from a GetUsageWithResponse call
+func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetUsageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest UsageReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers GetUsageResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetUsageResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetUsageResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 422:
+		var headers GetUsageResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetUsageResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetUsageResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -97,8 +97,9 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			},
 			"expires_at": schema.StringAttribute{
 				MarkdownDescription: "When the key stops working, as an RFC 3339 timestamp in the future " +
-					"(e.g. `2030-01-01T00:00:00Z`, or `timeadd(plantimestamp(), \"720h\")` once, with `ignore_changes`). " +
-					"Never when unset. Changing it replaces the key.",
+					"(e.g. `2030-01-01T00:00:00Z`); the same instant written with another offset is no change. " +
+					"Never when unset. Changing it replaces the key. A computed expiry such as " +
+					"`timeadd(plantimestamp(), \"720h\")` changes at every plan: pair it with `lifecycle { ignore_changes = [expires_at] }`.",
 				CustomType:    timetypes.RFC3339Type{},
 				Optional:      true,
 				PlanModifiers: []planmodifier.String{sameInstant(), stringplanmodifier.RequiresReplace()},

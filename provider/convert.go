@@ -94,6 +94,9 @@ func keepTime(prior timetypes.RFC3339, t *time.Time) timetypes.RFC3339 {
 	return timetypes.NewRFC3339TimeValue(t.UTC())
 }
 
+// objectAsOptions reads nested objects whose attributes may be unknown.
+var objectAsOptions = basetypes.ObjectAsOptions{}
+
 // optString is a *string as a state value (null for nil).
 func optString(s *string) types.String { return types.StringPointerValue(s) }
 

@@ -155,6 +155,7 @@ func checkEndpoint(endpoint string) string {
 func (p *switchboardProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{
 		NewAPIKeyResource,
+		NewConnectorResource,
 	}
 }
 

@@ -88,3 +88,33 @@ func TestContractOpenAPIJSON(t *testing.T) {
 		t.Errorf("served spec has %d paths, embedded %d", len(served.Paths), spec.Paths.Len())
 	}
 }
+
+// TestSpecIsValid fails with the spec's own error when openapi.yaml is not
+// a valid OpenAPI document (every validated exchange would fail otherwise).
+func TestSpecIsValid(t *testing.T) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.Validate(context.Background()); err != nil {
+		t.Fatalf("server/openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+	ids := map[string]bool{}
+	for path, item := range spec.Paths.Map() {
+		for method, op := range item.Operations() {
+			switch {
+			case op.OperationID == "":
+				t.Errorf("%s %s has no operationId", method, path)
+			case ids[strings.ToLower(op.OperationID)]:
+				t.Errorf("operationId %s is used twice", op.OperationID)
+			}
+			ids[strings.ToLower(op.OperationID)] = true
+			if op.Summary == "" && op.Description == "" {
+				t.Errorf("%s %s is undocumented (no summary or description)", method, path)
+			}
+			if len(op.Tags) == 0 {
+				t.Errorf("%s %s has no tag", method, path)
+			}
+		}
+	}
+}

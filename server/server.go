@@ -14,8 +14,13 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
 
@@ -36,7 +41,12 @@ type Server struct {
 	echo         *echo.Echo
 	events       events.Recorder
 	keys         *auth.Keys
+	connectors   *connectors.Service
 	authn        auth.Chain
+	oauth        *oauthserver.Service
+	limiter      *ratelimit.Limiter
+	llm          *llm.Gateway
+	usage        *usage.Recorder
 	scopes       routeScopes
 	errorWriters map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
@@ -53,7 +63,18 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}}
 	s.keys = &auth.Keys{Store: s.store, Events: s.events}
-	s.authn = auth.Chain{s.keys}
+	s.connectors = &connectors.Service{Store: s.store, Vault: s.vault, Events: s.events, MaxTimeout: s.cfg.Connectors.MaxTimeout.D()}
+	oauth, err := oauthserver.New(context.Background(), oauthserver.Options{Store: s.store, Vault: s.vault, Config: s.cfg, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.oauth = oauth
+	s.authn = auth.Chain{s.keys, s.oauth}
+	s.limiter = ratelimit.New(ratelimit.Options{RequestsPerMinute: s.cfg.Limits.RequestsPerMinute, TokensPerMinute: s.cfg.Limits.TokensPerMinute})
+	if err := s.initLLM(); err != nil {
+		return nil, err
+	}
+	s.llm.Admission = llmAdmission{s.limiter}
 
 	spec, err := api.GetSwagger()
 	if err != nil {
@@ -69,7 +90,13 @@ func New(o Options) (*Server, error) {
 	e.HTTPErrorHandler = s.handleError
 	e.JSONSerializer = strictJSON{}
 	e.Pre(requestID)
+	e.Use(s.observeRequests)
 	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate, s.checkMediaType)
+	e.Use(s.rateLimit, s.tokenEndpoint, s.protectMetrics)
+	if s.errorWriters == nil {
+		s.errorWriters = map[string]errorWriter{}
+	}
+	s.errorWriters[tokenRoute] = writeOAuthError
 	s.echo = e
 
 	h := &handlers{s: s}
@@ -85,6 +112,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 
 // Keys returns the API key manager (bootstrap, tests).
 func (s *Server) Keys() *auth.Keys { return s.keys }
+
+// Connectors returns the connector and action definitions service.
+func (s *Server) Connectors() *connectors.Service { return s.connectors }
 
 // Close stops background workers, flushing what they hold.
 func (s *Server) Close(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -20,6 +21,378 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for ActionMethod.
+const (
+	ActionMethodDELETE  ActionMethod = "DELETE"
+	ActionMethodGET     ActionMethod = "GET"
+	ActionMethodHEAD    ActionMethod = "HEAD"
+	ActionMethodOPTIONS ActionMethod = "OPTIONS"
+	ActionMethodPATCH   ActionMethod = "PATCH"
+	ActionMethodPOST    ActionMethod = "POST"
+	ActionMethodPUT     ActionMethod = "PUT"
+)
+
+// Valid indicates whether the value is a known member of the ActionMethod enum.
+func (e ActionMethod) Valid() bool {
+	switch e {
+	case ActionMethodDELETE:
+		return true
+	case ActionMethodGET:
+		return true
+	case ActionMethodHEAD:
+		return true
+	case ActionMethodOPTIONS:
+		return true
+	case ActionMethodPATCH:
+		return true
+	case ActionMethodPOST:
+		return true
+	case ActionMethodPUT:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ActionParameterIn.
+const (
+	ActionParameterInBody   ActionParameterIn = "body"
+	ActionParameterInHeader ActionParameterIn = "header"
+	ActionParameterInPath   ActionParameterIn = "path"
+	ActionParameterInQuery  ActionParameterIn = "query"
+)
+
+// Valid indicates whether the value is a known member of the ActionParameterIn enum.
+func (e ActionParameterIn) Valid() bool {
+	switch e {
+	case ActionParameterInBody:
+		return true
+	case ActionParameterInHeader:
+		return true
+	case ActionParameterInPath:
+		return true
+	case ActionParameterInQuery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ActionParameterType.
+const (
+	ActionParameterArray   ActionParameterType = "array"
+	ActionParameterBoolean ActionParameterType = "boolean"
+	ActionParameterInteger ActionParameterType = "integer"
+	ActionParameterNumber  ActionParameterType = "number"
+	ActionParameterObject  ActionParameterType = "object"
+	ActionParameterString  ActionParameterType = "string"
+)
+
+// Valid indicates whether the value is a known member of the ActionParameterType enum.
+func (e ActionParameterType) Valid() bool {
+	switch e {
+	case ActionParameterArray:
+		return true
+	case ActionParameterBoolean:
+		return true
+	case ActionParameterInteger:
+		return true
+	case ActionParameterNumber:
+		return true
+	case ActionParameterObject:
+		return true
+	case ActionParameterString:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthGrant.
+const (
+	ConnectorGrantAuthorizationCode ConnectorAuthGrant = "authorization_code"
+	ConnectorGrantClientCredentials ConnectorAuthGrant = "client_credentials"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthGrant enum.
+func (e ConnectorAuthGrant) Valid() bool {
+	switch e {
+	case ConnectorGrantAuthorizationCode:
+		return true
+	case ConnectorGrantClientCredentials:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthIn.
+const (
+	ConnectorAuthInCookie ConnectorAuthIn = "cookie"
+	ConnectorAuthInHeader ConnectorAuthIn = "header"
+	ConnectorAuthInQuery  ConnectorAuthIn = "query"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthIn enum.
+func (e ConnectorAuthIn) Valid() bool {
+	switch e {
+	case ConnectorAuthInCookie:
+		return true
+	case ConnectorAuthInHeader:
+		return true
+	case ConnectorAuthInQuery:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthType.
+const (
+	ConnectorAuthAPIKey ConnectorAuthType = "apiKey"
+	ConnectorAuthBasic  ConnectorAuthType = "basic"
+	ConnectorAuthBearer ConnectorAuthType = "bearer"
+	ConnectorAuthNone   ConnectorAuthType = "none"
+	ConnectorAuthOAuth2 ConnectorAuthType = "oauth2"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthType enum.
+func (e ConnectorAuthType) Valid() bool {
+	switch e {
+	case ConnectorAuthAPIKey:
+		return true
+	case ConnectorAuthBasic:
+		return true
+	case ConnectorAuthBearer:
+		return true
+	case ConnectorAuthNone:
+		return true
+	case ConnectorAuthOAuth2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageRole.
+const (
+	MessageRoleAssistant MessageRole = "assistant"
+	MessageRoleSystem    MessageRole = "system"
+	MessageRoleUser      MessageRole = "user"
+)
+
+// Valid indicates whether the value is a known member of the MessageRole enum.
+func (e MessageRole) Valid() bool {
+	switch e {
+	case MessageRoleAssistant:
+		return true
+	case MessageRoleSystem:
+		return true
+	case MessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthErrorError.
+const (
+	InvalidClient        OAuthErrorError = "invalid_client"
+	InvalidGrant         OAuthErrorError = "invalid_grant"
+	InvalidRequest       OAuthErrorError = "invalid_request"
+	InvalidScope         OAuthErrorError = "invalid_scope"
+	ServerError          OAuthErrorError = "server_error"
+	UnauthorizedClient   OAuthErrorError = "unauthorized_client"
+	UnsupportedGrantType OAuthErrorError = "unsupported_grant_type"
+)
+
+// Valid indicates whether the value is a known member of the OAuthErrorError enum.
+func (e OAuthErrorError) Valid() bool {
+	switch e {
+	case InvalidClient:
+		return true
+	case InvalidGrant:
+		return true
+	case InvalidRequest:
+		return true
+	case InvalidScope:
+		return true
+	case ServerError:
+		return true
+	case UnauthorizedClient:
+		return true
+	case UnsupportedGrantType:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionChoicesFinishReason.
+const (
+	OpenAIChatCompletionChoicesFinishReasonContentFilter OpenAIChatCompletionChoicesFinishReason = "content_filter"
+	OpenAIChatCompletionChoicesFinishReasonLength        OpenAIChatCompletionChoicesFinishReason = "length"
+	OpenAIChatCompletionChoicesFinishReasonStop          OpenAIChatCompletionChoicesFinishReason = "stop"
+	OpenAIChatCompletionChoicesFinishReasonToolCalls     OpenAIChatCompletionChoicesFinishReason = "tool_calls"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionChoicesFinishReason enum.
+func (e OpenAIChatCompletionChoicesFinishReason) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionChoicesFinishReasonContentFilter:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonLength:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonStop:
+		return true
+	case OpenAIChatCompletionChoicesFinishReasonToolCalls:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionChoicesMessageRole.
+const (
+	OpenAIChatCompletionChoicesMessageRoleAssistant OpenAIChatCompletionChoicesMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionChoicesMessageRole enum.
+func (e OpenAIChatCompletionChoicesMessageRole) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionChoicesMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIChatCompletionObject.
+const (
+	OpenAIChatCompletionObjectChatCompletion OpenAIChatCompletionObject = "chat.completion"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIChatCompletionObject enum.
+func (e OpenAIChatCompletionObject) Valid() bool {
+	switch e {
+	case OpenAIChatCompletionObjectChatCompletion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAICompletionChoicesFinishReason.
+const (
+	OpenAICompletionChoicesFinishReasonContentFilter OpenAICompletionChoicesFinishReason = "content_filter"
+	OpenAICompletionChoicesFinishReasonLength        OpenAICompletionChoicesFinishReason = "length"
+	OpenAICompletionChoicesFinishReasonStop          OpenAICompletionChoicesFinishReason = "stop"
+)
+
+// Valid indicates whether the value is a known member of the OpenAICompletionChoicesFinishReason enum.
+func (e OpenAICompletionChoicesFinishReason) Valid() bool {
+	switch e {
+	case OpenAICompletionChoicesFinishReasonContentFilter:
+		return true
+	case OpenAICompletionChoicesFinishReasonLength:
+		return true
+	case OpenAICompletionChoicesFinishReasonStop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAICompletionObject.
+const (
+	TextCompletion OpenAICompletionObject = "text_completion"
+)
+
+// Valid indicates whether the value is a known member of the OpenAICompletionObject enum.
+func (e OpenAICompletionObject) Valid() bool {
+	switch e {
+	case TextCompletion:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIEmbeddingResponseDataObject.
+const (
+	OpenAIEmbeddingResponseDataObjectEmbedding OpenAIEmbeddingResponseDataObject = "embedding"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIEmbeddingResponseDataObject enum.
+func (e OpenAIEmbeddingResponseDataObject) Valid() bool {
+	switch e {
+	case OpenAIEmbeddingResponseDataObjectEmbedding:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIEmbeddingResponseObject.
+const (
+	OpenAIEmbeddingResponseObjectList OpenAIEmbeddingResponseObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIEmbeddingResponseObject enum.
+func (e OpenAIEmbeddingResponseObject) Valid() bool {
+	switch e {
+	case OpenAIEmbeddingResponseObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIModelObject.
+const (
+	OpenAIModelObjectModel OpenAIModelObject = "model"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIModelObject enum.
+func (e OpenAIModelObject) Valid() bool {
+	switch e {
+	case OpenAIModelObjectModel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIModelListObject.
+const (
+	OpenAIModelListObjectList OpenAIModelListObject = "list"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIModelListObject enum.
+func (e OpenAIModelListObject) Valid() bool {
+	switch e {
+	case OpenAIModelListObjectList:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIToolCallType.
+const (
+	Function OpenAIToolCallType = "function"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIToolCallType enum.
+func (e OpenAIToolCallType) Valid() bool {
+	switch e {
+	case Function:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for Scope.
 const (
@@ -45,6 +418,60 @@ func (e Scope) Valid() bool {
 	case ScopeLLM:
 		return true
 	case ScopeWebhooksWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UsageGroupBy.
+const (
+	UsageGroupByDay   UsageGroupBy = "day"
+	UsageGroupByHour  UsageGroupBy = "hour"
+	UsageGroupByKey   UsageGroupBy = "key"
+	UsageGroupByModel UsageGroupBy = "model"
+)
+
+// Valid indicates whether the value is a known member of the UsageGroupBy enum.
+func (e UsageGroupBy) Valid() bool {
+	switch e {
+	case UsageGroupByDay:
+		return true
+	case UsageGroupByHour:
+		return true
+	case UsageGroupByKey:
+		return true
+	case UsageGroupByModel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListModelsParamsCapability.
+const (
+	Chat       ListModelsParamsCapability = "chat"
+	Code       ListModelsParamsCapability = "code"
+	Completion ListModelsParamsCapability = "completion"
+	Embeddings ListModelsParamsCapability = "embeddings"
+	Reasoning  ListModelsParamsCapability = "reasoning"
+	Vision     ListModelsParamsCapability = "vision"
+)
+
+// Valid indicates whether the value is a known member of the ListModelsParamsCapability enum.
+func (e ListModelsParamsCapability) Valid() bool {
+	switch e {
+	case Chat:
+		return true
+	case Code:
+		return true
+	case Completion:
+		return true
+	case Embeddings:
+		return true
+	case Reasoning:
+		return true
+	case Vision:
 		return true
 	default:
 		return false
@@ -120,6 +547,384 @@ type APIKeyList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// Action An action as the API shows it.
+type Action struct {
+	// Body The body template; absent when none.
+	Body interface{} `json:"body,omitempty"`
+
+	// Connector The connector's name.
+	//
+	// Example: weather
+	Connector string    `json:"connector"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// Headers Header templates by name (an empty object when none).
+	Headers map[string]string `json:"headers"`
+
+	// Method The HTTP method of the outgoing request (upper case).
+	Method ActionMethod `json:"method"`
+
+	// Name Example: forecast
+	Name string `json:"name"`
+
+	// Parameters Parameters by name (an empty object when none).
+	Parameters map[string]ActionParameter `json:"parameters"`
+	Path       string                     `json:"path"`
+
+	// TimeoutMs Absent when the server's default applies.
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
+
+	// Transformation Absent when none.
+	Transformation *string `json:"transformation,omitempty"`
+
+	// UpdatedAt When the action was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version"`
+}
+
+// ActionInput An action definition, as sent on create and replace.
+type ActionInput struct {
+	// Body A JSON body template: any JSON value whose string leaves may
+	// contain placeholders. A string that is exactly one placeholder
+	// (`"{{params.limit}}"`) is replaced by the parameter's value with
+	// its JSON type; when that parameter has no value, an object member
+	// holding it is left out (an array element becomes null). Other
+	// strings get each placeholder replaced by the value's text (JSON
+	// for non-strings, nothing for a missing value). Refused on GET and
+	// HEAD actions. At most 65536 bytes as JSON.
+	//
+	//
+	// Example: {"limit":"{{params.limit}}","query":"{{params.q}}"}
+	Body interface{} `json:"body,omitempty"`
+
+	// Description What the action does.
+	Description *string `json:"description,omitempty"`
+
+	// Headers Header templates by header name, e.g.
+	// `{"X-Units": "{{params.units}}"}`. Names must be valid header
+	// names, distinct regardless of case, and not one the HTTP client
+	// manages (Host, Content-Length, Transfer-Encoding, Connection, ...).
+	// Values at most 4096 bytes, without CR, LF or NUL. At most 32.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Method The HTTP method of the outgoing request (upper case).
+	Method ActionMethod `json:"method"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores. Required on create; immutable: on replace it may be
+	// left out, and when given must equal the URL's name.
+	//
+	//
+	// Example: forecast
+	Name *string `json:"name,omitempty"`
+
+	// Parameters Parameters by name. A name is a letter or underscore, then up to
+	// 63 letters, digits or underscores (`^[A-Za-z_][A-Za-z0-9_]{0,63}$`),
+	// so that it works as `params.<name>`, as a query key and as a
+	// header name. At most 64.
+	Parameters *map[string]ActionParameter `json:"parameters,omitempty"`
+
+	// Path Template of the path, joined to the connector's `baseUrl`: starts
+	// with `/`, RFC 3986 path characters and percent-escapes only, no
+	// query, fragment or dot segments (declare query parameters with
+	// `in: query`). Each `{{params.<name>}}` is replaced by the value
+	// escaped as part of one path segment; a parameter it names must be
+	// declared with `required: true`. At most 4096 bytes.
+	//
+	//
+	// Example: /forecast/{{params.city}}
+	Path string `json:"path"`
+
+	// TimeoutMs Time limit of one call in milliseconds; the server's default (connectors.defaultTimeout, 30000) when absent; at most connectors.maxTimeout (default 120000).
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
+
+	// Transformation JavaScript run on each response: the BODY of a function that sees
+	// `data` (the parsed response: JSON when the response is JSON, else
+	// text) and `response` (`{status, headers}`) and returns the
+	// result, e.g. `return {temp: data.current.temp_c};`. Compiled in
+	// strict mode when saved: a syntax error is a 422 naming its line
+	// and column. At most 65536 bytes.
+	//
+	//
+	// Example: return {temp: data.current.temp_c, summary: data.current.condition.text};
+	Transformation *string `json:"transformation,omitempty"`
+}
+
+// ActionList defines model for ActionList.
+type ActionList struct {
+	Data []Action `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// ActionMethod The HTTP method of the outgoing request (upper case).
+type ActionMethod string
+
+// ActionParameter A declared parameter of an action.
+type ActionParameter struct {
+	// Default The value of an optional parameter that is not supplied; of the parameter's type and in `enum` when there is one. Refused on required parameters.
+	Default     interface{} `json:"default,omitempty"`
+	Description *string     `json:"description,omitempty"`
+
+	// Enum The allowed values, each of the parameter's type and distinct.
+	Enum *[]interface{} `json:"enum,omitempty"`
+
+	// In Where the value goes. When absent: only where the path, header or
+	// body templates use it; a parameter no template uses goes in the
+	// query string for GET, DELETE and HEAD, else as a member of a JSON
+	// object body. `path` requires the path template to name it (and a
+	// parameter the path names may only be `path`); `query` adds
+	// `<name>=<value>` to the query string; `header` sends a header
+	// named like the parameter; `body` adds a member to the JSON object
+	// body, and is refused on GET and HEAD actions and when the body
+	// template is not an object.
+	In *ActionParameterIn `json:"in,omitempty"`
+
+	// Required Whether callers must supply it; must be true for a parameter the path names. Always present in responses.
+	Required *bool `json:"required,omitempty"`
+
+	// Type The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
+	Type ActionParameterType `json:"type"`
+}
+
+// ActionParameterIn Where the value goes. When absent: only where the path, header or
+// body templates use it; a parameter no template uses goes in the
+// query string for GET, DELETE and HEAD, else as a member of a JSON
+// object body. `path` requires the path template to name it (and a
+// parameter the path names may only be `path`); `query` adds
+// `<name>=<value>` to the query string; `header` sends a header
+// named like the parameter; `body` adds a member to the JSON object
+// body, and is refused on GET and HEAD actions and when the body
+// template is not an object.
+type ActionParameterIn string
+
+// ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
+type ActionParameterType string
+
+// ChatCompletion defines model for ChatCompletion.
+type ChatCompletion struct {
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Id Example: chat_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Message One turn of a conversation.
+	Message Message `json:"message"`
+
+	// Model The model that answered (a fallback when the requested one failed).
+	Model        string `json:"model"`
+	PromptTokens int    `json:"promptTokens"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
+// ChatRequest defines model for ChatRequest.
+type ChatRequest struct {
+	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxTokens Most tokens to generate; at most the model's `maxTokens`.
+	MaxTokens *int      `json:"maxTokens,omitempty"`
+	Messages  []Message `json:"messages"`
+
+	// Model Model id `<provider>/<name>` of a chat model.
+	//
+	// Example: anthropic/claude-3-5-haiku-latest
+	Model           string   `json:"model"`
+	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// Stream Answer with a text/event-stream (see the `llm` tag).
+	Stream      *bool    `json:"stream,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"topP,omitempty"`
+}
+
+// Connector A connector as the API shows it (never its client secret).
+type Connector struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth      ConnectorAuth `json:"auth"`
+	BaseUrl   string        `json:"baseUrl"`
+	CreatedAt time.Time     `json:"createdAt"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// DisplayName Absent when empty.
+	DisplayName *string `json:"displayName,omitempty"`
+
+	// Name Example: weather
+	Name string `json:"name"`
+
+	// UpdatedAt When the connector was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version"`
+}
+
+// ConnectorAuth How the connector's API authenticates calls. The credentials
+// themselves (API key, token, username and password, OAuth tokens)
+// belong to connections, one account each; a connector holds only an
+// OAuth 2.0 client secret, which is write-only.
+//
+//   - `none`: nothing is sent.
+//   - `apiKey`: the key goes in the header, query parameter or cookie
+//     `name` (`in`), after an optional `prefix` (e.g. `Token `).
+//   - `bearer`: `Authorization: Bearer <token>`.
+//   - `basic`: `Authorization: Basic <base64(username:password)>`.
+//   - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+//     with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+//     and sent as `Authorization: Bearer <access token>`.
+//
+// Fields of another type than `type` are refused (422), so that a
+// definition never says something the server does not do.
+type ConnectorAuth struct {
+	// AuthorizationUrl oauth2, grant authorization_code: the authorization endpoint (absolute http(s) URL). Required for that grant, refused for client_credentials.
+	AuthorizationUrl *string `json:"authorizationUrl,omitempty"`
+
+	// ClientId oauth2: the client id. Required.
+	ClientId *string `json:"clientId,omitempty"`
+
+	// ClientSecret oauth2: the client secret. Write-only: sealed in the vault, never
+	// returned (see `clientSecretSet`). Required for client_credentials;
+	// optional for authorization_code (public clients with PKCE). On
+	// replace, an omitted or empty value keeps the stored secret.
+	ClientSecret *string `json:"clientSecret,omitempty"`
+
+	// ClientSecretSet Whether a client secret is stored (only ever true for oauth2). Always present in responses; ignored when sent.
+	ClientSecretSet *bool `json:"clientSecretSet,omitempty"`
+
+	// Grant oauth2: the grant. Required for oauth2.
+	Grant *ConnectorAuthGrant `json:"grant,omitempty"`
+
+	// In apiKey: where the key goes. Required for apiKey.
+	In *ConnectorAuthIn `json:"in,omitempty"`
+
+	// Name apiKey: the header, query parameter or cookie carrying the key (a valid header or cookie name for those placements).
+	//
+	// Example: X-API-Key
+	Name *string `json:"name,omitempty"`
+
+	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
+	Prefix *string `json:"prefix,omitempty"`
+
+	// Scopes oauth2: scopes to request; distinct, without spaces.
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// TokenUrl oauth2: the token endpoint (absolute http(s) URL). Required.
+	TokenUrl *string           `json:"tokenUrl,omitempty"`
+	Type     ConnectorAuthType `json:"type"`
+}
+
+// ConnectorAuthGrant oauth2: the grant. Required for oauth2.
+type ConnectorAuthGrant string
+
+// ConnectorAuthIn apiKey: where the key goes. Required for apiKey.
+type ConnectorAuthIn string
+
+// ConnectorAuthType defines model for ConnectorAuth.Type.
+type ConnectorAuthType string
+
+// ConnectorInput A connector definition, as sent on create and replace.
+type ConnectorInput struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth ConnectorAuth `json:"auth"`
+
+	// BaseUrl Absolute `http://` or `https://` URL that action paths are joined
+	// to; it may carry a path prefix (`https://api.example.com/v2`),
+	// never a query, a fragment or credentials.
+	//
+	//
+	// Example: https://api.weather.example/v1
+	BaseUrl string `json:"baseUrl"`
+
+	// Description What the API is.
+	Description *string `json:"description,omitempty"`
+
+	// DisplayName A human name (no control characters).
+	DisplayName *string `json:"displayName,omitempty"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores, so that the connector is usable as
+	// `integrations.<name>`. Required on create; immutable: on replace
+	// it may be left out, and when given must equal the URL's name.
+	//
+	//
+	// Example: weather
+	Name *string `json:"name,omitempty"`
+}
+
+// ConnectorList defines model for ConnectorList.
+type ConnectorList struct {
+	Data []Connector `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// Embedding defines model for Embedding.
+type Embedding struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Embedding The vector (length = the model's `dimensions`).
+	Embedding []float32 `json:"embedding"`
+
+	// Id Example: emb_5f0c6e1d2a3b4c5d6e7f8091
+	Id    string `json:"id"`
+	Model string `json:"model"`
+
+	// Tokens Tokens consumed by the input text.
+	Tokens int `json:"tokens"`
+}
+
+// EmbeddingRequest defines model for EmbeddingRequest.
+type EmbeddingRequest struct {
+	// Model Model id of an embedding model.
+	//
+	// Example: local/hash-embed-384
+	Model string `json:"model"`
+
+	// Text The text to embed (not blank).
+	Text string `json:"text"`
+}
+
 // ErrorBody defines model for ErrorBody.
 type ErrorBody struct {
 	// Code Machine-readable kind: invalid_request (400), unauthenticated (401),
@@ -143,10 +948,512 @@ type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
 }
 
+// FunctionCall defines model for FunctionCall.
+type FunctionCall struct {
+	// Arguments The arguments, keyed by parameter name (empty when the model sent no JSON object).
+	Arguments map[string]interface{} `json:"arguments"`
+
+	// Name The function the model chose.
+	Name string `json:"name"`
+}
+
+// FunctionCallResult defines model for FunctionCallResult.
+type FunctionCallResult struct {
+	// ArgumentsProblems Every way the call does not conform (empty when valid).
+	ArgumentsProblems []Problem `json:"argumentsProblems"`
+
+	// ArgumentsValid Whether the call names a declared function and its arguments conform to its parameters; null when no function was called.
+	ArgumentsValid   *bool     `json:"argumentsValid"`
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// FunctionCall The call; null when the model called no function.
+	FunctionCall *FunctionCall `json:"functionCall"`
+
+	// Id Example: fc_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Message The assistant's text: its reply when it called no function; null when it called one without writing text.
+	Message      *Message `json:"message"`
+	Model        string   `json:"model"`
+	PromptTokens int      `json:"promptTokens"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
+// FunctionCallingRequest defines model for FunctionCallingRequest.
+type FunctionCallingRequest struct {
+	Functions []FunctionDefinition `json:"functions"`
+	Messages  []Message            `json:"messages"`
+
+	// Model Model id of a chat model.
+	Model       string   `json:"model"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// FunctionDefinition defines model for FunctionDefinition.
+type FunctionDefinition struct {
+	// Description What the function does (the model reads it).
+	Description *string `json:"description,omitempty"`
+
+	// Name The function name.
+	Name string `json:"name"`
+
+	// Parameters JSON Schema of the arguments: `type` = `object`, `properties`
+	// (parameter name to `{type, description, enum}`; nested `items` and
+	// `properties` allowed), `required` (names from `properties`).
+	Parameters *map[string]interface{} `json:"parameters,omitempty"`
+}
+
+// GenerateRequest defines model for GenerateRequest.
+type GenerateRequest struct {
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
+	MaxTokens *int `json:"maxTokens,omitempty"`
+
+	// Model Model id `<provider>/<name>` of a chat or completion model.
+	//
+	// Example: openai/gpt-4o-mini
+	Model string `json:"model"`
+
+	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// Prompt The text to continue or answer.
+	Prompt string `json:"prompt"`
+
+	// Stream Answer with a text/event-stream (see the `llm` tag).
+	Stream *bool `json:"stream,omitempty"`
+
+	// Temperature Sampling temperature (0-2).
+	Temperature *float64 `json:"temperature,omitempty"`
+
+	// TopP Nucleus sampling probability mass (0-1).
+	TopP *float64 `json:"topP,omitempty"`
+}
+
+// Generation defines model for Generation.
+type Generation struct {
+	// CompletionTokens Tokens generated.
+	CompletionTokens int       `json:"completionTokens"`
+	CreatedAt        time.Time `json:"createdAt"`
+
+	// Id Identifier of the generation.
+	//
+	// Example: gen_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered (a fallback when the requested one failed).
+	Model string `json:"model"`
+
+	// PromptTokens Tokens in the prompt.
+	PromptTokens int `json:"promptTokens"`
+
+	// Text The generated text.
+	Text string `json:"text"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int `json:"totalTokens"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// JWK A public JSON Web Key (RFC 7517; Ed25519 keys per RFC 8037).
+type JWK struct {
+	// Alg Example: EdDSA
+	Alg *string `json:"alg,omitempty"`
+
+	// Crv Example: Ed25519
+	Crv *string `json:"crv,omitempty"`
+	Kid string  `json:"kid"`
+
+	// Kty Example: OKP
+	Kty string `json:"kty"`
+
+	// Use Example: sig
+	Use *string `json:"use,omitempty"`
+
+	// X The public key, base64url.
+	X                    *string                `json:"x,omitempty"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
+// JWKS defines model for JWKS.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// Message One turn of a conversation.
+type Message struct {
+	// Content The message text.
+	Content string `json:"content"`
+
+	// Role Who speaks; responses are always `assistant`.
+	Role MessageRole `json:"role"`
+}
+
+// MessageRole Who speaks; responses are always `assistant`.
+type MessageRole string
+
+// Model A catalog entry as listed.
+type Model struct {
+	// Capabilities What the model does: chat, code, reasoning, vision, embeddings, completion (served by the legacy completions endpoint).
+	Capabilities []string `json:"capabilities"`
+
+	// Dimensions Embedding models: the vector length.
+	Dimensions *int `json:"dimensions,omitempty"`
+
+	// Id `<provider>/<name>`
+	//
+	// Example: openai/gpt-4o-mini
+	Id string `json:"id"`
+
+	// MaxTokens Chat/text models: the model's token limit (absent when unknown, e.g. a discovered model).
+	MaxTokens *int `json:"maxTokens,omitempty"`
+
+	// Name The model name part of the id.
+	Name string `json:"name"`
+
+	// Provider The provider part of the id.
+	Provider string `json:"provider"`
+}
+
+// ModelDetail A catalog entry with pricing and creation date.
+type ModelDetail struct {
+	Capabilities []string `json:"capabilities"`
+
+	// CreatedAt The provider's creation date when discovery reports one, else when the model first entered this server's catalog.
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Dimensions Embedding models: the vector length.
+	Dimensions *int `json:"dimensions,omitempty"`
+
+	// Id Example: openai/gpt-4o-mini
+	Id string `json:"id"`
+
+	// MaxTokens Chat/text models: the model's token limit.
+	MaxTokens *int   `json:"maxTokens,omitempty"`
+	Name      string `json:"name"`
+
+	// Pricing Null when the operator configured no pricing for the model.
+	Pricing  *Pricing `json:"pricing"`
+	Provider string   `json:"provider"`
+}
+
+// ModelList defines model for ModelList.
+type ModelList struct {
+	Data []Model `json:"data"`
+
+	// NextCursor Present when `limit` cut the list; pass it as `cursor`.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthClient An OAuth client as the API shows it. The secret is never shown after creation.
+type OAuthClient struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Id The `client_id`.
+	//
+	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
+
+	// Version Always 1; clients are immutable.
+	Version int64 `json:"version"`
+}
+
+// OAuthClientCreate A new OAuth client.
+type OAuthClientCreate struct {
+	// Name A human name, e.g. the service using the client.
+	//
+	// Example: reporting-job
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+
+	// Scopes The most a token of this client may carry.
+	Scopes []Scope `json:"scopes"`
+}
+
+// OAuthClientCreated A just-registered client with its secret.
+type OAuthClientCreated struct {
+	// ClientSecret The `client_secret` (`sbcs_...`), shown only in this response.
+	ClientSecret string    `json:"clientSecret"`
+	CreatedAt    time.Time `json:"createdAt"`
+
+	// Id The `client_id`.
+	//
+	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id   string `json:"id"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
+
+	// Version Always 1; clients are immutable.
+	Version int64 `json:"version"`
+}
+
+// OAuthClientList defines model for OAuthClientList.
+type OAuthClientList struct {
+	Data []OAuthClient `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthError An error of the token endpoint (RFC 6749 §5.2).
+type OAuthError struct {
+	Error OAuthErrorError `json:"error"`
+
+	// ErrorDescription What went wrong; never a secret.
+	ErrorDescription *string `json:"error_description,omitempty"`
+}
+
+// OAuthErrorError defines model for OAuthError.Error.
+type OAuthErrorError string
+
+// OAuthToken A successful token response (RFC 6749 §5.1).
+type OAuthToken struct {
+	// AccessToken The JWT access token.
+	AccessToken string `json:"access_token"`
+
+	// ExpiresIn Lifetime in seconds (config `oauth.tokenTtl`, default 900).
+	//
+	// Example: 900
+	ExpiresIn int64 `json:"expires_in"`
+
+	// Scope The granted scopes, space-separated.
+	//
+	// Example: llm invoke
+	Scope string `json:"scope"`
+
+	// TokenType Always `Bearer`.
+	//
+	// Example: Bearer
+	TokenType string `json:"token_type"`
+}
+
+// OAuthTokenRequest A token request (RFC 6749 §4.4.2), form-encoded.
+type OAuthTokenRequest struct {
+	// ClientId The client id, when not sent with HTTP Basic.
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientSecret The client secret, when not sent with HTTP Basic.
+	ClientSecret *string `json:"client_secret,omitempty"`
+
+	// GrantType Must be `client_credentials`.
+	//
+	// Example: client_credentials
+	GrantType string `json:"grant_type"`
+
+	// Scope Space-separated scopes to request; all of the client's when absent.
+	//
+	// Example: llm invoke
+	Scope *string `json:"scope,omitempty"`
+}
+
+// OpenAIChatCompletion defines model for OpenAIChatCompletion.
+type OpenAIChatCompletion struct {
+	Choices []struct {
+		FinishReason OpenAIChatCompletionChoicesFinishReason `json:"finish_reason"`
+		Index        int                                     `json:"index"`
+		Logprobs     *map[string]interface{}                 `json:"logprobs,omitempty"`
+		Message      struct {
+			Content   *string                                `json:"content"`
+			Refusal   *string                                `json:"refusal,omitempty"`
+			Role      OpenAIChatCompletionChoicesMessageRole `json:"role"`
+			ToolCalls *[]OpenAIToolCall                      `json:"tool_calls,omitempty"`
+		} `json:"message"`
+	} `json:"choices"`
+
+	// Created Unix seconds.
+	Created int64 `json:"created"`
+
+	// Id Example: chatcmpl-5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model  string                     `json:"model"`
+	Object OpenAIChatCompletionObject `json:"object"`
+	Usage  OpenAIUsage                `json:"usage"`
+}
+
+// OpenAIChatCompletionChoicesFinishReason defines model for OpenAIChatCompletion.Choices.FinishReason.
+type OpenAIChatCompletionChoicesFinishReason string
+
+// OpenAIChatCompletionChoicesMessageRole defines model for OpenAIChatCompletion.Choices.Message.Role.
+type OpenAIChatCompletionChoicesMessageRole string
+
+// OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
+type OpenAIChatCompletionObject string
+
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+type OpenAIChatCompletionRequest = json.RawMessage
+
+// OpenAICompletion defines model for OpenAICompletion.
+type OpenAICompletion struct {
+	Choices []struct {
+		FinishReason *OpenAICompletionChoicesFinishReason `json:"finish_reason"`
+		Index        int                                  `json:"index"`
+		Logprobs     *map[string]interface{}              `json:"logprobs,omitempty"`
+		Text         string                               `json:"text"`
+	} `json:"choices"`
+	Created int64 `json:"created"`
+
+	// Id Example: cmpl-5f0c6e1d2a3b4c5d6e7f8091
+	Id     string                 `json:"id"`
+	Model  string                 `json:"model"`
+	Object OpenAICompletionObject `json:"object"`
+	Usage  *OpenAIUsage           `json:"usage,omitempty"`
+}
+
+// OpenAICompletionChoicesFinishReason defines model for OpenAICompletion.Choices.FinishReason.
+type OpenAICompletionChoicesFinishReason string
+
+// OpenAICompletionObject defines model for OpenAICompletion.Object.
+type OpenAICompletionObject string
+
+// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+type OpenAICompletionRequest = json.RawMessage
+
+// OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.
+type OpenAIEmbeddingRequest = json.RawMessage
+
+// OpenAIEmbeddingResponse defines model for OpenAIEmbeddingResponse.
+type OpenAIEmbeddingResponse struct {
+	Data []struct {
+		// Embedding Floats, or with `encoding_format` base64 a base64 string of little-endian float32s.
+		Embedding OpenAIEmbeddingResponse_Data_Embedding `json:"embedding"`
+		Index     int                                    `json:"index"`
+		Object    OpenAIEmbeddingResponseDataObject      `json:"object"`
+	} `json:"data"`
+	Model  string                        `json:"model"`
+	Object OpenAIEmbeddingResponseObject `json:"object"`
+	Usage  struct {
+		PromptTokens int `json:"prompt_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// OpenAIEmbeddingResponseDataEmbedding0 defines model for OpenAIEmbeddingResponse.Data.Embedding.0.
+type OpenAIEmbeddingResponseDataEmbedding0 = []float32
+
+// OpenAIEmbeddingResponseDataEmbedding1 defines model for OpenAIEmbeddingResponse.Data.Embedding.1.
+type OpenAIEmbeddingResponseDataEmbedding1 = string
+
+// OpenAIEmbeddingResponse_Data_Embedding Floats, or with `encoding_format` base64 a base64 string of little-endian float32s.
+type OpenAIEmbeddingResponse_Data_Embedding struct {
+	union json.RawMessage
+}
+
+// OpenAIEmbeddingResponseDataObject defines model for OpenAIEmbeddingResponse.Data.Object.
+type OpenAIEmbeddingResponseDataObject string
+
+// OpenAIEmbeddingResponseObject defines model for OpenAIEmbeddingResponse.Object.
+type OpenAIEmbeddingResponseObject string
+
+// OpenAIErrorResponse defines model for OpenAIErrorResponse.
+type OpenAIErrorResponse struct {
+	Error struct {
+		// Code Switchboard's error code (e.g. model_not_found, rate_limit_exceeded, upstream_error).
+		Code    *string `json:"code"`
+		Message string  `json:"message"`
+
+		// Param The request field at fault
+		Param *string `json:"param"`
+
+		// Type invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error, api_error or timeout_error.
+		Type string `json:"type"`
+	} `json:"error"`
+}
+
+// OpenAIModel defines model for OpenAIModel.
+type OpenAIModel struct {
+	// Created Unix seconds (the model's `createdAt`).
+	Created int64 `json:"created"`
+
+	// Id Example: openai/gpt-4o-mini
+	Id     string            `json:"id"`
+	Object OpenAIModelObject `json:"object"`
+
+	// OwnedBy The provider name.
+	OwnedBy string `json:"owned_by"`
+}
+
+// OpenAIModelObject defines model for OpenAIModel.Object.
+type OpenAIModelObject string
+
+// OpenAIModelList defines model for OpenAIModelList.
+type OpenAIModelList struct {
+	Data   []OpenAIModel         `json:"data"`
+	Object OpenAIModelListObject `json:"object"`
+}
+
+// OpenAIModelListObject defines model for OpenAIModelList.Object.
+type OpenAIModelListObject string
+
+// OpenAIToolCall defines model for OpenAIToolCall.
+type OpenAIToolCall struct {
+	Function struct {
+		// Arguments The arguments as JSON text.
+		Arguments string `json:"arguments"`
+		Name      string `json:"name"`
+	} `json:"function"`
+	Id   string             `json:"id"`
+	Type OpenAIToolCallType `json:"type"`
+}
+
+// OpenAIToolCallType defines model for OpenAIToolCall.Type.
+type OpenAIToolCallType string
+
+// OpenAIUsage defines model for OpenAIUsage.
+type OpenAIUsage struct {
+	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Pricing Prices in USD per million tokens.
+type Pricing struct {
+	// Input USD per million prompt tokens.
+	Input float64 `json:"input"`
+
+	// Output USD per million completion tokens.
+	Output float64 `json:"output"`
+}
+
+// Problem defines model for Problem.
+type Problem struct {
+	// Field JSON path of the offending field.
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
+// RateLimitOverride Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+type RateLimitOverride struct {
+	// RequestsPerMinute Requests per minute on every authenticated route (token bucket, bursts up to a minute's worth).
+	RequestsPerMinute *int `json:"requestsPerMinute,omitempty"`
+
+	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
+	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
 
 // Scope A permission a credential carries: `admin` (everything, including key
@@ -154,14 +1461,97 @@ type Health struct {
 // actions), `llm` (model API), `webhooks:write`.
 type Scope string
 
+// SigningKey A token signing key's public metadata.
+type SigningKey struct {
+	// Alg Example: EdDSA
+	Alg       string    `json:"alg"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Kid Example: sk_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Kid string `json:"kid"`
+
+	// RetiredAt When a newer key replaced it; absent on the active key.
+	RetiredAt *time.Time `json:"retiredAt,omitempty"`
+}
+
+// SigningKeyList defines model for SigningKeyList.
+type SigningKeyList struct {
+	Data []SigningKey `json:"data"`
+}
+
+// UsageGroupBy defines model for UsageGroupBy.
+type UsageGroupBy string
+
+// UsageReport defines model for UsageReport.
+type UsageReport struct {
+	Data []UsageRow `json:"data"`
+
+	// From The start applied (rounded down to the hour).
+	From    *time.Time     `json:"from,omitempty"`
+	GroupBy []UsageGroupBy `json:"groupBy"`
+	To      *time.Time     `json:"to,omitempty"`
+	Total   UsageTotals    `json:"total"`
+}
+
+// UsageRow One group; the fields of the dimensions grouped by are set.
+type UsageRow struct {
+	CompletionTokens int64 `json:"completionTokens"`
+
+	// CostUsd Cost in USD from the catalog's pricing.
+	CostUsd float64 `json:"costUsd"`
+
+	// Key The credential (when grouped by key).
+	Key *string `json:"key,omitempty"`
+
+	// Model The model id (when grouped by model).
+	Model *string `json:"model,omitempty"`
+
+	// Period Start of the UTC day or hour (when grouped by day or hour).
+	Period       *time.Time `json:"period,omitempty"`
+	PromptTokens int64      `json:"promptTokens"`
+
+	// Requests Model calls.
+	Requests int64 `json:"requests"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int64 `json:"totalTokens"`
+}
+
+// UsageTotals defines model for UsageTotals.
+type UsageTotals struct {
+	CompletionTokens int64 `json:"completionTokens"`
+
+	// CostUsd Cost in USD from the catalog's pricing.
+	CostUsd      float64 `json:"costUsd"`
+	PromptTokens int64   `json:"promptTokens"`
+
+	// Requests Model calls.
+	Requests int64 `json:"requests"`
+
+	// TotalTokens promptTokens + completionTokens.
+	TotalTokens int64 `json:"totalTokens"`
+}
+
+// ActionName defines model for ActionName.
+type ActionName = string
+
+// ConnectorName defines model for ConnectorName.
+type ConnectorName = string
+
 // Cursor defines model for Cursor.
 type Cursor = string
+
+// IfMatch defines model for IfMatch.
+type IfMatch = string
 
 // Limit defines model for Limit.
 type Limit = int
 
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
+
+// OpenAIErrorResult defines model for OpenAIErrorResult.
+type OpenAIErrorResult = OpenAIErrorResponse
 
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
@@ -172,14 +1562,373 @@ type ListAPIKeysParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListConnectorsParams defines parameters for ListConnectors.
+type ListConnectorsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteConnectorParams defines parameters for DeleteConnector.
+type DeleteConnectorParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceConnectorParams defines parameters for ReplaceConnector.
+type ReplaceConnectorParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListActionsParams defines parameters for ListActions.
+type ListActionsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteActionParams defines parameters for DeleteAction.
+type DeleteActionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceActionParams defines parameters for ReplaceAction.
+type ReplaceActionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListModelsParams defines parameters for ListModels.
+type ListModelsParams struct {
+	// Provider Only models of this provider.
+	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
+
+	// Capability Only models with this capability.
+	Capability *ListModelsParamsCapability `form:"capability,omitempty" json:"capability,omitempty"`
+
+	// Limit Page size (1-1000); all models when absent.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListModelsParamsCapability defines parameters for ListModels.
+type ListModelsParamsCapability string
+
+// ListOAuthClientsParams defines parameters for ListOAuthClients.
+type ListOAuthClientsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateOAuthTokenParams defines parameters for CreateOAuthToken.
+type CreateOAuthTokenParams struct {
+	// Authorization `Basic base64(client_id:client_secret)`; or send both in the body.
+	Authorization *string `json:"Authorization,omitempty"`
+}
+
+// GetUsageParams defines parameters for GetUsage.
+type GetUsageParams struct {
+	// From Start (RFC 3339), rounded down to the hour; unbounded when absent.
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// To End (RFC 3339, exclusive); unbounded when absent. Must be after `from`.
+	To *time.Time `form:"to,omitempty" json:"to,omitempty"`
+
+	// GroupBy Comma-separated dimensions to keep apart: `key` (the credential:
+	// API key id, OAuth client id or `ext:<issuer>:<sub>`), `model`,
+	// `day` or `hour` (UTC); the others are summed over. Default `model`.
+	GroupBy *[]UsageGroupBy `form:"groupBy,omitempty" json:"groupBy,omitempty"`
+
+	// Key Only this credential's usage (admins; others may pass only their own id).
+	Key *string `form:"key,omitempty" json:"key,omitempty"`
+
+	// Model Only this model's usage (`provider/name`).
+	Model *string `form:"model,omitempty" json:"model,omitempty"`
+}
+
+// OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
+type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
+
+// OpenaiCreateCompletionJSONRequestBody defines body for OpenaiCreateCompletion for application/json ContentType.
+type OpenaiCreateCompletionJSONRequestBody = OpenAICompletionRequest
+
+// OpenaiCreateEmbeddingJSONRequestBody defines body for OpenaiCreateEmbedding for application/json ContentType.
+type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
+// ChatJSONRequestBody defines body for Chat for application/json ContentType.
+type ChatJSONRequestBody = ChatRequest
+
+// CreateConnectorJSONRequestBody defines body for CreateConnector for application/json ContentType.
+type CreateConnectorJSONRequestBody = ConnectorInput
+
+// ReplaceConnectorJSONRequestBody defines body for ReplaceConnector for application/json ContentType.
+type ReplaceConnectorJSONRequestBody = ConnectorInput
+
+// CreateActionJSONRequestBody defines body for CreateAction for application/json ContentType.
+type CreateActionJSONRequestBody = ActionInput
+
+// ReplaceActionJSONRequestBody defines body for ReplaceAction for application/json ContentType.
+type ReplaceActionJSONRequestBody = ActionInput
+
+// CreateEmbeddingJSONRequestBody defines body for CreateEmbedding for application/json ContentType.
+type CreateEmbeddingJSONRequestBody = EmbeddingRequest
+
+// CallFunctionJSONRequestBody defines body for CallFunction for application/json ContentType.
+type CallFunctionJSONRequestBody = FunctionCallingRequest
+
+// GenerateJSONRequestBody defines body for Generate for application/json ContentType.
+type GenerateJSONRequestBody = GenerateRequest
+
+// CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
+type CreateOAuthClientJSONRequestBody = OAuthClientCreate
+
+// CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
+type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// Getter for additional properties for JWK. Returns the specified
+// element and whether it was found
+func (a JWK) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for JWK
+func (a *JWK) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for JWK to handle AdditionalProperties
+func (a *JWK) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["alg"]; found {
+		err = json.Unmarshal(raw, &a.Alg)
+		if err != nil {
+			return fmt.Errorf("error reading 'alg': %w", err)
+		}
+		delete(object, "alg")
+	}
+
+	if raw, found := object["crv"]; found {
+		err = json.Unmarshal(raw, &a.Crv)
+		if err != nil {
+			return fmt.Errorf("error reading 'crv': %w", err)
+		}
+		delete(object, "crv")
+	}
+
+	if raw, found := object["kid"]; found {
+		err = json.Unmarshal(raw, &a.Kid)
+		if err != nil {
+			return fmt.Errorf("error reading 'kid': %w", err)
+		}
+		delete(object, "kid")
+	}
+
+	if raw, found := object["kty"]; found {
+		err = json.Unmarshal(raw, &a.Kty)
+		if err != nil {
+			return fmt.Errorf("error reading 'kty': %w", err)
+		}
+		delete(object, "kty")
+	}
+
+	if raw, found := object["use"]; found {
+		err = json.Unmarshal(raw, &a.Use)
+		if err != nil {
+			return fmt.Errorf("error reading 'use': %w", err)
+		}
+		delete(object, "use")
+	}
+
+	if raw, found := object["x"]; found {
+		err = json.Unmarshal(raw, &a.X)
+		if err != nil {
+			return fmt.Errorf("error reading 'x': %w", err)
+		}
+		delete(object, "x")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for JWK to handle AdditionalProperties
+func (a JWK) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Alg != nil {
+		object["alg"], err = json.Marshal(a.Alg)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'alg': %w", err)
+		}
+	}
+
+	if a.Crv != nil {
+		object["crv"], err = json.Marshal(a.Crv)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'crv': %w", err)
+		}
+	}
+
+	object["kid"], err = json.Marshal(a.Kid)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'kid': %w", err)
+	}
+
+	object["kty"], err = json.Marshal(a.Kty)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'kty': %w", err)
+	}
+
+	if a.Use != nil {
+		object["use"], err = json.Marshal(a.Use)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'use': %w", err)
+		}
+	}
+
+	if a.X != nil {
+		object["x"], err = json.Marshal(a.X)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'x': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
+func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding0() (OpenAIEmbeddingResponseDataEmbedding0, error) {
+	var body OpenAIEmbeddingResponseDataEmbedding0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIEmbeddingResponseDataEmbedding0 overwrites any union data inside the OpenAIEmbeddingResponse_Data_Embedding as the provided OpenAIEmbeddingResponseDataEmbedding0
+func (t *OpenAIEmbeddingResponse_Data_Embedding) FromOpenAIEmbeddingResponseDataEmbedding0(v OpenAIEmbeddingResponseDataEmbedding0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIEmbeddingResponseDataEmbedding0 performs a merge with any union data inside the OpenAIEmbeddingResponse_Data_Embedding, using the provided OpenAIEmbeddingResponseDataEmbedding0
+func (t *OpenAIEmbeddingResponse_Data_Embedding) MergeOpenAIEmbeddingResponseDataEmbedding0(v OpenAIEmbeddingResponseDataEmbedding0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAIEmbeddingResponseDataEmbedding1 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding1
+func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding1() (OpenAIEmbeddingResponseDataEmbedding1, error) {
+	var body OpenAIEmbeddingResponseDataEmbedding1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIEmbeddingResponseDataEmbedding1 overwrites any union data inside the OpenAIEmbeddingResponse_Data_Embedding as the provided OpenAIEmbeddingResponseDataEmbedding1
+func (t *OpenAIEmbeddingResponse_Data_Embedding) FromOpenAIEmbeddingResponseDataEmbedding1(v OpenAIEmbeddingResponseDataEmbedding1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIEmbeddingResponseDataEmbedding1 performs a merge with any union data inside the OpenAIEmbeddingResponse_Data_Embedding, using the provided OpenAIEmbeddingResponseDataEmbedding1
+func (t *OpenAIEmbeddingResponse_Data_Embedding) MergeOpenAIEmbeddingResponseDataEmbedding1(v OpenAIEmbeddingResponseDataEmbedding1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OpenAIEmbeddingResponse_Data_Embedding) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OpenAIEmbeddingResponse_Data_Embedding) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+	// (GET /.well-known/jwks.json)
+	GetJWKS(ctx echo.Context) error
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx echo.Context) error
+	// GetMetrics Prometheus metrics (text exposition format 0.0.4).
+	// (GET /metrics)
+	GetMetrics(ctx echo.Context) error
+	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
+	// (POST /openai/v1/chat/completions)
+	OpenaiCreateChatCompletion(ctx echo.Context) error
+	// OpenaiCreateCompletion OpenAI-compatible (legacy) text completions.
+	// (POST /openai/v1/completions)
+	OpenaiCreateCompletion(ctx echo.Context) error
+	// OpenaiCreateEmbedding OpenAI-compatible embeddings.
+	// (POST /openai/v1/embeddings)
+	OpenaiCreateEmbedding(ctx echo.Context) error
+	// OpenaiListModels OpenAI-compatible model list.
+	// (GET /openai/v1/models)
+	OpenaiListModels(ctx echo.Context) error
+	// OpenaiGetModel OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /openai/v1/models/{model})
+	OpenaiGetModel(ctx echo.Context, model string) error
+	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+	// (GET /openai/v1/models/{provider}/{name})
+	OpenaiGetProviderModel(ctx echo.Context, provider string, name string) error
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx echo.Context) error
@@ -198,11 +1947,95 @@ type ServerInterface interface {
 	// GetAPIKey Get one API key (without its secret).
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx echo.Context, id string) error
+	// Chat Complete a chat conversation.
+	// (POST /v1/chat)
+	Chat(ctx echo.Context) error
+	// ListConnectors List connectors in name order.
+	// (GET /v1/connectors)
+	ListConnectors(ctx echo.Context, params ListConnectorsParams) error
+	// CreateConnector Create a connector.
+	// (POST /v1/connectors)
+	CreateConnector(ctx echo.Context) error
+	// DeleteConnector Delete a connector with its actions and secrets.
+	// (DELETE /v1/connectors/{name})
+	DeleteConnector(ctx echo.Context, name ConnectorName, params DeleteConnectorParams) error
+	// GetConnector Get one connector (never its client secret).
+	// (GET /v1/connectors/{name})
+	GetConnector(ctx echo.Context, name ConnectorName) error
+	// ReplaceConnector Replace a connector's definition.
+	// (PUT /v1/connectors/{name})
+	ReplaceConnector(ctx echo.Context, name ConnectorName, params ReplaceConnectorParams) error
+	// ListActions List a connector's actions in name order.
+	// (GET /v1/connectors/{name}/actions)
+	ListActions(ctx echo.Context, name ConnectorName, params ListActionsParams) error
+	// CreateAction Create an action of a connector.
+	// (POST /v1/connectors/{name}/actions)
+	CreateAction(ctx echo.Context, name ConnectorName) error
+	// DeleteAction Delete an action.
+	// (DELETE /v1/connectors/{name}/actions/{action})
+	DeleteAction(ctx echo.Context, name ConnectorName, action ActionName, params DeleteActionParams) error
+	// GetAction Get one action.
+	// (GET /v1/connectors/{name}/actions/{action})
+	GetAction(ctx echo.Context, name ConnectorName, action ActionName) error
+	// ReplaceAction Replace an action's definition.
+	// (PUT /v1/connectors/{name}/actions/{action})
+	ReplaceAction(ctx echo.Context, name ConnectorName, action ActionName, params ReplaceActionParams) error
+	// CreateEmbedding Embed a text as a vector.
+	// (POST /v1/embeddings)
+	CreateEmbedding(ctx echo.Context) error
+	// CallFunction Let the model choose a function and its arguments.
+	// (POST /v1/function-calling)
+	CallFunction(ctx echo.Context) error
+	// Generate Generate text from a prompt.
+	// (POST /v1/generate)
+	Generate(ctx echo.Context) error
+	// ListModels List the models of the catalog.
+	// (GET /v1/models)
+	ListModels(ctx echo.Context, params ListModelsParams) error
+	// GetModel Get one model by its id, with the `/` encoded as `%2F`.
+	// (GET /v1/models/{id})
+	GetModel(ctx echo.Context, id string) error
+	// GetProviderModel Get one model by provider and name.
+	// (GET /v1/models/{provider}/{name})
+	GetProviderModel(ctx echo.Context, provider string, name string) error
+	// ListOAuthClients List OAuth clients (never their secrets), oldest first.
+	// (GET /v1/oauth-clients)
+	ListOAuthClients(ctx echo.Context, params ListOAuthClientsParams) error
+	// CreateOAuthClient Register an OAuth client; its secret is returned only in this response.
+	// (POST /v1/oauth-clients)
+	CreateOAuthClient(ctx echo.Context) error
+	// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
+	// (DELETE /v1/oauth-clients/{id})
+	DeleteOAuthClient(ctx echo.Context, id string) error
+	// GetOAuthClient Get one OAuth client (without its secret).
+	// (GET /v1/oauth-clients/{id})
+	GetOAuthClient(ctx echo.Context, id string) error
+	// ListSigningKeys List the published token signing keys, the active one first.
+	// (GET /v1/oauth/signing-keys)
+	ListSigningKeys(ctx echo.Context) error
+	// RotateSigningKey Generate a new token signing key and retire the current one.
+	// (POST /v1/oauth/signing-keys/rotate)
+	RotateSigningKey(ctx echo.Context) error
+	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	// (POST /v1/oauth/token)
+	CreateOAuthToken(ctx echo.Context, params CreateOAuthTokenParams) error
+	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+	// (GET /v1/usage)
+	GetUsage(ctx echo.Context, params GetUsageParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// GetJWKS converts echo context to params.
+func (w *ServerInterfaceWrapper) GetJWKS(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetJWKS(ctx)
+	return err
 }
 
 // GetHealthz converts echo context to params.
@@ -211,6 +2044,91 @@ func (w *ServerInterfaceWrapper) GetHealthz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetHealthz(ctx)
+	return err
+}
+
+// GetMetrics converts echo context to params.
+func (w *ServerInterfaceWrapper) GetMetrics(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetMetrics(ctx)
+	return err
+}
+
+// OpenaiCreateChatCompletion converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiCreateChatCompletion(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiCreateChatCompletion(ctx)
+	return err
+}
+
+// OpenaiCreateCompletion converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiCreateCompletion(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiCreateCompletion(ctx)
+	return err
+}
+
+// OpenaiCreateEmbedding converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiCreateEmbedding(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiCreateEmbedding(ctx)
+	return err
+}
+
+// OpenaiListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiListModels(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiListModels(ctx)
+	return err
+}
+
+// OpenaiGetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiGetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "model" -------------
+	var model string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model", ctx.Param("model"), &model, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiGetModel(ctx, model)
+	return err
+}
+
+// OpenaiGetProviderModel converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiGetProviderModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "provider" -------------
+	var provider string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider", ctx.Param("provider"), &provider, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter provider: %s", err))
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiGetProviderModel(ctx, provider, name)
 	return err
 }
 
@@ -298,6 +2216,562 @@ func (w *ServerInterfaceWrapper) GetAPIKey(ctx echo.Context) error {
 	return err
 }
 
+// Chat converts echo context to params.
+func (w *ServerInterfaceWrapper) Chat(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.Chat(ctx)
+	return err
+}
+
+// ListConnectors converts echo context to params.
+func (w *ServerInterfaceWrapper) ListConnectors(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListConnectorsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListConnectors(ctx, params)
+	return err
+}
+
+// CreateConnector converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateConnector(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateConnector(ctx)
+	return err
+}
+
+// DeleteConnector converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteConnector(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteConnectorParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteConnector(ctx, name, params)
+	return err
+}
+
+// GetConnector converts echo context to params.
+func (w *ServerInterfaceWrapper) GetConnector(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetConnector(ctx, name)
+	return err
+}
+
+// ReplaceConnector converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceConnector(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceConnectorParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceConnector(ctx, name, params)
+	return err
+}
+
+// ListActions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListActions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListActionsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListActions(ctx, name, params)
+	return err
+}
+
+// CreateAction converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateAction(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateAction(ctx, name)
+	return err
+}
+
+// DeleteAction converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteAction(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "action" -------------
+	var action ActionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "action", ctx.Param("action"), &action, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteActionParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteAction(ctx, name, action, params)
+	return err
+}
+
+// GetAction converts echo context to params.
+func (w *ServerInterfaceWrapper) GetAction(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "action" -------------
+	var action ActionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "action", ctx.Param("action"), &action, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetAction(ctx, name, action)
+	return err
+}
+
+// ReplaceAction converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceAction(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "action" -------------
+	var action ActionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "action", ctx.Param("action"), &action, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceActionParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceAction(ctx, name, action, params)
+	return err
+}
+
+// CreateEmbedding converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateEmbedding(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateEmbedding(ctx)
+	return err
+}
+
+// CallFunction converts echo context to params.
+func (w *ServerInterfaceWrapper) CallFunction(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CallFunction(ctx)
+	return err
+}
+
+// Generate converts echo context to params.
+func (w *ServerInterfaceWrapper) Generate(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.Generate(ctx)
+	return err
+}
+
+// ListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) ListModels(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListModelsParams
+	// ------------- Optional query parameter "provider" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "provider", ctx.QueryParams(), &params.Provider, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter provider: %s", err))
+	}
+
+	// ------------- Optional query parameter "capability" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "capability", ctx.QueryParams(), &params.Capability, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter capability: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListModels(ctx, params)
+	return err
+}
+
+// GetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) GetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetModel(ctx, id)
+	return err
+}
+
+// GetProviderModel converts echo context to params.
+func (w *ServerInterfaceWrapper) GetProviderModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "provider" -------------
+	var provider string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider", ctx.Param("provider"), &provider, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter provider: %s", err))
+	}
+
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetProviderModel(ctx, provider, name)
+	return err
+}
+
+// ListOAuthClients converts echo context to params.
+func (w *ServerInterfaceWrapper) ListOAuthClients(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListOAuthClientsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListOAuthClients(ctx, params)
+	return err
+}
+
+// CreateOAuthClient converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateOAuthClient(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateOAuthClient(ctx)
+	return err
+}
+
+// DeleteOAuthClient converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteOAuthClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteOAuthClient(ctx, id)
+	return err
+}
+
+// GetOAuthClient converts echo context to params.
+func (w *ServerInterfaceWrapper) GetOAuthClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetOAuthClient(ctx, id)
+	return err
+}
+
+// ListSigningKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListSigningKeys(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListSigningKeys(ctx)
+	return err
+}
+
+// RotateSigningKey converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateSigningKey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateSigningKey(ctx)
+	return err
+}
+
+// CreateOAuthToken converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateOAuthToken(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateOAuthTokenParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Authorization" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Authorization")]; found {
+		var Authorization string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Authorization, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Authorization", valueList[0], &Authorization, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Authorization: %s", err))
+		}
+
+		params.Authorization = &Authorization
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateOAuthToken(ctx, params)
+	return err
+}
+
+// GetUsage converts echo context to params.
+func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetUsageParams
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// ------------- Optional query parameter "to" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "to", ctx.QueryParams(), &params.To, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter to: %s", err))
+	}
+
+	// ------------- Optional query parameter "groupBy" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", false, false, "groupBy", ctx.QueryParams(), &params.GroupBy, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter groupBy: %s", err))
+	}
+
+	// ------------- Optional query parameter "key" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "key", ctx.QueryParams(), &params.Key, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key: %s", err))
+	}
+
+	// ------------- Optional query parameter "model" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "model", ctx.QueryParams(), &params.Model, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetUsage(ctx, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -352,6 +2826,39 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/api-keys", wrapper.CreateAPIKey, options.OperationMiddlewares["createAPIKey"]...)
 	router.DELETE(options.BaseURL+"/v1/api-keys/:id", wrapper.DeleteAPIKey, options.OperationMiddlewares["deleteAPIKey"]...)
 	router.GET(options.BaseURL+"/v1/api-keys/:id", wrapper.GetAPIKey, options.OperationMiddlewares["getAPIKey"]...)
+	router.GET(options.BaseURL+"/v1/oauth-clients", wrapper.ListOAuthClients, options.OperationMiddlewares["listOAuthClients"]...)
+	router.POST(options.BaseURL+"/v1/oauth-clients", wrapper.CreateOAuthClient, options.OperationMiddlewares["createOAuthClient"]...)
+	router.DELETE(options.BaseURL+"/v1/oauth-clients/:id", wrapper.DeleteOAuthClient, options.OperationMiddlewares["deleteOAuthClient"]...)
+	router.GET(options.BaseURL+"/v1/oauth-clients/:id", wrapper.GetOAuthClient, options.OperationMiddlewares["getOAuthClient"]...)
+	router.POST(options.BaseURL+"/v1/oauth/token", wrapper.CreateOAuthToken, options.OperationMiddlewares["createOAuthToken"]...)
+	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
+	router.GET(options.BaseURL+"/.well-known/jwks.json", wrapper.GetJWKS, options.OperationMiddlewares["getJWKS"]...)
+	router.GET(options.BaseURL+"/v1/oauth/signing-keys", wrapper.ListSigningKeys, options.OperationMiddlewares["listSigningKeys"]...)
+	router.POST(options.BaseURL+"/v1/oauth/signing-keys/rotate", wrapper.RotateSigningKey, options.OperationMiddlewares["rotateSigningKey"]...)
+	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
+	router.POST(options.BaseURL+"/v1/generate", wrapper.Generate, options.OperationMiddlewares["generate"]...)
+	router.POST(options.BaseURL+"/v1/chat", wrapper.Chat, options.OperationMiddlewares["chat"]...)
+	router.POST(options.BaseURL+"/v1/embeddings", wrapper.CreateEmbedding, options.OperationMiddlewares["createEmbedding"]...)
+	router.GET(options.BaseURL+"/v1/models", wrapper.ListModels, options.OperationMiddlewares["listModels"]...)
+	router.GET(options.BaseURL+"/v1/models/:id", wrapper.GetModel, options.OperationMiddlewares["getModel"]...)
+	router.GET(options.BaseURL+"/v1/models/:provider/:name", wrapper.GetProviderModel, options.OperationMiddlewares["getProviderModel"]...)
+	router.POST(options.BaseURL+"/v1/function-calling", wrapper.CallFunction, options.OperationMiddlewares["callFunction"]...)
+	router.POST(options.BaseURL+"/openai/v1/chat/completions", wrapper.OpenaiCreateChatCompletion, options.OperationMiddlewares["openaiCreateChatCompletion"]...)
+	router.POST(options.BaseURL+"/openai/v1/completions", wrapper.OpenaiCreateCompletion, options.OperationMiddlewares["openaiCreateCompletion"]...)
+	router.POST(options.BaseURL+"/openai/v1/embeddings", wrapper.OpenaiCreateEmbedding, options.OperationMiddlewares["openaiCreateEmbedding"]...)
+	router.GET(options.BaseURL+"/openai/v1/models", wrapper.OpenaiListModels, options.OperationMiddlewares["openaiListModels"]...)
+	router.GET(options.BaseURL+"/openai/v1/models/:model", wrapper.OpenaiGetModel, options.OperationMiddlewares["openaiGetModel"]...)
+	router.GET(options.BaseURL+"/openai/v1/models/:provider/:name", wrapper.OpenaiGetProviderModel, options.OperationMiddlewares["openaiGetProviderModel"]...)
+	router.GET(options.BaseURL+"/v1/connectors", wrapper.ListConnectors, options.OperationMiddlewares["listConnectors"]...)
+	router.POST(options.BaseURL+"/v1/connectors", wrapper.CreateConnector, options.OperationMiddlewares["createConnector"]...)
+	router.DELETE(options.BaseURL+"/v1/connectors/:name", wrapper.DeleteConnector, options.OperationMiddlewares["deleteConnector"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name", wrapper.GetConnector, options.OperationMiddlewares["getConnector"]...)
+	router.PUT(options.BaseURL+"/v1/connectors/:name", wrapper.ReplaceConnector, options.OperationMiddlewares["replaceConnector"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/actions", wrapper.ListActions, options.OperationMiddlewares["listActions"]...)
+	router.POST(options.BaseURL+"/v1/connectors/:name/actions", wrapper.CreateAction, options.OperationMiddlewares["createAction"]...)
+	router.DELETE(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.DeleteAction, options.OperationMiddlewares["deleteAction"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.GetAction, options.OperationMiddlewares["getAction"]...)
+	router.PUT(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.ReplaceAction, options.OperationMiddlewares["replaceAction"]...)
 
 }
 
@@ -362,6 +2869,46 @@ type ErrorResultJSONResponse struct {
 	Body ErrorResponse
 
 	Headers ErrorResultResponseHeaders
+}
+
+type OpenAIErrorResultResponseHeaders struct {
+	XRequestId *string
+}
+type OpenAIErrorResultJSONResponse struct {
+	Body OpenAIErrorResponse
+
+	Headers OpenAIErrorResultResponseHeaders
+}
+
+type GetJWKSRequestObject struct {
+}
+
+type GetJWKSResponseObject interface {
+	VisitGetJWKSResponse(w http.ResponseWriter) error
+}
+
+type GetJWKS200ResponseHeaders struct {
+	CacheControl *string
+}
+
+type GetJWKS200JSONResponse struct {
+	Body    JWKS
+	Headers GetJWKS200ResponseHeaders
+}
+
+func (response GetJWKS200JSONResponse) VisitGetJWKSResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type GetHealthzRequestObject struct {
@@ -381,6 +2928,1321 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMetricsRequestObject struct {
+}
+
+type GetMetricsResponseObject interface {
+	VisitGetMetricsResponse(w http.ResponseWriter) error
+}
+
+type GetMetrics200TextResponse string
+
+func (response GetMetrics200TextResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(200)
+
+	_, err := w.Write([]byte(fmt.Sprint(response)))
+	return err
+}
+
+type GetMetrics401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetMetrics401JSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMetrics403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetMetrics403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetMetrics403ResponseHeaders
+}
+
+func (response GetMetrics403JSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMetrics500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetMetrics500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetMetrics500ResponseHeaders
+}
+
+func (response GetMetrics500JSONResponse) VisitGetMetricsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletionRequestObject struct {
+	Body *OpenaiCreateChatCompletionJSONRequestBody
+}
+
+type OpenaiCreateChatCompletionResponseObject interface {
+	VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error
+}
+
+type OpenaiCreateChatCompletion200JSONResponse OpenAIChatCompletion
+
+func (response OpenaiCreateChatCompletion200JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response OpenaiCreateChatCompletion200TexteventStreamResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type OpenaiCreateChatCompletion400JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiCreateChatCompletion400JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion401JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion401ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion401JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion403ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion403JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion404ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion404JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion413JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion413ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion413JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion415JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion415ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion415JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion429ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion429JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion500ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion500JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion502JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion502ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion502JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateChatCompletion504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateChatCompletion504JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateChatCompletion504ResponseHeaders
+}
+
+func (response OpenaiCreateChatCompletion504JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletionRequestObject struct {
+	Body *OpenaiCreateCompletionJSONRequestBody
+}
+
+type OpenaiCreateCompletionResponseObject interface {
+	VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error
+}
+
+type OpenaiCreateCompletion200JSONResponse OpenAICompletion
+
+func (response OpenaiCreateCompletion200JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response OpenaiCreateCompletion200TexteventStreamResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type OpenaiCreateCompletion400JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiCreateCompletion400JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion401JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion401ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion401JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion403ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion403JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion404ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion404JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion413JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion413ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion413JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion415JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion415ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion415JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion429ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion429JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion500ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion500JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion502JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion502ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion502JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateCompletion504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateCompletion504JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateCompletion504ResponseHeaders
+}
+
+func (response OpenaiCreateCompletion504JSONResponse) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbeddingRequestObject struct {
+	Body *OpenaiCreateEmbeddingJSONRequestBody
+}
+
+type OpenaiCreateEmbeddingResponseObject interface {
+	VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error
+}
+
+type OpenaiCreateEmbedding200JSONResponse OpenAIEmbeddingResponse
+
+func (response OpenaiCreateEmbedding200JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding400JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiCreateEmbedding400JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding401JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding401ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding401JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding403ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding403JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding404ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding404JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding413JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding413ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding413JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding415JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding415ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding415JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding429ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding429JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding500ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding500JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding502JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding502ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding502JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateEmbedding504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateEmbedding504JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateEmbedding504ResponseHeaders
+}
+
+func (response OpenaiCreateEmbedding504JSONResponse) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiListModelsRequestObject struct {
+}
+
+type OpenaiListModelsResponseObject interface {
+	VisitOpenaiListModelsResponse(w http.ResponseWriter) error
+}
+
+type OpenaiListModels200JSONResponse OpenAIModelList
+
+func (response OpenaiListModels200JSONResponse) VisitOpenaiListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiListModels401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiListModels401JSONResponse) VisitOpenaiListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiListModels403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiListModels403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiListModels403ResponseHeaders
+}
+
+func (response OpenaiListModels403JSONResponse) VisitOpenaiListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiListModels429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiListModels429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiListModels429ResponseHeaders
+}
+
+func (response OpenaiListModels429JSONResponse) VisitOpenaiListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiListModels500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiListModels500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiListModels500ResponseHeaders
+}
+
+func (response OpenaiListModels500JSONResponse) VisitOpenaiListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModelRequestObject struct {
+	Model string `json:"model"`
+}
+
+type OpenaiGetModelResponseObject interface {
+	VisitOpenaiGetModelResponse(w http.ResponseWriter) error
+}
+
+type OpenaiGetModel200JSONResponse OpenAIModel
+
+func (response OpenaiGetModel200JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModel401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiGetModel401JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetModel403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetModel403ResponseHeaders
+}
+
+func (response OpenaiGetModel403JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetModel404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetModel404ResponseHeaders
+}
+
+func (response OpenaiGetModel404JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetModel429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetModel429ResponseHeaders
+}
+
+func (response OpenaiGetModel429JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetModel500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetModel500ResponseHeaders
+}
+
+func (response OpenaiGetModel500JSONResponse) VisitOpenaiGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModelRequestObject struct {
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+}
+
+type OpenaiGetProviderModelResponseObject interface {
+	VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error
+}
+
+type OpenaiGetProviderModel200JSONResponse OpenAIModel
+
+func (response OpenaiGetProviderModel200JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModel401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiGetProviderModel401JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetProviderModel403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetProviderModel403ResponseHeaders
+}
+
+func (response OpenaiGetProviderModel403JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetProviderModel404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetProviderModel404ResponseHeaders
+}
+
+func (response OpenaiGetProviderModel404JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetProviderModel429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetProviderModel429ResponseHeaders
+}
+
+func (response OpenaiGetProviderModel429JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetProviderModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetProviderModel500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetProviderModel500ResponseHeaders
+}
+
+func (response OpenaiGetProviderModel500JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1084,11 +4946,4748 @@ func (response GetAPIKey500JSONResponse) VisitGetAPIKeyResponse(w http.ResponseW
 	return err
 }
 
+type ChatRequestObject struct {
+	Body *ChatJSONRequestBody
+}
+
+type ChatResponseObject interface {
+	VisitChatResponse(w http.ResponseWriter) error
+}
+
+type Chat200JSONResponse ChatCompletion
+
+func (response Chat200JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response Chat200TexteventStreamResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type Chat400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response Chat400JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat401JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat401ResponseHeaders
+}
+
+func (response Chat401JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat403JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat403ResponseHeaders
+}
+
+func (response Chat403JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat404JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat404ResponseHeaders
+}
+
+func (response Chat404JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat413JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat413ResponseHeaders
+}
+
+func (response Chat413JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat415JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat415ResponseHeaders
+}
+
+func (response Chat415JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat422JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat422ResponseHeaders
+}
+
+func (response Chat422JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat429JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat429ResponseHeaders
+}
+
+func (response Chat429JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat500JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat500ResponseHeaders
+}
+
+func (response Chat500JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat502JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat502ResponseHeaders
+}
+
+func (response Chat502JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Chat504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Chat504JSONResponse struct {
+	Body    ErrorResponse
+	Headers Chat504ResponseHeaders
+}
+
+func (response Chat504JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectorsRequestObject struct {
+	Params ListConnectorsParams
+}
+
+type ListConnectorsResponseObject interface {
+	VisitListConnectorsResponse(w http.ResponseWriter) error
+}
+
+type ListConnectors200JSONResponse ConnectorList
+
+func (response ListConnectors200JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectors400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListConnectors400JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectors401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnectors401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnectors401ResponseHeaders
+}
+
+func (response ListConnectors401JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectors403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnectors403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnectors403ResponseHeaders
+}
+
+func (response ListConnectors403JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectors429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnectors429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnectors429ResponseHeaders
+}
+
+func (response ListConnectors429JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectors500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnectors500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnectors500ResponseHeaders
+}
+
+func (response ListConnectors500JSONResponse) VisitListConnectorsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectorRequestObject struct {
+	Body *CreateConnectorJSONRequestBody
+}
+
+type CreateConnectorResponseObject interface {
+	VisitCreateConnectorResponse(w http.ResponseWriter) error
+}
+
+type CreateConnector201ResponseHeaders struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateConnector201JSONResponse struct {
+	Body    Connector
+	Headers CreateConnector201ResponseHeaders
+}
+
+func (response CreateConnector201JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateConnector400JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector401ResponseHeaders
+}
+
+func (response CreateConnector401JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector403ResponseHeaders
+}
+
+func (response CreateConnector403JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector409JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector409ResponseHeaders
+}
+
+func (response CreateConnector409JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector413ResponseHeaders
+}
+
+func (response CreateConnector413JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector415ResponseHeaders
+}
+
+func (response CreateConnector415JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector422ResponseHeaders
+}
+
+func (response CreateConnector422JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector429ResponseHeaders
+}
+
+func (response CreateConnector429JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnector500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnector500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnector500ResponseHeaders
+}
+
+func (response CreateConnector500JSONResponse) VisitCreateConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnectorRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Params DeleteConnectorParams
+}
+
+type DeleteConnectorResponseObject interface {
+	VisitDeleteConnectorResponse(w http.ResponseWriter) error
+}
+
+type DeleteConnector204Response struct {
+}
+
+func (response DeleteConnector204Response) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteConnector400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteConnector400JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector401JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector401ResponseHeaders
+}
+
+func (response DeleteConnector401JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector403ResponseHeaders
+}
+
+func (response DeleteConnector403JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector404ResponseHeaders
+}
+
+func (response DeleteConnector404JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector412ResponseHeaders
+}
+
+func (response DeleteConnector412JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector429ResponseHeaders
+}
+
+func (response DeleteConnector429JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnector500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnector500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnector500ResponseHeaders
+}
+
+func (response DeleteConnector500JSONResponse) VisitDeleteConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectorRequestObject struct {
+	Name ConnectorName `json:"name"`
+}
+
+type GetConnectorResponseObject interface {
+	VisitGetConnectorResponse(w http.ResponseWriter) error
+}
+
+type GetConnector200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetConnector200JSONResponse struct {
+	Body    Connector
+	Headers GetConnector200ResponseHeaders
+}
+
+func (response GetConnector200JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnector401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetConnector401JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnector403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnector403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnector403ResponseHeaders
+}
+
+func (response GetConnector403JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnector404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnector404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnector404ResponseHeaders
+}
+
+func (response GetConnector404JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnector429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnector429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnector429ResponseHeaders
+}
+
+func (response GetConnector429JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnector500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnector500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnector500ResponseHeaders
+}
+
+func (response GetConnector500JSONResponse) VisitGetConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnectorRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Params ReplaceConnectorParams
+	Body   *ReplaceConnectorJSONRequestBody
+}
+
+type ReplaceConnectorResponseObject interface {
+	VisitReplaceConnectorResponse(w http.ResponseWriter) error
+}
+
+type ReplaceConnector200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceConnector200JSONResponse struct {
+	Body    Connector
+	Headers ReplaceConnector200ResponseHeaders
+}
+
+func (response ReplaceConnector200JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceConnector400JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector401ResponseHeaders
+}
+
+func (response ReplaceConnector401JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector403ResponseHeaders
+}
+
+func (response ReplaceConnector403JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector404ResponseHeaders
+}
+
+func (response ReplaceConnector404JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector412ResponseHeaders
+}
+
+func (response ReplaceConnector412JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector413ResponseHeaders
+}
+
+func (response ReplaceConnector413JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector415ResponseHeaders
+}
+
+func (response ReplaceConnector415JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector422ResponseHeaders
+}
+
+func (response ReplaceConnector422JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector429ResponseHeaders
+}
+
+func (response ReplaceConnector429JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnector500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnector500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnector500ResponseHeaders
+}
+
+func (response ReplaceConnector500JSONResponse) VisitReplaceConnectorResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActionsRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Params ListActionsParams
+}
+
+type ListActionsResponseObject interface {
+	VisitListActionsResponse(w http.ResponseWriter) error
+}
+
+type ListActions200JSONResponse ActionList
+
+func (response ListActions200JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListActions400JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActions401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListActions401ResponseHeaders
+}
+
+func (response ListActions401JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActions403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListActions403ResponseHeaders
+}
+
+func (response ListActions403JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActions404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListActions404ResponseHeaders
+}
+
+func (response ListActions404JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActions429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListActions429ResponseHeaders
+}
+
+func (response ListActions429JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListActions500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListActions500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListActions500ResponseHeaders
+}
+
+func (response ListActions500JSONResponse) VisitListActionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateActionRequestObject struct {
+	Name ConnectorName `json:"name"`
+	Body *CreateActionJSONRequestBody
+}
+
+type CreateActionResponseObject interface {
+	VisitCreateActionResponse(w http.ResponseWriter) error
+}
+
+type CreateAction201ResponseHeaders struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateAction201JSONResponse struct {
+	Body    Action
+	Headers CreateAction201ResponseHeaders
+}
+
+func (response CreateAction201JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateAction400JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction401ResponseHeaders
+}
+
+func (response CreateAction401JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction403ResponseHeaders
+}
+
+func (response CreateAction403JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction404ResponseHeaders
+}
+
+func (response CreateAction404JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction409JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction409ResponseHeaders
+}
+
+func (response CreateAction409JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction413ResponseHeaders
+}
+
+func (response CreateAction413JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction415ResponseHeaders
+}
+
+func (response CreateAction415JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction422ResponseHeaders
+}
+
+func (response CreateAction422JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction429ResponseHeaders
+}
+
+func (response CreateAction429JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateAction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateAction500ResponseHeaders
+}
+
+func (response CreateAction500JSONResponse) VisitCreateActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteActionRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Action ActionName    `json:"action"`
+	Params DeleteActionParams
+}
+
+type DeleteActionResponseObject interface {
+	VisitDeleteActionResponse(w http.ResponseWriter) error
+}
+
+type DeleteAction204Response struct {
+}
+
+func (response DeleteAction204Response) VisitDeleteActionResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteAction400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteAction400JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction401JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction401ResponseHeaders
+}
+
+func (response DeleteAction401JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction403ResponseHeaders
+}
+
+func (response DeleteAction403JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction404ResponseHeaders
+}
+
+func (response DeleteAction404JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction412ResponseHeaders
+}
+
+func (response DeleteAction412JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction429ResponseHeaders
+}
+
+func (response DeleteAction429JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteAction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteAction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteAction500ResponseHeaders
+}
+
+func (response DeleteAction500JSONResponse) VisitDeleteActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetActionRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Action ActionName    `json:"action"`
+}
+
+type GetActionResponseObject interface {
+	VisitGetActionResponse(w http.ResponseWriter) error
+}
+
+type GetAction200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetAction200JSONResponse struct {
+	Body    Action
+	Headers GetAction200ResponseHeaders
+}
+
+func (response GetAction200JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAction401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetAction401JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAction403ResponseHeaders
+}
+
+func (response GetAction403JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAction404ResponseHeaders
+}
+
+func (response GetAction404JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAction429ResponseHeaders
+}
+
+func (response GetAction429JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetAction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetAction500ResponseHeaders
+}
+
+func (response GetAction500JSONResponse) VisitGetActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceActionRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Action ActionName    `json:"action"`
+	Params ReplaceActionParams
+	Body   *ReplaceActionJSONRequestBody
+}
+
+type ReplaceActionResponseObject interface {
+	VisitReplaceActionResponse(w http.ResponseWriter) error
+}
+
+type ReplaceAction200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceAction200JSONResponse struct {
+	Body    Action
+	Headers ReplaceAction200ResponseHeaders
+}
+
+func (response ReplaceAction200JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceAction400JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction401ResponseHeaders
+}
+
+func (response ReplaceAction401JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction403ResponseHeaders
+}
+
+func (response ReplaceAction403JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction404ResponseHeaders
+}
+
+func (response ReplaceAction404JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction412ResponseHeaders
+}
+
+func (response ReplaceAction412JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction413ResponseHeaders
+}
+
+func (response ReplaceAction413JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction415ResponseHeaders
+}
+
+func (response ReplaceAction415JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction422ResponseHeaders
+}
+
+func (response ReplaceAction422JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction429ResponseHeaders
+}
+
+func (response ReplaceAction429JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceAction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceAction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceAction500ResponseHeaders
+}
+
+func (response ReplaceAction500JSONResponse) VisitReplaceActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbeddingRequestObject struct {
+	Body *CreateEmbeddingJSONRequestBody
+}
+
+type CreateEmbeddingResponseObject interface {
+	VisitCreateEmbeddingResponse(w http.ResponseWriter) error
+}
+
+type CreateEmbedding200JSONResponse Embedding
+
+func (response CreateEmbedding200JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateEmbedding400JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding401ResponseHeaders
+}
+
+func (response CreateEmbedding401JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding403ResponseHeaders
+}
+
+func (response CreateEmbedding403JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding404ResponseHeaders
+}
+
+func (response CreateEmbedding404JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding413ResponseHeaders
+}
+
+func (response CreateEmbedding413JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding415ResponseHeaders
+}
+
+func (response CreateEmbedding415JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding422ResponseHeaders
+}
+
+func (response CreateEmbedding422JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding429ResponseHeaders
+}
+
+func (response CreateEmbedding429JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding500ResponseHeaders
+}
+
+func (response CreateEmbedding500JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding502JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding502ResponseHeaders
+}
+
+func (response CreateEmbedding502JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateEmbedding504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateEmbedding504JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateEmbedding504ResponseHeaders
+}
+
+func (response CreateEmbedding504JSONResponse) VisitCreateEmbeddingResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunctionRequestObject struct {
+	Body *CallFunctionJSONRequestBody
+}
+
+type CallFunctionResponseObject interface {
+	VisitCallFunctionResponse(w http.ResponseWriter) error
+}
+
+type CallFunction200JSONResponse FunctionCallResult
+
+func (response CallFunction200JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CallFunction400JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction401ResponseHeaders
+}
+
+func (response CallFunction401JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction403ResponseHeaders
+}
+
+func (response CallFunction403JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction404ResponseHeaders
+}
+
+func (response CallFunction404JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction413ResponseHeaders
+}
+
+func (response CallFunction413JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction415ResponseHeaders
+}
+
+func (response CallFunction415JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction422ResponseHeaders
+}
+
+func (response CallFunction422JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction429ResponseHeaders
+}
+
+func (response CallFunction429JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction500ResponseHeaders
+}
+
+func (response CallFunction500JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction502JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction502ResponseHeaders
+}
+
+func (response CallFunction502JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CallFunction504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CallFunction504JSONResponse struct {
+	Body    ErrorResponse
+	Headers CallFunction504ResponseHeaders
+}
+
+func (response CallFunction504JSONResponse) VisitCallFunctionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GenerateRequestObject struct {
+	Body *GenerateJSONRequestBody
+}
+
+type GenerateResponseObject interface {
+	VisitGenerateResponse(w http.ResponseWriter) error
+}
+
+type Generate200JSONResponse Generation
+
+func (response Generate200JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response Generate200TexteventStreamResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type Generate400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response Generate400JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate401JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate401ResponseHeaders
+}
+
+func (response Generate401JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate403JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate403ResponseHeaders
+}
+
+func (response Generate403JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate404JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate404ResponseHeaders
+}
+
+func (response Generate404JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate413JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate413ResponseHeaders
+}
+
+func (response Generate413JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate415JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate415ResponseHeaders
+}
+
+func (response Generate415JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate422JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate422ResponseHeaders
+}
+
+func (response Generate422JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate429JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate429ResponseHeaders
+}
+
+func (response Generate429JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate500JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate500ResponseHeaders
+}
+
+func (response Generate500JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate502JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate502ResponseHeaders
+}
+
+func (response Generate502JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Generate504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type Generate504JSONResponse struct {
+	Body    ErrorResponse
+	Headers Generate504ResponseHeaders
+}
+
+func (response Generate504JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModelsRequestObject struct {
+	Params ListModelsParams
+}
+
+type ListModelsResponseObject interface {
+	VisitListModelsResponse(w http.ResponseWriter) error
+}
+
+type ListModels200JSONResponse ModelList
+
+func (response ListModels200JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListModels400JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListModels401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListModels401ResponseHeaders
+}
+
+func (response ListModels401JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListModels403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListModels403ResponseHeaders
+}
+
+func (response ListModels403JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListModels429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListModels429ResponseHeaders
+}
+
+func (response ListModels429JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListModels500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListModels500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListModels500ResponseHeaders
+}
+
+func (response ListModels500JSONResponse) VisitListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModelRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetModelResponseObject interface {
+	VisitGetModelResponse(w http.ResponseWriter) error
+}
+
+type GetModel200JSONResponse ModelDetail
+
+func (response GetModel200JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModel401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetModel401JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetModel403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetModel403ResponseHeaders
+}
+
+func (response GetModel403JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetModel404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetModel404ResponseHeaders
+}
+
+func (response GetModel404JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetModel429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetModel429ResponseHeaders
+}
+
+func (response GetModel429JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetModel500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetModel500ResponseHeaders
+}
+
+func (response GetModel500JSONResponse) VisitGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModelRequestObject struct {
+	Provider string `json:"provider"`
+	Name     string `json:"name"`
+}
+
+type GetProviderModelResponseObject interface {
+	VisitGetProviderModelResponse(w http.ResponseWriter) error
+}
+
+type GetProviderModel200JSONResponse ModelDetail
+
+func (response GetProviderModel200JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModel401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetProviderModel401JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetProviderModel403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetProviderModel403ResponseHeaders
+}
+
+func (response GetProviderModel403JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetProviderModel404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetProviderModel404ResponseHeaders
+}
+
+func (response GetProviderModel404JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetProviderModel429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetProviderModel429ResponseHeaders
+}
+
+func (response GetProviderModel429JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProviderModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetProviderModel500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetProviderModel500ResponseHeaders
+}
+
+func (response GetProviderModel500JSONResponse) VisitGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClientsRequestObject struct {
+	Params ListOAuthClientsParams
+}
+
+type ListOAuthClientsResponseObject interface {
+	VisitListOAuthClientsResponse(w http.ResponseWriter) error
+}
+
+type ListOAuthClients200JSONResponse OAuthClientList
+
+func (response ListOAuthClients200JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClients400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListOAuthClients400JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClients401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOAuthClients401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListOAuthClients401ResponseHeaders
+}
+
+func (response ListOAuthClients401JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClients403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOAuthClients403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListOAuthClients403ResponseHeaders
+}
+
+func (response ListOAuthClients403JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClients429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOAuthClients429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListOAuthClients429ResponseHeaders
+}
+
+func (response ListOAuthClients429JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListOAuthClients500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListOAuthClients500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListOAuthClients500ResponseHeaders
+}
+
+func (response ListOAuthClients500JSONResponse) VisitListOAuthClientsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClientRequestObject struct {
+	Body *CreateOAuthClientJSONRequestBody
+}
+
+type CreateOAuthClientResponseObject interface {
+	VisitCreateOAuthClientResponse(w http.ResponseWriter) error
+}
+
+type CreateOAuthClient201ResponseHeaders struct {
+	CacheControl *string
+}
+
+type CreateOAuthClient201JSONResponse struct {
+	Body    OAuthClientCreated
+	Headers CreateOAuthClient201ResponseHeaders
+}
+
+func (response CreateOAuthClient201JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateOAuthClient400JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient401ResponseHeaders
+}
+
+func (response CreateOAuthClient401JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient403ResponseHeaders
+}
+
+func (response CreateOAuthClient403JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient413ResponseHeaders
+}
+
+func (response CreateOAuthClient413JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient415ResponseHeaders
+}
+
+func (response CreateOAuthClient415JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient422ResponseHeaders
+}
+
+func (response CreateOAuthClient422JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient429ResponseHeaders
+}
+
+func (response CreateOAuthClient429JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthClient500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateOAuthClient500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateOAuthClient500ResponseHeaders
+}
+
+func (response CreateOAuthClient500JSONResponse) VisitCreateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteOAuthClientRequestObject struct {
+	Id string `json:"id"`
+}
+
+type DeleteOAuthClientResponseObject interface {
+	VisitDeleteOAuthClientResponse(w http.ResponseWriter) error
+}
+
+type DeleteOAuthClient204Response struct {
+}
+
+func (response DeleteOAuthClient204Response) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteOAuthClient401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteOAuthClient401JSONResponse) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteOAuthClient403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteOAuthClient403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteOAuthClient403ResponseHeaders
+}
+
+func (response DeleteOAuthClient403JSONResponse) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteOAuthClient404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteOAuthClient404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteOAuthClient404ResponseHeaders
+}
+
+func (response DeleteOAuthClient404JSONResponse) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteOAuthClient429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteOAuthClient429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteOAuthClient429ResponseHeaders
+}
+
+func (response DeleteOAuthClient429JSONResponse) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteOAuthClient500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteOAuthClient500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteOAuthClient500ResponseHeaders
+}
+
+func (response DeleteOAuthClient500JSONResponse) VisitDeleteOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClientRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetOAuthClientResponseObject interface {
+	VisitGetOAuthClientResponse(w http.ResponseWriter) error
+}
+
+type GetOAuthClient200JSONResponse OAuthClient
+
+func (response GetOAuthClient200JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClient401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetOAuthClient401JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClient403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetOAuthClient403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetOAuthClient403ResponseHeaders
+}
+
+func (response GetOAuthClient403JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClient404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetOAuthClient404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetOAuthClient404ResponseHeaders
+}
+
+func (response GetOAuthClient404JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClient429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetOAuthClient429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetOAuthClient429ResponseHeaders
+}
+
+func (response GetOAuthClient429JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetOAuthClient500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetOAuthClient500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetOAuthClient500ResponseHeaders
+}
+
+func (response GetOAuthClient500JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSigningKeysRequestObject struct {
+}
+
+type ListSigningKeysResponseObject interface {
+	VisitListSigningKeysResponse(w http.ResponseWriter) error
+}
+
+type ListSigningKeys200JSONResponse SigningKeyList
+
+func (response ListSigningKeys200JSONResponse) VisitListSigningKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSigningKeys401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListSigningKeys401JSONResponse) VisitListSigningKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSigningKeys403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListSigningKeys403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListSigningKeys403ResponseHeaders
+}
+
+func (response ListSigningKeys403JSONResponse) VisitListSigningKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSigningKeys429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListSigningKeys429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListSigningKeys429ResponseHeaders
+}
+
+func (response ListSigningKeys429JSONResponse) VisitListSigningKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSigningKeys500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListSigningKeys500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListSigningKeys500ResponseHeaders
+}
+
+func (response ListSigningKeys500JSONResponse) VisitListSigningKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateSigningKeyRequestObject struct {
+}
+
+type RotateSigningKeyResponseObject interface {
+	VisitRotateSigningKeyResponse(w http.ResponseWriter) error
+}
+
+type RotateSigningKey201JSONResponse SigningKey
+
+func (response RotateSigningKey201JSONResponse) VisitRotateSigningKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateSigningKey401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response RotateSigningKey401JSONResponse) VisitRotateSigningKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateSigningKey403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateSigningKey403JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateSigningKey403ResponseHeaders
+}
+
+func (response RotateSigningKey403JSONResponse) VisitRotateSigningKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateSigningKey429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateSigningKey429JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateSigningKey429ResponseHeaders
+}
+
+func (response RotateSigningKey429JSONResponse) VisitRotateSigningKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateSigningKey500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateSigningKey500JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateSigningKey500ResponseHeaders
+}
+
+func (response RotateSigningKey500JSONResponse) VisitRotateSigningKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthTokenRequestObject struct {
+	Params CreateOAuthTokenParams
+	Body   *CreateOAuthTokenFormdataRequestBody
+}
+
+type CreateOAuthTokenResponseObject interface {
+	VisitCreateOAuthTokenResponse(w http.ResponseWriter) error
+}
+
+type CreateOAuthToken200ResponseHeaders struct {
+	CacheControl *string
+	Pragma       *string
+}
+
+type CreateOAuthToken200JSONResponse struct {
+	Body    OAuthToken
+	Headers CreateOAuthToken200ResponseHeaders
+}
+
+func (response CreateOAuthToken200JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.Pragma != nil {
+		w.Header().Set("Pragma", fmt.Sprint(*response.Headers.Pragma))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthToken400JSONResponse OAuthError
+
+func (response CreateOAuthToken400JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthToken401ResponseHeaders struct {
+	WWWAuthenticate *string
+}
+
+type CreateOAuthToken401JSONResponse struct {
+	Body    OAuthError
+	Headers CreateOAuthToken401ResponseHeaders
+}
+
+func (response CreateOAuthToken401JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthToken413JSONResponse OAuthError
+
+func (response CreateOAuthToken413JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthToken415JSONResponse OAuthError
+
+func (response CreateOAuthToken415JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateOAuthToken500JSONResponse OAuthError
+
+func (response CreateOAuthToken500JSONResponse) VisitCreateOAuthTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsageRequestObject struct {
+	Params GetUsageParams
+}
+
+type GetUsageResponseObject interface {
+	VisitGetUsageResponse(w http.ResponseWriter) error
+}
+
+type GetUsage200JSONResponse UsageReport
+
+func (response GetUsage200JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetUsage400JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetUsage401JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetUsage401ResponseHeaders
+}
+
+func (response GetUsage401JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetUsage403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetUsage403ResponseHeaders
+}
+
+func (response GetUsage403JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetUsage422JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetUsage422ResponseHeaders
+}
+
+func (response GetUsage422JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetUsage429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetUsage429ResponseHeaders
+}
+
+func (response GetUsage429JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetUsage500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetUsage500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetUsage500ResponseHeaders
+}
+
+func (response GetUsage500JSONResponse) VisitGetUsageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
+	// (GET /.well-known/jwks.json)
+	GetJWKS(ctx context.Context, request GetJWKSRequestObject) (GetJWKSResponseObject, error)
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
+	// GetMetrics Prometheus metrics (text exposition format 0.0.4).
+	// (GET /metrics)
+	GetMetrics(ctx context.Context, request GetMetricsRequestObject) (GetMetricsResponseObject, error)
+	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
+	// (POST /openai/v1/chat/completions)
+	OpenaiCreateChatCompletion(ctx context.Context, request OpenaiCreateChatCompletionRequestObject) (OpenaiCreateChatCompletionResponseObject, error)
+	// OpenaiCreateCompletion OpenAI-compatible (legacy) text completions.
+	// (POST /openai/v1/completions)
+	OpenaiCreateCompletion(ctx context.Context, request OpenaiCreateCompletionRequestObject) (OpenaiCreateCompletionResponseObject, error)
+	// OpenaiCreateEmbedding OpenAI-compatible embeddings.
+	// (POST /openai/v1/embeddings)
+	OpenaiCreateEmbedding(ctx context.Context, request OpenaiCreateEmbeddingRequestObject) (OpenaiCreateEmbeddingResponseObject, error)
+	// OpenaiListModels OpenAI-compatible model list.
+	// (GET /openai/v1/models)
+	OpenaiListModels(ctx context.Context, request OpenaiListModelsRequestObject) (OpenaiListModelsResponseObject, error)
+	// OpenaiGetModel OpenAI-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /openai/v1/models/{model})
+	OpenaiGetModel(ctx context.Context, request OpenaiGetModelRequestObject) (OpenaiGetModelResponseObject, error)
+	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
+	// (GET /openai/v1/models/{provider}/{name})
+	OpenaiGetProviderModel(ctx context.Context, request OpenaiGetProviderModelRequestObject) (OpenaiGetProviderModelResponseObject, error)
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
@@ -1107,6 +9706,81 @@ type StrictServerInterface interface {
 	// GetAPIKey Get one API key (without its secret).
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
+	// Chat Complete a chat conversation.
+	// (POST /v1/chat)
+	Chat(ctx context.Context, request ChatRequestObject) (ChatResponseObject, error)
+	// ListConnectors List connectors in name order.
+	// (GET /v1/connectors)
+	ListConnectors(ctx context.Context, request ListConnectorsRequestObject) (ListConnectorsResponseObject, error)
+	// CreateConnector Create a connector.
+	// (POST /v1/connectors)
+	CreateConnector(ctx context.Context, request CreateConnectorRequestObject) (CreateConnectorResponseObject, error)
+	// DeleteConnector Delete a connector with its actions and secrets.
+	// (DELETE /v1/connectors/{name})
+	DeleteConnector(ctx context.Context, request DeleteConnectorRequestObject) (DeleteConnectorResponseObject, error)
+	// GetConnector Get one connector (never its client secret).
+	// (GET /v1/connectors/{name})
+	GetConnector(ctx context.Context, request GetConnectorRequestObject) (GetConnectorResponseObject, error)
+	// ReplaceConnector Replace a connector's definition.
+	// (PUT /v1/connectors/{name})
+	ReplaceConnector(ctx context.Context, request ReplaceConnectorRequestObject) (ReplaceConnectorResponseObject, error)
+	// ListActions List a connector's actions in name order.
+	// (GET /v1/connectors/{name}/actions)
+	ListActions(ctx context.Context, request ListActionsRequestObject) (ListActionsResponseObject, error)
+	// CreateAction Create an action of a connector.
+	// (POST /v1/connectors/{name}/actions)
+	CreateAction(ctx context.Context, request CreateActionRequestObject) (CreateActionResponseObject, error)
+	// DeleteAction Delete an action.
+	// (DELETE /v1/connectors/{name}/actions/{action})
+	DeleteAction(ctx context.Context, request DeleteActionRequestObject) (DeleteActionResponseObject, error)
+	// GetAction Get one action.
+	// (GET /v1/connectors/{name}/actions/{action})
+	GetAction(ctx context.Context, request GetActionRequestObject) (GetActionResponseObject, error)
+	// ReplaceAction Replace an action's definition.
+	// (PUT /v1/connectors/{name}/actions/{action})
+	ReplaceAction(ctx context.Context, request ReplaceActionRequestObject) (ReplaceActionResponseObject, error)
+	// CreateEmbedding Embed a text as a vector.
+	// (POST /v1/embeddings)
+	CreateEmbedding(ctx context.Context, request CreateEmbeddingRequestObject) (CreateEmbeddingResponseObject, error)
+	// CallFunction Let the model choose a function and its arguments.
+	// (POST /v1/function-calling)
+	CallFunction(ctx context.Context, request CallFunctionRequestObject) (CallFunctionResponseObject, error)
+	// Generate Generate text from a prompt.
+	// (POST /v1/generate)
+	Generate(ctx context.Context, request GenerateRequestObject) (GenerateResponseObject, error)
+	// ListModels List the models of the catalog.
+	// (GET /v1/models)
+	ListModels(ctx context.Context, request ListModelsRequestObject) (ListModelsResponseObject, error)
+	// GetModel Get one model by its id, with the `/` encoded as `%2F`.
+	// (GET /v1/models/{id})
+	GetModel(ctx context.Context, request GetModelRequestObject) (GetModelResponseObject, error)
+	// GetProviderModel Get one model by provider and name.
+	// (GET /v1/models/{provider}/{name})
+	GetProviderModel(ctx context.Context, request GetProviderModelRequestObject) (GetProviderModelResponseObject, error)
+	// ListOAuthClients List OAuth clients (never their secrets), oldest first.
+	// (GET /v1/oauth-clients)
+	ListOAuthClients(ctx context.Context, request ListOAuthClientsRequestObject) (ListOAuthClientsResponseObject, error)
+	// CreateOAuthClient Register an OAuth client; its secret is returned only in this response.
+	// (POST /v1/oauth-clients)
+	CreateOAuthClient(ctx context.Context, request CreateOAuthClientRequestObject) (CreateOAuthClientResponseObject, error)
+	// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
+	// (DELETE /v1/oauth-clients/{id})
+	DeleteOAuthClient(ctx context.Context, request DeleteOAuthClientRequestObject) (DeleteOAuthClientResponseObject, error)
+	// GetOAuthClient Get one OAuth client (without its secret).
+	// (GET /v1/oauth-clients/{id})
+	GetOAuthClient(ctx context.Context, request GetOAuthClientRequestObject) (GetOAuthClientResponseObject, error)
+	// ListSigningKeys List the published token signing keys, the active one first.
+	// (GET /v1/oauth/signing-keys)
+	ListSigningKeys(ctx context.Context, request ListSigningKeysRequestObject) (ListSigningKeysResponseObject, error)
+	// RotateSigningKey Generate a new token signing key and retire the current one.
+	// (POST /v1/oauth/signing-keys/rotate)
+	RotateSigningKey(ctx context.Context, request RotateSigningKeyRequestObject) (RotateSigningKeyResponseObject, error)
+	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
+	// (POST /v1/oauth/token)
+	CreateOAuthToken(ctx context.Context, request CreateOAuthTokenRequestObject) (CreateOAuthTokenResponseObject, error)
+	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
+	// (GET /v1/usage)
+	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -1119,6 +9793,29 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// GetJWKS operation middleware
+func (sh *strictHandler) GetJWKS(ctx echo.Context) error {
+	var request GetJWKSRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetJWKS(ctx.Request().Context(), request.(GetJWKSRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetJWKS")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetJWKSResponseObject); ok {
+		return validResponse.VisitGetJWKSResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // GetHealthz operation middleware
@@ -1138,6 +9835,241 @@ func (sh *strictHandler) GetHealthz(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(GetHealthzResponseObject); ok {
 		return validResponse.VisitGetHealthzResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetMetrics operation middleware
+func (sh *strictHandler) GetMetrics(ctx echo.Context) error {
+	var request GetMetricsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetMetrics(ctx.Request().Context(), request.(GetMetricsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetMetrics")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetMetricsResponseObject); ok {
+		return validResponse.VisitGetMetricsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiCreateChatCompletion operation middleware
+func (sh *strictHandler) OpenaiCreateChatCompletion(ctx echo.Context) error {
+	var request OpenaiCreateChatCompletionRequestObject
+
+	var body OpenaiCreateChatCompletionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiCreateChatCompletion(ctx.Request().Context(), request.(OpenaiCreateChatCompletionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiCreateChatCompletion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiCreateChatCompletionResponseObject); ok {
+		return validResponse.VisitOpenaiCreateChatCompletionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiCreateCompletion operation middleware
+func (sh *strictHandler) OpenaiCreateCompletion(ctx echo.Context) error {
+	var request OpenaiCreateCompletionRequestObject
+
+	var body OpenaiCreateCompletionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiCreateCompletion(ctx.Request().Context(), request.(OpenaiCreateCompletionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiCreateCompletion")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiCreateCompletionResponseObject); ok {
+		return validResponse.VisitOpenaiCreateCompletionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiCreateEmbedding operation middleware
+func (sh *strictHandler) OpenaiCreateEmbedding(ctx echo.Context) error {
+	var request OpenaiCreateEmbeddingRequestObject
+
+	var body OpenaiCreateEmbeddingJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiCreateEmbedding(ctx.Request().Context(), request.(OpenaiCreateEmbeddingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiCreateEmbedding")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiCreateEmbeddingResponseObject); ok {
+		return validResponse.VisitOpenaiCreateEmbeddingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiListModels operation middleware
+func (sh *strictHandler) OpenaiListModels(ctx echo.Context) error {
+	var request OpenaiListModelsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiListModels(ctx.Request().Context(), request.(OpenaiListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiListModelsResponseObject); ok {
+		return validResponse.VisitOpenaiListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiGetModel operation middleware
+func (sh *strictHandler) OpenaiGetModel(ctx echo.Context, model string) error {
+	var request OpenaiGetModelRequestObject
+
+	request.Model = model
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiGetModel(ctx.Request().Context(), request.(OpenaiGetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiGetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiGetModelResponseObject); ok {
+		return validResponse.VisitOpenaiGetModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiGetProviderModel operation middleware
+func (sh *strictHandler) OpenaiGetProviderModel(ctx echo.Context, provider string, name string) error {
+	var request OpenaiGetProviderModelRequestObject
+
+	request.Provider = provider
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiGetProviderModel(ctx.Request().Context(), request.(OpenaiGetProviderModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiGetProviderModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiGetProviderModelResponseObject); ok {
+		return validResponse.VisitOpenaiGetProviderModelResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -1311,60 +10243,1158 @@ func (sh *strictHandler) GetAPIKey(ctx echo.Context, id string) error {
 	return nil
 }
 
+// Chat operation middleware
+func (sh *strictHandler) Chat(ctx echo.Context) error {
+	var request ChatRequestObject
+
+	var body ChatJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.Chat(ctx.Request().Context(), request.(ChatRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Chat")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ChatResponseObject); ok {
+		return validResponse.VisitChatResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListConnectors operation middleware
+func (sh *strictHandler) ListConnectors(ctx echo.Context, params ListConnectorsParams) error {
+	var request ListConnectorsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListConnectors(ctx.Request().Context(), request.(ListConnectorsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListConnectors")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListConnectorsResponseObject); ok {
+		return validResponse.VisitListConnectorsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateConnector operation middleware
+func (sh *strictHandler) CreateConnector(ctx echo.Context) error {
+	var request CreateConnectorRequestObject
+
+	var body CreateConnectorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateConnector(ctx.Request().Context(), request.(CreateConnectorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateConnector")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateConnectorResponseObject); ok {
+		return validResponse.VisitCreateConnectorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteConnector operation middleware
+func (sh *strictHandler) DeleteConnector(ctx echo.Context, name ConnectorName, params DeleteConnectorParams) error {
+	var request DeleteConnectorRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteConnector(ctx.Request().Context(), request.(DeleteConnectorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteConnector")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteConnectorResponseObject); ok {
+		return validResponse.VisitDeleteConnectorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetConnector operation middleware
+func (sh *strictHandler) GetConnector(ctx echo.Context, name ConnectorName) error {
+	var request GetConnectorRequestObject
+
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetConnector(ctx.Request().Context(), request.(GetConnectorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetConnector")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetConnectorResponseObject); ok {
+		return validResponse.VisitGetConnectorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceConnector operation middleware
+func (sh *strictHandler) ReplaceConnector(ctx echo.Context, name ConnectorName, params ReplaceConnectorParams) error {
+	var request ReplaceConnectorRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body ReplaceConnectorJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceConnector(ctx.Request().Context(), request.(ReplaceConnectorRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceConnector")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceConnectorResponseObject); ok {
+		return validResponse.VisitReplaceConnectorResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListActions operation middleware
+func (sh *strictHandler) ListActions(ctx echo.Context, name ConnectorName, params ListActionsParams) error {
+	var request ListActionsRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListActions(ctx.Request().Context(), request.(ListActionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListActions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListActionsResponseObject); ok {
+		return validResponse.VisitListActionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateAction operation middleware
+func (sh *strictHandler) CreateAction(ctx echo.Context, name ConnectorName) error {
+	var request CreateActionRequestObject
+
+	request.Name = name
+
+	var body CreateActionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateAction(ctx.Request().Context(), request.(CreateActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateActionResponseObject); ok {
+		return validResponse.VisitCreateActionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteAction operation middleware
+func (sh *strictHandler) DeleteAction(ctx echo.Context, name ConnectorName, action ActionName, params DeleteActionParams) error {
+	var request DeleteActionRequestObject
+
+	request.Name = name
+	request.Action = action
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteAction(ctx.Request().Context(), request.(DeleteActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteActionResponseObject); ok {
+		return validResponse.VisitDeleteActionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetAction operation middleware
+func (sh *strictHandler) GetAction(ctx echo.Context, name ConnectorName, action ActionName) error {
+	var request GetActionRequestObject
+
+	request.Name = name
+	request.Action = action
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAction(ctx.Request().Context(), request.(GetActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetActionResponseObject); ok {
+		return validResponse.VisitGetActionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceAction operation middleware
+func (sh *strictHandler) ReplaceAction(ctx echo.Context, name ConnectorName, action ActionName, params ReplaceActionParams) error {
+	var request ReplaceActionRequestObject
+
+	request.Name = name
+	request.Action = action
+	request.Params = params
+
+	var body ReplaceActionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceAction(ctx.Request().Context(), request.(ReplaceActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceActionResponseObject); ok {
+		return validResponse.VisitReplaceActionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateEmbedding operation middleware
+func (sh *strictHandler) CreateEmbedding(ctx echo.Context) error {
+	var request CreateEmbeddingRequestObject
+
+	var body CreateEmbeddingJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateEmbedding(ctx.Request().Context(), request.(CreateEmbeddingRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateEmbedding")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateEmbeddingResponseObject); ok {
+		return validResponse.VisitCreateEmbeddingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CallFunction operation middleware
+func (sh *strictHandler) CallFunction(ctx echo.Context) error {
+	var request CallFunctionRequestObject
+
+	var body CallFunctionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CallFunction(ctx.Request().Context(), request.(CallFunctionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CallFunction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CallFunctionResponseObject); ok {
+		return validResponse.VisitCallFunctionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// Generate operation middleware
+func (sh *strictHandler) Generate(ctx echo.Context) error {
+	var request GenerateRequestObject
+
+	var body GenerateJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.Generate(ctx.Request().Context(), request.(GenerateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Generate")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GenerateResponseObject); ok {
+		return validResponse.VisitGenerateResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListModels operation middleware
+func (sh *strictHandler) ListModels(ctx echo.Context, params ListModelsParams) error {
+	var request ListModelsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListModels(ctx.Request().Context(), request.(ListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListModelsResponseObject); ok {
+		return validResponse.VisitListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetModel operation middleware
+func (sh *strictHandler) GetModel(ctx echo.Context, id string) error {
+	var request GetModelRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetModel(ctx.Request().Context(), request.(GetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetModelResponseObject); ok {
+		return validResponse.VisitGetModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetProviderModel operation middleware
+func (sh *strictHandler) GetProviderModel(ctx echo.Context, provider string, name string) error {
+	var request GetProviderModelRequestObject
+
+	request.Provider = provider
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProviderModel(ctx.Request().Context(), request.(GetProviderModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProviderModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetProviderModelResponseObject); ok {
+		return validResponse.VisitGetProviderModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListOAuthClients operation middleware
+func (sh *strictHandler) ListOAuthClients(ctx echo.Context, params ListOAuthClientsParams) error {
+	var request ListOAuthClientsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListOAuthClients(ctx.Request().Context(), request.(ListOAuthClientsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListOAuthClients")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListOAuthClientsResponseObject); ok {
+		return validResponse.VisitListOAuthClientsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateOAuthClient operation middleware
+func (sh *strictHandler) CreateOAuthClient(ctx echo.Context) error {
+	var request CreateOAuthClientRequestObject
+
+	var body CreateOAuthClientJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOAuthClient(ctx.Request().Context(), request.(CreateOAuthClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOAuthClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateOAuthClientResponseObject); ok {
+		return validResponse.VisitCreateOAuthClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteOAuthClient operation middleware
+func (sh *strictHandler) DeleteOAuthClient(ctx echo.Context, id string) error {
+	var request DeleteOAuthClientRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteOAuthClient(ctx.Request().Context(), request.(DeleteOAuthClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteOAuthClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteOAuthClientResponseObject); ok {
+		return validResponse.VisitDeleteOAuthClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetOAuthClient operation middleware
+func (sh *strictHandler) GetOAuthClient(ctx echo.Context, id string) error {
+	var request GetOAuthClientRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetOAuthClient(ctx.Request().Context(), request.(GetOAuthClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetOAuthClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetOAuthClientResponseObject); ok {
+		return validResponse.VisitGetOAuthClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListSigningKeys operation middleware
+func (sh *strictHandler) ListSigningKeys(ctx echo.Context) error {
+	var request ListSigningKeysRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSigningKeys(ctx.Request().Context(), request.(ListSigningKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSigningKeys")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListSigningKeysResponseObject); ok {
+		return validResponse.VisitListSigningKeysResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RotateSigningKey operation middleware
+func (sh *strictHandler) RotateSigningKey(ctx echo.Context) error {
+	var request RotateSigningKeyRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateSigningKey(ctx.Request().Context(), request.(RotateSigningKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateSigningKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RotateSigningKeyResponseObject); ok {
+		return validResponse.VisitRotateSigningKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateOAuthToken operation middleware
+func (sh *strictHandler) CreateOAuthToken(ctx echo.Context, params CreateOAuthTokenParams) error {
+	var request CreateOAuthTokenRequestObject
+
+	request.Params = params
+
+	if form, err := ctx.FormParams(); err == nil {
+		var body CreateOAuthTokenFormdataRequestBody
+		if err := runtime.BindForm(&body, form, nil, nil); err != nil {
+			return err
+		}
+		request.Body = &body
+	} else {
+		return err
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateOAuthToken(ctx.Request().Context(), request.(CreateOAuthTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateOAuthToken")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateOAuthTokenResponseObject); ok {
+		return validResponse.VisitCreateOAuthTokenResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetUsage operation middleware
+func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error {
+	var request GetUsageRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetUsage(ctx.Request().Context(), request.(GetUsageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetUsage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetUsageResponseObject); ok {
+		return validResponse.VisitGetUsageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fptc9u2sv4rO7x3pvIMJevFThP5k+rb2+Y0Pckk7bQzkceCyJWIigQYAJSsevzfz+wClKjXJD3pOZ1+",
-	"skkC2MXi2d1nF3qMEl2UWqFyNho+RhmKFA3/+2v7LX6o0Lr2y5SeU7SJkaWTWkXD6KcMwfjvX1mQKbRc",
-	"hpCIPEfzlY1hlaEC6cCiciBghXnenmlTYApa4UUniiObZFgIWtqtS4yGkXVGqnn09PQUR6UwokAXdLmt",
-	"jNXmuBYThQ/OD5iAngHpURpcSl1ZKMUcSZak0R8qNOsojpQoSFziFz2nSBy9koV0h4LfiDmClb8jtHrt",
-	"XrcbQ4ozUeUO+t2LUwJzXqspL0yKhv1uHBXiQRZVEQ1pvaiQKjzFtVpSOZyj8QYyaEutLLJ9vjVGm7do",
-	"eS06U+VQ8b+iLHOZCFL78jdLuj825P+vwVk0jP7ncouCS//VXtZrshQvc9cGIwVIY25gwn87iU5xAlas",
-	"LawymWRkhzOAOiY8DL/cGfvEwoNeNHP05uUPuD48lZGC0ZuXsMA1CMtAoEeb6ZUF6TpAcLGYGHQgLShc",
-	"ouGvCsTMoYHEIFuKFC+NLtE46Q3MXzAdsU0Jx8JFwygVDttOFhjF+9CJI3wopUE7OoKe0ZTdgn2EtCSF",
-	"vTZhEinwaVLkCd9c4Dr4pdLkgH7bDE18EEWZ0zILXN93ey/6ojftJ4P0Cq9nz7pf9573XwzE1fQ6eZZ+",
-	"fVSox/Pj4YfS4Ew+HNdoJo11kGTCiIT8uvZVr1kMToPBRM+VtAiCbdKa2On9BIRK4QoKbXBPfzu9/3U9",
-	"+HBMRZvo0h+ddFjYj4H9HQ2neWEhYYxY0/MSjZXebfbOMF8R0Hs3pKkFYRBkUVROTHPcOT6p3LOr6IgT",
-	"kw9/qKTBNBq+p4MMht0ov7Fn3MDfVqW7zZp6+hsmjtT1nnHLo9n901SSwiJ/08DzTOQWD9wZFK5q/zn0",
-	"gDNw/qWJY+t0aWGlzUKqObTe/v8tDAaDFzFIP2ZWucrgxU0APPuAYH/4dNDX+NvfQFYVQgF9jQE78w4L",
-	"bERAqCwpFVTdxdJU5rlU87ZFs5QJiS3EwytUc5dFw17/OUfkzfMXRFwhHl76Cb1nLKR+2gNjHFVKfqgw",
-	"fHamwn0M7cLnY/jgyCHy/PUsGr4/r2wIuE/x4x4qFsfCcCPMsgd3Op3JRRwirVb52mNBWqiTWAfeoUqJ",
-	"LwgLk1HlMm3k73xmQ/gGhUED46rbHSQLXPM/OOkcImPPHKTcoRHuDoH/W2VdO7gYg3glXQbS2bCNztZ0",
-	"r6RlD9g1Qyqc+OST3xjzINhsmcwxxmEtWycJVGemDSOZJjHPuQl+BNp7Wi6s2xCg85Zi/Y/hhUnANzpd",
-	"H+6Zsv2hmj+KJJMK2wZFSqEQFlKlQ5BqKXKZ3gfKCK2rbvcihkqJymWoHDkopvS6dxGP1UybqUxTVPRm",
-	"cBEDzg1ae5+ikn4YvVTa3c90pfjFFc0r0GU6vacPIs/1yo+9vogh0WqWy4Qlv7iIiSEmWvngeD8TMueh",
-	"vT6t4rS+z4WZI70ZsJq2KkttHKb3BaZS0AdalTcldtfo+zWMUNZHs4OvYITDe2aD/h0pRHnBKJFD65pM",
-	"M1ZVaZ1BUdwzuaLXfW+xpZA5m7Z1zWbYDKRwqStH768uOmN1LHSm6ITM7encQHFl30N+kCpt2xITOZMJ",
-	"hCVCiJ2URk9zLOwEWu8fZxLzlKzL757uLgiMB1ZqAHILtQKtFXM8ll6EgxUTJqPVnOnAKkODdQ4RGzc9",
-	"suGAOE85z3sBI3qrSHPuSd/YEOQD/+Bj+ySSzf61r4yffkzu9yhySkL7Aq0Trgq5us5qevFR3w/Tjkny",
-	"OepIoi3RFNISCwFBrDklFxY5JMIYiXYIE5EWUk2gRQe0dplUc4J4klcpZWCK4qoQSsyxQOUuYpgkWilM",
-	"nDZ2SLFjsvtqZaRDeifVUi9wAi1TqbESCalkaX6eFxNoFTrFnEgMvVrhNNN6Uc/2HoGKiqr3EStIzGpX",
-	"7u4bnsjVHEmN4ijPiyiOdhdumC6YOI4e2iSnvRSGcrIlgWzMUZDKD7cbQW+95L23vwTp/PplrQI/vXr1",
-	"Y/3vL0EZP/qOSyVMKiPd+h2hzINjykmUMuvZsmmbr0EbEApe0xQQSYLWgtMLVJvSnVkTL7vFWOZc6WtF",
-	"qWb6UNS7lXRJNtXCpFSCkefms3amLUXCuXC4EmvObLlQ84qKbD5Ry06fVNbpgnQdq+0hdWCU5zC5XPYm",
-	"YHTl0IITCzxPI7aYDWxirFpia4baCieNcMEKCWVXaOAf717/kynDWCWiwPxWWCp3ME+93jUHhp9/ugUK",
-	"0taJorQd+JacAygmVgbrtK2Ek0scK9IlC2WszUSJVDBNdoLO5AbYvzY8qnZAmDQLaEL+CJgVQi7Z1OS4",
-	"Cih6eGLMXMzHhJuN886NUM4GETw9JBXpOLg0D3P05mWjNBlG3U6v06UYoktUopTRMBp0up0B1RXCZYxJ",
-	"qvZzl/1O/8+RadVGI4rX0Xfovg9D9hoe/W73izU6Qjw91uHI5RI7UdOlouH7uziyVVEIs46G0Su5REWw",
-	"oJRHFIwhwQ2QHEMvSjNuTKW4rndizvHArq3DwjvsZbBSp9b8lDlel6i8qf8tc+xF+sOdE4UPsiDVSVVw",
-	"fXbOED8Rn685ggeVsOwaJzdN8XZ99vTf+hH/lcNn2cz8r7uDU8ts9LpstuDO2YmWlccQ0+92tx0h67TB",
-	"+lMMmFuE6+7gpCmXvUtRyvYC1/akPal08bUHtxYaDdYT1d92yKVvg1L995GBoXyhKutPO7NGJXbk3F4r",
-	"5KqHwiXZ42a3Q0xZ51SZ9BRHV17PzzhrmtP7A3MGnz+n/+Kz51x/9n52sbvLHGradPe0FwStq3OnhZZn",
-	"5S5DaQIzJ4am85QqP24DNnEsSsmQvHuKo1LbI/0l366woSnItTkd3JxCr89LFlqnkxbn6rHSpS92fI91",
-	"7bvBB4lz25GEyQLXk5vgitKB0qvhWEkHiVBKO5jSdGckLjEFMRdSxb67YZCoWtqBn9VC6VWtY0wpF4vS",
-	"rUGbsdJLNO2cChqiiIFPBOXqZllJ2BSGBM0qi6nf/FW/z3lcqvlYoUiyut7y6XnX673xQs9hU9LUJf0X",
-	"9MfQdHzarS+4TXUQC3p/iuz0VCZb4Dre7+n444WW70pxN0qrxHeYG5cWtyLJsH2rlTM6P9kFnijdZpxM",
-	"bvjcpjpdQ6aZADaK0zM3Xn/10NP7I3Ou/0CI6/99wqJHJWzriptmeGHK7SqjmI4fa4oeDZJ72f7yUaZP",
-	"Hpc5uiPF+ltc6mRD8mXB/Svn4w2V8YJ2Pdx2EusO3SbMcq0+R2fhqtvzUZNTJsVignjdUa8DsK8zmjGS",
-	"o+FYhc6b1eAy4YIpDDdwvBctEEuqmIBXktYZ4bS58ddyOFZCaZfRcPrM8n0yORL1/o+t0Yh6O+Hn6riZ",
-	"KGb/R53KK/KZc178fRzEG33HQaQLN0iNxjAhTDgOz6eIw6kC4hQCvjQZPZN5/vqQ+qvC4zukQ8dtc4pi",
-	"kq5cI4tfnGSSu+XNuQtyIgL1HRXFrOa9T/ghRylctv0dB1/V7lKcc7n97vze/aY5EHpdK5OHTtrw8rLX",
-	"/7rT7XQ7veHz7vMu11VhuwcXRFRO+oYTh9YSE9oK5rPOVvVQNFIht0dkavbevJAJv+chdn28mVY3Czsw",
-	"4hOSdqz8nf1Mh/uX6Rr618/ACJXqAqbS2Ztm6GfWZEMCdBbefT9q96+fjVUmbBaSxS4jB1GWKIyna5tr",
-	"5Q2R59yShIpBUnL4USgxD11nCwoxtYcJqwM/HFzjD8FpSDKh5ghirDxi/O1yqDp0+MXGOg4iQfAtOv8C",
-	"RaUh97E0nfMvn3yyCqdRA/bp7ulfAQAA//8=",
+	"7L3rdtu2tjD6Khg63x6Rvk3J8iVZjTzWDzdJ26ymTU6c7K7zldkmREISagrQIkDbWhl+nv37vMJ+sm/M",
+	"OQESlKiLHSdt105/NBYJ4jIxMW+Yl4+dVM8XWgllTWf0sTMTPBMF/vniHZ/Cv5kwaSEXVmrVGXXezQQr",
+	"hNFlkQp2JQojtYrYRBfs5aT/E7fpbNCJOiadiTmHr+1yITqjjrGFVNPO7W3U+Xv/rfhHKYztv8w29Y/v",
+	"HxkmM9a1M8FSnueieGQidj0TiknLjFCWcXYt8rw/0cVcZEwr0ds++G3UWfCCz4V1azxLYdif+Vy0z4Tj",
+	"+0eGKT4X7FramVQMJ6SVEqnVBQwoofmC21kn6ijsq0MfdqIOrEUWIuuMbFGK7ZB55jvdPKFqXDenDcPj",
+	"P3ccvCyMLtpHTZS4sdQgYXqCEFgU4krq0rAFn9bT+EcpimU9j5Q63T7yywnizfrQZ4tFvmRa5UsmaVCP",
+	"eY8MA/Rkxso8Z3P4XBjWFbkR7OTwqFfNh/C5npBH0h1TeiXn0q5P6A2fCmbkPwXrHvYPh8OIZWLCy9yy",
+	"o2FvEwxy7Cscz33UGR0No86c38h5Oe+MoL/OXCr3K/LTksqKqSgIfQthFloZQSe0KHTxVhjsC06yskLh",
+	"n3yxyGXKYdoHvxmY+8dg/P9ViEln1Pl/Duqzf0BvzYHvE0ehMVc2RTEBbU5Zgv8OUp2JhBm+NOx6Jun8",
+	"B2Rk9bi3De6aHzTa4tivF0KdvfwcC232vHO5TCpGnzwyzMz4QrCuViw50AuhuDy4OkxYoUsrTO8BAXDr",
+	"0Yao1ZuXP4plyzlR7OzNS3YplowbPCfw08z0tWHSDhgcYSPSQlgmDVPiShT4VjE+saJgaSEQgjDxRaEX",
+	"orCSMAzfiOwMYQ1kltvOqJNxK/pWIolZOTtRR9wsZCHMWcvxORsj1UYSDrOECdNs3Ecwgf1GkRtYx6VY",
+	"OrahNPAHWjZuibjh80UO3VyK5cXw8OkRPxwfpcfZiXg8eTL8y+E3R0+P+cn4cfok+0vroMqR5bUXi0JM",
+	"5E37jCayMJalM17wFNiOp580s4hZzQqR6qmSRjCOMOkmZnyRMK4ydsLmuhAr8zfji78vj//RNkWT6gVt",
+	"nbRibnYdgnNoDt+5jnhR8CX8dpy9ZQ/zazjph6cwU8N4IZicz0vLx7lobJ9U9slJp4WKhWzpV9jIyLMr",
+	"N/kKnlGAf/WUPlR96vFvIrUwXToZz7A1koUskzBhnr8J8HnCcyPWDjhT4tqfn/UTsAWdfwnx2Fi9MOxa",
+	"F5dSTVn37XfP2PHx8dOIOYFhUtqyEL1Th/B4Bjieh/2RXrWKBWdsVs65QnEgYmIwHeCAAWVkpYFJuak2",
+	"cWks81yqad+I4kqmMOyc37wSampnndHh0TfIkqrfD4hxc37zkj44fIKD+F8ryBh1SiX/UQr3GgSZVRxq",
+	"os8u/EDKwfP89aQz+nX7ZB3BvY0+rmDFZRsZDsgsnuDBYJD0IkdpSYoBXJCGeS4+YOdCZSDOcsOSs9LO",
+	"dCH/iXs2Yt8KXoiCxeVweJxeiiX+IZLBOmasgAMmtw6ED+uI/1tpbN8dMURiEHCZtMYtY1CD7pU0eAKa",
+	"YMi45XvvfAXMNWJTS5dtIpcxCJ3UiZ+gagAmw0coe566c8Q0nbScG1sJpdshhfNvxRcS39s4LUn2rYx2",
+	"jXiMdbYBT+ANs2K+yLmtV4BUQWklEPKVrL+/KlCf62vB7Qwl37UTew+m3hh9G1sX84VdDtq6CCSidur8",
+	"ccewnR+whwpqho2XpJd1uRuY0Q7WcOwFU6l3dy7sTGc78RU3+idqG1DfGsYTXYiUG9u23KaeuWnFu8d/",
+	"4/tZh0f16v6QQK2xDfKACLq0P5ndUhxwDtDNK10IOQ8Jc6vMP+rYgitDSLcTmegktAC3XGQ1Bm9gyu6c",
+	"XnNDFMHTOV2wQixynopsf867URw6BKpDXQOrTwsxFwqGGS+Z4OnMj3WKc0KdVRqWxB0i665fIu1xJ7mP",
+	"BFWTiUqQcggeeatAgIz1QWxKVzVId0haCNaXalHauwpaFe3MxEQq/CwCOuqJN00HxV4HtX0p6hn72/nr",
+	"n5tEdcS4WtLzK56Xgl3PtBGM9pTlgl8Jw+Z8GStQJ7lUDIec6RygM2BnvqmdcdSbxA1PLdojRNg0Vt0k",
+	"7nz8iDA2A9T2b2/jTtJjyOkJ1QAf0Grid+KR8dOSdhYrYLo4VwD4qT9c3NYfsBk3TGn6KmJc+SM+F/Mx",
+	"TAOmA/OVONtcTCzTpUWSgJyWiRyRk41FqufCMFXmeW/AXgOfiBWt1rCpsIS5wRrXloGTeGSYBSbchYnH",
+	"Chiz0qrvOoqY0nYGE4IXnM2lQSkUP+0N2FsxKQ1a7dj3L97Brsfqhxdnzx2SwA5YNtfGsiePHx8/YeMl",
+	"kHxOYBrEKuR2H52RZbS2D53ImWOCV/+4ve3c7mJqvwDwAzqSaaJogXR8Mnz65IsxOuo1EPJjlXyMO3/v",
+	"vwfciTsjFiBhCc8ACW+TAfuZw2bPSwM7D+CXmestVtCdiVgmjZUqtawQU15kuTCopqbcIKZlsJWI9wCQ",
+	"H969e8PSXAplYzXnik+FYd0ftLERe0aWmT6BKGLvkNqLov9CpRqwE5sAucLDPxgMeoNY/QeghGHc7TfA",
+	"lbY7wtMBWPzsbcRefQfE++f3r2rUOD4iTJjzmxDCx0cPzvVXCU6ur0XRBwixXFgrigiAo1i5AI3+yfF6",
+	"A4TzFA66LmJVKkCSVBfCwFkgcl5TwdNaqx7BU3cA4XDP+ZKNRaz8CacdQooxlVdC0VaLf5Q8x/16//aV",
+	"lxCbpyaUXxYcpghL+89fef+fH+B/w/7Tiw8fh9GT49v/9YcRcYAwo6gjDeMOsoAWNTzDjYgV7MQa+IPW",
+	"hnWT//z1rP9/eP+fFx/cH+HKk14UK6MdG7Co4pNG4g4bcXKYk9PQkKlxhnSHjHIqw0exCk5xQN9OWpH4",
+	"yckWgW1FHXCUorLNczh8v2mpRAboaFfUhWTMjXhf5MmIGcsLa2KFql9ykEQMTRdPv3mCvYSGK1jGQhQp",
+	"HHBhUr4QBtVaoPSxwuVGbFLwKXIZXbBMW2YE/jSsm4k054VwcKmRx3HARKoRvUt6A/YCOFBSEbRVGN/e",
+	"Jm3cFXlLrGhyCPMFLyxABZk2rMfN55TxgLVKi1tSUclYuclmpBInXt4aMVuUIqn3rqZVq4frwJ+ug2oV",
+	"qbRLZEk7TCpbhO93ci4Y8ja/qpTnOZOKzWWeSyNSrTJz2i6YdyscMAP37B0NFbHj4XA47IV2qdOKIAef",
+	"zfmN+wQ2lLo9PMJvB53t1xe7Zf+/8St+jr9ZUSoge06EJmvJCFf17evn/x+snbNJqYg349E0QphYJaDS",
+	"J3RpuOAFCBj15yhgVXqLfw6IBG8iJnIjYgUyTQ+RPfFNEtZNPhrLbWkixzvNbdJzoqotC4XWgFgVeEfh",
+	"rHAJvWIfgZGPGMxskJZFIZQdwKOL9PY0GbBner6QuciYVCSFgUynM0EzNfwK0I4zs1SW3/jLCCAwJ0dH",
+	"gLYk8xmWSyViBVNKdV7OVasAtYqlO6cYMVPO57xYrrwFPEN6PwB43Z7utLU0dZLNqsVDWJrIevMnsjT9",
+	"VMkm63YelLcIep6+69JONey7uyln3XKxEAUKbHRXoOAQ/tr5/sW7TtR58/oc/3mP/z979+yHTtR5/uLV",
+	"i3cvOlEHhO5O1Hn95t3L1z+fB5N0S4k6N33or3/FC6SS0HE4bRokfOIGbDx6v/bETSR8Vk0qfOgmGD6q",
+	"JltBsBYi7mr+r0h9zQ+AvHhtdV0Hra5v23aLlDrqQC9oEkHPXpkEgdqUaCjJTmu2XSuHsAdIX6RiCYA/",
+	"qShXgSRLK9FQojy2BZx10GK6262/EO60ekPkINRmtEYTEXXeNnevV+DVuDu5TdP/cLh+SGWrOgbLrng8",
+	"m4I6xn6pudWILOzXVTuSgZzABRJ3wzpgWAmUf0UOULpqAO8NDuNucJyE460CQBy+f/EuYoSyuFxAVOIi",
+	"JAGSZk7MinRkp7LDVAYgQNpZ4jfOVLOu52C1k3VRjc9AggxRyTV3ogt3rhJj4XrunbKEBCrGswyY46oY",
+	"9VdnhUKxiYRXLy6Giz1lCcExYUaoDJYWKpAZy+WlaGLBKUtgkTRyDQrXOTJiggXtC+kwKNGtWgVYaBSo",
+	"VR3rjOjArx203LGqLCOO1zlS6Exh3jmjcgxBi9JdiF5FaV6qN9Tn2vP/1w2y9uIHP+ram29xGg2u0XIG",
+	"4PQ7ZygnrCIRWSImexUfRFRndNmELQPm7nEXhUCOJlUlD4WG27HWueABK20jC5XdyhEGmsiMXwnWddKf",
+	"d5367///6D8fH/cGDCAX6gCgGBDoI6ZKwJWI+W91wdw8QtZWbRQ1R+cbkjSjatpRdYfoGO699vncN115",
+	"/rMfeG0z/TxWXnxbTWvlxZmb5crj127Sq8IELqFNmHg24xbEyVx4cr/izlG9e6cvhQptUYGYfo/7IXLH",
+	"qMXKdMbtxePJMH0iDrMjfjw+SR9nT8RfJt8Mnx62dTAXxvCp2CXZ/eSawRc6E3k7QuIrYrVcmWsBXLHL",
+	"2YTn+Zinl6EKgOIT+Q6yCQcxvNd647Ao9Hxht0HNasvzukFzVuHn7N/Z6j4M9vST8FDyq1+ZV7S+wc15",
+	"hXu7CX+cA9I68kwQWipdvhGK53bZxA5djnPnPUAa4FGgDfZre5w7rSQFbALXT6C1WIKW1WwqlCjontRp",
+	"NNbv8iPDkqqjZLcK6iC4v79CiHGV2HI0PPlmm8/CZvT8CVFTZszx4kWhryRwUuS+B2u2JBIe4DjRepuX",
+	"vFzZWaEXMj1Ic15mon/cf9yfcXlZ9lHIab+ZRJKfigfaRmMLwecNuXjD9Q+cRLKncLw4OBBXQtk+dcC6",
+	"RpAMkeT5PGGWT3sbGJGYLwAdykLcYe7DlqlbvXizo4vDrV2sqbgOufz2t56xzbf6Z7Wlpc2/gHXJdwiU",
+	"fbK/h+5tzcPKS7ITbkPtaiZn0Pg26jirYOsNxe/jNJBJs8j5st0fer8u1q/tt7hG7HOxXO/Rv/7dsrtP",
+	"9ogREV7d7+a4iW5309J/0NdrRmw4GjAdoaxMUaUDwdiQu2taiAxe8NzEys7E3Ij8ShjWdY5+EbGXCNQ8",
+	"FPzIus2NudZFFrHXMEnHgnqxGotcqynworS6vjIRSg08TXWp6M4UtMkaPWY6z8hCzriKFXV5NBg2D29E",
+	"XtOwddeFtKIPHwxiFas+S5RWIhlVN6mSLssH+I4v5I9imYwqF8RAWXX6WbRqbAcMTbW+lCJWjCWw8IR1",
+	"E6mSXuScgUO7RUKOmAnrkkET2SxLejSBMTqoJaPtnmsIQ++7Rt9xI9O2z+C5+wow7slJ1+/OyO9Mr9GT",
+	"hv0/AhCQrKDHluOdB1ntpwVXFtbHw4Eu0GE9Yhw1IIADtn7z47MX7Pzo8RPEBGPx1OmCJbRbFwFGJT02",
+	"KfScJTjs+yJPIugGv8OwlB3OfDxNhTFsBTKx+k4KxJgJ47DjoLWBVmVnXLEE/kxQT/I6cvfk6KgXMX83",
+	"xWNVO1Z4L2/Q8YyeC8Kf+lYA77NRXc406cnr/KOavuMJzSNJsI8YApmtQ5jwsvGcCZUttFSWdfnY6Ly0",
+	"gs2sXXRNj71/+6oXXISS7ZVb6j6q1gzP1zdk5WKexLN1FobftQUd0Vpoxu5wyqyezWr3j59s7P0cz/Re",
+	"IzgfS/ZLdepHzAhONwHO1IWXCbiVsSJTPew7SEpJON65sMkq9NahdBqr6mSjeWBtz1h3UY5zmbqPTX0y",
+	"egP2WsEckOOQ+8lcWsf0yOWMLHOXQixIdjFWw2TcOv0V5zbrY9RBEvha5Uvn6duE67mwm80ivAlYJJY0",
+	"gy7SYDwQlW2ENqS31RByyuRUYQ90FeOctQvBs3qKbSIqIu12JMAmK1tG70Mjx/oWdTxEwp3d065RceDv",
+	"YfAGhXpGXTdbPMOBnoXjbDDPEi8aBeZXz5BWlkgNwyVWhjhvmSP+dNclwWoC+9rKc2+QW3n8zA210c/D",
+	"r2svlspSXhTLwNOedXnD3yZoiiIHETltnD8Z3pOvhHr8vX/25mX/R7HchwRtCkOpViFuXODkWEx0vVH+",
+	"vtKxd9ZVKOfYQufB/X9vLzJYhwO04z69p6gXNDScVrcEtbePWfCU7JCVjr468I4r9FpXD3yBKuXc8+3t",
+	"RxRb7c+z9mNC3ozq0R8kPJCrcYtA1EZBgWRumXYiN6P7HIefqevGM+eEv/L0Wz9o86mbQeMhSrFHd7FJ",
+	"+q/v5TMaiNOf4DX6qdrwmt5JeJAAIowODhKUE+GHwV/v375yIhn5Jyy4nZGJm1xyYmX1qXflQqKBpno7",
+	"Y3SCWbfqjC/kwFGDQarnB1dH6I9E0p3zMYoYb7jdhILRynV/2K1Tg333B1eHeyHwfl6ToGbJPR0mtyv5",
+	"QXTTnoQJo5b2Dp56QEe+WhZv2gmkYaXh41wwbtDRyYppwcnLdc3idwdvwFhV7oDs070Ba7PI3Z0BV4jB",
+	"ir1gK1l4AH+P2qT2p3D5eDEfiyyDT9YvaO4Rbxv21uKPQCjYzfFwsL82TeeZnAtlABGTXoPdVmNPcs0D",
+	"M3JgPF29tV+5AhLz8d1ugLzBfJ1lbrglcNcpqVamnNdOgBL4DMo6+16r1CCsL1bsfjcm1V5uvDbZdRFA",
+	"riLVFNrM/LlOeX4w42bWx3b9429O2kAIa27HApT8rKZhKDZ6nHN12duNxtjpNoM2htB/6+IyVu8bsxaa",
+	"+xNPZ1KJPuhRSBUvpcpGTCqUlS8qn6aT4bAXsVKFRr4MHh8CC5zoYiyzTCh4ctyLmJgWwpiLTChJzeCh",
+	"0vZiokuFD07gO/KkuoAX3p+lezJ83IsAkSa5THHkp70ImHHl5XZBl4Ose3J4BL1YrS9yXkwFPDnGaZpy",
+	"sdCFFdnFXGSSwwvoFRfFm30cUR8Nd8jmW1ZwKy7Q0ZOewYQAiQvQ3ruPATSxKhd0eXJBXoHdx8MjgtgV",
+	"lzmCtvsYwVA1tN558/HwpEccoIXDWy7zLU7dpPY2N/VHqbK+WYhUTmTKXBdesVgUepyLuUlY99ePEyny",
+	"DKCLz24/9IC2rkFpQ+BedUvcIndc421AodXU88BC+HhrXoW0tizYYRxZhrafBqeC1xex9bcbz0aVXmLt",
+	"fOC27ZWRA8/X6mTo87Zxv3Ousc94nq8Py4tpOfcZf/bfYnQB859GoDgS0Q38p1BII2tQdclOt/HIRJUO",
+	"XX/aQxLVxtw3gb+v7zUF7Xk3DXPXGPW6d8GszjWyAXJvHEavz/TFlSiW7JoTM0Lv7MrWChRGF/MGiBDz",
+	"m8x3Gza4gds4cDW5/4AuNxvKqnmR4xivPSArCKM3ljX1dldTtxpf1K47pxhH5gM26y6uOV3I0FGGNkCQ",
+	"NtvMPptvymTlLOwX+t84QevB8+8cDMPVB2iJ6w7BsQ6DFpFpkt7XZ2a/NVW+DK3L4cZIY7myLq5vhBsN",
+	"qsayyrq1vrAQAHUDrURlzLkupEWjmJPI1sCwWfL7Y3jdNBDoYZ1w1g5t1EJidhGrbdKnn/v+Di++5+eV",
+	"uWUlW8fRTteXP4qPTYvvTIvM/DDeJJtdQeot2CZFt4B9XSney/RSUWBkO92aKoG8bZi0vcH+yWUafNdn",
+	"mVixD5z1/8+w//Si/+HjYfTk5P6xgm0yB4oL54gn3tO8OiAjfyn6V5YQIJMIZU3XYxKr7opsYjVLPsJH",
+	"EQvGiZhQ5fw2AWERvQETRNuEgpLDHr0LfC+qY8IS1iVGSnfCQeumgO33uk02acOI753X250c8lbsG/QC",
+	"zRqudeVX1+0fATiOTikWgd6wM+9R5t0SKOrc5Y/4o7n7sefkcjZyGQnJl+6RQQ3uCS57bUGVu71f1A6H",
+	"wQf348NLIM8h2tR9l1FuurD9E92H6e3pxrd58x1weQ40YFlddn5pHCBGud1EkWplpSoFwIm8d1vJ1e/t",
+	"dtgc5Rz2joScqhXrDvtHdwHZNhfF5nA/l2kuSsOMHxaUaT6WubRLNufGwNiHu8a+k2+j27ptLMwRrL09",
+	"z1utef7wZ+3pY+7tm94c7CVekEwkRefgfXw1+eZhnAp1PzPm7+KW3gpS501CbTdk5dloOaz2Y9WiGtpn",
+	"P78M3rBCPrTb+w+C53RB2ERaivht6mj6cqe1wX3WNtLffvnxbvLPGXMeOSgI/SLG7EexpPSCf3l8+JdT",
+	"9iI7evz48CllY1yIAsP3vxke/6XNKTifNhfzInt+ftaeIuxqtSUO09b2UmatytslMaW6j9c/vmn1uTUr",
+	"/rlGTtvabciv6eCDbgzkNVgW+R5J8uyyQ3PfsE/n6/gAMN5bqYGtXjPSrGfqa8eTnzYZOl8rwTBim+QJ",
+	"ra5EYTYlb63T5LYQIxph86kudN5qaNXMLAS/NKe1nxRebZM7JUsqM0LSiNZaGivmHdztArRc32rdsWEV",
+	"SDiRqFpNK7jaie4ZS7nluZ4yoWyByXFzaRxvWYEVXxD/bFO1at2KSDgoViMU5iKW6kxEoFoZrTB67UpS",
+	"SvTqRsdEobzXRf/L6rIqF1OeLoMGpnI4adoENziS1MpwfZXXYpNs3i4Zkpfd1SDdDLbzhTbeuafEew+R",
+	"douK8GzG7QGKiOEKvE5AnjqUFqMb5lIs1aXS18rdQ3CWSZPqK+S8+G2vfdmbdWFCANQlfWoRvHPMNrFn",
+	"hNEGyuXe7u6pjSNWfVdZ3xo4vPGYPMermd2HBSXmRSFT6e5TfJZoBtLW7hO0P+Y2ZLrNYHpkmlOgHfY7",
+	"umSFWOjCol7ngrBXrLKUiVkoi/uPiVirFClu7ftHbXzG4/Z7HJvt56AFsREv9jc9v3EfrJuef27YzzVq",
+	"T6giq4mclgVZmz0eev+MSmteMyaHR+7TT1G90l0yJJ6tB/BlIVZ2Vz8Wp88jGBPc0ISlJfEsYHmnGNri",
+	"Ew07b5dPcGFBL0ByD25NkkuxLs4f+/fPSb8pW7yP7ZBZsmKCSR82QTxoUFVNiW3b/9Y3fH0likJm4gsn",
+	"dfeO/58nr/u+6dwD9PqEnO4hEq6j0Z2Sqbvs6EEi9brbMJkScCCppv3f9PjumdQfCknapBZjGXf0HgUN",
+	"WYWQVj6oe19B/z4p3Ndw4g553ENytZ7MfXvkTkgniGAlmN49NfskeN9JYhuD75+1vRBT0GSAPbp9bMvd",
+	"Hqz7AVhTE4p/AkdLnPAL72Ozoa6Lk7tXnf3ffveMPfnLyVP23//1eHDUYkypfHe8irviv4YJSegJ7VDw",
+	"gOKD4Fj4AB8RtApdybDlBa6s/hxPCZwWlF4vVt2AAt9QeHOx+9qw9pzaw19qbyckBD9Kpm101pQYBTkp",
+	"cwf7Kh9fE/aHbYYs/PTCtveNOWl+ecfCMMvBllI1F20RTa/kRIA4AUfaZVXE/IkTOXVxpwPs+J3Nk7oM",
+	"1FOXB7HiCU+Hwz14pyN8GyywgAIic5EzEQXH9I1Y8MpOHriK5nMm1ZW+FO2W2kuhLtoz+TgZIKFYkBV5",
+	"qAoQ2Y4LjX1pDNcAtl/udqQJ7j1XcccjjHMUDfDlZHAyOOphQbp5X6hUZ63WHi/2bais4ENAI+/W5C7H",
+	"kMZiPj6MjWlFqgar2Np/Hf991zECqrB+M+myQLXFLTc3tSWOcFNAV8uNVxML2+K6eJ576kpDPTKrdW/2",
+	"Q9wVLAtW34pBWKVrZyqkmZbpilC9cr0ulTSzCzLthYTeWL3oRB1S5BHNdX6BuQdqM+XFROZWtFNlqTJx",
+	"0+7OlOvpotBjElDbXeZavWE3Gn43dBL6vk5Kw/P92jqTcBWdusWI2wDL3hIGbt07rXNyu9thPt9pGV7V",
+	"SRDwoQdXc4/bsGmDsWr9QLxX8sZzir0UpvasWel8kfc/34VjKzlxqw12FmYyqI3Srftb7pOwi3b0Pbl3",
+	"tamIbuwasPUlnz+ifqh9D/tGxlHV70M/jMAoX5GsCWVgAGJMNwWkCFMU+DofqTxwLha1F8adXGIu6llc",
+	"1HEuO1xS+M3+bdt88fa8JjoLMvLlOetWx51RxmPkVPUp75HHhis2oSfO04rCjiP8/22Ctm7T5hGslXCa",
+	"3CqmbZy5v7XeGGS7zkd2nO8PW404K+SvutPKxJXIYWJt91tECLdTyIsNV6hfiITuQ/c2O+mGvPHwQxsS",
+	"goyQ5yK/aK5n3cfG+zTd7zgZIbJ2tooce/RxPxzbEkt+0oYvtSfS+oJc1A2l3WjBYKnSvMzERUVLV7to",
+	"RdmmJ9IdfIkA+khUm8BYjUUvrQ6LB7eg7iY34/UVbjhNm49iPZ2q09Yr4lVDiVvgVolu4yxXVOQ7VP7c",
+	"2691bbmU6n3Dpu/lIXo3gK1F60dtHwTiZdPlez2HwuJi0cC/wx34h6Rx57WM5/4V51qbW9S56U913z38",
+	"zWg1eMuvAydyJxR8Gel/XeDfKUc/lAKwgf+1B3B64feTRN77CLX3Fmj3kFNhbRd/FDl1i3x6B9m0Sy4h",
+	"vT+IfLq3oPkp8sEnsf3aqfhT2fthK3v/KlXs8lD+rHzAbe99uUBbgP6Gk1d7bN37wDW9QrafGOFKol14",
+	"ohq4sldpFyrW7n6Th+MGs5LLr/Op+Lgz8urD1vN+t+2lWT/A7m6KsV674lq5xtmcPuM7gLnBJJCUT3Jl",
+	"xxLnb8q4/8PVhtATlktrc9EXKpNcMdy94yPUe+vdWd2Ljbk11mD5YbsQsc4n61XuFA2rDfACQ9u399ET",
+	"12cFJ2o7y27uFZGCgCVtiAfd0qI1quHCNrzG/c+d9sQKVIhjtUCwy1y1b1aAfZJpnF9Lm87GmhcZkDC8",
+	"0qRUjui8gFO6qLJghHklLsRNKkQmsiA9BH7f2xKw3Rp93K4Vtdsk/aUNElbGLSOKt2vAqIM3B1oJTCs1",
+	"gtYbi1Ks3MTSqqIwWbDUyj9diAJLk9ZPKmj5ByHMXFcL6XJu6IK5nBr0YLBHISxvfXZaGEErog3eiXRb",
+	"7lsRuSpf6Favqe126yBa9JFhSeWuk/TuadHez4FxnTKsBhkFba+VyC7Gyx0utT5UdQ8XwBbJvhpkB5gf",
+	"wqki2LQWcro30dxKmjYvozIU3sFY0kgfsiVFiC/WuznGYLNx6M7ZOzZZUO9tIqGwoz3sJKHquCXubSvb",
+	"+vycbX0iO7ld1HlTu/muOpyCxsukYu/Pn2PYEZaf1MpFmq5LxpV0ukJ9Vj6naQe9rMcvrklLurR79R0o",
+	"1Hfof+0OEcaqBm2HGqVoabEpibyFAuMZwfSPvrzfZAKCo5oSl9wUWuAH2Y7HNGj9QduM1x0K7+Zv6T8z",
+	"zbqjC1H0a+8CcjQ3rEsOymbg2LN5I4qfpCqtSKJY+Ze0Q/WrHmVIVmFq/1O8biK3MZIn6uTTTpVqy22+",
+	"Nu76ljhl0Tj8gUZYjhQDDZr5yAoNL7vkkjIu00thIzYuC/iackhy18Mjw651YWc+X6XTDYf+v53lU5sg",
+	"2RSU7uP73VEKYy57K+sBQL169ROtwdxrWm2mhPN2l5GzQNZiPNhH9D+VwoxYwrO5VAnrIqQxaT2WvshL",
+	"PA6XYulLjgMn6EUsqWvTjgrBs6T5CNOJwzNyLUlYtyhVrFw1Ofgeo767dFN+9uYlPLoW45nWl/7rZhk5",
+	"nCCZfcNxm0/wQ3LYI4eWPAcBr9nxnil9EZhnblT8UaW7NG9p5JWnv7jR8fFLPwX89erVT/7PX9xkqDVo",
+	"lOdyqqSa/iiWm32uDLWBnYADTrGXc2E5Fof9pIjTO3v1X65Km+byXl77hbBALDcWfeFMiWtRYEbvquI0",
+	"lo5seKwCUl1hPu19o4hWo0Ep/0++O9ik3qkHkECDbd91W7xRmETp5/tCl4tvl6G4dUmJy51enKEv+EyX",
+	"7X5R2Mlb9KH/xCVRT/q6TaKeFHqDaoql0BmnoqysW4AKKDKW6WvlC1fC3Hv7B4lNa4jsP28Pxtu2O7f9",
+	"TwcKd3sN+A5amhY3O5pHZd6gHjduP8B7b4/8xsBRS6D1Bs/Jmmd0KccxTJLCaS/Fsj1Jwk4PKZmt97YW",
+	"HhqIXqKQbcWaz20Qx/n+3TOW8SXDOkBlsT5A8LJ3B4KxKz7gtRI0ClWFmlQlZVAoqszT4Uyw9qaLGAj3",
+	"Za8kHnsYBVJt7HvTArBn2livQ2DyJMpMiJGYwF1I+9hTC1hNhbHHxLwguEmSonpS+1k+PjUJxl3jq6q5",
+	"3yMZhtuPVlOTEWlZSLvEnFu07VSSwFftWgujcBW1MCiGQmKcIxjFX6164SMFwNuoFZ/ymbWLzu0tmrYn",
+	"equlk+rfG5FP+jONtzJTbsU1p2RHOVfTkk/d6aaawWlprJ7DXGNVC2oDdpbnLDm4OkycDMwsvxTbqzfV",
+	"NMhFuseqy2sweChsBEIPJ0QOmWQfuZZ2FquUz0X+jJvq0EKzt989Y8fHx0+RngBRMJbPF2bAKM3ohMu8",
+	"LCpZXnEQQWIFc5m5sEsz4wssSJ40zM7JqdNmqrALJ4Sz5O99p/70X2Yg/Z6Rc7e/AMP0oC5QFyR5aara",
+	"46eVAI8+2sYNgZ+7XGjSoqgWbubZm5dBPOCoMxwcDoao2C+E4gvZGXWOB8PBMWWemyFOHgyuRZ73Mbr/",
+	"4LfrSzP4zflpTDd53Tv5LJBgAcJV2TNWaMspGxxlyxFXUpeGEquUyso8VrQckoTtTCyxM5EhrCm+IfOa",
+	"YO7jRxZ5aVguADt7g1j9CN0BxfWJW7rJpV2O2Osf36DuUlyN/Cv4zfMp/H5+fga/SiNGMGbSi5XLaJVc",
+	"yixhc27TqsIXKYCPXNGZATtjV6KgZEfoCzwXwhosSefSI7hOzEyXecYKMRE2nVEgW6ZTNLrR7lWb/jLr",
+	"jDrfC4t5UoAwuUwgAPmj4XDFrRRFKrK6H/htIkFgjyQq50QT1vcTNtBQhBKtFEd/xtOZ6D+jIhEtyStI",
+	"ZYnYnN/0+VT89Xg4TCqyxNvMKbchWeyMfv0QdUw5n/NiuZaBxhCAASsaR96wbiN/z7mwEfM5fEjI4FPU",
+	"9jQVTIAhD2aYluifAVKvwf8H1+QzboFLjtSyCWe5vBKDzjbwvJJXQgEYFoUei1NH9Qy7nslc+KxUCKei",
+	"dMmgHCCccy1BYi5sIVOz8Xi/oR0oVY4gp+IbEzkF/DAscZ8PHJlC9beqaUgEqzfCMpGg7BFfaoianrYD",
+	"SW9QcnKBxj1HEilNrJS7VMMUFCfDw4OT4fGA/URzoBpH7PVCqHciFzAzwOI5V1amfczno2BRVFnfuIJa",
+	"mAZMWjNyZSGBVV646D9/yZWVhBoX7i7nIzbybynrfcToIbA6/7fDmwvKWoU1xm6TUawYm0lj9bTgc+Ae",
+	"nlm4kCsJcL3AypcJw38qpwnTO3UzxHES6ErSrpCtzBfsj1iCVQ4pGrRUSMRERuVyqMDjVKgLLl1o5EWF",
+	"/uuLdQ0JayLmftYfUDy3e1wBBeSDiC5NMZ7ILdxfhzKYpUrRmd0LFf06w7PB5Of+xqmbNOYQLjvIZdG4",
+	"oOq1LZKC5vAK+ZNW5Z7WMXhucY4gLQDFeZ5Xug6KG1hvspugkRsYDlm5E9jRC1POE78iFChp9qbm5BeV",
+	"ZHUh1ZUmcmMusPHH6l3EdGlTPRe3LsEq293J+oZXrW6T9Xk4Q9tFJoBEgVTjJlGP3E1cAGqCqVxtsYQ/",
+	"KNcesFcq57mt1+XapFpmElwdu0grPxV8GAVk5uJSqgxn5hJ4SENJZuFMUYkp2jtffzUcB/mGu8q5kMaU",
+	"IltdMn4Em/e9BmqLwgkWvXUUONV5TmIx4LK++N8umy6GdP5vn8x2jQU5wrabBWHuzUXO5QrzWeO3UWu6",
+	"MiLhIBaeDA83Ma1qCgde2C1zS98c3/mbx7SEO3zT5IQfb6Om8vTrh9sGd3xTYGVWURq/PtbFZD3iZqEN",
+	"1XElvZANB8PBSUNS8DyROKS7aL86PEhn3B4E+cRQjddbHd+SN6/P37G2j5MBO6dYdAPYp3M8LkEgAV7Z",
+	"tMR3QDNj9QL/FSJz0msB/9ZupQk7iFXSGgZFHQAVTtxJbDg9Dho+jqiCsYlUPGfprFSXxGWpykLi/HOp",
+	"HzgA+E1vwN7qHPQdR7BhJVUkT8K6vpQvve4FC6hT3NHUYNnJgL0TNxa1S8B4CnQKir6dMjkHpRSVvzKT",
+	"OmhRV/QdDuGcvVb5kiVqxA6RClTpANqO4GvceUqJsRL0Wlk4fHWeBxEIt4Xc3TbNFC4n02eTTVtDfW+d",
+	"Z3wjz2+zzxWdIOOWj5x239blM0Apn8gZezWuSJz79Nfnr39+8aE1oVIrNauxPfAurLCdJWvTx/zRNFhC",
+	"GI55AkHjo49X5oEUbw/q1fRHq2jl4b2/PL73lyf3/fLw3mMePr7vl0dP7/nl43vvyuPh0b2/vB9sV7hZ",
+	"k5XhleYKP6M++tA/t3Kci9VA24aGRyxrnX/dl3UFXGuEgst8QUIU93653WaAaqxAr6J3vQH7iayFTqUT",
+	"LKl7TFiVFW7JSoOaa6zCxIQt+TtPg9IToBylQl6JIBMz8BatRKyArfh8rCG/3Z/97eQLX4gn/EH4wQPz",
+	"gqo7zwKIAH9xFvCV4H8l+H90gl9Fr6EeczfKX8ff3Inw158B3SfTRYPsr6QlKBexspodDU++cS2MN9pj",
+	"m4ZI3jttCfuQJlYJxnQkrOsczfDSK6E4kIR1W+M/oLOg4ir2s+AGJH+rK9OQNyITH2DS7qLuL4LypZ+P",
+	"uK8FUv0utH094GcDfQ3Tb0vlisLqIhPFV2L5lVj+MYhljaN7UEeSIzdeBhFBeCWNJTm289mPYh0B0XIE",
+	"6XqaDMs+B5hPsf17HaIvjpYPgCIEwVwauzeKHHzEf293oMr3gjCl00xi8etWN6k9c/9H7P3bVz79Hsq3",
+	"nI2Bq2Li/LoCAuhfvi9MP4vOMhzzKlBsSOU72GQ02+5rP3wZzN9oqabU5H8+TvHnPR6FsIUUVzxnXZk5",
+	"/egA9CXEP8w7+29H3yWRz0R+/vxHw4zAGre9O5wrj6q3Bx8BO/c4YW/cF3uftNaaEP74bTgiQQ77/U9J",
+	"dIfqFjvGd/FZX0/o1xO6+4SS25JipfLHc98Kiq4yysajupCrPmBrd5U4PfQ2+yT8W/WabMUyN1btQdXZ",
+	"7kckDfPl88mvzkVPbnSKwVKOW72D3lKL38U5CMceEPIdf9I1agNO0K1s8yg6Gg7rKiLG6kL4V84T5/Hw",
+	"eCMorw4P+EL2fX2vVniCpHv25uWP0GaNkLctrm5yQFn9gebuaOjyp39WCkmL2CS4vwaRjE/RYxTgccqS",
+	"OrE72VU25WnfV62+j0L9ANf5e5HPh3YBWCGZFD22QjRhK7z7sGFdSsBuZ0IWLkW06UVM5xmlTSiaqgBf",
+	"SETJD7fRBpMZGYkM4+jCVl1vTOWVUD5tc3ez326PnHTo4oHn5Oe6pAIua77Dtq7qklyKZXLqjqK0TOnr",
+	"UaywRLxSGlNUO64AItqUSxVRDYVCXOlLkQ3Ye+ed6hOfc+Vu9HURK30lin6u1ZTEFXKpdpOrKl4Cbob3",
+	"67j4k6MjVKikmsZK8HTGXGhsm52NgEdH5jOZ16hzV+dkL6Pa4WcZO9viaButlpeg7WVdqn2BrsJapVQh",
+	"eH9vXJ9zXuk+4klCQStjnS3ZTKMPfFCHYJuL7h+c9Bze55vH9yBxR/86ZJGwktWhFachecGoA1sWCiMS",
+	"NpVeWSOSK9z+4KPMbgkvc9EeCO5dEGFEOZ+LTNKsMoxm5rDqUV3KxDvIVmQWQ5anwhp2MjwkqoksE2gx",
+	"oLh32vcEmPyIQxqJ1DBW3ZPh017EjKbrgTrQ3lfepNh3rhj2JI3FQmqnVElLxIor9Lal1zg+MZMWqvcc",
+	"oRFQvQb5OWkHE9DsL3qo9lGk1r55+q9zQAjojQMiLTBcQIMg15GaMm6RPG8SHDYpEJsw4KGF0S2c54+P",
+	"Un9U9PheWDSwVvF5QJN0aQMu3tsoSe6yU1H8v8xYFwQBXwkLaFZYgqrVXIRR7ncwFjmSnc4oR2K7kHsu",
+	"VIaRHpQ0OGHdounc2ea92aPsHLWbDhDJzPEVEmarxo8Mxv4vB+wXtC/GLgtn3BkxWEJCzSmqT5pYbXHj",
+	"E7nl3pGQJFfnu5pkWnkXw1hhVTbPH5oeiaxrBPkSUQILy6et/tnw1WcSW6Hr3+kq+JMdPrHhiLmNOPDe",
+	"NB9j7Ae2dDAY3K76evqvcI8qBr+yMbqoGmJcSVJZvBrhl/v7CTU96AJnoXUMlKS5KWAC8OaPr5Lfh97+",
+	"j5el97ztvs8996dZf90xEJ6mrpan95yGPvV0vYrG3mp6q9Pb/Lmtb9U69jHA1bD5aoZ7SNxdTd70YS1S",
+	"Zz2bU5vRrm4E6icaopyLUY3sAX7vY6OrmoPM7mLi2eGAJVhyMKwWmrAuRn0d9VDeMILnIvOmryssRwiy",
+	"BZkTva58WunHBuuWxmq943PoWypjBc8G7MwZ2HK8b4D+SyMAAU+GT0+ZS7UaK3Kwgse1ec2ZEXea16oz",
+	"8blEFd//S0ze94VtbPXqNrF4Mr/VW79iRHvxjk83DeKaHWCb26jzylkrNqTP8SM8Muz921cRpr4IKPD6",
+	"rduf3O52H3X/q61uX9rZShi92a6Jzq3UcE0CCPwqNhnkyDRVxVX7kGKe5yj+usx+Ef5o1NlEYogEKXaG",
+	"MPd8LHKtpqhnaSZdbLvrGvp6FMTomh56k2LYhi24MjQeGgALUVeyD+n4jOcTRsvJBuytSHWRUfqNhL4e",
+	"uJdO38DQbHrjNY8alL7pgJ1BBy8n/Z+4TWcJGQUlVSpA2JRFAZ0BYUCyfHi02dIXEuC7yVYvJzh+m8x0",
+	"smnzsn9RveRf8zzTnjUwuroLcqcNj5a7qtwi+myyMjbZ/+eWuzcH5Hwq9739aqn8EpK3t2vW+OiuzNdI",
+	"fm+bHH4nMldhz898LpDYtWacfkvZQYk7Xc90jnmIpaJQ/q7L65WLiWW6tJRrjC76XRSJiTANDeXkA1J+",
+	"KRa2F7m7nSAhPx45qdJCUKr1xKkKCV4xxWqss+UjwxLgpwmb8yUbi2rgU/KUIQ8Aadm8NJaJf5Q8p9SF",
+	"b189MrHqBtpNeB8FXWY9YEBMz6UFybVNOcEp42rIB8BTCAyLJH5Ln4FQmTCO2dsKPXfV1Y8SxzNNrKQF",
+	"NaTeb+R1mRbE7cQNqGKokJyw7pv37+pXBK/eaay4Yp/OLN32PhS3/GMoOl+QxFbJcx+K1n6VIL5qK58m",
+	"3bgjHYo3j0xAtO+suxw4mWi7H6Fr8+f2I8RF7GPGdCD5F7Jh/s+VvtDu2TwtXgvY2wT6qaLXdhOqchNa",
+	"MaDuFiBidTI8OQ06aDV8OjejurN7mELDmga8yocH4+ETzMyZiTTnmDLOw8JdFaPdgUKRsZRJYy0AQ5mL",
+	"WHUrJS2XivyVUp2Xc9Xb4uaYfsYUEdT572KBdevaYX51xpjPZXul7vc1vHo24l7Qr38Rm+zJVzvun8iO",
+	"W1FDYOSfYNStMPoj/bHVynt2Z3Vtkw+jJ2lfzZpfzZptZk0V0P072i0DdvlZRexNjOsTGdZXc+UXNVfu",
+	"RLNPEot3q4SES59gv9xthYxV0wzJ7myFjNWKGRLNjI4B7Wv2i5W3+7GHNPs9CCv5A8jVX4o8Vda+B6FT",
+	"X7nqV4H2gUx9qtbF9jf07ZOc7G3gOF61R5dvK25sQtcbGMXo31EqAqKVpcxtX6pYJblOeX4w42bWx6b9",
+	"429OEnati0vD9GQCCv0IKCa0EFhUMjMR/sMWXBaGIjbTGS94akXBVH9a8LlhUlnNjr85CetAdV8d9ZUu",
+	"5jyXBq91XiKJzMWNTHkexXjv4wsUjDCtm2FmxjGzGo7MTKoLwdJcGxGhtWIxK7gRxtW1yeRkIpDOUvNM",
+	"AwHebIX43OnMfu9EZvX6dqUu++q//dV/+0v6byNmokHyBrPTcna1pus3fLd9Xex+yvPcFYreFp/jnLYq",
+	"p/AqI3tl7Ex8lyZZD87pckNpNV4yzEUfsTNlZ4VeyJQeMF2w78VcKsl8P8+xZ6pE4ULZw/ge3yzIc5PO",
+	"tBG1j0tS1R1PGGX8GMTqF59pIqwGonTVXVQv5BnPc7zsUGVORTZ8lFISKwpylrYKLkKDJDqzGZbORHrp",
+	"g+ONDQBFZcliVc/tP3guMyrPUZSCImKrdBjVIq+5qUGNsjsI7XXBdow4Ckq9yIb92cXnrxumTeQC6X2Z",
+	"Qd8Cy4nAOABNqQieQpXz5JShD961NJgcQBqGhaUpAKteliulbRK0oxvWCNdnZwQqwBPFaot5rKoFVw55",
+	"aJofsO/8i5rxIx7MjcivBGb+jMmMjyZhDJBl3ZOjo3arOc9z3+NnYlbfBVj0+7GscBYVdWnlXRXkcWe6",
+	"eNfiTskj45Nc974ytq+M7UsytlfCNgk8UHheI6sjhayiOxs53lQooABiZySqzz9fMzFdBHF8birdkMH5",
+	"HPHAEGJF2eFZmByeKkeG7MtPJ0OeTbGpsdoVnMr2jE0latwWnMoasanf0yzuEJf6vQfj56GavvvfiVzW",
+	"8PidY1ODjXnouNRp1fXXkNSvlP8PS/k9JSCdhgwwrv7GRhq/lmm5if2vUBKta/pFlekGyXMmTaqvBIi/",
+	"rvSHwdpNbLxkIII+A3qPeghOybUhyTuZ85t3vvzVipXINHLHn/rq2E5iDm3yhQgy4ghmpJrmvm5hlR0H",
+	"WYUuLXPV5nxxW5fr0wQRg04VitA3y7CJznN93fDlaiPxjVTUW/NJYLUrt0bUIKRZzwr8j1IUy9acp3fI",
+	"cRqO5Igk6FlVbZdNo9UtGuOBJoP2QsqykOqMGBo3WpH96koa0g0C82FYoTuowb151m/4FHbxn4J1D/uH",
+	"w+Gwd4rxTn4hWLYUPek2zR+3uDH1Ob+Rc5g99Bd1QGWmn22Fx/8Q7oZb041XaV3N1/jne4rI0gQysllL",
+	"2r6VVlZptFoJZvL9C6rU4RpT6tZ/O/puurD9E90H5Ksqixr0uTOxav/qIPxmwEKLO1Guym5T0cfu+/Pn",
+	"GFM3l3mOph6ksKdkkMHTg4WgZEjUSdQOyOqm6pdfJIX6A2XS+dyn87mwXD5U2uX/wV4HrXIMeREQGoEo",
+	"YQ2TWRSUK2vJeL7z2G7JaL75aqv9oLHd5yxW+xw0n3GAbuutETkmwrBcKgOrjJWr3G31VNiZKA7mwvJ+",
+	"nvM5P3gF/+8f978ZJz2KaxoLD5YRKNOxSgIAtHTxb0ffBZ0wZ8FCcPrjCHJcOzn4mu/9K+H5Fyc8FcZi",
+	"chE+FxuJDMbx9SkqcHs8zGuYwDPX8E8dFBOsZK8EP7Tmr9l9vkySbdwdD/S7ZtpGdN6Sw+etmEoDiMa4",
+	"D0NGFqbHxLo4lpv39fc9344Vte0HSSYoCzfjNqhyh6Mf4MfJgCWUE5uUfexlrg3lXnT9z/mSjAqnLCm4",
+	"Fa+oprxP450vmb4SRSEz8vaLFSWTfWSAhQeTYag7gtZfhN136eIN/ybHcFxFrMyM7A+CjctsKmxvQ6bw",
+	"pBEtvJYnPEhvS16HZNGwhp3/cNY/evyEIlooLNnM9DV8ihelA+YISaxgJnI+Ly0f52LErKbQY5xexAq3",
+	"X4wzJa79lqEJh3yDYQ46zzZ7qgSH/XOV3qtH+H0ShK9NYGOWcIJfkCg8WUlW9TVV+Fdb8mfLhOyPsmrQ",
+	"+NMwY/2dMoZ7Yt8myuxMGl4fB6BQTGmWazUVhWMFjm5GlfeLo6NAwSjY0DuGhLULuifDwx5ZsNeyjWu1",
+	"ObfPKpG6WzDLV3n5zshYR5aso6LbaWP1Yo8U3bXEsbGg0bbN/SxS7Xby/xVrPjVbd4gzO1N2ByLpLkMD",
+	"9ehzdusUU3ZHIaO+kFnSe9ic3SS0GjlVUk13l1c6p4auxNJnw+Z6mG3XCYtynEszE5kry4O/U7STkDTa",
+	"G3xVrMKLgxpgVEzbbTuCLyIHlNTKK1IONmpXGzHnoNB2q+MNXZwiz4TvfLkfYpbXVPACuKfS18AwGZnf",
+	"xJXUpaEyHVQ6wc/bEWTKB7go5BW3zkwmjc/nV/PjKyoCPi5BB7IgqtbwkIolB4Nrked9rGh08Nv1pcFi",
+	"dYkTAioBwM0cenCOiBErlZUYErVkM34l8O4PCx2J7JTcP6STbub6SrTqK28RdjXidz6jyhCMsuFowXY4",
+	"XPjiFR7+uPTfOSqQNrp2hLzrlySFv4pd02qn3EpWgy0Hx4ugTKhsoaVCQ/Db756xJ385eVpH8qGXri7m",
+	"3gweq24SoslN//r6uo8tyiJ3jZKe8w1Cm8YFcIq/On4TWDwS52qmKgMFMwueir4RwNkwxxiaPBLW5cyU",
+	"YyMqa7XnbLEiowhdjtPLeXg77kwRXtGvxS8XqsJ+ePfuTay+5UamrJvAdulC/pOcrRk9pgL/3Ypjjtxf",
+	"jjknkXNR5oWNVQgsoni92leqZrruBiTsKPHOGwD3KFZkqRprO6M1hK58f/vlXcO2xLqwdU+HT76JGOnX",
+	"sUrscjFi3P77b9c2iRr08UX2/Pzs4EV29Pjx4dOIXYlCTiQf58KF72yiXG5f05zLuWGJNCaJWGLKccK6",
+	"9bYwmfUiTDKdwWtxs4B/JIdZJGo8gX9+sxL+WQUI7feAnVOhXroUXt0UPFjMJ8kAIFwgENwtKlbE8SYn",
+	"FKKo3p244anNl7HKZaOCDkLXJXLVoHoVwswIrKNK26ITCgcvVrF6T31YMnJVWHn25mVEnnaGYZdIutGs",
+	"NeMLEZ6wWP33fz0eHLFu8jHu4CdxZ8Tijksoc+FMa52IudcXwfmlpoPBIO7cJr1RrJLmZwkqjs4sk/zy",
+	"yy/9swDxHVonPbTvzaUxGLFWxOq60GpaabH1SYXdcwM4eOAIQ+qBsznPAe0FxlkQvLq+34AGAONjhVhQ",
+	"6pUgxMBe68qWGGpIWrG5sDOdmV7EklKZcrFAv6qLoFOaSRQAwRONYIZUYStA0SqkeLbb2odCxq6LvWQ/",
+	"WnEKxADLUMPBDk98JYXT+a3l8Ab6d3beue1jkGyl2ndUDREqv5OzbbAtG/MkrBJHOHUMDt3hp1ohtxsb",
+	"o86bgk/b3HyDjlIYcv+kPg8HNBRZ2oB2piraRCRsxFbOPAilbScQMLpx9ELh7gvMvEn7Rp6iwXSpliiw",
+	"3w2UbQUTVklli18THfNC8Hz+17hjrqVNZ2PNiyzu7LOfZOn9glBxmzeqLefiJhUiM+6SZwDPvl1a4bzo",
+	"yKz8u07QZWvYSbAGgaD+BSZMV1MXeDi2F/Z+TSZfDDoPyFClmm68/QsJ1cngpLdFyi8Nn4qNrjvn5Zz8",
+	"drCZl09evfqJFboE2bfAlPQCC1oGByJyd/7oq/z+3TM202VRSUEmcm7UURjVQsqs5XnDxp3i3STISufP",
+	"a43Zh06ig+GjwI8ocNDVpa2eYy/D3iBWZ8EsAweoRgVNI4QrY6yVeGTc4mE2c1CtJzK3IFEvfZ1irpYU",
+	"khj2jZ1UN49AP7qcPvA1BOyMq+ol6uBhpeHhcW/A3uPIFZBlfaUfKyNSrTJKoA54vhSWXRfSWqGY1SyT",
+	"5hLrjmK2QLHJ6whH2CWUnFteOKw6Pj5+2otg+xXMKMN7OY3Tgj0+ZaUau3d7OBfDhjaIHeUm7Iw6Gbei",
+	"byV6C+30R3qhsnp2EVCmvDTySvQ2TYf95Ny7+AS2MoF5JJsmafUDTPGZns95oJIGaRSsxntqxkHzG/nq",
+	"yJbSCzp0GsXK12KUWdS09MqMInRu7IiUGWlM6b1D3SNTjp1aAyIwnpIEZN2ML9FPLYHNS1j3/btnPbod",
+	"RRx1JrFyPhcZXvoP2HPKNu47IbQSN4tcZ6IzwkjcdjBOC10uvm16wUsr5mYXOUUU/d59fRt15vzmJX13",
+	"XAGeFwXHl8Yuc8QsXcw7G7z4yXO/gm11wrtIBcypX/ucL9mCG3eMydcDz2rW24Qrl2K56iv/SqipnXVG",
+	"R4+fRHuGGeAEfeCrm1vinacOMCPSxhnMnfvg/nP4nD5NuHdvBQh7m0RsWl+hr00UhLssRCF1FlEBcVxT",
+	"decpC8DIP4E705/ylnzVRM/VtORTHwPkkLFm5J5XA4ftRQwPOe1gqzRwoAu3taFMQkLIh9t9ZobSEzGp",
+	"sshBz7V2MTo4ODz6y2A4GA4OR98Mvxmip57rfi0mptBjYaobdLMQqfMVHtTHiGq/tlAQR4YbZZIp7wKQ",
+	"jO4GK5MZU53bATsjIm5ilZjxReJCoghkR4+fsIKrTM/ZWFpzGlbqRp1x3ZcpVjNuZq62t2hW2OeLheAF",
+	"ucxEXniovKnQwSx1mY+lHcTqJ6741F+7MIXS/Zp0NGA/4uo3+UfxWFGBXwBk5I1muqBrh2XkhnSWsNo6",
+	"jfWonduUM5DVu+HrC7fQS+SER4Phio/cRBd+UwbsDOl67bXV8OU7jVXldCduaBVm9XKz1c6KNqFYmZku",
+	"bD+XVyJbN6hudMSLVXeT/N5zRXFURo4dhrVjFTBfd3NFMYBNCyVD42KNryrDXSMrbZ0bZLOZdgDLQR89",
+	"cWNFoXjOSLQInfBROKe6GwPf7CW1IhdDAMcCw8y1Zt2WxCSyYH/75cfzU/TckwUI7SqVCxwtFGvqCJd1",
+	"oaaBLaTirONKKy2rlIymBkPiPnl/Vx0TnWqJsiv0XNiZKA2bC1vI1AQfuSeddjf6vDmnszcvKVFWI0g6",
+	"nXEbBHWaqEo/ECuXPqciZw3VKEKhzWVlCfascsTuUk4cukKhv/vAQLiV49zTHsNMmc4AD69evfopYq8x",
+	"2AFHxL8G6WIRxapKqBO5RDq9alJVlKtLQcYoT1lSx2oyivekLCo8ywphjItG2S/o6ZStRH35vC92JuYD",
+	"9sJVb/P6T0jeMN0AEbdYxeqFy2ET0klUzHgFXOeHSlqsj7qNVVKrs+4h0Q1Ua/2TLif7XSXJ9CKs5qMq",
+	"9TZWfrGPSDl0IhKKUS71Ja/3kJ4bjESL2HlgSlKpLpUDgYvZJ7Ik/wl7b+Ul/qJ9yvXUteSGCWPlHBSV",
+	"QazeN89Jt9LC1/TviLXH8fRoWzcYC4KjhuDHi48R5uZMlLYXE1DgEn9HQGEn2np+5iZxyk6Gw8B4X10w",
+	"hJ/lPL30iSdg/0UWBPAyCg2CsxYrtEeshlH3TjEtf+KS/EitLiZc5iJLqlT9SAwzDCkxg0WVgcjFR7u7",
+	"DKzlVNcUZLq0fT3pF8g/L5Uex6qbWDFHXC0LkbBh/ygCNFq8gb8PI9BYYYEqXb4Riud2mZCtJVkUwgiV",
+	"iupx/wiYM3xeB4gTph16xd1pGrEKmvQG7P2C8i4wWGRZCDPCXEn+6clwyMYi1XNh8O/aKz3AXpd95LT5",
+	"5dHT+sujp+RkfoF2RIBla0fJW2GLZf8M9PWk2d3jmxumg7qJgHduyrHy4zweHrHEf0LGt+SUKe2vQ12W",
+	"KRvEVT0yDLR7Xdqwm5OgG/ca4868uhZQ2WTC83zM00vihLGyhSQrDpa5YFrB8iNYQNQyeSei0hgkDMIZ",
+	"IrIEICENHAWtMLrOUpYAWBae31id43Slmo7a8mxoVeWCoVNefw84sZ7tZcBe8HTGVtKNVFQxSDdS3S5G",
+	"NHv0PF1IkZItEfPOvPNBKpTrA3l+mJGkkS7GAMFXlEsNREit3KTQysfzvEpx063zECM/1VUqnMhHPawB",
+	"q+JXSHB7UUvmk2o2WISzkf8kqbOmVbQZttKwuczcNAfsWa6NWw3Q52rTU65SYIA4vEdtR8Ua0k2etxo2",
+	"1ni3s9CWCuaR+Bjoq8PEKQvcOob/CDODylTyPFbnz3/ErKCXrFQkC2cjRo4dMLPz5z8+Mng7yd6/fcWA",
+	"VCZOAXMyWcB+iFPXAyN4S0yfFHCpBidwASXe1rVJnSIHRLLWIvvuOQGCyczJEMEIj/YWIliXszHWz+Nz",
+	"vMmvhFfc2urqX6tgj1FIMhWTQSM5t9hFb8Dc1aZxao4voE1qX6yqLYAlFwKznaZixBI4hQe1PGEcXUww",
+	"WWES0R8X6UzLVKDs4VMxkQMEESjyiDEDZwS+QLxGh4mg44gltWgJeglnZBtCqqoY2tZgWfTUQHuVamh+",
+	"QcbQhE1yTWmq6OK651KLOElswN67OzR/r+/KGaIWOVUaU6FUGRofGcAzEytxsxCpHVCaIUNuEFUT8oVI",
+	"6HfzIAL/pPsVny4R5owPnAOB+4VW7/pnqjOR9IJyPLVV3PMJ4HQu+Ovk6Mg7KFE/vggP5k2EBQ486TVM",
+	"uEyGPifTr89f//ziA3CyJrEoCxGQC0BBQ/4MmHmryudUuXp8HAwGtz6lU1MLwnPXaTNFV7UZ6cVY1Are",
+	"D+/evQFcNKd1hVZ3HrIIKSwo/JWDhnEyhBMv2/I7AjQ1qnwG5TMrpi6n5oDOX5UymQ7hoChVd710TeQ8",
+	"dbBnQ896CbK3t4JnZK8Iyh1T1v0E8wgmq/mdk16EdyWCPkPJfaWFUxnCovrK5yOveZ3PWR+r7iEwUjJu",
+	"ROzf8Rf6c7lc5iRkO7bqUOHFOz4FJkkrc33R0uJOchor4/yXQIhAXahOSK8Ve/P+HXb6/MWrF+9ewE6M",
+	"BTOAQUtdOntMrK6BGMEDgAfrnhwegeKCl0eyIcNWWTV7A/YzyhRISAMrD8chi62VSonfVEn4KcwXdul5",
+	"kDYT7RBVqkykrYZfAYaBZI+/i1LBgCdHR7HaJHGbZmksdJZdF74R7z7igYx8U5BIaA/wecI4+9v565/Z",
+	"gttZpe26GqMgEL8v6L6kxutBKu3SFSDFCxS6/h/8vX+2kP3/8LUMYOXvXJEuEqCrBOIJDJZ4RzuARxma",
+	"JYkE54IDc9GTWKFJaqyzJZVDcHkNWPLxI52JwSo7A7qAWzXTeYbWyesZ4PyCp7CvysiMTG7jAveTkyWy",
+	"N4A+E+b0VKAjQHyCniLK2J2x8ZLCLVGuS25vkZ4lSI9yI669P1wurSh4joKYu11S+ZIVWlPtNAKrqc5c",
+	"MBQlYqBqai3kBeGL8alm5AThcgEn4ckJq5KYm1OWZNIscr78GatJHB59E76NVUAgsSLbk8bH79++Muxo",
+	"ePINGy+tgN5w50iDgyPuXSVxC+l7bMm6VX02I/8peqd+/548fnzs23CDqHfKnpyEDOeUHR+5js0pOxwO",
+	"mVDl3GHJKUuapdwaXcaqS8vxox4fOZOn93JNnFbxk0kcvGpLMyqCNTkcgE7o9BzWdbWG2eHRcDgc9pwm",
+	"gKpb5GWkFDXrKFaSTn91bw3Ks0/AG3KqIGf+7Yfb/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

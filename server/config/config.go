@@ -44,6 +44,8 @@ type Config struct {
 	OAuth OAuth `yaml:"oauth"`
 	// Metrics configures GET /metrics.
 	Metrics Metrics `yaml:"metrics"`
+	// Webhooks configures webhook delivery and the event log.
+	Webhooks Webhooks `yaml:"webhooks"`
 }
 
 // Egress configures the outgoing-request guard.
@@ -148,6 +150,7 @@ func Default() Config {
 			InvocationLogSize:       100,
 		},
 		OAuth: OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
+		Webhooks: Webhooks{}.WithDefaults(),
 	}
 }
 
@@ -257,6 +260,7 @@ func (c Config) Validate() error {
 		problems = append(problems, "shutdownTimeout must be positive")
 	}
 	problems = append(problems, c.validateOAuth()...)
+	problems = append(problems, c.validateWebhooks()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

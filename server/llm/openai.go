@@ -174,10 +174,10 @@ type openAIStream struct {
 // openAIChunk decodes both chat chunks and legacy completion chunks.
 type openAIChunk struct {
 	Choices []struct {
-		Index        int                   `json:"index"`
-		Delta        openaiwire.Delta      `json:"delta"`
-		Text         string                `json:"text"`
-		FinishReason *string               `json:"finish_reason"`
+		Index        int              `json:"index"`
+		Delta        openaiwire.Delta `json:"delta"`
+		Text         string           `json:"text"`
+		FinishReason *string          `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *openaiwire.Usage `json:"usage"`
 	Error json.RawMessage   `json:"error"`

@@ -47,6 +47,17 @@ const (
 	HeaderResetTokens     = "X-RateLimit-Reset-Tokens"
 )
 
+// Canonical forms, assigned without re-canonicalising on every response.
+var (
+	hLimit           = http.CanonicalHeaderKey(HeaderLimit)
+	hRemaining       = http.CanonicalHeaderKey(HeaderRemaining)
+	hReset           = http.CanonicalHeaderKey(HeaderReset)
+	hPolicy          = http.CanonicalHeaderKey(HeaderPolicy)
+	hLimitTokens     = http.CanonicalHeaderKey(HeaderLimitTokens)
+	hRemainingTokens = http.CanonicalHeaderKey(HeaderRemainingTokens)
+	hResetTokens     = http.CanonicalHeaderKey(HeaderResetTokens)
+)
+
 // Dimension is what a bucket counts.
 type Dimension uint8
 
@@ -166,11 +177,11 @@ func (r Result) SetHeaders(h http.Header) {
 	if r.Limit <= 0 {
 		return
 	}
-	limit, remaining, reset := HeaderLimit, HeaderRemaining, HeaderReset
+	limit, remaining, reset := hLimit, hRemaining, hReset
 	if r.Dimension == Tokens {
-		limit, remaining, reset = HeaderLimitTokens, HeaderRemainingTokens, HeaderResetTokens
+		limit, remaining, reset = hLimitTokens, hRemainingTokens, hResetTokens
 	} else {
-		h[HeaderPolicy] = []string{strconv.Itoa(r.Limit) + ";w=60"}
+		h[hPolicy] = []string{strconv.Itoa(r.Limit) + ";w=60"}
 	}
 	h[limit] = []string{strconv.Itoa(r.Limit)}
 	h[remaining] = []string{strconv.Itoa(r.Remaining)}
@@ -298,13 +309,19 @@ func (l *Limiter) take(k bucketKey, limit, n int, now int64) Result {
 		b.tokens -= float64(n)
 		res.Allowed = true
 	} else {
-		res.RetryAfter = time.Duration((need - b.tokens) / b.rate())
+		res.RetryAfter = nanos((need - b.tokens) / b.rate())
 	}
 	s.m[k] = b
 	s.mu.Unlock()
 	res.Remaining = int(math.Max(0, math.Floor(b.tokens)))
-	res.Reset = time.Duration((float64(limit) - b.tokens) / b.rate())
+	res.Reset = nanos((float64(limit) - b.tokens) / b.rate())
 	return res
+}
+
+// nanos rounds a float number of nanoseconds to a Duration, absorbing the
+// float error of the rate division (1/60e-9 is not exactly 1e9).
+func nanos(f float64) time.Duration {
+	return time.Duration(math.Round(f/1e3)) * time.Microsecond
 }
 
 // adjust adds delta (negative to charge) to a bucket, capped at its limit.

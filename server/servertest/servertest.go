@@ -47,7 +47,8 @@ type Env struct {
 	Vault *vault.Vault
 	// Config is the configuration the server runs with.
 	Config config.Config
-	// HTTP is the httptest server.
+	// HTTP is the httptest server; nil for an Env built around a server
+	// started otherwise (e.g. server.Run), which needs only URL.
 	HTTP *httptest.Server
 }
 
@@ -125,7 +126,11 @@ func (e *Env) HTTPClient(t testing.TB, opts ...TransportOption) *http.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &validatingTransport{t: t, base: e.HTTP.Client().Transport, host: u.Host}
+	var base http.RoundTripper = http.DefaultTransport
+	if e.HTTP != nil {
+		base = e.HTTP.Client().Transport
+	}
+	v := &validatingTransport{t: t, base: base, host: u.Host}
 	for _, o := range opts {
 		o(v)
 	}

@@ -24,9 +24,10 @@ import (
 )
 
 // ForeignErrorPrefixes are path prefixes whose errors have another shape
-// than ErrorResponse (the OpenAI-compatible API answers OpenAI's shape);
-// their responses are still validated against what the spec declares.
-var ForeignErrorPrefixes = []string{"/openai/"}
+// than ErrorResponse (the OpenAI-compatible API answers OpenAI's shape, the
+// OAuth token endpoint RFC 6749's); their responses are still validated
+// against what the spec declares.
+var ForeignErrorPrefixes = []string{"/openai/", "/v1/oauth/token"}
 
 // Operation is one operation of the spec.
 type Operation struct {
@@ -38,6 +39,7 @@ type Operation struct {
 	Path string
 }
 
+// String formats the operation as "METHOD /path (operationId)".
 func (o Operation) String() string { return o.Method + " " + o.Path + " (" + o.ID + ")" }
 
 // spec is the embedded spec with a router that matches any host.
@@ -232,6 +234,11 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		}
 		if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
 			v.t.Errorf("servertest: response %s does not match the spec: %v\nbody: %s", status, err, snippet(respBody))
+		} else if !isJSON {
+			// kin-openapi checks the content type only with the body.
+			if r := declared(route.Operation, resp.StatusCode); r != nil && len(r.Content) > 0 && r.Content.Get(resp.Header.Get("Content-Type")) == nil {
+				v.t.Errorf("servertest: response %s does not match the spec: Content-Type %q is not declared", status, resp.Header.Get("Content-Type"))
+			}
 		}
 		if requestValid && !v.allowInvalid {
 			exercised.Lock()
@@ -270,6 +277,18 @@ func (v *validatingTransport) checkErrorShape(s *specRouter, status string, resp
 	if got, want := e.Error.RequestID, resp.Header.Get(requestid.Header); got != want {
 		v.t.Errorf("servertest: error %s has requestId %q, but %s is %q", status, got, requestid.Header, want)
 	}
+}
+
+// declared returns the response an operation declares for status, or nil.
+func declared(op *openapi3.Operation, status int) *openapi3.Response {
+	r := op.Responses.Status(status)
+	if r == nil {
+		r = op.Responses.Default()
+	}
+	if r == nil {
+		return nil
+	}
+	return r.Value
 }
 
 func snippet(b []byte) string {

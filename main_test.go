@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
+)
+
+// The test binary doubles as the switchboard binary: started with
+// SWITCHBOARD_TEST_EXEC_MAIN=1 it runs main's command dispatch, so that the
+// tests below drive a real process (signals, exit codes, stdout/stderr).
+func TestMain(m *testing.M) {
+	if os.Getenv("SWITCHBOARD_TEST_EXEC_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+var keyPattern = regexp.MustCompile(`sb_[A-Za-z0-9_-]{43}`)
+
+// lockedBuffer collects a process's output while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	exited         chan struct{}
+}
+
+// start runs `switchboard args...` with only the given SWITCHBOARD_* env.
+func start(t *testing.T, env map[string]string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = []string{"SWITCHBOARD_TEST_EXEC_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &proc{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// wait returns the exit code, failing the test after timeout.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("process still running after %v\nstderr:\n%s", timeout, p.stderr)
+		return -1
+	}
+}
+
+// listening waits for the "switchboard listening" log line and returns the address.
+func (p *proc) listening(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "switchboard listening" {
+				return fmt.Sprint(m["addr"])
+			}
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("switchboard exited at start (%d):\n%s", p.cmd.ProcessState.ExitCode(), p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("switchboard did not start listening:\n%s", p.stderr)
+	return ""
+}
+
+func TestServeLifecycle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	env := map[string]string{"SWITCHBOARD_DATA_DIR": dir, "SWITCHBOARD_ADDR": "127.0.0.1:0"}
+
+	p := start(t, env, "serve")
+	addr := p.listening(t)
+	key := keyPattern.FindString(p.stdout.String())
+	if key == "" {
+		t.Fatalf("no bootstrap admin key on stdout:\n%s", p.stdout)
+	}
+	// Logs are JSON lines on stderr, and carry no secret.
+	for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("stderr line is not JSON: %s", line)
+		}
+	}
+	if !strings.Contains(p.stderr.String(), "generated a new master key") {
+		t.Errorf("no master key warning:\n%s", p.stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, vault.KeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("master.key: %v %v, want mode 0600", fi, err)
+	}
+
+	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/api-keys", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/api-keys with the bootstrap key = %d", res.StatusCode)
+	}
+
+	// A second server on the same data dir fails fast with a clear message.
+	second := start(t, env, "serve")
+	if code := second.wait(t, 15*time.Second); code != 1 {
+		t.Errorf("second server exit code = %d, want 1", code)
+	}
+	if !strings.Contains(second.stderr.String(), "database is in use by another process") {
+		t.Errorf("second server stderr lacks the reason:\n%s", second.stderr)
+	}
+
+	// SIGTERM: a clean stop, exit code 0, database released.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d\n%s", code, p.stderr)
+	}
+	for _, msg := range []string{`"msg":"shutting down"`, `"msg":"stopped"`} {
+		if !strings.Contains(p.stderr.String(), msg) {
+			t.Errorf("stderr lacks %s", msg)
+		}
+	}
+	if strings.Contains(p.stderr.String(), key) {
+		t.Error("the bootstrap key reached the log")
+	}
+
+	// Restart: no new key printed; SIGINT stops it too.
+	again := start(t, env, "serve")
+	again.listening(t)
+	if keyPattern.MatchString(again.stdout.String()) {
+		t.Errorf("second start printed a key:\n%s", again.stdout)
+	}
+	if err := again.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := again.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGINT = %d", code)
+	}
+	st, err := store.OpenBolt(filepath.Join(dir, "switchboard.db"))
+	if err != nil {
+		t.Fatalf("database not released: %v", err)
+	}
+	st.Close()
+}
+
+func TestCommands(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string
+		stderr     string
+		stderrJSON bool
+	}{
+		{name: "no command", args: nil, code: 2, stderr: "usage: switchboard"},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "switchboard dev"},
+		{name: "help", args: []string{"help"}, code: 0, stdout: "rotate-master-key"},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{name: "unknown flag", args: []string{"serve", "-bogus"}, code: 2, stderr: "-bogus"},
+		{name: "invalid config", args: []string{"serve", "-log-level=loud"}, code: 2, stderr: "logLevel"},
+		{name: "migrate", args: []string{"migrate", "-data-dir", dir}, code: 0, stdout: fmt.Sprintf("schema version %d", store.SchemaVersion())},
+		{name: "rotate without a key", args: []string{"rotate-master-key", "-data-dir", filepath.Join(dir, "empty")}, code: 1, stderr: "read current master key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tc.args, &out, &errOut)
+			if code != tc.code {
+				t.Errorf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, &out, &errOut)
+			}
+			if !strings.Contains(out.String(), tc.stdout) {
+				t.Errorf("stdout %q lacks %q", &out, tc.stdout)
+			}
+			if !strings.Contains(errOut.String(), tc.stderr) {
+				t.Errorf("stderr %q lacks %q", &errOut, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestRotateMasterKeyCommand(t *testing.T) {
+	dir := t.TempDir()
+	// A first start generates the key file.
+	p := start(t, map[string]string{"SWITCHBOARD_DATA_DIR": dir, "SWITCHBOARD_ADDR": "127.0.0.1:0"}, "serve")
+	p.listening(t)
+
+	// Refused while the server runs.
+	var out, errOut bytes.Buffer
+	if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "database is in use") {
+		t.Errorf("rotate while serving = %d %s", code, &errOut)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t, 30*time.Second)
+
+	before, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("rotate = %d %s", code, &errOut)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
+	if bytes.Equal(before, after) || !strings.Contains(out.String(), "re-encrypted") {
+		t.Errorf("key file not replaced: %s", &out)
+	}
+	if strings.Contains(out.String()+errOut.String(), strings.TrimSpace(string(after))) {
+		t.Error("rotation printed the new key file's key")
+	}
+}

@@ -1,0 +1,566 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/client"
+)
+
+var (
+	_ resource.Resource                   = (*connectorResource)(nil)
+	_ resource.ResourceWithConfigure      = (*connectorResource)(nil)
+	_ resource.ResourceWithImportState    = (*connectorResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*connectorResource)(nil)
+)
+
+// NewConnectorResource is the switchboard_connector resource.
+func NewConnectorResource() resource.Resource { return &connectorResource{} }
+
+// connectorResource manages one connector: an external HTTP API that
+// actions call.
+type connectorResource struct {
+	api *apiClient
+}
+
+// identifierPattern is the syntax of connector and action names.
+var identifierPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// identifierValidators check a connector or action name.
+func identifierValidators() []validator.String {
+	return []validator.String{stringvalidator.RegexMatches(identifierPattern,
+		"must be a lower-case letter, then up to 63 lower-case letters, digits or underscores")}
+}
+
+// Values of a connector's auth, from the generated client.
+var (
+	authTypes = []string{
+		string(client.ConnectorAuthNone), string(client.ConnectorAuthAPIKey), string(client.ConnectorAuthBearer),
+		string(client.ConnectorAuthBasic), string(client.ConnectorAuthOAuth2),
+	}
+	apiKeyPlacements = []string{string(client.ConnectorAuthInHeader), string(client.ConnectorAuthInQuery), string(client.ConnectorAuthInCookie)}
+	grants           = []string{string(client.ConnectorGrantAuthorizationCode), string(client.ConnectorGrantClientCredentials)}
+)
+
+// connectorModel is the resource's state.
+type connectorModel struct {
+	ID          types.String      `tfsdk:"id"`
+	Name        types.String      `tfsdk:"name"`
+	DisplayName types.String      `tfsdk:"display_name"`
+	Description types.String      `tfsdk:"description"`
+	BaseURL     types.String      `tfsdk:"base_url"`
+	Auth        *authModel        `tfsdk:"auth"`
+	Version     types.Int64       `tfsdk:"version"`
+	CreatedAt   timetypes.RFC3339 `tfsdk:"created_at"`
+	UpdatedAt   timetypes.RFC3339 `tfsdk:"updated_at"`
+}
+
+// authModel is a connector's auth attribute.
+type authModel struct {
+	Type                  types.String `tfsdk:"type"`
+	Name                  types.String `tfsdk:"name"`
+	In                    types.String `tfsdk:"in"`
+	Prefix                types.String `tfsdk:"prefix"`
+	AuthorizationURL      types.String `tfsdk:"authorization_url"`
+	TokenURL              types.String `tfsdk:"token_url"`
+	ClientID              types.String `tfsdk:"client_id"`
+	Scopes                types.List   `tfsdk:"scopes"`
+	Grant                 types.String `tfsdk:"grant"`
+	ClientSecretWO        types.String `tfsdk:"client_secret_wo"`
+	ClientSecretWOVersion types.Int64  `tfsdk:"client_secret_wo_version"`
+}
+
+func (r *connectorResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_connector"
+}
+
+// singleLine refuses control characters; multiLine allows tabs and newlines.
+var (
+	singleLine = notMatching(regexp.MustCompile(`[\x00-\x1f\x7f]`), "must not contain control characters")
+	multiLine  = notMatching(regexp.MustCompile(`[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]`), "must not contain control characters other than tabs and newlines")
+	noSpaces   = notMatching(regexp.MustCompile(`[\x00-\x20\x7f]`), "must not contain spaces or control characters")
+)
+
+// endpointValidators check an absolute http(s) URL of at most 2048 bytes.
+func endpointValidators() []validator.String {
+	return []validator.String{stringvalidator.LengthBetween(1, 2048), httpURL()}
+}
+
+func (r *connectorResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A connector: an external HTTP API that Switchboard calls on behalf of applications " +
+			"(`integrations.<name>.run(action, params)`). Its actions are `switchboard_action` resources, its accounts' " +
+			"credentials `switchboard_connection` resources.\n\n" +
+			"Deleting a connector deletes its actions and connections on the server too. Changes are sent with " +
+			"`If-Match`, so a connector changed outside Terraform since the last refresh is not overwritten.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				MarkdownDescription: "The connector's name; the import id.",
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				MarkdownDescription: "Identifier: a lower-case letter, then up to 63 lower-case letters, digits or underscores " +
+					"(usable as `integrations.<name>`). Changing it replaces the connector, its actions and connections.",
+				Required:      true,
+				Validators:    identifierValidators(),
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"display_name": schema.StringAttribute{
+				MarkdownDescription: "A human name (1-128 characters, no control characters).",
+				Optional:            true,
+				Validators:          []validator.String{stringvalidator.UTF8LengthBetween(1, 128), singleLine},
+			},
+			"description": schema.StringAttribute{
+				MarkdownDescription: "What the API is (1-4096 characters).",
+				Optional:            true,
+				Validators:          []validator.String{stringvalidator.UTF8LengthBetween(1, 4096), multiLine},
+			},
+			"base_url": schema.StringAttribute{
+				MarkdownDescription: "Absolute `http://` or `https://` URL that action paths are joined to; it may carry a path " +
+					"prefix (`https://api.example.com/v2`), never a query, a fragment, credentials or a template.",
+				Required: true,
+				Validators: append(endpointValidators(),
+					notMatching(regexp.MustCompile(`[?#]`), "must not have a query or a fragment; declare query parameters on actions"),
+					notMatching(regexp.MustCompile(`\{\{`), "must not contain templates; only action paths, headers and bodies are templates")),
+			},
+			"auth": schema.SingleNestedAttribute{
+				MarkdownDescription: "How the API authenticates calls; no authentication when unset. The credentials themselves " +
+					"(API key, token, username and password, OAuth tokens) belong to connections; a connector holds only an " +
+					"OAuth 2.0 client secret. Attributes of another `type` are refused.",
+				Optional:   true,
+				Attributes: authSchemaAttributes(),
+			},
+			"version": schema.Int64Attribute{
+				MarkdownDescription: "The server's version of the connector, 1 on create and incremented by every change; " +
+					"sent as `If-Match` so that changes made outside Terraform are not overwritten.",
+				Computed: true,
+			},
+			"created_at": schema.StringAttribute{
+				MarkdownDescription: "When the connector was created (RFC 3339, UTC).",
+				CustomType:          timetypes.RFC3339Type{},
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"updated_at": schema.StringAttribute{
+				MarkdownDescription: "When the connector was last changed (RFC 3339, UTC).",
+				CustomType:          timetypes.RFC3339Type{},
+				Computed:            true,
+			},
+		},
+	}
+}
+
+// authSchemaAttributes are the attributes of a connector's auth.
+func authSchemaAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"type": schema.StringAttribute{
+			MarkdownDescription: "One of `none`; `apiKey` (the key goes in the header, query parameter or cookie `name`, " +
+				"after `prefix`); `bearer` (`Authorization: Bearer <token>`); `basic` (`Authorization: Basic ...`); " +
+				"`oauth2` (tokens from `token_url` with `grant`, sent as a bearer token).",
+			Required:   true,
+			Validators: []validator.String{stringvalidator.OneOf(authTypes...)},
+		},
+		"name": schema.StringAttribute{
+			MarkdownDescription: "`apiKey`: the header, query parameter or cookie carrying the key, e.g. `X-API-Key`. Required for `apiKey`.",
+			Optional:            true,
+			Validators:          []validator.String{stringvalidator.LengthBetween(1, 256), noSpaces},
+		},
+		"in": schema.StringAttribute{
+			MarkdownDescription: "`apiKey`: where the key goes: `header`, `query` or `cookie`. Required for `apiKey`.",
+			Optional:            true,
+			Validators:          []validator.String{stringvalidator.OneOf(apiKeyPlacements...)},
+		},
+		"prefix": schema.StringAttribute{
+			MarkdownDescription: "`apiKey`: text sent before the key, e.g. `Token ` (mind the space).",
+			Optional:            true,
+			Validators:          []validator.String{stringvalidator.LengthBetween(1, 256), singleLine},
+		},
+		"authorization_url": schema.StringAttribute{
+			MarkdownDescription: "`oauth2` with grant `authorization_code`: the authorization endpoint. Required for that grant, refused for `client_credentials`.",
+			Optional:            true,
+			Validators:          endpointValidators(),
+		},
+		"token_url": schema.StringAttribute{
+			MarkdownDescription: "`oauth2`: the token endpoint. Required for `oauth2`.",
+			Optional:            true,
+			Validators:          endpointValidators(),
+		},
+		"client_id": schema.StringAttribute{
+			MarkdownDescription: "`oauth2`: the client id. Required for `oauth2`.",
+			Optional:            true,
+			Validators:          []validator.String{stringvalidator.LengthBetween(1, 256), singleLine},
+		},
+		"scopes": schema.ListAttribute{
+			MarkdownDescription: "`oauth2`: the scopes to request (distinct, without spaces; at most 32).",
+			ElementType:         types.StringType,
+			Optional:            true,
+			Validators: []validator.List{
+				listvalidator.SizeBetween(1, 32),
+				listvalidator.UniqueValues(),
+				listvalidator.ValueStringsAre(stringvalidator.LengthBetween(1, 256),
+					notMatching(regexp.MustCompile(`[\x00-\x20"\\\x7f]`), "must not contain spaces, quotes, backslashes or control characters")),
+			},
+		},
+		"grant": schema.StringAttribute{
+			MarkdownDescription: "`oauth2`: `authorization_code` (accounts connect through the browser, with PKCE S256 and state) " +
+				"or `client_credentials` (the connector's own client credentials). Required for `oauth2`.",
+			Optional:   true,
+			Validators: []validator.String{stringvalidator.OneOf(grants...)},
+		},
+		"client_secret_wo": schema.StringAttribute{
+			MarkdownDescription: "`oauth2`: the client secret. **Write-only** (Terraform 1.11+): sent to the server, which seals it " +
+				"in its vault, and never stored in the Terraform state. Required for `client_credentials`, optional for " +
+				"`authorization_code` (public clients with PKCE). Sent on create and whenever `client_secret_wo_version` changes.",
+			Optional:   true,
+			WriteOnly:  true,
+			Sensitive:  true,
+			Validators: []validator.String{stringvalidator.LengthBetween(1, 4096), singleLine},
+		},
+		"client_secret_wo_version": schema.Int64Attribute{
+			MarkdownDescription: "Change this number to send a new `client_secret_wo`: Terraform keeps no copy of a write-only " +
+				"value, so it cannot see the secret itself change.",
+			Optional: true,
+			Validators: []validator.Int64{
+				int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("client_secret_wo")),
+			},
+		},
+	}
+}
+
+func (r *connectorResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
+}
+
+// authFields says which auth type each type-specific attribute belongs to.
+var authFields = []struct {
+	attr, typ string
+	get       func(a *authModel) attr.Value
+}{
+	{"name", "apiKey", func(a *authModel) attr.Value { return a.Name }},
+	{"in", "apiKey", func(a *authModel) attr.Value { return a.In }},
+	{"prefix", "apiKey", func(a *authModel) attr.Value { return a.Prefix }},
+	{"authorization_url", "oauth2", func(a *authModel) attr.Value { return a.AuthorizationURL }},
+	{"token_url", "oauth2", func(a *authModel) attr.Value { return a.TokenURL }},
+	{"client_id", "oauth2", func(a *authModel) attr.Value { return a.ClientID }},
+	{"scopes", "oauth2", func(a *authModel) attr.Value { return a.Scopes }},
+	{"grant", "oauth2", func(a *authModel) attr.Value { return a.Grant }},
+	{"client_secret_wo", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWO }},
+	{"client_secret_wo_version", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWOVersion }},
+}
+
+// ValidateConfig checks what depends on auth.type, as the server does:
+// the fields each type requires, and no field of another type.
+func (r *connectorResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var obj types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth"), &obj)...)
+	if resp.Diagnostics.HasError() || obj.IsNull() || obj.IsUnknown() {
+		return
+	}
+	var a authModel
+	resp.Diagnostics.Append(obj.As(ctx, &a, objectAsOptions)...)
+	if resp.Diagnostics.HasError() || a.Type.IsUnknown() {
+		return
+	}
+	validateAuth(&a, path.Root("auth"), &resp.Diagnostics)
+}
+
+// validateAuth reports the type-dependent problems of a known auth type.
+func validateAuth(a *authModel, at path.Path, diags *diag.Diagnostics) {
+	typ := a.Type.ValueString()
+	for _, f := range authFields {
+		if v := f.get(a); f.typ != typ && !v.IsNull() {
+			diags.AddAttributeError(at.AtName(f.attr), "Attribute not applicable",
+				fmt.Sprintf("%s applies only to auth type %s, not %s.", f.attr, f.typ, typ))
+		}
+	}
+	need := func(attr string, v attr.Value, why string) {
+		if v.IsNull() {
+			diags.AddAttributeError(at.AtName(attr), "Missing required attribute", fmt.Sprintf("%s is required %s.", attr, why))
+		}
+	}
+	switch typ {
+	case "apiKey":
+		need("name", a.Name, "for apiKey auth: the header, query parameter or cookie carrying the key")
+		need("in", a.In, "for apiKey auth: header, query or cookie")
+		if !a.Name.IsNull() && !a.Name.IsUnknown() && !a.In.IsUnknown() && a.In.ValueString() != "query" {
+			if !httpToken.MatchString(a.Name.ValueString()) {
+				diags.AddAttributeError(at.AtName("name"), "Invalid header or cookie name",
+					fmt.Sprintf("%q is not a valid %s name (letters, digits and !#$%%&'*+-.^_`|~ only).", a.Name.ValueString(), a.In.ValueString()))
+			} else if a.In.ValueString() == "header" && isManagedHeader(a.Name.ValueString()) {
+				diags.AddAttributeError(at.AtName("name"), "Header managed by the HTTP client",
+					fmt.Sprintf("%s is managed by the HTTP client and cannot carry a key.", a.Name.ValueString()))
+			}
+		}
+	case "oauth2":
+		need("grant", a.Grant, "for oauth2 auth: authorization_code or client_credentials")
+		need("token_url", a.TokenURL, "for oauth2 auth")
+		need("client_id", a.ClientID, "for oauth2 auth")
+		switch a.Grant.ValueString() {
+		case "authorization_code":
+			need("authorization_url", a.AuthorizationURL, "for the authorization_code grant")
+		case "client_credentials":
+			need("client_secret_wo", a.ClientSecretWO, "for the client_credentials grant")
+			if !a.AuthorizationURL.IsNull() {
+				diags.AddAttributeError(at.AtName("authorization_url"), "Attribute not applicable",
+					"authorization_url applies only to the authorization_code grant.")
+			}
+		}
+	}
+}
+
+// httpToken is an RFC 9110 token: a valid header or cookie name.
+var httpToken = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+
+// isManagedHeader reports whether the HTTP client manages header h.
+func isManagedHeader(h string) bool {
+	switch strings.ToLower(h) {
+	case "connection", "content-length", "host", "keep-alive", "proxy-authorization",
+		"proxy-connection", "te", "trailer", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}
+
+func (r *connectorResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan connectorModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	body := plan.input(ctx, &resp.Diagnostics)
+	body.Name = strPtr(plan.Name)
+	if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" {
+		body.Auth.ClientSecret = r.configSecret(ctx, req.Config.GetAttribute, &resp.Diagnostics)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	what := "create connector " + plan.Name.ValueString()
+	res, err := r.api.CreateConnectorWithResponse(ctx, body)
+	if err != nil {
+		r.api.addTransportError(&resp.Diagnostics, what, err)
+		return
+	}
+	if res.JSON201 == nil {
+		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
+		return
+	}
+	plan.fill(ctx, res.JSON201, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// configSecret reads auth.client_secret_wo from the configuration (write-only
+// values are only there, never in the plan or the state).
+func (r *connectorResource) configSecret(ctx context.Context, get func(context.Context, path.Path, any) diag.Diagnostics, diags *diag.Diagnostics) *string {
+	var s types.String
+	diags.Append(get(ctx, path.Root("auth").AtName("client_secret_wo"), &s)...)
+	return strPtr(s)
+}
+
+func (r *connectorResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state connectorModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.ID.ValueString()
+	res, err := r.api.GetConnectorWithResponse(ctx, name)
+	if err != nil {
+		r.api.addTransportError(&resp.Diagnostics, "read connector "+name, err)
+		return
+	}
+	if res.StatusCode() == http.StatusNotFound {
+		removedOutside(ctx, resp, "connector", name)
+		return
+	}
+	if res.JSON200 == nil {
+		r.api.addResponseError(&resp.Diagnostics, "read connector "+name, res.StatusCode(), res.Body)
+		return
+	}
+	state.fill(ctx, res.JSON200, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *connectorResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state connectorModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	body := plan.input(ctx, &resp.Diagnostics)
+	// The stored secret is kept unless a new one is due: a new version, or
+	// the first secret of a connector that just became oauth2.
+	if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" && secretDue(stateWOVersion(state.Auth), plan.Auth.ClientSecretWOVersion, state.Auth == nil || state.Auth.Type.ValueString() != "oauth2") {
+		body.Auth.ClientSecret = r.configSecret(ctx, req.Config.GetAttribute, &resp.Diagnostics)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.ID.ValueString()
+	what := "update connector " + name
+	res, err := r.api.ReplaceConnectorWithResponse(ctx, name, &client.ReplaceConnectorParams{IfMatch: etag(state.Version)}, body)
+	if err != nil {
+		r.api.addTransportError(&resp.Diagnostics, what, err)
+		return
+	}
+	if res.JSON200 == nil {
+		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
+		return
+	}
+	plan.fill(ctx, res.JSON200, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *connectorResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state connectorModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	name := state.ID.ValueString()
+	res, err := r.api.DeleteConnectorWithResponse(ctx, name, &client.DeleteConnectorParams{IfMatch: etag(state.Version)})
+	if err != nil {
+		r.api.addTransportError(&resp.Diagnostics, "delete connector "+name, err)
+		return
+	}
+	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
+		r.api.addResponseError(&resp.Diagnostics, "delete connector "+name, s, res.Body)
+	}
+}
+
+// ImportState imports a connector by its name. Its client secret stays on
+// the server; set client_secret_wo_version in the configuration to send
+// a new one.
+func (r *connectorResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !identifierPattern.MatchString(req.ID) {
+		resp.Diagnostics.AddError("Invalid import id",
+			fmt.Sprintf("A connector is imported by its name (%s), got %q.", identifierPattern, req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+// input is the definition to send (without the client secret).
+func (m *connectorModel) input(ctx context.Context, diags *diag.Diagnostics) client.ConnectorInput {
+	in := client.ConnectorInput{
+		BaseUrl:     m.BaseURL.ValueString(),
+		DisplayName: strPtr(m.DisplayName),
+		Description: strPtr(m.Description),
+		Auth:        client.ConnectorAuth{Type: client.ConnectorAuthNone},
+	}
+	if a := m.Auth; a != nil {
+		in.Auth = client.ConnectorAuth{
+			Type:             client.ConnectorAuthType(a.Type.ValueString()),
+			Name:             strPtr(a.Name),
+			Prefix:           strPtr(a.Prefix),
+			AuthorizationUrl: strPtr(a.AuthorizationURL),
+			TokenUrl:         strPtr(a.TokenURL),
+			ClientId:         strPtr(a.ClientID),
+		}
+		if s := strPtr(a.In); s != nil {
+			v := client.ConnectorAuthIn(*s)
+			in.Auth.In = &v
+		}
+		if s := strPtr(a.Grant); s != nil {
+			v := client.ConnectorAuthGrant(*s)
+			in.Auth.Grant = &v
+		}
+		if !a.Scopes.IsNull() {
+			ss := listStrings(ctx, a.Scopes, diags)
+			in.Auth.Scopes = &ss
+		}
+	}
+	return in
+}
+
+// fill copies the server's connector into the model. A null auth stays null
+// while the server says none; the write-only secret is always null in
+// state, its version is kept from the plan.
+func (m *connectorModel) fill(ctx context.Context, c *client.Connector, diags *diag.Diagnostics) {
+	m.ID = types.StringValue(c.Name)
+	m.Name = types.StringValue(c.Name)
+	m.DisplayName = optString(c.DisplayName)
+	m.Description = optString(c.Description)
+	m.BaseURL = types.StringValue(c.BaseUrl)
+	m.Version = types.Int64Value(c.Version)
+	m.CreatedAt = timetypes.NewRFC3339TimeValue(c.CreatedAt.UTC())
+	m.UpdatedAt = timetypes.NewRFC3339TimeValue(c.UpdatedAt.UTC())
+	m.Auth = authFromAPI(ctx, c.Auth, m.Auth, diags)
+}
+
+// authFromAPI is the state of a connector's auth given the prior state.
+func authFromAPI(ctx context.Context, a client.ConnectorAuth, prior *authModel, diags *diag.Diagnostics) *authModel {
+	if a.Type == client.ConnectorAuthNone && prior == nil {
+		return nil
+	}
+	out := &authModel{
+		Type:                  types.StringValue(string(a.Type)),
+		Name:                  optString(a.Name),
+		Prefix:                optString(a.Prefix),
+		AuthorizationURL:      optString(a.AuthorizationUrl),
+		TokenURL:              optString(a.TokenUrl),
+		ClientID:              optString(a.ClientId),
+		In:                    types.StringNull(),
+		Grant:                 types.StringNull(),
+		Scopes:                types.ListNull(types.StringType),
+		ClientSecretWO:        types.StringNull(),
+		ClientSecretWOVersion: types.Int64Null(),
+	}
+	if a.In != nil {
+		out.In = types.StringValue(string(*a.In))
+	}
+	if a.Grant != nil {
+		out.Grant = types.StringValue(string(*a.Grant))
+	}
+	if a.Scopes != nil && len(*a.Scopes) > 0 {
+		out.Scopes = listOfStrings(ctx, *a.Scopes, diags)
+	}
+	if prior != nil {
+		out.ClientSecretWOVersion = prior.ClientSecretWOVersion
+	}
+	return out
+}
+
+// stateWOVersion is the client_secret_wo_version of a prior auth.
+func stateWOVersion(a *authModel) types.Int64 {
+	if a == nil {
+		return types.Int64Null()
+	}
+	return a.ClientSecretWOVersion
+}
+
+// secretDue says whether a write-only secret must be sent on update: its
+// version changed, or the resource did not hold one before (fresh).
+func secretDue(prior, planned types.Int64, fresh bool) bool {
+	return fresh || !prior.Equal(planned)
+}
+
+// etag is the If-Match value of a state version.
+func etag(version types.Int64) *string {
+	if version.IsNull() || version.IsUnknown() {
+		return nil
+	}
+	s := strconv.Quote(strconv.FormatInt(version.ValueInt64(), 10))
+	return &s
+}

@@ -1,0 +1,271 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/client"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
+)
+
+func TestAccConnectorResource(t *testing.T) {
+	s := testAccServer(t)
+	const res = "switchboard_connector.test"
+	apiKeyAuth := `
+  auth = {
+    type = "apiKey"
+    name = "X-API-Key"
+    in   = "header"
+  }`
+	oauth := func(secret string, version int) string {
+		return fmt.Sprintf(`
+  auth = {
+    type                     = "oauth2"
+    grant                    = "client_credentials"
+    token_url                = "https://auth.example.com/oauth/token"
+    client_id                = "switchboard"
+    scopes                   = ["read", "write"]
+    client_secret_wo         = %q
+    client_secret_wo_version = %d
+  }`, secret, version)
+	}
+	cfg := func(name, description, auth string) string {
+		return s.config(fmt.Sprintf(`
+resource "switchboard_connector" "test" {
+  name         = %q
+  display_name = "Weather"
+  description  = %q
+  base_url     = "https://api.weather.example/v1"
+%s
+}
+`, name, description, auth))
+	}
+	version := func(v int64) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue(res, tfjsonpath.New("version"), knownvalue.Int64Exact(v))
+	}
+	secretNull := statecheck.ExpectKnownValue(res, tfjsonpath.New("auth").AtMapKey("client_secret_wo"), knownvalue.Null())
+	createdAt := statecheck.CompareValue(compare.ValuesSame())
+
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             s.checkConnectorsGone,
+		Steps: []resource.TestStep{
+			{
+				Config: cfg("weather", "Forecasts", apiKeyAuth),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("id"), knownvalue.StringExact("weather")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("auth").AtMapKey("in"), knownvalue.StringExact("header")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("auth").AtMapKey("grant"), knownvalue.Null()),
+					version(1),
+					createdAt.AddStateValue(res, tfjsonpath.New("created_at")),
+				},
+			},
+			{
+				// In place: description and auth change; the client secret
+				// reaches the server's vault and stays out of the state.
+				Config: cfg("weather", "Forecasts and alerts", oauth("s3cret-one", 1)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					version(2), secretNull,
+					createdAt.AddStateValue(res, tfjsonpath.New("created_at")),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("auth").AtMapKey("client_secret_wo_version"), knownvalue.Int64Exact(1)),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("auth").AtMapKey("scopes"),
+						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("read"), knownvalue.StringExact("write")})),
+				},
+				Check: resource.ComposeTestCheckFunc(
+					func(*terraform.State) error { return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-one")() },
+					s.checkClientSecretSet("weather"),
+					checkNoSecretInState("s3cret-one"),
+				),
+			},
+			{
+				// A new secret without a new version is invisible to Terraform.
+				Config:   cfg("weather", "Forecasts and alerts", oauth("s3cret-two", 1)),
+				PlanOnly: true,
+			},
+			{
+				// A new version sends the new secret.
+				Config: cfg("weather", "Forecasts and alerts", oauth("s3cret-two", 2)),
+				ConfigStateChecks: []statecheck.StateCheck{version(3), secretNull},
+				Check: resource.ComposeTestCheckFunc(
+					func(*terraform.State) error { return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-two")() },
+					checkNoSecretInState("s3cret-one", "s3cret-two"),
+				),
+			},
+			{
+				// Changed outside Terraform between plan and apply: the apply
+				// is refused (If-Match) instead of overwriting the change.
+				Config: cfg("weather", "Only alerts", oauth("s3cret-two", 2)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{outsideChange(func() error { return s.touchConnector("weather") })},
+				},
+				ExpectError: regexp.MustCompile(`(?s)412 precondition_failed.*changed outside Terraform`),
+			},
+			{
+				// The next plan shows the outside change and applies over it.
+				Config:            cfg("weather", "Only alerts", oauth("s3cret-two", 2)),
+				ConfigStateChecks: []statecheck.StateCheck{version(5)},
+			},
+			{
+				ResourceName:            res,
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"auth.client_secret_wo_version"},
+			},
+			{
+				// Renaming replaces.
+				Config: cfg("weather_v2", "Only alerts", apiKeyAuth),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionReplace)},
+				},
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("id"), knownvalue.StringExact("weather_v2")),
+					version(1),
+				},
+				Check: func(*terraform.State) error {
+					if _, ok := s.getConnector("weather"); ok {
+						return fmt.Errorf("the old connector still exists")
+					}
+					return nil
+				},
+			},
+			{
+				// Deleted outside Terraform: planned for creation again.
+				PreConfig: func() { s.deleteConnector(t, "weather_v2") },
+				Config:    cfg("weather_v2", "Only alerts", apiKeyAuth),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionCreate)},
+				},
+			},
+			{
+				// No auth at all is type none on the server and null here.
+				Config: s.config(`
+resource "switchboard_connector" "test" {
+  name     = "weather_v2"
+  base_url = "https://api.weather.example/v1"
+}
+`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("auth"), knownvalue.Null()),
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("display_name"), knownvalue.Null()),
+				},
+			},
+		},
+	})
+}
+
+func TestAccConnectorResource_validation(t *testing.T) {
+	s := testAccServer(t)
+	step := func(body, want string) resource.TestStep {
+		return resource.TestStep{
+			Config:      s.config("resource \"switchboard_connector\" \"bad\" {\n" + body + "\n}"),
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(want),
+		}
+	}
+	const url = `base_url = "https://api.example.com"`
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{
+			step(`name = "Weather"`+"\n"+url, `lower-case letter`),
+			step(`name = "w"`+"\n"+`base_url = "ftp://example.com"`, `absolute http:// or https:// URL`),
+			step(`name = "w"`+"\n"+`base_url = "https://example.com/?a=1"`, `must not have a query`),
+			step(`name = "w"`+"\n"+`base_url = "https://user:pw@example.com"`, `must not carry credentials`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "digest" }`, `value must be one of`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "apiKey" }`, `name is required for apiKey`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "apiKey"`+"\n"+`name = "X Key"`+"\n"+`in = "header" }`, `must not contain spaces`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "apiKey"`+"\n"+`name = "Host"`+"\n"+`in = "header" }`, `managed by the HTTP client`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "bearer"`+"\n"+`token_url = "https://a.example.com" }`, `applies only to auth type oauth2`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "oauth2"`+"\n"+`grant = "client_credentials"`+"\n"+
+				`token_url = "https://a.example.com"`+"\n"+`client_id = "c" }`, `client_secret_wo is required`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "oauth2"`+"\n"+`grant = "authorization_code"`+"\n"+
+				`token_url = "https://a.example.com"`+"\n"+`client_id = "c" }`, `authorization_url is required`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "oauth2"`+"\n"+`grant = "implicit" }`, `value must be one of`),
+			step(`name = "w"`+"\n"+url+"\n"+`auth = { type = "oauth2"`+"\n"+`grant = "client_credentials"`+"\n"+
+				`token_url = "https://a.example.com"`+"\n"+`client_id = "c"`+"\n"+`client_secret_wo = "x"`+"\n"+`scopes = ["a b"] }`, `must not contain spaces`),
+			step(`name = "w"`+"\n"+url+"\n"+`display_name = ""`, `count must be between 1 and 128`),
+		},
+	})
+}
+
+// getConnector reads a connector behind Terraform's back.
+func (s *testServer) getConnector(name string) (*client.Connector, bool) {
+	res, err := s.api.GetConnectorWithResponse(context.Background(), name)
+	if err != nil || res.JSON200 == nil {
+		return nil, false
+	}
+	return res.JSON200, true
+}
+
+// deleteConnector deletes a connector behind Terraform's back.
+func (s *testServer) deleteConnector(t *testing.T, name string) {
+	res, err := s.api.DeleteConnectorWithResponse(context.Background(), name, nil)
+	if err != nil || res.StatusCode() != http.StatusNoContent {
+		t.Fatalf("delete connector %s: %v %s", name, err, res.Body)
+	}
+}
+
+// touchConnector changes a connector's description behind Terraform's back.
+func (s *testServer) touchConnector(name string) error {
+	c, ok := s.getConnector(name)
+	if !ok {
+		return fmt.Errorf("connector %s not found", name)
+	}
+	d := "changed outside Terraform"
+	auth := c.Auth
+	auth.ClientSecretSet = nil
+	res, err := s.api.ReplaceConnectorWithResponse(context.Background(), name, nil, client.ConnectorInput{
+		BaseUrl: c.BaseUrl, DisplayName: c.DisplayName, Description: &d, Auth: auth,
+	})
+	if err != nil {
+		return err
+	}
+	if res.JSON200 == nil {
+		return fmt.Errorf("replace connector %s: %d %s", name, res.StatusCode(), res.Body)
+	}
+	return nil
+}
+
+// checkClientSecretSet checks that the API reports a stored client secret.
+func (s *testServer) checkClientSecretSet(name string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		c, ok := s.getConnector(name)
+		if !ok {
+			return fmt.Errorf("connector %s not found", name)
+		}
+		if c.Auth.ClientSecretSet == nil || !*c.Auth.ClientSecretSet {
+			return fmt.Errorf("connector %s: clientSecretSet is not true", name)
+		}
+		return nil
+	}
+}
+
+// checkConnectorsGone is the CheckDestroy of connectors.
+func (s *testServer) checkConnectorsGone(*terraform.State) error {
+	res, err := s.api.ListConnectorsWithResponse(context.Background(), nil)
+	if err != nil {
+		return err
+	}
+	if res.JSON200 == nil {
+		return fmt.Errorf("list connectors: %d %s", res.StatusCode(), res.Body)
+	}
+	if n := len(res.JSON200.Data); n > 0 {
+		return fmt.Errorf("%d connectors left after destroy", n)
+	}
+	return nil
+}

@@ -1,0 +1,624 @@
+package llm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
+)
+
+// Recorder receives the usage of every upstream call (server/usage
+// implements it). It must not block: it is called on the request path.
+type Recorder interface {
+	Record(principalID, model string, promptTokens, completionTokens int, costUSD float64)
+}
+
+// Admission lets a rate limiter admit a call before it goes upstream and
+// settle it with the actual usage afterwards. Admit returns an error (e.g.
+// errs.RateLimited with RetryAfter) to refuse the call.
+type Admission interface {
+	Admit(ctx context.Context, model *Model, req *Request) (settle func(Usage), err error)
+}
+
+// Op is the kind of text operation; it decides the capability needed and
+// which message roles are accepted.
+type Op int
+
+// Operations.
+const (
+	// OpGenerate is /v1/generate: Prompt, a chat or completion model.
+	OpGenerate Op = iota
+	// OpChat is /v1/chat: system, user and assistant messages.
+	OpChat
+	// OpFunctions is /v1/function-calling.
+	OpFunctions
+	// OpCompatChat is /openai/v1/chat/completions: tool turns and tools too.
+	OpCompatChat
+	// OpCompatCompletion is /openai/v1/completions.
+	OpCompatCompletion
+)
+
+func (op Op) generation() bool { return op == OpGenerate || op == OpCompatCompletion }
+
+// Gateway runs requests against the catalog's providers.
+type Gateway struct {
+	Catalog *Catalog
+	// Usage records usage per credential and model; optional.
+	Usage Recorder
+	// Admission, when set, is consulted before each call.
+	Admission Admission
+	// Log receives one line per call (debug; info when tokens were
+	// estimated or a fallback was used).
+	Log *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Log != nil {
+		return g.Log
+	}
+	return slog.Default()
+}
+
+// NewID returns prefix followed by 24 random hex digits.
+func NewID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	buf := make([]byte, len(prefix)+24)
+	copy(buf, prefix)
+	hex.Encode(buf[len(prefix):], b[:])
+	return string(buf)
+}
+
+// Result is a finished text call.
+type Result struct {
+	// Model is the model that answered (a fallback when the first failed).
+	Model        *Model
+	Text         string
+	ToolCalls    []ToolCall
+	FinishReason string
+	Usage        Usage
+	CreatedAt    time.Time
+	// FallbackFrom lists the models that failed before Model answered.
+	FallbackFrom []string
+}
+
+// capabilityError is the 400 for a model without the needed capability.
+func capabilityError(m *Model, need string) error {
+	return errs.E(errs.Invalid, "model %s does not support %s (its capabilities: %s)", m.ID, need, strings.Join(m.Capabilities, ", ")).
+		WithDetails(map[string]any{"model": m.ID, "capability": need, "capabilities": m.Capabilities})
+}
+
+// needs returns the capability an op needs and whether m has it.
+func (op Op) supportedBy(m *Model) (string, bool) {
+	if op.generation() {
+		return CapChat + " or " + CapCompletion, m.Has(CapChat) || m.Has(CapCompletion)
+	}
+	return CapChat, m.Has(CapChat)
+}
+
+// prepare validates r for op and resolves its model: 422 listing every
+// invalid field and out-of-range knob, 404 for an unknown model, 400 for a
+// model lacking the capability.
+func (g *Gateway) prepare(op Op, r *Request) (*Model, error) {
+	var ps []errs.Problem
+	if strings.TrimSpace(r.Model) == "" {
+		ps = append(ps, errs.Problem{Field: "model", Problem: "is required"})
+	}
+	if op.generation() {
+		if r.Prompt == "" {
+			ps = append(ps, errs.Problem{Field: "prompt", Problem: "is required"})
+		}
+	} else {
+		ps = append(ps, messageProblems(op, r.Messages)...)
+	}
+	ps = append(ps, knobProblems(r)...)
+	if r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceFunction {
+		found := false
+		for _, t := range r.Tools {
+			found = found || t.Name == r.ToolChoice.Name
+		}
+		if !found {
+			ps = append(ps, errs.Problem{Field: "toolChoice", Problem: fmt.Sprintf("names function %q, which is not among the tools", r.ToolChoice.Name)})
+		}
+	}
+	var m *Model
+	if strings.TrimSpace(r.Model) != "" {
+		var err error
+		m, err = g.Catalog.Resolve(r.Model)
+		if err != nil {
+			if len(ps) == 0 {
+				return nil, err
+			}
+		} else {
+			if need, ok := op.supportedBy(m); !ok && len(ps) == 0 {
+				return nil, capabilityError(m, need)
+			}
+			ps = append(ps, maxTokensProblem(m, r)...)
+		}
+	}
+	if err := errs.Problems("invalid request", ps); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// messageProblems checks a conversation for op.
+func messageProblems(op Op, msgs []Message) []errs.Problem {
+	if len(msgs) == 0 {
+		return []errs.Problem{{Field: "messages", Problem: "must contain at least one message"}}
+	}
+	if len(msgs) > MaxMessages {
+		return []errs.Problem{{Field: "messages", Problem: fmt.Sprintf("at most %d messages", MaxMessages)}}
+	}
+	var ps []errs.Problem
+	compat := op == OpCompatChat
+	for i, m := range msgs {
+		at := fmt.Sprintf("messages[%d]", i)
+		switch m.Role {
+		case RoleSystem, RoleUser:
+		case RoleAssistant:
+		case RoleTool:
+			if !compat {
+				ps = append(ps, errs.Problem{Field: at + ".role", Problem: "must be system, user or assistant"})
+			} else if m.ToolCallID == "" {
+				ps = append(ps, errs.Problem{Field: at + ".tool_call_id", Problem: "is required on tool messages"})
+			}
+		case "":
+			ps = append(ps, errs.Problem{Field: at + ".role", Problem: "is required"})
+		default:
+			allowed := "system, user or assistant"
+			if compat {
+				allowed = "system, developer, user, assistant or tool"
+			}
+			ps = append(ps, errs.Problem{Field: at + ".role", Problem: fmt.Sprintf("must be %s, got %q", allowed, m.Role)})
+		}
+	}
+	return ps
+}
+
+// candidates returns m followed by its usable fallbacks.
+func (g *Gateway) candidates(op Op, m *Model) []*Model {
+	out := []*Model{m}
+	for _, id := range m.Fallbacks {
+		f, err := g.Catalog.Lookup(id)
+		if err != nil {
+			continue
+		}
+		if _, ok := op.supportedBy(f); !ok {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func canFallBack(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.Fallback
+}
+
+// admit consults the Admission hook.
+func (g *Gateway) admit(ctx context.Context, m *Model, r *Request) (func(Usage), error) {
+	if g.Admission == nil {
+		return func(Usage) {}, nil
+	}
+	settle, err := g.Admission.Admit(ctx, m, r)
+	if err != nil {
+		return nil, err
+	}
+	if settle == nil {
+		settle = func(Usage) {}
+	}
+	return settle, nil
+}
+
+// Complete validates r and runs it to the end, trying fallbacks on 429,
+// 5xx, connection errors and timeouts. Usage is recorded for the caller in
+// ctx.
+func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, error) {
+	m, err := g.prepare(op, r)
+	if err != nil {
+		return nil, err
+	}
+	settle, err := g.admit(ctx, m, r)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var tried []string
+	cands := g.candidates(op, m)
+	for i, cand := range cands {
+		resp, err := cand.provider.Complete(ctx, cand, r)
+		if err != nil {
+			if canFallBack(err) && i < len(cands)-1 {
+				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
+					slog.String("model", cand.ID), slog.String("error", err.Error()))
+				tried = append(tried, cand.ID)
+				continue
+			}
+			settle(Usage{})
+			return nil, err
+		}
+		res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: tried}
+		if res.FinishReason == "" {
+			res.FinishReason = FinishStop
+			if len(res.ToolCalls) > 0 {
+				res.FinishReason = FinishToolCalls
+			}
+		}
+		for i := range res.ToolCalls {
+			if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
+				res.ToolCalls[i].Arguments = "{}"
+			}
+			if res.ToolCalls[i].ID == "" {
+				res.ToolCalls[i].ID = NewID("call_")
+			}
+		}
+		if resp.Usage != nil {
+			res.Usage = *resp.Usage
+		} else {
+			res.Usage = Usage{
+				PromptTokens:     estimatePromptTokens(cand.Name, r),
+				CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
+				Estimated:        true,
+			}
+		}
+		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
+		settle(res.Usage)
+		return res, nil
+	}
+	// Unreachable: the loop returns on the last candidate.
+	return nil, errs.E(errs.Internal, "no model answered")
+}
+
+// account records usage and logs the call.
+func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duration, fallbackFrom []string, stream bool) {
+	principal := ""
+	if p := auth.FromContext(ctx); p != nil {
+		principal = p.ID
+	}
+	cost := m.Cost(u)
+	if g.Usage != nil {
+		g.Usage.Record(principal, m.ID, u.PromptTokens, u.CompletionTokens, cost)
+	}
+	level := slog.LevelDebug
+	if u.Estimated || len(fallbackFrom) > 0 {
+		level = slog.LevelInfo
+	}
+	log := g.log()
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("requestId", requestid.From(ctx)),
+		slog.String("principal", principal),
+		slog.String("model", m.ID),
+		slog.Int("promptTokens", u.PromptTokens),
+		slog.Int("completionTokens", u.CompletionTokens),
+		slog.Bool("estimated", u.Estimated),
+		slog.Float64("costUsd", cost),
+		slog.Bool("stream", stream),
+		slog.Float64("durationMs", float64(d.Microseconds())/1000),
+	}
+	if len(fallbackFrom) > 0 {
+		attrs = append(attrs, slog.String("fallbackFrom", strings.Join(fallbackFrom, ",")))
+	}
+	log.LogAttrs(ctx, level, "llm call", attrs...)
+}
+
+// ResultStream is a streamed text call. Read it with Next until io.EOF (or
+// an error), then Close it; Close records the usage exactly once, also when
+// the caller went away early.
+type ResultStream struct {
+	g        *Gateway
+	ctx      context.Context
+	req      *Request
+	model    *Model
+	up       Stream
+	settle   func(Usage)
+	start    time.Time
+	fallback []string
+
+	// CreatedAt is when the stream opened.
+	CreatedAt time.Time
+
+	text     strings.Builder
+	calls    []ToolCall
+	finish   string
+	upUsage  *Usage
+	finished bool
+	once     sync.Once
+}
+
+// Model is the model answering (a fallback when the first failed to open).
+func (s *ResultStream) Model() *Model { return s.model }
+
+// Stream validates r and opens a stream, trying fallbacks while the
+// upstream refuses to open one.
+func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream, error) {
+	m, err := g.prepare(op, r)
+	if err != nil {
+		return nil, err
+	}
+	settle, err := g.admit(ctx, m, r)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	cands := g.candidates(op, m)
+	var tried []string
+	for i, cand := range cands {
+		up, err := cand.provider.Stream(ctx, cand, r)
+		if err != nil {
+			if canFallBack(err) && i < len(cands)-1 {
+				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
+					slog.String("model", cand.ID), slog.String("error", err.Error()))
+				tried = append(tried, cand.ID)
+				continue
+			}
+			settle(Usage{})
+			return nil, err
+		}
+		return &ResultStream{g: g, ctx: ctx, req: r, model: cand, up: up, settle: settle, start: start, fallback: tried, CreatedAt: g.now()}, nil
+	}
+	return nil, errs.E(errs.Internal, "no model answered")
+}
+
+// Next returns the next chunk, io.EOF after the last one. Tool-call
+// deltas are passed on and accumulated for Result.
+func (s *ResultStream) Next() (Chunk, error) {
+	if s.finished {
+		return Chunk{}, io.EOF
+	}
+	c, err := s.up.Next()
+	if err != nil {
+		if err == io.EOF {
+			s.finished = true
+		}
+		return Chunk{}, err
+	}
+	s.text.WriteString(c.Text)
+	for _, d := range c.ToolCalls {
+		for len(s.calls) <= d.Index {
+			s.calls = append(s.calls, ToolCall{})
+		}
+		tc := &s.calls[d.Index]
+		if d.ID != "" {
+			tc.ID = d.ID
+		}
+		if d.Name != "" {
+			tc.Name = d.Name
+		}
+		tc.Arguments += d.Arguments
+	}
+	if c.FinishReason != "" {
+		s.finish = c.FinishReason
+	}
+	if c.Usage != nil {
+		u := *c.Usage
+		s.upUsage = &u
+	}
+	return c, nil
+}
+
+// Result returns what the stream produced so far, with usage (estimated
+// for what the upstream did not report).
+func (s *ResultStream) Result() *Result {
+	res := &Result{Model: s.model, Text: s.text.String(), FinishReason: s.finish, CreatedAt: s.CreatedAt, FallbackFrom: s.fallback}
+	res.ToolCalls = make([]ToolCall, len(s.calls))
+	copy(res.ToolCalls, s.calls)
+	for i := range res.ToolCalls {
+		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
+			res.ToolCalls[i].Arguments = "{}"
+		}
+	}
+	if res.FinishReason == "" && s.finished {
+		res.FinishReason = FinishStop
+		if len(res.ToolCalls) > 0 {
+			res.FinishReason = FinishToolCalls
+		}
+	}
+	if s.upUsage != nil && (s.finished || s.upUsage.CompletionTokens > 0) {
+		res.Usage = *s.upUsage
+	} else {
+		res.Usage = Usage{Estimated: true, CompletionTokens: estimateCompletionTokens(s.model.Name, res.Text, res.ToolCalls)}
+		if s.upUsage != nil && s.upUsage.PromptTokens > 0 {
+			res.Usage.PromptTokens = s.upUsage.PromptTokens
+		} else {
+			res.Usage.PromptTokens = estimatePromptTokens(s.model.Name, s.req)
+		}
+	}
+	return res
+}
+
+// Close releases the upstream and records usage (once).
+func (s *ResultStream) Close() error {
+	var err error
+	s.once.Do(func() {
+		err = s.up.Close()
+		u := s.Result().Usage
+		s.g.account(s.ctx, s.model, u, time.Since(s.start), s.fallback, true)
+		s.settle(u)
+	})
+	return err
+}
+
+// EmbedResult is a finished embeddings call.
+type EmbedResult struct {
+	Model     *Model
+	Vectors   [][]float32
+	Usage     Usage
+	CreatedAt time.Time
+}
+
+// Embed validates and runs an embeddings request for inputs (field names
+// the request field for error messages: "text" or "input").
+func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dimensions *int, user, field string) (*EmbedResult, error) {
+	var ps []errs.Problem
+	if strings.TrimSpace(model) == "" {
+		ps = append(ps, errs.Problem{Field: "model", Problem: "is required"})
+	}
+	switch {
+	case len(inputs) == 0:
+		ps = append(ps, errs.Problem{Field: field, Problem: "is required"})
+	case len(inputs) > MaxEmbeddingInputs:
+		ps = append(ps, errs.Problem{Field: field, Problem: fmt.Sprintf("at most %d inputs", MaxEmbeddingInputs)})
+	default:
+		for i, in := range inputs {
+			if strings.TrimSpace(in) == "" {
+				f := field
+				if len(inputs) > 1 {
+					f = fmt.Sprintf("%s[%d]", field, i)
+				}
+				ps = append(ps, errs.Problem{Field: f, Problem: "must not be empty"})
+			}
+		}
+	}
+	if dimensions != nil && *dimensions < 1 {
+		ps = append(ps, errs.Problem{Field: "dimensions", Problem: "must be at least 1"})
+	}
+	if err := errs.Problems("invalid request", ps); err != nil {
+		return nil, err
+	}
+	m, err := g.Catalog.Resolve(model)
+	if err != nil {
+		return nil, err
+	}
+	if !m.Has(CapEmbeddings) {
+		return nil, capabilityError(m, CapEmbeddings)
+	}
+	req := &Request{Model: m.ID, Prompt: strings.Join(inputs, "\n")}
+	settle, err := g.admit(ctx, m, req)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	cands := []*Model{m}
+	for _, id := range m.Fallbacks {
+		if f, err := g.Catalog.Lookup(id); err == nil && f.Has(CapEmbeddings) {
+			cands = append(cands, f)
+		}
+	}
+	var tried []string
+	for i, cand := range cands {
+		resp, err := cand.provider.Embed(ctx, cand, &EmbedRequest{Inputs: inputs, Dimensions: dimensions, User: user})
+		if err != nil {
+			if canFallBack(err) && i < len(cands)-1 {
+				tried = append(tried, cand.ID)
+				continue
+			}
+			settle(Usage{})
+			return nil, err
+		}
+		res := &EmbedResult{Model: cand, Vectors: resp.Vectors, CreatedAt: g.now()}
+		if resp.Usage != nil {
+			res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}
+		} else {
+			n := 0
+			for _, in := range inputs {
+				n += CountTokens(cand.Name, in)
+			}
+			res.Usage = Usage{PromptTokens: n, Estimated: true}
+		}
+		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
+		settle(res.Usage)
+		return res, nil
+	}
+	return nil, errs.E(errs.Internal, "no model answered")
+}
+
+// FunctionCall is the function the model chose, with its arguments.
+type FunctionCall struct {
+	Name string
+	// Arguments is the arguments object (numbers as json.Number); nil when
+	// the model sent something that is not a JSON object.
+	Arguments map[string]any
+	// RawArguments is the arguments text as the model wrote it.
+	RawArguments string
+}
+
+// FunctionResult is the outcome of /v1/function-calling.
+type FunctionResult struct {
+	*Result
+	// Call is nil when the model called no function.
+	Call *FunctionCall
+	// Valid reports whether Call names a declared function and its
+	// arguments conform to the declared parameters.
+	Valid bool
+	// Problems lists every way the call does not conform.
+	Problems []errs.Problem
+}
+
+// CallFunction asks the model to choose among fns for the conversation in
+// r and checks the call it makes against the declaration.
+func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDef) (*FunctionResult, error) {
+	compiled, ps := compileFunctions(fns, "functions")
+	if len(fns) == 0 {
+		ps = append(ps, errs.Problem{Field: "functions", Problem: "must declare at least one function"})
+	}
+	if len(ps) > 0 {
+		// Report function problems together with the rest of the request's.
+		if _, err := g.prepare(OpFunctions, r); err != nil {
+			var e *errs.Error
+			if errors.As(err, &e) && e.Kind == errs.Validation {
+				if prev, ok := e.Details["problems"].([]errs.Problem); ok {
+					ps = append(prev, ps...)
+				}
+			}
+		}
+		return nil, errs.Problems("invalid request", ps)
+	}
+	r.Tools = make([]Tool, len(fns))
+	for i, f := range fns {
+		r.Tools[i] = Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters}
+	}
+	if r.ToolChoice == nil {
+		r.ToolChoice = &ToolChoice{Mode: ToolChoiceAuto}
+	}
+	no := false
+	r.ParallelToolCalls = &no
+	res, err := g.Complete(ctx, OpFunctions, r)
+	if err != nil {
+		return nil, err
+	}
+	out := &FunctionResult{Result: res}
+	if len(res.ToolCalls) == 0 {
+		return out, nil
+	}
+	tc := res.ToolCalls[0]
+	out.Call = &FunctionCall{Name: tc.Name, RawArguments: tc.Arguments}
+	cf, declared := compiled[tc.Name]
+	if !declared {
+		out.Problems = append(out.Problems, errs.Problem{Field: "functionCall.name", Problem: fmt.Sprintf("the model called %q, which was not declared", tc.Name)})
+		args, _ := checkArguments(&compiledFunction{schema: &schema{}}, tc.Arguments)
+		out.Call.Arguments = args
+	} else {
+		args, aps := checkArguments(cf, tc.Arguments)
+		out.Call.Arguments = args
+		for _, p := range aps {
+			p.Field = "functionCall." + p.Field
+			out.Problems = append(out.Problems, p)
+		}
+	}
+	out.Valid = len(out.Problems) == 0
+	return out, nil
+}

@@ -1,0 +1,315 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
+)
+
+// discoveryInterval is how often providers with discover: true are listed again.
+const discoveryInterval = 10 * time.Minute
+
+// initLLM builds the model catalog, the gateway and the usage recorder,
+// and registers their shutdown hooks and the OpenAI error shape.
+func (s *Server) initLLM() error {
+	cat, err := llm.NewCatalog(context.Background(), s.cfg.Providers, llm.CatalogOptions{Store: s.store, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.usage = usage.New(s.store, usage.Options{Logger: s.log})
+	s.closers = append(s.closers, s.usage.Close)
+	s.closers = append(s.closers, cat.StartDiscovery(discoveryInterval))
+	s.llm = &llm.Gateway{Catalog: cat, Usage: s.usage, Log: s.log}
+	if s.errorWriters == nil {
+		s.errorWriters = map[string]errorWriter{}
+	}
+	s.errorWriters["/openai/"] = writeOpenAIError
+	return nil
+}
+
+// LLM returns the language-model gateway (tests, rate limits, metrics).
+func (s *Server) LLM() *llm.Gateway { return s.llm }
+
+// Usage returns the usage recorder (GET /v1/usage, tests).
+func (s *Server) Usage() *usage.Recorder { return s.usage }
+
+func nativeMessages(in []api.Message) []llm.Message {
+	out := make([]llm.Message, len(in))
+	for i, m := range in {
+		out[i] = llm.Message{Role: string(m.Role), Content: m.Content}
+	}
+	return out
+}
+
+func createdAt(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+func generation(id string, res *llm.Result) api.Generation {
+	return api.Generation{
+		Id: id, Text: res.Text, Model: res.Model.ID,
+		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.Total(),
+		CreatedAt: createdAt(res.CreatedAt),
+	}
+}
+
+func chatCompletion(id string, res *llm.Result) api.ChatCompletion {
+	return api.ChatCompletion{
+		Id: id, Message: api.Message{Role: api.MessageRoleAssistant, Content: res.Text}, Model: res.Model.ID,
+		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.Total(),
+		CreatedAt: createdAt(res.CreatedAt),
+	}
+}
+
+func (h *handlers) Generate(ctx context.Context, req api.GenerateRequestObject) (api.GenerateResponseObject, error) {
+	b := req.Body
+	r := &llm.Request{Model: b.Model, Prompt: b.Prompt, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP,
+		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty}
+	id := llm.NewID("gen_")
+	if b.Stream != nil && *b.Stream {
+		st, err := h.s.llm.Stream(ctx, llm.OpGenerate, r)
+		if err != nil {
+			return nil, err
+		}
+		return &nativeStream{s: h.s, ctx: ctx, st: st, done: func(res *llm.Result) any { return generation(id, res) }}, nil
+	}
+	res, err := h.s.llm.Complete(ctx, llm.OpGenerate, r)
+	if err != nil {
+		return nil, err
+	}
+	return api.Generate200JSONResponse(generation(id, res)), nil
+}
+
+func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.ChatResponseObject, error) {
+	b := req.Body
+	r := &llm.Request{Model: b.Model, Messages: nativeMessages(b.Messages), MaxTokens: b.MaxTokens, Temperature: b.Temperature,
+		TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty}
+	id := llm.NewID("chat_")
+	if b.Stream != nil && *b.Stream {
+		st, err := h.s.llm.Stream(ctx, llm.OpChat, r)
+		if err != nil {
+			return nil, err
+		}
+		return &nativeStream{s: h.s, ctx: ctx, st: st, done: func(res *llm.Result) any { return chatCompletion(id, res) }}, nil
+	}
+	res, err := h.s.llm.Complete(ctx, llm.OpChat, r)
+	if err != nil {
+		return nil, err
+	}
+	return api.Chat200JSONResponse(chatCompletion(id, res)), nil
+}
+
+func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingRequestObject) (api.CreateEmbeddingResponseObject, error) {
+	var inputs []string
+	if req.Body.Text != "" {
+		inputs = []string{req.Body.Text}
+	}
+	res, err := h.s.llm.Embed(ctx, req.Body.Model, inputs, nil, "", "text")
+	if err != nil {
+		return nil, err
+	}
+	return api.CreateEmbedding200JSONResponse{
+		Id: llm.NewID("emb_"), Embedding: res.Vectors[0], Model: res.Model.ID, Tokens: res.Usage.PromptTokens,
+		CreatedAt: createdAt(res.CreatedAt),
+	}, nil
+}
+
+func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequestObject) (api.CallFunctionResponseObject, error) {
+	b := req.Body
+	r := &llm.Request{Model: b.Model, Messages: nativeMessages(b.Messages), Temperature: b.Temperature}
+	fns := make([]llm.FunctionDef, len(b.Functions))
+	for i, f := range b.Functions {
+		fns[i] = llm.FunctionDef{Name: f.Name}
+		if f.Description != nil {
+			fns[i].Description = *f.Description
+		}
+		if f.Parameters != nil {
+			raw, err := json.Marshal(*f.Parameters)
+			if err != nil {
+				return nil, errs.Wrap(errs.Invalid, err, "functions: parameters is not a JSON object")
+			}
+			fns[i].Parameters = raw
+		}
+	}
+	res, err := h.s.llm.CallFunction(ctx, r, fns)
+	if err != nil {
+		return nil, err
+	}
+	out := api.CallFunction200JSONResponse{
+		Id: llm.NewID("fc_"), Model: res.Model.ID,
+		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.Total(),
+		CreatedAt: createdAt(res.CreatedAt), ArgumentsProblems: []api.Problem{},
+	}
+	if res.Text != "" || res.Call == nil {
+		out.Message = &api.Message{Role: api.MessageRoleAssistant, Content: res.Text}
+	}
+	if res.Call != nil {
+		args := res.Call.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		out.FunctionCall = &api.FunctionCall{Name: res.Call.Name, Arguments: args}
+		valid := res.Valid
+		out.ArgumentsValid = &valid
+		for _, p := range res.Problems {
+			out.ArgumentsProblems = append(out.ArgumentsProblems, api.Problem{Field: p.Field, Problem: p.Problem})
+		}
+	}
+	return out, nil
+}
+
+func apiModel(m *llm.Model) api.Model {
+	out := api.Model{Id: m.ID, Provider: m.Provider, Name: m.Name, Capabilities: slices.Clone(m.Capabilities)}
+	if m.MaxTokens > 0 && !m.Has(llm.CapEmbeddings) {
+		v := m.MaxTokens
+		out.MaxTokens = &v
+	}
+	if m.Dimensions > 0 && m.Has(llm.CapEmbeddings) {
+		v := m.Dimensions
+		out.Dimensions = &v
+	}
+	return out
+}
+
+func apiModelDetail(m *llm.Model) api.ModelDetail {
+	b := apiModel(m)
+	out := api.ModelDetail{Id: b.Id, Provider: b.Provider, Name: b.Name, Capabilities: b.Capabilities,
+		MaxTokens: b.MaxTokens, Dimensions: b.Dimensions, CreatedAt: createdAt(m.CreatedAt)}
+	if m.Pricing != nil {
+		out.Pricing = &api.Pricing{Input: m.Pricing.Input, Output: m.Pricing.Output}
+	}
+	return out
+}
+
+func (h *handlers) ListModels(_ context.Context, req api.ListModelsRequestObject) (api.ListModelsResponseObject, error) {
+	p := req.Params
+	if p.Limit != nil && (*p.Limit < 1 || *p.Limit > 1000) {
+		return nil, errs.Problems("invalid query", []errs.Problem{{Field: "limit", Problem: "must be between 1 and 1000"}})
+	}
+	out := api.ListModels200JSONResponse{Data: []api.Model{}}
+	for _, m := range h.s.llm.Catalog.Models() {
+		if p.Provider != nil && m.Provider != *p.Provider {
+			continue
+		}
+		if p.Capability != nil && !m.Has(string(*p.Capability)) {
+			continue
+		}
+		if p.Cursor != nil && *p.Cursor != "" && m.ID <= *p.Cursor {
+			continue
+		}
+		if p.Limit != nil && len(out.Data) == *p.Limit {
+			next := out.Data[len(out.Data)-1].Id
+			out.NextCursor = &next
+			break
+		}
+		out.Data = append(out.Data, apiModel(m))
+	}
+	return out, nil
+}
+
+func (h *handlers) GetModel(_ context.Context, req api.GetModelRequestObject) (api.GetModelResponseObject, error) {
+	m, err := h.s.llm.Catalog.Lookup(req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetModel200JSONResponse(apiModelDetail(m)), nil
+}
+
+func (h *handlers) GetProviderModel(_ context.Context, req api.GetProviderModelRequestObject) (api.GetProviderModelResponseObject, error) {
+	m, err := h.s.llm.Catalog.Lookup(req.Provider + "/" + req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetProviderModel200JSONResponse(apiModelDetail(m)), nil
+}
+
+// streamDelta is the data of an `event: delta` (StreamDelta in the spec).
+type streamDelta struct {
+	Text string `json:"text"`
+}
+
+// nativeStream writes a generate or chat stream as server-sent events:
+// `delta` events with {"text"}, then `done` with the full object, or
+// `error` with an ErrorResponse when the upstream fails mid-stream.
+type nativeStream struct {
+	s    *Server
+	ctx  context.Context
+	st   *llm.ResultStream
+	done func(*llm.Result) any
+}
+
+func (n *nativeStream) VisitGenerateResponse(w http.ResponseWriter) error { return n.write(w) }
+func (n *nativeStream) VisitChatResponse(w http.ResponseWriter) error     { return n.write(w) }
+
+// startSSE sets the event-stream headers and sends them.
+func startSSE(w http.ResponseWriter) http.Flusher {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	return fl
+}
+
+func (n *nativeStream) write(w http.ResponseWriter) error {
+	defer n.st.Close()
+	fl := startSSE(w)
+	send := func(buf []byte) bool {
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	var buf []byte
+	for {
+		c, err := n.st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			n.s.streamFailed(n.ctx, err)
+			e := classify(err)
+			data, _ := json.Marshal(errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(n.ctx), Details: e.Details}})
+			send(llm.AppendEvent(buf[:0], "error", data))
+			return nil
+		}
+		if c.Text == "" {
+			continue
+		}
+		data, _ := json.Marshal(streamDelta{Text: c.Text})
+		buf = llm.AppendEvent(buf[:0], "delta", data)
+		if !send(buf) {
+			return nil // the client went away; Close cancels the upstream
+		}
+	}
+	data, _ := json.Marshal(n.done(n.st.Result()))
+	send(llm.AppendEvent(buf[:0], "done", data))
+	return nil
+}
+
+// streamFailed logs a stream that failed after its 200 was sent (the
+// request log line cannot show it).
+func (s *Server) streamFailed(ctx context.Context, err error) {
+	if errors.Is(err, llm.ErrClientGone) || ctx.Err() != nil {
+		return
+	}
+	s.log.LogAttrs(ctx, slog.LevelWarn, "llm stream failed", slog.String("requestId", requestid.From(ctx)),
+		slog.String("code", string(errs.KindOf(err))), slog.String("error", strings.TrimSpace(err.Error())))
+}

@@ -1,0 +1,223 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
+)
+
+// tokenRoute is the OAuth token endpoint; its errors have RFC 6749's shape.
+const tokenRoute = "/v1/oauth/token"
+
+func (h *handlers) CreateOAuthClient(ctx context.Context, req api.CreateOAuthClientRequestObject) (api.CreateOAuthClientResponseObject, error) {
+	in := oauthserver.NewClientInput{Name: req.Body.Name, RateLimit: fromRateLimit(req.Body.RateLimit)}
+	for _, s := range req.Body.Scopes {
+		in.Scopes = append(in.Scopes, string(s))
+	}
+	c, secret, err := h.s.oauth.CreateClient(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	pub := toOAuthClient(c)
+	noStore := "no-store"
+	return api.CreateOAuthClient201JSONResponse{
+		Body: api.OAuthClientCreated{
+			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, RateLimit: pub.RateLimit,
+			CreatedAt: pub.CreatedAt, Version: pub.Version, ClientSecret: secret,
+		},
+		Headers: api.CreateOAuthClient201ResponseHeaders{CacheControl: &noStore},
+	}, nil
+}
+
+func (h *handlers) ListOAuthClients(ctx context.Context, req api.ListOAuthClientsRequestObject) (api.ListOAuthClientsResponseObject, error) {
+	limit, err := pageLimit(req.Params.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var cursor string
+	if req.Params.Cursor != nil {
+		cursor = *req.Params.Cursor
+	}
+	cs, next, err := h.s.oauth.ListClients(ctx, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ListOAuthClients200JSONResponse{Data: make([]api.OAuthClient, 0, len(cs))}
+	for _, c := range cs {
+		out.Data = append(out.Data, toOAuthClient(c))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return out, nil
+}
+
+func (h *handlers) GetOAuthClient(ctx context.Context, req api.GetOAuthClientRequestObject) (api.GetOAuthClientResponseObject, error) {
+	c, err := h.s.oauth.GetClient(ctx, req.Id)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetOAuthClient200JSONResponse(toOAuthClient(c)), nil
+}
+
+func (h *handlers) DeleteOAuthClient(ctx context.Context, req api.DeleteOAuthClientRequestObject) (api.DeleteOAuthClientResponseObject, error) {
+	if err := h.s.oauth.DeleteClient(ctx, req.Id); err != nil {
+		return nil, err
+	}
+	return api.DeleteOAuthClient204Response{}, nil
+}
+
+func (h *handlers) CreateOAuthToken(ctx context.Context, req api.CreateOAuthTokenRequestObject) (api.CreateOAuthTokenResponseObject, error) {
+	tr := oauthserver.TokenRequest{}
+	if req.Params.Authorization != nil {
+		tr.Authorization = *req.Params.Authorization
+	}
+	if b := req.Body; b != nil {
+		tr.GrantType, tr.Scope = b.GrantType, b.Scope
+		if b.ClientId != nil {
+			tr.ClientID = *b.ClientId
+		}
+		if b.ClientSecret != nil {
+			tr.ClientSecret = *b.ClientSecret
+		}
+	}
+	tok, err := h.s.oauth.IssueToken(ctx, tr)
+	if err != nil {
+		return nil, err
+	}
+	noStore, noCache := "no-store", "no-cache"
+	return api.CreateOAuthToken200JSONResponse{
+		Body:    api.OAuthToken{AccessToken: tok.AccessToken, TokenType: tok.TokenType, ExpiresIn: tok.ExpiresIn, Scope: tok.Scope},
+		Headers: api.CreateOAuthToken200ResponseHeaders{CacheControl: &noStore, Pragma: &noCache},
+	}, nil
+}
+
+func (h *handlers) GetJWKS(context.Context, api.GetJWKSRequestObject) (api.GetJWKSResponseObject, error) {
+	b, err := json.Marshal(h.s.oauth.JWKS())
+	if err != nil {
+		return nil, err
+	}
+	return jwksResponse(b), nil
+}
+
+// jwksResponse is the key set as go-jose encodes it (RFC 7517/8037).
+type jwksResponse []byte
+
+func (r jwksResponse) VisitGetJWKSResponse(w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(r)
+	return err
+}
+
+func (h *handlers) ListSigningKeys(context.Context, api.ListSigningKeysRequestObject) (api.ListSigningKeysResponseObject, error) {
+	ks := h.s.oauth.SigningKeys()
+	out := api.ListSigningKeys200JSONResponse{Data: make([]api.SigningKey, 0, len(ks))}
+	for _, k := range ks {
+		out.Data = append(out.Data, toSigningKey(k))
+	}
+	return out, nil
+}
+
+func (h *handlers) RotateSigningKey(ctx context.Context, _ api.RotateSigningKeyRequestObject) (api.RotateSigningKeyResponseObject, error) {
+	k, err := h.s.oauth.RotateSigningKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return api.RotateSigningKey201JSONResponse(toSigningKey(k)), nil
+}
+
+func toSigningKey(k oauthserver.SigningKey) api.SigningKey {
+	return api.SigningKey{Kid: k.KID, Alg: k.Alg, CreatedAt: k.CreatedAt, RetiredAt: k.RetiredAt}
+}
+
+func toOAuthClient(c oauthserver.Client) api.OAuthClient {
+	out := api.OAuthClient{Id: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, Version: c.Version, RateLimit: toRateLimit(c.RateLimit)}
+	out.Scopes = make([]api.Scope, 0, len(c.Scopes))
+	for _, s := range c.Scopes {
+		out.Scopes = append(out.Scopes, api.Scope(s))
+	}
+	return out
+}
+
+// fromRateLimit and toRateLimit translate the optional rateLimit override.
+func fromRateLimit(r *api.RateLimitOverride) *auth.RateLimit {
+	if r == nil {
+		return nil
+	}
+	var out auth.RateLimit
+	if r.RequestsPerMinute != nil {
+		out.RequestsPerMinute = *r.RequestsPerMinute
+		if out.RequestsPerMinute == 0 {
+			out.RequestsPerMinute = -1 // explicit 0 is out of range, not "default"
+		}
+	}
+	if r.TokensPerMinute != nil {
+		out.TokensPerMinute = *r.TokensPerMinute
+		if out.TokensPerMinute == 0 {
+			out.TokensPerMinute = -1
+		}
+	}
+	return &out
+}
+
+func toRateLimit(r *auth.RateLimit) *api.RateLimitOverride {
+	if r == nil {
+		return nil
+	}
+	var out api.RateLimitOverride
+	if r.RequestsPerMinute > 0 {
+		n := r.RequestsPerMinute
+		out.RequestsPerMinute = &n
+	}
+	if r.TokensPerMinute > 0 {
+		n := r.TokensPerMinute
+		out.TokensPerMinute = &n
+	}
+	return &out
+}
+
+// tokenEndpoint enforces on POST /v1/oauth/token what the generated form
+// binding cannot: a well-formed body with each parameter at most once
+// (RFC 6749 §3.2). checkMediaType has already required form encoding.
+func (s *Server) tokenEndpoint(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if c.Path() != tokenRoute || r.Method != http.MethodPost {
+			return next(c)
+		}
+		if err := r.ParseForm(); err != nil {
+			if classify(err).Kind == errs.TooLarge {
+				return err
+			}
+			return errs.E(errs.Invalid, "the token request body is not valid form encoding")
+		}
+		if err := oauthserver.CheckForm(r.PostForm); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// writeOAuthError answers errors of the token endpoint in the shape of
+// RFC 6749 §5.2.
+func writeOAuthError(c echo.Context, status int, e *errs.Error) {
+	code := oauthserver.ErrorCode(e)
+	h := c.Response().Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	if code == oauthserver.InvalidClient {
+		status = http.StatusUnauthorized
+		h.Set("WWW-Authenticate", `Basic realm="switchboard"`)
+	}
+	desc := e.Message
+	_ = c.JSON(status, api.OAuthError{Error: api.OAuthErrorError(code), ErrorDescription: &desc})
+}

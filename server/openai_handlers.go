@@ -1,0 +1,460 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/openaiwire"
+)
+
+// The OpenAI-compatible routes under /openai/v1 translate OpenAI's wire
+// format (server/llm/openaiwire) to the gateway and back, and answer errors
+// in OpenAI's shape so that OpenAI's SDKs can read them.
+
+// decodeOpenAI decodes an OpenAI request body leniently (unknown fields
+// ignored, as OpenAI's SDKs send fields Switchboard does not use).
+func decodeOpenAI(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return errs.E(errs.Invalid, "%s: expected %s, got JSON %s", te.Field, te.Type.String(), te.Value).
+				WithDetails(map[string]any{"problems": []errs.Problem{{Field: te.Field, Problem: "expected " + te.Type.String()}}})
+		}
+		return errs.Wrap(errs.Invalid, err, "invalid request body: "+err.Error())
+	}
+	return nil
+}
+
+// invalidParam is a 400 naming the OpenAI parameter at fault.
+func invalidParam(param, format string, args ...any) error {
+	return errs.E(errs.Invalid, format, args...).WithDetails(map[string]any{"problems": []errs.Problem{{Field: param, Problem: fmt.Sprintf(format, args...)}}})
+}
+
+// compatChatRequest translates an OpenAI chat request.
+func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error) {
+	if b.N != nil && *b.N != 1 {
+		return nil, invalidParam("n", "only n=1 is supported")
+	}
+	r := &llm.Request{
+		Model: b.Model, Temperature: b.Temperature, TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty,
+		PresencePenalty: b.PresencePenalty, Stop: b.Stop, Seed: b.Seed, User: b.User, ParallelToolCalls: b.ParallelToolCalls,
+		MaxTokens: b.MaxTokens,
+	}
+	if b.MaxCompletionTokens != nil {
+		r.MaxTokens = b.MaxCompletionTokens
+	}
+	r.Messages = make([]llm.Message, len(b.Messages))
+	for i, m := range b.Messages {
+		if m.Content.NonText != "" {
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content", i), "content parts of type %q are not supported; send text parts", m.Content.NonText)
+		}
+		role := m.Role
+		if role == "developer" {
+			role = llm.RoleSystem
+		}
+		msg := llm.Message{Role: role, Content: m.Content.Text, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		r.Messages[i] = msg
+	}
+	if len(b.Tools) > llm.MaxFunctions {
+		return nil, invalidParam("tools", "at most %d tools", llm.MaxFunctions)
+	}
+	for i, t := range b.Tools {
+		if t.Type != "function" {
+			return nil, invalidParam(fmt.Sprintf("tools[%d].type", i), "only function tools are supported, got %q", t.Type)
+		}
+		if t.Function.Name == "" {
+			return nil, invalidParam(fmt.Sprintf("tools[%d].function.name", i), "is required")
+		}
+		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	if tc := b.ToolChoice; tc != nil {
+		r.ToolChoice = &llm.ToolChoice{Mode: tc.Mode, Name: tc.Name}
+	}
+	return r, nil
+}
+
+func compatUsage(u llm.Usage) *openaiwire.Usage {
+	return &openaiwire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
+}
+
+func compatToolCalls(calls []llm.ToolCall) []openaiwire.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]openaiwire.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = openaiwire.ToolCall{ID: c.ID, Type: "function", Function: openaiwire.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+	}
+	return out
+}
+
+func (h *handlers) OpenaiCreateChatCompletion(ctx context.Context, req api.OpenaiCreateChatCompletionRequestObject) (api.OpenaiCreateChatCompletionResponseObject, error) {
+	var b openaiwire.ChatCompletionRequest
+	if err := decodeOpenAI(*req.Body, &b); err != nil {
+		return nil, err
+	}
+	r, err := compatChatRequest(&b)
+	if err != nil {
+		return nil, err
+	}
+	id := llm.NewID("chatcmpl-")
+	if b.Stream {
+		st, err := h.s.llm.Stream(ctx, llm.OpCompatChat, r)
+		if err != nil {
+			return nil, err
+		}
+		return &compatStream{s: h.s, ctx: ctx, st: st, id: id, chat: true, includeUsage: b.StreamOptions != nil && b.StreamOptions.IncludeUsage}, nil
+	}
+	res, err := h.s.llm.Complete(ctx, llm.OpCompatChat, r)
+	if err != nil {
+		return nil, err
+	}
+	msg := openaiwire.ResponseMessage{Role: llm.RoleAssistant, ToolCalls: compatToolCalls(res.ToolCalls)}
+	if res.Text != "" || len(res.ToolCalls) == 0 {
+		text := res.Text
+		msg.Content = &text
+	}
+	return &openAIJSON{v: &openaiwire.ChatCompletion{
+		ID: id, Object: "chat.completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
+		Choices: []openaiwire.Choice{{Index: 0, Message: msg, FinishReason: res.FinishReason}},
+		Usage:   compatUsage(res.Usage),
+	}}, nil
+}
+
+func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCreateCompletionRequestObject) (api.OpenaiCreateCompletionResponseObject, error) {
+	var b openaiwire.CompletionRequest
+	if err := decodeOpenAI(*req.Body, &b); err != nil {
+		return nil, err
+	}
+	if b.N != nil && *b.N != 1 {
+		return nil, invalidParam("n", "only n=1 is supported")
+	}
+	if len(b.Prompt) > 1 {
+		return nil, invalidParam("prompt", "only one prompt per request is supported")
+	}
+	r := &llm.Request{Model: b.Model, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP,
+		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty, Stop: b.Stop, Seed: b.Seed, User: b.User}
+	if len(b.Prompt) == 1 {
+		r.Prompt = b.Prompt[0]
+	}
+	id := llm.NewID("cmpl-")
+	if b.Stream {
+		st, err := h.s.llm.Stream(ctx, llm.OpCompatCompletion, r)
+		if err != nil {
+			return nil, err
+		}
+		return &compatStream{s: h.s, ctx: ctx, st: st, id: id, includeUsage: b.StreamOptions != nil && b.StreamOptions.IncludeUsage}, nil
+	}
+	res, err := h.s.llm.Complete(ctx, llm.OpCompatCompletion, r)
+	if err != nil {
+		return nil, err
+	}
+	finish := res.FinishReason
+	return &openAIJSON{v: &openaiwire.Completion{
+		ID: id, Object: "text_completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
+		Choices: []openaiwire.CompletionChoice{{Text: res.Text, Index: 0, FinishReason: &finish}},
+		Usage:   compatUsage(res.Usage),
+	}}, nil
+}
+
+// compatEmbedding is an embedding in float or base64 encoding.
+type compatEmbedding struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"`
+}
+
+func (h *handlers) OpenaiCreateEmbedding(ctx context.Context, req api.OpenaiCreateEmbeddingRequestObject) (api.OpenaiCreateEmbeddingResponseObject, error) {
+	var b openaiwire.EmbeddingRequest
+	if err := decodeOpenAI(*req.Body, &b); err != nil {
+		return nil, err
+	}
+	switch b.EncodingFormat {
+	case "", "float", "base64":
+	default:
+		return nil, invalidParam("encoding_format", "must be float or base64, got %q", b.EncodingFormat)
+	}
+	res, err := h.s.llm.Embed(ctx, b.Model, b.Input, b.Dimensions, b.User, "input")
+	if err != nil {
+		return nil, err
+	}
+	data := make([]compatEmbedding, len(res.Vectors))
+	for i, v := range res.Vectors {
+		data[i] = compatEmbedding{Object: "embedding", Index: i, Embedding: v}
+		if b.EncodingFormat == "base64" {
+			raw := make([]byte, 4*len(v))
+			for j, f := range v {
+				binary.LittleEndian.PutUint32(raw[4*j:], math.Float32bits(f))
+			}
+			data[i].Embedding = base64.StdEncoding.EncodeToString(raw)
+		}
+	}
+	return &openAIJSON{v: map[string]any{
+		"object": "list", "data": data, "model": res.Model.ID,
+		"usage": map[string]int{"prompt_tokens": res.Usage.PromptTokens, "total_tokens": res.Usage.PromptTokens},
+	}}, nil
+}
+
+func compatModel(m *llm.Model) openaiwire.Model {
+	return openaiwire.Model{ID: m.ID, Object: "model", Created: m.CreatedAt.Unix(), OwnedBy: m.Provider}
+}
+
+func (h *handlers) OpenaiListModels(context.Context, api.OpenaiListModelsRequestObject) (api.OpenaiListModelsResponseObject, error) {
+	models := h.s.llm.Catalog.Models()
+	out := openaiwire.ModelList{Object: "list", Data: make([]openaiwire.Model, len(models))}
+	for i, m := range models {
+		out.Data[i] = compatModel(m)
+	}
+	return &openAIJSON{v: &out}, nil
+}
+
+func (h *handlers) OpenaiGetModel(_ context.Context, req api.OpenaiGetModelRequestObject) (api.OpenaiGetModelResponseObject, error) {
+	m, err := h.s.llm.Catalog.Resolve(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	v := compatModel(m)
+	return &openAIJSON{v: &v}, nil
+}
+
+func (h *handlers) OpenaiGetProviderModel(_ context.Context, req api.OpenaiGetProviderModelRequestObject) (api.OpenaiGetProviderModelResponseObject, error) {
+	m, err := h.s.llm.Catalog.Lookup(req.Provider + "/" + req.Name)
+	if err != nil {
+		return nil, err
+	}
+	v := compatModel(m)
+	return &openAIJSON{v: &v}, nil
+}
+
+var jsonBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// openAIJSON answers 200 with v encoded as JSON.
+type openAIJSON struct{ v any }
+
+func (o *openAIJSON) write(w http.ResponseWriter) error {
+	buf := jsonBufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer jsonBufPool.Put(buf)
+	if err := json.NewEncoder(buf).Encode(o.v); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func (o *openAIJSON) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+	return o.write(w)
+}
+func (o *openAIJSON) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+	return o.write(w)
+}
+func (o *openAIJSON) VisitOpenaiCreateEmbeddingResponse(w http.ResponseWriter) error {
+	return o.write(w)
+}
+func (o *openAIJSON) VisitOpenaiListModelsResponse(w http.ResponseWriter) error { return o.write(w) }
+func (o *openAIJSON) VisitOpenaiGetModelResponse(w http.ResponseWriter) error   { return o.write(w) }
+func (o *openAIJSON) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+	return o.write(w)
+}
+
+// compatStream writes an OpenAI stream: chat.completion.chunk (chat) or
+// text_completion (legacy) events, a usage chunk when asked, then [DONE].
+type compatStream struct {
+	s            *Server
+	ctx          context.Context
+	st           *llm.ResultStream
+	id           string
+	chat         bool
+	includeUsage bool
+}
+
+func (c *compatStream) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
+	return c.write(w)
+}
+func (c *compatStream) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter) error {
+	return c.write(w)
+}
+
+func (c *compatStream) write(w http.ResponseWriter) error {
+	defer c.st.Close()
+	fl := startSSE(w)
+	created := c.st.CreatedAt.Unix()
+	model := c.st.Model().ID
+	var buf []byte
+	send := func(v any) bool {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		buf = llm.AppendEvent(buf[:0], "", data)
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	chatChunk := func(d openaiwire.Delta, finish *string) *openaiwire.ChatCompletionChunk {
+		return &openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
+			Choices: []openaiwire.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}}}
+	}
+	textChunk := func(text string, finish *string) *openaiwire.Completion {
+		return &openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
+			Choices: []openaiwire.CompletionChoice{{Text: text, Index: 0, FinishReason: finish}}}
+	}
+	if c.chat {
+		empty := ""
+		if !send(chatChunk(openaiwire.Delta{Role: llm.RoleAssistant, Content: &empty}, nil)) {
+			return nil
+		}
+	}
+	for {
+		ch, err := c.st.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c.s.streamFailed(c.ctx, err)
+			e := classify(err)
+			send(openaiwire.ErrorResponse{Error: openAIErrorBody(e)})
+			return nil
+		}
+		if ch.Text == "" && len(ch.ToolCalls) == 0 {
+			continue
+		}
+		var ok bool
+		if c.chat {
+			d := openaiwire.Delta{}
+			if ch.Text != "" {
+				t := ch.Text
+				d.Content = &t
+			}
+			for _, tc := range ch.ToolCalls {
+				idx := tc.Index
+				wtc := openaiwire.ToolCall{Index: &idx, ID: tc.ID, Function: openaiwire.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}}
+				if tc.ID != "" {
+					wtc.Type = "function"
+				}
+				d.ToolCalls = append(d.ToolCalls, wtc)
+			}
+			ok = send(chatChunk(d, nil))
+		} else {
+			ok = send(textChunk(ch.Text, nil))
+		}
+		if !ok {
+			return nil // the client went away; Close cancels the upstream
+		}
+	}
+	res := c.st.Result()
+	finish := res.FinishReason
+	if c.chat {
+		send(chatChunk(openaiwire.Delta{}, &finish))
+	} else {
+		send(textChunk("", &finish))
+	}
+	if c.includeUsage {
+		if c.chat {
+			send(&openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
+				Choices: []openaiwire.ChunkChoice{}, Usage: compatUsage(res.Usage)})
+		} else {
+			send(&openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
+				Choices: []openaiwire.CompletionChoice{}, Usage: compatUsage(res.Usage)})
+		}
+	}
+	if _, err := w.Write([]byte("data: [DONE]\n\n")); err == nil && fl != nil {
+		fl.Flush()
+	}
+	return nil
+}
+
+// openAIErrorBody maps an error to OpenAI's error object.
+func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {
+	typ, code := "api_error", string(e.Kind)
+	switch e.Kind {
+	case errs.Invalid, errs.Validation, errs.TooLarge, errs.UnsupportedMedia, errs.MethodNotAllowed, errs.Conflict:
+		typ = "invalid_request_error"
+	case errs.Unauthenticated:
+		typ, code = "authentication_error", "invalid_api_key"
+	case errs.Forbidden:
+		typ = "permission_error"
+	case errs.NotFound:
+		typ = "invalid_request_error"
+		if _, ok := e.Details["model"]; ok {
+			code = "model_not_found"
+		}
+	case errs.RateLimited:
+		typ, code = "rate_limit_error", "rate_limit_exceeded"
+	case errs.UpstreamTimeout:
+		typ = "timeout_error"
+	}
+	body := openaiwire.ErrorBody{Message: e.Message, Type: typ, Code: &code}
+	if ps, ok := e.Details["problems"].([]errs.Problem); ok && len(ps) > 0 {
+		param := snakeCase(ps[0].Field)
+		body.Param = &param
+		if e.Kind == errs.Validation {
+			msgs := make([]string, len(ps))
+			for i, p := range ps {
+				msgs[i] = snakeCase(p.Field) + " " + p.Problem
+			}
+			body.Message = e.Message + ": " + strings.Join(msgs, "; ")
+		}
+	} else if _, ok := e.Details["model"].(string); ok && e.Kind == errs.NotFound {
+		param := "model"
+		body.Param = &param
+	}
+	return body
+}
+
+// writeOpenAIError is the error writer of the /openai/ routes: OpenAI's
+// shape, and 400 (not 422) for invalid parameters, as OpenAI answers.
+func writeOpenAIError(c echo.Context, status int, e *errs.Error) {
+	if status == http.StatusUnprocessableEntity {
+		status = http.StatusBadRequest
+	}
+	_ = c.JSON(status, openaiwire.ErrorResponse{Error: openAIErrorBody(e)})
+}
+
+// snakeCase turns the camelCase parts of a field path into OpenAI's
+// snake_case (maxTokens -> max_tokens, text -> input).
+func snakeCase(field string) string {
+	if field == "text" {
+		return "input"
+	}
+	var b strings.Builder
+	for i := 0; i < len(field); i++ {
+		ch := field[i]
+		if ch >= 'A' && ch <= 'Z' {
+			if i > 0 && field[i-1] != '.' {
+				b.WriteByte('_')
+			}
+			b.WriteByte(ch + 'a' - 'A')
+			continue
+		}
+		b.WriteByte(ch)
+	}
+	return b.String()
+}

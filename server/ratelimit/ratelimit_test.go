@@ -1,0 +1,303 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+)
+
+// clock is a manual clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTest(rpm, tpm int) (*Limiter, *clock) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return New(Options{RequestsPerMinute: rpm, TokensPerMinute: tpm, Now: c.Now}), c
+}
+
+func key(id string) *auth.Principal { return &auth.Principal{ID: id, Kind: auth.KindAPIKey} }
+
+func TestRequestsBurstThenSteadyRate(t *testing.T) {
+	l, c := newTest(60, 0)
+	p := key("a")
+	for i := range 60 {
+		r := l.AllowRequest(p)
+		if !r.Allowed || r.Remaining != 59-i || r.Limit != 60 {
+			t.Fatalf("request %d = %+v", i, r)
+		}
+	}
+	r := l.AllowRequest(p)
+	if r.Allowed || r.RetryAfter != time.Second || r.Remaining != 0 || r.Reset != time.Minute {
+		t.Fatalf("61st request = %+v, want refused, retry after 1s, reset in 1m", r)
+	}
+	c.Add(999 * time.Millisecond)
+	if r := l.AllowRequest(p); r.Allowed {
+		t.Fatalf("after 999ms = %+v, want refused", r)
+	}
+	c.Add(time.Millisecond)
+	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("after 1s = %+v, want one more allowed", r)
+	}
+	// Refill is capped at one minute's allowance.
+	c.Add(time.Hour)
+	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 59 {
+		t.Fatalf("after an hour = %+v, want a full bucket", r)
+	}
+}
+
+func TestPerCredentialAndOverrides(t *testing.T) {
+	l, _ := newTest(2, 0)
+	a, b := key("a"), key("b")
+	sameIDOtherKind := &auth.Principal{ID: "a", Kind: auth.KindOAuthToken}
+	over := &auth.Principal{ID: "c", Kind: auth.KindOAuthToken, RateLimit: &auth.RateLimit{RequestsPerMinute: 5}}
+	count := func(p *auth.Principal, n int) (ok int) {
+		for range n {
+			if l.AllowRequest(p).Allowed {
+				ok++
+			}
+		}
+		return ok
+	}
+	tests := []struct {
+		name string
+		p    *auth.Principal
+		want int
+	}{
+		{"first key", a, 2},
+		{"second key has its own bucket", b, 2},
+		{"same id, other credential kind", sameIDOtherKind, 2},
+		{"override", over, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := count(tc.p, 10); got != tc.want {
+				t.Errorf("allowed %d of 10, want %d", got, tc.want)
+			}
+		})
+	}
+	if r := l.AllowRequest(nil); !r.Allowed || r.Limit != 0 {
+		t.Errorf("anonymous = %+v, want allowed without limit", r)
+	}
+	off, _ := newTest(0, 0)
+	if r := off.AllowRequest(a); !r.Allowed || r.Limit != 0 {
+		t.Errorf("limit off = %+v", r)
+	}
+}
+
+func TestOverrideChangeKeepsLevel(t *testing.T) {
+	l, _ := newTest(10, 0)
+	p := key("a")
+	for range 8 {
+		l.AllowRequest(p)
+	}
+	p.RateLimit = &auth.RateLimit{RequestsPerMinute: 1}
+	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 0 || r.Limit != 1 {
+		t.Fatalf("after lowering the limit = %+v", r)
+	}
+	if r := l.AllowRequest(p); r.Allowed {
+		t.Fatalf("= %+v, want refused", r)
+	}
+}
+
+func TestConcurrentBurstIsExact(t *testing.T) {
+	l, _ := newTest(100, 0)
+	p := key("a")
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 25 {
+				if l.AllowRequest(p).Allowed {
+					ok.Add(1)
+				} else {
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 100 || refused.Load() != 300 {
+		t.Fatalf("allowed %d refused %d, want 100 and 300", ok.Load(), refused.Load())
+	}
+}
+
+func TestReserveSettle(t *testing.T) {
+	l, c := newTest(0, 1000)
+	p := key("a")
+	h := http.Header{}
+	ctx := WithHeader(context.Background(), h)
+
+	r1, err := l.Reserve(ctx, p, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Get(HeaderLimitTokens) != "1000" || h.Get(HeaderRemainingTokens) != "400" || h.Get(HeaderResetTokens) != "36" {
+		t.Errorf("token headers = %v", h)
+	}
+	// 600 are held: a second 600 does not fit.
+	if _, err := l.Reserve(ctx, p, 600); !errors.Is(err, errs.RateLimited) {
+		t.Fatalf("second reservation = %v, want rate_limited", err)
+	}
+	var e *errs.Error
+	if _, err := l.Reserve(ctx, p, 500); !errors.As(err, &e) || e.RetryAfter != 6*time.Second || e.Details["limit"] != "tokensPerMinute" {
+		t.Fatalf("reservation of 500 with 400 left = %v, want retry after 6s", err)
+	}
+	// The call used 100: 500 flow back.
+	r1.Settle(100)
+	r1.Settle(0) // only the first settle counts
+	r2, err := l.Reserve(ctx, p, 900)
+	if err != nil {
+		t.Fatalf("after settling = %v, want 900 to fit", err)
+	}
+	// Usage beyond the reservation is charged: the bucket goes into debt.
+	r2.Settle(1500)
+	if _, err := l.Reserve(ctx, p, 1); err == nil {
+		t.Fatal("reservation while in debt succeeded")
+	}
+	if h.Get(HeaderRemainingTokens) != "0" {
+		t.Errorf("remaining while in debt = %q", h.Get(HeaderRemainingTokens))
+	}
+	// Debt: 1000 - 100 - 1500 = -600; 601 tokens needed for 1 → 36.06 s.
+	c.Add(36 * time.Second)
+	if _, err := l.Reserve(ctx, p, 1); err == nil {
+		t.Fatal("reservation before the debt is repaid succeeded")
+	}
+	c.Add(100 * time.Millisecond)
+	if _, err := l.Reserve(ctx, p, 1); err != nil {
+		t.Fatalf("after repaying the debt = %v", err)
+	}
+	var nilRes *Reservation
+	nilRes.Settle(10) // no limit: a nil reservation is valid
+}
+
+func TestReserveLargerThanLimitNeedsFullBucket(t *testing.T) {
+	l, c := newTest(0, 1000)
+	p := key("a")
+	ctx := context.Background()
+	r, err := l.Reserve(ctx, p, 5000)
+	if err != nil {
+		t.Fatalf("reservation above the limit with a full bucket = %v", err)
+	}
+	if r.Reserved() != 5000 {
+		t.Errorf("reserved %d", r.Reserved())
+	}
+	r.Settle(200)
+	c.Add(12 * time.Second) // 800 + 200 refilled = full again
+	if _, err := l.Reserve(ctx, p, 5000); err != nil {
+		t.Fatalf("= %v", err)
+	}
+	if _, err := l.Reserve(ctx, p, 5000); err == nil {
+		t.Fatal("second oversized reservation on an empty bucket succeeded")
+	}
+}
+
+func TestHeadersAndError(t *testing.T) {
+	l, _ := newTest(3, 0)
+	p := key("a")
+	h := http.Header{}
+	var last Result
+	for range 4 {
+		last = l.AllowRequest(p)
+	}
+	last.SetHeaders(h)
+	if h.Get(HeaderLimit) != "3" || h.Get(HeaderRemaining) != "0" || h.Get(HeaderReset) != "60" || h.Get(HeaderPolicy) != "3;w=60" {
+		t.Errorf("headers = %v", h)
+	}
+	e := last.Err()
+	if e.Kind != errs.RateLimited || e.RetryAfter != 20*time.Second || e.Details["limit"] != "requestsPerMinute" {
+		t.Errorf("error = %+v", e)
+	}
+}
+
+func TestMemoryIsBounded(t *testing.T) {
+	c := &clock{t: time.Now()}
+	l := New(Options{RequestsPerMinute: 10, MaxBuckets: 64 * 8, Now: c.Now})
+	for i := range 100_000 {
+		l.AllowRequest(key("k" + strconv.Itoa(i)))
+	}
+	if n := l.Len(); n > 64*8 {
+		t.Fatalf("%d buckets live, want at most %d", n, 64*8)
+	}
+}
+
+func TestIdleBucketsAreSwept(t *testing.T) {
+	c := &clock{t: time.Now()}
+	l := New(Options{RequestsPerMinute: 10, Now: c.Now})
+	for i := range 10_000 {
+		l.AllowRequest(key("k" + strconv.Itoa(i)))
+	}
+	if n := l.Len(); n != 10_000 {
+		t.Fatalf("%d buckets, want 10000", n)
+	}
+	// Two minutes later every bucket has refilled; 1024 fresh keys reach
+	// every shard (all but certainly), each sweeping its shard.
+	c.Add(2 * time.Minute)
+	for i := range nShards * 16 {
+		l.AllowRequest(key("fresh" + strconv.Itoa(i)))
+	}
+	if n := l.Len(); n > nShards*16 {
+		t.Fatalf("%d buckets after the sweep, want only the fresh ones (<= %d)", n, nShards*16)
+	}
+}
+
+func BenchmarkAllowRequest(b *testing.B) {
+	l := New(Options{RequestsPerMinute: 1 << 30})
+	b.Run("one credential", func(b *testing.B) {
+		p := key("a")
+		for b.Loop() {
+			l.AllowRequest(p)
+		}
+	})
+	b.Run("one credential parallel", func(b *testing.B) {
+		p := key("a")
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.AllowRequest(p)
+			}
+		})
+	})
+	b.Run("1000 credentials parallel", func(b *testing.B) {
+		ps := make([]*auth.Principal, 1000)
+		for i := range ps {
+			ps[i] = key("key_" + strconv.Itoa(i))
+		}
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(n.Add(1)) * 7919
+			for pb.Next() {
+				l.AllowRequest(ps[i%len(ps)])
+				i++
+			}
+		})
+	})
+}
+
+func BenchmarkReserveSettle(b *testing.B) {
+	l := New(Options{TokensPerMinute: 1 << 30})
+	p := key("a")
+	ctx := WithHeader(context.Background(), http.Header{})
+	for b.Loop() {
+		r, err := l.Reserve(ctx, p, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Settle(500)
+	}
+}

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
+)
+
+// rateLimit counts every authenticated request against its credential's
+// requests-per-minute bucket, sets the RateLimit-* headers on the response
+// and refuses with 429 rate_limited (Retry-After set) when the bucket is
+// empty. It runs after authentication; public routes are not limited. The
+// response headers travel in the context so that LLM handlers can add the
+// token headers when they reserve tokens (ratelimit.Limiter.Reserve).
+func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		p := auth.FromContext(r.Context())
+		if p == nil {
+			return next(c)
+		}
+		h := c.Response().Header()
+		res := s.limiter.AllowRequest(p)
+		res.SetHeaders(h)
+		if !res.Allowed {
+			return res.Err()
+		}
+		c.SetRequest(r.WithContext(ratelimit.WithHeader(r.Context(), h)))
+		return next(c)
+	}
+}
+
+// llmAdmission enforces the tokens-per-minute limit on every model call
+// (native, OpenAI-compatible, streaming or not): it reserves the call's
+// worst case before it goes upstream and settles with the actual usage
+// when the call (or stream) ends. A stream already admitted is never cut
+// off; usage beyond its reservation is charged to the next calls.
+type llmAdmission struct{ l *ratelimit.Limiter }
+
+var _ llm.Admission = llmAdmission{}
+
+// defaultReservedCompletion is reserved for completion tokens when a call
+// sets no maxTokens; the actual usage is charged in any case.
+const defaultReservedCompletion = 1024
+
+func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (func(llm.Usage), error) {
+	res, err := a.l.Reserve(ctx, auth.FromContext(ctx), reserveTokens(m, r))
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, nil
+	}
+	return func(u llm.Usage) { res.Settle(u.Total()) }, nil
+}
+
+// reserveTokens is a call's worst case: the prompt, estimated at 4 bytes a
+// token without running the tokenizer on the hot path, plus maxTokens (or
+// defaultReservedCompletion, capped by the model's limit).
+func reserveTokens(m *llm.Model, r *llm.Request) int {
+	n := len(r.Prompt)
+	for _, msg := range r.Messages {
+		n += len(msg.Content) + 4
+	}
+	for _, t := range r.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	prompt := (n + 3) / 4
+	completion := defaultReservedCompletion
+	if r.MaxTokens != nil && *r.MaxTokens > 0 {
+		completion = *r.MaxTokens
+	} else if m != nil && m.MaxTokens > 0 && m.MaxTokens < completion {
+		completion = m.MaxTokens
+	}
+	if m != nil && m.Has(llm.CapEmbeddings) {
+		completion = 0
+	}
+	return prompt + completion
+}

@@ -1,0 +1,440 @@
+package transform
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+)
+
+// Sandbox defaults (config `connectors.transform*`).
+const (
+	DefaultTimeout        = 100 * time.Millisecond
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxMemoryBytes = 64 << 20
+)
+
+// Options configure a Sandbox; zero values take the defaults.
+type Options struct {
+	// Timeout is a script's wall-clock limit (connectors.transformTimeout).
+	Timeout time.Duration
+	// MaxOutputBytes caps the JSON of a script's result
+	// (connectors.transformMaxOutputBytes).
+	MaxOutputBytes int64
+	// MaxMemoryBytes is how much memory a worker may grow by while running
+	// scripts (connectors.transformMaxMemoryBytes).
+	MaxMemoryBytes int64
+	// Workers is how many worker processes may run at once (default: the
+	// number of CPUs, at most 4).
+	Workers int
+	// Logger receives a warning when a worker dies; never script data.
+	Logger *slog.Logger
+}
+
+// Sandbox runs transformations in a pool of worker processes.
+//
+// Each worker is this executable started again (see workerArg), running
+// scripts with goja one at a time on a fresh runtime per call that has no
+// require, no network, no files, no timers and no host objects: only the
+// ECMAScript built-ins, `data` and `response`. Its memory is capped by the
+// kernel (RLIMIT_DATA on Linux), so a script that allocates without bound
+// — `'x'.repeat(1e9)` or an ever-growing array — ends its own worker and
+// fails its own call, while the server's memory stays untouched. A script
+// that runs too long is interrupted; one stuck in a long built-in call is
+// killed with its worker. A dead worker is replaced on the next call.
+// Compiled programs are cached in each worker, keyed by a hash of the
+// script (so per action version), and workers are reused across calls.
+type Sandbox struct {
+	opts  Options
+	exe   string
+	idle  chan *worker
+	slots chan struct{}
+
+	mu     sync.Mutex
+	closed bool
+	all    map[*worker]struct{}
+}
+
+// NewSandbox returns a sandbox; workers start on first use.
+func NewSandbox(o Options) (*Sandbox, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if o.MaxMemoryBytes <= 0 {
+		o.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	if o.Workers <= 0 {
+		o.Workers = min(runtime.NumCPU(), 4)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	exe, err := selfExecutable()
+	if err != nil {
+		return nil, fmt.Errorf("transform: locating the executable for sandbox workers: %w", err)
+	}
+	return &Sandbox{
+		opts:  o,
+		exe:   exe,
+		idle:  make(chan *worker, o.Workers),
+		slots: make(chan struct{}, o.Workers),
+		all:   map[*worker]struct{}{},
+	}, nil
+}
+
+// Options returns the sandbox's effective options.
+func (s *Sandbox) Options() Options { return s.opts }
+
+// Input is one transformation call.
+type Input struct {
+	// Name labels the script in positions (e.g. "weather.forecast").
+	Name string
+	// Script is the transformation: the body of a function of (data, response).
+	Script string
+	// Data is the upstream body: JSON text when DataJSON, else text.
+	Data     []byte
+	DataJSON bool
+	// Status and Headers (lower-case names) form `response`.
+	Status  int
+	Headers map[string]string
+}
+
+// Run runs in.Script and returns the JSON of its result. Failures of the
+// script are errs.TransformationFailed errors whose message says what went
+// wrong and at which line (details: line, column); a cancelled ctx ends
+// the call (and its worker).
+func (s *Sandbox) Run(ctx context.Context, in Input) (json.RawMessage, error) {
+	j := &job{
+		Key: programKey(in.Name, in.Script), Name: in.Name, Script: in.Script,
+		Data: in.Data, DataJSON: in.DataJSON, Status: in.Status, Headers: in.Headers,
+		TimeoutNanos: int64(s.opts.Timeout), MaxOutput: s.opts.MaxOutputBytes,
+	}
+	// The worker interrupts the script itself at Timeout; the backstop
+	// covers a script stuck inside one long built-in call, plus the time
+	// to hand the response over (bounded by the response size cap).
+	backstop := s.opts.Timeout + time.Second + time.Duration(len(in.Data)>>20)*100*time.Millisecond
+
+	w, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := w.call(ctx, j, backstop)
+	s.release(w)
+	if err != nil {
+		return nil, s.workerFailure(ctx, w, err)
+	}
+	if out.Kind == outcomeOK {
+		return out.Output, nil
+	}
+	return nil, s.scriptFailure(in.Name, out)
+}
+
+func (s *Sandbox) scriptFailure(name string, out outcome) error {
+	where := ""
+	details := map[string]any{}
+	if out.Line > 0 {
+		where = fmt.Sprintf(" at line %d, column %d", out.Line, out.Column)
+		details["line"], details["column"] = out.Line, out.Column
+	}
+	var msg string
+	switch out.Kind {
+	case outcomeCompile:
+		msg = fmt.Sprintf("transformation %s does not compile%s: %s", name, where, out.Message)
+	case outcomeTimeout:
+		msg = fmt.Sprintf("transformation %s exceeded its time limit of %s (connectors.transformTimeout)%s", name, s.opts.Timeout, where)
+		details["limitMs"] = s.opts.Timeout.Milliseconds()
+	case outcomeOutput:
+		msg = fmt.Sprintf("transformation %s returned too much: %s (connectors.transformMaxOutputBytes)", name, out.Message)
+		details["limitBytes"] = s.opts.MaxOutputBytes
+	case outcomeData:
+		msg = fmt.Sprintf("transformation %s could not be given the response: %s", name, out.Message)
+	default:
+		msg = fmt.Sprintf("transformation %s failed%s: %s", name, where, out.Message)
+	}
+	if len(details) == 0 {
+		details = nil
+	}
+	return errs.E(errs.TransformationFailed, "%s", msg).WithDetails(details)
+}
+
+// errWorkerTimeout and errWorkerDied say why a call got no outcome.
+var (
+	errWorkerTimeout = errors.New("worker did not answer in time")
+	errWorkerDied    = errors.New("worker exited")
+)
+
+func (s *Sandbox) workerFailure(ctx context.Context, w *worker, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, errWorkerTimeout):
+		return errs.E(errs.TransformationFailed, "transformation exceeded its time limit of %s (connectors.transformTimeout) and was stopped", s.opts.Timeout).
+			WithDetails(map[string]any{"limitMs": s.opts.Timeout.Milliseconds()})
+	case errors.Is(err, errWorkerDied):
+		tail := w.stderr.String()
+		switch {
+		case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory"):
+			return errs.E(errs.TransformationFailed, "transformation exceeded its memory limit of %s (connectors.transformMaxMemoryBytes) and was stopped", mib(s.opts.MaxMemoryBytes)).
+				WithDetails(map[string]any{"limitBytes": s.opts.MaxMemoryBytes})
+		case strings.Contains(tail, "stack exceeds") || strings.Contains(tail, "stack overflow"):
+			return errs.E(errs.TransformationFailed, "transformation exceeded the maximum call stack size and was stopped")
+		}
+		s.opts.Logger.Warn("transformation worker exited unexpectedly", "exit", w.exitErr(), "stderr", firstLine(tail))
+		return errs.E(errs.TransformationFailed, "transformation's sandbox process ended unexpectedly")
+	}
+	return errs.Wrap(errs.Internal, err, "transformation sandbox unavailable")
+}
+
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+func (s *Sandbox) acquire(ctx context.Context) (*worker, error) {
+	for {
+		var w *worker
+		select {
+		case w = <-s.idle:
+		default:
+			select {
+			case w = <-s.idle:
+			case s.slots <- struct{}{}:
+				nw, err := s.spawn()
+				if err != nil {
+					<-s.slots
+					return nil, errs.Wrap(errs.Internal, err, "transformation sandbox unavailable")
+				}
+				return nw, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if w.alive() {
+			return w, nil
+		}
+		s.drop(w)
+	}
+}
+
+func (s *Sandbox) release(w *worker) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || !w.alive() {
+		s.drop(w)
+		return
+	}
+	s.idle <- w
+}
+
+func (s *Sandbox) drop(w *worker) {
+	w.stop()
+	s.mu.Lock()
+	delete(s.all, w)
+	s.mu.Unlock()
+	<-s.slots
+}
+
+// Close stops the idle workers; busy ones stop when their call ends.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	for {
+		select {
+		case w := <-s.idle:
+			s.drop(w)
+		default:
+			return nil
+		}
+	}
+}
+
+// Workers reports how many worker processes are running.
+func (s *Sandbox) Workers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.all)
+}
+
+func (s *Sandbox) spawn() (*worker, error) {
+	cmd := exec.Command(s.exe, workerArg)
+	// A minimal environment: a worker needs nothing of the server's (and
+	// must not hold its master key or provider credentials).
+	cmd.Env = []string{
+		workerEnv + "=1",
+		workerMemEnv + "=" + strconv.FormatInt(s.opts.MaxMemoryBytes, 10),
+		"GOTRACEBACK=none",
+	}
+	w := &worker{cmd: cmd, replies: make(chan outcome, 1), dead: make(chan struct{})}
+	cmd.Stderr = &w.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	w.stdin = stdin
+	w.bw = bufio.NewWriter(stdin)
+	w.enc = gob.NewEncoder(w.bw)
+	go w.read(stdout)
+	s.mu.Lock()
+	s.all[w] = struct{}{}
+	s.mu.Unlock()
+	return w, nil
+}
+
+// worker is the parent's handle on one worker process.
+type worker struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	bw      *bufio.Writer
+	enc     *gob.Encoder
+	replies chan outcome
+	dead    chan struct{}
+	stderr  stderrBuffer
+	waitErr error
+	stopped atomic.Bool
+}
+
+func (w *worker) read(stdout io.Reader) {
+	dec := gob.NewDecoder(bufio.NewReader(stdout))
+	for {
+		var o outcome
+		if err := dec.Decode(&o); err != nil {
+			break
+		}
+		w.replies <- o
+	}
+	w.waitErr = w.cmd.Wait()
+	close(w.dead)
+}
+
+func (w *worker) alive() bool {
+	select {
+	case <-w.dead:
+		return false
+	default:
+		return !w.stopped.Load()
+	}
+}
+
+func (w *worker) exitErr() string {
+	if w.waitErr == nil {
+		return "exit status 0"
+	}
+	return w.waitErr.Error()
+}
+
+func (w *worker) call(ctx context.Context, j *job, backstop time.Duration) (outcome, error) {
+	if err := w.enc.Encode(j); err != nil {
+		w.kill()
+		return outcome{}, errWorkerDied
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.kill()
+		return outcome{}, errWorkerDied
+	}
+	t := time.NewTimer(backstop)
+	defer t.Stop()
+	select {
+	case o := <-w.replies:
+		return o, nil
+	case <-w.dead:
+		return outcome{}, errWorkerDied
+	case <-t.C:
+		w.kill()
+		return outcome{}, errWorkerTimeout
+	case <-ctx.Done():
+		w.kill()
+		return outcome{}, ctx.Err()
+	}
+}
+
+// kill ends the process at once and waits until it is gone.
+func (w *worker) kill() {
+	w.stopped.Store(true)
+	_ = w.cmd.Process.Kill()
+	<-w.dead
+}
+
+// stop asks the process to exit (end of input) and kills it if it lingers.
+func (w *worker) stop() {
+	if w.stopped.Swap(true) {
+		<-w.dead
+		return
+	}
+	_ = w.stdin.Close()
+	select {
+	case <-w.dead:
+	case <-time.After(2 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-w.dead
+	}
+}
+
+// stderrBuffer keeps the first and the last KiBs written to it (a
+// worker's stderr: a fatal error's reason comes first, then stacks).
+type stderrBuffer struct {
+	mu   sync.Mutex
+	head []byte
+	tail []byte
+}
+
+const stderrKeep = 2 << 10
+
+func (t *stderrBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if room := stderrKeep - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
+	t.tail = append(t.tail, p...)
+	if len(t.tail) > stderrKeep {
+		t.tail = bytes.Clone(t.tail[len(t.tail)-stderrKeep:])
+	}
+	return n, nil
+}
+
+func (t *stderrBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.head) + "\n" + string(t.tail)
+}
+
+// firstLine is the first non-empty line of s.
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return ""
+}
