@@ -104,6 +104,72 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for ConnectionAuthType.
+const (
+	ApiKey ConnectionAuthType = "apiKey"
+	Basic  ConnectionAuthType = "basic"
+	Bearer ConnectionAuthType = "bearer"
+	None   ConnectionAuthType = "none"
+	Oauth2 ConnectionAuthType = "oauth2"
+)
+
+// Valid indicates whether the value is a known member of the ConnectionAuthType enum.
+func (e ConnectionAuthType) Valid() bool {
+	switch e {
+	case ApiKey:
+		return true
+	case Basic:
+		return true
+	case Bearer:
+		return true
+	case None:
+		return true
+	case Oauth2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectionStatus.
+const (
+	Active         ConnectionStatus = "active"
+	Pending        ConnectionStatus = "pending"
+	ReauthRequired ConnectionStatus = "reauth_required"
+)
+
+// Valid indicates whether the value is a known member of the ConnectionStatus enum.
+func (e ConnectionStatus) Valid() bool {
+	switch e {
+	case Active:
+		return true
+	case Pending:
+		return true
+	case ReauthRequired:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthClientAuth.
+const (
+	ConnectorClientAuthBasic ConnectorAuthClientAuth = "basic"
+	ConnectorClientAuthBody  ConnectorAuthClientAuth = "body"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthClientAuth enum.
+func (e ConnectorAuthClientAuth) Valid() bool {
+	switch e {
+	case ConnectorClientAuthBasic:
+		return true
+	case ConnectorClientAuthBody:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectorAuthGrant.
 const (
 	ConnectorGrantAuthorizationCode ConnectorAuthGrant = "authorization_code"
@@ -170,6 +236,60 @@ func (e ConnectorAuthType) Valid() bool {
 	}
 }
 
+// Defines values for EventType.
+const (
+	EventTypeAPIKeyCreated            EventType = "api_key.created"
+	EventTypeAPIKeyRevoked            EventType = "api_key.revoked"
+	EventTypeActionCreated            EventType = "action.created"
+	EventTypeActionDeleted            EventType = "action.deleted"
+	EventTypeActionFailed             EventType = "action.failed"
+	EventTypeActionInvoked            EventType = "action.invoked"
+	EventTypeActionUpdated            EventType = "action.updated"
+	EventTypeConnectionCreated        EventType = "connection.created"
+	EventTypeConnectionDeleted        EventType = "connection.deleted"
+	EventTypeConnectionReauthRequired EventType = "connection.reauth_required"
+	EventTypeConnectorCreated         EventType = "connector.created"
+	EventTypeConnectorDeleted         EventType = "connector.deleted"
+	EventTypeConnectorUpdated         EventType = "connector.updated"
+	EventTypeWebhookTest              EventType = "webhook.test"
+)
+
+// Valid indicates whether the value is a known member of the EventType enum.
+func (e EventType) Valid() bool {
+	switch e {
+	case EventTypeAPIKeyCreated:
+		return true
+	case EventTypeAPIKeyRevoked:
+		return true
+	case EventTypeActionCreated:
+		return true
+	case EventTypeActionDeleted:
+		return true
+	case EventTypeActionFailed:
+		return true
+	case EventTypeActionInvoked:
+		return true
+	case EventTypeActionUpdated:
+		return true
+	case EventTypeConnectionCreated:
+		return true
+	case EventTypeConnectionDeleted:
+		return true
+	case EventTypeConnectionReauthRequired:
+		return true
+	case EventTypeConnectorCreated:
+		return true
+	case EventTypeConnectorDeleted:
+		return true
+	case EventTypeConnectorUpdated:
+		return true
+	case EventTypeWebhookTest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
@@ -185,6 +305,27 @@ func (e MessageRole) Valid() bool {
 	case MessageRoleSystem:
 		return true
 	case MessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthConnectionStatus.
+const (
+	OAuthConnectionActive         OAuthConnectionStatus = "active"
+	OAuthConnectionPending        OAuthConnectionStatus = "pending"
+	OAuthConnectionReauthRequired OAuthConnectionStatus = "reauth_required"
+)
+
+// Valid indicates whether the value is a known member of the OAuthConnectionStatus enum.
+func (e OAuthConnectionStatus) Valid() bool {
+	switch e {
+	case OAuthConnectionActive:
+		return true
+	case OAuthConnectionPending:
+		return true
+	case OAuthConnectionReauthRequired:
 		return true
 	default:
 		return false
@@ -443,6 +584,45 @@ func (e UsageGroupBy) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliverySucceeded WebhookDeliveryStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryFailed:
+		return true
+	case WebhookDeliveryPending:
+		return true
+	case WebhookDeliverySucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListEventsParamsOrder.
+const (
+	EventOrderNewest ListEventsParamsOrder = "newest"
+	EventOrderOldest ListEventsParamsOrder = "oldest"
+)
+
+// Valid indicates whether the value is a known member of the ListEventsParamsOrder enum.
+func (e ListEventsParamsOrder) Valid() bool {
+	switch e {
+	case EventOrderNewest:
+		return true
+	case EventOrderOldest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListModelsParamsCapability.
 const (
 	Chat       ListModelsParamsCapability = "chat"
@@ -489,8 +669,12 @@ type APIKey struct {
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
 	// Example: sb_Xy3q
-	Prefix string  `json:"prefix"`
-	Scopes []Scope `json:"scopes"`
+	Prefix string `json:"prefix"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 
 	// Version Always 1; keys are immutable.
 	Version int64 `json:"version"`
@@ -504,8 +688,12 @@ type APIKeyCreate struct {
 	// Name A human name, e.g. the application using the key.
 	//
 	// Example: billing-service
-	Name   string  `json:"name"`
-	Scopes []Scope `json:"scopes"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 }
 
 // APIKeyCreated A just-created key with its secret.
@@ -527,8 +715,12 @@ type APIKeyCreated struct {
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
 	// Example: sb_Xy3q
-	Prefix string  `json:"prefix"`
-	Scopes []Scope `json:"scopes"`
+	Prefix string `json:"prefix"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 
 	// Version Always 1; keys are immutable.
 	Version int64 `json:"version"`
@@ -672,8 +864,8 @@ type ActionParameter struct {
 
 	// In Where the value goes. When absent: only where the path, header or
 	// body templates use it; a parameter no template uses goes in the
-	// query string for GET, DELETE and HEAD, else as a member of a JSON
-	// object body. `path` requires the path template to name it (and a
+	// query string for GET, DELETE and HEAD (and when the body template
+	// is not an object), else as a member of a JSON object body. `path` requires the path template to name it (and a
 	// parameter the path names may only be `path`); `query` adds
 	// `<name>=<value>` to the query string; `header` sends a header
 	// named like the parameter; `body` adds a member to the JSON object
@@ -690,8 +882,8 @@ type ActionParameter struct {
 
 // ActionParameterIn Where the value goes. When absent: only where the path, header or
 // body templates use it; a parameter no template uses goes in the
-// query string for GET, DELETE and HEAD, else as a member of a JSON
-// object body. `path` requires the path template to name it (and a
+// query string for GET, DELETE and HEAD (and when the body template
+// is not an object), else as a member of a JSON object body. `path` requires the path template to name it (and a
 // parameter the path names may only be `path`); `query` adds
 // `<name>=<value>` to the query string; `header` sends a header
 // named like the parameter; `body` adds a member to the JSON object
@@ -739,6 +931,90 @@ type ChatRequest struct {
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"topP,omitempty"`
+}
+
+// Connection A connection as the API shows it; never its credentials or tokens.
+type Connection struct {
+	// AuthType The connector's auth type the credentials are for.
+	AuthType ConnectionAuthType `json:"authType"`
+
+	// Connector The connector's name.
+	Connector string    `json:"connector"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt OAuth 2.0 only: when the access token expires (it is refreshed before).
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// LastRefreshedAt OAuth 2.0 only: when the access token was obtained.
+	LastRefreshedAt *time.Time `json:"lastRefreshedAt,omitempty"`
+
+	// Name Example: default
+	Name string `json:"name"`
+
+	// Scopes OAuth 2.0 only; the scopes the provider granted.
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Status `active`: usable (static credentials always are). OAuth 2.0 only:
+	// `pending` (authorization not completed), `reauth_required` (the
+	// provider refused the refresh token; connect again).
+	Status    ConnectionStatus `json:"status"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+
+	// Version 1 on create, +1 on each replace of the credentials.
+	Version int64 `json:"version"`
+}
+
+// ConnectionAuthType The connector's auth type the credentials are for.
+type ConnectionAuthType string
+
+// ConnectionStatus `active`: usable (static credentials always are). OAuth 2.0 only:
+// `pending` (authorization not completed), `reauth_required` (the
+// provider refused the refresh token; connect again).
+type ConnectionStatus string
+
+// ConnectionCredentials Static credentials, write-only: stored sealed, never returned. Give
+// the ones the connector's auth type takes: `apiKey` (apiKey),
+// `token` (bearer), `username` and optionally `password` (basic).
+type ConnectionCredentials struct {
+	// ApiKey The API key (auth `apiKey`).
+	ApiKey *string `json:"apiKey,omitempty"`
+
+	// Password The password (auth `basic`).
+	Password *string `json:"password,omitempty"`
+
+	// Token The bearer token (auth `bearer`).
+	Token *string `json:"token,omitempty"`
+
+	// Username The username (auth `basic`); no `:`.
+	Username *string `json:"username,omitempty"`
+}
+
+// ConnectionInput A new connection; its credentials are write-only.
+type ConnectionInput struct {
+	// ApiKey The API key (auth `apiKey`).
+	ApiKey *string `json:"apiKey,omitempty"`
+
+	// Name The connection's name: a lower-case letter or digit, then up to 63 lower-case letters, digits, `_` or `-`.
+	//
+	// Example: default
+	Name *string `json:"name,omitempty"`
+
+	// Password The password (auth `basic`).
+	Password *string `json:"password,omitempty"`
+
+	// Token The bearer token (auth `bearer`).
+	Token *string `json:"token,omitempty"`
+
+	// Username The username (auth `basic`); no `:`.
+	Username *string `json:"username,omitempty"`
+}
+
+// ConnectionList defines model for ConnectionList.
+type ConnectionList struct {
+	Data []Connection `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // Connector A connector as the API shows it (never its client secret).
@@ -796,8 +1072,20 @@ type Connector struct {
 // Fields of another type than `type` are refused (422), so that a
 // definition never says something the server does not do.
 type ConnectorAuth struct {
+	// AuthorizationParams oauth2, grant authorization_code: extra query parameters of the
+	// authorization URL, e.g. `{"audience": "https://api.example.com",
+	// "access_type": "offline", "prompt": "consent"}`. The parameters
+	// Switchboard sets (response_type, client_id, redirect_uri, scope,
+	// state, code_challenge, code_challenge_method) cannot be overridden.
+	AuthorizationParams *map[string]string `json:"authorizationParams,omitempty"`
+
 	// AuthorizationUrl oauth2, grant authorization_code: the authorization endpoint (absolute http(s) URL). Required for that grant, refused for client_credentials.
 	AuthorizationUrl *string `json:"authorizationUrl,omitempty"`
+
+	// ClientAuth oauth2: how the client authenticates at the token endpoint:
+	// `basic` (HTTP Basic header, RFC 6749 §2.3.1; the default when
+	// absent) or `body` (`client_id` and `client_secret` form fields).
+	ClientAuth *ConnectorAuthClientAuth `json:"clientAuth,omitempty"`
 
 	// ClientId oauth2: the client id. Required.
 	ClientId *string `json:"clientId,omitempty"`
@@ -825,13 +1113,30 @@ type ConnectorAuth struct {
 	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
 	Prefix *string `json:"prefix,omitempty"`
 
+	// RedirectUrls oauth2, grant authorization_code: the absolute http(s) URLs that
+	// `GET /v1/connectors/{name}/connect` accepts as `redirect` (exact
+	// match), where the browser returns after connecting.
+	RedirectUrls *[]string `json:"redirectUrls,omitempty"`
+
 	// Scopes oauth2: scopes to request; distinct, without spaces.
 	Scopes *[]string `json:"scopes,omitempty"`
+
+	// TokenParams oauth2: extra form parameters of the code exchange and the
+	// client-credentials request, e.g. `{"audience": "..."}`. The
+	// parameters Switchboard sets (grant_type, code, redirect_uri,
+	// code_verifier, client_id, client_secret, refresh_token, scope)
+	// cannot be overridden.
+	TokenParams *map[string]string `json:"tokenParams,omitempty"`
 
 	// TokenUrl oauth2: the token endpoint (absolute http(s) URL). Required.
 	TokenUrl *string           `json:"tokenUrl,omitempty"`
 	Type     ConnectorAuthType `json:"type"`
 }
+
+// ConnectorAuthClientAuth oauth2: how the client authenticates at the token endpoint:
+// `basic` (HTTP Basic header, RFC 6749 §2.3.1; the default when
+// absent) or `body` (`client_id` and `client_secret` form fields).
+type ConnectorAuthClientAuth string
 
 // ConnectorAuthGrant oauth2: the grant. Required for oauth2.
 type ConnectorAuthGrant string
@@ -942,6 +1247,34 @@ type ErrorBody struct {
 type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
 }
+
+// Event Something that happened; exactly the body webhooks receive.
+type Event struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Data The resource as the API returns it (for deletions, as it was); never a secret.
+	Data map[string]interface{} `json:"data"`
+
+	// Id Sorts by creation time; the `webhook-id` of its deliveries.
+	//
+	// Example: evt_0192a1b2c3d40000000000000000002a9f3c1b7e
+	Id string `json:"id"`
+
+	// Type An event type (see EventType).
+	Type string `json:"type"`
+}
+
+// EventList defines model for EventList.
+type EventList struct {
+	Data []Event `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// EventType An event type. `action.invoked` and `action.failed` are opt-in: only
+// webhooks listing them explicitly receive them.
+type EventType string
 
 // FunctionCall defines model for FunctionCall.
 type FunctionCall struct {
@@ -1058,6 +1391,34 @@ type Generation struct {
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// Invocation One logged invocation; never parameters, bodies or secrets.
+type Invocation struct {
+	Action     string  `json:"action"`
+	Connection *string `json:"connection,omitempty"`
+	Connector  string  `json:"connector"`
+
+	// CreatedAt When the invocation started.
+	CreatedAt  time.Time `json:"createdAt"`
+	DurationMs int64     `json:"durationMs"`
+
+	// ErrorCode The error's code (e.g. `upstream_error`); absent on success.
+	ErrorCode *string `json:"errorCode,omitempty"`
+
+	// RequestId The X-Request-Id of the call.
+	RequestId *string `json:"requestId,omitempty"`
+
+	// Status The upstream's HTTP status; absent when none was received.
+	Status *int `json:"status,omitempty"`
+}
+
+// InvocationList defines model for InvocationList.
+type InvocationList struct {
+	Data []Invocation `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // JWK A public JSON Web Key (RFC 7517; Ed25519 keys per RFC 8037).
@@ -1212,6 +1573,33 @@ type OAuthClientList struct {
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
+
+// OAuthConnected A connection just connected through the callback. Never a token.
+type OAuthConnected struct {
+	Connection string `json:"connection"`
+	Connector  string `json:"connector"`
+
+	// ExpiresAt When the access token expires (refreshed before); absent when the provider gave no lifetime.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// LastRefreshedAt When the current access token was obtained.
+	LastRefreshedAt *time.Time `json:"lastRefreshedAt,omitempty"`
+
+	// Scopes The scopes the provider granted (those requested when it did not say).
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Status `pending`: an authorization was started and has not completed.
+	// `active`: the connection holds working (or refreshable) tokens.
+	// `reauth_required`: the provider refused the refresh token; connect
+	// again through `GET /v1/connectors/{name}/connect`.
+	Status OAuthConnectionStatus `json:"status"`
+}
+
+// OAuthConnectionStatus `pending`: an authorization was started and has not completed.
+// `active`: the connection holds working (or refreshable) tokens.
+// `reauth_required`: the provider refused the refresh token; connect
+// again through `GET /v1/connectors/{name}/connect`.
+type OAuthConnectionStatus string
 
 // OAuthError An error of the token endpoint (RFC 6749 §5.2).
 type OAuthError struct {
@@ -1371,7 +1759,7 @@ type OpenAIErrorResponse struct {
 		Code    *string `json:"code"`
 		Message string  `json:"message"`
 
-		// Param The request field at fault
+		// Param The request field at fault, when one is.
 		Param *string `json:"param"`
 
 		// Type invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error, api_error or timeout_error.
@@ -1451,6 +1839,38 @@ type RateLimitOverride struct {
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
 
+// RunRequest One invocation of an action.
+type RunRequest struct {
+	// Action The action's name.
+	//
+	// Example: forecast
+	Action string `json:"action"`
+
+	// Connection The connection whose credentials to use (ignored by connectors with auth `none`).
+	Connection *string `json:"connection,omitempty"`
+
+	// Params The action's parameters by name.
+	//
+	// Example: {"city":"Oslo"}
+	Params *map[string]interface{} `json:"params,omitempty"`
+}
+
+// RunResult defines model for RunResult.
+type RunResult struct {
+	// DurationMs How long the invocation took, transformation included.
+	DurationMs int64 `json:"durationMs"`
+
+	// Result The transformation's return value when the action has one;
+	// otherwise the upstream body: parsed JSON when it is JSON, its
+	// text otherwise, null when empty.
+	Result interface{} `json:"result"`
+
+	// Status The upstream's HTTP status.
+	//
+	// Example: 200
+	Status int `json:"status"`
+}
+
 // Scope A permission a credential carries: `admin` (everything, including key
 // management), `connectors:read`, `connectors:write`, `invoke` (run
 // actions), `llm` (model API), `webhooks:write`.
@@ -1527,8 +1947,192 @@ type UsageTotals struct {
 	TotalTokens int64 `json:"totalTokens"`
 }
 
+// Webhook A webhook as the API shows it. The secret is never shown after creation or rotation.
+type Webhook struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Description *string   `json:"description,omitempty"`
+
+	// DisabledAt When the server disabled the webhook.
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
+
+	// DisabledReason Why the server disabled the webhook; present only while it is disabled that way.
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+
+	// FailingSince When deliveries started failing without a success since; absent while healthy.
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+
+	// Id Example: wh_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id string `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the rotated-out secret still signs deliveries; absent outside a grace period.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+	UpdatedAt               time.Time  `json:"updatedAt"`
+	Url                     string     `json:"url"`
+
+	// Version Increments on every configuration change (also the server disabling the webhook); the ETag.
+	Version int64 `json:"version"`
+}
+
+// WebhookCreate A new webhook.
+type WebhookCreate struct {
+	// Description A human note.
+	Description *string `json:"description,omitempty"`
+
+	// Enabled Whether the webhook receives events.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events Event types the webhook receives; `"*"` means every type except the
+	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// explicitly (`["*", "action.failed"]` is fine).
+	Events WebhookEvents `json:"events"`
+
+	// Secret A Standard Webhooks signing secret: `whsec_` followed by standard
+	// base64 (with padding) of 24 to 64 random bytes. Write-only.
+	//
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	Secret *WebhookSecret `json:"secret,omitempty"`
+
+	// Url Absolute http(s) URL deliveries are POSTed to; no credentials (`user@`) or fragment.
+	//
+	// Example: https://hooks.example.com/switchboard
+	Url string `json:"url"`
+}
+
+// WebhookDelivery The delivery of one event to one webhook.
+type WebhookDelivery struct {
+	// Attempts Attempts made so far, manual retries included.
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EventId The event's id; the `webhook-id` header of every attempt.
+	EventId   string `json:"eventId"`
+	EventType string `json:"eventType"`
+
+	// Id Unique within the webhook.
+	//
+	// Example: dlv_0192a1b2c3d40000000000000000002a9f3c1b7e
+	Id            string     `json:"id"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+
+	// LastDurationMs Duration of the last attempt.
+	LastDurationMs *int64 `json:"lastDurationMs,omitempty"`
+
+	// LastError Why the last attempt failed (never a secret nor the URL).
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastResponseCode HTTP status of the last attempt; absent when it got no response.
+	LastResponseCode *int `json:"lastResponseCode,omitempty"`
+
+	// NextAttemptAt When the next attempt is due (pending only); it also waits for the webhook's earlier pending deliveries.
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+
+	// Status `pending` (not yet delivered; will be attempted), `succeeded` (a 2xx was received) or `failed` (retries exhausted).
+	Status    WebhookDeliveryStatus `json:"status"`
+	WebhookId string                `json:"webhookId"`
+}
+
+// WebhookDeliveryList defines model for WebhookDeliveryList.
+type WebhookDeliveryList struct {
+	Data []WebhookDelivery `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// WebhookDeliveryStatus `pending` (not yet delivered; will be attempted), `succeeded` (a 2xx was received) or `failed` (retries exhausted).
+type WebhookDeliveryStatus string
+
+// WebhookEvents Event types the webhook receives; `"*"` means every type except the
+// opt-in `action.invoked` and `action.failed`, which must be listed
+// explicitly (`["*", "action.failed"]` is fine).
+type WebhookEvents = []string
+
+// WebhookList defines model for WebhookList.
+type WebhookList struct {
+	Data []Webhook `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// WebhookReplace A webhook's new configuration.
+type WebhookReplace struct {
+	// Description A human note; absent clears it.
+	Description *string `json:"description,omitempty"`
+
+	// Enabled Whether the webhook receives events; true re-enables a disabled webhook.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events Event types the webhook receives; `"*"` means every type except the
+	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// explicitly (`["*", "action.failed"]` is fine).
+	Events WebhookEvents `json:"events"`
+
+	// Secret Absent or unchanged keeps the secret; a different one rotates it with the default grace period.
+	Secret *WebhookSecret `json:"secret,omitempty"`
+
+	// Url Absolute http(s) URL deliveries are POSTed to.
+	Url string `json:"url"`
+}
+
+// WebhookSecret A Standard Webhooks signing secret: `whsec_` followed by standard
+// base64 (with padding) of 24 to 64 random bytes. Write-only.
+//
+// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+type WebhookSecret = string
+
+// WebhookSecretRotation How to rotate a webhook's secret; every field is optional.
+type WebhookSecretRotation struct {
+	// GracePeriodSeconds How long the old secret keeps signing (default `webhooks.secretGracePeriod`, 86400); 0 ends it now.
+	GracePeriodSeconds *int `json:"gracePeriodSeconds,omitempty"`
+
+	// Secret The new secret; generated when absent.
+	Secret *WebhookSecret `json:"secret,omitempty"`
+}
+
+// WebhookWithSecret A webhook with its signing secret, shown only in this response.
+type WebhookWithSecret struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Description *string   `json:"description,omitempty"`
+
+	// DisabledAt When the server disabled the webhook.
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
+
+	// DisabledReason Why the server disabled the webhook; present only while it is disabled that way.
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+
+	// FailingSince When deliveries started failing without a success since; absent while healthy.
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+
+	// Id Example: wh_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id string `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the rotated-out secret still signs deliveries; absent outside a grace period.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+
+	// Secret A Standard Webhooks signing secret: `whsec_` followed by standard
+	// base64 (with padding) of 24 to 64 random bytes. Write-only.
+	//
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	Secret    WebhookSecret `json:"secret"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+	Url       string        `json:"url"`
+
+	// Version Increments on every configuration change (also the server disabling the webhook); the ETag.
+	Version int64 `json:"version"`
+}
+
 // ActionName defines model for ActionName.
 type ActionName = string
+
+// ConnectionName defines model for ConnectionName.
+type ConnectionName = string
 
 // ConnectorName defines model for ConnectorName.
 type ConnectorName = string
@@ -1536,14 +2140,23 @@ type ConnectorName = string
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// DeliveryID defines model for DeliveryID.
+type DeliveryID = string
+
 // IfMatch defines model for IfMatch.
 type IfMatch = string
 
 // Limit defines model for Limit.
 type Limit = int
 
+// WebhookID defines model for WebhookID.
+type WebhookID = string
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
+
+// OAuthCallbackError defines model for OAuthCallbackError.
+type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
@@ -1599,6 +2212,65 @@ type ReplaceActionParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ConnectOAuthConnectionParams defines parameters for ConnectOAuthConnection.
+type ConnectOAuthConnectionParams struct {
+	// Connection The connection (account) to connect; created pending when absent.
+	Connection *string `form:"connection,omitempty" json:"connection,omitempty"`
+
+	// Redirect Where the browser goes after a successful callback; must equal
+	// one of the connector's `auth.redirectUrls`. When absent the
+	// callback answers itself (a short page or JSON).
+	Redirect *string `form:"redirect,omitempty" json:"redirect,omitempty"`
+}
+
+// ListConnectionsParams defines parameters for ListConnections.
+type ListConnectionsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteConnectionParams defines parameters for DeleteConnection.
+type DeleteConnectionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceConnectionParams defines parameters for ReplaceConnection.
+type ReplaceConnectionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListInvocationsParams defines parameters for ListInvocations.
+type ListInvocationsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// Type Only events of this type.
+	Type *EventType `form:"type,omitempty" json:"type,omitempty"`
+
+	// Order `newest` (default) or `oldest` first.
+	Order *ListEventsParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListEventsParamsOrder defines parameters for ListEvents.
+type ListEventsParamsOrder string
+
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
 	// Provider Only models of this provider.
@@ -1626,6 +2298,21 @@ type ListOAuthClientsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CompleteOAuthConnectionParams defines parameters for CompleteOAuthConnection.
+type CompleteOAuthConnectionParams struct {
+	// State The state issued by `/connect`.
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Code The authorization code.
+	Code *string `form:"code,omitempty" json:"code,omitempty"`
+
+	// Error The provider's error code (RFC 6749 §4.1.2.1), e.g. `access_denied`.
+	Error *string `form:"error,omitempty" json:"error,omitempty"`
+
+	// ErrorDescription The provider's description of the error.
+	ErrorDescription *string `form:"error_description,omitempty" json:"error_description,omitempty"`
+}
+
 // CreateOAuthTokenParams defines parameters for CreateOAuthToken.
 type CreateOAuthTokenParams struct {
 	// Authorization `Basic base64(client_id:client_secret)`; or send both in the body.
@@ -1650,6 +2337,45 @@ type GetUsageParams struct {
 
 	// Model Only this model's usage (`provider/name`).
 	Model *string `form:"model,omitempty" json:"model,omitempty"`
+}
+
+// ListWebhooksParams defines parameters for ListWebhooks.
+type ListWebhooksParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteWebhookParams defines parameters for DeleteWebhook.
+type DeleteWebhookParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceWebhookParams defines parameters for ReplaceWebhook.
+type ReplaceWebhookParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Status Only deliveries with this status.
+	Status *WebhookDeliveryStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
@@ -1679,6 +2405,12 @@ type CreateActionJSONRequestBody = ActionInput
 // ReplaceActionJSONRequestBody defines body for ReplaceAction for application/json ContentType.
 type ReplaceActionJSONRequestBody = ActionInput
 
+// CreateConnectionJSONRequestBody defines body for CreateConnection for application/json ContentType.
+type CreateConnectionJSONRequestBody = ConnectionInput
+
+// ReplaceConnectionJSONRequestBody defines body for ReplaceConnection for application/json ContentType.
+type ReplaceConnectionJSONRequestBody = ConnectionCredentials
+
 // CreateEmbeddingJSONRequestBody defines body for CreateEmbedding for application/json ContentType.
 type CreateEmbeddingJSONRequestBody = EmbeddingRequest
 
@@ -1688,11 +2420,23 @@ type CallFunctionJSONRequestBody = FunctionCallingRequest
 // GenerateJSONRequestBody defines body for Generate for application/json ContentType.
 type GenerateJSONRequestBody = GenerateRequest
 
+// RunActionJSONRequestBody defines body for RunAction for application/json ContentType.
+type RunActionJSONRequestBody = RunRequest
+
 // CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
 type CreateOAuthClientJSONRequestBody = OAuthClientCreate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
+type CreateWebhookJSONRequestBody = WebhookCreate
+
+// ReplaceWebhookJSONRequestBody defines body for ReplaceWebhook for application/json ContentType.
+type ReplaceWebhookJSONRequestBody = WebhookReplace
+
+// RotateWebhookSecretJSONRequestBody defines body for RotateWebhookSecret for application/json ContentType.
+type RotateWebhookSecretJSONRequestBody = WebhookSecretRotation
 
 // Getter for additional properties for JWK. Returns the specified
 // element and whether it was found
@@ -1982,6 +2726,9 @@ type ClientInterface interface {
 
 	// GetHealthz Liveness probe; answers while the process runs.
 	//
+	// Public and unauthenticated. Answers 200 as long as the process serves
+	// HTTP, whatever the state of the store; use `/readyz` to route traffic.
+	//
 	// Corresponds with GET /healthz (the `GetHealthz` operationId).
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2106,10 +2853,16 @@ type ClientInterface interface {
 
 	// GetOpenAPI This specification as JSON.
 	//
+	// Public. The OpenAPI 3 document the server and the Go client are
+	// generated from, converted to JSON.
+	//
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetReadyz Readiness probe; answers 200 when the store answers, else 503.
+	//
+	// Public and unauthenticated. Runs a read transaction against the store;
+	// 503 `unavailable` when it fails (database closed or unreadable).
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2326,6 +3079,116 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
 	ReplaceAction(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ConnectOAuthConnection Start connecting an account; answers 302 to the provider's authorization URL.
+	//
+	// Stores a single-use `state` bound to this connector and connection
+	// (valid 10 minutes) with a PKCE S256 verifier, creates the connection
+	// with status `pending` if it does not exist (an existing connection
+	// keeps its status and tokens until the callback succeeds), and
+	// answers 302 with `Location` set to the provider's authorization URL
+	// (`response_type=code`, `client_id`, `redirect_uri`, `scope`,
+	// `state`, `code_challenge`, `code_challenge_method=S256` and the
+	// connector's `authorizationParams`). Call it from your backend without
+	// following redirects and send the browser to `Location`.
+	// A connector that is not oauth2 with grant authorization_code, or a
+	// `redirect` missing from its `auth.redirectUrls`, is 400; more than
+	// 1000 authorizations in progress at once is 429.
+	//
+	// Corresponds with GET /v1/connectors/{name}/connect (the `ConnectOAuthConnection` operationId).
+	ConnectOAuthConnection(ctx context.Context, name string, params *ConnectOAuthConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListConnections List a connector's connections in name order (never their credentials).
+	//
+	// Corresponds with GET /v1/connectors/{name}/connections (the `ListConnections` operationId).
+	ListConnections(ctx context.Context, name ConnectorName, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnectionWithBody Create a connection with static credentials (write-only).
+	//
+	// Stores one account's credentials for the connector: `apiKey` for auth
+	// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+	// `basic`. Fields the connector's auth does not take, missing required
+	// ones, control characters and values over 4096 bytes are refused with
+	// 422 listing each problem (never quoting a value); a connector with
+	// auth `none` takes no connection and an `oauth2` one is connected
+	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// defaults to `default`; a name in use is 409. Records
+	// `connection.created`. The response never contains the credentials.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+	CreateConnectionWithBody(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnection Create a connection with static credentials (write-only).
+	//
+	// Stores one account's credentials for the connector: `apiKey` for auth
+	// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+	// `basic`. Fields the connector's auth does not take, missing required
+	// ones, control characters and values over 4096 bytes are refused with
+	// 422 listing each problem (never quoting a value); a connector with
+	// auth `none` takes no connection and an `oauth2` one is connected
+	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// defaults to `default`; a name in use is 409. Records
+	// `connection.created`. The response never contains the credentials.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+	CreateConnection(ctx context.Context, name ConnectorName, body CreateConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteConnection Delete a connection and its credentials.
+	//
+	// Deletes the connection, its sealed credentials and any OAuth tokens,
+	// and records `connection.deleted`. An `If-Match` that is not the
+	// current ETag is 412.
+	//
+	// Corresponds with DELETE /v1/connectors/{name}/connections/{connection} (the `DeleteConnection` operationId).
+	DeleteConnection(ctx context.Context, name ConnectorName, connection ConnectionName, params *DeleteConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetConnection Get one connection (never its credentials).
+	//
+	// For OAuth 2.0 connections the status (`pending`, `active`,
+	// `reauth_required`), the granted scopes, `expiresAt` and
+	// `lastRefreshedAt` of the access token; never a token.
+	//
+	// Corresponds with GET /v1/connectors/{name}/connections/{connection} (the `GetConnection` operationId).
+	GetConnection(ctx context.Context, name ConnectorName, connection ConnectionName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceConnectionWithBody Replace a connection's credentials (rotate a key).
+	//
+	// Replaces the credentials of an existing static connection with the
+	// ones given (validated as on create) and increments `version`. A
+	// connection that does not exist is 404 (PUT does not create); an
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+	ReplaceConnectionWithBody(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceConnection Replace a connection's credentials (rotate a key).
+	//
+	// Replaces the credentials of an existing static connection with the
+	// ones given (validated as on create) and increments `version`. A
+	// connection that does not exist is 404 (PUT does not create); an
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+	ReplaceConnection(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, body ReplaceConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListInvocations The connector's most recent invocations, newest first.
+	//
+	// The log keeps the last `connectors.invocationLogSize` invocations of
+	// each connector (default 100): action, connection, upstream status,
+	// duration, error code and request id; never parameters, bodies or
+	// secrets. Invocations are recorded in memory and written in batches;
+	// this list includes them all.
+	//
+	// Corresponds with GET /v1/connectors/{name}/invocations (the `ListInvocations` operationId).
+	ListInvocations(ctx context.Context, name ConnectorName, params *ListInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateEmbeddingWithBody Embed a text as a vector.
 	//
 	// Returns the embedding of `text` from an embedding model. The built-in
@@ -2351,6 +3214,21 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
 	CreateEmbedding(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEvents List retained events, newest first by default.
+	//
+	// Pages through the event log with `limit` and `cursor` (the
+	// `nextCursor` of the previous page, an event id). `order=oldest` lists
+	// oldest first. `type` keeps one event type; a filtered page looks at
+	// no more than 5,000 events and may end early with a `nextCursor`.
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEvent Get one retained event.
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+	GetEvent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CallFunctionWithBody Let the model choose a function and its arguments.
 	//
@@ -2413,6 +3291,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/generate (the `Generate` operationId).
 	Generate(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunActionWithBody Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	//
+	// Sends the action's request with `params` and the connection's
+	// credential (see the `integrations` tag for how the request is built,
+	// guarded and retried) and answers the upstream's status with the
+	// result: the transformation's return value when the action has one,
+	// else the body (parsed JSON when it is JSON, else text; null when
+	// empty). Unknown connector, action or connection: 404. Invalid params
+	// or path values: 400 listing every problem. Refused destination: 403
+	// `egress_denied`. Upstream non-2xx, unreachable or over the size
+	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+	// connection that must be connected again: 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+	RunActionWithBody(ctx context.Context, connector string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunAction Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	//
+	// Sends the action's request with `params` and the connection's
+	// credential (see the `integrations` tag for how the request is built,
+	// guarded and retried) and answers the upstream's status with the
+	// result: the transformation's return value when the action has one,
+	// else the body (parsed JSON when it is JSON, else text; null when
+	// empty). Unknown connector, action or connection: 404. Invalid params
+	// or path values: 400 listing every problem. Refused destination: 403
+	// `egress_denied`. Upstream non-2xx, unreachable or over the size
+	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+	// connection that must be connected again: 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+	RunAction(ctx context.Context, connector string, body RunActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListModels List the models of the catalog.
 	//
@@ -2490,6 +3406,27 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
 	GetOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
+	//
+	// Public: the `state` authenticates the request. Checks that the state
+	// is known, unused and not expired (and consumes it), exchanges `code`
+	// with the PKCE verifier at the token endpoint, seals the tokens in
+	// the vault and marks the connection `active`; then redirects (302) to
+	// the `redirect` given to `/connect` with `connector` and `connection`
+	// added to its query, or, without one, answers 200 with the
+	// connection's status.
+	//
+	// A denied consent (`error=access_denied`: 403), any other provider
+	// error (502), a missing, unknown, used or expired state (400) and a
+	// failed code exchange (502, e.g. `invalid_grant` when the code or the
+	// PKCE verifier does not match) store nothing. Errors and the success
+	// page are HTML when the request accepts `text/html` (a browser), else
+	// JSON; `error.details` names the connector, the connection and the
+	// provider's error code (`oauthError`) when known.
+	//
+	// Corresponds with GET /v1/oauth/callback (the `CompleteOAuthConnection` operationId).
+	CompleteOAuthConnection(ctx context.Context, params *CompleteOAuthConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSigningKeys List the published token signing keys, the active one first.
 	//
@@ -2574,6 +3511,145 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
 	GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhooks List webhooks (never their secrets), oldest first.
+	//
+	// Corresponds with GET /v1/webhooks (the `ListWebhooks` operationId).
+	ListWebhooks(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhookWithBody Create a webhook; its signing secret is returned only in this response.
+	//
+	// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+	// of 24 to 64 bytes) is generated when not given and returned in this
+	// response only; afterwards it is write-only. A URL whose host is an IP
+	// address the egress guard refuses is rejected here (422); host names
+	// are checked when a delivery dials them. At most 100 webhooks exist.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateWebhook Create a webhook; its signing secret is returned only in this response.
+	//
+	// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+	// of 24 to 64 bytes) is generated when not given and returned in this
+	// response only; afterwards it is write-only. A URL whose host is an IP
+	// address the egress guard refuses is rejected here (422); host names
+	// are checked when a delivery dials them. At most 100 webhooks exist.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+	CreateWebhook(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWebhook Delete a webhook, its secret, its delivery log and its pending deliveries.
+	//
+	// Events stay in the event log. With `If-Match`, deletes only that version (else 412).
+	//
+	// Corresponds with DELETE /v1/webhooks/{id} (the `DeleteWebhook` operationId).
+	DeleteWebhook(ctx context.Context, id WebhookID, params *DeleteWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhook Get one webhook (without its secret).
+	//
+	// Corresponds with GET /v1/webhooks/{id} (the `GetWebhook` operationId).
+	GetWebhook(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceWebhookWithBody Replace a webhook's configuration.
+	//
+	// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+	// means true). `secret` is optional: absent or equal to the current one
+	// keeps it; a different one rotates it exactly like
+	// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+	// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+	// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+	// `disabledAt` and `failingSince` and resumes its paused deliveries.
+	// With `If-Match`, the replace applies only to that version (else 412).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+	ReplaceWebhookWithBody(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceWebhook Replace a webhook's configuration.
+	//
+	// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+	// means true). `secret` is optional: absent or equal to the current one
+	// keeps it; a different one rotates it exactly like
+	// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+	// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+	// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+	// `disabledAt` and `failingSince` and resumes its paused deliveries.
+	// With `If-Match`, the replace applies only to that version (else 412).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+	ReplaceWebhook(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, body ReplaceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListWebhookDeliveries The webhook's delivery log, newest first.
+	//
+	// One entry per event delivered (or to deliver) to the webhook, with
+	// its status, attempts, last response code and error, and next attempt.
+	// Entries are kept as long as their event.
+	//
+	// Corresponds with GET /v1/webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveries(ctx context.Context, id WebhookID, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetWebhookDelivery Get one delivery of a webhook.
+	//
+	// Corresponds with GET /v1/webhooks/{id}/deliveries/{delivery} (the `GetWebhookDelivery` operationId).
+	GetWebhookDelivery(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryWebhookDelivery Deliver again, now, with a fresh retry schedule.
+	//
+	// Makes the delivery pending again, due at once, whatever its status
+	// (a succeeded delivery is sent again, with the same `webhook-id`). It
+	// keeps its place in the webhook's order, so it goes before the
+	// webhook's later pending deliveries. 409 when the webhook is disabled
+	// or the event is no longer retained.
+	//
+	// Corresponds with POST /v1/webhooks/{id}/deliveries/{delivery}/retry (the `RetryWebhookDelivery` operationId).
+	RetryWebhookDelivery(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecretWithBody Rotate a webhook's signing secret; the new secret is returned only in this response.
+	//
+	// Makes `secret` (generated when absent) the signing secret. The old
+	// secret keeps signing deliveries beside the new one (two signatures in
+	// `webhook-signature`) for `gracePeriodSeconds` (default
+	// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+	// `previousSecretExpiresAt`, so receivers can switch without losing a
+	// delivery. A rotation during a grace period replaces the previous secret.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBody(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateWebhookSecret Rotate a webhook's signing secret; the new secret is returned only in this response.
+	//
+	// Makes `secret` (generated when absent) the signing secret. The old
+	// secret keeps signing deliveries beside the new one (two signatures in
+	// `webhook-signature`) for `gracePeriodSeconds` (default
+	// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+	// `previousSecretExpiresAt`, so receivers can switch without losing a
+	// delivery. A rotation during a grace period replaces the previous secret.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecret(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TestWebhook Send a webhook.test event to this webhook only.
+	//
+	// Records a `webhook.test` event whose `data` is the webhook and queues
+	// its delivery to this webhook alone (whatever its `events`), behind
+	// its earlier pending deliveries. Answers at once with the pending
+	// delivery; follow it with `GET /v1/webhooks/{id}/deliveries/{delivery}`.
+	// A disabled webhook cannot be tested (409).
+	//
+	// Corresponds with POST /v1/webhooks/{id}/test (the `TestWebhook` operationId).
+	TestWebhook(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
@@ -2598,6 +3674,9 @@ func (c *Client) GetJWKS(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // GetHealthz Liveness probe; answers while the process runs.
+//
+// Public and unauthenticated. Answers 200 as long as the process serves
+// HTTP, whatever the state of the store; use `/readyz` to route traffic.
 //
 // Corresponds with GET /healthz (the `GetHealthz` operationId).
 func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2833,6 +3912,9 @@ func (c *Client) OpenaiGetProviderModel(ctx context.Context, provider string, na
 
 // GetOpenAPI This specification as JSON.
 //
+// Public. The OpenAPI 3 document the server and the Go client are
+// generated from, converted to JSON.
+//
 // Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOpenAPIRequest(c.Server)
@@ -2847,6 +3929,9 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 }
 
 // GetReadyz Readiness probe; answers 200 when the store answers, else 503.
+//
+// Public and unauthenticated. Runs a read transaction against the store;
+// 503 `unavailable` when it fails (database closed or unreadable).
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3283,6 +4368,206 @@ func (c *Client) ReplaceAction(ctx context.Context, name ConnectorName, action A
 	return c.Client.Do(req)
 }
 
+// ConnectOAuthConnection Start connecting an account; answers 302 to the provider's authorization URL.
+//
+// Stores a single-use `state` bound to this connector and connection
+// (valid 10 minutes) with a PKCE S256 verifier, creates the connection
+// with status `pending` if it does not exist (an existing connection
+// keeps its status and tokens until the callback succeeds), and
+// answers 302 with `Location` set to the provider's authorization URL
+// (`response_type=code`, `client_id`, `redirect_uri`, `scope`,
+// `state`, `code_challenge`, `code_challenge_method=S256` and the
+// connector's `authorizationParams`). Call it from your backend without
+// following redirects and send the browser to `Location`.
+// A connector that is not oauth2 with grant authorization_code, or a
+// `redirect` missing from its `auth.redirectUrls`, is 400; more than
+// 1000 authorizations in progress at once is 429.
+//
+// Corresponds with GET /v1/connectors/{name}/connect (the `ConnectOAuthConnection` operationId).
+func (c *Client) ConnectOAuthConnection(ctx context.Context, name string, params *ConnectOAuthConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConnectOAuthConnectionRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListConnections List a connector's connections in name order (never their credentials).
+//
+// Corresponds with GET /v1/connectors/{name}/connections (the `ListConnections` operationId).
+func (c *Client) ListConnections(ctx context.Context, name ConnectorName, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConnectionsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnectionWithBody Create a connection with static credentials (write-only).
+//
+// Stores one account's credentials for the connector: `apiKey` for auth
+// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+// `basic`. Fields the connector's auth does not take, missing required
+// ones, control characters and values over 4096 bytes are refused with
+// 422 listing each problem (never quoting a value); a connector with
+// auth `none` takes no connection and an `oauth2` one is connected
+// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// defaults to `default`; a name in use is 409. Records
+// `connection.created`. The response never contains the credentials.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+func (c *Client) CreateConnectionWithBody(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectionRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnection Create a connection with static credentials (write-only).
+//
+// Stores one account's credentials for the connector: `apiKey` for auth
+// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+// `basic`. Fields the connector's auth does not take, missing required
+// ones, control characters and values over 4096 bytes are refused with
+// 422 listing each problem (never quoting a value); a connector with
+// auth `none` takes no connection and an `oauth2` one is connected
+// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// defaults to `default`; a name in use is 409. Records
+// `connection.created`. The response never contains the credentials.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+func (c *Client) CreateConnection(ctx context.Context, name ConnectorName, body CreateConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectionRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteConnection Delete a connection and its credentials.
+//
+// Deletes the connection, its sealed credentials and any OAuth tokens,
+// and records `connection.deleted`. An `If-Match` that is not the
+// current ETag is 412.
+//
+// Corresponds with DELETE /v1/connectors/{name}/connections/{connection} (the `DeleteConnection` operationId).
+func (c *Client) DeleteConnection(ctx context.Context, name ConnectorName, connection ConnectionName, params *DeleteConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteConnectionRequest(c.Server, name, connection, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetConnection Get one connection (never its credentials).
+//
+// For OAuth 2.0 connections the status (`pending`, `active`,
+// `reauth_required`), the granted scopes, `expiresAt` and
+// `lastRefreshedAt` of the access token; never a token.
+//
+// Corresponds with GET /v1/connectors/{name}/connections/{connection} (the `GetConnection` operationId).
+func (c *Client) GetConnection(ctx context.Context, name ConnectorName, connection ConnectionName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConnectionRequest(c.Server, name, connection)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceConnectionWithBody Replace a connection's credentials (rotate a key).
+//
+// Replaces the credentials of an existing static connection with the
+// ones given (validated as on create) and increments `version`. A
+// connection that does not exist is 404 (PUT does not create); an
+// `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+func (c *Client) ReplaceConnectionWithBody(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceConnectionRequestWithBody(c.Server, name, connection, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceConnection Replace a connection's credentials (rotate a key).
+//
+// Replaces the credentials of an existing static connection with the
+// ones given (validated as on create) and increments `version`. A
+// connection that does not exist is 404 (PUT does not create); an
+// `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+func (c *Client) ReplaceConnection(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, body ReplaceConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceConnectionRequest(c.Server, name, connection, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListInvocations The connector's most recent invocations, newest first.
+//
+// The log keeps the last `connectors.invocationLogSize` invocations of
+// each connector (default 100): action, connection, upstream status,
+// duration, error code and request id; never parameters, bodies or
+// secrets. Invocations are recorded in memory and written in batches;
+// this list includes them all.
+//
+// Corresponds with GET /v1/connectors/{name}/invocations (the `ListInvocations` operationId).
+func (c *Client) ListInvocations(ctx context.Context, name ConnectorName, params *ListInvocationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInvocationsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateEmbeddingWithBody Embed a text as a vector.
 //
 // Returns the embedding of `text` from an embedding model. The built-in
@@ -3319,6 +4604,41 @@ func (c *Client) CreateEmbeddingWithBody(ctx context.Context, contentType string
 // Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
 func (c *Client) CreateEmbedding(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateEmbeddingRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEvents List retained events, newest first by default.
+//
+// Pages through the event log with `limit` and `cursor` (the
+// `nextCursor` of the previous page, an event id). `order=oldest` lists
+// oldest first. `type` keeps one event type; a filtered page looks at
+// no more than 5,000 events and may end early with a `nextCursor`.
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEvent Get one retained event.
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+func (c *Client) GetEvent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3421,6 +4741,64 @@ func (c *Client) GenerateWithBody(ctx context.Context, contentType string, body 
 // Corresponds with POST /v1/generate (the `Generate` operationId).
 func (c *Client) Generate(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGenerateRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunActionWithBody Run an action; the HTTP form of integrations.<connector>.run(action, params).
+//
+// Sends the action's request with `params` and the connection's
+// credential (see the `integrations` tag for how the request is built,
+// guarded and retried) and answers the upstream's status with the
+// result: the transformation's return value when the action has one,
+// else the body (parsed JSON when it is JSON, else text; null when
+// empty). Unknown connector, action or connection: 404. Invalid params
+// or path values: 400 listing every problem. Refused destination: 403
+// `egress_denied`. Upstream non-2xx, unreachable or over the size
+// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+// connection that must be connected again: 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+func (c *Client) RunActionWithBody(ctx context.Context, connector string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunActionRequestWithBody(c.Server, connector, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunAction Run an action; the HTTP form of integrations.<connector>.run(action, params).
+//
+// Sends the action's request with `params` and the connection's
+// credential (see the `integrations` tag for how the request is built,
+// guarded and retried) and answers the upstream's status with the
+// result: the transformation's return value when the action has one,
+// else the body (parsed JSON when it is JSON, else text; null when
+// empty). Unknown connector, action or connection: 404. Invalid params
+// or path values: 400 listing every problem. Refused destination: 403
+// `egress_denied`. Upstream non-2xx, unreachable or over the size
+// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+// connection that must be connected again: 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+func (c *Client) RunAction(ctx context.Context, connector string, body RunActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunActionRequest(c.Server, connector, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3588,6 +4966,37 @@ func (c *Client) GetOAuthClient(ctx context.Context, id string, reqEditors ...Re
 	return c.Client.Do(req)
 }
 
+// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
+//
+// Public: the `state` authenticates the request. Checks that the state
+// is known, unused and not expired (and consumes it), exchanges `code`
+// with the PKCE verifier at the token endpoint, seals the tokens in
+// the vault and marks the connection `active`; then redirects (302) to
+// the `redirect` given to `/connect` with `connector` and `connection`
+// added to its query, or, without one, answers 200 with the
+// connection's status.
+//
+// A denied consent (`error=access_denied`: 403), any other provider
+// error (502), a missing, unknown, used or expired state (400) and a
+// failed code exchange (502, e.g. `invalid_grant` when the code or the
+// PKCE verifier does not match) store nothing. Errors and the success
+// page are HTML when the request accepts `text/html` (a browser), else
+// JSON; `error.details` names the connector, the connection and the
+// provider's error code (`oauthError`) when known.
+//
+// Corresponds with GET /v1/oauth/callback (the `CompleteOAuthConnection` operationId).
+func (c *Client) CompleteOAuthConnection(ctx context.Context, params *CompleteOAuthConnectionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCompleteOAuthConnectionRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSigningKeys List the published token signing keys, the active one first.
 //
 // Corresponds with GET /v1/oauth/signing-keys (the `ListSigningKeys` operationId).
@@ -3712,6 +5121,275 @@ func (c *Client) CreateOAuthTokenWithFormdataBody(ctx context.Context, params *C
 // Corresponds with GET /v1/usage (the `GetUsage` operationId).
 func (c *Client) GetUsage(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetUsageRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhooks List webhooks (never their secrets), oldest first.
+//
+// Corresponds with GET /v1/webhooks (the `ListWebhooks` operationId).
+func (c *Client) ListWebhooks(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhooksRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhookWithBody Create a webhook; its signing secret is returned only in this response.
+//
+// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+// of 24 to 64 bytes) is generated when not given and returned in this
+// response only; afterwards it is write-only. A URL whose host is an IP
+// address the egress guard refuses is rejected here (422); host names
+// are checked when a delivery dials them. At most 100 webhooks exist.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+func (c *Client) CreateWebhookWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateWebhook Create a webhook; its signing secret is returned only in this response.
+//
+// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+// of 24 to 64 bytes) is generated when not given and returned in this
+// response only; afterwards it is write-only. A URL whose host is an IP
+// address the egress guard refuses is rejected here (422); host names
+// are checked when a delivery dials them. At most 100 webhooks exist.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+func (c *Client) CreateWebhook(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateWebhookRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWebhook Delete a webhook, its secret, its delivery log and its pending deliveries.
+//
+// Events stay in the event log. With `If-Match`, deletes only that version (else 412).
+//
+// Corresponds with DELETE /v1/webhooks/{id} (the `DeleteWebhook` operationId).
+func (c *Client) DeleteWebhook(ctx context.Context, id WebhookID, params *DeleteWebhookParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWebhookRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhook Get one webhook (without its secret).
+//
+// Corresponds with GET /v1/webhooks/{id} (the `GetWebhook` operationId).
+func (c *Client) GetWebhook(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceWebhookWithBody Replace a webhook's configuration.
+//
+// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+// means true). `secret` is optional: absent or equal to the current one
+// keeps it; a different one rotates it exactly like
+// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+// `disabledAt` and `failingSince` and resumes its paused deliveries.
+// With `If-Match`, the replace applies only to that version (else 412).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+func (c *Client) ReplaceWebhookWithBody(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceWebhookRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceWebhook Replace a webhook's configuration.
+//
+// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+// means true). `secret` is optional: absent or equal to the current one
+// keeps it; a different one rotates it exactly like
+// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+// `disabledAt` and `failingSince` and resumes its paused deliveries.
+// With `If-Match`, the replace applies only to that version (else 412).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+func (c *Client) ReplaceWebhook(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, body ReplaceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceWebhookRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListWebhookDeliveries The webhook's delivery log, newest first.
+//
+// One entry per event delivered (or to deliver) to the webhook, with
+// its status, attempts, last response code and error, and next attempt.
+// Entries are kept as long as their event.
+//
+// Corresponds with GET /v1/webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *Client) ListWebhookDeliveries(ctx context.Context, id WebhookID, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListWebhookDeliveriesRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetWebhookDelivery Get one delivery of a webhook.
+//
+// Corresponds with GET /v1/webhooks/{id}/deliveries/{delivery} (the `GetWebhookDelivery` operationId).
+func (c *Client) GetWebhookDelivery(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWebhookDeliveryRequest(c.Server, id, delivery)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryWebhookDelivery Deliver again, now, with a fresh retry schedule.
+//
+// Makes the delivery pending again, due at once, whatever its status
+// (a succeeded delivery is sent again, with the same `webhook-id`). It
+// keeps its place in the webhook's order, so it goes before the
+// webhook's later pending deliveries. 409 when the webhook is disabled
+// or the event is no longer retained.
+//
+// Corresponds with POST /v1/webhooks/{id}/deliveries/{delivery}/retry (the `RetryWebhookDelivery` operationId).
+func (c *Client) RetryWebhookDelivery(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryWebhookDeliveryRequest(c.Server, id, delivery)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecretWithBody Rotate a webhook's signing secret; the new secret is returned only in this response.
+//
+// Makes `secret` (generated when absent) the signing secret. The old
+// secret keeps signing deliveries beside the new one (two signatures in
+// `webhook-signature`) for `gracePeriodSeconds` (default
+// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+// `previousSecretExpiresAt`, so receivers can switch without losing a
+// delivery. A rotation during a grace period replaces the previous secret.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecretWithBody(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateWebhookSecret Rotate a webhook's signing secret; the new secret is returned only in this response.
+//
+// Makes `secret` (generated when absent) the signing secret. The old
+// secret keeps signing deliveries beside the new one (two signatures in
+// `webhook-signature`) for `gracePeriodSeconds` (default
+// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+// `previousSecretExpiresAt`, so receivers can switch without losing a
+// delivery. A rotation during a grace period replaces the previous secret.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *Client) RotateWebhookSecret(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateWebhookSecretRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TestWebhook Send a webhook.test event to this webhook only.
+//
+// Records a `webhook.test` event whose `data` is the webhook and queues
+// its delivery to this webhook alone (whatever its `events`), behind
+// its earlier pending deliveries. Answers at once with the pending
+// delivery; follow it with `GET /v1/webhooks/{id}/deliveries/{delivery}`.
+// A disabled webhook cannot be tested (409).
+//
+// Corresponds with POST /v1/webhooks/{id}/test (the `TestWebhook` operationId).
+func (c *Client) TestWebhook(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestWebhookRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4830,6 +6508,438 @@ func NewReplaceActionRequestWithBody(server string, name ConnectorName, action A
 	return req, nil
 }
 
+// NewConnectOAuthConnectionRequest constructs an http.Request for the ConnectOAuthConnection method
+func NewConnectOAuthConnectionRequest(server string, name string, params *ConnectOAuthConnectionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connect", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Connection != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "connection", *params.Connection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Redirect != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "redirect", *params.Redirect, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListConnectionsRequest constructs an http.Request for the ListConnections method
+func NewListConnectionsRequest(server string, name ConnectorName, params *ListConnectionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connections", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateConnectionRequest calls the generic CreateConnection builder with application/json body
+func NewCreateConnectionRequest(server string, name ConnectorName, body CreateConnectionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateConnectionRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewCreateConnectionRequestWithBody constructs an http.Request for the CreateConnection method, with any body, and a specified content type
+func NewCreateConnectionRequestWithBody(server string, name ConnectorName, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connections", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteConnectionRequest constructs an http.Request for the DeleteConnection method
+func NewDeleteConnectionRequest(server string, name ConnectorName, connection ConnectionName, params *DeleteConnectionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "connection", connection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connections/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetConnectionRequest constructs an http.Request for the GetConnection method
+func NewGetConnectionRequest(server string, name ConnectorName, connection ConnectionName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "connection", connection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connections/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplaceConnectionRequest calls the generic ReplaceConnection builder with application/json body
+func NewReplaceConnectionRequest(server string, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, body ReplaceConnectionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplaceConnectionRequestWithBody(server, name, connection, params, "application/json", bodyReader)
+}
+
+// NewReplaceConnectionRequestWithBody constructs an http.Request for the ReplaceConnection method, with any body, and a specified content type
+func NewReplaceConnectionRequestWithBody(server string, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "connection", connection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/connections/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListInvocationsRequest constructs an http.Request for the ListInvocations method
+func NewListInvocationsRequest(server string, name ConnectorName, params *ListInvocationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connectors/%s/invocations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateEmbeddingRequest calls the generic CreateEmbedding builder with application/json body
 func NewCreateEmbeddingRequest(server string, body CreateEmbeddingJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -4866,6 +6976,130 @@ func NewCreateEmbeddingRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Order != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "order", *params.Order, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetEventRequest constructs an http.Request for the GetEvent method
+func NewGetEventRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4931,6 +7165,53 @@ func NewGenerateRequestWithBody(server string, contentType string, body io.Reade
 	}
 
 	operationPath := fmt.Sprintf("/v1/generate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRunActionRequest calls the generic RunAction builder with application/json body
+func NewRunActionRequest(server string, connector string, body RunActionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRunActionRequestWithBody(server, connector, "application/json", bodyReader)
+}
+
+// NewRunActionRequestWithBody constructs an http.Request for the RunAction method, with any body, and a specified content type
+func NewRunActionRequestWithBody(server string, connector string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "connector", connector, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/integrations/%s/run", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5289,6 +7570,96 @@ func NewGetOAuthClientRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCompleteOAuthConnectionRequest constructs an http.Request for the CompleteOAuthConnection method
+func NewCompleteOAuthConnectionRequest(server string, params *CompleteOAuthConnectionParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth/callback")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Code != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ErrorDescription != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error_description", *params.ErrorDescription, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSigningKeysRequest constructs an http.Request for the ListSigningKeys method
 func NewListSigningKeysRequest(server string) (*http.Request, error) {
 	var err error
@@ -5500,6 +7871,520 @@ func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, e
 	return req, nil
 }
 
+// NewListWebhooksRequest constructs an http.Request for the ListWebhooks method
+func NewListWebhooksRequest(server string, params *ListWebhooksParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateWebhookRequest calls the generic CreateWebhook builder with application/json body
+func NewCreateWebhookRequest(server string, body CreateWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateWebhookRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateWebhookRequestWithBody constructs an http.Request for the CreateWebhook method, with any body, and a specified content type
+func NewCreateWebhookRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteWebhookRequest constructs an http.Request for the DeleteWebhook method
+func NewDeleteWebhookRequest(server string, id WebhookID, params *DeleteWebhookParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookRequest constructs an http.Request for the GetWebhook method
+func NewGetWebhookRequest(server string, id WebhookID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplaceWebhookRequest calls the generic ReplaceWebhook builder with application/json body
+func NewReplaceWebhookRequest(server string, id WebhookID, params *ReplaceWebhookParams, body ReplaceWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplaceWebhookRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewReplaceWebhookRequestWithBody constructs an http.Request for the ReplaceWebhook method, with any body, and a specified content type
+func NewReplaceWebhookRequestWithBody(server string, id WebhookID, params *ReplaceWebhookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListWebhookDeliveriesRequest constructs an http.Request for the ListWebhookDeliveries method
+func NewListWebhookDeliveriesRequest(server string, id WebhookID, params *ListWebhookDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s/deliveries", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetWebhookDeliveryRequest constructs an http.Request for the GetWebhookDelivery method
+func NewGetWebhookDeliveryRequest(server string, id WebhookID, delivery DeliveryID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "delivery", delivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s/deliveries/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRetryWebhookDeliveryRequest constructs an http.Request for the RetryWebhookDelivery method
+func NewRetryWebhookDeliveryRequest(server string, id WebhookID, delivery DeliveryID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "delivery", delivery, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s/deliveries/%s/retry", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateWebhookSecretRequest calls the generic RotateWebhookSecret builder with application/json body
+func NewRotateWebhookSecretRequest(server string, id WebhookID, params *RotateWebhookSecretParams, body RotateWebhookSecretJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateWebhookSecretRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewRotateWebhookSecretRequestWithBody constructs an http.Request for the RotateWebhookSecret method, with any body, and a specified content type
+func NewRotateWebhookSecretRequestWithBody(server string, id WebhookID, params *RotateWebhookSecretParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s/rotate-secret", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewTestWebhookRequest constructs an http.Request for the TestWebhook method
+func NewTestWebhookRequest(server string, id WebhookID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s/test", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -5558,6 +8443,9 @@ type ClientWithResponsesInterface interface {
 	GetJWKSWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJWKSResponse, error)
 
 	// GetHealthzWithResponse Liveness probe; answers while the process runs.
+	//
+	// Public and unauthenticated. Answers 200 as long as the process serves
+	// HTTP, whatever the state of the store; use `/readyz` to route traffic.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5693,12 +8581,18 @@ type ClientWithResponsesInterface interface {
 
 	// GetOpenAPIWithResponse This specification as JSON.
 	//
+	// Public. The OpenAPI 3 document the server and the Go client are
+	// generated from, converted to JSON.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
 	// GetReadyzWithResponse Readiness probe; answers 200 when the store answers, else 503.
+	//
+	// Public and unauthenticated. Runs a read transaction against the store;
+	// 503 `unavailable` when it fails (database closed or unreadable).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5935,6 +8829,126 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/connectors/{name}/actions/{action} (the `ReplaceAction` operationId).
 	ReplaceActionWithResponse(ctx context.Context, name ConnectorName, action ActionName, params *ReplaceActionParams, body ReplaceActionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceActionResponse, error)
 
+	// ConnectOAuthConnectionWithResponse Start connecting an account; answers 302 to the provider's authorization URL.
+	//
+	// Stores a single-use `state` bound to this connector and connection
+	// (valid 10 minutes) with a PKCE S256 verifier, creates the connection
+	// with status `pending` if it does not exist (an existing connection
+	// keeps its status and tokens until the callback succeeds), and
+	// answers 302 with `Location` set to the provider's authorization URL
+	// (`response_type=code`, `client_id`, `redirect_uri`, `scope`,
+	// `state`, `code_challenge`, `code_challenge_method=S256` and the
+	// connector's `authorizationParams`). Call it from your backend without
+	// following redirects and send the browser to `Location`.
+	// A connector that is not oauth2 with grant authorization_code, or a
+	// `redirect` missing from its `auth.redirectUrls`, is 400; more than
+	// 1000 authorizations in progress at once is 429.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/connect (the `ConnectOAuthConnection` operationId).
+	ConnectOAuthConnectionWithResponse(ctx context.Context, name string, params *ConnectOAuthConnectionParams, reqEditors ...RequestEditorFn) (*ConnectOAuthConnectionResponse, error)
+
+	// ListConnectionsWithResponse List a connector's connections in name order (never their credentials).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/connections (the `ListConnections` operationId).
+	ListConnectionsWithResponse(ctx context.Context, name ConnectorName, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*ListConnectionsResponse, error)
+
+	// CreateConnectionWithBodyWithResponse Create a connection with static credentials (write-only).
+	//
+	// Stores one account's credentials for the connector: `apiKey` for auth
+	// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+	// `basic`. Fields the connector's auth does not take, missing required
+	// ones, control characters and values over 4096 bytes are refused with
+	// 422 listing each problem (never quoting a value); a connector with
+	// auth `none` takes no connection and an `oauth2` one is connected
+	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// defaults to `default`; a name in use is 409. Records
+	// `connection.created`. The response never contains the credentials.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+	CreateConnectionWithBodyWithResponse(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectionResponse, error)
+
+	// CreateConnectionWithResponse Create a connection with static credentials (write-only).
+	//
+	// Stores one account's credentials for the connector: `apiKey` for auth
+	// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+	// `basic`. Fields the connector's auth does not take, missing required
+	// ones, control characters and values over 4096 bytes are refused with
+	// 422 listing each problem (never quoting a value); a connector with
+	// auth `none` takes no connection and an `oauth2` one is connected
+	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// defaults to `default`; a name in use is 409. Records
+	// `connection.created`. The response never contains the credentials.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+	CreateConnectionWithResponse(ctx context.Context, name ConnectorName, body CreateConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectionResponse, error)
+
+	// DeleteConnectionWithResponse Delete a connection and its credentials.
+	//
+	// Deletes the connection, its sealed credentials and any OAuth tokens,
+	// and records `connection.deleted`. An `If-Match` that is not the
+	// current ETag is 412.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/connectors/{name}/connections/{connection} (the `DeleteConnection` operationId).
+	DeleteConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *DeleteConnectionParams, reqEditors ...RequestEditorFn) (*DeleteConnectionResponse, error)
+
+	// GetConnectionWithResponse Get one connection (never its credentials).
+	//
+	// For OAuth 2.0 connections the status (`pending`, `active`,
+	// `reauth_required`), the granted scopes, `expiresAt` and
+	// `lastRefreshedAt` of the access token; never a token.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/connections/{connection} (the `GetConnection` operationId).
+	GetConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, reqEditors ...RequestEditorFn) (*GetConnectionResponse, error)
+
+	// ReplaceConnectionWithBodyWithResponse Replace a connection's credentials (rotate a key).
+	//
+	// Replaces the credentials of an existing static connection with the
+	// ones given (validated as on create) and increments `version`. A
+	// connection that does not exist is 404 (PUT does not create); an
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+	ReplaceConnectionWithBodyWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceConnectionResponse, error)
+
+	// ReplaceConnectionWithResponse Replace a connection's credentials (rotate a key).
+	//
+	// Replaces the credentials of an existing static connection with the
+	// ones given (validated as on create) and increments `version`. A
+	// connection that does not exist is 404 (PUT does not create); an
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+	ReplaceConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, body ReplaceConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceConnectionResponse, error)
+
+	// ListInvocationsWithResponse The connector's most recent invocations, newest first.
+	//
+	// The log keeps the last `connectors.invocationLogSize` invocations of
+	// each connector (default 100): action, connection, upstream status,
+	// duration, error code and request id; never parameters, bodies or
+	// secrets. Invocations are recorded in memory and written in batches;
+	// this list includes them all.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connectors/{name}/invocations (the `ListInvocations` operationId).
+	ListInvocationsWithResponse(ctx context.Context, name ConnectorName, params *ListInvocationsParams, reqEditors ...RequestEditorFn) (*ListInvocationsResponse, error)
+
 	// CreateEmbeddingWithBodyWithResponse Embed a text as a vector.
 	//
 	// Returns the embedding of `text` from an embedding model. The built-in
@@ -5960,6 +8974,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/embeddings (the `CreateEmbedding` operationId).
 	CreateEmbeddingWithResponse(ctx context.Context, body CreateEmbeddingJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateEmbeddingResponse, error)
+
+	// ListEventsWithResponse List retained events, newest first by default.
+	//
+	// Pages through the event log with `limit` and `cursor` (the
+	// `nextCursor` of the previous page, an event id). `order=oldest` lists
+	// oldest first. `type` keeps one event type; a filtered page looks at
+	// no more than 5,000 events and may end early with a `nextCursor`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// GetEventWithResponse Get one retained event.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+	GetEventWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetEventResponse, error)
 
 	// CallFunctionWithBodyWithResponse Let the model choose a function and its arguments.
 	//
@@ -6022,6 +9055,44 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/generate (the `Generate` operationId).
 	GenerateWithResponse(ctx context.Context, body GenerateJSONRequestBody, reqEditors ...RequestEditorFn) (*GenerateResponse, error)
+
+	// RunActionWithBodyWithResponse Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	//
+	// Sends the action's request with `params` and the connection's
+	// credential (see the `integrations` tag for how the request is built,
+	// guarded and retried) and answers the upstream's status with the
+	// result: the transformation's return value when the action has one,
+	// else the body (parsed JSON when it is JSON, else text; null when
+	// empty). Unknown connector, action or connection: 404. Invalid params
+	// or path values: 400 listing every problem. Refused destination: 403
+	// `egress_denied`. Upstream non-2xx, unreachable or over the size
+	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+	// connection that must be connected again: 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+	RunActionWithBodyWithResponse(ctx context.Context, connector string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunActionResponse, error)
+
+	// RunActionWithResponse Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	//
+	// Sends the action's request with `params` and the connection's
+	// credential (see the `integrations` tag for how the request is built,
+	// guarded and retried) and answers the upstream's status with the
+	// result: the transformation's return value when the action has one,
+	// else the body (parsed JSON when it is JSON, else text; null when
+	// empty). Unknown connector, action or connection: 404. Invalid params
+	// or path values: 400 listing every problem. Refused destination: 403
+	// `egress_denied`. Upstream non-2xx, unreachable or over the size
+	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+	// connection that must be connected again: 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+	RunActionWithResponse(ctx context.Context, connector string, body RunActionJSONRequestBody, reqEditors ...RequestEditorFn) (*RunActionResponse, error)
 
 	// ListModelsWithResponse List the models of the catalog.
 	//
@@ -6112,6 +9183,29 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
 	GetOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOAuthClientResponse, error)
 
+	// CompleteOAuthConnectionWithResponse The provider's redirect after consent; completes a connection.
+	//
+	// Public: the `state` authenticates the request. Checks that the state
+	// is known, unused and not expired (and consumes it), exchanges `code`
+	// with the PKCE verifier at the token endpoint, seals the tokens in
+	// the vault and marks the connection `active`; then redirects (302) to
+	// the `redirect` given to `/connect` with `connector` and `connection`
+	// added to its query, or, without one, answers 200 with the
+	// connection's status.
+	//
+	// A denied consent (`error=access_denied`: 403), any other provider
+	// error (502), a missing, unknown, used or expired state (400) and a
+	// failed code exchange (502, e.g. `invalid_grant` when the code or the
+	// PKCE verifier does not match) store nothing. Errors and the success
+	// page are HTML when the request accepts `text/html` (a browser), else
+	// JSON; `error.details` names the connector, the connection and the
+	// provider's error code (`oauthError`) when known.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/oauth/callback (the `CompleteOAuthConnection` operationId).
+	CompleteOAuthConnectionWithResponse(ctx context.Context, params *CompleteOAuthConnectionParams, reqEditors ...RequestEditorFn) (*CompleteOAuthConnectionResponse, error)
+
 	// ListSigningKeysWithResponse List the published token signing keys, the active one first.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6201,6 +9295,159 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/usage (the `GetUsage` operationId).
 	GetUsageWithResponse(ctx context.Context, params *GetUsageParams, reqEditors ...RequestEditorFn) (*GetUsageResponse, error)
+
+	// ListWebhooksWithResponse List webhooks (never their secrets), oldest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhooks (the `ListWebhooks` operationId).
+	ListWebhooksWithResponse(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*ListWebhooksResponse, error)
+
+	// CreateWebhookWithBodyWithResponse Create a webhook; its signing secret is returned only in this response.
+	//
+	// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+	// of 24 to 64 bytes) is generated when not given and returned in this
+	// response only; afterwards it is write-only. A URL whose host is an IP
+	// address the egress guard refuses is rejected here (422); host names
+	// are checked when a delivery dials them. At most 100 webhooks exist.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error)
+
+	// CreateWebhookWithResponse Create a webhook; its signing secret is returned only in this response.
+	//
+	// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+	// of 24 to 64 bytes) is generated when not given and returned in this
+	// response only; afterwards it is write-only. A URL whose host is an IP
+	// address the egress guard refuses is rejected here (422); host names
+	// are checked when a delivery dials them. At most 100 webhooks exist.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+	CreateWebhookWithResponse(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error)
+
+	// DeleteWebhookWithResponse Delete a webhook, its secret, its delivery log and its pending deliveries.
+	//
+	// Events stay in the event log. With `If-Match`, deletes only that version (else 412).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/webhooks/{id} (the `DeleteWebhook` operationId).
+	DeleteWebhookWithResponse(ctx context.Context, id WebhookID, params *DeleteWebhookParams, reqEditors ...RequestEditorFn) (*DeleteWebhookResponse, error)
+
+	// GetWebhookWithResponse Get one webhook (without its secret).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhooks/{id} (the `GetWebhook` operationId).
+	GetWebhookWithResponse(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*GetWebhookResponse, error)
+
+	// ReplaceWebhookWithBodyWithResponse Replace a webhook's configuration.
+	//
+	// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+	// means true). `secret` is optional: absent or equal to the current one
+	// keeps it; a different one rotates it exactly like
+	// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+	// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+	// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+	// `disabledAt` and `failingSince` and resumes its paused deliveries.
+	// With `If-Match`, the replace applies only to that version (else 412).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+	ReplaceWebhookWithBodyWithResponse(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceWebhookResponse, error)
+
+	// ReplaceWebhookWithResponse Replace a webhook's configuration.
+	//
+	// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+	// means true). `secret` is optional: absent or equal to the current one
+	// keeps it; a different one rotates it exactly like
+	// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+	// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+	// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+	// `disabledAt` and `failingSince` and resumes its paused deliveries.
+	// With `If-Match`, the replace applies only to that version (else 412).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+	ReplaceWebhookWithResponse(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, body ReplaceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceWebhookResponse, error)
+
+	// ListWebhookDeliveriesWithResponse The webhook's delivery log, newest first.
+	//
+	// One entry per event delivered (or to deliver) to the webhook, with
+	// its status, attempts, last response code and error, and next attempt.
+	// Entries are kept as long as their event.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+	ListWebhookDeliveriesWithResponse(ctx context.Context, id WebhookID, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error)
+
+	// GetWebhookDeliveryWithResponse Get one delivery of a webhook.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/webhooks/{id}/deliveries/{delivery} (the `GetWebhookDelivery` operationId).
+	GetWebhookDeliveryWithResponse(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*GetWebhookDeliveryResponse, error)
+
+	// RetryWebhookDeliveryWithResponse Deliver again, now, with a fresh retry schedule.
+	//
+	// Makes the delivery pending again, due at once, whatever its status
+	// (a succeeded delivery is sent again, with the same `webhook-id`). It
+	// keeps its place in the webhook's order, so it goes before the
+	// webhook's later pending deliveries. 409 when the webhook is disabled
+	// or the event is no longer retained.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{id}/deliveries/{delivery}/retry (the `RetryWebhookDelivery` operationId).
+	RetryWebhookDeliveryWithResponse(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*RetryWebhookDeliveryResponse, error)
+
+	// RotateWebhookSecretWithBodyWithResponse Rotate a webhook's signing secret; the new secret is returned only in this response.
+	//
+	// Makes `secret` (generated when absent) the signing secret. The old
+	// secret keeps signing deliveries beside the new one (two signatures in
+	// `webhook-signature`) for `gracePeriodSeconds` (default
+	// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+	// `previousSecretExpiresAt`, so receivers can switch without losing a
+	// delivery. A rotation during a grace period replaces the previous secret.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithBodyWithResponse(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+
+	// RotateWebhookSecretWithResponse Rotate a webhook's signing secret; the new secret is returned only in this response.
+	//
+	// Makes `secret` (generated when absent) the signing secret. The old
+	// secret keeps signing deliveries beside the new one (two signatures in
+	// `webhook-signature`) for `gracePeriodSeconds` (default
+	// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+	// `previousSecretExpiresAt`, so receivers can switch without losing a
+	// delivery. A rotation during a grace period replaces the previous secret.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+	RotateWebhookSecretWithResponse(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error)
+
+	// TestWebhookWithResponse Send a webhook.test event to this webhook only.
+	//
+	// Records a `webhook.test` event whose `data` is the webhook and queues
+	// its delivery to this webhook alone (whatever its `events`), behind
+	// its earlier pending deliveries. Answers at once with the pending
+	// delivery; follow it with `GET /v1/webhooks/{id}/deliveries/{delivery}`.
+	// A disabled webhook cannot be tested (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{id}/test (the `TestWebhook` operationId).
+	TestWebhookWithResponse(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*TestWebhookResponse, error)
 }
 
 // GetJWKSResponse200Headers the declared response headers of an HTTP 200 response for GetJWKS
@@ -6251,16 +9498,30 @@ func (r GetJWKSResponse) ContentType() string {
 	return ""
 }
 
+// GetHealthzResponse500Headers the declared response headers of an HTTP 500 response for GetHealthz
+type GetHealthzResponse500Headers struct {
+	XRequestId *string
+}
+
 type GetHealthzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetHealthzResponse500Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetHealthzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetHealthzResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7230,16 +10491,30 @@ func (r OpenaiGetProviderModelResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse500Headers the declared response headers of an HTTP 500 response for GetOpenAPI
+type GetOpenAPIResponse500Headers struct {
+	XRequestId *string
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetOpenAPIResponse500Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOpenAPIResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7271,6 +10546,11 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// GetReadyzResponse500Headers the declared response headers of an HTTP 500 response for GetReadyz
+type GetReadyzResponse500Headers struct {
+	XRequestId *string
+}
+
 // GetReadyzResponse503Headers the declared response headers of an HTTP 503 response for GetReadyz
 type GetReadyzResponse503Headers struct {
 	XRequestId *string
@@ -7281,8 +10561,12 @@ type GetReadyzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ErrorResult
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetReadyzResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetReadyzResponse503Headers
 }
@@ -7290,6 +10574,11 @@ type GetReadyzResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetReadyzResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetReadyzResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
@@ -9497,6 +12786,1009 @@ func (r ReplaceActionResponse) ContentType() string {
 	return ""
 }
 
+// ConnectOAuthConnectionResponse302Headers the declared response headers of an HTTP 302 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse302Headers struct {
+	CacheControl *string
+	Location     *string
+}
+
+// ConnectOAuthConnectionResponse400Headers the declared response headers of an HTTP 400 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse400Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse401Headers the declared response headers of an HTTP 401 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse401Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse403Headers the declared response headers of an HTTP 403 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse404Headers the declared response headers of an HTTP 404 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse422Headers the declared response headers of an HTTP 422 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse422Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse429Headers the declared response headers of an HTTP 429 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// ConnectOAuthConnectionResponse500Headers the declared response headers of an HTTP 500 response for ConnectOAuthConnection
+type ConnectOAuthConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *ConnectOAuthConnectionResponse302Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ConnectOAuthConnectionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConnectOAuthConnectionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ConnectOAuthConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ConnectOAuthConnectionResponse404Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ConnectOAuthConnectionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConnectOAuthConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ConnectOAuthConnectionResponse500Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ConnectOAuthConnectionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ConnectOAuthConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConnectOAuthConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConnectOAuthConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConnectOAuthConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListConnectionsResponse400Headers the declared response headers of an HTTP 400 response for ListConnections
+type ListConnectionsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListConnectionsResponse401Headers the declared response headers of an HTTP 401 response for ListConnections
+type ListConnectionsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListConnectionsResponse403Headers the declared response headers of an HTTP 403 response for ListConnections
+type ListConnectionsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListConnectionsResponse404Headers the declared response headers of an HTTP 404 response for ListConnections
+type ListConnectionsResponse404Headers struct {
+	XRequestId *string
+}
+
+// ListConnectionsResponse429Headers the declared response headers of an HTTP 429 response for ListConnections
+type ListConnectionsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListConnectionsResponse500Headers the declared response headers of an HTTP 500 response for ListConnections
+type ListConnectionsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListConnectionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConnectionList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListConnectionsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListConnectionsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListConnectionsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListConnectionsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListConnectionsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListConnectionsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConnectionsResponse) GetJSON200() *ConnectionList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListConnectionsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListConnectionsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListConnectionsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListConnectionsResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListConnectionsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListConnectionsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConnectionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConnectionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConnectionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConnectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateConnectionResponse201Headers the declared response headers of an HTTP 201 response for CreateConnection
+type CreateConnectionResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateConnectionResponse400Headers the declared response headers of an HTTP 400 response for CreateConnection
+type CreateConnectionResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse401Headers the declared response headers of an HTTP 401 response for CreateConnection
+type CreateConnectionResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse403Headers the declared response headers of an HTTP 403 response for CreateConnection
+type CreateConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse404Headers the declared response headers of an HTTP 404 response for CreateConnection
+type CreateConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse409Headers the declared response headers of an HTTP 409 response for CreateConnection
+type CreateConnectionResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse413Headers the declared response headers of an HTTP 413 response for CreateConnection
+type CreateConnectionResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse415Headers the declared response headers of an HTTP 415 response for CreateConnection
+type CreateConnectionResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse422Headers the declared response headers of an HTTP 422 response for CreateConnection
+type CreateConnectionResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse429Headers the declared response headers of an HTTP 429 response for CreateConnection
+type CreateConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectionResponse500Headers the declared response headers of an HTTP 500 response for CreateConnection
+type CreateConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Connection
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateConnectionResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateConnectionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateConnectionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateConnectionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateConnectionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateConnectionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateConnectionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateConnectionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateConnectionResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateConnectionResponse) GetJSON201() *Connection {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateConnectionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateConnectionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateConnectionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateConnectionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateConnectionResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateConnectionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateConnectionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateConnectionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateConnectionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateConnectionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteConnectionResponse401Headers the declared response headers of an HTTP 401 response for DeleteConnection
+type DeleteConnectionResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectionResponse403Headers the declared response headers of an HTTP 403 response for DeleteConnection
+type DeleteConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectionResponse404Headers the declared response headers of an HTTP 404 response for DeleteConnection
+type DeleteConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectionResponse412Headers the declared response headers of an HTTP 412 response for DeleteConnection
+type DeleteConnectionResponse412Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectionResponse429Headers the declared response headers of an HTTP 429 response for DeleteConnection
+type DeleteConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteConnectionResponse500Headers the declared response headers of an HTTP 500 response for DeleteConnection
+type DeleteConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteConnectionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteConnectionResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteConnectionResponse412Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteConnectionResponse500Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteConnectionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteConnectionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteConnectionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteConnectionResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteConnectionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteConnectionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetConnectionResponse200Headers the declared response headers of an HTTP 200 response for GetConnection
+type GetConnectionResponse200Headers struct {
+	ETag *string
+}
+
+// GetConnectionResponse401Headers the declared response headers of an HTTP 401 response for GetConnection
+type GetConnectionResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetConnectionResponse403Headers the declared response headers of an HTTP 403 response for GetConnection
+type GetConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetConnectionResponse404Headers the declared response headers of an HTTP 404 response for GetConnection
+type GetConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetConnectionResponse429Headers the declared response headers of an HTTP 429 response for GetConnection
+type GetConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetConnectionResponse500Headers the declared response headers of an HTTP 500 response for GetConnection
+type GetConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Connection
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetConnectionResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConnectionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetConnectionResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetConnectionResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConnectionResponse) GetJSON200() *Connection {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetConnectionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConnectionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetConnectionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConnectionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetConnectionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplaceConnectionResponse200Headers the declared response headers of an HTTP 200 response for ReplaceConnection
+type ReplaceConnectionResponse200Headers struct {
+	ETag *string
+}
+
+// ReplaceConnectionResponse400Headers the declared response headers of an HTTP 400 response for ReplaceConnection
+type ReplaceConnectionResponse400Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse401Headers the declared response headers of an HTTP 401 response for ReplaceConnection
+type ReplaceConnectionResponse401Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse403Headers the declared response headers of an HTTP 403 response for ReplaceConnection
+type ReplaceConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse404Headers the declared response headers of an HTTP 404 response for ReplaceConnection
+type ReplaceConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse412Headers the declared response headers of an HTTP 412 response for ReplaceConnection
+type ReplaceConnectionResponse412Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse413Headers the declared response headers of an HTTP 413 response for ReplaceConnection
+type ReplaceConnectionResponse413Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse415Headers the declared response headers of an HTTP 415 response for ReplaceConnection
+type ReplaceConnectionResponse415Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse422Headers the declared response headers of an HTTP 422 response for ReplaceConnection
+type ReplaceConnectionResponse422Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse429Headers the declared response headers of an HTTP 429 response for ReplaceConnection
+type ReplaceConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// ReplaceConnectionResponse500Headers the declared response headers of an HTTP 500 response for ReplaceConnection
+type ReplaceConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+type ReplaceConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Connection
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReplaceConnectionResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReplaceConnectionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplaceConnectionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplaceConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReplaceConnectionResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ReplaceConnectionResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReplaceConnectionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ReplaceConnectionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReplaceConnectionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplaceConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReplaceConnectionResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON200() *Connection {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceConnectionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplaceConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplaceConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplaceConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplaceConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListInvocationsResponse400Headers the declared response headers of an HTTP 400 response for ListInvocations
+type ListInvocationsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListInvocationsResponse401Headers the declared response headers of an HTTP 401 response for ListInvocations
+type ListInvocationsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListInvocationsResponse403Headers the declared response headers of an HTTP 403 response for ListInvocations
+type ListInvocationsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListInvocationsResponse404Headers the declared response headers of an HTTP 404 response for ListInvocations
+type ListInvocationsResponse404Headers struct {
+	XRequestId *string
+}
+
+// ListInvocationsResponse429Headers the declared response headers of an HTTP 429 response for ListInvocations
+type ListInvocationsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListInvocationsResponse500Headers the declared response headers of an HTTP 500 response for ListInvocations
+type ListInvocationsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListInvocationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InvocationList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListInvocationsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListInvocationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListInvocationsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListInvocationsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListInvocationsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListInvocationsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInvocationsResponse) GetJSON200() *InvocationList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListInvocationsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListInvocationsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListInvocationsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListInvocationsResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListInvocationsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListInvocationsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInvocationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInvocationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInvocationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInvocationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateEmbeddingResponse400Headers the declared response headers of an HTTP 400 response for CreateEmbedding
 type CreateEmbeddingResponse400Headers struct {
 	XRequestId *string
@@ -9686,6 +13978,242 @@ func (r CreateEmbeddingResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateEmbeddingResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEventsResponse400Headers the declared response headers of an HTTP 400 response for ListEvents
+type ListEventsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListEventsResponse403Headers the declared response headers of an HTTP 403 response for ListEvents
+type ListEventsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListEventsResponse422Headers the declared response headers of an HTTP 422 response for ListEvents
+type ListEventsResponse422Headers struct {
+	XRequestId *string
+}
+
+// ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
+type ListEventsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListEventsResponse500Headers the declared response headers of an HTTP 500 response for ListEvents
+type ListEventsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListEventsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListEventsResponse403Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ListEventsResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEventsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListEventsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *EventList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEventsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEventsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ListEventsResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEventsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListEventsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEventResponse401Headers the declared response headers of an HTTP 401 response for GetEvent
+type GetEventResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetEventResponse403Headers the declared response headers of an HTTP 403 response for GetEvent
+type GetEventResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetEventResponse404Headers the declared response headers of an HTTP 404 response for GetEvent
+type GetEventResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetEventResponse429Headers the declared response headers of an HTTP 429 response for GetEvent
+type GetEventResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetEventResponse500Headers the declared response headers of an HTTP 500 response for GetEvent
+type GetEventResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Event
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetEventResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetEventResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEventResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetEventResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventResponse) GetJSON200() *Event {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEventResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetEventResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetEventResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEventResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetEventResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10076,6 +14604,229 @@ func (r GenerateResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GenerateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RunActionResponse400Headers the declared response headers of an HTTP 400 response for RunAction
+type RunActionResponse400Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse401Headers the declared response headers of an HTTP 401 response for RunAction
+type RunActionResponse401Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse403Headers the declared response headers of an HTTP 403 response for RunAction
+type RunActionResponse403Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse404Headers the declared response headers of an HTTP 404 response for RunAction
+type RunActionResponse404Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse409Headers the declared response headers of an HTTP 409 response for RunAction
+type RunActionResponse409Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse413Headers the declared response headers of an HTTP 413 response for RunAction
+type RunActionResponse413Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse415Headers the declared response headers of an HTTP 415 response for RunAction
+type RunActionResponse415Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse422Headers the declared response headers of an HTTP 422 response for RunAction
+type RunActionResponse422Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse429Headers the declared response headers of an HTTP 429 response for RunAction
+type RunActionResponse429Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse500Headers the declared response headers of an HTTP 500 response for RunAction
+type RunActionResponse500Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse502Headers the declared response headers of an HTTP 502 response for RunAction
+type RunActionResponse502Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse503Headers the declared response headers of an HTTP 503 response for RunAction
+type RunActionResponse503Headers struct {
+	XRequestId *string
+}
+
+// RunActionResponse504Headers the declared response headers of an HTTP 504 response for RunAction
+type RunActionResponse504Headers struct {
+	XRequestId *string
+}
+
+type RunActionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RunResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RunActionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RunActionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RunActionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RunActionResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RunActionResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RunActionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RunActionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RunActionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RunActionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RunActionResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *RunActionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RunActionResponse503Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *RunActionResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RunActionResponse) GetJSON200() *RunResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RunActionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RunActionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RunActionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RunActionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RunActionResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RunActionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RunActionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RunActionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RunActionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RunActionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r RunActionResponse) GetJSON502() *ErrorResult {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RunActionResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r RunActionResponse) GetJSON504() *ErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r RunActionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RunActionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RunActionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RunActionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10901,6 +15652,152 @@ func (r GetOAuthClientResponse) ContentType() string {
 	return ""
 }
 
+// CompleteOAuthConnectionResponse302Headers the declared response headers of an HTTP 302 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse302Headers struct {
+	Location *string
+}
+
+// CompleteOAuthConnectionResponse400Headers the declared response headers of an HTTP 400 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse400Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse403Headers the declared response headers of an HTTP 403 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse404Headers the declared response headers of an HTTP 404 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse429Headers the declared response headers of an HTTP 429 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse429Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse500Headers the declared response headers of an HTTP 500 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse500Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse502Headers the declared response headers of an HTTP 502 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse502Headers struct {
+	XRequestId *string
+}
+
+// CompleteOAuthConnectionResponse504Headers the declared response headers of an HTTP 504 response for CompleteOAuthConnection
+type CompleteOAuthConnectionResponse504Headers struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnectionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthConnected
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OAuthCallbackError
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OAuthCallbackError
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OAuthCallbackError
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OAuthCallbackError
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OAuthCallbackError
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OAuthCallbackError
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OAuthCallbackError
+	// Headers302 the parsed response headers for an HTTP 302 response
+	Headers302 *CompleteOAuthConnectionResponse302Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CompleteOAuthConnectionResponse400Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CompleteOAuthConnectionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CompleteOAuthConnectionResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CompleteOAuthConnectionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CompleteOAuthConnectionResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *CompleteOAuthConnectionResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *CompleteOAuthConnectionResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON200() *OAuthConnected {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON400() *OAuthCallbackError {
+	return r.JSON400
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON403() *OAuthCallbackError {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON404() *OAuthCallbackError {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON429() *OAuthCallbackError {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON500() *OAuthCallbackError {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON502() *OAuthCallbackError {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r CompleteOAuthConnectionResponse) GetJSON504() *OAuthCallbackError {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r CompleteOAuthConnectionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CompleteOAuthConnectionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CompleteOAuthConnectionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CompleteOAuthConnectionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSigningKeysResponse401Headers the declared response headers of an HTTP 401 response for ListSigningKeys
 type ListSigningKeysResponse401Headers struct {
 	XRequestId *string
@@ -11311,6 +16208,1377 @@ func (r GetUsageResponse) ContentType() string {
 	return ""
 }
 
+// ListWebhooksResponse400Headers the declared response headers of an HTTP 400 response for ListWebhooks
+type ListWebhooksResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListWebhooksResponse401Headers the declared response headers of an HTTP 401 response for ListWebhooks
+type ListWebhooksResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListWebhooksResponse403Headers the declared response headers of an HTTP 403 response for ListWebhooks
+type ListWebhooksResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListWebhooksResponse429Headers the declared response headers of an HTTP 429 response for ListWebhooks
+type ListWebhooksResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListWebhooksResponse500Headers the declared response headers of an HTTP 500 response for ListWebhooks
+type ListWebhooksResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListWebhooksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListWebhooksResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhooksResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhooksResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhooksResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListWebhooksResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhooksResponse) GetJSON200() *WebhookList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListWebhooksResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWebhooksResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWebhooksResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWebhooksResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListWebhooksResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhooksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhooksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhooksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhooksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateWebhookResponse201Headers the declared response headers of an HTTP 201 response for CreateWebhook
+type CreateWebhookResponse201Headers struct {
+	CacheControl *string
+	ETag         *string
+}
+
+// CreateWebhookResponse400Headers the declared response headers of an HTTP 400 response for CreateWebhook
+type CreateWebhookResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse401Headers the declared response headers of an HTTP 401 response for CreateWebhook
+type CreateWebhookResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse403Headers the declared response headers of an HTTP 403 response for CreateWebhook
+type CreateWebhookResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse413Headers the declared response headers of an HTTP 413 response for CreateWebhook
+type CreateWebhookResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse415Headers the declared response headers of an HTTP 415 response for CreateWebhook
+type CreateWebhookResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse422Headers the declared response headers of an HTTP 422 response for CreateWebhook
+type CreateWebhookResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse429Headers the declared response headers of an HTTP 429 response for CreateWebhook
+type CreateWebhookResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateWebhookResponse500Headers the declared response headers of an HTTP 500 response for CreateWebhook
+type CreateWebhookResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WebhookWithSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateWebhookResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateWebhookResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateWebhookResponse403Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateWebhookResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateWebhookResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateWebhookResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateWebhookResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateWebhookResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateWebhookResponse) GetJSON201() *WebhookWithSecret {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateWebhookResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateWebhookResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateWebhookResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateWebhookResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateWebhookResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateWebhookResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateWebhookResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateWebhookResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteWebhookResponse401Headers the declared response headers of an HTTP 401 response for DeleteWebhook
+type DeleteWebhookResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteWebhookResponse403Headers the declared response headers of an HTTP 403 response for DeleteWebhook
+type DeleteWebhookResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteWebhookResponse404Headers the declared response headers of an HTTP 404 response for DeleteWebhook
+type DeleteWebhookResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteWebhookResponse412Headers the declared response headers of an HTTP 412 response for DeleteWebhook
+type DeleteWebhookResponse412Headers struct {
+	XRequestId *string
+}
+
+// DeleteWebhookResponse429Headers the declared response headers of an HTTP 429 response for DeleteWebhook
+type DeleteWebhookResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteWebhookResponse500Headers the declared response headers of an HTTP 500 response for DeleteWebhook
+type DeleteWebhookResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteWebhookResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteWebhookResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteWebhookResponse412Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteWebhookResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteWebhookResponse500Headers
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteWebhookResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteWebhookResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteWebhookResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteWebhookResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteWebhookResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteWebhookResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookResponse200Headers the declared response headers of an HTTP 200 response for GetWebhook
+type GetWebhookResponse200Headers struct {
+	ETag *string
+}
+
+// GetWebhookResponse401Headers the declared response headers of an HTTP 401 response for GetWebhook
+type GetWebhookResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookResponse403Headers the declared response headers of an HTTP 403 response for GetWebhook
+type GetWebhookResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookResponse404Headers the declared response headers of an HTTP 404 response for GetWebhook
+type GetWebhookResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookResponse429Headers the declared response headers of an HTTP 429 response for GetWebhook
+type GetWebhookResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookResponse500Headers the declared response headers of an HTTP 500 response for GetWebhook
+type GetWebhookResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Webhook
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetWebhookResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetWebhookResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWebhookResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookResponse) GetJSON200() *Webhook {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWebhookResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetWebhookResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetWebhookResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWebhookResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetWebhookResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplaceWebhookResponse200Headers the declared response headers of an HTTP 200 response for ReplaceWebhook
+type ReplaceWebhookResponse200Headers struct {
+	ETag *string
+}
+
+// ReplaceWebhookResponse400Headers the declared response headers of an HTTP 400 response for ReplaceWebhook
+type ReplaceWebhookResponse400Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse401Headers the declared response headers of an HTTP 401 response for ReplaceWebhook
+type ReplaceWebhookResponse401Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse403Headers the declared response headers of an HTTP 403 response for ReplaceWebhook
+type ReplaceWebhookResponse403Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse404Headers the declared response headers of an HTTP 404 response for ReplaceWebhook
+type ReplaceWebhookResponse404Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse412Headers the declared response headers of an HTTP 412 response for ReplaceWebhook
+type ReplaceWebhookResponse412Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse413Headers the declared response headers of an HTTP 413 response for ReplaceWebhook
+type ReplaceWebhookResponse413Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse415Headers the declared response headers of an HTTP 415 response for ReplaceWebhook
+type ReplaceWebhookResponse415Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse422Headers the declared response headers of an HTTP 422 response for ReplaceWebhook
+type ReplaceWebhookResponse422Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse429Headers the declared response headers of an HTTP 429 response for ReplaceWebhook
+type ReplaceWebhookResponse429Headers struct {
+	XRequestId *string
+}
+
+// ReplaceWebhookResponse500Headers the declared response headers of an HTTP 500 response for ReplaceWebhook
+type ReplaceWebhookResponse500Headers struct {
+	XRequestId *string
+}
+
+type ReplaceWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Webhook
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReplaceWebhookResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReplaceWebhookResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplaceWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplaceWebhookResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReplaceWebhookResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ReplaceWebhookResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReplaceWebhookResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ReplaceWebhookResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReplaceWebhookResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplaceWebhookResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReplaceWebhookResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON200() *Webhook {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceWebhookResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplaceWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplaceWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplaceWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplaceWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListWebhookDeliveriesResponse400Headers the declared response headers of an HTTP 400 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListWebhookDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListWebhookDeliveriesResponse403Headers the declared response headers of an HTTP 403 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListWebhookDeliveriesResponse404Headers the declared response headers of an HTTP 404 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse404Headers struct {
+	XRequestId *string
+}
+
+// ListWebhookDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListWebhookDeliveriesResponse500Headers the declared response headers of an HTTP 500 response for ListWebhookDeliveries
+type ListWebhookDeliveriesResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookDeliveryList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListWebhookDeliveriesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListWebhookDeliveriesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListWebhookDeliveriesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListWebhookDeliveriesResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListWebhookDeliveriesResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListWebhookDeliveriesResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON200() *WebhookDeliveryList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListWebhookDeliveriesResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListWebhookDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListWebhookDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListWebhookDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListWebhookDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetWebhookDeliveryResponse401Headers the declared response headers of an HTTP 401 response for GetWebhookDelivery
+type GetWebhookDeliveryResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookDeliveryResponse403Headers the declared response headers of an HTTP 403 response for GetWebhookDelivery
+type GetWebhookDeliveryResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookDeliveryResponse404Headers the declared response headers of an HTTP 404 response for GetWebhookDelivery
+type GetWebhookDeliveryResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookDeliveryResponse429Headers the declared response headers of an HTTP 429 response for GetWebhookDelivery
+type GetWebhookDeliveryResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetWebhookDeliveryResponse500Headers the declared response headers of an HTTP 500 response for GetWebhookDelivery
+type GetWebhookDeliveryResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetWebhookDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookDelivery
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetWebhookDeliveryResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetWebhookDeliveryResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetWebhookDeliveryResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetWebhookDeliveryResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetWebhookDeliveryResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON200() *WebhookDelivery {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetWebhookDeliveryResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetWebhookDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetWebhookDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetWebhookDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetWebhookDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryWebhookDeliveryResponse401Headers the declared response headers of an HTTP 401 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse401Headers struct {
+	XRequestId *string
+}
+
+// RetryWebhookDeliveryResponse403Headers the declared response headers of an HTTP 403 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse403Headers struct {
+	XRequestId *string
+}
+
+// RetryWebhookDeliveryResponse404Headers the declared response headers of an HTTP 404 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse404Headers struct {
+	XRequestId *string
+}
+
+// RetryWebhookDeliveryResponse409Headers the declared response headers of an HTTP 409 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse409Headers struct {
+	XRequestId *string
+}
+
+// RetryWebhookDeliveryResponse429Headers the declared response headers of an HTTP 429 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse429Headers struct {
+	XRequestId *string
+}
+
+// RetryWebhookDeliveryResponse500Headers the declared response headers of an HTTP 500 response for RetryWebhookDelivery
+type RetryWebhookDeliveryResponse500Headers struct {
+	XRequestId *string
+}
+
+type RetryWebhookDeliveryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookDelivery
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryWebhookDeliveryResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RetryWebhookDeliveryResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RetryWebhookDeliveryResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RetryWebhookDeliveryResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryWebhookDeliveryResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RetryWebhookDeliveryResponse500Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON202() *WebhookDelivery {
+	return r.JSON202
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RetryWebhookDeliveryResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryWebhookDeliveryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryWebhookDeliveryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryWebhookDeliveryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryWebhookDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RotateWebhookSecretResponse200Headers the declared response headers of an HTTP 200 response for RotateWebhookSecret
+type RotateWebhookSecretResponse200Headers struct {
+	CacheControl *string
+	ETag         *string
+}
+
+// RotateWebhookSecretResponse400Headers the declared response headers of an HTTP 400 response for RotateWebhookSecret
+type RotateWebhookSecretResponse400Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse401Headers the declared response headers of an HTTP 401 response for RotateWebhookSecret
+type RotateWebhookSecretResponse401Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse403Headers the declared response headers of an HTTP 403 response for RotateWebhookSecret
+type RotateWebhookSecretResponse403Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse404Headers the declared response headers of an HTTP 404 response for RotateWebhookSecret
+type RotateWebhookSecretResponse404Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse412Headers the declared response headers of an HTTP 412 response for RotateWebhookSecret
+type RotateWebhookSecretResponse412Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse413Headers the declared response headers of an HTTP 413 response for RotateWebhookSecret
+type RotateWebhookSecretResponse413Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse415Headers the declared response headers of an HTTP 415 response for RotateWebhookSecret
+type RotateWebhookSecretResponse415Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse422Headers the declared response headers of an HTTP 422 response for RotateWebhookSecret
+type RotateWebhookSecretResponse422Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse429Headers the declared response headers of an HTTP 429 response for RotateWebhookSecret
+type RotateWebhookSecretResponse429Headers struct {
+	XRequestId *string
+}
+
+// RotateWebhookSecretResponse500Headers the declared response headers of an HTTP 500 response for RotateWebhookSecret
+type RotateWebhookSecretResponse500Headers struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookWithSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateWebhookSecretResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RotateWebhookSecretResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RotateWebhookSecretResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RotateWebhookSecretResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *RotateWebhookSecretResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *RotateWebhookSecretResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RotateWebhookSecretResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RotateWebhookSecretResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RotateWebhookSecretResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateWebhookSecretResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *RotateWebhookSecretResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON200() *WebhookWithSecret {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RotateWebhookSecretResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateWebhookSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateWebhookSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateWebhookSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateWebhookSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TestWebhookResponse401Headers the declared response headers of an HTTP 401 response for TestWebhook
+type TestWebhookResponse401Headers struct {
+	XRequestId *string
+}
+
+// TestWebhookResponse403Headers the declared response headers of an HTTP 403 response for TestWebhook
+type TestWebhookResponse403Headers struct {
+	XRequestId *string
+}
+
+// TestWebhookResponse404Headers the declared response headers of an HTTP 404 response for TestWebhook
+type TestWebhookResponse404Headers struct {
+	XRequestId *string
+}
+
+// TestWebhookResponse409Headers the declared response headers of an HTTP 409 response for TestWebhook
+type TestWebhookResponse409Headers struct {
+	XRequestId *string
+}
+
+// TestWebhookResponse429Headers the declared response headers of an HTTP 429 response for TestWebhook
+type TestWebhookResponse429Headers struct {
+	XRequestId *string
+}
+
+// TestWebhookResponse500Headers the declared response headers of an HTTP 500 response for TestWebhook
+type TestWebhookResponse500Headers struct {
+	XRequestId *string
+}
+
+type TestWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookDelivery
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TestWebhookResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *TestWebhookResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *TestWebhookResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *TestWebhookResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TestWebhookResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *TestWebhookResponse500Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r TestWebhookResponse) GetJSON202() *WebhookDelivery {
+	return r.JSON202
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TestWebhookResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r TestWebhookResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TestWebhookResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TestWebhookResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r TestWebhookResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TestWebhookResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TestWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TestWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TestWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TestWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetJWKSWithResponse The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
 //
 // The active signing key and, after a rotation, the previous keys until
@@ -11331,6 +17599,9 @@ func (c *ClientWithResponses) GetJWKSWithResponse(ctx context.Context, reqEditor
 }
 
 // GetHealthzWithResponse Liveness probe; answers while the process runs.
+//
+// Public and unauthenticated. Answers 200 as long as the process serves
+// HTTP, whatever the state of the store; use `/readyz` to route traffic.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11532,6 +17803,9 @@ func (c *ClientWithResponses) OpenaiGetProviderModelWithResponse(ctx context.Con
 
 // GetOpenAPIWithResponse This specification as JSON.
 //
+// Public. The OpenAPI 3 document the server and the Go client are
+// generated from, converted to JSON.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
@@ -11544,6 +17818,9 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 }
 
 // GetReadyzWithResponse Readiness probe; answers 200 when the store answers, else 503.
+//
+// Public and unauthenticated. Runs a read transaction against the store;
+// 503 `unavailable` when it fails (database closed or unreadable).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11912,6 +18189,180 @@ func (c *ClientWithResponses) ReplaceActionWithResponse(ctx context.Context, nam
 	return ParseReplaceActionResponse(rsp)
 }
 
+// ConnectOAuthConnectionWithResponse Start connecting an account; answers 302 to the provider's authorization URL.
+//
+// Stores a single-use `state` bound to this connector and connection
+// (valid 10 minutes) with a PKCE S256 verifier, creates the connection
+// with status `pending` if it does not exist (an existing connection
+// keeps its status and tokens until the callback succeeds), and
+// answers 302 with `Location` set to the provider's authorization URL
+// (`response_type=code`, `client_id`, `redirect_uri`, `scope`,
+// `state`, `code_challenge`, `code_challenge_method=S256` and the
+// connector's `authorizationParams`). Call it from your backend without
+// following redirects and send the browser to `Location`.
+// A connector that is not oauth2 with grant authorization_code, or a
+// `redirect` missing from its `auth.redirectUrls`, is 400; more than
+// 1000 authorizations in progress at once is 429.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/connect (the `ConnectOAuthConnection` operationId).
+func (c *ClientWithResponses) ConnectOAuthConnectionWithResponse(ctx context.Context, name string, params *ConnectOAuthConnectionParams, reqEditors ...RequestEditorFn) (*ConnectOAuthConnectionResponse, error) {
+	rsp, err := c.ConnectOAuthConnection(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConnectOAuthConnectionResponse(rsp)
+}
+
+// ListConnectionsWithResponse List a connector's connections in name order (never their credentials).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/connections (the `ListConnections` operationId).
+func (c *ClientWithResponses) ListConnectionsWithResponse(ctx context.Context, name ConnectorName, params *ListConnectionsParams, reqEditors ...RequestEditorFn) (*ListConnectionsResponse, error) {
+	rsp, err := c.ListConnections(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConnectionsResponse(rsp)
+}
+
+// CreateConnectionWithBodyWithResponse Create a connection with static credentials (write-only).
+//
+// Stores one account's credentials for the connector: `apiKey` for auth
+// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+// `basic`. Fields the connector's auth does not take, missing required
+// ones, control characters and values over 4096 bytes are refused with
+// 422 listing each problem (never quoting a value); a connector with
+// auth `none` takes no connection and an `oauth2` one is connected
+// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// defaults to `default`; a name in use is 409. Records
+// `connection.created`. The response never contains the credentials.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+func (c *ClientWithResponses) CreateConnectionWithBodyWithResponse(ctx context.Context, name ConnectorName, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectionResponse, error) {
+	rsp, err := c.CreateConnectionWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectionResponse(rsp)
+}
+
+// CreateConnectionWithResponse Create a connection with static credentials (write-only).
+//
+// Stores one account's credentials for the connector: `apiKey` for auth
+// `apiKey`, `token` for `bearer`, `username` (and `password`) for
+// `basic`. Fields the connector's auth does not take, missing required
+// ones, control characters and values over 4096 bytes are refused with
+// 422 listing each problem (never quoting a value); a connector with
+// auth `none` takes no connection and an `oauth2` one is connected
+// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// defaults to `default`; a name in use is 409. Records
+// `connection.created`. The response never contains the credentials.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connectors/{name}/connections (the `CreateConnection` operationId).
+func (c *ClientWithResponses) CreateConnectionWithResponse(ctx context.Context, name ConnectorName, body CreateConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectionResponse, error) {
+	rsp, err := c.CreateConnection(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectionResponse(rsp)
+}
+
+// DeleteConnectionWithResponse Delete a connection and its credentials.
+//
+// Deletes the connection, its sealed credentials and any OAuth tokens,
+// and records `connection.deleted`. An `If-Match` that is not the
+// current ETag is 412.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/connectors/{name}/connections/{connection} (the `DeleteConnection` operationId).
+func (c *ClientWithResponses) DeleteConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *DeleteConnectionParams, reqEditors ...RequestEditorFn) (*DeleteConnectionResponse, error) {
+	rsp, err := c.DeleteConnection(ctx, name, connection, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteConnectionResponse(rsp)
+}
+
+// GetConnectionWithResponse Get one connection (never its credentials).
+//
+// For OAuth 2.0 connections the status (`pending`, `active`,
+// `reauth_required`), the granted scopes, `expiresAt` and
+// `lastRefreshedAt` of the access token; never a token.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/connections/{connection} (the `GetConnection` operationId).
+func (c *ClientWithResponses) GetConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, reqEditors ...RequestEditorFn) (*GetConnectionResponse, error) {
+	rsp, err := c.GetConnection(ctx, name, connection, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConnectionResponse(rsp)
+}
+
+// ReplaceConnectionWithBodyWithResponse Replace a connection's credentials (rotate a key).
+//
+// Replaces the credentials of an existing static connection with the
+// ones given (validated as on create) and increments `version`. A
+// connection that does not exist is 404 (PUT does not create); an
+// `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+func (c *ClientWithResponses) ReplaceConnectionWithBodyWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceConnectionResponse, error) {
+	rsp, err := c.ReplaceConnectionWithBody(ctx, name, connection, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceConnectionResponse(rsp)
+}
+
+// ReplaceConnectionWithResponse Replace a connection's credentials (rotate a key).
+//
+// Replaces the credentials of an existing static connection with the
+// ones given (validated as on create) and increments `version`. A
+// connection that does not exist is 404 (PUT does not create); an
+// `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/connectors/{name}/connections/{connection} (the `ReplaceConnection` operationId).
+func (c *ClientWithResponses) ReplaceConnectionWithResponse(ctx context.Context, name ConnectorName, connection ConnectionName, params *ReplaceConnectionParams, body ReplaceConnectionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceConnectionResponse, error) {
+	rsp, err := c.ReplaceConnection(ctx, name, connection, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceConnectionResponse(rsp)
+}
+
+// ListInvocationsWithResponse The connector's most recent invocations, newest first.
+//
+// The log keeps the last `connectors.invocationLogSize` invocations of
+// each connector (default 100): action, connection, upstream status,
+// duration, error code and request id; never parameters, bodies or
+// secrets. Invocations are recorded in memory and written in batches;
+// this list includes them all.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connectors/{name}/invocations (the `ListInvocations` operationId).
+func (c *ClientWithResponses) ListInvocationsWithResponse(ctx context.Context, name ConnectorName, params *ListInvocationsParams, reqEditors ...RequestEditorFn) (*ListInvocationsResponse, error) {
+	rsp, err := c.ListInvocations(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInvocationsResponse(rsp)
+}
+
 // CreateEmbeddingWithBodyWithResponse Embed a text as a vector.
 //
 // Returns the embedding of `text` from an embedding model. The built-in
@@ -11948,6 +18399,37 @@ func (c *ClientWithResponses) CreateEmbeddingWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParseCreateEmbeddingResponse(rsp)
+}
+
+// ListEventsWithResponse List retained events, newest first by default.
+//
+// Pages through the event log with `limit` and `cursor` (the
+// `nextCursor` of the previous page, an event id). `order=oldest` lists
+// oldest first. `type` keeps one event type; a filtered page looks at
+// no more than 5,000 events and may end early with a `nextCursor`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
+// GetEventWithResponse Get one retained event.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetEventResponse, error) {
+	rsp, err := c.GetEvent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventResponse(rsp)
 }
 
 // CallFunctionWithBodyWithResponse Let the model choose a function and its arguments.
@@ -12034,6 +18516,56 @@ func (c *ClientWithResponses) GenerateWithResponse(ctx context.Context, body Gen
 		return nil, err
 	}
 	return ParseGenerateResponse(rsp)
+}
+
+// RunActionWithBodyWithResponse Run an action; the HTTP form of integrations.<connector>.run(action, params).
+//
+// Sends the action's request with `params` and the connection's
+// credential (see the `integrations` tag for how the request is built,
+// guarded and retried) and answers the upstream's status with the
+// result: the transformation's return value when the action has one,
+// else the body (parsed JSON when it is JSON, else text; null when
+// empty). Unknown connector, action or connection: 404. Invalid params
+// or path values: 400 listing every problem. Refused destination: 403
+// `egress_denied`. Upstream non-2xx, unreachable or over the size
+// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+// connection that must be connected again: 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+func (c *ClientWithResponses) RunActionWithBodyWithResponse(ctx context.Context, connector string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunActionResponse, error) {
+	rsp, err := c.RunActionWithBody(ctx, connector, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunActionResponse(rsp)
+}
+
+// RunActionWithResponse Run an action; the HTTP form of integrations.<connector>.run(action, params).
+//
+// Sends the action's request with `params` and the connection's
+// credential (see the `integrations` tag for how the request is built,
+// guarded and retried) and answers the upstream's status with the
+// result: the transformation's return value when the action has one,
+// else the body (parsed JSON when it is JSON, else text; null when
+// empty). Unknown connector, action or connection: 404. Invalid params
+// or path values: 400 listing every problem. Refused destination: 403
+// `egress_denied`. Upstream non-2xx, unreachable or over the size
+// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
+// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
+// connection that must be connected again: 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/integrations/{connector}/run (the `RunAction` operationId).
+func (c *ClientWithResponses) RunActionWithResponse(ctx context.Context, connector string, body RunActionJSONRequestBody, reqEditors ...RequestEditorFn) (*RunActionResponse, error) {
+	rsp, err := c.RunAction(ctx, connector, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunActionResponse(rsp)
 }
 
 // ListModelsWithResponse List the models of the catalog.
@@ -12173,6 +18705,35 @@ func (c *ClientWithResponses) GetOAuthClientWithResponse(ctx context.Context, id
 	return ParseGetOAuthClientResponse(rsp)
 }
 
+// CompleteOAuthConnectionWithResponse The provider's redirect after consent; completes a connection.
+//
+// Public: the `state` authenticates the request. Checks that the state
+// is known, unused and not expired (and consumes it), exchanges `code`
+// with the PKCE verifier at the token endpoint, seals the tokens in
+// the vault and marks the connection `active`; then redirects (302) to
+// the `redirect` given to `/connect` with `connector` and `connection`
+// added to its query, or, without one, answers 200 with the
+// connection's status.
+//
+// A denied consent (`error=access_denied`: 403), any other provider
+// error (502), a missing, unknown, used or expired state (400) and a
+// failed code exchange (502, e.g. `invalid_grant` when the code or the
+// PKCE verifier does not match) store nothing. Errors and the success
+// page are HTML when the request accepts `text/html` (a browser), else
+// JSON; `error.details` names the connector, the connection and the
+// provider's error code (`oauthError`) when known.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/oauth/callback (the `CompleteOAuthConnection` operationId).
+func (c *ClientWithResponses) CompleteOAuthConnectionWithResponse(ctx context.Context, params *CompleteOAuthConnectionParams, reqEditors ...RequestEditorFn) (*CompleteOAuthConnectionResponse, error) {
+	rsp, err := c.CompleteOAuthConnection(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCompleteOAuthConnectionResponse(rsp)
+}
+
 // ListSigningKeysWithResponse List the published token signing keys, the active one first.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12293,6 +18854,237 @@ func (c *ClientWithResponses) GetUsageWithResponse(ctx context.Context, params *
 	return ParseGetUsageResponse(rsp)
 }
 
+// ListWebhooksWithResponse List webhooks (never their secrets), oldest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhooks (the `ListWebhooks` operationId).
+func (c *ClientWithResponses) ListWebhooksWithResponse(ctx context.Context, params *ListWebhooksParams, reqEditors ...RequestEditorFn) (*ListWebhooksResponse, error) {
+	rsp, err := c.ListWebhooks(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhooksResponse(rsp)
+}
+
+// CreateWebhookWithBodyWithResponse Create a webhook; its signing secret is returned only in this response.
+//
+// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+// of 24 to 64 bytes) is generated when not given and returned in this
+// response only; afterwards it is write-only. A URL whose host is an IP
+// address the egress guard refuses is rejected here (422); host names
+// are checked when a delivery dials them. At most 100 webhooks exist.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+func (c *ClientWithResponses) CreateWebhookWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error) {
+	rsp, err := c.CreateWebhookWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookResponse(rsp)
+}
+
+// CreateWebhookWithResponse Create a webhook; its signing secret is returned only in this response.
+//
+// Subscribes `url` to `events`. The signing `secret` (`whsec_` + base64
+// of 24 to 64 bytes) is generated when not given and returned in this
+// response only; afterwards it is write-only. A URL whose host is an IP
+// address the egress guard refuses is rejected here (422); host names
+// are checked when a delivery dials them. At most 100 webhooks exist.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks (the `CreateWebhook` operationId).
+func (c *ClientWithResponses) CreateWebhookWithResponse(ctx context.Context, body CreateWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateWebhookResponse, error) {
+	rsp, err := c.CreateWebhook(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateWebhookResponse(rsp)
+}
+
+// DeleteWebhookWithResponse Delete a webhook, its secret, its delivery log and its pending deliveries.
+//
+// Events stay in the event log. With `If-Match`, deletes only that version (else 412).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/webhooks/{id} (the `DeleteWebhook` operationId).
+func (c *ClientWithResponses) DeleteWebhookWithResponse(ctx context.Context, id WebhookID, params *DeleteWebhookParams, reqEditors ...RequestEditorFn) (*DeleteWebhookResponse, error) {
+	rsp, err := c.DeleteWebhook(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWebhookResponse(rsp)
+}
+
+// GetWebhookWithResponse Get one webhook (without its secret).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhooks/{id} (the `GetWebhook` operationId).
+func (c *ClientWithResponses) GetWebhookWithResponse(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*GetWebhookResponse, error) {
+	rsp, err := c.GetWebhook(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookResponse(rsp)
+}
+
+// ReplaceWebhookWithBodyWithResponse Replace a webhook's configuration.
+//
+// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+// means true). `secret` is optional: absent or equal to the current one
+// keeps it; a different one rotates it exactly like
+// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+// `disabledAt` and `failingSince` and resumes its paused deliveries.
+// With `If-Match`, the replace applies only to that version (else 412).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+func (c *ClientWithResponses) ReplaceWebhookWithBodyWithResponse(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceWebhookResponse, error) {
+	rsp, err := c.ReplaceWebhookWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceWebhookResponse(rsp)
+}
+
+// ReplaceWebhookWithResponse Replace a webhook's configuration.
+//
+// Replaces `url`, `events`, `description` and `enabled` (absent `enabled`
+// means true). `secret` is optional: absent or equal to the current one
+// keeps it; a different one rotates it exactly like
+// `POST /v1/webhooks/{id}/rotate-secret` with the default grace period
+// (both secrets sign deliveries for `webhooks.secretGracePeriod`,
+// default 24 h). Enabling a disabled webhook clears `disabledReason`,
+// `disabledAt` and `failingSince` and resumes its paused deliveries.
+// With `If-Match`, the replace applies only to that version (else 412).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/webhooks/{id} (the `ReplaceWebhook` operationId).
+func (c *ClientWithResponses) ReplaceWebhookWithResponse(ctx context.Context, id WebhookID, params *ReplaceWebhookParams, body ReplaceWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceWebhookResponse, error) {
+	rsp, err := c.ReplaceWebhook(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceWebhookResponse(rsp)
+}
+
+// ListWebhookDeliveriesWithResponse The webhook's delivery log, newest first.
+//
+// One entry per event delivered (or to deliver) to the webhook, with
+// its status, attempts, last response code and error, and next attempt.
+// Entries are kept as long as their event.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhooks/{id}/deliveries (the `ListWebhookDeliveries` operationId).
+func (c *ClientWithResponses) ListWebhookDeliveriesWithResponse(ctx context.Context, id WebhookID, params *ListWebhookDeliveriesParams, reqEditors ...RequestEditorFn) (*ListWebhookDeliveriesResponse, error) {
+	rsp, err := c.ListWebhookDeliveries(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListWebhookDeliveriesResponse(rsp)
+}
+
+// GetWebhookDeliveryWithResponse Get one delivery of a webhook.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/webhooks/{id}/deliveries/{delivery} (the `GetWebhookDelivery` operationId).
+func (c *ClientWithResponses) GetWebhookDeliveryWithResponse(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*GetWebhookDeliveryResponse, error) {
+	rsp, err := c.GetWebhookDelivery(ctx, id, delivery, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetWebhookDeliveryResponse(rsp)
+}
+
+// RetryWebhookDeliveryWithResponse Deliver again, now, with a fresh retry schedule.
+//
+// Makes the delivery pending again, due at once, whatever its status
+// (a succeeded delivery is sent again, with the same `webhook-id`). It
+// keeps its place in the webhook's order, so it goes before the
+// webhook's later pending deliveries. 409 when the webhook is disabled
+// or the event is no longer retained.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{id}/deliveries/{delivery}/retry (the `RetryWebhookDelivery` operationId).
+func (c *ClientWithResponses) RetryWebhookDeliveryWithResponse(ctx context.Context, id WebhookID, delivery DeliveryID, reqEditors ...RequestEditorFn) (*RetryWebhookDeliveryResponse, error) {
+	rsp, err := c.RetryWebhookDelivery(ctx, id, delivery, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryWebhookDeliveryResponse(rsp)
+}
+
+// RotateWebhookSecretWithBodyWithResponse Rotate a webhook's signing secret; the new secret is returned only in this response.
+//
+// Makes `secret` (generated when absent) the signing secret. The old
+// secret keeps signing deliveries beside the new one (two signatures in
+// `webhook-signature`) for `gracePeriodSeconds` (default
+// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+// `previousSecretExpiresAt`, so receivers can switch without losing a
+// delivery. A rotation during a grace period replaces the previous secret.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithBodyWithResponse(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecretWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
+}
+
+// RotateWebhookSecretWithResponse Rotate a webhook's signing secret; the new secret is returned only in this response.
+//
+// Makes `secret` (generated when absent) the signing secret. The old
+// secret keeps signing deliveries beside the new one (two signatures in
+// `webhook-signature`) for `gracePeriodSeconds` (default
+// `webhooks.secretGracePeriod`, 24 h; 0 stops it at once), until
+// `previousSecretExpiresAt`, so receivers can switch without losing a
+// delivery. A rotation during a grace period replaces the previous secret.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{id}/rotate-secret (the `RotateWebhookSecret` operationId).
+func (c *ClientWithResponses) RotateWebhookSecretWithResponse(ctx context.Context, id WebhookID, params *RotateWebhookSecretParams, body RotateWebhookSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateWebhookSecretResponse, error) {
+	rsp, err := c.RotateWebhookSecret(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateWebhookSecretResponse(rsp)
+}
+
+// TestWebhookWithResponse Send a webhook.test event to this webhook only.
+//
+// Records a `webhook.test` event whose `data` is the webhook and queues
+// its delivery to this webhook alone (whatever its `events`), behind
+// its earlier pending deliveries. Answers at once with the pending
+// delivery; follow it with `GET /v1/webhooks/{id}/deliveries/{delivery}`.
+// A disabled webhook cannot be tested (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{id}/test (the `TestWebhook` operationId).
+func (c *ClientWithResponses) TestWebhookWithResponse(ctx context.Context, id WebhookID, reqEditors ...RequestEditorFn) (*TestWebhookResponse, error) {
+	rsp, err := c.TestWebhook(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestWebhookResponse(rsp)
+}
+
 // ParseGetJWKSResponse parses an HTTP response from a GetJWKSWithResponse call
 func ParseGetJWKSResponse(rsp *http.Response) (*GetJWKSResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12353,6 +19145,26 @@ func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers GetHealthzResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -13380,6 +20192,26 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 500:
+		var headers GetOpenAPIResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -13406,6 +20238,13 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13416,6 +20255,16 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 500:
+		var headers GetReadyzResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetReadyzResponse503Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -15794,6 +22643,1105 @@ func ParseReplaceActionResponse(rsp *http.Response) (*ReplaceActionResponse, err
 	return response, nil
 }
 
+// ParseConnectOAuthConnectionResponse parses an HTTP response from a ConnectOAuthConnectionWithResponse call
+func ParseConnectOAuthConnectionResponse(rsp *http.Response) (*ConnectOAuthConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConnectOAuthConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers ConnectOAuthConnectionResponse302Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 400:
+		var headers ConnectOAuthConnectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ConnectOAuthConnectionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ConnectOAuthConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ConnectOAuthConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 422:
+		var headers ConnectOAuthConnectionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConnectOAuthConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ConnectOAuthConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListConnectionsResponse parses an HTTP response from a ListConnectionsWithResponse call
+func ParseListConnectionsResponse(rsp *http.Response) (*ListConnectionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConnectionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConnectionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListConnectionsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListConnectionsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListConnectionsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListConnectionsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListConnectionsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListConnectionsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateConnectionResponse parses an HTTP response from a CreateConnectionWithResponse call
+func ParseCreateConnectionResponse(rsp *http.Response) (*CreateConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Connection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateConnectionResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateConnectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateConnectionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateConnectionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateConnectionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateConnectionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateConnectionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteConnectionResponse parses an HTTP response from a DeleteConnectionWithResponse call
+func ParseDeleteConnectionResponse(rsp *http.Response) (*DeleteConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteConnectionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteConnectionResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetConnectionResponse parses an HTTP response from a GetConnectionWithResponse call
+func ParseGetConnectionResponse(rsp *http.Response) (*GetConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Connection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetConnectionResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetConnectionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplaceConnectionResponse parses an HTTP response from a ReplaceConnectionWithResponse call
+func ParseReplaceConnectionResponse(rsp *http.Response) (*ReplaceConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplaceConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Connection
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReplaceConnectionResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReplaceConnectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReplaceConnectionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplaceConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReplaceConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers ReplaceConnectionResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReplaceConnectionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ReplaceConnectionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReplaceConnectionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReplaceConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReplaceConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListInvocationsResponse parses an HTTP response from a ListInvocationsWithResponse call
+func ParseListInvocationsResponse(rsp *http.Response) (*ListInvocationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInvocationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InvocationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListInvocationsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListInvocationsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListInvocationsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListInvocationsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListInvocationsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListInvocationsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateEmbeddingResponse parses an HTTP response from a CreateEmbeddingWithResponse call
 func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16005,6 +23953,251 @@ func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListEventsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListEventsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 422:
+		var headers ListEventsResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListEventsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEventResponse parses an HTTP response from a GetEventWithResponse call
+func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Event
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetEventResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetEventResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEventResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetEventResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil
@@ -16432,6 +24625,256 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 		response.Headers502 = &headers
 	case rsp.StatusCode == 504:
 		var headers GenerateResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRunActionResponse parses an HTTP response from a RunActionWithResponse call
+func ParseRunActionResponse(rsp *http.Response) (*RunActionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RunActionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RunResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers RunActionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RunActionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RunActionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RunActionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RunActionResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers RunActionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RunActionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RunActionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers RunActionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RunActionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers RunActionResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers RunActionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	case rsp.StatusCode == 504:
+		var headers RunActionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -17300,6 +25743,191 @@ func ParseGetOAuthClientResponse(rsp *http.Response) (*GetOAuthClientResponse, e
 	return response, nil
 }
 
+// ParseCompleteOAuthConnectionResponse parses an HTTP response from a CompleteOAuthConnectionWithResponse call
+func ParseCompleteOAuthConnectionResponse(rsp *http.Response) (*CompleteOAuthConnectionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CompleteOAuthConnectionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthConnected
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case rsp.StatusCode == 302:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OAuthCallbackError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 400:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 403:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 404:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 429:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 500:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 502:
+	// Content-type (text/html) unsupported
+
+	case rsp.StatusCode == 504:
+		// Content-type (text/html) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 302:
+		var headers CompleteOAuthConnectionResponse302Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers302 = &headers
+	case rsp.StatusCode == 400:
+		var headers CompleteOAuthConnectionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 403:
+		var headers CompleteOAuthConnectionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CompleteOAuthConnectionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers CompleteOAuthConnectionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CompleteOAuthConnectionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers CompleteOAuthConnectionResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers CompleteOAuthConnectionResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSigningKeysResponse parses an HTTP response from a ListSigningKeysWithResponse call
 func ParseListSigningKeysResponse(rsp *http.Response) (*ListSigningKeysResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17703,6 +26331,1485 @@ func ParseGetUsageResponse(rsp *http.Response) (*GetUsageResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetUsageResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhooksResponse parses an HTTP response from a ListWebhooksWithResponse call
+func ParseListWebhooksResponse(rsp *http.Response) (*ListWebhooksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhooksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListWebhooksResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWebhooksResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhooksResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWebhooksResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListWebhooksResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateWebhookResponse parses an HTTP response from a CreateWebhookWithResponse call
+func ParseCreateWebhookResponse(rsp *http.Response) (*CreateWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WebhookWithSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateWebhookResponse201Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateWebhookResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateWebhookResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateWebhookResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateWebhookResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateWebhookResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateWebhookResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateWebhookResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateWebhookResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWebhookResponse parses an HTTP response from a DeleteWebhookWithResponse call
+func ParseDeleteWebhookResponse(rsp *http.Response) (*DeleteWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteWebhookResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteWebhookResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteWebhookResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteWebhookResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteWebhookResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteWebhookResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookResponse parses an HTTP response from a GetWebhookWithResponse call
+func ParseGetWebhookResponse(rsp *http.Response) (*GetWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Webhook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetWebhookResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetWebhookResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetWebhookResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWebhookResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWebhookResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplaceWebhookResponse parses an HTTP response from a ReplaceWebhookWithResponse call
+func ParseReplaceWebhookResponse(rsp *http.Response) (*ReplaceWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplaceWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Webhook
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReplaceWebhookResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReplaceWebhookResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReplaceWebhookResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplaceWebhookResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReplaceWebhookResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers ReplaceWebhookResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReplaceWebhookResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ReplaceWebhookResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReplaceWebhookResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReplaceWebhookResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReplaceWebhookResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListWebhookDeliveriesResponse parses an HTTP response from a ListWebhookDeliveriesWithResponse call
+func ParseListWebhookDeliveriesResponse(rsp *http.Response) (*ListWebhookDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListWebhookDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookDeliveryList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListWebhookDeliveriesResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListWebhookDeliveriesResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListWebhookDeliveriesResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListWebhookDeliveriesResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListWebhookDeliveriesResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListWebhookDeliveriesResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetWebhookDeliveryResponse parses an HTTP response from a GetWebhookDeliveryWithResponse call
+func ParseGetWebhookDeliveryResponse(rsp *http.Response) (*GetWebhookDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetWebhookDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetWebhookDeliveryResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetWebhookDeliveryResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetWebhookDeliveryResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetWebhookDeliveryResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetWebhookDeliveryResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryWebhookDeliveryResponse parses an HTTP response from a RetryWebhookDeliveryWithResponse call
+func ParseRetryWebhookDeliveryResponse(rsp *http.Response) (*RetryWebhookDeliveryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryWebhookDeliveryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RetryWebhookDeliveryResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RetryWebhookDeliveryResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RetryWebhookDeliveryResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers RetryWebhookDeliveryResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryWebhookDeliveryResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RetryWebhookDeliveryResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRotateWebhookSecretResponse parses an HTTP response from a RotateWebhookSecretWithResponse call
+func ParseRotateWebhookSecretResponse(rsp *http.Response) (*RotateWebhookSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateWebhookSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookWithSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateWebhookSecretResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RotateWebhookSecretResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RotateWebhookSecretResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RotateWebhookSecretResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers RotateWebhookSecretResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers RotateWebhookSecretResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers RotateWebhookSecretResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RotateWebhookSecretResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RotateWebhookSecretResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateWebhookSecretResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers RotateWebhookSecretResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTestWebhookResponse parses an HTTP response from a TestWebhookWithResponse call
+func ParseTestWebhookResponse(rsp *http.Response) (*TestWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TestWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookDelivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TestWebhookResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers TestWebhookResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers TestWebhookResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers TestWebhookResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers TestWebhookResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers TestWebhookResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -30,10 +30,24 @@ const maxRetries = 4
 // maxRetryWait caps one wait between retries.
 const maxRetryWait = 30 * time.Second
 
+// testTransport, when set (by this package's tests only), gives the HTTP
+// transport for an endpoint: the tests route the provider's traffic through
+// a transport that validates every exchange against the OpenAPI spec.
+var testTransport func(endpoint string) http.RoundTripper
+
 // newAPIClient builds a client that authenticates with apiKey, identifies
 // itself with a User-Agent and retries 429/503 answers honouring Retry-After.
 func newAPIClient(endpoint, apiKey, version string) (*apiClient, error) {
-	doer := &retryingDoer{c: &http.Client{Timeout: 2 * time.Minute}}
+	hc := &http.Client{
+		Timeout: 2 * time.Minute,
+		// The API never redirects to itself; a redirect is an answer to
+		// pass on (the OAuth connect route's 302), never to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if testTransport != nil {
+		hc.Transport = testTransport(endpoint)
+	}
+	doer := &retryingDoer{c: hc}
 	c, err := client.NewClientWithResponses(endpoint,
 		client.WithHTTPClient(doer),
 		client.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {

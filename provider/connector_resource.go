@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -58,7 +59,23 @@ var (
 	}
 	apiKeyPlacements = []string{string(client.ConnectorAuthInHeader), string(client.ConnectorAuthInQuery), string(client.ConnectorAuthInCookie)}
 	grants           = []string{string(client.ConnectorGrantAuthorizationCode), string(client.ConnectorGrantClientCredentials)}
+	clientAuths      = []string{string(client.ConnectorClientAuthBasic), string(client.ConnectorClientAuthBody)}
+	// The OAuth 2.0 parameters the server sets itself and will not let
+	// authorization_params and token_params override.
+	reservedAuthorizationParams = []string{"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method"}
+	reservedTokenParams         = []string{"grant_type", "code", "redirect_uri", "code_verifier", "client_id", "client_secret", "refresh_token", "scope"}
 )
+
+// oauthParamsValidators check extra OAuth 2.0 parameters.
+func oauthParamsValidators(reserved []string) []validator.Map {
+	return []validator.Map{
+		mapvalidator.SizeBetween(1, 20),
+		mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 64),
+			stringvalidator.RegexMatches(httpToken, "must be letters, digits and !#$%&'*+-.^_`|~ only"),
+			stringvalidator.NoneOf(reserved...)),
+		mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(1024), singleLine),
+	}
+}
 
 // connectorModel is the resource's state.
 type connectorModel struct {
@@ -84,6 +101,10 @@ type authModel struct {
 	ClientID              types.String `tfsdk:"client_id"`
 	Scopes                types.List   `tfsdk:"scopes"`
 	Grant                 types.String `tfsdk:"grant"`
+	ClientAuth            types.String `tfsdk:"client_auth"`
+	AuthorizationParams   types.Map    `tfsdk:"authorization_params"`
+	TokenParams           types.Map    `tfsdk:"token_params"`
+	RedirectURLs          types.List   `tfsdk:"redirect_urls"`
 	ClientSecretWO        types.String `tfsdk:"client_secret_wo"`
 	ClientSecretWOVersion types.Int64  `tfsdk:"client_secret_wo_version"`
 }
@@ -226,6 +247,38 @@ func authSchemaAttributes() map[string]schema.Attribute {
 			Optional:   true,
 			Validators: []validator.String{stringvalidator.OneOf(grants...)},
 		},
+		"client_auth": schema.StringAttribute{
+			MarkdownDescription: "`oauth2`: how the client authenticates at the token endpoint: `basic` (HTTP Basic header; " +
+				"the server's default when unset) or `body` (`client_id` and `client_secret` form fields).",
+			Optional:   true,
+			Validators: []validator.String{stringvalidator.OneOf(clientAuths...)},
+		},
+		"authorization_params": schema.MapAttribute{
+			MarkdownDescription: "`oauth2` with grant `authorization_code`: extra query parameters of the authorization URL, " +
+				"e.g. `{ audience = \"https://api.example.com\", access_type = \"offline\", prompt = \"consent\" }` (at most 20; " +
+				"not the ones the server sets: `" + strings.Join(reservedAuthorizationParams, "`, `") + "`).",
+			ElementType: types.StringType,
+			Optional:    true,
+			Validators:  oauthParamsValidators(reservedAuthorizationParams),
+		},
+		"token_params": schema.MapAttribute{
+			MarkdownDescription: "`oauth2`: extra form parameters of token requests, e.g. `{ audience = \"...\" }` (at most 20; " +
+				"not the ones the server sets: `" + strings.Join(reservedTokenParams, "`, `") + "`).",
+			ElementType: types.StringType,
+			Optional:    true,
+			Validators:  oauthParamsValidators(reservedTokenParams),
+		},
+		"redirect_urls": schema.ListAttribute{
+			MarkdownDescription: "`oauth2` with grant `authorization_code`: the URLs (exact match) that " +
+				"`GET /v1/connectors/{name}/connect` accepts as `redirect`, where the browser returns after connecting an account (at most 20).",
+			ElementType: types.StringType,
+			Optional:    true,
+			Validators: []validator.List{
+				listvalidator.SizeBetween(1, 20),
+				listvalidator.UniqueValues(),
+				listvalidator.ValueStringsAre(append(endpointValidators(), notMatching(regexp.MustCompile(`#`), "must not have a fragment"))...),
+			},
+		},
 		"client_secret_wo": schema.StringAttribute{
 			MarkdownDescription: "`oauth2`: the client secret. **Write-only** (Terraform 1.11+): sent to the server, which seals it " +
 				"in its vault, and never stored in the Terraform state. Required for `client_credentials`, optional for " +
@@ -263,6 +316,10 @@ var authFields = []struct {
 	{"client_id", "oauth2", func(a *authModel) attr.Value { return a.ClientID }},
 	{"scopes", "oauth2", func(a *authModel) attr.Value { return a.Scopes }},
 	{"grant", "oauth2", func(a *authModel) attr.Value { return a.Grant }},
+	{"client_auth", "oauth2", func(a *authModel) attr.Value { return a.ClientAuth }},
+	{"authorization_params", "oauth2", func(a *authModel) attr.Value { return a.AuthorizationParams }},
+	{"token_params", "oauth2", func(a *authModel) attr.Value { return a.TokenParams }},
+	{"redirect_urls", "oauth2", func(a *authModel) attr.Value { return a.RedirectURLs }},
 	{"client_secret_wo", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWO }},
 	{"client_secret_wo_version", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWOVersion }},
 }
@@ -319,9 +376,14 @@ func validateAuth(a *authModel, at path.Path, diags *diag.Diagnostics) {
 			need("authorization_url", a.AuthorizationURL, "for the authorization_code grant")
 		case "client_credentials":
 			need("client_secret_wo", a.ClientSecretWO, "for the client_credentials grant")
-			if !a.AuthorizationURL.IsNull() {
-				diags.AddAttributeError(at.AtName("authorization_url"), "Attribute not applicable",
-					"authorization_url applies only to the authorization_code grant.")
+			for _, f := range []struct {
+				name string
+				v    attr.Value
+			}{{"authorization_url", a.AuthorizationURL}, {"authorization_params", a.AuthorizationParams}, {"redirect_urls", a.RedirectURLs}} {
+				if !f.v.IsNull() {
+					diags.AddAttributeError(at.AtName(f.name), "Attribute not applicable",
+						f.name+" applies only to the authorization_code grant.")
+				}
 			}
 		}
 	}
@@ -490,6 +552,16 @@ func (m *connectorModel) input(ctx context.Context, diags *diag.Diagnostics) cli
 			ss := listStrings(ctx, a.Scopes, diags)
 			in.Auth.Scopes = &ss
 		}
+		if s := strPtr(a.ClientAuth); s != nil {
+			v := client.ConnectorAuthClientAuth(*s)
+			in.Auth.ClientAuth = &v
+		}
+		if !a.RedirectURLs.IsNull() {
+			ss := listStrings(ctx, a.RedirectURLs, diags)
+			in.Auth.RedirectUrls = &ss
+		}
+		in.Auth.AuthorizationParams = stringMap(ctx, a.AuthorizationParams, diags)
+		in.Auth.TokenParams = stringMap(ctx, a.TokenParams, diags)
 	}
 	return in
 }
@@ -524,6 +596,10 @@ func authFromAPI(ctx context.Context, a client.ConnectorAuth, prior *authModel, 
 		In:                    types.StringNull(),
 		Grant:                 types.StringNull(),
 		Scopes:                types.ListNull(types.StringType),
+		ClientAuth:            types.StringNull(),
+		AuthorizationParams:   optStringMap(ctx, a.AuthorizationParams, diags),
+		TokenParams:           optStringMap(ctx, a.TokenParams, diags),
+		RedirectURLs:          types.ListNull(types.StringType),
 		ClientSecretWO:        types.StringNull(),
 		ClientSecretWOVersion: types.Int64Null(),
 	}
@@ -535,6 +611,12 @@ func authFromAPI(ctx context.Context, a client.ConnectorAuth, prior *authModel, 
 	}
 	if a.Scopes != nil && len(*a.Scopes) > 0 {
 		out.Scopes = listOfStrings(ctx, *a.Scopes, diags)
+	}
+	if a.ClientAuth != nil {
+		out.ClientAuth = types.StringValue(string(*a.ClientAuth))
+	}
+	if a.RedirectUrls != nil && len(*a.RedirectUrls) > 0 {
+		out.RedirectURLs = listOfStrings(ctx, *a.RedirectUrls, diags)
 	}
 	if prior != nil {
 		out.ClientSecretWOVersion = prior.ClientSecretWOVersion

@@ -87,7 +87,9 @@ resource "switchboard_connector" "test" {
 						knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("read"), knownvalue.StringExact("write")})),
 				},
 				Check: resource.ComposeTestCheckFunc(
-					func(*terraform.State) error { return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-one")() },
+					func(*terraform.State) error {
+						return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-one")()
+					},
 					s.checkClientSecretSet("weather"),
 					checkNoSecretInState("s3cret-one"),
 				),
@@ -99,10 +101,12 @@ resource "switchboard_connector" "test" {
 			},
 			{
 				// A new version sends the new secret.
-				Config: cfg("weather", "Forecasts and alerts", oauth("s3cret-two", 2)),
+				Config:            cfg("weather", "Forecasts and alerts", oauth("s3cret-two", 2)),
 				ConfigStateChecks: []statecheck.StateCheck{version(3), secretNull},
 				Check: resource.ComposeTestCheckFunc(
-					func(*terraform.State) error { return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-two")() },
+					func(*terraform.State) error {
+						return s.checkSecret(t, connectors.ClientSecretRef("weather"), "s3cret-two")()
+					},
 					checkNoSecretInState("s3cret-one", "s3cret-two"),
 				),
 			},

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -79,6 +81,26 @@ func listOfStrings(ctx context.Context, ss []string, diags *diag.Diagnostics) ty
 	return v
 }
 
+// stringMap returns a known map of strings, or nil when null.
+func stringMap(ctx context.Context, m types.Map, diags *diag.Diagnostics) *map[string]string {
+	if m.IsNull() || m.IsUnknown() {
+		return nil
+	}
+	out := map[string]string{}
+	diags.Append(m.ElementsAs(ctx, &out, false)...)
+	return &out
+}
+
+// optStringMap is a map of strings as a state value, null when absent or empty.
+func optStringMap(ctx context.Context, m *map[string]string, diags *diag.Diagnostics) types.Map {
+	if m == nil || len(*m) == 0 {
+		return types.MapNull(types.StringType)
+	}
+	v, d := types.MapValueFrom(ctx, types.StringType, *m)
+	diags.Append(d...)
+	return v
+}
+
 // keepTime is the server's time t as a state value: the prior value when it
 // denotes the same instant (so a configured "+02:00" offset survives), else
 // t in UTC, or null when t is nil.
@@ -97,6 +119,9 @@ func keepTime(prior timetypes.RFC3339, t *time.Time) timetypes.RFC3339 {
 // objectAsOptions reads nested objects whose attributes may be unknown.
 var objectAsOptions = basetypes.ObjectAsOptions{}
 
+// pathID is the path of the id attribute.
+var pathID = path.Root("id")
+
 // optString is a *string as a state value (null for nil).
 func optString(s *string) types.String { return types.StringPointerValue(s) }
 
@@ -109,6 +134,9 @@ func strPtr(v basetypes.StringValue) *string {
 	return &s
 }
 
+// cutID splits a two-part import id "<a>/<b>".
+func cutID(id string) (a, b string, ok bool) { return strings.Cut(id, "/") }
+
 // controlChars matches any control character.
 var controlChars = regexp.MustCompile(`[\x00-\x1f\x7f]`)
 
@@ -119,5 +147,28 @@ func nameValidators(max int) []validator.String {
 		stringvalidator.UTF8LengthBetween(1, max),
 		stringvalidator.RegexMatches(regexp.MustCompile(`\S`), "must not be blank"),
 		notMatching(controlChars, "must not contain control characters"),
+	}
+}
+
+// keepVersionWhenUnchanged undoes the framework's marking of version and
+// updated_at as unknown when, after the attribute plan modifiers (which may
+// have kept a prior value written differently), nothing else changes: no
+// update is then planned.
+func keepVersionWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var version types.Int64
+	var updated timetypes.RFC3339
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("version"), &version)...)
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("updated_at"), &updated)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	orig := resp.Plan.Raw.Copy()
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("version"), version)...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("updated_at"), updated)...)
+	if !resp.Plan.Raw.Equal(req.State.Raw) {
+		resp.Plan.Raw = orig
 	}
 }

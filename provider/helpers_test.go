@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -67,6 +68,19 @@ func checkNoSecretInState(secrets ...string) resource.TestCheckFunc {
 					}
 				}
 			}
+		}
+		return nil
+	}
+}
+
+// jsonUnmarshal decodes a response body.
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// checkSecretContains checks that the vault's secret under ref contains want.
+func (s *testServer) checkSecretContains(t *testing.T, ref, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		if got := s.secret(t, ref); !strings.Contains(got, want) {
+			return fmt.Errorf("vault %s does not hold the configured value", ref)
 		}
 		return nil
 	}

@@ -156,9 +156,16 @@ func (p *switchboardProvider) Resources(context.Context) []func() resource.Resou
 	return []func() resource.Resource{
 		NewAPIKeyResource,
 		NewConnectorResource,
+		NewActionResource,
+		NewWebhookResource,
+		NewConnectionResource,
 	}
 }
 
 func (p *switchboardProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{
+		NewModelsDataSource,
+		NewModelDataSource,
+		NewConnectorDataSource,
+	}
 }

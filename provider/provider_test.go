@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"regexp"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -19,6 +21,21 @@ import (
 // Terraform CLI that terraform-plugin-testing runs.
 var testAccProtoV6ProviderFactories = map[string]func() (tfprotov6.ProviderServer, error){
 	"switchboard": providerserver.NewProtocol6WithError(New("test")()),
+}
+
+// validating holds, per test server URL, a transport that validates every
+// exchange against the OpenAPI spec (servertest's), so that every request
+// the provider makes and every answer it reads is checked against the
+// contract, in every acceptance test.
+var validating sync.Map
+
+func init() {
+	testTransport = func(endpoint string) http.RoundTripper {
+		if rt, ok := validating.Load(endpoint); ok {
+			return rt.(http.RoundTripper)
+		}
+		return nil
+	}
 }
 
 // testAccPreCheck checks what every acceptance test needs beyond TF_ACC.
@@ -39,6 +56,8 @@ func testAccServer(t *testing.T, opts ...servertest.Option) *testServer {
 		t.Skipf("Acceptance tests skipped unless env '%s' set", resource.EnvTfAcc)
 	}
 	env := servertest.New(t, opts...)
+	validating.Store(env.URL, env.HTTPClient(t).Transport)
+	t.Cleanup(func() { validating.Delete(env.URL) })
 	c, err := newAPIClient(env.URL, env.AdminKey, "test")
 	if err != nil {
 		t.Fatal(err)

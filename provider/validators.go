@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -88,7 +89,9 @@ func (sameInstantModifier) Description(context.Context) string {
 	return "A timestamp naming the same instant as the current one is no change."
 }
 
-func (m sameInstantModifier) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+func (m sameInstantModifier) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
 
 func (sameInstantModifier) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
 	if req.StateValue.IsNull() || req.PlanValue.IsNull() || req.PlanValue.IsUnknown() {
@@ -97,6 +100,33 @@ func (sameInstantModifier) PlanModifyString(_ context.Context, req planmodifier.
 	a, err1 := time.Parse(time.RFC3339, req.StateValue.ValueString())
 	b, err2 := time.Parse(time.RFC3339, req.PlanValue.ValueString())
 	if err1 == nil && err2 == nil && a.Equal(b) {
+		resp.PlanValue = req.StateValue
+	}
+}
+
+// sameJSONModifier plans the prior value of a JSON attribute when the
+// configuration holds the same JSON written differently (whitespace, key
+// order), so that reformatting is not a change.
+type sameJSONModifier struct{}
+
+var _ planmodifier.String = sameJSONModifier{}
+
+// sameJSON keeps the state's JSON when the configured JSON is equal to it.
+func sameJSON() planmodifier.String { return sameJSONModifier{} }
+
+func (sameJSONModifier) Description(context.Context) string {
+	return "The same JSON written differently is no change."
+}
+
+func (m sameJSONModifier) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (sameJSONModifier) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.StateValue.IsNull() || req.PlanValue.IsNull() || req.PlanValue.IsUnknown() {
+		return
+	}
+	var a, b any
+	if json.Unmarshal([]byte(req.StateValue.ValueString()), &a) == nil &&
+		json.Unmarshal([]byte(req.PlanValue.ValueString()), &b) == nil && canonicalJSON(a) == canonicalJSON(b) {
 		resp.PlanValue = req.StateValue
 	}
 }

@@ -28,7 +28,7 @@ func pageLimit(limit *int) (int, error) {
 }
 
 func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
-	in := auth.NewAPIKeyInput{Name: req.Body.Name, ExpiresAt: req.Body.ExpiresAt}
+	in := auth.NewAPIKeyInput{Name: req.Body.Name, ExpiresAt: req.Body.ExpiresAt, RateLimit: fromRateLimit(req.Body.RateLimit)}
 	for _, s := range req.Body.Scopes {
 		in.Scopes = append(in.Scopes, string(s))
 	}
@@ -42,7 +42,7 @@ func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest
 		Body: api.APIKeyCreated{
 			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, Prefix: pub.Prefix,
 			CreatedAt: pub.CreatedAt, ExpiresAt: pub.ExpiresAt, Version: pub.Version,
-			Key: secret,
+			RateLimit: pub.RateLimit, Key: secret,
 		},
 		Headers: api.CreateAPIKey201ResponseHeaders{CacheControl: &noStore},
 	}, nil
@@ -90,7 +90,7 @@ func (h *handlers) DeleteAPIKey(ctx context.Context, req api.DeleteAPIKeyRequest
 func toAPIKey(k auth.APIKey) api.APIKey {
 	out := api.APIKey{
 		Id: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC(),
-		Scopes: make([]api.Scope, 0, len(k.Scopes)), Version: k.Version,
+		Scopes: make([]api.Scope, 0, len(k.Scopes)), Version: k.Version, RateLimit: toRateLimit(k.RateLimit),
 	}
 	for _, s := range k.Scopes {
 		out.Scopes = append(out.Scopes, api.Scope(s))

@@ -229,6 +229,7 @@ func connectorFromAPI(in api.ConnectorInput) connectors.Connector {
 	if a.Scopes != nil {
 		auth.Scopes = *a.Scopes
 	}
+	oauthExtrasFromAPI(a, &auth)
 	return connectors.Connector{
 		Name:        deref(in.Name),
 		DisplayName: deref(in.DisplayName),
@@ -263,6 +264,7 @@ func toAPIConnector(c connectors.Connector) api.Connector {
 		scopes := append([]string(nil), a.Scopes...)
 		auth.Scopes = &scopes
 	}
+	oauthExtrasToAPI(a, &auth)
 	return api.Connector{
 		Name:        c.Name,
 		DisplayName: ptrIf(c.DisplayName),

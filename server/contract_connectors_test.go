@@ -60,6 +60,23 @@ func forecastAction(name string) client.ActionInput {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// connResult is the status and body of a generated client's response, or
+// its error (the response is nil then).
+func connResult[R interface{ StatusCode() int }](r R, err error) (int, []byte, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	return r.StatusCode(), reflect.ValueOf(r).Elem().FieldByName("Body").Bytes(), nil
+}
+
+// connStatus is the status of a generated client's response, or its error.
+func connStatus[R interface{ StatusCode() int }](r R, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	return r.StatusCode(), nil
+}
+
 func createConnector(t *testing.T, c *client.ClientWithResponses, in client.ConnectorInput) *client.Connector {
 	t.Helper()
 	res, err := c.CreateConnectorWithResponse(connCtx, in)
@@ -179,11 +196,14 @@ func TestContractConnectorLifecycle(t *testing.T) {
 		t.Fatalf("delete = %d %s, want 204 without body", del.StatusCode(), del.Body)
 	}
 	for name, call := range map[string]func() (int, []byte, error){
-		"get":     func() (int, []byte, error) { r, err := c.GetConnectorWithResponse(connCtx, "weather"); return r.StatusCode(), r.Body, err },
-		"replace": func() (int, []byte, error) { r, err := c.ReplaceConnectorWithResponse(connCtx, "weather", nil, in); return r.StatusCode(), r.Body, err },
+		"get": func() (int, []byte, error) {
+			return connResult(c.GetConnectorWithResponse(connCtx, "weather"))
+		},
+		"replace": func() (int, []byte, error) {
+			return connResult(c.ReplaceConnectorWithResponse(connCtx, "weather", nil, in))
+		},
 		"delete": func() (int, []byte, error) {
-			r, err := c.DeleteConnectorWithResponse(connCtx, "weather", nil)
-			return r.StatusCode(), r.Body, err
+			return connResult(c.DeleteConnectorWithResponse(connCtx, "weather", nil))
 		},
 	} {
 		status, body, err := call()
@@ -282,39 +302,33 @@ func TestContractActionLifecycle(t *testing.T) {
 func TestContractConnectorNotFound(t *testing.T) {
 	env := servertest.New(t)
 	c := env.Client(t)
-	for name, call := range map[string]func() (*http.Response, []byte, error){
-		"get connector": func() (*http.Response, []byte, error) {
-			r, err := c.GetConnectorWithResponse(connCtx, "nope")
-			return r.HTTPResponse, r.Body, err
+	for name, call := range map[string]func() (int, []byte, error){
+		"get connector": func() (int, []byte, error) {
+			return connResult(c.GetConnectorWithResponse(connCtx, "nope"))
 		},
-		"create action": func() (*http.Response, []byte, error) {
-			r, err := c.CreateActionWithResponse(connCtx, "nope", forecastAction("forecast"))
-			return r.HTTPResponse, r.Body, err
+		"create action": func() (int, []byte, error) {
+			return connResult(c.CreateActionWithResponse(connCtx, "nope", forecastAction("forecast")))
 		},
-		"list actions": func() (*http.Response, []byte, error) {
-			r, err := c.ListActionsWithResponse(connCtx, "nope", nil)
-			return r.HTTPResponse, r.Body, err
+		"list actions": func() (int, []byte, error) {
+			return connResult(c.ListActionsWithResponse(connCtx, "nope", nil))
 		},
-		"get action": func() (*http.Response, []byte, error) {
-			r, err := c.GetActionWithResponse(connCtx, "nope", "forecast")
-			return r.HTTPResponse, r.Body, err
+		"get action": func() (int, []byte, error) {
+			return connResult(c.GetActionWithResponse(connCtx, "nope", "forecast"))
 		},
-		"replace action": func() (*http.Response, []byte, error) {
-			r, err := c.ReplaceActionWithResponse(connCtx, "nope", "forecast", nil, forecastAction("forecast"))
-			return r.HTTPResponse, r.Body, err
+		"replace action": func() (int, []byte, error) {
+			return connResult(c.ReplaceActionWithResponse(connCtx, "nope", "forecast", nil, forecastAction("forecast")))
 		},
-		"delete action": func() (*http.Response, []byte, error) {
-			r, err := c.DeleteActionWithResponse(connCtx, "nope", "forecast", nil)
-			return r.HTTPResponse, r.Body, err
+		"delete action": func() (int, []byte, error) {
+			return connResult(c.DeleteActionWithResponse(connCtx, "nope", "forecast", nil))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, body, err := call()
+			status, body, err := call()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `connector \"nope\" not found`) {
-				t.Errorf("= %d %s, want 404 naming the connector", res.StatusCode, body)
+			if status != http.StatusNotFound || !strings.Contains(string(body), `connector \"nope\" not found`) {
+				t.Errorf("= %d %s, want 404 naming the connector", status, body)
 			}
 		})
 	}
@@ -376,9 +390,14 @@ func TestContractConnectorPaging(t *testing.T) {
 	if !slices.Equal(got, want) || pages != 3 {
 		t.Errorf("paged names = %v in %d pages, want %v in 3", got, pages, want)
 	}
-	bad, err := c.ListConnectorsWithResponse(connCtx, &client.ListConnectorsParams{Limit: ptrTo(101)})
-	if err == nil && bad.StatusCode() != http.StatusBadRequest {
-		t.Errorf("limit 101 = %d %s, want 400", bad.StatusCode(), bad.Body)
+	for _, limit := range []int{0, 101} {
+		bad, err := rawClient(t, env).ListConnectorsWithResponse(connCtx, &client.ListConnectorsParams{Limit: ptrTo(limit)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad.StatusCode() != http.StatusBadRequest || !strings.Contains(string(bad.Body), "limit must be between 1 and 100") {
+			t.Errorf("limit %d = %d %s, want 400", limit, bad.StatusCode(), bad.Body)
+		}
 	}
 }
 
@@ -501,7 +520,10 @@ func TestContractConnectorScopes(t *testing.T) {
 	createAction(t, admin, "weather", forecastAction("forecast"))
 	key := func(scopes ...client.Scope) *client.ClientWithResponses {
 		res, err := admin.CreateAPIKeyWithResponse(connCtx, client.APIKeyCreate{Name: "k", Scopes: scopes})
-		if err != nil || res.JSON201 == nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON201 == nil {
 			t.Fatalf("create key: %v %s", err, res.Body)
 		}
 		return env.ClientWithKey(t, res.JSON201.Key)
@@ -514,46 +536,36 @@ func TestContractConnectorScopes(t *testing.T) {
 	type call func(c *client.ClientWithResponses) (int, error)
 	reads := map[string]call{
 		"list connectors": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.ListConnectorsWithResponse(connCtx, nil)
-			return r.StatusCode(), err
+			return connStatus(c.ListConnectorsWithResponse(connCtx, nil))
 		},
 		"get connector": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.GetConnectorWithResponse(connCtx, "weather")
-			return r.StatusCode(), err
+			return connStatus(c.GetConnectorWithResponse(connCtx, "weather"))
 		},
 		"list actions": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.ListActionsWithResponse(connCtx, "weather", nil)
-			return r.StatusCode(), err
+			return connStatus(c.ListActionsWithResponse(connCtx, "weather", nil))
 		},
 		"get action": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.GetActionWithResponse(connCtx, "weather", "forecast")
-			return r.StatusCode(), err
+			return connStatus(c.GetActionWithResponse(connCtx, "weather", "forecast"))
 		},
 	}
 	writes := map[string]call{
 		"create connector": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.CreateConnectorWithResponse(connCtx, weatherConnector("other"))
-			return r.StatusCode(), err
+			return connStatus(c.CreateConnectorWithResponse(connCtx, weatherConnector("other")))
 		},
 		"replace connector": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.ReplaceConnectorWithResponse(connCtx, "weather", nil, weatherConnector("weather"))
-			return r.StatusCode(), err
+			return connStatus(c.ReplaceConnectorWithResponse(connCtx, "weather", nil, weatherConnector("weather")))
 		},
 		"create action": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.CreateActionWithResponse(connCtx, "weather", forecastAction("other"))
-			return r.StatusCode(), err
+			return connStatus(c.CreateActionWithResponse(connCtx, "weather", forecastAction("other")))
 		},
 		"replace action": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.ReplaceActionWithResponse(connCtx, "weather", "forecast", nil, forecastAction("forecast"))
-			return r.StatusCode(), err
+			return connStatus(c.ReplaceActionWithResponse(connCtx, "weather", "forecast", nil, forecastAction("forecast")))
 		},
 		"delete action": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.DeleteActionWithResponse(connCtx, "weather", "nope", nil)
-			return r.StatusCode(), err
+			return connStatus(c.DeleteActionWithResponse(connCtx, "weather", "nope", nil))
 		},
 		"delete connector": func(c *client.ClientWithResponses) (int, error) {
-			r, err := c.DeleteConnectorWithResponse(connCtx, "nope", nil)
-			return r.StatusCode(), err
+			return connStatus(c.DeleteConnectorWithResponse(connCtx, "nope", nil))
 		},
 	}
 	check := func(who string, c *client.ClientWithResponses, calls map[string]call, allowed func(int) bool, want string) {
@@ -601,7 +613,7 @@ func TestContractConnectorBadRequests(t *testing.T) {
 	}{
 		{"malformed JSON", "application/json", `{"name": "x",`, 400, "invalid_request", "offset"},
 		{"wrong JSON type", "application/json", `{"name": 5, "baseUrl": "https://x.example", "auth": {"type": "none"}}`, 400, "invalid_request", "name"},
-		{"unknown field", "application/json", `{"name": "x", "baseUrl": "https://x.example", "auth": {"type": "none"}, "colour": 1}`, 400, "invalid_request", "colour"},
+		{"unknown field", "application/json", `{"name": "x", "baseUrl": "https://x.example", "auth": {"type": "none"}, "colour": 1}`, 400, "invalid_request", "unknown field"},
 		{"unknown auth field", "application/json", `{"name": "x", "baseUrl": "https://x.example", "auth": {"type": "none", "token": "t"}}`, 400, "invalid_request", "unknown field"},
 		{"not JSON", "text/plain", `name=x`, 415, "unsupported_media", "application/json"},
 		{"too large", "application/json", big, 413, "too_large", "limits.bodyBytes"},
@@ -610,16 +622,13 @@ func TestContractConnectorBadRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for what, send := range map[string]func() (int, []byte, error){
 				"create": func() (int, []byte, error) {
-					r, err := c.CreateConnectorWithBodyWithResponse(connCtx, tc.contentType, strings.NewReader(tc.body))
-					return r.StatusCode(), r.Body, err
+					return connResult(c.CreateConnectorWithBodyWithResponse(connCtx, tc.contentType, strings.NewReader(tc.body)))
 				},
 				"replace": func() (int, []byte, error) {
-					r, err := c.ReplaceConnectorWithBodyWithResponse(connCtx, "weather", nil, tc.contentType, strings.NewReader(tc.body))
-					return r.StatusCode(), r.Body, err
+					return connResult(c.ReplaceConnectorWithBodyWithResponse(connCtx, "weather", nil, tc.contentType, strings.NewReader(tc.body)))
 				},
 				"create action": func() (int, []byte, error) {
-					r, err := c.CreateActionWithBodyWithResponse(connCtx, "weather", tc.contentType, strings.NewReader(strings.Replace(tc.body, `"baseUrl"`, `"path"`, 1)))
-					return r.StatusCode(), r.Body, err
+					return connResult(c.CreateActionWithBodyWithResponse(connCtx, "weather", tc.contentType, strings.NewReader(strings.Replace(tc.body, `"baseUrl"`, `"path"`, 1))))
 				},
 			} {
 				status, body, err := send()
@@ -634,7 +643,10 @@ func TestContractConnectorBadRequests(t *testing.T) {
 	}
 	// Nothing was stored or changed by the refused requests.
 	res, err := env.Client(t).GetConnectorWithResponse(connCtx, "weather")
-	if err != nil || res.JSON200 == nil || res.JSON200.Version != 1 {
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JSON200 == nil || res.JSON200.Version != 1 {
 		t.Fatalf("after bad requests: %v %s", err, res.Body)
 	}
 }

@@ -456,6 +456,7 @@ func TestOAuthTokenRefusals(t *testing.T) {
 		{"not yet valid", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { c["nbf"] = now.Add(10 * time.Minute).Unix() })), 401, "not valid before"},
 		{"issued in the future", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { c["iat"] = now.Add(10 * time.Minute).Unix() })), 401, "issued in the future"},
 		{"no exp", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { delete(c, "exp") })), 401, "no exp"},
+		{"no iat", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { delete(c, "iat") })), 401, "no iat"},
 		{"wrong audience", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { c["aud"] = "https://other.example" })), 401, "audience"},
 		{"untrusted issuer", forge(t, jwa.EdDSA(), key, kid, "at+jwt", base(func(c map[string]any) { c["iss"] = "https://evil.example" })), 401, "not trusted"},
 		{"wrongly signed", forge(t, jwa.EdDSA(), otherKey, kid, "at+jwt", base(nil)), 401, "signature is invalid"},
@@ -494,7 +495,6 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
-
 
 // TestContractSigningKeyRotation: after a rotation new tokens carry the new
 // kid, tokens of the old key stay valid, and both keys are published.

@@ -100,10 +100,20 @@ func TestRateLimitConcurrentBurst(t *testing.T) {
 func TestRateLimitPerCredential(t *testing.T) {
 	env := servertest.New(t, withLimits(3, 0))
 	admin := env.Client(t)
-	// The admin key spends 2 of its 3 on these creations.
+	// The admin key spends its 3 on these creations.
 	k := createKey(t, admin, "second", []client.Scope{client.ScopeAdmin}, nil)
 	rpm := 6
 	oc := createOAuthClient(t, admin, "svc", []client.Scope{client.ScopeAdmin}, &client.RateLimitOverride{RequestsPerMinute: &rpm})
+	// With the override the admin key's budget is spent (3 of 3).
+	two := 2
+	kres, err := admin.CreateAPIKeyWithResponse(bg, client.APIKeyCreate{Name: "slow", Scopes: []client.Scope{client.ScopeAdmin}, RateLimit: &client.RateLimitOverride{RequestsPerMinute: &two}})
+	if err != nil || kres.StatusCode() != http.StatusCreated {
+		t.Fatalf("create key with a rate limit = %v %v", kres, err)
+	}
+	if rl := kres.JSON201.RateLimit; rl == nil || rl.RequestsPerMinute == nil || *rl.RequestsPerMinute != 2 || rl.TokensPerMinute != nil {
+		t.Errorf("created key rateLimit = %+v", rl)
+	}
+	slow := kres.JSON201
 	tok := issueToken(t, env, oc.Id, oc.ClientSecret, nil) // public route: not counted
 	// Two tokens of the same client share its budget.
 	tok2 := issueToken(t, env, oc.Id, oc.ClientSecret, nil)
@@ -128,7 +138,8 @@ func TestRateLimitPerCredential(t *testing.T) {
 		want      int
 		wantLimit string
 	}{
-		{"admin key: 1 left", admin, 5, 1, "3"},
+		{"admin key: spent", admin, 5, 0, "3"},
+		{"API key override of 2", env.ClientWithKey(t, slow.Key), 5, 2, "2"},
 		{"second key: its own 3", env.ClientWithKey(t, k.Key), 5, 3, "3"},
 		{"OAuth client: override of 6, first token", env.ClientWithKey(t, tok.AccessToken), 4, 4, "6"},
 		{"OAuth client: second token shares the budget", env.ClientWithKey(t, tok2.AccessToken), 4, 2, "6"},

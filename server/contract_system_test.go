@@ -97,7 +97,11 @@ func TestSpecIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := spec.Validate(context.Background()); err != nil {
-		t.Fatalf("server/openapi.yaml is not a valid OpenAPI document: %v", err)
+		hint := ""
+		if strings.Contains(err.Error(), "extra sibling fields") {
+			hint = " (hint: in a flow mapping like {type: string, description: a, b} the comma starts a new key; quote the description)"
+		}
+		t.Fatalf("server/openapi.yaml is not a valid OpenAPI document: %v%s", err, hint)
 	}
 	ids := map[string]bool{}
 	for path, item := range spec.Paths.Map() {

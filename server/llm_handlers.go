@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
@@ -87,7 +89,8 @@ func (h *handlers) Generate(ctx context.Context, req api.GenerateRequestObject) 
 	if err != nil {
 		return nil, err
 	}
-	return api.Generate200JSONResponse(generation(id, res)), nil
+	g := generation(id, res)
+	return &jsonOK{v: &g}, nil
 }
 
 func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.ChatResponseObject, error) {
@@ -106,7 +109,8 @@ func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.Cha
 	if err != nil {
 		return nil, err
 	}
-	return api.Chat200JSONResponse(chatCompletion(id, res)), nil
+	cc := chatCompletion(id, res)
+	return &jsonOK{v: &cc}, nil
 }
 
 func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingRequestObject) (api.CreateEmbeddingResponseObject, error) {
@@ -118,10 +122,10 @@ func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingR
 	if err != nil {
 		return nil, err
 	}
-	return api.CreateEmbedding200JSONResponse{
+	return &jsonOK{v: &api.Embedding{
 		Id: llm.NewID("emb_"), Embedding: res.Vectors[0], Model: res.Model.ID, Tokens: res.Usage.PromptTokens,
 		CreatedAt: createdAt(res.CreatedAt),
-	}, nil
+	}}, nil
 }
 
 func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequestObject) (api.CallFunctionResponseObject, error) {
@@ -145,7 +149,7 @@ func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequest
 	if err != nil {
 		return nil, err
 	}
-	out := api.CallFunction200JSONResponse{
+	out := &api.FunctionCallResult{
 		Id: llm.NewID("fc_"), Model: res.Model.ID,
 		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.Total(),
 		CreatedAt: createdAt(res.CreatedAt), ArgumentsProblems: []api.Problem{},
@@ -165,7 +169,7 @@ func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequest
 			out.ArgumentsProblems = append(out.ArgumentsProblems, api.Problem{Field: p.Field, Problem: p.Problem})
 		}
 	}
-	return out, nil
+	return &jsonOK{v: out}, nil
 }
 
 func apiModel(m *llm.Model) api.Model {
@@ -232,6 +236,30 @@ func (h *handlers) GetProviderModel(_ context.Context, req api.GetProviderModelR
 	}
 	return api.GetProviderModel200JSONResponse(apiModelDetail(m)), nil
 }
+
+// jsonOK answers 200 with v encoded as JSON. The LLM routes encode with
+// github.com/goccy/go-json, a drop-in encoding/json several times faster on
+// these small bodies (it is on every request's path).
+type jsonOK struct{ v any }
+
+func (o *jsonOK) write(w http.ResponseWriter) error {
+	b, err := fastjson.Marshal(o.v)
+	if err != nil {
+		return err
+	}
+	w.Header()["Content-Type"] = contentTypeJSON
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(b)
+	return err
+}
+
+// contentTypeJSON is shared by every response; net/http never modifies it.
+var contentTypeJSON = []string{"application/json"}
+
+func (o *jsonOK) VisitGenerateResponse(w http.ResponseWriter) error        { return o.write(w) }
+func (o *jsonOK) VisitChatResponse(w http.ResponseWriter) error            { return o.write(w) }
+func (o *jsonOK) VisitCreateEmbeddingResponse(w http.ResponseWriter) error { return o.write(w) }
+func (o *jsonOK) VisitCallFunctionResponse(w http.ResponseWriter) error    { return o.write(w) }
 
 // streamDelta is the data of an `event: delta` (StreamDelta in the spec).
 type streamDelta struct {

@@ -5,15 +5,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
@@ -32,8 +31,8 @@ func decodeOpenAI(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var te *json.UnmarshalTypeError
+	if err := fastjson.Unmarshal(body, v); err != nil {
+		var te *fastjson.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return errs.E(errs.Invalid, "%s: expected %s, got JSON %s", te.Field, te.Type.String(), te.Value).
 				WithDetails(map[string]any{"problems": []errs.Problem{{Field: te.Field, Problem: "expected " + te.Type.String()}}})
@@ -247,23 +246,8 @@ func (h *handlers) OpenaiGetProviderModel(_ context.Context, req api.OpenaiGetPr
 	return &openAIJSON{v: &v}, nil
 }
 
-var jsonBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // openAIJSON answers 200 with v encoded as JSON.
-type openAIJSON struct{ v any }
-
-func (o *openAIJSON) write(w http.ResponseWriter) error {
-	buf := jsonBufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer jsonBufPool.Put(buf)
-	if err := json.NewEncoder(buf).Encode(o.v); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(buf.Bytes())
-	return err
-}
+type openAIJSON = jsonOK
 
 func (o *openAIJSON) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
 	return o.write(w)
@@ -305,7 +289,7 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 	model := c.st.Model().ID
 	var buf []byte
 	send := func(v any) bool {
-		data, err := json.Marshal(v)
+		data, err := fastjson.Marshal(v)
 		if err != nil {
 			return false
 		}

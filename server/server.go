@@ -15,13 +15,16 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/webhooks"
 )
 
 // Options are what New needs; Store and Vault are required.
@@ -30,6 +33,9 @@ type Options struct {
 	Store  store.Store
 	Vault  *vault.Vault
 	Logger *slog.Logger
+	// Resolver, when set, resolves the host names of outgoing requests
+	// (tests); the system resolver otherwise.
+	Resolver egress.Resolver
 }
 
 // Server is the control plane: an http.Handler plus its background workers.
@@ -47,6 +53,10 @@ type Server struct {
 	limiter      *ratelimit.Limiter
 	llm          *llm.Gateway
 	usage        *usage.Recorder
+	webhooks     *webhooks.Service
+	oauthConns   *oauthconn.Manager
+	connections  *connectors.Connections
+	invoker      *connectors.Invoker
 	scopes       routeScopes
 	errorWriters map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
@@ -62,8 +72,18 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}}
+	// Webhooks first: they are the event Recorder every other service gets.
+	if err := s.initWebhooks(); err != nil {
+		return nil, err
+	}
 	s.keys = &auth.Keys{Store: s.store, Events: s.events}
 	s.connectors = &connectors.Service{Store: s.store, Vault: s.vault, Events: s.events, MaxTimeout: s.cfg.Connectors.MaxTimeout.D()}
+	if err := s.initOAuthConnections(o.Resolver); err != nil {
+		return nil, err
+	}
+	if err := s.initIntegrations(o.Resolver); err != nil {
+		return nil, err
+	}
 	oauth, err := oauthserver.New(context.Background(), oauthserver.Options{Store: s.store, Vault: s.vault, Config: s.cfg, Logger: s.log})
 	if err != nil {
 		return nil, err
@@ -100,10 +120,11 @@ func New(o Options) (*Server, error) {
 	s.echo = e
 
 	h := &handlers{s: s}
-	api.RegisterHandlers(e, api.NewStrictHandler(h, nil))
+	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest}))
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err
 	}
+	s.webhooks.Start()
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -109,6 +110,72 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for ConnectionAuthType.
+const (
+	ApiKey ConnectionAuthType = "apiKey"
+	Basic  ConnectionAuthType = "basic"
+	Bearer ConnectionAuthType = "bearer"
+	None   ConnectionAuthType = "none"
+	Oauth2 ConnectionAuthType = "oauth2"
+)
+
+// Valid indicates whether the value is a known member of the ConnectionAuthType enum.
+func (e ConnectionAuthType) Valid() bool {
+	switch e {
+	case ApiKey:
+		return true
+	case Basic:
+		return true
+	case Bearer:
+		return true
+	case None:
+		return true
+	case Oauth2:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectionStatus.
+const (
+	Active         ConnectionStatus = "active"
+	Pending        ConnectionStatus = "pending"
+	ReauthRequired ConnectionStatus = "reauth_required"
+)
+
+// Valid indicates whether the value is a known member of the ConnectionStatus enum.
+func (e ConnectionStatus) Valid() bool {
+	switch e {
+	case Active:
+		return true
+	case Pending:
+		return true
+	case ReauthRequired:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConnectorAuthClientAuth.
+const (
+	ConnectorClientAuthBasic ConnectorAuthClientAuth = "basic"
+	ConnectorClientAuthBody  ConnectorAuthClientAuth = "body"
+)
+
+// Valid indicates whether the value is a known member of the ConnectorAuthClientAuth enum.
+func (e ConnectorAuthClientAuth) Valid() bool {
+	switch e {
+	case ConnectorClientAuthBasic:
+		return true
+	case ConnectorClientAuthBody:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectorAuthGrant.
 const (
 	ConnectorGrantAuthorizationCode ConnectorAuthGrant = "authorization_code"
@@ -175,6 +242,60 @@ func (e ConnectorAuthType) Valid() bool {
 	}
 }
 
+// Defines values for EventType.
+const (
+	EventTypeAPIKeyCreated            EventType = "api_key.created"
+	EventTypeAPIKeyRevoked            EventType = "api_key.revoked"
+	EventTypeActionCreated            EventType = "action.created"
+	EventTypeActionDeleted            EventType = "action.deleted"
+	EventTypeActionFailed             EventType = "action.failed"
+	EventTypeActionInvoked            EventType = "action.invoked"
+	EventTypeActionUpdated            EventType = "action.updated"
+	EventTypeConnectionCreated        EventType = "connection.created"
+	EventTypeConnectionDeleted        EventType = "connection.deleted"
+	EventTypeConnectionReauthRequired EventType = "connection.reauth_required"
+	EventTypeConnectorCreated         EventType = "connector.created"
+	EventTypeConnectorDeleted         EventType = "connector.deleted"
+	EventTypeConnectorUpdated         EventType = "connector.updated"
+	EventTypeWebhookTest              EventType = "webhook.test"
+)
+
+// Valid indicates whether the value is a known member of the EventType enum.
+func (e EventType) Valid() bool {
+	switch e {
+	case EventTypeAPIKeyCreated:
+		return true
+	case EventTypeAPIKeyRevoked:
+		return true
+	case EventTypeActionCreated:
+		return true
+	case EventTypeActionDeleted:
+		return true
+	case EventTypeActionFailed:
+		return true
+	case EventTypeActionInvoked:
+		return true
+	case EventTypeActionUpdated:
+		return true
+	case EventTypeConnectionCreated:
+		return true
+	case EventTypeConnectionDeleted:
+		return true
+	case EventTypeConnectionReauthRequired:
+		return true
+	case EventTypeConnectorCreated:
+		return true
+	case EventTypeConnectorDeleted:
+		return true
+	case EventTypeConnectorUpdated:
+		return true
+	case EventTypeWebhookTest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
@@ -190,6 +311,27 @@ func (e MessageRole) Valid() bool {
 	case MessageRoleSystem:
 		return true
 	case MessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OAuthConnectionStatus.
+const (
+	OAuthConnectionActive         OAuthConnectionStatus = "active"
+	OAuthConnectionPending        OAuthConnectionStatus = "pending"
+	OAuthConnectionReauthRequired OAuthConnectionStatus = "reauth_required"
+)
+
+// Valid indicates whether the value is a known member of the OAuthConnectionStatus enum.
+func (e OAuthConnectionStatus) Valid() bool {
+	switch e {
+	case OAuthConnectionActive:
+		return true
+	case OAuthConnectionPending:
+		return true
+	case OAuthConnectionReauthRequired:
 		return true
 	default:
 		return false
@@ -448,6 +590,45 @@ func (e UsageGroupBy) Valid() bool {
 	}
 }
 
+// Defines values for WebhookDeliveryStatus.
+const (
+	WebhookDeliveryFailed    WebhookDeliveryStatus = "failed"
+	WebhookDeliveryPending   WebhookDeliveryStatus = "pending"
+	WebhookDeliverySucceeded WebhookDeliveryStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the WebhookDeliveryStatus enum.
+func (e WebhookDeliveryStatus) Valid() bool {
+	switch e {
+	case WebhookDeliveryFailed:
+		return true
+	case WebhookDeliveryPending:
+		return true
+	case WebhookDeliverySucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListEventsParamsOrder.
+const (
+	EventOrderNewest ListEventsParamsOrder = "newest"
+	EventOrderOldest ListEventsParamsOrder = "oldest"
+)
+
+// Valid indicates whether the value is a known member of the ListEventsParamsOrder enum.
+func (e ListEventsParamsOrder) Valid() bool {
+	switch e {
+	case EventOrderNewest:
+		return true
+	case EventOrderOldest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListModelsParamsCapability.
 const (
 	Chat       ListModelsParamsCapability = "chat"
@@ -494,8 +675,12 @@ type APIKey struct {
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
 	// Example: sb_Xy3q
-	Prefix string  `json:"prefix"`
-	Scopes []Scope `json:"scopes"`
+	Prefix string `json:"prefix"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 
 	// Version Always 1; keys are immutable.
 	Version int64 `json:"version"`
@@ -509,8 +694,12 @@ type APIKeyCreate struct {
 	// Name A human name, e.g. the application using the key.
 	//
 	// Example: billing-service
-	Name   string  `json:"name"`
-	Scopes []Scope `json:"scopes"`
+	Name string `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 }
 
 // APIKeyCreated A just-created key with its secret.
@@ -532,8 +721,12 @@ type APIKeyCreated struct {
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
 	// Example: sb_Xy3q
-	Prefix string  `json:"prefix"`
-	Scopes []Scope `json:"scopes"`
+	Prefix string `json:"prefix"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
+	Scopes    []Scope            `json:"scopes"`
 
 	// Version Always 1; keys are immutable.
 	Version int64 `json:"version"`
@@ -677,8 +870,8 @@ type ActionParameter struct {
 
 	// In Where the value goes. When absent: only where the path, header or
 	// body templates use it; a parameter no template uses goes in the
-	// query string for GET, DELETE and HEAD, else as a member of a JSON
-	// object body. `path` requires the path template to name it (and a
+	// query string for GET, DELETE and HEAD (and when the body template
+	// is not an object), else as a member of a JSON object body. `path` requires the path template to name it (and a
 	// parameter the path names may only be `path`); `query` adds
 	// `<name>=<value>` to the query string; `header` sends a header
 	// named like the parameter; `body` adds a member to the JSON object
@@ -695,8 +888,8 @@ type ActionParameter struct {
 
 // ActionParameterIn Where the value goes. When absent: only where the path, header or
 // body templates use it; a parameter no template uses goes in the
-// query string for GET, DELETE and HEAD, else as a member of a JSON
-// object body. `path` requires the path template to name it (and a
+// query string for GET, DELETE and HEAD (and when the body template
+// is not an object), else as a member of a JSON object body. `path` requires the path template to name it (and a
 // parameter the path names may only be `path`); `query` adds
 // `<name>=<value>` to the query string; `header` sends a header
 // named like the parameter; `body` adds a member to the JSON object
@@ -744,6 +937,90 @@ type ChatRequest struct {
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"topP,omitempty"`
+}
+
+// Connection A connection as the API shows it; never its credentials or tokens.
+type Connection struct {
+	// AuthType The connector's auth type the credentials are for.
+	AuthType ConnectionAuthType `json:"authType"`
+
+	// Connector The connector's name.
+	Connector string    `json:"connector"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// ExpiresAt OAuth 2.0 only: when the access token expires (it is refreshed before).
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// LastRefreshedAt OAuth 2.0 only: when the access token was obtained.
+	LastRefreshedAt *time.Time `json:"lastRefreshedAt,omitempty"`
+
+	// Name Example: default
+	Name string `json:"name"`
+
+	// Scopes OAuth 2.0 only; the scopes the provider granted.
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Status `active`: usable (static credentials always are). OAuth 2.0 only:
+	// `pending` (authorization not completed), `reauth_required` (the
+	// provider refused the refresh token; connect again).
+	Status    ConnectionStatus `json:"status"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+
+	// Version 1 on create, +1 on each replace of the credentials.
+	Version int64 `json:"version"`
+}
+
+// ConnectionAuthType The connector's auth type the credentials are for.
+type ConnectionAuthType string
+
+// ConnectionStatus `active`: usable (static credentials always are). OAuth 2.0 only:
+// `pending` (authorization not completed), `reauth_required` (the
+// provider refused the refresh token; connect again).
+type ConnectionStatus string
+
+// ConnectionCredentials Static credentials, write-only: stored sealed, never returned. Give
+// the ones the connector's auth type takes: `apiKey` (apiKey),
+// `token` (bearer), `username` and optionally `password` (basic).
+type ConnectionCredentials struct {
+	// ApiKey The API key (auth `apiKey`).
+	ApiKey *string `json:"apiKey,omitempty"`
+
+	// Password The password (auth `basic`).
+	Password *string `json:"password,omitempty"`
+
+	// Token The bearer token (auth `bearer`).
+	Token *string `json:"token,omitempty"`
+
+	// Username The username (auth `basic`); no `:`.
+	Username *string `json:"username,omitempty"`
+}
+
+// ConnectionInput A new connection; its credentials are write-only.
+type ConnectionInput struct {
+	// ApiKey The API key (auth `apiKey`).
+	ApiKey *string `json:"apiKey,omitempty"`
+
+	// Name The connection's name: a lower-case letter or digit, then up to 63 lower-case letters, digits, `_` or `-`.
+	//
+	// Example: default
+	Name *string `json:"name,omitempty"`
+
+	// Password The password (auth `basic`).
+	Password *string `json:"password,omitempty"`
+
+	// Token The bearer token (auth `bearer`).
+	Token *string `json:"token,omitempty"`
+
+	// Username The username (auth `basic`); no `:`.
+	Username *string `json:"username,omitempty"`
+}
+
+// ConnectionList defines model for ConnectionList.
+type ConnectionList struct {
+	Data []Connection `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // Connector A connector as the API shows it (never its client secret).
@@ -801,8 +1078,20 @@ type Connector struct {
 // Fields of another type than `type` are refused (422), so that a
 // definition never says something the server does not do.
 type ConnectorAuth struct {
+	// AuthorizationParams oauth2, grant authorization_code: extra query parameters of the
+	// authorization URL, e.g. `{"audience": "https://api.example.com",
+	// "access_type": "offline", "prompt": "consent"}`. The parameters
+	// Switchboard sets (response_type, client_id, redirect_uri, scope,
+	// state, code_challenge, code_challenge_method) cannot be overridden.
+	AuthorizationParams *map[string]string `json:"authorizationParams,omitempty"`
+
 	// AuthorizationUrl oauth2, grant authorization_code: the authorization endpoint (absolute http(s) URL). Required for that grant, refused for client_credentials.
 	AuthorizationUrl *string `json:"authorizationUrl,omitempty"`
+
+	// ClientAuth oauth2: how the client authenticates at the token endpoint:
+	// `basic` (HTTP Basic header, RFC 6749 §2.3.1; the default when
+	// absent) or `body` (`client_id` and `client_secret` form fields).
+	ClientAuth *ConnectorAuthClientAuth `json:"clientAuth,omitempty"`
 
 	// ClientId oauth2: the client id. Required.
 	ClientId *string `json:"clientId,omitempty"`
@@ -830,13 +1119,30 @@ type ConnectorAuth struct {
 	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
 	Prefix *string `json:"prefix,omitempty"`
 
+	// RedirectUrls oauth2, grant authorization_code: the absolute http(s) URLs that
+	// `GET /v1/connectors/{name}/connect` accepts as `redirect` (exact
+	// match), where the browser returns after connecting.
+	RedirectUrls *[]string `json:"redirectUrls,omitempty"`
+
 	// Scopes oauth2: scopes to request; distinct, without spaces.
 	Scopes *[]string `json:"scopes,omitempty"`
+
+	// TokenParams oauth2: extra form parameters of the code exchange and the
+	// client-credentials request, e.g. `{"audience": "..."}`. The
+	// parameters Switchboard sets (grant_type, code, redirect_uri,
+	// code_verifier, client_id, client_secret, refresh_token, scope)
+	// cannot be overridden.
+	TokenParams *map[string]string `json:"tokenParams,omitempty"`
 
 	// TokenUrl oauth2: the token endpoint (absolute http(s) URL). Required.
 	TokenUrl *string           `json:"tokenUrl,omitempty"`
 	Type     ConnectorAuthType `json:"type"`
 }
+
+// ConnectorAuthClientAuth oauth2: how the client authenticates at the token endpoint:
+// `basic` (HTTP Basic header, RFC 6749 §2.3.1; the default when
+// absent) or `body` (`client_id` and `client_secret` form fields).
+type ConnectorAuthClientAuth string
 
 // ConnectorAuthGrant oauth2: the grant. Required for oauth2.
 type ConnectorAuthGrant string
@@ -947,6 +1253,34 @@ type ErrorBody struct {
 type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
 }
+
+// Event Something that happened; exactly the body webhooks receive.
+type Event struct {
+	CreatedAt time.Time `json:"createdAt"`
+
+	// Data The resource as the API returns it (for deletions, as it was); never a secret.
+	Data map[string]interface{} `json:"data"`
+
+	// Id Sorts by creation time; the `webhook-id` of its deliveries.
+	//
+	// Example: evt_0192a1b2c3d40000000000000000002a9f3c1b7e
+	Id string `json:"id"`
+
+	// Type An event type (see EventType).
+	Type string `json:"type"`
+}
+
+// EventList defines model for EventList.
+type EventList struct {
+	Data []Event `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// EventType An event type. `action.invoked` and `action.failed` are opt-in: only
+// webhooks listing them explicitly receive them.
+type EventType string
 
 // FunctionCall defines model for FunctionCall.
 type FunctionCall struct {
@@ -1063,6 +1397,34 @@ type Generation struct {
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// Invocation One logged invocation; never parameters, bodies or secrets.
+type Invocation struct {
+	Action     string  `json:"action"`
+	Connection *string `json:"connection,omitempty"`
+	Connector  string  `json:"connector"`
+
+	// CreatedAt When the invocation started.
+	CreatedAt  time.Time `json:"createdAt"`
+	DurationMs int64     `json:"durationMs"`
+
+	// ErrorCode The error's code (e.g. `upstream_error`); absent on success.
+	ErrorCode *string `json:"errorCode,omitempty"`
+
+	// RequestId The X-Request-Id of the call.
+	RequestId *string `json:"requestId,omitempty"`
+
+	// Status The upstream's HTTP status; absent when none was received.
+	Status *int `json:"status,omitempty"`
+}
+
+// InvocationList defines model for InvocationList.
+type InvocationList struct {
+	Data []Invocation `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
 // JWK A public JSON Web Key (RFC 7517; Ed25519 keys per RFC 8037).
@@ -1217,6 +1579,33 @@ type OAuthClientList struct {
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
+
+// OAuthConnected A connection just connected through the callback. Never a token.
+type OAuthConnected struct {
+	Connection string `json:"connection"`
+	Connector  string `json:"connector"`
+
+	// ExpiresAt When the access token expires (refreshed before); absent when the provider gave no lifetime.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// LastRefreshedAt When the current access token was obtained.
+	LastRefreshedAt *time.Time `json:"lastRefreshedAt,omitempty"`
+
+	// Scopes The scopes the provider granted (those requested when it did not say).
+	Scopes *[]string `json:"scopes,omitempty"`
+
+	// Status `pending`: an authorization was started and has not completed.
+	// `active`: the connection holds working (or refreshable) tokens.
+	// `reauth_required`: the provider refused the refresh token; connect
+	// again through `GET /v1/connectors/{name}/connect`.
+	Status OAuthConnectionStatus `json:"status"`
+}
+
+// OAuthConnectionStatus `pending`: an authorization was started and has not completed.
+// `active`: the connection holds working (or refreshable) tokens.
+// `reauth_required`: the provider refused the refresh token; connect
+// again through `GET /v1/connectors/{name}/connect`.
+type OAuthConnectionStatus string
 
 // OAuthError An error of the token endpoint (RFC 6749 §5.2).
 type OAuthError struct {
@@ -1376,7 +1765,7 @@ type OpenAIErrorResponse struct {
 		Code    *string `json:"code"`
 		Message string  `json:"message"`
 
-		// Param The request field at fault
+		// Param The request field at fault, when one is.
 		Param *string `json:"param"`
 
 		// Type invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error, api_error or timeout_error.
@@ -1456,6 +1845,38 @@ type RateLimitOverride struct {
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
 
+// RunRequest One invocation of an action.
+type RunRequest struct {
+	// Action The action's name.
+	//
+	// Example: forecast
+	Action string `json:"action"`
+
+	// Connection The connection whose credentials to use (ignored by connectors with auth `none`).
+	Connection *string `json:"connection,omitempty"`
+
+	// Params The action's parameters by name.
+	//
+	// Example: {"city":"Oslo"}
+	Params *map[string]interface{} `json:"params,omitempty"`
+}
+
+// RunResult defines model for RunResult.
+type RunResult struct {
+	// DurationMs How long the invocation took, transformation included.
+	DurationMs int64 `json:"durationMs"`
+
+	// Result The transformation's return value when the action has one;
+	// otherwise the upstream body: parsed JSON when it is JSON, its
+	// text otherwise, null when empty.
+	Result interface{} `json:"result"`
+
+	// Status The upstream's HTTP status.
+	//
+	// Example: 200
+	Status int `json:"status"`
+}
+
 // Scope A permission a credential carries: `admin` (everything, including key
 // management), `connectors:read`, `connectors:write`, `invoke` (run
 // actions), `llm` (model API), `webhooks:write`.
@@ -1532,8 +1953,192 @@ type UsageTotals struct {
 	TotalTokens int64 `json:"totalTokens"`
 }
 
+// Webhook A webhook as the API shows it. The secret is never shown after creation or rotation.
+type Webhook struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Description *string   `json:"description,omitempty"`
+
+	// DisabledAt When the server disabled the webhook.
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
+
+	// DisabledReason Why the server disabled the webhook; present only while it is disabled that way.
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+
+	// FailingSince When deliveries started failing without a success since; absent while healthy.
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+
+	// Id Example: wh_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id string `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the rotated-out secret still signs deliveries; absent outside a grace period.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+	UpdatedAt               time.Time  `json:"updatedAt"`
+	Url                     string     `json:"url"`
+
+	// Version Increments on every configuration change (also the server disabling the webhook); the ETag.
+	Version int64 `json:"version"`
+}
+
+// WebhookCreate A new webhook.
+type WebhookCreate struct {
+	// Description A human note.
+	Description *string `json:"description,omitempty"`
+
+	// Enabled Whether the webhook receives events.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events Event types the webhook receives; `"*"` means every type except the
+	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// explicitly (`["*", "action.failed"]` is fine).
+	Events WebhookEvents `json:"events"`
+
+	// Secret A Standard Webhooks signing secret: `whsec_` followed by standard
+	// base64 (with padding) of 24 to 64 random bytes. Write-only.
+	//
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	Secret *WebhookSecret `json:"secret,omitempty"`
+
+	// Url Absolute http(s) URL deliveries are POSTed to; no credentials (`user@`) or fragment.
+	//
+	// Example: https://hooks.example.com/switchboard
+	Url string `json:"url"`
+}
+
+// WebhookDelivery The delivery of one event to one webhook.
+type WebhookDelivery struct {
+	// Attempts Attempts made so far, manual retries included.
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"createdAt"`
+
+	// EventId The event's id; the `webhook-id` header of every attempt.
+	EventId   string `json:"eventId"`
+	EventType string `json:"eventType"`
+
+	// Id Unique within the webhook.
+	//
+	// Example: dlv_0192a1b2c3d40000000000000000002a9f3c1b7e
+	Id            string     `json:"id"`
+	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
+
+	// LastDurationMs Duration of the last attempt.
+	LastDurationMs *int64 `json:"lastDurationMs,omitempty"`
+
+	// LastError Why the last attempt failed (never a secret nor the URL).
+	LastError *string `json:"lastError,omitempty"`
+
+	// LastResponseCode HTTP status of the last attempt; absent when it got no response.
+	LastResponseCode *int `json:"lastResponseCode,omitempty"`
+
+	// NextAttemptAt When the next attempt is due (pending only); it also waits for the webhook's earlier pending deliveries.
+	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+
+	// Status `pending` (not yet delivered; will be attempted), `succeeded` (a 2xx was received) or `failed` (retries exhausted).
+	Status    WebhookDeliveryStatus `json:"status"`
+	WebhookId string                `json:"webhookId"`
+}
+
+// WebhookDeliveryList defines model for WebhookDeliveryList.
+type WebhookDeliveryList struct {
+	Data []WebhookDelivery `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// WebhookDeliveryStatus `pending` (not yet delivered; will be attempted), `succeeded` (a 2xx was received) or `failed` (retries exhausted).
+type WebhookDeliveryStatus string
+
+// WebhookEvents Event types the webhook receives; `"*"` means every type except the
+// opt-in `action.invoked` and `action.failed`, which must be listed
+// explicitly (`["*", "action.failed"]` is fine).
+type WebhookEvents = []string
+
+// WebhookList defines model for WebhookList.
+type WebhookList struct {
+	Data []Webhook `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// WebhookReplace A webhook's new configuration.
+type WebhookReplace struct {
+	// Description A human note; absent clears it.
+	Description *string `json:"description,omitempty"`
+
+	// Enabled Whether the webhook receives events; true re-enables a disabled webhook.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Events Event types the webhook receives; `"*"` means every type except the
+	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// explicitly (`["*", "action.failed"]` is fine).
+	Events WebhookEvents `json:"events"`
+
+	// Secret Absent or unchanged keeps the secret; a different one rotates it with the default grace period.
+	Secret *WebhookSecret `json:"secret,omitempty"`
+
+	// Url Absolute http(s) URL deliveries are POSTed to.
+	Url string `json:"url"`
+}
+
+// WebhookSecret A Standard Webhooks signing secret: `whsec_` followed by standard
+// base64 (with padding) of 24 to 64 random bytes. Write-only.
+//
+// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+type WebhookSecret = string
+
+// WebhookSecretRotation How to rotate a webhook's secret; every field is optional.
+type WebhookSecretRotation struct {
+	// GracePeriodSeconds How long the old secret keeps signing (default `webhooks.secretGracePeriod`, 86400); 0 ends it now.
+	GracePeriodSeconds *int `json:"gracePeriodSeconds,omitempty"`
+
+	// Secret The new secret; generated when absent.
+	Secret *WebhookSecret `json:"secret,omitempty"`
+}
+
+// WebhookWithSecret A webhook with its signing secret, shown only in this response.
+type WebhookWithSecret struct {
+	CreatedAt   time.Time `json:"createdAt"`
+	Description *string   `json:"description,omitempty"`
+
+	// DisabledAt When the server disabled the webhook.
+	DisabledAt *time.Time `json:"disabledAt,omitempty"`
+
+	// DisabledReason Why the server disabled the webhook; present only while it is disabled that way.
+	DisabledReason *string  `json:"disabledReason,omitempty"`
+	Enabled        bool     `json:"enabled"`
+	Events         []string `json:"events"`
+
+	// FailingSince When deliveries started failing without a success since; absent while healthy.
+	FailingSince *time.Time `json:"failingSince,omitempty"`
+
+	// Id Example: wh_0192a1b2c3d4e5f60718293a4b5c6d7e
+	Id string `json:"id"`
+
+	// PreviousSecretExpiresAt Until when the rotated-out secret still signs deliveries; absent outside a grace period.
+	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+
+	// Secret A Standard Webhooks signing secret: `whsec_` followed by standard
+	// base64 (with padding) of 24 to 64 random bytes. Write-only.
+	//
+	//
+	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+	Secret    WebhookSecret `json:"secret"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+	Url       string        `json:"url"`
+
+	// Version Increments on every configuration change (also the server disabling the webhook); the ETag.
+	Version int64 `json:"version"`
+}
+
 // ActionName defines model for ActionName.
 type ActionName = string
+
+// ConnectionName defines model for ConnectionName.
+type ConnectionName = string
 
 // ConnectorName defines model for ConnectorName.
 type ConnectorName = string
@@ -1541,14 +2146,23 @@ type ConnectorName = string
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// DeliveryID defines model for DeliveryID.
+type DeliveryID = string
+
 // IfMatch defines model for IfMatch.
 type IfMatch = string
 
 // Limit defines model for Limit.
 type Limit = int
 
+// WebhookID defines model for WebhookID.
+type WebhookID = string
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
+
+// OAuthCallbackError defines model for OAuthCallbackError.
+type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
@@ -1604,6 +2218,65 @@ type ReplaceActionParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ConnectOAuthConnectionParams defines parameters for ConnectOAuthConnection.
+type ConnectOAuthConnectionParams struct {
+	// Connection The connection (account) to connect; created pending when absent.
+	Connection *string `form:"connection,omitempty" json:"connection,omitempty"`
+
+	// Redirect Where the browser goes after a successful callback; must equal
+	// one of the connector's `auth.redirectUrls`. When absent the
+	// callback answers itself (a short page or JSON).
+	Redirect *string `form:"redirect,omitempty" json:"redirect,omitempty"`
+}
+
+// ListConnectionsParams defines parameters for ListConnections.
+type ListConnectionsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteConnectionParams defines parameters for DeleteConnection.
+type DeleteConnectionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceConnectionParams defines parameters for ReplaceConnection.
+type ReplaceConnectionParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListInvocationsParams defines parameters for ListInvocations.
+type ListInvocationsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// Type Only events of this type.
+	Type *EventType `form:"type,omitempty" json:"type,omitempty"`
+
+	// Order `newest` (default) or `oldest` first.
+	Order *ListEventsParamsOrder `form:"order,omitempty" json:"order,omitempty"`
+
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListEventsParamsOrder defines parameters for ListEvents.
+type ListEventsParamsOrder string
+
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
 	// Provider Only models of this provider.
@@ -1631,6 +2304,21 @@ type ListOAuthClientsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CompleteOAuthConnectionParams defines parameters for CompleteOAuthConnection.
+type CompleteOAuthConnectionParams struct {
+	// State The state issued by `/connect`.
+	State *string `form:"state,omitempty" json:"state,omitempty"`
+
+	// Code The authorization code.
+	Code *string `form:"code,omitempty" json:"code,omitempty"`
+
+	// Error The provider's error code (RFC 6749 §4.1.2.1), e.g. `access_denied`.
+	Error *string `form:"error,omitempty" json:"error,omitempty"`
+
+	// ErrorDescription The provider's description of the error.
+	ErrorDescription *string `form:"error_description,omitempty" json:"error_description,omitempty"`
+}
+
 // CreateOAuthTokenParams defines parameters for CreateOAuthToken.
 type CreateOAuthTokenParams struct {
 	// Authorization `Basic base64(client_id:client_secret)`; or send both in the body.
@@ -1655,6 +2343,45 @@ type GetUsageParams struct {
 
 	// Model Only this model's usage (`provider/name`).
 	Model *string `form:"model,omitempty" json:"model,omitempty"`
+}
+
+// ListWebhooksParams defines parameters for ListWebhooks.
+type ListWebhooksParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteWebhookParams defines parameters for DeleteWebhook.
+type DeleteWebhookParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceWebhookParams defines parameters for ReplaceWebhook.
+type ReplaceWebhookParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ListWebhookDeliveriesParams defines parameters for ListWebhookDeliveries.
+type ListWebhookDeliveriesParams struct {
+	// Status Only deliveries with this status.
+	Status *WebhookDeliveryStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// RotateWebhookSecretParams defines parameters for RotateWebhookSecret.
+type RotateWebhookSecretParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
@@ -1684,6 +2411,12 @@ type CreateActionJSONRequestBody = ActionInput
 // ReplaceActionJSONRequestBody defines body for ReplaceAction for application/json ContentType.
 type ReplaceActionJSONRequestBody = ActionInput
 
+// CreateConnectionJSONRequestBody defines body for CreateConnection for application/json ContentType.
+type CreateConnectionJSONRequestBody = ConnectionInput
+
+// ReplaceConnectionJSONRequestBody defines body for ReplaceConnection for application/json ContentType.
+type ReplaceConnectionJSONRequestBody = ConnectionCredentials
+
 // CreateEmbeddingJSONRequestBody defines body for CreateEmbedding for application/json ContentType.
 type CreateEmbeddingJSONRequestBody = EmbeddingRequest
 
@@ -1693,11 +2426,23 @@ type CallFunctionJSONRequestBody = FunctionCallingRequest
 // GenerateJSONRequestBody defines body for Generate for application/json ContentType.
 type GenerateJSONRequestBody = GenerateRequest
 
+// RunActionJSONRequestBody defines body for RunAction for application/json ContentType.
+type RunActionJSONRequestBody = RunRequest
+
 // CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
 type CreateOAuthClientJSONRequestBody = OAuthClientCreate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
+type CreateWebhookJSONRequestBody = WebhookCreate
+
+// ReplaceWebhookJSONRequestBody defines body for ReplaceWebhook for application/json ContentType.
+type ReplaceWebhookJSONRequestBody = WebhookReplace
+
+// RotateWebhookSecretJSONRequestBody defines body for RotateWebhookSecret for application/json ContentType.
+type RotateWebhookSecretJSONRequestBody = WebhookSecretRotation
 
 // Getter for additional properties for JWK. Returns the specified
 // element and whether it was found
@@ -1980,15 +2725,45 @@ type ServerInterface interface {
 	// ReplaceAction Replace an action's definition.
 	// (PUT /v1/connectors/{name}/actions/{action})
 	ReplaceAction(ctx echo.Context, name ConnectorName, action ActionName, params ReplaceActionParams) error
+	// ConnectOAuthConnection Start connecting an account; answers 302 to the provider's authorization URL.
+	// (GET /v1/connectors/{name}/connect)
+	ConnectOAuthConnection(ctx echo.Context, name string, params ConnectOAuthConnectionParams) error
+	// ListConnections List a connector's connections in name order (never their credentials).
+	// (GET /v1/connectors/{name}/connections)
+	ListConnections(ctx echo.Context, name ConnectorName, params ListConnectionsParams) error
+	// CreateConnection Create a connection with static credentials (write-only).
+	// (POST /v1/connectors/{name}/connections)
+	CreateConnection(ctx echo.Context, name ConnectorName) error
+	// DeleteConnection Delete a connection and its credentials.
+	// (DELETE /v1/connectors/{name}/connections/{connection})
+	DeleteConnection(ctx echo.Context, name ConnectorName, connection ConnectionName, params DeleteConnectionParams) error
+	// GetConnection Get one connection (never its credentials).
+	// (GET /v1/connectors/{name}/connections/{connection})
+	GetConnection(ctx echo.Context, name ConnectorName, connection ConnectionName) error
+	// ReplaceConnection Replace a connection's credentials (rotate a key).
+	// (PUT /v1/connectors/{name}/connections/{connection})
+	ReplaceConnection(ctx echo.Context, name ConnectorName, connection ConnectionName, params ReplaceConnectionParams) error
+	// ListInvocations The connector's most recent invocations, newest first.
+	// (GET /v1/connectors/{name}/invocations)
+	ListInvocations(ctx echo.Context, name ConnectorName, params ListInvocationsParams) error
 	// CreateEmbedding Embed a text as a vector.
 	// (POST /v1/embeddings)
 	CreateEmbedding(ctx echo.Context) error
+	// ListEvents List retained events, newest first by default.
+	// (GET /v1/events)
+	ListEvents(ctx echo.Context, params ListEventsParams) error
+	// GetEvent Get one retained event.
+	// (GET /v1/events/{id})
+	GetEvent(ctx echo.Context, id string) error
 	// CallFunction Let the model choose a function and its arguments.
 	// (POST /v1/function-calling)
 	CallFunction(ctx echo.Context) error
 	// Generate Generate text from a prompt.
 	// (POST /v1/generate)
 	Generate(ctx echo.Context) error
+	// RunAction Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	// (POST /v1/integrations/{connector}/run)
+	RunAction(ctx echo.Context, connector string) error
 	// ListModels List the models of the catalog.
 	// (GET /v1/models)
 	ListModels(ctx echo.Context, params ListModelsParams) error
@@ -2010,6 +2785,9 @@ type ServerInterface interface {
 	// GetOAuthClient Get one OAuth client (without its secret).
 	// (GET /v1/oauth-clients/{id})
 	GetOAuthClient(ctx echo.Context, id string) error
+	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
+	// (GET /v1/oauth/callback)
+	CompleteOAuthConnection(ctx echo.Context, params CompleteOAuthConnectionParams) error
 	// ListSigningKeys List the published token signing keys, the active one first.
 	// (GET /v1/oauth/signing-keys)
 	ListSigningKeys(ctx echo.Context) error
@@ -2022,6 +2800,36 @@ type ServerInterface interface {
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx echo.Context, params GetUsageParams) error
+	// ListWebhooks List webhooks (never their secrets), oldest first.
+	// (GET /v1/webhooks)
+	ListWebhooks(ctx echo.Context, params ListWebhooksParams) error
+	// CreateWebhook Create a webhook; its signing secret is returned only in this response.
+	// (POST /v1/webhooks)
+	CreateWebhook(ctx echo.Context) error
+	// DeleteWebhook Delete a webhook, its secret, its delivery log and its pending deliveries.
+	// (DELETE /v1/webhooks/{id})
+	DeleteWebhook(ctx echo.Context, id WebhookID, params DeleteWebhookParams) error
+	// GetWebhook Get one webhook (without its secret).
+	// (GET /v1/webhooks/{id})
+	GetWebhook(ctx echo.Context, id WebhookID) error
+	// ReplaceWebhook Replace a webhook's configuration.
+	// (PUT /v1/webhooks/{id})
+	ReplaceWebhook(ctx echo.Context, id WebhookID, params ReplaceWebhookParams) error
+	// ListWebhookDeliveries The webhook's delivery log, newest first.
+	// (GET /v1/webhooks/{id}/deliveries)
+	ListWebhookDeliveries(ctx echo.Context, id WebhookID, params ListWebhookDeliveriesParams) error
+	// GetWebhookDelivery Get one delivery of a webhook.
+	// (GET /v1/webhooks/{id}/deliveries/{delivery})
+	GetWebhookDelivery(ctx echo.Context, id WebhookID, delivery DeliveryID) error
+	// RetryWebhookDelivery Deliver again, now, with a fresh retry schedule.
+	// (POST /v1/webhooks/{id}/deliveries/{delivery}/retry)
+	RetryWebhookDelivery(ctx echo.Context, id WebhookID, delivery DeliveryID) error
+	// RotateWebhookSecret Rotate a webhook's signing secret; the new secret is returned only in this response.
+	// (POST /v1/webhooks/{id}/rotate-secret)
+	RotateWebhookSecret(ctx echo.Context, id WebhookID, params RotateWebhookSecretParams) error
+	// TestWebhook Send a webhook.test event to this webhook only.
+	// (POST /v1/webhooks/{id}/test)
+	TestWebhook(ctx echo.Context, id WebhookID) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -2507,12 +3315,291 @@ func (w *ServerInterfaceWrapper) ReplaceAction(ctx echo.Context) error {
 	return err
 }
 
+// ConnectOAuthConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) ConnectOAuthConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ConnectOAuthConnectionParams
+	// ------------- Optional query parameter "connection" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "connection", ctx.QueryParams(), &params.Connection, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter connection: %s", err))
+	}
+
+	// ------------- Optional query parameter "redirect" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "redirect", ctx.QueryParams(), &params.Redirect, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter redirect: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ConnectOAuthConnection(ctx, name, params)
+	return err
+}
+
+// ListConnections converts echo context to params.
+func (w *ServerInterfaceWrapper) ListConnections(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListConnectionsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListConnections(ctx, name, params)
+	return err
+}
+
+// CreateConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateConnection(ctx, name)
+	return err
+}
+
+// DeleteConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "connection" -------------
+	var connection ConnectionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "connection", ctx.Param("connection"), &connection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter connection: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteConnectionParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteConnection(ctx, name, connection, params)
+	return err
+}
+
+// GetConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) GetConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "connection" -------------
+	var connection ConnectionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "connection", ctx.Param("connection"), &connection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter connection: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetConnection(ctx, name, connection)
+	return err
+}
+
+// ReplaceConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceConnection(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// ------------- Path parameter "connection" -------------
+	var connection ConnectionName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "connection", ctx.Param("connection"), &connection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter connection: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceConnectionParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceConnection(ctx, name, connection, params)
+	return err
+}
+
+// ListInvocations converts echo context to params.
+func (w *ServerInterfaceWrapper) ListInvocations(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ConnectorName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListInvocationsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListInvocations(ctx, name, params)
+	return err
+}
+
 // CreateEmbedding converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateEmbedding(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.CreateEmbedding(ctx)
+	return err
+}
+
+// ListEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListEventsParams
+	// ------------- Optional query parameter "type" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "type", ctx.QueryParams(), &params.Type, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter type: %s", err))
+	}
+
+	// ------------- Optional query parameter "order" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "order", ctx.QueryParams(), &params.Order, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter order: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListEvents(ctx, params)
+	return err
+}
+
+// GetEvent converts echo context to params.
+func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetEvent(ctx, id)
 	return err
 }
 
@@ -2531,6 +3618,22 @@ func (w *ServerInterfaceWrapper) Generate(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Generate(ctx)
+	return err
+}
+
+// RunAction converts echo context to params.
+func (w *ServerInterfaceWrapper) RunAction(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "connector" -------------
+	var connector string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "connector", ctx.Param("connector"), &connector, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter connector: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RunAction(ctx, connector)
 	return err
 }
 
@@ -2679,6 +3782,45 @@ func (w *ServerInterfaceWrapper) GetOAuthClient(ctx echo.Context) error {
 	return err
 }
 
+// CompleteOAuthConnection converts echo context to params.
+func (w *ServerInterfaceWrapper) CompleteOAuthConnection(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CompleteOAuthConnectionParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "code" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "code", ctx.QueryParams(), &params.Code, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter code: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// ------------- Optional query parameter "error_description" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error_description", ctx.QueryParams(), &params.ErrorDescription, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error_description: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CompleteOAuthConnection(ctx, params)
+	return err
+}
+
 // ListSigningKeys converts echo context to params.
 func (w *ServerInterfaceWrapper) ListSigningKeys(ctx echo.Context) error {
 	var err error
@@ -2772,6 +3914,267 @@ func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
 	return err
 }
 
+// ListWebhooks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhooks(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhooksParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhooks(ctx, params)
+	return err
+}
+
+// CreateWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateWebhook(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateWebhook(ctx)
+	return err
+}
+
+// DeleteWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteWebhookParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWebhook(ctx, id, params)
+	return err
+}
+
+// GetWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWebhook(ctx, id)
+	return err
+}
+
+// ReplaceWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceWebhookParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceWebhook(ctx, id, params)
+	return err
+}
+
+// ListWebhookDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWebhookDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWebhookDeliveriesParams
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWebhookDeliveries(ctx, id, params)
+	return err
+}
+
+// GetWebhookDelivery converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWebhookDelivery(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "delivery" -------------
+	var delivery DeliveryID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "delivery", ctx.Param("delivery"), &delivery, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter delivery: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWebhookDelivery(ctx, id, delivery)
+	return err
+}
+
+// RetryWebhookDelivery converts echo context to params.
+func (w *ServerInterfaceWrapper) RetryWebhookDelivery(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "delivery" -------------
+	var delivery DeliveryID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "delivery", ctx.Param("delivery"), &delivery, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter delivery: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RetryWebhookDelivery(ctx, id, delivery)
+	return err
+}
+
+// RotateWebhookSecret converts echo context to params.
+func (w *ServerInterfaceWrapper) RotateWebhookSecret(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RotateWebhookSecretParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RotateWebhookSecret(ctx, id, params)
+	return err
+}
+
+// TestWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) TestWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id WebhookID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TestWebhook(ctx, id)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -2859,6 +4262,27 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.DeleteAction, options.OperationMiddlewares["deleteAction"]...)
 	router.GET(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.GetAction, options.OperationMiddlewares["getAction"]...)
 	router.PUT(options.BaseURL+"/v1/connectors/:name/actions/:action", wrapper.ReplaceAction, options.OperationMiddlewares["replaceAction"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/connections", wrapper.ListConnections, options.OperationMiddlewares["listConnections"]...)
+	router.POST(options.BaseURL+"/v1/connectors/:name/connections", wrapper.CreateConnection, options.OperationMiddlewares["createConnection"]...)
+	router.DELETE(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.DeleteConnection, options.OperationMiddlewares["deleteConnection"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.GetConnection, options.OperationMiddlewares["getConnection"]...)
+	router.PUT(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.ReplaceConnection, options.OperationMiddlewares["replaceConnection"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/invocations", wrapper.ListInvocations, options.OperationMiddlewares["listInvocations"]...)
+	router.POST(options.BaseURL+"/v1/integrations/:connector/run", wrapper.RunAction, options.OperationMiddlewares["runAction"]...)
+	router.GET(options.BaseURL+"/v1/webhooks", wrapper.ListWebhooks, options.OperationMiddlewares["listWebhooks"]...)
+	router.POST(options.BaseURL+"/v1/webhooks", wrapper.CreateWebhook, options.OperationMiddlewares["createWebhook"]...)
+	router.DELETE(options.BaseURL+"/v1/webhooks/:id", wrapper.DeleteWebhook, options.OperationMiddlewares["deleteWebhook"]...)
+	router.GET(options.BaseURL+"/v1/webhooks/:id", wrapper.GetWebhook, options.OperationMiddlewares["getWebhook"]...)
+	router.PUT(options.BaseURL+"/v1/webhooks/:id", wrapper.ReplaceWebhook, options.OperationMiddlewares["replaceWebhook"]...)
+	router.POST(options.BaseURL+"/v1/webhooks/:id/rotate-secret", wrapper.RotateWebhookSecret, options.OperationMiddlewares["rotateWebhookSecret"]...)
+	router.POST(options.BaseURL+"/v1/webhooks/:id/test", wrapper.TestWebhook, options.OperationMiddlewares["testWebhook"]...)
+	router.GET(options.BaseURL+"/v1/webhooks/:id/deliveries", wrapper.ListWebhookDeliveries, options.OperationMiddlewares["listWebhookDeliveries"]...)
+	router.GET(options.BaseURL+"/v1/webhooks/:id/deliveries/:delivery", wrapper.GetWebhookDelivery, options.OperationMiddlewares["getWebhookDelivery"]...)
+	router.POST(options.BaseURL+"/v1/webhooks/:id/deliveries/:delivery/retry", wrapper.RetryWebhookDelivery, options.OperationMiddlewares["retryWebhookDelivery"]...)
+	router.GET(options.BaseURL+"/v1/events", wrapper.ListEvents, options.OperationMiddlewares["listEvents"]...)
+	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
+	router.GET(options.BaseURL+"/v1/connectors/:name/connect", wrapper.ConnectOAuthConnection, options.OperationMiddlewares["connectOAuthConnection"]...)
+	router.GET(options.BaseURL+"/v1/oauth/callback", wrapper.CompleteOAuthConnection, options.OperationMiddlewares["completeOAuthConnection"]...)
 
 }
 
@@ -2869,6 +4293,21 @@ type ErrorResultJSONResponse struct {
 	Body ErrorResponse
 
 	Headers ErrorResultResponseHeaders
+}
+
+type OAuthCallbackErrorResponseHeaders struct {
+	XRequestId *string
+}
+type OAuthCallbackErrorJSONResponse struct {
+	Body ErrorResponse
+
+	Headers OAuthCallbackErrorResponseHeaders
+}
+type OAuthCallbackErrorTexthtmlResponse struct {
+	Body io.Reader
+
+	Headers       OAuthCallbackErrorResponseHeaders
+	ContentLength int64
 }
 
 type OpenAIErrorResultResponseHeaders struct {
@@ -2928,6 +4367,23 @@ func (response GetHealthz200JSONResponse) VisitGetHealthzResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetHealthz500JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetHealthz500JSONResponse) VisitGetHealthzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4268,6 +5724,23 @@ func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.Respons
 	return err
 }
 
+type GetOpenAPI500JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetOpenAPI500JSONResponse) VisitGetOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReadyzRequestObject struct {
 }
 
@@ -4289,7 +5762,31 @@ func (response GetReadyz200JSONResponse) VisitGetReadyzResponse(w http.ResponseW
 	return err
 }
 
-type GetReadyz503JSONResponse struct{ ErrorResultJSONResponse }
+type GetReadyz500JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetReadyz500JSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReadyz503ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetReadyz503JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetReadyz503ResponseHeaders
+}
 
 func (response GetReadyz503JSONResponse) VisitGetReadyzResponse(w http.ResponseWriter) error {
 
@@ -7261,6 +8758,1355 @@ func (response ReplaceAction500JSONResponse) VisitReplaceActionResponse(w http.R
 	return err
 }
 
+type ConnectOAuthConnectionRequestObject struct {
+	Name   string `json:"name"`
+	Params ConnectOAuthConnectionParams
+}
+
+type ConnectOAuthConnectionResponseObject interface {
+	VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error
+}
+
+type ConnectOAuthConnection302ResponseHeaders struct {
+	CacheControl *string
+	Location     *string
+}
+
+type ConnectOAuthConnection302Response struct {
+	Headers ConnectOAuthConnection302ResponseHeaders
+}
+
+func (response ConnectOAuthConnection302Response) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(302)
+	return nil
+}
+
+type ConnectOAuthConnection400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ConnectOAuthConnection400JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection401ResponseHeaders
+}
+
+func (response ConnectOAuthConnection401JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection403ResponseHeaders
+}
+
+func (response ConnectOAuthConnection403JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection404ResponseHeaders
+}
+
+func (response ConnectOAuthConnection404JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection422ResponseHeaders
+}
+
+func (response ConnectOAuthConnection422JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection429ResponseHeaders
+}
+
+func (response ConnectOAuthConnection429JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConnectOAuthConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ConnectOAuthConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ConnectOAuthConnection500ResponseHeaders
+}
+
+func (response ConnectOAuthConnection500JSONResponse) VisitConnectOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnectionsRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Params ListConnectionsParams
+}
+
+type ListConnectionsResponseObject interface {
+	VisitListConnectionsResponse(w http.ResponseWriter) error
+}
+
+type ListConnections200JSONResponse ConnectionList
+
+func (response ListConnections200JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListConnections400JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnections401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnections401ResponseHeaders
+}
+
+func (response ListConnections401JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnections403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnections403ResponseHeaders
+}
+
+func (response ListConnections403JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnections404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnections404ResponseHeaders
+}
+
+func (response ListConnections404JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnections429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnections429ResponseHeaders
+}
+
+func (response ListConnections429JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListConnections500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListConnections500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListConnections500ResponseHeaders
+}
+
+func (response ListConnections500JSONResponse) VisitListConnectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectionRequestObject struct {
+	Name ConnectorName `json:"name"`
+	Body *CreateConnectionJSONRequestBody
+}
+
+type CreateConnectionResponseObject interface {
+	VisitCreateConnectionResponse(w http.ResponseWriter) error
+}
+
+type CreateConnection201ResponseHeaders struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateConnection201JSONResponse struct {
+	Body    Connection
+	Headers CreateConnection201ResponseHeaders
+}
+
+func (response CreateConnection201JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateConnection400JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection401ResponseHeaders
+}
+
+func (response CreateConnection401JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection403ResponseHeaders
+}
+
+func (response CreateConnection403JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection404ResponseHeaders
+}
+
+func (response CreateConnection404JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection409JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection409ResponseHeaders
+}
+
+func (response CreateConnection409JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection413ResponseHeaders
+}
+
+func (response CreateConnection413JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection415ResponseHeaders
+}
+
+func (response CreateConnection415JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection422ResponseHeaders
+}
+
+func (response CreateConnection422JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection429ResponseHeaders
+}
+
+func (response CreateConnection429JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnection500ResponseHeaders
+}
+
+func (response CreateConnection500JSONResponse) VisitCreateConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnectionRequestObject struct {
+	Name       ConnectorName  `json:"name"`
+	Connection ConnectionName `json:"connection"`
+	Params     DeleteConnectionParams
+}
+
+type DeleteConnectionResponseObject interface {
+	VisitDeleteConnectionResponse(w http.ResponseWriter) error
+}
+
+type DeleteConnection204Response struct {
+}
+
+func (response DeleteConnection204Response) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteConnection401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteConnection401JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnection403ResponseHeaders
+}
+
+func (response DeleteConnection403JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnection404ResponseHeaders
+}
+
+func (response DeleteConnection404JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnection412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnection412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnection412ResponseHeaders
+}
+
+func (response DeleteConnection412JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnection429ResponseHeaders
+}
+
+func (response DeleteConnection429JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteConnection500ResponseHeaders
+}
+
+func (response DeleteConnection500JSONResponse) VisitDeleteConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectionRequestObject struct {
+	Name       ConnectorName  `json:"name"`
+	Connection ConnectionName `json:"connection"`
+}
+
+type GetConnectionResponseObject interface {
+	VisitGetConnectionResponse(w http.ResponseWriter) error
+}
+
+type GetConnection200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetConnection200JSONResponse struct {
+	Body    Connection
+	Headers GetConnection200ResponseHeaders
+}
+
+func (response GetConnection200JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnection401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetConnection401JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnection403ResponseHeaders
+}
+
+func (response GetConnection403JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnection404ResponseHeaders
+}
+
+func (response GetConnection404JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnection429ResponseHeaders
+}
+
+func (response GetConnection429JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnection500ResponseHeaders
+}
+
+func (response GetConnection500JSONResponse) VisitGetConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnectionRequestObject struct {
+	Name       ConnectorName  `json:"name"`
+	Connection ConnectionName `json:"connection"`
+	Params     ReplaceConnectionParams
+	Body       *ReplaceConnectionJSONRequestBody
+}
+
+type ReplaceConnectionResponseObject interface {
+	VisitReplaceConnectionResponse(w http.ResponseWriter) error
+}
+
+type ReplaceConnection200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceConnection200JSONResponse struct {
+	Body    Connection
+	Headers ReplaceConnection200ResponseHeaders
+}
+
+func (response ReplaceConnection200JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceConnection400JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection401ResponseHeaders
+}
+
+func (response ReplaceConnection401JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection403ResponseHeaders
+}
+
+func (response ReplaceConnection403JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection404ResponseHeaders
+}
+
+func (response ReplaceConnection404JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection412ResponseHeaders
+}
+
+func (response ReplaceConnection412JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection413ResponseHeaders
+}
+
+func (response ReplaceConnection413JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection415ResponseHeaders
+}
+
+func (response ReplaceConnection415JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection422ResponseHeaders
+}
+
+func (response ReplaceConnection422JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection429ResponseHeaders
+}
+
+func (response ReplaceConnection429JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceConnection500ResponseHeaders
+}
+
+func (response ReplaceConnection500JSONResponse) VisitReplaceConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocationsRequestObject struct {
+	Name   ConnectorName `json:"name"`
+	Params ListInvocationsParams
+}
+
+type ListInvocationsResponseObject interface {
+	VisitListInvocationsResponse(w http.ResponseWriter) error
+}
+
+type ListInvocations200JSONResponse InvocationList
+
+func (response ListInvocations200JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListInvocations400JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvocations401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListInvocations401ResponseHeaders
+}
+
+func (response ListInvocations401JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvocations403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListInvocations403ResponseHeaders
+}
+
+func (response ListInvocations403JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvocations404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListInvocations404ResponseHeaders
+}
+
+func (response ListInvocations404JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvocations429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListInvocations429ResponseHeaders
+}
+
+func (response ListInvocations429JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListInvocations500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListInvocations500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListInvocations500ResponseHeaders
+}
+
+func (response ListInvocations500JSONResponse) VisitListInvocationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateEmbeddingRequestObject struct {
 	Body *CreateEmbeddingJSONRequestBody
 }
@@ -7536,6 +10382,300 @@ func (response CreateEmbedding504JSONResponse) VisitCreateEmbeddingResponse(w ht
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEventsRequestObject struct {
+	Params ListEventsParams
+}
+
+type ListEventsResponseObject interface {
+	VisitListEventsResponse(w http.ResponseWriter) error
+}
+
+type ListEvents200JSONResponse EventList
+
+func (response ListEvents200JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListEvents400JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListEvents401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListEvents401ResponseHeaders
+}
+
+func (response ListEvents401JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListEvents403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListEvents403ResponseHeaders
+}
+
+func (response ListEvents403JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListEvents422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListEvents422ResponseHeaders
+}
+
+func (response ListEvents422JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListEvents429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListEvents429ResponseHeaders
+}
+
+func (response ListEvents429JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListEvents500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListEvents500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListEvents500ResponseHeaders
+}
+
+func (response ListEvents500JSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetEventResponseObject interface {
+	VisitGetEventResponse(w http.ResponseWriter) error
+}
+
+type GetEvent200JSONResponse Event
+
+func (response GetEvent200JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEvent401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetEvent401JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEvent403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetEvent403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetEvent403ResponseHeaders
+}
+
+func (response GetEvent403JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEvent404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetEvent404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetEvent404ResponseHeaders
+}
+
+func (response GetEvent404JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEvent429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetEvent429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetEvent429ResponseHeaders
+}
+
+func (response GetEvent429JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEvent500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetEvent500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetEvent500ResponseHeaders
+}
+
+func (response GetEvent500JSONResponse) VisitGetEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8127,6 +11267,334 @@ type Generate504JSONResponse struct {
 }
 
 func (response Generate504JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunActionRequestObject struct {
+	Connector string `json:"connector"`
+	Body      *RunActionJSONRequestBody
+}
+
+type RunActionResponseObject interface {
+	VisitRunActionResponse(w http.ResponseWriter) error
+}
+
+type RunAction200JSONResponse RunResult
+
+func (response RunAction200JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response RunAction400JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction401JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction401ResponseHeaders
+}
+
+func (response RunAction401JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction403JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction403ResponseHeaders
+}
+
+func (response RunAction403JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction404JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction404ResponseHeaders
+}
+
+func (response RunAction404JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction409JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction409ResponseHeaders
+}
+
+func (response RunAction409JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction413JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction413ResponseHeaders
+}
+
+func (response RunAction413JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction415JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction415ResponseHeaders
+}
+
+func (response RunAction415JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction422JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction422ResponseHeaders
+}
+
+func (response RunAction422JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction429JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction429ResponseHeaders
+}
+
+func (response RunAction429JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction500JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction500ResponseHeaders
+}
+
+func (response RunAction500JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction502JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction502ResponseHeaders
+}
+
+func (response RunAction502JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction503ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction503JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction503ResponseHeaders
+}
+
+func (response RunAction503JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunAction504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RunAction504JSONResponse struct {
+	Body    ErrorResponse
+	Headers RunAction504ResponseHeaders
+}
+
+func (response RunAction504JSONResponse) VisitRunActionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9163,6 +12631,391 @@ func (response GetOAuthClient500JSONResponse) VisitGetOAuthClientResponse(w http
 	return err
 }
 
+type CompleteOAuthConnectionRequestObject struct {
+	Params CompleteOAuthConnectionParams
+}
+
+type CompleteOAuthConnectionResponseObject interface {
+	VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error
+}
+
+type CompleteOAuthConnection200JSONResponse OAuthConnected
+
+func (response CompleteOAuthConnection200JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection200TexthtmlResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection200TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection302ResponseHeaders struct {
+	Location *string
+}
+
+type CompleteOAuthConnection302Response struct {
+	Headers CompleteOAuthConnection302ResponseHeaders
+}
+
+func (response CompleteOAuthConnection302Response) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(302)
+	return nil
+}
+
+type CompleteOAuthConnection400JSONResponse struct{ OAuthCallbackErrorJSONResponse }
+
+func (response CompleteOAuthConnection400JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection400TexthtmlResponse struct {
+	OAuthCallbackErrorTexthtmlResponse
+}
+
+func (response CompleteOAuthConnection400TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection403ResponseHeaders
+}
+
+func (response CompleteOAuthConnection403JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection403TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection403ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection403TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection404ResponseHeaders
+}
+
+func (response CompleteOAuthConnection404JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection404TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection404ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection404TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection429ResponseHeaders
+}
+
+func (response CompleteOAuthConnection429JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection429TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection429ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection429TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection500ResponseHeaders
+}
+
+func (response CompleteOAuthConnection500JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection500TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection500ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection500TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection502JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection502ResponseHeaders
+}
+
+func (response CompleteOAuthConnection502JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection502TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection502ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection502TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type CompleteOAuthConnection504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CompleteOAuthConnection504JSONResponse struct {
+	Body    ErrorResponse
+	Headers CompleteOAuthConnection504ResponseHeaders
+}
+
+func (response CompleteOAuthConnection504JSONResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CompleteOAuthConnection504TexthtmlResponse struct {
+	Body          io.Reader
+	Headers       CompleteOAuthConnection504ResponseHeaders
+	ContentLength int64
+}
+
+func (response CompleteOAuthConnection504TexthtmlResponse) VisitCompleteOAuthConnectionResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/html")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
 type ListSigningKeysRequestObject struct {
 }
 
@@ -9659,6 +13512,1814 @@ func (response GetUsage500JSONResponse) VisitGetUsageResponse(w http.ResponseWri
 	return err
 }
 
+type ListWebhooksRequestObject struct {
+	Params ListWebhooksParams
+}
+
+type ListWebhooksResponseObject interface {
+	VisitListWebhooksResponse(w http.ResponseWriter) error
+}
+
+type ListWebhooks200JSONResponse WebhookList
+
+func (response ListWebhooks200JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhooks400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListWebhooks400JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhooks401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhooks401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhooks401ResponseHeaders
+}
+
+func (response ListWebhooks401JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhooks403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhooks403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhooks403ResponseHeaders
+}
+
+func (response ListWebhooks403JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhooks429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhooks429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhooks429ResponseHeaders
+}
+
+func (response ListWebhooks429JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhooks500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhooks500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhooks500ResponseHeaders
+}
+
+func (response ListWebhooks500JSONResponse) VisitListWebhooksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhookRequestObject struct {
+	Body *CreateWebhookJSONRequestBody
+}
+
+type CreateWebhookResponseObject interface {
+	VisitCreateWebhookResponse(w http.ResponseWriter) error
+}
+
+type CreateWebhook201ResponseHeaders struct {
+	CacheControl *string
+	ETag         *string
+}
+
+type CreateWebhook201JSONResponse struct {
+	Body    WebhookWithSecret
+	Headers CreateWebhook201ResponseHeaders
+}
+
+func (response CreateWebhook201JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateWebhook400JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook401ResponseHeaders
+}
+
+func (response CreateWebhook401JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook403ResponseHeaders
+}
+
+func (response CreateWebhook403JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook413ResponseHeaders
+}
+
+func (response CreateWebhook413JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook415ResponseHeaders
+}
+
+func (response CreateWebhook415JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook422ResponseHeaders
+}
+
+func (response CreateWebhook422JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook429ResponseHeaders
+}
+
+func (response CreateWebhook429JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateWebhook500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateWebhook500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateWebhook500ResponseHeaders
+}
+
+func (response CreateWebhook500JSONResponse) VisitCreateWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhookRequestObject struct {
+	Id     WebhookID `json:"id"`
+	Params DeleteWebhookParams
+}
+
+type DeleteWebhookResponseObject interface {
+	VisitDeleteWebhookResponse(w http.ResponseWriter) error
+}
+
+type DeleteWebhook204Response struct {
+}
+
+func (response DeleteWebhook204Response) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteWebhook401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteWebhook401JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhook403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteWebhook403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteWebhook403ResponseHeaders
+}
+
+func (response DeleteWebhook403JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhook404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteWebhook404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteWebhook404ResponseHeaders
+}
+
+func (response DeleteWebhook404JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhook412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteWebhook412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteWebhook412ResponseHeaders
+}
+
+func (response DeleteWebhook412JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhook429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteWebhook429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteWebhook429ResponseHeaders
+}
+
+func (response DeleteWebhook429JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteWebhook500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteWebhook500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteWebhook500ResponseHeaders
+}
+
+func (response DeleteWebhook500JSONResponse) VisitDeleteWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookRequestObject struct {
+	Id WebhookID `json:"id"`
+}
+
+type GetWebhookResponseObject interface {
+	VisitGetWebhookResponse(w http.ResponseWriter) error
+}
+
+type GetWebhook200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetWebhook200JSONResponse struct {
+	Body    Webhook
+	Headers GetWebhook200ResponseHeaders
+}
+
+func (response GetWebhook200JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhook401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetWebhook401JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhook403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhook403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhook403ResponseHeaders
+}
+
+func (response GetWebhook403JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhook404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhook404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhook404ResponseHeaders
+}
+
+func (response GetWebhook404JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhook429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhook429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhook429ResponseHeaders
+}
+
+func (response GetWebhook429JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhook500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhook500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhook500ResponseHeaders
+}
+
+func (response GetWebhook500JSONResponse) VisitGetWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhookRequestObject struct {
+	Id     WebhookID `json:"id"`
+	Params ReplaceWebhookParams
+	Body   *ReplaceWebhookJSONRequestBody
+}
+
+type ReplaceWebhookResponseObject interface {
+	VisitReplaceWebhookResponse(w http.ResponseWriter) error
+}
+
+type ReplaceWebhook200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceWebhook200JSONResponse struct {
+	Body    Webhook
+	Headers ReplaceWebhook200ResponseHeaders
+}
+
+func (response ReplaceWebhook200JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceWebhook400JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook401ResponseHeaders
+}
+
+func (response ReplaceWebhook401JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook403ResponseHeaders
+}
+
+func (response ReplaceWebhook403JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook404ResponseHeaders
+}
+
+func (response ReplaceWebhook404JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook412ResponseHeaders
+}
+
+func (response ReplaceWebhook412JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook413ResponseHeaders
+}
+
+func (response ReplaceWebhook413JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook415ResponseHeaders
+}
+
+func (response ReplaceWebhook415JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook422ResponseHeaders
+}
+
+func (response ReplaceWebhook422JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook429ResponseHeaders
+}
+
+func (response ReplaceWebhook429JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceWebhook500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceWebhook500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceWebhook500ResponseHeaders
+}
+
+func (response ReplaceWebhook500JSONResponse) VisitReplaceWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveriesRequestObject struct {
+	Id     WebhookID `json:"id"`
+	Params ListWebhookDeliveriesParams
+}
+
+type ListWebhookDeliveriesResponseObject interface {
+	VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type ListWebhookDeliveries200JSONResponse WebhookDeliveryList
+
+func (response ListWebhookDeliveries200JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListWebhookDeliveries400JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveries401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhookDeliveries401ResponseHeaders
+}
+
+func (response ListWebhookDeliveries401JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveries403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhookDeliveries403ResponseHeaders
+}
+
+func (response ListWebhookDeliveries403JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveries404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhookDeliveries404ResponseHeaders
+}
+
+func (response ListWebhookDeliveries404JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveries429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhookDeliveries429ResponseHeaders
+}
+
+func (response ListWebhookDeliveries429JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListWebhookDeliveries500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListWebhookDeliveries500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListWebhookDeliveries500ResponseHeaders
+}
+
+func (response ListWebhookDeliveries500JSONResponse) VisitListWebhookDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDeliveryRequestObject struct {
+	Id       WebhookID  `json:"id"`
+	Delivery DeliveryID `json:"delivery"`
+}
+
+type GetWebhookDeliveryResponseObject interface {
+	VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type GetWebhookDelivery200JSONResponse WebhookDelivery
+
+func (response GetWebhookDelivery200JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDelivery401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetWebhookDelivery401JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDelivery403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhookDelivery403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhookDelivery403ResponseHeaders
+}
+
+func (response GetWebhookDelivery403JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDelivery404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhookDelivery404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhookDelivery404ResponseHeaders
+}
+
+func (response GetWebhookDelivery404JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDelivery429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhookDelivery429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhookDelivery429ResponseHeaders
+}
+
+func (response GetWebhookDelivery429JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetWebhookDelivery500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetWebhookDelivery500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetWebhookDelivery500ResponseHeaders
+}
+
+func (response GetWebhookDelivery500JSONResponse) VisitGetWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDeliveryRequestObject struct {
+	Id       WebhookID  `json:"id"`
+	Delivery DeliveryID `json:"delivery"`
+}
+
+type RetryWebhookDeliveryResponseObject interface {
+	VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error
+}
+
+type RetryWebhookDelivery202JSONResponse WebhookDelivery
+
+func (response RetryWebhookDelivery202JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response RetryWebhookDelivery401JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RetryWebhookDelivery403JSONResponse struct {
+	Body    ErrorResponse
+	Headers RetryWebhookDelivery403ResponseHeaders
+}
+
+func (response RetryWebhookDelivery403JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RetryWebhookDelivery404JSONResponse struct {
+	Body    ErrorResponse
+	Headers RetryWebhookDelivery404ResponseHeaders
+}
+
+func (response RetryWebhookDelivery404JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RetryWebhookDelivery409JSONResponse struct {
+	Body    ErrorResponse
+	Headers RetryWebhookDelivery409ResponseHeaders
+}
+
+func (response RetryWebhookDelivery409JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RetryWebhookDelivery429JSONResponse struct {
+	Body    ErrorResponse
+	Headers RetryWebhookDelivery429ResponseHeaders
+}
+
+func (response RetryWebhookDelivery429JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryWebhookDelivery500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RetryWebhookDelivery500JSONResponse struct {
+	Body    ErrorResponse
+	Headers RetryWebhookDelivery500ResponseHeaders
+}
+
+func (response RetryWebhookDelivery500JSONResponse) VisitRetryWebhookDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecretRequestObject struct {
+	Id     WebhookID `json:"id"`
+	Params RotateWebhookSecretParams
+	Body   *RotateWebhookSecretJSONRequestBody
+}
+
+type RotateWebhookSecretResponseObject interface {
+	VisitRotateWebhookSecretResponse(w http.ResponseWriter) error
+}
+
+type RotateWebhookSecret200ResponseHeaders struct {
+	CacheControl *string
+	ETag         *string
+}
+
+type RotateWebhookSecret200JSONResponse struct {
+	Body    WebhookWithSecret
+	Headers RotateWebhookSecret200ResponseHeaders
+}
+
+func (response RotateWebhookSecret200JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response RotateWebhookSecret400JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret401JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret401ResponseHeaders
+}
+
+func (response RotateWebhookSecret401JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret403JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret403ResponseHeaders
+}
+
+func (response RotateWebhookSecret403JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret404JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret404ResponseHeaders
+}
+
+func (response RotateWebhookSecret404JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret412JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret412ResponseHeaders
+}
+
+func (response RotateWebhookSecret412JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret413JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret413ResponseHeaders
+}
+
+func (response RotateWebhookSecret413JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret415JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret415ResponseHeaders
+}
+
+func (response RotateWebhookSecret415JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret422JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret422ResponseHeaders
+}
+
+func (response RotateWebhookSecret422JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret429JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret429ResponseHeaders
+}
+
+func (response RotateWebhookSecret429JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RotateWebhookSecret500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type RotateWebhookSecret500JSONResponse struct {
+	Body    ErrorResponse
+	Headers RotateWebhookSecret500ResponseHeaders
+}
+
+func (response RotateWebhookSecret500JSONResponse) VisitRotateWebhookSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhookRequestObject struct {
+	Id WebhookID `json:"id"`
+}
+
+type TestWebhookResponseObject interface {
+	VisitTestWebhookResponse(w http.ResponseWriter) error
+}
+
+type TestWebhook202JSONResponse WebhookDelivery
+
+func (response TestWebhook202JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response TestWebhook401JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type TestWebhook403JSONResponse struct {
+	Body    ErrorResponse
+	Headers TestWebhook403ResponseHeaders
+}
+
+func (response TestWebhook403JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type TestWebhook404JSONResponse struct {
+	Body    ErrorResponse
+	Headers TestWebhook404ResponseHeaders
+}
+
+func (response TestWebhook404JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type TestWebhook409JSONResponse struct {
+	Body    ErrorResponse
+	Headers TestWebhook409ResponseHeaders
+}
+
+func (response TestWebhook409JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type TestWebhook429JSONResponse struct {
+	Body    ErrorResponse
+	Headers TestWebhook429ResponseHeaders
+}
+
+func (response TestWebhook429JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type TestWebhook500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type TestWebhook500JSONResponse struct {
+	Body    ErrorResponse
+	Headers TestWebhook500ResponseHeaders
+}
+
+func (response TestWebhook500JSONResponse) VisitTestWebhookResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
@@ -9739,15 +15400,45 @@ type StrictServerInterface interface {
 	// ReplaceAction Replace an action's definition.
 	// (PUT /v1/connectors/{name}/actions/{action})
 	ReplaceAction(ctx context.Context, request ReplaceActionRequestObject) (ReplaceActionResponseObject, error)
+	// ConnectOAuthConnection Start connecting an account; answers 302 to the provider's authorization URL.
+	// (GET /v1/connectors/{name}/connect)
+	ConnectOAuthConnection(ctx context.Context, request ConnectOAuthConnectionRequestObject) (ConnectOAuthConnectionResponseObject, error)
+	// ListConnections List a connector's connections in name order (never their credentials).
+	// (GET /v1/connectors/{name}/connections)
+	ListConnections(ctx context.Context, request ListConnectionsRequestObject) (ListConnectionsResponseObject, error)
+	// CreateConnection Create a connection with static credentials (write-only).
+	// (POST /v1/connectors/{name}/connections)
+	CreateConnection(ctx context.Context, request CreateConnectionRequestObject) (CreateConnectionResponseObject, error)
+	// DeleteConnection Delete a connection and its credentials.
+	// (DELETE /v1/connectors/{name}/connections/{connection})
+	DeleteConnection(ctx context.Context, request DeleteConnectionRequestObject) (DeleteConnectionResponseObject, error)
+	// GetConnection Get one connection (never its credentials).
+	// (GET /v1/connectors/{name}/connections/{connection})
+	GetConnection(ctx context.Context, request GetConnectionRequestObject) (GetConnectionResponseObject, error)
+	// ReplaceConnection Replace a connection's credentials (rotate a key).
+	// (PUT /v1/connectors/{name}/connections/{connection})
+	ReplaceConnection(ctx context.Context, request ReplaceConnectionRequestObject) (ReplaceConnectionResponseObject, error)
+	// ListInvocations The connector's most recent invocations, newest first.
+	// (GET /v1/connectors/{name}/invocations)
+	ListInvocations(ctx context.Context, request ListInvocationsRequestObject) (ListInvocationsResponseObject, error)
 	// CreateEmbedding Embed a text as a vector.
 	// (POST /v1/embeddings)
 	CreateEmbedding(ctx context.Context, request CreateEmbeddingRequestObject) (CreateEmbeddingResponseObject, error)
+	// ListEvents List retained events, newest first by default.
+	// (GET /v1/events)
+	ListEvents(ctx context.Context, request ListEventsRequestObject) (ListEventsResponseObject, error)
+	// GetEvent Get one retained event.
+	// (GET /v1/events/{id})
+	GetEvent(ctx context.Context, request GetEventRequestObject) (GetEventResponseObject, error)
 	// CallFunction Let the model choose a function and its arguments.
 	// (POST /v1/function-calling)
 	CallFunction(ctx context.Context, request CallFunctionRequestObject) (CallFunctionResponseObject, error)
 	// Generate Generate text from a prompt.
 	// (POST /v1/generate)
 	Generate(ctx context.Context, request GenerateRequestObject) (GenerateResponseObject, error)
+	// RunAction Run an action; the HTTP form of integrations.<connector>.run(action, params).
+	// (POST /v1/integrations/{connector}/run)
+	RunAction(ctx context.Context, request RunActionRequestObject) (RunActionResponseObject, error)
 	// ListModels List the models of the catalog.
 	// (GET /v1/models)
 	ListModels(ctx context.Context, request ListModelsRequestObject) (ListModelsResponseObject, error)
@@ -9769,6 +15460,9 @@ type StrictServerInterface interface {
 	// GetOAuthClient Get one OAuth client (without its secret).
 	// (GET /v1/oauth-clients/{id})
 	GetOAuthClient(ctx context.Context, request GetOAuthClientRequestObject) (GetOAuthClientResponseObject, error)
+	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
+	// (GET /v1/oauth/callback)
+	CompleteOAuthConnection(ctx context.Context, request CompleteOAuthConnectionRequestObject) (CompleteOAuthConnectionResponseObject, error)
 	// ListSigningKeys List the published token signing keys, the active one first.
 	// (GET /v1/oauth/signing-keys)
 	ListSigningKeys(ctx context.Context, request ListSigningKeysRequestObject) (ListSigningKeysResponseObject, error)
@@ -9781,6 +15475,36 @@ type StrictServerInterface interface {
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
+	// ListWebhooks List webhooks (never their secrets), oldest first.
+	// (GET /v1/webhooks)
+	ListWebhooks(ctx context.Context, request ListWebhooksRequestObject) (ListWebhooksResponseObject, error)
+	// CreateWebhook Create a webhook; its signing secret is returned only in this response.
+	// (POST /v1/webhooks)
+	CreateWebhook(ctx context.Context, request CreateWebhookRequestObject) (CreateWebhookResponseObject, error)
+	// DeleteWebhook Delete a webhook, its secret, its delivery log and its pending deliveries.
+	// (DELETE /v1/webhooks/{id})
+	DeleteWebhook(ctx context.Context, request DeleteWebhookRequestObject) (DeleteWebhookResponseObject, error)
+	// GetWebhook Get one webhook (without its secret).
+	// (GET /v1/webhooks/{id})
+	GetWebhook(ctx context.Context, request GetWebhookRequestObject) (GetWebhookResponseObject, error)
+	// ReplaceWebhook Replace a webhook's configuration.
+	// (PUT /v1/webhooks/{id})
+	ReplaceWebhook(ctx context.Context, request ReplaceWebhookRequestObject) (ReplaceWebhookResponseObject, error)
+	// ListWebhookDeliveries The webhook's delivery log, newest first.
+	// (GET /v1/webhooks/{id}/deliveries)
+	ListWebhookDeliveries(ctx context.Context, request ListWebhookDeliveriesRequestObject) (ListWebhookDeliveriesResponseObject, error)
+	// GetWebhookDelivery Get one delivery of a webhook.
+	// (GET /v1/webhooks/{id}/deliveries/{delivery})
+	GetWebhookDelivery(ctx context.Context, request GetWebhookDeliveryRequestObject) (GetWebhookDeliveryResponseObject, error)
+	// RetryWebhookDelivery Deliver again, now, with a fresh retry schedule.
+	// (POST /v1/webhooks/{id}/deliveries/{delivery}/retry)
+	RetryWebhookDelivery(ctx context.Context, request RetryWebhookDeliveryRequestObject) (RetryWebhookDeliveryResponseObject, error)
+	// RotateWebhookSecret Rotate a webhook's signing secret; the new secret is returned only in this response.
+	// (POST /v1/webhooks/{id}/rotate-secret)
+	RotateWebhookSecret(ctx context.Context, request RotateWebhookSecretRequestObject) (RotateWebhookSecretResponseObject, error)
+	// TestWebhook Send a webhook.test event to this webhook only.
+	// (POST /v1/webhooks/{id}/test)
+	TestWebhook(ctx context.Context, request TestWebhookRequestObject) (TestWebhookResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -10637,6 +16361,235 @@ func (sh *strictHandler) ReplaceAction(ctx echo.Context, name ConnectorName, act
 	return nil
 }
 
+// ConnectOAuthConnection operation middleware
+func (sh *strictHandler) ConnectOAuthConnection(ctx echo.Context, name string, params ConnectOAuthConnectionParams) error {
+	var request ConnectOAuthConnectionRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ConnectOAuthConnection(ctx.Request().Context(), request.(ConnectOAuthConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ConnectOAuthConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ConnectOAuthConnectionResponseObject); ok {
+		return validResponse.VisitConnectOAuthConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListConnections operation middleware
+func (sh *strictHandler) ListConnections(ctx echo.Context, name ConnectorName, params ListConnectionsParams) error {
+	var request ListConnectionsRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListConnections(ctx.Request().Context(), request.(ListConnectionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListConnections")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListConnectionsResponseObject); ok {
+		return validResponse.VisitListConnectionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateConnection operation middleware
+func (sh *strictHandler) CreateConnection(ctx echo.Context, name ConnectorName) error {
+	var request CreateConnectionRequestObject
+
+	request.Name = name
+
+	var body CreateConnectionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateConnection(ctx.Request().Context(), request.(CreateConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateConnectionResponseObject); ok {
+		return validResponse.VisitCreateConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteConnection operation middleware
+func (sh *strictHandler) DeleteConnection(ctx echo.Context, name ConnectorName, connection ConnectionName, params DeleteConnectionParams) error {
+	var request DeleteConnectionRequestObject
+
+	request.Name = name
+	request.Connection = connection
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteConnection(ctx.Request().Context(), request.(DeleteConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteConnectionResponseObject); ok {
+		return validResponse.VisitDeleteConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetConnection operation middleware
+func (sh *strictHandler) GetConnection(ctx echo.Context, name ConnectorName, connection ConnectionName) error {
+	var request GetConnectionRequestObject
+
+	request.Name = name
+	request.Connection = connection
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetConnection(ctx.Request().Context(), request.(GetConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetConnectionResponseObject); ok {
+		return validResponse.VisitGetConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceConnection operation middleware
+func (sh *strictHandler) ReplaceConnection(ctx echo.Context, name ConnectorName, connection ConnectionName, params ReplaceConnectionParams) error {
+	var request ReplaceConnectionRequestObject
+
+	request.Name = name
+	request.Connection = connection
+	request.Params = params
+
+	var body ReplaceConnectionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceConnection(ctx.Request().Context(), request.(ReplaceConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceConnectionResponseObject); ok {
+		return validResponse.VisitReplaceConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListInvocations operation middleware
+func (sh *strictHandler) ListInvocations(ctx echo.Context, name ConnectorName, params ListInvocationsParams) error {
+	var request ListInvocationsRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListInvocations(ctx.Request().Context(), request.(ListInvocationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListInvocations")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListInvocationsResponseObject); ok {
+		return validResponse.VisitListInvocationsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CreateEmbedding operation middleware
 func (sh *strictHandler) CreateEmbedding(ctx echo.Context) error {
 	var request CreateEmbeddingRequestObject
@@ -10677,6 +16630,56 @@ func (sh *strictHandler) CreateEmbedding(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(CreateEmbeddingResponseObject); ok {
 		return validResponse.VisitCreateEmbeddingResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListEvents operation middleware
+func (sh *strictHandler) ListEvents(ctx echo.Context, params ListEventsParams) error {
+	var request ListEventsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListEvents(ctx.Request().Context(), request.(ListEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListEvents")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListEventsResponseObject); ok {
+		return validResponse.VisitListEventsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetEvent operation middleware
+func (sh *strictHandler) GetEvent(ctx echo.Context, id string) error {
+	var request GetEventRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetEvent(ctx.Request().Context(), request.(GetEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetEvent")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetEventResponseObject); ok {
+		return validResponse.VisitGetEventResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -10769,6 +16772,54 @@ func (sh *strictHandler) Generate(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(GenerateResponseObject); ok {
 		return validResponse.VisitGenerateResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RunAction operation middleware
+func (sh *strictHandler) RunAction(ctx echo.Context, connector string) error {
+	var request RunActionRequestObject
+
+	request.Connector = connector
+
+	var body RunActionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RunAction(ctx.Request().Context(), request.(RunActionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RunAction")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RunActionResponseObject); ok {
+		return validResponse.VisitRunActionResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -10972,6 +17023,31 @@ func (sh *strictHandler) GetOAuthClient(ctx echo.Context, id string) error {
 	return nil
 }
 
+// CompleteOAuthConnection operation middleware
+func (sh *strictHandler) CompleteOAuthConnection(ctx echo.Context, params CompleteOAuthConnectionParams) error {
+	var request CompleteOAuthConnectionRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CompleteOAuthConnection(ctx.Request().Context(), request.(CompleteOAuthConnectionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CompleteOAuthConnection")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CompleteOAuthConnectionResponseObject); ok {
+		return validResponse.VisitCompleteOAuthConnectionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListSigningKeys operation middleware
 func (sh *strictHandler) ListSigningKeys(ctx echo.Context) error {
 	var request ListSigningKeysRequestObject
@@ -11078,323 +17154,849 @@ func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error
 	return nil
 }
 
+// ListWebhooks operation middleware
+func (sh *strictHandler) ListWebhooks(ctx echo.Context, params ListWebhooksParams) error {
+	var request ListWebhooksRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhooks(ctx.Request().Context(), request.(ListWebhooksRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhooks")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhooksResponseObject); ok {
+		return validResponse.VisitListWebhooksResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateWebhook operation middleware
+func (sh *strictHandler) CreateWebhook(ctx echo.Context) error {
+	var request CreateWebhookRequestObject
+
+	var body CreateWebhookJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateWebhook(ctx.Request().Context(), request.(CreateWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateWebhookResponseObject); ok {
+		return validResponse.VisitCreateWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteWebhook operation middleware
+func (sh *strictHandler) DeleteWebhook(ctx echo.Context, id WebhookID, params DeleteWebhookParams) error {
+	var request DeleteWebhookRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteWebhook(ctx.Request().Context(), request.(DeleteWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteWebhookResponseObject); ok {
+		return validResponse.VisitDeleteWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetWebhook operation middleware
+func (sh *strictHandler) GetWebhook(ctx echo.Context, id WebhookID) error {
+	var request GetWebhookRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhook(ctx.Request().Context(), request.(GetWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetWebhookResponseObject); ok {
+		return validResponse.VisitGetWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceWebhook operation middleware
+func (sh *strictHandler) ReplaceWebhook(ctx echo.Context, id WebhookID, params ReplaceWebhookParams) error {
+	var request ReplaceWebhookRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body ReplaceWebhookJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceWebhook(ctx.Request().Context(), request.(ReplaceWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceWebhookResponseObject); ok {
+		return validResponse.VisitReplaceWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListWebhookDeliveries operation middleware
+func (sh *strictHandler) ListWebhookDeliveries(ctx echo.Context, id WebhookID, params ListWebhookDeliveriesParams) error {
+	var request ListWebhookDeliveriesRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListWebhookDeliveries(ctx.Request().Context(), request.(ListWebhookDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListWebhookDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListWebhookDeliveriesResponseObject); ok {
+		return validResponse.VisitListWebhookDeliveriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetWebhookDelivery operation middleware
+func (sh *strictHandler) GetWebhookDelivery(ctx echo.Context, id WebhookID, delivery DeliveryID) error {
+	var request GetWebhookDeliveryRequestObject
+
+	request.Id = id
+	request.Delivery = delivery
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetWebhookDelivery(ctx.Request().Context(), request.(GetWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetWebhookDelivery")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetWebhookDeliveryResponseObject); ok {
+		return validResponse.VisitGetWebhookDeliveryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RetryWebhookDelivery operation middleware
+func (sh *strictHandler) RetryWebhookDelivery(ctx echo.Context, id WebhookID, delivery DeliveryID) error {
+	var request RetryWebhookDeliveryRequestObject
+
+	request.Id = id
+	request.Delivery = delivery
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryWebhookDelivery(ctx.Request().Context(), request.(RetryWebhookDeliveryRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryWebhookDelivery")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RetryWebhookDeliveryResponseObject); ok {
+		return validResponse.VisitRetryWebhookDeliveryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RotateWebhookSecret operation middleware
+func (sh *strictHandler) RotateWebhookSecret(ctx echo.Context, id WebhookID, params RotateWebhookSecretParams) error {
+	var request RotateWebhookSecretRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body RotateWebhookSecretJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RotateWebhookSecret(ctx.Request().Context(), request.(RotateWebhookSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RotateWebhookSecret")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RotateWebhookSecretResponseObject); ok {
+		return validResponse.VisitRotateWebhookSecretResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// TestWebhook operation middleware
+func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
+	var request TestWebhookRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.TestWebhook(ctx.Request().Context(), request.(TestWebhookRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "TestWebhook")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(TestWebhookResponseObject); ok {
+		return validResponse.VisitTestWebhookResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rdtu2tjD6Khg63x6Rvk3J8iVZjTzWDzdJ26ymTU6c7K7zldkmREISagrQIkDbWhl+nv37vMJ+sm/M",
-	"OQESlKiLHSdt105/NBYJ4jIxMW+Yl4+dVM8XWgllTWf0sTMTPBMF/vniHZ/Cv5kwaSEXVmrVGXXezQQr",
-	"hNFlkQp2JQojtYrYRBfs5aT/E7fpbNCJOiadiTmHr+1yITqjjrGFVNPO7W3U+Xv/rfhHKYztv8w29Y/v",
-	"HxkmM9a1M8FSnueieGQidj0TiknLjFCWcXYt8rw/0cVcZEwr0ds++G3UWfCCz4V1azxLYdif+Vy0z4Tj",
-	"+0eGKT4X7FramVQMJ6SVEqnVBQwoofmC21kn6ijsq0MfdqIOrEUWIuuMbFGK7ZB55jvdPKFqXDenDcPj",
-	"P3ccvCyMLtpHTZS4sdQgYXqCEFgU4krq0rAFn9bT+EcpimU9j5Q63T7yywnizfrQZ4tFvmRa5UsmaVCP",
-	"eY8MA/Rkxso8Z3P4XBjWFbkR7OTwqFfNh/C5npBH0h1TeiXn0q5P6A2fCmbkPwXrHvYPh8OIZWLCy9yy",
-	"o2FvEwxy7Cscz33UGR0No86c38h5Oe+MoL/OXCr3K/LTksqKqSgIfQthFloZQSe0KHTxVhjsC06yskLh",
-	"n3yxyGXKYdoHvxmY+8dg/P9ViEln1Pl/Duqzf0BvzYHvE0ehMVc2RTEBbU5Zgv8OUp2JhBm+NOx6Jun8",
-	"B2Rk9bi3De6aHzTa4tivF0KdvfwcC232vHO5TCpGnzwyzMz4QrCuViw50AuhuDy4OkxYoUsrTO8BAXDr",
-	"0Yao1ZuXP4plyzlR7OzNS3YplowbPCfw08z0tWHSDhgcYSPSQlgmDVPiShT4VjE+saJgaSEQgjDxRaEX",
-	"orCSMAzfiOwMYQ1kltvOqJNxK/pWIolZOTtRR9wsZCHMWcvxORsj1UYSDrOECdNs3Ecwgf1GkRtYx6VY",
-	"OrahNPAHWjZuibjh80UO3VyK5cXw8OkRPxwfpcfZiXg8eTL8y+E3R0+P+cn4cfok+0vroMqR5bUXi0JM",
-	"5E37jCayMJalM17wFNiOp580s4hZzQqR6qmSRjCOMOkmZnyRMK4ydsLmuhAr8zfji78vj//RNkWT6gVt",
-	"nbRibnYdgnNoDt+5jnhR8CX8dpy9ZQ/zazjph6cwU8N4IZicz0vLx7lobJ9U9slJp4WKhWzpV9jIyLMr",
-	"N/kKnlGAf/WUPlR96vFvIrUwXToZz7A1koUskzBhnr8J8HnCcyPWDjhT4tqfn/UTsAWdfwnx2Fi9MOxa",
-	"F5dSTVn37XfP2PHx8dOIOYFhUtqyEL1Th/B4Bjieh/2RXrWKBWdsVs65QnEgYmIwHeCAAWVkpYFJuak2",
-	"cWks81yqad+I4kqmMOyc37wSampnndHh0TfIkqrfD4hxc37zkj44fIKD+F8ryBh1SiX/UQr3GgSZVRxq",
-	"os8u/EDKwfP89aQz+nX7ZB3BvY0+rmDFZRsZDsgsnuDBYJD0IkdpSYoBXJCGeS4+YOdCZSDOcsOSs9LO",
-	"dCH/iXs2Yt8KXoiCxeVweJxeiiX+IZLBOmasgAMmtw6ED+uI/1tpbN8dMURiEHCZtMYtY1CD7pU0eAKa",
-	"YMi45XvvfAXMNWJTS5dtIpcxCJ3UiZ+gagAmw0coe566c8Q0nbScG1sJpdshhfNvxRcS39s4LUn2rYx2",
-	"jXiMdbYBT+ANs2K+yLmtV4BUQWklEPKVrL+/KlCf62vB7Qwl37UTew+m3hh9G1sX84VdDtq6CCSidur8",
-	"ccewnR+whwpqho2XpJd1uRuY0Q7WcOwFU6l3dy7sTGc78RU3+idqG1DfGsYTXYiUG9u23KaeuWnFu8d/",
-	"4/tZh0f16v6QQK2xDfKACLq0P5ndUhxwDtDNK10IOQ8Jc6vMP+rYgitDSLcTmegktAC3XGQ1Bm9gyu6c",
-	"XnNDFMHTOV2wQixynopsf867URw6BKpDXQOrTwsxFwqGGS+Z4OnMj3WKc0KdVRqWxB0i665fIu1xJ7mP",
-	"BFWTiUqQcggeeatAgIz1QWxKVzVId0haCNaXalHauwpaFe3MxEQq/CwCOuqJN00HxV4HtX0p6hn72/nr",
-	"n5tEdcS4WtLzK56Xgl3PtBGM9pTlgl8Jw+Z8GStQJ7lUDIec6RygM2BnvqmdcdSbxA1PLdojRNg0Vt0k",
-	"7nz8iDA2A9T2b2/jTtJjyOkJ1QAf0Grid+KR8dOSdhYrYLo4VwD4qT9c3NYfsBk3TGn6KmJc+SM+F/Mx",
-	"TAOmA/OVONtcTCzTpUWSgJyWiRyRk41FqufCMFXmeW/AXgOfiBWt1rCpsIS5wRrXloGTeGSYBSbchYnH",
-	"Chiz0qrvOoqY0nYGE4IXnM2lQSkUP+0N2FsxKQ1a7dj3L97Brsfqhxdnzx2SwA5YNtfGsiePHx8/YeMl",
-	"kHxOYBrEKuR2H52RZbS2D53ImWOCV/+4ve3c7mJqvwDwAzqSaaJogXR8Mnz65IsxOuo1EPJjlXyMO3/v",
-	"vwfciTsjFiBhCc8ACW+TAfuZw2bPSwM7D+CXmestVtCdiVgmjZUqtawQU15kuTCopqbcIKZlsJWI9wCQ",
-	"H969e8PSXAplYzXnik+FYd0ftLERe0aWmT6BKGLvkNqLov9CpRqwE5sAucLDPxgMeoNY/QeghGHc7TfA",
-	"lbY7wtMBWPzsbcRefQfE++f3r2rUOD4iTJjzmxDCx0cPzvVXCU6ur0XRBwixXFgrigiAo1i5AI3+yfF6",
-	"A4TzFA66LmJVKkCSVBfCwFkgcl5TwdNaqx7BU3cA4XDP+ZKNRaz8CacdQooxlVdC0VaLf5Q8x/16//aV",
-	"lxCbpyaUXxYcpghL+89fef+fH+B/w/7Tiw8fh9GT49v/9YcRcYAwo6gjDeMOsoAWNTzDjYgV7MQa+IPW",
-	"hnWT//z1rP9/eP+fFx/cH+HKk14UK6MdG7Co4pNG4g4bcXKYk9PQkKlxhnSHjHIqw0exCk5xQN9OWpH4",
-	"yckWgW1FHXCUorLNczh8v2mpRAboaFfUhWTMjXhf5MmIGcsLa2KFql9ykEQMTRdPv3mCvYSGK1jGQhQp",
-	"HHBhUr4QBtVaoPSxwuVGbFLwKXIZXbBMW2YE/jSsm4k054VwcKmRx3HARKoRvUt6A/YCOFBSEbRVGN/e",
-	"Jm3cFXlLrGhyCPMFLyxABZk2rMfN55TxgLVKi1tSUclYuclmpBInXt4aMVuUIqn3rqZVq4frwJ+ug2oV",
-	"qbRLZEk7TCpbhO93ci4Y8ja/qpTnOZOKzWWeSyNSrTJz2i6YdyscMAP37B0NFbHj4XA47IV2qdOKIAef",
-	"zfmN+wQ2lLo9PMJvB53t1xe7Zf+/8St+jr9ZUSoge06EJmvJCFf17evn/x+snbNJqYg349E0QphYJaDS",
-	"J3RpuOAFCBj15yhgVXqLfw6IBG8iJnIjYgUyTQ+RPfFNEtZNPhrLbWkixzvNbdJzoqotC4XWgFgVeEfh",
-	"rHAJvWIfgZGPGMxskJZFIZQdwKOL9PY0GbBner6QuciYVCSFgUynM0EzNfwK0I4zs1SW3/jLCCAwJ0dH",
-	"gLYk8xmWSyViBVNKdV7OVasAtYqlO6cYMVPO57xYrrwFPEN6PwB43Z7utLU0dZLNqsVDWJrIevMnsjT9",
-	"VMkm63YelLcIep6+69JONey7uyln3XKxEAUKbHRXoOAQ/tr5/sW7TtR58/oc/3mP/z979+yHTtR5/uLV",
-	"i3cvOlEHhO5O1Hn95t3L1z+fB5N0S4k6N33or3/FC6SS0HE4bRokfOIGbDx6v/bETSR8Vk0qfOgmGD6q",
-	"JltBsBYi7mr+r0h9zQ+AvHhtdV0Hra5v23aLlDrqQC9oEkHPXpkEgdqUaCjJTmu2XSuHsAdIX6RiCYA/",
-	"qShXgSRLK9FQojy2BZx10GK6262/EO60ekPkINRmtEYTEXXeNnevV+DVuDu5TdP/cLh+SGWrOgbLrng8",
-	"m4I6xn6pudWILOzXVTuSgZzABRJ3wzpgWAmUf0UOULpqAO8NDuNucJyE460CQBy+f/EuYoSyuFxAVOIi",
-	"JAGSZk7MinRkp7LDVAYgQNpZ4jfOVLOu52C1k3VRjc9AggxRyTV3ogt3rhJj4XrunbKEBCrGswyY46oY",
-	"9VdnhUKxiYRXLy6Giz1lCcExYUaoDJYWKpAZy+WlaGLBKUtgkTRyDQrXOTJiggXtC+kwKNGtWgVYaBSo",
-	"VR3rjOjArx203LGqLCOO1zlS6Exh3jmjcgxBi9JdiF5FaV6qN9Tn2vP/1w2y9uIHP+ram29xGg2u0XIG",
-	"4PQ7ZygnrCIRWSImexUfRFRndNmELQPm7nEXhUCOJlUlD4WG27HWueABK20jC5XdyhEGmsiMXwnWddKf",
-	"d5367///6D8fH/cGDCAX6gCgGBDoI6ZKwJWI+W91wdw8QtZWbRQ1R+cbkjSjatpRdYfoGO699vncN115",
-	"/rMfeG0z/TxWXnxbTWvlxZmb5crj127Sq8IELqFNmHg24xbEyVx4cr/izlG9e6cvhQptUYGYfo/7IXLH",
-	"qMXKdMbtxePJMH0iDrMjfjw+SR9nT8RfJt8Mnx62dTAXxvCp2CXZ/eSawRc6E3k7QuIrYrVcmWsBXLHL",
-	"2YTn+Zinl6EKgOIT+Q6yCQcxvNd647Ao9Hxht0HNasvzukFzVuHn7N/Z6j4M9vST8FDyq1+ZV7S+wc15",
-	"hXu7CX+cA9I68kwQWipdvhGK53bZxA5djnPnPUAa4FGgDfZre5w7rSQFbALXT6C1WIKW1WwqlCjontRp",
-	"NNbv8iPDkqqjZLcK6iC4v79CiHGV2HI0PPlmm8/CZvT8CVFTZszx4kWhryRwUuS+B2u2JBIe4DjRepuX",
-	"vFzZWaEXMj1Ic15mon/cf9yfcXlZ9lHIab+ZRJKfigfaRmMLwecNuXjD9Q+cRLKncLw4OBBXQtk+dcC6",
-	"RpAMkeT5PGGWT3sbGJGYLwAdykLcYe7DlqlbvXizo4vDrV2sqbgOufz2t56xzbf6Z7Wlpc2/gHXJdwiU",
-	"fbK/h+5tzcPKS7ITbkPtaiZn0Pg26jirYOsNxe/jNJBJs8j5st0fer8u1q/tt7hG7HOxXO/Rv/7dsrtP",
-	"9ogREV7d7+a4iW5309J/0NdrRmw4GjAdoaxMUaUDwdiQu2taiAxe8NzEys7E3Ij8ShjWdY5+EbGXCNQ8",
-	"FPzIus2NudZFFrHXMEnHgnqxGotcqynworS6vjIRSg08TXWp6M4UtMkaPWY6z8hCzriKFXV5NBg2D29E",
-	"XtOwddeFtKIPHwxiFas+S5RWIhlVN6mSLssH+I4v5I9imYwqF8RAWXX6WbRqbAcMTbW+lCJWjCWw8IR1",
-	"E6mSXuScgUO7RUKOmAnrkkET2SxLejSBMTqoJaPtnmsIQ++7Rt9xI9O2z+C5+wow7slJ1+/OyO9Mr9GT",
-	"hv0/AhCQrKDHluOdB1ntpwVXFtbHw4Eu0GE9Yhw1IIADtn7z47MX7Pzo8RPEBGPx1OmCJbRbFwFGJT02",
-	"KfScJTjs+yJPIugGv8OwlB3OfDxNhTFsBTKx+k4KxJgJ47DjoLWBVmVnXLEE/kxQT/I6cvfk6KgXMX83",
-	"xWNVO1Z4L2/Q8YyeC8Kf+lYA77NRXc406cnr/KOavuMJzSNJsI8YApmtQ5jwsvGcCZUttFSWdfnY6Ly0",
-	"gs2sXXRNj71/+6oXXISS7ZVb6j6q1gzP1zdk5WKexLN1FobftQUd0Vpoxu5wyqyezWr3j59s7P0cz/Re",
-	"IzgfS/ZLdepHzAhONwHO1IWXCbiVsSJTPew7SEpJON65sMkq9NahdBqr6mSjeWBtz1h3UY5zmbqPTX0y",
-	"egP2WsEckOOQ+8lcWsf0yOWMLHOXQixIdjFWw2TcOv0V5zbrY9RBEvha5Uvn6duE67mwm80ivAlYJJY0",
-	"gy7SYDwQlW2ENqS31RByyuRUYQ90FeOctQvBs3qKbSIqIu12JMAmK1tG70Mjx/oWdTxEwp3d065RceDv",
-	"YfAGhXpGXTdbPMOBnoXjbDDPEi8aBeZXz5BWlkgNwyVWhjhvmSP+dNclwWoC+9rKc2+QW3n8zA210c/D",
-	"r2svlspSXhTLwNOedXnD3yZoiiIHETltnD8Z3pOvhHr8vX/25mX/R7HchwRtCkOpViFuXODkWEx0vVH+",
-	"vtKxd9ZVKOfYQufB/X9vLzJYhwO04z69p6gXNDScVrcEtbePWfCU7JCVjr468I4r9FpXD3yBKuXc8+3t",
-	"RxRb7c+z9mNC3ozq0R8kPJCrcYtA1EZBgWRumXYiN6P7HIefqevGM+eEv/L0Wz9o86mbQeMhSrFHd7FJ",
-	"+q/v5TMaiNOf4DX6qdrwmt5JeJAAIowODhKUE+GHwV/v375yIhn5Jyy4nZGJm1xyYmX1qXflQqKBpno7",
-	"Y3SCWbfqjC/kwFGDQarnB1dH6I9E0p3zMYoYb7jdhILRynV/2K1Tg333B1eHeyHwfl6ToGbJPR0mtyv5",
-	"QXTTnoQJo5b2Dp56QEe+WhZv2gmkYaXh41wwbtDRyYppwcnLdc3idwdvwFhV7oDs070Ba7PI3Z0BV4jB",
-	"ir1gK1l4AH+P2qT2p3D5eDEfiyyDT9YvaO4Rbxv21uKPQCjYzfFwsL82TeeZnAtlABGTXoPdVmNPcs0D",
-	"M3JgPF29tV+5AhLz8d1ugLzBfJ1lbrglcNcpqVamnNdOgBL4DMo6+16r1CCsL1bsfjcm1V5uvDbZdRFA",
-	"riLVFNrM/LlOeX4w42bWx3b9429O2kAIa27HApT8rKZhKDZ6nHN12duNxtjpNoM2htB/6+IyVu8bsxaa",
-	"+xNPZ1KJPuhRSBUvpcpGTCqUlS8qn6aT4bAXsVKFRr4MHh8CC5zoYiyzTCh4ctyLmJgWwpiLTChJzeCh",
-	"0vZiokuFD07gO/KkuoAX3p+lezJ83IsAkSa5THHkp70ImHHl5XZBl4Ose3J4BL1YrS9yXkwFPDnGaZpy",
-	"sdCFFdnFXGSSwwvoFRfFm30cUR8Nd8jmW1ZwKy7Q0ZOewYQAiQvQ3ruPATSxKhd0eXJBXoHdx8MjgtgV",
-	"lzmCtvsYwVA1tN558/HwpEccoIXDWy7zLU7dpPY2N/VHqbK+WYhUTmTKXBdesVgUepyLuUlY99ePEyny",
-	"DKCLz24/9IC2rkFpQ+BedUvcIndc421AodXU88BC+HhrXoW0tizYYRxZhrafBqeC1xex9bcbz0aVXmLt",
-	"fOC27ZWRA8/X6mTo87Zxv3Ousc94nq8Py4tpOfcZf/bfYnQB859GoDgS0Q38p1BII2tQdclOt/HIRJUO",
-	"XX/aQxLVxtw3gb+v7zUF7Xk3DXPXGPW6d8GszjWyAXJvHEavz/TFlSiW7JoTM0Lv7MrWChRGF/MGiBDz",
-	"m8x3Gza4gds4cDW5/4AuNxvKqnmR4xivPSArCKM3ljX1dldTtxpf1K47pxhH5gM26y6uOV3I0FGGNkCQ",
-	"NtvMPptvymTlLOwX+t84QevB8+8cDMPVB2iJ6w7BsQ6DFpFpkt7XZ2a/NVW+DK3L4cZIY7myLq5vhBsN",
-	"qsayyrq1vrAQAHUDrURlzLkupEWjmJPI1sCwWfL7Y3jdNBDoYZ1w1g5t1EJidhGrbdKnn/v+Di++5+eV",
-	"uWUlW8fRTteXP4qPTYvvTIvM/DDeJJtdQeot2CZFt4B9XSney/RSUWBkO92aKoG8bZi0vcH+yWUafNdn",
-	"mVixD5z1/8+w//Si/+HjYfTk5P6xgm0yB4oL54gn3tO8OiAjfyn6V5YQIJMIZU3XYxKr7opsYjVLPsJH",
-	"EQvGiZhQ5fw2AWERvQETRNuEgpLDHr0LfC+qY8IS1iVGSnfCQeumgO33uk02acOI753X250c8lbsG/QC",
-	"zRqudeVX1+0fATiOTikWgd6wM+9R5t0SKOrc5Y/4o7n7sefkcjZyGQnJl+6RQQ3uCS57bUGVu71f1A6H",
-	"wQf348NLIM8h2tR9l1FuurD9E92H6e3pxrd58x1weQ40YFlddn5pHCBGud1EkWplpSoFwIm8d1vJ1e/t",
-	"dtgc5Rz2joScqhXrDvtHdwHZNhfF5nA/l2kuSsOMHxaUaT6WubRLNufGwNiHu8a+k2+j27ptLMwRrL09",
-	"z1utef7wZ+3pY+7tm94c7CVekEwkRefgfXw1+eZhnAp1PzPm7+KW3gpS501CbTdk5dloOaz2Y9WiGtpn",
-	"P78M3rBCPrTb+w+C53RB2ERaivht6mj6cqe1wX3WNtLffvnxbvLPGXMeOSgI/SLG7EexpPSCf3l8+JdT",
-	"9iI7evz48CllY1yIAsP3vxke/6XNKTifNhfzInt+ftaeIuxqtSUO09b2UmatytslMaW6j9c/vmn1uTUr",
-	"/rlGTtvabciv6eCDbgzkNVgW+R5J8uyyQ3PfsE/n6/gAMN5bqYGtXjPSrGfqa8eTnzYZOl8rwTBim+QJ",
-	"ra5EYTYlb63T5LYQIxph86kudN5qaNXMLAS/NKe1nxRebZM7JUsqM0LSiNZaGivmHdztArRc32rdsWEV",
-	"SDiRqFpNK7jaie4ZS7nluZ4yoWyByXFzaRxvWYEVXxD/bFO1at2KSDgoViMU5iKW6kxEoFoZrTB67UpS",
-	"SvTqRsdEobzXRf/L6rIqF1OeLoMGpnI4adoENziS1MpwfZXXYpNs3i4Zkpfd1SDdDLbzhTbeuafEew+R",
-	"douK8GzG7QGKiOEKvE5AnjqUFqMb5lIs1aXS18rdQ3CWSZPqK+S8+G2vfdmbdWFCANQlfWoRvHPMNrFn",
-	"hNEGyuXe7u6pjSNWfVdZ3xo4vPGYPMermd2HBSXmRSFT6e5TfJZoBtLW7hO0P+Y2ZLrNYHpkmlOgHfY7",
-	"umSFWOjCol7ngrBXrLKUiVkoi/uPiVirFClu7ftHbXzG4/Z7HJvt56AFsREv9jc9v3EfrJuef27YzzVq",
-	"T6giq4mclgVZmz0eev+MSmteMyaHR+7TT1G90l0yJJ6tB/BlIVZ2Vz8Wp88jGBPc0ISlJfEsYHmnGNri",
-	"Ew07b5dPcGFBL0ByD25NkkuxLs4f+/fPSb8pW7yP7ZBZsmKCSR82QTxoUFVNiW3b/9Y3fH0likJm4gsn",
-	"dfeO/58nr/u+6dwD9PqEnO4hEq6j0Z2Sqbvs6EEi9brbMJkScCCppv3f9PjumdQfCknapBZjGXf0HgUN",
-	"WYWQVj6oe19B/z4p3Ndw4g553ENytZ7MfXvkTkgniGAlmN49NfskeN9JYhuD75+1vRBT0GSAPbp9bMvd",
-	"Hqz7AVhTE4p/AkdLnPAL72Ozoa6Lk7tXnf3ffveMPfnLyVP23//1eHDUYkypfHe8irviv4YJSegJ7VDw",
-	"gOKD4Fj4AB8RtApdybDlBa6s/hxPCZwWlF4vVt2AAt9QeHOx+9qw9pzaw19qbyckBD9Kpm101pQYBTkp",
-	"cwf7Kh9fE/aHbYYs/PTCtveNOWl+ecfCMMvBllI1F20RTa/kRIA4AUfaZVXE/IkTOXVxpwPs+J3Nk7oM",
-	"1FOXB7HiCU+Hwz14pyN8GyywgAIic5EzEQXH9I1Y8MpOHriK5nMm1ZW+FO2W2kuhLtoz+TgZIKFYkBV5",
-	"qAoQ2Y4LjX1pDNcAtl/udqQJ7j1XcccjjHMUDfDlZHAyOOphQbp5X6hUZ63WHi/2bais4ENAI+/W5C7H",
-	"kMZiPj6MjWlFqgar2Np/Hf991zECqrB+M+myQLXFLTc3tSWOcFNAV8uNVxML2+K6eJ576kpDPTKrdW/2",
-	"Q9wVLAtW34pBWKVrZyqkmZbpilC9cr0ulTSzCzLthYTeWL3oRB1S5BHNdX6BuQdqM+XFROZWtFNlqTJx",
-	"0+7OlOvpotBjElDbXeZavWE3Gn43dBL6vk5Kw/P92jqTcBWdusWI2wDL3hIGbt07rXNyu9thPt9pGV7V",
-	"SRDwoQdXc4/bsGmDsWr9QLxX8sZzir0UpvasWel8kfc/34VjKzlxqw12FmYyqI3Srftb7pOwi3b0Pbl3",
-	"tamIbuwasPUlnz+ifqh9D/tGxlHV70M/jMAoX5GsCWVgAGJMNwWkCFMU+DofqTxwLha1F8adXGIu6llc",
-	"1HEuO1xS+M3+bdt88fa8JjoLMvLlOetWx51RxmPkVPUp75HHhis2oSfO04rCjiP8/22Ctm7T5hGslXCa",
-	"3CqmbZy5v7XeGGS7zkd2nO8PW404K+SvutPKxJXIYWJt91tECLdTyIsNV6hfiITuQ/c2O+mGvPHwQxsS",
-	"goyQ5yK/aK5n3cfG+zTd7zgZIbJ2tooce/RxPxzbEkt+0oYvtSfS+oJc1A2l3WjBYKnSvMzERUVLV7to",
-	"RdmmJ9IdfIkA+khUm8BYjUUvrQ6LB7eg7iY34/UVbjhNm49iPZ2q09Yr4lVDiVvgVolu4yxXVOQ7VP7c",
-	"2691bbmU6n3Dpu/lIXo3gK1F60dtHwTiZdPlez2HwuJi0cC/wx34h6Rx57WM5/4V51qbW9S56U913z38",
-	"zWg1eMuvAydyJxR8Gel/XeDfKUc/lAKwgf+1B3B64feTRN77CLX3Fmj3kFNhbRd/FDl1i3x6B9m0Sy4h",
-	"vT+IfLq3oPkp8sEnsf3aqfhT2fthK3v/KlXs8lD+rHzAbe99uUBbgP6Gk1d7bN37wDW9QrafGOFKol14",
-	"ohq4sldpFyrW7n6Th+MGs5LLr/Op+Lgz8urD1vN+t+2lWT/A7m6KsV674lq5xtmcPuM7gLnBJJCUT3Jl",
-	"xxLnb8q4/8PVhtATlktrc9EXKpNcMdy94yPUe+vdWd2Ljbk11mD5YbsQsc4n61XuFA2rDfACQ9u399ET",
-	"12cFJ2o7y27uFZGCgCVtiAfd0qI1quHCNrzG/c+d9sQKVIhjtUCwy1y1b1aAfZJpnF9Lm87GmhcZkDC8",
-	"0qRUjui8gFO6qLJghHklLsRNKkQmsiA9BH7f2xKw3Rp93K4Vtdsk/aUNElbGLSOKt2vAqIM3B1oJTCs1",
-	"gtYbi1Ks3MTSqqIwWbDUyj9diAJLk9ZPKmj5ByHMXFcL6XJu6IK5nBr0YLBHISxvfXZaGEErog3eiXRb",
-	"7lsRuSpf6Favqe126yBa9JFhSeWuk/TuadHez4FxnTKsBhkFba+VyC7Gyx0utT5UdQ8XwBbJvhpkB5gf",
-	"wqki2LQWcro30dxKmjYvozIU3sFY0kgfsiVFiC/WuznGYLNx6M7ZOzZZUO9tIqGwoz3sJKHquCXubSvb",
-	"+vycbX0iO7ld1HlTu/muOpyCxsukYu/Pn2PYEZaf1MpFmq5LxpV0ukJ9Vj6naQe9rMcvrklLurR79R0o",
-	"1Hfof+0OEcaqBm2HGqVoabEpibyFAuMZwfSPvrzfZAKCo5oSl9wUWuAH2Y7HNGj9QduM1x0K7+Zv6T8z",
-	"zbqjC1H0a+8CcjQ3rEsOymbg2LN5I4qfpCqtSKJY+Ze0Q/WrHmVIVmFq/1O8biK3MZIn6uTTTpVqy22+",
-	"Nu76ljhl0Tj8gUZYjhQDDZr5yAoNL7vkkjIu00thIzYuC/iackhy18Mjw651YWc+X6XTDYf+v53lU5sg",
-	"2RSU7uP73VEKYy57K+sBQL169ROtwdxrWm2mhPN2l5GzQNZiPNhH9D+VwoxYwrO5VAnrIqQxaT2WvshL",
-	"PA6XYulLjgMn6EUsqWvTjgrBs6T5CNOJwzNyLUlYtyhVrFw1Ofgeo767dFN+9uYlPLoW45nWl/7rZhk5",
-	"nCCZfcNxm0/wQ3LYI4eWPAcBr9nxnil9EZhnblT8UaW7NG9p5JWnv7jR8fFLPwX89erVT/7PX9xkqDVo",
-	"lOdyqqSa/iiWm32uDLWBnYADTrGXc2E5Fof9pIjTO3v1X65Km+byXl77hbBALDcWfeFMiWtRYEbvquI0",
-	"lo5seKwCUl1hPu19o4hWo0Ep/0++O9ik3qkHkECDbd91W7xRmETp5/tCl4tvl6G4dUmJy51enKEv+EyX",
-	"7X5R2Mlb9KH/xCVRT/q6TaKeFHqDaoql0BmnoqysW4AKKDKW6WvlC1fC3Hv7B4lNa4jsP28Pxtu2O7f9",
-	"TwcKd3sN+A5amhY3O5pHZd6gHjduP8B7b4/8xsBRS6D1Bs/Jmmd0KccxTJLCaS/Fsj1Jwk4PKZmt97YW",
-	"HhqIXqKQbcWaz20Qx/n+3TOW8SXDOkBlsT5A8LJ3B4KxKz7gtRI0ClWFmlQlZVAoqszT4Uyw9qaLGAj3",
-	"Za8kHnsYBVJt7HvTArBn2livQ2DyJMpMiJGYwF1I+9hTC1hNhbHHxLwguEmSonpS+1k+PjUJxl3jq6q5",
-	"3yMZhtuPVlOTEWlZSLvEnFu07VSSwFftWgujcBW1MCiGQmKcIxjFX6164SMFwNuoFZ/ymbWLzu0tmrYn",
-	"equlk+rfG5FP+jONtzJTbsU1p2RHOVfTkk/d6aaawWlprJ7DXGNVC2oDdpbnLDm4OkycDMwsvxTbqzfV",
-	"NMhFuseqy2sweChsBEIPJ0QOmWQfuZZ2FquUz0X+jJvq0EKzt989Y8fHx0+RngBRMJbPF2bAKM3ohMu8",
-	"LCpZXnEQQWIFc5m5sEsz4wssSJ40zM7JqdNmqrALJ4Sz5O99p/70X2Yg/Z6Rc7e/AMP0oC5QFyR5aara",
-	"46eVAI8+2sYNgZ+7XGjSoqgWbubZm5dBPOCoMxwcDoao2C+E4gvZGXWOB8PBMWWemyFOHgyuRZ73Mbr/",
-	"4LfrSzP4zflpTDd53Tv5LJBgAcJV2TNWaMspGxxlyxFXUpeGEquUyso8VrQckoTtTCyxM5EhrCm+IfOa",
-	"YO7jRxZ5aVguADt7g1j9CN0BxfWJW7rJpV2O2Osf36DuUlyN/Cv4zfMp/H5+fga/SiNGMGbSi5XLaJVc",
-	"yixhc27TqsIXKYCPXNGZATtjV6KgZEfoCzwXwhosSefSI7hOzEyXecYKMRE2nVEgW6ZTNLrR7lWb/jLr",
-	"jDrfC4t5UoAwuUwgAPmj4XDFrRRFKrK6H/htIkFgjyQq50QT1vcTNtBQhBKtFEd/xtOZ6D+jIhEtyStI",
-	"ZYnYnN/0+VT89Xg4TCqyxNvMKbchWeyMfv0QdUw5n/NiuZaBxhCAASsaR96wbiN/z7mwEfM5fEjI4FPU",
-	"9jQVTIAhD2aYluifAVKvwf8H1+QzboFLjtSyCWe5vBKDzjbwvJJXQgEYFoUei1NH9Qy7nslc+KxUCKei",
-	"dMmgHCCccy1BYi5sIVOz8Xi/oR0oVY4gp+IbEzkF/DAscZ8PHJlC9beqaUgEqzfCMpGg7BFfaoianrYD",
-	"SW9QcnKBxj1HEilNrJS7VMMUFCfDw4OT4fGA/URzoBpH7PVCqHciFzAzwOI5V1amfczno2BRVFnfuIJa",
-	"mAZMWjNyZSGBVV646D9/yZWVhBoX7i7nIzbybynrfcToIbA6/7fDmwvKWoU1xm6TUawYm0lj9bTgc+Ae",
-	"nlm4kCsJcL3AypcJw38qpwnTO3UzxHES6ErSrpCtzBfsj1iCVQ4pGrRUSMRERuVyqMDjVKgLLl1o5EWF",
-	"/uuLdQ0JayLmftYfUDy3e1wBBeSDiC5NMZ7ILdxfhzKYpUrRmd0LFf06w7PB5Of+xqmbNOYQLjvIZdG4",
-	"oOq1LZKC5vAK+ZNW5Z7WMXhucY4gLQDFeZ5Xug6KG1hvspugkRsYDlm5E9jRC1POE78iFChp9qbm5BeV",
-	"ZHUh1ZUmcmMusPHH6l3EdGlTPRe3LsEq293J+oZXrW6T9Xk4Q9tFJoBEgVTjJlGP3E1cAGqCqVxtsYQ/",
-	"KNcesFcq57mt1+XapFpmElwdu0grPxV8GAVk5uJSqgxn5hJ4SENJZuFMUYkp2jtffzUcB/mGu8q5kMaU",
-	"IltdMn4Em/e9BmqLwgkWvXUUONV5TmIx4LK++N8umy6GdP5vn8x2jQU5wrabBWHuzUXO5QrzWeO3UWu6",
-	"MiLhIBaeDA83Ma1qCgde2C1zS98c3/mbx7SEO3zT5IQfb6Om8vTrh9sGd3xTYGVWURq/PtbFZD3iZqEN",
-	"1XElvZANB8PBSUNS8DyROKS7aL86PEhn3B4E+cRQjddbHd+SN6/P37G2j5MBO6dYdAPYp3M8LkEgAV7Z",
-	"tMR3QDNj9QL/FSJz0msB/9ZupQk7iFXSGgZFHQAVTtxJbDg9Dho+jqiCsYlUPGfprFSXxGWpykLi/HOp",
-	"HzgA+E1vwN7qHPQdR7BhJVUkT8K6vpQvve4FC6hT3NHUYNnJgL0TNxa1S8B4CnQKir6dMjkHpRSVvzKT",
-	"OmhRV/QdDuGcvVb5kiVqxA6RClTpANqO4GvceUqJsRL0Wlk4fHWeBxEIt4Xc3TbNFC4n02eTTVtDfW+d",
-	"Z3wjz2+zzxWdIOOWj5x239blM0Apn8gZezWuSJz79Nfnr39+8aE1oVIrNauxPfAurLCdJWvTx/zRNFhC",
-	"GI55AkHjo49X5oEUbw/q1fRHq2jl4b2/PL73lyf3/fLw3mMePr7vl0dP7/nl43vvyuPh0b2/vB9sV7hZ",
-	"k5XhleYKP6M++tA/t3Kci9VA24aGRyxrnX/dl3UFXGuEgst8QUIU93653WaAaqxAr6J3vQH7iayFTqUT",
-	"LKl7TFiVFW7JSoOaa6zCxIQt+TtPg9IToBylQl6JIBMz8BatRKyArfh8rCG/3Z/97eQLX4gn/EH4wQPz",
-	"gqo7zwKIAH9xFvCV4H8l+H90gl9Fr6EeczfKX8ff3Inw158B3SfTRYPsr6QlKBexspodDU++cS2MN9pj",
-	"m4ZI3jttCfuQJlYJxnQkrOsczfDSK6E4kIR1W+M/oLOg4ir2s+AGJH+rK9OQNyITH2DS7qLuL4LypZ+P",
-	"uK8FUv0utH094GcDfQ3Tb0vlisLqIhPFV2L5lVj+MYhljaN7UEeSIzdeBhFBeCWNJTm289mPYh0B0XIE",
-	"6XqaDMs+B5hPsf17HaIvjpYPgCIEwVwauzeKHHzEf293oMr3gjCl00xi8etWN6k9c/9H7P3bVz79Hsq3",
-	"nI2Bq2Li/LoCAuhfvi9MP4vOMhzzKlBsSOU72GQ02+5rP3wZzN9oqabU5H8+TvHnPR6FsIUUVzxnXZk5",
-	"/egA9CXEP8w7+29H3yWRz0R+/vxHw4zAGre9O5wrj6q3Bx8BO/c4YW/cF3uftNaaEP74bTgiQQ77/U9J",
-	"dIfqFjvGd/FZX0/o1xO6+4SS25JipfLHc98Kiq4yysajupCrPmBrd5U4PfQ2+yT8W/WabMUyN1btQdXZ",
-	"7kckDfPl88mvzkVPbnSKwVKOW72D3lKL38U5CMceEPIdf9I1agNO0K1s8yg6Gg7rKiLG6kL4V84T5/Hw",
-	"eCMorw4P+EL2fX2vVniCpHv25uWP0GaNkLctrm5yQFn9gebuaOjyp39WCkmL2CS4vwaRjE/RYxTgccqS",
-	"OrE72VU25WnfV62+j0L9ANf5e5HPh3YBWCGZFD22QjRhK7z7sGFdSsBuZ0IWLkW06UVM5xmlTSiaqgBf",
-	"SETJD7fRBpMZGYkM4+jCVl1vTOWVUD5tc3ez326PnHTo4oHn5Oe6pAIua77Dtq7qklyKZXLqjqK0TOnr",
-	"UaywRLxSGlNUO64AItqUSxVRDYVCXOlLkQ3Ye+ed6hOfc+Vu9HURK30lin6u1ZTEFXKpdpOrKl4Cbob3",
-	"67j4k6MjVKikmsZK8HTGXGhsm52NgEdH5jOZ16hzV+dkL6Pa4WcZO9viaButlpeg7WVdqn2BrsJapVQh",
-	"eH9vXJ9zXuk+4klCQStjnS3ZTKMPfFCHYJuL7h+c9Bze55vH9yBxR/86ZJGwktWhFachecGoA1sWCiMS",
-	"NpVeWSOSK9z+4KPMbgkvc9EeCO5dEGFEOZ+LTNKsMoxm5rDqUV3KxDvIVmQWQ5anwhp2MjwkqoksE2gx",
-	"oLh32vcEmPyIQxqJ1DBW3ZPh017EjKbrgTrQ3lfepNh3rhj2JI3FQmqnVElLxIor9Lal1zg+MZMWqvcc",
-	"oRFQvQb5OWkHE9DsL3qo9lGk1r55+q9zQAjojQMiLTBcQIMg15GaMm6RPG8SHDYpEJsw4KGF0S2c54+P",
-	"Un9U9PheWDSwVvF5QJN0aQMu3tsoSe6yU1H8v8xYFwQBXwkLaFZYgqrVXIRR7ncwFjmSnc4oR2K7kHsu",
-	"VIaRHpQ0OGHdounc2ea92aPsHLWbDhDJzPEVEmarxo8Mxv4vB+wXtC/GLgtn3BkxWEJCzSmqT5pYbXHj",
-	"E7nl3pGQJFfnu5pkWnkXw1hhVTbPH5oeiaxrBPkSUQILy6et/tnw1WcSW6Hr3+kq+JMdPrHhiLmNOPDe",
-	"NB9j7Ae2dDAY3K76evqvcI8qBr+yMbqoGmJcSVJZvBrhl/v7CTU96AJnoXUMlKS5KWAC8OaPr5Lfh97+",
-	"j5el97ztvs8996dZf90xEJ6mrpan95yGPvV0vYrG3mp6q9Pb/Lmtb9U69jHA1bD5aoZ7SNxdTd70YS1S",
-	"Zz2bU5vRrm4E6icaopyLUY3sAX7vY6OrmoPM7mLi2eGAJVhyMKwWmrAuRn0d9VDeMILnIvOmryssRwiy",
-	"BZkTva58WunHBuuWxmq943PoWypjBc8G7MwZ2HK8b4D+SyMAAU+GT0+ZS7UaK3Kwgse1ec2ZEXea16oz",
-	"8blEFd//S0ze94VtbPXqNrF4Mr/VW79iRHvxjk83DeKaHWCb26jzylkrNqTP8SM8Muz921cRpr4IKPD6",
-	"rduf3O52H3X/q61uX9rZShi92a6Jzq3UcE0CCPwqNhnkyDRVxVX7kGKe5yj+usx+Ef5o1NlEYogEKXaG",
-	"MPd8LHKtpqhnaSZdbLvrGvp6FMTomh56k2LYhi24MjQeGgALUVeyD+n4jOcTRsvJBuytSHWRUfqNhL4e",
-	"uJdO38DQbHrjNY8alL7pgJ1BBy8n/Z+4TWcJGQUlVSpA2JRFAZ0BYUCyfHi02dIXEuC7yVYvJzh+m8x0",
-	"smnzsn9RveRf8zzTnjUwuroLcqcNj5a7qtwi+myyMjbZ/+eWuzcH5Hwq9739aqn8EpK3t2vW+OiuzNdI",
-	"fm+bHH4nMldhz898LpDYtWacfkvZQYk7Xc90jnmIpaJQ/q7L65WLiWW6tJRrjC76XRSJiTANDeXkA1J+",
-	"KRa2F7m7nSAhPx45qdJCUKr1xKkKCV4xxWqss+UjwxLgpwmb8yUbi2rgU/KUIQ8Aadm8NJaJf5Q8p9SF",
-	"b189MrHqBtpNeB8FXWY9YEBMz6UFybVNOcEp42rIB8BTCAyLJH5Ln4FQmTCO2dsKPXfV1Y8SxzNNrKQF",
-	"NaTeb+R1mRbE7cQNqGKokJyw7pv37+pXBK/eaay4Yp/OLN32PhS3/GMoOl+QxFbJcx+K1n6VIL5qK58m",
-	"3bgjHYo3j0xAtO+suxw4mWi7H6Fr8+f2I8RF7GPGdCD5F7Jh/s+VvtDu2TwtXgvY2wT6qaLXdhOqchNa",
-	"MaDuFiBidTI8OQ06aDV8OjejurN7mELDmga8yocH4+ETzMyZiTTnmDLOw8JdFaPdgUKRsZRJYy0AQ5mL",
-	"WHUrJS2XivyVUp2Xc9Xb4uaYfsYUEdT572KBdevaYX51xpjPZXul7vc1vHo24l7Qr38Rm+zJVzvun8iO",
-	"W1FDYOSfYNStMPoj/bHVynt2Z3Vtkw+jJ2lfzZpfzZptZk0V0P072i0DdvlZRexNjOsTGdZXc+UXNVfu",
-	"RLNPEot3q4SES59gv9xthYxV0wzJ7myFjNWKGRLNjI4B7Wv2i5W3+7GHNPs9CCv5A8jVX4o8Vda+B6FT",
-	"X7nqV4H2gUx9qtbF9jf07ZOc7G3gOF61R5dvK25sQtcbGMXo31EqAqKVpcxtX6pYJblOeX4w42bWx6b9",
-	"429OEnati0vD9GQCCv0IKCa0EFhUMjMR/sMWXBaGIjbTGS94akXBVH9a8LlhUlnNjr85CetAdV8d9ZUu",
-	"5jyXBq91XiKJzMWNTHkexXjv4wsUjDCtm2FmxjGzGo7MTKoLwdJcGxGhtWIxK7gRxtW1yeRkIpDOUvNM",
-	"AwHebIX43OnMfu9EZvX6dqUu++q//dV/+0v6byNmokHyBrPTcna1pus3fLd9Xex+yvPcFYreFp/jnLYq",
-	"p/AqI3tl7Ex8lyZZD87pckNpNV4yzEUfsTNlZ4VeyJQeMF2w78VcKsl8P8+xZ6pE4ULZw/ge3yzIc5PO",
-	"tBG1j0tS1R1PGGX8GMTqF59pIqwGonTVXVQv5BnPc7zsUGVORTZ8lFISKwpylrYKLkKDJDqzGZbORHrp",
-	"g+ONDQBFZcliVc/tP3guMyrPUZSCImKrdBjVIq+5qUGNsjsI7XXBdow4Ckq9yIb92cXnrxumTeQC6X2Z",
-	"Qd8Cy4nAOABNqQieQpXz5JShD961NJgcQBqGhaUpAKteliulbRK0oxvWCNdnZwQqwBPFaot5rKoFVw55",
-	"aJofsO/8i5rxIx7MjcivBGb+jMmMjyZhDJBl3ZOjo3arOc9z3+NnYlbfBVj0+7GscBYVdWnlXRXkcWe6",
-	"eNfiTskj45Nc974ytq+M7UsytlfCNgk8UHheI6sjhayiOxs53lQooABiZySqzz9fMzFdBHF8birdkMH5",
-	"HPHAEGJF2eFZmByeKkeG7MtPJ0OeTbGpsdoVnMr2jE0latwWnMoasanf0yzuEJf6vQfj56GavvvfiVzW",
-	"8PidY1ODjXnouNRp1fXXkNSvlP8PS/k9JSCdhgwwrv7GRhq/lmm5if2vUBKta/pFlekGyXMmTaqvBIi/",
-	"rvSHwdpNbLxkIII+A3qPeghOybUhyTuZ85t3vvzVipXINHLHn/rq2E5iDm3yhQgy4ghmpJrmvm5hlR0H",
-	"WYUuLXPV5nxxW5fr0wQRg04VitA3y7CJznN93fDlaiPxjVTUW/NJYLUrt0bUIKRZzwr8j1IUy9acp3fI",
-	"cRqO5Igk6FlVbZdNo9UtGuOBJoP2QsqykOqMGBo3WpH96koa0g0C82FYoTuowb151m/4FHbxn4J1D/uH",
-	"w+Gwd4rxTn4hWLYUPek2zR+3uDH1Ob+Rc5g99Bd1QGWmn22Fx/8Q7oZb041XaV3N1/jne4rI0gQysllL",
-	"2r6VVlZptFoJZvL9C6rU4RpT6tZ/O/puurD9E90H5Ksqixr0uTOxav/qIPxmwEKLO1Guym5T0cfu+/Pn",
-	"GFM3l3mOph6ksKdkkMHTg4WgZEjUSdQOyOqm6pdfJIX6A2XS+dyn87mwXD5U2uX/wV4HrXIMeREQGoEo",
-	"YQ2TWRSUK2vJeL7z2G7JaL75aqv9oLHd5yxW+xw0n3GAbuutETkmwrBcKgOrjJWr3G31VNiZKA7mwvJ+",
-	"nvM5P3gF/+8f978ZJz2KaxoLD5YRKNOxSgIAtHTxb0ffBZ0wZ8FCcPrjCHJcOzn4mu/9K+H5Fyc8FcZi",
-	"chE+FxuJDMbx9SkqcHs8zGuYwDPX8E8dFBOsZK8EP7Tmr9l9vkySbdwdD/S7ZtpGdN6Sw+etmEoDiMa4",
-	"D0NGFqbHxLo4lpv39fc9344Vte0HSSYoCzfjNqhyh6Mf4MfJgCWUE5uUfexlrg3lXnT9z/mSjAqnLCm4",
-	"Fa+oprxP450vmb4SRSEz8vaLFSWTfWSAhQeTYag7gtZfhN136eIN/ybHcFxFrMyM7A+CjctsKmxvQ6bw",
-	"pBEtvJYnPEhvS16HZNGwhp3/cNY/evyEIlooLNnM9DV8ihelA+YISaxgJnI+Ly0f52LErKbQY5xexAq3",
-	"X4wzJa79lqEJh3yDYQ46zzZ7qgSH/XOV3qtH+H0ShK9NYGOWcIJfkCg8WUlW9TVV+Fdb8mfLhOyPsmrQ",
-	"+NMwY/2dMoZ7Yt8myuxMGl4fB6BQTGmWazUVhWMFjm5GlfeLo6NAwSjY0DuGhLULuifDwx5ZsNeyjWu1",
-	"ObfPKpG6WzDLV3n5zshYR5aso6LbaWP1Yo8U3bXEsbGg0bbN/SxS7Xby/xVrPjVbd4gzO1N2ByLpLkMD",
-	"9ehzdusUU3ZHIaO+kFnSe9ic3SS0GjlVUk13l1c6p4auxNJnw+Z6mG3XCYtynEszE5kry4O/U7STkDTa",
-	"G3xVrMKLgxpgVEzbbTuCLyIHlNTKK1IONmpXGzHnoNB2q+MNXZwiz4TvfLkfYpbXVPACuKfS18AwGZnf",
-	"xJXUpaEyHVQ6wc/bEWTKB7go5BW3zkwmjc/nV/PjKyoCPi5BB7IgqtbwkIolB4Nrked9rGh08Nv1pcFi",
-	"dYkTAioBwM0cenCOiBErlZUYErVkM34l8O4PCx2J7JTcP6STbub6SrTqK28RdjXidz6jyhCMsuFowXY4",
-	"XPjiFR7+uPTfOSqQNrp2hLzrlySFv4pd02qn3EpWgy0Hx4ugTKhsoaVCQ/Db756xJ385eVpH8qGXri7m",
-	"3gweq24SoslN//r6uo8tyiJ3jZKe8w1Cm8YFcIq/On4TWDwS52qmKgMFMwueir4RwNkwxxiaPBLW5cyU",
-	"YyMqa7XnbLEiowhdjtPLeXg77kwRXtGvxS8XqsJ+ePfuTay+5UamrJvAdulC/pOcrRk9pgL/3Ypjjtxf",
-	"jjknkXNR5oWNVQgsoni92leqZrruBiTsKPHOGwD3KFZkqRprO6M1hK58f/vlXcO2xLqwdU+HT76JGOnX",
-	"sUrscjFi3P77b9c2iRr08UX2/Pzs4EV29Pjx4dOIXYlCTiQf58KF72yiXG5f05zLuWGJNCaJWGLKccK6",
-	"9bYwmfUiTDKdwWtxs4B/JIdZJGo8gX9+sxL+WQUI7feAnVOhXroUXt0UPFjMJ8kAIFwgENwtKlbE8SYn",
-	"FKKo3p244anNl7HKZaOCDkLXJXLVoHoVwswIrKNK26ITCgcvVrF6T31YMnJVWHn25mVEnnaGYZdIutGs",
-	"NeMLEZ6wWP33fz0eHLFu8jHu4CdxZ8Tijksoc+FMa52IudcXwfmlpoPBIO7cJr1RrJLmZwkqjs4sk/zy",
-	"yy/9swDxHVonPbTvzaUxGLFWxOq60GpaabH1SYXdcwM4eOAIQ+qBsznPAe0FxlkQvLq+34AGAONjhVhQ",
-	"6pUgxMBe68qWGGpIWrG5sDOdmV7EklKZcrFAv6qLoFOaSRQAwRONYIZUYStA0SqkeLbb2odCxq6LvWQ/",
-	"WnEKxADLUMPBDk98JYXT+a3l8Ab6d3beue1jkGyl2ndUDREqv5OzbbAtG/MkrBJHOHUMDt3hp1ohtxsb",
-	"o86bgk/b3HyDjlIYcv+kPg8HNBRZ2oB2piraRCRsxFbOPAilbScQMLpx9ELh7gvMvEn7Rp6iwXSpliiw",
-	"3w2UbQUTVklli18THfNC8Hz+17hjrqVNZ2PNiyzu7LOfZOn9glBxmzeqLefiJhUiM+6SZwDPvl1a4bzo",
-	"yKz8u07QZWvYSbAGgaD+BSZMV1MXeDi2F/Z+TSZfDDoPyFClmm68/QsJ1cngpLdFyi8Nn4qNrjvn5Zz8",
-	"drCZl09evfqJFboE2bfAlPQCC1oGByJyd/7oq/z+3TM202VRSUEmcm7UURjVQsqs5XnDxp3i3STISufP",
-	"a43Zh06ig+GjwI8ocNDVpa2eYy/D3iBWZ8EsAweoRgVNI4QrY6yVeGTc4mE2c1CtJzK3IFEvfZ1irpYU",
-	"khj2jZ1UN49AP7qcPvA1BOyMq+ol6uBhpeHhcW/A3uPIFZBlfaUfKyNSrTJKoA54vhSWXRfSWqGY1SyT",
-	"5hLrjmK2QLHJ6whH2CWUnFteOKw6Pj5+2otg+xXMKMN7OY3Tgj0+ZaUau3d7OBfDhjaIHeUm7Iw6Gbei",
-	"byV6C+30R3qhsnp2EVCmvDTySvQ2TYf95Ny7+AS2MoF5JJsmafUDTPGZns95oJIGaRSsxntqxkHzG/nq",
-	"yJbSCzp0GsXK12KUWdS09MqMInRu7IiUGWlM6b1D3SNTjp1aAyIwnpIEZN2ML9FPLYHNS1j3/btnPbod",
-	"RRx1JrFyPhcZXvoP2HPKNu47IbQSN4tcZ6IzwkjcdjBOC10uvm16wUsr5mYXOUUU/d59fRt15vzmJX13",
-	"XAGeFwXHl8Yuc8QsXcw7G7z4yXO/gm11wrtIBcypX/ucL9mCG3eMydcDz2rW24Qrl2K56iv/SqipnXVG",
-	"R4+fRHuGGeAEfeCrm1vinacOMCPSxhnMnfvg/nP4nD5NuHdvBQh7m0RsWl+hr00UhLssRCF1FlEBcVxT",
-	"decpC8DIP4E705/ylnzVRM/VtORTHwPkkLFm5J5XA4ftRQwPOe1gqzRwoAu3taFMQkLIh9t9ZobSEzGp",
-	"sshBz7V2MTo4ODz6y2A4GA4OR98Mvxmip57rfi0mptBjYaobdLMQqfMVHtTHiGq/tlAQR4YbZZIp7wKQ",
-	"jO4GK5MZU53bATsjIm5ilZjxReJCoghkR4+fsIKrTM/ZWFpzGlbqRp1x3ZcpVjNuZq62t2hW2OeLheAF",
-	"ucxEXniovKnQwSx1mY+lHcTqJ6741F+7MIXS/Zp0NGA/4uo3+UfxWFGBXwBk5I1muqBrh2XkhnSWsNo6",
-	"jfWonduUM5DVu+HrC7fQS+SER4Phio/cRBd+UwbsDOl67bXV8OU7jVXldCduaBVm9XKz1c6KNqFYmZku",
-	"bD+XVyJbN6hudMSLVXeT/N5zRXFURo4dhrVjFTBfd3NFMYBNCyVD42KNryrDXSMrbZ0bZLOZdgDLQR89",
-	"cWNFoXjOSLQInfBROKe6GwPf7CW1IhdDAMcCw8y1Zt2WxCSyYH/75cfzU/TckwUI7SqVCxwtFGvqCJd1",
-	"oaaBLaTirONKKy2rlIymBkPiPnl/Vx0TnWqJsiv0XNiZKA2bC1vI1AQfuSeddjf6vDmnszcvKVFWI0g6",
-	"nXEbBHWaqEo/ECuXPqciZw3VKEKhzWVlCfascsTuUk4cukKhv/vAQLiV49zTHsNMmc4AD69evfopYq8x",
-	"2AFHxL8G6WIRxapKqBO5RDq9alJVlKtLQcYoT1lSx2oyivekLCo8ywphjItG2S/o6ZStRH35vC92JuYD",
-	"9sJVb/P6T0jeMN0AEbdYxeqFy2ET0klUzHgFXOeHSlqsj7qNVVKrs+4h0Q1Ua/2TLif7XSXJ9CKs5qMq",
-	"9TZWfrGPSDl0IhKKUS71Ja/3kJ4bjESL2HlgSlKpLpUDgYvZJ7Ik/wl7b+Ul/qJ9yvXUteSGCWPlHBSV",
-	"QazeN89Jt9LC1/TviLXH8fRoWzcYC4KjhuDHi48R5uZMlLYXE1DgEn9HQGEn2np+5iZxyk6Gw8B4X10w",
-	"hJ/lPL30iSdg/0UWBPAyCg2CsxYrtEeshlH3TjEtf+KS/EitLiZc5iJLqlT9SAwzDCkxg0WVgcjFR7u7",
-	"DKzlVNcUZLq0fT3pF8g/L5Uex6qbWDFHXC0LkbBh/ygCNFq8gb8PI9BYYYEqXb4Riud2mZCtJVkUwgiV",
-	"iupx/wiYM3xeB4gTph16xd1pGrEKmvQG7P2C8i4wWGRZCDPCXEn+6clwyMYi1XNh8O/aKz3AXpd95LT5",
-	"5dHT+sujp+RkfoF2RIBla0fJW2GLZf8M9PWk2d3jmxumg7qJgHduyrHy4zweHrHEf0LGt+SUKe2vQ12W",
-	"KRvEVT0yDLR7Xdqwm5OgG/ca4868uhZQ2WTC83zM00vihLGyhSQrDpa5YFrB8iNYQNQyeSei0hgkDMIZ",
-	"IrIEICENHAWtMLrOUpYAWBae31id43Slmo7a8mxoVeWCoVNefw84sZ7tZcBe8HTGVtKNVFQxSDdS3S5G",
-	"NHv0PF1IkZItEfPOvPNBKpTrA3l+mJGkkS7GAMFXlEsNREit3KTQysfzvEpx063zECM/1VUqnMhHPawB",
-	"q+JXSHB7UUvmk2o2WISzkf8kqbOmVbQZttKwuczcNAfsWa6NWw3Q52rTU65SYIA4vEdtR8Ua0k2etxo2",
-	"1ni3s9CWCuaR+Bjoq8PEKQvcOob/CDODylTyPFbnz3/ErKCXrFQkC2cjRo4dMLPz5z8+Mng7yd6/fcWA",
-	"VCZOAXMyWcB+iFPXAyN4S0yfFHCpBidwASXe1rVJnSIHRLLWIvvuOQGCyczJEMEIj/YWIliXszHWz+Nz",
-	"vMmvhFfc2urqX6tgj1FIMhWTQSM5t9hFb8Dc1aZxao4voE1qX6yqLYAlFwKznaZixBI4hQe1PGEcXUww",
-	"WWES0R8X6UzLVKDs4VMxkQMEESjyiDEDZwS+QLxGh4mg44gltWgJeglnZBtCqqoY2tZgWfTUQHuVamh+",
-	"QcbQhE1yTWmq6OK651KLOElswN67OzR/r+/KGaIWOVUaU6FUGRofGcAzEytxsxCpHVCaIUNuEFUT8oVI",
-	"6HfzIAL/pPsVny4R5owPnAOB+4VW7/pnqjOR9IJyPLVV3PMJ4HQu+Ovk6Mg7KFE/vggP5k2EBQ486TVM",
-	"uEyGPifTr89f//ziA3CyJrEoCxGQC0BBQ/4MmHmryudUuXp8HAwGtz6lU1MLwnPXaTNFV7UZ6cVY1Are",
-	"D+/evQFcNKd1hVZ3HrIIKSwo/JWDhnEyhBMv2/I7AjQ1qnwG5TMrpi6n5oDOX5UymQ7hoChVd710TeQ8",
-	"dbBnQ896CbK3t4JnZK8Iyh1T1v0E8wgmq/mdk16EdyWCPkPJfaWFUxnCovrK5yOveZ3PWR+r7iEwUjJu",
-	"ROzf8Rf6c7lc5iRkO7bqUOHFOz4FJkkrc33R0uJOchor4/yXQIhAXahOSK8Ve/P+HXb6/MWrF+9ewE6M",
-	"BTOAQUtdOntMrK6BGMEDgAfrnhwegeKCl0eyIcNWWTV7A/YzyhRISAMrD8chi62VSonfVEn4KcwXdul5",
-	"kDYT7RBVqkykrYZfAYaBZI+/i1LBgCdHR7HaJHGbZmksdJZdF74R7z7igYx8U5BIaA/wecI4+9v565/Z",
-	"gttZpe26GqMgEL8v6L6kxutBKu3SFSDFCxS6/h/8vX+2kP3/8LUMYOXvXJEuEqCrBOIJDJZ4RzuARxma",
-	"JYkE54IDc9GTWKFJaqyzJZVDcHkNWPLxI52JwSo7A7qAWzXTeYbWyesZ4PyCp7CvysiMTG7jAveTkyWy",
-	"N4A+E+b0VKAjQHyCniLK2J2x8ZLCLVGuS25vkZ4lSI9yI669P1wurSh4joKYu11S+ZIVWlPtNAKrqc5c",
-	"MBQlYqBqai3kBeGL8alm5AThcgEn4ckJq5KYm1OWZNIscr78GatJHB59E76NVUAgsSLbk8bH79++Muxo",
-	"ePINGy+tgN5w50iDgyPuXSVxC+l7bMm6VX02I/8peqd+/548fnzs23CDqHfKnpyEDOeUHR+5js0pOxwO",
-	"mVDl3GHJKUuapdwaXcaqS8vxox4fOZOn93JNnFbxk0kcvGpLMyqCNTkcgE7o9BzWdbWG2eHRcDgc9pwm",
-	"gKpb5GWkFDXrKFaSTn91bw3Ks0/AG3KqIGf+7Yfb/xsAAP//",
+	"7L37cts4ti/8Kih9Z1ekPZQsX5LpyDVVnztJpzOddHxi5/Q+u5ljQiQkoU0BaoK0rUn5ec7f3yvsJ/sK",
+	"awEgSJGSfMult+eP6VgkQRBYWPf1W587sZwvpGAiV53R586M0YRl8M9Xp3Sq/5swFWd8kXMpOqPO6YyR",
+	"jClZZDEjFyxTXIqATGRG3kz672gezwadoKPiGZtT/XS+XLDOqKPyjItp5/o66PxH/wP7s2Aq779J2saH",
+	"608U4Qnp5jNGYpqmLHuiAnI5Y4LwnCgmckLJJUvT/kRmc5YQKVhv/cuvg86CZnTOcvONR7F+7a90zppn",
+	"QuH6E0UEnTNyyfMZFwQmJIVgcS4z/UKub1/QfNYJOgLG6uCDnaCjv4VnLOmM8qxg61fmBQ66dkaxu8fO",
+	"qssG0wGJEjahRZpHvZYZlQ/eblYy2zgpmZk5tUwB/nPDlxeZklnzWyPBrnK8ISJyAvuyyNgFl4UiCzot",
+	"p/FnwbKltxQ46Po3v2Qpv2DZ8s3L5rcn5rqh0ihJL84Gg0HUC0gh+J+FIxeeK3LJxjMpz1vWxQ51w7V5",
+	"M4Hztjq9o8UiXRIp0iXhuCz2xD5RRB9ronKepmSuH2eKdFmqGDnY3StpB/lAOUV7uDcs2ls+5/nqhI7p",
+	"lBHF/8VId7e/OxwGxFAr2Rv22nYphbH895mHOqO9YdCZ0ys+L+adkR6vM+fC/BXYaXGRsynLYF6/4fq3",
+	"7aXZHruVlzPcyZbt4smNNupa36wWUiiGfDXLZPaBKfgSzX9FzgT8ky4WKY+pntjOH0rP7rM37v/I2KQz",
+	"6vw/OyXH3sGraseOCW/Bd9ZIQhCm7zkkEfx3EMuERUTRpSKXM45c22P+dSbd9HJz+07lXnj3+6Min72g",
+	"aTqm8TnM7cG+NOjk7CrfmeXztDpIwzY0MC4zRzKhPGUJoSIhKpcZS4iQ+vROmxdsOSBHoVAzmeXk59N3",
+	"b4HdEC5UzmiiedE/T97/irIqLwUaoXHMFrkikZtzNAjFva78gomjNw9BYtWRNxIa4YLgI08UUTO6YKQr",
+	"BYl25IIJyncudiOSySJnqnePpHdtDyJK9+M3v7BlA38U5Oj4DTlnS0IVbJD+U83kpSI8HxBNGYrFGcsJ",
+	"V0SwC5bBVUHoJGcZiTMGK6gnvsjkgmU5x7MNV1hyBGut1RKaa/5Oc9bPOQi/GlkGHXa14BlTRw1s82gM",
+	"Wo4jIz1hnI15SE9gu7fwFlXrnFkBJqTWp/CzYUvYFZ0vUj3MOVueDXef79Hd8V68nxywp5Nnw7/v/rD3",
+	"fJ8ejJ/Gz5K/N75UGIVh5cIiYxN+1TyjCc9UTuIZzWis1TQr2XFmAcklyVgsp4IrRiisSTdS47MIDu8B",
+	"mcuM1eavxmf/sdz/s2mKGc2ZE1rryP+DvfH9BcsynrAO0Jpc4MbznM3VpjFO9O36OTMNmmV0qf82enQD",
+	"BaSXmuHsHurvVIRmjPD5vMjpOGWVzecif3bQaZR9paT6HUWXUcPM5N1uBB71llP65MaU4z9YnOvp4rl6",
+	"AXcDU0kSridM02PvNExoqtgKeyCCXdrTt3p+1hyG3/xToHK5UORSZudcTEn3w08vyP7+/vOAGPV8UuRF",
+	"xnqH5rjACaJwmrY/MqJR3T0is2JOBai5AQHVW7/Q46ukUHpSZqpVShzzNOVi2lcsu+Cxfu2cXr1lYprP",
+	"OqPdvR9AkXF/fzP0OqdXb/CB3WcwRftXjZSDDqq+5rLWjOoUWCW+TdQFXIum6ftJZ/T7+skaZn8dfK7R",
+	"1HmTCPBYPHAPo7kjl0fNWVMSV8TqbgNywkSiTU+qSKQVHJnxf8GOj8iPjGYsI2ExHO7H52wJ/2DRYJWu",
+	"asuhJ7e6CJ9Wj80fhcr75oDCEdDWBdgW+BmDcunecgXkUV2GhOZ06513i7nCqkqbq0nNVwpWJzZG2URm",
+	"cA70Q6AiHZpTSCSe05Sq3Jlq61cK5t9IL2jUNkl5tMIbhfwK6xnLpIVO9BWSs/kipXn5BcBThBQMVt5Z",
+	"wNsbyCVXuGQ0n4G1tXLeb6FQVN6+TqVg80W+HDQN4Wljzbz984bXdn6GEdyqKTJeGm8FNS8muIPlOva8",
+	"qZS7O2f5TCYb6RU2+h3e6/Huco0nMmMxVXnT51Z9Qm1fvPn9x3ac1fVwl26/EmCENq28JgRZ5O/UZg1S",
+	"yx2midDa3yC3UJGsqw5BJ8+oUEh0G4kJT0LD4haLpKTgFpFuzuklVcgRLJ+TGcnYIqUxS7aX263K1K7m",
+	"Oji0VhTijM2Z0K8ZLwmj8cy+6xDmBH4SrkgUdpCtm3GRtYed6Db6V8kmnBpmCDywTgaPGMuDWNXNyiXd",
+	"oKfBsr4RiyK/qZrmeGfCJlzAY4Hmo5Z543RA5Tarti1HPULbuMJUR4SKJf5+QdOCkcuZVIzgnpKU0Qum",
+	"yJwuQ6FNWcoFgVfOZKpXZ0CO7K35jILNxq5onIMPjPm3hqIbhZ3Pn2GN1QA8TNfXYSfqEZD0SGqaHsCX",
+	"aHfiibLT4vksFFrowlz1gh/aw0Xz8gEyo4oIiU8FhAp7xOdsPtbT0NPR8+Uw25RNciKLHFgCSFrCUiBO",
+	"MmaxnDNFRJGmvQF5r+VEKPBrFZmyHCnX+8aVz4BJPFEk10K4qyceCi2YhRR9M1BgvR0gsSmZcwU6LDza",
+	"G5APbFIo8LCT169O9a6H4udXRy8NkegdyMlcqpw8e/p0/xkZLzXLp7hM6OFwnPizceyNVvahExgXoHfp",
+	"z+vrzvUmofabXnyPjyQSOZqnWx8Mnz/7YoIOR/VMhFBEn8POf/Q/atoJOyPiEWGhf9NEeB0NyK9Ub/a8",
+	"UHrn9fLzxIwWCj2cCkjCVc5FnJOMTWmWpEyBiRxTBZQGjiuge70gP5+eHpM45UzkoZhTQadMke7PUuUB",
+	"eYFeoT4uUUBOgduzrP9KxFJTJ9xiYgYBGQwGvUEo/pcmCUWo2W+9rrjdAZwOTcUvPgTk7U+aef/68W1J",
+	"Gvt7SAlzeuWv8P7evUv9OsNJ5SXL+nqFSMrynGWBXhxBigXJJXm2v3oDrPNUH3SZhaIQmkhimTGlzwKy",
+	"85ILHpY2+Uj/ag6gPtxzuiRjFgp7wnGHgGNM+QUTuNXsz4KmsF8fP7y1GmL11Pj6y4LqKepP+z+/0/6/",
+	"Pun/G/afn336PAye7V//j29GxdGMGVQdrgg1K6vJolxPfyNCoXdiZfm9uxXpRv/n96P+f9L+v84+mX/4",
+	"Xx71glAoacRADg4CtEjMYUNJrudkLDQQapQA30GHoEjgp1B4p9jjbweNRPzsYI3CVjMHDKdwESuqD98f",
+	"kguWaHLMa+ZCNKaKfczSaERUTrNchQJMv2gnCgg4Pp7/8AxG8Z1m+jMWLIv1AWcqpgumwKzVnD4U8LkB",
+	"mWR0ClJGZiSROVEM/lSkm7A4pRkz61ISj5GAERcjvBb1BuSVlkCRY2j1Nb6+jpqkK8iWUODkYM0XNMv1",
+	"qoDQ1t9j5nNIqCdaeQ5b4rhkKMxkEzSJI6tvjUieFSwq967kVfXDtWNP1477ipjnSxBJGxwya5TvUz5n",
+	"BGSb/aqYpinhgsx5mnLFYikSddismHcdDaiB+e0UXxWQ/eFwOOz5Xq1Dx5C9x+b0yjyiNxSH3d2DZwed",
+	"9SGzzbr/P+kFPYG/SVYIzfaMCo3ekhF81Y/vX/5v/e2UTAqBshmOpmJMhSLSJn2EAf4FzbSCUT5eD6Dg",
+	"75qQ9JWAsFSxUGidpgfEHtlbItKNPquc5oUKjOxU11HPqKp5kQnwBoQig/iI8eFFeIl81oJ8RPTMBnGR",
+	"ZUzkA/3TWXx9GA3ICzlfQKCIC9TCtE4nE4YzVfRCkx0lailyemUDIZrBHOztabJFnU+RlAsWCj2lWKbF",
+	"XDQqUHUq3TjFgKhiPqfZsnZV0xnw+4Fer+vDjb6Wqk3Sblrch6cJvTffkafpndNNVv08oG/h6ln+Lot8",
+	"KvW+2yBgt1gsWAYKG8YphD6Ev3devzrtBJ3j9yfwn4/w/0enL37uBJ2Xr96+On3VCTpa6e4EnffHp2/e",
+	"/3riTdJ8StC56uvx+hc0Ay6pB/anjS/xfzEvrPz0ceUXMxH/Nzcp/0czQf8nN1m3gqUScdPggWP1pTzQ",
+	"7MVaq6s2qEsZaNotNOpwALnASXgjW2NSK9SqAEdJcliK7dI41HsA/IULEunljxznyoBlScEqRpSlNk+y",
+	"Dhpcd5vtF6SdxsylVCu1CX6jCpA7r5u7tSsg6cGc3KrrfzhcPaS80RzTn+1kPJlqc4z8VkqrEXrYL919",
+	"qAMZhUtr3BXvgCKF5vw1PUBId4O+ruA1Jv5jNBzrFdDM4fWr04AgycLngvnaddp4XvfzhsLsvDPeeyh0",
+	"UGFEQx5lG4gqY+DrMQZa3cxnkd1m5b6xnHEujWac4yRoKHzCM7cbRYeaZJ4xMyP3DkmE6hehSaJFaV3p",
+	"+ofxWYGShaquVS79pTkkEa56RBQTif4y39xMSMrPWZVmDkmkPxLfXK6EGdxbC9xFtHhA/6v7EIjvQiAr",
+	"W6Glu1mt+lYYyWgYp3Gc2fQhl7oE/qebsEjHl96IYxxz5ff/aV6ycuFn+9aVKz/CNCoypuHEaF5h0hyN",
+	"agssZwl0bx0CWqE1Lpo2ahkQEzNeZAzkHxdOe/LdvGMpU0Y9wdvERJyXy7ARnMiMXjDSNbqizXL7r/9v",
+	"7/883e8NiF4532LQZgQufUBEoWklIPZZmREzD18Quo3C2yEJC/XSwE07cBFHI55vtc8n9tba77/aF69s",
+	"pp1H7cKPblq1C0dmlrWf35tJ11UP+IQm1ePFjOZa+UyZFQ61xBN37VSeM+F7rjyl/hbRJEwcKZXQeEbz",
+	"s6eTYfyM7SZ7dH98ED9NnrG/T34YPt9tGmDOlKJTtkkPfGdu00/IhKXNBAmXUDBToS6ZlqFdSiY2jaue",
+	"cYVZwSa7q9cYn1hkcr7I161aLnOaljdUZ+U/Tv5G6vsw2DInw66S/fravILVDa7Oy9/bNvoxqVKrxDOB",
+	"1RLx8pgJmubLKnXIYpyaTAW0F/c827Ffeu/MaUWdoW253mkbJ8fVyiWZMsEyjKoa+ye3u/xEkcgNFG02",
+	"WM0Kbp/d4FOcU3L2hgc/rMtwaCfPd0CaPCFGFi8yecG1JAXpu7PieULdQR8n/N5qSJiKfJbJBY934pQW",
+	"Cevv95/2Z5SfF31QiZrjmMDyY3ZP26jyjNF5RYtuCRbpk4jeFwphhh12wUTexwFIVzHUIaI0nUckp9Ne",
+	"iyBi84UmhyJjN5j7sGHquVwcbxhid+0QKwaxIS67/Y1nrMywb3BCl/n3TfkINlOJ54rEGUuYyDlNwf+Z",
+	"O0ZSPbW0yGenraLbdyHqO1GMg3PRG14L5wkWMVjpK6TQ60QX/BemJdcYUlv0P6jisRa4eri9VYF7uyyI",
+	"+8h4WJM1BpnIZG8wBA16VAoIGsdMKVxcm05JuhiPy9gkY2rGEjJmE5tOuN1UUqryD/bx20/okioixznl",
+	"4iaR79WsB3twG24uc8HWTdB4J+FeU2CBbI1MMypynJ1jt6ve0RrvRL/c6ksjbQVcsGhECkXHKSNdfSeP",
+	"q8SKii3VG0Jq6xiKaMFEwsU0Il3qJ2eB5WCkJ0t6AYkypm84s+cbPZChcF9mLRXUI2AvcVsOLQUTOqVc",
+	"9KpmCH6CPqY4ESgSqLyp8cxU8iPuM8Phb7ueVxYjUsb+9xb1npIYHC9yW3y7jIWShb4o53hDL9HJCuUE",
+	"5DLjOevjiTP5/YrRlCWB4bvoW2XJgLzmFywU4LkThuZbeCk9Z2pEIuSUmuzgH70gFBGQS0S6yDw10RWK",
+	"gRmCacrW25QutUWv1KXMNB0CizVkVWP2yI4b2arNZQe6d/PpbREBDzqwMO9FujTZmkHHTqf5XfaqfRnM",
+	"+NbvgmVqSbrDjEpkh/Zl8Nut32a3oPmF9mrtyw6JkCQaRbd65/VaEr9VYg7kT5e6xOGKxqBFeknug69I",
+	"SeVaG+3RE0dbFDaOCF0NzEOokk95vn0IPyDRWaSfi/pRVcleIx0fT8GXOgX3EEPyFO/vIo70ol1NPiqF",
+	"TZOZQLqemQBpPX7Fzqp9sOXKyUxrU3pqJtmgUZn7OrnICVeLlC6bi4+3G2JVL16Tcb1Nvmq5R3/9lFWj",
+	"4VnCQF3vbuqdIbebSb6f5eWKMqaPhp6Oln0xRIpimqYKK/g8oQj63Fyx9EIbeUbKBchWg5LnQdKMYe2B",
+	"sTDQ+u6FYsxSKaZa2pSSSgXgXqRxLAuBqZiHhHrkMZNpgok3hIpQlEZL5fAGWIKrt86T3KEIRZ9E2h6P",
+	"Ri5Bk2MO7gCuGQE9cnVRXgzMBHKCeg6PptBYynPOQkFIhDppN+Ii6gWmvtEPh0ZYHRZZmAHwx5GohxMw",
+	"smi0viAG1tCWxOBzIFYaHtO/m6c0xT076NrdGdmd6VVGQm+EXgJ0Klqr2SQDgZWqv69iE55BMW9gLEq9",
+	"DnD38S8vXpGTvafPTB0wnDqtOOBunXkUFfXIJJNzgpr+xyyNAj0MPAfIFBtqhHxrv/yeUPzEGVDMhFC9",
+	"41r2o9+GChLpf0ag4FkTtXuwt9cLiE15o6Eo87Vt4aq2mZWcM6SfMtkI0mTBOk5ko8nhTx8iF2tzB/1C",
+	"tuHewSZhYNxIAfoRyOr2jAi7yjO6moKGRmwoqlb+xw9vbSrP57BDi4QzETPMtZ3l+UKNdnbogg+MDBjE",
+	"ch52glCEHdyKMz1dvF1OJpCf0wlIaNzweCGWQm8upuqe+kFRFYqTS57Hs7GkmSaBXJGuDbvB0IE58mc8",
+	"CUjGEp6xOD8rMh6gdyUIhSE4/fFn8YymKRPTlb/PMLukR2Iq9N6NGZFY4Zcw0ZibuDds4MSVxTMC/6b7",
+	"A16ryiYwkSwkFznp0rGSaZEzote+q3p6f3pe8izqWTTH4QNH0Pr31dNWUzvRSb+qn8BzVrQ0fc2IzKwU",
+	"Qf5bFR4mi9z4BM23jEJh2BXpQnoP8ijLXT/89II8+/vBc/Jf/3dvsD/YRUls0+20YhIK1CB7wEowdt6N",
+	"HDWgQ8D+jQIB9NA5mQAzqLmZrBv2BtFtJ3ZfuBX60YzSdMnGq3FKTSA9djW9leRJubv17Xr6rHW3TuB7",
+	"t3qDqXMkv/m+HHDiWIl3QSGhD/heKKxLB+MPkf++E5ZHdWpcpbrDUDgxCEH3lTNAuotinPLYPKxKMdIb",
+	"kPdCzwHUMywBmfPcaIhY9oXZMeeMLVDRd44p+E57lG9q39W+sz3ZgFYXFjQLnEEXFBaQHi7jADektza9",
+	"4JDwqYARMB3SlFtnjCblFJsCP8AE1hMB3FLbMrzuBy9Wt6hjV8Tf2Zuem9f65RVx/gKHrt6BZ8j3XH5q",
+	"SZFCxW3kpUBZ7a32iXij/4kuvcXmu6Ayd9NP0l/jZa3UfrdpLrWfX5hXtdZa2O/aSv8kMc2ypVcrT7q0",
+	"UvPi3Qr6OQoNqUxNF+Sq16Ae/qN/dPymj5GrjSyoDYbCfQW7MkBjGAey87SKhtGFSVeAUZBnMvVy8Htb",
+	"sUGrCnzMUnVrIdwgbBWI11BEr1+dkp2L3Z0yMXzns17Na/tL5GBptNJq56MV/isaQ9lQHs96gUer40xe",
+	"Kuc0VxYVxZhFYoq8y7luNktuP/7eEDRqiVRZ9mCjU9JmfRy6ZMayKEktaIwJUI3zevpsY6Z/OUmvZMlN",
+	"EpSGh9KSrS4MWsGKKgwaImFX8YyKKVqxoCAj3+v7zmGzQK2a8mAwcNqtl5GoyKp2CyRpVVuZsJpWGwrQ",
+	"Wy9YxidcswFP/a3oOoGNsZ0Zcxy2sxeKuym41i5bL1Wqqt5GtXU7PdTm0905or6Zg/+KQ1d+M9gNtV9/",
+	"tC+t/lpXA/WP4KXYu0lymn36dhGN0l1yh2Lju3o7V/yKSAeRJoTRzg4GEKwhGWm6MCY3pnQsaD7D2AtW",
+	"coUil4e2AhDkHORs5jOCQod0oxardOdiD8rY0Ho39m9AaKVay7eNalUi/rDGzWmH37nY3YqAtyu2PTp+",
+	"Q/iWdbbrnbgepM6WshSgcrZG7LnH+s/S11L1A3NlMxeogvq4nE0zisXRK6lfNygiDYWrIiV3LyIt3d43",
+	"ryGtMYOaP3gtW7i/EI/Mvo8Iz6v5mCWQBLKaqXuL/CZ/tIYyFiTBbgqHg/yjmkOZ8DkTShOiAbS0y+3e",
+	"PUkl9YKgXhZdvdijlgvM5uObpQLbzMlVkdmSLmryamMpVDEva0e5ljOgnm+bX1suYZlhm2+XOuv2sjV/",
+	"dlNGKFYYuSk05XumMqbpzoyqWR/u6+//cNC0hPqbm6kAjJVc4msQzm+cUnHe20zGMOi6zEZAffzRwHnU",
+	"E8+TBp77jsYzLlhfm/7AFc+5SEaECzDvzlwp3MFwCHi5vh8u0T/vahE4kdkY1D79y34vIGyaMaXOEiY4",
+	"3qZ/FDI/m8hCwA8H+jl0kZ7pC7YMqnswfNrTiqqYpDyGNz/vBVoYu+LIM4MB2j3Y3dOj5FKepTSbMv3L",
+	"PkxTFYuFzHKWnM1Zwqm+oEeFj6LVMfZwjEoVbfUqyWjOzqA+GH/TE9JEnAmaku5TvTShKBaYRXuGxaTd",
+	"p8M9XLELylNMlXsKy+BuzG3N79PhgfEdNkj4nPJ1mVXoqalu6i9cJH21YDGf8JiYIawpscjkOGVzFZHu",
+	"75/BcalXF367/tTTvHVllVrwnly5QIPecQnR3kyKqZWBGbOps9QhoTWa2UBx6MxcfxqM16jMyC+fbT0b",
+	"DhF15Xwwi367EdQWzld9Mvh443svWJPP7MSL9NCczOhiwQRLDh0kjqt0M6DH2iiMGb9g94JmaoX69lRV",
+	"AZT3Uh6sc4HnpDsB2wDLHxSYBjwnl1T11ux9uVJN2KcnMssBp8JiuRL9Rei8j8zK9HkCWfpaDTQQ3QYq",
+	"yxOBF3kFGnW48r89+nyyH++OmyFSm2uvjgSBDHoM/oH/Grb7dLlgW/BzkHg5pmP6Yfp2dUUPfg9aGtLk",
+	"96Gh2fXcsPoDEpnaYi4u5Dmz8RrzI3IyDMrKRd7nAotbQ+GOVwq+KHByzgm7WqQ85vogmmMHv1dDPGVz",
+	"AbN7HS+1fmCSLSq/weGA38y8ygfND+VT5oeVR8z3lT/gt5XvqY7r/VgO5f1Yz30GB8jZOVv6czO/ZMy+",
+	"2gLlQ4nLdg4Rt5NlLMu9YPXaR7cOq9deuu9w145sMjJtvNAwGl5oHeqNW+XahZ/satfn1fz+8mLDq8qL",
+	"H2AXPpSbUL61ArO6cuEDW5mnAdE/ha25Djo/GUyPFzRNVxkHzabF3LYVuZk4cI8G5JwtUe33Cr+x6QWE",
+	"0Fz1BBYGApMQ0q9CbsZSbE+A9IBK7KjxTKotWI1NhXff3cR2/DUrAdpbVu7Y6FSrM311wbIluaQozgFW",
+	"xmVzaB1XZvPKEoHuVTX/1vFx8+ImTu4m97/0kO3RRTcvrGGnJXSDW2EoDM9Vud1u6rmEC6X/+RAA8CzS",
+	"ZDnEJcWUL1Qm9T1aJW4PND5Ymeykdha2wyyunKBV1F/bocD/eo8s4bv95VhdgwajfRLftnx3u29yZZWN",
+	"n0OV4iqnIjeAhCPY6Iwt0qVr7bP6Yf4ClDdIwVx45zLjKGSNT2BlGdp9D99GAXCFgO63Hnjl0AYNLGYT",
+	"s1rn/7Bz37721o780jn8azDjexurcL+Vct+GMt4Gr839FLa2V6WWW7DOj9Ow7KsK/1bOf8eBQex0S66U",
+	"MZpo86w32B5TvyJ3bWFozUN91P/PYf/5Wf/T593g2cHtQQ6bdA5QF06ATmxI1R2QkU27/AeJcCGjALwd",
+	"ZsQoFN2abpJLEn3GwKj3noBozfU60iYrABNEQLYRoqn6I1rsHqxVdEWKKEgx69S7u+risXvdpJs0UcRr",
+	"U4B/I2yAmv2GF8BsM3e7Ev9uf08vx94hgijhFXJki9tt4jPC5Yp6oe23gTxAXmIy36hS//pEgQ/xGXz2",
+	"ygc55B/7URuwC+4dUgAyZ6yEaHI4mzY800XeP5B9Pb0tEQXaN98sLk01D1i6DLEvTQMoKNc7yWMpci4K",
+	"ptcJgUQa2dXXRkCo+az03qGS4+4i3WF/7yZLtg4tofq6X4s4ZYUiyr52kckxHfOU50syp0rpd+9ueveN",
+	"YBbM1q0TYYZhbQ2C0xhPsoc/aca9vzVMTvVlbyBEP+GIEwZJjG7y1cM4ZeJ2gbSvgpDTuKQmBRfvbWkn",
+	"0Bq7cvtRj+n5EcKH18ErcbD7RuD5mdEUU1SqRFtCInjM+Xyjt8E81vSmN+JCxi2wre8FI6mcTiFp2t5m",
+	"veil/hSQsUw4A/wR9Kw3AZA4rJM2IJANl9EbvL7OsKUCr5w8oiLfpNouKfAMvquGwdvq4QIMwrxoDHRq",
+	"6oXLTxSm4ZkyqWrYLur5LmxVQMXJ5jjV6qv8fncu+4+maYv0agbbgDpfM78nCjFL8d7V5jbgYTGe6mRw",
+	"M2wI1wPXW/BNp6Sk3XsIR3gH4buISfzzt19uZrgcEVN/ABbMb2xMfmFLbIf296e7fz8kr5K9p093n2P3",
+	"uAXLoFzlh+H+35vqhdNplQu9Sl6eHDVD9FzU74TXNN17zpPGQ36O2mQ5xvtfjhvLcVWtdFfxadN9Ld0E",
+	"zfpA0jYWFBZZukVbrnzZwbm37NPJKmnqNd6aNPVWr9Dkam+wZgb/ri1Grrk7YESjISDFBctUW6vKsilo",
+	"gxaBb2gXx5lMG2P0kqgFo+fqsKwKgdiYwe6JnP8vqiA+LlXO5h0EJ9Ccw97VgJhTWySYSOC+pnG5mrWl",
+	"IxLTnKZySpjIM2gFmnJlJEltregCFd8mH0npFEHdK5FMjcAKKxOjqZICEDAvODZMd8lAKvANtS6UZro8",
+	"p5RNabz0blAuV7l3M+ClMgusIZhQTUxSaOiarDJMKmtW6JqU3i1N1VvYomts+xczmu+Abed/gTXmMckb",
+	"gfi7voArxLmQl8KksFCScBXLC1CZ4dle82e3O7GQAMAJZJsZgLKStOnVsEYtnMvCUW0cqUmVdWM7iKYK",
+	"Dbcek5eQ1bP5sICpu8h4zE0qjsuj0KrX5hO0PeWu0QZPq/6YyhRwh+2OLknGFpDyIQUzOM61cAr2nWUi",
+	"h/2H1o+uKYP59huomA933L7GsVl/DhoIG+hi+5jRsXlgNWb0ayXwJcHtAb4tMeHTAvt0Ozq0Sppzd61E",
+	"gfwjd/dTVH7pJrUWztY9aLQoym6qzBpHHCxjBBsakbhAmaVF3iGgXtjWpkblvYMei+3focinMbsGYTBs",
+	"CfZX78Dd1hvbq9Gu+U7j+22H/d00obZlzg/Th3rb9tMeed2hB7VPhKtkdKPmz6abs9f4uRzWb9+iJRAX",
+	"0/4fcvz1Oj83aS0qJ9Twe1A0uEOXcuVLW+eOfJ2m0Ss0cYPO0T67Wm0fvR6nwOcTFruhG6lxrLZpKb2R",
+	"xVZevn2f6IxNtSWjxaPZx6Zu0d5334Noqq7id+BtwQmjv6qpKUMFslkvq/0b1MNMFtOZ87+NaXw+IL+a",
+	"XGQ4SY0W9+2dott0xm/GNF5BM656+aqgvvSCaY0q5ROmxeU9Ah+X4GnYleo+AI/XcbU1mMWkiygCZQjE",
+	"ZhYlHPtnKrrs3RbZePMhcXRwgg+tc6J6RBOsc/o3j7xqnluU5BF0Taqg9+g9MM50MOkwIuuBJw9CUQI1",
+	"5xXMToN0dimzcy0DuwCDB9SgVYSeBTEPxQr6cjWsvgX4cigAfdmdwS0QDmr9Yhw+s4Ns3gjU3Jh5XFvz",
+	"Yzdu7cKRfU3t91py7ie7ja9szchqXjoUARlnQL143YMiejrYa/DwuloUuxK1eizotIK/oNjwfkCIFi2r",
+	"LdEw7y6/NKoEBvAeh9OoKRhM6rN6WYvH5/SVs81JSGUl0Bb1P1sX1cDynzbjsR7ZwM2kSM3au7aE1bXf",
+	"bfKuG5SxdqzXf/52WuGJgzVQ92dNoDJvDdPWeoZpLgltJCd8anDyBjDwaZ5GgYOoem7aQTpF9flwGGwT",
+	"FcMtbY7nGj6LPDhA8I2+Ygvqou5e6WM6J1h70Bz3PWfirKVMxjiVEdugZqQ5wIP1tFDZl8rrKottP3c9",
+	"0XhZVHXasQRjCh89ejkYHAz2egGAe/QZwGY0uaCtLdrSWsGicAU2dmdSbUDxK3HLmlsu+Prr2vFLvMqb",
+	"vsPjCqt5Tqa9VRPOYnVTG6Cc2tSChvyZKhU24cbQNHVhVXjVE+W3Wd2ecGtU5n19IwUtmDh6s7HH00zy",
+	"uGbp15L1uOBKizGqcICypZZcdIIOeheBzGV6BlipZezkbMLTnDVzZS4SdtWcHJ3K6SKTY7SamxPwG6s7",
+	"W6NRLYP4MfJJoWi63b0mTuUAwtZElirLsrXZA1t3KmWKSfwbYnobw1V1RwksvJ8PXt3jJmpq8aCvHoiP",
+	"gl9ZSbGVF6e5HVg8X6T9h0tfamQn5mu9ndUzGZSRsuZeG9t0IsMd/YjJ4k1+K/PucmHLlCF7RO2rtj3s",
+	"rYIDb36iMKvTixQ6loUgkcCMMXyJ3jkE4luVIy6f92xR5nTeKMH2rJzFWYnbsCHBlV5tf29TZv+Wsesj",
+	"r9VgmpKuO+4Ei4lBUpWnvIf5nwSOimb8mLeNyG8B/P91BAE41VRfJAUz7qU6pbXO3ObAtRYCr8qRDef7",
+	"01rPco39uUB7wi5YqifWFHRHRrieQ5615HV8IRa6Dd9rL/nxZePupyYi1DpCmrL0rPo9qxm7NkP6dsdJ",
+	"MZY0i1WQ2KPP29HYGqy6gyZ6KfOaVz/I5K0h8mkDBXMRp0XCzhwvrQ/RSLLVvOYbZCbr1QemWl2MOrZa",
+	"kcuORyYNpNtWtLT6hS2nqf0oltNxgzbmrdS9t+YD12p0rbOsmcjbR5u2r5JZ+VzseN+y6VvVm9xswVbQ",
+	"54KmBzz1slpAtorRuDhbVOhvdwP9AWvcGCu20t9JrpW5BZ2r/lT2zY9/KCkGH+ilV5JmlIIvo/2vKvwb",
+	"9ej7MgBa5F8zIJFVfu+k8t5Gqb21QruFnqq/7exb0VPX6Kc30E27mKfW+0b0060VzbvoB3cS+2WJ0l3F",
+	"+26jeH/UKjbVOz2oHDDbe1sp0AQ413LyyjTSWx+4aqra+hMD3kkupmeWqfrN3SyMoBPt5m9Mu25xKxm8",
+	"2LvS48Y67k9rz/vNthdnfQ+724YZthJ3r4Vx2uEgf9JrrqBpDfa/qe1YZJLgCbX/wG/Vtm/K8zxlfSYS",
+	"TgWB3dvfA7u33J36XrRiRa6s5af1SsSqnCy/cqNq6DbAKgxNz97GTlydlT5R60V2da+QFXgiqQVdYs0d",
+	"jTWSZ3mlBs3+udGf6JYKaKxUCDa5q7ZFudsGHNLDEtcsDEKaXu0UTOnMoTr6OIln7CpmLGGJB3cIz/fW",
+	"wL80Ypk0W0XNPkkbtAHGSmhOJthnBAIDUjCDgrzx9c3Bj1oMFr8n8DvTcCnsrwuWzblS3i9unewP/mqZ",
+	"oRbcoEfKjBh0SPxhc6i09Dsb+wvXKcCt3UhuayKtQFauNKMxiXO9x9pDnXiiSOSyB6PeLX3Z2+VTr/KE",
+	"erGyd++lYMnZeLkhw7+lF/qWOr17yYZlvo8cL2/TGhjp1uxyLVNq/wznIryBm6QCQ7YGaoxQhVV0rSVP",
+	"7W6hG6OAtflOb+0c8REf13pIfKNxTf38WoH18DJtdSIb5VzQOS6rDur579rWJVyQjycvoQpyztMUMN5c",
+	"eXjdGjF6aY371B7HaXujrOIgrOhJssi3GtszpW8w/kr0UL/LvbR51RDqrcGbxNIGDgxnBBoZmDi5nEww",
+	"7wnlY1ulk33JejrGl5YPNM14Nb/5Zunf9jHl9UJ8AtWxXqsUrHtRpIv1EmpgxLM6Ztk7LoqcRUEo7EXc",
+	"ofJSD9tTCb8J6SEEmjDxEjWJsvOXMaKaujCuvHd1S4yZqAz96Jug8z/UPVWRtTOpL3YxGWVcxOcsD8i4",
+	"yPTT2A2BmhGeQDJfPrOdF4xV6GBtN0Ha1JakDdzG4gSZo+RjN/Rq36MX6u3bd/gN6lbTanIifCh8D9dN",
+	"6EhUYAgQ5J3GzWUpJVZCgwzyu55XU0wmMmMxVY0tyqvpxDdtsk4uIQXWbw6US1IoRrq2idt4WTa4MKFT",
+	"bAoOLWlbsEI2dEBqhfy0a+D1HBovV1fkcyfm+VKvvkpl53qT/knbJSHsezMAZxUgYrUNMTYCrqJQ5FKe",
+	"B6SK906MVyvZUiHN3HwakIsqIz9RBh/bNBG8LFPAMRuXQqXjYYhNZC+5QvwhazUBAvhIL7ZiCeo9NgWa",
+	"ox4UEJ6rUEB1oBsj8HAYsd02cKyVMrubI09UNnlvONxYQWTWyr2rgjLRtN8nzUlhR55NRah3HqDshTM1",
+	"IhFN5lxEpAscFcDVA7O1Wuyds2Uo5lTQKXSk6wUkKo/NKGM0iao/Qc9G/Rsmj0WkmxUiFLh1Sj8PKFFd",
+	"zIU5On6jf7Jw0ubpakYzTNAHhMb3Vn+BBzElF1PW0nReIi7b69tlPsNiHpm3wh8ORFl9wDfXfv3NvB1+",
+	"fmOnAH+9ffvO/tNADJu7P+lt41PBxfQXtmzPqlR4j94JzUEQ8mHOcqrtibsBXdy4mPC8blWq81sVC2Ys",
+	"16TeWklBiWCXLIO2ibbhPOF5vVAGM9z1XdtWVdRBKBAvNN1c41ru1D1Ymt62b8oHaTUawcp5ncli8ePS",
+	"N6vOsTuk8XwlUII2k0Vz5iMM8gFK9+74STiSvGyynCeZbHE+QUEGoYtFCi1PMlmIhCUkkZda5mCjTVlk",
+	"ve2LZqblimw/b7uM101R9e1PBxhxW73wVN+pGhJpcR7OgYkjtm6/Xu+tCwErLw4a8F1acqNLmdHFrlx6",
+	"kqhAnbNls6K0MQeSJ6ujraBSeIoXy7hsanSRe/ARH09fkIQuicyAaFZf4F3s3YBhbCpL1KoyvAUbbExc",
+	"k3swflwAyp8JzbRthoWK/r5sBfq3ha4VS5V/VA0L9kKq3PoKAGwVa/wAAEJLF/QybGnt16HztlIC0Zpr",
+	"s5ggF21LhfKuoHk3Let2c78FeJ7Zj6aTbLSCJgXAaC93QxHQJJ/J/P4QBTblZiUcegWur5NEzwSx98Jv",
+	"tj3GDYBI8OkPLimo/rblppcdOiRXKGK+nPGUGUPBu53m5JIum2uWBNzUnBgAOKk3hISZUJ5yMT3hImYt",
+	"C1j263EljeYpBxlPbT0XUXogrypWf+AM4BqX2690Xe+7nN1K71tk7ILLQmHN96v2qt+PIuceNArQL0v6",
+	"0OsYaV7lPE1BOfb7F5UaYpErnjBCyTSjMSMoQbb/YNNR5ibnosia46yt0BNvRJxhn+/So2WxX/DomqbH",
+	"XZoquUrJFo/BkHIP5c+rUzq9NWpFAU0vDdmWxF2FryjXZj2UheFsd4Cx8DjCDXDcHZCFRLCmzW2pvUPs",
+	"XE1Nzhy//4dlzgY/UmFbJdUMfVwygnUqmlmwV3gz5DrZorUtHjNACiUltnT99bo/+5xE6yTH709ONcOT",
+	"h0TIivusGxWKZf9vBEUFtlnvoLE3L9i4laa/qoyJb9Git0aXFZJcQ2Yv8VNa1FjzoVAHIQWzPbAk9tlo",
+	"IzOa52y+aFJXjswVMqcJI0qSCc0CMqeioCnJWA5L6nvI7gWIGWbdBp8KF58owpOGTm8zRhOEajaec5z/",
+	"oPUtp80lG82AQh8B4wSEj4FK9pa0pJAkvbhTP7mUqtws/E1WTT/2co3X016zOjvgb3gLtIUuqh9pKWy3",
+	"Sog/KrG9MqvF3UQYaBBozN4ORIGJKs2YvZ7bsel7qvAYPCdTCU2lGlBbfDA0dlVd+BatDiBN7DdqFapg",
+	"pGsQCUDB6kHbcBBnl5TnyoGhGHp5ogijWcpZRuxj1eaEW0JnbIVXUWMcFq/CeQ236afJvb5ub5JOeUT9",
+	"Y+T5cR1H2eRwqk3uHrxOdT75XeDYNO9RO/IH9gZestzSDUsOyaVWFcfMUiY2HwH9mCXQfYSSvaurCho0",
+	"yLnINkDsWo7Orma0ULkBk1/F3HCDdlCR3xpto/adJdpGfQG8F9QumR57n8pVe3XRnBvyyjWAVI2qzCGJ",
+	"ws6/h52IzBkVyogMaNfJrmK2AHC9UGBLyK1aSNo+GHNTDI+5u6HwOkZ2o9/hpQEJqz0aw86nSDOTCRfM",
+	"9INx9H6DzqKwof9eL7lvaEa5JhN3f++mWF9uL+7vAH9XB/cDeu9vrP2X8kDbARWr6A7WgPvQOGU0Az/K",
+	"l7YPDol+kGSsj4MqhOZFT4OnNT2ADbGdn7hmTayisBlSyUgh0D71kz3wbYfwUZMJy5CqrAWPrY2hTLlM",
+	"DKlZ6Pdivwwezs5oA8s7Iic5FQnNEmIDfS52h6syItHlTLH4TB9B07p9vNTKGjwWCpO13kX8YQpJ3j2t",
+	"xe0daFPl2QHJqEjknIyXOVMDAoHEvtarTMTU88/o97yb/PI/n2c/vP7lf/+ZnV7+8fH45Q9v3h7/5xu5",
+	"95a+pSeX1UV6flCBadz/odKmDEf8/aj/n7T/r2H/+d92Pv3tH5+HwV5zt7LKYn0w7scbcoGf5SXglwDp",
+	"EOrxBEtlKJgw4YgrggU4NF3lEEBix0BhJ5hguyH5QaaJVcqRuO1Wdi3VuqD1AO97Xb4iCsgPzw6Gw94h",
+	"GRImoGUcEfKyktbzbHjwQyWlZ9iIQ3TPp/cU+P6lW8GyOU0FCaYxmciM/RvPZye3m1ZD4OlWLo56u5gb",
+	"QEhatlxiRlbO6AZIy2vckiLj+RJ66uFHjAGO6ajAFjgrSsnR8RsIZXcjNUbkTAPNgDCtdVws+Ghg/jWU",
+	"J835OtfXUGwykWtrD/Rx0GZlOunPJNRJTWnOLik2M0upmBZ0aqJxCjHOC5XLuZ5rKMrEigE5SlMS7Vzs",
+	"RiY3jeT0nJHoyEfXGxEEpCIIhV86jgwgfii6tFwGuwqti9CDCSFEisnf4fksFDGds/QFVS7Ipm/78NML",
+	"sr+//xzif9ogVDmdL9SAYBthrUMWmcuxEzTnFywUei4zE1dRM7pgAJBRKQSJLH9xQGgmaYZEfqeaaBCK",
+	"I4RbsiVp0P7X4HlDppSyPfOSQ5dwA6hJVreGx02vQ54DC/c38+j4jedrHXWGg93BEBJuF0zQBe+MOvuD",
+	"4WAfO0vOgCZ3BpcsTfvQBGDnj8tzNfjDBEmmbThYJp/CyzjRKxyYgBJ1YaTAoBqiMx/7rxQi52kojKkA",
+	"mSv5jC1hMIZwi4g4ltgMTQvDSRZpoUjKNHVq/f4XPZyW5ra/Szc6z5cj8v6XY8g1yi5G9pL+m6ZT/ffL",
+	"kyP9V6HYSL8z6oXCdKyLznkSkTnN45n1mGNi5hPjFRuQI6KVCGhmBsGeOWO5pq5QmC4KZhA1k0WakIxN",
+	"WB7PkDkkMoZkeNw9t+lvks6o85rl0E4Fst+wYYhe+b3hsAb0AikQmGy3Y7cJed8WvVZOkCes7qfeQIWY",
+	"gfil8PYXNJ6x/gsp8kymTaY0pBgFZE6v+nTK/rE/HEaOLdEml8i1zxY7o98/aUN4PqfZcqVRjcIF1lRR",
+	"OfKKdCttfk40K7atftAXRqdgKQPWX+eTfuUOxrH+1UrUx/hezSYQ2tElCw8ItjVUZG84hO4oWvJTB6mK",
+	"oTOWXTAVip9PT4+1BUtzcNflmLmSM+tgU7nM2CHkl0Y70B/yXxFqLlpfzTM6mfC4hT5+Np/wgCRimrM1",
+	"EMmR1p5B5X6K72saxs1rx7JHbf+s2/K3/IIJvYCLTI610WWWGoOP/gpnhWlgZzbXQPjg7s5ZnvFYbdrd",
+	"QqRARpgBPOFalOeKRObxgWG9kIIX2RZmyIR7o1DkmHCGsraS7mLllRZTFelkLBhNx8D2uQqFMKV70H3j",
+	"YLi7czDcH5B3OIcAH3m/YOKUpUzPTJ/MOdXk2IdWRkJ/VCiwD+7ljIHI0oIuV6NQhKJPIi3+zwzGqC2o",
+	"s3mhZ6Zu7DPcZK/OWT6TSUDwR02N9t9mT8/QMXkWy4RdR6NQEDLjKpfTjM7LYIEDdtT6UnQWy0LkEYH/",
+	"uNJs1Ts0M4T3RHoorkz0Fo4Bmy9SqmcQQcot+iEKAYyZJVB2oQbwoVMmzig3AKxn7sisfqy5EakmIObP",
+	"8gGEsjc/u0XROk+ApZmAWmg+3KUP61mKGEJFVlHql13pIXXbVbd1o8oc/M/22nhUiuF6TR+J0JxQqHqn",
+	"rzK/lkif5uMMk11oEqdp6vKtgDeiuyyCghotRLGiJtI7eqaKeWS/CJJacPZeSO/MaYtnZcq4OoObP7tr",
+	"AZFFHss5uzZNocnmQVY33N11Ha3Ow6j2Z6VTwEyifHM3MmkREbSfzrOl/odxUvb0pMB5uWbU5cqkGmbi",
+	"lakaPEc7Ffgx8NjM2TkXCczM9C7hChtj6zMFKnKEexf1Vt8DstCUjZ1xpQqW1D8ZHtKb91pqbgsKl/5G",
+	"y4FjmaamCKIbTeXZv5sO4AAc+++2AfeK2DKMbbPYgn7Bi5TymsBa0SGCxk5tyMK1hDoY7t5QQuln9m/8",
+	"zF0l4Wdt4/oG4e+frivS8TiTmi+zQtnvI12oRGBXC6nAOUIwzEWGg+HgoKL9WJmIEtIU9V7s7sQzmu94",
+	"rdTA1SzXwmtEx+9PDLZ47eFoQE4Q8Vpp6pMpHBcPrgzKwxpQ5PRtKpcL+C8Dvz/kDej/luA1EdkJRdQI",
+	"togDaC5swghVaJVBBUkFzEoy4YKmJJ4Vwhj1ULtBIoMChONAeYh+pjcgH2SqbTjDsPWXOLzAiHSVaduD",
+	"l3veB5Td/XBq+rOjATllVzlYzJriEU4RrJc/JBfa3uNzbWiDQVskXHp3WDT47sFwqM/Ze5EuSSRGZBe4",
+	"gAMdbzqC72HnMbWmBq3rsix/lMny3pTIdcCe11WHjAl8PJg+2wgofG3wtyq9yatj1uychOZ0ZDwWTUO+",
+	"0CRlm8+jXxgMX0HMo7+/fP/rq0+NvaSum+vT7NAehomjdhKtTB963uPLIqRwaJFo8/xW5gEcbwvuVUW9",
+	"cLxy99ZP7t/6yYPbPrl763fuPr3tk3vPb/nk01vvytPh3q2fvN3a1qRZVZRBWVVNnuEYfT0+zfk4ZXU4",
+	"34qFhyJrVX7dVnR5UmsEist8gUoUteg/3SoMbgidn/Fab0DeoQfUBaWicsSIuIZ4SzDuIert92RsaF16",
+	"iF9vHKsm+Od1jydYvBgKLVZsK1pf3m4v/jbKhS8kE74ReXDPssANZ0UAMuAvLgIeGf4jw//WGb7DyAQ7",
+	"5macv0T5uxHjLx/TfB9dFxW2XwM/LxahyCXZGx78YO5QNhAB91RU8t5hA7gcV6GIADkuclFgzCrCuH1E",
+	"uo0oc3qwsgwMx1lQBX2gpHMNWcc4ygHC803c3UHtPShzX4Fr/Cq8fRVWsIW/+p3HuSBAFkRmCcsemeUj",
+	"s/w2mGVJo1twR9QjvRBIE0N4y1WOemznwY9iibbWcAQx5I6OZdtpyHYX/1qH6IuT5T2QCK5gylW+NYns",
+	"fIb/Xm8gldcMKaVThcr/fW2pdoSKsRVVqBDv4I+CzpnRkAPy8cNb2+QL9FtKxlqq6nswmAoJb9r+smNB",
+	"H0oo2KWA3o44dA6/oCpo1sWgP30Zym/1VGNX9u9PUny/xwNz8i9oSro8MfbRjraXgP4g4/nf9n6KAhvV",
+	"P3n5iyKKiYTwvHeDc2VJ9do03tx8wo7NE1ufNBcfXHh4Bvb4tRwRr33/9qckaD/ncEhv8H6DBfl4Qh9P",
+	"6OYTiqlYghTCHs8tZYqhv/ajuuDr89owSQThEmCex2/Ivkva8ouqbZzotbQNIWnGQlFmyE4yOQ8IZGtA",
+	"zX0uITmxJUJqXnZXjawOAddI2/bDXC7avaf0nM64ImrBYj4xc7WYsq3pO5gIdavcrA+F0Ja8HgGx4Qzy",
+	"G/RGVrmXdBWKp8N9EhWCXlAOOG2RK22cUJ4q0k1oTrWFTuJUaqMbsk700NC8uWX3PuDkv0pWFrz7lluo",
+	"n9m/v23XU+FNqVx7w2EJzwBbYS+ZFKinw/1WyrjY3aEL3j9ny3bLRpsYR8dvftH3rEjQpo8rb9kBAFXI",
+	"Nd9woymZelDRhB/RZjG917ownUIqoV6PQxKVtVzo0GorzdrWn3EbT8Y95FFsJbfuO/eiJqsQOrAmrfRW",
+	"2Fx0ZUuw8xnjmakBUL2AyDRBVPysaoPRBQeS/HQdtPgq0Tun2dc5W5ZxpSm/YMJ25e22J4H3MDvKlrJg",
+	"0vQS5ddKInpZcUWic7aMDs1RxHKTUSh4TmIqhISiSyOOtW6s+WiARQ4Zg7LNAfloUp1tX2tqYDCJzEIh",
+	"L1jWhxxZ0BMxP99Mjpia/wXUmXuJDfDxB3t7YMlyMQ0Fo/GMGPzjJs6Li4dH5oH8mji4ASXZypu5+yDv",
+	"TtZkbQdeeYq3vaSLxSmQdy5FzHo3S+22LcWF7AOdRAgUMZbJkswkFFR4bebX5Xt/46xn9zbPPL0Fi9v7",
+	"67BFpEpS1ukc+uyFW0xeKG9prI1qYpI1ab/zmSfXSJcpa0b7dpjDXBE+n7OE46wSgLKl+qtHZfWyzUx2",
+	"bBbwaqcsV+RguItcE0Sm5sWaxG0FiGXAmMDt80jghqHoHgyf9wICuEu0aifgKcKyQCoIjMRVntFcZoeI",
+	"u8ZCQRGdGC/D+1GYNHC9l7AaHtersJ+D5mXSPPuLHqptLNiVZ57/dQ4ILnrlgPBcC1xNBl5DGzElNAf2",
+	"3KY4NCq8r1neRgH3rYyukTzfPkl9q+TxmmGluyv2tFB8pRTvtWqSmxyECP7ME9LVigDWkEJ7JG/0Fj8d",
+	"INTcwEtnWHY8wxZ4zUruCVQ1R7YnbES6WTWrtilttoctGMr8KM0kEyNXUJl1NwMG/CJdDshv4NgNTZPF",
+	"sDMCAIUIb8cSUa5CsSZ/kqU5tRmcqLmapOEokcLmdoZCK9VLKx+qqaCIJQJyA9DLczptdBzopx5IbdVD",
+	"f6UY/J0zbeHGETEbsWPTmD6HMI7e0sFgcF1PsrVPwR45AV/bGJm5G6GgJ3Kuxkot7/YJWtXURS9La5UC",
+	"eW5APQhe+fZN8tvw2//2uvSWaQa3STC4m9vdHANmeSp6ppUDybGSBh+1fN2V9q91vZW9Db5v75v7jm0c",
+	"cOXaPLrh7pN26507Pq2USK228mhy2nkNe7hAR5TJ7SqJ3aPvbXx07natsxuABbI7IJHW6AcYB0LUkYh0",
+	"odxurwf6hmI0ZYl1fV0AJIzWLdCdaG3lQ2cfKwAWCcXqwCd6bC5UzmgyIEfGwZZC+ESPXyimCfBg+PyQ",
+	"mH6aocDMNv1z6V4zbsSN7jV3Jh5KVbHjv4EObV/Yx1Z+XZuIR/dbufU1J9qrUzpte4m5bQfuuQ46b423",
+	"oqV3gn3DE0U+fngbAI6Kx4FXw53fud/tNub+o69uW97ZyBit265Kzo3ccEUD8BJa2hxy6JpyBe22lpum",
+	"Kai/pq0T9NOyUXPjMdTMEBiSadNlfx+zVIop2FmScAMqULZuU0983OkepPFCvYwXBwYHYMbKvgc+H5/R",
+	"dELwc5IB+cBimSWI5WIxKc1FY29ATTxesZZHuZT21gE50gO8mfTf0TyeRegU5NiIHtamyADrTjMGYMu7",
+	"e+2ePp8B30y3ejOB9zfpTAdtm5f8Re2Sv+Z5xj2rULSLBZnTBkfLhCrXqD5tXsaq+H9ovbu9Euqu0vf6",
+	"0VP5JTRv69cs6dGEzFdYfm+dHn4jNueo51c6Z8DsGtsKG3BZA2I8kylginKBGApdAxKXsgn0A0HgOgz0",
+	"m/IdFQD+DzZk0qz8nC3yXmBiO17XdThyvOzXERlTIYIQUyjGMlk+USTS8jQic7oEkGPz4kPMlMEMAJ4j",
+	"CDL7s6CpBXt/okLR9awbPx6lh0x6WgAROee51lybjBOYMnwN5gAkDuIRQFq1vMXHtFIZEQpQgJmckwit",
+	"msjITBUKnmszpNxvkHWJZCjt2JU2xcAgOSDd44+n5SVcr95hKKggdxeWZnvvS1p+G4bOF2SxrnPiffHa",
+	"Rw3i0Vq5m3ZjjrSv3jxRHtO+se2yY3Si9XmE5p7vO48QPmIbN6ZZkr+QD/O/r/YFfs/qabFWwNYu0Luq",
+	"XutdqLYtfM2BulmBCMXB8ODQG6DR8WnSjMrBbuEK9RtaUwdEqN8HvwDMa8LilAJWn10LEyqudT2vfote",
+	"Q56yUHSdkZZygflKsUyLueitSXOMHxCbAwf/Kh5Y810b3K/GGfNQvlfXc38rx6sVI+YC/vUX8ckePPpx",
+	"vyM/ruOGWpDfwanrKPoz/mOtl/foxuZaWw6jZWmPbs1Ht2aTW1N4fP+GfktPXD6oit0muO4osB7dlV/U",
+	"XbmRzO6kFm82CZGW7uC/3OyFDEXVDUlu7IUMRc0NCW5GI4C2dfuFwvr9yH26/e5FlHwDevWXYk/O23cv",
+	"fOpRqj4qtPfk6hOlLXYXR5/5pbWe/CSXGaR0KS6mKetDNw5o0xGRsSwE1OvXfAloptvUg1B0waVAdodk",
+	"zkWRM2V6PVBy/MuLV+Rk7+kz1ykmMJZsJTcCRoFHTAvesjEpn2iuW+OnXSiiND4Lfwzk/ZDcjwMBOgGC",
+	"+EOrHQOulKZjGp8T03dU9QIsH7Vl2vvDPZO+bK3liCiW41KUuCNPsILF9XPSwiAU3ci1idBW7z9imTDo",
+	"wIMtC3iCIPoJz1icnxUZB/RuaLMRhMKsvb5fJuwsntE0ZWLa8ItpU/EPvbwOrttrQqVFWmV6x5rdq6g3",
+	"IC8wEQUjWUtZZEQvBxNYeyqLPBTYak+vr52qDaAbvIdxJi8Vy/SalKsETZ1qHiwjyjBehssK9bvVtYNe",
+	"Goh+FAq3PBGZc6UpE6cKjTQgHGdv+JgBfDoI2OEhmcuM6beKUOwOh8PqK8D3t8jkNGNK2WIj9IA9b3Q3",
+	"4XdAo60Xjsi2AaYpSZJ0aQwdP6CKw/x+6Lw5tltzpYucqUf5s2DZsixIif0Z+DUDprGm+1el/+Dv2Hbw",
+	"k/nvWf/T52HwbL+p++Aqys1vkC7kb/ZUn0Pb18r0hJgUqTtRh16UFhGDLZ5ZnSqrOzggv5UrYOjYHlJ7",
+	"KHmuWDohXUrUTGa58dtjpzPb4LZh3ex7Kqu2scll3aLex1z26vq8lttwhDsWG6/3o23y562bmCmXxp5M",
+	"+mwDt3b85b+hA+8vqlOc5DRzaeDouyeGLZXQJFrmbUnNlZ5ifS8JcbuqPJ8X6EN6WPL1yLW6dvkVnsCI",
+	"ViVGdG8wW5s0qI3h0hfefX+F4o8tw6be8jyGTv+aoVNvi6vh0yoMjJ+A3GCotDGIe4qsGkMGnVjA2/TM",
+	"yym5/u3uy0Ykwmpi7KmmmUso7E+BaSCF1yJcQ1ugi56iLvQaWFClLmWWRD19ZyiiMVU8jgbkJ8yjq2s/",
+	"+jWlPZPTcxY4JdeyK1CdFICmaS1By+SMxno5QE5f0LTQn6qX/mD4/Bk2tl7BkAlFJbTrYcjYffuzkCgP",
+	"cMje4UoCbQgYY1odESyC2ep5+wquwbRx/FpvQGkt6m/JZ5kspjMSvX5lu0+08NiIdMcSwW966JuDWKOw",
+	"eYdgbJg/Ij1ZIMVKsY/LXQ9FVM5yYBTuqIYIhMugl5lyU0vtkczGWqCHi0OXL/ia1UDr4tGeieOX7NeZ",
+	"wENWCLlI9WOs+dE19+VrhjTtOwuKxxVh04UR+lKkyzWycBudc+dz+cdNa44gHoJQF1B26c8Q+fbS9BFH",
+	"H1lgoSWw+sdnoH5Jz5poRShuU9LzpYPfj4Hsr12fYzWHmshYpzY2uq9/kpmh4L3BsKKo2nbThSJd504O",
+	"SITd2sHVmjFoBGrFatTDDu1gbLLEIfpF2IFdmVBiKCJtyHxgk4ypGUYYjZfL73d86Irs4M8WwNSaIvHg",
+	"Ft1mcf4Yqf+uCotAAfMqi76EDRZs+8DNQvm+dJIT4sd4rIStCV4QONpUMvF5DERhnqQ2BW1pzZo6pCMX",
+	"MblJ8J54sfv7KHCt1ux8iwH8cmovym36SrU725klLrVYsEubYv0Y3n8M739blTxow1ZMh0xiRIacs1sZ",
+	"D147+dawPyB8yqlJlnLO2bKGXw3KYd7K6Qn/F4uINzK0BAWfklfhalwzZHc47I0cOoBvjBQLBP0yqlkQ",
+	"CtsXPkAkMhLLBKNRFqSUJ1aVKtldQMYy4UwByLKt6SZvvOmhM0zbMQg3M2dzmS1hYL0xORP617HmmUwd",
+	"hgJSHFLg99gtFFZlTmiaNjHst1zl3uu+b4d/+SHbOPw9Inh0+P8FFMp6SG4uVQ4deEXu73Wg5WgjuDsX",
+	"OZtm9L4c/IavbdPg8oOHgenuB/TKnF3lESaNACC7vYbtbDDts+Bp3udaf0tlTNOdGVWzPtza3//hICKX",
+	"MjvXfG6ScsFGhOdE38GUvpCoAP5DFpSjVz4UzktPRH+a0bkiXOSS7P9wQMpGlqT7dq8vZDanKVdQof4G",
+	"FMaUXfGYpkEIJeyKzanIeTyC1qCKqBmF7pzwZm2YZqYvRwBMcTHLqGLKeOwTPpkw0Drx9kRqdbTdmf3Q",
+	"LTG/djPM8vs2tb98hKJ8hKL8klCUQJlQW3kFHc4puVgpW6rAUCLUa3tzIDoFvQXjbcAVAatJa3qYz5hq",
+	"vcN0SY+N2O6CGV2R5MaftcjYBZeFAhmOrS1gPK75VgQh4H9gy48IdCcVikoHEBIhbAZqmVLY+ehfDwFP",
+	"OM0ZVo9OtT4qzxWhuWaBZSYfeRoMh0Mfh3hOl4SJhDCapUubaepPv01he4WrtyFF5b1Il/Z1sA5cwYTb",
+	"EvMg3BRsy4v0uKf6iYZ8uwglbL1Psl1hJ3ibZgGb0ZIZiMN2gg4TxVzTlPsBh+58qifABZ2rvr65f0Eh",
+	"2A2UCHN/r9/zq32+/Om9Gel6C532m1J+4RO20XuRJP5KEKffp4l9ycYzzSnWpK9kLKdcsMRBY/uqKxkv",
+	"LZCRz2cNa62xWtd6o628Dsin89D02aq56IsBYVc0ztOlFiEJS/mF5qmPLQnuTEvW1V4lp0ai2SLt0YpO",
+	"0o3YRW6bEdBUYdJlZObS5wnIX567zeRM3W+XgkkhwB/Tj2ma6ksbOhaYkLKDyXZNHx38Q2SHVNFqu4Iu",
+	"Vdhr8Q3JpUxVQI4gKWjBY/xBi7nXbM4FJ3aclzAyGpWmuZff8cDe5rVcjWdSsdLrG9FsCl0dVUSwDeQg",
+	"FL/Z3nvmEZqmkM9khwvKD3lB0xT4uyjSFBUm07chCgW2fdKvMe0WTk1ZCaQ+zVh8btuFmbaLSfk5o1CU",
+	"c/tfNNX7rVWMrGDYI8g1CHQfeQkH2yy1CZuGwg0Cjc2WBrzDUkPpLTMdy1ahOlRgXHhG3XN3aLpBVxnP",
+	"Z1zgemp9IDokgEp6yRW0S+OKTGiqGOYNlJ91jHlmyqiFleQzADnRS6XpRJASQyQU7oMdRCkEdAbkJ3uh",
+	"LIVC/5xi6QWmvoWiDP4gn+9CGlmT2UvT1I74QDbvTx4VfT3L15+FY4iNgsStPOxM16RKwil5oogh/N6j",
+	"ffxoH39J+/gty6sMXnN4WhKrzSBxfKfVcLbtiDf25llkcr7IfSEGMQnXOQWn0vUFHDhLuWZDPA8FRUO3",
+	"UCxz54bUG/aU3ZG16Y/dekKxqV0P2bJbD3LjpnY9pNKt5zXO4gadel7bZXwYrmmH/0rsslyPr9ytx9uY",
+	"++7UM3VDPzbpeeT83yznt5wAXaMYxyHIm1t5vB+HclmzMrveyQpgAjcuTGsxuuJaI5Atba9go4nlCv4r",
+	"/TmjBdZtO6PLzxwAFBGTOuAxcX8pgJtDFctMXsJlF1lXGAQLQjEtKETKjaDKOEt6JkUYywP1czZ4/8SV",
+	"15dZWBnsNPYYrWL/PbE9ULHIpDRvDGDKDCWmtkVSxcrWut0FzRRLoL7XNafn2D3fdEvXxHGIBpq+IRTQ",
+	"eblXNmX2ey/Elp+W6zciB8MDyBsAAANc6FDIjOgdN3U2+qZhS7MY8sHU2yRMX6Z20P1QRAzqzM8SJjjk",
+	"TX+0qQ9Civ7e1VWA/fTjGR2nUMgsTSkVUfxfLBTgqh+Rp8M9EtmVP0MZcKjNZqJSeamvH3jXcz5nssij",
+	"QSh+ojwFSV/ZjRHgPUbVH88mlKc2udul065mxtniTFfcgzbuCApvmtLaCvGgaI0fCvGVVAV48zqDyjvL",
+	"CjyNj0UojzL3TjJ3/6vLaS4u5PlqSlshSrQa7H798+npsZY4c8wXKmXRAIFCHVtGrNBBVoiuzRZDJtxb",
+	"k2BixD3YXu2x0LfgeIqlmPBpkbEkcAkfINcSrmIJjnI04hRRMtMcbbwkPBlAw0x0O4IGYu5BR1s0p1en",
+	"UDATBfXcEkWiMtkjOiSLjMfQwx9Drh4oWca8luDM4u9Yi9Ko9WAZyiK3kdtQoADC27z24ofW8xlA9EkR",
+	"BHDZKi76Dldym7io+UYbF7VIAW1RSXt9PYbFujcZDYPrtV/QMU95vmyFSHF3VN5no54xtpmNZYL2K1VS",
+	"YLDzgisUUl7Skb7RNW/9tAVayjGdougm3d3+7nA47B1Cwyf7IZshXmCL6zglfK5nr8cLOnMuzJ9uPnA2",
+	"WNa5/kbCqUBLbeHUU+vLUY8NIG/pEePKc4kpB69Dc5rKaatphHfXg5k1D4YtzzY3ywUTlP/b3k/TRd4/",
+	"kH1NfBip0NwKQMdVKJqf2vGf0Vpy6fpCzuXCNI4/dj+evISmYnOepqBxAof11Hsiytpyw9R7pMZWW8qs",
+	"gCq3QW4yfDUhEUoqy8AM3vVK58GAfPzwts+EZirJPQXpHvp0vmQ55ena8/kYPL6t2wIjxkhGWpXIFeFJ",
+	"ULr2op2IGHIhVJHo3/Z+ijYeW0uF117rwcYzvPmgkc3nLBTbHDTbchUrnhCbywEpRDtRKLpsMB2QKJdT",
+	"ls9YtjNnOe2nKZ3Tnbf6//v7/R/GUc9ZlWZZRqRQLBSRtwANQ/zb3k/eIMQErGA57XHUelwzOzg267k1",
+	"W7AboLXT3DJdyytajr2n+2x/+IN2pgSrfYP33xwC6ZHx/HUYj6NY6K5snJmNTMageAE65XqEK0RCNDd+",
+	"1xUv3pdshXGF3/zY3vw+qZgmcy4a9Vv0QJpFr2JMmVqvXkAqicZ1ULo1Tcw/sClXCKVk+zCCCJNjFF1+",
+	"Db/v4MZ7+36lnoExzUl0/P4EtWB4+w4iRw0MrKtCYx9GgeIanrvx53SJToVDEmU0Z28xP1vCbGmaLsEr",
+	"nHFTjxYKxbILQOZbsMybDAHbEUGuvOG7mGcD/8bOGPAVoVAz9D8wMi6SKct7NWAkPSfOlEWtNe0SD7FJ",
+	"IuE5EfJyZPomwoxcjneKSs/Jz0f9vafPECsY+zKqmbzUj4LPeEAMIwmFngmfz4ucjlM2ApzUGRVTmF5A",
+	"MrNfhEIhr9kycOEgpoSeg0yT9voW77A/kB/aewO+8kvjNa1MIGktkIabAi9PrtatX++S6R4lRcx6d4Qv",
+	"PSwDOpg0R80Z/s4xmx7roG/O3D+4oywqPP7QYBRBo3PPp+n5R+FXL9WhxuybVBnn7WgDTCqPg+ZQREiS",
+	"SjFlmREFFhPJxV0NH9UcDLut2TxQH3ivezDc7WHAWj+j9QUXb5WiHQmpzqT+MoBG3yoxlq11VknR7LTK",
+	"5QLwGrWM1XxZTC1seLPG0VYksHZzH0SrXc/+H6nmtlRj7SyfZqoAiA1NvT2VdGMKCoz4RGGdgIyhTCDw",
+	"BfUZT6Le/ZYDoNJqAdfbqwuLcQolybOyRYR3OgyKj2F2A/JixuJzhcq1BeNioeCKQG5GQAoBHBMMVEDb",
+	"WUDeete0l1DFHFIqewFhV6gRKuyBEJlmEXpUwCy3zSWIeRWcX8JEspBcKzuKaXXd5+ECddcLgKvAosLs",
+	"vI6d58DCDjFbr+yE0N0f7vVILnEUr10B4hDlkkQlpilm8biYp62+dK+JQkGThEGnDb3REBUKiMwC244B",
+	"NWGbirM3HPp2iY8jgmk5g1CE4ohg5gksJVBpBMkj/0ADx+alQLYK9L9YYmq/8xyEAgE5uk+He/oGi1Kr",
+	"N87uoN4/mbmtQyj57sFwaJKHQoGZJYjqYbcRhgwIugdNQ9IzMKaiMjsInkC3Xiiqu+xQmOY0j2c9Y5QI",
+	"mc+4mA4wMVI5sW3aFIQCrHktq38+ffe2fJGVznpdFvqcQd7nLJ+nEelS2/qghylHofjnyftfDwmu5SAB",
+	"j5aKwMNSw/oN6tTkWnR4+Ooe5kkXIXRh9lEP5wfr3NybAmKT7BbNKXCTuFIFRrtLSm2LS8ITbf0Tnu7u",
+	"Bdu5MatY8vqb23tdJK3vOxg+f7blC1vW+cNPL8izvx88J//1fw8Gu4O9wW7PEmP1bLRNDwZr7Sfx9BbT",
+	"8y5a7y4S2LoZnPlD3qm7xf0rITZBrEyk1geqOsrGfGU3CukK6XPZS2oQ37AipbE5h3v4kEwl9Lex7Q28",
+	"b3uivGFrlu56CGJvNnLinaFgM7snpqIK9vSezGBcdSPBgYVsra61PXpw60e3Ud6aH316+2/dKqmq7dFb",
+	"fmtVgVxB1fEOuKUW0zzHyORDW1kCHbiqGJzrmmxU9DbFp4KLaf+cLde770/wxl/0fQ/IAMrXrEsDWWhl",
+	"Us1YQvS8SRf+jiG+hV7E3uDRIe4nfJQLhtqt2XZYvsDlU1+gU7fVK95KOTuIOtdeH4UJb6A/6edMjwHj",
+	"5LjU00Cvh5CXRAp0Jzv8kHO2DIU2p5Wbt+2/1TXB6QutlUB4kyvj2k1KP8oFwmGMi1yPQ5fKWw8uSLQz",
+	"uGRp2gd9aeePy3M10EQbBX4DOJ7bmesRTL1oUPaFW5IZvWCQs2UUWqP3c+OVmssL1uhn/gBrVxJ+5wFd",
+	"vd5bWo6W3g5DC+ds+XiMKvUkGEVYOUK28IGbhmcWt1WKjf5GjPasOTgrBqnWGKwSWraghWJqmc1t+kIo",
+	"upFPJlf9y8vLPtxRZKm5KTKtFiMwn0zDQfQTeJGqyFQEChdYImpBY9ZXTJsL+qSZDoTQXq0YK+ayDKxH",
+	"IhQYzMKkRrw497MaTQjJBmgqjgGY48+np8eh+JEqHpNudORbAyOCP4+pYs8Ous7TMTL/Mk6VKDCV5DSD",
+	"FoXlYiHH65UlbaWzxOhf/kCRTbrV6x6EAiOMY5nP8Bv8ist//nZaiQmi/fB8+OyHgKC2GIooXy5GhOZ/",
+	"++NSa4A+f3yVvDw52nmV7D19uvs8MDYsVHwgWFsb5zL7GqeUzxWJuFLQJrIYI16TXWae9IJQRLSArpLs",
+	"aqH/w6meRSTGE/2fP3JebT+JC4L7PSAnDIpoMZmvvilwsAhmvRnbCBbBZL8d6gdtqBCcX0AiFo8kFCk/",
+	"Bxfr0fEb4EV6dTOGAMkkQwR1XNZRaYfDCdUHLxSh+IhjoKGuHFUeHb8xgKGKwJDAusHcn9EF809YKP7r",
+	"/z4d7JFu9DlEwynsjEjYsY4HExLtBCRctavw1sFgEHauo94oFFH1sQgc/lbp/+233/pHHuEbssbWQK7L",
+	"j8xCcZlJMXXRh/KkBqVDxKxHZPwp0KKIzGmqyZ4BHAauV9eO6/EALfhIxhamy2SJBJFfShcD9j3bUhBs",
+	"J6p6AYkKoYrFAvLhz7xBcSaBtwiWaXgzhJ88zlF6a2abo7SgZGxyYkTb8YpDzQygXSn0FPJOvLOq8fyW",
+	"ZnWF/Dsbc6W2CSQ3cu0bWtOwKl+p0MnbltZKpzpzNM6Vp4Pd3gM3vzzO6LSpGtsbKNavjLY2s+9v0ayN",
+	"uLJoR8LxJmRhI1I781opbTqBmqIrR89X7r7AzKu8b7TiEQbx28LZapRQZ5UN+eh4zDNG0/k/wo665Hk8",
+	"G0uaJWFnm/3ECP0XXBWzeaMy44FdQXtpk5wz0L/9uMyZqX7AdICvOkHTqWAjwxp4ivoXmDCmFJ0ZF+g6",
+	"N8t7DNVjQ9OSDTnTtDVrq+oFPuit0fILRaesvYF6MTfV0cpkC+o/3r59RzJZaN3XoZAvmN8jMTC5mlBj",
+	"9vH0BZnJInNakApMtXvgg4+gMZvTtJKbEENOmdaVTl6WFrNFuILCkCde/rdXWCWL3P0Oowx72MG7zCsr",
+	"E9fBroqMfFeMKayFloI9UebjDTpnKBDYE6IL52wZHXrhJW9sGMRljGn+0aX4QCjwZgAAtRfBBi/bG0Lg",
+	"akA+wpt9qHebignI8FIkyoUYlyx36O+5JAlX53pUg/jeli0Ob9iklGCPXaCq/f39571Ab7/QM0ognwpd",
+	"z3qPD0khxubaFkVhekMrzA6rtjujTkJz1s85ZHlvDDi8Ekk5O4iopoXiF6zXNh3yzqTlo8cy0vNojYjk",
+	"8h6m+ELO59QzST3Q7FxCfiGh2vIbIY0YO8iR0ygUxsyAiotKhJ4nCKRylY/QmIHwl6nqMT+pYmzMGq0C",
+	"wymBLlEJXUJ9QaQ3LyLdj6cvepjVBjRqXGLFfM4SSNYckJemDYIZBMmKXS1SmbDOCADTmpdxmsli8WO1",
+	"epHnbK42sVMg0dfm6eugM6dXb/C5fbfwNMsoXFT5MgXKktm801J9iRWXbm3dCe8CF1CH9tvndEkWVJlj",
+	"jDm6cFaTXhutnLPl3WJn5QQtPpmZW2Qd7jvQoLV1BnNT9rH9HB4yYAZ794FpZa9Nxcbvy+SlCrwy5QXL",
+	"uEwCTfFGmLhcNZ5pinyEoH0YF2PdRU/FtKBTW7ttiLEU5FZWawnbCwgcctzBRm1gR2Zma32dBJUQp5NY",
+	"4NK1AZ/f7E3fda2G+Ypt6jTsqjwWanxhwGV7y02LNRwZt9drnBRj/eeYKRIVWQrIfIiIpkw3Z+vGj6xz",
+	"txtdzhSLzyLyN+MlCoWckL0D/eyzA2yX3dNkUeLwmQLj3GRwlYB9VqfkCkCOsDxCS7tD1IwuaQZQsHq4",
+	"sunrgByRjx/ekksApZ1JRFuigrw5hmyvDGyVGSOIEkQAf8motwo13T8w9QG8mwBleojjQKoRVk1YpFnU",
+	"2yxc8JIk3OS7zQfkKMeOLrvDYblN0Nmu3RdnjtwDVUuY0b9OpYR5+W88n2HJQ5vMNWvlV0qob6tGIvgr",
+	"9a97rKe4Aw92nanNbaagwvDF2xRWeIy5pnFsLKvALhsQY7fWuOtCgng2Xv/owIT6nQFBc9urkXQB4+1g",
+	"dw/OV1PRRMmnHntHf7+9o9fTtusc7RhymWUf+Cj5S2hzYyGBTcfnGoR+o97RVrXhS8GH1W03yKBDEmku",
+	"HlVCrffT0fSxBOTu7SHMXRvLQKrK7o0YlqGTNy+3aKUMWnLgdOSARN6NJvjPBB2nLIlI1xhG7pdQzBkV",
+	"2I6gNyh1Hq3qmNyRkbOmMsL+LMAbXU+aCQXWA/P8UCumriMdtNOAbCnQmW3jkpSfs1CUZdQVYWNS0/p2",
+	"Ks4lbduNTjMaM2Mzh6IL4V5je4AQ9JgABKltqw01wLte6+eP4fEoCIUddu+AzHoD8kqvDGSskYQrWCW3",
+	"5XHKaAaQb3jhA4CKodvQ/HRk221NEI/zhIuYRcbAsDUuiiyowRF17CoUK7ISsyBMB1nNdJzclK2is73b",
+	"9P1IzwezD8wsv3TAewNLNsvvSOCxo/RjR+mvKIPKftLmviclahOtp5JvUOp3SubTGu18LxhhIs/A+2z0",
+	"etdyCvuGSPtDz8qFiikdCp7bQrWA0Dxn80WuAvTJlfgTtgs0xIDRrw211OaBQSheiRw4Os0YOWcLaKCY",
+	"Ss2nlfE/YbumFtBLc85flt+8Df6lJ0lKZEpTdbemeqpQW3cIrM5reYJPf3dt9WqfsY33tlzbx77S3zbX",
+	"8WyTJ1X7q71L9D1pvxsY185nO5u1Xftq1Nn5cgehTa+w034szb83u8zRJSAfefra/ZLkZn5r9/6GBLyT",
+	"sTxbNnSueLC5tcVg3tFzU93s1tT6VwDMKSBJwWxFT0AuZzSHMFAp6UMBhQVxzFhSmjmQgAaM3QzjTDvA",
+	"l/VbIkKj9NKqVAT1HuNgLJkR9MENiJLavJxKpsiYTaSF3yrvS2nOsiYvETkYPi+Lw62hx5Uz/qA/ROnV",
+	"xFx2gxxjO0U2W115ttzIePa+FuMJ7GIM/pJtB74HP6feB3sShLwMbG9rLJMAbkD07iZFehNnfdV/cid+",
+	"soFDlBGyWmDVVAgZoHs/LIEhXJkmkK2XsdwAydm7PIV7zBRPmKs41Cy+m19KuJXmRcYQ18NxDfe7qb+I",
+	"pqWf5wQzA8tW2+VzjV4hcAYdkiHBIkaeW27XMwWEoYhstSPGFV9BCaE6goIgaXvEZQqwpjCZ2eVgphIK",
+	"OGgonBpAjtBPBk0viwz9T76jy3oiVLVTu1nV1iJFs5km9vmNun5wdh/M95uE7ofW0LYOCZcRYU2Gj1Hh",
+	"Rx/Uf3MfFDCWiguqyuMPHc9+gFD0Ts7UAwm1D5BUDm03rfWQQ0Uean6Y2wN9Hl1fBMsiqEjInwUrmEJ/",
+	"l1N4wSXGVXljCnKsojLb0E0vIGM24yLBMRjNUt6itB4ZbChbVe8UaXNzKVkObWcYbvvL2Q4OW5gkEZQH",
+	"rIZBEOB1zIheH0RBfN4Yejhlqj2u+sV1X9ih5Duyvf+Smi9UIJcGuiYhc8LqhwUy61pYwxYZu1BVhNyh",
+	"yNLOqDPL88VoZ2d37++D4WA42B39MPxhCAzBvGEFAi+TY+ZBiy1YbHofDDyH71LlrCmz3pQnqEpxPHTc",
+	"1ke321J9rcYAAtjTKiEUN6hQRGp8FpmDjKnEe0+fkYyKRM7JmOcKWa6BZgZ9YhWbORQzqmagneLNwJux",
+	"toIuFhDZRIOeW6Q0452HWCP2gtC68CAU76igUwtHQgRUva1UDQ3IL/D1bXjPVNv3S9N8M7DF5BZfbhmY",
+	"V5oK8RK14UKeOxhoUzhe7gZdcEC8aagjsI0Oa5jf2lYwmzIgR1DvUKJQV7DJD0PhQMRLjMIaWGMj/gDU",
+	"SodCzWSW9zX3SVaBBlqBxUPRbatrQ9w9BS1FoaifNFOVZuQG0QV7mlUr9yEgT0p61Qc0YxaBz7R9VHk7",
+	"fMFAfw5gjrOrnGWCpog4l/lNRdBcgy8b2Nve4F0ImY6QfAB5I0nXZrual5sgzz9/++XkEHAYeUYWGRcx",
+	"X8Db/HKfsmPParFPhVqw9K+hfAqEt39uEwdYEMtC5MpNS2+/XznjKvVVf8Gy/pyLIrew66SLq2Hau6mB",
+	"vfWYZe/gRsiQMxbqs+HwEOJuts5JVunRg5BvGAhAHpNqAzno9u9PHI/A6kRD0bVTxFsaJkj2hvp/PpL9",
+	"ys16tX+EEZEPIKWPi/hc/6LtHEBIEIzg658oQjWTo8CHMjbhKbjgtJbARSELlS5HhPpVhXO6JOMiUzkp",
+	"FhZS0/se+IoBOUrTUJTI+CuYrgiQ7wOgmJUAVAokBxgKCKGOmv/BLkDfAPp3URezszDdXXuBf+sHNqdc",
+	"q81RWT1i+q7qT2LoKc34dAbw+wDE4D+t0Ao1NY8O1siSGldkUtjt7iEteM8fy5THy4h0TecrmCCekcPL",
+	"fzwbagH0zhGN3hYlkXeEIvqPfu2L+64/YuWa+0R73Uyjeo9i7nkt9DxSzRiINOSxl1JvckwVC0UXq2UJ",
+	"Uzmfw+mkOTGZ/oQimQVkkRb/P23Xu9y2sd1fZccdT0gXoilaUmNyOncUWYl9I9sa/Wk6E2S8S3ApIgJ3",
+	"WSwgidfx1z5A36If+wrtm/RJOuffYiHRSaYz94tNgcRisXv2/D+/E/rdG/fHkwNueiQ+KvYXi/tYWutS",
+	"ZmFQwTZNlaJfmaJpDZf95E4aFQMHngrErQgWULvnprjNuEhobreeVQl6M/L3gIQvVqa+IUzYiCOOC4+e",
+	"IQEUR9iauL396tjJ60wgXDGajqfyE9MsbAw6pPeOl42tO7rhRk8CbJq7z3hHRsQeDzKcRd7KjDyTOA67",
+	"1b7MlFGybIKVDppAAztTgoIAMy/aRvnlcqQIWVgKpg2Bucrx6vHnyFl2CfSdhVixQrpffk21ytRyKI5O",
+	"RVY7WjvWfm2blW2DWtumLouQ3MRXnu0G+az6czo+fzelnuZpI/5iZZqkk2jI1LJ1iPaXO9h09P4xofTq",
+	"ujMiAWLpiWCN3X8GHzfWHb8j/Cf6vAfavGnKeSUKYlChLVagLNydnb3P1EfssIVPxE+jYrPJcnfsmlXt",
+	"N2WRqR/sunTlME4qtlb1y2VVOqt05QtT6a5BKPEO3NxYAMMt0P5cp72ZetRqUGNPbilzQY6cu2htpjpo",
+	"Va1FA+2Yd1+ZJSTquLjMxompCLPIne5q8RP+pTTW5MuVgSFPXizDHGaqMSDmpDa/hwDs753Ud2IN6Eyq",
+	"eeIe0vWA7Q8zdZngYDhWPQiKi4IFyGvKv8HeN+Ut/kX7VPkb/qUJHZ8c5e66f04GEULgCXhApnY3jxvS",
+	"tn4F6SA5arj8iNqErdeVdr75tPStW2gBOKJeZ74Ro4MnMVMH43GCPBTRkdLbKlPcYstz5JgYaex6wirq",
+	"RwdnLXcIpvC4d+9wRs3R8Qm9xuix/TtqrMwcR9wFPmg+gALEtCxtRbjmdN23zZ5f7tVo5Nw6PwdtqrFr",
+	"pNW2tlqN9yYZkNHmHD7vZ0ov8QVdsT23zlTNViTlBgSFK2y8vDcBGQG3d3KNKG1fhAeXSecu+ckwaUgP",
+	"L9nWNkxhTaK8OxiP1dwWfm0Dfu4gxxPqXdsA1DPr3zl53d05ef1I8uweqCeN+sMdPjwo3OQES5unnDt5",
+	"zu42+c4Llhs8lCkqeSq3y0+H2dlNX7SQb3rmi14yHCyZKzkmpGG5IEahlXcoheEFsh2TZz8CPYMs9q7E",
+	"EJaE4AMSbHGi8oZaU8Nr4fnN3SVOt3Q3U6XzZzT5/NkUk7g1TOMmwh/CKe/uB5pAdGb0t+zRnXqkTk2x",
+	"YjfkVC1s1Ziu+EB/zhHRuQeNltHsUU3ZlLYgIBT7wPE9TNiK8fI4sHeWxt3KqQ3A8J2f/4pYucDyeFII",
+	"UUIqILW4RI36fuUrS/LU10KMmbTaerJYUV4hwx1mBApBkyGS6WZj4KSLjwu3JAGnj7wZtjKodbngaY7U",
+	"CQfzHoHzqwJMGO5CEElbmiWkKk5V7URleCK7WVtqHcxDS+Pdu33NHh3TsMAHIbNclkVpqtxdvvkRNedb",
+	"1TpyWCymilApYWaXb34ES8cEi+WrwCo1e8nYcE7ED0nq7sG4vG2wyqRSqicJuIuZGLBf83lR1wuCmkHx",
+	"HY2PcsE6RPKEb/60EoGA/qhfmjXCEEYPA25txC0EczDuMZscImQQ4cdQHe5wpC7EUuOMfvKOsm8ud3EL",
+	"4JVri2UQhZ0qDafwZadPBOkT0Xhfod0EHz4VK18WFnUPPpyM3kgMikoywogRbD4hXSPaYzJwpnSnWmrK",
+	"xMFoIXJVpxAYBF6Lrgb4vSs8/PwTIbloMF0MnjGqpx5yP3vWxEbqmgHAxDJBEciuvhvnsf++CR1BAhnm",
+	"zj5sbNHEjg2I4Rh/QkCOmv7uH0SQnwQOxUce3xEvMPoh/4UBn+5PbB4ynAmGWu66gJDICZB0XMR+MJkI",
+	"uiqNA1sujApfcCSsN4C9x79dmMZM1c9vPn44/QUkWZ9ZtLVN2IXkP+XOYJiJ7k1xKj+PRqMvX3Sayyyu",
+	"Kjx3z3bh6DD0vPQVmNvOC/f26uocaDHMECPYM6QzjLnIkMOaeWU7nxXrEKxeLmxRmTqFlAwZrKZHv1xA",
+	"/ayxN6SChxGdvwiFT4dwVLduIJCiaOPg5YxhRnHkQNeGGsXbhTULcionuPphCnalxpzz9CqGGPQwo2J8",
+	"ug0190e/YJOh69dBXk5h1izruKAGKG4fBCl5oDP1j/gXgtFyHgZ3POE4HJHC6ZW5ASFJb8Zj0avlz/Qs",
+	"d4HBV7E9AdhCsdgHhj+/vsJB35yenV6dwk7MrQpAQVvfstM8d/fAjOACrIcaHOxPwHBBQ7zs6bAI2XNf",
+	"BuBaH1CnQEaauOINPrKXWEISdmGXpcPRWN7AV9cXZ+yrx116E39DJMVatPDWYO6AwkCzx7/r1sEDDyaT",
+	"3H1N42aIMcWKNiJ9P1W+ke4+44HM5KdfYiMGvK6VUX+9/PhBbUyzitauRs8zmjDXNYE9dXQ9KspmS+yE",
+	"0J8oc2L0r3vHm3LvX5gu8M2v7HpTmYYVaCPNeDQ8TAtKMKxHm8aOiAVX1oBw8UuK8eq5X2w1tQWlZtpK",
+	"f/5MZ2L0WJwBX8CtWvlqgSGk+xXQ/MYUsK8upkvNa9xPQ+Gi4QjG1IrtVOAjwHySkTJVVD5gYIk6HKFe",
+	"p798QX6mkR9Vwd4LmG9VNrY2FSpiDI3lqq2qPZhxQZY1xDOXPIq6f6M4NjvYC64vOXymrAiTV/foAA5A",
+	"bQrYqxlW4G0qswW61mp/8m36be4SBgnGzOuj3s3XF2dBTcYH35K/cMY7RxYcHHHBecYtpPvJszhoeOtV",
+	"KP9mhzPZv6PDw1fyGxMU9Qw6OkgFzky9mvDAYYboHNa1a6aSmdJNbVwg8Yt1m8mQuRvQ68hTX03YeS0Q",
+	"3ZqtivdB83p14UA0BDt2OAKbkO2cmA2n9tGXP2RLgF2ArCNRDm+GrbxQboipDsYzn7+epOoetisomlpG",
+	"mDqFcR/fos89DXAtUyPQ19MEWBqUGnh/TdE+jHUIIq2mSLAekhHZBhCEazKFNiaEe18j1vqcoJpHitEU",
+	"Yn5EjMF178F9+F8mbTn0jI8KjM3LiNJT8x/6SUMoEJyU3hBQbSY/NHYiwFFADcXpxCUAvtqBzEyxsVm3",
+	"/ncUJhocn17uTQ6P9n44eT/kyqk7Sk7GlJtMVf7mBv7ftOhmMY5tM1+rf2t9w5E5uAxqyCwJ0YIqkMUa",
+	"1E4xOL++GqkuoJqsCyHVrA2yotq3N0nGyVcXVKvShQbkGYYzV6BJa05lAXWO+7IhY64tbP0nqRDt/Atl",
+	"TTFRu5DoJrpQGIufQ8q0NEwsI4VoA5Rs2SkGAlFRNiE16QIo//8PzSR3rJrsUEp2HBvs+fL03Fy0jvpo",
+	"0C+mCZ2mOtjLz/EhX17WLWgyYMCz5oWg56xx4efumWDVqwGbYKTiwbECOkMdElgTiq2/i8r34sVV0kvw",
+	"xQtqLSCjgnAFQwSkNvCMX33pHoVkUAQDv21WYPTh/5vaLssH1CLSu2/tppnFyDfwn1CZsFJz29xbPpFr",
+	"YYWdNH4AMSguJRi+DMqGwmzIrZ2OB1+DsnezpkZ8Rs21+t9//w+lzfPJeA4U/XzyPV96PjmcfA+X/uc/",
+	"5crJq+fHr8Fw4RdBIQHzMuhPsetNs82UBpsZoz2OWpnrlzAMmtL6L/DPP+joSGtqX1GUCaXgDnDV8Uid",
+	"d+bRjVck7pE9wZEWYQ28s3RTnNlvWPv4G4m131AWDmcxzVmXTk+79eq8Kbg80c21xux3fBiWsbM/nNUo",
+	"sEH9Yqui5E3uyx3e0FBqV71FkfHD6VXGKnSm3p4ev0Ge8vH86t3HD5ektJNuCMPmbg22co13JhifA0ME",
+	"j4+OE+9UvRPKWtu7An0xdzzXEnTMP27hMVLHYIIHoSacO5hgG8sNLW/tdoacWlaB2Btig+JmpCcAN12J",
+	"ztVHCktyJ3gDWf4MBMIblzMDtsr8NKP+FmRVu3atSabETiLewfIbSsEp607eTfvaO+oLoNVTcBbTFPGV",
+	"0OR+qtdjwlOqO3P58MlFps6+J98FQwoTOas/oObvS+qo/7RtZuKhKoOiZpzmUTtHFWCHBqJh4NRlozMm",
+	"t6jd0TH0t6VN4MOI/WhQEkkjYZc+5pxM9O8k68wUayfwG+S+iI0+nCnncxdPQmFcFM1lk/DRFGQOmOnH",
+	"trnxIDxSK7/yfkPBae7GlDsEDN5/vf9tppbFeDydvvynYaaq0t3uYXxPDcjxBEPtH70eTQ4PRvz/MFMn",
+	"P3w4vspyt26rpiwMw9pvbIE5RJma194s6PrCFy3wRo6Hzq0rVmtT33LgU+Cg8WZT7W3aeuODVRJHDGrw",
+	"7vzuAOny3fndUaa6eeEXoM7AF8Ner25BkVaaFkj6PqZ+HsHqKyoTQpa71lUC3UexRqBDsKu4+y31N+UB",
+	"R/gNnqDLn95dnbz97uPxxZtPpz9cnF5efjo+O/v4k5a2OXBAwSgOUuRc2+CrO6BEnoJpItli1ICq4nue",
+	"VvoWt1PkT7NKTj+NlOUuePXmw6Wq7bzkZGLp0gEq8YxPbuxaV4Y4RuelvzfbDl7wsOuOm8HjV02zwfnB",
+	"hyCAid2IDYbh2PrF1azLmxI7ExUrCy+HYIeopHtqChbTHUWe0EGOZ5cJ/klYK6oPpsLzLWjX8+0jZSG1",
+	"mqIllJpKfE3MpUy9GquQqcJsNmwsf8WwGoJ4xBSr7HdCTOI9zh2KGQztPxpQXKDYRkCrwf5YvS+/QyzL",
+	"w/Ekd49DYDCs825v8vCQdDXaFSyTfkTCh6luU/fSQUZk3WLLNizwVvvqx/K7TNB2QGZhk7ThiMQuiNtM",
+	"ZG322KFFZ5GCZjFWNp5kuTscv8IfwlqR/ZquA90TNJ6C0G3VZJipe1OS/g772ctwQf4t6Tkm3LJBSfT7",
+	"ZOcuYk4LrXKYcY3nlFoXNfWWWwIrozCNM3fAPf1yKYy3Z8CHFy/gdJPEC8Yt5v4BJGNhQ5jGGr+/mjtz",
+	"iUp+7urWwftRMB1IF9mV4Gyr05P3x/TTmH0RpE8qSm6Nja2ae1/fZmpZViDVYcAaU2r50Wgo35uq2isq",
+	"X9ySpQ8aXbIa0RPR0f3+eKzWdPParr3kwn3txvfm4T3+jMg2U0cHQLaZsm7p66I7i7e2drbi6IJBgKSK",
+	"vBz0APXV8T+2zaZtZPx9PBVYrMCeEm5DThjayGYbT2W7GfLvrk8ZcBZkEdioScKN8Ot1W6w44ic9CbqN",
+	"wcyBvtNGfJm5G8TQZO84VaWz+mX8s/BVu3Y6af2MEh7bWrNqC+rJconIsExmVLIG5MWmLGZuE53R+mVK",
+	"LHnS/it/AzLcTkGB6aVpdIFJW6ywdtoUt6RMCeoRKpg/X5y+OT65On3zC1hraBd1vgx0CKKDQQ1+x9JP",
+	"nB96SA3dsR1FEliY+0VJCeDMX3rmcWp27rCPBfxaqjtUP2BIJTbAWba+rUmpkv58ZOp1JTPUCA7tax3b",
+	"M9+RKfc5f1Yu8mdZjoV4+IFiBIvjBv9amMZghDx3+nFBix5KrzjWNn++bIxbgCiX6f8yQAE6ffny/v4e",
+	"mDJ+HUtVC79+OcxFq+INAE6HQWDjturJiKoq57Wpt5LNDcQ8BVra6xXcT9Mad9hKe9dQIULWVeh7FzWF",
+	"BoEWcqe6+6bo1Sob7rVRwCwWLS2BDbPeE5GVN2a90VN17coHJXmsvN6M+9O/qavwnSp9t5+RO4FClOrt",
+	"++OTvcu3x5PDI4n+0vw4Vty9Kzsp+pfjhHrfoo3Io93abep0oMfuLSx3b1TUzZTnz9UV3EyD8alH6o2U",
+	"9vL3UvP7TaBiXxyG6n0flTpj1wnrmoxaOarYN2PGQW1lS1CaOTaTUHKjKgvKCNV2iFPOqEVbY2NC3zYg",
+	"nKRRChmlucMNRwbHQTKxkNAzON1RlqZCW9+Vd9S5Dxv7oi5f1CasbGCHitT2cIE0sVY+nWwPUzYNd2jd",
+	"bKyzi2nuErxrEPppxrNUyqFpKhsA05eHRSQKBHMgNj1Sx07ITH6AyjicItCfKIUoLRTnX+9wnx+qMJx1",
+	"KnHMaRUdFqPwrx4eiLWwpjocqe9xKhEWq6ciEe0cgsZ5qNaly3L3aowf1ESt4OIKJLNaoZDBDwMMX/z3",
+	"f03Gz9WvsJ31rIMHg71GNSm+D57iS0YY4IPu+rgfZSAkQ7tA3TK5jrKSdblqy7shclJgC9S9b6sFRfot",
+	"auEDdPVLr19ysQIDRUMQE7Ynh89VqExxO5yiNw1FOWy5XRDgFxVJ9nY9d1hisLT35PgGcsxiKx6jQulu",
+	"qshViFmitAPhuKjRfYbrDXSGD/FtY24svHMsA8f6zxRbkjZPRJk8JXdITeEx+CSXUYqSKbRzqBZmS/D0",
+	"Umg5zV0H2SmpathHRnIO+viTrGV0CJQzWtgdRxQIjLEnO0jKqCaXQfFzyXM0yt2VqW9sQzEz7PzyBMV+",
+	"8HUzndNEyfxmU7pvK0szJvLoDZOE3Z2pvf3KQulOhZ53qjwbTjEujhpUhL/n1EzXSKkayiifwYalYHrs",
+	"UUHGxILuaR5GLELcnQAesa+niIsTORgGVaJWlIkfP00UZH4pZVikPMrUGhsaLPylJ3wTHlUi1zb4toa3",
+	"SXKuRJsFTVoiH4JUqxi4O+LpLUH/7TEHUBSBvCKtvhoTsWZiRyXkvTYPNCLov5ExjrPxeEylSClgn+mh",
+	"NWFcqYwgziNQnagxPueaMIXzRUkZgJn7DVhC09RNzeiEGVkVkqScEZui3AS/tpHQZYG77HJlH0BpKTE1",
+	"bKDzZy/yZ7rzmDDFRoLtSINo7OspOhS/kSRu/zSA5rEulNIUths7VewrhMekjp+NrcHqoJ2XAJdUVeJL",
+	"k31JtarTWHMKClFMWWADIlgb42FkYvScklhM8uKFGlC72SkWxcVvP2GKVSa5BRQb/PHkNHeXk8MjyV0z",
+	"jYWDiZo3MF3rFlTckrs/jg3+pTsg//w4IwL+nRyJ2OWv27pilY3MDBRKkoEIM4o7yZXxTWwBPWUmaNSr",
+	"8YQYfu70GRsu8awlGcW91QAuOaMetJR1StH3OVihpNHUIFFQrhfeYX1XL720UyAojYPv87mThEesnLmW",
+	"N+wqRQtOTdaZul+VxSqpTyW39sISYDUxB9gjMQhquYXoIfHRUQLBMMO4c0JsISqJGILO1NrUt+FxuDtG",
+	"bYkiv/ZmSBVavpe0yEgOUk8bx9XssOdSP/TEj3J3IRW7f3qlRKGNPsrri3fKNP1U9ZnScSStWBLHggkq",
+	"5lyWoEXXj7y+59ffnb07+XR9caaZk3dCtnXB0taT95Pe8a0PjcbWNSjruuB4bJVdW6pcGSxLZ1G9IL98",
+	"GyzQXZO7dLasJ2FG4sOWHc98HDETkZQizOAFCUkIRrkjxXN/zDWZYZRuD+bvEAw4KGfSNb4L1WJ78mY1",
+	"kluu6ypIkPfkSZvYlLPsaGQ/nIpDBGmFHzOL2R4l6HwNKJviRic/ZeKewBR4gz9h5CZ031XbpPKPX51n",
+	"eUHc88WLafoc5qm220i+qzMUEl8V0hoPdHlr7xMheoTexZWplt2J+gbM9KUFIxQb3cs5w6lKY8zmvixI",
+	"HR6O1Il3gr+e5pVQHSsistPMY4thLOA0Re1DEG+gpd9L7AP0CbBq0XGPIC/Ydjzp2o5U0/jaLhKYPazO",
+	"71Wyl5jfghZW7pICk31VGGx4hLDwPDAGFx2ZPduR+ulxzr0okHJY0+kMYn0QkpD4KhImxNpz7p7kjWSJ",
+	"wyNhL6Mn+SVl19OVdYp0wUEZkcjSaxxoWZVwUJKgUjIfJkFiA3xdtO0uYSYefc6H7eXm9gpaSPazI0vd",
+	"+DjGYzWdZk4snuVe5MkzpXGgcwohR19D0lfXL2zuejrGDkiCrgcepn3CzXJqwtOy+71ewssvX/4vAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -48,6 +48,8 @@ type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// ExpiresAt is when the key stops working; nil for never.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// RateLimit overrides the default per-credential limits for this key.
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 	// Version is always 1: keys are immutable.
 	Version int64 `json:"version"`
 }
@@ -85,6 +87,8 @@ type NewAPIKeyInput struct {
 	Name      string
 	Scopes    []string
 	ExpiresAt *time.Time
+	// RateLimit optionally overrides the default per-credential limits.
+	RateLimit *RateLimit
 	// Secret, when set, is used as the key instead of a random one (the
 	// bootstrap admin key from SWITCHBOARD_ADMIN_KEY).
 	Secret string
@@ -122,6 +126,7 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
 		ps = append(ps, errs.Problem{Field: "expiresAt", Problem: "must be in the future (now is " + now.Format(time.RFC3339) + ")"})
 	}
+	ps = append(ps, in.RateLimit.Problems("rateLimit")...)
 	if err := errs.Problems("invalid API key", ps); err != nil {
 		return APIKey{}, "", err
 	}
@@ -139,6 +144,7 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		Prefix:    secret[:len(KeyPrefix)+4],
 		Hash:      hashKey(secret),
 		CreatedAt: now,
+		RateLimit: in.RateLimit.Normalize(),
 		Version:   1,
 	}
 	if in.ExpiresAt != nil {
@@ -271,7 +277,7 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 	if key.Expired(k.now()) {
 		return nil, errs.E(errs.Unauthenticated, "API key %s expired at %s", key.ID, key.ExpiresAt.Format(time.RFC3339))
 	}
-	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes}, nil
+	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, RateLimit: key.RateLimit}, nil
 }
 
 func (k *Keys) events() events.Recorder {

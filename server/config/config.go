@@ -81,6 +81,9 @@ type Connectors struct {
 	TransformMaxMemoryBytes int64 `yaml:"transformMaxMemoryBytes"`
 	// InvocationLogSize is how many invocations are kept per connector.
 	InvocationLogSize int `yaml:"invocationLogSize"`
+	// OAuthRefreshSkew is how long before expiry an OAuth 2.0 connection's
+	// access token is refreshed (default 60s; 0 means the default).
+	OAuthRefreshSkew Duration `yaml:"oauthRefreshSkew"`
 }
 
 // Provider is one language-model provider.
@@ -148,8 +151,9 @@ func Default() Config {
 			TransformMaxOutputBytes: 1 << 20,
 			TransformMaxMemoryBytes: 64 << 20,
 			InvocationLogSize:       100,
+			OAuthRefreshSkew:        Duration(60 * time.Second),
 		},
-		OAuth: OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
+		OAuth:    OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
 		Webhooks: Webhooks{}.WithDefaults(),
 	}
 }
@@ -203,6 +207,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_LOG_LEVEL", str(&c.LogLevel)},
 		{"SWITCHBOARD_SHUTDOWN_TIMEOUT", dur(&c.ShutdownTimeout)},
 		{"SWITCHBOARD_EGRESS_ALLOW", list(&c.Egress.Allow)},
+		{"SWITCHBOARD_OAUTH_REFRESH_SKEW", dur(&c.Connectors.OAuthRefreshSkew)},
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
 		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
 		{"SWITCHBOARD_TOKENS_PER_MINUTE", intv(&c.Limits.TokensPerMinute)},
@@ -261,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	problems = append(problems, c.validateOAuth()...)
 	problems = append(problems, c.validateWebhooks()...)
+	if d := c.Connectors.OAuthRefreshSkew.D(); d < 0 || d > time.Hour {
+		problems = append(problems, "connectors.oauthRefreshSkew must be between 0 and 1h")
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

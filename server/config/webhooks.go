@@ -81,8 +81,8 @@ func (c Config) validateWebhooks() []string {
 	if w.AttemptTimeout < 0 {
 		ps = append(ps, "webhooks.attemptTimeout must be positive")
 	}
-	if len(w.RetrySchedule) > 20 {
-		ps = append(ps, fmt.Sprintf("webhooks.retrySchedule has %d entries; at most 20", len(w.RetrySchedule)))
+	if len(w.RetrySchedule) > 50 {
+		ps = append(ps, fmt.Sprintf("webhooks.retrySchedule has %d entries; at most 50", len(w.RetrySchedule)))
 	}
 	for i, d := range w.RetrySchedule {
 		if d <= 0 {

@@ -101,6 +101,18 @@ type Auth struct {
 	ClientSecret string `json:"-"`
 	// HasClientSecret reports whether a client secret is stored (output only).
 	HasClientSecret bool `json:"clientSecretSet"`
+	// AuthorizationParams are extra query parameters of the OAuth 2.0
+	// authorization URL (authorization_code), e.g. audience or prompt.
+	AuthorizationParams map[string]string `json:"authorizationParams,omitempty"`
+	// TokenParams are extra form parameters of the OAuth 2.0 code exchange
+	// and client-credentials requests, e.g. audience or resource.
+	TokenParams map[string]string `json:"tokenParams,omitempty"`
+	// ClientAuth is how the OAuth 2.0 client authenticates at the token
+	// endpoint: basic (HTTP Basic header, the default when empty) or body.
+	ClientAuth string `json:"clientAuth,omitempty"`
+	// RedirectURLs are where GET /v1/connectors/{name}/connect may send the
+	// browser back after the callback (exact match; authorization_code).
+	RedirectURLs []string `json:"redirectUrls,omitempty"`
 }
 
 // Action is one named request to a connector's API.
@@ -117,10 +129,12 @@ type Action struct {
 	// Path is a template joined to the connector's baseUrl, starting with
 	// "/"; each {{params.<name>}} becomes one escaped path segment.
 	Path string `json:"path"`
-	// Parameters are the declared parameters by name.
-	Parameters map[string]Parameter `json:"parameters,omitempty"`
-	// Headers are header templates by header name.
-	Headers map[string]string `json:"headers,omitempty"`
+	// Parameters are the declared parameters by name; never nil on an
+	// action the Service returns.
+	Parameters map[string]Parameter `json:"parameters"`
+	// Headers are header templates by header name; never nil on an action
+	// the Service returns.
+	Headers map[string]string `json:"headers"`
 	// Body is a JSON value whose string leaves may be templates; a string
 	// that is exactly one placeholder is replaced by the typed value (see
 	// RenderBody). Nil for none.

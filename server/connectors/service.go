@@ -249,6 +249,7 @@ func actionKey(connector, action string) string { return connector + "/" + actio
 // invalid input an errs.Validation error listing every problem.
 func (s *Service) CreateAction(ctx context.Context, connector string, a Action) (Action, error) {
 	a.Connector = connector
+	normalizeAction(&a)
 	problems := validateAction(a, s.MaxTimeout)
 	now := s.now()
 	a.CreatedAt, a.UpdatedAt, a.Version = now, now, 1
@@ -273,6 +274,17 @@ func (s *Service) CreateAction(ctx context.Context, connector string, a Action) 
 		return Action{}, err
 	}
 	return a, nil
+}
+
+// normalizeAction gives an action empty maps rather than nil ones, so that
+// it is stored, returned and recorded in events as the API shows it.
+func normalizeAction(a *Action) {
+	if a.Parameters == nil {
+		a.Parameters = map[string]Parameter{}
+	}
+	if a.Headers == nil {
+		a.Headers = map[string]string{}
+	}
 }
 
 // GetAction returns one action of a connector.
@@ -333,6 +345,7 @@ func (s *Service) ReplaceAction(ctx context.Context, connector, name string, a A
 		a.Name = name
 	}
 	a.Connector = connector
+	normalizeAction(&a)
 	problems := validateAction(a, s.MaxTimeout)
 	if a.Name != name {
 		problems = append([]errs.Problem{{Field: "name", Problem: "must equal the action name in the URL (\"" + name + "\"); an action cannot be renamed: create the new one and delete the old"}}, problems...)

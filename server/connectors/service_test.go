@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,10 @@ func TestServiceEventsAndSecrets(t *testing.T) {
 	}
 	if first["name"] != "crm" || first["auth"].(map[string]any)["clientSecretSet"] != true {
 		t.Errorf("connector.created data = %v", first)
+	}
+	// An action's event carries it as the API shows it: empty maps, not null.
+	if a := string(rec.events[1].Data); !strings.Contains(a, `"parameters":{}`) || !strings.Contains(a, `"headers":{}`) || !strings.Contains(a, `"connector":"crm"`) {
+		t.Errorf("action.created data = %s", a)
 	}
 	// Deleted with its actions and secrets.
 	_ = st.View(ctx, func(tx store.Tx) error {

@@ -210,6 +210,7 @@ func validateAuth(ps *problems, a Auth, secretStored bool) {
 	notFor("clientSecret", a.ClientSecret != "", AuthOAuth2)
 	notFor("scopes", len(a.Scopes) > 0, AuthOAuth2)
 	notFor("grant", a.Grant != "", AuthOAuth2)
+	validateOAuthExtras(ps, a, notFor)
 
 	switch a.Type {
 	case AuthAPIKey:

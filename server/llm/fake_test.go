@@ -126,7 +126,9 @@ type recordedUsage struct {
 func (m *memRecorder) Record(principal, model string, prompt, completion int, cost float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.calls = append(m.calls, recordedUsage{principal, model, prompt, completion, cost})
+	if len(m.calls) < 10000 {
+		m.calls = append(m.calls, recordedUsage{principal, model, prompt, completion, cost})
+	}
 }
 
 func (m *memRecorder) all() []recordedUsage {

@@ -253,8 +253,10 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
 					slog.String("model", cand.ID), slog.String("error", err.Error()))
 				tried = append(tried, cand.ID)
+				observe(cand, Usage{}, time.Since(start), err)
 				continue
 			}
+			observe(cand, Usage{}, time.Since(start), err)
 			settle(Usage{})
 			return nil, err
 		}
@@ -300,6 +302,7 @@ func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duratio
 	if g.Usage != nil {
 		g.Usage.Record(principal, m.ID, u.PromptTokens, u.CompletionTokens, cost)
 	}
+	observe(m, u, d, nil)
 	level := slog.LevelDebug
 	if u.Estimated || len(fallbackFrom) > 0 {
 		level = slog.LevelInfo
@@ -589,7 +592,7 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 	}
 	r.Tools = make([]Tool, len(fns))
 	for i, f := range fns {
-		r.Tools[i] = Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters}
+		r.Tools[i] = Tool(f)
 	}
 	if r.ToolChoice == nil {
 		r.ToolChoice = &ToolChoice{Mode: ToolChoiceAuto}

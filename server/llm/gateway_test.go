@@ -127,7 +127,10 @@ func TestRequestValidation(t *testing.T) {
 		if ps["model"] == "" || ps["text"] == "" {
 			t.Errorf("problems %v", ps)
 		}
-		ps = problemsOf(t, func() error { _, err := g.Embed(ctx, "local/hash-embed-384", []string{"a", " "}, nil, "", "input"); return err }())
+		ps = problemsOf(t, func() error {
+			_, err := g.Embed(ctx, "local/hash-embed-384", []string{"a", " "}, nil, "", "input")
+			return err
+		}())
 		if ps["input[1]"] == "" {
 			t.Errorf("problems %v", ps)
 		}

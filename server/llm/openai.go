@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/openaiwire"
 )
 
@@ -25,10 +27,10 @@ type openAIProvider struct {
 var _ Provider = (*openAIProvider)(nil)
 
 func newOpenAI(up upstream) *openAIProvider {
-	key := up.secret
+	bearer := []string{"Bearer " + up.secret}
 	up.setAuth = func(h http.Header) {
-		if key != "" {
-			h.Set("Authorization", "Bearer "+key)
+		if up.secret != "" {
+			h["Authorization"] = bearer
 		}
 	}
 	up.errorMessage = jsonErrorMessage
@@ -202,7 +204,7 @@ func (s *openAIStream) Next() (Chunk, error) {
 			continue
 		}
 		var c openAIChunk
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := fastjson.Unmarshal(data, &c); err != nil {
 			return Chunk{}, s.sb.badEvent(err)
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {

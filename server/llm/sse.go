@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -161,9 +160,3 @@ func AppendEvent(dst []byte, name string, data []byte) []byte {
 	dst = append(dst, data...)
 	return append(dst, '\n', '\n')
 }
-
-// errStream is returned by a stream whose upstream sent an error event.
-type errStream struct{ err error }
-
-func (e errStream) Error() string { return fmt.Sprintf("upstream stream failed: %v", e.err) }
-func (e errStream) Unwrap() error { return e.err }

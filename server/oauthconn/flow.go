@@ -126,8 +126,8 @@ func (m *Manager) Begin(ctx context.Context, in BeginInput) (Begun, error) {
 		if err := store.PutJSON(tx, TokensBucket, tokenKey(in.Connector, in.Connection), rec); err != nil {
 			return err
 		}
-		if m.hooks.Pending != nil {
-			return m.hooks.Pending(tx, in.Connector, in.Connection)
+		if m.hooks.Status != nil {
+			return m.hooks.Status(tx, in.Connector, in.Connection, StatusPending)
 		}
 		return nil
 	})
@@ -200,6 +200,7 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 		c        Client
 		verifier []byte
 		expired  bool
+		failed   error
 	)
 	err := m.store.Update(ctx, func(tx store.Tx) error {
 		if err := store.GetJSON(tx, StatesBucket, key, &p); err != nil {
@@ -215,13 +216,19 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 			expired = true
 			return nil // commit the deletion
 		}
+		// The state is consumed whatever happens next: errors below are
+		// reported after the deletion commits.
 		var err error
 		if verifier, err = m.vault.Open(StatesBucket+"/"+key, p.Verifier); err != nil {
-			return fmt.Errorf("open PKCE verifier: %w", err)
+			failed = fmt.Errorf("open PKCE verifier: %w", err)
+			return nil
 		}
-		c, err = m.lookup(tx, p.Connector)
-		return err
+		c, failed = m.lookup(tx, p.Connector)
+		return nil
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return Connected{}, err
 	}
@@ -281,14 +288,14 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 		if err := store.PutJSON(tx, TokensBucket, tokenKey(p.Connector, p.Connection), rec); err != nil {
 			return err
 		}
-		if m.hooks.Connected != nil {
-			if err := m.hooks.Connected(tx, p.Connector, p.Connection); err != nil {
+		if m.hooks.Status != nil {
+			if err := m.hooks.Status(tx, p.Connector, p.Connection, StatusActive); err != nil {
 				return err
 			}
 		}
 		st = *rec.status()
-		key, gen := tokenKey(p.Connector, p.Connection), rec.Generation
-		tx.OnCommit(func() { m.remember(key, cached{access: tok.AccessToken, generation: gen}) })
+		key, c := tokenKey(p.Connector, p.Connection), cacheOf(rec, tok.AccessToken)
+		tx.OnCommit(func() { m.remember(key, c) })
 		return nil
 	})
 	if err != nil {
@@ -307,8 +314,14 @@ func (m *Manager) applyToken(rec *record, tok *oauth2.Token, c Client, previous 
 	rec.Generation++
 	rec.UpdatedAt = now
 	rec.LastRefreshedAt = &now
+	rec.LeaseOwner, rec.LeaseUntil = "", nil
 	rec.ExpiresAt = nil
-	if !tok.Expiry.IsZero() {
+	switch {
+	case tok.ExpiresIn > 0:
+		// Measured on the Manager's clock, like every freshness check.
+		exp := now.Add(time.Duration(tok.ExpiresIn) * time.Second).Truncate(time.Second)
+		rec.ExpiresAt = &exp
+	case !tok.Expiry.IsZero():
 		exp := tok.Expiry.UTC().Truncate(time.Second)
 		rec.ExpiresAt = &exp
 	}

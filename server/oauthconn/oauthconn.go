@@ -140,6 +140,7 @@ type Manager struct {
 	skew   time.Duration
 	hooks  Hooks
 
+	id      string // this Manager's lease owner id
 	flights singleflight.Group
 	mu      sync.Mutex
 	cache   map[string]cached
@@ -148,11 +149,12 @@ type Manager struct {
 // Hooks let the owner of connection records follow the OAuth state; all
 // run inside the write transaction that changes it. Any may be nil.
 type Hooks struct {
-	// Pending runs when an authorization starts for a connection that
-	// has no OAuth record yet (create the connection, status pending).
-	Pending func(tx store.Tx, connector, connection string) error
-	// Connected runs when the callback has stored tokens.
-	Connected func(tx store.Tx, connector, connection string) error
+	// Status runs when a connection's status is set: pending when an
+	// authorization starts for a connection without an OAuth record,
+	// active when the callback stored tokens or a first client-credentials
+	// token was fetched, reauth_required when the grant was lost (before
+	// EventData). The owner creates the connection when it has none.
+	Status func(tx store.Tx, connector, connection, status string) error
 	// EventData returns the connection as the API shows it, for the
 	// connection.reauth_required event; the Status view when nil.
 	EventData func(tx store.Tx, connector, connection string) (any, error)
@@ -181,7 +183,7 @@ func New(o Options) *Manager {
 	m := &Manager{
 		store: o.Store, vault: o.Vault, events: o.Events, lookup: o.Lookup,
 		log: o.Logger, now: o.Now, skew: o.Skew, hooks: o.Hooks,
-		cache: map[string]cached{},
+		cache: map[string]cached{}, id: newState()[:16],
 	}
 	if m.events == nil {
 		m.events = events.Nop{}
@@ -226,9 +228,14 @@ type record struct {
 	Reason string `json:"reason,omitempty"`
 	// Generation increments on every change of the stored tokens; a
 	// refresh stores its result only if it is unchanged.
-	Generation uint64    `json:"generation"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	Generation uint64 `json:"generation"`
+	// LeaseOwner and LeaseUntil mark a token request in progress (by the
+	// Manager with that id, until then): other processes wait for its
+	// result instead of spending the same refresh token.
+	LeaseOwner string     `json:"leaseOwner,omitempty"`
+	LeaseUntil *time.Time `json:"leaseUntil,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
 }
 
 // secret is what the vault holds for a connection.
@@ -237,10 +244,17 @@ type secret struct {
 	RefreshToken string `json:"refreshToken,omitempty"`
 }
 
-// cached is an access token held in memory for the generation it belongs to.
+// cached is an access token held in memory with the record it belongs to
+// (generation and lifetime), so that a fresh one is served without reading
+// the store.
 type cached struct {
 	access     string
 	generation uint64
+	rec        record
+}
+
+func cacheOf(rec record, access string) cached {
+	return cached{access: access, generation: rec.Generation, rec: record{ExpiresAt: rec.ExpiresAt, LastRefreshedAt: rec.LastRefreshedAt}}
 }
 
 // Status is an OAuth connection's state as the API shows it: never a token.

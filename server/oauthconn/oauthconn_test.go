@@ -39,8 +39,27 @@ func (recorder) Record(tx store.Tx, typ string, data any) error {
 
 var _ events.Recorder = recorder{}
 
+// clock is the Managers' clock; tests move it forward to expire tokens.
+type clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
 type env struct {
-	t      *testing.T
+	t      testing.TB
+	clock  *clock
 	st     *store.Bolt
 	vault  *vault.Vault
 	as     *oauthtest.Server
@@ -69,7 +88,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newEnv(t *testing.T, o oauthtest.Options, grant string) *env {
+func newEnv(t testing.TB, o oauthtest.Options, grant string) *env {
 	t.Helper()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "test.db"))
 	if err != nil {
@@ -81,7 +100,7 @@ func newEnv(t *testing.T, o oauthtest.Options, grant string) *env {
 		t.Fatal(err)
 	}
 	as := oauthtest.New(t, o)
-	e := &env{t: t, st: st, vault: v, as: as, logs: &syncBuffer{}}
+	e := &env{t: t, st: st, vault: v, as: as, logs: &syncBuffer{}, clock: &clock{}}
 	e.app = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "app got %s", r.URL.RawQuery)
 	}))
@@ -112,6 +131,7 @@ func (e *env) manager(hooks oauthconn.Hooks) *oauthconn.Manager {
 		},
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Hooks:  hooks,
+		Now:    e.clock.Now,
 	})
 }
 
@@ -246,10 +266,9 @@ func (e *env) callAPI(tok string) int {
 
 func TestAuthorizationCodeWithPKCE(t *testing.T) {
 	e := newEnv(t, oauthtest.Options{ClientAuth: "basic"}, oauthconn.GrantAuthorizationCode)
-	var pendingHook, connectedHook int
+	var statuses []string
 	m := e.manager(oauthconn.Hooks{
-		Pending:   func(store.Tx, string, string) error { pendingHook++; return nil },
-		Connected: func(store.Tx, string, string) error { connectedHook++; return nil },
+		Status: func(_ store.Tx, _, _, status string) error { statuses = append(statuses, status); return nil },
 	})
 	code, body := e.connect(m, "default")
 	if code != 200 || body != "app got connection=default" {
@@ -275,8 +294,8 @@ func TestAuthorizationCodeWithPKCE(t *testing.T) {
 		strings.Join(st.Scopes, " ") != "read write" {
 		t.Fatalf("after connect: gen %d, status %+v", gen, st)
 	}
-	if pendingHook != 1 || connectedHook != 1 {
-		t.Errorf("hooks ran pending %d, connected %d times", pendingHook, connectedHook)
+	if strings.Join(statuses, ",") != "pending,active" {
+		t.Errorf("status hook saw %v, want pending then active", statuses)
 	}
 	if status, err := e.invoke(m, "default"); err != nil || status != 200 {
 		t.Fatalf("invoke: %d %v", status, err)
@@ -394,19 +413,12 @@ func TestCallbackRefusals(t *testing.T) {
 
 func TestExpiredState(t *testing.T) {
 	e := newEnv(t, oauthtest.Options{}, oauthconn.GrantAuthorizationCode)
-	clock := time.Now()
-	var mu sync.Mutex
-	m := oauthconn.New(oauthconn.Options{Store: e.st, Vault: e.vault,
-		Lookup: func(store.Tx, string) (oauthconn.Client, error) { return e.client, nil },
-		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
-	cb := e.callbackServer(m)
-	b, err := m.Begin(context.Background(), oauthconn.BeginInput{Connector: "crm", Connection: "late", CallbackURL: cb})
+	m := e.manager(oauthconn.Hooks{})
+	b, err := m.Begin(context.Background(), oauthconn.BeginInput{Connector: "crm", Connection: "late", CallbackURL: e.callbackServer(m)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	clock = clock.Add(oauthconn.StateTTL + time.Second)
-	mu.Unlock()
+	e.clock.Advance(oauthconn.StateTTL + time.Second)
 	res, err := http.Get(b.AuthorizationURL)
 	if err != nil {
 		t.Fatal(err)
@@ -422,12 +434,13 @@ func TestExpiredState(t *testing.T) {
 }
 
 func TestRefreshRotation(t *testing.T) {
-	// Code-flow tokens live 30 s, less than the 60 s skew: due at once.
-	e := newEnv(t, oauthtest.Options{ClientAuth: "body", CodeTokenTTL: 30 * time.Second}, oauthconn.GrantAuthorizationCode)
+	e := newEnv(t, oauthtest.Options{ClientAuth: "body"}, oauthconn.GrantAuthorizationCode)
 	e.client.ClientAuth = oauthconn.ClientAuthBody
 	m := e.manager(oauthconn.Hooks{})
 	e.connect(m, "default")
 	gen0, refresh0, _ := e.stored("default")
+	// 59:30 later the one-hour token expires within the 60 s skew.
+	e.clock.Advance(59*time.Minute + 30*time.Second)
 
 	if status, err := e.invoke(m, "default"); err != nil || status != 200 {
 		t.Fatalf("invoke: %d %v", status, err)
@@ -439,7 +452,7 @@ func TestRefreshRotation(t *testing.T) {
 	if form := e.as.LastTokenForm(); form["client_secret"] == nil || form["(basic)"] != nil {
 		t.Errorf("client authentication is not in the body: %v", form)
 	}
-	if st.LastRefreshedAt == nil || time.Until(*st.ExpiresAt) < 50*time.Minute {
+	if st.LastRefreshedAt == nil || st.ExpiresAt.Sub(e.clock.Now()) < 50*time.Minute {
 		t.Errorf("status after refresh: %+v", st)
 	}
 	// The refreshed token is good for an hour: no more refreshes.
@@ -467,9 +480,10 @@ func TestRefreshRotation(t *testing.T) {
 }
 
 func TestConcurrentRefreshIsOneRequest(t *testing.T) {
-	e := newEnv(t, oauthtest.Options{CodeTokenTTL: 30 * time.Second, TokenDelay: 50 * time.Millisecond}, oauthconn.GrantAuthorizationCode)
+	e := newEnv(t, oauthtest.Options{TokenDelay: 50 * time.Millisecond}, oauthconn.GrantAuthorizationCode)
 	m := e.manager(oauthconn.Hooks{})
 	e.connect(m, "default")
+	e.clock.Advance(2 * time.Hour) // expired
 	var wg sync.WaitGroup
 	fails := make(chan string, 100)
 	for range 100 {
@@ -492,13 +506,14 @@ func TestConcurrentRefreshIsOneRequest(t *testing.T) {
 	}
 }
 
-func TestSecondProcessDoesNotOverwriteNewerToken(t *testing.T) {
-	// Two Managers over one database stand for two processes. Both find
-	// the token due and refresh at the same time; only the first to
-	// commit stores its token, the other adopts it.
+func TestSecondProcessWaitsForTheFirstRefresh(t *testing.T) {
+	// Two Managers over one database stand for two processes. A finds the
+	// token expired and refreshes; while A's request is at the provider, B
+	// finds it expired too: B must wait for A's result (the lease in the
+	// store) instead of spending the same rotating refresh token.
 	arrived := make(chan struct{}, 2)
 	release := make(chan struct{})
-	e := newEnv(t, oauthtest.Options{CodeTokenTTL: 30 * time.Second, BeforeToken: func(grant string) {
+	e := newEnv(t, oauthtest.Options{BeforeToken: func(grant string) {
 		if grant == "refresh_token" {
 			arrived <- struct{}{}
 			<-release
@@ -507,20 +522,21 @@ func TestSecondProcessDoesNotOverwriteNewerToken(t *testing.T) {
 	a, b := e.manager(oauthconn.Hooks{}), e.manager(oauthconn.Hooks{})
 	e.connect(a, "default")
 	gen0, _, _ := e.stored("default")
+	e.clock.Advance(2 * time.Hour)
 
 	var wg sync.WaitGroup
 	toks := make([]string, 2)
 	errList := make([]error, 2)
-	for i, m := range []*oauthconn.Manager{a, b} {
-		wg.Go(func() { toks[i], errList[i] = m.Token(context.Background(), "crm", "default") })
+	wg.Go(func() { toks[0], errList[0] = a.Token(context.Background(), "crm", "default") })
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("A did not reach the token endpoint")
 	}
-	for range 2 {
-		select {
-		case <-arrived:
-		case <-time.After(10 * time.Second):
-			t.Fatal("both processes did not reach the token endpoint")
-		}
-	}
+	wg.Go(func() { toks[1], errList[1] = b.Token(context.Background(), "crm", "default") })
+	// Give B time to find the lease taken; had B sent its own refresh it
+	// would be counted below.
+	time.Sleep(300 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	for _, err := range errList {
@@ -528,24 +544,79 @@ func TestSecondProcessDoesNotOverwriteNewerToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n := e.as.TokenRequests("refresh_token"); n != 1 {
+		t.Fatalf("two processes sent %d refresh requests, want 1", n)
+	}
 	gen, _, st := e.stored("default")
 	if gen != gen0+1 || st.Status != oauthconn.StatusActive {
-		t.Fatalf("generation %d -> %d, status %s: one refresh must win", gen0, gen, st.Status)
+		t.Fatalf("generation %d -> %d, status %s", gen0, gen, st.Status)
 	}
-	if toks[0] != toks[1] {
-		t.Errorf("the two processes use different access tokens; the loser must adopt the stored one")
+	if toks[0] != toks[1] || e.callAPI(toks[0]) != 200 {
+		t.Errorf("the two processes do not share the refreshed token")
 	}
-	if status := e.callAPI(toks[0]); status != 200 {
-		t.Errorf("stored token refused: %d", status)
+}
+
+func TestStaleWriteLosesToNewerToken(t *testing.T) {
+	// When a lease expires mid-request (a stalled process), the late
+	// writer finds a newer generation stored and adopts it: it never
+	// overwrites a newer token with an older one.
+	var once sync.Once
+	hold := make(chan struct{})
+	arrived := make(chan struct{})
+	e := newEnv(t, oauthtest.Options{BeforeToken: func(grant string) {
+		if grant == "refresh_token" {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(arrived)
+				<-hold
+			}
+		}
+	}}, oauthconn.GrantAuthorizationCode)
+	a, b := e.manager(oauthconn.Hooks{}), e.manager(oauthconn.Hooks{})
+	e.connect(a, "default")
+	gen0, _, _ := e.stored("default")
+	e.clock.Advance(2 * time.Hour)
+
+	var (
+		wg   sync.WaitGroup
+		tokA string
+		errA error
+	)
+	wg.Go(func() { tokA, errA = a.Token(context.Background(), "crm", "default") })
+	<-arrived
+	e.clock.Advance(time.Minute) // A's lease (timeout + 5 s) runs out
+	tokB, errB := b.Token(context.Background(), "crm", "default")
+	if errB != nil {
+		t.Fatal(errB)
+	}
+	_, refreshB, _ := e.stored("default")
+	close(hold)
+	wg.Wait()
+	// A's refresh token was rotated away by B: A gets invalid_grant and
+	// must not mark the connection reauth_required, nor store anything.
+	if errA != nil {
+		t.Fatalf("A: %v", errA)
+	}
+	gen, refresh, st := e.stored("default")
+	if gen != gen0+1 || refresh != refreshB || st.Status != oauthconn.StatusActive {
+		t.Fatalf("generation %d -> %d, refresh kept %v, status %s", gen0, gen, refresh == refreshB, st.Status)
+	}
+	if tokA != tokB {
+		t.Errorf("A did not adopt the newer token")
 	}
 }
 
 func TestRevokedRefreshTokenRequiresReauth(t *testing.T) {
-	e := newEnv(t, oauthtest.Options{CodeTokenTTL: 30 * time.Second}, oauthconn.GrantAuthorizationCode)
-	m := e.manager(oauthconn.Hooks{})
+	e := newEnv(t, oauthtest.Options{}, oauthconn.GrantAuthorizationCode)
+	var statuses []string
+	m := e.manager(oauthconn.Hooks{
+		Status: func(_ store.Tx, _, _, status string) error { statuses = append(statuses, status); return nil },
+	})
 	e.connect(m, "default")
 	_, refresh, _ := e.stored("default")
 	e.as.RevokeRefresh(refresh)
+	e.clock.Advance(2 * time.Hour)
 
 	_, err := e.invoke(m, "default")
 	if errs.KindOf(err) != errs.Conflict || !strings.Contains(err.Error(), `connection "default" of connector "crm" needs to be authorized again`) ||
@@ -555,6 +626,9 @@ func TestRevokedRefreshTokenRequiresReauth(t *testing.T) {
 	_, refreshAfter, st := e.stored("default")
 	if st.Status != oauthconn.StatusReauthRequired || st.Reason != "invalid_grant" || refreshAfter != "" {
 		t.Fatalf("status %+v, tokens kept %v", st, refreshAfter != "")
+	}
+	if strings.Join(statuses, ",") != "pending,active,reauth_required" {
+		t.Errorf("status hook saw %v", statuses)
 	}
 	// The event is in the store, written by the same transaction.
 	var got []map[string]any
@@ -591,22 +665,28 @@ func TestClientCredentialsCached(t *testing.T) {
 	tests := []struct {
 		name       string
 		ttl        time.Duration
+		step       time.Duration // clock advance between calls
 		calls      int
 		wantTokens int
 	}{
-		{"long-lived token fetched once", time.Hour, 20, 1},
-		// Tokens that expire within the skew are due at once: each call
-		// fetches (the cache never serves a token about to expire).
-		{"token within skew refetched", 30 * time.Second, 3, 3},
+		{"cached while fresh", time.Hour, 10 * time.Minute, 5, 1},
+		{"refetched within the skew of expiry", time.Hour, 59 * time.Minute, 3, 3},
+		// A 30 s token is fresh for half its life (15 s), not 30-60 < 0.
+		{"short-lived token cached for half its life", 30 * time.Second, 10 * time.Second, 3, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, oauthtest.Options{ClientTokenTTL: tt.ttl}, oauthconn.GrantClientCredentials)
 			m := e.manager(oauthconn.Hooks{})
-			for range tt.calls {
-				if status, err := e.invoke(m, "default"); err != nil || status != 200 {
-					t.Fatalf("invoke: %d %v", status, err)
+			for i := range tt.calls {
+				if i > 0 {
+					e.clock.Advance(tt.step)
 				}
+				tok, err := m.Token(context.Background(), "crm", "default")
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.callAPI(tok)
 			}
 			if n := e.as.TokenRequests("client_credentials"); n != tt.wantTokens {
 				t.Fatalf("%d calls made %d token requests, want %d", tt.calls, n, tt.wantTokens)
@@ -673,7 +753,7 @@ func TestPendingConnectionRefused(t *testing.T) {
 		t.Fatalf("pending: %v", err)
 	}
 	_, err = m.Token(context.Background(), "crm", "never")
-	if errs.KindOf(err) != errs.Conflict || !strings.Contains(err.Error(), "not connected") {
+	if errs.KindOf(err) != errs.NotFound || !strings.Contains(err.Error(), "connect it with GET /v1/connectors/crm/connect?connection=never") {
 		t.Fatalf("never connected: %v", err)
 	}
 }

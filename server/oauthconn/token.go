@@ -25,6 +25,13 @@ import (
 func (m *Manager) Token(ctx context.Context, connector, connection string) (string, error) {
 	key := tokenKey(connector, connection)
 	now := m.now()
+	// Hot path: a fresh token this process holds. Changes made here
+	// (callback, refresh, reauth, deletion) replace or drop it at once; a
+	// change made by another process shows when the upstream refuses the
+	// token (401), through Refresh.
+	if c, ok := m.recall(key); ok && m.fresh(c.rec, now) {
+		return c.access, nil
+	}
 	var (
 		access string
 		done   bool
@@ -37,7 +44,7 @@ func (m *Manager) Token(ctx context.Context, connector, connection string) (stri
 		if err := unusable(rec); err != nil {
 			return err
 		}
-		if !m.fresh(rec.ExpiresAt, now) {
+		if !m.fresh(rec, now) {
 			return nil
 		}
 		if c, ok := m.recall(key); ok && c.generation == rec.Generation {
@@ -49,7 +56,7 @@ func (m *Manager) Token(ctx context.Context, connector, connection string) (stri
 			return err
 		}
 		access, done = s.AccessToken, true
-		m.remember(key, cached{access: s.AccessToken, generation: rec.Generation})
+		m.remember(key, cacheOf(rec, s.AccessToken))
 		return nil
 	})
 	if err != nil || done {
@@ -76,8 +83,9 @@ func (m *Manager) renew(ctx context.Context, connector, connection, stale string
 	key := tokenKey(connector, connection)
 	for attempt := 0; ; attempt++ {
 		ch := m.flights.DoChan(key, func() (any, error) {
-			// The flight outlives any one caller's cancellation; it is
-			// bounded by the HTTP client's timeout.
+			// The flight outlives any one caller's cancellation (others
+			// share it); it is bounded by the HTTP client's timeout and,
+			// while waiting for another process, by that process's lease.
 			return m.renewNow(context.WithoutCancel(ctx), connector, connection, stale)
 		})
 		select {
@@ -96,47 +104,114 @@ func (m *Manager) renew(ctx context.Context, connector, connection, stale string
 	}
 }
 
+// leasePoll is how often a Manager waiting for another process's token
+// request looks at the store again.
+const leasePoll = 50 * time.Millisecond
+
+// state is what renewNow reads.
+type state struct {
+	rec   record
+	found bool
+	sec   secret
+	c     Client
+}
+
 // renewNow re-reads the stored token (another caller or process may have
-// renewed it meanwhile), requests a new one when it is still due (or is
-// the refused one), and stores the result if the stored generation did not
-// change in between.
+// renewed it meanwhile) and returns it when it is usable. Otherwise it
+// takes the connection's lease in the store (waiting while another process
+// holds it), requests a new token and stores it if the stored generation
+// did not change in between.
 func (m *Manager) renewNow(ctx context.Context, connector, connection, stale string) (string, error) {
-	var (
-		rec   record
-		found bool
-		sec   secret
-		c     Client
-	)
-	now := m.now()
-	err := m.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		if rec, found, err = getRecord(tx, connector, connection); err != nil {
-			return err
-		}
-		if found {
-			if sec, err = m.getSecret(tx, connector, connection); err != nil {
+	for {
+		var st state
+		err := m.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			if st.rec, st.found, err = getRecord(tx, connector, connection); err != nil {
 				return err
 			}
-		}
-		c, err = m.lookup(tx, connector)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	if found {
-		if err := unusable(rec); err != nil {
+			if st.found {
+				if st.sec, err = m.getSecret(tx, connector, connection); err != nil {
+					return err
+				}
+			}
+			st.c, err = m.lookup(tx, connector)
+			return err
+		})
+		if err != nil {
 			return "", err
 		}
-		if sec.AccessToken != "" {
-			if stale == "" && m.fresh(rec.ExpiresAt, now) || stale != "" && sec.AccessToken != stale {
-				m.remember(tokenKey(connector, connection), cached{access: sec.AccessToken, generation: rec.Generation})
-				return sec.AccessToken, nil
+		if st.found {
+			if err := unusable(st.rec); err != nil {
+				return "", err
+			}
+			if a := st.sec.AccessToken; a != "" && (stale == "" && m.fresh(st.rec, m.now()) || stale != "" && a != stale) {
+				m.remember(tokenKey(connector, connection), cacheOf(st.rec, a))
+				return a, nil
+			}
+			got, err := m.acquire(ctx, st.rec)
+			if err != nil {
+				return "", err
+			}
+			if !got {
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(leasePoll):
+				}
+				continue
 			}
 		}
+		return m.request(ctx, connector, connection, st)
 	}
+}
 
-	var tok *oauth2.Token
+// acquire takes the lease of a connection whose tokens are still of the
+// generation read; false when they changed or another process holds it.
+func (m *Manager) acquire(ctx context.Context, read record) (bool, error) {
+	got := false
+	err := m.store.Update(ctx, func(tx store.Tx) error {
+		cur, ok, err := getRecord(tx, read.Connector, read.Connection)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errs.E(errs.NotFound, "connection %q of connector %q was deleted", read.Connection, read.Connector)
+		}
+		now := m.now().UTC()
+		if cur.Generation != read.Generation ||
+			cur.LeaseOwner != "" && cur.LeaseOwner != m.id && cur.LeaseUntil != nil && now.Before(*cur.LeaseUntil) {
+			return nil
+		}
+		until := now.Add(m.http.Timeout + 5*time.Second)
+		cur.LeaseOwner, cur.LeaseUntil = m.id, &until
+		got = true
+		return store.PutJSON(tx, TokensBucket, tokenKey(read.Connector, read.Connection), cur)
+	})
+	return got, err
+}
+
+// release gives the lease up after a failed token request.
+func (m *Manager) release(ctx context.Context, read record) {
+	err := m.store.Update(ctx, func(tx store.Tx) error {
+		cur, ok, err := getRecord(tx, read.Connector, read.Connection)
+		if err != nil || !ok || cur.LeaseOwner != m.id || cur.Generation != read.Generation {
+			return err
+		}
+		cur.LeaseOwner, cur.LeaseUntil = "", nil
+		return store.PutJSON(tx, TokensBucket, tokenKey(read.Connector, read.Connection), cur)
+	})
+	if err != nil {
+		m.log.WarnContext(ctx, "oauth lease release failed", "connector", read.Connector, "connection", read.Connection, "error", err.Error())
+	}
+}
+
+// request asks the token endpoint for a new token and stores it.
+func (m *Manager) request(ctx context.Context, connector, connection string, st state) (string, error) {
+	c, rec, sec := st.c, st.rec, st.sec
+	var (
+		tok *oauth2.Token
+		err error
+	)
 	switch c.Grant {
 	case GrantClientCredentials:
 		cc := clientcredentials.Config{
@@ -151,10 +226,18 @@ func (m *Manager) renewNow(ctx context.Context, connector, connection, stale str
 		}
 		tok, err = cc.Token(m.clientCtx(ctx))
 		if err != nil {
+			if st.found {
+				m.release(ctx, rec)
+			}
 			return "", m.tokenError(err, c, fmt.Sprintf("fetching a client-credentials token for connection %q", connection), "check the connector's tokenUrl, clientId and client secret", sec)
 		}
 	case GrantAuthorizationCode:
-		if !found || sec.AccessToken == "" && sec.RefreshToken == "" {
+		if !st.found {
+			return "", errs.E(errs.NotFound, "connection %q of connector %q not found; connect it with GET /v1/connectors/%s/connect?connection=%s",
+				connection, connector, connector, connection).WithDetails(map[string]any{"connector": connector, "connection": connection})
+		}
+		if sec.AccessToken == "" && sec.RefreshToken == "" {
+			m.release(ctx, rec)
 			return "", errs.E(errs.Conflict, "connection %q of connector %q is not connected yet; connect it with GET /v1/connectors/%s/connect?connection=%s",
 				connection, connector, connector, connection).WithDetails(map[string]any{"connector": connector, "connection": connection, "status": StatusPending})
 		}
@@ -167,12 +250,13 @@ func (m *Manager) renewNow(ctx context.Context, connector, connection, stale str
 			if errors.As(err, &re) && re.ErrorCode == "invalid_grant" {
 				return m.reauth(ctx, rec, "invalid_grant", "the provider refused the refresh token (invalid_grant: revoked, expired or already used)")
 			}
+			m.release(ctx, rec)
 			return "", m.tokenError(err, c, fmt.Sprintf("refreshing the token of connection %q", connection), "the stored tokens were kept; the next call tries again", sec)
 		}
 	default:
 		return "", errs.E(errs.Invalid, "connector %q declares an unknown grant %q", connector, c.Grant)
 	}
-	return m.store1(ctx, connector, connection, rec, found, c, tok)
+	return m.store1(ctx, connector, connection, rec, st.found, c, tok)
 }
 
 // store1 saves a renewed token unless the stored generation moved on since
@@ -200,12 +284,17 @@ func (m *Manager) store1(ctx context.Context, connector, connection string, read
 			m.log.WarnContext(ctx, "oauth token renewed concurrently elsewhere; keeping the stored one",
 				"connector", connector, "connection", connection)
 			access = s.AccessToken
-			key, gen := tokenKey(connector, connection), cur.Generation
-			tx.OnCommit(func() { m.remember(key, cached{access: access, generation: gen}) })
+			key, c := tokenKey(connector, connection), cacheOf(cur, access)
+			tx.OnCommit(func() { m.remember(key, c) })
 			return nil
 		}
 		if !ok {
 			cur = record{Connector: connector, Connection: connection, Grant: c.Grant, CreatedAt: now}
+			if m.hooks.Status != nil {
+				if err := m.hooks.Status(tx, connector, connection, StatusActive); err != nil {
+					return err
+				}
+			}
 		}
 		prevScopes := cur.Scopes
 		m.applyToken(&cur, tok, c, prevScopes, now)
@@ -218,8 +307,8 @@ func (m *Manager) store1(ctx context.Context, connector, connection string, read
 			return err
 		}
 		access = tok.AccessToken
-		key, gen := tokenKey(connector, connection), cur.Generation
-		tx.OnCommit(func() { m.remember(key, cached{access: access, generation: gen}) })
+		key, c := tokenKey(connector, connection), cacheOf(cur, access)
+		tx.OnCommit(func() { m.remember(key, c) })
 		return nil
 	})
 	if err != nil {
@@ -254,6 +343,7 @@ func (m *Manager) reauth(ctx context.Context, read record, reason, why string) (
 		}
 		cur.Status = StatusReauthRequired
 		cur.Reason = reason
+		cur.LeaseOwner, cur.LeaseUntil = "", nil
 		cur.Generation++
 		cur.UpdatedAt = now
 		cur.ExpiresAt = nil
@@ -262,6 +352,11 @@ func (m *Manager) reauth(ctx context.Context, read record, reason, why string) (
 		}
 		if err := m.vault.Delete(tx, SecretRef(connector, connection)); err != nil {
 			return err
+		}
+		if m.hooks.Status != nil {
+			if err := m.hooks.Status(tx, connector, connection, StatusReauthRequired); err != nil {
+				return err
+			}
 		}
 		var data any = EventData{Connector: connector, Connection: connection, Status: *cur.status()}
 		if m.hooks.EventData != nil {
@@ -314,9 +409,21 @@ func reauthError(connector, connection, reason, why string) error {
 			"reconnect": fmt.Sprintf("/v1/connectors/%s/connect?connection=%s", connector, connection)})
 }
 
-// fresh reports whether a token expiring at exp is still good for Skew.
-func (m *Manager) fresh(exp *time.Time, now time.Time) bool {
-	return exp == nil || now.Add(m.skew).Before(*exp)
+// fresh reports whether a token is still good: it expires later than
+// Skew from now (or never). For tokens that live less than twice the skew,
+// half their lifetime stands in for the skew, so that short-lived tokens
+// are not refreshed on every call.
+func (m *Manager) fresh(rec record, now time.Time) bool {
+	if rec.ExpiresAt == nil {
+		return true
+	}
+	margin := m.skew
+	if rec.LastRefreshedAt != nil {
+		if half := rec.ExpiresAt.Sub(*rec.LastRefreshedAt) / 2; half < margin {
+			margin = half
+		}
+	}
+	return now.Add(margin).Before(*rec.ExpiresAt)
 }
 
 // clientCtx makes x/oauth2 use the Manager's HTTP client.

@@ -109,6 +109,9 @@ func (s *Service) verifyLocal(ctx context.Context, tok *jwt.JSONWebToken, now ti
 	if err := validateClaims(c.Claims, s.issuer, s.audience, now, s.leeway); err != nil {
 		return cacheEntry{}, err
 	}
+	if c.IssuedAt == nil {
+		return cacheEntry{}, unauthenticated("access token has no iat claim")
+	}
 	if key.RetiredAt != nil && c.IssuedAt.Time().After(key.RetiredAt.Add(s.leeway)) {
 		return cacheEntry{}, unauthenticated("access token was issued after its signing key was retired")
 	}

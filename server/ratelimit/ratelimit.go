@@ -67,6 +67,7 @@ const (
 	Tokens
 )
 
+// String names the dimension as in metrics and error details.
 func (d Dimension) String() string {
 	if d == Tokens {
 		return "tokens"
@@ -177,15 +178,21 @@ func (r Result) SetHeaders(h http.Header) {
 	if r.Limit <= 0 {
 		return
 	}
+	// One backing array for the values: one allocation, not four.
+	vs := make([]string, 4)
+	vs[0] = strconv.Itoa(r.Limit)
+	vs[1] = strconv.Itoa(r.Remaining)
+	vs[2] = strconv.FormatInt(ceilSeconds(r.Reset), 10)
 	limit, remaining, reset := hLimit, hRemaining, hReset
 	if r.Dimension == Tokens {
 		limit, remaining, reset = hLimitTokens, hRemainingTokens, hResetTokens
 	} else {
-		h[hPolicy] = []string{strconv.Itoa(r.Limit) + ";w=60"}
+		vs[3] = vs[0] + ";w=60"
+		h[hPolicy] = vs[3:4:4]
 	}
-	h[limit] = []string{strconv.Itoa(r.Limit)}
-	h[remaining] = []string{strconv.Itoa(r.Remaining)}
-	h[reset] = []string{strconv.FormatInt(ceilSeconds(r.Reset), 10)}
+	h[limit] = vs[0:1:1]
+	h[remaining] = vs[1:2:2]
+	h[reset] = vs[2:3:3]
 }
 
 // Err is the 429 for a refused result: code rate_limited, Retry-After set.

@@ -265,6 +265,13 @@ func BenchmarkAllowRequest(b *testing.B) {
 			l.AllowRequest(p)
 		}
 	})
+	b.Run("one credential with headers", func(b *testing.B) {
+		p := key("a")
+		h := http.Header{}
+		for b.Loop() {
+			l.AllowRequest(p).SetHeaders(h)
+		}
+	})
 	b.Run("one credential parallel", func(b *testing.B) {
 		p := key("a")
 		b.RunParallel(func(pb *testing.PB) {

@@ -223,3 +223,26 @@ func TestCoverageRecording(t *testing.T) {
 		t.Errorf("unexpected failures: %s", got)
 	}
 }
+
+// An encoded "/" stays inside one path parameter, as the server routes it.
+func TestEncodedSlashRoutesLikeTheServer(t *testing.T) {
+	var gotPath string
+	env := fake(t, func(w http.ResponseWriter, r *http.Request) {
+		gotPath = r.URL.EscapedPath()
+		answer(404, "application/json", goodError)(w, r)
+	})
+	rec := &recorder{TB: t}
+	c, err := client.NewClientWithResponses(env.URL, client.WithHTTPClient(env.HTTPClient(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetAPIKeyWithResponse(context.Background(), "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if gotPath != "/v1/api-keys/a%2Fb" {
+		t.Errorf("server saw %s", gotPath)
+	}
+	if got := rec.failures(); got != "" {
+		t.Errorf("an id with an encoded slash failed validation: %s", got)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/dop251/goja"
 )
@@ -13,15 +12,12 @@ import (
 // maxJSONDepth bounds the nesting of a response handed to a script.
 const maxJSONDepth = 512
 
-// errStopped is returned when a conversion is abandoned (deadline).
-var errStopped = errors.New("stopped")
-
 // jsonToJS parses JSON text into native JavaScript values of vm, keeping
 // the order of object members (as JSON.parse does) at a fraction of the
 // cost of goja's JSON.parse. A "__proto__" member becomes an own property,
-// never the object's prototype. stop, when set, abandons the work.
-func jsonToJS(vm *goja.Runtime, b []byte, stop *atomic.Bool) (goja.Value, error) {
-	p := jsonParser{vm: vm, b: b, stop: stop}
+// never the object's prototype.
+func jsonToJS(vm *goja.Runtime, b []byte) (goja.Value, error) {
+	p := jsonParser{vm: vm, b: b}
 	p.space()
 	v, err := p.value(0)
 	if err != nil {
@@ -35,11 +31,9 @@ func jsonToJS(vm *goja.Runtime, b []byte, stop *atomic.Bool) (goja.Value, error)
 }
 
 type jsonParser struct {
-	vm   *goja.Runtime
-	b    []byte
-	i    int
-	n    int
-	stop *atomic.Bool
+	vm *goja.Runtime
+	b  []byte
+	i  int
 }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
@@ -58,9 +52,6 @@ func (p *jsonParser) space() {
 }
 
 func (p *jsonParser) value(depth int) (goja.Value, error) {
-	if p.n++; p.n&1023 == 0 && p.stop != nil && p.stop.Load() {
-		return nil, errStopped
-	}
 	if depth > maxJSONDepth {
 		return nil, p.errorf("nested deeper than %d levels", maxJSONDepth)
 	}

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -48,16 +48,22 @@ type Options struct {
 // Sandbox runs transformations in a pool of worker processes.
 //
 // Each worker is this executable started again (see workerArg), running
-// scripts with goja one at a time on a fresh runtime per call that has no
-// require, no network, no files, no timers and no host objects: only the
-// ECMAScript built-ins, `data` and `response`. Its memory is capped by the
-// kernel (RLIMIT_DATA on Linux), so a script that allocates without bound
-// — `'x'.repeat(1e9)` or an ever-growing array — ends its own worker and
-// fails its own call, while the server's memory stays untouched. A script
-// that runs too long is interrupted; one stuck in a long built-in call is
-// killed with its worker. A dead worker is replaced on the next call.
-// Compiled programs are cached in each worker, keyed by a hash of the
-// script (so per action version), and workers are reused across calls.
+// scripts with goja one at a time, each on a runtime of its own that has
+// no require, no network, no files, no timers and no host objects: only
+// the ECMAScript built-ins, `data` and `response`. A worker keeps the next
+// runtime ready (made while idle) and never reuses one, so nothing a
+// script leaves behind reaches another call — another connection's data
+// least of all. Memory is contained twice: the worker's watchdog samples
+// the heap every millisecond and interrupts a script past
+// MaxMemoryBytes (failing it with its line), and the kernel caps the
+// worker (RLIMIT_DATA, plus RLIMIT_AS against absurd single allocations,
+// on Linux) so that what the watchdog cannot see coming —
+// `'x'.repeat(1e9)` inside one built-in call — ends the worker and fails
+// that call only, while the server's memory stays untouched. A script
+// that runs too long is interrupted at Timeout; one stuck in a long
+// built-in call is killed with its worker. Dead workers are replaced on
+// the next call. Compiled programs are cached in each worker, keyed by a
+// hash of the action's name and script (so per action version).
 type Sandbox struct {
 	opts  Options
 	exe   string
@@ -160,6 +166,9 @@ func (s *Sandbox) scriptFailure(name string, out outcome) error {
 	case outcomeTimeout:
 		msg = fmt.Sprintf("transformation %s exceeded its time limit of %s (connectors.transformTimeout)%s", name, s.opts.Timeout, where)
 		details["limitMs"] = s.opts.Timeout.Milliseconds()
+	case outcomeMemory:
+		msg = fmt.Sprintf("transformation %s exceeded its memory limit of %s (connectors.transformMaxMemoryBytes)%s", name, mib(s.opts.MaxMemoryBytes), where)
+		details["limitBytes"] = s.opts.MaxMemoryBytes
 	case outcomeOutput:
 		msg = fmt.Sprintf("transformation %s returned too much: %s (connectors.transformMaxOutputBytes)", name, out.Message)
 		details["limitBytes"] = s.opts.MaxOutputBytes
@@ -190,7 +199,7 @@ func (s *Sandbox) workerFailure(ctx context.Context, w *worker, err error) error
 	case errors.Is(err, errWorkerDied):
 		tail := w.stderr.String()
 		switch {
-		case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory"):
+		case outOfMemory(tail):
 			return errs.E(errs.TransformationFailed, "transformation exceeded its memory limit of %s (connectors.transformMaxMemoryBytes) and was stopped", mib(s.opts.MaxMemoryBytes)).
 				WithDetails(map[string]any{"limitBytes": s.opts.MaxMemoryBytes})
 		case strings.Contains(tail, "stack exceeds") || strings.Contains(tail, "stack overflow"):
@@ -200,6 +209,20 @@ func (s *Sandbox) workerFailure(ctx context.Context, w *worker, err error) error
 		return errs.E(errs.TransformationFailed, "transformation's sandbox process ended unexpectedly")
 	}
 	return errs.Wrap(errs.Internal, err, "transformation sandbox unavailable")
+}
+
+// outOfMemory reads a dead worker's stderr: did it run out of memory?
+// Besides the runtime's own "out of memory" verdict, a fatal
+// "SIGSEGV: segmentation violation" counts: a worker runs only the Go
+// runtime, goja and this package, whose nil dereferences are recoverable
+// panics ("invalid memory address"), never fatal signals; a fatal fault
+// comes from inside the runtime, which under the kernel's memory limit
+// means a refused mapping it did not check (Go 1.26 allocates GC work
+// queues with sysAlloc and uses the result unchecked).
+func outOfMemory(stderr string) bool {
+	return strings.Contains(stderr, "out of memory") ||
+		strings.Contains(stderr, "cannot allocate memory") ||
+		strings.HasPrefix(strings.TrimSpace(stderr), "SIGSEGV: segmentation violation")
 }
 
 func mib(n int64) string {
@@ -285,7 +308,7 @@ func (s *Sandbox) spawn() (*worker, error) {
 		workerMemEnv + "=" + strconv.FormatInt(s.opts.MaxMemoryBytes, 10),
 		"GOTRACEBACK=none",
 	}
-	w := &worker{cmd: cmd, replies: make(chan outcome, 1), dead: make(chan struct{})}
+	w := &worker{cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = &w.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -295,48 +318,44 @@ func (s *Sandbox) spawn() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, ok := stdout.(*os.File)
+	if !ok {
+		return nil, errors.New("transform: worker stdout is not a pipe")
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	w.stdin = stdin
-	w.bw = bufio.NewWriter(stdin)
-	w.enc = gob.NewEncoder(w.bw)
-	go w.read(stdout)
+	w.stdin, w.stdout = stdin, out
+	w.out = &frameWriter{w: bufio.NewWriter(stdin)}
+	w.in = &frameReader{r: bufio.NewReader(out)}
+	go func() {
+		w.waitErr = cmd.Wait()
+		close(w.exited)
+	}()
 	s.mu.Lock()
 	s.all[w] = struct{}{}
 	s.mu.Unlock()
 	return w, nil
 }
 
-// worker is the parent's handle on one worker process.
+// worker is the parent's handle on one worker process. It is used by one
+// call at a time, which writes the job and reads the outcome itself (no
+// goroutine hand-off on the request path).
 type worker struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	bw      *bufio.Writer
-	enc     *gob.Encoder
-	replies chan outcome
-	dead    chan struct{}
+	stdout  *os.File
+	out     *frameWriter
+	in      *frameReader
+	exited  chan struct{} // closed once the process has exited and been reaped
 	stderr  stderrBuffer
 	waitErr error
 	stopped atomic.Bool
 }
 
-func (w *worker) read(stdout io.Reader) {
-	dec := gob.NewDecoder(bufio.NewReader(stdout))
-	for {
-		var o outcome
-		if err := dec.Decode(&o); err != nil {
-			break
-		}
-		w.replies <- o
-	}
-	w.waitErr = w.cmd.Wait()
-	close(w.dead)
-}
-
 func (w *worker) alive() bool {
 	select {
-	case <-w.dead:
+	case <-w.exited:
 		return false
 	default:
 		return !w.stopped.Load()
@@ -351,49 +370,56 @@ func (w *worker) exitErr() string {
 }
 
 func (w *worker) call(ctx context.Context, j *job, backstop time.Duration) (outcome, error) {
-	if err := w.enc.Encode(j); err != nil {
+	if err := writeJob(w.out, j); err != nil {
 		w.kill()
 		return outcome{}, errWorkerDied
 	}
-	if err := w.bw.Flush(); err != nil {
-		w.kill()
-		return outcome{}, errWorkerDied
-	}
-	t := time.NewTimer(backstop)
-	defer t.Stop()
-	select {
-	case o := <-w.replies:
-		return o, nil
-	case <-w.dead:
-		return outcome{}, errWorkerDied
-	case <-t.C:
-		w.kill()
-		return outcome{}, errWorkerTimeout
-	case <-ctx.Done():
+	_ = w.stdout.SetReadDeadline(time.Now().Add(backstop))
+	cancelled := context.AfterFunc(ctx, func() { _ = w.cmd.Process.Kill() })
+	var o outcome
+	err := readOutcome(w.in, &o)
+	if !cancelled() {
 		w.kill()
 		return outcome{}, ctx.Err()
 	}
+	switch {
+	case err == nil:
+		return o, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.kill()
+		return outcome{}, errWorkerTimeout
+	}
+	// The process ended (or wrote garbage): wait for it, so that its
+	// stderr is complete.
+	w.stopped.Store(true)
+	select {
+	case <-w.exited:
+	case <-time.After(time.Second):
+		w.kill()
+	}
+	return outcome{}, errWorkerDied
 }
 
 // kill ends the process at once and waits until it is gone.
 func (w *worker) kill() {
 	w.stopped.Store(true)
 	_ = w.cmd.Process.Kill()
-	<-w.dead
+	<-w.exited
 }
 
 // stop asks the process to exit (end of input) and kills it if it lingers.
 func (w *worker) stop() {
 	if w.stopped.Swap(true) {
-		<-w.dead
+		_ = w.cmd.Process.Kill()
+		<-w.exited
 		return
 	}
 	_ = w.stdin.Close()
 	select {
-	case <-w.dead:
+	case <-w.exited:
 	case <-time.After(2 * time.Second):
 		_ = w.cmd.Process.Kill()
-		<-w.dead
+		<-w.exited
 	}
 }
 

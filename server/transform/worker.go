@@ -3,16 +3,17 @@ package transform
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -45,6 +46,10 @@ func init() {
 
 // workerMain serves jobs from r, writing outcomes to w, until r ends.
 func workerMain(r io.Reader, w io.Writer) int {
+	// The server decides when a worker ends (end of input, or a kill): a
+	// Ctrl-C sent to the whole process group must not cut in-flight
+	// scripts short while the server drains its requests.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM)
 	runtime.GOMAXPROCS(1)
 	debug.SetMaxStack(64 << 20)
 	mem, _ := strconv.ParseInt(os.Getenv(workerMemEnv), 10, 64)
@@ -55,25 +60,22 @@ func workerMain(r io.Reader, w io.Writer) int {
 		fmt.Fprintf(os.Stderr, "transform worker: %v\n", err)
 		return exitLimits
 	}
-	dec := gob.NewDecoder(bufio.NewReader(r))
-	bw := bufio.NewWriter(w)
-	enc := gob.NewEncoder(bw)
+	in := &frameReader{r: bufio.NewReader(r)}
+	out := &frameWriter{w: bufio.NewWriter(w)}
 	wk := &runner{programs: map[string]*goja.Program{}}
 	wk.prepare()
+	wk.memory = newMemoryGuard(mem)
 	for {
 		var j job
-		if err := dec.Decode(&j); err != nil {
+		if err := readJob(in, &j); err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
 			}
 			fmt.Fprintf(os.Stderr, "transform worker: reading a job: %v\n", err)
 			return exitProtocol
 		}
-		out := wk.run(&j)
-		if err := enc.Encode(&out); err != nil {
-			return exitProtocol
-		}
-		if err := bw.Flush(); err != nil {
+		o := wk.run(&j)
+		if err := writeOutcome(out, &o); err != nil {
 			return exitProtocol
 		}
 		wk.prepare() // off the critical path: the outcome is already sent
@@ -87,17 +89,16 @@ const maxCachedPrograms = 512
 type runner struct {
 	programs map[string]*goja.Program
 	next     *goja.Runtime
+	memory   *memoryGuard
 }
 
 // prepare readies the runtime for the next job. Runtimes are used for one
 // job only, so that nothing a script leaves behind (globals, modified
-// built-ins) is seen by another call; preparing it ahead, while idle,
-// keeps its cost off the request path.
+// built-ins) is seen by another call. A new goja runtime is cheap (its
+// built-ins materialise on first use), and it is made ahead, while idle.
 func (wk *runner) prepare() {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallDepth)
-	// Materialise the built-ins nearly every script touches.
-	_, _ = vm.RunString(`JSON.stringify([{a: 1}].map(function (x) { return x }))`)
 	wk.next = vm
 }
 
@@ -154,6 +155,14 @@ func (wk *runner) run(j *job) (out outcome) {
 	if bad != nil {
 		return *bad
 	}
+	if wk.memory != nil {
+		stop := wk.memory.watch(vm)
+		defer func() {
+			if stop() && out.Kind != outcomeMemory {
+				out = outcome{Kind: outcomeMemory, Message: "the transformation exceeded its memory limit", Line: out.Line, Column: out.Column}
+			}
+		}()
+	}
 
 	// Hand the response over as native values. This is the server's work,
 	// bounded by the response size cap, and not counted against the
@@ -161,7 +170,7 @@ func (wk *runner) run(j *job) (out outcome) {
 	var data goja.Value = goja.Null()
 	switch {
 	case j.DataJSON:
-		v, err := jsonToJS(vm, j.Data, nil)
+		v, err := jsonToJS(vm, j.Data)
 		if err != nil {
 			return outcome{Kind: outcomeData, Message: "the upstream response is not valid JSON: " + err.Error()}
 		}
@@ -221,6 +230,10 @@ func failure(vm *goja.Runtime, j *job, err error) outcome {
 		ex    *goja.Exception
 	)
 	switch {
+	case errors.As(err, &intr) && errors.Is(err, errMemoryLimit):
+		out := outcome{Kind: outcomeMemory, Message: "the transformation exceeded its memory limit"}
+		out.Line, out.Column = position(j.Name, intr.Stack())
+		return out
 	case errors.As(err, &intr):
 		out := outcome{Kind: outcomeTimeout, Message: "the transformation exceeded its time limit"}
 		out.Line, out.Column = position(j.Name, intr.Stack())

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -63,6 +64,12 @@ func idHex(id, prefix string) (string, bool) {
 		}
 	}
 	return h, true
+}
+
+// timeOf returns the creation time embedded in a (valid) id hex part.
+func timeOf(h string) time.Time {
+	ms, _ := strconv.ParseInt(h[:12], 16, 64)
+	return time.UnixMilli(ms).UTC()
 }
 
 // seqOf returns the store sequence embedded in a (valid) id hex part.

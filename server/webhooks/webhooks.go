@@ -142,18 +142,23 @@ type Event struct {
 type Delivery struct {
 	// ID identifies the delivery within its webhook ("dlv_" + the hex part
 	// of the event id).
-	ID        string `json:"id"`
+	ID string `json:"id"`
+	// WebhookID is the receiving webhook.
 	WebhookID string `json:"webhookId"`
-	EventID   string `json:"eventId"`
+	// EventID is the delivered event, also the webhook-id header.
+	EventID string `json:"eventId"`
+	// EventType is the event's type.
 	EventType string `json:"eventType"`
 	// Status is pending, succeeded or failed.
 	Status string `json:"status"`
 	// Attempts counts every attempt made, including manual retries.
-	Attempts  int       `json:"attempts"`
+	Attempts int `json:"attempts"`
+	// CreatedAt is when the event was recorded (UTC).
 	CreatedAt time.Time `json:"createdAt"`
 	// NextAttemptAt is when the next attempt is due (pending only); a
 	// delivery also waits for the earlier pending deliveries of its webhook.
 	NextAttemptAt *time.Time `json:"nextAttemptAt,omitempty"`
+	// LastAttemptAt is when the last attempt started.
 	LastAttemptAt *time.Time `json:"lastAttemptAt,omitempty"`
 	// LastResponseCode is the HTTP status of the last attempt (0: none).
 	LastResponseCode int `json:"lastResponseCode,omitempty"`
@@ -170,12 +175,17 @@ type Delivery struct {
 
 // Options configure a Service.
 type Options struct {
-	Store  store.Store
-	Vault  *vault.Vault
+	// Store holds events, webhooks, deliveries and the outbox.
+	Store store.Store
+	// Vault seals webhook secrets.
+	Vault *vault.Vault
+	// Config is the webhooks: section; unset values take their defaults.
 	Config config.Webhooks
-	// Guard checks and dials webhook URLs.
+	// Guard checks and dials webhook URLs; a guard allowing no special
+	// range when nil.
 	Guard *egress.Guard
-	Log   *slog.Logger
+	// Log receives the worker's errors; slog.Default when nil.
+	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -189,8 +199,10 @@ type Service struct {
 	log    *slog.Logger
 	nowFn  func() time.Time
 	client *http.Client
-	window time.Duration
-	worker *worker
+	// deadline bounds a delivery's retry run: the whole schedule plus
+	// slack for jitter.
+	deadline time.Duration
+	worker   *worker
 
 	mu   sync.Mutex
 	subs subIndex
@@ -203,13 +215,17 @@ func New(o Options) *Service {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Guard == nil {
+		o.Guard, _ = egress.New(nil) // cannot fail without ranges
+	}
 	s := &Service{
 		store: o.Store, vault: o.Vault, cfg: o.Config.WithDefaults(), guard: o.Guard,
 		log: o.Log, nowFn: o.Now, subs: subIndex{rev: "\x00unloaded"},
 	}
 	for _, d := range s.cfg.RetrySchedule {
-		s.window += d.D()
+		s.deadline += d.D()
 	}
+	s.deadline += s.deadline / 4
 	// Redirects are not followed: a POST would turn into a GET on a
 	// 301/302, and a receiver should be configured with its final URL.
 	c := *o.Guard.Client(s.cfg.AttemptTimeout.D())

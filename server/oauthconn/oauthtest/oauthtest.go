@@ -199,8 +199,9 @@ func (s *Server) Secrets() []string {
 	return append(out, s.codes...)
 }
 
-// RevokeRefresh removes a refresh token (and its access token), as a user
-// revoking the app's access at the provider would.
+// RevokeRefresh removes a refresh token, as a user revoking the app's
+// access at the provider would (the access token issued with it stays
+// valid until RevokeAccess or its expiry).
 func (s *Server) RevokeRefresh(refresh string) {
 	s.t.Helper()
 	if err := s.manager.RemoveRefreshToken(context.Background(), refresh); err != nil {
@@ -323,4 +324,11 @@ func copyResponse(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
 	}
 	w.WriteHeader(rec.Code)
 	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// IsRefresh reports whether s is a refresh token this server issued and
+// still honours.
+func (s *Server) IsRefresh(token string) bool {
+	_, err := s.manager.LoadRefreshToken(context.Background(), token)
+	return err == nil
 }

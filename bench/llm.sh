@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# LLM gateway benchmark: the latency Switchboard adds to a chat call and its
+# maximum throughput on one core, for /v1/chat and
+# /openai/v1/chat/completions, with authentication (API key), the rate
+# limiter and usage accounting on.
+#
+#   bash bench/llm.sh            # DURATION=15s RATE=2000 CONNS=64 by default
+#
+# Layout on a 2-core machine: the server runs pinned to core 0 with
+# GOMAXPROCS=1; the mock upstream (bench/mockllm) and the load generators
+# share core 1. Max throughput: wrk, closed loop, CONNS connections.
+# Added latency: vegeta at a fixed RATE (open loop), through Switchboard
+# and straight to the mock; "added" is the difference of the percentiles.
+# Calibration: "bare" is a bare httputil.ReverseProxy (bench/bareproxy) run
+# the same way, pinned to the same core, so that the machine's own speed
+# (and whatever else runs on it) can be read off: compare against it.
+# Everything stays on 127.0.0.1 and stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-/tmp/switchboard-bench}
+DURATION=${DURATION:-15s}
+RATE=${RATE:-2000}
+CONNS=${CONNS:-64}
+SB_PORT=${SB_PORT:-18080}
+MOCK_PORT=${MOCK_PORT:-18081}
+BARE_PORT=${BARE_PORT:-18082}
+KEY=sb_benchmark_key_0123456789abcdefghijklmnopqrstuvwxyz
+export SB_KEY=$KEY
+
+mkdir -p "$OUT"
+rm -rf "$OUT/data"
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+echo "== build"
+go build -o "$OUT/switchboard" .
+go build -o "$OUT/mockllm" ./bench/mockllm
+go build -o "$OUT/bareproxy" ./bench/bareproxy
+[ -x "$OUT/vegeta" ] || GOBIN="$OUT" go install github.com/tsenart/vegeta/v12@v12.13.0
+
+cat > "$OUT/config.yaml" <<YAML
+limits:
+  # High enough never to refuse the benchmark; the limiter still runs.
+  requestsPerMinute: 1000000000
+  tokensPerMinute: 1000000000000
+providers:
+  - name: mock
+    type: openai
+    baseUrl: http://127.0.0.1:$MOCK_PORT/v1
+    timeout: 10s
+    models:
+      - name: bench
+        capabilities: [chat]
+        maxTokens: 8192
+        pricing: {input: 0.15, output: 0.60}
+YAML
+BODY='{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}'
+OBODY='{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}'
+printf '%s' "$BODY" > "$OUT/native.json"
+printf '%s' "$OBODY" > "$OUT/openai.json"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+taskset -c 1 "$OUT/mockllm" -addr "127.0.0.1:$MOCK_PORT" & pids+=($!)
+MOCK_PID=$!
+SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
+  SWITCHBOARD_CONFIG="$OUT/config.yaml" GOMAXPROCS=1 \
+  taskset -c 0 "$OUT/switchboard" serve >"$OUT/server.log" 2>&1 & pids+=($!)
+SB_PID=$!
+GOMAXPROCS=1 taskset -c 0 "$OUT/bareproxy" -addr "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$MOCK_PORT" & pids+=($!)
+BARE_PID=$!
+
+# cpu_ticks PID: user+system CPU time of a process, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$SB_PORT/readyz" >/dev/null && break; sleep 0.1; done
+curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
+  || { echo "server did not answer; log:"; tail -20 "$OUT/server.log"; exit 1; }
+
+cat > "$OUT/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("SB_KEY")
+local f = io.open(os.getenv("BODY_FILE"), "r")
+wrk.body = f:read("*a")
+f:close()
+LUA
+
+declare -A URLS=(
+  [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json"
+  [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json"
+  [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json"
+  [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json"
+)
+
+echo "== max throughput (wrk -t1 -c$CONNS -d$DURATION, server on 1 core)"
+echo "   cpu/req: CPU time the serving process spent per request (user+sys);"
+echo "   per core: requests per CPU-second of that process, i.e. what one fully"
+echo "   used core sustains; it does not depend on what else runs on the machine."
+for name in direct bare native openai; do
+  IFS='|' read -r url body <<<"${URLS[$name]}"
+  pid=$SB_PID; [ "$name" = direct ] && pid=$MOCK_PID; [ "$name" = bare ] && pid=$BARE_PID
+  # warm up connections and caches
+  BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
+  t0=$(cpu_ticks "$pid")
+  BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
+  t1=$(cpu_ticks "$pid")
+  reqs=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")
+  awk -v n="$name" -v rps="$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" -v r="$reqs" -v d=$((t1 - t0)) -v tck="$TCK" \
+    -v bad="$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" \
+    'BEGIN { cpu = d / tck; printf "%-7s %9.0f req/s   cpu/req %6.1f us   per core %7.0f req/s   non-2xx %s\n", n, rps, cpu * 1e6 / r, r / cpu, bad }'
+done
+
+echo "== latency at a fixed $RATE req/s (vegeta, $DURATION)"
+for name in direct bare native openai; do
+  IFS='|' read -r url body <<<"${URLS[$name]}"
+  printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
+  taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
+  taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
+    | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name.json"
+done
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+r = {n: json.load(open(f"{out}/vegeta-{n}.json")) for n in ("direct", "bare", "native", "openai")}
+ms = lambda ns: ns / 1e6
+print(f"{'':8}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
+for n, v in r.items():
+    l = v["latencies"]
+    print(f"{n:8}{ms(l['50th']):9.3f}{ms(l['90th']):9.3f}{ms(l['99th']):9.3f}{v['success']*100:8.2f}%")
+for n in ("bare", "native", "openai"):
+    l, d = r[n]["latencies"], r["direct"]["latencies"]
+    who = "a bare reverse proxy" if n == "bare" else f"Switchboard ({n})"
+    print(f"added by {who}: p50 {ms(l['50th']-d['50th']):.3f} ms, p99 {ms(l['99th']-d['99th']):.3f} ms")
+PY
+echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"

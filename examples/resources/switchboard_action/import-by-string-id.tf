@@ -1,0 +1,4 @@
+import {
+  to = switchboard_action.forecast
+  id = "weather/forecast"
+}

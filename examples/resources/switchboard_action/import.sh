@@ -1,0 +1,2 @@
+# An action is imported by <connector>/<action>.
+terraform import switchboard_action.forecast weather/forecast

@@ -1,0 +1,4 @@
+import {
+  to = switchboard_connection.weather
+  id = "weather/default"
+}

@@ -1,0 +1,4 @@
+import {
+  to = switchboard_connector.weather
+  id = "weather"
+}

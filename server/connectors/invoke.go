@@ -1,0 +1,576 @@
+package connectors
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/transform"
+)
+
+// Invocation defaults (config `connectors.*`).
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxResponseBytes = 10 << 20
+	DefaultRetries          = 2
+	DefaultMaxRetryAfter    = 10 * time.Second
+	// MaxErrorBodyBytes bounds the upstream body quoted in an upstream_error.
+	MaxErrorBodyBytes = 1024
+)
+
+// OAuthTokens supplies the access tokens of OAuth 2.0 connections
+// (*oauthconn.Manager): Token a fresh one (refreshed before expiry),
+// Refresh one other than stale after the upstream refused stale (401);
+// the Invoker then retries once.
+type OAuthTokens interface {
+	Token(ctx context.Context, connector, connection string) (string, error)
+	Refresh(ctx context.Context, connector, connection, stale string) (string, error)
+}
+
+// Invoker runs actions: it loads the definitions and credentials, builds
+// the request, sends it through the egress guard with retries, caps the
+// response, runs the transformation in the sandbox, keeps secrets out of
+// everything it returns, and logs the invocation.
+type Invoker struct {
+	// Store holds definitions and connections.
+	Store store.Store
+	// Connections opens credentials.
+	Connections *Connections
+	// Guard dials upstreams.
+	Guard *egress.Guard
+	// Sandbox runs transformations.
+	Sandbox *transform.Sandbox
+	// Log records each invocation; none when nil.
+	Log *InvocationLog
+	// OAuth supplies OAuth 2.0 access tokens; without it OAuth 2.0
+	// connectors cannot be invoked.
+	OAuth OAuthTokens
+	// Observe, when set, is told each invocation's outcome (metrics).
+	Observe func(connector string, ok bool, d time.Duration)
+
+	// DefaultTimeout applies to actions without timeoutMs (default 30s);
+	// MaxTimeout caps any (default 120s).
+	DefaultTimeout, MaxTimeout time.Duration
+	// MaxResponseBytes caps an upstream body (default 10 MiB).
+	MaxResponseBytes int64
+	// Retries is how often an idempotent call is retried on 429, 502, 503
+	// and 504 (default 2; negative for none).
+	Retries int
+	// MaxRetryAfter is the longest Retry-After honoured (default 10s); an
+	// upstream asking for a longer wait gets no retry.
+	MaxRetryAfter time.Duration
+	defs          defCache
+}
+
+// defCache keeps decoded definitions next to the stored bytes they were
+// decoded from: a lookup still reads the store (so a change is seen at
+// once) but decodes only when the bytes differ. It never holds secrets.
+type defCache struct {
+	mu sync.RWMutex
+	m  map[string]cachedDef
+}
+
+type cachedDef struct {
+	raw []byte
+	val any
+}
+
+// maxCachedDefs bounds the definition cache.
+const maxCachedDefs = 4096
+
+// cachedLoad returns the definition stored under bucket/key, decoding it
+// only when its bytes changed; load reads it the ordinary way (and says
+// why it is missing).
+func cachedLoad[T any](c *defCache, tx store.Tx, bucket, key string, load func() (T, error)) (T, error) {
+	raw := tx.Get(bucket, key)
+	if raw == nil {
+		return load()
+	}
+	id := bucket + "\x00" + key
+	c.mu.RLock()
+	d, ok := c.m[id]
+	c.mu.RUnlock()
+	if ok && bytes.Equal(d.raw, raw) {
+		if v, ok := d.val.(T); ok {
+			return v, nil
+		}
+	}
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedDefs {
+		c.m = map[string]cachedDef{}
+	}
+	c.m[id] = cachedDef{raw: bytes.Clone(raw), val: v}
+	c.mu.Unlock()
+	return v, nil
+}
+
+// RunInput is one invocation.
+type RunInput struct {
+	Connector string
+	Action    string
+	// Connection defaults to DefaultConnection.
+	Connection string
+	Params     map[string]any
+	// RequestID is the caller's request id, for the log.
+	RequestID string
+}
+
+// RunResult is what an invocation returns.
+type RunResult struct {
+	// Result is the JSON of the transformation's result, or of the raw
+	// body: the parsed JSON when the response is JSON, else its text
+	// (null when empty).
+	Result json.RawMessage
+	// Status is the upstream's HTTP status.
+	Status int
+	// DurationMs is how long the invocation took.
+	DurationMs int64
+}
+
+func (iv *Invoker) timeout(a Action) time.Duration {
+	d := iv.DefaultTimeout
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	if a.TimeoutMs > 0 {
+		d = time.Duration(a.TimeoutMs) * time.Millisecond
+	}
+	maxT := iv.MaxTimeout
+	if maxT <= 0 {
+		maxT = DefaultMaxTimeout
+	}
+	return min(d, maxT)
+}
+
+func (iv *Invoker) maxResponse() int64 {
+	if iv.MaxResponseBytes > 0 {
+		return iv.MaxResponseBytes
+	}
+	return DefaultMaxResponseBytes
+}
+
+func (iv *Invoker) retries() int {
+	switch {
+	case iv.Retries < 0:
+		return 0
+	case iv.Retries == 0:
+		return DefaultRetries
+	}
+	return iv.Retries
+}
+
+func (iv *Invoker) maxRetryAfter() time.Duration {
+	if iv.MaxRetryAfter > 0 {
+		return iv.MaxRetryAfter
+	}
+	return DefaultMaxRetryAfter
+}
+
+// Run invokes an action. Errors are *errs.Error values safe to send: the
+// caller's mistakes (400, 404), refused destinations (egress_denied),
+// upstream failures (upstream_error 502 with details.status and a
+// truncated, redacted details.body; upstream_timeout 504) and script
+// failures (transformation_failed 422).
+func (iv *Invoker) Run(ctx context.Context, in RunInput) (RunResult, error) {
+	start := time.Now()
+	if in.Connection == "" {
+		in.Connection = DefaultConnection
+	}
+	var known bool // the connector and action exist
+	status, res, err := iv.run(ctx, in, &known)
+	d := time.Since(start)
+	res.DurationMs = d.Milliseconds()
+	if iv.Log != nil {
+		inv := Invocation{Connector: in.Connector, Action: in.Action, Connection: in.Connection, Status: status,
+			DurationMs: res.DurationMs, RequestID: in.RequestID, CreatedAt: start.UTC()}
+		if err != nil {
+			inv.ErrorCode = string(errs.KindOf(err))
+		}
+		// Only invocations of an existing action are logged.
+		if known {
+			iv.Log.Record(inv)
+		}
+	}
+	if iv.Observe != nil {
+		iv.Observe(in.Connector, err == nil, d)
+	}
+	return res, err
+}
+
+// loaded is what an invocation reads from the store.
+type loaded struct {
+	connector Connector
+	action    Action
+	conn      *Connection
+	cred      Credentials
+}
+
+func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
+	var l loaded
+	err := iv.Store.View(ctx, func(tx store.Tx) error {
+		var err error
+		if l.connector, err = cachedLoad(&iv.defs, tx, BucketConnectors, in.Connector, func() (Connector, error) {
+			return LoadConnector(tx, in.Connector)
+		}); err != nil {
+			return err
+		}
+		if l.action, err = cachedLoad(&iv.defs, tx, BucketActions, actionKey(in.Connector, in.Action), func() (Action, error) {
+			return LoadAction(tx, in.Connector, in.Action)
+		}); err != nil {
+			return err
+		}
+		switch l.connector.Auth.Type {
+		case AuthNone:
+			if in.Connection != DefaultConnection {
+				return errs.E(errs.Invalid, "connector %q uses auth type none and takes no connection; leave connection out", in.Connector).
+					WithDetails(map[string]any{"problems": []errs.Problem{{Field: "connection", Problem: "connector uses auth type none"}}})
+			}
+			return nil
+		case AuthOAuth2:
+			return nil // the OAuth tokens say whether the connection can be used
+		}
+		conn, err := LoadConnection(tx, in.Connector, in.Connection)
+		if errors.Is(err, errs.NotFound) {
+			return errs.E(errs.NotFound, "connection %q of connector %q not found; create it with POST /v1/connectors/%s/connections", in.Connection, in.Connector, in.Connector).
+				WithDetails(map[string]any{"connector": in.Connector, "connection": in.Connection})
+		}
+		if err != nil {
+			return err
+		}
+		l.conn = &conn
+		l.cred, err = iv.Connections.OpenCredentials(tx, in.Connector, in.Connection)
+		return err
+	})
+	if err != nil {
+		return l, err
+	}
+	if l.conn != nil && l.conn.Status != ConnectionActive {
+		return l, errs.E(errs.Conflict, "connection %q of connector %q is %s, not active; reconnect it (GET /v1/connectors/%s/connect) before running actions with it",
+			l.conn.Name, l.connector.Name, l.conn.Status, l.connector.Name).
+			WithDetails(map[string]any{"connector": l.connector.Name, "connection": l.conn.Name, "status": l.conn.Status})
+	}
+	return l, nil
+}
+
+func (iv *Invoker) run(ctx context.Context, in RunInput, known *bool) (int, RunResult, error) {
+	l, err := iv.load(ctx, in)
+	*known = l.action.Name != ""
+	if err != nil {
+		return 0, RunResult{}, err
+	}
+	name := l.connector.Name + "." + l.action.Name
+	oauth := l.connector.Auth.Type == AuthOAuth2
+	if oauth {
+		if iv.OAuth == nil {
+			return 0, RunResult{}, errs.E(errs.Unavailable, "OAuth 2.0 connections are not available on this server")
+		}
+		if l.cred.Token, err = iv.OAuth.Token(ctx, l.connector.Name, in.Connection); err != nil {
+			return 0, RunResult{}, err
+		}
+	}
+	req, err := BuildRequest(l.connector, l.action, in.Params, l.cred)
+	if err != nil {
+		return 0, RunResult{}, err
+	}
+	red := NewRedactor(req.Secrets...)
+
+	timeout := iv.timeout(l.action)
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, body, err := iv.send(callCtx, req, red, name, timeout)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && oauth {
+		// The token was refused: one refresh, one retry.
+		stale := l.cred.Token
+		if l.cred.Token, err = iv.OAuth.Refresh(ctx, l.connector.Name, in.Connection, stale); err != nil {
+			return resp.StatusCode, RunResult{}, err
+		}
+		if req, err = BuildRequest(l.connector, l.action, in.Params, l.cred); err != nil {
+			return 0, RunResult{}, err
+		}
+		red = NewRedactor(append(req.Secrets, stale)...)
+		resp, body, err = iv.send(callCtx, req, red, name, timeout)
+	}
+	if err != nil {
+		return 0, RunResult{}, err
+	}
+	status := resp.StatusCode
+	if status < 200 || status > 299 {
+		return status, RunResult{}, upstreamStatusError(name, resp, body, red)
+	}
+
+	isJSON := jsonBody(resp.Header.Get("Content-Type"), body)
+	var result json.RawMessage
+	if l.action.Transformation != "" {
+		if iv.Sandbox == nil {
+			return status, RunResult{}, errs.E(errs.Unavailable, "transformations are not available on this server")
+		}
+		out, err := iv.Sandbox.Run(ctx, transform.Input{
+			Name: name, Script: l.action.Transformation, Data: body, DataJSON: isJSON,
+			Status: status, Headers: lowerHeaders(resp.Header),
+		})
+		if err != nil {
+			var e *errs.Error
+			if errors.As(err, &e) {
+				e.Message = red.Text(e.Message)
+			}
+			return status, RunResult{}, err
+		}
+		result = out
+	} else {
+		result = rawResult(body, isJSON)
+	}
+	return status, RunResult{Result: red.JSON(result), Status: status}, nil
+}
+
+// jsonBody reports whether a response body is JSON: a JSON media type
+// (application/json, anything+json) with a valid JSON body, or no media
+// type and a body that parses.
+func jsonBody(contentType string, body []byte) bool {
+	if len(body) == 0 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if contentType != "" && err == nil && !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return false
+	}
+	return json.Valid(body)
+}
+
+// rawResult is the result of an action without transformation: JSON as
+// is, else the body as a JSON string, null when empty.
+func rawResult(body []byte, isJSON bool) json.RawMessage {
+	switch {
+	case len(body) == 0:
+		return json.RawMessage("null")
+	case isJSON:
+		return json.RawMessage(body)
+	}
+	b, _ := json.Marshal(strings.ToValidUTF8(string(body), "\uFFFD"))
+	return b
+}
+
+func lowerHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	return out
+}
+
+// idempotent methods may be retried.
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// send makes the request, retrying idempotent ones on 429/502/503/504,
+// and returns the final response with its body read (capped).
+func (iv *Invoker) send(ctx context.Context, r *Request, red *Redactor, name string, timeout time.Duration) (*http.Response, []byte, error) {
+	client := &http.Client{Transport: iv.Guard.Transport(), CheckRedirect: redirectPolicy(r)}
+	for attempt := 0; ; attempt++ {
+		req, err := r.HTTPRequest(ctx)
+		if err != nil {
+			return nil, nil, errs.Wrap(errs.Internal, err, "building the upstream request")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, nil, transportError(ctx, err, red, name, timeout)
+		}
+		if attempt < iv.retries() && idempotent(r.Method) && retryable(resp.StatusCode) {
+			if wait, ok := iv.retryWait(ctx, resp, attempt); ok {
+				drain(resp)
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+					continue
+				case <-ctx.Done():
+					t.Stop()
+					return nil, nil, transportError(ctx, ctx.Err(), red, name, timeout)
+				}
+			}
+		}
+		body, err := iv.readBody(ctx, resp, red, name, timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		return resp, body, nil
+	}
+}
+
+// retryWait is how long to wait before retrying: the upstream's
+// Retry-After when it gave one (no retry when it asks for more than
+// MaxRetryAfter or more than the time left), else a short jittered
+// exponential backoff.
+func (iv *Invoker) retryWait(ctx context.Context, resp *http.Response, attempt int) (time.Duration, bool) {
+	wait, given := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if given && wait > iv.maxRetryAfter() {
+		return 0, false
+	}
+	if !given {
+		wait = min(100*time.Millisecond<<attempt, iv.maxRetryAfter())
+		wait = wait/2 + rand.N(wait/2+1)
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+		return 0, false
+	}
+	return wait, true
+}
+
+// parseRetryAfter reads a Retry-After header: delay seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > 1<<31 {
+			n = 1 << 31
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	_ = resp.Body.Close()
+}
+
+func (iv *Invoker) readBody(ctx context.Context, resp *http.Response, red *Redactor, name string, timeout time.Duration) ([]byte, error) {
+	defer resp.Body.Close()
+	limit := iv.maxResponse()
+	tooLarge := func() error {
+		return errs.E(errs.Upstream, "the upstream's response to %s exceeds the limit of %d bytes (connectors.maxResponseBytes)", name, limit).
+			WithDetails(map[string]any{"status": resp.StatusCode, "limitBytes": limit})
+	}
+	if resp.ContentLength > limit {
+		return nil, tooLarge()
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, transportError(ctx, err, red, name, timeout)
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge()
+	}
+	return body, nil
+}
+
+// redirectPolicy follows at most egress.MaxRedirects redirects to http(s)
+// and strips the credential, and the Referer that could carry a key in its
+// query, when a redirect leaves the original origin (scheme, host, port).
+func redirectPolicy(r *Request) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if err := egress.CheckRedirect(req, via); err != nil {
+			return err
+		}
+		req.Header.Del("Referer")
+		orig := via[0].URL
+		if req.URL.Scheme == orig.Scheme && req.URL.Host == orig.Host {
+			return nil
+		}
+		for _, h := range r.CredentialHeaders {
+			req.Header.Del(h)
+		}
+		if r.CredentialQuery != "" {
+			if q := req.URL.Query(); q.Has(r.CredentialQuery) {
+				q.Del(r.CredentialQuery)
+				req.URL.RawQuery = q.Encode()
+			}
+		}
+		return nil
+	}
+}
+
+// transportError classifies a failure to get a response, without the
+// request URL (whose query may hold a key) and with secrets redacted.
+func transportError(ctx context.Context, err error, red *Redactor, name string, timeout time.Duration) error {
+	var e *errs.Error
+	if errors.As(err, &e) { // egress refusals, too many redirects
+		return e
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return errs.Wrap(errs.Unavailable, context.Canceled, "the call was cancelled")
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		return errs.E(errs.UpstreamTimeout, "%s: the upstream did not answer within %s (the action's timeoutMs, else connectors.defaultTimeout)", name, timeout).
+			WithDetails(map[string]any{"timeoutMs": timeout.Milliseconds()})
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return errs.E(errs.UpstreamTimeout, "%s: the upstream timed out", name)
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return errs.E(errs.Upstream, "%s: could not resolve the upstream host %s", name, dns.Name)
+	}
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err // never the URL: its query may hold a key
+	}
+	msg := red.Text(cause.Error())
+	return &errs.Error{Kind: errs.Upstream, Message: fmt.Sprintf("%s: the upstream request failed: %s", name, msg), Err: errors.New(msg)}
+}
+
+// upstreamStatusError reports a non-2xx answer with its status and the
+// start of its body, secrets redacted.
+func upstreamStatusError(name string, resp *http.Response, body []byte, red *Redactor) error {
+	text := strings.ToValidUTF8(string(body), "\uFFFD")
+	text = red.Text(text)
+	truncated := false
+	if len(text) > MaxErrorBodyBytes {
+		cut := MaxErrorBodyBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text, truncated = text[:cut], true
+	}
+	d := map[string]any{"status": resp.StatusCode, "body": text}
+	if truncated {
+		d["bodyTruncated"] = true
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		if wait, ok := parseRetryAfter(ra, time.Now()); ok {
+			d["retryAfterSeconds"] = int64(wait.Seconds())
+		}
+	}
+	return errs.E(errs.Upstream, "%s: the upstream answered %d %s", name, resp.StatusCode, http.StatusText(resp.StatusCode)).WithDetails(d)
+}

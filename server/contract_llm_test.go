@@ -1,0 +1,555 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/client"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
+)
+
+// llmFixture reads a provider wire-format fixture of server/llm/testdata.
+func llmFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("llm", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fakeOpenAI is an OpenAI-compatible upstream speaking OpenAI's wire
+// format (the fixtures of server/llm/testdata/openai).
+type fakeOpenAI struct {
+	*httptest.Server
+	cancelled chan struct{} // closed when a "slow" stream's request is cancelled
+	requests  atomic.Int32
+}
+
+func newFakeOpenAI(t *testing.T) *fakeOpenAI {
+	f := &fakeOpenAI{cancelled: make(chan struct{})}
+	chat := llmFixture(t, "openai/chat_completion.json")
+	tools := llmFixture(t, "openai/chat_completion_tool_calls.json")
+	stream := llmFixture(t, "openai/chat_stream.txt")
+	toolStream := llmFixture(t, "openai/chat_stream_tool_calls.txt")
+	completion := llmFixture(t, "openai/completion.json")
+	limited := llmFixture(t, "openai/error_429.json")
+	badRequest := llmFixture(t, "openai/error_400.json")
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.requests.Add(1)
+		var body struct {
+			Model  string            `json:"model"`
+			Stream bool              `json:"stream"`
+			Tools  []json.RawMessage `json:"tools"`
+			Input  []string          `json:"input"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case body.Model == "limited":
+			w.Header().Set("Retry-After", "12")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write(limited)
+		case body.Model == "picky":
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(badRequest)
+		case r.URL.Path == "/v1/embeddings":
+			out := map[string]any{"object": "list", "model": body.Model, "usage": map[string]int{"prompt_tokens": 4 * len(body.Input), "total_tokens": 4 * len(body.Input)}}
+			var data []map[string]any
+			for i := range body.Input {
+				data = append(data, map[string]any{"object": "embedding", "index": i, "embedding": []float64{0.5, -0.25, float64(i)}})
+			}
+			out["data"] = data
+			_ = json.NewEncoder(w).Encode(out)
+		case r.URL.Path == "/v1/completions":
+			_, _ = w.Write(completion)
+		case body.Stream && body.Model == "slow":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fl := w.(http.Flusher)
+			for i := 0; ; i++ {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tick%d \"}}]}\n\n", i)
+				fl.Flush()
+				select {
+				case <-r.Context().Done():
+					close(f.cancelled)
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		case body.Stream:
+			w.Header().Set("Content-Type", "text/event-stream")
+			if len(body.Tools) > 0 {
+				_, _ = w.Write(toolStream)
+			} else {
+				_, _ = w.Write(stream)
+			}
+		case len(body.Tools) > 0:
+			_, _ = w.Write(tools)
+		default:
+			_, _ = w.Write(chat)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// llmEnv starts a server whose `openai` provider is the fake.
+func llmEnv(t *testing.T) (*servertest.Env, *fakeOpenAI) {
+	up := newFakeOpenAI(t)
+	model := func(name string, caps ...string) config.Model {
+		return config.Model{Name: name, Capabilities: caps, MaxTokens: 128000, Pricing: &config.Pricing{Input: 0.15, Output: 0.60}}
+	}
+	instruct := model("gpt-3.5-turbo-instruct", "completion")
+	instruct.MaxTokens = 4096
+	env := servertest.New(t, func(c *config.Config) {
+		c.Providers = []config.Provider{{
+			Name: "openai", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(5 * time.Second),
+			Models: []config.Model{model("gpt-4o-mini", "chat", "code"), model("limited", "chat"), model("picky", "chat"), model("slow", "chat"),
+				instruct, {Name: "text-embedding-3-small", Capabilities: []string{"embeddings"}, Dimensions: 3}},
+		}}
+	})
+	return env, up
+}
+
+func TestContractLLMNative(t *testing.T) {
+	env, _ := llmEnv(t)
+	c := env.Client(t)
+	msgs := []client.Message{{Role: client.MessageRoleSystem, Content: "Be brief."}, {Role: client.MessageRoleUser, Content: "Hi"}}
+
+	t.Run("generate", func(t *testing.T) {
+		res, err := c.GenerateWithResponse(bg, client.GenerateRequest{Model: "openai/gpt-3.5-turbo-instruct", Prompt: "Say this is a test", MaxTokens: ptr(7)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %d %s", err, res.StatusCode(), res.Body)
+		}
+		g := res.JSON200
+		if g.Text != "\n\nThis is indeed a test" || g.Model != "openai/gpt-3.5-turbo-instruct" || g.PromptTokens != 5 || g.CompletionTokens != 7 || g.TotalTokens != 12 ||
+			!strings.HasPrefix(g.Id, "gen_") || time.Since(g.CreatedAt) > time.Minute || g.CreatedAt.Location() != time.UTC {
+			t.Errorf("generation %+v", g)
+		}
+	})
+	t.Run("chat", func(t *testing.T) {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "openai/gpt-4o-mini", Messages: msgs, Temperature: ptr(0.5)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %d %s", err, res.StatusCode(), res.Body)
+		}
+		cc := res.JSON200
+		if cc.Message.Role != client.MessageRoleAssistant || cc.Message.Content != "Hello! How can I assist you today?" || cc.TotalTokens != cc.PromptTokens+cc.CompletionTokens || cc.TotalTokens != 29 {
+			t.Errorf("chat %+v", cc)
+		}
+	})
+	t.Run("embeddings", func(t *testing.T) {
+		res, err := c.CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: "local/hash-embed-384", Text: "offline embeddings"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %d %s", err, res.StatusCode(), res.Body)
+		}
+		if e := res.JSON200; len(e.Embedding) != 384 || e.Tokens != 2 || e.Model != "local/hash-embed-384" {
+			t.Errorf("embedding: %d dims, %d tokens", len(e.Embedding), e.Tokens)
+		}
+		res, err = c.CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: "openai/text-embedding-3-small", Text: "hosted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil || len(res.JSON200.Embedding) != 3 || res.JSON200.Tokens != 4 {
+			t.Fatalf("%s", res.Body)
+		}
+	})
+	t.Run("models", func(t *testing.T) {
+		res, err := c.ListModelsWithResponse(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %s", err, res.Body)
+		}
+		byID := map[string]client.Model{}
+		for _, m := range res.JSON200.Data {
+			byID[m.Id] = m
+		}
+		if m := byID["local/hash-embed-384"]; m.Dimensions == nil || *m.Dimensions != 384 || m.MaxTokens != nil || m.Provider != "local" || m.Name != "hash-embed-384" {
+			t.Errorf("local model %+v", m)
+		}
+		if m := byID["openai/gpt-4o-mini"]; m.MaxTokens == nil || *m.MaxTokens != 128000 || m.Dimensions != nil {
+			t.Errorf("chat model %+v", m)
+		}
+		if bytes.Contains(res.Body, []byte("pricing")) || bytes.Contains(res.Body, []byte("createdAt")) {
+			t.Errorf("the list carries no pricing or createdAt: %s", res.Body)
+		}
+		emb := client.ListModelsParamsCapability("embeddings")
+		res, err = c.ListModelsWithResponse(bg, &client.ListModelsParams{Capability: &emb, Provider: ptr("openai")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.JSON200.Data) != 1 || res.JSON200.Data[0].Id != "openai/text-embedding-3-small" {
+			t.Errorf("filtered %+v", res.JSON200.Data)
+		}
+		var seen []string
+		params := &client.ListModelsParams{Limit: ptr(2)}
+		for page := 0; page < 10; page++ {
+			res, err = c.ListModelsWithResponse(bg, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range res.JSON200.Data {
+				seen = append(seen, m.Id)
+			}
+			if res.JSON200.NextCursor == nil {
+				break
+			}
+			params.Cursor = res.JSON200.NextCursor
+		}
+		if len(seen) != len(byID) {
+			t.Errorf("paging saw %v, the list has %d", seen, len(byID))
+		}
+	})
+	t.Run("one model, both paths", func(t *testing.T) {
+		a, err := c.GetProviderModelWithResponse(bg, "openai", "gpt-4o-mini")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.JSON200 == nil {
+			t.Fatalf("%v %s", err, a.Body)
+		}
+		m := a.JSON200
+		if m.Pricing == nil || m.Pricing.Input != 0.15 || m.Pricing.Output != 0.60 || m.CreatedAt.IsZero() || *m.MaxTokens != 128000 {
+			t.Errorf("model %+v", m)
+		}
+		b, err := c.GetModelWithResponse(bg, "openai/gpt-4o-mini") // sent as openai%2Fgpt-4o-mini
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.JSON200 == nil || b.JSON200.Id != "openai/gpt-4o-mini" || !b.JSON200.CreatedAt.Equal(m.CreatedAt) {
+			t.Fatalf("%s", b.Body)
+		}
+		if !strings.Contains(b.HTTPResponse.Request.URL.RawPath+b.HTTPResponse.Request.URL.Opaque, "%2F") && !strings.Contains(b.HTTPResponse.Request.URL.String(), "%2F") {
+			t.Errorf("the id was not sent %%2F-encoded: %s", b.HTTPResponse.Request.URL)
+		}
+		raw := env.HTTPClient(t, servertest.WithKey(env.AdminKey))
+		resp, err := raw.Get(env.URL + "/v1/models/local%2Fhash-embed-384")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", err, resp)
+		}
+		var d client.ModelDetail
+		_ = json.NewDecoder(resp.Body).Decode(&d)
+		resp.Body.Close()
+		if d.Pricing == nil || d.Pricing.Input != 0 || *d.Dimensions != 384 {
+			t.Errorf("local detail %+v", d)
+		}
+	})
+	t.Run("function calling", func(t *testing.T) {
+		params := map[string]any{"type": "object", "properties": map[string]any{
+			"location": map[string]any{"type": "string", "description": "City and state"},
+			"unit":     map[string]any{"type": "string", "enum": []string{"celsius", "fahrenheit"}},
+		}, "required": []string{"location"}}
+		res, err := c.CallFunctionWithResponse(bg, client.FunctionCallingRequest{
+			Model: "openai/gpt-4o-mini", Messages: []client.Message{{Role: client.MessageRoleUser, Content: "Weather in Boston?"}},
+			Functions: []client.FunctionDefinition{{Name: "get_current_weather", Description: ptr("Current weather"), Parameters: &params}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %s", err, res.Body)
+		}
+		r := res.JSON200
+		if r.FunctionCall == nil || r.FunctionCall.Name != "get_current_weather" || r.FunctionCall.Arguments["location"] != "Boston, MA" ||
+			r.ArgumentsValid == nil || !*r.ArgumentsValid || len(r.ArgumentsProblems) != 0 || r.Message != nil || r.TotalTokens != 99 {
+			t.Errorf("result %s", res.Body)
+		}
+		// The model called a function the caller did not declare.
+		res, err = c.CallFunctionWithResponse(bg, client.FunctionCallingRequest{
+			Model: "openai/gpt-4o-mini", Messages: []client.Message{{Role: client.MessageRoleUser, Content: "Weather in Boston?"}},
+			Functions: []client.FunctionDefinition{{Name: "get_time"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			t.Fatalf("%v %s", err, res.Body)
+		}
+		if r := res.JSON200; r.ArgumentsValid == nil || *r.ArgumentsValid || len(r.ArgumentsProblems) == 0 || r.ArgumentsProblems[0].Field != "functionCall.name" {
+			t.Errorf("undeclared function passed: %s", res.Body)
+		}
+	})
+}
+
+func TestContractLLMErrors(t *testing.T) {
+	env, _ := llmEnv(t)
+	c := env.Client(t)
+	loose := env.HTTPClient(t, servertest.WithKey(env.AdminKey), servertest.AllowInvalidRequests())
+	hi := []client.Message{{Role: client.MessageRoleUser, Content: "Hi"}}
+
+	post := func(t *testing.T, h *http.Client, path, body string) (*http.Response, map[string]any) {
+		t.Helper()
+		resp, err := h.Post(env.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp, out
+	}
+	t.Run("unknown model 404", func(t *testing.T) {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "openai/gpt-9", Messages: hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 404 || res.JSON404 == nil || res.JSON404.Error.Code != "not_found" {
+			t.Errorf("%d %s", res.StatusCode(), res.Body)
+		}
+	})
+	t.Run("missing capability 400", func(t *testing.T) {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "local/hash-embed-384", Messages: hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 400 {
+			t.Errorf("%d %s", res.StatusCode(), res.Body)
+		}
+		e, err := c.CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: "openai/gpt-4o-mini", Text: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.StatusCode() != 400 {
+			t.Errorf("%d %s", e.StatusCode(), e.Body)
+		}
+	})
+	t.Run("every out-of-range knob listed", func(t *testing.T) {
+		resp, body := post(t, loose, "/v1/chat", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],
+			"temperature":2.5,"topP":1.1,"frequencyPenalty":-3,"presencePenalty":9,"maxTokens":200000}`)
+		if resp.StatusCode != 422 {
+			t.Fatalf("status %d %v", resp.StatusCode, body)
+		}
+		ps := body["error"].(map[string]any)["details"].(map[string]any)["problems"].([]any)
+		fields := map[string]bool{}
+		for _, p := range ps {
+			fields[p.(map[string]any)["field"].(string)] = true
+		}
+		for _, f := range []string{"temperature", "topP", "frequencyPenalty", "presencePenalty", "maxTokens"} {
+			if !fields[f] {
+				t.Errorf("no problem for %s: %v", f, ps)
+			}
+		}
+	})
+	t.Run("upstream 429 keeps its Retry-After", func(t *testing.T) {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "openai/limited", Messages: hi})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 429 || res.HTTPResponse.Header.Get("Retry-After") != "12" || res.JSON429.Error.Code != "rate_limited" {
+			t.Errorf("%d %v %s", res.StatusCode(), res.HTTPResponse.Header, res.Body)
+		}
+	})
+	t.Run("upstream 400 passes its message", func(t *testing.T) {
+		res, err := c.GenerateWithResponse(bg, client.GenerateRequest{Model: "openai/picky", Prompt: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 400 || !strings.Contains(res.JSON400.Error.Message, "max_tokens is too large") {
+			t.Errorf("%d %s", res.StatusCode(), res.Body)
+		}
+	})
+	t.Run("auth", func(t *testing.T) {
+		res, err := env.ClientWithKey(t, "").ListModelsWithResponse(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 401 {
+			t.Errorf("no key: %d", res.StatusCode())
+		}
+		k := createKey(t, c, "connectors-only", []client.Scope{client.ScopeConnectorsRead}, nil)
+		res, err = env.ClientWithKey(t, k.Key).ListModelsWithResponse(bg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 403 {
+			t.Errorf("without llm scope: %d", res.StatusCode())
+		}
+	})
+	t.Run("unknown field", func(t *testing.T) {
+		resp, body := post(t, loose, "/v1/generate", `{"model":"openai/gpt-4o-mini","prompt":"x","temprature":1}`)
+		if resp.StatusCode != 400 || !strings.Contains(fmt.Sprint(body), "temprature") {
+			t.Errorf("%d %v", resp.StatusCode, body)
+		}
+	})
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	name string
+	data string
+}
+
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var (
+		out []sseEvent
+		cur sseEvent
+	)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			cur.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+	return out
+}
+
+func TestContractLLMStreaming(t *testing.T) {
+	env, up := llmEnv(t)
+	h := env.HTTPClient(t, servertest.WithKey(env.AdminKey))
+
+	t.Run("chat stream: deltas then done with usage", func(t *testing.T) {
+		resp, err := h.Post(env.URL+"/v1/chat", "application/json", strings.NewReader(`{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		events := readSSE(t, resp.Body)
+		var text strings.Builder
+		for _, ev := range events[:len(events)-1] {
+			var d struct{ Text string }
+			if ev.name != "delta" || json.Unmarshal([]byte(ev.data), &d) != nil {
+				t.Fatalf("event %+v", ev)
+			}
+			text.WriteString(d.Text)
+		}
+		last := events[len(events)-1]
+		var done client.ChatCompletion
+		if last.name != "done" || json.Unmarshal([]byte(last.data), &done) != nil {
+			t.Fatalf("last event %+v", last)
+		}
+		if text.String() != "Hello! How can I help?" || done.Message.Content != text.String() || done.PromptTokens != 9 || done.CompletionTokens != 6 || done.TotalTokens != 15 {
+			t.Errorf("text %q done %+v", text.String(), done)
+		}
+	})
+	t.Run("generate stream", func(t *testing.T) {
+		resp, err := h.Post(env.URL+"/v1/generate", "application/json", strings.NewReader(`{"model":"openai/gpt-4o-mini","prompt":"Hi","stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		events := readSSE(t, resp.Body)
+		var done client.Generation
+		if last := events[len(events)-1]; last.name != "done" || json.Unmarshal([]byte(last.data), &done) != nil || done.Text != "Hello! How can I help?" || done.TotalTokens != 15 {
+			t.Errorf("events %+v", events)
+		}
+	})
+	t.Run("errors before the stream starts are plain errors", func(t *testing.T) {
+		resp, err := h.Post(env.URL+"/v1/chat", "application/json", strings.NewReader(`{"model":"openai/limited","messages":[{"role":"user","content":"Hi"}],"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "12" {
+			t.Errorf("%d %v", resp.StatusCode, resp.Header)
+		}
+	})
+	t.Run("client disconnect cancels the upstream", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/v1/chat", strings.NewReader(`{"model":"openai/slow","messages":[{"role":"user","content":"count"}],"stream":true}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		for i := 0; i < 4; i++ { // a couple of events arrived
+			if _, err := br.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		resp.Body.Close()
+		select {
+		case <-up.cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the upstream request was not cancelled after the client went away")
+		}
+	})
+}
+
+func TestContractLLMUsagePerKey(t *testing.T) {
+	env, _ := llmEnv(t)
+	admin := env.Client(t)
+	a := createKey(t, admin, "team-a", []client.Scope{client.ScopeLLM}, nil)
+	b := createKey(t, admin, "team-b", []client.Scope{client.ScopeLLM}, nil)
+	for i := 0; i < 3; i++ {
+		res, err := env.ClientWithKey(t, a.Key).ChatWithResponse(bg, client.ChatRequest{Model: "openai/gpt-4o-mini", Messages: []client.Message{{Role: client.MessageRoleUser, Content: "Hi"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode() != 200 {
+			t.Fatalf("%d %s", res.StatusCode(), res.Body)
+		}
+	}
+	res, err := env.ClientWithKey(t, b.Key).CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: "local/hash-embed-384", Text: "one two three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode() != 200 {
+		t.Fatalf("%d %s", res.StatusCode(), res.Body)
+	}
+	rec := env.Server.Usage()
+	if err := rec.Flush(bg); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := rec.Query(bg, usage.Query{GroupBy: []string{usage.GroupKey, usage.GroupModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]usage.Row{
+		a.Id + " openai/gpt-4o-mini":   {Requests: 3, PromptTokens: 57, CompletionTokens: 30},
+		b.Id + " local/hash-embed-384": {Requests: 1, PromptTokens: 3},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		w, ok := want[r.PrincipalID+" "+r.Model]
+		if !ok || r.Requests != w.Requests || r.PromptTokens != w.PromptTokens || r.CompletionTokens != w.CompletionTokens {
+			t.Errorf("row %+v, want %+v", r, w)
+		}
+		if r.Model == "openai/gpt-4o-mini" {
+			if wantCost := (57*0.15 + 30*0.60) / 1e6; r.CostUSD < wantCost*0.999999 || r.CostUSD > wantCost*1.000001 {
+				t.Errorf("cost %v want %v", r.CostUSD, wantCost)
+			}
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package server_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
+)
+
+// BenchmarkLLMChat measures a chat call through the server's handler chain
+// (middleware, auth, rate limiter, gateway, upstream round trip over
+// loopback, usage accounting) against an instant upstream, without the
+// caller's side of the network. bench/llm.sh measures the whole thing end to
+// end with wrk and vegeta on a pinned core.
+func BenchmarkLLMChat(b *testing.B) {
+	reply := []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the benchmark upstream."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(reply)
+	}))
+	defer up.Close()
+	env := servertest.New(b, func(c *config.Config) {
+		c.Limits.RequestsPerMinute = 1 << 30
+		c.Limits.TokensPerMinute = 1 << 40
+		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(10 * time.Second),
+			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
+	})
+	for _, tc := range []struct{ name, path, body string }{
+		{"native", "/v1/chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}`},
+		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := []byte(tc.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+env.AdminKey)
+				w := httptest.NewRecorder()
+				env.Server.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
