@@ -77,6 +77,14 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 			_ = json.NewEncoder(w).Encode(out)
 		case r.URL.Path == "/v1/completions":
 			_, _ = w.Write(completion)
+		case body.Stream && body.Model == "thinking":
+			// Headers at once, then a long silence before the first token,
+			// as providers do while a reasoning model thinks.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(300 * time.Millisecond)
+			_, _ = w.Write(stream)
 		case body.Stream && body.Model == "slow":
 			w.Header().Set("Content-Type", "text/event-stream")
 			fl := w.(http.Flusher)
@@ -118,7 +126,7 @@ func llmEnv(t *testing.T) (*servertest.Env, *fakeOpenAI) {
 	env := servertest.New(t, func(c *config.Config) {
 		c.Providers = []config.Provider{{
 			Name: "openai", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(5 * time.Second),
-			Models: []config.Model{model("gpt-4o-mini", "chat", "code"), model("limited", "chat"), model("picky", "chat"), model("slow", "chat"),
+			Models: []config.Model{model("gpt-4o-mini", "chat", "code"), model("limited", "chat"), model("picky", "chat"), model("slow", "chat"), model("thinking", "chat"),
 				instruct, {Name: "text-embedding-3-small", Capabilities: []string{"embeddings"}, Dimensions: 3}},
 		}}
 	})
@@ -478,6 +486,24 @@ func TestContractLLMStreaming(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "12" {
 			t.Errorf("%d %v", resp.StatusCode, resp.Header)
+		}
+	})
+	t.Run("keep-alive comments while the model is silent", func(t *testing.T) {
+		env.Server.LLM().KeepAlive = 50 * time.Millisecond
+		defer func() { env.Server.LLM().KeepAlive = 0 }()
+		for _, path := range []string{"/v1/chat", "/openai/v1/chat/completions"} {
+			resp, err := h.Post(env.URL+path, "application/json", strings.NewReader(`{"model":"openai/thinking","messages":[{"role":"user","content":"Hi"}],"stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if n := strings.Count(string(raw), ": keep-alive\n\n"); n < 2 {
+				t.Errorf("%s: %d keep-alives while waiting 300 ms at a 50 ms interval:\n%s", path, n, raw)
+			}
+			if !strings.Contains(string(raw), "Hello") {
+				t.Errorf("%s: the stream did not go on after the keep-alives:\n%s", path, raw)
+			}
 		}
 	})
 	t.Run("client disconnect cancels the upstream", func(t *testing.T) {

@@ -110,11 +110,6 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 			b.ReportMetric(float64(vp50.Microseconds()), "via-p50-µs")
 			b.ReportMetric(float64(vp99.Microseconds()), "via-p99-µs")
 			b.ReportMetric(float64((vp50 - dp50).Microseconds()), "added-p50-µs")
-			if len(connectors.DebugSandbox) > 0 {
-				sp50, _ := percentiles(connectors.DebugSandbox)
-				b.ReportMetric(float64(sp50.Microseconds()), "sandbox-p50-µs")
-				connectors.DebugSandbox = nil
-			}
 		})
 	}
 }

@@ -293,6 +293,45 @@ func startSSE(w http.ResponseWriter) http.Flusher {
 	return fl
 }
 
+// keepAliveComment is an SSE comment: clients ignore it, proxies see traffic.
+var keepAliveComment = []byte(": keep-alive\n\n")
+
+// eachChunk calls fn for every chunk of st, sending a keep-alive comment
+// whenever the upstream stays silent for st.KeepAlive(). It returns nil at
+// the end of the stream, the stream's error, or errClientGone when a write
+// to the caller failed (the caller went away).
+func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn func(llm.Chunk) bool) error {
+	items, stop := st.Pump()
+	defer stop()
+	tick := time.NewTicker(st.KeepAlive())
+	defer tick.Stop()
+	for {
+		select {
+		case it := <-items:
+			if it.Err == io.EOF {
+				return nil
+			}
+			if it.Err != nil {
+				return it.Err
+			}
+			if !fn(it.Chunk) {
+				return errClientGone
+			}
+			tick.Reset(st.KeepAlive())
+		case <-tick.C:
+			if _, err := w.Write(keepAliveComment); err != nil {
+				return errClientGone
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	}
+}
+
+// errClientGone ends a stream whose caller went away.
+var errClientGone = errors.New("the client went away")
+
 func (n *nativeStream) write(w http.ResponseWriter) error {
 	defer n.st.Close()
 	fl := startSSE(w)
@@ -306,28 +345,25 @@ func (n *nativeStream) write(w http.ResponseWriter) error {
 		return true
 	}
 	var buf []byte
-	for {
-		c, err := n.st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			n.s.streamFailed(n.ctx, err)
-			e := classify(err)
-			data, _ := json.Marshal(errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(n.ctx), Details: e.Details}})
-			send(llm.AppendEvent(buf[:0], "error", data))
-			return nil
-		}
+	err := eachChunk(w, fl, n.st, func(c llm.Chunk) bool {
 		if c.Text == "" {
-			continue
+			return true
 		}
-		data, _ := json.Marshal(streamDelta{Text: c.Text})
+		data, _ := fastjson.Marshal(streamDelta{Text: c.Text})
 		buf = llm.AppendEvent(buf[:0], "delta", data)
-		if !send(buf) {
-			return nil // the client went away; Close cancels the upstream
-		}
+		return send(buf)
+	})
+	switch {
+	case err == errClientGone:
+		return nil // Close cancels the upstream and records what was used
+	case err != nil:
+		n.s.streamFailed(n.ctx, err)
+		e := classify(err)
+		data, _ := json.Marshal(errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(n.ctx), Details: e.Details}})
+		send(llm.AppendEvent(buf[:0], "error", data))
+		return nil
 	}
-	data, _ := json.Marshal(n.done(n.st.Result()))
+	data, _ := fastjson.Marshal(n.done(n.st.Result()))
 	send(llm.AppendEvent(buf[:0], "done", data))
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -316,21 +315,10 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 			return nil
 		}
 	}
-	for {
-		ch, err := c.st.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			c.s.streamFailed(c.ctx, err)
-			e := classify(err)
-			send(openaiwire.ErrorResponse{Error: openAIErrorBody(e)})
-			return nil
-		}
+	err := eachChunk(w, fl, c.st, func(ch llm.Chunk) bool {
 		if ch.Text == "" && len(ch.ToolCalls) == 0 {
-			continue
+			return true
 		}
-		var ok bool
 		if c.chat {
 			d := openaiwire.Delta{}
 			if ch.Text != "" {
@@ -345,13 +333,17 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 				}
 				d.ToolCalls = append(d.ToolCalls, wtc)
 			}
-			ok = send(chatChunk(d, nil))
-		} else {
-			ok = send(textChunk(ch.Text, nil))
+			return send(chatChunk(d, nil))
 		}
-		if !ok {
-			return nil // the client went away; Close cancels the upstream
-		}
+		return send(textChunk(ch.Text, nil))
+	})
+	switch {
+	case err == errClientGone:
+		return nil // Close cancels the upstream and records what was used
+	case err != nil:
+		c.s.streamFailed(c.ctx, err)
+		send(openaiwire.ErrorResponse{Error: openAIErrorBody(classify(err))})
+		return nil
 	}
 	res := c.st.Result()
 	finish := res.FinishReason

@@ -324,8 +324,6 @@ func (iv *Invoker) run(ctx context.Context, in RunInput, known *bool) (int, RunR
 		if iv.Sandbox == nil {
 			return status, RunResult{}, errs.E(errs.Unavailable, "transformations are not available on this server")
 		}
-		t0 := time.Now()
-		defer func() { DebugSandbox = append(DebugSandbox, time.Since(t0)) }()
 		out, err := iv.Sandbox.Run(ctx, transform.Input{
 			Name: name, Script: l.action.Transformation, Data: body, DataJSON: isJSON,
 			Status: status, Headers: lowerHeaders(resp.Header),
@@ -576,6 +574,3 @@ func upstreamStatusError(name string, resp *http.Response, body []byte, red *Red
 	}
 	return errs.E(errs.Upstream, "%s: the upstream answered %d %s", name, resp.StatusCode, http.StatusText(resp.StatusCode)).WithDetails(d)
 }
-
-// DebugSandbox is temporary.
-var DebugSandbox []time.Duration

@@ -62,7 +62,14 @@ type Gateway struct {
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// KeepAlive is how long a stream may stay silent before its writer
+	// sends a keep-alive (DefaultKeepAlive when 0), so that proxies between
+	// the caller and Switchboard do not cut a slow model's stream.
+	KeepAlive time.Duration
 }
+
+// DefaultKeepAlive is the default of Gateway.KeepAlive.
+const DefaultKeepAlive = 15 * time.Second
 
 func (g *Gateway) now() time.Time {
 	if g.Now != nil {
@@ -334,6 +341,7 @@ func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duratio
 type ResultStream struct {
 	g        *Gateway
 	ctx      context.Context
+	cancel   context.CancelFunc
 	req      *Request
 	model    *Model
 	up       Stream
@@ -369,8 +377,10 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 	start := time.Now()
 	cands := g.candidates(op, m)
 	var tried []string
+	// sctx lets Pump's stop abort a read blocked on the upstream.
+	sctx, cancel := context.WithCancel(ctx)
 	for i, cand := range cands {
-		up, err := cand.provider.Stream(ctx, cand, r)
+		up, err := cand.provider.Stream(sctx, cand, r)
 		if err != nil {
 			if canFallBack(err) && i < len(cands)-1 {
 				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
@@ -378,12 +388,66 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 				tried = append(tried, cand.ID)
 				continue
 			}
+			cancel()
 			settle(Usage{})
 			return nil, err
 		}
-		return &ResultStream{g: g, ctx: ctx, req: r, model: cand, up: up, settle: settle, start: start, fallback: tried, CreatedAt: g.now()}, nil
+		return &ResultStream{g: g, ctx: ctx, cancel: cancel, req: r, model: cand, up: up, settle: settle, start: start, fallback: tried, CreatedAt: g.now()}, nil
 	}
+	cancel()
 	return nil, errs.E(errs.Internal, "no model answered")
+}
+
+// KeepAlive is how long the stream may stay silent before its writer
+// should send a keep-alive.
+func (s *ResultStream) KeepAlive() time.Duration {
+	if s.g.KeepAlive > 0 {
+		return s.g.KeepAlive
+	}
+	return DefaultKeepAlive
+}
+
+// Item is one result of Next, delivered by Pump.
+type Item struct {
+	Chunk Chunk
+	Err   error
+}
+
+// Pump reads the stream ahead in a goroutine and delivers each Next result
+// on the channel, ending after the first error (io.EOF included), so that a
+// writer can do other things (send keep-alives) while the upstream is
+// silent. stop must be called before Close: it aborts a pending upstream
+// read and waits for the goroutine to end.
+func (s *ResultStream) Pump() (items <-chan Item, stop func()) {
+	ch := make(chan Item)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			c, err := s.Next()
+			select {
+			case ch <- Item{Chunk: c, Err: err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			close(done)
+			select {
+			case <-finished:
+			default:
+				s.cancel() // unblock a read waiting on the upstream
+				<-finished
+			}
+		})
+	}
 }
 
 // Next returns the next chunk, io.EOF after the last one. Tool-call
@@ -458,6 +522,7 @@ func (s *ResultStream) Close() error {
 	var err error
 	s.once.Do(func() {
 		err = s.up.Close()
+		s.cancel()
 		u := s.Result().Usage
 		s.g.account(s.ctx, s.model, u, time.Since(s.start), s.fallback, true)
 		s.settle(u)

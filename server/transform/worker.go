@@ -63,7 +63,6 @@ func workerMain(r io.Reader, w io.Writer) int {
 	in := &frameReader{r: bufio.NewReader(r)}
 	out := &frameWriter{w: bufio.NewWriter(w)}
 	wk := &runner{programs: map[string]*goja.Program{}}
-	wk.prepare()
 	wk.memory = newMemoryGuard(mem)
 	for {
 		var j job
@@ -78,7 +77,6 @@ func workerMain(r io.Reader, w io.Writer) int {
 		if err := writeOutcome(out, &o); err != nil {
 			return exitProtocol
 		}
-		wk.prepare() // off the critical path: the outcome is already sent
 	}
 }
 
@@ -88,18 +86,17 @@ const maxCachedPrograms = 512
 // runner runs jobs, one at a time, each on a fresh runtime.
 type runner struct {
 	programs map[string]*goja.Program
-	next     *goja.Runtime
 	memory   *memoryGuard
 }
 
-// prepare readies the runtime for the next job. Runtimes are used for one
-// job only, so that nothing a script leaves behind (globals, modified
-// built-ins) is seen by another call. A new goja runtime is cheap (its
-// built-ins materialise on first use), and it is made ahead, while idle.
-func (wk *runner) prepare() {
+// newRuntime makes the runtime of one job. Runtimes are used for one job
+// only, so that nothing a script leaves behind (globals, modified
+// built-ins) is seen by another call. A new goja runtime costs about a
+// microsecond: its built-ins materialise on first use.
+func newRuntime() *goja.Runtime {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallDepth)
-	wk.next = vm
+	return vm
 }
 
 // maxCallDepth bounds the JavaScript call stack.
@@ -140,12 +137,7 @@ func (wk *runner) program(j *job) (*goja.Program, *outcome) {
 var errTimedOut = errors.New("time limit exceeded")
 
 func (wk *runner) run(j *job) (out outcome) {
-	vm := wk.next
-	wk.next = nil
-	if vm == nil {
-		wk.prepare()
-		vm, wk.next = wk.next, nil
-	}
+	vm := newRuntime()
 	defer func() {
 		if p := recover(); p != nil {
 			out = outcome{Kind: outcomeCrash, Message: fmt.Sprintf("the sandbox failed: %v", p)}
