@@ -53,11 +53,7 @@ func (h *handlers) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestOb
 	if err != nil {
 		return nil, err
 	}
-	var cursor string
-	if req.Params.Cursor != nil {
-		cursor = *req.Params.Cursor
-	}
-	keys, next, err := h.s.keys.List(ctx, cursor, limit)
+	keys, next, err := h.s.keys.List(ctx, deref(req.Params.Cursor), limit)
 	if err != nil {
 		return nil, err
 	}

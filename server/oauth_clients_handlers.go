@@ -41,11 +41,7 @@ func (h *handlers) ListOAuthClients(ctx context.Context, req api.ListOAuthClient
 	if err != nil {
 		return nil, err
 	}
-	var cursor string
-	if req.Params.Cursor != nil {
-		cursor = *req.Params.Cursor
-	}
-	cs, next, err := h.s.oauth.ListClients(ctx, cursor, limit)
+	cs, next, err := h.s.oauth.ListClients(ctx, deref(req.Params.Cursor), limit)
 	if err != nil {
 		return nil, err
 	}
