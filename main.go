@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/provider"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/logbuf"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -71,7 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "switchboard:", err)
 		return 2
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	log, logOut := newLogger(stderr, cfg.LogLevel)
+	defer logOut.Close()
 	slog.SetDefault(log)
 	switch cmd {
 	case "serve":
@@ -93,10 +95,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
+// newLogger logs JSON lines to w through a batching writer (a request
+// costs no write system call); warnings and errors are written at once.
+// Close the writer to write out what remains.
+func newLogger(w io.Writer, level string) (*slog.Logger, *logbuf.Writer) {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	out := logbuf.New(w, logbuf.DefaultInterval)
+	return slog.New(logbuf.FlushAt(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: l}), out, slog.LevelWarn)), out
 }
 
 func serveProvider(args []string) int {

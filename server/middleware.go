@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,13 +10,16 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	fastjson "github.com/goccy/go-json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
@@ -399,13 +403,56 @@ func (strictJSON) Serialize(c echo.Context, i any, indent string) error {
 }
 
 func (strictJSON) Deserialize(c echo.Context, i any) error {
-	return DecodeJSON(c.Request().Body, i, true)
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bodyBuffers.Put(buf)
+	if _, err := buf.ReadFrom(c.Request().Body); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(mbe.Limit)
+		}
+		return errs.Wrap(errs.Invalid, err, "reading the request body failed: "+err.Error())
+	}
+	return DecodeJSON(buf.Bytes(), i, true)
 }
 
-// DecodeJSON decodes one JSON value from r into v, mapping failures to
-// errs kinds with the offset or field at fault.
-func DecodeJSON(r io.Reader, v any, disallowUnknown bool) error {
-	dec := json.NewDecoder(r)
+// bodyBuffers holds the buffers request bodies are read into.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// DecodeJSON decodes the one JSON value in data into v (a pointer),
+// mapping failures to errs kinds with the offset or field at fault. Decoded
+// values never refer to data.
+//
+// The common case, a valid body, is decoded by goccy/go-json; any failure
+// is decoded again by encoding/json, whose errors say precisely what and
+// where, and whose verdict stands (FuzzDecodeJSON holds both to the same
+// results).
+func DecodeJSON(data []byte, v any, disallowUnknown bool) error {
+	if fastDecode(data, v, disallowUnknown) {
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero() // drop what the fast decoder filled in before failing
+	}
+	return stdDecode(data, v, disallowUnknown)
+}
+
+// fastDecode reports whether goccy/go-json decoded data into v whole.
+func fastDecode(data []byte, v any, disallowUnknown bool) bool {
+	dec := fastjson.NewDecoder(bytes.NewReader(data))
+	if disallowUnknown {
+		dec.DisallowUnknownFields()
+	}
+	if dec.Decode(v) != nil {
+		return false
+	}
+	off := dec.InputOffset()
+	return off >= 0 && off <= int64(len(data)) && len(bytes.TrimLeft(data[off:], " \t\r\n")) == 0
+}
+
+// stdDecode decodes with encoding/json, mapping its errors.
+func stdDecode(data []byte, v any, disallowUnknown bool) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if disallowUnknown {
 		dec.DisallowUnknownFields()
 	}
@@ -419,11 +466,8 @@ func DecodeJSON(r io.Reader, v any, disallowUnknown bool) error {
 	var (
 		syn *json.SyntaxError
 		typ *json.UnmarshalTypeError
-		mbe *http.MaxBytesError
 	)
 	switch {
-	case errors.As(err, &mbe):
-		return tooLarge(mbe.Limit)
 	case errors.Is(err, io.EOF):
 		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -71,6 +72,14 @@ type Keys struct {
 	Events events.Recorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	// cache holds the keys that authenticated, by hash, so that a request
+	// does not read the store; a revocation empties it when it commits.
+	mu    sync.Mutex
+	cache map[string]*APIKey
+	// gen counts revocations; a key read from the store is cached only if
+	// no revocation committed since the read began.
+	gen uint64
 }
 
 var _ Authenticator = (*Keys)(nil)
@@ -243,6 +252,7 @@ func (k *Keys) Revoke(ctx context.Context, id string) error {
 		if err := tx.Delete(bucketKeys, id); err != nil {
 			return err
 		}
+		tx.OnCommit(k.forgetAll)
 		return k.events().Record(tx, events.APIKeyRevoked, key.Public())
 	})
 }
@@ -257,19 +267,9 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 		return nil, ErrNotMine
 	}
 	h := hashKey(credential)
-	var key APIKey
-	err := k.Store.View(ctx, func(tx store.Tx) error {
-		id := tx.Get(bucketByHash, h)
-		if id == nil {
-			return errs.E(errs.Unauthenticated, "unknown or revoked API key")
-		}
-		return store.GetJSON(tx, bucketKeys, string(id), &key)
-	})
+	key, err := k.lookup(ctx, h)
 	if err != nil {
-		if errs.KindOf(err) == errs.Unauthenticated {
-			return nil, err
-		}
-		return nil, errs.Wrap(errs.Unauthenticated, err, "unknown or revoked API key")
+		return nil, err
 	}
 	if subtle.ConstantTimeCompare([]byte(key.Hash), []byte(h)) != 1 {
 		return nil, errs.E(errs.Unauthenticated, "unknown or revoked API key")
@@ -278,6 +278,48 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 		return nil, errs.E(errs.Unauthenticated, "API key %s expired at %s", key.ID, key.ExpiresAt.Format(time.RFC3339))
 	}
 	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, RateLimit: key.RateLimit}, nil
+}
+
+// lookup finds the key with hash h, in the cache or else in the store
+// (and then caches it). The returned key is shared: read it, never change it.
+func (k *Keys) lookup(ctx context.Context, h string) (*APIKey, error) {
+	k.mu.Lock()
+	key, gen := k.cache[h], k.gen
+	k.mu.Unlock()
+	if key != nil {
+		return key, nil
+	}
+	key = new(APIKey)
+	err := k.Store.View(ctx, func(tx store.Tx) error {
+		id := tx.Get(bucketByHash, h)
+		if id == nil {
+			return errs.E(errs.Unauthenticated, "unknown or revoked API key")
+		}
+		return store.GetJSON(tx, bucketKeys, string(id), key)
+	})
+	if err != nil {
+		if errs.KindOf(err) == errs.Unauthenticated {
+			return nil, err
+		}
+		return nil, errs.Wrap(errs.Unauthenticated, err, "unknown or revoked API key")
+	}
+	k.mu.Lock()
+	if k.gen == gen { // else a revocation committed meanwhile: the read may be stale
+		if k.cache == nil {
+			k.cache = map[string]*APIKey{}
+		}
+		k.cache[h] = key
+	}
+	k.mu.Unlock()
+	return key, nil
+}
+
+// forgetAll empties the cache; it runs when a revocation commits.
+func (k *Keys) forgetAll() {
+	k.mu.Lock()
+	k.gen++
+	clear(k.cache)
+	k.mu.Unlock()
 }
 
 func (k *Keys) events() events.Recorder {

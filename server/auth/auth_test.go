@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,6 +278,10 @@ func TestRevoke(t *testing.T) {
 	expiring, _, _ := keys.Create(bg, auth.NewAPIKeyInput{Name: "admin-expiring", Scopes: []string{auth.ScopeAdmin}, ExpiresAt: &soon})
 	reader, readerSecret, _ := keys.Create(bg, auth.NewAPIKeyInput{Name: "reader", Scopes: []string{auth.ScopeConnectorsRead}})
 
+	// Authenticated once, the key is cached; revoking must still stop it.
+	if _, err := keys.Authenticate(bg, readerSecret); err != nil {
+		t.Fatal(err)
+	}
 	if err := keys.Revoke(bg, reader.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -334,4 +340,46 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRevokeWhileAuthenticating revokes a key while other goroutines keep
+// authenticating with it: once Revoke has returned, no authentication that
+// starts afterwards may succeed (the key cache must not keep a stale key).
+func TestRevokeWhileAuthenticating(t *testing.T) {
+	keys, _ := newKeys(t)
+	if _, _, err := keys.Create(bg, auth.NewAPIKeyInput{Name: "admin", Scopes: []string{auth.ScopeAdmin}}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		key, secret, err := keys.Create(bg, auth.NewAPIKeyInput{Name: fmt.Sprint("k", round), Scopes: []string{auth.ScopeLLM}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var revoked atomic.Bool
+		var wg sync.WaitGroup
+		stale := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				for {
+					after := revoked.Load()
+					_, err := keys.Authenticate(bg, secret)
+					if after {
+						if err == nil {
+							stale <- fmt.Errorf("round %d: revoked key authenticated", round)
+						}
+						return
+					}
+				}
+			})
+		}
+		if err := keys.Revoke(bg, key.ID); err != nil {
+			t.Fatal(err)
+		}
+		revoked.Store(true)
+		wg.Wait()
+		close(stale)
+		for err := range stale {
+			t.Error(err)
+		}
+	}
 }

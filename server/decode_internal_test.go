@@ -1,0 +1,91 @@
+package server
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+)
+
+// decodeTargets are request bodies of the native API, one of each shape.
+var decodeTargets = []func() any{
+	func() any { return new(api.ChatRequest) },
+	func() any { return new(api.GenerateRequest) },
+	func() any { return new(api.FunctionCallingRequest) },
+	func() any { return new(api.ConnectorInput) },
+	func() any { return new(api.ActionInput) },
+	func() any { return new(api.ConnectionInput) },
+	func() any { return new(api.RunRequest) },
+	func() any { return new(api.APIKeyCreate) },
+	func() any { return new(api.WebhookCreate) },
+}
+
+func TestDecodeJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		ok         bool
+		message    string
+	}{
+		{"valid", `{"model":"m/x","messages":[{"role":"user","content":"hi"}],"maxTokens":3}`, true, ""},
+		{"surrounding whitespace", " \n{\"model\":\"m/x\",\"messages\":[]}\t\r\n", true, ""},
+		{"trailing data", `{"model":"m/x","messages":[]} {}`, false, "unexpected data after the top-level value"},
+		{"trailing garbage", `{"model":"m/x","messages":[]}x`, false, "unexpected data"},
+		{"unknown field", `{"model":"m/x","messages":[],"colour":1}`, false, `unknown field "colour"`},
+		{"wrong type", `{"model":1,"messages":[]}`, false, "field model: expected string"},
+		{"truncated", `{"model":"m/x",`, false, "unexpected end of input"},
+		{"syntax", `{"model" "m/x"}`, false, "malformed JSON at offset"},
+		{"empty", ``, false, "request body is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v api.ChatRequest
+			err := DecodeJSON([]byte(tc.body), &v, true)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && (errs.KindOf(err) != errs.Invalid || !contains(err.Error(), tc.message)) {
+				t.Fatalf("err = %v (%s), want invalid_request with %q", err, errs.KindOf(err), tc.message)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// FuzzDecodeJSON holds the fast decoder to encoding/json: whatever goccy
+// accepts, encoding/json must accept with the same result, so that the fast
+// path never lets through a body the strict decoder refuses.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m/x","messages":[{"role":"user","content":"hi"}],"maxTokens":3,"temperature":0.5}`,
+		`{"model":"m/x","prompt":"p","stream":true}`,
+		`{"name":"c","baseUrl":"https://x.example","auth":{"type":"apiKey","in":"header","name":"X-Key"}}`,
+		`{"action":"a","params":{"q":"x","n":1,"l":[1,"2",null],"o":{"k":true}}}`,
+		`{"name":"k","scopes":["llm"],"expiresAt":"2030-01-02T15:04:05Z"}`,
+		`{"MODEL":"m/x","Messages":[]}`,
+		`{"model":"m/x","model":"m/y"}`,
+		`{"model":"\ud800\u00e9\xff"}`,
+		`{"maxTokens":1e2}`,
+		`{"maxTokens":-0}`,
+		`[]`, `null`, `{"params":null}`,
+	} {
+		for i := range decodeTargets {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		newV := decodeTargets[int(which)%len(decodeTargets)]
+		fast := newV()
+		if !fastDecode(data, fast, true) {
+			return
+		}
+		std := newV()
+		if err := stdDecode(data, std, true); err != nil {
+			t.Fatalf("goccy accepted what encoding/json refuses (%v): %q", err, data)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("goccy and encoding/json disagree on %q:\n goccy %+v\n std   %+v", data, fast, std)
+		}
+	})
+}
