@@ -243,14 +243,10 @@ func (h *handlers) GetProviderModel(_ context.Context, req api.GetProviderModelR
 type jsonOK struct{ v any }
 
 func (o *jsonOK) write(w http.ResponseWriter) error {
-	b, err := fastjson.Marshal(o.v)
-	if err != nil {
-		return err
-	}
 	w.Header()["Content-Type"] = contentTypeJSON
-	w.WriteHeader(http.StatusOK)
-	_, err = w.Write(b)
-	return err
+	// The encoder writes only once v is encoded whole (its first Write
+	// sends the 200), so that an encoding failure still becomes a 500.
+	return fastjson.NewEncoder(w).Encode(o.v)
 }
 
 // contentTypeJSON is shared by every response; net/http never modifies it.

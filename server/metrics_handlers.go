@@ -40,7 +40,7 @@ func (s *Server) observeRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		route := c.Path()
-		if _, known := s.scopes[c.Request().Method+" "+route]; !known {
+		if _, known := s.scopes[routeKey{c.Request().Method, route}]; !known {
 			route = "other" // 404/405: never a raw path as a label
 		}
 		metrics.ObserveHTTP(c.Request().Method, route, c.Response().Status, time.Since(start))

@@ -107,7 +107,7 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 // before any handler decodes it.
 func (s *Server) checkMediaType(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req, ok := s.scopes[c.Request().Method+" "+c.Path()]
+		req, ok := s.scopes[routeKey{c.Request().Method, c.Path()}]
 		if !ok || len(req.bodyTypes) == 0 {
 			return next(c)
 		}
@@ -151,7 +151,7 @@ func tooLarge(limit int64) *errs.Error {
 // (security: []) and unmatched routes (404/405) pass through.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req, ok := s.scopes[c.Request().Method+" "+c.Path()]
+		req, ok := s.scopes[routeKey{c.Request().Method, c.Path()}]
 		if !ok || req.public {
 			return next(c)
 		}
@@ -212,8 +212,11 @@ func (r routeRequirement) check(p *auth.Principal) error {
 	return first
 }
 
-// routeScopes maps "METHOD /echo/:path" to the operation's requirement.
-type routeScopes map[string]routeRequirement
+// routeKey is a route as Echo names it: method and path pattern (/a/:b).
+type routeKey struct{ method, path string }
+
+// routeScopes maps each route to its operation's requirement.
+type routeScopes map[routeKey]routeRequirement
 
 // scopesFromSpec reads each operation's security from the OpenAPI document.
 func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
@@ -248,7 +251,7 @@ func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 				}
 				r.bodyRequired = rb.Value.Required
 			}
-			out[method+" "+echoPath(path)] = r
+			out[routeKey{method, echoPath(path)}] = r
 		}
 	}
 	return out, nil
@@ -281,7 +284,7 @@ func (s *Server) checkRoutesInSpec() error {
 		if r.Method == echo.RouteNotFound || strings.HasSuffix(r.Path, "/*") && r.Method == "" {
 			continue
 		}
-		if _, ok := s.scopes[r.Method+" "+r.Path]; !ok {
+		if _, ok := s.scopes[routeKey{r.Method, r.Path}]; !ok {
 			missing = append(missing, r.Method+" "+r.Path)
 		}
 	}
@@ -439,16 +442,26 @@ func DecodeJSON(data []byte, v any, disallowUnknown bool) error {
 
 // fastDecode reports whether goccy/go-json decoded data into v whole.
 func fastDecode(data []byte, v any, disallowUnknown bool) bool {
-	dec := fastjson.NewDecoder(bytes.NewReader(data))
 	if disallowUnknown {
-		dec.DisallowUnknownFields()
+		return fastjson.UnmarshalWithOption(data, v, disallowUnknownFields) == nil
 	}
-	if dec.Decode(v) != nil {
-		return false
-	}
-	off := dec.InputOffset()
-	return off >= 0 && off <= int64(len(data)) && len(bytes.TrimLeft(data[off:], " \t\r\n")) == 0
+	return fastjson.Unmarshal(data, v) == nil
 }
+
+// disallowUnknownFields is goccy's Decoder.DisallowUnknownFields as an
+// option of Unmarshal, which spares the Decoder's buffer: the flag is read
+// off a Decoder once, so that it is goccy's own, whatever its value.
+var disallowUnknownFields = func() fastjson.DecodeOptionFunc {
+	d := fastjson.NewDecoder(strings.NewReader("0"))
+	d.DisallowUnknownFields()
+	var opt fastjson.DecodeOption
+	var n int
+	if err := d.DecodeWithOption(&n, func(o *fastjson.DecodeOption) { opt = *o }); err != nil {
+		panic(err)
+	}
+	flags := opt.Flags
+	return func(o *fastjson.DecodeOption) { o.Flags |= flags }
+}()
 
 // stdDecode decodes with encoding/json, mapping its errors.
 func stdDecode(data []byte, v any, disallowUnknown bool) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -147,7 +148,7 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		return APIKey{}, "", errs.E(errs.Validation, "an API key must start with %q followed by 32 to 500 printable ASCII characters without spaces", KeyPrefix)
 	}
 	key := APIKey{
-		ID:        newKeyID(now),
+		ID:        ids.New("key_", now),
 		Name:      in.Name,
 		Scopes:    slices.Clone(in.Scopes),
 		Prefix:    secret[:len(KeyPrefix)+4],
@@ -341,21 +342,6 @@ func NewKeySecret() string {
 func hashKey(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
-}
-
-// newKeyID returns "key_" + 12 hex digits of the Unix time in milliseconds
-// + 20 random hex digits, so that ids sort by creation time.
-func newKeyID(now time.Time) string {
-	var b [16]byte
-	ms := uint64(now.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic(err)
-	}
-	return "key_" + hex.EncodeToString(b[:])
 }
 
 func notFound(err error, id string) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -98,7 +99,7 @@ func (s *Service) CreateClient(ctx context.Context, in NewClientInput) (Client, 
 	now := s.now().UTC()
 	secret := newSecret()
 	c := Client{
-		ID:         newID(ClientIDPrefix, now),
+		ID:         ids.New(ClientIDPrefix, now),
 		Name:       in.Name,
 		Scopes:     slices.Clone(in.Scopes),
 		RateLimit:  in.RateLimit.Normalize(),

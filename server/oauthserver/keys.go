@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -151,7 +152,7 @@ func (s *Service) RotateSigningKey(ctx context.Context) (SigningKey, error) {
 		return SigningKey{}, err
 	}
 	now := s.now().UTC()
-	nk := SigningKey{KID: newID("sk_", now), Alg: string(Algorithm), PublicKey: pub, CreatedAt: now}
+	nk := SigningKey{KID: ids.New("sk_", now), Alg: string(Algorithm), PublicKey: pub, CreatedAt: now}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		var old []SigningKey
 		if err := tx.Scan(SigningKeysBucket, "", "", func(k string, v []byte) (bool, error) {

@@ -14,8 +14,6 @@ package oauthserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -109,21 +107,6 @@ func (s *Service) Audience() string { return s.audience }
 
 // TokenTTL is the lifetime of issued tokens.
 func (s *Service) TokenTTL() time.Duration { return s.ttl }
-
-// newID returns prefix + 12 hex digits of the Unix time in milliseconds +
-// 20 random hex digits, so that ids sort by creation time.
-func newID(prefix string, now time.Time) string {
-	var b [16]byte
-	ms := uint64(now.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic(err)
-	}
-	return prefix + hex.EncodeToString(b[:])
-}
 
 // mutexMap is a tiny helper type for the in-memory indexes.
 type mutexMap[V any] struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/metrics"
 )
 
@@ -163,7 +164,7 @@ func (s *Service) sign(c Client, scopes []string) (string, error) {
 			Expiry:    jwt.NewNumericDate(now.Add(s.ttl)),
 			NotBefore: jwt.NewNumericDate(now),
 			IssuedAt:  jwt.NewNumericDate(now),
-			ID:        newID("at_", now),
+			ID:        ids.New("at_", now),
 		},
 		ClientID: c.ID,
 		Scope:    strings.Join(scopes, " "),

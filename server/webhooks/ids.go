@@ -35,21 +35,6 @@ func newEventHex(now time.Time, seq uint64) string {
 	return hex.EncodeToString(b[:])
 }
 
-// newWebhookID returns "wh_" + 12 hex digits of Unix milliseconds + 20
-// random hex digits, so that ids sort by creation time.
-func newWebhookID(now time.Time) string {
-	var b [16]byte
-	ms := uint64(now.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	if _, err := rand.Read(b[6:]); err != nil {
-		panic(err)
-	}
-	return webhookPrefix + hex.EncodeToString(b[:])
-}
-
 // idHex returns the hex part of an id with the given prefix, or false when
 // id is not one.
 func idHex(id, prefix string) (string, bool) {

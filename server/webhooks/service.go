@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -133,7 +134,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Webhook, string, error)
 	}
 	now := s.now()
 	w := Webhook{
-		ID: newWebhookID(now), URL: in.URL, Events: slices.Clone(in.Events), Description: in.Description,
+		ID: ids.New(webhookPrefix, now), URL: in.URL, Events: slices.Clone(in.Events), Description: in.Description,
 		Enabled: in.Enabled == nil || *in.Enabled, CreatedAt: now, UpdatedAt: now, Version: 1,
 	}
 	err := s.store.Update(ctx, func(tx store.Tx) error {
