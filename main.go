@@ -15,14 +15,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/provider"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/logbuf"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/logbuf"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -77,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(log)
 	switch cmd {
 	case "serve":
+		tuneGC(os.Getenv)
 		err = server.Run(ctx, cfg, log, stdout)
 	case "migrate":
 		var st *store.Bolt
@@ -93,6 +95,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// serveGCPercent is the garbage collector's GOGC while serving, unless the
+// GOGC environment variable says otherwise. The server's live heap is small
+// (a few MB) and every request allocates, so at Go's default of 100 it
+// collects dozens of times a second under load; 400 lets the heap grow to
+// five times the live data between collections (tens of MB), which costs
+// little memory and cuts CPU per request and tail latency.
+const serveGCPercent = 400
+
+// tuneGC applies serveGCPercent when GOGC is not set.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
 }
 
 // newLogger logs JSON lines to w through a batching writer (a request

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -257,5 +258,31 @@ func TestRotateMasterKeyCommand(t *testing.T) {
 	}
 	if strings.Contains(out.String()+errOut.String(), strings.TrimSpace(string(after))) {
 		t.Error("rotation printed the new key file's key")
+	}
+}
+
+func TestTuneGC(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(orig)
+	for _, tc := range []struct {
+		name string
+		gogc string
+		want int
+	}{
+		{"GOGC unset: the serving default", "", serveGCPercent},
+		{"GOGC set: left to the runtime", "150", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			tuneGC(func(k string) string {
+				if k == "GOGC" {
+					return tc.gogc
+				}
+				return ""
+			})
+			if got := debug.SetGCPercent(100); got != tc.want {
+				t.Fatalf("GC percent = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
