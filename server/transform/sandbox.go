@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
@@ -50,10 +51,9 @@ type Options struct {
 // Each worker is this executable started again (see workerArg), running
 // scripts with goja one at a time, each on a runtime of its own that has
 // no require, no network, no files, no timers and no host objects: only
-// the ECMAScript built-ins, `data` and `response`. A worker keeps the next
-// runtime ready (made while idle) and never reuses one, so nothing a
-// script leaves behind reaches another call — another connection's data
-// least of all. Memory is contained twice: the worker's watchdog samples
+// the ECMAScript built-ins, `data` and `response`. A runtime serves one
+// call and is never reused, so nothing a script leaves behind reaches
+// another call — another connection's data least of all. Memory is contained twice: the worker's watchdog samples
 // the heap every millisecond and interrupts a script past
 // MaxMemoryBytes (failing it with its line), and the kernel caps the
 // worker (RLIMIT_DATA, plus RLIMIT_AS against absurd single allocations,
@@ -63,7 +63,9 @@ type Options struct {
 // that runs too long is interrupted at Timeout; one stuck in a long
 // built-in call is killed with its worker. Dead workers are replaced on
 // the next call. Compiled programs are cached in each worker, keyed by a
-// hash of the action's name and script (so per action version).
+// hash of the action's name and script (so per action version). The
+// caller waits for an outcome by polling briefly before it parks (see
+// spinReader): the hand-over costs tens of microseconds, not a wake-up.
 type Sandbox struct {
 	opts  Options
 	exe   string
@@ -327,7 +329,12 @@ func (s *Sandbox) spawn() (*worker, error) {
 	}
 	w.stdin, w.stdout = stdin, out
 	w.out = &frameWriter{w: bufio.NewWriter(stdin)}
-	w.in = &frameReader{r: bufio.NewReader(out)}
+	rc, err := out.SyscallConn()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, err
+	}
+	w.in = &frameReader{r: bufio.NewReader(&spinReader{f: out, rc: rc, spinFor: outcomeSpin})}
 	go func() {
 		w.waitErr = cmd.Wait()
 		close(w.exited)
@@ -463,4 +470,56 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// outcomeSpin is how long a call polls for its outcome before it parks.
+const outcomeSpin = 200 * time.Microsecond
+
+// spinReader reads a worker's stdout. A read first polls the pipe without
+// blocking, yielding the processor between polls, for up to spinFor: a
+// transformation's outcome usually arrives within tens of microseconds,
+// and parking the goroutine on the poller costs about as much again in
+// wake-up latency (on virtual machines, an idle vCPU takes tens of
+// microseconds to wake). Polling yields to every other runnable goroutine,
+// so it only uses time the processor would otherwise idle. Past spinFor,
+// and for deadlines and errors, it reads as the file does.
+type spinReader struct {
+	f       *os.File
+	rc      syscall.RawConn
+	spinFor time.Duration
+}
+
+func (r *spinReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var start time.Time
+	for {
+		var (
+			n     int
+			rerr  error
+			ready bool
+		)
+		err := r.rc.Read(func(fd uintptr) bool {
+			n, rerr = syscall.Read(int(fd), p)
+			ready = rerr != syscall.EAGAIN
+			return true // never park here: the loop decides
+		})
+		switch {
+		case err != nil: // deadline passed or file closed: let the file say so
+			return r.f.Read(p)
+		case ready && rerr != nil:
+			return 0, &os.PathError{Op: "read", Path: r.f.Name(), Err: rerr}
+		case ready && n == 0:
+			return 0, io.EOF
+		case ready:
+			return n, nil
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) >= r.spinFor {
+			return r.f.Read(p)
+		}
+		runtime.Gosched()
+	}
 }
