@@ -5,6 +5,8 @@
 # limiter and usage accounting on.
 #
 #   bash bench/llm.sh            # DURATION=15s RATE=2000 CONNS=64 by default
+#   PROFILE=1 bash bench/llm.sh  # also: CPU profile of the server during
+#                                # the native throughput run, $OUT/cpu-native.pprof
 #
 # Layout on a 2-core machine: the server runs pinned to core 0 with
 # GOMAXPROCS=1; the mock upstream (bench/mockllm) and the load generators
@@ -32,7 +34,13 @@ mkdir -p "$OUT"
 rm -rf "$OUT/data"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 echo "== build"
-go build -o "$OUT/switchboard" .
+PROFILE=${PROFILE:-}
+PPROF_ADDR=127.0.0.1:${PPROF_PORT:-18083}
+if [ -n "$PROFILE" ]; then
+  go build -tags pprof -o "$OUT/switchboard" .
+else
+  go build -o "$OUT/switchboard" .
+fi
 go build -o "$OUT/mockllm" ./bench/mockllm
 go build -o "$OUT/bareproxy" ./bench/bareproxy
 [ -x "$OUT/vegeta" ] || GOBIN="$OUT" go install github.com/tsenart/vegeta/v12@v12.13.0
@@ -64,7 +72,7 @@ trap cleanup EXIT
 
 taskset -c 1 "$OUT/mockllm" -addr "127.0.0.1:$MOCK_PORT" & pids+=($!)
 MOCK_PID=$!
-SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
+SWITCHBOARD_PPROF_ADDR=${PROFILE:+$PPROF_ADDR} SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
   SWITCHBOARD_CONFIG="$OUT/config.yaml" GOMAXPROCS=1 \
   taskset -c 0 "$OUT/switchboard" serve >"$OUT/server.log" 2>&1 & pids+=($!)
 SB_PID=$!
@@ -103,9 +111,16 @@ for name in direct bare native openai; do
   pid=$SB_PID; [ "$name" = direct ] && pid=$MOCK_PID; [ "$name" = bare ] && pid=$BARE_PID
   # warm up connections and caches
   BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
+  prof=
+  if [ -n "$PROFILE" ] && [ "$name" = native ]; then
+    # The profile covers the middle of the run (the rest is overhead-free).
+    (sleep 1; curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 3 : 1 ))" >"$OUT/cpu-native.pprof") &
+    prof=$!
+  fi
   t0=$(cpu_ticks "$pid")
   BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
   t1=$(cpu_ticks "$pid")
+  [ -n "$prof" ] && wait "$prof" && echo "   profile: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
   reqs=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")
   awk -v n="$name" -v rps="$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" -v r="$reqs" -v d=$((t1 - t0)) -v tck="$TCK" \
     -v bad="$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" \
