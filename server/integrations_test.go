@@ -961,3 +961,64 @@ func TestInvocationLogFlushedOnClose(t *testing.T) {
 		t.Fatalf("%d entries after Close, want 1", n)
 	}
 }
+
+// TestRunSeesDefinitionChanges: runs are served from an in-memory copy of
+// the definitions and credentials while the store reports no change; every
+// change through the API must be seen by the very next run.
+func TestRunSeesDefinitionChanges(t *testing.T) {
+	e := newIEnv(t)
+	ctx := context.Background()
+	up := newUpstream(t, echo)
+	svc := e.Server.Connectors()
+	conn := connectors.Connector{Name: "crm", BaseURL: up.URL, Auth: connectors.Auth{Type: connectors.AuthAPIKey, Name: "X-API-Key", In: connectors.InHeader}}
+	e.connector(conn, getAction("me", "/v1/me", nil))
+	e.connection("crm", client.ConnectionInput{ApiKey: &[]string{secretKey}[0]})
+	e.mustRun("crm", "me", nil) // cached from here on
+
+	for _, tc := range []struct {
+		name   string
+		change func() error
+		check  func(t *testing.T)
+	}{
+		{"action replaced", func() error {
+			a, err := svc.GetAction(ctx, "crm", "me")
+			if err != nil {
+				return err
+			}
+			a.Path = "/v2/me"
+			_, err = svc.ReplaceAction(ctx, "crm", "me", a, a.Version)
+			return err
+		}, func(t *testing.T) {
+			e.mustRun("crm", "me", nil)
+			if got := up.last(t).RequestURI; got != "/v2/me" {
+				t.Fatalf("upstream saw %s, want the replaced path /v2/me", got)
+			}
+		}},
+		{"connector replaced", func() error {
+			c, err := svc.GetConnector(ctx, "crm")
+			if err != nil {
+				return err
+			}
+			c.Auth.Name = "X-Other-Key"
+			_, err = svc.ReplaceConnector(ctx, "crm", c, c.Version)
+			return err
+		}, func(t *testing.T) {
+			e.mustRun("crm", "me", nil)
+			if h := up.last(t).Header; h.Get("X-Other-Key") != secretKey || h.Get("X-API-Key") != "" {
+				t.Fatalf("credential not moved to the replaced header: %v", h)
+			}
+		}},
+		{"action deleted", func() error { return svc.DeleteAction(ctx, "crm", "me", 0) }, func(t *testing.T) {
+			_, ae := e.run("crm", "me", nil)
+			wantAPIError(t, ae, 404, "not_found")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.change(); err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t)
+		})
+	}
+	e.assertNoSecrets()
+}

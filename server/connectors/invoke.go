@@ -1,7 +1,6 @@
 package connectors
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/transform"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
 
 // Invocation defaults (config `connectors.*`).
@@ -75,53 +75,53 @@ type Invoker struct {
 	// MaxRetryAfter is the longest Retry-After honoured (default 10s); an
 	// upstream asking for a longer wait gets no retry.
 	MaxRetryAfter time.Duration
-	defs          defCache
+	loads         loadCache
 }
 
-// defCache keeps decoded definitions next to the stored bytes they were
-// decoded from: a lookup still reads the store (so a change is seen at
-// once) but decodes only when the bytes differ. It never holds secrets.
-type defCache struct {
-	mu sync.RWMutex
-	m  map[string]cachedDef
+// loadCache keeps what load read for each (connector, action,
+// connection): definitions and opened credentials, valid while the store
+// reports no write to the buckets they come from (any such write empties
+// it), so that a run reads nothing from the store while nothing changed.
+// It holds credentials, so it lives only in memory, bounded.
+type loadCache struct {
+	mu      sync.Mutex
+	changes uint64 // the store's Changes(loadBuckets...) the entries are valid for
+	m       map[loadKey]loaded
 }
 
-type cachedDef struct {
-	raw []byte
-	val any
-}
+type loadKey struct{ connector, action, connection string }
 
-// maxCachedDefs bounds the definition cache.
-const maxCachedDefs = 4096
+// loadBuckets are the buckets load reads.
+var loadBuckets = []string{BucketConnectors, BucketActions, BucketConnections, vault.Bucket}
 
-// cachedLoad returns the definition stored under bucket/key, decoding it
-// only when its bytes changed; load reads it the ordinary way (and says
-// why it is missing).
-func cachedLoad[T any](c *defCache, tx store.Tx, bucket, key string, load func() (T, error)) (T, error) {
-	raw := tx.Get(bucket, key)
-	if raw == nil {
-		return load()
-	}
-	id := bucket + "\x00" + key
-	c.mu.RLock()
-	d, ok := c.m[id]
-	c.mu.RUnlock()
-	if ok && bytes.Equal(d.raw, raw) {
-		if v, ok := d.val.(T); ok {
-			return v, nil
-		}
-	}
-	v, err := load()
-	if err != nil {
-		return v, err
-	}
+// maxCachedLoads bounds the load cache.
+const maxCachedLoads = 4096
+
+// get returns the entry for k if it is still valid at changes.
+func (c *loadCache) get(k loadKey, changes uint64) (loaded, bool) {
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedDefs {
-		c.m = map[string]cachedDef{}
+	defer c.mu.Unlock()
+	if c.changes != changes {
+		clear(c.m)
+		c.changes = changes
+		return loaded{}, false
 	}
-	c.m[id] = cachedDef{raw: bytes.Clone(raw), val: v}
-	c.mu.Unlock()
-	return v, nil
+	l, ok := c.m[k]
+	return l, ok
+}
+
+// put keeps l, read when the store was at changes, unless it has changed
+// since (then l may be stale).
+func (c *loadCache) put(k loadKey, l loaded, changes uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.changes != changes {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxCachedLoads {
+		c.m = map[loadKey]loaded{}
+	}
+	c.m[k] = l
 }
 
 // RunInput is one invocation.
@@ -226,17 +226,18 @@ type loaded struct {
 }
 
 func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
+	key := loadKey{in.Connector, in.Action, in.Connection}
+	changes := iv.Store.Changes(loadBuckets...)
+	if l, ok := iv.loads.get(key, changes); ok {
+		return l, l.check()
+	}
 	var l loaded
 	err := iv.Store.View(ctx, func(tx store.Tx) error {
 		var err error
-		if l.connector, err = cachedLoad(&iv.defs, tx, BucketConnectors, in.Connector, func() (Connector, error) {
-			return LoadConnector(tx, in.Connector)
-		}); err != nil {
+		if l.connector, err = LoadConnector(tx, in.Connector); err != nil {
 			return err
 		}
-		if l.action, err = cachedLoad(&iv.defs, tx, BucketActions, actionKey(in.Connector, in.Action), func() (Action, error) {
-			return LoadAction(tx, in.Connector, in.Action)
-		}); err != nil {
+		if l.action, err = LoadAction(tx, in.Connector, in.Action); err != nil {
 			return err
 		}
 		switch l.connector.Auth.Type {
@@ -264,12 +265,18 @@ func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 	if err != nil {
 		return l, err
 	}
+	iv.loads.put(key, l, changes)
+	return l, l.check()
+}
+
+// check refuses a run on a connection that is not active.
+func (l loaded) check() error {
 	if l.conn != nil && l.conn.Status != ConnectionActive {
-		return l, errs.E(errs.Conflict, "connection %q of connector %q is %s, not active; reconnect it (GET /v1/connectors/%s/connect) before running actions with it",
+		return errs.E(errs.Conflict, "connection %q of connector %q is %s, not active; reconnect it (GET /v1/connectors/%s/connect) before running actions with it",
 			l.conn.Name, l.connector.Name, l.conn.Status, l.connector.Name).
 			WithDetails(map[string]any{"connector": l.connector.Name, "connection": l.conn.Name, "status": l.conn.Status})
 	}
-	return l, nil
+	return nil
 }
 
 func (iv *Invoker) run(ctx context.Context, in RunInput, known *bool) (int, RunResult, error) {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +19,9 @@ import (
 // Bolt is the embedded bbolt backend.
 type Bolt struct {
 	db *bolt.DB
+	// changes counts, per bucket, the committed transactions that wrote
+	// to it; the map is fixed at open (one entry per bucket of Buckets).
+	changes map[string]*atomic.Uint64
 }
 
 var _ Store = (*Bolt)(nil)
@@ -35,7 +40,10 @@ func OpenBolt(path string) (*Bolt, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Bolt{db: db}
+	s := &Bolt{db: db, changes: make(map[string]*atomic.Uint64, len(Buckets))}
+	for _, b := range Buckets {
+		s.changes[b] = new(atomic.Uint64)
+	}
 	if err := s.db.Update(func(btx *bolt.Tx) error {
 		for _, b := range Buckets {
 			if _, err := btx.CreateBucketIfNotExists([]byte(b)); err != nil {
@@ -76,11 +84,27 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 		return fn(t)
 	})
 	if err == nil {
+		for _, b := range t.written {
+			s.changes[b].Add(1)
+		}
 		for _, f := range t.onCommit {
 			f()
 		}
 	}
 	return err
+}
+
+// Changes implements Store.
+func (s *Bolt) Changes(buckets ...string) uint64 {
+	var n uint64
+	for _, b := range buckets {
+		c, ok := s.changes[b]
+		if !ok {
+			panic("store: unknown bucket " + b)
+		}
+		n += c.Load()
+	}
+	return n
 }
 
 // Ping implements Store.
@@ -99,6 +123,15 @@ func (s *Bolt) Close() error { return s.db.Close() }
 type boltTx struct {
 	tx       *bolt.Tx
 	onCommit []func()
+	// written lists the buckets written to (once each).
+	written []string
+}
+
+// wrote notes a write to bucket for Changes.
+func (t *boltTx) wrote(bucket string) {
+	if !slices.Contains(t.written, bucket) {
+		t.written = append(t.written, bucket)
+	}
 }
 
 func (t *boltTx) bucket(name string) *bolt.Bucket {
@@ -112,10 +145,14 @@ func (t *boltTx) bucket(name string) *bolt.Bucket {
 func (t *boltTx) Get(bucket, key string) []byte { return t.bucket(bucket).Get([]byte(key)) }
 
 func (t *boltTx) Put(bucket, key string, value []byte) error {
+	t.wrote(bucket)
 	return t.bucket(bucket).Put([]byte(key), value)
 }
 
-func (t *boltTx) Delete(bucket, key string) error { return t.bucket(bucket).Delete([]byte(key)) }
+func (t *boltTx) Delete(bucket, key string) error {
+	t.wrote(bucket)
+	return t.bucket(bucket).Delete([]byte(key))
+}
 
 func (t *boltTx) Scan(bucket, prefix, after string, fn func(string, []byte) (bool, error)) error {
 	c := t.bucket(bucket).Cursor()
@@ -140,6 +177,7 @@ func (t *boltTx) Scan(bucket, prefix, after string, fn func(string, []byte) (boo
 }
 
 func (t *boltTx) NextSequence(bucket string) (uint64, error) {
+	t.wrote(bucket)
 	return t.bucket(bucket).NextSequence()
 }
 

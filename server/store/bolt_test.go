@@ -413,3 +413,56 @@ func mustRaw(t *testing.T, path string) *bolt.DB {
 	}
 	return db
 }
+
+func TestChanges(t *testing.T) {
+	s, _ := openTemp(t)
+	write := func(fn func(Tx) error) error { return s.Update(bg, fn) }
+	for _, tc := range []struct {
+		name              string
+		do                func() error
+		connectors, other uint64 // expected change of Changes("connectors") and Changes("actions", "secrets")
+	}{
+		{"put counts once per transaction", func() error {
+			return write(func(tx Tx) error {
+				_ = tx.Put("connectors", "a", []byte("1"))
+				return tx.Put("connectors", "b", []byte("2"))
+			})
+		}, 1, 0},
+		{"delete counts", func() error { return write(func(tx Tx) error { return tx.Delete("connectors", "a") }) }, 1, 0},
+		{"two buckets in one transaction", func() error {
+			return write(func(tx Tx) error {
+				_ = tx.Put("actions", "x", []byte("1"))
+				return tx.Put("secrets", "y", []byte("1"))
+			})
+		}, 0, 2},
+		{"sequence counts", func() error {
+			return write(func(tx Tx) error { _, err := tx.NextSequence("actions"); return err })
+		}, 0, 1},
+		{"rolled back: no change", func() error {
+			err := write(func(tx Tx) error {
+				_ = tx.Put("connectors", "c", []byte("1"))
+				return errors.New("abort")
+			})
+			if err == nil {
+				return errors.New("abort not returned")
+			}
+			return nil
+		}, 0, 0},
+		{"reads: no change", func() error {
+			return s.View(bg, func(tx Tx) error { tx.Get("connectors", "b"); return nil })
+		}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c0, o0 := s.Changes("connectors"), s.Changes("actions", "secrets")
+			if err := tc.do(); err != nil {
+				t.Fatal(err)
+			}
+			if d := s.Changes("connectors") - c0; d != tc.connectors {
+				t.Errorf("connectors changed by %d, want %d", d, tc.connectors)
+			}
+			if d := s.Changes("actions", "secrets") - o0; d != tc.other {
+				t.Errorf("actions+secrets changed by %d, want %d", d, tc.other)
+			}
+		})
+	}
+}

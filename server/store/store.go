@@ -23,6 +23,10 @@ type Store interface {
 	View(ctx context.Context, fn func(Tx) error) error
 	// Update runs fn in a read-write transaction, committed when fn returns nil.
 	Update(ctx context.Context, fn func(Tx) error) error
+	// Changes counts the committed transactions that wrote to any of the
+	// buckets: a value that changes whenever their data may have, for
+	// caches of what they hold (read it before reading the data).
+	Changes(buckets ...string) uint64
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 	// Close releases the store.

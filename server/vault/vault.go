@@ -31,8 +31,11 @@ const (
 	magic    = "sbv1"
 	idLen    = 8
 	nonceLen = 12
-	bucket   = "secrets"
+	bucket   = Bucket
 )
+
+// Bucket is the store bucket sealed values live in.
+const Bucket = "secrets"
 
 // ErrUnknownKey means a value was sealed under a key this vault does not hold.
 var ErrUnknownKey = errors.New("vault: value sealed with an unknown master key")
