@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -23,6 +22,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/provider"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/gcfloor"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/logbuf"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -78,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(log)
 	switch cmd {
 	case "serve":
-		tuneGC(os.Getenv)
+		tuneGC(ctx, os.Getenv)
 		err = server.Run(ctx, cfg, log, stdout)
 	case "migrate":
 		var st *store.Bolt
@@ -97,19 +97,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// serveGCPercent is the garbage collector's GOGC while serving, unless the
-// GOGC environment variable says otherwise. The server's live heap is small
-// (a few MB) and every request allocates, so at Go's default of 100 it
-// collects dozens of times a second under load; 400 lets the heap grow to
-// five times the live data between collections (tens of MB), which costs
-// little memory and cuts CPU per request and tail latency.
-const serveGCPercent = 400
-
-// tuneGC applies serveGCPercent when GOGC is not set.
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(serveGCPercent)
+// tuneGC paces the garbage collector for serving (see server/gcfloor)
+// until ctx ends, unless the GOGC environment variable is set.
+func tuneGC(ctx context.Context, getenv func(string) string) bool {
+	if getenv("GOGC") != "" {
+		return false
 	}
+	go gcfloor.Run(ctx, 0, 0)
+	return true
 }
 
 // newLogger logs JSON lines to w through a batching writer (a request
