@@ -4,7 +4,6 @@
 package logbuf
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -15,14 +14,21 @@ import (
 // Writer is an io.Writer that buffers what it is given and writes it to the
 // underlying writer every interval, when the buffer fills, on Flush and on
 // Close. It is safe for concurrent use; each Write reaches the underlying
-// writer whole (a log line is never split across two flushes unless it is
-// larger than the buffer).
+// writer whole and in order. Writers never wait for the underlying write:
+// a flush takes the buffered bytes and writes them after letting go of the
+// buffer.
 type Writer struct {
-	mu     sync.Mutex
-	buf    *bufio.Writer
+	w io.Writer
+
+	mu     sync.Mutex // guards buf, spare, closed
+	buf    []byte
+	spare  []byte // the buffer of the previous flush, for reuse
 	closed bool
-	stop   chan struct{}
-	done   chan struct{}
+
+	flushMu sync.Mutex // one flush at a time, so that batches stay in order
+
+	stop chan struct{}
+	done chan struct{}
 }
 
 // DefaultInterval is how long a line waits at most before it is written.
@@ -37,7 +43,7 @@ func New(w io.Writer, interval time.Duration) *Writer {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	b := &Writer{buf: bufio.NewWriterSize(w, bufferSize), stop: make(chan struct{}), done: make(chan struct{})}
+	b := &Writer{w: w, buf: make([]byte, 0, bufferSize), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop(interval)
 	return b
 }
@@ -56,27 +62,44 @@ func (b *Writer) loop(interval time.Duration) {
 	}
 }
 
-// Write buffers p. After Close it writes through.
+// Write buffers p (a copy). After Close, and when the buffer is full, it
+// writes out before it returns.
 func (b *Writer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Available() < len(p) && b.buf.Buffered() > 0 {
-		if err := b.buf.Flush(); err != nil {
+	b.buf = append(b.buf, p...)
+	now := b.closed || len(b.buf) >= bufferSize
+	b.mu.Unlock()
+	if now {
+		if err := b.Flush(); err != nil {
 			return 0, err
 		}
 	}
-	n, err := b.buf.Write(p)
-	if err == nil && b.closed {
-		err = b.buf.Flush()
-	}
-	return n, err
+	return len(p), nil
 }
 
 // Flush writes out everything buffered.
 func (b *Writer) Flush() error {
+	b.flushMu.Lock()
+	defer b.flushMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Flush()
+	out := b.buf
+	b.buf = b.spare[:0]
+	b.mu.Unlock()
+	if len(out) == 0 {
+		b.mu.Lock()
+		b.spare = out
+		b.mu.Unlock()
+		return nil
+	}
+	_, err := b.w.Write(out)
+	b.mu.Lock()
+	if cap(out) <= 4*bufferSize { // keep an ordinary buffer, not a rare huge one
+		b.spare = out[:0]
+	} else {
+		b.spare = nil
+	}
+	b.mu.Unlock()
+	return err
 }
 
 // Close stops the periodic flush and writes out what remains; later
