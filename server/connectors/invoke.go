@@ -97,13 +97,18 @@ var loadBuckets = []string{BucketConnectors, BucketActions, BucketConnections, v
 // maxCachedLoads bounds the load cache.
 const maxCachedLoads = 4096
 
-// get returns the entry for k if it is still valid at changes.
+// get returns the entry for k if it is still valid at changes. A newer
+// changes empties the cache; an older one (a caller that read it before
+// a write another caller has seen) misses without touching it.
 func (c *loadCache) get(k loadKey, changes uint64) (loaded, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.changes != changes {
+	switch {
+	case changes > c.changes:
 		clear(c.m)
 		c.changes = changes
+		return loaded{}, false
+	case changes < c.changes:
 		return loaded{}, false
 	}
 	l, ok := c.m[k]
