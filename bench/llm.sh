@@ -4,7 +4,7 @@
 # /openai/v1/chat/completions, with authentication (API key), the rate
 # limiter and usage accounting on.
 #
-#   bash bench/llm.sh            # DURATION=15s RATE=2000 CONNS=64 by default
+#   bash bench/llm.sh            # ROUNDS=3 DURATION=10s RATE=2000 CONNS=64 by default
 #   PROFILE=1 bash bench/llm.sh  # also: CPU profile of the server during
 #                                # the native throughput run, $OUT/cpu-native.pprof
 #
@@ -13,6 +13,9 @@
 # share core 1. Max throughput: wrk, closed loop, CONNS connections.
 # Added latency: vegeta at a fixed RATE (open loop), through Switchboard
 # and straight to the mock; "added" is the difference of the percentiles.
+# The machine is shared and its speed drifts: each of ROUNDS rounds
+# measures every target in turn, and the summary takes the median over the
+# rounds (for "added", of each round's difference).
 # Calibration: "bare" is a bare httputil.ReverseProxy (bench/bareproxy) run
 # the same way, pinned to the same core, so that the machine's own speed
 # (and whatever else runs on it) can be read off: compare against it.
@@ -21,7 +24,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-/tmp/switchboard-bench}
-DURATION=${DURATION:-15s}
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-2000}
 CONNS=${CONNS:-64}
 SB_PORT=${SB_PORT:-18080}
@@ -102,51 +106,67 @@ declare -A URLS=(
   [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json"
 )
 
-echo "== max throughput (wrk -t1 -c$CONNS -d$DURATION, server on 1 core)"
-echo "   cpu/req: CPU time the serving process spent per request (user+sys);"
-echo "   per core: requests per CPU-second of that process, i.e. what one fully"
-echo "   used core sustains; it does not depend on what else runs on the machine."
-for name in direct bare native openai; do
-  IFS='|' read -r url body <<<"${URLS[$name]}"
-  pid=$SB_PID; [ "$name" = direct ] && pid=$MOCK_PID; [ "$name" = bare ] && pid=$BARE_PID
-  # warm up connections and caches
-  BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
-  prof=
-  if [ -n "$PROFILE" ] && [ "$name" = native ]; then
-    # The profile covers the middle of the run (the rest is overhead-free).
-    (sleep 1; curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 3 : 1 ))" >"$OUT/cpu-native.pprof") &
-    prof=$!
-  fi
-  t0=$(cpu_ticks "$pid")
-  BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
-  t1=$(cpu_ticks "$pid")
-  [ -n "$prof" ] && wait "$prof" && echo "   profile: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
-  reqs=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")
-  awk -v n="$name" -v rps="$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" -v r="$reqs" -v d=$((t1 - t0)) -v tck="$TCK" \
-    -v bad="$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" \
-    'BEGIN { cpu = d / tck; printf "%-7s %9.0f req/s   cpu/req %6.1f us   per core %7.0f req/s   non-2xx %s\n", n, rps, cpu * 1e6 / r, r / cpu, bad }'
+# One round measures every target once, in turn, so that a slow spell of
+# the machine touches all of them; the summary is the median over ROUNDS.
+: >"$OUT/throughput.tsv"
+for round in $(seq "$ROUNDS"); do
+  echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
+  for name in direct bare native openai; do
+    IFS='|' read -r url body <<<"${URLS[$name]}"
+    pid=$SB_PID; [ "$name" = direct ] && pid=$MOCK_PID; [ "$name" = bare ] && pid=$BARE_PID
+    # warm up connections and caches
+    BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
+    prof=
+    if [ -n "$PROFILE" ] && [ "$name" = native ] && [ "$round" = 1 ]; then
+      # The profile covers the middle of the run.
+      (sleep 1; curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 3 : 1 ))" >"$OUT/cpu-native.pprof") &
+      prof=$!
+    fi
+    t0=$(cpu_ticks "$pid")
+    BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
+    t1=$(cpu_ticks "$pid")
+    [ -n "$prof" ] && wait "$prof"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" \
+      "$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")" "$((t1 - t0))" \
+      "$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" >>"$OUT/throughput.tsv"
+  done
+  for name in direct bare native openai; do
+    IFS='|' read -r url body <<<"${URLS[$name]}"
+    printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
+    taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
+    taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
+      | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name-$round.json"
+  done
 done
-
-echo "== latency at a fixed $RATE req/s (vegeta, $DURATION)"
-for name in direct bare native openai; do
-  IFS='|' read -r url body <<<"${URLS[$name]}"
-  printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
-  taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
-  taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
-    | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name.json"
-done
-python3 - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-r = {n: json.load(open(f"{out}/vegeta-{n}.json")) for n in ("direct", "bare", "native", "openai")}
+[ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
+python3 - "$OUT" "$ROUNDS" "$TCK" <<'PY'
+import json, statistics, sys
+out, rounds, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+names = ("direct", "bare", "native", "openai")
+med = statistics.median
+print(f"== median of {rounds} round(s)")
+print("   cpu/req: CPU time the serving process spent per request (user+sys);")
+print("   per core: requests per CPU-second of that process, i.e. what one fully")
+print("   used core sustains; it does not depend on what else runs on the machine.")
+rows = [l.split("\t") for l in open(f"{out}/throughput.tsv").read().splitlines()]
+for n in names:
+    rs = [r for r in rows if r[0] == n]
+    rps = med(float(r[1]) for r in rs)
+    cpu = med(int(r[3]) / tck / int(r[2]) for r in rs)  # seconds per request
+    bad = sum(int(r[4]) for r in rs)
+    print(f"{n:8}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
 ms = lambda ns: ns / 1e6
+lat = {n: [json.load(open(f"{out}/vegeta-{n}-{i}.json")) for i in range(1, rounds + 1)] for n in names}
 print(f"{'':8}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
-for n, v in r.items():
-    l = v["latencies"]
-    print(f"{n:8}{ms(l['50th']):9.3f}{ms(l['90th']):9.3f}{ms(l['99th']):9.3f}{v['success']*100:8.2f}%")
+for n in names:
+    vs = lat[n]
+    q = lambda k: med(ms(v["latencies"][k]) for v in vs)
+    print(f"{n:8}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
 for n in ("bare", "native", "openai"):
-    l, d = r[n]["latencies"], r["direct"]["latencies"]
+    # "added" per round against that round's direct run, then the median
+    add = lambda k: med(ms(lat[n][i]["latencies"][k] - lat["direct"][i]["latencies"][k]) for i in range(rounds))
     who = "a bare reverse proxy" if n == "bare" else f"Switchboard ({n})"
-    print(f"added by {who}: p50 {ms(l['50th']-d['50th']):.3f} ms, p99 {ms(l['99th']-d['99th']):.3f} ms")
+    per = ", ".join(f"{ms(lat[n][i]['latencies']['99th'] - lat['direct'][i]['latencies']['99th']):.3f}" for i in range(rounds))
+    print(f"added by {who}: p50 {add('50th'):.3f} ms, p99 {add('99th'):.3f} ms (p99 by round: {per})")
 PY
 echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"
