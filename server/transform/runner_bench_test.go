@@ -23,3 +23,14 @@ func BenchmarkRunnerInProcess(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNewRuntime measures what a fresh runtime per call costs (the
+// reason runtimes are made per call rather than reused across calls).
+//
+//	go test ./server/transform -run '^$' -bench NewRuntime
+func BenchmarkNewRuntime(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = newRuntime()
+	}
+}
