@@ -416,6 +416,13 @@ func (strictJSON) Deserialize(c echo.Context, i any) error {
 		}
 		return errs.Wrap(errs.Invalid, err, "reading the request body failed: "+err.Error())
 	}
+	if raw, ok := i.(*json.RawMessage); ok {
+		// A body the spec leaves free-form (the OpenAI-compatible routes)
+		// is decoded by its handler, which reports malformed JSON itself:
+		// checking it here too would read it twice.
+		*raw = bytes.Clone(buf.Bytes())
+		return nil
+	}
 	return DecodeJSON(buf.Bytes(), i, true)
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -25,20 +24,15 @@ import (
 // in OpenAI's shape so that OpenAI's SDKs can read them.
 
 // decodeOpenAI decodes an OpenAI request body leniently (unknown fields
-// ignored, as OpenAI's SDKs send fields Switchboard does not use).
+// ignored, as OpenAI's SDKs send fields Switchboard does not use). The
+// body reaches the handler unchecked (see strictJSON.Deserialize): goccy
+// decodes it, and a body it refuses is decoded again by encoding/json,
+// whose errors say what is wrong and where.
 func decodeOpenAI(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
 	}
-	if err := fastjson.Unmarshal(body, v); err != nil {
-		var te *fastjson.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return errs.E(errs.Invalid, "%s: expected %s, got JSON %s", te.Field, te.Type.String(), te.Value).
-				WithDetails(map[string]any{"problems": []errs.Problem{{Field: te.Field, Problem: "expected " + te.Type.String()}}})
-		}
-		return errs.Wrap(errs.Invalid, err, "invalid request body: "+err.Error())
-	}
-	return nil
+	return DecodeJSON(body, v, false)
 }
 
 // invalidParam is a 400 naming the OpenAI parameter at fault.
