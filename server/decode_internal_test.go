@@ -39,7 +39,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"trailing garbage", `{"model":"m/x","messages":[]}x`, false, "unexpected data"},
 		{"unknown field", `{"model":"m/x","messages":[],"colour":1}`, false, `unknown field "colour"`},
 		{"wrong type", `{"model":1,"messages":[]}`, false, "field model: expected string"},
-		{"truncated", `{"model":"m/x",`, false, "unexpected end of input"},
+		{"truncated", `{"model":"m/x",`, false, "unexpected end of input at offset 15"},
 		{"syntax", `{"model" "m/x"}`, false, "malformed JSON at offset"},
 		{"empty", ``, false, "request body is empty"},
 	} {

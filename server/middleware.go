@@ -491,7 +491,7 @@ func stdDecode(data []byte, v any, disallowUnknown bool) error {
 	case errors.Is(err, io.EOF):
 		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errs.E(errs.Invalid, "malformed JSON: unexpected end of input at offset %d", dec.InputOffset())
+		return errs.E(errs.Invalid, "malformed JSON: unexpected end of input at offset %d", len(data))
 	case errors.As(err, &syn):
 		return errs.E(errs.Invalid, "malformed JSON at offset %d: %s", syn.Offset, syn.Error())
 	case errors.As(err, &typ):
