@@ -42,6 +42,7 @@ func TestDecodeJSON(t *testing.T) {
 		{"truncated", `{"model":"m/x",`, false, "unexpected end of input at offset 15"},
 		{"syntax", `{"model" "m/x"}`, false, "malformed JSON at offset"},
 		{"empty", ``, false, "request body is empty"},
+		{"only whitespace", " \n\t", false, "request body is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var v api.ChatRequest

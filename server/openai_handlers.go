@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -27,13 +26,8 @@ import (
 // ignored, as OpenAI's SDKs send fields Switchboard does not use). The
 // body reaches the handler unchecked (see strictJSON.Deserialize): goccy
 // decodes it, and a body it refuses is decoded again by encoding/json,
-// whose errors say what is wrong and where.
-func decodeOpenAI(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return errs.E(errs.Invalid, "request body is empty; expected a JSON object")
-	}
-	return DecodeJSON(body, v, false)
-}
+// whose errors say what is wrong and where (an empty body included).
+func decodeOpenAI(body []byte, v any) error { return DecodeJSON(body, v, false) }
 
 // invalidParam is a 400 naming the OpenAI parameter at fault.
 func invalidParam(param, format string, args ...any) error {

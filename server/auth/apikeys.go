@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -75,12 +74,9 @@ type Keys struct {
 	Now func() time.Time
 
 	// cache holds the keys that authenticated, by hash, so that a request
-	// does not read the store; a revocation empties it when it commits.
-	mu    sync.Mutex
-	cache map[string]*APIKey
-	// gen counts revocations; a key read from the store is cached only if
-	// no revocation committed since the read began.
-	gen uint64
+	// does not read the store; a write to the key buckets (a revocation)
+	// empties it when it commits.
+	cache store.Cache[string, *APIKey]
 }
 
 var _ Authenticator = (*Keys)(nil)
@@ -253,7 +249,6 @@ func (k *Keys) Revoke(ctx context.Context, id string) error {
 		if err := tx.Delete(bucketKeys, id); err != nil {
 			return err
 		}
-		tx.OnCommit(k.forgetAll)
 		return k.events().Record(tx, events.APIKeyRevoked, key.Public())
 	})
 }
@@ -284,13 +279,11 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 // lookup finds the key with hash h, in the cache or else in the store
 // (and then caches it). The returned key is shared: read it, never change it.
 func (k *Keys) lookup(ctx context.Context, h string) (*APIKey, error) {
-	k.mu.Lock()
-	key, gen := k.cache[h], k.gen
-	k.mu.Unlock()
-	if key != nil {
+	changes := k.Store.Changes(bucketKeys, bucketByHash)
+	if key, ok := k.cache.Get(h, changes); ok {
 		return key, nil
 	}
-	key = new(APIKey)
+	key := new(APIKey)
 	err := k.Store.View(ctx, func(tx store.Tx) error {
 		id := tx.Get(bucketByHash, h)
 		if id == nil {
@@ -304,23 +297,8 @@ func (k *Keys) lookup(ctx context.Context, h string) (*APIKey, error) {
 		}
 		return nil, errs.Wrap(errs.Unauthenticated, err, "unknown or revoked API key")
 	}
-	k.mu.Lock()
-	if k.gen == gen { // else a revocation committed meanwhile: the read may be stale
-		if k.cache == nil {
-			k.cache = map[string]*APIKey{}
-		}
-		k.cache[h] = key
-	}
-	k.mu.Unlock()
+	k.cache.Put(h, key, changes)
 	return key, nil
-}
-
-// forgetAll empties the cache; it runs when a revocation commits.
-func (k *Keys) forgetAll() {
-	k.mu.Lock()
-	k.gen++
-	clear(k.cache)
-	k.mu.Unlock()
 }
 
 func (k *Keys) events() events.Recorder {

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -75,59 +74,16 @@ type Invoker struct {
 	// MaxRetryAfter is the longest Retry-After honoured (default 10s); an
 	// upstream asking for a longer wait gets no retry.
 	MaxRetryAfter time.Duration
-	loads         loadCache
-}
-
-// loadCache keeps what load read for each (connector, action,
-// connection): definitions and opened credentials, valid while the store
-// reports no write to the buckets they come from (any such write empties
-// it), so that a run reads nothing from the store while nothing changed.
-// It holds credentials, so it lives only in memory, bounded.
-type loadCache struct {
-	mu      sync.Mutex
-	changes uint64 // the store's Changes(loadBuckets...) the entries are valid for
-	m       map[loadKey]loaded
+	// loads keeps what load read (definitions and opened credentials, so
+	// only in memory) until a write to loadBuckets commits: a run reads
+	// nothing from the store while nothing changed.
+	loads store.Cache[loadKey, loaded]
 }
 
 type loadKey struct{ connector, action, connection string }
 
 // loadBuckets are the buckets load reads.
 var loadBuckets = []string{BucketConnectors, BucketActions, BucketConnections, vault.Bucket}
-
-// maxCachedLoads bounds the load cache.
-const maxCachedLoads = 4096
-
-// get returns the entry for k if it is still valid at changes. A newer
-// changes empties the cache; an older one (a caller that read it before
-// a write another caller has seen) misses without touching it.
-func (c *loadCache) get(k loadKey, changes uint64) (loaded, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case changes > c.changes:
-		clear(c.m)
-		c.changes = changes
-		return loaded{}, false
-	case changes < c.changes:
-		return loaded{}, false
-	}
-	l, ok := c.m[k]
-	return l, ok
-}
-
-// put keeps l, read when the store was at changes, unless it has changed
-// since (then l may be stale).
-func (c *loadCache) put(k loadKey, l loaded, changes uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.changes != changes {
-		return
-	}
-	if c.m == nil || len(c.m) >= maxCachedLoads {
-		c.m = map[loadKey]loaded{}
-	}
-	c.m[k] = l
-}
 
 // RunInput is one invocation.
 type RunInput struct {
@@ -233,7 +189,7 @@ type loaded struct {
 func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 	key := loadKey{in.Connector, in.Action, in.Connection}
 	changes := iv.Store.Changes(loadBuckets...)
-	if l, ok := iv.loads.get(key, changes); ok {
+	if l, ok := iv.loads.Get(key, changes); ok {
 		return l, l.check()
 	}
 	var l loaded
@@ -270,7 +226,7 @@ func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 	if err != nil {
 		return l, err
 	}
-	iv.loads.put(key, l, changes)
+	iv.loads.Put(key, l, changes)
 	return l, l.check()
 }
 

@@ -31,7 +31,6 @@ const (
 	magic    = "sbv1"
 	idLen    = 8
 	nonceLen = 12
-	bucket   = Bucket
 )
 
 // Bucket is the store bucket sealed values live in.
@@ -124,12 +123,12 @@ func (v *Vault) Put(tx store.Tx, ref string, secret []byte) error {
 	if err != nil {
 		return err
 	}
-	return tx.Put(bucket, ref, sealed)
+	return tx.Put(Bucket, ref, sealed)
 }
 
 // Get opens the secret stored under ref; nil, nil when there is none.
 func (v *Vault) Get(tx store.Tx, ref string) ([]byte, error) {
-	sealed := tx.Get(bucket, ref)
+	sealed := tx.Get(Bucket, ref)
 	if sealed == nil {
 		return nil, nil
 	}
@@ -141,22 +140,22 @@ func (v *Vault) Get(tx store.Tx, ref string) ([]byte, error) {
 }
 
 // Has reports whether a secret is stored under ref.
-func (v *Vault) Has(tx store.Tx, ref string) bool { return tx.Get(bucket, ref) != nil }
+func (v *Vault) Has(tx store.Tx, ref string) bool { return tx.Get(Bucket, ref) != nil }
 
 // Delete removes the secret under ref.
-func (v *Vault) Delete(tx store.Tx, ref string) error { return tx.Delete(bucket, ref) }
+func (v *Vault) Delete(tx store.Tx, ref string) error { return tx.Delete(Bucket, ref) }
 
 // DeletePrefix removes every secret whose ref starts with prefix.
 func (v *Vault) DeletePrefix(tx store.Tx, prefix string) error {
 	var refs []string
-	if err := tx.Scan(bucket, prefix, "", func(k string, _ []byte) (bool, error) {
+	if err := tx.Scan(Bucket, prefix, "", func(k string, _ []byte) (bool, error) {
 		refs = append(refs, k)
 		return true, nil
 	}); err != nil {
 		return err
 	}
 	for _, r := range refs {
-		if err := tx.Delete(bucket, r); err != nil {
+		if err := tx.Delete(Bucket, r); err != nil {
 			return err
 		}
 	}
@@ -173,7 +172,7 @@ func (v *Vault) Reseal(ctx context.Context, s store.Store) (int, error) {
 			v []byte
 		}
 		var all []kv
-		if err := tx.Scan(bucket, "", "", func(k string, val []byte) (bool, error) {
+		if err := tx.Scan(Bucket, "", "", func(k string, val []byte) (bool, error) {
 			all = append(all, kv{k, bytes.Clone(val)})
 			return true, nil
 		}); err != nil {
