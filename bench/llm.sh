@@ -83,6 +83,9 @@ SB_PID=$!
 GOMAXPROCS=1 taskset -c 0 "$OUT/bareproxy" -addr "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$MOCK_PORT" & pids+=($!)
 BARE_PID=$!
 
+# steal: ticks the hypervisor took from core 0 and core 1 ("steal" in
+# /proc/stat), to show how much of a run the host took away.
+steal() { awk '/^cpu0 /{a=$9} /^cpu1 /{b=$9} END{print a" "b}' /proc/stat; }
 # cpu_ticks PID: user+system CPU time of a process, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
@@ -109,6 +112,7 @@ declare -A URLS=(
 # One round measures every target once, in turn, so that a slow spell of
 # the machine touches all of them; the summary is the median over ROUNDS.
 : >"$OUT/throughput.tsv"
+: >"$OUT/steal.tsv"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
   for name in direct bare native openai; do
@@ -134,8 +138,10 @@ for round in $(seq "$ROUNDS"); do
     IFS='|' read -r url body <<<"${URLS[$name]}"
     printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
+    s0=$(steal)
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
       | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name-$round.json"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" >>"$OUT/steal.tsv"
   done
 done
 [ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
@@ -168,5 +174,13 @@ for n in ("bare", "native", "openai"):
     who = "a bare reverse proxy" if n == "bare" else f"Switchboard ({n})"
     per = ", ".join(f"{ms(lat[n][i]['latencies']['99th'] - lat['direct'][i]['latencies']['99th']):.3f}" for i in range(rounds))
     print(f"added by {who}: p50 {add('50th'):.3f} ms, p99 {add('99th'):.3f} ms (p99 by round: {per})")
+st = {}
+for l in open(f"{out}/steal.tsv").read().splitlines():
+    n, r, a, b = l.split("\t")
+    (a0, a1), (b0, b1) = map(int, a.split()), map(int, b.split())
+    st[(n, int(r))] = ((b0 - a0) * 1000 // tck, (b1 - a1) * 1000 // tck)
+print("host steal during the latency runs, ms (core 0 / core 1), by round:")
+for n in names:
+    print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
 PY
 echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"

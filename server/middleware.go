@@ -24,19 +24,25 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
 )
 
 // requestID honours a well-formed X-Request-Id or assigns one, and puts it
-// on the response and in the request context.
+// on the response and in the request context. The context also carries the
+// response headers, so that the rate limiter can add its token headers when
+// an LLM call reserves tokens (ratelimit.Limiter.Reserve): one copy of the
+// request for both.
 func requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := c.Request().Header.Get(requestid.Header)
+		r := c.Request()
+		id := r.Header.Get(requestid.Header)
 		if !requestid.Valid(id) {
 			id = requestid.New()
 		}
-		c.Response().Header().Set(requestid.Header, id)
-		c.SetRequest(c.Request().WithContext(requestid.With(c.Request().Context(), id)))
+		h := c.Response().Header()
+		h.Set(requestid.Header, id)
+		c.SetRequest(r.WithContext(ratelimit.WithHeader(requestid.With(r.Context(), id), h)))
 		return next(c)
 	}
 }

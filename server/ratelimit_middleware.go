@@ -14,22 +14,19 @@ import (
 // requests-per-minute bucket, sets the RateLimit-* headers on the response
 // and refuses with 429 rate_limited (Retry-After set) when the bucket is
 // empty. It runs after authentication; public routes are not limited. The
-// response headers travel in the context so that LLM handlers can add the
-// token headers when they reserve tokens (ratelimit.Limiter.Reserve).
+// token headers of LLM calls are added later, through the response headers
+// that requestID put in the context.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		p := auth.FromContext(r.Context())
+		p := auth.FromContext(c.Request().Context())
 		if p == nil {
 			return next(c)
 		}
-		h := c.Response().Header()
 		res := s.limiter.AllowRequest(p)
-		res.SetHeaders(h)
+		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
 			return res.Err()
 		}
-		c.SetRequest(r.WithContext(ratelimit.WithHeader(r.Context(), h)))
 		return next(c)
 	}
 }
