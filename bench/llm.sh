@@ -89,6 +89,8 @@ steal() { awk '/^cpu0 /{a=$9} /^cpu1 /{b=$9} END{print a" "b}' /proc/stat; }
 # cpu_ticks PID: user+system CPU time of a process, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
+# pid_of NAME: the process that serves target NAME.
+pid_of() { case $1 in direct) echo "$MOCK_PID" ;; bare) echo "$BARE_PID" ;; *) echo "$SB_PID" ;; esac; }
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$SB_PORT/readyz" >/dev/null && break; sleep 0.1; done
 curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
   || { echo "server did not answer; log:"; tail -20 "$OUT/server.log"; exit 1; }
@@ -117,7 +119,7 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
   for name in direct bare native openai; do
     IFS='|' read -r url body <<<"${URLS[$name]}"
-    pid=$SB_PID; [ "$name" = direct ] && pid=$MOCK_PID; [ "$name" = bare ] && pid=$BARE_PID
+    pid=$(pid_of "$name")
     # warm up connections and caches
     BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
     prof=
@@ -138,16 +140,17 @@ for round in $(seq "$ROUNDS"); do
     IFS='|' read -r url body <<<"${URLS[$name]}"
     printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
-    s0=$(steal)
+    pid=$(pid_of "$name")
+    s0=$(steal); t0=$(cpu_ticks "$pid")
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
       | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name-$round.json"
-    printf '%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" >>"$OUT/steal.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" "$(( $(cpu_ticks "$pid") - t0 ))" >>"$OUT/steal.tsv"
   done
 done
 [ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
-python3 - "$OUT" "$ROUNDS" "$TCK" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" <<'PY'
 import json, statistics, sys
-out, rounds, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, rounds, tck, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 names = ("direct", "bare", "native", "openai")
 med = statistics.median
 print(f"== median of {rounds} round(s)")
@@ -174,11 +177,16 @@ for n in ("bare", "native", "openai"):
     who = "a bare reverse proxy" if n == "bare" else f"Switchboard ({n})"
     per = ", ".join(f"{ms(lat[n][i]['latencies']['99th'] - lat['direct'][i]['latencies']['99th']):.3f}" for i in range(rounds))
     print(f"added by {who}: p50 {add('50th'):.3f} ms, p99 {add('99th'):.3f} ms (p99 by round: {per})")
-st = {}
+st, busy = {}, {}
 for l in open(f"{out}/steal.tsv").read().splitlines():
-    n, r, a, b = l.split("\t")
+    n, r, a, b, c = l.split("\t")
     (a0, a1), (b0, b1) = map(int, a.split()), map(int, b.split())
     st[(n, int(r))] = ((b0 - a0) * 1000 // tck, (b1 - a1) * 1000 // tck)
+    busy[(n, int(r))] = int(c) / tck / lat[n][int(r) - 1]["requests"]
+# At a fixed rate the core idles between requests, and each one starts with
+# cold caches: it costs several times its cpu/req at full load.
+print(f"cpu/req during the latency runs (at {rate} req/s), median:", ", ".join(
+    f"{n} {med(busy[(n, i)] for i in range(1, rounds + 1)) * 1e6:.0f} us" for n in names))
 print("host steal during the latency runs, ms (core 0 / core 1), by round:")
 for n in names:
     print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
