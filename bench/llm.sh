@@ -114,7 +114,7 @@ declare -A URLS=(
 # One round measures every target once, in turn, so that a slow spell of
 # the machine touches all of them; the summary is the median over ROUNDS.
 : >"$OUT/throughput.tsv"
-: >"$OUT/steal.tsv"
+: >"$OUT/latency-runs.tsv"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
   for name in direct bare native openai; do
@@ -144,7 +144,7 @@ for round in $(seq "$ROUNDS"); do
     s0=$(steal); t0=$(cpu_ticks "$pid")
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration="$DURATION" -keepalive=true \
       | "$OUT/vegeta" report -type=json >"$OUT/vegeta-$name-$round.json"
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" "$(( $(cpu_ticks "$pid") - t0 ))" >>"$OUT/steal.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" "$(( $(cpu_ticks "$pid") - t0 ))" >>"$OUT/latency-runs.tsv"
   done
 done
 [ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
@@ -178,7 +178,7 @@ for n in ("bare", "native", "openai"):
     per = ", ".join(f"{ms(lat[n][i]['latencies']['99th'] - lat['direct'][i]['latencies']['99th']):.3f}" for i in range(rounds))
     print(f"added by {who}: p50 {add('50th'):.3f} ms, p99 {add('99th'):.3f} ms (p99 by round: {per})")
 st, busy = {}, {}
-for l in open(f"{out}/steal.tsv").read().splitlines():
+for l in open(f"{out}/latency-runs.tsv").read().splitlines():
     n, r, a, b, c = l.split("\t")
     (a0, a1), (b0, b1) = map(int, a.split()), map(int, b.split())
     st[(n, int(r))] = ((b0 - a0) * 1000 // tck, (b1 - a1) * 1000 // tck)
