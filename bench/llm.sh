@@ -19,6 +19,12 @@
 # Calibration: "bare" is a bare httputil.ReverseProxy (bench/bareproxy) run
 # the same way, pinned to the same core, so that the machine's own speed
 # (and whatever else runs on it) can be read off: compare against it.
+# "cross" (latency only) is a second mock pinned to the server's core and
+# called directly: no proxy code at all, only the trip to core 0 and back.
+# Its tail is the machine's own for anything that runs on that core (on a
+# virtual machine whose idle vCPU halts, waking it is the hypervisor's
+# business, and a proxied request wakes core 0 twice). Its mock does not
+# share a core with the load generator, so its p50 is below direct's.
 # Everything stays on 127.0.0.1 and stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +37,7 @@ CONNS=${CONNS:-64}
 SB_PORT=${SB_PORT:-18080}
 MOCK_PORT=${MOCK_PORT:-18081}
 BARE_PORT=${BARE_PORT:-18082}
+CROSS_PORT=${CROSS_PORT:-18084}
 KEY=sb_benchmark_key_0123456789abcdefghijklmnopqrstuvwxyz
 export SB_KEY=$KEY
 
@@ -82,6 +89,8 @@ SWITCHBOARD_PPROF_ADDR=${PROFILE:+$PPROF_ADDR} SWITCHBOARD_ADMIN_KEY=$KEY SWITCH
 SB_PID=$!
 GOMAXPROCS=1 taskset -c 0 "$OUT/bareproxy" -addr "127.0.0.1:$BARE_PORT" -upstream "http://127.0.0.1:$MOCK_PORT" & pids+=($!)
 BARE_PID=$!
+GOMAXPROCS=1 taskset -c 0 "$OUT/mockllm" -addr "127.0.0.1:$CROSS_PORT" & pids+=($!)
+CROSS_PID=$!
 
 # steal: ticks the hypervisor took from core 0 and core 1 ("steal" in
 # /proc/stat), to show how much of a run the host took away.
@@ -90,7 +99,7 @@ steal() { awk '/^cpu0 /{a=$9} /^cpu1 /{b=$9} END{print a" "b}' /proc/stat; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TCK=$(getconf CLK_TCK)
 # pid_of NAME: the process that serves target NAME.
-pid_of() { case $1 in direct) echo "$MOCK_PID" ;; bare) echo "$BARE_PID" ;; *) echo "$SB_PID" ;; esac; }
+pid_of() { case $1 in direct) echo "$MOCK_PID" ;; cross) echo "$CROSS_PID" ;; bare) echo "$BARE_PID" ;; *) echo "$SB_PID" ;; esac; }
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$SB_PORT/readyz" >/dev/null && break; sleep 0.1; done
 curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
   || { echo "server did not answer; log:"; tail -20 "$OUT/server.log"; exit 1; }
@@ -106,6 +115,7 @@ LUA
 
 declare -A URLS=(
   [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json"
+  [cross]="http://127.0.0.1:$CROSS_PORT/v1/chat/completions|$OUT/openai.json"
   [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json"
   [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json"
   [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json"
@@ -136,7 +146,7 @@ for round in $(seq "$ROUNDS"); do
       "$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")" "$((t1 - t0))" \
       "$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" >>"$OUT/throughput.tsv"
   done
-  for name in direct bare native openai; do
+  for name in direct cross bare native openai; do
     IFS='|' read -r url body <<<"${URLS[$name]}"
     printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
@@ -151,7 +161,8 @@ done
 python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" <<'PY'
 import json, statistics, sys
 out, rounds, tck, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-names = ("direct", "bare", "native", "openai")
+names = ("direct", "bare", "native", "openai")  # throughput; latency adds "cross"
+lnames = ("direct", "cross", "bare", "native", "openai")
 med = statistics.median
 print(f"== median of {rounds} round(s)")
 print("   cpu/req: CPU time the serving process spent per request (user+sys);")
@@ -165,16 +176,16 @@ for n in names:
     bad = sum(int(r[4]) for r in rs)
     print(f"{n:8}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
 ms = lambda ns: ns / 1e6
-lat = {n: [json.load(open(f"{out}/vegeta-{n}-{i}.json")) for i in range(1, rounds + 1)] for n in names}
+lat = {n: [json.load(open(f"{out}/vegeta-{n}-{i}.json")) for i in range(1, rounds + 1)] for n in lnames}
 print(f"{'':8}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
-for n in names:
+for n in lnames:
     vs = lat[n]
     q = lambda k: med(ms(v["latencies"][k]) for v in vs)
     print(f"{n:8}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
-for n in ("bare", "native", "openai"):
+for n in ("cross", "bare", "native", "openai"):
     # "added" per round against that round's direct run, then the median
     add = lambda k: med(ms(lat[n][i]["latencies"][k] - lat["direct"][i]["latencies"][k]) for i in range(rounds))
-    who = "a bare reverse proxy" if n == "bare" else f"Switchboard ({n})"
+    who = {"cross": "the trip to core 0 alone (mock there, no proxy)", "bare": "a bare reverse proxy"}.get(n, f"Switchboard ({n})")
     per = ", ".join(f"{ms(lat[n][i]['latencies']['99th'] - lat['direct'][i]['latencies']['99th']):.3f}" for i in range(rounds))
     print(f"added by {who}: p50 {add('50th'):.3f} ms, p99 {add('99th'):.3f} ms (p99 by round: {per})")
 st, busy = {}, {}
@@ -186,9 +197,9 @@ for l in open(f"{out}/latency-runs.tsv").read().splitlines():
 # At a fixed rate the core idles between requests, and each one starts with
 # cold caches: it costs several times its cpu/req at full load.
 print(f"cpu/req during the latency runs (at {rate} req/s), median:", ", ".join(
-    f"{n} {med(busy[(n, i)] for i in range(1, rounds + 1)) * 1e6:.0f} us" for n in names))
+    f"{n} {med(busy[(n, i)] for i in range(1, rounds + 1)) * 1e6:.0f} us" for n in lnames))
 print("host steal during the latency runs, ms (core 0 / core 1), by round:")
-for n in names:
+for n in lnames:
     print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
 PY
 echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"
