@@ -123,11 +123,14 @@ declare -A URLS=(
 
 # One round measures every target once, in turn, so that a slow spell of
 # the machine touches all of them; the summary is the median over ROUNDS.
+# "direct" comes first: the summary subtracts it from the others.
+THROUGHPUT_TARGETS="direct bare native openai"
+LATENCY_TARGETS="direct cross bare native openai"
 : >"$OUT/throughput.tsv"
 : >"$OUT/latency-runs.tsv"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
-  for name in direct bare native openai; do
+  for name in $THROUGHPUT_TARGETS; do
     IFS='|' read -r url body <<<"${URLS[$name]}"
     pid=$(pid_of "$name")
     # warm up connections and caches
@@ -146,7 +149,7 @@ for round in $(seq "$ROUNDS"); do
       "$(awk '/requests in/ {print $1}' "$OUT/wrk-$name.txt")" "$((t1 - t0))" \
       "$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" >>"$OUT/throughput.tsv"
   done
-  for name in direct cross bare native openai; do
+  for name in $LATENCY_TARGETS; do
     IFS='|' read -r url body <<<"${URLS[$name]}"
     printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
@@ -158,11 +161,10 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 [ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
-python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" "$THROUGHPUT_TARGETS" "$LATENCY_TARGETS" <<'PY'
 import json, statistics, sys
 out, rounds, tck, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-names = ("direct", "bare", "native", "openai")  # throughput; latency adds "cross"
-lnames = ("direct", "cross", "bare", "native", "openai")
+names, lnames = sys.argv[5].split(), sys.argv[6].split()
 med = statistics.median
 print(f"== median of {rounds} round(s)")
 print("   cpu/req: CPU time the serving process spent per request (user+sys);")
@@ -182,7 +184,7 @@ for n in lnames:
     vs = lat[n]
     q = lambda k: med(ms(v["latencies"][k]) for v in vs)
     print(f"{n:8}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
-for n in ("cross", "bare", "native", "openai"):
+for n in lnames[1:]:
     # "added" per round against that round's direct run, then the median
     add = lambda k: med(ms(lat[n][i]["latencies"][k] - lat["direct"][i]["latencies"][k]) for i in range(rounds))
     who = {"cross": "the trip to core 0 alone (mock there, no proxy)", "bare": "a bare reverse proxy"}.get(n, f"Switchboard ({n})")
