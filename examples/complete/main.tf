@@ -34,6 +34,11 @@ resource "switchboard_connector" "weather" {
   description  = "Current conditions and forecasts."
   base_url     = "https://api.weatherapi.com/v1"
 
+  # Created after the webhook, so that the webhook receives this connector's
+  # connector.created (and its actions' and connection's creation events):
+  # without it Terraform creates both at once and the event may come first.
+  depends_on = [switchboard_webhook.lifecycle]
+
   auth = {
     type = "apiKey"
     name = "key"
@@ -41,7 +46,7 @@ resource "switchboard_connector" "weather" {
   }
 }
 
-# integrations.weather.run("current", {city: "Oslo"})
+# integrations.weather.run("current", {q: "Oslo"})
 resource "switchboard_action" "current" {
   connector   = switchboard_connector.weather.name
   name        = "current"
