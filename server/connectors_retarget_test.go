@@ -21,7 +21,7 @@ func TestReplaceConnector_RetargetDropsStoredCredentials(t *testing.T) {
 	e := newIEnv(t)
 	old := newUpstream(t, echo)
 	other := newUpstreamOn(t, "127.0.0.2", echo) // another host
-	otherPort := newUpstream(t, echo)           // same host, another port
+	otherPort := newUpstream(t, echo)            // same host, another port
 	ctx := context.Background()
 	_, writeKey, err := e.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "ops", Scopes: []string{auth.ScopeConnectorsWrite}})
 	if err != nil {
