@@ -187,6 +187,11 @@ func (r *connectionResource) ModifyPlan(ctx context.Context, req resource.Modify
 	// bumps only version and updated_at.
 	plan.AuthType, plan.Status, plan.Scopes = state.AuthType, state.Status, state.Scopes
 	plan.ExpiresAt, plan.LastRefreshedAt = state.ExpiresAt, state.LastRefreshedAt
+	if state.Status.ValueString() == "reauth_required" && state.AuthType.ValueString() != "oauth2" {
+		// Static credentials supplied again (after the connector was
+		// retargeted) make the connection active.
+		plan.Status = types.StringValue("active")
+	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 

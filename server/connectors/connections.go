@@ -449,7 +449,7 @@ func (s *Connections) DeleteConnectorTx(tx store.Tx, connector string) error {
 // connections hold for the old target is dropped inside tx. Connections
 // of a client_credentials connector stay active (the client secret was
 // given again with the change; tokens are fetched anew); every other
-// connection becomes reauth_required, its version increments and
+// connection becomes reauth_required (its version stays) and
 // connection.reauth_required is recorded for it. Supplying its
 // credentials again (Replace, or /connect for authorization_code) makes it
 // active again.
@@ -484,7 +484,10 @@ func (s *Connections) CredentialsMovedTx(tx store.Tx, c Connector, why string) e
 			status = ConnectionActive
 		}
 		changed := conn.Status != status || conn.AuthType != c.Auth.Type
-		conn.Status, conn.AuthType, conn.UpdatedAt, conn.Version = status, c.Auth.Type, now, conn.Version+1
+		// The version stays: it is the If-Match of the connection's own
+		// writes, and a plan that moves the connector and sends the
+		// credentials again in one apply must not fail on it.
+		conn.Status, conn.AuthType, conn.UpdatedAt = status, c.Auth.Type, now
 		if err := store.PutJSON(tx, BucketConnections, connectionKey(c.Name, conn.Name), conn); err != nil {
 			return err
 		}
