@@ -954,9 +954,13 @@ type Connection struct {
 	// Scopes OAuth 2.0 only; the scopes the provider granted.
 	Scopes *[]string `json:"scopes,omitempty"`
 
-	// Status `active`: usable (static credentials always are). OAuth 2.0 only:
-	// `pending` (authorization not completed), `reauth_required` (the
-	// provider refused the refresh token; connect again).
+	// Status `active`: usable. `pending` (OAuth 2.0): authorization not
+	// completed. `reauth_required`: the credentials must be supplied
+	// again: the provider refused the refresh token (connect again),
+	// or the connector's `baseUrl` origin, auth type, apiKey placement
+	// or `tokenUrl` changed and the credentials stored for the old
+	// target were dropped (PUT the connection's credentials, or connect
+	// again for authorization_code).
 	Status    ConnectionStatus `json:"status"`
 	UpdatedAt time.Time        `json:"updatedAt"`
 
@@ -967,9 +971,13 @@ type Connection struct {
 // ConnectionAuthType The connector's auth type the credentials are for.
 type ConnectionAuthType string
 
-// ConnectionStatus `active`: usable (static credentials always are). OAuth 2.0 only:
-// `pending` (authorization not completed), `reauth_required` (the
-// provider refused the refresh token; connect again).
+// ConnectionStatus `active`: usable. `pending` (OAuth 2.0): authorization not
+// completed. `reauth_required`: the credentials must be supplied
+// again: the provider refused the refresh token (connect again),
+// or the connector's `baseUrl` origin, auth type, apiKey placement
+// or `tokenUrl` changed and the credentials stored for the old
+// target were dropped (PUT the connection's credentials, or connect
+// again for authorization_code).
 type ConnectionStatus string
 
 // ConnectionCredentials Static credentials, write-only: stored sealed, never returned. Give
@@ -1147,7 +1155,8 @@ type ConnectorAuthIn string
 // ConnectorAuthType defines model for ConnectorAuth.Type.
 type ConnectorAuthType string
 
-// ConnectorInput A connector definition, as sent on create and replace.
+// ConnectorInput A connector definition, as sent on create and replace. Without
+// `auth` the connector uses auth type `none` (nothing is sent).
 type ConnectorInput struct {
 	// Auth How the connector's API authenticates calls. The credentials
 	// themselves (API key, token, username and password, OAuth tokens)
@@ -1165,11 +1174,16 @@ type ConnectorInput struct {
 	//
 	// Fields of another type than `type` are refused (422), so that a
 	// definition never says something the server does not do.
-	Auth ConnectorAuth `json:"auth"`
+	Auth ConnectorAuth `json:"auth,omitempty,omitzero"`
 
 	// BaseUrl Absolute `http://` or `https://` URL that action paths are joined
 	// to; it may carry a path prefix (`https://api.example.com/v2`),
-	// never a query, a fragment or credentials.
+	// never a query, a fragment or credentials. A host the egress
+	// guard refuses (a loopback, private, link-local or other special
+	// address, or a name all of whose addresses are such) is 422 on
+	// `baseUrl` unless `egress.allow` (SWITCHBOARD_EGRESS_ALLOW)
+	// includes it; a name that does not resolve yet is accepted (it is
+	// checked again on every call).
 	//
 	//
 	// Example: https://api.weather.example/v1
@@ -1590,15 +1604,17 @@ type OAuthConnected struct {
 
 	// Status `pending`: an authorization was started and has not completed.
 	// `active`: the connection holds working (or refreshable) tokens.
-	// `reauth_required`: the provider refused the refresh token; connect
-	// again through `GET /v1/connectors/{name}/connect`.
+	// `reauth_required`: the provider refused the refresh token, or the
+	// connector's `baseUrl` origin or `tokenUrl` changed (its tokens were
+	// dropped); connect again through `GET /v1/connectors/{name}/connect`.
 	Status OAuthConnectionStatus `json:"status"`
 }
 
 // OAuthConnectionStatus `pending`: an authorization was started and has not completed.
 // `active`: the connection holds working (or refreshable) tokens.
-// `reauth_required`: the provider refused the refresh token; connect
-// again through `GET /v1/connectors/{name}/connect`.
+// `reauth_required`: the provider refused the refresh token, or the
+// connector's `baseUrl` origin or `tokenUrl` changed (its tokens were
+// dropped); connect again through `GET /v1/connectors/{name}/connect`.
 type OAuthConnectionStatus string
 
 // OAuthError An error of the token endpoint (RFC 6749 §5.2).
@@ -2990,7 +3006,25 @@ type ClientInterface interface {
 	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 	// the stored secret; changing `auth.type` away from `oauth2` deletes
 	// it. A connector that does not exist is 404 (PUT does not create);
-	// an `If-Match` that is not the current ETag is 412.
+	// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+	// checked against the egress guard as on create (422 on `baseUrl`).
+	//
+	// **Moving credentials.** A key with `connectors:write` cannot read
+	// stored credentials, so it cannot send them somewhere new either. A
+	// replace that changes where or how they are sent — the `baseUrl`'s
+	// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+	// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+	// for the old target in the same transaction: every connection of the
+	// connector becomes `reauth_required` (recording
+	// `connection.reauth_required` with `reason: connector_changed`), and
+	// running an action with it is 409 until its credentials are supplied
+	// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+	// `/connect` for authorization_code). A path change on the same origin
+	// keeps them. The oauth2 client secret is only sent to the token
+	// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+	// `client_credentials`, moves the `baseUrl` to another origin) without
+	// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+	// `client_credentials` connections stay `active` and fetch new tokens.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3005,7 +3039,25 @@ type ClientInterface interface {
 	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 	// the stored secret; changing `auth.type` away from `oauth2` deletes
 	// it. A connector that does not exist is 404 (PUT does not create);
-	// an `If-Match` that is not the current ETag is 412.
+	// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+	// checked against the egress guard as on create (422 on `baseUrl`).
+	//
+	// **Moving credentials.** A key with `connectors:write` cannot read
+	// stored credentials, so it cannot send them somewhere new either. A
+	// replace that changes where or how they are sent — the `baseUrl`'s
+	// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+	// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+	// for the old target in the same transaction: every connection of the
+	// connector becomes `reauth_required` (recording
+	// `connection.reauth_required` with `reason: connector_changed`), and
+	// running an action with it is 409 until its credentials are supplied
+	// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+	// `/connect` for authorization_code). A path change on the same origin
+	// keeps them. The oauth2 client secret is only sent to the token
+	// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+	// `client_credentials`, moves the `baseUrl` to another origin) without
+	// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+	// `client_credentials` connections stay `active` and fetch new tokens.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3109,8 +3161,12 @@ type ClientInterface interface {
 	// `basic`. Fields the connector's auth does not take, missing required
 	// ones, control characters and values over 4096 bytes are refused with
 	// 422 listing each problem (never quoting a value); a connector with
-	// auth `none` takes no connection and an `oauth2` one is connected
-	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// auth `none` takes no connection and an `oauth2` authorization_code
+	// one is connected through `GET /v1/connectors/{name}/connect` (both
+	// 422). An `oauth2` client_credentials connector takes a connection
+	// without credentials (its tokens are fetched with the connector's
+	// client secret): create one here before running actions with a
+	// connection other than `default` with an `invoke`-only key. The name
 	// defaults to `default`; a name in use is 409. Records
 	// `connection.created`. The response never contains the credentials.
 	//
@@ -3126,8 +3182,12 @@ type ClientInterface interface {
 	// `basic`. Fields the connector's auth does not take, missing required
 	// ones, control characters and values over 4096 bytes are refused with
 	// 422 listing each problem (never quoting a value); a connector with
-	// auth `none` takes no connection and an `oauth2` one is connected
-	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// auth `none` takes no connection and an `oauth2` authorization_code
+	// one is connected through `GET /v1/connectors/{name}/connect` (both
+	// 422). An `oauth2` client_credentials connector takes a connection
+	// without credentials (its tokens are fetched with the connector's
+	// client secret): create one here before running actions with a
+	// connection other than `default` with an `invoke`-only key. The name
 	// defaults to `default`; a name in use is 409. Records
 	// `connection.created`. The response never contains the credentials.
 	//
@@ -3157,7 +3217,9 @@ type ClientInterface interface {
 	// ReplaceConnectionWithBody Replace a connection's credentials (rotate a key).
 	//
 	// Replaces the credentials of an existing static connection with the
-	// ones given (validated as on create) and increments `version`. A
+	// ones given (validated as on create) and increments `version`; a
+	// `reauth_required` connection (its connector was retargeted) becomes
+	// `active` again. A
 	// connection that does not exist is 404 (PUT does not create); an
 	// `If-Match` that is not the current ETag is 412.
 	//
@@ -3169,7 +3231,9 @@ type ClientInterface interface {
 	// ReplaceConnection Replace a connection's credentials (rotate a key).
 	//
 	// Replaces the credentials of an existing static connection with the
-	// ones given (validated as on create) and increments `version`. A
+	// ones given (validated as on create) and increments `version`; a
+	// `reauth_required` connection (its connector was retargeted) becomes
+	// `active` again. A
 	// connection that does not exist is 404 (PUT does not create); an
 	// `If-Match` that is not the current ETag is 412.
 	//
@@ -3303,8 +3367,14 @@ type ClientInterface interface {
 	// or path values: 400 listing every problem. Refused destination: 403
 	// `egress_denied`. Upstream non-2xx, unreachable or over the size
 	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-	// connection that must be connected again: 409.
+	// Failing transformation: 422 `transformation_failed`. A connection
+	// that is `reauth_required` (its provider refused the refresh token,
+	// or its connector's `baseUrl` or auth changed) or not yet connected:
+	// 409, naming how to supply its credentials again. On a
+	// `client_credentials` connector, a `connection` other than `default`
+	// that does not exist is created on first use only for callers with
+	// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+	// (create it with `POST /v1/connectors/{name}/connections`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3322,8 +3392,14 @@ type ClientInterface interface {
 	// or path values: 400 listing every problem. Refused destination: 403
 	// `egress_denied`. Upstream non-2xx, unreachable or over the size
 	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-	// connection that must be connected again: 409.
+	// Failing transformation: 422 `transformation_failed`. A connection
+	// that is `reauth_required` (its provider refused the refresh token,
+	// or its connector's `baseUrl` or auth changed) or not yet connected:
+	// 409, naming how to supply its credentials again. On a
+	// `client_credentials` connector, a `connection` other than `default`
+	// that does not exist is created on first use only for callers with
+	// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+	// (create it with `POST /v1/connectors/{name}/connections`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4189,7 +4265,25 @@ func (c *Client) GetConnector(ctx context.Context, name ConnectorName, reqEditor
 // (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 // the stored secret; changing `auth.type` away from `oauth2` deletes
 // it. A connector that does not exist is 404 (PUT does not create);
-// an `If-Match` that is not the current ETag is 412.
+// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+// checked against the egress guard as on create (422 on `baseUrl`).
+//
+// **Moving credentials.** A key with `connectors:write` cannot read
+// stored credentials, so it cannot send them somewhere new either. A
+// replace that changes where or how they are sent — the `baseUrl`'s
+// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+// for the old target in the same transaction: every connection of the
+// connector becomes `reauth_required` (recording
+// `connection.reauth_required` with `reason: connector_changed`), and
+// running an action with it is 409 until its credentials are supplied
+// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+// `/connect` for authorization_code). A path change on the same origin
+// keeps them. The oauth2 client secret is only sent to the token
+// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+// `client_credentials`, moves the `baseUrl` to another origin) without
+// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+// `client_credentials` connections stay `active` and fetch new tokens.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4214,7 +4308,25 @@ func (c *Client) ReplaceConnectorWithBody(ctx context.Context, name ConnectorNam
 // (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 // the stored secret; changing `auth.type` away from `oauth2` deletes
 // it. A connector that does not exist is 404 (PUT does not create);
-// an `If-Match` that is not the current ETag is 412.
+// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+// checked against the egress guard as on create (422 on `baseUrl`).
+//
+// **Moving credentials.** A key with `connectors:write` cannot read
+// stored credentials, so it cannot send them somewhere new either. A
+// replace that changes where or how they are sent — the `baseUrl`'s
+// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+// for the old target in the same transaction: every connection of the
+// connector becomes `reauth_required` (recording
+// `connection.reauth_required` with `reason: connector_changed`), and
+// running an action with it is 409 until its credentials are supplied
+// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+// `/connect` for authorization_code). A path change on the same origin
+// keeps them. The oauth2 client secret is only sent to the token
+// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+// `client_credentials`, moves the `baseUrl` to another origin) without
+// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+// `client_credentials` connections stay `active` and fetch new tokens.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4418,8 +4530,12 @@ func (c *Client) ListConnections(ctx context.Context, name ConnectorName, params
 // `basic`. Fields the connector's auth does not take, missing required
 // ones, control characters and values over 4096 bytes are refused with
 // 422 listing each problem (never quoting a value); a connector with
-// auth `none` takes no connection and an `oauth2` one is connected
-// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// auth `none` takes no connection and an `oauth2` authorization_code
+// one is connected through `GET /v1/connectors/{name}/connect` (both
+// 422). An `oauth2` client_credentials connector takes a connection
+// without credentials (its tokens are fetched with the connector's
+// client secret): create one here before running actions with a
+// connection other than `default` with an `invoke`-only key. The name
 // defaults to `default`; a name in use is 409. Records
 // `connection.created`. The response never contains the credentials.
 //
@@ -4445,8 +4561,12 @@ func (c *Client) CreateConnectionWithBody(ctx context.Context, name ConnectorNam
 // `basic`. Fields the connector's auth does not take, missing required
 // ones, control characters and values over 4096 bytes are refused with
 // 422 listing each problem (never quoting a value); a connector with
-// auth `none` takes no connection and an `oauth2` one is connected
-// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// auth `none` takes no connection and an `oauth2` authorization_code
+// one is connected through `GET /v1/connectors/{name}/connect` (both
+// 422). An `oauth2` client_credentials connector takes a connection
+// without credentials (its tokens are fetched with the connector's
+// client secret): create one here before running actions with a
+// connection other than `default` with an `invoke`-only key. The name
 // defaults to `default`; a name in use is 409. Records
 // `connection.created`. The response never contains the credentials.
 //
@@ -4506,7 +4626,9 @@ func (c *Client) GetConnection(ctx context.Context, name ConnectorName, connecti
 // ReplaceConnectionWithBody Replace a connection's credentials (rotate a key).
 //
 // Replaces the credentials of an existing static connection with the
-// ones given (validated as on create) and increments `version`. A
+// ones given (validated as on create) and increments `version`; a
+// `reauth_required` connection (its connector was retargeted) becomes
+// `active` again. A
 // connection that does not exist is 404 (PUT does not create); an
 // `If-Match` that is not the current ETag is 412.
 //
@@ -4528,7 +4650,9 @@ func (c *Client) ReplaceConnectionWithBody(ctx context.Context, name ConnectorNa
 // ReplaceConnection Replace a connection's credentials (rotate a key).
 //
 // Replaces the credentials of an existing static connection with the
-// ones given (validated as on create) and increments `version`. A
+// ones given (validated as on create) and increments `version`; a
+// `reauth_required` connection (its connector was retargeted) becomes
+// `active` again. A
 // connection that does not exist is 404 (PUT does not create); an
 // `If-Match` that is not the current ETag is 412.
 //
@@ -4762,8 +4886,14 @@ func (c *Client) Generate(ctx context.Context, body GenerateJSONRequestBody, req
 // or path values: 400 listing every problem. Refused destination: 403
 // `egress_denied`. Upstream non-2xx, unreachable or over the size
 // limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-// connection that must be connected again: 409.
+// Failing transformation: 422 `transformation_failed`. A connection
+// that is `reauth_required` (its provider refused the refresh token,
+// or its connector's `baseUrl` or auth changed) or not yet connected:
+// 409, naming how to supply its credentials again. On a
+// `client_credentials` connector, a `connection` other than `default`
+// that does not exist is created on first use only for callers with
+// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+// (create it with `POST /v1/connectors/{name}/connections`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -4791,8 +4921,14 @@ func (c *Client) RunActionWithBody(ctx context.Context, connector string, conten
 // or path values: 400 listing every problem. Refused destination: 403
 // `egress_denied`. Upstream non-2xx, unreachable or over the size
 // limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-// connection that must be connected again: 409.
+// Failing transformation: 422 `transformation_failed`. A connection
+// that is `reauth_required` (its provider refused the refresh token,
+// or its connector's `baseUrl` or auth changed) or not yet connected:
+// 409, naming how to supply its credentials again. On a
+// `client_credentials` connector, a `connection` other than `default`
+// that does not exist is created on first use only for callers with
+// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+// (create it with `POST /v1/connectors/{name}/connections`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8734,7 +8870,25 @@ type ClientWithResponsesInterface interface {
 	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 	// the stored secret; changing `auth.type` away from `oauth2` deletes
 	// it. A connector that does not exist is 404 (PUT does not create);
-	// an `If-Match` that is not the current ETag is 412.
+	// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+	// checked against the egress guard as on create (422 on `baseUrl`).
+	//
+	// **Moving credentials.** A key with `connectors:write` cannot read
+	// stored credentials, so it cannot send them somewhere new either. A
+	// replace that changes where or how they are sent — the `baseUrl`'s
+	// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+	// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+	// for the old target in the same transaction: every connection of the
+	// connector becomes `reauth_required` (recording
+	// `connection.reauth_required` with `reason: connector_changed`), and
+	// running an action with it is 409 until its credentials are supplied
+	// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+	// `/connect` for authorization_code). A path change on the same origin
+	// keeps them. The oauth2 client secret is only sent to the token
+	// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+	// `client_credentials`, moves the `baseUrl` to another origin) without
+	// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+	// `client_credentials` connections stay `active` and fetch new tokens.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8749,7 +8903,25 @@ type ClientWithResponsesInterface interface {
 	// (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 	// the stored secret; changing `auth.type` away from `oauth2` deletes
 	// it. A connector that does not exist is 404 (PUT does not create);
-	// an `If-Match` that is not the current ETag is 412.
+	// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+	// checked against the egress guard as on create (422 on `baseUrl`).
+	//
+	// **Moving credentials.** A key with `connectors:write` cannot read
+	// stored credentials, so it cannot send them somewhere new either. A
+	// replace that changes where or how they are sent — the `baseUrl`'s
+	// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+	// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+	// for the old target in the same transaction: every connection of the
+	// connector becomes `reauth_required` (recording
+	// `connection.reauth_required` with `reason: connector_changed`), and
+	// running an action with it is 409 until its credentials are supplied
+	// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+	// `/connect` for authorization_code). A path change on the same origin
+	// keeps them. The oauth2 client secret is only sent to the token
+	// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+	// `client_credentials`, moves the `baseUrl` to another origin) without
+	// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+	// `client_credentials` connections stay `active` and fetch new tokens.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8863,8 +9035,12 @@ type ClientWithResponsesInterface interface {
 	// `basic`. Fields the connector's auth does not take, missing required
 	// ones, control characters and values over 4096 bytes are refused with
 	// 422 listing each problem (never quoting a value); a connector with
-	// auth `none` takes no connection and an `oauth2` one is connected
-	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// auth `none` takes no connection and an `oauth2` authorization_code
+	// one is connected through `GET /v1/connectors/{name}/connect` (both
+	// 422). An `oauth2` client_credentials connector takes a connection
+	// without credentials (its tokens are fetched with the connector's
+	// client secret): create one here before running actions with a
+	// connection other than `default` with an `invoke`-only key. The name
 	// defaults to `default`; a name in use is 409. Records
 	// `connection.created`. The response never contains the credentials.
 	//
@@ -8880,8 +9056,12 @@ type ClientWithResponsesInterface interface {
 	// `basic`. Fields the connector's auth does not take, missing required
 	// ones, control characters and values over 4096 bytes are refused with
 	// 422 listing each problem (never quoting a value); a connector with
-	// auth `none` takes no connection and an `oauth2` one is connected
-	// through `GET /v1/connectors/{name}/connect` (both 422). The name
+	// auth `none` takes no connection and an `oauth2` authorization_code
+	// one is connected through `GET /v1/connectors/{name}/connect` (both
+	// 422). An `oauth2` client_credentials connector takes a connection
+	// without credentials (its tokens are fetched with the connector's
+	// client secret): create one here before running actions with a
+	// connection other than `default` with an `invoke`-only key. The name
 	// defaults to `default`; a name in use is 409. Records
 	// `connection.created`. The response never contains the credentials.
 	//
@@ -8915,7 +9095,9 @@ type ClientWithResponsesInterface interface {
 	// ReplaceConnectionWithBodyWithResponse Replace a connection's credentials (rotate a key).
 	//
 	// Replaces the credentials of an existing static connection with the
-	// ones given (validated as on create) and increments `version`. A
+	// ones given (validated as on create) and increments `version`; a
+	// `reauth_required` connection (its connector was retargeted) becomes
+	// `active` again. A
 	// connection that does not exist is 404 (PUT does not create); an
 	// `If-Match` that is not the current ETag is 412.
 	//
@@ -8927,7 +9109,9 @@ type ClientWithResponsesInterface interface {
 	// ReplaceConnectionWithResponse Replace a connection's credentials (rotate a key).
 	//
 	// Replaces the credentials of an existing static connection with the
-	// ones given (validated as on create) and increments `version`. A
+	// ones given (validated as on create) and increments `version`; a
+	// `reauth_required` connection (its connector was retargeted) becomes
+	// `active` again. A
 	// connection that does not exist is 404 (PUT does not create); an
 	// `If-Match` that is not the current ETag is 412.
 	//
@@ -9067,8 +9251,14 @@ type ClientWithResponsesInterface interface {
 	// or path values: 400 listing every problem. Refused destination: 403
 	// `egress_denied`. Upstream non-2xx, unreachable or over the size
 	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-	// connection that must be connected again: 409.
+	// Failing transformation: 422 `transformation_failed`. A connection
+	// that is `reauth_required` (its provider refused the refresh token,
+	// or its connector's `baseUrl` or auth changed) or not yet connected:
+	// 409, naming how to supply its credentials again. On a
+	// `client_credentials` connector, a `connection` other than `default`
+	// that does not exist is created on first use only for callers with
+	// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+	// (create it with `POST /v1/connectors/{name}/connections`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9086,8 +9276,14 @@ type ClientWithResponsesInterface interface {
 	// or path values: 400 listing every problem. Refused destination: 403
 	// `egress_denied`. Upstream non-2xx, unreachable or over the size
 	// limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-	// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-	// connection that must be connected again: 409.
+	// Failing transformation: 422 `transformation_failed`. A connection
+	// that is `reauth_required` (its provider refused the refresh token,
+	// or its connector's `baseUrl` or auth changed) or not yet connected:
+	// 409, naming how to supply its credentials again. On a
+	// `client_credentials` connector, a `connection` other than `default`
+	// that does not exist is created on first use only for callers with
+	// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+	// (create it with `POST /v1/connectors/{name}/connections`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -18040,7 +18236,25 @@ func (c *ClientWithResponses) GetConnectorWithResponse(ctx context.Context, name
 // (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 // the stored secret; changing `auth.type` away from `oauth2` deletes
 // it. A connector that does not exist is 404 (PUT does not create);
-// an `If-Match` that is not the current ETag is 412.
+// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+// checked against the egress guard as on create (422 on `baseUrl`).
+//
+// **Moving credentials.** A key with `connectors:write` cannot read
+// stored credentials, so it cannot send them somewhere new either. A
+// replace that changes where or how they are sent — the `baseUrl`'s
+// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+// for the old target in the same transaction: every connection of the
+// connector becomes `reauth_required` (recording
+// `connection.reauth_required` with `reason: connector_changed`), and
+// running an action with it is 409 until its credentials are supplied
+// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+// `/connect` for authorization_code). A path change on the same origin
+// keeps them. The oauth2 client secret is only sent to the token
+// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+// `client_credentials`, moves the `baseUrl` to another origin) without
+// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+// `client_credentials` connections stay `active` and fetch new tokens.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18061,7 +18275,25 @@ func (c *ClientWithResponses) ReplaceConnectorWithBodyWithResponse(ctx context.C
 // (connectors cannot be renamed). An omitted `auth.clientSecret` keeps
 // the stored secret; changing `auth.type` away from `oauth2` deletes
 // it. A connector that does not exist is 404 (PUT does not create);
-// an `If-Match` that is not the current ETag is 412.
+// an `If-Match` that is not the current ETag is 412. The `baseUrl` is
+// checked against the egress guard as on create (422 on `baseUrl`).
+//
+// **Moving credentials.** A key with `connectors:write` cannot read
+// stored credentials, so it cannot send them somewhere new either. A
+// replace that changes where or how they are sent — the `baseUrl`'s
+// origin (scheme, host or port), `auth.type`, an apiKey's `in`, `name`
+// or `prefix`, or an oauth2 `tokenUrl` — drops the credentials stored
+// for the old target in the same transaction: every connection of the
+// connector becomes `reauth_required` (recording
+// `connection.reauth_required` with `reason: connector_changed`), and
+// running an action with it is 409 until its credentials are supplied
+// again (`PUT /v1/connectors/{name}/connections/{connection}`, or
+// `/connect` for authorization_code). A path change on the same origin
+// keeps them. The oauth2 client secret is only sent to the token
+// endpoint it was given for: a replace that changes `tokenUrl` (or, for
+// `client_credentials`, moves the `baseUrl` to another origin) without
+// `auth.clientSecret` is 422 naming `auth.clientSecret`; with it,
+// `client_credentials` connections stay `active` and fetch new tokens.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18235,8 +18467,12 @@ func (c *ClientWithResponses) ListConnectionsWithResponse(ctx context.Context, n
 // `basic`. Fields the connector's auth does not take, missing required
 // ones, control characters and values over 4096 bytes are refused with
 // 422 listing each problem (never quoting a value); a connector with
-// auth `none` takes no connection and an `oauth2` one is connected
-// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// auth `none` takes no connection and an `oauth2` authorization_code
+// one is connected through `GET /v1/connectors/{name}/connect` (both
+// 422). An `oauth2` client_credentials connector takes a connection
+// without credentials (its tokens are fetched with the connector's
+// client secret): create one here before running actions with a
+// connection other than `default` with an `invoke`-only key. The name
 // defaults to `default`; a name in use is 409. Records
 // `connection.created`. The response never contains the credentials.
 //
@@ -18258,8 +18494,12 @@ func (c *ClientWithResponses) CreateConnectionWithBodyWithResponse(ctx context.C
 // `basic`. Fields the connector's auth does not take, missing required
 // ones, control characters and values over 4096 bytes are refused with
 // 422 listing each problem (never quoting a value); a connector with
-// auth `none` takes no connection and an `oauth2` one is connected
-// through `GET /v1/connectors/{name}/connect` (both 422). The name
+// auth `none` takes no connection and an `oauth2` authorization_code
+// one is connected through `GET /v1/connectors/{name}/connect` (both
+// 422). An `oauth2` client_credentials connector takes a connection
+// without credentials (its tokens are fetched with the connector's
+// client secret): create one here before running actions with a
+// connection other than `default` with an `invoke`-only key. The name
 // defaults to `default`; a name in use is 409. Records
 // `connection.created`. The response never contains the credentials.
 //
@@ -18311,7 +18551,9 @@ func (c *ClientWithResponses) GetConnectionWithResponse(ctx context.Context, nam
 // ReplaceConnectionWithBodyWithResponse Replace a connection's credentials (rotate a key).
 //
 // Replaces the credentials of an existing static connection with the
-// ones given (validated as on create) and increments `version`. A
+// ones given (validated as on create) and increments `version`; a
+// `reauth_required` connection (its connector was retargeted) becomes
+// `active` again. A
 // connection that does not exist is 404 (PUT does not create); an
 // `If-Match` that is not the current ETag is 412.
 //
@@ -18329,7 +18571,9 @@ func (c *ClientWithResponses) ReplaceConnectionWithBodyWithResponse(ctx context.
 // ReplaceConnectionWithResponse Replace a connection's credentials (rotate a key).
 //
 // Replaces the credentials of an existing static connection with the
-// ones given (validated as on create) and increments `version`. A
+// ones given (validated as on create) and increments `version`; a
+// `reauth_required` connection (its connector was retargeted) becomes
+// `active` again. A
 // connection that does not exist is 404 (PUT does not create); an
 // `If-Match` that is not the current ETag is 412.
 //
@@ -18529,8 +18773,14 @@ func (c *ClientWithResponses) GenerateWithResponse(ctx context.Context, body Gen
 // or path values: 400 listing every problem. Refused destination: 403
 // `egress_denied`. Upstream non-2xx, unreachable or over the size
 // limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-// connection that must be connected again: 409.
+// Failing transformation: 422 `transformation_failed`. A connection
+// that is `reauth_required` (its provider refused the refresh token,
+// or its connector's `baseUrl` or auth changed) or not yet connected:
+// 409, naming how to supply its credentials again. On a
+// `client_credentials` connector, a `connection` other than `default`
+// that does not exist is created on first use only for callers with
+// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+// (create it with `POST /v1/connectors/{name}/connections`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18554,8 +18804,14 @@ func (c *ClientWithResponses) RunActionWithBodyWithResponse(ctx context.Context,
 // or path values: 400 listing every problem. Refused destination: 403
 // `egress_denied`. Upstream non-2xx, unreachable or over the size
 // limit: 502 `upstream_error`; too slow: 504 `upstream_timeout`.
-// Failing transformation: 422 `transformation_failed`. An OAuth 2.0
-// connection that must be connected again: 409.
+// Failing transformation: 422 `transformation_failed`. A connection
+// that is `reauth_required` (its provider refused the refresh token,
+// or its connector's `baseUrl` or auth changed) or not yet connected:
+// 409, naming how to supply its credentials again. On a
+// `client_credentials` connector, a `connection` other than `default`
+// that does not exist is created on first use only for callers with
+// `connectors:write` (or `admin`); an `invoke`-only caller gets 404
+// (create it with `POST /v1/connectors/{name}/connections`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

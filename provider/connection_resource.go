@@ -128,8 +128,10 @@ func (r *connectionResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Optional: true,
 			},
 			"auth_type": computedString("The connector's auth type the connection is for: `apiKey`, `bearer`, `basic` or `oauth2`."),
-			"status": computedString("`active` when usable (static credentials always are); OAuth 2.0 only: `pending` until an " +
-				"account owner completes the authorization, `reauth_required` when the provider refused the refresh token (connect again)."),
+			"status": computedString("`active` when usable. `reauth_required` when the credentials must be sent again: the " +
+				"connector's `base_url` origin, auth type, API key placement or `token_url` changed, so the server dropped " +
+				"them (change `credentials_wo_version`), or, OAuth 2.0, the provider refused the refresh token (connect again). " +
+				"OAuth 2.0 only: `pending` until an account owner completes the authorization."),
 			"scopes": schema.ListAttribute{
 				MarkdownDescription: "OAuth 2.0 only: the scopes the provider granted.",
 				ElementType:         types.StringType,
@@ -187,6 +189,11 @@ func (r *connectionResource) ModifyPlan(ctx context.Context, req resource.Modify
 	// bumps only version and updated_at.
 	plan.AuthType, plan.Status, plan.Scopes = state.AuthType, state.Status, state.Scopes
 	plan.ExpiresAt, plan.LastRefreshedAt = state.ExpiresAt, state.LastRefreshedAt
+	if state.Status.ValueString() == "reauth_required" && state.AuthType.ValueString() != "oauth2" {
+		// Static credentials supplied again (after the connector was
+		// retargeted) make the connection active.
+		plan.Status = types.StringValue("active")
+	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
 }
 

@@ -131,7 +131,14 @@ func (r *connectorResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"(`integrations.<name>.run(action, params)`). Its actions are `switchboard_action` resources, its accounts' " +
 			"credentials `switchboard_connection` resources.\n\n" +
 			"Deleting a connector deletes its actions and connections on the server too. Changes are sent with " +
-			"`If-Match`, so a connector changed outside Terraform since the last refresh is not overwritten.",
+			"`If-Match`, so a connector changed outside Terraform since the last refresh is not overwritten.\n\n" +
+			"**Moving credentials.** Switchboard never sends stored credentials to a new place. A change of `base_url`'s " +
+			"scheme, host or port, of `auth.type`, of an apiKey's `in`, `name` or `prefix`, or of an oauth2 `token_url` " +
+			"drops the credentials stored for the old target: every connection of the connector becomes `reauth_required` " +
+			"until its credentials are sent again (change the connection's `credentials_wo_version`, in the same apply or " +
+			"later; OAuth 2.0 authorization_code: connect again). The plan shows a warning for such a change. Changing an " +
+			"oauth2 `token_url` (or a client_credentials `base_url` origin) must send the client secret again (change " +
+			"`auth.client_secret_wo_version`); the plan fails otherwise.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The connector's name; the import id.",
@@ -157,7 +164,9 @@ func (r *connectorResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			},
 			"base_url": schema.StringAttribute{
 				MarkdownDescription: "Absolute `http://` or `https://` URL that action paths are joined to; it may carry a path " +
-					"prefix (`https://api.example.com/v2`), never a query, a fragment, credentials or a template.",
+					"prefix (`https://api.example.com/v2`), never a query, a fragment, credentials or a template. A host the " +
+					"server's egress guard refuses (loopback, private, link-local and other special addresses, or a name that " +
+					"resolves only to such) is refused on apply unless the server's `egress.allow` includes it.",
 				Required: true,
 				Validators: append(endpointValidators(),
 					notMatching(regexp.MustCompile(`[?#]`), "must not have a query or a fragment; declare query parameters on actions"),

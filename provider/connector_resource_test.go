@@ -273,3 +273,93 @@ func (s *testServer) checkConnectorsGone(*terraform.State) error {
 	}
 	return nil
 }
+
+// TestAccConnectorResource_retarget: moving base_url to another host leaves
+// the connector's connections reauth_required (the server dropped the
+// stored key) until credentials_wo_version sends the key again; moving an
+// oauth2 token_url without sending the client secret again is a plan error.
+func TestAccConnectorResource_retarget(t *testing.T) {
+	s := testAccServer(t)
+	cfg := func(baseURL string, keyVersion int) string {
+		return s.config(fmt.Sprintf(`
+resource "switchboard_connector" "crm" {
+  name     = "crm"
+  base_url = %q
+  auth = {
+    type = "apiKey"
+    name = "X-API-Key"
+    in   = "header"
+  }
+}
+
+resource "switchboard_connection" "acme" {
+  connector              = switchboard_connector.crm.name
+  name                   = "acme"
+  api_key_wo             = "k-secret"
+  credentials_wo_version = %d
+}
+`, baseURL, keyVersion))
+	}
+	oauthCfg := func(tokenURL string, secretVersion int) string {
+		return s.config(fmt.Sprintf(`
+resource "switchboard_connector" "machine" {
+  name     = "machine"
+  base_url = "https://api.machine.example"
+  auth = {
+    type                     = "oauth2"
+    grant                    = "client_credentials"
+    token_url                = %q
+    client_id                = "switchboard"
+    client_secret_wo         = "s3cret"
+    client_secret_wo_version = %d
+  }
+}
+`, tokenURL, secretVersion))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             s.checkConnectorsGone,
+		Steps: []resource.TestStep{
+			{Config: cfg("https://api.crm.example/v1", 1), Check: s.checkConnectionStatus("crm", "acme", "active")},
+			{
+				// A path change on the same origin keeps the key.
+				Config: cfg("https://api.crm.example/v2", 1),
+				Check:  s.checkConnectionStatus("crm", "acme", "active"),
+			},
+			{
+				Config: cfg("https://api.crm-new.example/v2", 1),
+				Check:  s.checkConnectionStatus("crm", "acme", "reauth_required"),
+			},
+			{Config: cfg("https://api.crm-new.example/v2", 2), Check: s.checkConnectionStatus("crm", "acme", "active")},
+			{
+				// Moving and sending the key again in one apply.
+				Config: cfg("https://api.crm-third.example", 3),
+				Check:  s.checkConnectionStatus("crm", "acme", "active"),
+			},
+			{Config: oauthCfg("https://auth.machine.example/token", 1)},
+			{
+				Config:      oauthCfg("https://auth.elsewhere.example/token", 1),
+				ExpectError: regexp.MustCompile(`token_url changed: send the client secret again`),
+			},
+			{Config: oauthCfg("https://auth.elsewhere.example/token", 2), Check: s.checkClientSecretSet("machine")},
+		},
+	})
+}
+
+// checkConnectionStatus checks a connection's status on the server.
+func (s *testServer) checkConnectionStatus(connector, name, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		res, err := s.api.GetConnectionWithResponse(context.Background(), connector, name)
+		if err != nil {
+			return err
+		}
+		if res.JSON200 == nil {
+			return fmt.Errorf("get connection %s/%s: %d %s", connector, name, res.StatusCode(), res.Body)
+		}
+		if got := string(res.JSON200.Status); got != want {
+			return fmt.Errorf("connection %s/%s is %s, want %s", connector, name, got, want)
+		}
+		return nil
+	}
+}

@@ -125,7 +125,7 @@ func TestConnectorValidation(t *testing.T) {
 		{"baseUrl with a template", set("baseUrl", "https://api.example/{{params.x}}"), map[string]string{"baseUrl": "templates"}},
 		{"baseUrl with a bad port", set("baseUrl", "https://api.example:99999/"), map[string]string{"baseUrl": "port"}},
 		{"baseUrl too long", set("baseUrl", "https://api.example/"+strings.Repeat("a", 2048)), map[string]string{"baseUrl": "at most 2048 bytes"}},
-		{"auth type missing", auth(map[string]any{}), map[string]string{"auth.type": "is required; one of none, apiKey, bearer, basic, oauth2"}},
+		{"auth type missing beside other auth fields", auth(map[string]any{"name": "X-Key", "in": "header"}), map[string]string{"auth.type": "is required; one of none, apiKey, bearer, basic, oauth2"}},
 		{"auth type unknown", auth(map[string]any{"type": "digest"}), map[string]string{"auth.type": `unknown auth type "digest"`}},
 		{"apiKey without name and in", auth(map[string]any{"type": "apiKey"}), map[string]string{"auth.in": "is required for apiKey", "auth.name": "is required for apiKey"}},
 		{"apiKey placement unknown", auth(map[string]any{"type": "apiKey", "name": "k", "in": "body"}), map[string]string{"auth.in": `unknown placement "body"`}},

@@ -620,8 +620,14 @@ func TestOAuthInvokeClientCredentials(t *testing.T) {
 func TestOAuthTokenEndpointBehindEgressGuard(t *testing.T) {
 	// Without 127.0.0.0/8 in egress.allow, the token endpoint on loopback
 	// is refused like any upstream.
+	// (The baseUrl is a name that does not resolve: a loopback baseUrl
+	// would be refused when the connector is saved.)
 	e := newOCEnv(t, oauthtest.Options{}, func(c *config.Config) { c.Egress.Allow = nil })
-	e.createOAuthConnector("machine", client.ConnectorGrantClientCredentials, nil)
+	grant := client.ConnectorGrantClientCredentials
+	createConnector(t, e.client(), client.ConnectorInput{Name: connStr("machine"), BaseUrl: "https://api.invalid", Auth: client.ConnectorAuth{
+		Type: client.ConnectorAuthOAuth2, Grant: &grant,
+		TokenUrl: connStr(e.as.TokenURL()), ClientId: connStr(e.as.ClientID), ClientSecret: connStr(e.as.ClientSecret),
+	}})
 	e.addMeAction("machine")
 	res := e.run(e.client(), "machine", "default")
 	if res.StatusCode() != 403 || !strings.Contains(string(res.Body), `"code":"egress_denied"`) || !strings.Contains(string(res.Body), "client-credentials token") {

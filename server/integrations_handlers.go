@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/metrics"
@@ -37,7 +38,12 @@ func (s *Server) initIntegrations(resolver egress.Resolver) error {
 	s.connections = &connectors.Connections{Store: s.store, Vault: s.vault, Events: serverEvents{s}}
 	if s.oauthConns != nil {
 		s.connections.OnDelete = append(s.connections.OnDelete, s.oauthConns.Forget)
+		s.connections.OnCredentialsDropped = append(s.connections.OnCredentialsDropped, s.oauthConns.DropTokens)
 	}
+	// A connector whose baseUrl the guard refuses is refused when saved;
+	// one retargeted drops its connections' credentials.
+	s.connectors.Guard = guard
+	s.connectors.OnCredentialsMoved = append(s.connectors.OnCredentialsMoved, s.connections.CredentialsMovedTx)
 	log := &connectors.InvocationLog{Store: s.store, Size: cc.InvocationLogSize, Events: serverEvents{s}, Logger: s.log}
 	log.Start()
 	s.invoker = &connectors.Invoker{
@@ -67,7 +73,8 @@ func (s *Server) initIntegrations(resolver egress.Resolver) error {
 func (s *Server) Invoker() *connectors.Invoker { return s.invoker }
 
 func (h *handlers) RunAction(ctx context.Context, req api.RunActionRequestObject) (api.RunActionResponseObject, error) {
-	in := connectors.RunInput{Connector: req.Connector, Action: req.Body.Action, Connection: deref(req.Body.Connection), RequestID: requestid.From(ctx)}
+	in := connectors.RunInput{Connector: req.Connector, Action: req.Body.Action, Connection: deref(req.Body.Connection), RequestID: requestid.From(ctx),
+		MayCreateConnection: auth.FromContext(ctx).Has(auth.ScopeConnectorsWrite)}
 	if req.Body.Params != nil {
 		in.Params = *req.Body.Params
 	}

@@ -450,8 +450,25 @@ func TestRunEgress(t *testing.T) {
 		e := newIEnv(t, func(c *config.Config) { c.Egress.Allow = nil })
 		up := newUpstream(t, echo)
 		port := up.Listener.Addr().(*net.TCPAddr).Port
-		e.connector(connectors.Connector{Name: "local", BaseURL: up.URL, Auth: connectors.Auth{Type: connectors.AuthNone}}, getAction("get", "/", nil))
-		e.connector(connectors.Connector{Name: "byname", BaseURL: fmt.Sprintf("http://localhost:%d", port), Auth: connectors.Auth{Type: connectors.AuthNone}}, getAction("get", "/", nil))
+		// Saving such a connector is refused (TestConnectorBaseURLEgress);
+		// these were stored while egress.allow still let loopback through,
+		// and the dial refuses them all the same.
+		for _, c := range []connectors.Connector{
+			{Name: "local", BaseURL: up.URL, Auth: connectors.Auth{Type: connectors.AuthNone}, Version: 1},
+			{Name: "byname", BaseURL: fmt.Sprintf("http://localhost:%d", port), Auth: connectors.Auth{Type: connectors.AuthNone}, Version: 1},
+		} {
+			err := e.Store.Update(context.Background(), func(tx store.Tx) error {
+				if err := store.PutJSON(tx, connectors.BucketConnectors, c.Name, c); err != nil {
+					return err
+				}
+				a := getAction("get", "/", nil)
+				a.Connector, a.Version = c.Name, 1
+				return store.PutJSON(tx, connectors.BucketActions, c.Name+"/get", a)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		_, ae := e.run("local", "get", nil)
 		wantAPIError(t, ae, 403, "egress_denied", "127.0.0.1 is a loopback address", "SWITCHBOARD_EGRESS_ALLOW")
 		_, ae = e.run("byname", "get", nil)
@@ -1003,9 +1020,21 @@ func TestRunSeesDefinitionChanges(t *testing.T) {
 			_, err = svc.ReplaceConnector(ctx, "crm", c, c.Version)
 			return err
 		}, func(t *testing.T) {
+			// The key is not moved to the new header: the connection
+			// needs it again, then it goes where the connector now says.
+			n := len(up.requests())
+			_, ae := e.run("crm", "me", nil)
+			wantAPIError(t, ae, 409, "conflict", "reauth_required")
+			if len(up.requests()) != n {
+				t.Fatal("the upstream was called with a reauth_required connection")
+			}
+			res, err := e.admin.ReplaceConnectionWithResponse(ctx, "crm", "default", nil, client.ConnectionCredentials{ApiKey: &[]string{secretKey}[0]})
+			if err != nil || res.StatusCode() != 200 {
+				t.Fatalf("replace connection: %v %d %s", err, res.StatusCode(), res.Body)
+			}
 			e.mustRun("crm", "me", nil)
 			if h := up.last(t).Header; h.Get("X-Other-Key") != secretKey || h.Get("X-API-Key") != "" {
-				t.Fatalf("credential not moved to the replaced header: %v", h)
+				t.Fatalf("credential not sent in the replaced header: %v", h)
 			}
 		}},
 		{"action deleted", func() error { return svc.DeleteAction(ctx, "crm", "me", 0) }, func(t *testing.T) {

@@ -40,7 +40,10 @@ const (
 	ConnectionActive = "active"
 	// ConnectionPending OAuth 2.0 connections wait for the user's consent.
 	ConnectionPending = "pending"
-	// ConnectionReauthRequired OAuth 2.0 connections lost their grant.
+	// ConnectionReauthRequired connections cannot be used until their
+	// credentials are supplied again: OAuth 2.0 connections that lost their
+	// grant, and any connection whose connector was retargeted (see
+	// Connections.CredentialsMovedTx).
 	ConnectionReauthRequired = "reauth_required"
 )
 
@@ -119,6 +122,11 @@ type Connections struct {
 	// OnDelete hooks run inside the transaction that deletes a connection
 	// (e.g. to forget its OAuth tokens).
 	OnDelete []func(tx store.Tx, connector, name string) error
+	// OnCredentialsDropped hooks run inside the transaction that retargets
+	// a connector, once per connection, to drop what other domains hold for
+	// it (OAuth tokens): reauth says whether the connection must be
+	// authorized again (authorization_code) rather than simply forgotten.
+	OnCredentialsDropped []func(tx store.Tx, connector, name string, reauth bool) error
 }
 
 func (s *Connections) now() time.Time {
@@ -156,7 +164,17 @@ func validateCredentials(c Connector, in ConnectionInput) []errs.Problem {
 		ps.add("", "connector %q uses auth type none: its actions run without a connection", c.Name)
 		return ps
 	case AuthOAuth2:
-		ps.add("", "connector %q uses OAuth 2.0: its connections are made by the authorization flow (GET /v1/connectors/%s/connect), not with static credentials", c.Name, c.Name)
+		if c.Auth.Grant != GrantClientCredentials {
+			ps.add("", "connector %q uses OAuth 2.0: its connections are made by the authorization flow (GET /v1/connectors/%s/connect), not with static credentials", c.Name, c.Name)
+			return ps
+		}
+		// client_credentials: a connection is a name for tokens fetched
+		// with the connector's client secret; it takes no credentials.
+		for _, f := range []string{"apiKey", "token", "username", "password"} {
+			if given[f] != "" {
+				ps.add(f, "does not apply: connector %q uses the OAuth 2.0 client_credentials grant; its tokens are fetched with the connector's client secret", c.Name)
+			}
+		}
 		return ps
 	default:
 		ps.add("", "connector %q has auth type %q, which takes no static credentials", c.Name, c.Auth.Type)
@@ -259,6 +277,12 @@ func (s *Connections) Replace(ctx context.Context, connector, name string, in Co
 }
 
 func (s *Connections) put(tx store.Tx, c Connection, cred Credentials) error {
+	if cred == (Credentials{}) { // client_credentials: nothing to seal
+		if err := s.Vault.Delete(tx, ConnectionSecretRef(c.Connector, c.Name)); err != nil {
+			return err
+		}
+		return store.PutJSON(tx, BucketConnections, connectionKey(c.Connector, c.Name), c)
+	}
 	b, err := json.Marshal(cred)
 	if err != nil {
 		return err
@@ -418,4 +442,74 @@ func (s *Connections) DeleteConnectorTx(tx store.Tx, connector string) error {
 		}
 	}
 	return nil
+}
+
+// CredentialsMovedTx is the Service's OnCredentialsMoved hook: connector c
+// (as now stored) sends credentials somewhere new, so whatever its
+// connections hold for the old target is dropped inside tx. Connections
+// of a client_credentials connector stay active (the client secret was
+// given again with the change; tokens are fetched anew); every other
+// connection becomes reauth_required (its version stays) and
+// connection.reauth_required is recorded for it. Supplying its
+// credentials again (Replace, or /connect for authorization_code) makes it
+// active again.
+func (s *Connections) CredentialsMovedTx(tx store.Tx, c Connector, why string) error {
+	var all []Connection
+	after := ""
+	for {
+		page, next, err := store.Page[Connection](tx, BucketConnections, c.Name+"/", after, 256)
+		if err != nil {
+			return err
+		}
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	clientCredentials := c.Auth.Type == AuthOAuth2 && c.Auth.Grant == GrantClientCredentials
+	reauth := c.Auth.Type == AuthOAuth2 && c.Auth.Grant == GrantAuthorizationCode
+	now := s.now()
+	for _, conn := range all {
+		if err := s.Vault.Delete(tx, ConnectionSecretRef(c.Name, conn.Name)); err != nil {
+			return err
+		}
+		for _, hook := range s.OnCredentialsDropped {
+			if err := hook(tx, c.Name, conn.Name, reauth); err != nil {
+				return err
+			}
+		}
+		status := ConnectionReauthRequired
+		if clientCredentials {
+			status = ConnectionActive
+		}
+		changed := conn.Status != status || conn.AuthType != c.Auth.Type
+		// The version stays: it is the If-Match of the connection's own
+		// writes, and a plan that moves the connector and sends the
+		// credentials again in one apply must not fail on it.
+		conn.Status, conn.AuthType, conn.UpdatedAt = status, c.Auth.Type, now
+		if err := store.PutJSON(tx, BucketConnections, connectionKey(c.Name, conn.Name), conn); err != nil {
+			return err
+		}
+		if status == ConnectionReauthRequired && changed {
+			if err := s.events().Record(tx, events.ConnectionReauthRequired, ReauthEvent{Connection: conn, Reason: ReasonConnectorChanged, Why: why}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReasonConnectorChanged is the reason of a connection made
+// reauth_required because its connector was retargeted.
+const ReasonConnectorChanged = "connector_changed"
+
+// ReauthEvent is the data of connection.reauth_required when a connector
+// was retargeted: the connection, the reason and what moved.
+type ReauthEvent struct {
+	Connection
+	// Reason is ReasonConnectorChanged.
+	Reason string `json:"reason"`
+	// Why says what moved, e.g. "baseUrl moved from https://a:443 to https://b:443".
+	Why string `json:"why"`
 }

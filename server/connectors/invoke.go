@@ -94,6 +94,11 @@ type RunInput struct {
 	Params     map[string]any
 	// RequestID is the caller's request id, for the log.
 	RequestID string
+	// MayCreateConnection says the caller may create connections
+	// (connectors:write): only then does a run on a client_credentials
+	// connector create a connection other than DefaultConnection that does
+	// not exist yet.
+	MayCreateConnection bool
 }
 
 // RunResult is what an invocation returns.
@@ -184,6 +189,8 @@ type loaded struct {
 	action    Action
 	conn      *Connection
 	cred      Credentials
+	// connMissing: an OAuth 2.0 connector has no record of the connection.
+	connMissing bool
 }
 
 func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
@@ -209,7 +216,9 @@ func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 			}
 			return nil
 		case AuthOAuth2:
-			return nil // the OAuth tokens say whether the connection can be used
+			// The OAuth tokens say whether the connection can be used.
+			l.connMissing = tx.Get(BucketConnections, connectionKey(in.Connector, in.Connection)) == nil
+			return nil
 		}
 		conn, err := LoadConnection(tx, in.Connector, in.Connection)
 		if errors.Is(err, errs.NotFound) {
@@ -233,9 +242,18 @@ func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 // check refuses a run on a connection that is not active.
 func (l loaded) check() error {
 	if l.conn != nil && l.conn.Status != ConnectionActive {
-		return errs.E(errs.Conflict, "connection %q of connector %q is %s, not active; reconnect it (GET /v1/connectors/%s/connect) before running actions with it",
-			l.conn.Name, l.connector.Name, l.conn.Status, l.connector.Name).
-			WithDetails(map[string]any{"connector": l.connector.Name, "connection": l.conn.Name, "status": l.conn.Status})
+		c, n := l.connector.Name, l.conn.Name
+		fix := fmt.Sprintf("supply its credentials again (PUT /v1/connectors/%s/connections/%s, scope connectors:write)", c, n)
+		if l.conn.AuthType != l.connector.Auth.Type {
+			fix = fmt.Sprintf("the connector's auth type is now %s: supply credentials of that type (PUT /v1/connectors/%s/connections/%s, scope connectors:write)", l.connector.Auth.Type, c, n)
+		}
+		why := ""
+		if l.conn.Status == ConnectionReauthRequired {
+			why = " (the connector's baseUrl or auth changed, so the credentials stored for the old target were dropped)"
+		}
+		return errs.E(errs.Conflict, "connection %q of connector %q is %s, not active%s; %s before running actions with it",
+			n, c, l.conn.Status, why, fix).
+			WithDetails(map[string]any{"connector": c, "connection": n, "status": l.conn.Status})
 	}
 	return nil
 }
@@ -251,6 +269,12 @@ func (iv *Invoker) run(ctx context.Context, in RunInput, known *bool) (int, RunR
 	if oauth {
 		if iv.OAuth == nil {
 			return 0, RunResult{}, errs.E(errs.Unavailable, "OAuth 2.0 connections are not available on this server")
+		}
+		if l.connMissing && l.connector.Auth.Grant == GrantClientCredentials && in.Connection != DefaultConnection && !in.MayCreateConnection {
+			c := l.connector.Name
+			return 0, RunResult{}, errs.E(errs.NotFound, "connection %q of connector %q does not exist; create it with POST /v1/connectors/%s/connections (scope connectors:write), or leave connection out to use %q",
+				in.Connection, c, c, DefaultConnection).
+				WithDetails(map[string]any{"connector": c, "connection": in.Connection})
 		}
 		if l.cred.Token, err = iv.OAuth.Token(ctx, l.connector.Name, in.Connection); err != nil {
 			return 0, RunResult{}, err

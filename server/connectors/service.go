@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
@@ -37,6 +38,26 @@ type Service struct {
 	// domains (connections, invocation logs) delete what belongs to it in
 	// the same transaction.
 	OnDeleteConnector []func(tx store.Tx, connector string) error
+	// Guard, when set, refuses at save time a baseUrl its policy would
+	// refuse at run time.
+	Guard *egress.Guard
+	// OnCredentialsMoved hooks run inside the transaction that replaces a
+	// connector when the replacement changes where or how stored
+	// credentials are sent (see credentialsMoved): c is the connector as
+	// stored, why says what moved. Connections drops the credentials and
+	// marks the connections reauth_required.
+	OnCredentialsMoved []func(tx store.Tx, c Connector, why string) error
+}
+
+// normalizeConnector gives a connector without any auth field auth type
+// none (auth is optional on the API).
+func normalizeConnector(c *Connector) {
+	a := c.Auth
+	if a.Type == "" && a.Name == "" && a.In == "" && a.Prefix == "" && a.AuthorizationURL == "" && a.TokenURL == "" &&
+		a.ClientID == "" && a.ClientSecret == "" && len(a.Scopes) == 0 && a.Grant == "" && len(a.AuthorizationParams) == 0 &&
+		len(a.TokenParams) == 0 && a.ClientAuth == "" && len(a.RedirectURLs) == 0 {
+		c.Auth.Type = AuthNone
+	}
 }
 
 func (s *Service) now() time.Time {
@@ -56,8 +77,16 @@ func (s *Service) events() events.Recorder {
 // CreateConnector validates and stores a new connector at version 1,
 // sealing its client secret. A name in use is errs.Conflict; invalid input
 // an errs.Validation error listing every problem.
+//
+// A baseUrl the egress guard refuses (an IP literal, or a host name all of
+// whose addresses are refused) is a problem on baseUrl.
 func (s *Service) CreateConnector(ctx context.Context, c Connector) (Connector, error) {
-	if err := errs.Problems("invalid connector", validateConnector(c, false)); err != nil {
+	normalizeConnector(&c)
+	ps := validateConnector(c, false)
+	if len(ps) == 0 {
+		ps = s.egressProblems(ctx, c)
+	}
+	if err := errs.Problems("invalid connector", ps); err != nil {
 		return Connector{}, err
 	}
 	now := s.now()
@@ -157,11 +186,21 @@ func (s *Service) ListConnectors(ctx context.Context, cursor string, limit int) 
 // and incrementing its version. ifMatch, when not 0, is the version the
 // caller last saw (errs.PreconditionFailed otherwise). c.Name may be empty
 // or must equal name. An empty client secret keeps the stored one; changing
-// the auth type away from oauth2 deletes it.
+// the auth type away from oauth2 deletes it. The baseUrl is checked
+// against the egress guard as in CreateConnector.
+//
+// A replace that changes where or how stored credentials are sent (see
+// credentialsMoved) runs the OnCredentialsMoved hooks in its transaction:
+// the connections' credentials are dropped and they become
+// reauth_required until supplied again. An oauth2 replace that moves the
+// tokenUrl, or the baseUrl's origin of a client_credentials connector,
+// without clientSecret is a problem on auth.clientSecret.
 func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector, ifMatch int64) (Connector, error) {
 	if c.Name == "" {
 		c.Name = name
 	}
+	normalizeConnector(&c)
+	egressPs := s.egressProblems(ctx, c)
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		old, err := LoadConnector(tx, name)
 		if err != nil {
@@ -174,6 +213,9 @@ func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector
 		if c.Name != name {
 			ps = append([]errs.Problem{{Field: "name", Problem: "must equal the connector name in the URL (\"" + name + "\"); a connector cannot be renamed: create the new one and delete the old"}}, ps...)
 		}
+		if len(ps) == 0 {
+			ps = append(secretMoveProblems(old, c), egressPs...)
+		}
 		if err := errs.Problems("invalid connector", ps); err != nil {
 			return err
 		}
@@ -181,6 +223,13 @@ func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector
 		c, err = s.putConnector(tx, c, old.Auth.HasClientSecret)
 		if err != nil {
 			return err
+		}
+		if why := credentialsMoved(old, c); why != "" {
+			for _, hook := range s.OnCredentialsMoved {
+				if err := hook(tx, c, why); err != nil {
+					return err
+				}
+			}
 		}
 		return s.events().Record(tx, events.ConnectorUpdated, c)
 	})

@@ -134,6 +134,32 @@ func (g *Guard) Check(addr netip.Addr) error {
 	return g.check(addr, "")
 }
 
+// CheckHost resolves host (a name or an IP literal) and returns the
+// refusal of its first address when every address it resolves to is
+// refused; nil when some address passes, or when the name does not resolve
+// (a dial checks again). For save-time checks of configured URLs: the dial
+// remains the guard.
+func (g *Guard) CheckHost(ctx context.Context, host string) error {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return g.check(a, "")
+	}
+	addrs, err := g.resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return nil
+	}
+	var first error
+	for _, a := range addrs {
+		err := g.check(a, host)
+		if err == nil {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 func (g *Guard) check(addr netip.Addr, host string) error {
 	addr = addr.WithZone("")
 	c, ok := Classify(addr)

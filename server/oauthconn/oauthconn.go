@@ -318,6 +318,41 @@ func (m *Manager) Forget(tx store.Tx, connector, connection string) error {
 	return nil
 }
 
+// ReasonConnectorChanged is the reason of a connection made
+// reauth_required because its connector now sends tokens somewhere new.
+const ReasonConnectorChanged = "connector_changed"
+
+// DropTokens deletes a connection's tokens inside tx because its connector
+// now sends them (or fetches them) somewhere new. With reauth the record
+// stays, reauth_required (reason connector_changed), so that the next call
+// says to reconnect; without, the record goes too (client_credentials
+// tokens are fetched anew on next use). The caller records the event.
+func (m *Manager) DropTokens(tx store.Tx, connector, connection string, reauth bool) error {
+	if !reauth {
+		return m.Forget(tx, connector, connection)
+	}
+	rec, ok, err := getRecord(tx, connector, connection)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		rec = record{Connector: connector, Connection: connection, Grant: GrantAuthorizationCode, CreatedAt: m.now().UTC()}
+	}
+	rec.Status, rec.Reason = StatusReauthRequired, ReasonConnectorChanged
+	rec.LeaseOwner, rec.LeaseUntil, rec.ExpiresAt = "", nil, nil
+	rec.Generation++
+	rec.UpdatedAt = m.now().UTC()
+	if err := store.PutJSON(tx, TokensBucket, tokenKey(connector, connection), rec); err != nil {
+		return err
+	}
+	if err := m.vault.Delete(tx, SecretRef(connector, connection)); err != nil {
+		return err
+	}
+	key := tokenKey(connector, connection)
+	tx.OnCommit(func() { m.drop(key) })
+	return nil
+}
+
 // ForgetConnector deletes every OAuth record and pending authorization of
 // a connector inside tx (the connector is being deleted).
 func (m *Manager) ForgetConnector(tx store.Tx, connector string) error {

@@ -397,6 +397,9 @@ func unusable(rec record) error {
 }
 
 func reauthError(connector, connection, reason, why string) error {
+	if why == "" && reason == ReasonConnectorChanged {
+		why = "the connector's baseUrl, auth type or tokenUrl changed, so the tokens obtained for the old target were dropped"
+	}
 	if why == "" {
 		why = "the provider refused its refresh token"
 		if reason != "" {
