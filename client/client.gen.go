@@ -2273,10 +2273,10 @@ type ListEventsParamsOrder string
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
-	// Provider Only models of this provider.
+	// Provider Only models of this provider; a provider with no models (or none configured by that name) gives an empty list.
 	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
 
-	// Capability Only models with this capability.
+	// Capability Only models with this capability; any other value is a 400 `invalid_request` that lists the capabilities.
 	Capability *ListModelsParamsCapability `form:"capability,omitempty" json:"capability,omitempty"`
 
 	// Limit Page size (1-1000); all models when absent.

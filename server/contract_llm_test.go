@@ -329,6 +329,54 @@ func TestContractLLMErrors(t *testing.T) {
 			t.Errorf("%d %s", res.StatusCode(), res.Body)
 		}
 	})
+	t.Run("model list filters", func(t *testing.T) {
+		tests := []struct {
+			name, query string
+			status      int
+			want        []string // ids, or message fragments of the error
+		}{
+			{"an unknown capability is a 400 listing the capabilities", "?capability=bogus", 400,
+				[]string{`unknown capability \"bogus\"`, "chat, code, reasoning, vision, embeddings, completion"}},
+			{"an unknown provider is an empty list", "?provider=nope", 200, nil},
+			{"provider and capability", "?provider=openai&capability=embeddings", 200, []string{"openai/text-embedding-3-small"}},
+			{"an unknown capability fails even with a provider that has no models", "?provider=nope&capability=Chat", 400, []string{`unknown capability \"Chat\"`}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				resp, err := loose.Get(env.URL + "/v1/models" + tt.query)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != tt.status {
+					t.Fatalf("%d %s, want %d", resp.StatusCode, body, tt.status)
+				}
+				if tt.status != 200 {
+					if !bytes.Contains(body, []byte(`"code":"invalid_request"`)) {
+						t.Fatalf("%s, want invalid_request", body)
+					}
+					for _, w := range tt.want {
+						if !bytes.Contains(body, []byte(w)) {
+							t.Fatalf("%s does not contain %s", body, w)
+						}
+					}
+					return
+				}
+				var list struct{ Data []struct{ Id string } }
+				if err := json.Unmarshal(body, &list); err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, m := range list.Data {
+					ids = append(ids, m.Id)
+				}
+				if fmt.Sprint(ids) != fmt.Sprint(tt.want) {
+					t.Fatalf("ids %v, want %v", ids, tt.want)
+				}
+			})
+		}
+	})
 	t.Run("missing capability 400", func(t *testing.T) {
 		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "local/hash-embed-384", Messages: hi})
 		if err != nil {

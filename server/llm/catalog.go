@@ -376,6 +376,37 @@ func (c *Catalog) stampCreated(ctx context.Context, models []*Model) error {
 // Models returns every model, sorted by id.
 func (c *Catalog) Models() []*Model { return c.snap.Load().list }
 
+// Filter selects models of the catalog; an empty field matches every model.
+type Filter struct {
+	// Provider keeps the models of this provider. A provider the catalog
+	// does not know matches nothing (a discovering provider may list none
+	// yet), so the answer is an empty list, not an error.
+	Provider string
+	// Capability keeps the models with this capability; it must be one of
+	// KnownCapabilities.
+	Capability string
+}
+
+// List returns the models that f selects, sorted by id. An unknown
+// capability is an errs.Invalid error that lists the known ones.
+func (c *Catalog) List(f Filter) ([]*Model, error) {
+	if f.Capability != "" && !slices.Contains(KnownCapabilities, f.Capability) {
+		return nil, errs.E(errs.Invalid, "unknown capability %q in the capability filter; use one of %s", f.Capability, strings.Join(KnownCapabilities, ", ")).
+			WithDetails(map[string]any{"capability": f.Capability, "capabilities": KnownCapabilities})
+	}
+	all := c.Models()
+	if f.Provider == "" && f.Capability == "" {
+		return all, nil
+	}
+	out := make([]*Model, 0, len(all))
+	for _, m := range all {
+		if (f.Provider == "" || m.Provider == f.Provider) && (f.Capability == "" || m.Has(f.Capability)) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // Lookup returns the model with id, or a NotFound error.
 func (c *Catalog) Lookup(id string) (*Model, error) {
 	if m, ok := c.snap.Load().byID[id]; ok {
