@@ -1463,7 +1463,7 @@ type Model struct {
 	// Capabilities What the model does: chat, code, reasoning, vision, embeddings, completion (served by the legacy completions endpoint).
 	Capabilities []string `json:"capabilities"`
 
-	// Dimensions Embedding models: the vector length.
+	// Dimensions Embedding models: the vector length: the configured one, else (a discovered model, or one configured without it) the length of the vectors the model last served at its own size; absent until its first embedding since the server started.
 	Dimensions *int `json:"dimensions,omitempty"`
 
 	// Id `<provider>/<name>`
@@ -1488,7 +1488,7 @@ type ModelDetail struct {
 	// CreatedAt The provider's creation date when discovery reports one, else when the model first entered this server's catalog.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Dimensions Embedding models: the vector length.
+	// Dimensions Embedding models: the vector length: the configured one, else (a discovered model, or one configured without it) the length of the vectors the model last served at its own size; absent until its first embedding since the server started.
 	Dimensions *int `json:"dimensions,omitempty"`
 
 	// Id Example: openai/gpt-4o-mini

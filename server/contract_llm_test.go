@@ -49,8 +49,14 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 	completion := llmFixture(t, "openai/completion.json")
 	limited := llmFixture(t, "openai/error_429.json")
 	badRequest := llmFixture(t, "openai/error_400.json")
+	models := llmFixture(t, "openai/models.json")
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/models" { // discovery
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(models)
+			return
+		}
 		var body struct {
 			Model  string            `json:"model"`
 			Stream bool              `json:"stream"`
@@ -625,5 +631,53 @@ func TestContractLLMUsagePerKey(t *testing.T) {
 				t.Errorf("cost %v want %v", r.CostUSD, wantCost)
 			}
 		}
+	}
+}
+
+// TestContractLLMDiscoveredEmbeddingDimensions checks that a discovered
+// embedding model, which the provider lists without a vector length, is
+// listed without `dimensions` until it serves an embedding, and with the
+// length of its vectors from then on.
+func TestContractLLMDiscoveredEmbeddingDimensions(t *testing.T) {
+	up := newFakeOpenAI(t)
+	env := servertest.New(t, func(c *config.Config) {
+		c.Providers = []config.Provider{{Name: "vllm", Type: "openai", BaseURL: up.URL + "/v1", Discover: true, Timeout: config.Duration(5 * time.Second)}}
+	})
+	if err := env.Server.LLM().Catalog.Refresh(bg); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(t)
+	const id = "vllm/text-embedding-3-small"
+	dimensions := func(t *testing.T) *int {
+		t.Helper()
+		list, err := c.ListModelsWithResponse(bg, &client.ListModelsParams{Provider: ptr("vllm")})
+		if err != nil || list.JSON200 == nil {
+			t.Fatalf("%v %s", err, list.Body)
+		}
+		one, err := c.GetModelWithResponse(bg, id)
+		if err != nil || one.JSON200 == nil {
+			t.Fatalf("%v %s", err, one.Body)
+		}
+		for _, m := range list.JSON200.Data {
+			if m.Id == id {
+				a, b := m.Dimensions, one.JSON200.Dimensions
+				if (a == nil) != (b == nil) || a != nil && *a != *b {
+					t.Fatalf("the list says %v, the model %v", m.Dimensions, one.JSON200.Dimensions)
+				}
+				return m.Dimensions
+			}
+		}
+		t.Fatalf("%s is not listed: %s", id, list.Body)
+		return nil
+	}
+	if d := dimensions(t); d != nil {
+		t.Fatalf("dimensions %d before any embedding, want none", *d)
+	}
+	res, err := c.CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: id, Text: "hello"})
+	if err != nil || res.JSON200 == nil {
+		t.Fatalf("%v %s", err, res.Body)
+	}
+	if d := dimensions(t); d == nil || *d != len(res.JSON200.Embedding) || *d != 3 {
+		t.Fatalf("dimensions %v after a %d-dimensional embedding", d, len(res.JSON200.Embedding))
 	}
 }

@@ -178,8 +178,7 @@ func apiModel(m *llm.Model) api.Model {
 		v := m.MaxTokens
 		out.MaxTokens = &v
 	}
-	if m.Dimensions > 0 && m.Has(llm.CapEmbeddings) {
-		v := m.Dimensions
+	if v := m.EmbeddingDimensions(); v > 0 && m.Has(llm.CapEmbeddings) {
 		out.Dimensions = &v
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
@@ -56,7 +57,9 @@ type Model struct {
 	Capabilities []string
 	// MaxTokens is the model's token limit (chat/text models); 0 when unknown.
 	MaxTokens int
-	// Dimensions is the vector length (embedding models); 0 when unknown.
+	// Dimensions is the configured or discovered vector length (embedding
+	// models); 0 when unknown. EmbeddingDimensions also knows the length
+	// of the vectors the model has served.
 	Dimensions int
 	// Pricing is nil when the operator configured none.
 	Pricing *Pricing
@@ -71,6 +74,33 @@ type Model struct {
 
 	provider Provider
 	ptype    string
+	// served is the length of the last vectors the model served at its
+	// own size (no `dimensions` asked), 0 before the first; shared by the
+	// successive Models of one id across discovery refreshes.
+	served *atomic.Int32
+}
+
+// EmbeddingDimensions is the model's vector length: the configured or
+// discovered one, else the length of the vectors it last served at its
+// own size (kept in memory only: after a restart, 0 until its first
+// embedding); 0 when unknown.
+func (m *Model) EmbeddingDimensions() int {
+	if m.Dimensions > 0 || m.served == nil {
+		return m.Dimensions
+	}
+	return int(m.served.Load())
+}
+
+// observeDimensions records the length n of vectors the model served at
+// its own size, for a model whose length is not configured. It costs an
+// atomic load once known.
+func (m *Model) observeDimensions(n int) {
+	if m.Dimensions > 0 || m.served == nil || n <= 0 || n > math.MaxInt32 {
+		return
+	}
+	if int(m.served.Load()) != n {
+		m.served.Store(int32(n))
+	}
 }
 
 // Has reports whether the model declares capability c.
@@ -261,7 +291,7 @@ func newProviderEntry(pc config.Provider, o CatalogOptions) (*providerEntry, err
 		m := &Model{
 			ID: pc.Name + "/" + mc.Name, Provider: pc.Name, Name: mc.Name,
 			Capabilities: slices.Clone(mc.Capabilities), MaxTokens: mc.MaxTokens, Dimensions: mc.Dimensions,
-			Fallbacks: slices.Clone(mc.Fallbacks), provider: p.adapter, ptype: p.ptype,
+			Fallbacks: slices.Clone(mc.Fallbacks), provider: p.adapter, ptype: p.ptype, served: new(atomic.Int32),
 		}
 		if len(m.Capabilities) == 0 {
 			if m.Dimensions > 0 || pc.Type == TypeLocal {
@@ -474,13 +504,18 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 			m := &Model{
 				ID: name + "/" + in.Name, Provider: name, Name: in.Name,
 				Capabilities: in.Capabilities, MaxTokens: in.MaxTokens, Dimensions: in.Dimensions,
-				CreatedAt: in.CreatedAt.UTC(), Discovered: true, provider: p.adapter, ptype: p.ptype,
+				CreatedAt: in.CreatedAt.UTC(), Discovered: true, provider: p.adapter, ptype: p.ptype, served: new(atomic.Int32),
 			}
 			if len(m.Capabilities) == 0 {
 				m.Capabilities = guessCapabilities(in.Name)
 			}
-			if prev, ok := old[m.ID]; ok && m.CreatedAt.IsZero() {
-				m.CreatedAt = prev.CreatedAt
+			if prev, ok := old[m.ID]; ok {
+				if m.CreatedAt.IsZero() {
+					m.CreatedAt = prev.CreatedAt
+				}
+				if prev.served != nil {
+					m.served = prev.served
+				}
 			}
 			ms = append(ms, m)
 		}
