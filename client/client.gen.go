@@ -1912,7 +1912,7 @@ type UsageReport struct {
 type UsageRow struct {
 	CompletionTokens int64 `json:"completionTokens"`
 
-	// CostUsd Cost in USD from the catalog's pricing.
+	// CostUsd Cost in USD from the catalog's pricing, rounded to 1e-10 USD (each call's cost and every sum), so that it reads as a decimal: `0.0000705`, not `0.00007049999999999998`.
 	CostUsd float64 `json:"costUsd"`
 
 	// Key The credential (when grouped by key).
@@ -1936,7 +1936,7 @@ type UsageRow struct {
 type UsageTotals struct {
 	CompletionTokens int64 `json:"completionTokens"`
 
-	// CostUsd Cost in USD from the catalog's pricing.
+	// CostUsd Cost in USD from the catalog's pricing, rounded to 1e-10 USD (each call's cost and every sum), so that it reads as a decimal: `0.0000705`, not `0.00007049999999999998`.
 	CostUsd      float64 `json:"costUsd"`
 	PromptTokens int64   `json:"promptTokens"`
 

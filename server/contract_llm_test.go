@@ -681,3 +681,30 @@ func TestContractLLMDiscoveredEmbeddingDimensions(t *testing.T) {
 		t.Fatalf("dimensions %v after a %d-dimensional embedding", d, len(res.JSON200.Embedding))
 	}
 }
+
+// TestContractLLMCostIsExactDecimal checks that GET /v1/usage reports a
+// cost as the decimal that prices times tokens make, summed over calls,
+// without float noise.
+func TestContractLLMCostIsExactDecimal(t *testing.T) {
+	env, _ := llmEnv(t)
+	c := env.Client(t)
+	const calls = 6 // each 19 prompt and 10 completion tokens at $0.15 and $0.60 per million
+	for range calls {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "openai/gpt-4o-mini", Messages: []client.Message{{Role: client.MessageRoleUser, Content: "Hi"}}})
+		if err != nil || res.StatusCode() != 200 {
+			t.Fatalf("%v %s", err, res.Body)
+		}
+	}
+	h := env.HTTPClient(t, servertest.WithKey(env.AdminKey))
+	resp, err := h.Get(env.URL + "/v1/usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	// 6 × (19 × 0.15 + 10 × 0.60) / 1e6 = 0.0000531 (summed as floats:
+	// 0.000053099999999999996), in the row and the total.
+	if n := strings.Count(string(body), `"costUsd":0.0000531,`) + strings.Count(string(body), `"costUsd":0.0000531}`); resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("%d %s: want costUsd 0.0000531 in the row and the total", resp.StatusCode, body)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 )
 
 // Provider types a config entry can name.
@@ -106,12 +107,13 @@ func (m *Model) observeDimensions(n int) {
 // Has reports whether the model declares capability c.
 func (m *Model) Has(c string) bool { return slices.Contains(m.Capabilities, c) }
 
-// Cost is the price of u in USD; 0 without pricing.
+// Cost is the price of u in USD, rounded to usage.CostQuantum; 0 without
+// pricing.
 func (m *Model) Cost(u Usage) float64 {
 	if m.Pricing == nil {
 		return 0
 	}
-	return (float64(u.PromptTokens)*m.Pricing.Input + float64(u.CompletionTokens)*m.Pricing.Output) / 1e6
+	return usage.RoundUSD((float64(u.PromptTokens)*m.Pricing.Input + float64(u.CompletionTokens)*m.Pricing.Output) / 1e6)
 }
 
 // Type is the provider type serving the model (openai, anthropic, gemini, local).
