@@ -1477,7 +1477,7 @@ type Model struct {
 	// Capabilities What the model does: chat, code, reasoning, vision, embeddings, completion (served by the legacy completions endpoint).
 	Capabilities []string `json:"capabilities"`
 
-	// Dimensions Embedding models: the vector length.
+	// Dimensions Embedding models: the vector length: the configured one, else (a discovered model, or one configured without it) the length of the vectors the model last served at its own size; absent until its first embedding since the server started.
 	Dimensions *int `json:"dimensions,omitempty"`
 
 	// Id `<provider>/<name>`
@@ -1502,7 +1502,7 @@ type ModelDetail struct {
 	// CreatedAt The provider's creation date when discovery reports one, else when the model first entered this server's catalog.
 	CreatedAt time.Time `json:"createdAt"`
 
-	// Dimensions Embedding models: the vector length.
+	// Dimensions Embedding models: the vector length: the configured one, else (a discovered model, or one configured without it) the length of the vectors the model last served at its own size; absent until its first embedding since the server started.
 	Dimensions *int `json:"dimensions,omitempty"`
 
 	// Id Example: openai/gpt-4o-mini
@@ -1928,7 +1928,7 @@ type UsageReport struct {
 type UsageRow struct {
 	CompletionTokens int64 `json:"completionTokens"`
 
-	// CostUsd Cost in USD from the catalog's pricing.
+	// CostUsd Cost in USD from the catalog's pricing, rounded to 1e-10 USD (each call's cost and every sum), so that it reads as a decimal: `0.0000705`, not `0.00007049999999999998`.
 	CostUsd float64 `json:"costUsd"`
 
 	// Key The credential (when grouped by key).
@@ -1952,7 +1952,7 @@ type UsageRow struct {
 type UsageTotals struct {
 	CompletionTokens int64 `json:"completionTokens"`
 
-	// CostUsd Cost in USD from the catalog's pricing.
+	// CostUsd Cost in USD from the catalog's pricing, rounded to 1e-10 USD (each call's cost and every sum), so that it reads as a decimal: `0.0000705`, not `0.00007049999999999998`.
 	CostUsd      float64 `json:"costUsd"`
 	PromptTokens int64   `json:"promptTokens"`
 
@@ -2289,10 +2289,10 @@ type ListEventsParamsOrder string
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
-	// Provider Only models of this provider.
+	// Provider Only models of this provider; a provider with no models (or none configured by that name) gives an empty list.
 	Provider *string `form:"provider,omitempty" json:"provider,omitempty"`
 
-	// Capability Only models with this capability.
+	// Capability Only models with this capability; any other value is a 400 `invalid_request` that lists the capabilities.
 	Capability *ListModelsParamsCapability `form:"capability,omitempty" json:"capability,omitempty"`
 
 	// Limit Page size (1-1000); all models when absent.

@@ -49,8 +49,14 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 	completion := llmFixture(t, "openai/completion.json")
 	limited := llmFixture(t, "openai/error_429.json")
 	badRequest := llmFixture(t, "openai/error_400.json")
+	models := llmFixture(t, "openai/models.json")
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/models" { // discovery
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(models)
+			return
+		}
 		var body struct {
 			Model  string            `json:"model"`
 			Stream bool              `json:"stream"`
@@ -329,6 +335,54 @@ func TestContractLLMErrors(t *testing.T) {
 			t.Errorf("%d %s", res.StatusCode(), res.Body)
 		}
 	})
+	t.Run("model list filters", func(t *testing.T) {
+		tests := []struct {
+			name, query string
+			status      int
+			want        []string // ids, or message fragments of the error
+		}{
+			{"an unknown capability is a 400 listing the capabilities", "?capability=bogus", 400,
+				[]string{`unknown capability \"bogus\"`, "chat, code, reasoning, vision, embeddings, completion"}},
+			{"an unknown provider is an empty list", "?provider=nope", 200, nil},
+			{"provider and capability", "?provider=openai&capability=embeddings", 200, []string{"openai/text-embedding-3-small"}},
+			{"an unknown capability fails even with a provider that has no models", "?provider=nope&capability=Chat", 400, []string{`unknown capability \"Chat\"`}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				resp, err := loose.Get(env.URL + "/v1/models" + tt.query)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != tt.status {
+					t.Fatalf("%d %s, want %d", resp.StatusCode, body, tt.status)
+				}
+				if tt.status != 200 {
+					if !bytes.Contains(body, []byte(`"code":"invalid_request"`)) {
+						t.Fatalf("%s, want invalid_request", body)
+					}
+					for _, w := range tt.want {
+						if !bytes.Contains(body, []byte(w)) {
+							t.Fatalf("%s does not contain %s", body, w)
+						}
+					}
+					return
+				}
+				var list struct{ Data []struct{ Id string } }
+				if err := json.Unmarshal(body, &list); err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, m := range list.Data {
+					ids = append(ids, m.Id)
+				}
+				if fmt.Sprint(ids) != fmt.Sprint(tt.want) {
+					t.Fatalf("ids %v, want %v", ids, tt.want)
+				}
+			})
+		}
+	})
 	t.Run("missing capability 400", func(t *testing.T) {
 		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "local/hash-embed-384", Messages: hi})
 		if err != nil {
@@ -577,5 +631,80 @@ func TestContractLLMUsagePerKey(t *testing.T) {
 				t.Errorf("cost %v want %v", r.CostUSD, wantCost)
 			}
 		}
+	}
+}
+
+// TestContractLLMDiscoveredEmbeddingDimensions checks that a discovered
+// embedding model, which the provider lists without a vector length, is
+// listed without `dimensions` until it serves an embedding, and with the
+// length of its vectors from then on.
+func TestContractLLMDiscoveredEmbeddingDimensions(t *testing.T) {
+	up := newFakeOpenAI(t)
+	env := servertest.New(t, func(c *config.Config) {
+		c.Providers = []config.Provider{{Name: "vllm", Type: "openai", BaseURL: up.URL + "/v1", Discover: true, Timeout: config.Duration(5 * time.Second)}}
+	})
+	if err := env.Server.LLM().Catalog.Refresh(bg); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(t)
+	const id = "vllm/text-embedding-3-small"
+	dimensions := func(t *testing.T) *int {
+		t.Helper()
+		list, err := c.ListModelsWithResponse(bg, &client.ListModelsParams{Provider: ptr("vllm")})
+		if err != nil || list.JSON200 == nil {
+			t.Fatalf("%v %s", err, list.Body)
+		}
+		one, err := c.GetModelWithResponse(bg, id)
+		if err != nil || one.JSON200 == nil {
+			t.Fatalf("%v %s", err, one.Body)
+		}
+		for _, m := range list.JSON200.Data {
+			if m.Id == id {
+				a, b := m.Dimensions, one.JSON200.Dimensions
+				if (a == nil) != (b == nil) || a != nil && *a != *b {
+					t.Fatalf("the list says %v, the model %v", m.Dimensions, one.JSON200.Dimensions)
+				}
+				return m.Dimensions
+			}
+		}
+		t.Fatalf("%s is not listed: %s", id, list.Body)
+		return nil
+	}
+	if d := dimensions(t); d != nil {
+		t.Fatalf("dimensions %d before any embedding, want none", *d)
+	}
+	res, err := c.CreateEmbeddingWithResponse(bg, client.EmbeddingRequest{Model: id, Text: "hello"})
+	if err != nil || res.JSON200 == nil {
+		t.Fatalf("%v %s", err, res.Body)
+	}
+	if d := dimensions(t); d == nil || *d != len(res.JSON200.Embedding) || *d != 3 {
+		t.Fatalf("dimensions %v after a %d-dimensional embedding", d, len(res.JSON200.Embedding))
+	}
+}
+
+// TestContractLLMCostIsExactDecimal checks that GET /v1/usage reports a
+// cost as the decimal that prices times tokens make, summed over calls,
+// without float noise.
+func TestContractLLMCostIsExactDecimal(t *testing.T) {
+	env, _ := llmEnv(t)
+	c := env.Client(t)
+	const calls = 6 // each 19 prompt and 10 completion tokens at $0.15 and $0.60 per million
+	for range calls {
+		res, err := c.ChatWithResponse(bg, client.ChatRequest{Model: "openai/gpt-4o-mini", Messages: []client.Message{{Role: client.MessageRoleUser, Content: "Hi"}}})
+		if err != nil || res.StatusCode() != 200 {
+			t.Fatalf("%v %s", err, res.Body)
+		}
+	}
+	h := env.HTTPClient(t, servertest.WithKey(env.AdminKey))
+	resp, err := h.Get(env.URL + "/v1/usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	// 6 × (19 × 0.15 + 10 × 0.60) / 1e6 = 0.0000531 (summed as floats:
+	// 0.000053099999999999996), in the row and the total.
+	if n := strings.Count(string(body), `"costUsd":0.0000531,`) + strings.Count(string(body), `"costUsd":0.0000531}`); resp.StatusCode != 200 || n != 2 {
+		t.Fatalf("%d %s: want costUsd 0.0000531 in the row and the total", resp.StatusCode, body)
 	}
 }

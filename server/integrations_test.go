@@ -690,6 +690,9 @@ func TestRunTransformations(t *testing.T) {
 		script("grows", "const a = [];\nfor (;;) { a.push({n: a.length, s: 'item ' + a.length}) }"),
 		script("huge", "return 'y'.repeat(2 * 1024 * 1024)"),
 		script("escape", "return [typeof require, typeof process, typeof setTimeout, typeof fetch]"),
+		script("restringify", "JSON.stringify = () => ({not: 'a string'}); return {city: data.name}"),
+		script("rejson", "globalThis.JSON = {stringify: () => { throw 1 }}; return [data.main.temp]"),
+		script("deep", "let o = data.name; for (let i = 0; i < 10001; i++) o = [o]; return o"),
 	)
 	heapBefore := heapInUse()
 
@@ -705,11 +708,19 @@ func TestRunTransformations(t *testing.T) {
 			t.Fatalf("result %s", res.Result)
 		}
 	})
+	t.Run("a script's own JSON.stringify does not serialise its result", func(t *testing.T) {
+		for action, want := range map[string]string{"restringify": `{"city":"Oslo"}`, "rejson": `[-3.5]`} {
+			if res := e.mustRun("weather", action, nil); string(res.Result) != want {
+				t.Fatalf("%s: result %s, want %s", action, res.Result, want)
+			}
+		}
+	})
 	failures := []struct {
 		action string
 		msg    []string
 		line   float64
 	}{
+		{"deep", []string{"weather.deep returned a result that nests deeper than 1000 levels"}, 0},
 		{"throws", []string{"weather.throws failed at line 2", "TypeError"}, 2},
 		{"loops", []string{"exceeded its time limit of " + limit.String()}, 1},
 		{"bomb", []string{"exceeded its memory limit of 64 MiB"}, 0},

@@ -178,8 +178,7 @@ func apiModel(m *llm.Model) api.Model {
 		v := m.MaxTokens
 		out.MaxTokens = &v
 	}
-	if m.Dimensions > 0 && m.Has(llm.CapEmbeddings) {
-		v := m.Dimensions
+	if v := m.EmbeddingDimensions(); v > 0 && m.Has(llm.CapEmbeddings) {
 		out.Dimensions = &v
 	}
 	return out
@@ -200,14 +199,19 @@ func (h *handlers) ListModels(_ context.Context, req api.ListModelsRequestObject
 	if p.Limit != nil && (*p.Limit < 1 || *p.Limit > 1000) {
 		return nil, errs.Problems("invalid query", []errs.Problem{{Field: "limit", Problem: "must be between 1 and 1000"}})
 	}
+	var f llm.Filter
+	if p.Provider != nil {
+		f.Provider = *p.Provider
+	}
+	if p.Capability != nil {
+		f.Capability = string(*p.Capability)
+	}
+	models, err := h.s.llm.Catalog.List(f)
+	if err != nil {
+		return nil, err
+	}
 	out := api.ListModels200JSONResponse{Data: []api.Model{}}
-	for _, m := range h.s.llm.Catalog.Models() {
-		if p.Provider != nil && m.Provider != *p.Provider {
-			continue
-		}
-		if p.Capability != nil && !m.Has(string(*p.Capability)) {
-			continue
-		}
+	for _, m := range models {
 		if p.Cursor != nil && *p.Cursor != "" && m.ID <= *p.Cursor {
 			continue
 		}

@@ -76,7 +76,7 @@ func (h *handlers) GetUsage(ctx context.Context, req api.GetUsageRequestObject) 
 		out.Total.PromptTokens += r.PromptTokens
 		out.Total.CompletionTokens += r.CompletionTokens
 		out.Total.TotalTokens += r.TotalTokens
-		out.Total.CostUsd += r.CostUSD
+		out.Total.CostUsd = usage.AddUSD(out.Total.CostUsd, r.CostUSD)
 	}
 	return out, nil
 }

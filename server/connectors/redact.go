@@ -12,8 +12,26 @@ const Redacted = "[REDACTED]"
 
 // Redactor removes a connection's secrets from text an upstream or a
 // script produced (an API that echoes the key it was sent, an error body
-// quoting it), in the forms they travel in: as is, URL-escaped and
-// JSON-escaped.
+// quoting it), in the forms they travel in: as is, URL-escaped (query and
+// path escaping) and JSON-escaped. The secrets are the values of the
+// connection (API key, token, password, client secret) and the values as
+// sent (for HTTP Basic, the base64 of "username:password" that the
+// Authorization header carries).
+//
+// What redaction promises: it is defence in depth against the accidental
+// echo of a credential in exactly one of those forms, by an upstream (an
+// API that reflects request headers, an error page quoting the query
+// string) or by a transformation passing such a body through. It is not a
+// boundary against action authors. Whoever holds connectors:write writes
+// the action's path, headers, body and transformation, and is trusted with
+// whatever the upstream answers and whatever their script computes from
+// it: a script that reverses, splits, re-encodes (base64, hex, character
+// codes) or otherwise transforms a secret it finds in a response gets it
+// through, and so does an upstream that returns it encoded. Other
+// encodings are deliberately not chased: the base64 of a secret inside a
+// longer string depends on its offset, and any fixed list of encodings is
+// one more encoding away from being bypassed, while it would redact
+// innocent text that happens to match.
 type Redactor struct {
 	forms []string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 )
 
 // Provider types a config entry can name.
@@ -56,7 +58,9 @@ type Model struct {
 	Capabilities []string
 	// MaxTokens is the model's token limit (chat/text models); 0 when unknown.
 	MaxTokens int
-	// Dimensions is the vector length (embedding models); 0 when unknown.
+	// Dimensions is the configured or discovered vector length (embedding
+	// models); 0 when unknown. EmbeddingDimensions also knows the length
+	// of the vectors the model has served.
 	Dimensions int
 	// Pricing is nil when the operator configured none.
 	Pricing *Pricing
@@ -71,17 +75,45 @@ type Model struct {
 
 	provider Provider
 	ptype    string
+	// served is the length of the last vectors the model served at its
+	// own size (no `dimensions` asked), 0 before the first; shared by the
+	// successive Models of one id across discovery refreshes.
+	served *atomic.Int32
+}
+
+// EmbeddingDimensions is the model's vector length: the configured or
+// discovered one, else the length of the vectors it last served at its
+// own size (kept in memory only: after a restart, 0 until its first
+// embedding); 0 when unknown.
+func (m *Model) EmbeddingDimensions() int {
+	if m.Dimensions > 0 || m.served == nil {
+		return m.Dimensions
+	}
+	return int(m.served.Load())
+}
+
+// observeDimensions records the length n of vectors the model served at
+// its own size, for a model whose length is not configured. It costs an
+// atomic load once known.
+func (m *Model) observeDimensions(n int) {
+	if m.Dimensions > 0 || m.served == nil || n <= 0 || n > math.MaxInt32 {
+		return
+	}
+	if int(m.served.Load()) != n {
+		m.served.Store(int32(n))
+	}
 }
 
 // Has reports whether the model declares capability c.
 func (m *Model) Has(c string) bool { return slices.Contains(m.Capabilities, c) }
 
-// Cost is the price of u in USD; 0 without pricing.
+// Cost is the price of u in USD, rounded to usage.CostQuantum; 0 without
+// pricing.
 func (m *Model) Cost(u Usage) float64 {
 	if m.Pricing == nil {
 		return 0
 	}
-	return (float64(u.PromptTokens)*m.Pricing.Input + float64(u.CompletionTokens)*m.Pricing.Output) / 1e6
+	return usage.RoundUSD((float64(u.PromptTokens)*m.Pricing.Input + float64(u.CompletionTokens)*m.Pricing.Output) / 1e6)
 }
 
 // Type is the provider type serving the model (openai, anthropic, gemini, local).
@@ -261,7 +293,7 @@ func newProviderEntry(pc config.Provider, o CatalogOptions) (*providerEntry, err
 		m := &Model{
 			ID: pc.Name + "/" + mc.Name, Provider: pc.Name, Name: mc.Name,
 			Capabilities: slices.Clone(mc.Capabilities), MaxTokens: mc.MaxTokens, Dimensions: mc.Dimensions,
-			Fallbacks: slices.Clone(mc.Fallbacks), provider: p.adapter, ptype: p.ptype,
+			Fallbacks: slices.Clone(mc.Fallbacks), provider: p.adapter, ptype: p.ptype, served: new(atomic.Int32),
 		}
 		if len(m.Capabilities) == 0 {
 			if m.Dimensions > 0 || pc.Type == TypeLocal {
@@ -376,6 +408,37 @@ func (c *Catalog) stampCreated(ctx context.Context, models []*Model) error {
 // Models returns every model, sorted by id.
 func (c *Catalog) Models() []*Model { return c.snap.Load().list }
 
+// Filter selects models of the catalog; an empty field matches every model.
+type Filter struct {
+	// Provider keeps the models of this provider. A provider the catalog
+	// does not know matches nothing (a discovering provider may list none
+	// yet), so the answer is an empty list, not an error.
+	Provider string
+	// Capability keeps the models with this capability; it must be one of
+	// KnownCapabilities.
+	Capability string
+}
+
+// List returns the models that f selects, sorted by id. An unknown
+// capability is an errs.Invalid error that lists the known ones.
+func (c *Catalog) List(f Filter) ([]*Model, error) {
+	if f.Capability != "" && !slices.Contains(KnownCapabilities, f.Capability) {
+		return nil, errs.E(errs.Invalid, "unknown capability %q in the capability filter; use one of %s", f.Capability, strings.Join(KnownCapabilities, ", ")).
+			WithDetails(map[string]any{"capability": f.Capability, "capabilities": KnownCapabilities})
+	}
+	all := c.Models()
+	if f.Provider == "" && f.Capability == "" {
+		return all, nil
+	}
+	out := make([]*Model, 0, len(all))
+	for _, m := range all {
+		if (f.Provider == "" || m.Provider == f.Provider) && (f.Capability == "" || m.Has(f.Capability)) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
 // Lookup returns the model with id, or a NotFound error.
 func (c *Catalog) Lookup(id string) (*Model, error) {
 	if m, ok := c.snap.Load().byID[id]; ok {
@@ -443,13 +506,18 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 			m := &Model{
 				ID: name + "/" + in.Name, Provider: name, Name: in.Name,
 				Capabilities: in.Capabilities, MaxTokens: in.MaxTokens, Dimensions: in.Dimensions,
-				CreatedAt: in.CreatedAt.UTC(), Discovered: true, provider: p.adapter, ptype: p.ptype,
+				CreatedAt: in.CreatedAt.UTC(), Discovered: true, provider: p.adapter, ptype: p.ptype, served: new(atomic.Int32),
 			}
 			if len(m.Capabilities) == 0 {
 				m.Capabilities = guessCapabilities(in.Name)
 			}
-			if prev, ok := old[m.ID]; ok && m.CreatedAt.IsZero() {
-				m.CreatedAt = prev.CreatedAt
+			if prev, ok := old[m.ID]; ok {
+				if m.CreatedAt.IsZero() {
+					m.CreatedAt = prev.CreatedAt
+				}
+				if prev.served != nil {
+					m.served = prev.served
+				}
 			}
 			ms = append(ms, m)
 		}

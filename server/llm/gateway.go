@@ -597,6 +597,9 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 			settle(Usage{})
 			return nil, err
 		}
+		if dimensions == nil && len(resp.Vectors) > 0 {
+			cand.observeDimensions(len(resp.Vectors[0]))
+		}
 		res := &EmbedResult{Model: cand, Vectors: resp.Vectors, CreatedAt: g.now()}
 		if resp.Usage != nil {
 			res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}

@@ -279,3 +279,54 @@ func TestOpenAIUpstreamErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoveredEmbeddingModelLearnsItsDimensions checks that a discovered
+// embedding model, listed without a vector length, reports the length of
+// the vectors it serves at its own size, and keeps it across refreshes.
+func TestDiscoveredEmbeddingModelLearnsItsDimensions(t *testing.T) {
+	up := newFake(t, map[string]http.HandlerFunc{
+		"POST /v1/embeddings": serve(t, "openai/embeddings.json", 200),
+		"GET /v1/models":      serve(t, "openai/models.json", 200),
+	})
+	p := provider("vllm", TypeOpenAI, up.URL+"/v1")
+	p.Discover = true
+	g, _ := newGateway(t, p)
+	ctx := context.Background()
+	if err := g.Catalog.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dims := func() int {
+		t.Helper()
+		m, err := g.Catalog.Lookup("vllm/text-embedding-3-small")
+		if err != nil || !m.Discovered || !m.Has(CapEmbeddings) {
+			t.Fatalf("discovered embedding model %+v, %v", m, err)
+		}
+		return m.EmbeddingDimensions()
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want int
+	}{
+		{"unknown before the first embedding", func() error { return nil }, 0},
+		{"an embedding at a requested size teaches nothing", func() error {
+			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", []string{"hello", "world"}, ptr(2), "", "input")
+			return err
+		}, 0},
+		{"the first embedding at its own size fills it in", func() error {
+			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", []string{"hello", "world"}, nil, "", "input")
+			return err
+		}, 3},
+		{"a discovery refresh keeps it", func() error { return g.Catalog.Refresh(ctx) }, 3},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if err := st.do(); err != nil {
+				t.Fatal(err)
+			}
+			if got := dims(); got != st.want {
+				t.Fatalf("EmbeddingDimensions() = %d, want %d", got, st.want)
+			}
+		})
+	}
+}

@@ -43,6 +43,7 @@ const (
 	outcomeTimeout = "timeout"
 	outcomeMemory  = "memory"
 	outcomeOutput  = "output"
+	outcomeDepth   = "depth"
 	outcomeStack   = "stack"
 	outcomeData    = "data"
 	outcomeCrash   = "crash"

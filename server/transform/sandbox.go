@@ -174,6 +174,9 @@ func (s *Sandbox) scriptFailure(name string, out outcome) error {
 	case outcomeOutput:
 		msg = fmt.Sprintf("transformation %s returned too much: %s (connectors.transformMaxOutputBytes)", name, out.Message)
 		details["limitBytes"] = s.opts.MaxOutputBytes
+	case outcomeDepth:
+		msg = fmt.Sprintf("transformation %s returned a result that nests deeper than %d levels, the limit for a result; return a flatter value", name, MaxResultDepth)
+		details["limitDepth"] = MaxResultDepth
 	case outcomeData:
 		msg = fmt.Sprintf("transformation %s could not be given the response: %s", name, out.Message)
 	default:

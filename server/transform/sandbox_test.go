@@ -49,6 +49,13 @@ func TestSandboxResults(t *testing.T) {
 		{"undefined result is null", jsonIn("return", `{}`), `null`},
 		{"function result is null", jsonIn("return function () {}", `{}`), `null`},
 		{"toJSON honoured", jsonIn("return {toJSON: function () { return 'x' }}", `{}`), `"x"`},
+		{"a replaced JSON.stringify is not used for the result", jsonIn("JSON.stringify = function () { return {} }; return {a: 1}", `{}`), `{"a":1}`},
+		{"a throwing JSON.stringify is not used for the result", jsonIn("JSON.stringify = () => { throw 1 }; return [1]", `{}`), `[1]`},
+		{"a replaced JSON object is not used for the result", jsonIn("globalThis.JSON = {stringify: () => '{'}; return {a: [1]}", `{}`), `{"a":[1]}`},
+		{"result nested to the depth limit", jsonIn("let o = 1; for (let i = 0; i < 1000; i++) o = i % 2 ? [o] : {o}; return o", `{}`), nested(1000)},
+		{"primitive wrappers do not nest", jsonIn("let o = [new Number(1), new String('s'), new Boolean(true)]; for (let i = 1; i < 1000; i++) o = [o]; return o", `{}`),
+			strings.Repeat("[", 1000) + `1,"s",true` + strings.Repeat("]", 1000)},
+		{"siblings do not add depth", jsonIn("const deep = n => n ? [deep(n - 1)] : 0; return [deep(999), deep(999), {a: deep(999)}].length", `{}`), `3`},
 		{"modern syntax", jsonIn("const {a, ...rest} = data; return {...rest, sum: [a, 2].reduce((x, y) => x + y, 0), m: new Map([[1, 2]]).size}", `{"a":1,"b":2}`), `{"b":2,"sum":3,"m":1}`},
 	}
 	for _, tt := range tests {
@@ -139,6 +146,10 @@ func TestSandboxFailures(t *testing.T) {
 		{"infinite loop in callback", "return [1].map(function () { for (;;) {} })", []string{"time limit"}, 1, 0},
 		{"runaway recursion", "function f(n) { return f(n + 1) + 1 }\nreturn f(0)", []string{"maximum call stack size exceeded"}, 1, 0},
 		{"output too large", "return 'x'.repeat(2000)", []string{"2002 bytes as JSON, over the limit of 1000 bytes", "connectors.transformMaxOutputBytes"}, 0, 0},
+		{"result nested past the depth limit", "let o = 1; for (let i = 0; i < 1001; i++) o = [o]; return o", []string{"nests deeper than 1000 levels"}, 0, 0},
+		{"result nested 20000 levels", "let o = 1; for (let i = 0; i < 20000; i++) o = {o}; return o", []string{"nests deeper than 1000 levels"}, 0, 0},
+		{"deep result made by toJSON", "const deep = n => ({toJSON: () => n ? [deep(n - 1)] : 0}); return deep(5000)", []string{"nests deeper than 1000 levels"}, 0, 0},
+		{"deep sibling after a shallow one", "let o = 1; for (let i = 0; i < 1001; i++) o = [o]; return [[[1]], {a: o}]", []string{"nests deeper than 1000 levels"}, 0, 0},
 		{"strict mode", "undeclared = 1; return 1", []string{"ReferenceError"}, 1, 0},
 		{"syntax error", "return {", []string{"does not compile"}, 1, 0},
 	}
@@ -159,6 +170,20 @@ func TestSandboxFailures(t *testing.T) {
 	if err != nil || string(out) != "true" {
 		t.Fatalf("after failures: %s, %v", out, err)
 	}
+}
+
+// nested is what a result of objects and arrays alternating,
+// depth levels deep around 1, serialises to (innermost an object).
+func nested(depth int) string {
+	s := "1"
+	for i := range depth {
+		if i%2 == 1 {
+			s = "[" + s + "]"
+		} else {
+			s = `{"o":` + s + "}"
+		}
+	}
+	return s
 }
 
 func heapInUse() uint64 {

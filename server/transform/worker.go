@@ -143,6 +143,11 @@ func (wk *runner) run(j *job) (out outcome) {
 			out = outcome{Kind: outcomeCrash, Message: fmt.Sprintf("the sandbox failed: %v", p)}
 		}
 	}()
+	// The result is serialised with this runtime's own JSON.stringify,
+	// taken before the script runs: a script may replace the global (or
+	// the whole JSON object) with anything, and its result must still
+	// come out as JSON text, or as a transformation failure.
+	stringify := intrinsicStringify(vm)
 	prog, bad := wk.program(j)
 	if bad != nil {
 		return *bad
@@ -196,8 +201,10 @@ func (wk *runner) run(j *job) (out outcome) {
 	if res == nil || goja.IsUndefined(res) {
 		return outcome{Output: []byte("null")}
 	}
-	stringify, _ := goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
-	sv, err := stringify(goja.Undefined(), res)
+	sv, err := stringifyResult(vm, stringify, res)
+	if errors.Is(err, errTooDeep) {
+		return outcome{Kind: outcomeDepth, Message: fmt.Sprintf("the result nests deeper than %d levels", MaxResultDepth)}
+	}
 	if err != nil {
 		return failure(vm, j, err)
 	}
@@ -209,6 +216,75 @@ func (wk *runner) run(j *job) (out outcome) {
 		return outcome{Kind: outcomeOutput, Message: fmt.Sprintf("the result is %d bytes as JSON, over the limit of %d bytes", len(s), j.MaxOutput)}
 	}
 	return outcome{Output: []byte(s)}
+}
+
+// MaxResultDepth bounds how deeply a transformation's result may nest
+// (arrays and objects within each other; a flat object is one level).
+// Deeper results fail the call with transformation_failed. Without a
+// bound, a result nested tens of thousands of levels deep costs the
+// serialiser time quadratic in its depth and cannot be encoded into the
+// response (Go's encoding/json stops at 10,000 levels), and no real API
+// response needs a thousand.
+const MaxResultDepth = 1000
+
+// errTooDeep stops the serialisation of a result past MaxResultDepth.
+var errTooDeep = errors.New("result nests too deeply")
+
+// intrinsicStringify returns vm's own JSON.stringify. Call it before any
+// script runs in vm.
+func intrinsicStringify(vm *goja.Runtime) goja.Callable {
+	f, ok := goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
+	if !ok {
+		panic("transform: the runtime has no JSON.stringify")
+	}
+	return f
+}
+
+// stringifyResult serialises res with stringify (the intrinsic), refusing
+// results that nest deeper than MaxResultDepth with errTooDeep as soon as
+// the serialiser reaches that depth. Depth is followed with a replacer
+// that sees each value after its toJSON, together with its holder: the
+// objects on the path from the root to the value being serialised form a
+// stack, and a holder is always on it (serialisation is depth-first).
+// The replacer returns every value unchanged.
+func stringifyResult(vm *goja.Runtime, stringify goja.Callable, res goja.Value) (goja.Value, error) {
+	var (
+		path    []*goja.Object
+		tooDeep bool
+	)
+	replacer := vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		v := call.Argument(1)
+		holder, _ := call.This.(*goja.Object)
+		for len(path) > 0 && !path[len(path)-1].SameAs(holder) {
+			path = path[:len(path)-1]
+		}
+		if o, ok := v.(*goja.Object); ok && nests(o) {
+			if len(path) >= MaxResultDepth {
+				tooDeep = true
+				panic(vm.NewGoError(errTooDeep))
+			}
+			path = append(path, o)
+		}
+		return v
+	})
+	sv, err := stringify(goja.Undefined(), res, replacer)
+	if tooDeep {
+		return nil, errTooDeep
+	}
+	return sv, err
+}
+
+// nests tells whether JSON.stringify serialises o as an array or an
+// object (rather than as a primitive, or not at all).
+func nests(o *goja.Object) bool {
+	if _, callable := goja.AssertFunction(o); callable {
+		return false
+	}
+	switch o.ClassName() {
+	case "Number", "String", "Boolean", "BigInt", "Symbol":
+		return false
+	}
+	return true
 }
 
 // maxMessage bounds an error message taken from a script.

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -40,6 +41,29 @@ const keySep = "\x1f"
 // hourLayout is the time part of a stored key; it sorts chronologically.
 const hourLayout = "2006010215"
 
+// CostQuantum is the precision of every cost Switchboard reports, in USD:
+// a call's cost and every sum of costs are rounded to it (half away from
+// zero), so that they read as the decimals they are (0.0000705, not
+// 0.00007049999999999998). A price per million tokens with up to four
+// decimals times a token count is exact at this precision.
+const CostQuantum = 1e-10
+
+// RoundUSD rounds a cost in USD to CostQuantum. The result is the float
+// nearest to a decimal with at most ten decimals, which JSON encodes as
+// that decimal (for costs below about $100,000, where float64 still
+// holds ten decimals).
+func RoundUSD(usd float64) float64 {
+	// Dividing the whole number of quanta by 1e10, an exact float, gives
+	// the float nearest to the decimal; multiplying by 1e-10 would not.
+	return math.Round(usd*costScale) / costScale
+}
+
+// costScale is 1/CostQuantum.
+const costScale = 1e10
+
+// AddUSD is a + b rounded to CostQuantum.
+func AddUSD(a, b float64) float64 { return RoundUSD(a + b) }
+
 // Totals are summed usage.
 type Totals struct {
 	Requests         int64   `json:"requests"`
@@ -52,7 +76,7 @@ func (t *Totals) add(o Totals) {
 	t.Requests += o.Requests
 	t.PromptTokens += o.PromptTokens
 	t.CompletionTokens += o.CompletionTokens
-	t.CostUSD += o.CostUSD
+	t.CostUSD = AddUSD(t.CostUSD, o.CostUSD)
 }
 
 type key struct {
@@ -135,7 +159,7 @@ func (r *Recorder) Record(principalID, model string, promptTokens, completionTok
 	tot.Requests++
 	tot.PromptTokens += int64(promptTokens)
 	tot.CompletionTokens += int64(completionTokens)
-	tot.CostUSD += costUSD
+	tot.CostUSD = AddUSD(tot.CostUSD, costUSD)
 	r.mu.Unlock()
 }
 

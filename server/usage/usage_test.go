@@ -2,6 +2,7 @@ package usage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -199,4 +200,59 @@ func BenchmarkRecord(b *testing.B) {
 			r.Record("key_0123456789", "openai/gpt-4o-mini", 120, 40, 0.0001)
 		}
 	})
+}
+
+func TestRoundUSD(t *testing.T) {
+	tests := []struct {
+		name string
+		in   float64
+		want string // as encoding/json writes it
+	}{
+		{"470 tokens at $0.15 per million", 470 * 0.15 / 1e6, "0.0000705"},
+		{"float noise from a sum", 0.1 + 0.2, "0.3"},
+		{"below the quantum rounds to zero", 4e-11, "0"},
+		{"half a quantum rounds away from zero", 5e-11, "1e-10"},
+		{"a large cost keeps its cents", 12345.67 + 0.01, "12345.68"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _ := json.Marshal(usage.RoundUSD(tt.in))
+			if string(b) != tt.want {
+				t.Fatalf("RoundUSD(%v) encodes as %s, want %s", tt.in, b, tt.want)
+			}
+		})
+	}
+}
+
+// TestSummedCostsAreExactDecimals checks that costs recorded many times
+// sum to the decimal they make, in memory and after a flush.
+func TestSummedCostsAreExactDecimals(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	defer st.Close()
+	r := usage.New(st, usage.Options{})
+	defer r.Close(ctx)
+	cost := usage.RoundUSD(470 * 0.15 / 1e6) // 0.0000705
+	for range 1000 {
+		r.Record("key", "m", 470, 0, cost)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := r.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.Record("key", "m", 470, 0, cost)
+		}
+		rows, err := r.Query(ctx, usage.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "0.0705"
+		if flush {
+			want = "0.0705705"
+		}
+		if b, _ := json.Marshal(rows[0].CostUSD); string(b) != want {
+			t.Fatalf("flushed %v: cost %s, want %s", flush, b, want)
+		}
+	}
 }
