@@ -280,7 +280,7 @@ func TestMemoryIsBounded(t *testing.T) {
 	c := &clock{t: time.Now()}
 	l := New(Options{RequestsPerMinute: 10, MaxBuckets: 64 * 8, Now: c.Now})
 	for i := range 100_000 {
-		l.AllowRequest(key("k" + strconv.Itoa(i)), DataPlane)
+		l.AllowRequest(key("k"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n > 64*8 {
 		t.Fatalf("%d buckets live, want at most %d", n, 64*8)
@@ -291,7 +291,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	c := &clock{t: time.Now()}
 	l := New(Options{RequestsPerMinute: 10, Now: c.Now})
 	for i := range 10_000 {
-		l.AllowRequest(key("k" + strconv.Itoa(i)), DataPlane)
+		l.AllowRequest(key("k"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n != 10_000 {
 		t.Fatalf("%d buckets, want 10000", n)
@@ -300,7 +300,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	// every shard (all but certainly), each sweeping its shard.
 	c.Add(2 * time.Minute)
 	for i := range nShards * 16 {
-		l.AllowRequest(key("fresh" + strconv.Itoa(i)), DataPlane)
+		l.AllowRequest(key("fresh"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n > nShards*16 {
 		t.Fatalf("%d buckets after the sweep, want only the fresh ones (<= %d)", n, nShards*16)
