@@ -90,7 +90,7 @@ trap cleanup EXIT
 # start_server: a fresh server with an empty data directory.
 start_server() {
   rm -rf "$OUT/data"
-  SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
+  env SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
     ${CONTROL_RPM:+SWITCHBOARD_CONTROL_PLANE_REQUESTS_PER_MINUTE=$CONTROL_RPM} \
     "$OUT/bin/switchboard" serve >"$OUT/server.log" 2>&1 &
   SB_PID=$!
