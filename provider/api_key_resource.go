@@ -154,6 +154,8 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 }
 
 func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan apiKeyModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -190,6 +192,8 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 }
 
 func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state apiKeyModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -222,6 +226,8 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 }
 
 func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state apiKeyModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -22,13 +23,15 @@ import (
 type apiClient struct {
 	*client.ClientWithResponses
 	endpoint string
+	doer     *retryingDoer
 }
 
 // maxRetries bounds how often a request refused with 429 or 503 is retried.
 const maxRetries = 4
 
-// maxRetryWait caps one wait between retries.
-const maxRetryWait = 30 * time.Second
+// maxRetryWait is the longest Retry-After the provider waits for: a
+// per-minute budget refills within a minute. A longer one is not retried.
+const maxRetryWait = 60 * time.Second
 
 // testTransport, when set (by this package's tests only), gives the HTTP
 // transport for an endpoint: the tests route the provider's traffic through
@@ -58,7 +61,7 @@ func newAPIClient(endpoint, apiKey, version string) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &apiClient{ClientWithResponses: c, endpoint: endpoint}, nil
+	return &apiClient{ClientWithResponses: c, endpoint: endpoint, doer: doer}, nil
 }
 
 // check makes sure the server answers and accepts the API key, so that a
@@ -179,6 +182,9 @@ func (c *apiClient) addResponseError(diags *diag.Diagnostics, what string, statu
 		if !ok || e.Code == "forbidden" {
 			b.WriteString("\n\nThe provider's API key lacks a scope this operation needs.")
 		}
+	case http.StatusTooManyRequests:
+		b.WriteString("\n\nSwitchboard's rate limit refused the request, and the provider stopped retrying. " +
+			"Apply again later, lower terraform's -parallelism, or raise the server's limits.controlPlaneRequestsPerMinute.")
 	case http.StatusPreconditionFailed:
 		b.WriteString("\n\nThe object was changed outside Terraform since it was last read. " +
 			"Run `terraform apply -refresh-only` (or a plan, which refreshes) and apply again.")
@@ -191,31 +197,48 @@ func (c *apiClient) addTransportError(diags *diag.Diagnostics, what string, err 
 	diags.AddError("Switchboard: cannot "+what, c.transportDetail(err))
 }
 
-// retryingDoer retries requests answered 429 or 503, waiting as the
-// Retry-After header says (exponential backoff when it is absent).
+// retryingDoer retries requests answered 429 or 503, waiting exactly as
+// the Retry-After header says (seconds or an HTTP date; exponential backoff
+// when it is absent). A 429 whose Retry-After asks for more than
+// maxRetryWait is not retried: the refusal is reported rather than waited
+// out in silence. Every 429 and every wait is recorded in the throttle log
+// of the request's context (watchThrottling), which the operation turns
+// into a warning.
 type retryingDoer struct {
 	c *http.Client
+	// sleep waits d or until ctx ends (sleepCtx when nil; tests record).
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 var _ client.HttpRequestDoer = (*retryingDoer)(nil)
 
 // Do implements client.HttpRequestDoer.
 func (d *retryingDoer) Do(req *http.Request) (*http.Response, error) {
+	log := throttleLogFrom(req.Context())
 	for attempt := 0; ; attempt++ {
 		resp, err := d.c.Do(req)
-		if err != nil || attempt == maxRetries ||
-			(resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) ||
-			(req.Body != nil && req.GetBody == nil) {
+		if err != nil {
 			return resp, err
 		}
-		wait := retryAfter(resp.Header.Get("Retry-After"), attempt)
+		throttled := resp.StatusCode == http.StatusTooManyRequests
+		if !throttled && resp.StatusCode != http.StatusServiceUnavailable {
+			return resp, nil
+		}
+		wait, ok := retryAfter(resp.Header.Get("Retry-After"), attempt, time.Now())
+		retry := ok && attempt < maxRetries && (req.Body == nil || req.GetBody != nil)
+		if throttled {
+			log.add(retry, wait)
+		}
+		if !retry {
+			return resp, nil
+		}
 		resp.Body.Close()
-		t := time.NewTimer(wait)
-		select {
-		case <-req.Context().Done():
-			t.Stop()
-			return nil, req.Context().Err()
-		case <-t.C:
+		sleep := d.sleep
+		if sleep == nil {
+			sleep = sleepCtx
+		}
+		if err := sleep(req.Context(), wait); err != nil {
+			return nil, err
 		}
 		if req.GetBody != nil {
 			body, err := req.GetBody()
@@ -228,13 +251,117 @@ func (d *retryingDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// retryAfter is how long to wait before attempt+1.
-func retryAfter(h string, attempt int) time.Duration {
-	wait := time.Duration(1<<attempt) * time.Second
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s >= 0 {
+// sleepCtx waits d, or less when ctx ends first (then its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryAfter is how long to wait before attempt+1: exactly what the
+// Retry-After header h asks, in seconds or as an HTTP date (relative to
+// now; a date in the past is no wait), or 1, 2, 4, 8 s when it is absent
+// or unreadable. ok is false when the wait would exceed maxRetryWait: the
+// request is then not retried.
+func retryAfter(h string, attempt int, now time.Time) (wait time.Duration, ok bool) {
+	h = strings.TrimSpace(h)
+	wait = time.Duration(1<<attempt) * time.Second
+	if s, err := strconv.ParseInt(h, 10, 64); err == nil && s >= 0 {
+		if s > int64(maxRetryWait/time.Second) {
+			return time.Duration(min(s, 1<<32)) * time.Second, false
+		}
 		wait = time.Duration(s) * time.Second
 	} else if t, err := http.ParseTime(h); err == nil {
-		wait = time.Until(t)
+		wait = max(t.Sub(now), 0)
 	}
-	return min(max(wait, 0), maxRetryWait)
+	return wait, wait <= maxRetryWait
+}
+
+// throttleLog counts the requests of one Terraform operation that the
+// server refused with 429, and how long the operation waited for them.
+type throttleLog struct {
+	mu sync.Mutex
+	throttleCounts
+}
+
+type throttleCounts struct {
+	refused  int           // 429 answers
+	gaveUp   int           // of which not retried
+	waited   time.Duration // total wait before retries
+	maxAsked time.Duration // the longest Retry-After not waited for
+}
+
+func (l *throttleLog) add(retried bool, wait time.Duration) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refused++
+	if retried {
+		l.waited += wait
+	} else {
+		l.gaveUp++
+		l.maxAsked = max(l.maxAsked, wait)
+	}
+}
+
+type throttleKey struct{}
+
+func throttleLogFrom(ctx context.Context) *throttleLog {
+	l, _ := ctx.Value(throttleKey{}).(*throttleLog)
+	return l
+}
+
+// watchThrottling starts the throttle log of one Terraform operation (a
+// resource's create, read, update or delete, a data source's read): the
+// requests made with the returned context are recorded, and report adds a
+// warning to diags when the server throttled any of them. Every operation
+// that calls the API starts with
+//
+//	ctx, report := watchThrottling(ctx)
+//	defer report(&resp.Diagnostics)
+func watchThrottling(ctx context.Context) (context.Context, func(*diag.Diagnostics)) {
+	l := &throttleLog{}
+	return context.WithValue(ctx, throttleKey{}, l), func(diags *diag.Diagnostics) {
+		if w, ok := l.warning(); ok {
+			diags.AddWarning(throttledSummary, w)
+		}
+	}
+}
+
+// throttledSummary is the same for every operation, so that Terraform
+// gathers the warnings of a whole run into one.
+const throttledSummary = "Switchboard throttled requests (429)"
+
+// warning is the detail of the warning, ok false when nothing was throttled.
+func (l *throttleLog) warning() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refused == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Switchboard throttled %d %s (429) during this operation; the provider waited %s s as Retry-After asked",
+		l.refused, plural(l.refused, "request", "requests"), strconv.FormatFloat(l.waited.Seconds(), 'f', -1, 64))
+	if l.gaveUp > 0 {
+		fmt.Fprintf(&b, ", and gave up on %d (the server asked to wait up to %s s, more than the provider waits, %s s, or the retries ran out)",
+			l.gaveUp, strconv.FormatFloat(l.maxAsked.Seconds(), 'f', -1, 64), strconv.FormatFloat(maxRetryWait.Seconds(), 'f', -1, 64))
+	}
+	b.WriteString(".\n\nResources count against the server's control-plane limit, limits.controlPlaneRequestsPerMinute " +
+		"(SWITCHBOARD_CONTROL_PLANE_REQUESTS_PER_MINUTE, default 6000 per credential); the model data sources against limits.requestsPerMinute " +
+		"or the API key's rate_limit. Raise the limit on the server, or lower terraform's -parallelism.")
+	return b.String(), true
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -210,6 +210,8 @@ func credentials(ctx context.Context, cfg interface {
 }
 
 func (r *connectionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan connectionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	creds := credentials(ctx, req.Config, &resp.Diagnostics)
@@ -292,6 +294,8 @@ func (r *connectionResource) read(ctx context.Context, m *connectionModel, diags
 }
 
 func (r *connectionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state connectionModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -311,6 +315,8 @@ func (r *connectionResource) Read(ctx context.Context, req resource.ReadRequest,
 // Update replaces the credentials (all of them, as configured): planned
 // when the username or credentials_wo_version changes.
 func (r *connectionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan, state connectionModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -334,6 +340,8 @@ func (r *connectionResource) Update(ctx context.Context, req resource.UpdateRequ
 }
 
 func (r *connectionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state connectionModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -127,6 +127,8 @@ func (d *connectorDataSource) Configure(_ context.Context, req datasource.Config
 }
 
 func (d *connectorDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var m connectorDataModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

@@ -412,6 +412,8 @@ func isManagedHeader(h string) bool {
 }
 
 func (r *connectorResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan connectorModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
@@ -448,6 +450,8 @@ func (r *connectorResource) configSecret(ctx context.Context, get func(context.C
 }
 
 func (r *connectorResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state connectorModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -472,6 +476,8 @@ func (r *connectorResource) Read(ctx context.Context, req resource.ReadRequest, 
 }
 
 func (r *connectorResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan, state connectorModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -503,6 +509,8 @@ func (r *connectorResource) Update(ctx context.Context, req resource.UpdateReque
 }
 
 func (r *connectorResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state connectorModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +30,10 @@ func TestAccExampleComplete(t *testing.T) {
 	t.Setenv(resource.EnvTfAccProviderNamespace, "switchboard-dev")
 	const key = "weather-key-0123456789"
 	vars := config.Variables{"weather_api_key": config.StringVariable(key)}
-	dir := config.StaticDirectory("../examples/complete")
+	// Only the configuration is copied: the state, .terraform and lock
+	// file a user leaves behind by applying the example in place must not
+	// reach the test.
+	dir := config.StaticDirectory(copyConfiguration(t, "../examples/complete"))
 
 	resource.Test(t, resource.TestCase{
 		PreCheck:     func() { testAccPreCheck(t) },
@@ -64,6 +68,76 @@ func TestAccExampleComplete(t *testing.T) {
 			},
 		},
 	})
+}
+
+// copyConfiguration copies the Terraform configuration files of dir (*.tf
+// and *.tf.json, not subdirectories) into a new temporary directory and
+// returns it. State files, .terraform, the lock file and tfvars are left
+// out: the tests give their own variables.
+func copyConfiguration(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasSuffix(name, ".tf") && !strings.HasSuffix(name, ".tf.json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("no Terraform configuration in %s", dir)
+	}
+	return out
+}
+
+// TestCopyConfiguration: what a user leaves behind by applying an example
+// in place (state, its backup, .terraform, the lock file, tfvars) is not
+// copied; the configuration is.
+func TestCopyConfiguration(t *testing.T) {
+	src := t.TempDir()
+	files := map[string]string{
+		"main.tf":                      "# main",
+		"extra.tf.json":                "{}",
+		"README.md":                    "# readme",
+		"terraform.tfstate":            `{"version":4}`,
+		"terraform.tfstate.backup":     `{"version":4}`,
+		".terraform.lock.hcl":          "# lock",
+		"terraform.tfvars":             `weather_api_key = "mine"`,
+		".terraform/terraform.tfstate": `{"version":4}`,
+		"modules/x.tf":                 "# nested",
+	}
+	for name, body := range files {
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(copyConfiguration(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if want := []string{"extra.tf.json", "main.tf"}; !slices.Equal(got, want) {
+		t.Errorf("copied %v, want %v", got, want)
+	}
 }
 
 // TestAccExamples plans every resource example of the docs together, so

@@ -123,7 +123,9 @@ func (p *switchboardProvider) Configure(ctx context.Context, req provider.Config
 		resp.Diagnostics.AddError("Cannot create the Switchboard client", err.Error())
 		return
 	}
-	resp.Diagnostics.Append(c.check(ctx)...)
+	cctx, report := watchThrottling(ctx)
+	resp.Diagnostics.Append(c.check(cctx)...)
+	report(&resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}

@@ -195,6 +195,8 @@ func (r *webhookResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 }
 
 func (r *webhookResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan webhookModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	var wo types.String
@@ -233,6 +235,8 @@ func (r *webhookResource) Create(ctx context.Context, req resource.CreateRequest
 }
 
 func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state webhookModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
@@ -257,6 +261,8 @@ func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, re
 }
 
 func (r *webhookResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var plan, state webhookModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -311,6 +317,8 @@ func (r *webhookResource) Update(ctx context.Context, req resource.UpdateRequest
 }
 
 func (r *webhookResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	ctx, report := watchThrottling(ctx)
+	defer report(&resp.Diagnostics)
 	var state webhookModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {

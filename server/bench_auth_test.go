@@ -20,9 +20,9 @@ import (
 func BenchmarkAuthenticatedRequest(b *testing.B) {
 	for _, limited := range []bool{false, true} {
 		env := servertest.New(b, func(c *config.Config) {
-			c.Limits.RequestsPerMinute = 0
+			c.Limits.RequestsPerMinute, c.Limits.ControlPlaneRequestsPerMinute = 0, 0
 			if limited {
-				c.Limits.RequestsPerMinute = 1 << 30
+				c.Limits.RequestsPerMinute, c.Limits.ControlPlaneRequestsPerMinute = 1<<30, 1<<30
 			}
 		})
 		oc := createOAuthClientB(b, env)

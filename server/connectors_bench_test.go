@@ -21,7 +21,9 @@ import (
 
 func benchEnv(b *testing.B) (*servertest.Env, *http.Client) {
 	b.Helper()
-	env := servertest.New(b, func(c *config.Config) { c.Limits.RequestsPerMinute = 0 })
+	env := servertest.New(b, func(c *config.Config) {
+		c.Limits.RequestsPerMinute, c.Limits.ControlPlaneRequestsPerMinute = 0, 0
+	})
 	return env, env.HTTP.Client()
 }
 

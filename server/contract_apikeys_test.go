@@ -401,7 +401,9 @@ func ptr[T any](v T) *T { return &v }
 // check, rate limit) over loopback HTTP, without spec validation.
 func BenchmarkGetAPIKeyHTTP(b *testing.B) {
 	// The limiter stays on, with a limit the benchmark never reaches.
-	env := servertest.New(b, func(c *config.Config) { c.Limits.RequestsPerMinute = 1 << 30 })
+	env := servertest.New(b, func(c *config.Config) {
+		c.Limits.RequestsPerMinute, c.Limits.ControlPlaneRequestsPerMinute = 1<<30, 1<<30
+	})
 	key := createKeyB(b, env)
 	hc := env.HTTP.Client()
 	url := env.URL + "/v1/api-keys/" + key

@@ -69,7 +69,7 @@ next:
 
 func TestMetrics(t *testing.T) {
 	up := newTokenUpstream(t)
-	env := servertest.New(t, withLimits(4, 0), withTokenUpstream(up))
+	env := servertest.New(t, withLimits(4, 0), withControlLimit(4), withTokenUpstream(up))
 	admin := env.Client(t)
 	public := env.ClientWithKey(t, "")
 	before := scrape(t, public)
@@ -108,7 +108,7 @@ func TestMetrics(t *testing.T) {
 		{"unmatched paths share one label", "http_server_request_duration_seconds", false,
 			map[string]string{"http_route": "other", "http_response_status_code": "404"}, 1},
 		{"rate-limit refusals", "switchboard_rate_limit_refusals_total", false,
-			map[string]string{"limit": "requests", "credential_kind": "api_key"}, 3},
+			map[string]string{"limit": "control_requests", "credential_kind": "api_key"}, 3},
 		{"upstream latency by provider", "gen_ai_client_operation_duration_seconds", false,
 			map[string]string{"gen_ai_system": "fake", "gen_ai_request_model": "m", "gen_ai_operation_name": "chat", "error_type": ""}, 1},
 		{"input tokens", "gen_ai_client_token_usage", true,

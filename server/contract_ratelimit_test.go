@@ -12,7 +12,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
 
-// withLimits sets the default per-credential limits.
+// withLimits sets the default per-credential data-plane limits.
 func withLimits(rpm, tpm int) servertest.Option {
 	return func(c *config.Config) {
 		c.Limits.RequestsPerMinute = rpm
@@ -20,18 +20,58 @@ func withLimits(rpm, tpm int) servertest.Option {
 	}
 }
 
+// withControlLimit sets the control-plane limit.
+func withControlLimit(rpm int) servertest.Option {
+	return func(c *config.Config) { c.Limits.ControlPlaneRequestsPerMinute = rpm }
+}
+
 // TestRateLimitBurst: with 5 requests per minute, a sequential burst of 8
 // gets exactly 3 refusals, each header set counting down; the refill (one
-// request per 12 s) cannot add one during the burst.
+// request per 12 s) cannot add one during the burst. Both planes behave
+// alike, each at its own limit.
 func TestRateLimitBurst(t *testing.T) {
-	env := servertest.New(t, withLimits(5, 0))
+	tests := []struct {
+		name  string
+		opts  []servertest.Option
+		call  func(c *client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error)
+		limit string
+		plane string
+	}{
+		{"data plane", []servertest.Option{withLimits(5, 0)}, listModels, "requestsPerMinute", "data"},
+		{"control plane", []servertest.Option{withControlLimit(5)}, listAPIKeys, "controlPlaneRequestsPerMinute", "control"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testBurst(t, servertest.New(t, tc.opts...), tc.call, tc.limit, tc.plane)
+		})
+	}
+}
+
+// listModels and listAPIKeys are one data-plane and one control-plane call.
+func listModels(c *client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error) {
+	res, err := c.ListModelsWithResponse(bg, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res.HTTPResponse, res.Body, res.JSON429, nil
+}
+
+func listAPIKeys(c *client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error) {
+	res, err := c.ListAPIKeysWithResponse(bg, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res.HTTPResponse, res.Body, res.JSON429, nil
+}
+
+func testBurst(t *testing.T, env *servertest.Env, call func(*client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error), limit, plane string) {
 	c := env.Client(t)
 	for i := range 8 {
-		res, err := c.ListAPIKeysWithResponse(bg, nil)
+		hres, body, e429, err := call(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := res.HTTPResponse.Header
+		h := hres.Header
 		wantRemaining := max(0, 4-i)
 		if h.Get("RateLimit-Limit") != "5" || h.Get("RateLimit-Remaining") != strconv.Itoa(wantRemaining) || h.Get("RateLimit-Policy") != "5;w=60" {
 			t.Errorf("request %d headers: limit %q remaining %q policy %q, want 5, %d", i, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Policy"), wantRemaining)
@@ -41,19 +81,19 @@ func TestRateLimitBurst(t *testing.T) {
 			t.Errorf("request %d RateLimit-Reset = %q, want 1-60 seconds", i, h.Get("RateLimit-Reset"))
 		}
 		if i < 5 {
-			if res.StatusCode() != http.StatusOK {
-				t.Fatalf("request %d = %d %s, want 200", i, res.StatusCode(), res.Body)
+			if hres.StatusCode != http.StatusOK {
+				t.Fatalf("request %d = %d %s, want 200", i, hres.StatusCode, body)
 			}
 			continue
 		}
-		if res.StatusCode() != http.StatusTooManyRequests || res.JSON429 == nil || res.JSON429.Error.Code != "rate_limited" {
-			t.Fatalf("request %d = %d %s, want 429 rate_limited", i, res.StatusCode(), res.Body)
+		if hres.StatusCode != http.StatusTooManyRequests || e429 == nil || e429.Error.Code != "rate_limited" {
+			t.Fatalf("request %d = %d %s, want 429 rate_limited", i, hres.StatusCode, body)
 		}
 		ra, err := strconv.Atoi(h.Get("Retry-After"))
 		if err != nil || ra < 1 || ra > 12 {
 			t.Errorf("request %d Retry-After = %q, want 1-12 s (one request refills every 12 s)", i, h.Get("Retry-After"))
 		}
-		if d := *res.JSON429.Error.Details; d["limit"] != "requestsPerMinute" || d["limitPerMinute"] != float64(5) {
+		if d := *e429.Error.Details; d["limit"] != limit || d["plane"] != plane || d["limitPerMinute"] != float64(5) {
 			t.Errorf("429 details = %v", d)
 		}
 	}
@@ -76,7 +116,7 @@ func TestRateLimitConcurrentBurst(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 40 {
 		wg.Go(func() {
-			res, err := c.ListAPIKeysWithResponse(bg, nil)
+			res, err := c.ListModelsWithResponse(bg, nil)
 			switch {
 			case err != nil:
 				t.Error(err)
@@ -96,15 +136,15 @@ func TestRateLimitConcurrentBurst(t *testing.T) {
 }
 
 // TestRateLimitPerCredential: each API key and OAuth client has its own
-// budget, and a client's override replaces the default.
+// data-plane budget, and an override replaces the default there; the
+// control plane's limit is the same for every credential, override or not.
 func TestRateLimitPerCredential(t *testing.T) {
-	env := servertest.New(t, withLimits(3, 0))
+	env := servertest.New(t, withLimits(3, 0), withControlLimit(10))
 	admin := env.Client(t)
-	// The admin key spends its 3 on these creations.
+	// Control-plane calls: they leave the admin key's data-plane budget whole.
 	k := createKey(t, admin, "second", []client.Scope{client.ScopeAdmin}, nil)
 	rpm := 6
 	oc := createOAuthClient(t, admin, "svc", []client.Scope{client.ScopeAdmin}, &client.RateLimitOverride{RequestsPerMinute: &rpm})
-	// With the override the admin key's budget is spent (3 of 3).
 	two := 2
 	kres, err := admin.CreateAPIKeyWithResponse(bg, client.APIKeyCreate{Name: "slow", Scopes: []client.Scope{client.ScopeAdmin}, RateLimit: &client.RateLimitOverride{RequestsPerMinute: &two}})
 	if err != nil || kres.StatusCode() != http.StatusCreated {
@@ -118,37 +158,87 @@ func TestRateLimitPerCredential(t *testing.T) {
 	// Two tokens of the same client share its budget.
 	tok2 := issueToken(t, env, oc.Id, oc.ClientSecret, nil)
 
-	count := func(c *client.ClientWithResponses, n int) (allowed int, limit string) {
+	count := func(c *client.ClientWithResponses, call func(*client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error), n int) (allowed int, limit string) {
 		for range n {
-			res, err := c.ListAPIKeysWithResponse(bg, nil)
+			res, _, _, err := call(c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.StatusCode() == http.StatusOK {
+			if res.StatusCode == http.StatusOK {
 				allowed++
 			}
-			limit = res.HTTPResponse.Header.Get("RateLimit-Limit")
+			limit = res.Header.Get("RateLimit-Limit")
 		}
 		return allowed, limit
 	}
 	tests := []struct {
 		name      string
 		c         *client.ClientWithResponses
+		call      func(*client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error)
 		n         int
 		want      int
 		wantLimit string
 	}{
-		{"admin key: spent", admin, 5, 0, "3"},
-		{"API key override of 2", env.ClientWithKey(t, slow.Key), 5, 2, "2"},
-		{"second key: its own 3", env.ClientWithKey(t, k.Key), 5, 3, "3"},
-		{"OAuth client: override of 6, first token", env.ClientWithKey(t, tok.AccessToken), 4, 4, "6"},
-		{"OAuth client: second token shares the budget", env.ClientWithKey(t, tok2.AccessToken), 4, 2, "6"},
+		{"admin key: data plane untouched by its 3 creations", admin, listModels, 5, 3, "3"},
+		{"API key override of 2", env.ClientWithKey(t, slow.Key), listModels, 5, 2, "2"},
+		{"second key: its own 3", env.ClientWithKey(t, k.Key), listModels, 5, 3, "3"},
+		{"OAuth client: override of 6, first token", env.ClientWithKey(t, tok.AccessToken), listModels, 4, 4, "6"},
+		{"OAuth client: second token shares the budget", env.ClientWithKey(t, tok2.AccessToken), listModels, 4, 2, "6"},
+		{"admin key: control plane, 7 left after 3 creations", admin, listAPIKeys, 10, 7, "10"},
+		{"API key override does not bound the control plane", env.ClientWithKey(t, slow.Key), listAPIKeys, 12, 10, "10"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, limit := count(tc.c, tc.n)
+			got, limit := count(tc.c, tc.call, tc.n)
 			if got != tc.want || limit != tc.wantLimit {
 				t.Errorf("allowed %d of %d with RateLimit-Limit %s, want %d with %s", got, tc.n, limit, tc.want, tc.wantLimit)
+			}
+		})
+	}
+}
+
+// TestRateLimitPlanesAreSeparate: many control-plane calls (an operator's
+// Terraform apply) do not spend the data-plane budget, and a spent
+// data-plane budget does not stop the control plane; each response carries
+// the headers of its own plane.
+func TestRateLimitPlanesAreSeparate(t *testing.T) {
+	env := servertest.New(t, withLimits(3, 0), withControlLimit(20))
+	c := env.Client(t)
+	steps := []struct {
+		name       string
+		call       func(*client.ClientWithResponses) (*http.Response, []byte, *client.ErrorResponse, error)
+		n, allowed int
+		limit      string
+		remaining  string // of the last response
+	}{
+		{"15 control-plane calls", listAPIKeys, 15, 15, "20", "5"},
+		{"data plane: whole budget left", listModels, 3, 3, "3", "0"},
+		{"data plane: now spent", listModels, 1, 0, "3", "0"},
+		{"control plane: still answers after the data plane is spent", listAPIKeys, 5, 5, "20", "0"},
+		{"control plane: limited at its own limit", listAPIKeys, 1, 0, "20", "0"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			allowed := 0
+			var last *http.Response
+			for range st.n {
+				res, body, _, err := st.call(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch res.StatusCode {
+				case http.StatusOK:
+					allowed++
+				case http.StatusTooManyRequests:
+				default:
+					t.Fatalf("= %d %s", res.StatusCode, body)
+				}
+				last = res
+			}
+			h := last.Header
+			if allowed != st.allowed || h.Get("RateLimit-Limit") != st.limit || h.Get("RateLimit-Remaining") != st.remaining || h.Get("RateLimit-Policy") != st.limit+";w=60" {
+				t.Errorf("allowed %d of %d, last RateLimit-Limit %s Remaining %s Policy %s; want %d, %s, %s",
+					allowed, st.n, h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Policy"), st.allowed, st.limit, st.remaining)
 			}
 		})
 	}

@@ -192,11 +192,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // routeRequirement is an operation's security: public, or any one of
-// several scope sets (each needed in full); and the media types its request
-// body may have (none when it takes no body).
+// several scope sets (each needed in full); the plane whose rate limit it
+// counts against; and the media types its request body may have (none when
+// it takes no body).
 type routeRequirement struct {
 	public       bool
 	anyOf        [][]string
+	plane        ratelimit.Plane
 	bodyTypes    []string
 	bodyRequired bool
 }
@@ -224,9 +226,16 @@ type routeKey struct{ method, path string }
 // routeScopes maps each route to its operation's requirement.
 type routeScopes map[routeKey]routeRequirement
 
-// scopesFromSpec reads each operation's security from the OpenAPI document.
+// planeExtension is the OpenAPI extension that puts an operation on the
+// data or the control plane (see ratelimit.Plane).
+const planeExtension = "x-switchboard-plane"
+
+// scopesFromSpec reads each operation's security and plane from the
+// OpenAPI document. Every operation that takes a credential must declare
+// its plane: a new route cannot fall on a plane by default.
 func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 	out := routeScopes{}
+	var unclassified []string
 	for path, item := range spec.Paths.Map() {
 		for method, op := range item.Operations() {
 			sec := spec.Security
@@ -250,6 +259,13 @@ func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 			}
 			if r.public {
 				r.anyOf = nil
+			} else {
+				v, _ := op.Extensions[planeExtension].(string)
+				plane, ok := ratelimit.ParsePlane(v)
+				if !ok {
+					unclassified = append(unclassified, method+" "+path)
+				}
+				r.plane = plane
 			}
 			if rb := op.RequestBody; rb != nil && rb.Value != nil {
 				for mt := range rb.Value.Content {
@@ -259,6 +275,11 @@ func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 			}
 			out[routeKey{method, echoPath(path)}] = r
 		}
+	}
+	if len(unclassified) > 0 {
+		slices.Sort(unclassified)
+		return nil, fmt.Errorf("openapi.yaml: operations without %s: data (spends models or upstreams) or control: %s",
+			planeExtension, strings.Join(unclassified, ", "))
 	}
 	return out, nil
 }

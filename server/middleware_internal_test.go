@@ -9,13 +9,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -137,5 +141,87 @@ func TestRoutesMustBeInTheSpec(t *testing.T) {
 	err := s.checkRoutesInSpec()
 	if err == nil || !strings.Contains(err.Error(), "POST /v1/undocumented") {
 		t.Errorf("checkRoutesInSpec = %v, want it to name POST /v1/undocumented", err)
+	}
+}
+
+// Every operation that takes a credential must declare its plane: one that
+// declares none, or an unknown one, makes the spec unusable, so that no new
+// route falls on a plane by default.
+func TestPlaneMustBeDeclared(t *testing.T) {
+	tests := []struct {
+		name  string
+		plane string // "" for no extension
+		want  string // substring of the error; "" for none
+	}{
+		{"control", "control", ""},
+		{"data", "data", ""},
+		{"missing", "", "operations without x-switchboard-plane: data (spends models or upstreams) or control: POST /v1/things"},
+		{"unknown value", "admin", "POST /v1/things"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ext := ""
+			if tc.plane != "" {
+				ext = "\n      x-switchboard-plane: " + tc.plane
+			}
+			spec, err := openapi3.NewLoader().LoadFromData([]byte(`openapi: 3.0.3
+info: {title: t, version: "1"}
+security: [{bearerAuth: []}]
+paths:
+  /v1/things:
+    post:
+      operationId: makeThing` + ext + `
+      responses: {"204": {description: ok}}
+  /healthz:
+    get:
+      operationId: health
+      security: []
+      responses: {"200": {description: ok}}
+components:
+  securitySchemes:
+    bearerAuth: {type: http, scheme: bearer}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = scopesFromSpec(spec)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("scopesFromSpec = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The data plane is what spends models and upstreams: in the real spec,
+// exactly the operations that need the llm or invoke scope. An operation
+// put on the wrong plane fails here.
+func TestPlanesOfTheRealSpec(t *testing.T) {
+	spec, err := api.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := scopesFromSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data int
+	for k, r := range rs {
+		if r.public {
+			continue
+		}
+		spends := slices.ContainsFunc(r.anyOf, func(s []string) bool {
+			return slices.Contains(s, "llm") || slices.Contains(s, "invoke")
+		})
+		want := ratelimit.ControlPlane
+		if spends {
+			want = ratelimit.DataPlane
+			data++
+		}
+		if r.plane != want {
+			t.Errorf("%s %s is on the %s plane, want %s", k.method, k.path, r.plane, want)
+		}
+	}
+	if data == 0 {
+		t.Error("no data-plane operation found")
 	}
 }

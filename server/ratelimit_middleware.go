@@ -11,8 +11,9 @@ import (
 )
 
 // rateLimit counts every authenticated request against its credential's
-// requests-per-minute bucket, sets the RateLimit-* headers on the response
-// and refuses with 429 rate_limited (Retry-After set) when the bucket is
+// requests-per-minute bucket on the route's plane (the spec's
+// x-switchboard-plane), sets the RateLimit-* headers of that bucket on the
+// response and refuses with 429 rate_limited (Retry-After set) when it is
 // empty. It runs after authentication; public routes are not limited. The
 // token headers of LLM calls are added later, through the response headers
 // that requestID put in the context.
@@ -22,7 +23,9 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		if p == nil {
 			return next(c)
 		}
-		res := s.limiter.AllowRequest(p)
+		// authenticate set a principal, so the route is in the spec.
+		plane := s.scopes[routeKey{c.Request().Method, c.Path()}].plane
+		res := s.limiter.AllowRequest(p, plane)
 		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
 			return res.Err()

@@ -90,7 +90,11 @@ func New(o Options) (*Server, error) {
 	}
 	s.oauth = oauth
 	s.authn = auth.Chain{s.keys, s.oauth}
-	s.limiter = ratelimit.New(ratelimit.Options{RequestsPerMinute: s.cfg.Limits.RequestsPerMinute, TokensPerMinute: s.cfg.Limits.TokensPerMinute})
+	s.limiter = ratelimit.New(ratelimit.Options{
+		RequestsPerMinute:        s.cfg.Limits.RequestsPerMinute,
+		TokensPerMinute:          s.cfg.Limits.TokensPerMinute,
+		ControlRequestsPerMinute: s.cfg.Limits.ControlPlaneRequestsPerMinute,
+	})
 	if err := s.initLLM(); err != nil {
 		return nil, err
 	}

@@ -56,9 +56,14 @@ type Egress struct {
 
 // Limits bounds what callers may send and consume.
 type Limits struct {
-	BodyBytes         int64 `yaml:"bodyBytes"`
-	RequestsPerMinute int   `yaml:"requestsPerMinute"`
-	TokensPerMinute   int   `yaml:"tokensPerMinute"`
+	BodyBytes int64 `yaml:"bodyBytes"`
+	// RequestsPerMinute and TokensPerMinute bound each credential on the
+	// data plane (models and actions); a key's rateLimit overrides them.
+	RequestsPerMinute int `yaml:"requestsPerMinute"`
+	TokensPerMinute   int `yaml:"tokensPerMinute"`
+	// ControlPlaneRequestsPerMinute bounds each credential on the control
+	// plane (connectors, actions, connections, webhooks, keys, clients).
+	ControlPlaneRequestsPerMinute int `yaml:"controlPlaneRequestsPerMinute"`
 }
 
 // Connectors configures action invocation.
@@ -137,9 +142,10 @@ func Default() Config {
 		LogLevel:        "info",
 		ShutdownTimeout: Duration(15 * time.Second),
 		Limits: Limits{
-			BodyBytes:         1 << 20,
-			RequestsPerMinute: 600,
-			TokensPerMinute:   200000,
+			BodyBytes:                     1 << 20,
+			RequestsPerMinute:             600,
+			TokensPerMinute:               200000,
+			ControlPlaneRequestsPerMinute: 6000,
 		},
 		Connectors: Connectors{
 			DefaultTimeout:          Duration(30 * time.Second),
@@ -211,6 +217,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
 		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
 		{"SWITCHBOARD_TOKENS_PER_MINUTE", intv(&c.Limits.TokensPerMinute)},
+		{"SWITCHBOARD_CONTROL_PLANE_REQUESTS_PER_MINUTE", intv(&c.Limits.ControlPlaneRequestsPerMinute)},
 	}
 	for _, e := range envs {
 		if v := getenv(e.name); v != "" {

@@ -57,6 +57,8 @@ var settings = []setting{
 		get: func(c config.Config) string { return fmt.Sprint(c.Limits.RequestsPerMinute) }, def: "600", fromEnv: "20", fromFile: "10"},
 	{name: "limits.tokensPerMinute", env: "SWITCHBOARD_TOKENS_PER_MINUTE", envValue: "200", file: "limits: {tokensPerMinute: 100}",
 		get: func(c config.Config) string { return fmt.Sprint(c.Limits.TokensPerMinute) }, def: "200000", fromEnv: "200", fromFile: "100"},
+	{name: "limits.controlPlaneRequestsPerMinute", env: "SWITCHBOARD_CONTROL_PLANE_REQUESTS_PER_MINUTE", envValue: "300", file: "limits: {controlPlaneRequestsPerMinute: 30}",
+		get: func(c config.Config) string { return fmt.Sprint(c.Limits.ControlPlaneRequestsPerMinute) }, def: "6000", fromEnv: "300", fromFile: "30"},
 	{name: "masterKey", flag: "-master-key=flagkey", env: "SWITCHBOARD_MASTER_KEY", envValue: "envkey",
 		get: func(c config.Config) string { return c.MasterKey }, def: "", fromFlag: "flagkey", fromEnv: "envkey"},
 	{name: "adminKey", env: "SWITCHBOARD_ADMIN_KEY", envValue: "sb_env",

@@ -144,6 +144,9 @@ func (c Config) validateOAuth() []string {
 	if c.Limits.TokensPerMinute < 0 {
 		ps = append(ps, "limits.tokensPerMinute must not be negative (0 turns the limit off)")
 	}
+	if c.Limits.ControlPlaneRequestsPerMinute < 0 {
+		ps = append(ps, "limits.controlPlaneRequestsPerMinute must not be negative (0 turns the limit off)")
+	}
 	seen := map[string]bool{}
 	for i, x := range c.OAuth.ExternalIssuers {
 		at := fmt.Sprintf("oauth.externalIssuers[%d]", i)

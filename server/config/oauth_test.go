@@ -19,6 +19,7 @@ func TestOAuthValidation(t *testing.T) {
 		{"ttl below a second", func(c *Config) { c.OAuth.TokenTTL = Duration(time.Millisecond) }, "oauth.tokenTtl"},
 		{"negative leeway", func(c *Config) { c.OAuth.Leeway = Duration(-time.Second) }, "oauth.leeway"},
 		{"negative rpm", func(c *Config) { c.Limits.RequestsPerMinute = -1 }, "limits.requestsPerMinute"},
+		{"negative control-plane rpm", func(c *Config) { c.Limits.ControlPlaneRequestsPerMinute = -1 }, "limits.controlPlaneRequestsPerMinute"},
 		{"issuer missing", func(c *Config) { c.OAuth.ExternalIssuers = []ExternalIssuer{{Audience: "a", JWKSURL: ok.JWKSURL}} }, "externalIssuers[0].issuer is required"},
 		{"own issuer", func(c *Config) {
 			x := ok

@@ -91,7 +91,7 @@ var (
 
 	rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_rate_limit_refusals_total",
-		Help: "Requests refused with 429 by the per-credential limiter, by limit (requests|tokens) and credential kind (api_key|oauth_token).",
+		Help: "Requests refused with 429 by the per-credential limiter, by limit (requests|tokens|control_requests) and credential kind (api_key|oauth_token).",
 	}, []string{"limit", "credential_kind"})
 
 	tokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -178,7 +178,7 @@ func ObserveWebhookDelivery(outcome string, d time.Duration) {
 }
 
 // RateLimited records one 429 of the per-credential limiter; limit is
-// "requests" or "tokens", kind the credential kind.
+// "requests", "tokens" or "control_requests", kind the credential kind.
 func RateLimited(limit, kind string) {
 	rateLimited.WithLabelValues(limit, kind).Inc()
 }

@@ -1,6 +1,17 @@
 // Package ratelimit limits what each credential may spend per minute:
 // requests on every authenticated route, and model tokens on the LLM routes.
 //
+// Requests are counted per plane. The data plane (the routes that spend
+// models and upstreams: generation, chat, embeddings, function calling, the
+// OpenAI-compatible API, running actions) has the per-credential
+// requests-per-minute limit, which an API key's or OAuth client's
+// rateLimit overrides. The control plane (defining connectors, actions,
+// connections, webhooks, keys and clients) has its own, higher limit, the
+// same for every credential, so that an operator applying hundreds of
+// Terraform resources neither runs into the budget that protects the
+// models nor spends it. Which plane a route belongs to is declared in the
+// OpenAPI spec (x-switchboard-plane).
+//
 // Each (credential, dimension) pair has a token bucket holding at most one
 // minute's allowance and refilled continuously at limit/60 per second, so a
 // credential may burst up to its whole per-minute limit and then proceeds at
@@ -61,18 +72,56 @@ var (
 // Dimension is what a bucket counts.
 type Dimension uint8
 
-// The two limited dimensions.
+// The limited dimensions.
 const (
+	// Requests are data-plane requests.
 	Requests Dimension = iota
+	// Tokens are model tokens (data plane).
 	Tokens
+	// ControlRequests are control-plane requests.
+	ControlRequests
 )
 
-// String names the dimension as in metrics and error details.
+// String names the dimension as in metrics.
 func (d Dimension) String() string {
-	if d == Tokens {
+	switch d {
+	case Tokens:
 		return "tokens"
+	case ControlRequests:
+		return "control_requests"
 	}
 	return "requests"
+}
+
+// Plane is the family of routes a request belongs to.
+type Plane uint8
+
+// The two planes.
+const (
+	// DataPlane routes spend models and upstreams.
+	DataPlane Plane = iota
+	// ControlPlane routes define and inspect Switchboard's own resources.
+	ControlPlane
+)
+
+// ParsePlane reads a plane as the OpenAPI spec names it ("data" or
+// "control").
+func ParsePlane(s string) (Plane, bool) {
+	switch s {
+	case "data":
+		return DataPlane, true
+	case "control":
+		return ControlPlane, true
+	}
+	return 0, false
+}
+
+// String names the plane as the OpenAPI spec does.
+func (p Plane) String() string {
+	if p == ControlPlane {
+		return "control"
+	}
+	return "data"
 }
 
 const (
@@ -84,10 +133,14 @@ const (
 
 // Options configure a Limiter.
 type Options struct {
-	// RequestsPerMinute and TokensPerMinute are the defaults per
-	// credential; zero or negative turns that limit off.
+	// RequestsPerMinute and TokensPerMinute are the data-plane defaults
+	// per credential; zero or negative turns that limit off.
 	RequestsPerMinute int
 	TokensPerMinute   int
+	// ControlRequestsPerMinute is every credential's control-plane limit;
+	// zero or negative turns it off. Per-credential overrides do not
+	// change it.
+	ControlRequestsPerMinute int
 	// MaxBuckets bounds memory (DefaultMaxBuckets when zero).
 	MaxBuckets int
 	// Now is the clock (time.Now when nil).
@@ -97,6 +150,7 @@ type Options struct {
 // Limiter holds the buckets of every credential.
 type Limiter struct {
 	rpm, tpm    int
+	crpm        int
 	now         func() time.Time
 	epoch       time.Time
 	maxPerShard int
@@ -132,7 +186,7 @@ func New(o Options) *Limiter {
 		o.Now = time.Now
 	}
 	l := &Limiter{
-		rpm: o.RequestsPerMinute, tpm: o.TokensPerMinute,
+		rpm: o.RequestsPerMinute, tpm: o.TokensPerMinute, crpm: o.ControlRequestsPerMinute,
 		now: o.Now, epoch: o.Now(),
 		maxPerShard: max(1, o.MaxBuckets/nShards),
 		seed:        maphash.MakeSeed(),
@@ -143,7 +197,8 @@ func New(o Options) *Limiter {
 	return l
 }
 
-// Limits returns the per-minute limits that apply to p (0 = unlimited).
+// Limits returns the data-plane per-minute limits that apply to p
+// (0 = unlimited).
 func (l *Limiter) Limits(p *auth.Principal) (requestsPerMinute, tokensPerMinute int) {
 	rpm, tpm := l.rpm, l.tpm
 	if p != nil && p.RateLimit != nil {
@@ -199,17 +254,19 @@ func (r Result) SetHeaders(h http.Header) {
 func (r Result) Err() *errs.Error {
 	secs := max(1, ceilSeconds(r.RetryAfter))
 	var e *errs.Error
-	if r.Dimension == Tokens {
+	name, plane := "requestsPerMinute", DataPlane
+	switch r.Dimension {
+	case Tokens:
 		e = errs.E(errs.RateLimited, "rate limit exceeded: this credential may use %d model tokens per minute and has %d left; retry in %d s", r.Limit, r.Remaining, secs)
-	} else {
+		name = "tokensPerMinute"
+	case ControlRequests:
+		e = errs.E(errs.RateLimited, "rate limit exceeded: this credential may send %d control-plane requests per minute (limits.controlPlaneRequestsPerMinute); retry in %d s", r.Limit, secs)
+		name, plane = "controlPlaneRequestsPerMinute", ControlPlane
+	default:
 		e = errs.E(errs.RateLimited, "rate limit exceeded: this credential may send %d requests per minute; retry in %d s", r.Limit, secs)
 	}
 	e.RetryAfter = time.Duration(secs) * time.Second
-	name := "requestsPerMinute"
-	if r.Dimension == Tokens {
-		name = "tokensPerMinute"
-	}
-	return e.WithDetails(map[string]any{"limit": name, "limitPerMinute": r.Limit, "remaining": r.Remaining, "retryAfterSeconds": secs})
+	return e.WithDetails(map[string]any{"limit": name, "plane": plane.String(), "limitPerMinute": r.Limit, "remaining": r.Remaining, "retryAfterSeconds": secs})
 }
 
 func ceilSeconds(d time.Duration) int64 {
@@ -220,18 +277,25 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // AllowRequest counts one request of p against its requests-per-minute
-// limit. An unlimited or anonymous caller is always allowed (Limit 0).
-func (l *Limiter) AllowRequest(p *auth.Principal) Result {
+// limit on plane: the data plane's is p's (its override or the default),
+// the control plane's is the same for every credential. Each plane has its
+// own bucket. An unlimited or anonymous caller is always allowed (Limit 0).
+func (l *Limiter) AllowRequest(p *auth.Principal, plane Plane) Result {
 	if p == nil {
 		return Result{Allowed: true}
 	}
-	rpm, _ := l.Limits(p)
+	dim, rpm := Requests, l.crpm
+	if plane == ControlPlane {
+		dim = ControlRequests
+	} else {
+		rpm, _ = l.Limits(p)
+	}
 	if rpm <= 0 {
 		return Result{Allowed: true}
 	}
-	r := l.take(bucketKey{Requests, p.Kind, p.ID}, rpm, 1, l.nanos())
+	r := l.take(bucketKey{dim, p.Kind, p.ID}, rpm, 1, l.nanos())
 	if !r.Allowed {
-		metrics.RateLimited(Requests.String(), p.Kind)
+		metrics.RateLimited(dim.String(), p.Kind)
 	}
 	return r
 }

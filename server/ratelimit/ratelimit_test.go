@@ -38,26 +38,26 @@ func TestRequestsBurstThenSteadyRate(t *testing.T) {
 	l, c := newTest(60, 0)
 	p := key("a")
 	for i := range 60 {
-		r := l.AllowRequest(p)
+		r := l.AllowRequest(p, DataPlane)
 		if !r.Allowed || r.Remaining != 59-i || r.Limit != 60 {
 			t.Fatalf("request %d = %+v", i, r)
 		}
 	}
-	r := l.AllowRequest(p)
+	r := l.AllowRequest(p, DataPlane)
 	if r.Allowed || r.RetryAfter != time.Second || r.Remaining != 0 || r.Reset != time.Minute {
 		t.Fatalf("61st request = %+v, want refused, retry after 1s, reset in 1m", r)
 	}
 	c.Add(999 * time.Millisecond)
-	if r := l.AllowRequest(p); r.Allowed {
+	if r := l.AllowRequest(p, DataPlane); r.Allowed {
 		t.Fatalf("after 999ms = %+v, want refused", r)
 	}
 	c.Add(time.Millisecond)
-	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 0 {
+	if r := l.AllowRequest(p, DataPlane); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("after 1s = %+v, want one more allowed", r)
 	}
 	// Refill is capped at one minute's allowance.
 	c.Add(time.Hour)
-	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 59 {
+	if r := l.AllowRequest(p, DataPlane); !r.Allowed || r.Remaining != 59 {
 		t.Fatalf("after an hour = %+v, want a full bucket", r)
 	}
 }
@@ -69,7 +69,7 @@ func TestPerCredentialAndOverrides(t *testing.T) {
 	over := &auth.Principal{ID: "c", Kind: auth.KindOAuthToken, RateLimit: &auth.RateLimit{RequestsPerMinute: 5}}
 	count := func(p *auth.Principal, n int) (ok int) {
 		for range n {
-			if l.AllowRequest(p).Allowed {
+			if l.AllowRequest(p, DataPlane).Allowed {
 				ok++
 			}
 		}
@@ -92,11 +92,11 @@ func TestPerCredentialAndOverrides(t *testing.T) {
 			}
 		})
 	}
-	if r := l.AllowRequest(nil); !r.Allowed || r.Limit != 0 {
+	if r := l.AllowRequest(nil, DataPlane); !r.Allowed || r.Limit != 0 {
 		t.Errorf("anonymous = %+v, want allowed without limit", r)
 	}
 	off, _ := newTest(0, 0)
-	if r := off.AllowRequest(a); !r.Allowed || r.Limit != 0 {
+	if r := off.AllowRequest(a, DataPlane); !r.Allowed || r.Limit != 0 {
 		t.Errorf("limit off = %+v", r)
 	}
 }
@@ -105,13 +105,13 @@ func TestOverrideChangeKeepsLevel(t *testing.T) {
 	l, _ := newTest(10, 0)
 	p := key("a")
 	for range 8 {
-		l.AllowRequest(p)
+		l.AllowRequest(p, DataPlane)
 	}
 	p.RateLimit = &auth.RateLimit{RequestsPerMinute: 1}
-	if r := l.AllowRequest(p); !r.Allowed || r.Remaining != 0 || r.Limit != 1 {
+	if r := l.AllowRequest(p, DataPlane); !r.Allowed || r.Remaining != 0 || r.Limit != 1 {
 		t.Fatalf("after lowering the limit = %+v", r)
 	}
-	if r := l.AllowRequest(p); r.Allowed {
+	if r := l.AllowRequest(p, DataPlane); r.Allowed {
 		t.Fatalf("= %+v, want refused", r)
 	}
 }
@@ -124,7 +124,7 @@ func TestConcurrentBurstIsExact(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 25 {
-				if l.AllowRequest(p).Allowed {
+				if l.AllowRequest(p, DataPlane).Allowed {
 					ok.Add(1)
 				} else {
 					refused.Add(1)
@@ -214,7 +214,7 @@ func TestHeadersAndError(t *testing.T) {
 	h := http.Header{}
 	var last Result
 	for range 4 {
-		last = l.AllowRequest(p)
+		last = l.AllowRequest(p, DataPlane)
 	}
 	last.SetHeaders(h)
 	if h.Get(HeaderLimit) != "3" || h.Get(HeaderRemaining) != "0" || h.Get(HeaderReset) != "60" || h.Get(HeaderPolicy) != "3;w=60" {
@@ -226,11 +226,61 @@ func TestHeadersAndError(t *testing.T) {
 	}
 }
 
+// TestPlanesHaveSeparateBuckets: the control plane has its own limit, the
+// same for every credential whatever its override, and spending one
+// plane's budget leaves the other's whole.
+func TestPlanesHaveSeparateBuckets(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := New(Options{RequestsPerMinute: 2, ControlRequestsPerMinute: 5, Now: c.Now})
+	count := func(p *auth.Principal, plane Plane, n int) (ok int) {
+		for range n {
+			if l.AllowRequest(p, plane).Allowed {
+				ok++
+			}
+		}
+		return ok
+	}
+	a := key("a")
+	over := &auth.Principal{ID: "o", Kind: auth.KindAPIKey, RateLimit: &auth.RateLimit{RequestsPerMinute: 1}}
+	steps := []struct {
+		name  string
+		p     *auth.Principal
+		plane Plane
+		want  int
+	}{
+		{"control plane: its own limit", a, ControlPlane, 5},
+		{"data plane: untouched by the control-plane calls", a, DataPlane, 2},
+		{"control plane: still spent after the data-plane calls", a, ControlPlane, 0},
+		{"override bounds the data plane", over, DataPlane, 1},
+		{"override does not bound the control plane", over, ControlPlane, 5},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if got := count(st.p, st.plane, 10); got != st.want {
+				t.Errorf("allowed %d of 10, want %d", got, st.want)
+			}
+		})
+	}
+	r := l.AllowRequest(a, ControlPlane)
+	h := http.Header{}
+	r.SetHeaders(h)
+	if h.Get(HeaderLimit) != "5" || h.Get(HeaderPolicy) != "5;w=60" {
+		t.Errorf("control-plane headers = %v", h)
+	}
+	if e := r.Err(); e.Details["limit"] != "controlPlaneRequestsPerMinute" || e.Details["plane"] != "control" {
+		t.Errorf("control-plane error details = %v", e.Details)
+	}
+	off := New(Options{RequestsPerMinute: 1})
+	if r := off.AllowRequest(a, ControlPlane); !r.Allowed || r.Limit != 0 {
+		t.Errorf("control-plane limit off = %+v", r)
+	}
+}
+
 func TestMemoryIsBounded(t *testing.T) {
 	c := &clock{t: time.Now()}
 	l := New(Options{RequestsPerMinute: 10, MaxBuckets: 64 * 8, Now: c.Now})
 	for i := range 100_000 {
-		l.AllowRequest(key("k" + strconv.Itoa(i)))
+		l.AllowRequest(key("k"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n > 64*8 {
 		t.Fatalf("%d buckets live, want at most %d", n, 64*8)
@@ -241,7 +291,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	c := &clock{t: time.Now()}
 	l := New(Options{RequestsPerMinute: 10, Now: c.Now})
 	for i := range 10_000 {
-		l.AllowRequest(key("k" + strconv.Itoa(i)))
+		l.AllowRequest(key("k"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n != 10_000 {
 		t.Fatalf("%d buckets, want 10000", n)
@@ -250,7 +300,7 @@ func TestIdleBucketsAreSwept(t *testing.T) {
 	// every shard (all but certainly), each sweeping its shard.
 	c.Add(2 * time.Minute)
 	for i := range nShards * 16 {
-		l.AllowRequest(key("fresh" + strconv.Itoa(i)))
+		l.AllowRequest(key("fresh"+strconv.Itoa(i)), DataPlane)
 	}
 	if n := l.Len(); n > nShards*16 {
 		t.Fatalf("%d buckets after the sweep, want only the fresh ones (<= %d)", n, nShards*16)
@@ -262,21 +312,21 @@ func BenchmarkAllowRequest(b *testing.B) {
 	b.Run("one credential", func(b *testing.B) {
 		p := key("a")
 		for b.Loop() {
-			l.AllowRequest(p)
+			l.AllowRequest(p, DataPlane)
 		}
 	})
 	b.Run("one credential with headers", func(b *testing.B) {
 		p := key("a")
 		h := http.Header{}
 		for b.Loop() {
-			l.AllowRequest(p).SetHeaders(h)
+			l.AllowRequest(p, DataPlane).SetHeaders(h)
 		}
 	})
 	b.Run("one credential parallel", func(b *testing.B) {
 		p := key("a")
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				l.AllowRequest(p)
+				l.AllowRequest(p, DataPlane)
 			}
 		})
 	})
@@ -289,7 +339,7 @@ func BenchmarkAllowRequest(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(n.Add(1)) * 7919
 			for pb.Next() {
-				l.AllowRequest(ps[i%len(ps)])
+				l.AllowRequest(ps[i%len(ps)], DataPlane)
 				i++
 			}
 		})
