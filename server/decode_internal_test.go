@@ -101,3 +101,42 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeJSON measures DecodeJSON on request bodies of the LLM hot
+// path (a short and a long chat) and of the control plane.
+//
+//	go test ./server -run '^$' -bench 'BenchmarkDecodeJSON' -benchmem -count 5
+func BenchmarkDecodeJSON(b *testing.B) {
+	var long strings.Builder
+	long.WriteString(`{"model":"openai/gpt-4o-mini","temperature":0.2,"maxTokens":512,"messages":[`)
+	for i := range 200 {
+		if i > 0 {
+			long.WriteByte(',')
+		}
+		long.WriteString(`{"role":"user","content":"Summarise the quarterly report for the northern region, with figures and a short \"outlook\" paragraph."}`)
+	}
+	long.WriteString(`]}`)
+	for _, tc := range []struct {
+		name string
+		body string
+		newV func() any
+	}{
+		{"chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}`, func() any { return new(api.ChatRequest) }},
+		{"chat-long", long.String(), func() any { return new(api.ChatRequest) }},
+		{"run", `{"action":"forecast","connection":"default","params":{"q":"Paris","days":3,"units":"metric","extra":{"a":[1,2,3],"b":null}}}`, func() any { return new(api.RunRequest) }},
+		{"connector", `{"name":"weather","displayName":"Weather","baseUrl":"https://api.weather.example","auth":{"type":"oauth2","tokenUrl":"https://auth.example/token","clientId":"id","clientSecret":"s","scopes":["a","b"],"grant":"client_credentials","tokenParams":{"audience":"x"}}}`, func() any { return new(api.ConnectorInput) }},
+		{"openai-chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32,"stream":false,"user":"u1"}`, func() any { return new(openaiwire.ChatCompletionRequest) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := []byte(tc.body)
+			strict := !strings.HasPrefix(tc.name, "openai")
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := DecodeJSON(body, tc.newV(), strict); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
