@@ -439,11 +439,20 @@ var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // mapping failures to errs kinds with the offset or field at fault. Decoded
 // values never refer to data.
 //
+// Names are exact and unique: checkNames first refuses a name that appears
+// twice in one object, one that matches a field only when case is ignored,
+// and (with disallowUnknown) one that v does not declare, each with its
+// JSON path. Both decoders below would match names case-insensitively and
+// keep the last of two.
+//
 // The common case, a valid body, is decoded by goccy/go-json; any failure
 // is decoded again by encoding/json, whose errors say precisely what and
 // where, and whose verdict stands (FuzzDecodeJSON holds both to the same
-// results).
+// results, and checkNames to an independent reading of the names).
 func DecodeJSON(data []byte, v any, disallowUnknown bool) error {
+	if err := checkNames(data, v, disallowUnknown); err != nil {
+		return err
+	}
 	if fastDecode(data, v, disallowUnknown) {
 		return nil
 	}

@@ -23,7 +23,9 @@ import (
 // in OpenAI's shape so that OpenAI's SDKs can read them.
 
 // decodeOpenAI decodes an OpenAI request body leniently (unknown fields
-// ignored, as OpenAI's SDKs send fields Switchboard does not use). The
+// ignored, as OpenAI's SDKs send fields Switchboard does not use). Names
+// are still exact and unique, as on OpenAI's own API: a known field in
+// another case ("MODEL") or a name given twice is a 400 (see DecodeJSON). The
 // body reaches the handler unchecked (see strictJSON.Deserialize): goccy
 // decodes it, and a body it refuses is decoded again by encoding/json,
 // whose errors say what is wrong and where (an empty body included).
