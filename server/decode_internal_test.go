@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,9 +110,13 @@ func TestDecodeJSON_NamesAreExactAndUnique(t *testing.T) {
 		{"wrong case in a message", newChat, true, `{"model":"m/x","messages":[{"role":"user","Content":"hi"}]}`, "messages[0].Content", `unknown field "Content"`},
 		{"long s folds to s", newAPIKey, true, `{"name":"k","ſcopes":["admin"]}`, "ſcopes", `did you mean "scopes"?`},
 		{"wrong case on the OpenAI routes", newOpenAIChat, false, `{"MODEL":"o/m","messages":[]}`, "MODEL", `did you mean "model"?`},
+		{"wrong case after an unknown field", newConnector, true, `{"colour":1,"baseUrl":"https://x.example","auth":{"Type":"none"}}`, "auth.Type", `did you mean "type"?`},
 
 		// Unknown names, with their path.
 		{"unknown nested field", newConnector, true, `{"baseUrl":"https://x.example","auth":{"type":"none","colour":1}}`, "auth.colour", `unknown field "colour" at auth.colour`},
+		{"a wrong type before an unknown field comes first", newConnector, true, `{"name":5,"baseUrl":"https://x.example","auth":{"type":"none"},"colour":1}`, "name", "field name: expected string"},
+		{"an unknown field before a wrong type comes first", newConnector, true, `{"colour":1,"name":5,"baseUrl":"https://x.example","auth":{"type":"none"}}`, "colour", `unknown field "colour"`},
+		{"unknown fields are ignored when lenient", newConnector, false, `{"colour":1,"baseUrl":"https://x.example","auth":{"type":"none","shade":2}}`, "", ""},
 		{"too deep", newRun, true, `{"action":"a","params":{"l":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}}`, "", "nested more than 10000 levels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,10 +211,10 @@ func FuzzDecodeJSON(f *testing.F) {
 		newV := decodeTargets[int(which)%len(decodeTargets)]
 		strict := which < 128 // both modes, for every target
 		if json.Valid(data) {
-			err := checkNames(data, newV(), strict)
-			want := namesOracle(data, reflect.TypeOf(newV()), strict)
-			if (err == nil) != (want == "") {
-				t.Fatalf("checkNames says %v, the oracle %q, on %q", err, want, data)
+			refused, unknown := checkNames(data, newV(), strict)
+			wantRefused, wantUnknown := namesOracle(data, reflect.TypeOf(newV()), strict)
+			if (refused == nil) != (wantRefused == "") || refused == nil && (unknown == nil) != (wantUnknown == "") {
+				t.Fatalf("checkNames says %v / %v, the oracle %q / %q, on %q", refused, unknown, wantRefused, wantUnknown, data)
 			}
 		}
 		if DecodeJSON(data, newV(), strict) != nil {
@@ -230,9 +235,10 @@ func FuzzDecodeJSON(f *testing.F) {
 }
 
 // namesOracle reads valid JSON through encoding/json's tokens alongside
-// the Go type t and describes the first name checkNames must refuse, or
-// returns "". It shares no code with checkNames.
-func namesOracle(data []byte, t reflect.Type, strict bool) string {
+// the Go type t and describes the first name checkNames must refuse (a
+// duplicate, or a field in another case), and the first unknown field
+// (strict); "" for none. It shares no code with checkNames.
+func namesOracle(data []byte, t reflect.Type, strict bool) (refused, unknown string) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var walk func(t reflect.Type, depth int) string
 	walk = func(t reflect.Type, depth int) string {
@@ -268,8 +274,8 @@ func namesOracle(data []byte, t reflect.Type, strict bool) string {
 						child = f
 					case folded:
 						return "wrong case " + name
-					case strict:
-						return "unknown " + name
+					case strict && unknown == "":
+						unknown = strconv.Quote(name) // "" is a name too
 					}
 				case t != nil && t.Kind() == reflect.Map:
 					child = t.Elem()
@@ -296,7 +302,7 @@ func namesOracle(data []byte, t reflect.Type, strict bool) string {
 		}
 		return ""
 	}
-	return walk(t, 0)
+	return walk(t, 0), unknown
 }
 
 // oracleField finds the field of struct t that the JSON name stands for.
@@ -362,8 +368,8 @@ func BenchmarkDecodeJSON(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := checkNames(body, v, strict); err != nil {
-					b.Fatal(err)
+				if refused, unknown := checkNames(body, v, strict); refused != nil || unknown != nil {
+					b.Fatal(refused, unknown)
 				}
 			}
 		})

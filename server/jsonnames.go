@@ -22,27 +22,31 @@ import (
 //     one, so a body could say two things at once;
 //   - a name that matches a struct field only when case is ignored
 //     ("SCOPES" for "scopes"): both decoders would fill the field;
-//   - with strict, any other name a struct does not declare.
+//   - with strict, any other name a struct does not declare: the first such
+//     name is returned as unknown, not refused, and the rest of the body is
+//     checked, so that the caller can report an error that comes earlier
+//     in the body (a wrong type) first.
 //
 // Names are compared as decoders read them (escapes undone, invalid UTF-8
 // replaced). A type with its own UnmarshalJSON or UnmarshalText (time.Time,
 // json.RawMessage) is read for duplicates only. Malformed JSON is left to
 // the decoders, whose errors say where it went wrong; nesting deeper than
 // maxJSONDepth is refused here.
-func checkNames(data []byte, v any, strict bool) error {
+func checkNames(data []byte, v any, strict bool) (refused, unknown error) {
 	t := reflect.TypeOf(v)
 	if t == nil {
-		return nil
+		return nil, nil
 	}
 	c := checkers.Get().(*nameChecker)
 	c.data, c.i, c.strict = data, 0, strict
 	err := c.value(shapeOf(t), 0)
-	c.data, c.keys, c.path = nil, c.keys[:0], c.path[:0]
+	unknown = c.unknownErr
+	c.data, c.keys, c.path, c.unknownErr = nil, c.keys[:0], c.path[:0], nil
 	checkers.Put(c)
 	if errors.Is(err, errMalformed) {
-		return nil
+		err = nil
 	}
-	return err
+	return err, unknown
 }
 
 // maxJSONDepth is the deepest nesting of objects and arrays a body may have
@@ -173,6 +177,8 @@ type nameChecker struct {
 	strict bool
 	keys   [][]byte   // the names read so far in each open object
 	path   []pathStep // where the reader is, for messages
+	// unknownErr describes the first name a struct does not declare.
+	unknownErr error
 }
 
 // pathStep is a member name, or an array index when key is nil.
@@ -329,8 +335,8 @@ func (c *nameChecker) object(s *shape, depth int) error {
 				child = f
 			} else if name := s.fold(k); name != "" {
 				return c.wrongCase(k, name)
-			} else if c.strict {
-				return c.unknown(k)
+			} else if c.strict && c.unknownErr == nil {
+				c.unknownErr = c.unknown(k)
 			}
 		case mapOf:
 			child = s.elem

@@ -440,18 +440,29 @@ var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // values never refer to data.
 //
 // Names are exact and unique: checkNames first refuses a name that appears
-// twice in one object, one that matches a field only when case is ignored,
-// and (with disallowUnknown) one that v does not declare, each with its
-// JSON path. Both decoders below would match names case-insensitively and
-// keep the last of two.
+// twice in one object and one that matches a field only when case is
+// ignored, each with its JSON path (both decoders below would match names
+// case-insensitively and keep the last of two). With disallowUnknown, a
+// name v does not declare is refused too: encoding/json reports whichever
+// error comes first in the body, and an unknown field with its JSON path.
 //
 // The common case, a valid body, is decoded by goccy/go-json; any failure
 // is decoded again by encoding/json, whose errors say precisely what and
 // where, and whose verdict stands (FuzzDecodeJSON holds both to the same
 // results, and checkNames to an independent reading of the names).
 func DecodeJSON(data []byte, v any, disallowUnknown bool) error {
-	if err := checkNames(data, v, disallowUnknown); err != nil {
-		return err
+	refused, unknown := checkNames(data, v, disallowUnknown)
+	if refused != nil {
+		return refused
+	}
+	if unknown != nil {
+		if err := stdDecode(data, v, disallowUnknown); err != nil && !isUnknownField(err) {
+			return err // an earlier problem
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			rv.Elem().SetZero()
+		}
+		return unknown
 	}
 	if fastDecode(data, v, disallowUnknown) {
 		return nil
@@ -484,6 +495,12 @@ var disallowUnknownFields = func() fastjson.DecodeOptionFunc {
 	flags := opt.Flags
 	return func(o *fastjson.DecodeOption) { o.Flags |= flags }
 }()
+
+// errUnknownField marks stdDecode's error for a name v does not declare;
+// checkNames describes the same name with its JSON path.
+var errUnknownField = errors.New("unknown field")
+
+func isUnknownField(err error) bool { return errors.Is(err, errUnknownField) }
 
 // stdDecode decodes with encoding/json, mapping its errors.
 func stdDecode(data []byte, v any, disallowUnknown bool) error {
@@ -518,8 +535,7 @@ func stdDecode(data []byte, v any, disallowUnknown bool) error {
 			WithDetails(map[string]any{"problems": []errs.Problem{{Field: field, Problem: "expected " + typ.Type.String() + ", got " + typ.Value}}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return errs.E(errs.Invalid, "unknown field %s", name).
-			WithDetails(map[string]any{"problems": []errs.Problem{{Field: strings.Trim(name, `"`), Problem: "unknown field"}}})
+		return &errs.Error{Kind: errs.Invalid, Message: "unknown field " + name, Err: errUnknownField}
 	}
 	var tpe *time.ParseError
 	if errors.As(err, &tpe) {
