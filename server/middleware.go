@@ -138,6 +138,36 @@ func (s *Server) checkMediaType(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// checkPathParams refuses a matched route whose path parameter is empty
+// (/v1/connectors//actions), naming the parameter, before the generated
+// wrapper's binding error ("Invalid format for parameter ...") can.
+func (s *Server) checkPathParams(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for i, v := range c.ParamValues() {
+			if v != "" || i >= len(c.ParamNames()) {
+				continue
+			}
+			name := c.ParamNames()[i]
+			route := c.Path()
+			for _, n := range c.ParamNames() {
+				route = strings.Replace(route, ":"+n, "{"+n+"}", 1)
+			}
+			return errs.E(errs.Invalid, "path parameter %s is empty: the URL has an empty segment (\"//\" or a trailing \"/\") where {%s} belongs in %s", name, name, route).
+				WithDetails(map[string]any{"problems": []errs.Problem{{Field: name, Problem: "path parameter is empty"}}})
+		}
+		return next(c)
+	}
+}
+
+// noSuchRoute is the 404 of an unmatched route; it points out an empty
+// path segment, the usual reason (GET /v1/connectors/ for a missing name).
+func noSuchRoute(path string) *errs.Error {
+	if len(path) > 1 && (strings.HasSuffix(path, "/") || strings.Contains(path, "//")) {
+		return errs.E(errs.NotFound, "no such route: the path has an empty segment (\"//\" or a trailing \"/\"); give the id it stands for, or leave the trailing \"/\" out")
+	}
+	return errs.E(errs.NotFound, "no such route")
+}
+
 // acceptsMediaType matches mt against the spec's media types, including
 // the wildcards "*/*" and "type/*".
 func acceptsMediaType(accepted []string, mt string) bool {
@@ -361,6 +391,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	e := classify(err)
+	if errors.Is(err, echo.ErrNotFound) {
+		e = noSuchRoute(c.Request().URL.Path)
+	}
 	c.Set(ctxErrorCode, string(e.Kind))
 	ctx := c.Request().Context()
 	status := e.Kind.Status()
