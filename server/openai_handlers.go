@@ -32,6 +32,9 @@ import (
 // whose errors say what is wrong and where (an empty body included).
 func decodeOpenAI(body []byte, v any) error {
 	err := DecodeJSON(body, v, false)
+	if err == nil {
+		return nil
+	}
 	var e *errs.Error
 	if errors.As(err, &e) {
 		if ps, ok := e.Details["problems"].([]errs.Problem); ok && len(ps) > 0 {
