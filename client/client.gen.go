@@ -1249,7 +1249,12 @@ type ErrorBody struct {
 	// upstream_error (502), unavailable (503), upstream_timeout (504).
 	Code string `json:"code"`
 
-	// Details Kind-specific details, e.g. `problems` ([{field, problem}]) on validation_failed.
+	// Details Kind-specific details, e.g. `problems` ([{field, problem}]) on
+	// validation_failed and invalid_request, `field` a JSON path such as
+	// `auth.type`, `messages[2].role` or `params["a.b"]`. `problems`
+	// lists at most 100 entries; when there were more,
+	// `problemsOmitted` says how many were left out and the message
+	// ends with "(100 problems listed, and N more)".
 	Details *map[string]interface{} `json:"details,omitempty"`
 
 	// Message What went wrong and where; never a secret.

@@ -280,6 +280,10 @@ func TestContractOpenAIErrors(t *testing.T) {
 		{"bad encoding", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":"x","encoding_format":"int8"}`, 400, "encoding_format"},
 		{"unknown fields are ignored", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"store":false,"metadata":{"a":"b"},"reasoning_effort":"low"}`, 200, ""},
 		{"two prompts", "/openai/v1/completions", `{"model":"openai/gpt-4o-mini","prompt":["a","b"]}`, 400, "prompt"},
+		{"a known field in another case is refused", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","MODEL":"openai/limited","messages":[{"role":"user","content":"Hi"}]}`, 400, "MODEL"},
+		{"a duplicate name is refused", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","model":"openai/limited","messages":[{"role":"user","content":"Hi"}]}`, 400, "model"},
+		{"a duplicate nested name is refused", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi","role":"system"}]}`, 400, "messages[0].role"},
+		{"a duplicate in an ignored field is refused", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":"x","metadata":{"a":1,"a":2}}`, 400, "metadata.a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := loose.Post(env.URL+tc.path, "application/json", strings.NewReader(tc.body))

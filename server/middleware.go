@@ -138,6 +138,36 @@ func (s *Server) checkMediaType(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// checkPathParams refuses a matched route whose path parameter is empty
+// (/v1/connectors//actions), naming the parameter, before the generated
+// wrapper's binding error ("Invalid format for parameter ...") can.
+func (s *Server) checkPathParams(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for i, v := range c.ParamValues() {
+			if v != "" || i >= len(c.ParamNames()) {
+				continue
+			}
+			name := c.ParamNames()[i]
+			route := c.Path()
+			for _, n := range c.ParamNames() {
+				route = strings.Replace(route, ":"+n, "{"+n+"}", 1)
+			}
+			return errs.E(errs.Invalid, "path parameter %s is empty: the URL has an empty segment (\"//\" or a trailing \"/\") where {%s} belongs in %s", name, name, route).
+				WithDetails(map[string]any{"problems": []errs.Problem{{Field: name, Problem: "path parameter is empty"}}})
+		}
+		return next(c)
+	}
+}
+
+// noSuchRoute is the 404 of an unmatched route; it points out an empty
+// path segment, the usual reason (GET /v1/connectors/ for a missing name).
+func noSuchRoute(path string) *errs.Error {
+	if len(path) > 1 && (strings.HasSuffix(path, "/") || strings.Contains(path, "//")) {
+		return errs.E(errs.NotFound, "no such route: the path has an empty segment (\"//\" or a trailing \"/\"); give the id it stands for, or leave the trailing \"/\" out")
+	}
+	return errs.E(errs.NotFound, "no such route")
+}
+
 // acceptsMediaType matches mt against the spec's media types, including
 // the wildcards "*/*" and "type/*".
 func acceptsMediaType(accepted []string, mt string) bool {
@@ -382,6 +412,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	e := classify(err)
+	if errors.Is(err, echo.ErrNotFound) {
+		e = noSuchRoute(c.Request().URL.Path)
+	}
 	c.Set(ctxErrorCode, string(e.Kind))
 	ctx := c.Request().Context()
 	status := e.Kind.Status()
@@ -460,11 +493,31 @@ var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // mapping failures to errs kinds with the offset or field at fault. Decoded
 // values never refer to data.
 //
+// Names are exact and unique: checkNames first refuses a name that appears
+// twice in one object and one that matches a field only when case is
+// ignored, each with its JSON path (both decoders below would match names
+// case-insensitively and keep the last of two). With disallowUnknown, a
+// name v does not declare is refused too: encoding/json reports whichever
+// error comes first in the body, and an unknown field with its JSON path.
+//
 // The common case, a valid body, is decoded by goccy/go-json; any failure
 // is decoded again by encoding/json, whose errors say precisely what and
 // where, and whose verdict stands (FuzzDecodeJSON holds both to the same
-// results).
+// results, and checkNames to an independent reading of the names).
 func DecodeJSON(data []byte, v any, disallowUnknown bool) error {
+	refused, unknown := checkNames(data, v, disallowUnknown)
+	if refused != nil {
+		return refused
+	}
+	if unknown != nil {
+		if err := stdDecode(data, v, disallowUnknown); err != nil && !isUnknownField(err) {
+			return err // an earlier problem
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			rv.Elem().SetZero()
+		}
+		return unknown
+	}
 	if fastDecode(data, v, disallowUnknown) {
 		return nil
 	}
@@ -496,6 +549,12 @@ var disallowUnknownFields = func() fastjson.DecodeOptionFunc {
 	flags := opt.Flags
 	return func(o *fastjson.DecodeOption) { o.Flags |= flags }
 }()
+
+// errUnknownField marks stdDecode's error for a name v does not declare;
+// checkNames describes the same name with its JSON path.
+var errUnknownField = errors.New("unknown field")
+
+func isUnknownField(err error) bool { return errors.Is(err, errUnknownField) }
 
 // stdDecode decodes with encoding/json, mapping its errors.
 func stdDecode(data []byte, v any, disallowUnknown bool) error {
@@ -530,8 +589,7 @@ func stdDecode(data []byte, v any, disallowUnknown bool) error {
 			WithDetails(map[string]any{"problems": []errs.Problem{{Field: field, Problem: "expected " + typ.Type.String() + ", got " + typ.Value}}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return errs.E(errs.Invalid, "unknown field %s", name).
-			WithDetails(map[string]any{"problems": []errs.Problem{{Field: strings.Trim(name, `"`), Problem: "unknown field"}}})
+		return &errs.Error{Kind: errs.Invalid, Message: "unknown field " + name, Err: errUnknownField}
 	}
 	var tpe *time.ParseError
 	if errors.As(err, &tpe) {

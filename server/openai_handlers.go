@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -23,11 +24,25 @@ import (
 // in OpenAI's shape so that OpenAI's SDKs can read them.
 
 // decodeOpenAI decodes an OpenAI request body leniently (unknown fields
-// ignored, as OpenAI's SDKs send fields Switchboard does not use). The
+// ignored, as OpenAI's SDKs send fields Switchboard does not use). Names
+// are still exact and unique, as on OpenAI's own API: a known field in
+// another case ("MODEL") or a name given twice is a 400 (see DecodeJSON). The
 // body reaches the handler unchecked (see strictJSON.Deserialize): goccy
 // decodes it, and a body it refuses is decoded again by encoding/json,
 // whose errors say what is wrong and where (an empty body included).
-func decodeOpenAI(body []byte, v any) error { return DecodeJSON(body, v, false) }
+func decodeOpenAI(body []byte, v any) error {
+	err := DecodeJSON(body, v, false)
+	if err == nil {
+		return nil
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		if ps, ok := e.Details["problems"].([]errs.Problem); ok && len(ps) > 0 {
+			e.Details["param"] = ps[0].Field // already OpenAI's name, as sent
+		}
+	}
+	return err
+}
 
 // invalidParam is a 400 naming the OpenAI parameter at fault.
 func invalidParam(param, format string, args ...any) error {
@@ -376,7 +391,9 @@ func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {
 		typ = "timeout_error"
 	}
 	body := openaiwire.ErrorBody{Message: e.Message, Type: typ, Code: &code}
-	if ps, ok := e.Details["problems"].([]errs.Problem); ok && len(ps) > 0 {
+	if param, ok := e.Details["param"].(string); ok {
+		body.Param = &param
+	} else if ps, ok := e.Details["problems"].([]errs.Problem); ok && len(ps) > 0 {
 		param := snakeCase(ps[0].Field)
 		body.Param = &param
 		if e.Kind == errs.Validation {

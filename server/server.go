@@ -115,7 +115,7 @@ func New(o Options) (*Server, error) {
 	e.JSONSerializer = strictJSON{}
 	e.Pre(requestID)
 	e.Use(s.observeRequests)
-	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate, s.checkMediaType)
+	e.Use(s.logRequests, s.recoverPanics, s.limitBody, s.authenticate, s.checkPathParams, s.checkMediaType)
 	e.Use(s.rateLimit, s.tokenEndpoint, s.protectMetrics)
 	if s.errorWriters == nil {
 		s.errorWriters = map[string]errorWriter{}

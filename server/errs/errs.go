@@ -89,6 +89,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// Err is the underlying cause; it is logged, never sent.
 	Err error
+	// problems is the whole list of which Details holds the first
+	// MaxProblems.
+	problems []Problem
 }
 
 func (e *Error) Error() string {
@@ -123,18 +126,57 @@ func Wrap(k Kind, cause error, msg string) *Error {
 	return &Error{Kind: k, Message: msg, Err: cause}
 }
 
-// WithDetails returns e with the details set.
+// WithDetails returns e with the details set. A "problems" list longer
+// than MaxProblems is cut there (see listProblems).
 func (e *Error) WithDetails(d map[string]any) *Error {
 	e.Details = d
+	if ps, ok := d["problems"].([]Problem); ok {
+		e.listProblems(ps)
+	}
 	return e
 }
 
-// Problems builds a 422 listing every invalid field, or nil when ps is empty.
+// MaxProblems is the most problems an error lists in details.problems, so
+// that an error stays small whatever the request: the rest are counted in
+// details.problemsOmitted and in the message.
+const MaxProblems = 100
+
+// listProblems puts ps in e's details, the first MaxProblems of them, and
+// keeps the whole list for ProblemsOf.
+func (e *Error) listProblems(ps []Problem) {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.problems = ps
+	if len(ps) <= MaxProblems {
+		e.Details["problems"] = ps
+		return
+	}
+	omitted := len(ps) - MaxProblems
+	e.Details["problems"] = ps[:MaxProblems:MaxProblems]
+	e.Details["problemsOmitted"] = omitted
+	e.Message = fmt.Sprintf("%s (%d problems listed, and %d more)", e.Message, MaxProblems, omitted)
+}
+
+// Problems builds a 422 listing every invalid field (up to MaxProblems),
+// or nil when ps is empty.
 func Problems(msg string, ps []Problem) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return &Error{Kind: Validation, Message: msg, Details: map[string]any{"problems": ps}}
+	e := &Error{Kind: Validation, Message: msg}
+	e.listProblems(ps)
+	return e
+}
+
+// ProblemsOf returns every problem of err, including those its details
+// leave out; nil when err lists none.
+func ProblemsOf(err error) []Problem {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.problems
+	}
+	return nil
 }
 
 // KindOf returns the kind of err: the outermost classified error, else Internal.

@@ -648,13 +648,8 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 	}
 	if len(ps) > 0 {
 		// Report function problems together with the rest of the request's.
-		if _, err := g.prepare(OpFunctions, r); err != nil {
-			var e *errs.Error
-			if errors.As(err, &e) && e.Kind == errs.Validation {
-				if prev, ok := e.Details["problems"].([]errs.Problem); ok {
-					ps = append(prev, ps...)
-				}
-			}
+		if _, err := g.prepare(OpFunctions, r); err != nil && errs.KindOf(err) == errs.Validation {
+			ps = append(errs.ProblemsOf(err), ps...)
 		}
 		return nil, errs.Problems("invalid request", ps)
 	}
