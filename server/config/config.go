@@ -198,21 +198,23 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // subcommand names) and the environment lookup getenv.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	c := Default()
+	// Flag defaults are shown by -h only: a flag's value is used when the
+	// flag is given (fs.Visit below), so env and file win over them.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		fAddr    = fs.String("addr", "", "listen address (SWITCHBOARD_ADDR)")
-		fData    = fs.String("data-dir", "", "data directory (SWITCHBOARD_DATA_DIR)")
+		fAddr    = fs.String("addr", c.Addr, "listen address (SWITCHBOARD_ADDR)")
+		fData    = fs.String("data-dir", c.DataDir, "data directory (SWITCHBOARD_DATA_DIR)")
 		fConfig  = fs.String("config", "", "config file (SWITCHBOARD_CONFIG)")
 		fPublic  = fs.String("public-url", "", "public base URL (SWITCHBOARD_PUBLIC_URL)")
-		fLog     = fs.String("log-level", "", "debug|info|warn|error (SWITCHBOARD_LOG_LEVEL)")
+		fLog     = fs.String("log-level", c.LogLevel, "debug|info|warn|error (SWITCHBOARD_LOG_LEVEL)")
 		fEgress  = fs.String("egress-allow", "", "comma-separated CIDRs the egress guard allows (SWITCHBOARD_EGRESS_ALLOW)")
-		fBody    = fs.Int64("body-limit", 0, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
+		fBody    = fs.Int64("body-limit", c.Limits.BodyBytes, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
 		fMasterK = fs.String("master-key", "", "base64 master key (prefer SWITCHBOARD_MASTER_KEY)")
-		fStop    = fs.Duration("shutdown-timeout", 0, "bound on the wait for in-flight requests at shutdown (SWITCHBOARD_SHUTDOWN_TIMEOUT)")
-		fHeader  = fs.Duration("read-header-timeout", 0, "bound on reading a request's headers (SWITCHBOARD_READ_HEADER_TIMEOUT)")
-		fRead    = fs.Duration("read-timeout", 0, "bound on reading a whole request, headers and body; responses are not bounded (SWITCHBOARD_READ_TIMEOUT)")
-		fIdle    = fs.Duration("idle-timeout", 0, "how long a keep-alive connection may wait for its next request (SWITCHBOARD_IDLE_TIMEOUT)")
+		fStop    = fs.Duration("shutdown-timeout", c.ShutdownTimeout.D(), "bound on the wait for in-flight requests at shutdown (SWITCHBOARD_SHUTDOWN_TIMEOUT)")
+		fHeader  = fs.Duration("read-header-timeout", c.ReadHeaderTimeout.D(), "bound on reading a request's headers (SWITCHBOARD_READ_HEADER_TIMEOUT)")
+		fRead    = fs.Duration("read-timeout", c.ReadTimeout.D(), "bound on reading a whole request, headers and body; responses are not bounded (SWITCHBOARD_READ_TIMEOUT)")
+		fIdle    = fs.Duration("idle-timeout", c.IdleTimeout.D(), "how long a keep-alive connection may wait for its next request (SWITCHBOARD_IDLE_TIMEOUT)")
 		fConns   = fs.Int("max-connections", 0, "bound on open client connections; 0: half the open-file limit, at most 10000 (SWITCHBOARD_MAX_CONNECTIONS)")
 	)
 	if err := fs.Parse(args); err != nil {
