@@ -47,7 +47,8 @@ type connLimiter struct {
 	closeOnce sync.Once
 
 	mu   sync.Mutex
-	idle map[*limitedConn]time.Time // idle connections, since when
+	idle map[*limitedConn]uint64 // idle connections, in the order they became idle
+	seq  uint64
 
 	lastWarn atomic.Int64 // unix nanoseconds of the last "at the bound" warning
 }
@@ -56,7 +57,7 @@ func newConnLimiter(ln net.Listener, max int, log *slog.Logger) *connLimiter {
 	return &connLimiter{
 		Listener: ln, log: log,
 		slots: make(chan struct{}, max), done: make(chan struct{}), wake: make(chan struct{}, 1),
-		idle: map[*limitedConn]time.Time{},
+		idle: map[*limitedConn]uint64{},
 	}
 }
 
@@ -106,7 +107,8 @@ func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
 	}
 	l.mu.Lock()
 	if s == http.StateIdle {
-		l.idle[lc] = time.Now()
+		l.seq++
+		l.idle[lc] = l.seq
 	} else {
 		delete(l.idle, lc)
 	}
@@ -124,10 +126,10 @@ func (l *connLimiter) connState(c net.Conn, s http.ConnState) {
 func (l *connLimiter) closeLongestIdle() bool {
 	l.mu.Lock()
 	var oldest *limitedConn
-	var since time.Time
-	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
-			oldest, since = c, t
+	var since uint64
+	for c, n := range l.idle {
+		if oldest == nil || n < since {
+			oldest, since = c, n
 		}
 	}
 	delete(l.idle, oldest)
@@ -155,6 +157,16 @@ type limitedConn struct {
 	net.Conn
 	l    *connLimiter
 	once sync.Once
+}
+
+// CloseWrite half-closes a TCP connection: net/http does it before closing
+// a connection whose client may still be sending (a refused body), so that
+// the client reads the response rather than a reset.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *limitedConn) Close() error {
