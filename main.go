@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -33,13 +34,20 @@ var version = "dev"
 const usage = `usage: switchboard <command> [flags]
 
 commands:
-  serve              run the control plane (flags: -addr, -data-dir, -config, -public-url, -log-level, -egress-allow, -body-limit)
+  serve              run the control plane
   version            print the version
   migrate            apply pending schema migrations and exit
   rotate-master-key  re-encrypt every secret under a new master key (server stopped)
 
-Started by Terraform (TF_PLUGIN_MAGIC_COOKIE set) it serves the Terraform provider.
+switchboard <command> -h lists the command's flags. Started by Terraform (TF_PLUGIN_MAGIC_COOKIE set) it serves the Terraform provider.
 `
+
+// commands describes the commands that take the configuration flags.
+var commands = map[string]string{
+	"serve":             "Run the control plane.",
+	"migrate":           "Apply pending schema migrations and exit.",
+	"rotate-master-key": "Re-encrypt every stored secret under a new master key (from SWITCHBOARD_NEW_MASTER_KEY, else generated). Stop the server first.",
+}
 
 func main() {
 	if os.Getenv("TF_PLUGIN_MAGIC_COOKIE") != "" || len(os.Args) > 1 && os.Args[1] == "-debug" {
@@ -63,12 +71,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "serve", "migrate", "rotate-master-key":
+	case "serve", "migrate", "rotate-master-key": // commands
 	default:
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
 	cfg, err := config.Load(rest, os.Getenv)
+	var fe *config.FlagError
+	if errors.As(err, &fe) && errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage: switchboard %s [flags]\n\n%s\n\nflags (each also set by the environment variable named, or the config file):\n%s", cmd, commands[cmd], fe.Usage)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "switchboard:", err)
 		return 2

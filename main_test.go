@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -212,6 +213,10 @@ func TestCommands(t *testing.T) {
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
 		{name: "unknown flag", args: []string{"serve", "-bogus"}, code: 2, stderr: "-bogus"},
 		{name: "invalid config", args: []string{"serve", "-log-level=loud"}, code: 2, stderr: "logLevel"},
+		{name: "serve -h prints the usage once and exits 0", args: []string{"serve", "-h"}, code: 0, stdout: "usage: switchboard serve [flags]"},
+		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stdout: "-idle-timeout"},
+		{name: "migrate -help", args: []string{"migrate", "-help"}, code: 0, stdout: "usage: switchboard migrate [flags]"},
+		{name: "rotate-master-key -h", args: []string{"rotate-master-key", "-h"}, code: 0, stdout: "usage: switchboard rotate-master-key [flags]"},
 		{name: "migrate", args: []string{"migrate", "-data-dir", dir}, code: 0, stdout: fmt.Sprintf("schema version %d", store.SchemaVersion())},
 		{name: "rotate without a key", args: []string{"rotate-master-key", "-data-dir", filepath.Join(dir, "empty")}, code: 1, stderr: "read current master key"},
 	}
@@ -227,6 +232,83 @@ func TestCommands(t *testing.T) {
 			}
 			if !strings.Contains(errOut.String(), tc.stderr) {
 				t.Errorf("stderr %q lacks %q", &errOut, tc.stderr)
+			}
+			if tc.code == 0 && strings.Contains(out.String()+errOut.String(), "help requested") {
+				t.Errorf("output reports help as an error:\n%s%s", &out, &errOut)
+			}
+			if n := strings.Count(out.String()+errOut.String(), "-data-dir"); n > 1 {
+				t.Errorf("the flags are listed %d times:\n%s%s", n, &out, &errOut)
+			}
+		})
+	}
+}
+
+// An invalid configuration, from any source, is refused before anything is
+// written to the data dir: no master key is generated for a server that
+// never starts, and a bad key is reported under the name of its source.
+func TestServeInvalidConfigWritesNothing(t *testing.T) {
+	badProviders := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(badProviders, []byte("providers:\n  - name: x\n    type: bogus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badKeyFile := t.TempDir()
+	if err := os.WriteFile(filepath.Join(badKeyFile, vault.KeyFile), []byte("not-a-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		dataDir string // default: a fresh one
+		code    int
+		stderr  []string // all must appear
+		absent  string   // must not appear (a secret)
+	}{
+		{name: "bad -master-key flag is reported under the flag", args: []string{"-master-key=c2hvcnQ="}, code: 1,
+			stderr: []string{"-master-key: master key must decode to 32 bytes"}, absent: "SWITCHBOARD_MASTER_KEY"},
+		{name: "bad SWITCHBOARD_MASTER_KEY is reported under the variable", env: map[string]string{"SWITCHBOARD_MASTER_KEY": "c2hvcnQ="}, code: 1,
+			stderr: []string{"SWITCHBOARD_MASTER_KEY: master key must decode to 32 bytes"}, absent: "c2hvcnQ="},
+		{name: "flag wins over the variable and is named", env: map[string]string{"SWITCHBOARD_MASTER_KEY": vault.EncodeKey(vault.NewKey())}, args: []string{"-master-key=bm9wZQ=="}, code: 1,
+			stderr: []string{"-master-key: "}, absent: "bm9wZQ=="},
+		{name: "bad admin key", env: map[string]string{"SWITCHBOARD_ADMIN_KEY": "short"}, code: 1, stderr: []string{"SWITCHBOARD_ADMIN_KEY"}, absent: "short"},
+		{name: "bad egress range", env: map[string]string{"SWITCHBOARD_EGRESS_ALLOW": "not-a-cidr"}, code: 1, stderr: []string{"egress.allow", "not-a-cidr"}},
+		{name: "bad provider in the config file", env: map[string]string{"SWITCHBOARD_CONFIG": badProviders}, code: 1, stderr: []string{`unknown type "bogus"`}},
+		{name: "zero idle timeout", args: []string{"-idle-timeout=0s"}, code: 2, stderr: []string{"idleTimeout must be positive"}},
+		{name: "bad key file is reported under its path", dataDir: badKeyFile, code: 1, stderr: []string{filepath.Join(badKeyFile, vault.KeyFile) + ": master key is not valid base64"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dataDir
+			if dir == "" {
+				dir = filepath.Join(t.TempDir(), "data")
+			}
+			env := map[string]string{"SWITCHBOARD_DATA_DIR": dir, "SWITCHBOARD_ADDR": "127.0.0.1:0"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			p := start(t, env, append([]string{"serve"}, tc.args...)...)
+			if code := p.wait(t, 30*time.Second); code != tc.code {
+				t.Errorf("exit code = %d, want %d\nstderr:\n%s", code, tc.code, p.stderr)
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(p.stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, p.stderr)
+				}
+			}
+			if tc.absent != "" && strings.Contains(p.stderr.String()+p.stdout.String(), tc.absent) {
+				t.Errorf("output holds %q:\n%s", tc.absent, p.stderr)
+			}
+			if tc.dataDir != "" {
+				return // the test's own key file
+			}
+			if _, err := os.Stat(filepath.Join(dir, vault.KeyFile)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a master key was generated for a refused configuration (stat: %v)", err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				t.Errorf("the data dir was written: %v", entries)
+			}
+			if keyPattern.MatchString(p.stdout.String()) {
+				t.Errorf("a bootstrap key was printed: %s", p.stdout)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -32,15 +34,16 @@ func OpenStore(cfg config.Config) (*store.Bolt, error) {
 	return st, err
 }
 
-// OpenVault builds the vault from SWITCHBOARD_MASTER_KEY or the key file in
-// the data dir (generated, with a warning, when absent). A key left in
-// master.key.next by an interrupted rotation is accepted for opening too.
+// OpenVault builds the vault from the configured master key
+// (SWITCHBOARD_MASTER_KEY or -master-key) or the key file in the data dir
+// (generated, with a warning, when absent). A key left in master.key.next
+// by an interrupted rotation is accepted for opening too.
 func OpenVault(cfg config.Config, log *slog.Logger) (*vault.Vault, error) {
 	var key []byte
 	if cfg.MasterKey != "" {
-		k, err := vault.ParseKey(cfg.MasterKey)
+		k, err := parseMasterKey(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("SWITCHBOARD_MASTER_KEY: %w", err)
+			return nil, err
 		}
 		key = k
 	} else {
@@ -61,6 +64,45 @@ func OpenVault(cfg config.Config, log *slog.Logger) (*vault.Vault, error) {
 		}
 	}
 	return vault.New(key, extra...)
+}
+
+// parseMasterKey parses cfg's master key; an error names the source the
+// key came from (the flag or the environment variable), never the key.
+func parseMasterKey(cfg config.Config) ([]byte, error) {
+	k, err := vault.ParseKey(cfg.MasterKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmp.Or(cfg.MasterKeySource, "SWITCHBOARD_MASTER_KEY"), err)
+	}
+	return k, nil
+}
+
+// Check refuses a configuration that New, Run or Bootstrap would refuse,
+// without touching the data dir: Run calls it before it creates anything
+// there (the database, a generated master key). It checks cfg.Validate,
+// the master and admin keys, the egress allow-list and the providers.
+func Check(cfg config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.MasterKey != "" {
+		if _, err := parseMasterKey(cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.AdminKey != "" {
+		if err := auth.CheckSecret(cfg.AdminKey); err != nil {
+			return fmt.Errorf("SWITCHBOARD_ADMIN_KEY: %w", err)
+		}
+	}
+	if _, err := egress.New(cfg.Egress.Allow); err != nil {
+		return err
+	}
+	// Without a store the catalog neither reads nor writes anything.
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := llm.NewCatalog(context.Background(), cfg.Providers, llm.CatalogOptions{Logger: quiet}); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Bootstrap makes sure an admin credential exists: the SWITCHBOARD_ADMIN_KEY
@@ -92,12 +134,26 @@ func Bootstrap(ctx context.Context, keys *auth.Keys, adminKey string, out io.Wri
 // finishes in-flight requests (bounded by cfg.ShutdownTimeout), stops the
 // background workers and closes the store. The bootstrap admin key, when
 // one is generated, is printed to out.
+//
+// An invalid configuration (Check) is refused before anything is written
+// to the data dir, and a busy port before a master key is generated.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) (err error) {
+	if err := Check(cfg); err != nil {
+		return err
+	}
 	st, err := OpenStore(cfg)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
+	// Listen before opening the vault (a busy port generates no master
+	// key) and before bootstrapping (it prints no bootstrap key).
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	limited := newConnLimiter(ln, maxConnections(cfg), log)
+	defer limited.Close()
 	v, err := OpenVault(cfg, log)
 	if err != nil {
 		return err
@@ -112,20 +168,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 		defer cancel()
 		err = errors.Join(err, srv.Close(cctx))
 	}()
-	// Listen before bootstrapping, so that a busy port fails before a
-	// bootstrap key is created and printed.
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	defer ln.Close()
 	if err := Bootstrap(ctx, srv.Keys(), cfg.AdminKey, out); err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := newHTTPServer(cfg, srv, limited, log)
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	log.Info("switchboard listening", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "keyId", v.CurrentKeyID())
+	go func() { served <- hs.Serve(limited) }()
+	log.Info("switchboard listening", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "keyId", v.CurrentKeyID(),
+		"maxConnections", cap(limited.slots))
 
 	select {
 	case err := <-served:
@@ -142,6 +192,27 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 	}
 	log.Info("stopped")
 	return ignoreDeadline(errShutdown)
+}
+
+// newHTTPServer serves h with cfg's connection timeouts.
+//
+// ReadTimeout bounds reading a whole request, headers and body, from its
+// first byte; it never cuts a response: writes have no deadline, and once
+// a handler has read the body to its end net/http clears the read deadline
+// for its background read (which cancels the request's context when the
+// client goes away). So streams and slow upstreams run as long as they
+// need, while a body that trickles in is cut at the timeout. A
+// connection's first request must arrive within ReadHeaderTimeout of the
+// connection; a keep-alive connection's next within IdleTimeout.
+func newHTTPServer(cfg config.Config, h http.Handler, limited *connLimiter, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.ReadTimeout.D(),
+		IdleTimeout:       cfg.IdleTimeout.D(),
+		ConnState:         limited.connState,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 func ignoreDeadline(err error) error {
@@ -174,9 +245,9 @@ func RotateMasterKey(ctx context.Context, cfg config.Config, newKeyB64 string, l
 		}
 	}
 	if cfg.MasterKey != "" {
-		oldKey, err := vault.ParseKey(cfg.MasterKey)
+		oldKey, err := parseMasterKey(cfg)
 		if err != nil {
-			return fmt.Errorf("SWITCHBOARD_MASTER_KEY: %w", err)
+			return err
 		}
 		n, err := reseal(ctx, st, newKey, oldKey)
 		if err != nil {

@@ -103,6 +103,16 @@ type NewAPIKeyInput struct {
 // MaxNameLength bounds an API key's name, in characters.
 const MaxNameLength = 128
 
+// CheckSecret refuses a caller-chosen API key secret of the wrong form
+// (SWITCHBOARD_ADMIN_KEY) with a Validation error that does not echo it.
+func CheckSecret(secret string) error {
+	if !strings.HasPrefix(secret, KeyPrefix) || len(secret) < len(KeyPrefix)+32 || len(secret) > 512 ||
+		strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return errs.E(errs.Validation, "an API key must start with %q followed by 32 to 500 printable ASCII characters without spaces", KeyPrefix)
+	}
+	return nil
+}
+
 // Create stores a new key and returns it with its secret, shown only now.
 // Invalid input is an errs.Validation error listing every problem.
 func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, error) {
@@ -139,9 +149,8 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 	secret := in.Secret
 	if secret == "" {
 		secret = NewKeySecret()
-	} else if !strings.HasPrefix(secret, KeyPrefix) || len(secret) < len(KeyPrefix)+32 || len(secret) > 512 ||
-		strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		return APIKey{}, "", errs.E(errs.Validation, "an API key must start with %q followed by 32 to 500 printable ASCII characters without spaces", KeyPrefix)
+	} else if err := CheckSecret(secret); err != nil {
+		return APIKey{}, "", err
 	}
 	key := APIKey{
 		ID:        ids.New("key_", now),

@@ -25,8 +25,12 @@ type Config struct {
 	Addr string `yaml:"addr"`
 	// DataDir holds switchboard.db and, when generated, master.key.
 	DataDir string `yaml:"dataDir"`
-	// MasterKey is the base64 vault key; from SWITCHBOARD_MASTER_KEY only.
+	// MasterKey is the base64 vault key; from SWITCHBOARD_MASTER_KEY or
+	// the -master-key flag, never from the file.
 	MasterKey string `yaml:"-"`
+	// MasterKeySource names where MasterKey came from (the flag or the
+	// environment variable), for error messages.
+	MasterKeySource string `yaml:"-"`
 	// AdminKey is a bootstrap admin API key; from SWITCHBOARD_ADMIN_KEY only.
 	AdminKey string `yaml:"-"`
 	// PublicURL is the externally reachable base URL (OAuth callbacks).
@@ -35,6 +39,18 @@ type Config struct {
 	LogLevel string `yaml:"logLevel"`
 	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
 	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+	// ReadHeaderTimeout bounds the time to read a request's headers, from
+	// the first byte (or, on a new connection, from the connection).
+	ReadHeaderTimeout Duration `yaml:"readHeaderTimeout"`
+	// ReadTimeout bounds the time to read a whole request, headers and
+	// body. Responses (streams, slow upstreams) are not bounded by it.
+	ReadTimeout Duration `yaml:"readTimeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request.
+	IdleTimeout Duration `yaml:"idleTimeout"`
+	// MaxConnections bounds the open client connections; 0 means half the
+	// process's open-file limit, at most DefaultMaxConnections.
+	MaxConnections int `yaml:"maxConnections"`
 
 	Egress     Egress     `yaml:"egress"`
 	Limits     Limits     `yaml:"limits"`
@@ -134,6 +150,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// DefaultMaxConnections caps the automatic MaxConnections (0): at 10,000
+// idle connections the server holds a few hundred MB of buffers.
+const DefaultMaxConnections = 10000
+
 // Default returns the built-in configuration.
 func Default() Config {
 	return Config{
@@ -141,6 +161,12 @@ func Default() Config {
 		DataDir:         "./data",
 		LogLevel:        "info",
 		ShutdownTimeout: Duration(15 * time.Second),
+		// A 1 MiB body (the default limit) must arrive at 17 KB/s or more.
+		ReadHeaderTimeout: Duration(10 * time.Second),
+		ReadTimeout:       Duration(60 * time.Second),
+		// Longer than the idle timeout of common client pools (Go: 90s),
+		// so that the server rarely closes a connection a client reuses.
+		IdleTimeout: Duration(120 * time.Second),
 		Limits: Limits{
 			BodyBytes:                     1 << 20,
 			RequestsPerMinute:             600,
@@ -164,28 +190,44 @@ func Default() Config {
 	}
 }
 
+// FlagError is Load's error for wrong flags, or for -h and -help (then it
+// wraps flag.ErrHelp): Usage lists the flags.
+type FlagError struct {
+	Err   error
+	Usage string
+}
+
+func (e *FlagError) Error() string { return e.Err.Error() + "\nflags:\n" + e.Usage }
+func (e *FlagError) Unwrap() error { return e.Err }
+
 // Load builds the configuration from args (without the program and
 // subcommand names) and the environment lookup getenv.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	c := Default()
+	// Flag defaults are shown by -h only: a flag's value is used when the
+	// flag is given (fs.Visit below), so env and file win over them.
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		fAddr    = fs.String("addr", "", "listen address (SWITCHBOARD_ADDR)")
-		fData    = fs.String("data-dir", "", "data directory (SWITCHBOARD_DATA_DIR)")
+		fAddr    = fs.String("addr", c.Addr, "listen address (SWITCHBOARD_ADDR)")
+		fData    = fs.String("data-dir", c.DataDir, "data directory (SWITCHBOARD_DATA_DIR)")
 		fConfig  = fs.String("config", "", "config file (SWITCHBOARD_CONFIG)")
 		fPublic  = fs.String("public-url", "", "public base URL (SWITCHBOARD_PUBLIC_URL)")
-		fLog     = fs.String("log-level", "", "debug|info|warn|error (SWITCHBOARD_LOG_LEVEL)")
+		fLog     = fs.String("log-level", c.LogLevel, "debug|info|warn|error (SWITCHBOARD_LOG_LEVEL)")
 		fEgress  = fs.String("egress-allow", "", "comma-separated CIDRs the egress guard allows (SWITCHBOARD_EGRESS_ALLOW)")
-		fBody    = fs.Int64("body-limit", 0, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
+		fBody    = fs.Int64("body-limit", c.Limits.BodyBytes, "max request body bytes (SWITCHBOARD_BODY_LIMIT)")
 		fMasterK = fs.String("master-key", "", "base64 master key (prefer SWITCHBOARD_MASTER_KEY)")
-		fStop    = fs.Duration("shutdown-timeout", 0, "bound on the wait for in-flight requests at shutdown (SWITCHBOARD_SHUTDOWN_TIMEOUT)")
+		fStop    = fs.Duration("shutdown-timeout", c.ShutdownTimeout.D(), "bound on the wait for in-flight requests at shutdown (SWITCHBOARD_SHUTDOWN_TIMEOUT)")
+		fHeader  = fs.Duration("read-header-timeout", c.ReadHeaderTimeout.D(), "bound on reading a request's headers (SWITCHBOARD_READ_HEADER_TIMEOUT)")
+		fRead    = fs.Duration("read-timeout", c.ReadTimeout.D(), "bound on reading a whole request, headers and body; responses are not bounded (SWITCHBOARD_READ_TIMEOUT)")
+		fIdle    = fs.Duration("idle-timeout", c.IdleTimeout.D(), "how long a keep-alive connection may wait for its next request (SWITCHBOARD_IDLE_TIMEOUT)")
+		fConns   = fs.Int("max-connections", 0, "bound on open client connections; 0: half the open-file limit, at most 10000 (SWITCHBOARD_MAX_CONNECTIONS)")
 	)
 	if err := fs.Parse(args); err != nil {
-		return c, fmt.Errorf("%w\nflags:\n%s", err, usage(fs))
+		return c, &FlagError{Err: err, Usage: usage(fs)}
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return c, &FlagError{Err: fmt.Errorf("unexpected argument %q", fs.Arg(0)), Usage: usage(fs)}
 	}
 
 	path := first(*fConfig, getenv("SWITCHBOARD_CONFIG"))
@@ -212,6 +254,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_PUBLIC_URL", str(&c.PublicURL)},
 		{"SWITCHBOARD_LOG_LEVEL", str(&c.LogLevel)},
 		{"SWITCHBOARD_SHUTDOWN_TIMEOUT", dur(&c.ShutdownTimeout)},
+		{"SWITCHBOARD_READ_HEADER_TIMEOUT", dur(&c.ReadHeaderTimeout)},
+		{"SWITCHBOARD_READ_TIMEOUT", dur(&c.ReadTimeout)},
+		{"SWITCHBOARD_IDLE_TIMEOUT", dur(&c.IdleTimeout)},
+		{"SWITCHBOARD_MAX_CONNECTIONS", intv(&c.MaxConnections)},
 		{"SWITCHBOARD_EGRESS_ALLOW", list(&c.Egress.Allow)},
 		{"SWITCHBOARD_OAUTH_REFRESH_SKEW", dur(&c.Connectors.OAuthRefreshSkew)},
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
@@ -225,6 +271,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 				return c, fmt.Errorf("%s: %w", e.name, err)
 			}
 		}
+	}
+
+	if c.MasterKey != "" {
+		c.MasterKeySource = "SWITCHBOARD_MASTER_KEY"
 	}
 
 	set := map[string]bool{}
@@ -248,10 +298,22 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		c.Limits.BodyBytes = *fBody
 	}
 	if set["master-key"] {
-		c.MasterKey = *fMasterK
+		c.MasterKey, c.MasterKeySource = *fMasterK, "-master-key"
 	}
 	if set["shutdown-timeout"] {
 		c.ShutdownTimeout = Duration(*fStop)
+	}
+	if set["read-header-timeout"] {
+		c.ReadHeaderTimeout = Duration(*fHeader)
+	}
+	if set["read-timeout"] {
+		c.ReadTimeout = Duration(*fRead)
+	}
+	if set["idle-timeout"] {
+		c.IdleTimeout = Duration(*fIdle)
+	}
+	if set["max-connections"] {
+		c.MaxConnections = *fConns
 	}
 	return c, c.Validate()
 }
@@ -270,6 +332,36 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		problems = append(problems, "shutdownTimeout must be positive")
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"readHeaderTimeout", c.ReadHeaderTimeout}, {"readTimeout", c.ReadTimeout}, {"idleTimeout", c.IdleTimeout}} {
+		if d.v <= 0 {
+			problems = append(problems, d.name+" must be positive (an unbounded wait lets idle clients hold connections forever)")
+		}
+	}
+	if c.ReadTimeout > 0 && c.ReadTimeout < c.ReadHeaderTimeout {
+		problems = append(problems, "readTimeout must be at least readHeaderTimeout (it bounds headers and body together)")
+	}
+	if c.MaxConnections < 0 {
+		problems = append(problems, "maxConnections must be 0 (automatic) or positive")
+	}
+	cc := c.Connectors
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{
+		{"limits.requestsPerMinute", int64(c.Limits.RequestsPerMinute)}, {"limits.tokensPerMinute", int64(c.Limits.TokensPerMinute)},
+		{"connectors.defaultTimeout", int64(cc.DefaultTimeout)}, {"connectors.maxTimeout", int64(cc.MaxTimeout)},
+		{"connectors.maxResponseBytes", cc.MaxResponseBytes}, {"connectors.retries", int64(cc.Retries)},
+		{"connectors.maxRetryAfter", int64(cc.MaxRetryAfter)}, {"connectors.transformTimeout", int64(cc.TransformTimeout)},
+		{"connectors.transformMaxOutputBytes", cc.TransformMaxOutputBytes}, {"connectors.transformMaxMemoryBytes", cc.TransformMaxMemoryBytes},
+		{"connectors.invocationLogSize", int64(cc.InvocationLogSize)},
+	} {
+		if n.v < 0 {
+			problems = append(problems, n.name+" must not be negative")
+		}
 	}
 	problems = append(problems, c.validateOAuth()...)
 	problems = append(problems, c.validateWebhooks()...)

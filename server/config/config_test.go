@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,6 +51,14 @@ var settings = []setting{
 		get: func(c config.Config) string { return c.LogLevel }, def: "info", fromFlag: "error", fromEnv: "warn", fromFile: "debug"},
 	{name: "shutdownTimeout", flag: "-shutdown-timeout=3s", env: "SWITCHBOARD_SHUTDOWN_TIMEOUT", envValue: "2s", file: "shutdownTimeout: 1s",
 		get: func(c config.Config) string { return c.ShutdownTimeout.D().String() }, def: "15s", fromFlag: "3s", fromEnv: "2s", fromFile: "1s"},
+	{name: "readHeaderTimeout", flag: "-read-header-timeout=3s", env: "SWITCHBOARD_READ_HEADER_TIMEOUT", envValue: "2s", file: "readHeaderTimeout: 1s",
+		get: func(c config.Config) string { return c.ReadHeaderTimeout.D().String() }, def: "10s", fromFlag: "3s", fromEnv: "2s", fromFile: "1s"},
+	{name: "readTimeout", flag: "-read-timeout=30s", env: "SWITCHBOARD_READ_TIMEOUT", envValue: "20s", file: "readTimeout: 15s",
+		get: func(c config.Config) string { return c.ReadTimeout.D().String() }, def: "1m0s", fromFlag: "30s", fromEnv: "20s", fromFile: "15s"},
+	{name: "idleTimeout", flag: "-idle-timeout=3s", env: "SWITCHBOARD_IDLE_TIMEOUT", envValue: "2s", file: "idleTimeout: 1s",
+		get: func(c config.Config) string { return c.IdleTimeout.D().String() }, def: "2m0s", fromFlag: "3s", fromEnv: "2s", fromFile: "1s"},
+	{name: "maxConnections", flag: "-max-connections=300", env: "SWITCHBOARD_MAX_CONNECTIONS", envValue: "200", file: "maxConnections: 100",
+		get: func(c config.Config) string { return fmt.Sprint(c.MaxConnections) }, def: "0", fromFlag: "300", fromEnv: "200", fromFile: "100"},
 	{name: "egress.allow", flag: "-egress-allow=10.3.0.0/16", env: "SWITCHBOARD_EGRESS_ALLOW", envValue: "10.2.0.0/16, 10.22.0.0/16", file: "egress: {allow: [10.1.0.0/16]}",
 		get: func(c config.Config) string { return fmt.Sprint(c.Egress.Allow) }, def: "[]", fromFlag: "[10.3.0.0/16]", fromEnv: "[10.2.0.0/16 10.22.0.0/16]", fromFile: "[10.1.0.0/16]"},
 	{name: "limits.bodyBytes", flag: "-body-limit=3000", env: "SWITCHBOARD_BODY_LIMIT", envValue: "2000", file: "limits: {bodyBytes: 1000}",
@@ -61,6 +71,8 @@ var settings = []setting{
 		get: func(c config.Config) string { return fmt.Sprint(c.Limits.ControlPlaneRequestsPerMinute) }, def: "6000", fromEnv: "300", fromFile: "30"},
 	{name: "masterKey", flag: "-master-key=flagkey", env: "SWITCHBOARD_MASTER_KEY", envValue: "envkey",
 		get: func(c config.Config) string { return c.MasterKey }, def: "", fromFlag: "flagkey", fromEnv: "envkey"},
+	{name: "masterKeySource", flag: "-master-key=flagkey", env: "SWITCHBOARD_MASTER_KEY", envValue: "envkey",
+		get: func(c config.Config) string { return c.MasterKeySource }, def: "", fromFlag: "-master-key", fromEnv: "SWITCHBOARD_MASTER_KEY"},
 	{name: "adminKey", env: "SWITCHBOARD_ADMIN_KEY", envValue: "sb_env",
 		get: func(c config.Config) string { return c.AdminKey }, def: "", fromEnv: "sb_env"},
 }
@@ -194,6 +206,13 @@ func TestErrors(t *testing.T) {
 		{name: "unknown flag", args: []string{"-adress=x"}, want: []string{"adress", "-addr"}},
 		{name: "stray argument", args: []string{"extra"}, want: []string{`unexpected argument "extra"`}},
 		{name: "invalid values", args: []string{"-body-limit=0", "-log-level=loud", "-shutdown-timeout=0s", "-addr="}, want: []string{"limits.bodyBytes", "logLevel", "shutdownTimeout", "addr is empty"}},
+		{name: "unbounded connection timeouts", args: []string{"-read-header-timeout=0s", "-read-timeout=0s", "-idle-timeout=0s"},
+			want: []string{"readHeaderTimeout must be positive", "readTimeout must be positive", "idleTimeout must be positive"}},
+		{name: "read timeout shorter than the header timeout", env: map[string]string{"SWITCHBOARD_READ_TIMEOUT": "5s", "SWITCHBOARD_READ_HEADER_TIMEOUT": "10s"},
+			want: []string{"readTimeout must be at least readHeaderTimeout"}},
+		{name: "negative connection bound", env: map[string]string{"SWITCHBOARD_MAX_CONNECTIONS": "-1"}, want: []string{"maxConnections"}},
+		{name: "negative limits", file: "limits: {requestsPerMinute: -1}\nconnectors: {maxTimeout: -1s, retries: -2, transformTimeout: -5ms}\n",
+			want: []string{"limits.requestsPerMinute must not be negative", "connectors.maxTimeout", "connectors.retries", "connectors.transformTimeout"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,5 +246,22 @@ func TestEmptyFileIsDefaults(t *testing.T) {
 	}
 	if c.Addr != config.Default().Addr {
 		t.Errorf("addr = %s", c.Addr)
+	}
+}
+
+func TestHelpFlagIsAFlagErrorWithTheUsage(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		t.Run(arg, func(t *testing.T) {
+			_, err := config.Load([]string{arg}, envOf(nil))
+			var fe *config.FlagError
+			if !errors.As(err, &fe) || !errors.Is(err, flag.ErrHelp) {
+				t.Fatalf("Load(%s) = %v, want a FlagError wrapping flag.ErrHelp", arg, err)
+			}
+			for _, f := range []string{"-addr", "-idle-timeout", "-max-connections", "SWITCHBOARD_SHUTDOWN_TIMEOUT"} {
+				if !strings.Contains(fe.Usage, f) {
+					t.Errorf("usage lacks %s:\n%s", f, fe.Usage)
+				}
+			}
+		})
 	}
 }
