@@ -423,18 +423,9 @@ func (s *Connections) SetStatusTx(tx store.Tx, connector, name, status string) e
 // OnDeleteConnector hook of the Service), recording connection.deleted
 // for each.
 func (s *Connections) DeleteConnectorTx(tx store.Tx, connector string) error {
-	var all []Connection
-	after := ""
-	for {
-		page, next, err := store.Page[Connection](tx, BucketConnections, connector+"/", after, 256)
-		if err != nil {
-			return err
-		}
-		all = append(all, page...)
-		if next == "" {
-			break
-		}
-		after = next
+	all, err := connectorConnections(tx, connector)
+	if err != nil {
+		return err
 	}
 	for _, c := range all {
 		if err := s.deleteTx(tx, c); err != nil {
@@ -442,6 +433,23 @@ func (s *Connections) DeleteConnectorTx(tx store.Tx, connector string) error {
 		}
 	}
 	return nil
+}
+
+// connectorConnections reads every connection of connector inside tx.
+func connectorConnections(tx store.Tx, connector string) ([]Connection, error) {
+	var all []Connection
+	after := ""
+	for {
+		page, next, err := store.Page[Connection](tx, BucketConnections, connector+"/", after, 256)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		after = next
+	}
 }
 
 // CredentialsMovedTx is the Service's OnCredentialsMoved hook: connector c
@@ -454,18 +462,9 @@ func (s *Connections) DeleteConnectorTx(tx store.Tx, connector string) error {
 // credentials again (Replace, or /connect for authorization_code) makes it
 // active again.
 func (s *Connections) CredentialsMovedTx(tx store.Tx, c Connector, why string) error {
-	var all []Connection
-	after := ""
-	for {
-		page, next, err := store.Page[Connection](tx, BucketConnections, c.Name+"/", after, 256)
-		if err != nil {
-			return err
-		}
-		all = append(all, page...)
-		if next == "" {
-			break
-		}
-		after = next
+	all, err := connectorConnections(tx, c.Name)
+	if err != nil {
+		return err
 	}
 	clientCredentials := c.Auth.Type == AuthOAuth2 && c.Auth.Grant == GrantClientCredentials
 	reauth := c.Auth.Type == AuthOAuth2 && c.Auth.Grant == GrantAuthorizationCode

@@ -310,6 +310,12 @@ func (m *Manager) Forget(tx store.Tx, connector, connection string) error {
 	if err := tx.Delete(TokensBucket, tokenKey(connector, connection)); err != nil {
 		return err
 	}
+	return m.deleteSecret(tx, connector, connection)
+}
+
+// deleteSecret deletes a connection's sealed tokens inside tx and, once tx
+// commits, their copy in memory.
+func (m *Manager) deleteSecret(tx store.Tx, connector, connection string) error {
 	if err := m.vault.Delete(tx, SecretRef(connector, connection)); err != nil {
 		return err
 	}
@@ -345,12 +351,7 @@ func (m *Manager) DropTokens(tx store.Tx, connector, connection string, reauth b
 	if err := store.PutJSON(tx, TokensBucket, tokenKey(connector, connection), rec); err != nil {
 		return err
 	}
-	if err := m.vault.Delete(tx, SecretRef(connector, connection)); err != nil {
-		return err
-	}
-	key := tokenKey(connector, connection)
-	tx.OnCommit(func() { m.drop(key) })
-	return nil
+	return m.deleteSecret(tx, connector, connection)
 }
 
 // ForgetConnector deletes every OAuth record and pending authorization of
