@@ -230,7 +230,8 @@ func (r *actionResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				MarkdownDescription: "JavaScript run on each response: the body of a function that sees `data` (the parsed " +
 					"response) and `response` (`{status, headers}`) and returns the result, e.g. " +
 					"`return {temp: data.current.temp_c};`. Strict mode; no network, files or timers; at most 65536 bytes. " +
-					"Syntax errors are reported with line and column when planning.",
+					"Syntax errors are reported with line and column when planning. A run whose script throws, runs too " +
+					"long, or returns a result too large or nested deeper than 1000 levels fails with `transformation_failed`.",
 				Optional:   true,
 				Validators: []validator.String{stringvalidator.LengthBetween(1, 65536), javaScript()},
 			},
