@@ -71,8 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
-	case "serve", "migrate", "rotate-master-key": // commands
-	default:
+	}
+	if _, ok := commands[cmd]; !ok {
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
