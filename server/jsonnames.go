@@ -293,9 +293,7 @@ func (c *nameChecker) object(s *shape, depth int) error {
 	first := len(c.keys)
 	defer func() { c.keys = c.keys[:first] }()
 	var seen map[string]struct{}
-	c.ws()
-	if c.i < len(c.data) && c.data[c.i] == '}' {
-		c.i++
+	if c.closes('}') {
 		return nil
 	}
 	for {
@@ -347,18 +345,8 @@ func (c *nameChecker) object(s *shape, depth int) error {
 		if err != nil {
 			return err
 		}
-		c.ws()
-		if c.i >= len(c.data) {
-			return errMalformed
-		}
-		switch c.data[c.i] {
-		case ',':
-			c.i++
-		case '}':
-			c.i++
-			return nil
-		default:
-			return errMalformed
+		if more, err := c.separator('}'); !more {
+			return err
 		}
 	}
 }
@@ -369,9 +357,7 @@ func (c *nameChecker) array(s *shape, depth int) error {
 	if s.kind == listOf {
 		item = s.elem
 	}
-	c.ws()
-	if c.i < len(c.data) && c.data[c.i] == ']' {
-		c.i++
+	if c.closes(']') {
 		return nil
 	}
 	c.path = append(c.path, pathStep{})
@@ -381,20 +367,40 @@ func (c *nameChecker) array(s *shape, depth int) error {
 		if err := c.value(item, depth); err != nil {
 			return err
 		}
-		c.ws()
-		if c.i >= len(c.data) {
-			return errMalformed
-		}
-		switch c.data[c.i] {
-		case ',':
-			c.i++
-		case ']':
-			c.i++
-			return nil
-		default:
-			return errMalformed
+		if more, err := c.separator(']'); !more {
+			return err
 		}
 	}
+}
+
+// closes reads past whitespace and, when the container ends there (an
+// empty object or array), past its closing byte.
+func (c *nameChecker) closes(end byte) bool {
+	c.ws()
+	if c.i < len(c.data) && c.data[c.i] == end {
+		c.i++
+		return true
+	}
+	return false
+}
+
+// separator reads what follows a member or element: a comma (more to
+// come), the container's closing byte end (done), or anything else
+// (errMalformed).
+func (c *nameChecker) separator(end byte) (more bool, err error) {
+	c.ws()
+	if c.i >= len(c.data) {
+		return false, errMalformed
+	}
+	switch c.data[c.i] {
+	case ',':
+		c.i++
+		return true, nil
+	case end:
+		c.i++
+		return false, nil
+	}
+	return false, errMalformed
 }
 
 // where is the JSON path of member k of the object being read, e.g.
