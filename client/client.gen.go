@@ -104,6 +104,30 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for BudgetPeriod.
+const (
+	BudgetPeriodDay   BudgetPeriod = "day"
+	BudgetPeriodMonth BudgetPeriod = "month"
+	BudgetPeriodTotal BudgetPeriod = "total"
+	BudgetPeriodWeek  BudgetPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the BudgetPeriod enum.
+func (e BudgetPeriod) Valid() bool {
+	switch e {
+	case BudgetPeriodDay:
+		return true
+	case BudgetPeriodMonth:
+		return true
+	case BudgetPeriodTotal:
+		return true
+	case BudgetPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -240,6 +264,7 @@ func (e ConnectorAuthType) Valid() bool {
 const (
 	EventTypeAPIKeyCreated            EventType = "api_key.created"
 	EventTypeAPIKeyRevoked            EventType = "api_key.revoked"
+	EventTypeAPIKeyUpdated            EventType = "api_key.updated"
 	EventTypeActionCreated            EventType = "action.created"
 	EventTypeActionDeleted            EventType = "action.deleted"
 	EventTypeActionFailed             EventType = "action.failed"
@@ -251,6 +276,14 @@ const (
 	EventTypeConnectorCreated         EventType = "connector.created"
 	EventTypeConnectorDeleted         EventType = "connector.deleted"
 	EventTypeConnectorUpdated         EventType = "connector.updated"
+	EventTypeLLMFallbackUsed          EventType = "llm.fallback_used"
+	EventTypeLLMModelsChanged         EventType = "llm.models_changed"
+	EventTypeLLMProviderRecovered     EventType = "llm.provider_recovered"
+	EventTypeLLMProviderUnhealthy     EventType = "llm.provider_unhealthy"
+	EventTypeLLMRequestCompleted      EventType = "llm.request.completed"
+	EventTypeRateLimitExceeded        EventType = "ratelimit.exceeded"
+	EventTypeUsageBudgetAlert         EventType = "usage.budget_alert"
+	EventTypeUsageBudgetExhausted     EventType = "usage.budget_exhausted"
 	EventTypeWebhookTest              EventType = "webhook.test"
 )
 
@@ -260,6 +293,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAPIKeyCreated:
 		return true
 	case EventTypeAPIKeyRevoked:
+		return true
+	case EventTypeAPIKeyUpdated:
 		return true
 	case EventTypeActionCreated:
 		return true
@@ -282,6 +317,22 @@ func (e EventType) Valid() bool {
 	case EventTypeConnectorDeleted:
 		return true
 	case EventTypeConnectorUpdated:
+		return true
+	case EventTypeLLMFallbackUsed:
+		return true
+	case EventTypeLLMModelsChanged:
+		return true
+	case EventTypeLLMProviderRecovered:
+		return true
+	case EventTypeLLMProviderUnhealthy:
+		return true
+	case EventTypeLLMRequestCompleted:
+		return true
+	case EventTypeRateLimitExceeded:
+		return true
+	case EventTypeUsageBudgetAlert:
+		return true
+	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
 		return true
@@ -560,6 +611,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SpendPeriod.
+const (
+	SpendPeriodDay   SpendPeriod = "day"
+	SpendPeriodMonth SpendPeriod = "month"
+	SpendPeriodTotal SpendPeriod = "total"
+	SpendPeriodWeek  SpendPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the SpendPeriod enum.
+func (e SpendPeriod) Valid() bool {
+	switch e {
+	case SpendPeriodDay:
+		return true
+	case SpendPeriodMonth:
+		return true
+	case SpendPeriodTotal:
+		return true
+	case SpendPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UsageGroupBy.
 const (
 	UsageGroupByDay   UsageGroupBy = "day"
@@ -655,7 +730,24 @@ func (e ListModelsParamsCapability) Valid() bool {
 
 // APIKey An API key as the API shows it. The secret is never shown after creation.
 type APIKey struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// ExpiresAt Absent when the key never expires.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -663,8 +755,16 @@ type APIKey struct {
 	// Id The key's id (not a secret).
 	//
 	// Example: key_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
@@ -676,14 +776,43 @@ type APIKey struct {
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; keys are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
 // APIKeyCreate A new API key.
 type APIKeyCreate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
 	// ExpiresAt When the key stops working (RFC 3339, in the future); never when absent.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
 
 	// Name A human name, e.g. the application using the key.
 	//
@@ -698,7 +827,24 @@ type APIKeyCreate struct {
 
 // APIKeyCreated A just-created key with its secret.
 type APIKeyCreated struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// ExpiresAt Absent when the key never expires.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -709,8 +855,16 @@ type APIKeyCreated struct {
 	Id string `json:"id"`
 
 	// Key The secret (`sb_...`), shown only in this response. Send it as `Authorization: Bearer <key>`.
-	Key  string `json:"key"`
-	Name string `json:"name"`
+	Key string `json:"key"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
@@ -722,7 +876,10 @@ type APIKeyCreated struct {
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; keys are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -732,6 +889,43 @@ type APIKeyList struct {
 
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// APIKeyUpdate The parts of an API key that change in place, the secret staying the
+// same: its name and its policy. A field left out is removed (the
+// policy falls back to the server's defaults: every model, every
+// connector, no budget). Scopes and expiry cannot change: create a new key.
+type APIKeyUpdate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 }
 
 // Action An action as the API shows it.
@@ -893,6 +1087,34 @@ type ActionParameterIn string
 
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
+
+// Budget A spend limit in USD over a period, counted from the catalog's
+// pricing (cached prompt tokens at their own price where the provider
+// reports them) on every model route. Once `usd` is spent, the next
+// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+// stream already admitted is never cut. Each model call reserves its
+// worst-case cost while it runs, so concurrent calls overshoot the
+// budget by at most one call's cost. Crossing a fraction in `alertAt`
+// records `usage.budget_alert` once per fraction and period; reaching
+// the budget records `usage.budget_exhausted` once per period.
+type Budget struct {
+	// AlertAt Fractions of `usd` (strictly ascending, each between 0 and 1 exclusive) at which `usage.budget_alert` is recorded.
+	//
+	// Example: [0.5,0.8]
+	AlertAt *[]float64 `json:"alertAt,omitempty"`
+
+	// Period UTC calendar day, ISO week (from Monday), calendar month, or the credential's whole life.
+	Period BudgetPeriod `json:"period"`
+
+	// Usd The most the credential may spend per period, in USD.
+	//
+	// Example: 25
+	Usd float64 `json:"usd"`
+}
+
+// BudgetPeriod UTC calendar day, ISO week (from Monday), calendar month, or the credential's whole life.
+type BudgetPeriod string
 
 // ChatCompletion defines model for ChatCompletion.
 type ChatCompletion struct {
@@ -1213,6 +1435,12 @@ type ConnectorList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// ConnectorPolicy The connectors the credential may run actions of: a connector name
+// (`github`, every action) or a `connector.action` pair
+// (`github.list_issues`). Absent: every connector. Running any other
+// action is refused with 403 `forbidden`.
+type ConnectorPolicy = []string
+
 // Embedding defines model for Embedding.
 type Embedding struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -1245,7 +1473,8 @@ type ErrorBody struct {
 	// forbidden (403), egress_denied (403), not_found (404),
 	// method_not_allowed (405), conflict (409), precondition_failed (412),
 	// too_large (413), unsupported_media (415), validation_failed (422),
-	// transformation_failed (422), rate_limited (429), internal (500),
+	// transformation_failed (422), rate_limited (429), budget_exceeded
+	// (429), internal (500),
 	// upstream_error (502), unavailable (503), upstream_timeout (504).
 	Code string `json:"code"`
 
@@ -1291,8 +1520,9 @@ type EventList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
-// EventType An event type. `action.invoked` and `action.failed` are opt-in: only
-// webhooks listing them explicitly receive them.
+// EventType An event type (the catalog with each payload is docs/webhooks.md).
+// `action.invoked`, `action.failed` and `llm.request.completed` are
+// opt-in: only webhooks listing them explicitly receive them.
 type EventType string
 
 // FunctionCall defines model for FunctionCall.
@@ -1530,27 +1760,89 @@ type ModelList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// ModelPolicy The models the credential may use, as catalog ids
+// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+// model. A model outside the list is refused with 403 `forbidden` on
+// every model route (native, `/openai/v1`) and left out of the model
+// lists; a configured fallback outside it is skipped.
+type ModelPolicy = []string
+
 // OAuthClient An OAuth client as the API shows it. The secret is never shown after creation.
 type OAuthClient struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// Id The `client_id`.
 	//
 	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
 	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; clients are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the client's name or policy (`PUT /v1/oauth-clients/{id}`).
 	Version int64 `json:"version"`
 }
 
 // OAuthClientCreate A new OAuth client.
 type OAuthClientCreate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+
 	// Name A human name, e.g. the service using the client.
 	//
 	// Example: reporting-job
@@ -1566,22 +1858,51 @@ type OAuthClientCreate struct {
 
 // OAuthClientCreated A just-registered client with its secret.
 type OAuthClientCreated struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
 	// ClientSecret The `client_secret` (`sbcs_...`), shown only in this response.
-	ClientSecret string    `json:"clientSecret"`
-	CreatedAt    time.Time `json:"createdAt"`
+	ClientSecret string `json:"clientSecret"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// Id The `client_id`.
 	//
 	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
 	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; clients are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the client's name or policy (`PUT /v1/oauth-clients/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -1591,6 +1912,43 @@ type OAuthClientList struct {
 
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthClientUpdate The parts of an OAuth client that change in place, its secret and
+// the tokens it holds staying valid: its name and its policy, which
+// its tokens follow from their next request. A field left out is
+// removed. Scopes cannot change: register a new client.
+type OAuthClientUpdate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 }
 
 // OAuthConnected A connection just connected through the callback. Never a token.
@@ -1915,6 +2273,27 @@ type SigningKeyList struct {
 	Data []SigningKey `json:"data"`
 }
 
+// Spend The credential's spend in the budget's current period (present when it has a budget).
+type Spend struct {
+	BudgetUsd float64     `json:"budgetUsd"`
+	Period    SpendPeriod `json:"period"`
+
+	// PeriodStart Start of the current period (UTC); the credential's creation for `total`.
+	PeriodStart time.Time `json:"periodStart"`
+
+	// RemainingUsd budgetUsd - spentUsd, never below 0.
+	RemainingUsd float64 `json:"remainingUsd"`
+
+	// ResetAt When the period ends and spend starts again from zero; absent for `total`.
+	ResetAt *time.Time `json:"resetAt,omitempty"`
+
+	// SpentUsd Spent in the current period, calls in flight excluded.
+	SpentUsd float64 `json:"spentUsd"`
+}
+
+// SpendPeriod defines model for Spend.Period.
+type SpendPeriod string
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2005,7 +2384,7 @@ type WebhookCreate struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// Events Event types the webhook receives; `"*"` means every type except the
-	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 	// explicitly (`["*", "action.failed"]` is fine).
 	Events WebhookEvents `json:"events"`
 
@@ -2067,7 +2446,7 @@ type WebhookDeliveryList struct {
 type WebhookDeliveryStatus string
 
 // WebhookEvents Event types the webhook receives; `"*"` means every type except the
-// opt-in `action.invoked` and `action.failed`, which must be listed
+// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 // explicitly (`["*", "action.failed"]` is fine).
 type WebhookEvents = []string
 
@@ -2088,7 +2467,7 @@ type WebhookReplace struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// Events Event types the webhook receives; `"*"` means every type except the
-	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 	// explicitly (`["*", "action.failed"]` is fine).
 	Events WebhookEvents `json:"events"`
 
@@ -2189,6 +2568,12 @@ type ListAPIKeysParams struct {
 
 	// Cursor The `nextCursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// UpdateAPIKeyParams defines parameters for UpdateAPIKey.
+type UpdateAPIKeyParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // ListConnectorsParams defines parameters for ListConnectors.
@@ -2319,6 +2704,12 @@ type ListOAuthClientsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// UpdateOAuthClientParams defines parameters for UpdateOAuthClient.
+type UpdateOAuthClientParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // CompleteOAuthConnectionParams defines parameters for CompleteOAuthConnection.
 type CompleteOAuthConnectionParams struct {
 	// State The state issued by `/connect`.
@@ -2411,6 +2802,9 @@ type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
+// UpdateAPIKeyJSONRequestBody defines body for UpdateAPIKey for application/json ContentType.
+type UpdateAPIKeyJSONRequestBody = APIKeyUpdate
+
 // ChatJSONRequestBody defines body for Chat for application/json ContentType.
 type ChatJSONRequestBody = ChatRequest
 
@@ -2446,6 +2840,9 @@ type RunActionJSONRequestBody = RunRequest
 
 // CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
 type CreateOAuthClientJSONRequestBody = OAuthClientCreate
+
+// UpdateOAuthClientJSONRequestBody defines body for UpdateOAuthClient for application/json ContentType.
+type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
@@ -2929,10 +3326,38 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `DeleteAPIKey` operationId).
 	DeleteAPIKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetAPIKey Get one API key (without its secret).
+	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	//
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateAPIKeyWithBody Change an API key's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes and expiry cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+	UpdateAPIKeyWithBody(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes and expiry cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+	UpdateAPIKey(ctx context.Context, id string, params *UpdateAPIKeyParams, body UpdateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ChatWithBody Complete a chat conversation.
 	//
@@ -3483,10 +3908,38 @@ type ClientInterface interface {
 	// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
 	DeleteOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetOAuthClient Get one OAuth client (without its secret).
+	// GetOAuthClient Get one OAuth client (without its secret), with its spend against its budget.
 	//
 	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
 	GetOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOAuthClientWithBody Change an OAuth client's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request, for the tokens already issued too. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+	UpdateOAuthClientWithBody(ctx context.Context, id string, params *UpdateOAuthClientParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request, for the tokens already issued too. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+	UpdateOAuthClient(ctx context.Context, id string, params *UpdateOAuthClientParams, body UpdateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
 	//
@@ -4108,11 +4561,59 @@ func (c *Client) DeleteAPIKey(ctx context.Context, id string, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
-// GetAPIKey Get one API key (without its secret).
+// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 //
 // Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 func (c *Client) GetAPIKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAPIKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateAPIKeyWithBody Change an API key's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request. Spend already counted in the current period stays
+// counted against a changed budget. Scopes and expiry cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+func (c *Client) UpdateAPIKeyWithBody(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateAPIKeyRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request. Spend already counted in the current period stays
+// counted against a changed budget. Scopes and expiry cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+func (c *Client) UpdateAPIKey(ctx context.Context, id string, params *UpdateAPIKeyParams, body UpdateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateAPIKeyRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5092,11 +5593,59 @@ func (c *Client) DeleteOAuthClient(ctx context.Context, id string, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// GetOAuthClient Get one OAuth client (without its secret).
+// GetOAuthClient Get one OAuth client (without its secret), with its spend against its budget.
 //
 // Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
 func (c *Client) GetOAuthClient(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOAuthClientRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOAuthClientWithBody Change an OAuth client's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request, for the tokens already issued too. Spend already counted in the current period stays
+// counted against a changed budget. Scopes cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+func (c *Client) UpdateOAuthClientWithBody(ctx context.Context, id string, params *UpdateOAuthClientParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOAuthClientRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request, for the tokens already issued too. Spend already counted in the current period stays
+// counted against a changed budget. Scopes cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+func (c *Client) UpdateOAuthClient(ctx context.Context, id string, params *UpdateOAuthClientParams, body UpdateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateOAuthClientRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6067,6 +6616,68 @@ func NewGetAPIKeyRequest(server string, id string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateAPIKeyRequest calls the generic UpdateAPIKey builder with application/json body
+func NewUpdateAPIKeyRequest(server string, id string, params *UpdateAPIKeyParams, body UpdateAPIKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateAPIKeyRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdateAPIKeyRequestWithBody constructs an http.Request for the UpdateAPIKey method, with any body, and a specified content type
+func NewUpdateAPIKeyRequestWithBody(server string, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/api-keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7711,6 +8322,68 @@ func NewGetOAuthClientRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewUpdateOAuthClientRequest calls the generic UpdateOAuthClient builder with application/json body
+func NewUpdateOAuthClientRequest(server string, id string, params *UpdateOAuthClientParams, body UpdateOAuthClientJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateOAuthClientRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewUpdateOAuthClientRequestWithBody constructs an http.Request for the UpdateOAuthClient method, with any body, and a specified content type
+func NewUpdateOAuthClientRequestWithBody(server string, id string, params *UpdateOAuthClientParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/oauth-clients/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewCompleteOAuthConnectionRequest constructs an http.Request for the CompleteOAuthConnection method
 func NewCompleteOAuthConnectionRequest(server string, params *CompleteOAuthConnectionParams) (*http.Request, error) {
 	var err error
@@ -8785,12 +9458,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/api-keys/{id} (the `DeleteAPIKey` operationId).
 	DeleteAPIKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteAPIKeyResponse, error)
 
-	// GetAPIKeyWithResponse Get one API key (without its secret).
+	// GetAPIKeyWithResponse Get one API key (without its secret), with its spend against its budget.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAPIKeyResponse, error)
+
+	// UpdateAPIKeyWithBodyWithResponse Change an API key's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes and expiry cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+	UpdateAPIKeyWithBodyWithResponse(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateAPIKeyResponse, error)
+
+	// UpdateAPIKeyWithResponse Change an API key's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes and expiry cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+	UpdateAPIKeyWithResponse(ctx context.Context, id string, params *UpdateAPIKeyParams, body UpdateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateAPIKeyResponse, error)
 
 	// ChatWithBodyWithResponse Complete a chat conversation.
 	//
@@ -9377,12 +10078,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with DELETE /v1/oauth-clients/{id} (the `DeleteOAuthClient` operationId).
 	DeleteOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeleteOAuthClientResponse, error)
 
-	// GetOAuthClientWithResponse Get one OAuth client (without its secret).
+	// GetOAuthClientWithResponse Get one OAuth client (without its secret), with its spend against its budget.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/oauth-clients/{id} (the `GetOAuthClient` operationId).
 	GetOAuthClientWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetOAuthClientResponse, error)
+
+	// UpdateOAuthClientWithBodyWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request, for the tokens already issued too. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+	UpdateOAuthClientWithBodyWithResponse(ctx context.Context, id string, params *UpdateOAuthClientParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOAuthClientResponse, error)
+
+	// UpdateOAuthClientWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
+	//
+	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+	// (a field left out is removed) and increments `version`. The secret is
+	// unchanged and keeps working; the new policy applies from the next
+	// request, for the tokens already issued too. Spend already counted in the current period stays
+	// counted against a changed budget. Scopes cannot change (an
+	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+	UpdateOAuthClientWithResponse(ctx context.Context, id string, params *UpdateOAuthClientParams, body UpdateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOAuthClientResponse, error)
 
 	// CompleteOAuthConnectionWithResponse The provider's redirect after consent; completes a connection.
 	//
@@ -11205,6 +11934,11 @@ func (r DeleteAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// GetAPIKeyResponse200Headers the declared response headers of an HTTP 200 response for GetAPIKey
+type GetAPIKeyResponse200Headers struct {
+	ETag *string
+}
+
 // GetAPIKeyResponse401Headers the declared response headers of an HTTP 401 response for GetAPIKey
 type GetAPIKeyResponse401Headers struct {
 	XRequestId *string
@@ -11245,6 +11979,8 @@ type GetAPIKeyResponse struct {
 	JSON429 *ErrorResult
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAPIKeyResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetAPIKeyResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -11310,6 +12046,194 @@ func (r GetAPIKeyResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAPIKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateAPIKeyResponse200Headers the declared response headers of an HTTP 200 response for UpdateAPIKey
+type UpdateAPIKeyResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateAPIKeyResponse400Headers the declared response headers of an HTTP 400 response for UpdateAPIKey
+type UpdateAPIKeyResponse400Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse401Headers the declared response headers of an HTTP 401 response for UpdateAPIKey
+type UpdateAPIKeyResponse401Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse403Headers the declared response headers of an HTTP 403 response for UpdateAPIKey
+type UpdateAPIKeyResponse403Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse404Headers the declared response headers of an HTTP 404 response for UpdateAPIKey
+type UpdateAPIKeyResponse404Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse412Headers the declared response headers of an HTTP 412 response for UpdateAPIKey
+type UpdateAPIKeyResponse412Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse413Headers the declared response headers of an HTTP 413 response for UpdateAPIKey
+type UpdateAPIKeyResponse413Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse415Headers the declared response headers of an HTTP 415 response for UpdateAPIKey
+type UpdateAPIKeyResponse415Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse422Headers the declared response headers of an HTTP 422 response for UpdateAPIKey
+type UpdateAPIKeyResponse422Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse429Headers the declared response headers of an HTTP 429 response for UpdateAPIKey
+type UpdateAPIKeyResponse429Headers struct {
+	XRequestId *string
+}
+
+// UpdateAPIKeyResponse500Headers the declared response headers of an HTTP 500 response for UpdateAPIKey
+type UpdateAPIKeyResponse500Headers struct {
+	XRequestId *string
+}
+
+type UpdateAPIKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKey
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateAPIKeyResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateAPIKeyResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateAPIKeyResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateAPIKeyResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateAPIKeyResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *UpdateAPIKeyResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateAPIKeyResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdateAPIKeyResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *UpdateAPIKeyResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateAPIKeyResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdateAPIKeyResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON200() *APIKey {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateAPIKeyResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateAPIKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateAPIKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateAPIKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateAPIKeyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15742,6 +16666,11 @@ func (r DeleteOAuthClientResponse) ContentType() string {
 	return ""
 }
 
+// GetOAuthClientResponse200Headers the declared response headers of an HTTP 200 response for GetOAuthClient
+type GetOAuthClientResponse200Headers struct {
+	ETag *string
+}
+
 // GetOAuthClientResponse401Headers the declared response headers of an HTTP 401 response for GetOAuthClient
 type GetOAuthClientResponse401Headers struct {
 	XRequestId *string
@@ -15782,6 +16711,8 @@ type GetOAuthClientResponse struct {
 	JSON429 *ErrorResult
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOAuthClientResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetOAuthClientResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
@@ -15847,6 +16778,194 @@ func (r GetOAuthClientResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetOAuthClientResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateOAuthClientResponse200Headers the declared response headers of an HTTP 200 response for UpdateOAuthClient
+type UpdateOAuthClientResponse200Headers struct {
+	ETag *string
+}
+
+// UpdateOAuthClientResponse400Headers the declared response headers of an HTTP 400 response for UpdateOAuthClient
+type UpdateOAuthClientResponse400Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse401Headers the declared response headers of an HTTP 401 response for UpdateOAuthClient
+type UpdateOAuthClientResponse401Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse403Headers the declared response headers of an HTTP 403 response for UpdateOAuthClient
+type UpdateOAuthClientResponse403Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse404Headers the declared response headers of an HTTP 404 response for UpdateOAuthClient
+type UpdateOAuthClientResponse404Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse412Headers the declared response headers of an HTTP 412 response for UpdateOAuthClient
+type UpdateOAuthClientResponse412Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse413Headers the declared response headers of an HTTP 413 response for UpdateOAuthClient
+type UpdateOAuthClientResponse413Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse415Headers the declared response headers of an HTTP 415 response for UpdateOAuthClient
+type UpdateOAuthClientResponse415Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse422Headers the declared response headers of an HTTP 422 response for UpdateOAuthClient
+type UpdateOAuthClientResponse422Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse429Headers the declared response headers of an HTTP 429 response for UpdateOAuthClient
+type UpdateOAuthClientResponse429Headers struct {
+	XRequestId *string
+}
+
+// UpdateOAuthClientResponse500Headers the declared response headers of an HTTP 500 response for UpdateOAuthClient
+type UpdateOAuthClientResponse500Headers struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClientResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OAuthClient
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateOAuthClientResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *UpdateOAuthClientResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateOAuthClientResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *UpdateOAuthClientResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *UpdateOAuthClientResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *UpdateOAuthClientResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *UpdateOAuthClientResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdateOAuthClientResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *UpdateOAuthClientResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateOAuthClientResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *UpdateOAuthClientResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON200() *OAuthClient {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateOAuthClientResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateOAuthClientResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateOAuthClientResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateOAuthClientResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateOAuthClientResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18103,7 +19222,7 @@ func (c *ClientWithResponses) DeleteAPIKeyWithResponse(ctx context.Context, id s
 	return ParseDeleteAPIKeyResponse(rsp)
 }
 
-// GetAPIKeyWithResponse Get one API key (without its secret).
+// GetAPIKeyWithResponse Get one API key (without its secret), with its spend against its budget.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18114,6 +19233,46 @@ func (c *ClientWithResponses) GetAPIKeyWithResponse(ctx context.Context, id stri
 		return nil, err
 	}
 	return ParseGetAPIKeyResponse(rsp)
+}
+
+// UpdateAPIKeyWithBodyWithResponse Change an API key's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request. Spend already counted in the current period stays
+// counted against a changed budget. Scopes and expiry cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+func (c *ClientWithResponses) UpdateAPIKeyWithBodyWithResponse(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateAPIKeyResponse, error) {
+	rsp, err := c.UpdateAPIKeyWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateAPIKeyResponse(rsp)
+}
+
+// UpdateAPIKeyWithResponse Change an API key's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request. Spend already counted in the current period stays
+// counted against a changed budget. Scopes and expiry cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
+func (c *ClientWithResponses) UpdateAPIKeyWithResponse(ctx context.Context, id string, params *UpdateAPIKeyParams, body UpdateAPIKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateAPIKeyResponse, error) {
+	rsp, err := c.UpdateAPIKey(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateAPIKeyResponse(rsp)
 }
 
 // ChatWithBodyWithResponse Complete a chat conversation.
@@ -18953,7 +20112,7 @@ func (c *ClientWithResponses) DeleteOAuthClientWithResponse(ctx context.Context,
 	return ParseDeleteOAuthClientResponse(rsp)
 }
 
-// GetOAuthClientWithResponse Get one OAuth client (without its secret).
+// GetOAuthClientWithResponse Get one OAuth client (without its secret), with its spend against its budget.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18964,6 +20123,46 @@ func (c *ClientWithResponses) GetOAuthClientWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseGetOAuthClientResponse(rsp)
+}
+
+// UpdateOAuthClientWithBodyWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request, for the tokens already issued too. Spend already counted in the current period stays
+// counted against a changed budget. Scopes cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+func (c *ClientWithResponses) UpdateOAuthClientWithBodyWithResponse(ctx context.Context, id string, params *UpdateOAuthClientParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateOAuthClientResponse, error) {
+	rsp, err := c.UpdateOAuthClientWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOAuthClientResponse(rsp)
+}
+
+// UpdateOAuthClientWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
+//
+// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
+// (a field left out is removed) and increments `version`. The secret is
+// unchanged and keeps working; the new policy applies from the next
+// request, for the tokens already issued too. Spend already counted in the current period stays
+// counted against a changed budget. Scopes cannot change (an
+// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/oauth-clients/{id} (the `UpdateOAuthClient` operationId).
+func (c *ClientWithResponses) UpdateOAuthClientWithResponse(ctx context.Context, id string, params *UpdateOAuthClientParams, body UpdateOAuthClientJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateOAuthClientResponse, error) {
+	rsp, err := c.UpdateOAuthClient(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateOAuthClientResponse(rsp)
 }
 
 // CompleteOAuthConnectionWithResponse The provider's redirect after consent; completes a connection.
@@ -21016,6 +22215,16 @@ func ParseGetAPIKeyResponse(rsp *http.Response) (*GetAPIKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAPIKeyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetAPIKeyResponse401Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21058,6 +22267,215 @@ func ParseGetAPIKeyResponse(rsp *http.Response) (*GetAPIKeyResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetAPIKeyResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateAPIKeyResponse parses an HTTP response from a UpdateAPIKeyWithResponse call
+func ParseUpdateAPIKeyResponse(rsp *http.Response) (*UpdateAPIKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateAPIKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateAPIKeyResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateAPIKeyResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateAPIKeyResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateAPIKeyResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateAPIKeyResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers UpdateAPIKeyResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateAPIKeyResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdateAPIKeyResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers UpdateAPIKeyResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateAPIKeyResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdateAPIKeyResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -25949,6 +27367,16 @@ func ParseGetOAuthClientResponse(rsp *http.Response) (*GetOAuthClientResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOAuthClientResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetOAuthClientResponse401Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -25991,6 +27419,215 @@ func ParseGetOAuthClientResponse(rsp *http.Response) (*GetOAuthClientResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetOAuthClientResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateOAuthClientResponse parses an HTTP response from a UpdateOAuthClientWithResponse call
+func ParseUpdateOAuthClientResponse(rsp *http.Response) (*UpdateOAuthClientResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateOAuthClientResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OAuthClient
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateOAuthClientResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers UpdateOAuthClientResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers UpdateOAuthClientResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers UpdateOAuthClientResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers UpdateOAuthClientResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers UpdateOAuthClientResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers UpdateOAuthClientResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdateOAuthClientResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers UpdateOAuthClientResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateOAuthClientResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers UpdateOAuthClientResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

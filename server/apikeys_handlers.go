@@ -28,8 +28,9 @@ func pageLimit(limit *int) (int, error) {
 }
 
 func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
-	in := auth.NewAPIKeyInput{Name: req.Body.Name, ExpiresAt: req.Body.ExpiresAt, RateLimit: fromRateLimit(req.Body.RateLimit)}
-	for _, s := range req.Body.Scopes {
+	b := req.Body
+	in := auth.NewAPIKeyInput{Name: b.Name, ExpiresAt: b.ExpiresAt, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)}
+	for _, s := range b.Scopes {
 		in.Scopes = append(in.Scopes, string(s))
 	}
 	key, secret, err := h.s.keys.Create(ctx, in)
@@ -42,7 +43,8 @@ func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest
 		Body: api.APIKeyCreated{
 			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, Prefix: pub.Prefix,
 			CreatedAt: pub.CreatedAt, ExpiresAt: pub.ExpiresAt, Version: pub.Version,
-			RateLimit: pub.RateLimit, Key: secret,
+			RateLimit: pub.RateLimit, Models: pub.Models, Connectors: pub.Connectors, Budget: pub.Budget, Spend: pub.Spend,
+			Key: secret,
 		},
 		Headers: api.CreateAPIKey201ResponseHeaders{CacheControl: &noStore},
 	}, nil
@@ -72,7 +74,24 @@ func (h *handlers) GetAPIKey(ctx context.Context, req api.GetAPIKeyRequestObject
 	if err != nil {
 		return nil, err
 	}
-	return api.GetAPIKey200JSONResponse(toAPIKey(key)), nil
+	return api.GetAPIKey200JSONResponse{Body: toAPIKey(key), Headers: api.GetAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
+}
+
+func (h *handlers) UpdateAPIKey(ctx context.Context, req api.UpdateAPIKeyRequestObject) (api.UpdateAPIKeyResponseObject, error) {
+	version, err := ifMatchVersion(req.Params.IfMatch, func() (int64, error) {
+		k, err := h.s.keys.Get(ctx, req.Id)
+		return k.Version, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := req.Body
+	key, err := h.s.keys.Update(ctx, req.Id, version, auth.UpdateAPIKeyInput{
+		Name: b.Name, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)})
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateAPIKey200JSONResponse{Body: toAPIKey(key), Headers: api.UpdateAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
 }
 
 func (h *handlers) DeleteAPIKey(ctx context.Context, req api.DeleteAPIKeyRequestObject) (api.DeleteAPIKeyResponseObject, error) {
@@ -86,8 +105,9 @@ func (h *handlers) DeleteAPIKey(ctx context.Context, req api.DeleteAPIKeyRequest
 func toAPIKey(k auth.APIKey) api.APIKey {
 	out := api.APIKey{
 		Id: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt.UTC(),
-		Scopes: make([]api.Scope, 0, len(k.Scopes)), Version: k.Version, RateLimit: toRateLimit(k.RateLimit),
+		Scopes: make([]api.Scope, 0, len(k.Scopes)), Version: k.Version,
 	}
+	out.RateLimit, out.Models, out.Connectors, out.Budget = toAPIPolicy(k.Policy)
 	for _, s := range k.Scopes {
 		out.Scopes = append(out.Scopes, api.Scope(s))
 	}

@@ -45,7 +45,7 @@ func TestErrorsAndHygiene(t *testing.T) {
 	}{
 		{name: "unknown route", method: "GET", path: "/v1/nope", status: 404, code: "not_found"},
 		{name: "unknown route outside /v1", method: "GET", path: "/nope", status: 404, code: "not_found"},
-		{name: "wrong method", method: "PUT", path: "/v1/api-keys", contentType: "application/json", body: strings.NewReader("{}"), status: 405, code: "method_not_allowed", header: map[string]string{"Allow": "GET"}},
+		{name: "wrong method", method: "PATCH", path: "/v1/api-keys", contentType: "application/json", body: strings.NewReader("{}"), status: 405, code: "method_not_allowed", header: map[string]string{"Allow": "GET"}},
 		{name: "wrong method on a probe", method: "POST", path: "/healthz", status: 405, code: "method_not_allowed"},
 		{name: "body at the limit passes", method: "POST", path: "/v1/api-keys", contentType: "application/json", body: strings.NewReader(sized(limit)), status: 422, code: "validation_failed"},
 		{name: "body over the limit", method: "POST", path: "/v1/api-keys", contentType: "application/json", body: strings.NewReader(sized(limit + 1)), status: 413, code: "too_large", message: []string{"1024 bytes", "limits.bodyBytes"}},

@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
 )
@@ -17,8 +16,9 @@ import (
 const tokenRoute = "/v1/oauth/token"
 
 func (h *handlers) CreateOAuthClient(ctx context.Context, req api.CreateOAuthClientRequestObject) (api.CreateOAuthClientResponseObject, error) {
-	in := oauthserver.NewClientInput{Name: req.Body.Name, RateLimit: fromRateLimit(req.Body.RateLimit)}
-	for _, s := range req.Body.Scopes {
+	b := req.Body
+	in := oauthserver.NewClientInput{Name: b.Name, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)}
+	for _, s := range b.Scopes {
 		in.Scopes = append(in.Scopes, string(s))
 	}
 	c, secret, err := h.s.oauth.CreateClient(ctx, in)
@@ -29,7 +29,8 @@ func (h *handlers) CreateOAuthClient(ctx context.Context, req api.CreateOAuthCli
 	noStore := "no-store"
 	return api.CreateOAuthClient201JSONResponse{
 		Body: api.OAuthClientCreated{
-			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, RateLimit: pub.RateLimit,
+			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, RateLimit: pub.RateLimit, Models: pub.Models,
+			Connectors: pub.Connectors, Budget: pub.Budget, Spend: pub.Spend,
 			CreatedAt: pub.CreatedAt, Version: pub.Version, ClientSecret: secret,
 		},
 		Headers: api.CreateOAuthClient201ResponseHeaders{CacheControl: &noStore},
@@ -60,7 +61,24 @@ func (h *handlers) GetOAuthClient(ctx context.Context, req api.GetOAuthClientReq
 	if err != nil {
 		return nil, err
 	}
-	return api.GetOAuthClient200JSONResponse(toOAuthClient(c)), nil
+	return api.GetOAuthClient200JSONResponse{Body: toOAuthClient(c), Headers: api.GetOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
+}
+
+func (h *handlers) UpdateOAuthClient(ctx context.Context, req api.UpdateOAuthClientRequestObject) (api.UpdateOAuthClientResponseObject, error) {
+	version, err := ifMatchVersion(req.Params.IfMatch, func() (int64, error) {
+		c, err := h.s.oauth.GetClient(ctx, req.Id)
+		return c.Version, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := req.Body
+	c, err := h.s.oauth.UpdateClient(ctx, req.Id, version, oauthserver.UpdateClientInput{
+		Name: b.Name, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)})
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateOAuthClient200JSONResponse{Body: toOAuthClient(c), Headers: api.UpdateOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
 }
 
 func (h *handlers) DeleteOAuthClient(ctx context.Context, req api.DeleteOAuthClientRequestObject) (api.DeleteOAuthClientResponseObject, error) {
@@ -136,49 +154,13 @@ func toSigningKey(k oauthserver.SigningKey) api.SigningKey {
 }
 
 func toOAuthClient(c oauthserver.Client) api.OAuthClient {
-	out := api.OAuthClient{Id: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, Version: c.Version, RateLimit: toRateLimit(c.RateLimit)}
+	out := api.OAuthClient{Id: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, Version: c.Version}
+	out.RateLimit, out.Models, out.Connectors, out.Budget = toAPIPolicy(c.Policy)
 	out.Scopes = make([]api.Scope, 0, len(c.Scopes))
 	for _, s := range c.Scopes {
 		out.Scopes = append(out.Scopes, api.Scope(s))
 	}
 	return out
-}
-
-// fromRateLimit and toRateLimit translate the optional rateLimit override.
-func fromRateLimit(r *api.RateLimitOverride) *auth.RateLimit {
-	if r == nil {
-		return nil
-	}
-	var out auth.RateLimit
-	if r.RequestsPerMinute != nil {
-		out.RequestsPerMinute = *r.RequestsPerMinute
-		if out.RequestsPerMinute == 0 {
-			out.RequestsPerMinute = -1 // explicit 0 is out of range, not "default"
-		}
-	}
-	if r.TokensPerMinute != nil {
-		out.TokensPerMinute = *r.TokensPerMinute
-		if out.TokensPerMinute == 0 {
-			out.TokensPerMinute = -1
-		}
-	}
-	return &out
-}
-
-func toRateLimit(r *auth.RateLimit) *api.RateLimitOverride {
-	if r == nil {
-		return nil
-	}
-	var out api.RateLimitOverride
-	if r.RequestsPerMinute > 0 {
-		n := r.RequestsPerMinute
-		out.RequestsPerMinute = &n
-	}
-	if r.TokensPerMinute > 0 {
-		n := r.TokensPerMinute
-		out.TokensPerMinute = &n
-	}
-	return &out
 }
 
 // tokenEndpoint enforces on POST /v1/oauth/token what the generated form

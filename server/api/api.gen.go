@@ -110,6 +110,30 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for BudgetPeriod.
+const (
+	BudgetPeriodDay   BudgetPeriod = "day"
+	BudgetPeriodMonth BudgetPeriod = "month"
+	BudgetPeriodTotal BudgetPeriod = "total"
+	BudgetPeriodWeek  BudgetPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the BudgetPeriod enum.
+func (e BudgetPeriod) Valid() bool {
+	switch e {
+	case BudgetPeriodDay:
+		return true
+	case BudgetPeriodMonth:
+		return true
+	case BudgetPeriodTotal:
+		return true
+	case BudgetPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -246,6 +270,7 @@ func (e ConnectorAuthType) Valid() bool {
 const (
 	EventTypeAPIKeyCreated            EventType = "api_key.created"
 	EventTypeAPIKeyRevoked            EventType = "api_key.revoked"
+	EventTypeAPIKeyUpdated            EventType = "api_key.updated"
 	EventTypeActionCreated            EventType = "action.created"
 	EventTypeActionDeleted            EventType = "action.deleted"
 	EventTypeActionFailed             EventType = "action.failed"
@@ -257,6 +282,14 @@ const (
 	EventTypeConnectorCreated         EventType = "connector.created"
 	EventTypeConnectorDeleted         EventType = "connector.deleted"
 	EventTypeConnectorUpdated         EventType = "connector.updated"
+	EventTypeLLMFallbackUsed          EventType = "llm.fallback_used"
+	EventTypeLLMModelsChanged         EventType = "llm.models_changed"
+	EventTypeLLMProviderRecovered     EventType = "llm.provider_recovered"
+	EventTypeLLMProviderUnhealthy     EventType = "llm.provider_unhealthy"
+	EventTypeLLMRequestCompleted      EventType = "llm.request.completed"
+	EventTypeRateLimitExceeded        EventType = "ratelimit.exceeded"
+	EventTypeUsageBudgetAlert         EventType = "usage.budget_alert"
+	EventTypeUsageBudgetExhausted     EventType = "usage.budget_exhausted"
 	EventTypeWebhookTest              EventType = "webhook.test"
 )
 
@@ -266,6 +299,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAPIKeyCreated:
 		return true
 	case EventTypeAPIKeyRevoked:
+		return true
+	case EventTypeAPIKeyUpdated:
 		return true
 	case EventTypeActionCreated:
 		return true
@@ -288,6 +323,22 @@ func (e EventType) Valid() bool {
 	case EventTypeConnectorDeleted:
 		return true
 	case EventTypeConnectorUpdated:
+		return true
+	case EventTypeLLMFallbackUsed:
+		return true
+	case EventTypeLLMModelsChanged:
+		return true
+	case EventTypeLLMProviderRecovered:
+		return true
+	case EventTypeLLMProviderUnhealthy:
+		return true
+	case EventTypeLLMRequestCompleted:
+		return true
+	case EventTypeRateLimitExceeded:
+		return true
+	case EventTypeUsageBudgetAlert:
+		return true
+	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
 		return true
@@ -566,6 +617,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SpendPeriod.
+const (
+	SpendPeriodDay   SpendPeriod = "day"
+	SpendPeriodMonth SpendPeriod = "month"
+	SpendPeriodTotal SpendPeriod = "total"
+	SpendPeriodWeek  SpendPeriod = "week"
+)
+
+// Valid indicates whether the value is a known member of the SpendPeriod enum.
+func (e SpendPeriod) Valid() bool {
+	switch e {
+	case SpendPeriodDay:
+		return true
+	case SpendPeriodMonth:
+		return true
+	case SpendPeriodTotal:
+		return true
+	case SpendPeriodWeek:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UsageGroupBy.
 const (
 	UsageGroupByDay   UsageGroupBy = "day"
@@ -661,7 +736,24 @@ func (e ListModelsParamsCapability) Valid() bool {
 
 // APIKey An API key as the API shows it. The secret is never shown after creation.
 type APIKey struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// ExpiresAt Absent when the key never expires.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -669,8 +761,16 @@ type APIKey struct {
 	// Id The key's id (not a secret).
 	//
 	// Example: key_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
@@ -682,14 +782,43 @@ type APIKey struct {
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; keys are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
 // APIKeyCreate A new API key.
 type APIKeyCreate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
 	// ExpiresAt When the key stops working (RFC 3339, in the future); never when absent.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
 
 	// Name A human name, e.g. the application using the key.
 	//
@@ -704,7 +833,24 @@ type APIKeyCreate struct {
 
 // APIKeyCreated A just-created key with its secret.
 type APIKeyCreated struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// ExpiresAt Absent when the key never expires.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -715,8 +861,16 @@ type APIKeyCreated struct {
 	Id string `json:"id"`
 
 	// Key The secret (`sb_...`), shown only in this response. Send it as `Authorization: Bearer <key>`.
-	Key  string `json:"key"`
-	Name string `json:"name"`
+	Key string `json:"key"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// Prefix The first characters of the secret, to recognise a key (`sb_` and 4 more).
 	//
@@ -728,7 +882,10 @@ type APIKeyCreated struct {
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; keys are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -738,6 +895,43 @@ type APIKeyList struct {
 
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// APIKeyUpdate The parts of an API key that change in place, the secret staying the
+// same: its name and its policy. A field left out is removed (the
+// policy falls back to the server's defaults: every model, every
+// connector, no budget). Scopes and expiry cannot change: create a new key.
+type APIKeyUpdate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 }
 
 // Action An action as the API shows it.
@@ -899,6 +1093,34 @@ type ActionParameterIn string
 
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
+
+// Budget A spend limit in USD over a period, counted from the catalog's
+// pricing (cached prompt tokens at their own price where the provider
+// reports them) on every model route. Once `usd` is spent, the next
+// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+// stream already admitted is never cut. Each model call reserves its
+// worst-case cost while it runs, so concurrent calls overshoot the
+// budget by at most one call's cost. Crossing a fraction in `alertAt`
+// records `usage.budget_alert` once per fraction and period; reaching
+// the budget records `usage.budget_exhausted` once per period.
+type Budget struct {
+	// AlertAt Fractions of `usd` (strictly ascending, each between 0 and 1 exclusive) at which `usage.budget_alert` is recorded.
+	//
+	// Example: [0.5,0.8]
+	AlertAt *[]float64 `json:"alertAt,omitempty"`
+
+	// Period UTC calendar day, ISO week (from Monday), calendar month, or the credential's whole life.
+	Period BudgetPeriod `json:"period"`
+
+	// Usd The most the credential may spend per period, in USD.
+	//
+	// Example: 25
+	Usd float64 `json:"usd"`
+}
+
+// BudgetPeriod UTC calendar day, ISO week (from Monday), calendar month, or the credential's whole life.
+type BudgetPeriod string
 
 // ChatCompletion defines model for ChatCompletion.
 type ChatCompletion struct {
@@ -1219,6 +1441,12 @@ type ConnectorList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// ConnectorPolicy The connectors the credential may run actions of: a connector name
+// (`github`, every action) or a `connector.action` pair
+// (`github.list_issues`). Absent: every connector. Running any other
+// action is refused with 403 `forbidden`.
+type ConnectorPolicy = []string
+
 // Embedding defines model for Embedding.
 type Embedding struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -1251,7 +1479,8 @@ type ErrorBody struct {
 	// forbidden (403), egress_denied (403), not_found (404),
 	// method_not_allowed (405), conflict (409), precondition_failed (412),
 	// too_large (413), unsupported_media (415), validation_failed (422),
-	// transformation_failed (422), rate_limited (429), internal (500),
+	// transformation_failed (422), rate_limited (429), budget_exceeded
+	// (429), internal (500),
 	// upstream_error (502), unavailable (503), upstream_timeout (504).
 	Code string `json:"code"`
 
@@ -1297,8 +1526,9 @@ type EventList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
-// EventType An event type. `action.invoked` and `action.failed` are opt-in: only
-// webhooks listing them explicitly receive them.
+// EventType An event type (the catalog with each payload is docs/webhooks.md).
+// `action.invoked`, `action.failed` and `llm.request.completed` are
+// opt-in: only webhooks listing them explicitly receive them.
 type EventType string
 
 // FunctionCall defines model for FunctionCall.
@@ -1536,27 +1766,89 @@ type ModelList struct {
 	NextCursor *string `json:"nextCursor,omitempty"`
 }
 
+// ModelPolicy The models the credential may use, as catalog ids
+// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+// model. A model outside the list is refused with 403 `forbidden` on
+// every model route (native, `/openai/v1`) and left out of the model
+// lists; a configured fallback outside it is skipped.
+type ModelPolicy = []string
+
 // OAuthClient An OAuth client as the API shows it. The secret is never shown after creation.
 type OAuthClient struct {
-	CreatedAt time.Time `json:"createdAt"`
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// Id The `client_id`.
 	//
 	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
 	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; clients are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the client's name or policy (`PUT /v1/oauth-clients/{id}`).
 	Version int64 `json:"version"`
 }
 
 // OAuthClientCreate A new OAuth client.
 type OAuthClientCreate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+
 	// Name A human name, e.g. the service using the client.
 	//
 	// Example: reporting-job
@@ -1572,22 +1864,51 @@ type OAuthClientCreate struct {
 
 // OAuthClientCreated A just-registered client with its secret.
 type OAuthClientCreated struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
 	// ClientSecret The `client_secret` (`sbcs_...`), shown only in this response.
-	ClientSecret string    `json:"clientSecret"`
-	CreatedAt    time.Time `json:"createdAt"`
+	ClientSecret string `json:"clientSecret"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+	CreatedAt  time.Time        `json:"createdAt"`
 
 	// Id The `client_id`.
 	//
 	// Example: oc_0192a1b2c3d4e5f60718293a4b5c6d7e
-	Id   string `json:"id"`
-	Name string `json:"name"`
+	Id string `json:"id"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
 
 	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
 	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
 	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 	Scopes    []Scope            `json:"scopes"`
 
-	// Version Always 1; clients are immutable.
+	// Spend The credential's spend in the budget's current period (present when it has a budget).
+	Spend *Spend `json:"spend,omitempty"`
+
+	// Version Starts at 1 and grows with each change of the client's name or policy (`PUT /v1/oauth-clients/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -1597,6 +1918,43 @@ type OAuthClientList struct {
 
 	// NextCursor Pass as `cursor` for the next page; absent on the last page.
 	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
+// OAuthClientUpdate The parts of an OAuth client that change in place, its secret and
+// the tokens it holds staying valid: its name and its policy, which
+// its tokens follow from their next request. A field left out is
+// removed. Scopes cannot change: register a new client.
+type OAuthClientUpdate struct {
+	// Budget A spend limit in USD over a period, counted from the catalog's
+	// pricing (cached prompt tokens at their own price where the provider
+	// reports them) on every model route. Once `usd` is spent, the next
+	// model call is refused with 429 `budget_exceeded` (details: budgetUsd,
+	// spentUsd, period, resetAt; `Retry-After` until the period ends); a
+	// stream already admitted is never cut. Each model call reserves its
+	// worst-case cost while it runs, so concurrent calls overshoot the
+	// budget by at most one call's cost. Crossing a fraction in `alertAt`
+	// records `usage.budget_alert` once per fraction and period; reaching
+	// the budget records `usage.budget_exhausted` once per period.
+	Budget *Budget `json:"budget,omitempty"`
+
+	// Connectors The connectors the credential may run actions of: a connector name
+	// (`github`, every action) or a `connector.action` pair
+	// (`github.list_issues`). Absent: every connector. Running any other
+	// action is refused with 403 `forbidden`.
+	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
+
+	// Models The models the credential may use, as catalog ids
+	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
+	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
+	// model. A model outside the list is refused with 403 `forbidden` on
+	// every model route (native, `/openai/v1`) and left out of the model
+	// lists; a configured fallback outside it is skipped.
+	Models *ModelPolicy `json:"models,omitempty"`
+	Name   string       `json:"name"`
+
+	// RateLimit Overrides the server's per-credential limits (`limits.requestsPerMinute`,
+	// `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
+	RateLimit *RateLimitOverride `json:"rateLimit,omitempty"`
 }
 
 // OAuthConnected A connection just connected through the callback. Never a token.
@@ -1921,6 +2279,27 @@ type SigningKeyList struct {
 	Data []SigningKey `json:"data"`
 }
 
+// Spend The credential's spend in the budget's current period (present when it has a budget).
+type Spend struct {
+	BudgetUsd float64     `json:"budgetUsd"`
+	Period    SpendPeriod `json:"period"`
+
+	// PeriodStart Start of the current period (UTC); the credential's creation for `total`.
+	PeriodStart time.Time `json:"periodStart"`
+
+	// RemainingUsd budgetUsd - spentUsd, never below 0.
+	RemainingUsd float64 `json:"remainingUsd"`
+
+	// ResetAt When the period ends and spend starts again from zero; absent for `total`.
+	ResetAt *time.Time `json:"resetAt,omitempty"`
+
+	// SpentUsd Spent in the current period, calls in flight excluded.
+	SpentUsd float64 `json:"spentUsd"`
+}
+
+// SpendPeriod defines model for Spend.Period.
+type SpendPeriod string
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2011,7 +2390,7 @@ type WebhookCreate struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// Events Event types the webhook receives; `"*"` means every type except the
-	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 	// explicitly (`["*", "action.failed"]` is fine).
 	Events WebhookEvents `json:"events"`
 
@@ -2073,7 +2452,7 @@ type WebhookDeliveryList struct {
 type WebhookDeliveryStatus string
 
 // WebhookEvents Event types the webhook receives; `"*"` means every type except the
-// opt-in `action.invoked` and `action.failed`, which must be listed
+// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 // explicitly (`["*", "action.failed"]` is fine).
 type WebhookEvents = []string
 
@@ -2094,7 +2473,7 @@ type WebhookReplace struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// Events Event types the webhook receives; `"*"` means every type except the
-	// opt-in `action.invoked` and `action.failed`, which must be listed
+	// opt-in `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed
 	// explicitly (`["*", "action.failed"]` is fine).
 	Events WebhookEvents `json:"events"`
 
@@ -2195,6 +2574,12 @@ type ListAPIKeysParams struct {
 
 	// Cursor The `nextCursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// UpdateAPIKeyParams defines parameters for UpdateAPIKey.
+type UpdateAPIKeyParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // ListConnectorsParams defines parameters for ListConnectors.
@@ -2325,6 +2710,12 @@ type ListOAuthClientsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// UpdateOAuthClientParams defines parameters for UpdateOAuthClient.
+type UpdateOAuthClientParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // CompleteOAuthConnectionParams defines parameters for CompleteOAuthConnection.
 type CompleteOAuthConnectionParams struct {
 	// State The state issued by `/connect`.
@@ -2417,6 +2808,9 @@ type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
+// UpdateAPIKeyJSONRequestBody defines body for UpdateAPIKey for application/json ContentType.
+type UpdateAPIKeyJSONRequestBody = APIKeyUpdate
+
 // ChatJSONRequestBody defines body for Chat for application/json ContentType.
 type ChatJSONRequestBody = ChatRequest
 
@@ -2452,6 +2846,9 @@ type RunActionJSONRequestBody = RunRequest
 
 // CreateOAuthClientJSONRequestBody defines body for CreateOAuthClient for application/json ContentType.
 type CreateOAuthClientJSONRequestBody = OAuthClientCreate
+
+// UpdateOAuthClientJSONRequestBody defines body for UpdateOAuthClient for application/json ContentType.
+type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
@@ -2710,9 +3107,12 @@ type ServerInterface interface {
 	// DeleteAPIKey Revoke an API key; it stops authenticating at once.
 	// (DELETE /v1/api-keys/{id})
 	DeleteAPIKey(ctx echo.Context, id string) error
-	// GetAPIKey Get one API key (without its secret).
+	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx echo.Context, id string) error
+	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// (PUT /v1/api-keys/{id})
+	UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
 	Chat(ctx echo.Context) error
@@ -2803,9 +3203,12 @@ type ServerInterface interface {
 	// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
 	// (DELETE /v1/oauth-clients/{id})
 	DeleteOAuthClient(ctx echo.Context, id string) error
-	// GetOAuthClient Get one OAuth client (without its secret).
+	// GetOAuthClient Get one OAuth client (without its secret), with its spend against its budget.
 	// (GET /v1/oauth-clients/{id})
 	GetOAuthClient(ctx echo.Context, id string) error
+	// UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
+	// (PUT /v1/oauth-clients/{id})
+	UpdateOAuthClient(ctx echo.Context, id string, params UpdateOAuthClientParams) error
 	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
 	// (GET /v1/oauth/callback)
 	CompleteOAuthConnection(ctx echo.Context, params CompleteOAuthConnectionParams) error
@@ -3042,6 +3445,42 @@ func (w *ServerInterfaceWrapper) GetAPIKey(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetAPIKey(ctx, id)
+	return err
+}
+
+// UpdateAPIKey converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateAPIKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateAPIKeyParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateAPIKey(ctx, id, params)
 	return err
 }
 
@@ -3803,6 +4242,42 @@ func (w *ServerInterfaceWrapper) GetOAuthClient(ctx echo.Context) error {
 	return err
 }
 
+// UpdateOAuthClient converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateOAuthClient(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateOAuthClientParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateOAuthClient(ctx, id, params)
+	return err
+}
+
 // CompleteOAuthConnection converts echo context to params.
 func (w *ServerInterfaceWrapper) CompleteOAuthConnection(ctx echo.Context) error {
 	var err error
@@ -4250,10 +4725,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/api-keys", wrapper.CreateAPIKey, options.OperationMiddlewares["createAPIKey"]...)
 	router.DELETE(options.BaseURL+"/v1/api-keys/:id", wrapper.DeleteAPIKey, options.OperationMiddlewares["deleteAPIKey"]...)
 	router.GET(options.BaseURL+"/v1/api-keys/:id", wrapper.GetAPIKey, options.OperationMiddlewares["getAPIKey"]...)
+	router.PUT(options.BaseURL+"/v1/api-keys/:id", wrapper.UpdateAPIKey, options.OperationMiddlewares["updateAPIKey"]...)
 	router.GET(options.BaseURL+"/v1/oauth-clients", wrapper.ListOAuthClients, options.OperationMiddlewares["listOAuthClients"]...)
 	router.POST(options.BaseURL+"/v1/oauth-clients", wrapper.CreateOAuthClient, options.OperationMiddlewares["createOAuthClient"]...)
 	router.DELETE(options.BaseURL+"/v1/oauth-clients/:id", wrapper.DeleteOAuthClient, options.OperationMiddlewares["deleteOAuthClient"]...)
 	router.GET(options.BaseURL+"/v1/oauth-clients/:id", wrapper.GetOAuthClient, options.OperationMiddlewares["getOAuthClient"]...)
+	router.PUT(options.BaseURL+"/v1/oauth-clients/:id", wrapper.UpdateOAuthClient, options.OperationMiddlewares["updateOAuthClient"]...)
 	router.POST(options.BaseURL+"/v1/oauth/token", wrapper.CreateOAuthToken, options.OperationMiddlewares["createOAuthToken"]...)
 	router.GET(options.BaseURL+"/v1/usage", wrapper.GetUsage, options.OperationMiddlewares["getUsage"]...)
 	router.GET(options.BaseURL+"/.well-known/jwks.json", wrapper.GetJWKS, options.OperationMiddlewares["getJWKS"]...)
@@ -6337,15 +6814,25 @@ type GetAPIKeyResponseObject interface {
 	VisitGetAPIKeyResponse(w http.ResponseWriter) error
 }
 
-type GetAPIKey200JSONResponse APIKey
+type GetAPIKey200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetAPIKey200JSONResponse struct {
+	Body    APIKey
+	Headers GetAPIKey200ResponseHeaders
+}
 
 func (response GetAPIKey200JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6450,6 +6937,273 @@ type GetAPIKey500JSONResponse struct {
 }
 
 func (response GetAPIKey500JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKeyRequestObject struct {
+	Id     string `json:"id"`
+	Params UpdateAPIKeyParams
+	Body   *UpdateAPIKeyJSONRequestBody
+}
+
+type UpdateAPIKeyResponseObject interface {
+	VisitUpdateAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type UpdateAPIKey200ResponseHeaders struct {
+	ETag *string
+}
+
+type UpdateAPIKey200JSONResponse struct {
+	Body    APIKey
+	Headers UpdateAPIKey200ResponseHeaders
+}
+
+func (response UpdateAPIKey200JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response UpdateAPIKey400JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey401JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey401ResponseHeaders
+}
+
+func (response UpdateAPIKey401JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey403JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey403ResponseHeaders
+}
+
+func (response UpdateAPIKey403JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey404JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey404ResponseHeaders
+}
+
+func (response UpdateAPIKey404JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey412JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey412ResponseHeaders
+}
+
+func (response UpdateAPIKey412JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey413JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey413ResponseHeaders
+}
+
+func (response UpdateAPIKey413JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey415JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey415ResponseHeaders
+}
+
+func (response UpdateAPIKey415JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey422JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey422ResponseHeaders
+}
+
+func (response UpdateAPIKey422JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey429JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey429ResponseHeaders
+}
+
+func (response UpdateAPIKey429JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateAPIKey500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateAPIKey500JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateAPIKey500ResponseHeaders
+}
+
+func (response UpdateAPIKey500JSONResponse) VisitUpdateAPIKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -12525,15 +13279,25 @@ type GetOAuthClientResponseObject interface {
 	VisitGetOAuthClientResponse(w http.ResponseWriter) error
 }
 
-type GetOAuthClient200JSONResponse OAuthClient
+type GetOAuthClient200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetOAuthClient200JSONResponse struct {
+	Body    OAuthClient
+	Headers GetOAuthClient200ResponseHeaders
+}
 
 func (response GetOAuthClient200JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -12638,6 +13402,273 @@ type GetOAuthClient500JSONResponse struct {
 }
 
 func (response GetOAuthClient500JSONResponse) VisitGetOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClientRequestObject struct {
+	Id     string `json:"id"`
+	Params UpdateOAuthClientParams
+	Body   *UpdateOAuthClientJSONRequestBody
+}
+
+type UpdateOAuthClientResponseObject interface {
+	VisitUpdateOAuthClientResponse(w http.ResponseWriter) error
+}
+
+type UpdateOAuthClient200ResponseHeaders struct {
+	ETag *string
+}
+
+type UpdateOAuthClient200JSONResponse struct {
+	Body    OAuthClient
+	Headers UpdateOAuthClient200ResponseHeaders
+}
+
+func (response UpdateOAuthClient200JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response UpdateOAuthClient400JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient401JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient401ResponseHeaders
+}
+
+func (response UpdateOAuthClient401JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient403JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient403ResponseHeaders
+}
+
+func (response UpdateOAuthClient403JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient404JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient404ResponseHeaders
+}
+
+func (response UpdateOAuthClient404JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient412JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient412ResponseHeaders
+}
+
+func (response UpdateOAuthClient412JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient413JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient413ResponseHeaders
+}
+
+func (response UpdateOAuthClient413JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient415JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient415ResponseHeaders
+}
+
+func (response UpdateOAuthClient415JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient422JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient422ResponseHeaders
+}
+
+func (response UpdateOAuthClient422JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient429JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient429ResponseHeaders
+}
+
+func (response UpdateOAuthClient429JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateOAuthClient500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type UpdateOAuthClient500JSONResponse struct {
+	Body    ErrorResponse
+	Headers UpdateOAuthClient500ResponseHeaders
+}
+
+func (response UpdateOAuthClient500JSONResponse) VisitUpdateOAuthClientResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -15385,9 +16416,12 @@ type StrictServerInterface interface {
 	// DeleteAPIKey Revoke an API key; it stops authenticating at once.
 	// (DELETE /v1/api-keys/{id})
 	DeleteAPIKey(ctx context.Context, request DeleteAPIKeyRequestObject) (DeleteAPIKeyResponseObject, error)
-	// GetAPIKey Get one API key (without its secret).
+	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
+	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// (PUT /v1/api-keys/{id})
+	UpdateAPIKey(ctx context.Context, request UpdateAPIKeyRequestObject) (UpdateAPIKeyResponseObject, error)
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
 	Chat(ctx context.Context, request ChatRequestObject) (ChatResponseObject, error)
@@ -15478,9 +16512,12 @@ type StrictServerInterface interface {
 	// DeleteOAuthClient Delete an OAuth client; its tokens stop authenticating at once.
 	// (DELETE /v1/oauth-clients/{id})
 	DeleteOAuthClient(ctx context.Context, request DeleteOAuthClientRequestObject) (DeleteOAuthClientResponseObject, error)
-	// GetOAuthClient Get one OAuth client (without its secret).
+	// GetOAuthClient Get one OAuth client (without its secret), with its spend against its budget.
 	// (GET /v1/oauth-clients/{id})
 	GetOAuthClient(ctx context.Context, request GetOAuthClientRequestObject) (GetOAuthClientResponseObject, error)
+	// UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
+	// (PUT /v1/oauth-clients/{id})
+	UpdateOAuthClient(ctx context.Context, request UpdateOAuthClientRequestObject) (UpdateOAuthClientResponseObject, error)
 	// CompleteOAuthConnection The provider's redirect after consent; completes a connection.
 	// (GET /v1/oauth/callback)
 	CompleteOAuthConnection(ctx context.Context, request CompleteOAuthConnectionRequestObject) (CompleteOAuthConnectionResponseObject, error)
@@ -15982,6 +17019,55 @@ func (sh *strictHandler) GetAPIKey(ctx echo.Context, id string) error {
 		return err
 	} else if validResponse, ok := response.(GetAPIKeyResponseObject); ok {
 		return validResponse.VisitGetAPIKeyResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// UpdateAPIKey operation middleware
+func (sh *strictHandler) UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error {
+	var request UpdateAPIKeyRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body UpdateAPIKeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateAPIKey(ctx.Request().Context(), request.(UpdateAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateAPIKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateAPIKeyResponseObject); ok {
+		return validResponse.VisitUpdateAPIKeyResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -17044,6 +18130,55 @@ func (sh *strictHandler) GetOAuthClient(ctx echo.Context, id string) error {
 	return nil
 }
 
+// UpdateOAuthClient operation middleware
+func (sh *strictHandler) UpdateOAuthClient(ctx echo.Context, id string, params UpdateOAuthClientParams) error {
+	var request UpdateOAuthClientRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body UpdateOAuthClientJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateOAuthClient(ctx.Request().Context(), request.(UpdateOAuthClientRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateOAuthClient")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(UpdateOAuthClientResponseObject); ok {
+		return validResponse.VisitUpdateOAuthClientResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CompleteOAuthConnection operation middleware
 func (sh *strictHandler) CompleteOAuthConnection(ctx echo.Context, params CompleteOAuthConnectionParams) error {
 	var request CompleteOAuthConnectionRequestObject
@@ -17506,559 +18641,595 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3/cts4ti+KvwpK37Mr0gwlyz+S6cg1VV93kk5nOun4xM7JPruZY0IkJKFNARqCtK1Jueo+xH2H/fd9",
-	"hf0o90luYS0ABClSkn8l6d6eP6ZjkQRBYGH9Xp/1pRPL+UIKJnLVGX3pzBhNWAb/fHVKp/q/CVNxxhc5",
-	"l6Iz6pzOGMmYkkUWM3LBMsWlCMhEZuTNpP+O5vFs0Ak6Kp6xOdVP58sF64w6Ks+4mHaur4POv/c/sH8W",
-	"TOX9N0nb+HD9iSI8Id18xkhM05RlT1RALmdMEJ4TxUROKLlkadqfyGzOEiIF661/+XXQWdCMzlluvvEo",
-	"1q/9lc5Z80woXH+iiKBzRi55PuOCwISkECzOZaZfyPXtC5rPOkFHwFgdfLATdPS38IwlnVGeFWz9yrzA",
-	"QdfOKHb32Fl12WA6IFHCJrRI86jXMqPywdvNSmYbJyUzM6eWKcB/bvjyIlMya35rJNhVjjdERE5gXxYZ",
-	"u+CyUGRBp+U0/lmwbOktBQ66/s0vWcovWLZ887L57Ym5bqg0StKLs8FgEPUCUgj+z8KRC88VuWTjmZTn",
-	"Letih7rh2ryZwHlbnd7RYpEuiRTpknBcFntinyiijzVROU9TMtePM0W6LFWMHOzulbSDfKCcoj3cGxbt",
-	"LZ/zfHVCx3TKiOL/YqS7298dDgNiqJXsDXttu5TCWP77zEOd0d4w6MzpFZ8X885Ij9eZc2H+Cuy0uMjZ",
-	"lGUwr0+4/m17abbHbuXlDHeyZbt4cqONutY3q4UUiiFfzTKZfWAKvkTzX5EzAf+ki0XKY6ontvO70rP7",
-	"4o37PzI26Yw6/7+dkmPv4FW1Y8eEt+A7ayQhCNP3HJII/juIZcIiouhSkcsZR67tMf86k256ubl9p3Iv",
-	"vPv9UZHPXtA0HdP4HOb2YF8adHJ2le/M8nlaHaRhGxoYl5kjmVCesoRQkRCVy4wlREh9eqfNC7YckKNQ",
-	"qJnMcvLz6bu3wG4IFypnNNG86B8n739FWZWXAo3QOGaLXJHIzTkahOJeV37BxNGbhyCx6sgbCY1wQfCR",
-	"J4qoGV0w0pWCRDtywQTlOxe7EclkkTPVu0fSu7YHEaX78Ztf2LKBPwpydPyGnLMloQo2SP+pZvJSEZ4P",
-	"iKYMxeKM5YQrItgFy+CqIHSSs4zEGYMV1BNfZHLBspzj2YYrLDmCtdZqCc01f6c56+cchF+NLIMOu1rw",
-	"jKmjBrZ5NAYtx5GRnjDOxjykJ7DdW3iLqnXOrAATUutT+NmwJeyKzhepHuacLc+Gu8/36O54L95PDtjT",
-	"ybPh33Z/2Hu+Tw/GT+Nnyd8aXyqMwrByYZGxCb9qntGEZyon8YxmNNZqmpXsOLOA5JJkLJZTwRUjFNak",
-	"G6nxWQSH94DMZcZq81fjs39f7v+zaYoZzZkTWuvI/4O98f0FyzKesA7QmlzgxvOczdWmMU707fo5Mw2a",
-	"ZXSp/zZ6dAMFpJea4ewe6u9UhGaM8Pm8yOk4ZZXN5yJ/dtBplH2lpPoNRZdRw8zk3W4EHvWWU/rsxpTj",
-	"31mc6+niuXoBdwNTSRKuJ0zTY+80TGiq2Ap7IIJd2tO3en7WHIZP/ilQuVwocimzcy6mpPvhpxdkf3//",
-	"eUCMej4p8iJjvUNzXOAEUThN2x8Z0ajuHpFZMacC1NyAgOqtX+jxVVIoPSkz1SoljnmacjHtK5Zd8Fi/",
-	"dk6v3jIxzWed0e7eD6DIuL+/G3qd06s3+MDuM5ii/atGykEHVV9zWWtGdQqsEt8m6gKuRdP0/aQz+m39",
-	"ZA2zvw6+1GjqvEkEeCweuIfR3JHLo+asKYkrYnW3ATlhItGmJ1Uk0gqOzPi/YMdH5EdGM5aRsBgO9+Nz",
-	"toR/sGiwSle15dCTW12Ez6vH5vdC5X1zQOEIaOsCbAv8jEG5dG+5AvKoLkNCc7r1zrvFXGFVpc3VpOYr",
-	"BasTG6NsIjM4B/ohUJEOzSkkEs9pSlXuTLX1KwXzb6QXNGqbpDxa4Y1CfoX1jGXSQif6CsnZfJHSvPwC",
-	"4ClCCgYr7yzg7Q3kkitcMprPwNpaOe+3UCgqb1+nUrD5Il8OmobwtLFm3v5lw2s7P8MIbtUUGS+Nt4Ka",
-	"FxPcwXIde95Uyt2ds3wmk430Chv9Du/1eHe5xhOZsZiqvOlzqz6hti/e/P5jO87qerhLt18JMEKbVl4T",
-	"gizyd2qzBqnlDtNEaO1vkFuoSNZVh6CTZ1QoJLqNxIQnoWFxi0VSUnCLSDfn9JIq5AiWz8mMZGyR0pgl",
-	"28vtVmVqV3MdHForCnHG5kzo14yXhNF4Zt91CHMCPwlXJAo7yNbNuMjaw050G/2rZBNODTMEHlgng0eM",
-	"5UGs6mblkm7Q02BZ34hFkd9UTXO8M2ETLuCxQPNRy7xxOqBym1XblqMeoW1cYaojQsUSf7+gacHI5Uwq",
-	"RnBPScroBVNkTpeh0KYs5YLAK2cy1aszIEf21nxGwWZjVzTOwQfG/FtD0Y3CzpcvsMZqAB6m6+uwE/UI",
-	"SHokNU0P4Eu0O/FE2WnxfBYKLXRhrnrBD+3honn5AJlRRYTEpwJChT3iczYf62no6ej5cphtyiY5kUUO",
-	"LAEkLWEpECcZs1jOmSKiSNPegLzXciIU+LWKTFmOlOt948pnwCSeKJJrIdzVEw+FFsxCir4ZKLDeDpDY",
-	"lMy5Ah0WHu0NyAc2KRR42MnrV6d610Px86ujl4ZI9A7kZC5VTp49fbr/jIyXmuVTXCb0cDhO/MU49kYr",
-	"+9AJjAvQu/TP6+vO9Sah9kkvvsdHEokczdOtD4bPn301QYejeiZCKKIvYeff+x817YSdEfGIsNC/aSK8",
-	"jgbkV6o3e14ovfN6+XliRguFHk4FJOEq5yLOScamNEtSpsBEjqkCSgPHFdC9XpCfT0+PSZxyJvJQzKmg",
-	"U6ZI92ep8oC8QK9QH5coIKfA7VnWfyViqakTbjExg4AMBoPeIBT/S5OEItTst15X3O4AToem4hcfAvL2",
-	"J828f/34tiSN/T2khDm98ld4f+/epX6d4aTykmV9vUIkZXnOskAvjiDFguSSPNtfvQHWeaoPusxCUQhN",
-	"JLHMmNJnAdl5yQUPS5t8pH81B1Af7jldkjELhT3huEPAMab8ggncavbPgqawXx8/vLUaYvXU+PrLguop",
-	"6k/7P7/R/r8+6/8b9p+fff4yDJ7tX/+P70bF0YwZVB2uCDUrq8miXE9/I0Khd2Jl+b27FelG/+e3o/5/",
-	"0P6/zj6bf/hfHvWCUChpxEAODgK0SMxhQ0mu52QsNBBqlADfQYegSOCnUHin2ONvB41E/OxgjcJWMwcM",
-	"p3ARK6oP3++SC5Zocsxr5kI0pop9zNJoRFROs1yFAky/aCcKCDg+nv/wDEbxnWb6MxYsi/UBZyqmC6bA",
-	"rNWcPhTwuQGZZHQKUkZmJJE5UQz+VKSbsDilGTPrUhKPkYARFyO8FvUG5JWWQJFjaPU1vr6OmqQryJZQ",
-	"4ORgzRc0y/WqgNDW32Pmc0ioJ1p5DlviuGQozGQTNIkjq2+NSJ4VLCr3ruRV9cO1Y0/XjvuKmOdLEEkb",
-	"HDJrlO9TPmcEZJv9qpimKeGCzHmacsViKRJ12KyYdx0NqIH57RRfFZD94XA47PlerUPHkL3H5vTKPKI3",
-	"FIfd3YNnB531IbPNuv8/6AU9gb9JVgjN9owKjd6SEXzVj+9f/m/97ZRMCoGyGY6mYkyFItImfYQB/gXN",
-	"tIJRPl4PoODvmpD0lYCwVLFQaJ2mB8Qe2Vsi0o2+qJzmhQqM7FTXUc+oqnmRCfAGhCKD+Ijx4UV4iXzR",
-	"gnxE9MwGcZFlTOQD/dNZfH0YDcgLOV9AoIgL1MK0TicThjNV9EKTHSVqKXJ6ZQMhmsEc7O1pskWdT5GU",
-	"CxYKPaVYpsVcNCpQdSrdOMWAqGI+p9mydlXTGfD7gV6v68ONvpaqTdJuWtyHpwm9N38gT9M7p5us+nlA",
-	"38LVs/xdFvlU6n23QcBusViwDBQ2jFMIfQh/67x+ddoJOsfvT+A/H+H/j05f/NwJOi9fvX11+qoTdLTS",
-	"3Qk6749P37z/9cSbpPmUoHPV1+P1L2gGXFIP7E8bX+L/Yl5Y+enjyi9mIv5vblL+j2aC/k9usm4FSyXi",
-	"psEDx+pLeaDZi7VWV21QlzLQtFto1OEAcoGT8Ea2xqRWqFUBjpLksBTbpXGo9wD4Cxck0ssfOc6VAcuS",
-	"glWMKEttnmQdNLjuNtsvSDuNmUupVmoT/EYVIHdeN3drV0DSgzm5Vdf/cLh6SHmjOaY/28l4MtXmGPlU",
-	"SqsRetgv3X2oAxmFS2vcFe+AIoXm/DU9QEh3g76u4DUm/mM0HOsV0Mzh9avTgCDJwueC+dp12nhe9/OG",
-	"wuy8M957KHRQYURDHmUbiCpj4OsxBlrdzGeR3WblvrGccS6NZpzjJGgofMIztxtFh5pknjEzI/cOSYTq",
-	"F6FJokVpXen6u/FZgZKFqq5VLv2lOSQRrnpEFBOJ/jLf3ExIys9ZlWYOSaQ/Et9croQZ3FsL3EW0eED/",
-	"q/sQiO9CICtboaW7Wa36VhjJaBincZzZ9CGXugT+p5uwSMeX3ohjHHPl9/9pXrJy4Wf71pUrP8I0KjKm",
-	"4cRoXmHSHI1qCyxnCXRvHQJaoTUumjZqGRATM15kDOQfF0578t28YylTRj3B28REnJfLsBGcyIxeMNI1",
-	"uqLNcvuv/2fv/zzd7w2IXjnfYtBmBC59QEShaSUg9lmZETMPXxC6jcLbIQkL9dLATTtwEUcjnm+1zyf2",
-	"1trvv9oXr2ymnUftwo9uWrULR2aWtZ/fm0nXVQ/4hCbV48WM5lr5TJkVDrXEE3ftVJ4z4XuuPKX+FtEk",
-	"TBwpldB4RvOzp5Nh/IztJnt0f3wQP02esb9Nfhg+320aYM6UolO2SQ98Z27TT8iEpc0ECZdQMFOhLpmW",
-	"oV1KJjaNq55xhVnBJrur1xifWGRyvsjXrVouc5qWN1Rn5T9O/krq+zDYMifDrpL9+tq8gtUNrs7L39s2",
-	"+jGpUqvEM4HVEvHymAma5ssqdchinJpMBbQX9zzbsV9678xpRZ2hbbneaRsnx9XKJZkywTKMqhr7J7e7",
-	"/ESRyA0UbTZYzQpun93gU5xTcvaGBz+sy3BoJ893QJo8IUYWLzJ5wbUkBem7s+J5Qt1BHyf83mpImIp8",
-	"lskFj3filBYJ6+/3n/ZnlJ8XfVCJmuOYwPJjdk/bqPKM0XlFi24JFumTiN4XCmGGHXbBRN7HAUhXMdQh",
-	"ojSdRySn016LIGLzhSaHImM3mPuwYeq5XBxvGGJ37RArBrEhLrv9jWeszLBvcEKX+fdN+Qg2U4nnisQZ",
-	"S5jIOU3B/5k7RlI9tbTIZ6etott3Ieo7UYyDc9EbXgvnCRYxWOkrpNDrRBf8F6Yl1xhSW/Q/qOKxFrh6",
-	"uL1VgXu7LIj7yHhYkzUGmchkbzAEDXpUCggax0wpXFybTkm6GI/L2CRjasYSMmYTm0643VRSqvIP9vHb",
-	"T+iSKiLHOeXiJpHv1awHe3Abbi5zwdZN0Hgn4V5TYIFsjUwzKnKcnWO3q97RGu9Ev9zqSyNtBVywaEQK",
-	"BbmNJFowkXAxjUjXzag3AlJ2eVfaKAiFkYwsAS+evuHMHt1otELxVpW2Bn0o6JRyMap+nDVWUJWA7TQ7",
-	"Y/2yBB7rBaEwnqdGnz2RGZ9yEZRHMCB4sjBkO4fAnMxIBKPDI/GMiqnJRa/P3uSmW2+XTJNQ5DSbspxo",
-	"ZYgkmVwstE50/PHUnxWWC3kjBZqzmItmCdCw8Nf3LJYJ61WNLdwozYxwf6AUorLojZyhkgVyn3kcf931",
-	"fM8YdzNeDu9r7ylVw3FcR8i3y8soBcWLco439IWd5DTncXVLLzOesz7yFUMpitGUJYGRLuhB1iflNb9g",
-	"oQAaEuZkt0gMes7UiERItRHp4j804SPNRqSLIqIXkKhQDIwtTMa2PrV0SaIFVepSZom+XQsSQ1Y1kYZC",
-	"p1F42Iz9LszNzqe3RZw/6MDCvBfp0uSkBh07neZ32av2ZTDjW78LlqkltRDzRg1rMS+D3279NrsFzS+0",
-	"V2tfdkiEJNEoutU7r9eS+K3SjyBLvORdhyt6kVZcSnIffENKKtfa6Mie0N2ifHNE6Gr6AQRk+ZTn2ycq",
-	"BCQ60+KGRP2oakqs0QEeT8HXOgX3ECnzzIs/RLTsRbsxcFQKmyZjiHQ9YwiSl/y6pFUraMuVk5lWJPXU",
-	"jHrWqLJ+m4zrhKtFSpfNJdbbDbGq/a/JK98mK7fcoz9/Yq7R8CxhoK53N/XOkNvNJN/P8nJFGdNHQ09H",
-	"y74Y4mExTVOFdYqeUAR9bq5YeqFNWSPlAmSrQcnzIDXIsPaAoHGFPoZeKMYslWKqpU0pqbSxIMBAlYXA",
-	"hNNDQj3ymMk0wfQiQkUoSguycngDLDTWW+dJ7lCEok8iIYW2/mwaKsdM4wFcMwJ65Kq/vEifCVcF9Uwl",
-	"NG/kOWehICRCnbQbcRH1AlPF6Qd9I6yBiyyYAngdSdTDCRhZNFpf9gNraAt/8DkQKw2P6d/NU5rinh10",
-	"7e6M7M70KiOhz0UvAbpOrW/ApDyBLa6/b9V8iwJCISCk1wHuPv7lxStysvf0mal2hlOnFQfcrTOPoqIe",
-	"mWRy7lmngR4GngP8jQ2VUL5Po/yeUPzEGVDMhFC941r2o3eKChLpf0ag4FkrvHuwt9cLiE3so6Eos9Jt",
-	"eS5dKqLknCH9lClVkAwM0cNENpoc/vQhPrM2Q9Iv1xvuHWwSBsZZFqC3pMG6HhF2lWd0NdEOjdhQVB0e",
-	"Hz+8tQlLX8IOLRLORMwwo3iW5ws12tmhCz4wMmAQy3nYCUIRdnArzvR08XY5mUAWUicgoQk24IVYCr25",
-	"mJB86od+VShOLnkez8aSZpoEckW6Nrh4ht4NQ0Q8CUjGEp6xOD8rMh6gDykIhSE4/fFn8YymKRPTlb/P",
-	"MIemR2Iq9N6NGZFYx5gw0ZiBuTds4MSVxTMC/6b7A765yiYwkSwkFznp0rGSaZEzote+q3p6f3peijDq",
-	"WTTH4QNH0Pr31dNWUzsxFLGqn8BzVrQ0fc2IzKwUQf5bFR4mV954Ps23jEJh2BXpQhIT8ijLXT/89II8",
-	"+9vBc/Jf/7k32B/soiS2SYVaMQkFapA9YCWYIdCNHDWgQ8D+jQIB9NA5mQAzqLmZrLP5BjF8J3ZfuBX6",
-	"0YzSdMlG5XFKTVBEdjW9leRJubv17Xr6rHW3TuB7t3qDqeYkn3xfDjhxrMS7oJC2CHwvFNalg1GWyH/f",
-	"CcujOjWuUt1hKJwYbPYAku6iGKc8Ng+rUoz0BuS90HMA9QwLXeY8NxoiFrdhDtA5YwtU9J1jCr7THuWb",
-	"2ne172xPqaDVhQXNAmfQBYUFpIfLq8AN6a1NojgkfCpgBEz6NEXlGaNJOcWm8BYwgfVEALfUtgyv+yGa",
-	"1S3q2BXxd/am5+a1fnlFnL/Aoat34BnyPZefWxLBUHEbeYleVnurfSLe6H+iS+KxWT2ozN30k/TXeLk5",
-	"td9tMk/t5xfmVa0VJfa7ttI/SUyzbOkhApAurVT2eLeCfo5CQypWhghUDdDi3/tHx2/6GJ/byILawDbc",
-	"V7ArA6eG0S47T6toGF2YdAUYBXkmU6/SoLcVG7SqwMcsVbcWwg3CVoF4DUX0+tUp2bnY3SnT33e+6NW8",
-	"tr9EDnxHK612Plrhv6IxFEfl8awXeLQ6zuSlck5zZbFfjFkkpsi7nOtms+T2swwaQmMt8TjLHmwMTtrc",
-	"lkOXslmWXqkFjTHNq3FeT59trGcoJ+kVZrlJgtLwUFqy1YVBK1hRhUFDJOwKw2M2OhYK5Ht93zlsFqhV",
-	"Ux4MBk679fIuFVnVboEkrWorE1bTakMBeusFy/iEazbgqb8VXSewYcQzY47DdvZCcTcF19pl66VKVdXb",
-	"qLZup4farME75w1s5uC/4tCV3wxCRe3XH+1Lq7/W1UD9I3gp9m6Sgmefvl1Eo3SXbF9STT7huQ4FWPZR",
-	"zS0Hac9lqA6dKIDk5DtRem1m783cpnqbprKv39RX53zRt1pjH6iKZVbxueprHfBfLJNOW/P8rSueTaTE",
-	"SJPiaGcHQxjWlI00ZRqjH1NnFjSfYfQHK+ZCkctDW2kJkhZyY/MZQbFHulGLXbxzsQflgug/MBZ4QGil",
-	"Ks63zsgRmdkMNTbNmFKhmBaaVaBZp7RgT6VcjGl8HpBFxi/A0k25OO+nMqapHhHdHWrBYk7TUNAk0SOB",
-	"A4ai/KdpqlkelsCb68zk0RbxDErVD/b2iBRos2GiQSGgEjjCmQ0g/T8i3ZNPb05f/Pzj+6MPL89evf7w",
-	"6uTk7Ojt2/efeqHgIk6LhCmTWQ/vhqV2HpOMKZleMLJEvRkFqNacIU0mFPGMxecswVQICMNfaCUopmna",
-	"qxcv+btg/NJ2N3YudrfiONvVgB8dvyF8y/Lv9V53D+lpS+UHEJy2BpK6x7Lk0jlW5RBcmYQaQhWUbeZs",
-	"mlGs2V/JSLxBbXMoXHEzuXttcxmnuHlpc417W06zloHfXzBOZn+MWNyr+ZglkK6zmjl+i3w7f7SGsiqk",
-	"vW4Kp4L8vZrTm/A5E0pToAFYtcvt3j1JJfXC1V5WZ734qJabzubjm6Wm20zeVeWmJX3Z5HnHUqhiXtYy",
-	"c60RgCG1bb53uYRlxne+XSq328vWfO5NGcpY8eam0JR/DPJqZ0bVrA/39fd/OGhaQv3NzVQAZmUu8TUI",
-	"LzlOqTjvbSZjGHRdpi2gkP5o4GXqhRBJA7N9R+MZF6yfMZoAOzznIhkRLsAQP3OlmQfDIeA3+x7TRP+8",
-	"q1WFiczGoKDrX/Z7gVEDzhImON6mfxQyP5vIQsAPB/o5dGaf6Qu2LK97MHza0yaFmKQ8hjc/72mlgbli",
-	"3TODSds92N3To+RSnqU0mzL9yz5MUxWLhcxylpzNWcKpvqBHhY+i1TH2cIxKVXf1Kslozs6gXh1/0xMC",
-	"zU7QlHSf6qUJRbHArO4zLG7uPh3u4YpdUJ7C0nafwjK4G3Nbg/50eGDUggbRnlO+LgcOVcvqpv7CRdIH",
-	"TWrCY2KGsEbfIpPjlM1VRLq/fQEXs15d+O36cw+Up9VlwhrOCk0EJIKnI1voh8gERTxDkaopZQAhq4BE",
-	"Nk38t73Pg0ymDLVZRBT4LezQwTjsfI782YUi5Sov8VR2h0PCRJ5xpg79IlLI7pzLjAWhcE+/R1+rQSWe",
-	"yUsyp2KJ9zpMIZtGauYWCqjzAxdu2Onq99nhiJ4KS1CO/4pAqmGnsmM+Qosr62lQxC4hXyGTYmqVgozZ",
-	"FHfqEAsbHUWw6uiOX88ljN+zrJwpn23lGQ65eIVvMItSvRF8GvhOfTL4eON7L1iT1/fEi1XSnMzoYsEE",
-	"Sw4ddJWrSDXg5IpkLGb8gt0L6rBVdrY/bZXGD17SjnWP8Zx0J2DdYpmSAuOW5+SSqt6avS9Xqgmj+ERm",
-	"OeDJWMxlor8Iw0+RWZk+T6CaRuvFBkrfQNp5qsFFXoEwHq78b48+n+zHu+NmKOPmGskjMHlEjvY3RGBg",
-	"u0+XC7aFnANNIMeEYj/RpF2N04Pfg/aKNPnH0Fztem5Y/QGJDAYAFxfynNmIo/kRGTymFchF3ucCi9BD",
-	"4Y5XCt5UcNPPCbtapDzm+iCaYwe/V4OUZRMQs3sdrwRmYNKFKr/B4YDfzLzKB80P5VPmh5VHzPeVP+C3",
-	"le+pjuv9WA7l/VjP3gcX3tk5W/pzM79kzL7aNrSAUrTtXHpuJ8torHvB6rWPbh1Wr7103+GuHdl0etp4",
-	"oWE0vNA61Bu3yrULP9nVrs+r+f3lxYZXlRc/wC58KDehfGsFDnnlwge2Mk/T7OIUtuY66PxksHde0DRd",
-	"ZRw0mxZz2/7nZuLAPRqQc7ZEc8gDaMDmNBAEdlVOWMALTEJIHy2gGfO0PYXXAxSyo8YzqbZgNbaYw313",
-	"E9vx16xspNCycsdGgVqd6StwiF1SFOcA/+S8a1r3l9m8skSgelbN4nV83Ly4iZO7yf0vPWR7fNzNC7Em",
-	"aAmx4lYYtGKto9oh3dRzCRfKCMohAFVaRNhyiEuKSYsYXND3aFOhPVT+YOXsk9pZ2A5bvHKCVtG5bScR",
-	"/+s9soTv9pdjdQ0anBmT+LZl9tt9kyt/bvwcqhRXORW5AQ4dwUZnbJEuXQuu1Q/zF6C8QQrmApSXGUch",
-	"a3wlK8vQ7pP5Pgr1KwR0v3X7K4c2aGAxm5jVOr+Qnfv2NfJ25JcuZFVrB7C3sVr+eynLbyi3b/Bm3U8B",
-	"env1eLkF6/xbDcu+qvBvFQ1xHBjETrfkShmjiTbPeoPte19U5K4t4K657I/6/zHsPz/rf/6yGzw7uD0Y",
-	"aZPOAerCCdCJTQpwB2RkE4f/TiJcyCgAP4sZMQpFt6ab5JJEXzC0770nIFpzvY60yQoAIhGQbYSox/6I",
-	"FmOrF5SgkxHpoiDFvGnv7l6jI6VJN2miiNcGKONGGB41+w0vgNlm7nZQHN3+nl6OvUMEO8Mr5MiCUNjU",
-	"fYS1FvWC+O8DIYS8xHTUain3EwW+1Wfw2Ssf5BC67EdtwBi5d+gPyP2yEqLJEW/aZU0Xef9A9vX0tkT+",
-	"aN98s7g01Txg6XIcvzYNoKBcHzyIpci5KBiExwFmpJFdfWukkprPSu8dKjnuLtId9vdusmTrUE2qr/u1",
-	"iFNWKKLsaxeZHNMxT3m+JHOqlH737qZ33wgOxWzdOhFmGNbWYFWNcTZ7+JPm/hS3hrOqvuwNpHhMOOL5",
-	"QRqum3z1ME6ZuF2A8ZsgWTUuqUkix3tb2n60xvTcftRjnX7k9OF18Ep88L6Rsn5mNMXcqCrRltAlHnM+",
-	"3+htMI81vemNuJBxC7zye8FIKqdTSPu3t1kveqk/BWQsE84AJwg9601AQQ6TqA2wZ8Nl9Aavr5RtqSEt",
-	"J4/o5TepF00KPIPvqukBbRWdAQZhXjQGgDX1wuUnChNJTaFfNZwZ9XwXtiqgZmpznGr1VX5fSpe/StO0",
-	"RXo1g+JApbqZ3xOF2MJ472oTKvCwGE91MrgZuonrVe0t+KZTUtLuPYQjvIPwh4hJ/OPTLzczXI6IqaAB",
-	"C+YTG5Nf2BLbFv7t6e7fDsmrZO/p093n2OVxwTIouPphuP+3por3dFrlQq+SlydHzVBaF/U74TVN957z",
-	"pPGQn6M2WY7x/pfjxoJyVSs+V3zadF9L10+zPlB2gCWxRZZu0T4vX3Zw7i37dLJKmnqNtyZNvdUrNLna",
-	"w6+Zwb9ri5Fr7g5Y7mgISHHBMtXWUrZs3tugReAb2sVxJtPGGL0kasHouTos65ogNoa1wiRy/r+ogsy6",
-	"VDmbdxBeQ3MOe1cD5lNtkWAigfuaxuVq1paOSExzmsopJEZAy15MVGhYK7pAxbfJR1I6RVD3SiRTI7DC",
-	"ytR+qqQApNoLrtAXYJOkVOAbal0oLnb5Xymb0njp3aBctn3vZgBpZXZcQzChmrCl0NA12XaYbDey+Z8T",
-	"Pi0wkZMZ2OouJQlXsbwAVRNGgKxj6EtRPmAdtTzvmU+DJD4jw/BlyltF4KdmNaDpiiLyUkCzd8d6C5Hz",
-	"FC5hc98y80xxETO/WttTElble5PyvqXJfQubeo2P4sWM5jtgo/o7YZ0SWG6BjT+6vqAuxLmQl8KkKK3u",
-	"R6/5s9udcbgF4MyyzVNA6Ura7ANYoxYObLHvNo7UpJK7sR1YWuUsth73l5C1tfnQg8m+yHjMTUqRywfR",
-	"KuRmTrD9CVyj1Z5W/UqVKeAO2x1dkowtIHWlPIC1sJA5CiKH/YdWs64JjPn2G6jKj2xjE9v4Fsd//Xlu",
-	"OKBA39vH8I7NA6sxvF8rgUgJbihEfLQ7JqQ7T1Zpdu7Hlaiczzruzg3KL91kZgCPuAcLA1WLmxoXxjEK",
-	"yxjBhkYkLlCH0CrIIeDo2JbQxgS5g10BJWlYXt2Y7YTAOhbUoaGpMfHaWnNloVGgp7WpXjUs615yCHmL",
-	"8euhPtR82XElB489nTwb/m33h73n+/Rg/DR+lvxtLaztH7d5vwVOeJj+/du27ffI6w69+30iXCWjGzXN",
-	"N13wvYb55bB+2ystSbmY9n+X42/XMb9J+1I5oYbfg6TjDq/OlSNuncvzbZrtr9DEDTru++xqte3+euQT",
-	"n09YNJhupMax2qYV/0YWW3n59v31MzbVlqUWj2Yfm7rse999D6Kpuop/AO8XThj9h03NbCpQ93pZ7d+g",
-	"5maymM6cP3RM4/MB+dXkhsNJavSA3N5JvQYb/tN6LPgVFPiq17UKhk4vmNaoUj5hWlzeI2B8CceI3fzu",
-	"Ayh+HVdbg/VOuohLUoakbKZXwrHvsKLL3m0R4TcfEkcHJ/jQOqe2RzTBuiBM88irbgYLRz+CbnMVPDC9",
-	"B8YAAdMUI+Q5KYHpQ1EC3FdR2Q124qXMzrUM7AKwJlCDVhF6tvlDKFqg7Tcj1oO1hkgZaxDqSTMGfVez",
-	"PpMvcMkyFgqDMN87JBUgfHeyt0BiqXXvcjjyDlp+I6B8Y355bSeP3bi1C0f2NbXfaynYny1xvLKVQavV",
-	"B1ACZ2zcOsiGB5n2dLDX4Md3FUd2JWqVZ9D3Cn9BYeT9gFBSWgOwpMi8u/zCwBLAxHsczrg+F2A9n9WL",
-	"lzzuqa+cbU41K+u9tqjy2rp0Cpb/tBk3+siG5yZFatbeNYmtrv1uUwzFoCG2Y1L/49NphdMO1jQeOWsC",
-	"v3prRIHWXkyrX2geMeFTg+c5gIFP8zQKHJTec9Oc16m/z4fDYJvYJ25pc9TecG/k7AGCBPUVW1CXW+EV",
-	"/qZzghUmzdH9cybOWoqhTOgAMVhqpp8DZllPC5V9qbyustj2c9cTjZcrV6cdSzCm7Nejl4PBwWCvFwAI",
-	"UZ8BvE9ToMFauC2NbixaYGAjtCahCtTJEl+xuQGOrxWvHb/E1b3pOzyusJrNZjqkNOHBVje1AXKuTdlo",
-	"yJKqUmETvpVBQikNwyfKb3q9PeHWqMz7+kYKWjBx9GZjx72Z5HHNf1BLyeSCKy3GqMIBygaHctEJOugj",
-	"BTKX6RlgOpcRsrMJT3PWzJW5SNhVcwp8KqeLTI7RFm8us2is4W2NObYM4mdCTApF0+3uNdFIB2S4Jn5Y",
-	"WZatjSnYulMpUyzV2BC53RiUrLtfYOH9rP/qHjdRU0t8YfVAfBT8ykqKrXxDzc0Z4/ki7T9cklojOzFf",
-	"6+2snsmgjIc29wTapi8k7uhHLAlo8oaZd5cLWyaG2SNqX7XtYW8VHHjzE4W5u1482LEsBLMFZoxBavT5",
-	"IWDoqhxxWdtnizJz90Zp1GflLM5K1JINacz0avt7m+o3tsxQOPIav6Yp6brjTrBkHCRVecp7mOVL4Kho",
-	"xo/Z+YhQGcD/X0cQnlRNVWRSMOO0qlNa68xtpmNrufeqHNlwvj+v9VfX2J9Lp0jYBUv1xJpSK5ARrueQ",
-	"Zy3ZO1+JhW7D99oLu3zZuPu5iQi1jpCmLD2rfs9qXrbNg7/dcVKMJc1iFST26Mt2NLYGU/OgiV7K7PXV",
-	"DzLZiYi110DBBsTtzPHS+hCNJFvNXr9B/rlefWCq1cWoY0AWuex4ZNJAum2laatf2HKa2o9iOR03aGN2",
-	"Ut0nbD5wrUbXOsuaibx9DGv7WqiVz9WDxHnLpm9VVXSzBVtByQyaHvDUy2qZ4CqW7OJsUaG/3Q30B6xx",
-	"YwTaSn8nuVbm5kFZdkad35UUgw/00is8NErB19H+VxX+jXr0fRkALfKvGY7LKr93Unlvo9TeWqHdQk/V",
-	"33b2veipa/TTG+imXcxG7H0n+unWiuZd9IM7if2yEO2u4n23Ubw/ahWbqtoeVA6Y7b2tFGiCW2w5eWWy",
-	"8K0PXDWRb/2JAe8kF9Mzy1T9JpQWRNOJdvM3Jte3uJUMrvVd6XFjtf7ntef9ZtuLs76H3W1DhluJ5tfC",
-	"OO1gqD/pNUdsZ+zTVduxyJQ6EGr/gd+qbd+U53nK+kwknAoCu7e/B3ZvuTv1vWhFSl1Zy8/rlYhVOVl+",
-	"5UbV0G2AVRianr2Nnbg6K32i1ovs6l4hK/BEUguGyJo7Githz/JKpaH9c6M/0S0V0FipEGxyV22LZbgN",
-	"NKrX80CzMAhpehVyMKUzh2nqo4SesauYsYQlHtgnPN9bA/LTiFjTbBU1+yRt0AYYK6E5mWA/JAgMSMEM",
-	"+PfG1zcHP2oxWPyewO+gxaWwvy5YNudKeb+4dbI/+Ktlhlpwg50qM2KwUfGHzaHS0u9s7C9cpwC3diO5",
-	"rYm0Alm5ApzG1ND1HmsPW+SJIpHLSYx6t/Rlb5elvcoT6iXp3r2XgiVn4+WG+gcLbLJFnnODTu9esmGZ",
-	"7yNzzNu0Bka6Nbtcy5TaP8O5CG/gJqmAza0BlCNUYa1ka2Fbu1voxlhvbb7TWztHfFzPtR4S32hcg5Kw",
-	"VmA9vExbnchGORd0jstahnpWvbZ1CRfk48lLqHWd8zQFJD8HAlC3RoxeWuM+tcdx2t4oq2gXK3qSLPKt",
-	"xvZM6RuMvxI91O9yL21eNQT0a/AmsbSBA5eI1CZOLicTzHtC+dhWB2Zfsp6O8aXlA00zXs2avllSuX1M",
-	"eeU8T6AG2mvphNU0inSxCkMNjHhWxyx7x0WRsygIhb2IO1Re6mEbPeE3Sz6EQBOmc6ImUXYoNEZUU9uc",
-	"lfeubokxE5WhH31T2RqliiufSX2xi8ko4yI+Z3lAxkWmn8YmINSM8ARSBPOZbThirEIHXrwJuKi2JG0Q",
-	"RhYNyhwlH6GjV/sevVBv377Db1C3mlaTE+FD4Xu4bkJHogI2gS0OaNxc7FIiYjTIILhmO5VUUkwmMmMx",
-	"VXlj1k4lSbm0w+2/GjEjyzRQ7PbjNzHLJSkUI13bbHK8LPu6mNAptH7Crk8tiDAbOrW1ArvaNfB6o42X",
-	"qyvypRPzfKlXX6Wyc71J/6TtkhD2vRlmtQoDstouHRuWV7FGcinPA1LtdkCMVyvZUiHN3Hwa8KkqIz9R",
-	"BgXdNDu9LBPLMceXQh3oYYjNri+5wuJFazUBzvtIL7ZiCeo9NrGaox4UEJ6rUEDNoRsj8NA2AUMWOdZK",
-	"8d7N8UUqm7w3HG6sSzJr5d5VwRJp2u+T5qSwI8+mItQ7D1BMw5kakYgmcy4i0gWOChD6gdlaLfbO2TIU",
-	"cyroFDpn9gISlcdmlDGaRNWfoLes/g2TxyLSzQoRCtw6pZ8HLLAu5sIcHb/RP1nQcPN0NaMZJujDfuN7",
-	"q7/Ag5iSiylraTovcbXt9e0yn2Exj8xb4Q8Hla0+4Jtrv34yb4ef39gpwF9v376z/zRA0ubuz3rb+FRw",
-	"Mf2FLduzKhXeo3dCcxAE9piznGp74m5wJjcuUTyvW5Xq/FYliBnLNam31mdQItgly6C9q2mRlWBftUr5",
-	"DWa467u2rdWoQ40gKmy6uXK23Kl7sDS9bd+UD9JqNIKV8zqTxeLHpW9WnWMXW+P5SqCwbSaL5sxHGOQD",
-	"FATe8ZNwJHnZZDlPMtnifIIyD0IXixQa/mSyEAlLSCIvtczBhsCyyHrbl+JMyxXZft52Ga+bourbnw4w",
-	"4rZ64am+UzUk0uI8nAMTR2zdfr3eW5cXVl4cNKD4tORGlzKji83o9CRRgTpny2ZFaWMOJE9WR1vB7PAU",
-	"L5Zx2dTOJPfANT6eviAJXRKZAdGsvsC72LsBw9hU7KhVZXgLtlExESozqTIA5c8Emk+a8kd/X7aCdtxC",
-	"14qlyj+qhgV7IVVufQUAqYuVgwCPoaULehkCYk9iLsku6+8O4YEuo/EM6gwB9U1hMyS0xFQx75VdE3lu",
-	"AJGpgcDnc5qOSDQcaDPmb8OnEfh2yx8Onnv/+yHa0t1QR2jcSgtFc7LNZINkuC012rtiM960Wt3N/RYY",
-	"jYYgmliJUUuaNBCjPt0NHEGfuUzm9weUsCk5LOHQo3N9+adBOrH3wm+2C8sNcGLw6Q8uK6n+tuWmlx06",
-	"wGCozb6c8ZQZS8W7nebkki6bi6YE3NScmQBwvDdE7JlQnnIxPeEiZi0LWLaFcpWa5imHXENtQRmiy3jF",
-	"vvoDZ4AKutx+peuK5+XsVornImMXXBYKS9lftRczfwSwnBI1VtMvS/rQFB5pXuU8TUE799tklSpqkSue",
-	"MELJNKMxIyjCtv9g07joJueiyJoDva2IGm9EnDEMEJTdhg2kDR5d0x2+S1MlVynZwkwYUu6hAHx1Sqe3",
-	"BuPQ3+DItiTuKipHuTbrEToMZ7sDOofHEW7QLsDhc0jE0trcv987xM7X1eRN8tvMWOZsYEoVdu9SzQjb",
-	"JSNYpyOaBXuFN0Oyla2a2+Ixgw9RUmJLc3KvTb7PSbRSdPz+5BTUjkMiZMV/140KxbL/fwRVDban+KCx",
-	"JzYY2ZXe5KoMym/RGrtGlxWSXENmL/FTWvRo86FQiCEFs63WJLZzaSMzmudsvmhSV47MFTKnCdOK14Rm",
-	"AZlTUdCUZAxaXlZcdPeC9w2zbkPphYtPFOFJQ0PBGaMJIoIb1z3Of9D6ltPmmpFmnKSPAN0CwscgcntL",
-	"WlJIkl7cqW1hSlVuFv4mq6Yfe7nG7WqvWaMBYEW8BdpCF9WPtFTWWyXEH5XYVrXV6nIiDOLJxw9vmy0x",
-	"xNfATJlmaGjP79n0PVXUD56TqYTeZQ1gND7GG7uqLnyLVgdILfYbtQpVMNI1kAigYPUOAV9Mi7NLClh4",
-	"ssJNnyjCaJZylhH7WLUH5paIIFvBcNQYh4XhcG7Lbdq2cq994JukUx5R/xh5jmTHUTZ5vGqTuwe3V51P",
-	"/iHgeZr3qB3QBFtzL1lu6YYlh+RSq4pjZikTe9yAfswSaHJDyd7VVQV0HORcZPtsdi1HZ1czWqjc9CxY",
-	"Bf1wg3ZQkd8a7qP2nSXcR30BvBfULplWjp/LVXt10Zyc8sr1GVWNqswhicLOX8JOROaMCmVEBnSFZVcx",
-	"W+SIwIKdR7fqVGrbrcxNNT4mD4fCa0zajX6DlwYkrLYCDTufI81MJlww03bI0fsNGtjChv6lXvPf0PN0",
-	"TSrw/t5NIczcXtzfAf5DHdwPGD64sfZfygNtB1SsojtYA+5D45TRDPwoX9s+OCT6QZKxPg6qEDkZPQ2e",
-	"1vQANsR2juqaNbEKLmdIJSOFsMBKZbYJvu0QPmoyYRlSlbXgsYM21EmXmSk1C/1e7JfBw9kZbRiAR+Qk",
-	"pyKhWUJspNEFD3FVRiS6nCkWn+kjiM3WyHiplTV4LBQmbb6L8NAUssx7WovbO9CmyrMDklGRyDkZL3Om",
-	"BgQimX2tV5mQreef0e95N/nlfz7Pfnj9y//+Z3Z6+fvH45c/vHl7/B9v5N5b+paeXFYX6flBBX1y/4dK",
-	"Nzwc8bej/n/Q/r+G/ed/3fn8179/GQZ7zU3xKov1wbgfb8gFfpaXAKACpEOoxxMslaFgwownrghWANF0",
-	"lUMAiR0DhZ1ghu+G7AuZJlYpR+K2W9m1VOui5gO873X5iiggPzw7GA57h2RImIDOhETIy0pe0bPhwQ+V",
-	"nKJhIxDSPZ/eU+D7l24Fyx5IFSiaxmwmM/Ynns9ObjethsjXrVwc9a5EN0DGtGy5hMKsnNENSJ3XuCVF",
-	"xvMltG7EjxgDHtRRgZ2WVpSSo+M3EEvvRmqMgKAGGwLRZ+vAXPDRwPxrMFOa83Wur6HaZSLXFj/o46DN",
-	"ynTSn0ko1JrSnF1S7JmXUjEt6NSEAxVC0Bcql3M9Vw9bTw3IUZqSaOdiNzLJcSSn54xERz5o4IggIhbB",
-	"TgWl48j0KwhFl5bLYFehdRF6MCHEaDEJRDyfhSKmc5a+oMpF+fRtH356Qfb3959DAFIbhCqn84UaEOxW",
-	"rXXIInNJfoLm/IKFQs9lZuIqakYXDBA6KpUokeUvDonNZO2QyG+IFA1C8Y7NxybXHnKBbVWHaWelRRO7",
-	"onE+ItQ064QwHRbS2RbVQQitj7ggFDOrSKw/tRudvHh//OoE9bYIgaUiXCJ9/5RfaOv7ksfMtEMLhdLv",
-	"wEMQEIC7WZKELfJZAHOx6IpwBg6GQ8gW8gtFolAIOtenQp8Ql5aLQadoxxQzeDSBaX2kEK7fNqxFEAqq",
-	"iKsoPHn5i+bdIiFKzllAxkVu5oI8F3WnS0loys/ZIBRHiKNlaw2he7eBf4cUOGVbXiaHLpMK4LCszQKP",
-	"m1alPAfR6B+So+M3ng971BkOdgdDyKTWX7jgnVFnfzAc7GNj2Bmc9Z3BJUvTPvS+2Pn98lwNfjfBp2kb",
-	"wJlJlPFSifTuBSZQR114LjAgmBgkwfZJ0DYgFMYEg5SkfMaWMBhDdE6Ekkts6q1FbSWLtFAkZfrUa7vp",
-	"Fz2c3n7bnqkbnefLEXn/yzEkkWUXI3tJ/03Tqf775cmR/qtQbKTfGfVCYRpORuc8icic5vHMRiIw4/aJ",
-	"8TYOyBHRyhn0IgSKnzOW61MbCtM8xAyiZrJIE00LLI9nyHQTGUOVA+6e2/Q3SWfUec1y6IYEaY3Y70ev",
-	"/N5wWEPwgdwWzKLcsduEMmWLVkknyGtX91NvoEIwSPxSePsLGs9Y/4UUeSbTJhcF5I4FZE6v+nTK/r4/",
-	"HEaO3dMmV9O1L246o98+Bx1VzOc0W670mVK4wJoqKqxUkW6lS9eJFnG2Uxf6GOkUPBAA4tj5rF+5g/HB",
-	"f7US9TG+V7MgxOx0WeADgl1JFdkbDqG5kdaoqEPgxZAkyy6YCsXPp6fHAbmc0RzcoDmmJOXMOi5VLjN2",
-	"CInD0Q60d/1XhBqhtgPyjE4mPG6hj5/NJzwgiZjeig1EcqStEjBlnuL7moZx89qxYkfbleu2/K1m9XoB",
-	"F5kca2PWLDUGdf0VzgrTf9JsrsFmwt2dszzjsdq0u4VIgYxcLxVN84pE5vGBYb2QWxnZDoTIhHujUOSY",
-	"SYg6TCWPyeoBWvxXpL6xDDUdA9vnKhTC1GRC+5aD4e7OwXB/QN7hHAJ8RAuYU5YyPTN9MudUk2MfOpEJ",
-	"/VEgzhjALYIqoBWIXI1CEYo+ibRadWbAY22lpE34PTMFgV/gJnt1zvKZTAKCP2pqtP82e3qGDt+zWCbs",
-	"OhqFgpAZV7mcZnReBmEcYqeWstFZLAuRRwT+42ruVe/QzBDeE+mhuDJRcTgGbL5IqZ5BBAIU9YRCAGNm",
-	"CQhuNYAPnTJxRrlB1j1zR2b1Y82NSDUBMX+WD2DnA/OzWxTspoMgu5qVmQ93eeF6liKGEJxVQPvzMu1H",
-	"28KubLEbVebgf7bX9aVS5dhr+kjEXIUK5Dt9lfm1hHA1H2eY7AK0tTR1iXTAG9ENGUGllBaiWCoV6R09",
-	"U8U8sl8EyUI4ey9Ueua08LOyFkCdwc1f3LWAyCKP5Zxdm57uZPMgqxvu7rqOVudhTKaz0tliJlG+uRuZ",
-	"dJMIusfn2VL/wzh/e3pS4BReM+pyZVINM/Hqjw1Qp50K/Bh4bObsnIsEZmZa3XCFfe31mYpKgHBsZV97",
-	"D8hCUw94xpUqWFL/ZHhIb95rqbktKFz6Gy0HjmWamuqWbjSVZ38xDfwBEfgvtn/+itgyjG2z2IJ234uU",
-	"8prAWtEhgsZGi8jCtYQ6GO7eUELpZ/Zv/MxdJeGX66BqaP/2+boiHY8zqfkyK5T9PtKFEhN2tZAKnE4E",
-	"w4dkOBgODiraj5WJKCGdgbMTz2i+43VCBBe+XIubEh2/PzGg8bWHowE5QShzpalPpnBcPBw6qPtrgAfU",
-	"t6lcLuC/DOIpkI+h/1uiEkVkJxRRI4omDqC5sAnPVDFzBhWIHDDXyYQLmpJ4VgjjLIGiHBIZeCccB+p+",
-	"9DO9AfkgU20bG4atv8QBQUakq0yXJ7zc8z6gbM6JU9OfHQ3IKbvKwROhKR5xMsF6+V1yoe09PqdTPHK0",
-	"SLj07rDmbfdgONTn7L1IlyQSI7ILXMChyTcdwfew85iyVMNMdtmrP8pkeW9K5DrE1uuqo8sElB5Mn21E",
-	"ir42wGo74BnvlzhM5Zg1OyehOR0ZT1DTkC80SRnHkAmKgOEriHn0t5fvf331ubH12HVz4aEd2gOncdRO",
-	"opXpR+DsgZdFSOHQ4dTmT67MAzjeFtyrCmfieOXurZ/cv/WTB7d9cvfW79x9etsn957f8smnt96Vp8O9",
-	"Wz95u7WtSbOqKIN6uZo8wzH6enya83HK6jjNFQsPRVbnc9C56nuqTH+RUsEwX4Z26sLttnLNE2kj0Grm",
-	"C9SwqMV86lbBj9G1idd6A/IO3c4uEhiVI0bENVdcEuMZDIXfp7ShLfEhLo3xZpuIqzWI5wsQPFKwUGiZ",
-	"Y9tM+8J4e9m4UWh8JYHxnQiLexYUbjgrH5A7f3X58CgNHqXB9y4NHDIqGDn3KBZK4McbSYXyMS0U0OlR",
-	"kQk1PPxiEYpckr3hwQ/mDmVDGHBPRZnvHTbgDXIVigjABCMXl8c8L8ykiEi3EXhQD1ZWBuI4C6oUVtxZ",
-	"WWNd6igkCM83sX6HvvignH8FwfObMP5VpMkW5ltSRUC4IEAWRGYJyx456SMn/T44aUmjd2WdqIF6kZUm",
-	"bvGWqxw14M6Dn9MSna/hfGKGBPqrbWcq26v/W52wr06z90A/uIIpV/n90M/OF/jv9QY6es2QjDrVvgu/",
-	"ra37j1DftkIO9ewd/FHQOTOKd0A+fnhrO8aB2kzJWMtjSF+BYBkkL2qzzo4FrVKh+JpCKwAENXRgGFUR",
-	"tS7u/fnrHItW77i+OPgDypg/7tnB+ooLmpIuN3lJ0Y42w4D+IHv93/Z+igKbSVBmEvG8d1+HztLxtWnx",
-	"uvn4HZsntj6GLmC58JAz7NlsOT/2mRsdoaCdCcAJvsH7Dero4/F9PL6bjy/mhglSCHt2txQ4hv5ueY4X",
-	"fH0WHqa0YP4ifMTxG7LvUsz80nob1XotbV9SmrFQlHnSk0zOAwK5JYC8kEtIkGyJ55qX3VXRqyMRNhK+",
-	"/TCXOXfvCUinM66IWrCYT8xcLbRxa7IRpm3dKpPsQyEUoQBlgxCFBoAQWnSr3EsRC8XT4T6JCkEvKAe4",
-	"wMgVuE4oTxXpaoIZU8VInEpt6EOOjB4aOpO37N4HnPw3ySGDd99yC/Uz+/e37XoqvCnxbG84LEE6YCvs",
-	"JZOw9XS430oZF7s7dMH752zZbjBpy+Xo+M0v+p4V8dr0ceUtO4DjCxUHG240hXMPKrfwI9oMsfdai6ZT",
-	"SHzU63FIorKiD51obQV62/pQbuM9uYesj62E2n1nitQEGSJY1kSZ3gpbkaBsIX4+YzwzlSCqFxCZJtic",
-	"IauadnTBgSRbxVNssoCvgxb/KXoMNXs7Z8syEIbJ/KZ5dLc9pb2HuV624AlTwJco31bKFcq6PBKds2V0",
-	"aI4qFiWNQsFzElMhJJTmGlmutW7NZwMshckYFPcOyEeTuG3br1OD1kpkFgp5wbI+ZPyCkolVHGZypjiB",
-	"LACNYKUKYW8PDGgupqEAoDMD093EmXHx8Eg9kK8VBzfQNVt5WHcf5N3Jmhz0wCti8raXdLGECbLopYhZ",
-	"72aJ6rbzvZB9oJMI4UTGMlmSmYSyG/O+Tdnr3zlr2r3NM09vwQL3/jxsE6mSlNVchz574RY6Gop1Givo",
-	"bsNEa9rCzheeXCPdpqwZtN5BZ3NF+HzOEo6zTgCRmepVGZU18DYP27FhgF2eslyRg+EuclUQuZpX6yNg",
-	"610sg8Z0dZ+HArcMRfdg+NwDZvTtDDxlWFxKBYGRuMozmsvsENH7WChsKRhchvejMGrgii9hNTyuWGFP",
-	"B83LpHn6Vz1025jHK888//McIFz0ygHiuRbImgy8vkxiSmgO7Pu2ikejQv2a5W0Uct/K7hrJ9f2T3PdK",
-	"Pq8Z4im4kmIL+FhqAb1ba6qbvJeIgc4T0tWKBlYyI5Js+fYWJyLgJN3AhWhYfjzDTpDNSvQJ1NZHtjVy",
-	"RLpZNQe5Kcm4h51IyoQxzWQTI7dQWXY3QyuERbockE/gkg5Nr9GwMwIYjwhvx0JlrkKxJtuUpTm1+a6o",
-	"GZsU6yiRwmbChkIr7UsrX6qJs4hoA3IHQPxzOm10XOinHkgt1kN/o7yDO+clw40jYjZix+Z1fQlhHL2l",
-	"g8Hgup6SbJ+CPXIKQm1jZOZuhPKnyPlBKxXl22esVRM9vbS1VQrkuYGWIXjl+3cJ3IYf/7fX1bdMrbhN",
-	"UsXdYgLmGDDLU9EzrhxUk5VE8Ohmdz6kF1v0ibV+wbL/xx/bNei+YxvvYLk2jz7C+yTsenebzyvVZqvt",
-	"bpo8il5TKy7QC2aS3cqT4NH3fTgQ3XDaYDBYFmR3QCJtTgwwiIXAORHpQmXjXg+UFcVoyhLrl7sAVCOt",
-	"mKAv1Bryh854V4CNE4rVgU/02FyonNFkQI6M9y+F2I8ev1BME+jB8PkhMVAjocBUQP1z6fszPs6Nvj93",
-	"Zh5Kz7Hjv4Euh1/ZAVh+XZt+gL7BcutrHr5Xp3Ta9hJz2w7ccx103hpXSUv/EfuGJ4p8/PA2ACggj0Ov",
-	"BnL/4E7B2/gaHh2J2/LWRsZpfYpVcr4Vt1zRILxUnjZvIfrNHLaALaunaQq6tWmdBj3rbEqAcXe6/ium",
-	"FZ79fcxSKaZgxEnCDb5D2R5RPfGh1XuQFw3VSV6QG7yTGStbe/h8fkbTCcHPSQbkA4tlliCsjoVdNReN",
-	"MQPwBHjFmjXlUttbB+RID/Bm0n9H83gWVTCqYG2KDOAcNeMAtr271+6G9Bn0zXSzNxN4f5POddC2ecmf",
-	"1Oj5c5533LMKRbtAljltcLRMHPYOqlObC7SqPjy0Xt9el3ZX6X396Eb9Gpq9dbqW9GryBVZEQu8uev6N",
-	"2KSjrl/pnAGzbGz9bfCXDc73TKYAu8sFwmF0DY5iyibQMgexHTELwtRTqQCgnLBpmhYF52yR9wITuIoc",
-	"iD3WzvKypU1kTJEI4mehGMtk+USRSMvjiMzpEnDAzYsPMY0I0x94jjjh7J8FTW0/hCcqFF3PuvKDbXrI",
-	"pKcFGJFznmvNuMn4gSnD12ACROJQUAHHWMtrfEwrrRGhgJaZyTmJ0GqKjMxVoeC5NnNKegBZmUiG0pJd",
-	"aVMQDJ4D0j3+eFpewvXqHYaCCnJDYYvoi2Oq2Mcsxaq1eMbic5uqYVLi2DRjSpFpQbMEC5/NW0lXW1pS",
-	"lGP0BqEIxV/+8k5e6K/3tJLBX/5CjsrclNUWs3YD9JkKhVlPbwAIepaJJZCrnc/YHKAfEYdLsEvCuNZz",
-	"BuQoFKbTKC4FIks7xK6MzOQlcXQIfo7/9//6v9EZbr9Gk4jM+JQL0kUM1YDMpAKs6oXMoHtuub+QuoLh",
-	"EU2WXESBIU49CokWGZvwqygwZYtIAgY0CNZfvz/JpAG+9pvl4GqEwgKtyzQhOc2mLLfGNgB0VtQ91/7J",
-	"9tDG5GwPi5WMWSznDGCMAJ/IGqTQn0DrgJA8E5VjDFZuxM3MoF/aqKTfMwPkHfUCTCzKCgFQla7ruJXQ",
-	"xoxHWErkf96Hw94U2E80FECUpBvpA9Cole94OvHOl/KPa1j1UET2BsQ0oz7kLECr6TMPAGe2U5b0lhdJ",
-	"IRQOnHyOJ8jsZFWVh1SZdImUZXqfwlaHwoIMAHY5VYZJTWQ2guTUBqL1iKSrTYkJfIxBJPPWKwrIXF4Y",
-	"5lwe7Fw6BFj8hp5t69bke4msC8UgtjbccWh3L2iehm+bEJXTJbZvuGDI1BGUU59WBBNq0vqNnLkvtf/7",
-	"8Oh8RV3QtVm+L6Xw0RR6dMvczUwzR9q3054oT3u8dyfNjjH+1meDm3v+2Nng8BHbxHvMkvyJgj3/fc1I",
-	"CBBVT5N1d9xbrOiuNuT6WJPTBquRps2WUCgOhgeH3gCNESKTLFoOdouYUWC6LoL26sBxrXKE0OMOpN6t",
-	"hUnIAY0c0UU4nCz/W/Qa8pSFouu8VSkXmFUay7SYi96aZPX4ASGhcPBvEqoy37UhTmW80g8VpMLht41Q",
-	"WTFjLuBff5Lg1cFjwOsPFPBy3FAL+geMfjmK/4L/WBsOO7qxX6otE92yvMf4z2P8pyn+Izy5cM8BHk/c",
-	"PqgK3yb47ijwHuM6XzWuc2cyvJPavdkkRVq7Q6Bnc7gmFNV4DblxuCYUtXgNxGOMgNs2PhIKGyAhN4+P",
-	"tLsl70UUfQd6+9diX84beS987FEqPyrM9+SKFKWt95COSPNLK2rJSS4zyL1VXExT1ocOVdC6KiJjWYgE",
-	"Q0gVXwa6CWycJRRdcGmQ3SGZc1HkTJn+R5Qc//LiFTnZe/rMdU8LjCVdSVKDUeAR0+6/bILOJ5or1/ht",
-	"F0rxjc/EHwNlA5Rw4UCAgYONbTDOh8iAaTqm8TkxPc6VjRVaMJD94Z6JL1prPSKKuWiaB+FdCeRpYRGK",
-	"buRaJ2mr+++xTBh0pcNoFU+wsUzCMxbnZ0XGoaMFtJ4KQmHWXt8vE3YWz2iaMjFt+MW0bvq7Xl7XwsIL",
-	"smqRV5nesRYHKuoNyAvMCMSUgKUsMqKXg4mkjM5hW1+9vnaqNpPJoAqNM3mpWKbXpFwlaHRY86AZUWdi",
-	"lbCsgALREATFCHUo3PJEZM6VpkycKjSXgqCgveFjBrFHEMDDQzKXGQQwRSh2h8Nh9RXgm1xkEpMKTEkq",
-	"euCeN7q78DugqecLR2TbYKN5se8ujaELFtTqmd8PnTdpYdG5/Y61purwnwXLlmXZYezPwK8MM0283b8q",
-	"vY5/wxbHn81/z/qfvwyDZ/tNnY5XgdY+QcaCv9lTfQ5tr0fTJ2lSpO5EHXrpLgiUb8E461RZ3cEB+VSu",
-	"gKFje0jtoeS5YumEdClRM5nlJq6AXVVtM/2GdbPvqazaxobadYt9HyuWquvzWm7DEe4IWbHej7fJn7hu",
-	"YgZ0A/sU6rMN3Nrxl/+GDsQ/qc5xktPM1fO4XBhgSyUAlpZ5W1Jzpc9m38u4uJ/abJ9X6EN8WPL9CPnL",
-	"mJWJbJ5AiVYlSnRvSJCbNKyN4d4X3n1/hiq/LcO+3vI8hn7/nKFfP+eqEv6tgpH5lSINhs5tGcg9RYaN",
-	"IYRONOCNT6oZgTYF0n35iESYdFnm9IXC/hSY1DnT6xzX2MI4oCeqCy16FlSpS5klUc8k142p4nE0ID9h",
-	"QnNde9KvKe2hnJ6zwCnJlp2B6qUA2lMvmpbpGY31coCcv6BpoT9Vb83B8PkzMl7mTK0gmYWiEpr2kMzs",
-	"vv6zkChPcMje4UolRAhImFqdESyC2ep5+wqyQVZz/HyVh5tm8o7OmDZAMllMZyR6/WpDQmZEumNpvgXz",
-	"qt2bVtMHfdMFpkpXLFRZ5BWqgIIoY2HqBYQMQwsFV9u7UFQz7Ec2m1l/H+jaYzbRFozLWTWHCq1pZ9tB",
-	"nA07zM/00hnNv4RqiLi4kOcs6kMi6DkzcHoQOBY2Gx4sN/vooW3nXylxdRVZ1VxcY71ENZA+pAlNc5SL",
-	"lVTijRWwD5dUUL7gW9bArksu8OxFHwWnzjEfsi7WpR08Jg48+kG/fqWsS8zX5iiPqzwWRgBmdgfFYRsF",
-	"vpK6f8NKWwhOIXoUgBFUqglAyC0J+JKMuAgsWhPWvPoM1i9kXRM6CsVtClm/dibDY1bCt65KtWpWTaTc",
-	"RQdvjCX8JDND4XuDYcUqwEI18Mh3nW8/cLUZAbh8qwU+vQBhhLVlzxIH0hsBBC9TJu4bikhbjR/YJGNq",
-	"huFg43Kk4J3Ew3boSs/hzxaM9Joi8uDm82Z14DHt4g9VTgsKnFdP+z0YvMG2D9wsL8OXbnJC/ICcleA1",
-	"wQ4CS9ulJtkCo4aYVOuVdvZaq28PTWioVgjor72HTqENUAogvlCuyJKerTo02BJQEzalXEDJpjfKjStg",
-	"Ea/ivjI87k1MP6Qh9aLc/m9UgLadOeXy2wW7tHn+jzkgjzkg31c5GtreFZMnkxiWI+fsQYweLiywuGrN",
-	"DQGwcDklruwYPfReBf2gHOatnJ7wf7GIeCNDu3RwHHp4E8blRHaHw97IYfn4RlSxQPxPozIGoUgK5JMB",
-	"gpKSWCYYsrR45zyxKl7JDgMylglnCgqwLQILeeNNDz2e2v5C8Lg5m8tsCQPrjcuZ0L+ONU9l6jAUkAeT",
-	"gjzATupYjE1omjYx9Ldc5d7r/thRn/JDton6eETwGPX5Eyi69bjsXKpcHx29j95eB1rONvaZ4SJn04x+",
-	"rSiP4Xvb9P/+4MFlu/sB6DpnV3mEmUfQG8Zew7Z8mFtc8DTvc63/pTKm6c6Mqlkfbu3v/3AQkUuZnWs+",
-	"OEm5YCPCc6LvYEpfSFQA/yELyjE0EwoXqiGiP83oXBEuckn2fzggZZ9v0n271xcym9OUK8CLeQMKZ8qu",
-	"eEzTIDRAJXMqch6PoK26ImpGoXk5vFkb1JlpIRYA01zMMqqYMmGbhE8mDLRWvD2RWp1td+I/dMfwb90r",
-	"vPy+Td3BH1GrH1GrvyZqNVAmFAhf5dqSpuRipfZue8RqhIxvb3JIp6D0YPgVWCbAMmo1ETNmU620YD5q",
-	"FBuZ3wXbv6IGGCfdImMXXBYKFABswQXjcc3UIkgi+Du2LotA8VKhqHQyIxEiXKGKKoWdj/71EPoSpDnD",
-	"+uipVmbluSI01/yxzBUlT4PhcOj3M5jTJWEiIYxm6dLmMvvTb9P2XuHqbUhyei/SpX0drANXMOG21E+I",
-	"wQXbMio97ql+oiGjM0LxHDktvAeA/3aFndRumgVsRkvuKQ7bCTpMFHNNcO4HHFoTXzWSqIlR39y/oJAO",
-	"AWQKc3+v3/Orfb786b0Z6XoLhfi70pzhE7ZRmpEk/kxo6H9M+/2SjWeaU6xJgMpYTrlgiWux4eu9ZLy0",
-	"mIM+EzasdWujHe93LcLaCkSBvDoPTb+tao++GBB2ReM8XWr5k7CUX2ie+9ga6c60ZuMLVXK7FVFtkXhr",
-	"RS/pRuwit02RaKowLTgyc+3zBOQ3z91mc6but1vSpBDgDOrHNE31pQ2dk0wc3rXrcM2vHUBKZIdU0Wrb",
-	"pC5V2HP6DcmlTFVAjoRWchY8xh+0mHzN5lxwYsd5CSOjRWuamPqdl+xtXl/6eCYVK13SEc2m0N1aRQTb",
-	"YQ9C8cn2IDaP0DSFjDk7XFB+yAuaAnYmEUWaosJl+kdFocD2lvo1pu3TqSl8gkS6BqzNpPycUSjKuf0v",
-	"mur91ipKVjCEFnSNkt1HXsLBN0ttYs2hcINAA9elgbex1FC66kxn1lUwGxUY/6FRF90dmm7QT8fzGRe4",
-	"nlqfiA4xNe6SK2ZAHic0VQyTLcrPOsZMRmXUykp6I8AA6aUC+EJSouyEwn2wQzOHKNaA/GQvlMV86BxU",
-	"LL3A5MpQlBEvlBNdSEpssqlpmtoRH8ig/smjom9nVvuzcAyzUdC4lYed6ZpkXDglTxQxhN97NL4fje+v",
-	"aXy/ZXmVwWsOT0titWk3ju/cziqfMqHZA9vYQHCRyfki9yUcREtcezecZ9eXfuDG5ZpH8TwUFK3oQrHM",
-	"HSpS7ypop5OA0wFbCoZiU09BsmVLQWTVTT0FSaWl4GucxQ3aCb62y/gwLNUO/414abke37iloLcx991O",
-	"cOqGfuwk+CgWvluxYDkBOmUxgkSQN99OAPjhM5ekLLPrnawADnHjosoWcy2udSPb0moLNhpnDuyi0qE8",
-	"WiAmgTPX/IQIQNAxGREeh/eXAlg9VFgZUP0yIUBhbC4IBbQPMGZJxvKMs6RnMrKx9FU/Z3MOnjjoiDJp",
-	"LQMywC7rVVzNJ7ZLPBZAlYaRAQuaoTjVVkyqTCm9TJaku6CZYgnUruNDaKrovwOC97Kr/BBNO31DKNh8",
-	"kS97A/JRnAt5KSoNnmLLbMv1G5GD4QGkOwA4By409AMAlHmsAdM3DVs61pEPphYsYfoytYPuhyLCxgxn",
-	"CRMc0tQ/2owNIUV/7+oqIIXItElFxykU6UtTBkgU/xcLBQQJRuTpcI9EduXPUEAcaoObqFRe6usH3vWc",
-	"z5ks8mgQip8oT0ENqOzGCLBUo+qPZxPKU8ylrxRz2SS9hhYEWnrYGmhXEYfEBWnGmEQcwGJWMg6fKA/7",
-	"3pQEGij9BDztQuZkyfKykm0UioPh88CCugIVS2w8sFztSYDZiu8FJEKuQb8HmvArCqLGejGzCKupjhae",
-	"QgpjqBbKWP76qGkDTB8bDBQ39NPQxlkEPb8jg35VqUfD58mU5ZBUGYquKYPjliscvz/Zos9C1KjjfSjE",
-	"gyLUfijEN9Lv4M3rTGSPxyrwPT/Waj0qSndSlPa/uXKFnGMlg7IQJYLWIfDmn09PjzV7mmP6WakjDBAc",
-	"2bESxEceZIXo2uRDFI69m+crVXQ0sKbbQ+dvwc8YSzHh0yJjSeCSh0AZSbiKJcRN0CxXRMlMM+HxkvBk",
-	"AH3a0csMOqW5B/2q0ZxenUJRWRTU85QUicrEoeiQLDIeQ3cdjNB7KIqZ4fG2sQ8CglkfgTHUwNaXRW4D",
-	"/aFArQFv48prtms7tUCwUhFElNoqjP4OV3KbMLr5RhtGt2L7EPVtFOEwEYj4w71dEMRYtWH2Qi8yyEIt",
-	"ZHpQoKAw52uRL0E/aouK25esR+lZN3WjZ2qxSxd0zFOeLw+hWhBlNmqW4D7RylpkEOTPjHAz5QboxUZ0",
-	"MzOKH5Spg0m5N1XmbaP38YzmnaATywRdJVRJgUH7C65QtHqZdfpG62BaDfQ3fP0xnaIiSLq7/d3hcKi1",
-	"hDR1C7IZDAtor47oxOd69nq8oDPnwvzp5gMnmmWd6+8kLQCIvC0t4NT6FNVjz/Nbema58lyzygGR0Zym",
-	"cno7KxyHqkfka540C0lhbpYLJij/t72fpou8fyD7mjIxnGa7e1EViuandvxntEFWumCR37pYouPq3Y8n",
-	"L6FJ7pynKYQfQS54liTx4DQM++uRmjBoKZAEkt0GAM9Ig4REKHwtlzRtC1Y6bQfk44e3fSY0x0nuKZL8",
-	"0Ef3JcspT9ce3scMiNu6zzDtAclojJYwT4LSxRztRMSQC6GKRP+291N0tzNtSfTa67PdeMA3n0Ky+RCG",
-	"YptTSI4QlAV9FYh/6PBVop0oFF02mA5IlMsp08rCzpzltJ+mdE533ur/7+/3fxhHPQebZtZspC36UETe",
-	"AjQM8W97P3mDEBNyhbW2Z1Wrps284tis59Y8w6lrC5rlll1bRtLCEzzta3vOELRzLFjtG7z/5jByj1zp",
-	"z8OVHMXqc2ud6jfnQAZGEdx56yEEEYrW3PiHribzvmQrEEH85j9Tauy3J3Hw0DaqzQjiYRa9CuJn6ih7",
-	"Aank4ddRQbdLSGypx5pyhVh1trMtyD85Rrnn43r4URq8t+87zA3OdO55lGF2OwjNNzC42wqdHzAKFLZ5",
-	"mG5zukQnyyGJMpqzt1jeIGG2NE2XENrIuKkFDYVi2QVApy5Y5k2GgMmKKILe8F1MM4N/Y+sk+IpQqBn6",
-	"YxgZF8mU5b0a2JqeE2fKwoq79rgAGkx4ToS8HJkO4TAjVyJhAgsnPx/1954+QzB309l6Ji/1oybOYBhN",
-	"KPRM+Hxe5HScshEAWdsexSwgmdkvQqHI3mwZuLQQh8b0jW6vHfOYwQM57b034Cu/NgbcygSSVvACuCnw",
-	"0kSrLZK7epdMe0EpYta7I770YRmVxJxRas74HxwH7hGj4ObM/4M7yqIiAw4NrpntL259vJ6/GH71knlu",
-	"KAyaVCHnZ2kDYSuPi+ZgREiSSjFlmREVFmfNJRcYPqs5HLbrtGnSPvJp92C428OUDf2M1jdcUoEU7ehq",
-	"dSb2pwFJ+16Jtey9tkqqZqdVLhcQhNcyWPNtMbV9H26nsbTV4Kzd/AfRmteLj0equi1VWSPPp6kqKKsB",
-	"772lyrsxTwve+ERhGY6MoQon8BWBM55EvfuttkGl2HbcaC/+LcYpwAnMyh5B3ukyyGCGWQ7IixmLzxUq",
-	"7xYAkIWCKwIJTAEpBHBcsJ4h/WQBZSFd019IFXNISu4FhF2hxqmwCU5kugXpUaFphe0uRMyr4PwTJpKF",
-	"5FqZUkybA74MEKgbXwAUDdb8Zud1PE8HUHiI+a5lK5zu/nCvR3KJo3j9ahDbLJckKhGoManFBaBtcXSZ",
-	"nRMKmiQMWi3pjYZgV0BkFth+PKhp23y1veHQt3t8DCHMXRuEIhRHBNOzYCmBiiPIsPo7GlA2eQtSuqAB",
-	"kg04Ome9QLCd7tPhnr7BwozrjbM7qPdPZm7rsJdI92A4NBl2ocD0K0TssdsIQwYEfZc2ngnGWlSm0MET",
-	"6HMMRXWXXcbSnObxrGeMHiHzGRfTAaYWKyf2TZ+aUIA3Qcv6n0/fvS1fZKW7XpeFPmeQOT3L52lEutT2",
-	"vulhXl4o/nHy/tdDgms5SMDdpiJw/9TA2oM6NbkeTV6DDQ/PqIvI5DD7qIfzg3Vubk4EIVd2i+5EuElc",
-	"qQID3yWltoVb4Ym2BjpPd/eC7Xys1WYi+pvbmx0lre87GD5/tuULW9b5w08vyLO/HTwn//WfB4Pdwd5g",
-	"t2eJsXo22qYHg7U2FHp6i+l5F63rGQls3QzO/CHv1N7o/pUUm+BYliLoA1UdZWPGvxuFdIX0uewlNSiS",
-	"WPDV2J3JPXxIphIanNn+Nt63PVHesDVLej1sujcbOfHOULCZ3RNTsAh7ek9mNq66keDAQrZW59oePbj1",
-	"o9sod82PPr39t26V4db26C2/tapgriBmeQfcUovpnmZk8qGtzar1mtjQZaliLu8oPhVcTPvnbLk+fHCC",
-	"N/6i73tABlC+Zl12y0Irk2rGEqLnTbrwdwzBN/RS9gaPDnk/j6VcMNRuzbbD8gWu6OACnca39sq3UtYO",
-	"IlK2VyCelk1Q9HN+DxTBLvU00asi5CWRAt3ZDv7nnC1Doc115b7LNmg06fj8QmstEJvlyriWk9JPc4Fo",
-	"NuMi1+PQpfLWiwsS7QwuWZr2QZ/a+f3yXA00UUeB3yGU53bmegRTrh2UjUOXZEYvGKSqGYXX2AXceMXm",
-	"8oI1+rk/wNqVB6PzgK5m7y0tR09vh6GVc7Z8PGaVii2MYqwcMVs9xE1HTIvpLMWd/Z0YjVpzsFYMWq1x",
-	"WCW27HEOWAcym9vcjFB0I5+MrvqXl5d9uKPIUnNTZHr1RmB+mY61q5UlpiZXuMAXUQsas75i2tzQJ9G0",
-	"sIX+nMVYMZdCYT0aocBgG+Z64sW5n+xpQlw2gFRxLMAcfz49PQ7Fj1TxmHSjI9+aGBH8eUwVe3bQdZ6S",
-	"kfmXcdpEgQF6oBn0uC0XCzlmrywqLZ0tRn/zB4pskrRe9yAUGCEdy3yG3+DXPP/j02klZon2x/Phsx8C",
-	"gtpmKKJ8uRgRmv/190utQfr881Xy8uRo51Wy9/Tp7vPA2MBQVmXqb1o4m9nXOKV8rkjElYI+w8UY4djs",
-	"MvOkF4QiogW0JWZXC/0fTvUsIjGe6P/8nvNq/2JcENzvATlhUOOOaYz1TYGDRzDfz9hWsAgm7+9QP2hD",
-	"meBcAxKxcEKhSPk5uHiPjt+4PlYZQ3D1ajnWqLTj4QTrgxmKUHzEMdDQV44qj47fGDBhha23gLWDu2BG",
-	"F8w/YaH4r/98Otgj3ehLiIZX2BmRsGMdFyZk2wlIuGqX4a2DwSDsXEe9USii6mMRBBys0fDp06f+kUf4",
-	"hqyxN5xr8yazUFxmUkxd9KM8qUFDgjj6Y6BHHZnTVJM9A7QaXK+uHdfjAVowkowtTJviEqglv5QuRu17",
-	"1qUg2I9a9QISFUIViwXUL5x5g+JMAm8RLNPwZgg/eZyj9PbMNkeRQQnZ5ASJtuMVh5oZQL9rfbD9E++s",
-	"cjy/pVleIf/OxkSwbQLdjVz7htY4rMo3qlrztqW1bK3OHI1z5ulgt/fA3ZOPMzptwkPwBor1K6OtzfT7",
-	"WzRrY64s2pFwvAlZ2IjUzrxWWptOoKboytHzlb+vMPMq7xuteJRB/LZwthol1FllQyY+HvOM0XT+97Dj",
-	"6WNhZ5v9xAyCr7gqZvNGZUYGu4oZS5RJHhro335c5swUhWC6wjedoOlyspFhDTxF/itMGFOezowLdZ2b",
-	"5j2mCmBH7JINle0727LKql7kg6Z4oNXyC0WnrDWqdlLMDQSBMtmO+o+3b9+RTBZa93UdChbMb6IbmERU",
-	"qAn8ePqCzGSROS1IBQZvIvDhf9DYzWlayY2IIedN60onL0uL2gLQQb3MEy+53atbk0XufodRhr1BKI68",
-	"WXop+1gRbuS7Ykwh4IAU7IkyH2/Ad0OBuL0QnThny8ivh/PGhkFcRpvmH12KD4TCK3i3F8FGL/vbQuBr",
-	"QD7Cm/02EDaVFLpGSJEoF6Jcstx1hsglSbg616OabhBtqfDwhk1KCTZpB6ra399/3gv09gs9owTyvdB1",
-	"rff4kBRibK5tUSunN7TC7BAaAbOQWT/nkMK+MWDxSiTl7CAimxaKX7Be23TIO1NzgB7PSM+jNaKSy3uY",
-	"4gs5n1PPJPUA83MJ+Y+EastvhDRi7CBHTqNQGDMDak0qGQA8QSijq3yExgyEz0w9k/lJFWNj1mgVGE4J",
-	"dLZL6BKKJyK9eRHpfjx90cOsO6BR4zIr5nOWQDLpgLw0LVLMIEhW7GqRyoR1RoBn2LyM00wWix+rRZ08",
-	"Z3O1iZ0Cib42T18HnTm9eoPP7buFp1lG4aLKlylQlszmnZbiVixodWvrTngXuIA6tN8+p0uyoMocY8wx",
-	"hrOa9Npo5Zwt7xZ7Kydo4QPN3CLrsN+BDt2tM5ibmpbt5/CQATfYuw9MK3ttKjZ+XyYvVeCVlS9YxmUS",
-	"aIo3wsTlyvFMU+QjwvTDuCDrLn4qpgWd2lp7Q4ylILeyWkvYXkDgkOMONmoDOzIzW+vrJKiEbO2ZtLjE",
-	"awNKn+xNf+haFPMV29Sh2FV5LET5ynjr9pabFqM4Mr59PcpJMdZ/jpkiUZGlgK2JmIbKdMC3YYLIOoe7",
-	"0eVMsfgsIn81XqZQyAnZO9DPPjsgY23D9TTZlEiapjQ7NxlkJeSm1Um5AiQyLP/Q0vIQNatLmgHSsx6u",
-	"bJQ9IEfk44e35BIwp2cSgZ2oIG+OIdssA1tnxghCeREASTPqsUJN+XdMvQDvKCAVH+I4kOqEVSEWSBr1",
-	"PosGviQJN/l28wE5yrFb1O5wWG4jQE21+/LMkXygahAz+repBDEv/8TzGZZ0tMlss1Z+JYj6vmpAgj9T",
-	"78zHepE78GjXzd/cZgpGDF+8TeHIDRh3TWPZWDaCTXogxm+tfdfECPGNvJ77gUk1cAYKzW0fWdIFoMaD",
-	"3T04f01FISUfe+y3/8ftt7+e9l23fcewyyqBwG+SsYQuWRYR3HTBr3XQuJXe0laV4kvRh9WdN8iwQxJp",
-	"KRBVQr330435scTl7t1lzF0by1xupkzfiOEZOnrzcov286CFB04HD0jk3WiSE5ig4xTAXI1h5n4JxZxR",
-	"gd1MeoNSp9KqlMltGTlrLiPsnwV4y+tJP6HAemqeH2rF13XLhG49kO0FOrnti5TycxaKsgy9IqxMal3f",
-	"TsW5zG2r5GlGY2Zs+lB0IRxtbB8Qsh4TgSC67dSjBnjXa/38MTweBaGww+4dkFnv/2Pve5PbOLI8r5Kh",
-	"DYcAbhECIVJjATExQUu0rbZkKUhpPRFdDlWikCCqWcjEVFaJxKj1dQ+wt9iPe4Xdm+xJNt6/zCwAtLQz",
-	"bfd0j/tDmypUZWVlvnz/3++N1AWsDGbcqUXlcZUCSZS10Q1CCNIPl4gFR25NvnQu3f6WBMp7VdnSFGzA",
-	"SA2PVxvNYMKB3eV2T9ZSlgZ3xwamFOSuu1f03t9J/y8jfX81+4Nn+VsH5D/Dsnn5Awn83i3/9275f0UZ",
-	"FXvl830PI2SW3k2V/3caDY8ic7o3WvvaGmVs26D3nO2G0PGO2hI5uTAUudEz5XNbtVKolyndtma9aX1G",
-	"PsOI7yEd7jGGTX55rEXnB0a5vbAtcnzdGHVjNtj8tXbAxz37x6hb3D0gq8wHnsdv/hK81UTSROBSrjr8",
-	"heqxzn9xA9P+vLZX9PTfXNfPnc/4Eu9yXNvfe+b/x+ZKiW3zsG/f3d8B/zfSnj/D2B59lNn+YlPRHep9",
-	"8NsdlPv0Epn279AGfzG7L9AtIk8l+t5vS7Kf59dCG/+fBP6oMW2zPdAe51eb230xpFf6hqvDw5qL/wfB",
-	"tjK16IxUPGXqdqVbDHNFTSG3WFhRlsYsohmFCXgoGHiYYDoisnDasXU4Ui/aaLV6RXoVO0AjM8M235ny",
-	"DszXa2e8mpulE3i0eF+tW9Mc8mKp0/HTWFwvhmTlg3GJfVOi15Vy+Rm5RxrdHrbq2mb7WcY0+WsxpkwW",
-	"Y/R32UPjb8EPC/sgJ8G620xa91OZCHIDBbu76Oq/ZLCh77/5d/Gbz3CQGAHcCRxzBRU3bkjDLhSidvUC",
-	"sxkb0zIQoNyVKPRz46uFCRWbICIG7a3DW3XbNYZwUwJXCde5PqW4jn6mK8qcLNSAvU3xuYNeKXRGzdRY",
-	"URFo1Qo3HHIBZm4LqRaluOkFlmD6cyyYctLFsvGIBUZ7GHJUa4cFLjq3QY1Q5+Snw569XUP+r9TRJp4Q",
-	"4tuhUpVX9d4iT95Mju3+B3U90ewu+fs54f3X1vC+OOQdI95Ahr9HvX/3gf0n94EhY+m5wPo8fhZ49l8h",
-	"1P6oNf5XEnqXmJSPjYPFOmmxopE0R8ptwk61oaOGsBBtF+pfOtMZT/62oDCjS67y8cYa5VxP5ZbQ0jBT",
-	"c7Oq7ILGMLqpq3uU3nPG5hLUgqCI881R8sykE1Jodye9P77ApCmwvGI/TEMAvnOjYH0IxfLpwdDIW+Pv",
-	"jwv/5roz7tDib8i2/7vUnLGCOzoAgIT4hO0eFsws/Deyji/IiMaqLeIeXVM/mD5Yte1m+ujRyeQfRuPR",
-	"eHQy/Xr89RgZBs9gD6KwcXOTQL9tTMmNM0aJQ3rrW3OocoHLP3wPfCD0uxzcU93u5wjSOASVEotHfG4L",
-	"P39f8EGnVO3J2RPVaLtwazWvWk8sm6G5UR/Zx+bO7Ur7FWq3dDPydqpd0ZsNRmbJYVAJkh1HDzBWSo1E",
-	"QJce5faVtvpa4GKUxarCvaqskfoBv/4+vG+d2xuz5Q7CmRTrC/7fNuNXcgV+RM344G4CDDgX5sfd0JsK",
-	"EYkO1GlgBc5kNN7BfE+akI7UOdaTRBTyHnb9LLcBRD5iSO6AaR7Ed8Ba9Nz6lWvaY+BOi30gh3uB5XM7",
-	"uK9ukHARPfZFRtAEdZiqgNEzog71+OsjI2BCgYr0Cge4MYKQuCAj2Lf3w0OM4HMQc97ctaaxuiZEwCbt",
-	"SEPmHn7ZSG57QXcRZD5BJiIkkVMDyQbml3MQ6g8//XA1Q5zMqlGbprJltcG3peVUsRfUfjFVj1qotPJA",
-	"eRoK9/TcLgIgROk62/owLZD3brnTXfehV+2tC6AI/nhjmuN1ZbtWEPh9pkpQOCw1CzQKWRwVF4qIVXNT",
-	"O3vtc9s6NSgOsMRCOUsYJPEhaV64cGW3BjN+mtvcHuNLjo5AvaF3HR0BQwPK4RJM2HZpj+ynCtv5iGOg",
-	"yHKr6FK5IjwP+Dv27ZMry84irtgxHKnKXst1egcNg4WaiK6pOrswjSqkQ9mHEz4/4SD8UqtyoGqlvsH1",
-	"nHILST+SNX9jmle44tFroJ6Mx8NM3a6qcpXggDz0MI7rn3bE8pMWDYcGDZ0aZnF1WT6FBa58+rHctVu3",
-	"qkX/i+6XC6oI9umlCzfW6QSstiykvGckUn0WTi2XGOIwxK4yqv0Z7a0Qz/INTPJy78NghHTBYMWCDxgY",
-	"GbXoTKauNK1i2tMCRglQG8zwq5alD/YeZZIFzrjZ1FtsWN3ZRQOyxC3h+bemaTQ2YW2Md11TwnCmwlLc",
-	"W41HxSrrGqFjNMDxW/EdMMSmcS1C7MbefYjjcpG0GQVKVbr2bvdo759pZKHJYc4tv28ga0u3xNXMQtrV",
-	"ZAz/m+U2Iavdu4eyWSQ2STDMu/IGrqxcjYYC5ovR+x96pUEp0Ci3G7OsaoLHtW1lO9f5ejvtkRlWSM47",
-	"7MK9Qb5C2aOBO+FnjNR5r5HIHoQ19RNJGqU89MLXkuXFsZBz9tuMZEhGyW4x/3S3lk5OltviUhbpmJuk",
-	"DMj+6c90mKnkzkuz1hVYsiAz5cgSveF3G4puNNX1Clua7D7tyTFEzsbcBqg2mWfl1bIDYgEC4QZr8fk3",
-	"rq7KLbya+xTiDEnuzG7/8ckYtvdVIDnPNAfyOLfFPx/vfPFx6MHb+y18o/xOJfs793gTngdFMiH0xqCa",
-	"SHrLrQNKKLU3uR1Qhb8yvq3WKPF0q7i6SGnuUq82def7HYJPxpNT7kInfmOO8UjIR4QKZSt75U3b1imi",
-	"ny7bTnOpYm5vGQQPzvRUYL1FWQNTd67LG2Zuam62zko/ffgyEoKgNZcr3VwTDnbovYALj95aacKAUFth",
-	"e/sV/ZOnmcBWYwYNntz3TNawMRhEOj5ftqaJhMOEIWDOuf2IT6hBsS9FMoRy/QVujPBMxR6fyFhfGLC/",
-	"wjVhIPgRXxhuz0ARYarJKHCBU2av+qeZ0kp2iFpZKNDjW6CBClgurFHZtbl1y+VIEXC74ElowsqWw95T",
-	"rwKjO6SPH6xTDQASfXQKgnKgdnNhdKpBPdAQuHFr065M59XatE1V+uQhvvLgMIZy3Z/T+ZsXU4UNslkP",
-	"wv7eoAAljbGBnbHSk1vWeoLJ2IO9yIjaWH5GvTh0fhu83hh7/oLg8ejvYzDWdVvNa7HvvPIdqC9efXj5",
-	"8lWmXmN3RXwj/jUqN5sst+e2XTVuU5WZ+s6sK1sNw6RCp3C3XNaVNaqoXanrIkyE2RRubqjv496YX9aC",
-	"daZ2etAWsaf0eqRQPuQ2Kq2JCVnXazEgoyjp26IE9B8Wl3tXEf8SvpTbIkKVJKxSFQhZIlcGmhz5oUod",
-	"tB0NYlegS3oA6yCiuPwdS+RnUqwY9pCue+yLm6mrBCbIsnpBSIUUS8SDXf0r7H1b3eC/aJ9qd813ah9Z",
-	"8ii37/rnZBAQVvawVTJ1uHHokLb1HiCY5Kjh8iOo3VSdjk9VYV37fuk6uygE/436XLpWfAY8iZk6HY8T",
-	"YLYAHpc+VuvyBs4KMWdMRIidxBX1Ii1Rj0Osmd1W9MOZOp1MVIFvQCp6T90BiNTgPjQ4mQ+PNo2b12bt",
-	"Cz6AglO3rExNbSPouuvaY7c8blBlvbFuDgK9NWuk1a4xhRofTzIgo80b+PskU8USP9CW2zfG6rrdilDe",
-	"gEyypQmXjycgjuDxKEKJ0k5ETjGKRG6TW4Yj9U6EKHxk1xg/hTUJovV0PFZzU7q18fh37OiQUO/aeKCe",
-	"Wf/JydP45OTpjpA7PFBP8PWHO7u7U7jJSasCnnJu5T1n44kq5BECVipmyjqBuoSXMkUlb22rtXEghuIw",
-	"p8kw/HNUeB72vA/FktG2yduQY74rVkNjkgrYEiDw4QOyA5NnNyC9gxxusYIaloTQVZLWDUTlbO3AZ+H5",
-	"ze0VTrey11NV5A9o8vmDKdaQoEF/HdBj4ZTH54EmEPwebb9jerIYqQtdrjjKMFULU4NCELjixxwB83vI",
-	"kRnNHjWiTWVKwokydxzex3zQkE4TBnbW0LhbObVgEubWzf+EUOTA8nhSiOBE2ia1N0bl/XblakPy1DVC",
-	"jJl0StxbrCCvkOEOM8LMockQycTZaDjp4sLGLUl6fwTeDFvp1bpa8DRH6qdVVZu0N6/Pra9q+HRgVSdn",
-	"yjMn0qrBapXAfxSQKDAw7GZSTDET4ljX1QewoUu3XmMVaEWNmdHwEON307g72JyFI/O4k5Y2NKlnlGBA",
-	"3WASSizBzOPOM+G8SYOcVO+q64NIOnsKBatw+06YaKfTQyD5lsuqrHSd26vnP6DlcKM6S5b9YqoISRhm",
-	"dvX8B7AGtTcIGQD8u2DPOzvjEplI6sOO96fzRulUdPbEE3fGFHCl+/zo1OmI4MFQpwjGV7VgxSZ5w8Mv",
-	"1mywiQsqvXqNOxu8lkhvAWsWbOZAeGxyieRDF50m7IPhSInWL1VOFJFhf39uwxbAJzcGS8NKM1UFsIZH",
-	"Ucnx0huoda5GuxH+eF+uXFWiA69gjsGIu8Q1qUzNjxh17D0eNrJL4sCZKhJXH2UPYgYDsnqrEMwJPouu",
-	"erjflg5uf0/oWwWYbhoPPmFYDEnLLVg9HKl3DNoolhnKZQ4fXFvXmEUGmx9WA8gwt+ZuY8o2dOlB3N1w",
-	"C4HvFvTvPncAoU6AfsyH8BvxAiPW8r8wyBz/iQ2jhjPBvcxtDEKL8ALxy8Aip5OJIGLTOLDlwj3xA0ci",
-	"DzzYu3wv2HRT9cfnr3+8+BnEa5+DdY1JeJgwl9xqDG3Tsym28MfRaPTpE4e5ZzucSjGjYtwwHOh2jymq",
-	"HZ7Yd6Lj6X1wCEFN3JnckWZuYnzg+7dv3wBF+5m4OpWcqkWGwkPPaxNd6Kwesea8MGWtmxRM2GewJw4j",
-	"Bh5Vz+g4HtEpDu5VOsqjprMDAZNG8w0vZwwwjSN7ujYsUHJfGr2gcFfSkcVPwWQusFonvYrBUTDG8Q96",
-	"DI2SnTvYGorOX4q/CMtnMc6likC3J6AjUGwsU//1JIQAOMOMe2VxBgER1MVbfQ3yn76Mx6JPyx8Us9x6",
-	"ht3GxjZg5oUyShj+zbu3OOjzi5cXby9gJ+ZGeaDDrevYuwtko1u8AOuhBqcnE7DJ0MdQ9dRzBGu7rTzw",
-	"vh9RXUJ2nAQJNb6ylzJHysPCLCuLo7HUgp/eXb7kKCLu0vNwD5EUGwjCob3+ABQGghf/3XQWXng6meT2",
-	"PmOC3fiKbQjsAbFvVyDdfcRjncmtn0ILH7xeKK3+cPX6R7XR7SoY8gXGxNA6e9cQzF+k61FZtVtiSoT7",
-	"Rzlho38+Pt9Ux/+N6QK//K1Zb2rdsm2gpY1bAS8rBB8e1qNLo9rEyGujQUS5JWWnFHO32BbUsNpZRDUt",
-	"Pn6kMzHaFYrAXXCrVq5eYHD7dgU0v9El7KsNiaDzBvdTUyB7OIIxC8UmOPARYGHJSJkqa+cx5E3aEKqs",
-	"xadPyBUL5Gq1N7cC415XrWl0jTomgyLaeqsaBxaql2X14cwlr1LrjtGIEHpol73g+pIva8o6frdhAKZy",
-	"pRtdwl7NsLZ5U+st0HWhTiZfp7/mNmGQYKc9fdJ7+N3lS68m49Ovyes6450j4xSOuCD84xbS8+SfHbS8",
-	"9cpX/2qGM9m/J2dnj+Ue7RV1m3tymoqtmXo84YH9DHGVjO3WTCUzVbSNtp6EOFbEJ0PmdkCfI299POE4",
-	"gTRnKNhgeuULXq+YqIA2bmSHIzB32YSLAagTDJsM2chBqzQTTYuqFzJsAolyQ7wQp5OJnL+epIovO5Su",
-	"karamBSKEWnXYXQjDb0vU/vWNdMklAiqEXx/QXkIBdoGjEVeUI5KMST7uPMgCNdk5W2097euwS4bcwLp",
-	"HynGwQmZXSEoGr/j0UcY4tOjJEhYzPiowNi8jCg9C/5HsddKEAQnJWZ5VL7Jm489anAUUGZxOmEJgK9G",
-	"eLAptsSM6/+BUrQH5xdXx5OzJ8ffPXs15JrTD1SWgcmEmard9TX8d9OhB0lbNjtdo/6lcy3nDMBlUGZm",
-	"SfIIqAJZqO6PisGbd29HKqZ6JOtCGGNrjayocd11kit374IWqrK+BXmGiRYr0McLTsIDpZA7eiJjbgxs",
-	"/XupvY+uk6qhbA2zkLwL9A5xFxZOdqGlYWIZKcSBoTTyqBgIeFDV+rRTpwcT4t+gmeSWVZMDSsmBY4Pd",
-	"wvbPzWVnqcMS3TH90uA9yMr8AWte2O6CNS78O74zf/CpUAM25EjFKzgkjTokBohBbP0qKt/R0dukC+3R",
-	"ETWVkVFBuII5A1IbeMafXGV3AlsogoHftiswHfG/m8YsqzvUItKnb8ymnYWcHOA/vtZ+peamvTV8ItfC",
-	"CqM0vgMxKN4yGL7yyvhSb8hjn44HP4Oyd72mFq5azQv1f//7/1CF/moyngNFfzX5li99NTmbfAuX/s//",
-	"lCvPHn91/hTMH/4QFBIwL42uIrPetNtMFWB5Y8wMFQevikcwDBrkxT/B//2XIvgI28bVFKtDKXgAVns8",
-	"Um+ikXXtFIl7ZE9wpEVYA++s7BRn9mesGv8zibU/oywczkIBR1HZYhrXKzqKcHmCB2+NdT/4MkzdYFc/",
-	"q1FgybrFVgXJmzyXW871MNSWEUXGdxdvM1ahM/X9xflz5Cmv37x98frHK1LaSTeEYXO7Bou7CaFyRjge",
-	"aCJ4fHWYeFT1nlG+7fFb0Bdzy3OtQMf8fPOmkToHQ94LNeHcwQTbGG6FfGO2M+TUsgrE3hAVGjcjPQG4",
-	"6Up0rj7GY5LVxRvI8mcgzRtwOTNVBH6aUWcjss1tty5IpoQeUs7C8mtKDqyaKO+mfe0d9QXQ6inEjQnW",
-	"+ElouO/r9Rlb6w3DTnKzqdmB2MJripoWKoZ6sE8QZnOm6jdjNzy7zNTLb8mJwnj0nEH0mQPxbWV1TRDX",
-	"Oz2bE1dZ5RV1gtY7vYSVh00eiJKCXy+0kjHFBgWRTrK7qUyCHUkcrAA9k5QaDnhgQt2k+IVMxJliBQfu",
-	"QQaOjTWGM2VdbsNhKrUN0h1TToUVpwijwI9fd+21A/mTOgpq5zaUJcCt/nKLaPMnT0++ztSyHI+n00f/",
-	"gIFye3OM0U81IA8YDHXy5OlocnY64v8OM/Xsux/P32a5XXd1W5Wae6JsTIkJkpmaN04v6Lrk3XG0eG5s",
-	"uVrr5obDwtJLAB/W9fGmazbOGyVRVq8GL958OEXSfvHmw5NMxXnhD6ARwQ8YxttrQaAKWiBpOpw6nASo",
-	"tay191luO1sLbmvMxQLTjAmXmmvzgCP8BQ/h1U8v3j77/pvX55fP3198d3lxdfX+/OXL1z8V0nMNzjjY",
-	"1V4QJhrjXf0BKJGnoNtAthhTIUiSnsuXfsXtFBHWrhIGQiNlufVOPf/xSjVmXnElheSdgVY948MfWqZW",
-	"PowRYxi3ehuxZc9ia/YMXr9q2w3OD/7wgpYbR6RkMzagcTWb6rrCtnblysDHIdIt6vmOOk6GXG4RSXSQ",
-	"w9llgt8L+gUNRNd4vqVVAieRRn0jNbyCMZVaW3xNLK5MPR4rn6lSbzZsb99jmw1BwmJ2XPYLAThxY+cW",
-	"JRUmPuwMKL5Y7EFTqMHJWL2qvkEg47PxJLe7AUIY1jp7PLm7S1riHQolSjM7Yc9U9F708nJGZCBjP1Dm",
-	"7eqH6ptMoNAwZ8Z9QC8FSm6Q2JmI62zXJ0ZnkUKKIZI4nmS5PRs/xhthrcgETteBnvEFngIft2oyzDDH",
-	"EbkG7Gcv1Qj5t+RJaX/DNinR797OXYaMH1plP+MC+Sn1vWubLfejV1phjnpugXu65VIYb88H4I+O4HST",
-	"0PTaLubuDoRrabyfhgLpP+gP+grthNw2nYXvo1QDIF1kV9KkQV08e3VOt4bcFC9NulH4F9gVsb11zU2m",
-	"llUNigEM2GC9AL8abe1bXdfHZe3KG3IWgFKYrEZwZkS6B5G+pofXZu0kb/G+B1/pu1d4G5Ftpp6cAtlm",
-	"ytila8p4Fm9MY03NYQ6N6HU1OUqU5IPdM/7rrt10rYx/gqdilFsyRHAU9Pk3la4rn5obvMycp1KAMjki",
-	"91613MIaUmZLhGBQ7L5BXj0geYvY4/AoWbU7g+RW6h5AjnH0k/rsKIv9EgWgOxuPx6o2H0yNOaSaNEuS",
-	"gBgxxjw8ngBlRa+opwTOpnUE45ChSIp9OykBANheFqLLcO+6K1cwYbkWVtxSDdvCmI208CGGTdFgSTyN",
-	"ZIlZJX2vV3AGD0LUmvQdYSZ1ZU3xKPyzdHW3thyCRnU2U8m966p9bjbtCvNhcrs7VfgcmG69Ra0oSR4H",
-	"jW65RCR1PplUAu2PjqY96UneBDbv01yMhz5gPVa2daD3CavOlDhayDir3TWFr2N6LuxYL1UoxqFNuUJ4",
-	"D13ekMpKwH+5JVPgj5cXz8+fvb14/nOR1BfBR2NSqLx47haV8dMdBxUINPZaD9jRloWEVPacZSE3maBG",
-	"g39b3N0eoxytGiC4AOmgpNpTQBIb74tTbirDFkNu8qq9qkDbeHf58lisa9egwSb/Bu2n8tRQemnYrFjA",
-	"RgdzR9vc6rKsYAV1jYtGoQhNolw323gvOec0qtGes+xFtO15bCg0AoeE0+v5cSoOQu0Fq0R95CG5DVSO",
-	"wVXKzm2bDqkQ9y0UsvZyDiS4hGegV+vaPzbYLKxrsaJ19yc88Q086I1HEJfGcPvcfmUEiLhlhRVOlk41",
-	"ZQIOKPQsk2IvhBx/zB9Gs3aoMJ++asXtN8OmCAecXrkVdNDblcNPAq7mDfcPTdyf0ow4OsbIJyeRTJCO",
-	"sH7sq4n+VQxSoNMT5Mv97sfEI8u9d7E5WhLspJOCC8cHuuezS31hB5x20mtFimVVPxeCiktgJbaua8hM",
-	"k3bR9E2xApn6EqPTr5CFIS8utritFvmDLEfcA/yDApeL8xb/tdCtxoyk3Ba79cHFUFoXs/36x6tWwxFZ",
-	"KJn+zwNUyaePHt3e3oKahz8HZJDSrR8Nc7HTeAdAd8L8Fm23am9EVVfzBk4hF7/BxnIBVYp/NE0hhxZg",
-	"JH1oqW4zKZZxNtgeLeJi5VbF56boaq9abv1WwiwWHS0BFxWFN6Jy2Or1ppiqd7a6U9JKjtebYRz7D0VA",
-	"lakqPpxk5ONkZvf9q/Nnx1ffn0/OnkhiC82P02Dit7LntH85TKj3KzqueLQbs01VE3rt8cJwM3FFzfd5",
-	"/lyMyr3duN3JSD0XJBX+XSBWHnrCVsFhCF5lB1lGkhky6iyuQhu3GefrKKoj4oBxQsmtqo32gp0lkQKt",
-	"Fl2DfbJd14K6K337SJblFjccWZywbfa5oLY0PVDlr3zXfABG1MBKNi2z07LRfgUcEzmHlEozHg2pK3w6",
-	"WYxS9iJ6Q1dgvFmzmIJOEc4nlUrFYhYBHkB/mWwATF9eFoDBkLuQ6jNS51bITG5A8x5OEVhklLKZ4vLw",
-	"3QdiemfKD2fRyA41BGIVY4LR47s7Yi1s+w5H6lucSkA57RldRDtnYMOeqXVls9w+HuMfaqJWcHEFur5a",
-	"oZzDPwYo2P/3/5qMv1J/gu1sZhENFvYaDa/wPXiKrxjwiQ+67cOwVZ6Aq80CrdXkOqhZYh3WW94N0T0F",
-	"RUrduq5eUBKTQbt+gI5Es6AcYYr7AANF1xLW4kzOvlK+1uXNcIoufpSCsOVmQfithDnR2/XcokhcmluK",
-	"xlFRlnSG1MpX9roOXIWYJWp2oBIuGvTp43oDneFLXNdiqeF5RN1BOI0USpw2T2SZvCW3SE1+F2ucUSnE",
-	"bBXaOVMLvaVuR4JbMc1tRGiX1GBsayjpVH24cXYDRMDxGS3sgSMKBMZQ4xGBPBjelVf8XtLZwEbTzbVp",
-	"KZCPjQj3miIN7nf8cVo+OfTYOdf3vklvUAozDJMCiYOlFH2gBmmWiuFAKtQfTjFZB5NNQzclToW3rVT2",
-	"o4xyGWxYip3MPlpkTCzoEohg1kMCpsPhgpvQKmVKeqtwMIz0fqYalvhlrH+FecvUWuPRvuSA8kO/A+wi",
-	"BaW9dNJEdxxIOFYaFyju8xLgkdFy6zEHUA6BvAKtPh4TsWbBKI73r/UdjVjkNjLGcUb1tugyiPjLugeu",
-	"icHuKvT8GIHqhCsy4gQ4pnC+KKYrzNxt2uPKTtPYGYNNZ+SnkKKQjNgUJUy5tQmELgscq3mUuQOlpcKs",
-	"10GRPzjKHxTRB8sUGwg2kgbR2P15gxRUlkiK24/qO4TRoNyp7cZMFUcf4DWpMbwxDdgdtPMSdRcQCvxo",
-	"8lgRtMc0QHSAQhQNKaIIsAYkSE8WeC/MgXWCR0dqUGDEf8rWG//6HrNHM0l4ooSFH55d5PZqcvZE0nJ1",
-	"a+BgouYNTNfYBdUt5vbzCQv/FA/IP+6macH/T56I2OWfu6ZmlY1NdRBKklwNMwo7yUBDqG+iAThlJqjV",
-	"4/GEGH5ui5dsuISzllRw9FYDuOQM7VPO8qeUoHnjbj1pNA1IFJTrpSPjvZfOHxUIyi3j51xuJZcbKxXf",
-	"yRdGYI2SS0EKAQOIcB5k1y0M9S8h5gB7JAZBI48QPSRef8pqGmaYDJMQmw9KIubFZGqtmxu/m4MTUkmI",
-	"Iu/7MqSKQn6XjO9ADgI/EsYtOATIld4Y2xvl9lIATr54pUShDVGPd5cvlG77pUEzVYSRMLUYJHEoUEPV",
-	"Ct23VNWaxpHevPvm5Ytn799dviyYk0ch21lvuEIC4yn0jd873xbYCRFlXczYkQRy4G8oSgfLyhJ0AUX6",
-	"Om+A7trcprNlPQmTre+2HMri40gp0KgUYXECSEgCjMwtKZ4nqGuSryPZHkwqpK4vDBTS9vNHgHkDA5NH",
-	"3jW1l8yTZ+TQShwPKWdhiJnkV+Aa4i4EWuHXzEIKWgU6XwvKpgTmKPKR+Cew5EjjLQyUiQGBepsUdfOn",
-	"8ywviXseHU3T9zBPNXEj+aloKCTeb6Q1Hujqxtz2IDuUn6mVrpfxRD0EM31pwAjNLSZI0DnDqQYn721V",
-	"kjo8HKlnzkq7nTTZjXAMEFCBZs60k1Ftvi4b573EFwzdL9FU0CfAqsVQIGLqLVB7Q1ES1gHBmBapy92a",
-	"2z7wT4VJd2hh5TYp6DtRpcb+mdgFiAfGjAdLZs92pH7arXESBVIOazqdQajHRBISX0XChFh7zu1eMluW",
-	"ODwS9jLaS3rDvWclgnSKdMFBGZFY9VMcaFlXcFCSMHUyHyZBYgN8XbTtmMUXjj4n6fcKBnoFhCT72ZGl",
-	"rl0YY1dNp5kTi2e5F3jyTFE9/hvKawm+hujsAPmR256OcQDBKbZkxlx0eFhOjd9HKTruZeH9/On/BQAA",
-	"//8=",
+	"7P3rchu3ti+KvwqK/73K5FxNirrYM6ZqVv0V20m84sTalryz9kp7qcFukETUBDgboCTGparzEOcd9ufz",
+	"CutRzpOcwhgAGt3sJqmLHSfL88OMxb7hMjDu4zc+dlI5X0jBhFad0cfOjNGMFfDPV+d0av6bMZUWfKG5",
+	"FJ1R53zGSMGUXBYpI1esUFyKiExkQV5P+j9Rnc4Gnaij0hmbU/O0Xi1YZ9RRuuBi2rm9jTr/3n/H/rlk",
+	"SvdfZ23vh+tPFOEZ6eoZIynNc1Y8URG5njFBuCaKCU0ouWZ53p/IYs4yIgXrbf74bdRZ0ILOmbZzPEnN",
+	"Z3+mc9Y8EgrXnygi6JyRa65nXBAYkBSCpVoW5oPc3L6getaJOgLe1cEHO1HHzIUXLOuMdLFkm1fmBb50",
+	"44hSf48bVZcNpgOSZGxCl7lOei0jKh+836hksXVQsrBjahkC/OeOH18WShbNX00Eu9F4Q0LkBPZlUbAr",
+	"LpeKLOi0HMY/l6xYBUuBL9385Zcs51esWL1+2fz1zF63VJpk+dXFYDBIehFZCv7PpScXrhW5ZuOZlJct",
+	"6+Jedce1eT2B87Y+vJPFIl8RKfIV4bgs7sQ+UcQca6I0z3MyN48zRbosV4wc7R+UtIN8oByiO9xbFu0N",
+	"n3O9PqBTOmVE8d8Z6e7394fDiFhqJQfDXtsu5fCu8Hv2oc7oYBh15vSGz5fzzsi8rzPnwv4VuWFxodmU",
+	"FTCuX3D92/bSbo/byusZ7mTLdvHsTht1a25WCykUQ75aFLJ4xxTMxPBfoZmAf9LFIucpNQPb+02Z0X0M",
+	"3vs/CjbpjDr/v72SY+/hVbXn3glfwW/WSEIQZu45Jgn8d5DKjCVE0ZUi1zOOXDtg/nUm3fRxe/te5V74",
+	"9tuTpZ69oHk+pukljO2TzTTqaHaj92Z6nldf0rANDYzLjpFMKM9ZRqjIiNKyYBkR0pzeafOCrQbkJBZq",
+	"JgtNfjj/6Q2wG8KF0oxmhhf929nbn1FW6VKgEZqmbKEVSfyYk0EsHnXlF0ycvP4UJFZ981ZCI1wQfOSJ",
+	"ImpGF4x0pSDJnlwwQfne1X5CCrnUTPUekfRu3UFE6X76+ke2auCPgpycviaXbEWogg0yf6qZvFaE6wEx",
+	"lKFYWjBNuCKCXbECrgpCJ5oVJC0YrKAZ+KKQC1Zojmd7vMymTG9bym/xrtuo4wWn2vaMl8KnMufpCh42",
+	"w2DZCXzP6EBUG2FCNetrDpK2dgaiDrtZ8IKpkwYefTIGlcrTrFkdnLp9yMx2t6/wFr3ukjlpKaRR3nCN",
+	"Yf/ZDZ0vcvOaS7a6GO4/P6D744P0MDtiTyfPhn/f/+bg+SE9Gj9Nn2V/b/zoXGYs37qMP5m7yiUUVqVZ",
+	"e9uiYBN+0zyNCS+UJumMFjQ1iqTTPXA6EdGSFCyVU8EVIxQWspuo8UUC7OWIzGXBapNW44t/Xx3+s2le",
+	"BdXMi9VNU3vnbnx7xYqCZ6wDp0EukDS5ZvOty3NmbjfP2WHQoqCwUGrBRLb1abjpNupYu2B9+c40LbQi",
+	"VJN9WIxpYc6cUZQIo+nMLKqYMregSC+g5MqCLGDXSDc5fX9O9q729+iC9y/ZSu195NktSmtPn1zoZ0ed",
+	"Rl2glNy/oii3aqldKr/34QErp/TBv1OOf2MpnGLkMy/gbmCyWcbNhGl+GnCHCc0VW2OXRLBrx43+YH6y",
+	"gTn8EnIFpeVCkWtZXHIxJd13370gh4eHzyNibaPJUi8L1ju27AM4CgXusjsLedBpri/xbDmnAugoImAs",
+	"mVEGkpAslZmJnV/1ZI55nnMx7StWXPHUjHVOb94wMdWzzmj/4BtQPf3fX8z5ndOb1/jA/jMYovurdrSj",
+	"Dhor9rLRZetnpHo8ttE/MAma528nndGvmwdrxfNt9LFG9ZdNQjsQysBNra2FchltHUN+XBGnbQ/IGRMZ",
+	"4dpI+cSopLLgv8OOj8i3jBasIPFyODxML9kK/sGSwTox1pbDDG59ET6sH+zflkr3LQuBcwNszliDOI1B",
+	"uXRvuALyqC5DRjXdeef9Yq6x7tJKbjLMlILVSa0ZPZEFnAPzECi1x/boEomHO6dKe+N680rB+Nvp5f0i",
+	"uzu/NFSwABkiJ4SWepyeUe2kBxdkkdOURYFUJkrTlT3ksVB0zkawFSBcKFCJshJmQE7IhLM8IzmbaCKX",
+	"oAUWbC6vGLqjYmFl0YTmuSJgQGhpv1ZcseKJcgauGhHDBFcEGFqEf8TC8+mICEmQy/cGBI6vgvEAM16R",
+	"lAqjK+HMRqh5GqXCSA3Dq8B6+ANlxoP49GfkpE08rZE00UPWZDKgS6/RYljfA5m1sDBzhWg2X+RUl4cL",
+	"ZKSQgg0qO7K7t60UWNeM6hm4btYW8B4GQ+Xrm0wGNl/o1aDpFYFp13zQP275bOcHeINfNUXGK+v6pPbD",
+	"BHewXMdeMJRyd+dMz+RWNRZp4Ce8NyDXco0nsmApVbppulUHc9uMt3//1L1nfT38pfuvBHi0mlbeEIJc",
+	"6p/UdguxzutQpUJDsa53Rx1dUKGQ6LYSE56EhsVdgszINqqo9pxeU4XCyolgWZCCgWDIdtdDWy2ZfSMQ",
+	"8dVG8U0LNmfCfGa8QlPGfusYxgROV65IEndQ47DvRa0j7iT3MV5KNuFtGEvgkfNYBsRYHsSqYVMu6RYj",
+	"B5b1tVgs9V1tHM87MzbhAh6LDB91eoWTaiJzq7YrRz1BR1uFqY4IFSv8/YrmS0auZ1IxgntKckavmCJz",
+	"ilJYU6ctzGRuVsdIf3sr6BRcEXZDUw0OdRbeGotuEnc+foQ1VgNwV9/exp2kh/oCkpqhB41KC+7EE+WG",
+	"xfUsFkbvgLGaBT92h4vq8gEyo8poCfBUZJQee8TnbD42wzDDMePlMFqvtBiWAEogYTkQJxmzVM6ZImKZ",
+	"570BeWvkRCxwtopMmUbKDea4Ng0YxBNFtNEPu2bgsTA6o5Cib18UOdcpKJOUzLkC8woe7Q3IOzZZKgjX",
+	"ke9fnZtdj8UPr05eWiIxO6DJXCpNnj19eviMjFeG5VNcJlR4PCf+aKMEo7V96EQ2nhBc+uftbed2m1D7",
+	"xSx+wEcyiRwtUFaOhs+ffTZBh28NrNdYJB/jzr/33xvaiTsjEhDh0vxmiPA2GZCfqdns+VKZnTfLzzP7",
+	"tliY16mIZFxpLlJNCjalRZYzBYp1ShVQGnjBge7Ngvxwfn5K0pwzoWMxp4JOmSLdH6TSEXmBLuY+LlFE",
+	"zoHbs6L/SqTSUCfcYgOQERkMBr1BLP6XIQlwB8F+m3XF7Y7gdBgqfvEuIm++M8z75/dvStI4PEBKmNOb",
+	"cIUPDx5d6tcZTi6vWdE3K0RypjUrwMwQZLkwNsCzw/UbYJ2n5qDLIhZLYYgklQVT5iwgOy+54DHh8/lS",
+	"03HORuZXewDN4Z7TFRmzWLgTjjsEHGPKr5jArWb/XNIc9uv9uzdOQ6yemlB/WVAzRDO1//yV9n//YP5v",
+	"2H9+8eHjMHp2ePs/vhgVxzBmUHW4ItSurCGLcj3DjYiF2Ym15Q/uVqSb/OevJ/3/oP3fLz7Yf4QzT3pR",
+	"LJS0YkCDwwuNZXvYUJKbMVnnAQg1SoDvYHRBZPBTLIJTHPC3o0Yifna0QWGrmQOWU/jwNzWH7zfJBcuc",
+	"SRqaC8mYKva+yJORMYgLrWIBXolkL4kIOPKef/MM3hL6t800FqxIzQFnKqXGRpUiXxlOHwuYbkQmBZ2C",
+	"lJEFyaQmisGfinQzlua0YHZdSuKxEjDhYoTXkt6AvDISKPEMrb7Gt7dJk3QF2RILHBys+YIW2qwKCG0z",
+	"HzueY0ID0co1bInnkrGwg83QW5M4fWtEdLFkSbl3Ja+qH649d7r2/CxSrlcgkrZYuBuU73M+ZwRkm5tV",
+	"SvOccEHmPM+5YqkUmTpuVsy7pY0/sL+d46cicjgcDoe90Et77Bly8Nic3thHzIbia/cP4NlBZ3P8fbvu",
+	"/2/0ip7B36RYCsP2rAqNjrwRzOrbty//N3h9yGQpUDbD0VSMqVgkGdU0wWyhBS2MglE+Xo/G4u+GkMyV",
+	"iLBcsVgYnaYHxJ64WxLSTT4qTfVSRVZ2qtukZ1VVvSyEQo9SAcFW615O8BL5aAT5iJiRDdJlUTChB+an",
+	"i/T2OBmQF3K+gKgzF6iFGZ1OZgxHquiVITtK1EpoeuOiqobBHB0cGLJFnU+RnAsWCzOkVObLuWhUoOpU",
+	"unWIEVHL+ZwWq9pVQ2fA7wdmvW6Pt7oBqzZJu2nxGE5Q9N78OZygob7R6OcBfQtXz/F3udRTafbdZRR0",
+	"l4sFK0Bhw5CiMIfw1873r847Uef07Rn85z38/8n5ix86Ueflqzevzl91oo5RujtR5+3p+eu3P58Fg7RT",
+	"iTo3ffO+/hUtgEuaF4fDxo+Ev9gPVn56v/aLHUj4mx9U+KMdYPiTH6xfwVKJuGvkzbP6Uh6gUxk1/3Ub",
+	"1OcfNe0WGnX4ArnAQQRvdsakUajVEhwl2XEptkvj0OwBeqQFSczyJ55zFcCypGAVI8pRWyBZBw2uu+32",
+	"C9JOYxpkbpTaDOeoIuTOm8bu7ArIoLIntxqVGg7XDylvNMfMtL2MJ1NjjpFfSmk1wuDPtb8PdSCrcBmN",
+	"u+IdUGRpOH9NDxDS32CuK/iMjWdaDcd5BQxz+P7VeUSQZGG6YL52vTau637eWNid98Z7D4UOKoxoyKNs",
+	"A1FlDXzzjoFRN/Uscdus/BzLEWtpNWONg6CxCAnP3m4VHWozA8fMvrl3TBJUvwjNMiNK60rXP6zPCpQs",
+	"VHWdchkuzTFJcNUTopjIzMxCczMjOb9kVZo5JomZJH65XAn78mAtcBfR4gH9r+5DIKELgaxthZHudrXq",
+	"W2Elo2Wc1nHmchF9HiT4n+7CIj1fei1O8Z1rv/9P+5G1Cz+4r65d+RaGUZExDSfG8AqbM21VW2A5K6B7",
+	"5xAwCq110bRRy4Cc5Nd0pciiYCD/uPDaU+jmHUuZMxoI3iYm4r1clo3gQGb0ipGu1RVdyux//T8H//n0",
+	"sDcgZuVCi8GYEbj0ERFLQysRcc/KgthxhILQbxTeDhmdqJdGftiRD4Zb8XyvfT5zt9Z+/9l9eG0z3Thq",
+	"F771w6pdOLGjrP381g66rnrAFJpUj299hPBO8hJygKwNwgV5f/aSyCsG9MMKLrOIpHIJPvBJIedoe1JN",
+	"czl9omKxKHgK+SIpTWdGWhVyvtBEy0smwAWkZ4wXRF4LYm5lIUcv5BUHPlKwhSw08MB5D+yEMriK6YQD",
+	"8lakjCRLlYGlaAatI6/OxQLvReOpZCRg7R0dPCcJhk8v2E3KWMayxJg7mvJcjWyc9r3KoljAe80//eTN",
+	"EdEn+pgk75guVv2TiTascCk0R38M3kgMa+wdGyatdMHonNC8YDRbEZrNuTbL55MO06W2FnEwavOd4sqI",
+	"JzDfZaE0eptSo/Jfz3gOkqBYChURJY0RZ3V3eF7BpqmZlBqlG87KWNLO7HPW5RMF7xyQF4VEHy41Zj7a",
+	"XkY9oTkr9IlOzMakssiUWXejFttFhOsJkWZHjJrqH7YeBS6zY1IYbYKLaSyAWeNomt/HbmZ0qbTZFf9O",
+	"fE1TINyObp0bfVc4OSEnllK6aH/lK0JVygR6LEHNGTN9zZggQxj0PmE3ab5U/Ir1zHpB7nTzrIG6zCww",
+	"3uRNr1+Hg6fRcPDNh1I16viX/uSy2jGrvPzd2df4exm8kstxbrOSvAHujfFSx7Lcr6aDratguJrrS/b+",
+	"/IUhCSYyWpCMriLy+uwtuWbsknThtP8kRUZXvai8ay6FUcSsLZUWLGNCc2qo6nomc0ZyPmEhq86AuZl3",
+	"mvmYp42EkZrm6wz5NuosVYvdBDRc/SaoPci/SpqJLBer7M7B0/ut+tD9b+Py1zi0mYJf8yZO/WJG9Qtp",
+	"RubU+CqJp/7aOfDRIMYQuF/uEffHFN7SXZDOqL54Ohmmz9h+dkAPx0fp0+wZ+/vkm+Hz/cYEPqbMmdia",
+	"GWJvc6kkbTtquB+YUFSoa2asnS6F9BtIvqkn2mMxmE3q7zVGklH8bFo1oLzyhuqowsfJv5L6Pgx2TD11",
+	"q+RmXxtXtL7B1XGFe9tGPzZDfp14JrBaIl2dMkFzvapSxxqJHwSU3T9o5ixty/UTHElcLS3JlAlWYP6L",
+	"Lo8rLMETRRL/omS7a9Gu4O4pkiHFeVZ4MDz6ZlOaZDt5QmoT4RmxVpPXVcBO2luLEaCVZ44TzreavEOF",
+	"nhVywdO9NKfLjPUP+0/7M8ovl30wXpszTkA5T9kjbSNqJRV/R0tY35xE1JwoBIT32BUTum/Vmq5iqL4l",
+	"eT5PiKbTXovJwOYLQw7Lgt1h7E2yTcvF6ZZX7N+FP3victvfeMbKwsqGcGFZdtmUOeZypLlWgbSCSJX2",
+	"jKSm1Sz17LzVyAqDPeZONLiqwhDNqAnWrjrhK6Qw60QX/EdmxPAY8mPNP6jiqTGNzOsOGiXxPfLVHiM3",
+	"bUO+OhSgkYPBEHwdo1JA0DRlSuHiusIW0uU2xXNSMGVskzGbuBqN3YaSU6XfucfvP6Brqogca8rFXXKU",
+	"1vPT3MFtuLlMKN80QBtHwnTU0AQj04IaEy907DXEserVIxBBWf9oYvTwK5aMyFLRcc4GJFmg8p2Qrh9R",
+	"bwSk7JO3iZA6FlYysgziLeaGC3d0k9EaxTunh3O9xoJOKRej6uScNYiqBGyn3RkXQSPwWC+KhdNrm6Kr",
+	"RBZ8ykVUHsGI4MnC5Jo5pFDIgiTwdngEU3yxBLE+eluS6OISMs9ioWlhDCWjDJGskIuF0YlO35+Ho8Iq",
+	"8eBNoI7bi3YJ0AUUru9FKjPWq7rFcKNAWYX9gQrYyqI36+hhvt5jZtz9634QJcQMCeuPDmb7SEl1nuN6",
+	"Qr5fBl0pKF6UY7yjF+ZMU83T6pZeF1yzPvIVSymK0ZxlkZUuGOszJ+V7fsXQzpbCnuwWiUEvmRqRBKk2",
+	"IV38hyF8pNmEdFFE9CJj/jJwi2GFm4t+5CuSLKhS17IwFjYIkl6joY5Cp1F4uAT/LozNjae3Q0ZW1IGF",
+	"eSvylS1siTpuOM3fclfdx2DE9/4WLFNLEjgWn1jWYj8Gv937a24Lmj/ortZmdkyEJMkoudc3bzeS+L0S",
+	"RaGsoeRdx2t6kVFcSnIf/IGUVK611ZEDobsDaseI0PVEMUid4VOud08pi0hyYcQNSfpJ1ZTYoAN8PQWf",
+	"6xQ8Qk5DYF78KfIaXrQbAyelsGkyhkg3MIYgzTSsEF+3gnYuVzKKpBmaVc8aVdY/pjYm42qR01Uzss5u",
+	"r1jX/jdUAO1SP1Hu0V+/hMJqeI4wUNd7mHpnye1uku8Heb2mjJmjYYZjZF8KmQsQvkF4ikAogj43Vyy/",
+	"MqaslXIRstWo5HkQcrGsPSJoXKGPoReLMculmBppU0oqYywIMFDlUmBpwDGhAXnMZJ5hIiihIhalBVk5",
+	"vJGNkXAVSu5YxKJPEiGFsf5cwQDHmpABXLMCeuTrzoOcDJtYENVzStG8kZecxYKQBHXSbsJF0osseEeY",
+	"npNgqX/iMLTA60iSHg7AyqLR5tphWENXPYzPgVhpeMz8bp8yFPfsqOt2Z+R2pld5E/pczBKg69T5Bmxy",
+	"KtjiZn7r5lsSEQqhe7MOcPfpjy9ekbODp88syA2cOqM44G5dBBSV9DCCW1qnkXkNPAewa1vKqUOfRjmf",
+	"WHzHGVDMhFCz40b2o3eKCpKYfyag4DkrvHt0cNCDECZ6/mNR1g85VBa6UkTJOUP6KZNfoWwD8jwy2Why",
+	"hMOHSPrGXPawUnV4cLRNGFhnWYTekgbrekTYjS7oeko0GrGxqDo83r9741JLP8Ydusw4EynD2o+Z1gs1",
+	"2tujCz6wMmCQynnciWIRd3ArLsxw8XY5mUC+aCcisQ024IVUCrO5WDpyHibpqFicXXOdzsaSFoYEtCJd",
+	"lwZygd4NS0Qc4uAZL1iqL5YFj9CHFMXCEpyZ/EU6o3nOxHTt7wvMduy5sucxg2B1wbOMicZc+YNhAyeu",
+	"LJ4V+HfdH/DNVTaBiWwhudCkS8dK5kvNiFn7ruqZ/ekFxRyoZ1GNr488QZvf109bTe3EUMS6fgLPOdHS",
+	"NJsRmTkpgvy3KjxsVZP1fNq5jGJh2RXpQrop8ijHXd9994I8+/vRc/Jf/+dgcDjYR0ns0r+NYhIL1CB7",
+	"wEowl6ubeGpAh4D7GwUC6KFzLLFXNTeTczbfIdvKi90XfoW+tW9puuTyp3BITQiUbjWDleRZubv17Xr6",
+	"rHW3zmC+O33BQkKQX0JfDjhxnMS7opBgDnwvFs6lg1GWJPzeGdNJnRrXqe44Fl4MNnsASXexHOc8tQ+r",
+	"Uoz0BuStgGQchFkwItWmrsjCliFjtuYlYwtU9L1jCubpjvJd7bvaPNuT32h1YUGzwBF0QWEB6eEz4HBD",
+	"ehvT3Y4Jnwp4A6bnWzibgtGsHGJTeAuYwGYigFtqW4bXwxDN+hZ13IqEO3vXc/O9+XhFnL/AV1fvwDMU",
+	"ei4/tKTsouI2ChK4nPZWmyLeGE7Rp1u6/EtU5u46JTObIIuy9rtLu6z9/MJ+qrX2z81rJ/2TpLQoVgGs",
+	"EOnSSg1mcCvo5yg0pGJliEDVUML+vX9y+rqP8bmtLKgNwczPgt1YFF2MdrlxOkXD6sKkK8Ao0IXMg5qw",
+	"3k5s0KkC74tc3VsINwhbBeI1Fsn3rxAKrCxU2vtoVvPW/ZJ4zEWjtLrxGIX/hqZQxqrTWS8KaHVcyGvl",
+	"nebKQf5Zs0hMkXd51812yR1mGTSExlricY49uBicdLktxz65viySVQuaYkJu47iePttaeVYOMiih9YME",
+	"peFTaclOFwatYE0VBg2RsBuL7WOjY7FAvtcPncN2gVo15cFg4LXbIENekXXtFkjSqbYyYzWtNhagt16x",
+	"gk+4YQOB+lvRdSIXRryw5jhsZy8WD1NwnV22WapUVb2tautueqjL735w3sB2Dv4zvrrym4W5qv36rfto",
+	"9de6Gmh+BC/FwR2Spf3T94tolO6S3cEvyC94rmMBln1Sc8tBgUoZqkMnCmBqhk6UXpvZeze3qdmmqeyb",
+	"L/XVJV/0ndbYB6pihVN8bvpGB/ydFdJra4G/dc2ziZSYGFIc7e1hCMOZsomhTGv0Y+rMguoZRn+wtjkW",
+	"Wh67mniQtFDFoGcExR7pJi128d7VARR2o//AWuARJjb7+uXQOiMnZOYy1Ni0YErFYro0rALNOmUEey7l",
+	"YkzTy4gsCn4Flm7OxWU/lynNzRvR3aEWLOU0jwXNMvMmcMBQC0KW54blIViJvc5sxcMynQGoyNHBAZEC",
+	"bTZMNFgKwGxIcGQDKNRKSPfsl9fnL3749u3Ju5cXr75/9+rs7OLkzZu3v/RiwUWaLzOmbA0UfBuW2ntM",
+	"CqZkfsXICvVmFKBGc4Y0mVikM5ZesgxTIcok/JTmea9eZhrugvVLu93Yu9rfiePshtZxcvqa8B2BOjZ7",
+	"3QO4yB2VHwAva3XMf0IAidI5VuUQXNmEGkIVFNhrNi0ooqusZSTeAYUiFh6GgjwchaKMU9wdhKLGvR2n",
+	"2cjAHy8YJ4s/WSzOYu9tTs9TTUnzxVKQslpiVAkAABGJbjLlerYcJxbd0N7eQ96WlJ0y8PeELCgvyscG",
+	"OVf6giu1ZCoxJrit6rRMxT9N3i2FgBoUsUJ2GgtXilKv4xkekmQiizGoVUlNYy8JcH0A9XP9/A6Ks+tD",
+	"cAek1ajzaj5mGSRUref23yMjMnxbQ4kybls3h/mQf1SzrjM+Z0KZjbadD9yC+W9PckmDhIIg77ZeyFur",
+	"HmDz8d2KB1yu9br62ZJgbjPxUynUcl7ignCjs4Gpu2tGfrmEZU6+3i3Z3u9la8b9thxyrB73Q2jKEAeN",
+	"Ym9G1awP9/UPvzlqWkIz52YqAMNfS/wMQrGPcyoue9sZDbx0Uy40tAf41kK11UtVsgZx+BPUfrF+wWgG",
+	"AuuSi2xEuABXyYWHOTgaDqGxSujTzszP+0aZ82fd/HLYi6yidpExwfE286OQ+mIilwJ+ODLPYbjhwlxw",
+	"Je7do+HTnjH6xCTnKXz5ec+odcwDX1zYZhHdo/0D8xYt5UVOiykzvxzCMNVysZCFZtnFnGWcmgvmrTAp",
+	"Wn3HAb6jgpBSvUoKqtkF1F3ib2ZAtTLFWNjfQScXNCfdp2bJYrFcYD7+BQKIdJ8OD3AlryjPYcm7T2F5",
+	"/I3a4bw8HR5Zha5BKYOayHZzCI2C6mb/yEXWBx14wlNiX+HM9UUhxzmbq4R0f/0IwQGz6vDb7YceqL3r",
+	"y4c4CRVaiUgCTyeumB7Rf5bpDJUhQ0EDCDZGJHEJ/r8efBgUMmdohyBqz69xhw7GcedDEo4uFkZclJhl",
+	"+8MhYUIXnKnjEKgB8nLnsmBRLPzTb9FLbtuIzOQ1mRtpBvd63D6XAGzHFguopQfBFne65nvudcQMhWWo",
+	"gf2MfQXiTmXHQhQ0X5DVoEJfQ6ZJIUG+ZugOc8UJ1ANWN7r4YNUxkLKZe1iPdVnzVD7bykt8q5E1fsJc",
+	"W5mt3WKAH9UHg483fveKNfnrz4IoM9VkRhcLJlh27OEhPeqD7SYE5Z+MXzWAWd4n2ciqqbuftkqntiDd",
+	"yjk2uSbdCfglsMBMgVuCa3JNVW/D3pcr1dTn4wzqs8cr3ySFmBlh4DCxK9PnGdRBGYvG9r6ysLGBynCl",
+	"K21Ahmv/O6DPJ4fp/ri5HUgzDsEJGKtCo+cEYmew3eerBdtB/oGGoDEVPEwRalXA4eWPYHcgTf4pbA6/",
+	"nltXPwAICFqALOgqlxSK4DOZqj13mgbzzAijxILzcHElL1lmmLj9BUWCjTjn+Xxg2cvAV4pAegnEPftc",
+	"ONwYd1hz8KpDuGZO2M0i5yk3x9oeYvi9GqwubRNLC52gFGpg08Yqv8FRg9/smMsH7Q/lU/aHtUfsxMsf",
+	"cN7ld6rvDX4sXxX8WK/iAFfuxSVbhWOzvwSDs78UzA3GdbizRYrrBfH1H30tfyfqmN1yxbwXxo6zv7nC",
+	"nIulmDGa69mqfsGoZVes8E8gHv2FLabpIGg8qE4DpyrZO9eoY0cXtafvMrvAL9T6tfd+ydavvfT74a+d",
+	"uPIQ2nih4W14ofVVrz211C5856imPq7m75cXGz5VXnwH1PSuJKbyq5UeIWsXmmYGF96xtQnYZn7nSGn+",
+	"5/eGuhDa5MQSXNO1VwHd+etv3vz0naW/92rt0qmltvcBFTZdfxcQY3gd7Dv1wtOkv+YbFbwqaTN80BqS",
+	"L0oSvY0631n0wxc0z9fFCi2my7nr5no3ZcE/GpFLtkIjOoDIwl6jkNzhqxexMB9EiJAhXlMz6nx7an4A",
+	"6ejems6k2kEQuSItP+8moRSuWdkXr2XlTq16vT7SV+CTuqYr4prSll5zYzHKYl5ZIjBMqs6UTVLefrhJ",
+	"zvvB/S/zyva8Fz8uRPuiJcidX2HX7cS/0g9dS2yD4iOjxwAV7jD5y1dcU0xGxqChuccYku0pMJ8MpmJS",
+	"Owu7NR6qnKD11j2uMWQ4+4AsYd7hcqyvQYMLbJLeFz5jtzl5WIPG6VCluNJUaAvdjs1vCrbIV76j8vrE",
+	"wgUob5CC+cSD64Kj0mQ9bGvL0O7J+zIAOCoE9Lh4HGuHNmpgMduY1SZvohv77tgX7s0vfSi65sI+2IqC",
+	"8aXAbTTAaDT4QB8HWKIdFaLcgk1e0YZlXzcHd4pyeg4MYqdbcqWC0cwY772NNUIb5K4DZqiF4k76/zHs",
+	"P7/of/i4Hz07uj8cfJPOAerCGdCJS/bxB2TkCgL+QRJcSGPplUuWxKJb0020JMlHTNkJvhMRo8HfJsdE",
+	"IDBQAmSbYN+J8I0O5bQXlbDfCemiIMV6iODuXqObbdc2U99bAJw7YfPUrHu8AEa9vdtD7HT7B2Y5Do4R",
+	"bhavkBMHLuNKcrCxiKgDXXwZyD/kJaaZVyEanijwyD+Daa9NyGOkukltwQ56dEgfyOl0EqIpfGO7H08X",
+	"un8k+2Z4OyL6tG++Q1C0KIIud/lz0wAKys0hp1QKzcUS2rkikFcju/qjEYhqHk2zd6jk+LtId9g/uMuS",
+	"bUIrqn7u52Was6Uiyn12UcgxHfOc6xWZU6XMt/e3fftOMEd26zaJMMuwdgaha4zOusOfNXcIuzdMXfVj",
+	"ryF9YcIRURnS6/3gq4dxysT9wtJ/CEJd45La4hC8t6XxWmsk2O9HPUIexts/vQ5eiSo/NgLeD+CxWSfa",
+	"EpIoYM6XW70N9rGmL70WVzJtaXDxVjCSy+kUynncbS7GUupPERnLjDPA/8K4SxMAmMcaawPi2nIZYwWb",
+	"K+BbasPLwWP/mLvUgWdLPIM/VZNK2iq1IwzRvWhMGzDUC5cBojZjroC3GuxOemGAQy2hFnJ7FHP9U//e",
+	"t4pa/7VvxWCs4Rbp1Qx2BQgUdnxPFHZ3wHvX24CCh8VGHrLB3VCLLH1UFnzbKSlp9xGCVcFB+FNErP7t",
+	"lx/vZricEFsZBxbML2xMfmQrbIT+96f7fz8mr7KDp0/3n5NLtlIAOGsufTM8/HsTkkU+rXKhV9nLs5Nm",
+	"iLyr+p3wmaZ7L3nWeMgvUZss3/H2x9NGoAhVA5VQfNp0300LhgyuD5QTYan7ssh36K2tVx0ce8s+na2T",
+	"plnjnUnTbPUaTa43+G5m8D+1ZVAY7g7ddNAQkOKKFYo29xBJsVFeixaBX2gXx4XMGzM4JFELRi/VcVmv",
+	"CJnjiAFAEu//SyrY+Cul2byDsDmGc7i7GrDcaosEA4n8bBqXq1lbOvExXyZ0sTLHHdNYGtaKLlDxbfKR",
+	"lE4R1L0yydQIrLCyZIcqKQDJ+4or9AW41DoVhYZaF0ADfNZgzqY0XQU3KF9F07sb8GGZU9kQTKim+Sk0",
+	"dG2OJqZojlxe94RPl5igzWzjkC4lGVc23uS6i8sCsdvLB5yjluuenRqkfloZdhXk/eIqAj+1qwFt7xQg",
+	"8iv+e8l6EdHeXJrwQukgX1FxkbIQhSFQEtble5PyvqPJfQ+beoOP4sWM6j2wUcOdcE4JLKPCtgfdUFAv",
+	"xaWQ18ImsK3vR6952u3OONwCcGa59nWgdGVt9gGsUQsHdpiWW9/UpJL7d3sQxMpZbD3uLyGnb/uhB5Pd",
+	"dYSAzmUuW8iokNs5we4ncINWe171K1WGgDvsdnRFXOOJ8gDWwkL2KAgN+69nUIVl2/DZud9BVf7KNrax",
+	"jT/i+G8+zw0HFOh79xjeqX1gPYb3cyUQKcENhUiubseE9OfJKc3e/bgWlQtZx8O5QTnTbWYG8IhHsDBQ",
+	"tbircWEdo7CMCWxoQtIl6hBGBTkGfCzCdWiCPMCugFFuqrxBcmuqullC/2XPOQjPVCy6yTqpJ1BmY4M2",
+	"ypaxJ39LCBS2Gy1QYA2PnMSirGCLSLKXEFsKmBH/5r8lEUn+5sDn/7ZWj2Pb5wzIiT34cqkVz5hfw221",
+	"OJDHvda0h3QF1fyKmWHZkVzt2zabPi/aMh94zGZhWzwydwa8t82NCnG91SVfLFjWWgbk5t6AaPBpi3+g",
+	"FhlxNRqTJRFRzaH5rAMmIk5TiXBiMbFmhvVa2AIr0xr66fseUJsOmu0UFfqOdq+Rs6T/eJ5dM9sAW6gW",
+	"WUkr+cLs6eTZ8O/73xw8P6RH46fps6w5TxjP4E4Mp5xPK8svXELXthf6zK+3WP7PqlgQO3HBM3N7I9z6",
+	"gomt/c7P4KZN+Ixn0CHayPN9OInTwpBdmalrIRmcPwz2xZZ6AlOC5SLd5PQ9gnQAEkDfogntfeTZbdK7",
+	"D2gjyCQriOySVfMuNqE0BmcOkxHvhVEcnsw/+Gw9iIDbS5+tVeOUMp4yslQOzqaceNhQ2GjIXEz7v8lx",
+	"Q330Flb6WCenpR0UtXocECv3+LIePmDnHD1/6ALe/+yurL85hdFOYieqzXbXKkMpcxutBe82IpWFHNeh",
+	"t3UTNU7VxWAwSHqRlTaQSg+xKJD/6ILarjpVPr4+7w/rh++3pdL9gk25QkPL7iMwJWNauGqV6po9gspZ",
+	"XcU/gVc7GDAmV9+R0VkISG3xOqvKCAQ6Lf/nglgcuHIDMLvGg9CAUo1wsUpTQMWC1FhMQ/TwtJB8CjzK",
+	"ZifEwvxkXzGReS6vfW9JXuD6uTx+coKQgqXCyFUsCjaXVywbkDPEUbK4Ozj0EXGURChCzyNfawBO+fOw",
+	"9M/Id3fNdkJSxHk2daytdEkyJ9z9DZ6UQi6nMx9yM/r9gPxsi9OANBqd7PePg25oK/TL5jZCaw2EqoG9",
+	"ah8desWM0Z7zCTM68CP2GiqRvG3bz0foMbRJwG5oE0S6CGlXZj24ZOKMZ5iYRFe9+zYT2s6vPR2c4UOb",
+	"4qYB0USb4vzNb173ZLtORiNoKV+BkjV7YH1cwPgwCUuTsqeRLXSD3kjVhj6Wj17L4hLa6QImO1ADHees",
+	"5/qGxaKlK9L2ZkeuZ2csNjU3Is3ti7oBx75mBYuFbU7UOyaVHkr+ZO8A4ldr0e1bEPmuRFt7ETWWctV2",
+	"8tS/t3bhxH2m9nut2umDI45XrjR5vfwRavCtxVTHZwvQdp8ODhpCxb7k2a1ErfQdmlvjLyjJgh8QhdQo",
+	"o44UWXBXiFhQYt8Fj8MZN+cCHLQX9erpgHuaKxfbs5nLgvMdysx3rt2G5T9vbjly4jJAJsvcrr3TVGtr",
+	"v98UprdA2u3tTP7tl/MKpx1s6Fl30YSb+saKAqNRKYCbUNB3bMKnFgp+AC8+13kSeRTm58NhFSb0+XAY",
+	"7ZJeg1vanBhmuTdy9gjxJfuKLahP3wsQSfI5waLU5gSySyYuWqqxbXQa4ftq/hyP6beZFir7UvlcZbHd",
+	"dDcTTZCOXacdRzAWjySgl6PB0eCgFwF+ZZ8BMmRTLNu5rVpAmBzQdOSSgGzOLlg2JTR3c+/E0EDb+P6y",
+	"JcNdvxFwhfWEadtcr6mVQHVTG9CK25SNBn9UlQqboFEtiF7FHwVzRT1sd8KtUVkw+0YKWjBx8nprs+aZ",
+	"5GnNv1fL+ueCKyPGqMIX+EwNLRedqINhOCBzmV9AO5AyCeNiwnPNmrkyFxm7aa6yyuV0UcgxfL+lkq8R",
+	"RKQ1raXlJWGy3WSpaL7bvTbhxWNgb0hRqSzLznY9bN25lDlWA25JDtqa91L3VcLCh4Vl1T1uoqaWEHZD",
+	"U3bBb5yk2MmR2tzXO50v8v6ny4NuZCd2tsHOmpEMypSblpbvO7QUxx19j1VnTa5j++1yYcvcY3dE3ad2",
+	"PeytggNvfqKwPCRIOfIsC/sgADPGPChI3LJY8+tyxBcGXSzK4pA7VepclKO4KOHUtlTK0Jvd720qEdwx",
+	"Ce6E4GZHWHna9cedIGYNSKrylCPGoCBwVAzjxwIwBDeP4P9vE/RiNRUqS8Gs/7ROaa0jd8n0rXgz63Jk",
+	"y/n+sDGeVGN/PmMvY1csNwNryt5DRriZQ160JIh+Jha6C99rrx0OZeP+hyYiNDpCnrP8ojqf9dIfV2p1",
+	"v+OkGMuaxSpI7NHH3WhsQ2D5qIleygKp9QnZBHiEaW6gYBv0v/C8tP6KRpKtFkjdocTJrD4w1epi1OHD",
+	"l1p2AjJpIN226uf1GbacpvajWA7Hv7QxAbYenrAT3KjRtY6yZiK31uw+oNx2bbrmJalu2fSdXLl3W7A1",
+	"gPWo6YFAvaxWoq+3IVhcLCr0t7+F/oA1bk1yctLfS661sQUo6J1R5zclxeAdvQ5q261S8Hm0/3WFf6se",
+	"/VgGQIv8a8YJdcrvg1Te+yi191Zod9BTzdwuvhQ9dYN+egfdtIsJ770vRD/dWdF8iH7wILFf1jo/VLzv",
+	"N4r3r1rFtsLpTyoH7PbeVwo04UC3nLyyHuXeB66aK775xIB3kovphWOqYf9yh+7tRbv9G+u3WtxKtiXK",
+	"Q+lxKyDMh43n/W7bi6N+hN1tg6ZdSyyphXHaUdq/M2uObUGwxWttxxJbTUeo+wfO1di+Odc6Z30mMk4F",
+	"gd07PAC7t9yd+l60QrivreWHzUrEupwsZ7lVNfQb4BSGpmfvYyeuj8qcqM0iu7pXyAoCkdQCU7Xhjkaw",
+	"hQtdKWZ3f271J/qlAhorFYJt7qpdwZR3wWwP2mUZFgYhzaAIG4Z04cHWQ/hyD1ceoI3D870NOHKNoGjN",
+	"VlGzT9IFbTA9iGoywVaaEBiQgtm+MVs/3xz8qMVgcT5R2HyVS+F+XbBizpUKfvHr5H4IV8u+asEteLss",
+	"iAVnxx+2h0pLv7O1v3CdItzareS2IdIKZOVrPBvxrTd7rAP4qieKJD6Bd8ek4PsWAq3zhDrqSXDvtWDZ",
+	"xXi1pcTOYWftUErToNP7j2xZ5sdIYgw2rYGR7swuNzKl9ml4F+Ed3CQVPNMNmKWEKizHb62dbncL3RlO",
+	"tM13em/nSAgsvtFDEhqNG4B4NgqsTy/T1geyVc5FndOyXK5euGVsXcIFeX/2EuAU5jzPASzW48zUrRGr",
+	"l9a4T+1xHHbwlnVApTU9SS71Tu8OTOk7vH8temi+5T/avGqIGdvgTWJ5AwcuW2LYOLmcTDDvCeVjW6mx",
+	"+8hmOsaPlg80jXg9kfRuicnuMRVUjD4BmI2gGygWbCrSxUI/5eC+1SkrfuJiqVkSxcJdxB0qL/WwA7MI",
+	"6/KOIdCE6ZyoSZTNra0R1ZQ4vPbd9S2xZqKy9GNuKrvqVRve2Go5TEYZL9NLpiMyXhbmaewfR+0bnkCK",
+	"oJ65XnXWKvTdE7Zh49WWpA0lzwEO2qMUgkD1avMxC/XmzU84B3WvYTU5Ed4tQw/XXehIVPCMMMudps3l",
+	"ciXoUoMMgmuuyV0lxWQiC5ZSpRuzdipJyqUd7v4VtfdqgxxSSKwN+99qSZaKka7rUz5ehb3dECVvaYxK",
+	"aBjaAjq2pclvK3a4W4Ogre54tb4iHzsp1yuz+iqXndtt+idtl4Sw781I3lWkqepgf5DXJJe2jinYfi3l",
+	"ZUSqbZh8geyOCmnhx9MAgVh58xNl27DYPvnXZWI55vhSgBo4jgV0urvmCktsndUEjWZGZrEVy1DvcYnV",
+	"HPUgqMaIBZS1+3dEAaAzwJQjx1qrD787hFVlkw+Gw61FfHat/LcqcFVN+33WnBR2EthUhIZ11CktCs7U",
+	"iCQ0m3ORkC5wVOjhE9mtNWLvkq1iMaeCTqHpei8KehaqUcEoNBkJfrouuIbuUZg8lpBusRSuGaEyzwPc",
+	"ZBdzYU5OX5ufXJ8R+3Q1oxkGGHYKwe9Wf4EHMSUXU9byfF423nDXd8t8hsU8sV+FP3wZinqHX679+ov9",
+	"Ovz82g0B/nrz5if3T9uawd79wWwbnwoupj+yVXtWpcJ7zE4YDoLYUXOmqbEnHoaYdee648u6Vaku71VX",
+	"XDBtSL21PgMKjlhh5uy6q2bYkrdSCYYZ7uauXWs16mhWCDyebwdnKHfqESzNYNu35YO0Go1nroy5QQ76",
+	"Y/5EESh3dkiYWKj1RPnilwUruMyMhhLAP3ANLJba23ttNbzvVdaMHL4eEoLPhNZfBsWf14xdgp9O2MRN",
+	"TZt9DfgCqLluKcX2ma21mb0/f9E7rqFIhHg2E6zU0DRPdi/4KdiccrOFdgmq4/GrQ/qw/Oafkc3jH7Nc",
+	"XpPhjvaU2RW9sYrJThO64FGR2e1WtjgdSkmgJvB3Vkh/fO41ZzeTptRjyM4WDesfQVkamKeTnE9nmrCb",
+	"Bq1hR4vPklGVHKKAGoNR1jap6QiBo+D7Qi4X365C2ryEHvrOeYyUOpPL5uRheMk7KO9+IFfAN8nrJueT",
+	"2cOW+jIgfrpY5NDMs5BLkbGMZPLaqG2wJWbsvd03elquyO7jdst425SYsruAQQ6wywfPzZ2qIRcdx+Fj",
+	"AHWeUtt+s947F4tXPhw1YC1u48eki63AzSDRBrlkq2ZbY2saMc/W37aGrFbnoFuY5/vzFySjKyILIJr1",
+	"DwQXe3eQudtK1421CV9BTm2DvHZQZQw3HAm0/rfF7OG+7ATAvYO5kkrVzO1eSKWdu82VWzsoIqOgoaMu",
+	"Iu4kakn2WX9/CA90ERuE5iCDAHtBZNaZoZbzXtmznmvbtoLaRkV8TvMRSYaD4XA4/PvwaQLhkfKHo+fB",
+	"/75JdpQwdRztnQw59Mi0eT2A4+9oFD4UQfuu6Ch+7PdA0rYE0cRKrGbfpMRbC+RhCEXmzBVSt6Gm3qNh",
+	"6pb8yowrY/NurqC2eHTuXvjNdTq8A5ofPv3OJ/bVv7ba9rFj39YBm1bOeO7QrYLbqSbXdNVcdyjgpubk",
+	"HmiacEdcxQnlORfTMy5S1rKAZWtXX+xsn/L4gtTVZCIGYFAvbyZou+3tvtJ12+16di/bbVGwKy6XCoFJ",
+	"XrXjAbwHSMMS29/QL8v6ZmaW5pXmeQ4GbtjqtrTyLFAZJdOCpk7X3X3CtiPnXc7FsmjOlWiFgXot0oJh",
+	"jM17pR3oGh5dCwTSpbmS65TsQIMsKVtT5dU5nd4b/MnMwZNtSdxVFKhybTYjQlnO9gA0qIAj3KGpk0db",
+	"koh4GgJ3DA+ONh9i7y5ucsiGzQAdc7Zg8go78KrmPiglI9ikI9oFe4U3Q76iKzzd4TGL9lNSYm1Vxkrm",
+	"S83ITOtFV/XI+3dvQk5ilKLTt2fnoHYcEyErLvBuslSs+P8jKuKkoNP5WtWnea8a7e1hU2H7+yCV8z1V",
+	"5rXUoAAhO22zn6VCkhvI7CVOpUWPthOFWiYpmGuXLLHpXhuZUa3ZfNGkrpzYK2ROM2YUrwktIjKnYklz",
+	"UjBoW1/xcj9KVxYYdVsvBbj4RBGeNTQFnzGaYd8WG/3C8Q9av3LeXHbVjB/4HoC4QPhYUz5Y0pJCsvzq",
+	"Qa3Hc6q0Xfi7rJp57OWGyIW75owGAIkKFmgHXdQ80gJO4ZSQ8K22PQ3pVgEaiLD4Ve/fvWm2xBCiBpPN",
+	"mht4BKGDpvlUgXO4JlMJHWYboMVCJF52U134Fq0OcKPcHI0KtWSka1FFQMHqHQMKrBFn1xQQi2WFmz5R",
+	"hNEi56wg7rFqH/sd/U07IdnUGIdDsvGe/9fZjjC+5f3lEQ2PURCL8Rxlm9O4NrhH8BzX+eSfAmyteY/a",
+	"MYFI1xi2K6Yd3bDsmFwbVXHMHGViJ0LQj1kGrQgpObi5qbSGATmXuM73XcfRfW/13qARN8e/tIOK/M6I",
+	"ObV5log59QUIPlC7ZBuPfyhX7dVVc37XKxR+KwcuVVdljkkSd/4WdxIyZ1QoKzLM/YTdpGyhEcQI2/2T",
+	"pNo/P4n8L275qMggdLfeGj5x3fLmFukCE/NjwW4WOU+5zlekm/wKo4lIXO3MH3c+JIbLTLhgvRoI8TpA",
+	"kJ8zdq/z3cBxp/9Wx9Nw8bmgW/+GNPvDg7uDFNtNeryT/ac60e8wNHdns6AUFIArGJpLDzAT/ETTnNEC",
+	"HCyf23A4JuZBUrA+vlRh4wt0QQTq1CcwLnbzYNfMjHUMUUsqBVkKB1pWZnLh145hUpMJK5CqnGkPOJaI",
+	"QVBmfdVM90cxbAafzgBpg3o9IWeaiowWGXFRfB+Yx1UZkeR6plh6kVgsTnRTK/tYLGxJShe7e1Co4OgZ",
+	"9e7gyNgwz45IQUUm52S80kwNCGQJ9I3CZdMhAseN+c5Pkx//5/Pim+9//N//LM6vf3t/+vKb129O/+O1",
+	"PHhD39Cz6+oiPT+qgF0eflNpZoxv/PWk/x+0//uw//xf9z786z8+DqOD5p7GlcV6Z/2Sd+QCP8hrACcC",
+	"0iE04AmOylBiYTYhVwSr62i+ziGAxE4xJIjZ81sym2SeOW0didttZddRrc9IGeB935efSCLyzbOj4bB3",
+	"TIYYd+VG+76u5Ow9Gx59U8nXGzaCjD3y6T0Hvn/tV7BsYVmBeWrMFLTv/oXr2dn9htUQEruX76PeVPIO",
+	"AMiOLZeIx5UzugWQ+Ra3ZFlwvYLO2zbZAbDWTpbYKHNNKTk5fQ15Kt1EjRH32eKuICZwHfQOJg3Mvwbh",
+	"Zjhf5/YWKskmcmNhkTkOxt7MJ/2ZhCLIKdXsmmLL45yK6ZJOfQcN6CC0VFrOzVgD3Eo1ICd5TpK9q/3E",
+	"Jp4STS8ZSU5CQM4RQbQ5go2mSo+SbTcViy4tl8GtQusiYOMKxD+yyXlcz2KR0jnLX1Dlw3/mtnffvSCH",
+	"h4fPITJpLEWl6XyhBkb1M8yB8nxZ+ARa7JMRCzOWmQ24qBldAAx/UqnyShx/8SiHNiOOJGE/y2QQi5/Y",
+	"fGzrWCCRwVVM2W6kRjSxG5rqEaG21zrE77BINWNpTguWRTF0ruSCUMxaJKmZajc5e/H29NUZ6m0JgrbZ",
+	"3h7m/im/Mmb5NU+ZTbCIhYIWAnAIIgJQUiuSsYWeRTCWWoORIWTihUVYSSwEnZtTYU6IT3nHaFTYYsTR",
+	"BKbMkqVwk8G1iGJBFfHVumcvfzS8W2REyTmLyHip7ViQ56LudC0JzfklG8TiBDHqXB2vNEtju/dAeqly",
+	"HcuzY5+lCFBzzpiBx22nea5BNIaH5OT0deDcHnWGg/3BEKoUzAwXvDPqHA6Gg0Ps6z+Ds743uGZ53ofW",
+	"ZXu/XV+qwW82KjVtAw+0SWhBmp7ZvchG8KiP20UWYBajJ9j9Ero+uZYvmO6nZ2wFL2OIfIswjZlLa3eI",
+	"yGSRLxXJmTn1xm760bzObL/rrtlNLvVqRN7+eAoJmsXVyF0C4y6fmr9fnp2Yv5aKjcw3k14sbL/w5JJn",
+	"tk+OC1FgNvsT64YckBNilDNoJQ0UP2dMm1MbC9v7zb5EzeQyzwwtMJ3OkOlmMoUKItw9v+mvs86o8z3T",
+	"0MwS0p+wXaNZ+YPhsIaOBUkvmKG857YJZcoOnS7PkNeu76fZQIVAqzhT+PoLms5Y/4UUupB5k+8C8jIj",
+	"Mqc3fTpl/zgcDhPP7mmTD+o2FDed0a8foo5azue0WK21CVW4wIYqKqxUkW6lyeqZEXGu0So6H+kUXBMA",
+	"kNr5YD65h4HD31uJ+hS/a1gQ4uH6CosBwabyihwMh9Cb0mhU1KNbY6ySFVdMxeKH8/PTiFzPqAb/qMZc",
+	"Je1boigtC3YMSfnJHnTn/z1BjdDYAbqgkwlPW+jjBzuFT0gitjV2A5GcGKsETJmn+L2m1/hx7TmxY+zK",
+	"TVv+xrB6s4CLQo6NMWuXGqO94QoXS9s+3G6uxT3D3Z0zXfBUbdvdpciBjHwrPEPziiT28YFlvZC3nLgG",
+	"0siEeyNoXiAIJajDVBKcnB5gxH9F6lvL0NAxsH2uYiFsvTN03zsa7u8dDQ8H5CccQ4SPGAFzznJmRmZO",
+	"5pwacuxDI1lhJgXijLn2XtA4nms1ikUs+iQxatWFBWZ2Vcgumf7CFtt+hJvc1TnTM5lFBH801Oj+bff0",
+	"Aj3BF6nM2G0yigUhM660nBZ0XkZnPBqukbLJRSqXQicE/uPxLFTv2I4QvpOYV3Flw+VwDNh8kVMzggQE",
+	"KOoJS4ENzDIQ3GoAE50ycUG5Ra2+8EdmfbL2RqSaiNg/ywewwY392S8KNkNEAGvDyuzEfc2FGaVIITbn",
+	"FND+vMwHMrawLwnuJpUxhNMOGpZVKoh7TZNEPGOo7n/QrOyvJTyynZxlsgvQ1vLcZ9gBb0Q3ZAJViEaI",
+	"YhliYnb0Qi3niZsRZBHh6IMY6oXXwi/KOht1ATd/9NciIpc6lXN2m2DTELL9Jesb7u+6TdbHYU2mi9LZ",
+	"YgdRfrmb2DwUM83CHEPzD+sY7plBgXN4w1tXa4NqGElQ229BcN1Q4McoYDMXl1xkMDLbqZArMzI8U0kJ",
+	"vq+S3vp3QBbaWtsLrtSSZfUpw0Nm876XhtuCwmXm6DhwKvPcVo51k6m8gM6A9uLF35Jei9iyjG272NLs",
+	"Ru8tcsprAmtNh4ga+2QjCzcS6mi4f0cJZZ45vPMzD5WEH2+jqqH964fbinQ8LaThy2yp3PxIF8q32M1C",
+	"Ku5S+edUk+FgODiqaD9OJqKE9AbOXjqjei9oZA0ufLkRkyg5fXtmGzLUHk4G5AzbBChDfTKH4xJgPEJN",
+	"bQP0prlNabmA/zIMviwVK8x/S8SvhOzFImlEqMUXGC5swzRVPKpBBX4KzHUy4YLmJJ0thXWWQMEbSSx0",
+	"Gr4HaurMM70BeSdzYxtbhm1m4kFWE9JVtgcjXu4FEyh7q+PQzLSTATlnNxo8ERpqBbBaoWDkN8mFsff4",
+	"nE7xyNFlxmVwhzNvu0fDoTlnb0W+IokYkX3gAr5TQ9MRfAs7j7lMNTxyn9b6rcxWj6ZEbkJDvq06umxA",
+	"6ZPps40o7LcWtHAPPOP9EuOsfGfNzsmopiPrCWp65QtDUtYxZIMiYPgKYh/99eXbn199aOwce9tc1Ote",
+	"HQA/eWonydrwE3D2wMcSpHBoUO8SK9fGARxvB+5VhQryvHL/3k8e3vvJo/s+uX/vb+4/ve+TB8/v+eTT",
+	"e+/K0+HBvZ+839rWpFlVlEEtak2e4Tv65v1U83HO6hjoFQsPRVbnQ9S56QeqTH+RU8EwkYZ26sLtvnIt",
+	"EGkj0GrmC9SwqMNT61aBxdG1idd6A/ITup19JDAp35gQ3xsb2jijQzNsM19+3Pf+Ocalsd5sG3F1BvF8",
+	"AYJHChYLI3OIxXQKhfHusnGr0PhMAuMLERaPLCj865x8QO782eXDV2nwVRp86dLAow6DkfOIYqEEVb2T",
+	"VCgfM0IBnR4VmVDrNbFcxEJLcjA8+sbeoVwIA+6pKPO94wYsT65ikQBQZ+Lj8pjnhZkUCek2gnqal5Ul",
+	"g/ieBVUKS/GcrHEudRQShOttrN8jm35Szr+GjvuHMP51FNcW5ltSRUS4IEAWRBYZK75y0q+c9MvgpCWN",
+	"PpR1lp2HbWSliVu84UqjBtz55Oe0RL5sOJ+YIYH+aoeNgVXKgz/shH12mn0E+sEVzLnSj0M/ex/hv7db",
+	"6Oh7hmTUqfY0+XUjIECC+rYTcqhn7+GPgs6ZVbwj8v7dG9eNEdRmSsZGHkP6CgTLIHnRmHXuXdCGGKqy",
+	"KWC1IGCoR8moiqhNce8Pn+dYtHrHzcXBn1DG/HnPDhZeXNGcdLnNS0r2jBkG9AfZ6/9y8F0SuUyCMpOI",
+	"695jHTpHx7e2ffL243dqn9j5GPqA5SKA1HBns+X8uGfudISidiYAJ/gO37eIvl+P79fju/34Ym6YIEvh",
+	"zu6OAsfS3z3P8YJvzsLDlBbMX4RJnL4mhz7FLKy5d1Gt76Xr+UsLFosyT3pSyHlEILcEIBm0hATJlniu",
+	"/dhDFb06ymcj4buJ+cy5R09AOp9xgItL+cSO1cGGtyYbYdrWvTLJ3i2FIhQwbhD+04J7AmaZ0kGKWCye",
+	"Dg9JshT0inKA4kx85euE8lyRriGYMVWMpLk0hj7kyJhXQ9f/lt17h4P/Q3LI4Nv33ELzzOHjbbsZCm9K",
+	"PDsYDkv0DtgKd8kmbD0dHrZSxtX+Hl3w/iVbtRtMxnI5OX39o7lnTbw2Ta68ZQ8wsqHiYMuNtnDuk8ot",
+	"nESbIfbWaNF0ComPZj2OSVJW9KETra1Ab1cfyn28J4+Q9bGTUHvsTJGaIEN02JooM1vhKhKUq9DXM8YL",
+	"WwmiehGReYaNT4qqaUcXHEiyVTylNgv4Nmrxn6LH0LC3S7YqA2GYzG8bs3fbU9p7mOvlCp4wBXyF8m2t",
+	"XKGsyyPJJVslx/aoYlHSKBZck5QKIaE018pyo3UbPhthKUzBoOp3QN7bxG0cY2RkPSaGyCIW8ooVfcj4",
+	"BSUTqzjs4Bz64wJgCtaqEA4OwIDmYhoLQECzEPhNnBkXD4/UJ/K14sstps1OHtb9T/LtbEMOehQUMQXb",
+	"S7pYwgRZ9FKkrHe3RPWT/JquFEmE7AOdJIgzMpbZiswklN3Y723LXv/CWdP+fZ55eg8WePDXYZtIlaSs",
+	"5joO2Qt3sOxQrNNYQXcfJlrTFvY+8uwW6TZnzQ0hPCw9V4TP5yzjOOoM0M6pWZVRWQPv8rA9GwZI8ynT",
+	"ihwN95Grgsg1vNocAVfv4hg0pquHPBS4ZSy6R8PnAWJjaGfgKcPiUioIvIkrXVAti2OE9WOxcKVgcBm+",
+	"j8KogSu+hNUIuGKFPR01L5Ph6Z/10O1iHq898/yvc4Bw0SsHiGsjkA0ZBD3PxJRQDez7vopHo0L9PdNt",
+	"FPLYyu4GyVUTSK/O6bTtnfa2PbjHypQvmFS/VLL7niEOgy9FdgiSpfbQC/UJwAh3hrb5BRG0760Eb3OM",
+	"YusCnpGu0WGwSBrRa8sBtvgneXZX72RjAyqLVKJsmfCcRSQpXKslSLQGN3G1l4XNGMPFcXnTLM9IziaA",
+	"TokicS4Ba4gCzL5Hg0xs4WlSQ3mNRYmsYR5BGXEti0supsdWbF2Thcx5urK43qoEGhaQOO0weMgZbmUO",
+	"jhgsLmJZMxQ7UZquVCzcTW7/KXHDsVRAztBCAWRi1O6t8PNQlkGNp8dnODo46A3IiSDJ60n/J6rTWVKp",
+	"hA5HZM47PLN/0CTs3gM4pWdld/MMvJ7Ax63F/6mMBxzi507P2Mx7S8CWh/LgL1ivvw/f3j/4aj98FvsB",
+	"+UOp/ti2X6ibI0fjggArrpgWwJrwB9ct9L52RDrD1t3NnpkzAGxJbJKwSki3qBa2NFWu9LB1XJmFbDT3",
+	"zBpDOGx/M/SuWuSrAfkF4pyxbQ4fd0aADZXg7Yh+YaTBhhIGlmvqiijQ3WLrdpJMCldeEYuUFsXKGS3V",
+	"agyESQNjBrouaTpt9Iabpz6Rr8W8+g9KZntwsQvcOCJ2I/ZcsvDHGN5jtnQwGNzW61zcU7BH3uqsbYws",
+	"/I1QU5v44FoFpmT3NOhq9UCQC71OgVxbvDKCV758P/O9mP5/dwa+Y77efTL1HhZotseAOZ6K4Vbl8f8c",
+	"74dHt8eIoWbF6ewbg01lw7Y/d7zJz2OXkFO5Nl8DT49J2PV2hB/WSpjX+xM2hamCLqRcoLpkM6jLkxDQ",
+	"92NEpfzrCNXE2qlkf0ASutSzAWZGIBpbQrpQLn/QA2VFMZqX9uUVQOUZxQQDbM47fOw9wgoA12Kx/uIz",
+	"825jfzKaDciJVROtHcsFFIcZA3H4/JhY/KpYYH452pouoGQDZ1sDSv7MfCo9x73/NbSl/sxRpXJ2bfoB",
+	"BpzKrb+3hRh13lj/e0u3K/eFJ4q8f/cmAny5gEOvZwf9ySNN93Fgf7Uud+WtjYzTBaqq5HwvbrmmQQT5",
+	"oW0hKAzGeMAah9VC8xx0a9vrFpoMuzwza+j6bl+2d7H7fcxyKaZgxEnCLWhQ2c9aPQkbefSg2AZKXoPM",
+	"KQh5FaxsJBXy+RnNJwSnkw3IO5bKIkOsNofzbS9aYwYwb/CKM2vKpXa3DsiJecGD3X24nCGDfojHb1tg",
+	"7KVdhc5XT9ef5rzjnlUo2kcz7GnD7qeY3PMA1aktrlZVHz61Xt9e7PxQ6f01xvZZNHsXkSvp1SahrYmE",
+	"3kP0/DuxSU9dP9M56+wWKrueyRyw3LlAjKWuBef1ITAADMbUOlukqyLAB8QWnUYUXLKF7kU20pX4linJ",
+	"5pBZLMYyWz1RJDHyOCFzuoLmEvbDx5ibijl1XGPzCfbPJc1d950nKhbdwLoKMzjMKzMMV8k510YzbjJ+",
+	"YMgwG8yqyzy0NsRajLzGx4zSmhAKEMyFnJMErabEylwVC66NmVPSA8jKTDKUluzGmIJg8ByR7un78/IS",
+	"rlfvOBb0zrE1hPQdU8XeFzmWQqczll4G4T/zKJsWTCkyXdIiQzQN+1XSNZaWFOU7eoNYxOJvf/tJXpnZ",
+	"B1rJ4G9/IydlwmNSPyKJ2wBzpmJh1zN4AWTSlNmKUACkZ2wOeMII7ijYNWHc6DkDchIL2xoelwKjXx4G",
+	"siAzeU08HYKf4//9v/5vdIa72RgSkQWfckG6CMwdkZlU0ABhIQtDtcH+Qj4kBiQMWXKRRJY4zVtIsijY",
+	"hN8kka2FRxKwSHSw/ub7WSFtN4WwNRuuRixc9w6ZZ0TTYsp8X21Afa6oe77ZoFUSbcVPAPBNxiyVcwbY",
+	"eAB65wxS6IZjdEDIyEzKdwzWbsTNLKA756ik3wsbbEx6EWarFksB+MdmiXA4VkJbMx6xjpH/BROHvVli",
+	"9+pYYMPybmIOQKNWvhfoxHsfyz9uYdVjkbgbECiThjjmgNdpzjygZrpgtgyWF0khFr7jxRxPkN3JqioP",
+	"+Zf5CinLdtqGrY6FQ66BhhhUWSY1kcUIKh4aiDYgkq4xJSYwGQtzGaxXEpG5vLLMuTzYWnpYcZxDzzUR",
+	"bfK9JM6FYmHAG+44drsXNQ8jtE0geof9gq4YMnVEejanFRHqmrR+K2ceS+3/Mjw6n1EXtHSUPZpS+NUU",
+	"+uqWeZiZZo90aKc9UYH2+OhOmj1r/G0uMbL3/LlLjGASu8R77JL8hYI9/33NSAgQVU+Tc3c8WqzooTbk",
+	"5liT1warkabtllAsjoZHx8ELGiNEtgKhfNk9YkaR7fEL2qtHXHfKEeY6+s4nfi1sQg5o5AhZxeFkhXMx",
+	"a8hzFouu91blXGA6VCrz5Vz0NlRApZ8QZxBf/oeEquy8tsSprFf6UwWp8PW7RqicmLEX8K+/SPDq6GvA",
+	"608U8PLc0Aj6Txj98hT/Ef+xMRx295zvtvImx/K+xn++xn+a4j8ikAuPHOAJxO0nVeHbBN8DBd7XuM5n",
+	"jes8mAwfpHZvN0mR1h4Q6NkerolFrcTpzuGaWNTiNRCPsQJu1/hILFyAhNDHqD2yq/IoougL0Ns/F/vy",
+	"3shH4WNfpfJXhfmRXJGitPU+pSPS/tIKhXWmZQG5t4qLac760PYQ+iEmZCyXIsMQUsWXgW4CF2eJRRdc",
+	"GmR/SOZcLDVTtqkeJac/vnhFzg6ePvMtOSNrSVeS1OAt8Ah2sCPJArHwE8InhivX+G0X8F2szyR8B8oG",
+	"KN7FFwGwGnZLwzgfws3m+ZimlwTah7FMuVihQ5g6HB7Y+KKz1hOimI+mBX0hKoE8Iyxi0U18Pz5jdf8j",
+	"lRmD+l2MVvEMu5VlvGCpvlgWHNokQT/DKBZ27aHeN2MX6YzmORPThl9sP8B/mOX1fZGCIKsReZXhnRpx",
+	"oJLegLzAjEBMCVjJZUHMcjCRldE57BVv1tcN1WUyWai6cSGvFSvMmpSrBN1zax40K+psrBKWFaCFGoKg",
+	"GKGOhV+ehMy5MpSJQ4WOhRAUdDe8LyD2CAJ4eEzmsoAApojF/nA4rH4CfJOLQmJSgcU5QA/c80Z3F84D",
+	"OkW/8ES2C+BmEPvu0hQKm6FWz/5+7L1JC9fyIWyDbuvN/7lkxaosOE/DEYSVYZDb0hn5f1Ua6P+KffM/",
+	"2P9e9D98HEbPDpva56+jd/4CGQvhZk/NOXQNhG3zvcky9yfqOEh3we4rDuG5TpXVHRyQX8oVsHTsDqk7",
+	"lFwrlk9IlxI1k4W2cQVs1W3dlU3r5r5TWbU5vXnDxNSw7IPh0TfRVjTRQ6xYqq7P93IXjvBAHKTNfrxt",
+	"/sRNA7PIC9j81pxt4Naev/w3dCD+RXWOM00LX8/jc2GALZWoikbm7UjNlebN/SDj4nFQOUJeYQ7xccn3",
+	"E+QvY1YmsgUCJVmXKMmjwQtv07C2hntfBPf9Far8dgz7BsvzNfT71wz9hjlXlfBvFeEyrBRpMHTuy0Ae",
+	"KTJsDSF0ogFvfFLNCHQpkH7mI5Jg0mWZ0xcL91NkU+fwWoJr7GAc0BPVBRSfBVXqWhZZ0rPJdWOqeJoM",
+	"yHeY0FzXnsxnSntI00sWeSXZsTNQvRTgRZtFMzK9oKlZDpDzVzRfmqmarTkaPn9GxiuIidfgMWNRCU0H",
+	"8JhuX/+5lChP8JW947VKiBjglY06I1gCozXjDhVkC9fp+fk6D0dFsrRAmTFACrmczkjy/astCZkJ6Y6l",
+	"nYuFAXJfWk8fDE0XGCpds1DlUleoAgqirIVpFhAyDB2+aG3vYlHNsB+5bGYzP9C1x2xiLBifs2oPFVrT",
+	"3raDOBskVRpThyRW8y+hGhIuruQlS/qQCHrJLEYrBI6Fy4YHy809anYOzm2lxNVXZFVzca31ktSQX5Em",
+	"DM1RLtZSibdWwH66pILyA39kDeym5ILAXgwh0uoc81PWxfq0g6+JA1/9oJ+/UtYn5htzlKdVHgtvAGb2",
+	"AMVhFwW+krp/x0pbCE4hbiCAEVSqCUDIrQj4kqy4iBxaE9a8hgw2LGTdEDqKxX0KWT93JsPXrIQ/uirV",
+	"qVk1kfIQHbwxlvCdLCyFHwyGFasAC9XAI9/1vv3I12ZE4PKtFvj0IsSmN5Y9yzzyewLIj0zZuG8sEmM1",
+	"vmOTgqkZhoOty5GCdxIP27EvPYc/Wxpv1BSRT24+b1cHvqZd/KnKaUGBC+ppvwSDN9r1gbvlZYTSTU5I",
+	"GJBzErwm2EFgGbvUJltg1BCTaoPSznbA2mMbGqoVAoZrH6BTGAOUAjI8lCuyrOeqDi22BNSETSkXULIZ",
+	"vOXOFbCIV/FYGR6PJqY/pSH1otz+P6gAbTdzyue3C3bt8vy/5oB8zQH5ssrR0PaumDyFxLAcuWSfxOjh",
+	"wnWrUK25IdCBQk6JLztGD31QQT8oX/NGTs/47ywhwZuJnNi+OgHehHU5kf3hsDfyWD6hEbVcIP6nVRmj",
+	"WGRL5JMRgpKSVGYYsnRNNHjmVLySHUZkLDPOFBRgOwQW8joYHno8jf2F4HFzNpfFCl5sNk4zYX4dG57K",
+	"1HEsIA8mB3kAlTkoC+eE5nkTQ3/DlQ4+9+eO+pQT2SXqExDB16jPX0DRrcdl51Jpc3TMPgZ7HRk529i8",
+	"jAvNpgX9XFEey/fKHuvt0NvvArhsfz8AXWt2oxPMPIKGY+4a9nrF3OIlz3WfG/0vlynN92ZUzfpwa//w",
+	"m6MEGigYPjjJuWAjwjUxdzDorJCpCP5DFpRjaCYWPlRDRH9a0LkiXGhJDr85IhmfM6GAcXXfHPSFLOY0",
+	"5wrwYl6DwpmzG57SPIotUMmcCs3TETETUUTNaAHJRuBvUqksbF/KCJjmYlZQxZQN22R8MmGgteLtmTTq",
+	"bLsT/5VbnU/kw/fv/4Mwu8v5tSidnjy+olZ/Ra3+nKjVQJlQIHyjjSVNydVa7d3uiNUIGd/eOZdOQenB",
+	"8CuwTIBlNGoiZszm0LkGO9SkVuZ3wfavqAHWSbco2BWXSwUKAPZ1hPdxw9QSSCL4B/bDTEDxUrGotMck",
+	"CSJcoYoqhRuP+fUY+hLkmmF99NQos/JSEaoNfyxzRcnTaDgchv0M5nRFmMgIo0W+crnM4fDbtL1XuHpb",
+	"kpzeinzlPgfrwBUMuC31E2Jw0a6Myrz33DzRkNGZoHhOvBbeA8B/t8JeajeNAjajJfcUX9uJOkws54bg",
+	"/A/4akN81UiiIUZzc/+KQjoEkCmM/a35zs/u+fKnt/ZNtzsoxF+U5gxT2EVpRpL4K6Gh/znt92s2nhlO",
+	"sSEBqmCacsEy32Ij1HvJeOUwB0MmbFnrzkY73u/7TrYViAJ5dT41/baqPeZiRNgNTXW+MvInYzm/Mjx3",
+	"8NU2eyitufhCldzuRVQ7JN460Uu6CbvSrh0ezRWmBSd2rH2egfzm2m82Z+qR+uRZ2p8sBTiD+inNc3Np",
+	"S+ckG4f37TpcPQzxACmJe6VK1tsmdakibxdMnLwmWspcReREGCVnwVP8wYjJ79mcC07ce17Cm9GitZ2x",
+	"w85L7jb4Az5D0plUrHRJJ7SYLiHGkRA5/o2lxrz6xTW2t4/QPIeMOfe6qJzIC5oDdiYRyzxHhcv2j0pi",
+	"gT2TzWds26dzW/gEiXQNWJtZOZ1RLMqx/S+am/02KkqxZAgt6Lvv+0lew8G3S21jzbHwL4Gu4CsLb+Oo",
+	"oXTV2Xbf62A2KrL+Q6su+jsM3aCfjusZF7ieRp9IjjE17porZkEeJzRXDJMtymmdYiajsmplJb0RYIDM",
+	"UgF8ISlRdmLhJ+zRzCGKNSDfuQtlMR86BxXLrzC5MhZlxAvlRBeSEptsaprn7o2fyKD+LqCiP86sDkfh",
+	"GWajoPErDzvTtcm4cEqeKGIJv/fV+P5qfH9O4/sN01UGbzg8LYnVpd14vnM/q3zKhGEPbGsDwUUh5wsd",
+	"SjiIlvj2bjjObij9wI3LDY/iOhYUreilYoU/VKTeVdANJwOnA7YUjMW2noJkx5aCyKqbegqSSkvB73EU",
+	"d2gn+L1bxk/DUt3r/yBeWq7HH9xSMNiYx24nOPWv/tpJ8KtY+GLFguME6JTFCBJB3nw/ARCGz3ySsixu",
+	"94olcIg7F1W2mGtprRvZ7t3NtxhnHuzCRezx6C4Qk8Cba2FCBCDo2IyIgMOHSwGsHiqsLKh+mRCgMDYX",
+	"xQLaB1izpGC64K4ruit9Nc+5nIMnHjqiTForgAxGiKRewdWE+Ri5iAVQpWFkwYJmKE6NFZMrW0ovsxXp",
+	"LmihWAa16/gQmirm74jgvexGH6NpZ26IBZsv9Ko3IO9tg/OwwVPqmG25fiNyNDyCdAcA58CFhn4AgDKP",
+	"NWDmpmFLxzryztaCZcxcpu6lh7FIsDHDRcYEhzT19y5jQ0jRP7i5ichSFMakouMcivSlLQMkiv/OYgFB",
+	"ghF5OjwgiVv5CxQQx8bgJiqX1+b6UXBd8zmTS50MYvEd5TmoAZXdGAGWalL98WJCeY659JViLpek19CC",
+	"wEgPVwPtK+KQuCDNGJOII1jMSsbhExVg39uSQNf9HDztQmqyYrqsZBvF4mj4PHKgrkDFEhsPrNZ7EmC2",
+	"4lsBiZAb0O+BJsKKgqSxXswuwnqqo4OnkMIaqktlLX9z1IwBZo4NBoob+mkY4yyBRtyJRb+q1KPh82TK",
+	"NCRVxqJry+C44wqnb8926LOQNOp475bikyLUvluKP0i/gy9vMpEDHqvA9/y1VuurovQgRenwD1eukHOs",
+	"ZVAuRYmghR37fzg/PzXsaY7pZ6WOMEBwZM9KEB95UCxF1yUfonDs3T1fqaKjgTXdHjp/A37GVIoJny4L",
+	"lkU+eQiUkYyrVELcBM1yRZQsDBMerwjPBtCnHb3MoFPae9CvmszpzTkUlSVRPU9JkaRMHEqOyaLgKXTX",
+	"wQh9gKJYWB7vGvsgIJjzEVhDDWx9udQu0B8L1BrwNq6CZruuUwsEKxVBRKmdwug/4UruEka3c3RhdCe2",
+	"j1HfRhEOA4GIP9zbBUGMVRt2L8wigyw0QqYHBQoKc74WegX6UVtU3H1kM0rPpqFbPdOIXbqgY55zvTqG",
+	"akGU2ahZgvvEKGuJRZC/sMLNlhugFxvRzexbwqBMHUzKf6kybhe9T2dUd6JOKjN0lVAlBQbtr7hC0Rpk",
+	"1pkbnYNpPdDfMPtTOkVFkHT3+/vD4dBoCXnuF2Q7GBbQXh3Ric/N6M37os6cC/unHw+caFZ0br+QtAAg",
+	"8ra0gHPnU1Rfe57f0zPLVeCaVR6IjGqay+n9rHB8VT0iX/OkOUgKe7NcMEH5vxx8N13o/pHsG8rEcJrr",
+	"7kVVLJqf2gufMQZZ6YJFfutjiZ6rd9+fvYQmuXOe5xB+BLkQWJIkgNOw7K9HasKgpUASSHYXADwrDTKS",
+	"oPB1XNK2LVjrtB2R9+/e9JkwHCd7pEjypz66L5mmPN94eL9mQNzXfYZpD0hGY7SEeRaVLuZkLyGWXAhV",
+	"JPmXg++Sh51pR6K3QZ/txgO+/RSS7YcwFrucQnKCoCzoq0D8Q4+vkuwlseiywXRAEi2nzCgLe3OmaT/P",
+	"6ZzuvTH/3z/sfzNOeh42za7ZyFj0sUiCBWh4xb8cfBe8hNiQK6y1O6tGNW3mFad2PXfmGV5dW9BCO3bt",
+	"GEkLTwi0r905Q9TOsWC17/D9u8PIfeVKfx2u5CnWnFvnVL87B7IwiuDO2wwhiFC09sY/dTVZMJOdQARx",
+	"zn+l1Ng/nsTBQ9uoNiOIh130KoifraPsRaSSh19HBd0tIbGlHmvKFWLVuc62IP/kGOVeiOsRRmnw3n7o",
+	"MLc40zrwKMPo9hCab2BxtxU6P+AtUNgWYLrN6QqdLMckKahmb7C8QcJoaZ6vILRRcFsLGgvFiiuATl2w",
+	"IhgMAZMVUQSD13cxzQz+ja2TYBaxUDP0xzAyXmZTpns1sDUzJs6UgxX37XEBNJhwTYS8HtkO4TAiXyJh",
+	"AwtnP5z0D54+QzB329l6Jq/NozbOYBlNLMxI+Hy+1HScsxEAWbsexSwihd0vQqHI3m4ZuLQQh8b2jW6v",
+	"HQuYwSdy2gdfwE9+bgy4tQFkreAFcFMUpIlWWyR3zS7Z9oJSpKz3QHzp4zIqiTmj1J7xPzkO3FeMgrsz",
+	"/3f+KIuKDDi2uGauv7jz8Qb+Yvg1SOa5ozBoUoW8n6UNhK08LoaDESFJLsWUFVZUOJw1n1xg+azhcNiu",
+	"06VJh8in3aPhfg9TNswzRt/wSQVStKOr1ZnYXwYk7Usl1rL32jqp2p1WWi4gCG9ksOHbYur6PtxPY2mr",
+	"wdm4+Z9Ea94sPr7ihn1uanTGYUiLVTBXC/obSHa1YKIswjC/oK53T216awoYDOqJwgofmUKBTxTqGBc8",
+	"S3qP5n7dDiJmXh2FenVEEnRHYbsbl/xhy4lxdZJYdCmZcJZnvosbCqW5vHJetCb8MNSgvRSLxVLY3Bx4",
+	"BPXja1lccjE9tsz/mixkztMVgUPLVFUwxMJKhsijgzsoaNcPWqkly4iWckDOcLvtFYAYR9iZECNswQou",
+	"M6I0XalYuJscjVCXTeQohZyBAeM0eKuXd7E5NOaJ4Upho+neFkTRXaHK3i+yNb39y4IqC8aGg/3c2Tq7",
+	"8Gq7l4/Cs7/Ckn1V+e8ht14gx6hpUTZJGPiiZYBcEODcyBktFwU25SOZD1X891zPp3b4ieU4B0CbWdml",
+	"LtDvrFix/GRAXsxYeqmQyTkIWhYLrgiwxogsBej84L+FBMgFFCZ2bYc7tZxDWUwvIuwGT6vCNmyJ7Vdn",
+	"3gptk1x/O2I/BXKAMJEtJDfmvGI0VxUrRKB35grA0BB1orisI0p7iNxjrLgom7F1D4cHPaIlviXomIbo",
+	"mlqSpOyBgGmVXqA6eI4yPzQWNMtAUIE+AOkWEZFF5DrCoa/HZUwfDIeh5y1EscPs6UEsYnFCMEEYlhL0",
+	"oQRyfP+BLjyXPgxJxdCCz6W8+HCxQLi37tPhgbnBNbowG+d20OyfLPzWYTer7tFwaHO8Y4EJwIgZ57YR",
+	"XhkRjJ65jBpwFyZlEjc8gXI9FtVd9jmzcyPFetbtJqSecTEdYHGL8oan7ZQWC/BnG2vzh/Of3pQfcval",
+	"WZeFUVmgdmem53lCutR1X+thZngs/u3s7c/HBNdykEHARyVwYGvtQqI6NfkugUGLpwBRr4u9MWD0SQ/H",
+	"B+vc3B4Pkn7YPfrj4SZZ3Wi8Cii1LeEHnmhr4fZ0/yDaLcpXbWdl5tzebi9r/d7R8PmzHT/Yss7vvntB",
+	"nv396Dn5r/9zNNgfHAz2e44Yq2ejbXjwstaWdk/vMbzgogt+IoFtGsFF+MoHNdj7/9j73uW2jWzPV+nS",
+	"VsqkB6IoWvKNyZq6pdhK4okdq/RnfasGU0aTbImIwAYHDYji9fjrPsC+xNZ+3Fe4+yb7JFvnX3eDIi3F",
+	"iZM7uZ4PExkEGo3u0+f/+Z1fX/WSFPtQDAcHqj3KvTVnfhTVsWXMZZeacYyp5Hhjf0D/8EhdldhiUzqs",
+	"Rd/2yEXDrumAH2/cEc2mvIzOUHI/u1dcMo97+is5emnVWYIjC3mwwrjt0YNPfvQh6tbmRw8//VsflGO9",
+	"7dFP/Na2yncHszE64EIt3L+TZfJIqoPXuh3d0+evrbe5/Mrm9mr32qw+HsA+oxt/gPs+IwMIr/lYfuUC",
+	"lEk3M2D6r5zq4L8nmP5BcbJu70tIOM6kDAtG2i1vOy5f4svebihs+clx4a2UtUeYyNtr4M9DGy54Lu7C",
+	"Zc0SpknuG1suVWnJHeQB6K7NKrWuLhfOf5e0COaCsPwGtBbMDsodBzenwSF0Q3hq46aGccAuCuuVW5Xt",
+	"9ZamKHZRn9r7aXntekDUWRL3qM5rmTmMwIAhSWhdvVIzfWMwWZoVXrYL8tgFtrEsCtcuHIydzxjsjN6y",
+	"5ejBdjCtXJvVl2PWqhmmOPqdIyb1qzn3ZBZXXWl/ueGNL/vIwbpj0ILGIUosI+GW6O7EEhzJDkxtJ4vJ",
+	"6HZ3uVzu4h1NVfBNGXeLz9D84p7pd2sbGRXC+tQL5RZ6YnadAXMDTiI3UccO0c3YGZ/EJz6N1FK6B1Ub",
+	"0I/zuNyAkywkhaHlWMA5fn9+fpLab7TLJ6qTHcXWxFDR5bF25ulBxzvUh/wXu/+zhKGGdIVd1sNiEcfs",
+	"BliD4JNn/S0eKBPHMax7klrK0RmX9Yy+IUbd+Mvb81bWDNkfz/pPv04UaZupzerVYqh0/aeflqBBxvzz",
+	"ePri7GjveDo4PNx/lrANjIW9XAG6hbPxvk4Knc+dynKHXn3XjAkQVJY5n3aT1Ga6wcb45nYB/8k1BgPs",
+	"+BL+81Odtzvo04LQfvfUmUGUFUqkX98UPHiKMs7ZtsJF4MzzETwoyTQYlCGHOgPapbbIr9E9dnTy0ndS",
+	"rAz5zNsFwcNgx+MJhoOZ2tRe0Bhk6DtPlUcnLxnO3lHzR2Tt6C6Y6YWJT1hq/+N/HfYGqpO9T8nwSneG",
+	"Kt0RxwUnDe0kKr1rl9GtvV4v3fmQdYepzdqPZRjyFqPh7du3u0cR4TNZU3dS32i0rFK7rEp75ePv4aQm",
+	"G0qUyB+DXVLVXBdA9mbqoyeqI+NGPAAEo6rMghvlB6iweln6LKk4tltaNTf1rJy6bqKyxrpmscAKunfR",
+	"oDSTJFoEYRrRDPFSxDmCt2d2fx4TKiH3OUGyh/GKETADB9QNBzs+8d4qp/MbzPIW+e/cm4r8kMDLRq79",
+	"M61xXJXfqW462pathdPrzJGdM4e9/e5n7t9/UumrTYg80UATeGX2YDP911s0sTHvLNqR9byJWNhQrZ15",
+	"UFo3nUCg6NbRi5W/32Dmbd43vONRRvG7hbOtUcI6q9xQC0bHvDK6mP853Yn0sXTnIftJAa3fcFV484Yh",
+	"J9DcToyZOk5f7cG1b1a14bJEip79rhPk4PW9DKsXKfK/wYQp6fYdu1A/5qZ5Q8lqWM4esaHQQHpbXnPb",
+	"i3zQ3WAFiJbfOH1ltkbVzpo5g+A4zreHf7x69VpVZQO6r++RszBxG/eESyGwKv3i/LmalU3ltSCXMOJR",
+	"EgPQkbFb66KVnTfBrGvQlc5eBItaIFCxYvNRVF4VVU6XTe2v4yj9bi+1R9Eso6IxwiRh+e6McQR5U1rz",
+	"yPHHM/x7agk5HqMT12aVxRXZ0dg4iM+pBv7R0fRAaiPIFfkRbfTQYR0DXz11gW+OGxFJMQP2LSrt1PkQ",
+	"5crUvjdRXapp7q5hVO5HtK0YC99wn1JyVuuKqerJkyfPuglsv4UZTTHjmFzXsMcj1dgx//aAam3Y0Baz",
+	"I3AeqoMxu3WORVT3BiyO7TTMDiOyRePyG9PdNh31mqveyOOZwTy2RlTq8leY4vNyPteRSRq1bKlLzDBS",
+	"Giy/IdEI20GenIapZTMDqx1buWT5lMD0bushGTMYPuOKWr7kmjGbNV3JpMLeqlO9wvK9DDYvU52L8+dd",
+	"iuMjjbLLrJnPzRTLGXrqBTfp4kGIrMztoiinZmeIiLqbl/GqKpvFN21Ygbw2c3cfO0US/Y6f/pDszPXt",
+	"S3ruiV94XVUaf3T1qkDKKqv5zhZ4BYJU8GvrT3gHuYAbybfP9UottONjTFUueFan3W20cm1Wvyz2FiYo",
+	"ALY8t0wc9nvwqmzrDOZcVfnwOXzOgBvu3akBZW+bik3fV5VLl0TAJpTtlgDFszDx2dp5BRT5pcfB53FB",
+	"rrv4tb1q9JWgvTAxBkEushokbDdReMhpBzdqA3tlxVsb6ySkhDzYMynI+B8NKL2Vm/6pqyH5Kx5SCSmr",
+	"8qUU8jfu+CG3/NxySE/Gn14RedaM4Z9j41TWVAWiOxOqrpOkZg4TZOIc7mTLmTOTd5n6E3uZUlteqsEB",
+	"PPv0QI3BhusC2QQsZwYHqTmDLIA+i06aO8TCpAJEkJYj0qyWusJeAzAcLiDi/PXUkbo4faWW2PVgVhK0",
+	"oLbq5Qlmm1Vo68yMIjBJhTCdrB470pR/otQL9I4iVv6IxsFUJ6pLlFYGpPdJP4qVmuacbzfvqaOa+hXu",
+	"9/thGxHscLsvj4/kZ6pH5NF/n1pEfvnbvJ5RUeE2mc1rFdciuv9cVYjJHylN+kv68i/g0XSUlBai5ZJF",
+	"5oufUrr4Mxj3msZyb+EitYnDGL9Y+76NHiHsRTUaCacaeANF19LJXHUQKvhgf4Dnb1NZYuBjv6Q+4w9T",
+	"zLj/R6R9qYQMDDvUmyVxm6YV9mmUnhQLYxEmst3D6ZP0lm11kbEU/by68z0ybKQykAJZK9TLp+hLseTv",
+	"3t+M79pYMPnpyvTPYnhMRy9f7Nxfu4haeOJ18ERl0Y2cnGCsHhcIJ86Gmb+S2rnRlvppdXtBpwJVinNb",
+	"ht6aq5T5e4Pe8vWkn9RSxWJej0Dx9f2asV8cZnuhTi6d+Yr82qQ2AKG0hBWn1u3KVLzLXJr1X1V6Ytim",
+	"T20Hw9Fs+6CQjZgIBtGlV5zr0V3fwfMn+HiWpFaGHRyoWbenjmFlMONOTXOHq+RJYlIYXSGILf1wimik",
+	"5NbkS0fSb/aSYOHPcjsxGRswUsPj1EIznL1nd6m9I2spSwP32dd8ktwtt4reTel2NMSvI30/m/3Bs/yt",
+	"A/L3sGxefk8CXwojvxRG/o4y6lS4gdDjowDaqNdT5X+h0bAXmNPWaO0ba5SxdYXec7YbfM9VaoxXyoWu",
+	"yI2WKZ/avJZCvUTpujbzRe0S8hkGhKlySuFQjGGTXx7RUPiBXmqPbY0cX1dGXZsFth8vSuDjjv1j1K90",
+	"C8w384EX4ZsfgvgdSZoAnc1Vhx+pHmvcg1tot+e1OqOn/+n6Tq99xkO8y2Ft/0D+5T+k5hzZNo/a9l27",
+	"F/XvoD3fw9j23stsP9rWeo16d367g7JNL5Fpf4Fs+tXsPk+3iH0Y6Xu/Lcnez6+FNn4mge9Vpq5WGxq0",
+	"fba5bYshvdbXXB3u11z8Pwguk6hpY6TiKVHLma4xzBU0BYTdwUp2Mw1mFCbgoWDgYbzpiNj2cc/wbk+9",
+	"rIPV6ghPQhyggZmV1dRUiXIlmK9XpXFqbC5LAegM9xW6NtUmL5Y66D8LxfViSObOG5fYuSt4XSmXn7Hj",
+	"pNX6Zquurlb3MqbB78WYElmM3h+yi9M/gx8W9kFOgi2XfBy0ojIR5AYKdnfaFL9msKHtv/lF/OYeDhIi",
+	"gGuBY66g4tZBcdiFQtRlMcVsxsrUDLUld0UK/di4fGp8xSaIiE69LPFWXTeVIdwUz1X8da5Pya6Cn+mM",
+	"Micz1WFvU3huo1cKnVEj1VdUBJrXwg27XICZ2kyqRSlueowlmO4IC6ZK6aNcIRqXoj30OapFiQUuOrVe",
+	"jVBH5KfDrvFNRf6v2NEmnhDi275SlVd1a5EnbybHdv+Tup5odqf8/Zzw/rk1vAeHvEPEG8jwS9T7iw/s",
+	"v7gPDBlLywXW5vEBL/F3CLXv1cZ9JqF3ikn52LperJMaKxpJc6TcJuyV7ns6CQvRdqr+3pjGOPK3eYUZ",
+	"XXK5CzcWKOdaKreElrqJGptZbqc0htFVkW9Reo8Ym0tQC7wizjcHyTOSXny+4ap0n3qASZNhecXdMA0B",
+	"UI6NgvUhHOVnG0Mj58Ztjwv/5roz7tD0n8i2/0NqzljBHRwAQEJ8wtYPC2YWfiLreEBGNFZtEfdoqmJn",
+	"uDOr68Vwb29/8C+9fq/f2x9+3f+6jwyDZ3AHorAqxyaCfluYCbdu6kUO6ZWrzabKBS7/cC3wAd9xubOl",
+	"ut2NEcu3CyolFo+41GZu/C7jg06p2oPDp6rSdlrO1TivnQA5YnMI1EfudodI7Uy7GWq3Eeoj1a7oxQIj",
+	"s+QwyAXJjqMHGCulVlagS/dS+1pbfSVwMcpiVeGdqqye+gG/flvHCZ3aa7NieMpEivUF/2+V8Cu5Aj+g",
+	"ZtyU174RBRfmh93QixwRiTbUaWAFzqDXX+s6ErXB7qkjrCcJfTBa3VNGqfVtTAKG5Brm8kZ8B6xFT62b",
+	"lVW9C9xpehfIYWtrk9R2ttUNEi6iw878CJqgNlMVMHpG1KEus21kBEwoUIFe4QBXRhASPWTxdniIHnwO",
+	"dj0xt7WprC4IEbCKe6KRuYdf1pPbXtJd1LSFIBMJYll1JBtY8JIpCPWXtz+cjRAnM6/UosrtJF/g2+Jy",
+	"qtCN8G4xVYtaqLRyQ3kaCvf43E49IATiODs/LZD35eVaf/dHTtXL0oMiuN2FqXbnuW1q6QHjEjUBhcNS",
+	"u1qjkMVRcaGIWDU2RWmvXGrrUnWyDSwxU6UlDJLwkLTPnZaTZg5m/DC1qd3Flzx+DOoNvevxYwItd9JV",
+	"E7ZdGvS7ocKGcuIYyJLUKro0mRGeB/wdOsfKlcvGIq7YLhyp3F7JdYECh2GwUBPRNVVjp6ZSmfTIvNnn",
+	"8+MPQty7ee+9h8H7sFc1FqhaqW9wPYfcxNj1ZM1PTPUaVzx4DdTTfr+bqOUsn8wiHJBHDsYpq3XY3ABm",
+	"vmlQ3ytoFFaX5ZNf4NzFH4tZJgRgi/4X3S4XVAHs0yXcDxvrdDxWW+JT3hMSqS7xp5ZLDHEYYlcJ1f70",
+	"7qwQz/IEJnl658NghHjBYMW8DxgYGTWJjqauNK1ijP4Oo3ioDWb4ec3SB7tfM8kCZ1wsihUs0Kyx0wpk",
+	"SXkJz5+bqtLYBrwyrmyqCQxncizFXWo8KlbZshI6RgMcvxXfAUMsqrJGiN3QPRZxXI6jRtdAqUoXrlw/",
+	"2nfPNLLQ6DCnlt/XkbWlW8JqJj7tatCH/41SG5HV+t1d2SwSmyQYxs3kGq7MygINBcwXo/c/ckqDUqBR",
+	"blfmMi8IHtfWuW3KxhWrYYvMsEJy3FSuVs0C+Qplj3ruhJ/RU0etVlZ3miFQR6uoVdcj6XcQLy+OhZyz",
+	"3egqIOzz6jH/LJeWTk6S2uxUFmmX23R1yP5pz7SbqOjOUzPXOViyIDPlyBK94Xcbim5U+dUMm2qtP+3I",
+	"MUTOxtR6qDaZZ+7UZQPEAgTCLT7D8ycIrg2v5k65OEOSO6Pln5/2YXtfe5JzTHMgj1Ob/dvu2hfv+i7w",
+	"rd/8N8rvVLK/do8z/nlQJCNCrwyqiaS3LEughIl2JrUdqvBXxtX5HCWerhVXFylN1JCoRdG4do/6/f7g",
+	"gPugit+YYzwS8hGhQtnKTjlT10WM6KcndaO5VDG1SwbBgzM9FFhvUdbA1B3ryTUzNzU2q5LVc/oyEoKg",
+	"NU9muroiHGzf/QcXHr210gYIobb89rYr+gfPEoGtxgwaPLnvmKxhYzCItHt0WZsqEA4ThoA5p/Y9PqE6",
+	"2V0pQq0xPsKNEZ4pu8MnEtYXOuyvKCs/EPyIL/S3J6CIMNUkFLjAKbNX/cNIaSU7xB0tQI+vsaUFsFxY",
+	"o0lTp7a8vOwpAm4XPAlNWNly2FvqlWd0m/TxjXWqHkCijU5BUA7U8NSPTjWoG1rSV+Xc1DPTODU3dZVP",
+	"XPQQX9nZjKFctOd0dPJyqGqgG9aD8tKC3qbrRAXVJ1Gi9KSWtR5vMrZgLxKiNpafQS/2vUc7bxbGHr0k",
+	"eDz6exeMdV3n40LsO6dcA+qLUzevXr1O1Bvs74tvxL96k8UiSe2RrWdVucgnifrOzHObd/2kxk1e1Ls5",
+	"qIqXRW6NyopyoovMT4TZFG6ur+/j7swPawI+Umtd0DNV5MSMzbynUD6kNiitkQlZFHMxIIMoaduiBPTv",
+	"F5e7JxL/Er6U2ixAlUSsUmUIWSJXOpoc+b5KHbQdDWJXoEtaAOsgorj8HUvkR1Ks6PeQrjvszJ6oswgm",
+	"yLJ6QUiFFEvEg53/O+x9nV/jv2ifivKK79QusOReai/a56TjEVbuYKskanPr6i5t6xYgmOio4fIjqN1Q",
+	"HfQPVGbL+t1l2dhpJvhv1Gm5rH3rG5rESB30+xEwmwePix8r9OQazgoxZ0xEmOiFHudFXq8UdcOeoB6H",
+	"WDPhxNHz3ZE6GAxUhm9AKnpH3QGI1OA+NDiZD/cWVTkuzNxlfAAFp4566mByJKWvNPVueblbocp6bcsx",
+	"CPTazJFWm8pkqr87SICMFifw936iskv8QDtZnRiri3olQnkBMslOjL+8OwBxBI8HEUqUti9yilEkUhvd",
+	"0u2pCxGi8JFNZdwQ1sSL1oN+X43NpJwbh3+Hjg4R9c6NA+oZtZ8cPAtPDp6tCbnNA7UEX3u4w9tbhZsc",
+	"tSrgKadW3nPYH6hMHiFgpWykbClQl/BSpqjorXU+NyWIoTDMQTQM/xwUnkct70N2yWjb5G1IMd8Vq6Ex",
+	"SQVsCRD48AHJhsmzG5DeQQ63UEENS0LoKlHrBqJytnbgs/D8pvYMp5vbq6HK0h2afLozxBoSNOivPHos",
+	"nPLwPNAEgt+j7bdLT2Y9dawnM44yDNXUFKAQeK74PkXA/BZyZEKzR41okZsJ4USZWw7vYz6oT6fxA5fW",
+	"0LgrObVgEqa2HP+EUOTA8nhSiOBE2iY12EflfTkrC0PytKyEGBPp1Xtnsby8QobbTQgzhyZDJBNmo+Gk",
+	"iwsbtyTq/eF5M2ylU/N8ytPsqbezvDBxd3iXWpcX8OnAqvYPlWNOpFWF1Sqe/yggUWBg2M0kG2ImxK4u",
+	"8huwoSflfI5VoCBfJa1KjN9FVd7C5kxLMo8baWlDk3pOCQbUDSaixAmYedx5xp83aZAT611FsRFJ545C",
+	"wSrcXSdMsNPpIZB8l5f5JNdFas9e/EC91ZRvujZUhCQMMzt78QNYg9oZhAwA/p2x552dcZFMJPVhzfvT",
+	"OKN0LDpb4ol7Mwu40jY/OjXEI3gw1Cm88ZVPWbGJ3vDowZoNNnFBpVfPcWe91xLpzWPNgs3sCY9NLpF8",
+	"6KLThH3Q7SnR+qXKiSIy7O9Prd8C+OTKYGnYxAxVBqxhLyg5TnoD1WVJXffgj3eTWZlP0IGXMcdgxF3i",
+	"mlSm5nqMOvYODxvZJWHgRGWRq4+yBzGDAVm9VQjmBJ9FVx3cbycl3P6O0LcyMN00HnzCsOiSlis9Anvq",
+	"gkEbxTJDuczhgytbVmaawOb71QAyTK25XZhJ7bv0IO6uv4XAdzP6d5s7gFAnQD/mQ/iNeIERa/lfGGQO",
+	"/8SGUd2R4F6mNgShRXiB+GVgkYPBQBCxaRzYcuGe+IE9kQcO7F2+F2y6ofrrizc/Hv8NxGubgzWViXiY",
+	"MJfUagxt07MxtvD7Xq/34QOHuUdrnEoxo2LcMBxoeYcpqjWe2Hai4+nd2YSgJu5M7kgzNiE+8P35+QlQ",
+	"tBuJq1PJqZomKDz0uDDBhc7qEWvOUzMpdBWDCbsE9qTEiIFD1TM4jnt0ir17lY5yr2psR8Ck0XzDywkD",
+	"TOPIjq51M5Tcp0ZPKdwVd7QcgsmcYbVOfBWDo2CM4x/0GBola3ewNRScvxR/EZbPYlwaX6a2sw86AsXG",
+	"EvWnfR8C4Awz7pXFGQREUMfn+grkP30Zj0Wflu5ko9Q6ht3GxjZg5oW2kqVVJxfnOOiL41fH58ewE2Oj",
+	"HNDhqmzYuwtko2u8AOuhOgf7A7DJ0MeQt9RzBGtb5g5434+oLiE7joKEGl/ZSpkj5WFqLnOLo7HUgp8u",
+	"Tl9xFBF36YW/h0iKDQTh0E7fAIWB4MV/V42FFx4MBqndZkywG1+xDYE9IO7aFUh37/FYJ3LrB9/CB69n",
+	"Squ/nL35US10PfOGfIYxMbTOLiqC+Qt03Zvk9YqYEuH+UU5Y7992jxb57n+Xhqjw5edmvih0zbaBljZu",
+	"GbwsE3x4WI8mjmoTIy+MBhFVXlJ2SjYup6sM3aaT0iKqafb+PZ2J3rpQBO6CWzUriykGt5czoPmFnsC+",
+	"Wp8IOq5wPzUFsrs9GDNTbIIDHwEWFo2UqElROgx5kzaEKmv24QNyxQy5WuHMUmDci7w2lS5Qx2RQRFus",
+	"VFWW1CWWltX5Mxe9Ss0bRiNC6KF19oLrS76sIev4zYIBmCYzXekJ7NUIa5sXhV4BXWdqf/B1/GtqIwYJ",
+	"dtqzp62HL05fOTXoH3xNXtcR7xwZp3DEBeEft5CeJ/9sp+atVy7/d9Mdyf49PTx8Ivdop6jb3NODWGyN",
+	"1JMBD+xGiKtkbDNnKhmprK60dSTEsSI+GjK1HfoceeuTAccJpDlDxgbTa5fxeoVEBbRxAzvsgbnLJlwI",
+	"QO1j2KTLRg5apYloWlS9kGATSJQb4oU4GAzk/LUkVXjZpnSNWNXGpFCMSJcNRjfi0PtlbN+W1TAKJYJq",
+	"BN+fUR5ChrYBY5FnlKOSdck+bhwIQmnMqZ1blhV22RgTSH9PMQ6Oz+zyQdHwHXvvYYgPe1GQMBvxUYGx",
+	"eRlRemb8j+xOK0EQnJSY5VD5Jm8+9qjBUUCZxen4JQC+GuDBhtgSM6z/DaVod46Oz3YHh093v3v+uss1",
+	"pzdUloHJhIkqyqsr+O+iQQ+Stmx2lpX6e1PWnDMAl0GZGUXJI6AKJL66PygGJxfnPRVSPaJ1IYyxuUZW",
+	"VJXNVZQrt3VBM5VbV4M8w0SLGejjGSfhgVLIHT2RMVcGtv6d1N4H10leUbaGmUreBXqHuAsLJ7vQ0jCx",
+	"9BTiwFAaeVAMBDwor13cqdOBCfEJmklqWTXZoJRsODbYLezuuTltLHVYojuGDw3eg6xMd1jzwnYXrHHh",
+	"3+Gd6c6HTHXYkCMVL+OQNOqQGCAGsfVZVL7Hj8+jLrSPH1NTGRkVhCuYMyC1gWf8VOZ2LbCFIhj4bT0D",
+	"0xH/u6jMZX6LWkT89LVZ1COfkwP8xxXazdTY1EvDJ3IurDBI41sQg+Itg+Fzp4yb6AV57OPx4GdQ9q7m",
+	"1MJVq3Gm/t//+J8q018N+mOg6K8G3/KlrwaHg2/h0v/933Ll+ZOvjp6B+cMfgkIC5kWdx818Ua8SlYHl",
+	"jTEzVBycyvZgGDTIs3+F//tvmfcR1lVZUKwOpeAGWO1+T50EI+uqVCTukT3BkRZhDbwzt0Oc2T+wavwf",
+	"JNb+gbKwO/IFHFlus2FYr+AowuXxHrw51v3gyzB1g139rEaBJVtOV8pL3ui51HKuh6G2jCgyvjs+T1iF",
+	"TtT3x0cvkKe8OTl/+ebHM1LaSTeEYVM7B4u78qFyRjjuaCJ4fLWfeFD1nlO+7e456Iup5bnmoGPe37yp",
+	"p47AkHdCTTh3MMEWhlshX5vVCDm1rAKxN0SFxs2ITwBuuhKdq43xGGV18Qay/OlI8wZczkRlnp8m1NmI",
+	"bHPbzDOSKb6HVGlh+TUlB+ZVkHfDtvaO+gJo9RTixgRr/CQ03O/q9Qlb6xXDTnKzqdGG2MIbippmKoR6",
+	"sE8QZnPG6jdjNzw/TdSrb8mJwnj0nEF0z4H4Nre6IIjrtZ7Nkassd4o6Qeu1XsLKwSZ3REnBrxdaSZhi",
+	"vYJIJ7m8zk2EHUkcLAM9k5QaDnhgQt0g+0gm4kixggP3IAPHxhrdkbJlav1hmmjrpTumnAorjhFGgR+/",
+	"aeqrEuRP7CgoynJBWQLc6i+1iDa//2z/60RdTvr94XDvXzBQbq93MfqpOuQBg6H2nz7rDQ4PevzfbqKe",
+	"f/fj0XmS2nlT1PlEc0+UhZlggmSixlWpp3Rd8u44Wjw2djKb6+qaw8LSSwAf1sXuoqkWpTNKoqxOdV6e",
+	"3Bwgab88uXmaqDAv/AE0IvgBw3h3WhCojBZImg7HDicBap0U2rkktY0tBLc15GKBacaES821ecAe/oKH",
+	"8Ozty/Pn33/z5uj0xbvj706Pz87eHb169eZtJj3X4IyDXe0EYaIyrixugBJ5Crr2ZIsxFYIkabl86Vfc",
+	"ThFh9SxiIDRSklpXqhc/nqnKjHOupJC8M9CqR3z4fcvU3PkxQgxjqVcBW/YwtGZP4PWzul7g/OAPJ2i5",
+	"YURKNmMDGlezyq9ybGs3mRn4OES6pQb81HHS53KLSKKD7M8uE/ydoJ/XQHSB51taJXASadA3YsPLG1Ox",
+	"tcXXxOJK1JO+coma6MWC7e0ttlkXJCxmxyUfCcCJGzu1KKkw8WFtQPHFYg+aTHX2++p1/g0CGR/2B6ld",
+	"DxDCsLa0u4Pb26gl3qZQojSzE/ZMRe9ZKy+nRwYy9gNl3q5+yL9JBAoNc2bKG/RSoOQGiZ2IuE7WfWJ0",
+	"Fimk6COJ/UGS2sP+E7wR1opM4Hgd6BmX4SlwYasG3QRzHJFrwH62Uo2Qf0uelHbXbJMS/d7ZuVOf8UOr",
+	"7EZcID+kvnd1teJ+9EorzFFPLXDP8vJSGG/LB+AeP4bTTULTaTsdl7cgXCfGuaEvkP6LvtFnaCektmos",
+	"fB+lGgDpIruSJg3q+PnrI7rV56Y4adKNwj/Droj1sqyuE3WZF6AYwIAV1gvwq9HWXuqi2J0U5eSanAWg",
+	"FEar4Z0Zge5BpM/p4bmZl5K3uO3B1/r2Nd5GZJuopwdAtoky9rKsJuEsXpvKmoLDHBrR6wpylCjJB9sy",
+	"/pumXjS1jL+Pp6KXWjJEcBT0+Ve5LnIXmxu8zJynkoEy2SP3Xn65gjWkzJYAwaDYfYO8ukPyFrHH4VGy",
+	"atcGSa3UPYAc4+gn9dlRFvslCkB30u/3VWFuTIE5pJo0S5KAGDHGPDyeAGVFz6inBM6mLgnGIUGRFPp2",
+	"UgIAsL3ER5fh3nkzmcGE5ZpfcUs1bFNjFtLChxg2RYMl8TSQJWaVtL1e3hnc8VFr0neEmRS5Ndme/+ek",
+	"LJq55RA0qrOJiu6d5/ULs6hnmA+T2vWpwufAdIsVakVR8jhodJeXiKTOJ5NKoN3jx8OW9CRvApv3cS7G",
+	"I+exHnNbl6D3CatOlDhayDgryisKX4f0XNixVqpQiEObyQzhPfTkmlRWAv5LLZkCfz09fnH0/Pz4xd+y",
+	"qL4IPhqTQuXF43KaGzdcc1CBQGOvdYcdbYlPSGXPWeJzkwlq1Pu3xd3tMMpRqw6CC5AOSqo9BSSx8b44",
+	"5YYybNblJq/aqRy0jYvTV7tiXZcVGmzyb9B+ckcNpS8NmxVT2Ghv7mibWj2Z5LCCusBFo1CEJlGuq1W4",
+	"l5xzGtVox1n2ItrueGwoNAKHhNPr+XEqDkLtBatEXeAhqfVUjsFVys6tqwapEPfNF7K2cg4kuIRnoFXr",
+	"2j422CysqbGidf0nPPEVPOiMQxCXynD73HZlBIi4yxwrnCydasoE7FDoWSbFXgg5/pg/jGZtV2E+fV6L",
+	"22+ETRE2OL1SK+igy1mJnwRczRnuHxq5P6UZcXCMkU9OIpkgHWH92FcT/KsYpECnJ8iX7e7HyCPLvXex",
+	"OVoU7KSTggvHB7rls4t9YRucdtJrRYplVTsXgopLYCVWZVORmSbtoumbQgUy9SVGp18mC0NeXGxxm0/T",
+	"nSRF3AP8gwKX06Ma/zXVtcaMpNRm6/XBWVdaF7P9+tezWsMRmSqZ/t86qJIP9/aWyyWoefizRwaZlPO9",
+	"bip2Gu8A6E6Y36LtSt0ZURX5uIJTyMVvsLFcQBXjHw1jyKEpGEk3NdVtRsUypfW2R424WKlV4bkhutrz",
+	"mlu/TWAW04aWgIuK/BtROaz1fJEN1YXNb5W0kuP1ZhjH9kMBUGWospv9hHyczOy+f330fPfs+6PB4VNJ",
+	"bKH5cRpM+Fb2nLYv+wm1fkXHFY92bVaxakKv3Z0abiauqPk+z5+LUbm3G7c76akXgqTCvwvEyiNH2Co4",
+	"DMGrrCHLSDJDQp3FlW/jNuJ8HUV1RBwwjii5VoXRTrCzJFKg1bSpsE922dSg7krfPpJlqcUNRxYnbJt9",
+	"LqgtDTdU+SvXVDfAiCpYyapmdjqptJsBx0TOIaXSjEdD6gqfThajlL2I3tAZGG/WTIegU/jzSaVSoZhF",
+	"gAfQXyYbANOXl3lgMOQupPr01JEVMpMb0LyHUwQWGaVsxrg8fPeGmN6hct1RMLJ9DYFYxZhg9OT2llgL",
+	"277dnvoWp+JRTltGF9HOIdiwh2qe2yS1T/r4hxqoGVycga6vZijn8I8OCvb/+D+D/lfqJ9jOahTQYGGv",
+	"0fDy34On+IwBn/ig2zYMW+4IuNpM0VqNroOaJdZhseLdEN1TUKTUsmyKKSUxGbTrO+hINFPKEaa4DzBQ",
+	"dC1hLc7g8CvlCj257g7RxY9SELbcTAm/lTAnWrueWhSJl2ZJ0TgqypLOkFq53F4VnqsQs0TNDlTCaYU+",
+	"fVxvoDN8SdnUWGp4FFB3EE4jhhKnzRNZJm9JLVKTW8caZ1QKMVuFdg7VVK+o25HgVgxTGxDaJTUY2xpK",
+	"OlUbbpzdAAFwfEQLu+GIAoEx1HhAIPeGd+4Uv5d0NrDRdHVlagrkYyPCO02ROtsdf5yWTw49ds61vW/S",
+	"G5TCDN2oQGJjKUUbqEGapWI4kAr1u0NM1sFkU99NiVPhbS2V/SijygQ2LMZOZh8tMiYWdBFEMOshHtNh",
+	"c8GNb5UyJL1VOBhGeu+phiV+GepfYd4ytdo4tC85oPzIrQG7SEFpK5000h07Eo6VxgWK+7x4eGS03FrM",
+	"AZRDIC9Pq0/6RKyJN4rD/XN9SyNmqQ2MsZ9QvS26DAL+sm6Ba2KwO/c9P3qgOuGK9DgBjimcL4rpCjMv",
+	"F/Vubodx7IzBphPyU0hRSEJsihKmyrnxhC4LHKp5lLkFpSXHrNdOlu48Tney4INlivUEG0iDaGx73iAF",
+	"lSWSUt6N6pcIo0G5U6uFGSqOPsBrYmN4YSqwO2jnJeouIBT40eSxImiPoYfoAIUoGFJEEWANSJCeLPBW",
+	"mAPrBB8/Vp0MI/5Dtt7413eYPZpIwhMlLPzw/Di1Z4PDp5KWq2sDBxM1b2C6xk6pbjG19ycs/Gs4IH9e",
+	"T9OC/x88FbHLPzdVwSobm+oglCS5Gmbkd5KBhlDfRANwyExQqyf9ATH81Gav2HDxZy2q4GitBnDJEdqn",
+	"nOVPKUHjqlw60mgqkCgo1yclGe+tdP6gQFBuGT9XplZyubFS8UK+MABrTLgUJBMwgADnQXbd1FD/EmIO",
+	"sEdiEFTyCNFD5PWnrKZugskwEbE5ryRiXkyi5rq6dus5OD6VhChy25chVWTyu2R8e3IQ+BE/bsYhQK70",
+	"xtheL7WnAnDy4JUShdZHPS5OXypdt0uDRirzI2FqMUhiX6CGqhW6b6mqNY4jnVx88+rl83cXp68y5uRB",
+	"yDbWGa6QwHgKfeP3pasz7ISIsi5k7EgCOfA3FKWdy9wSdAFF+hpngO7q1MazZT0Jk61vVxzK4uNIKdCo",
+	"FGFxAkhIAoxMLSme+6hrkq8j2h5MKqSuLwwUUrfzR4B5AwOTRy6qwknmyXNyaEWOh5izMMRM9CtwDXEX",
+	"Aq3wa0Y+BS0Hna8GZVMCcxT5iPwTWHKk8RYGysSAQLGKirr503mWp8Q9Hz8exu9hnmrCRvJTwVCIvN9I",
+	"azzQ2bVZtiA7lBupmS4uw4l6BGb6pQEjNLWYIEHnDKfqnbzLfELqcLennpdW2u3EyW6EY4CACjRzpp2E",
+	"avP1pCqdk/iCofslmgr6BFi1GApETL0pam8oSvw6IBjTNHa5W7NsA//kmHSHFlZqo4K+fTXR2D8TuwDx",
+	"wJjxYMnsWfXU2/UaJ1Eg5bDG0+n4ekwkIfFVREyItefU3klmSyKHR8ReeneS3nDvWYkgnSJecFBGJFb9",
+	"DAe6LHI4KFGYOpoPkyCxAb4u2nbI4vNHn5P0WwUDrQJCkv3syFJXpR9jXU2nmROLZ7nnefJIUT3+CeW1",
+	"eF9DcHaA/EhtS8fYgOAUWjJjLjo8LKfG3UUp2m1l4f3tw/8PAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -49,9 +49,9 @@ type APIKey struct {
 	CreatedAt time.Time `json:"createdAt"`
 	// ExpiresAt is when the key stops working; nil for never.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-	// RateLimit overrides the default per-credential limits for this key.
-	RateLimit *RateLimit `json:"rateLimit,omitempty"`
-	// Version is always 1: keys are immutable.
+	// Policy limits the models, connectors, rate and spend of the key.
+	Policy
+	// Version starts at 1 and grows with each Update.
 	Version int64 `json:"version"`
 }
 
@@ -93,8 +93,8 @@ type NewAPIKeyInput struct {
 	Name      string
 	Scopes    []string
 	ExpiresAt *time.Time
-	// RateLimit optionally overrides the default per-credential limits.
-	RateLimit *RateLimit
+	// Policy optionally limits what the key may use and spend.
+	Policy Policy
 	// Secret, when set, is used as the key instead of a random one (the
 	// bootstrap admin key from SWITCHBOARD_ADMIN_KEY).
 	Secret string
@@ -117,32 +117,13 @@ func CheckSecret(secret string) error {
 // Invalid input is an errs.Validation error listing every problem.
 func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, error) {
 	var ps []errs.Problem
-	switch n := utf8.RuneCountInString(in.Name); {
-	case strings.TrimSpace(in.Name) == "":
-		ps = append(ps, errs.Problem{Field: "name", Problem: "must not be empty"})
-	case n > MaxNameLength:
-		ps = append(ps, errs.Problem{Field: "name", Problem: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLength, n)})
-	case strings.IndexFunc(in.Name, unicode.IsControl) >= 0:
-		ps = append(ps, errs.Problem{Field: "name", Problem: "must not contain control characters"})
-	}
-	if len(in.Scopes) == 0 {
-		ps = append(ps, errs.Problem{Field: "scopes", Problem: "must list at least one scope; known: " + strings.Join(Scopes, ", ")})
-	}
-	seen := map[string]bool{}
-	for i, s := range in.Scopes {
-		switch {
-		case !ValidScope(s):
-			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "unknown scope " + strconv.Quote(s) + "; known: " + strings.Join(Scopes, ", ")})
-		case seen[s]:
-			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "duplicate scope " + strconv.Quote(s)})
-		}
-		seen[s] = true
-	}
+	ps = append(ps, NameProblems(in.Name)...)
+	ps = append(ps, ScopeProblems(in.Scopes)...)
 	now := k.now()
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(now) {
 		ps = append(ps, errs.Problem{Field: "expiresAt", Problem: "must be in the future (now is " + now.Format(time.RFC3339) + ")"})
 	}
-	ps = append(ps, in.RateLimit.Problems("rateLimit")...)
+	ps = append(ps, in.Policy.Problems()...)
 	if err := errs.Problems("invalid API key", ps); err != nil {
 		return APIKey{}, "", err
 	}
@@ -159,7 +140,7 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		Prefix:    secret[:len(KeyPrefix)+4],
 		Hash:      hashKey(secret),
 		CreatedAt: now,
-		RateLimit: in.RateLimit.Normalize(),
+		Policy:    in.Policy.Normalized(),
 		Version:   1,
 	}
 	if in.ExpiresAt != nil {
@@ -182,6 +163,76 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		return APIKey{}, "", err
 	}
 	return key.Public(), secret, nil
+}
+
+// NameProblems checks a credential's human name (API key or OAuth client).
+func NameProblems(name string) []errs.Problem {
+	switch n := utf8.RuneCountInString(name); {
+	case strings.TrimSpace(name) == "":
+		return []errs.Problem{{Field: "name", Problem: "must not be empty"}}
+	case n > MaxNameLength:
+		return []errs.Problem{{Field: "name", Problem: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLength, n)}}
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return []errs.Problem{{Field: "name", Problem: "must not contain control characters"}}
+	}
+	return nil
+}
+
+// ScopeProblems checks a credential's scope list: at least one, each known,
+// none twice.
+func ScopeProblems(scopes []string) []errs.Problem {
+	var ps []errs.Problem
+	if len(scopes) == 0 {
+		ps = append(ps, errs.Problem{Field: "scopes", Problem: "must list at least one scope; known: " + strings.Join(Scopes, ", ")})
+	}
+	seen := map[string]bool{}
+	for i, s := range scopes {
+		switch {
+		case !ValidScope(s):
+			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "unknown scope " + strconv.Quote(s) + "; known: " + strings.Join(Scopes, ", ")})
+		case seen[s]:
+			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "duplicate scope " + strconv.Quote(s)})
+		}
+		seen[s] = true
+	}
+	return ps
+}
+
+// UpdateAPIKeyInput is what changes in place on a key: its name and policy.
+type UpdateAPIKeyInput struct {
+	Name   string
+	Policy Policy
+}
+
+// Update replaces a key's name and policy, keeping its secret, and
+// increments its version. version, when not 0, must be the key's current
+// version (errs.PreconditionFailed otherwise). The change applies from the
+// next request: the authentication cache is emptied when it commits.
+func (k *Keys) Update(ctx context.Context, id string, version int64, in UpdateAPIKeyInput) (APIKey, error) {
+	ps := append(NameProblems(in.Name), in.Policy.Problems()...)
+	if err := errs.Problems("invalid API key", ps); err != nil {
+		return APIKey{}, err
+	}
+	var key APIKey
+	err := k.Store.Update(ctx, func(tx store.Tx) error {
+		if err := store.GetJSON(tx, bucketKeys, id, &key); err != nil {
+			return notFound(err, id)
+		}
+		if version != 0 && version != key.Version {
+			return errs.E(errs.PreconditionFailed, "API key %s is at version %d, not %d; read it again and retry", id, key.Version, version)
+		}
+		key.Name = in.Name
+		key.Policy = in.Policy.Normalized()
+		key.Version++
+		if err := store.PutJSON(tx, bucketKeys, id, key); err != nil {
+			return err
+		}
+		return k.events().Record(tx, events.APIKeyUpdated, key.Public())
+	})
+	if err != nil {
+		return APIKey{}, err
+	}
+	return key.Public(), nil
 }
 
 // Get returns one key without its hash.
@@ -282,7 +333,7 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 	if key.Expired(k.now()) {
 		return nil, errs.E(errs.Unauthenticated, "API key %s expired at %s", key.ID, key.ExpiresAt.Format(time.RFC3339))
 	}
-	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, RateLimit: key.RateLimit}, nil
+	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, CreatedAt: key.CreatedAt, Policy: key.Policy}, nil
 }
 
 // lookup finds the key with hash h, in the cache or else in the store

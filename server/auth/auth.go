@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 )
@@ -37,9 +38,12 @@ type Principal struct {
 	Name string
 	// Scopes the credential grants.
 	Scopes []string
-	// RateLimit overrides the configured per-credential limits; nil (or a
-	// zero field) keeps the default of config.Limits.
-	RateLimit *RateLimit
+	// CreatedAt is when the credential was created (the start of a total
+	// budget); zero when unknown.
+	CreatedAt time.Time
+	// Policy limits what the credential may use and spend (its RateLimit
+	// overrides config.Limits; nil or zero fields keep the default).
+	Policy
 }
 
 // RateLimit is a per-credential override of the requests-per-minute and

@@ -31,6 +31,7 @@ const (
 	Validation           Kind = "validation_failed"     // 422: well-formed but invalid
 	TransformationFailed Kind = "transformation_failed" // 422: a transformation script failed
 	RateLimited          Kind = "rate_limited"          // 429
+	BudgetExceeded       Kind = "budget_exceeded"       // 429: the credential's spend budget is used up
 	Internal             Kind = "internal"              // 500
 	Upstream             Kind = "upstream_error"        // 502: an upstream failed
 	Unavailable          Kind = "unavailable"           // 503
@@ -60,7 +61,7 @@ func (k Kind) Status() int {
 		return http.StatusUnsupportedMediaType
 	case Validation, TransformationFailed:
 		return http.StatusUnprocessableEntity
-	case RateLimited:
+	case RateLimited, BudgetExceeded:
 		return http.StatusTooManyRequests
 	case Upstream:
 		return http.StatusBadGateway

@@ -19,7 +19,18 @@ const (
 	ConnectionReauthRequired = "connection.reauth_required"
 	APIKeyCreated            = "api_key.created"
 	APIKeyRevoked            = "api_key.revoked"
+	APIKeyUpdated            = "api_key.updated"
 	WebhookTest              = "webhook.test"
+
+	// Model-service events.
+	BudgetAlert         = "usage.budget_alert"
+	BudgetExhausted     = "usage.budget_exhausted"
+	FallbackUsed        = "llm.fallback_used"
+	ProviderUnhealthy   = "llm.provider_unhealthy"
+	ProviderRecovered   = "llm.provider_recovered"
+	ModelsChanged       = "llm.models_changed"
+	RateLimitExceeded   = "ratelimit.exceeded"
+	LLMRequestCompleted = "llm.request.completed"
 )
 
 // Recorder records an event inside the caller's write transaction. data is

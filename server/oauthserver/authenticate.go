@@ -37,8 +37,12 @@ func (s *Service) Authenticate(ctx context.Context, credential string) (*auth.Pr
 			if e.clientID == "" {
 				return e.principal(), nil
 			}
-			if _, live := s.clients.get(e.clientID); live {
-				return e.principal(), nil
+			if c, live := s.clients.get(e.clientID); live {
+				// The client's name and policy change in place: take them
+				// from the client, not from when the token was verified.
+				p := e.principal()
+				p.Name, p.Policy = c.Name, c.Policy
+				return p, nil
 			}
 		}
 		s.cache.drop(credential)
@@ -133,7 +137,7 @@ func (s *Service) verifyLocal(ctx context.Context, tok *jwt.JSONWebToken, now ti
 		}
 	}
 	return cacheEntry{
-		p:        auth.Principal{ID: client.ID, Kind: auth.KindOAuthToken, Name: client.Name, Scopes: scopes, RateLimit: client.RateLimit},
+		p:        auth.Principal{ID: client.ID, Kind: auth.KindOAuthToken, Name: client.Name, Scopes: scopes, CreatedAt: client.CreatedAt, Policy: client.Policy},
 		exp:      c.Expiry.Time().Add(s.leeway).UnixNano(),
 		clientID: client.ID,
 	}, nil

@@ -10,10 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"time"
 
@@ -44,13 +41,13 @@ type Client struct {
 	Name string `json:"name"`
 	// Scopes are the most a token of this client may carry.
 	Scopes []string `json:"scopes"`
-	// RateLimit overrides the default per-credential limits for its tokens.
-	RateLimit *auth.RateLimit `json:"rateLimit,omitempty"`
+	// Policy limits the models, connectors, rate and spend of its tokens.
+	auth.Policy
 	// SecretHash is the hex SHA-256 of the secret; empty in Public.
 	SecretHash string `json:"secretHash,omitempty"`
 	// CreatedAt is when the client was registered (UTC).
 	CreatedAt time.Time `json:"createdAt"`
-	// Version is always 1: clients are immutable.
+	// Version starts at 1 and grows with each UpdateClient.
 	Version int64 `json:"version"`
 }
 
@@ -62,37 +59,16 @@ func (c Client) Public() Client {
 
 // NewClientInput is what an admin supplies to register a client.
 type NewClientInput struct {
-	Name      string
-	Scopes    []string
-	RateLimit *auth.RateLimit
+	Name   string
+	Scopes []string
+	Policy auth.Policy
 }
 
 // CreateClient registers a client and returns it with its secret, shown
 // only now. Invalid input is an errs.Validation error listing every problem.
 func (s *Service) CreateClient(ctx context.Context, in NewClientInput) (Client, string, error) {
-	var ps []errs.Problem
-	switch n := utf8.RuneCountInString(in.Name); {
-	case strings.TrimSpace(in.Name) == "":
-		ps = append(ps, errs.Problem{Field: "name", Problem: "must not be empty"})
-	case n > MaxNameLength:
-		ps = append(ps, errs.Problem{Field: "name", Problem: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLength, n)})
-	case strings.IndexFunc(in.Name, unicode.IsControl) >= 0:
-		ps = append(ps, errs.Problem{Field: "name", Problem: "must not contain control characters"})
-	}
-	if len(in.Scopes) == 0 {
-		ps = append(ps, errs.Problem{Field: "scopes", Problem: "must list at least one scope; known: " + strings.Join(auth.Scopes, ", ")})
-	}
-	seen := map[string]bool{}
-	for i, sc := range in.Scopes {
-		switch {
-		case !auth.ValidScope(sc):
-			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "unknown scope " + strconv.Quote(sc) + "; known: " + strings.Join(auth.Scopes, ", ")})
-		case seen[sc]:
-			ps = append(ps, errs.Problem{Field: "scopes[" + strconv.Itoa(i) + "]", Problem: "duplicate scope " + strconv.Quote(sc)})
-		}
-		seen[sc] = true
-	}
-	ps = append(ps, in.RateLimit.Problems("rateLimit")...)
+	ps := append(auth.NameProblems(in.Name), auth.ScopeProblems(in.Scopes)...)
+	ps = append(ps, in.Policy.Problems()...)
 	if err := errs.Problems("invalid OAuth client", ps); err != nil {
 		return Client{}, "", err
 	}
@@ -102,7 +78,7 @@ func (s *Service) CreateClient(ctx context.Context, in NewClientInput) (Client, 
 		ID:         ids.New(ClientIDPrefix, now),
 		Name:       in.Name,
 		Scopes:     slices.Clone(in.Scopes),
-		RateLimit:  in.RateLimit.Normalize(),
+		Policy:     in.Policy.Normalized(),
 		SecretHash: hashSecret(secret),
 		CreatedAt:  now,
 		Version:    1,
@@ -118,6 +94,45 @@ func (s *Service) CreateClient(ctx context.Context, in NewClientInput) (Client, 
 		return Client{}, "", err
 	}
 	return c.Public(), secret, nil
+}
+
+// UpdateClientInput is what changes in place on a client: its name and policy.
+type UpdateClientInput struct {
+	Name   string
+	Policy auth.Policy
+}
+
+// UpdateClient replaces a client's name and policy, keeping its secret and
+// its tokens, and increments its version. version, when not 0, must be
+// the current one (errs.PreconditionFailed otherwise). Its tokens follow
+// the new policy from their next request.
+func (s *Service) UpdateClient(ctx context.Context, id string, version int64, in UpdateClientInput) (Client, error) {
+	ps := append(auth.NameProblems(in.Name), in.Policy.Problems()...)
+	if err := errs.Problems("invalid OAuth client", ps); err != nil {
+		return Client{}, err
+	}
+	var c Client
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := clientNotFound(store.GetJSON(tx, ClientsBucket, id, &c), id); err != nil {
+			return err
+		}
+		if version != 0 && version != c.Version {
+			return errs.E(errs.PreconditionFailed, "OAuth client %s is at version %d, not %d; read it again and retry", id, c.Version, version)
+		}
+		c.Name = in.Name
+		c.Policy = in.Policy.Normalized()
+		c.Version++
+		if err := store.PutJSON(tx, ClientsBucket, id, c); err != nil {
+			return err
+		}
+		stored := c
+		tx.OnCommit(func() { s.clients.set(id, stored) })
+		return nil
+	})
+	if err != nil {
+		return Client{}, err
+	}
+	return c.Public(), nil
 }
 
 // GetClient returns one client without its secret hash.

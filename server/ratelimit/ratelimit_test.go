@@ -66,7 +66,7 @@ func TestPerCredentialAndOverrides(t *testing.T) {
 	l, _ := newTest(2, 0)
 	a, b := key("a"), key("b")
 	sameIDOtherKind := &auth.Principal{ID: "a", Kind: auth.KindOAuthToken}
-	over := &auth.Principal{ID: "c", Kind: auth.KindOAuthToken, RateLimit: &auth.RateLimit{RequestsPerMinute: 5}}
+	over := &auth.Principal{ID: "c", Kind: auth.KindOAuthToken, Policy: auth.Policy{RateLimit: &auth.RateLimit{RequestsPerMinute: 5}}}
 	count := func(p *auth.Principal, n int) (ok int) {
 		for range n {
 			if l.AllowRequest(p, DataPlane).Allowed {
@@ -241,7 +241,7 @@ func TestPlanesHaveSeparateBuckets(t *testing.T) {
 		return ok
 	}
 	a := key("a")
-	over := &auth.Principal{ID: "o", Kind: auth.KindAPIKey, RateLimit: &auth.RateLimit{RequestsPerMinute: 1}}
+	over := &auth.Principal{ID: "o", Kind: auth.KindAPIKey, Policy: auth.Policy{RateLimit: &auth.RateLimit{RequestsPerMinute: 1}}}
 	steps := []struct {
 		name  string
 		p     *auth.Principal

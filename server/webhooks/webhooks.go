@@ -86,7 +86,16 @@ var eventTypes = map[string]bool{
 	events.ConnectionReauthRequired: false,
 	events.APIKeyCreated:            false,
 	events.APIKeyRevoked:            false,
+	events.APIKeyUpdated:            false,
 	events.WebhookTest:              false,
+	events.BudgetAlert:              false,
+	events.BudgetExhausted:          false,
+	events.FallbackUsed:             false,
+	events.ProviderUnhealthy:        false,
+	events.ProviderRecovered:        false,
+	events.ModelsChanged:            false,
+	events.RateLimitExceeded:        false,
+	events.LLMRequestCompleted:      true,
 }
 
 // KnownEventType reports whether t is an event type Switchboard emits.

@@ -1,0 +1,238 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+)
+
+// BucketOnce holds the keys of events recorded with Pending.Once, each
+// with the time until which it is kept ("" for ever).
+const BucketOnce = "events_once"
+
+// Pending is an event waiting in a Queue.
+type Pending struct {
+	// Type is the event type; Data its payload (no secret, no prompt).
+	Type string
+	Data any
+	// Once, when set, records the event only if no event with the same
+	// Once key was recorded before, by this process or any other sharing
+	// the store: "usage.budget_alert/key_…/2026-11-01/0.8".
+	Once string
+	// OnceUntil is how long the Once key is remembered; zero for ever.
+	OnceUntil time.Time
+}
+
+// Queue records events that happen outside a write transaction, on the
+// request path (model calls, rate limits, the circuit breaker). Emit only
+// appends to memory; a background loop records the waiting events in one
+// transaction per FlushInterval (sooner when many wait), and Close records
+// what is left. At most MaxPending events wait; past that the oldest are
+// dropped and the drop is logged.
+type Queue struct {
+	// Store is written once per flush.
+	Store store.Store
+	// Recorder records each event inside the flush's transaction.
+	Recorder Recorder
+	// FlushInterval is the longest an event waits (default 1s).
+	FlushInterval time.Duration
+	// MaxPending bounds the events waiting in memory (default 10000).
+	MaxPending int
+	// Logger reports failed flushes and drops; slog.Default when nil.
+	Logger *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu        sync.Mutex
+	pending   []Pending
+	dropped   int
+	flushMu   sync.Mutex
+	lastPrune time.Time
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	started   sync.Once
+	stopOnce  sync.Once
+}
+
+// queueBatch is how many waiting events trigger an early flush.
+const queueBatch = 256
+
+// pruneEvery is how often a flush deletes expired Once keys.
+const pruneEvery = time.Hour
+
+func (q *Queue) maxPending() int {
+	if q.MaxPending > 0 {
+		return q.MaxPending
+	}
+	return 10000
+}
+
+func (q *Queue) log() *slog.Logger {
+	if q.Logger != nil {
+		return q.Logger
+	}
+	return slog.Default()
+}
+
+func (q *Queue) now() time.Time {
+	if q.Now != nil {
+		return q.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Start runs the background flusher until Close.
+func (q *Queue) Start() {
+	q.started.Do(func() {
+		q.kick = make(chan struct{}, 1)
+		q.stop = make(chan struct{})
+		q.done = make(chan struct{})
+		interval := q.FlushInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		go func() {
+			defer close(q.done)
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-q.stop:
+					return
+				case <-t.C:
+				case <-q.kick:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), interval+10*time.Second)
+				if err := q.Flush(ctx); err != nil {
+					q.log().Error("event queue flush failed; events kept for the next attempt", "error", err.Error())
+				}
+				cancel()
+			}
+		}()
+	})
+}
+
+// Emit queues an event; it never blocks on I/O. A nil Queue drops it.
+func (q *Queue) Emit(e Pending) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	if len(q.pending) >= q.maxPending() {
+		n := len(q.pending) - q.maxPending() + 1
+		q.pending = append(q.pending[:0], q.pending[n:]...)
+		q.dropped += n
+	}
+	q.pending = append(q.pending, e)
+	full := len(q.pending) >= queueBatch
+	q.mu.Unlock()
+	if full && q.kick != nil {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Flush records the waiting events in one transaction. On failure they
+// wait for the next flush.
+func (q *Queue) Flush(ctx context.Context) error {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
+	q.mu.Lock()
+	batch, dropped := q.pending, q.dropped
+	q.pending, q.dropped = nil, 0
+	q.mu.Unlock()
+	if dropped > 0 {
+		q.log().Warn("events dropped: too many waiting to be recorded", "dropped", dropped)
+	}
+	now := q.now()
+	prune := now.Sub(q.lastPrune) >= pruneEvery
+	if len(batch) == 0 && !prune {
+		return nil
+	}
+	err := q.Store.Update(ctx, func(tx store.Tx) error {
+		if prune {
+			if err := pruneOnce(tx, now); err != nil {
+				return err
+			}
+		}
+		for _, e := range batch {
+			if e.Once != "" {
+				if v := tx.Get(BucketOnce, e.Once); v != nil && !expired(v, now) {
+					continue
+				}
+				until := ""
+				if !e.OnceUntil.IsZero() {
+					until = e.OnceUntil.UTC().Format(time.RFC3339)
+				}
+				if err := tx.Put(BucketOnce, e.Once, []byte(until)); err != nil {
+					return err
+				}
+			}
+			if err := q.Recorder.Record(tx, e.Type, e.Data); err != nil {
+				return fmt.Errorf("record %s: %w", e.Type, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		q.mu.Lock()
+		q.pending = append(batch, q.pending...)
+		if over := len(q.pending) - q.maxPending(); over > 0 {
+			q.pending = q.pending[over:]
+			q.dropped += over
+		}
+		q.mu.Unlock()
+		return err
+	}
+	if prune {
+		q.lastPrune = now
+	}
+	return nil
+}
+
+// Close stops the flusher and records what is left.
+func (q *Queue) Close(ctx context.Context) error {
+	if q.done != nil {
+		q.stopOnce.Do(func() { close(q.stop) })
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return q.Flush(ctx)
+}
+
+// expired reports whether a stored Once value's time has passed.
+func expired(v []byte, now time.Time) bool {
+	if len(v) == 0 {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, string(v))
+	return err == nil && !now.Before(t)
+}
+
+func pruneOnce(tx store.Tx, now time.Time) error {
+	var old []string
+	if err := tx.Scan(BucketOnce, "", "", func(k string, v []byte) (bool, error) {
+		if expired(v, now) {
+			old = append(old, k)
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range old {
+		if err := tx.Delete(BucketOnce, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
