@@ -46,6 +46,7 @@ type Server struct {
 	log          *slog.Logger
 	echo         *echo.Echo
 	events       events.Recorder
+	eventQueue   *events.Queue
 	keys         *auth.Keys
 	connectors   *connectors.Service
 	authn        auth.Chain

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
@@ -21,8 +22,16 @@ func (s *Server) initWebhooks() error {
 	})
 	s.events = s.webhooks
 	s.closers = append(s.closers, s.webhooks.Close)
+	// Events of the request path (model calls, limits) are queued and
+	// recorded in batches; the queue closes before the webhooks do.
+	s.eventQueue = &events.Queue{Store: s.store, Recorder: s.webhooks, Logger: s.log}
+	s.eventQueue.Start()
+	s.closers = append(s.closers, s.eventQueue.Close)
 	return nil
 }
+
+// EventQueue returns the queue of request-path events (tests flush it).
+func (s *Server) EventQueue() *events.Queue { return s.eventQueue }
 
 // Webhooks returns the webhooks service (tests, benchmarks).
 func (s *Server) Webhooks() *webhooks.Service { return s.webhooks }
