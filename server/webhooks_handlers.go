@@ -2,11 +2,11 @@ package server
 
 import (
 	"context"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/webhooks"
 )
 
