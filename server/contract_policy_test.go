@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
 
@@ -380,6 +381,90 @@ func TestContractPolicyModelListings(t *testing.T) {
 	t.Run("an unknown model stays 404", func(t *testing.T) {
 		if x := send(t, h, "GET", env.URL+"/v1/models/backup/nope", ""); x.status != http.StatusNotFound {
 			t.Errorf("= %d %s", x.status, x.body)
+		}
+	})
+}
+
+func TestContractPolicyConnectors(t *testing.T) {
+	e := newIEnv(t)
+	up := newUpstream(t, echo)
+	none := connectors.Auth{Type: connectors.AuthNone}
+	e.connector(connectors.Connector{Name: "weather", BaseURL: up.URL, Auth: none}, getAction("forecast", "/forecast", nil), getAction("alerts", "/alerts", nil))
+	e.connector(connectors.Connector{Name: "crm", BaseURL: up.URL, Auth: none}, getAction("list", "/list", nil))
+	penv := &policyEnv{Env: e.Env, admin: e.admin}
+	type run struct{ connector, action string }
+	tests := []struct {
+		name       string
+		connectors []string
+		allowed    []run
+		refused    []run
+		notFound   []run
+	}{
+		{"a connector name allows all its actions", []string{"weather"},
+			[]run{{"weather", "forecast"}, {"weather", "alerts"}}, []run{{"crm", "list"}}, []run{{"weather", "nope"}}},
+		{"a connector.action pair allows that action only", []string{"weather.forecast"},
+			[]run{{"weather", "forecast"}}, []run{{"weather", "alerts"}, {"crm", "list"}, {"weather", "nope"}}, nil},
+		{"names and pairs combine", []string{"weather.alerts", "crm"},
+			[]run{{"weather", "alerts"}, {"crm", "list"}}, []run{{"weather", "forecast"}, {"nope", "list"}}, nil},
+		{"no connectors list allows every action", nil,
+			[]run{{"weather", "forecast"}, {"weather", "alerts"}, {"crm", "list"}}, nil, []run{{"nope", "list"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := client.New(e.URL, penv.key(t, []string{"openai/*"}, tc.connectors).Key, client.WithHTTPClient(e.HTTPClient(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			do := func(r run) *client.APIError {
+				_, err := sb.Integrations(r.connector).Run(bg, r.action, nil)
+				var ae *client.APIError
+				if err != nil && !errors.As(err, &ae) {
+					t.Fatalf("run %s.%s: %v", r.connector, r.action, err)
+				}
+				return ae
+			}
+			for _, r := range tc.allowed {
+				if ae := do(r); ae != nil {
+					t.Errorf("run %s.%s = %v, want it to run", r.connector, r.action, ae)
+				}
+			}
+			for _, r := range tc.refused {
+				before := len(up.requests())
+				ae := do(r)
+				wantAPIError(t, ae, http.StatusForbidden, "forbidden", "may not run "+r.connector+"."+r.action)
+				if ae.Details["connector"] != r.connector || ae.Details["action"] != r.action || ae.Details["allowedConnectors"] == nil {
+					t.Errorf("details = %v, want connector, action and allowedConnectors", ae.Details)
+				}
+				if n := len(up.requests()) - before; n != 0 {
+					t.Errorf("the upstream received %d requests, want none", n)
+				}
+			}
+			for _, r := range tc.notFound {
+				wantAPIError(t, do(r), http.StatusNotFound, "not_found")
+			}
+		})
+	}
+	t.Run("a changed connectors list applies to the next run", func(t *testing.T) {
+		k := penv.key(t, nil, []string{"crm"})
+		sb, err := client.New(e.URL, k.Key, client.WithHTTPClient(e.HTTPClient(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Integrations("weather").Run(bg, "forecast", nil); err == nil {
+			t.Fatal("weather.forecast ran, want 403")
+		}
+		cs := []string{"weather.forecast"}
+		res, err := e.admin.UpdateAPIKeyWithResponse(bg, k.Id, nil, client.APIKeyUpdate{Name: k.Name, Connectors: &cs})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("update: %v %s", err, res.Body)
+		}
+		if _, err := sb.Integrations("weather").Run(bg, "forecast", nil); err != nil {
+			t.Errorf("weather.forecast after the update: %v", err)
+		}
+		_, err = sb.Integrations("crm").Run(bg, "list", nil)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+			t.Errorf("crm.list after the update = %v, want 403", err)
 		}
 	})
 }
