@@ -468,3 +468,215 @@ func TestContractPolicyConnectors(t *testing.T) {
 		}
 	})
 }
+
+// problemFields lists the fields of a 422's details.problems.
+func problemFields(t *testing.T, x exchange) []string {
+	t.Helper()
+	if x.status != http.StatusUnprocessableEntity {
+		t.Fatalf("status = %d %s, want 422", x.status, x.body)
+	}
+	e := decode[nativeError](t, x.body).Error
+	ps, _ := e.Details["problems"].([]any)
+	var out []string
+	for _, p := range ps {
+		if m, ok := p.(map[string]any); ok {
+			out = append(out, m["field"].(string))
+		}
+	}
+	return out
+}
+
+// wantUnknownScopes checks the answer to an update body carrying scopes:
+// an unknown field, 400 invalid_request naming it as every route answers.
+func wantUnknownScopes(t *testing.T, x exchange) {
+	t.Helper()
+	e := decode[nativeError](t, x.body).Error
+	if x.status != http.StatusBadRequest || e.Code != "invalid_request" || !strings.Contains(e.Message, `unknown field "scopes"`) {
+		t.Errorf("= %d %s, want 400 invalid_request naming scopes", x.status, x.body)
+	}
+}
+
+// badPolicyBodies are update bodies with an invalid policy, and the
+// fields their 422 must name.
+var badPolicyBodies = []struct {
+	name, body string
+	fields     []string
+}{
+	{"an empty models list", `{"name":"x","models":[]}`, []string{"models"}},
+	{"a duplicate model", `{"name":"x","models":["openai/*","backup/*","openai/*"]}`, []string{"models[2]"}},
+	{"a model pattern of wildcards only", `{"name":"x","models":["**"]}`, []string{"models[0]"}},
+	{"a model with a space", `{"name":"x","models":["openai/gpt 4"]}`, []string{"models[0]"}},
+	{"an empty connectors list", `{"name":"x","connectors":[]}`, []string{"connectors"}},
+	{"a connector in upper case", `{"name":"x","connectors":["GitHub"]}`, []string{"connectors[0]"}},
+	{"a connector entry with two dots", `{"name":"x","connectors":["github.issues.list"]}`, []string{"connectors[0]"}},
+	{"a duplicate connector", `{"name":"x","connectors":["github","github"]}`, []string{"connectors[1]"}},
+	{"alertAt not ascending", `{"name":"x","budget":{"usd":10,"period":"month","alertAt":[0.8,0.5]}}`, []string{"budget.alertAt[1]"}},
+	{"alertAt out of range", `{"name":"x","budget":{"usd":10,"period":"week","alertAt":[1.5]}}`, []string{"budget.alertAt[0]"}},
+	{"a budget of 0 over an unknown period", `{"name":"x","budget":{"usd":0,"period":"year"}}`, []string{"budget.usd", "budget.period"}},
+	{"every problem at once", `{"name":"x","models":[],"connectors":["a.b.c"],"budget":{"usd":-1,"period":"day"}}`,
+		[]string{"models", "connectors[0]", "budget.usd"}},
+}
+
+func TestContractAPIKeyPolicyUpdateInPlace(t *testing.T) {
+	env := newPolicyEnv(t)
+	k := env.key(t, []string{"openai/gpt-4o-mini"}, nil)
+	h := env.HTTPClient(t, servertest.WithKey(k.Key))
+	loose := env.HTTPClient(t, servertest.WithKey(env.AdminKey), servertest.AllowInvalidRequests())
+	url := env.URL + "/v1/api-keys/" + k.Id
+	wantModelRefused(t, send(t, h, "POST", env.URL+"/v1/chat", chatBody("backup/gpt-4o-mini", false)), "backup/gpt-4o-mini")
+
+	got, err := env.admin.GetAPIKeyWithResponse(bg, k.Id)
+	if err != nil || got.JSON200 == nil {
+		t.Fatalf("get: %v %s", err, got.Body)
+	}
+	if tag := got.HTTPResponse.Header.Get("ETag"); tag != `"1"` {
+		t.Fatalf("ETag = %q, want \"1\"", tag)
+	}
+
+	t.Run("PUT changes name and policy in place, version grows", func(t *testing.T) {
+		models := []string{"backup/*"}
+		rpm := 100
+		res, err := env.admin.UpdateAPIKeyWithResponse(bg, k.Id, &client.UpdateAPIKeyParams{IfMatch: ptr(`"1"`)}, client.APIKeyUpdate{
+			Name: "renamed", Models: &models, RateLimit: &client.RateLimitOverride{RequestsPerMinute: &rpm},
+			Budget: &client.Budget{Usd: 5, Period: client.BudgetPeriodMonth, AlertAt: &[]float64{0.5, 0.8}},
+		})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("update: %v %d %s", err, res.StatusCode(), res.Body)
+		}
+		u := res.JSON200
+		if u.Id != k.Id || u.Prefix != k.Prefix || u.Name != "renamed" || u.Version != 2 || u.Models == nil || !slices.Equal(*u.Models, models) ||
+			u.Budget == nil || u.Budget.Usd != 5 || u.RateLimit == nil || *u.RateLimit.RequestsPerMinute != 100 ||
+			!slices.Equal(u.Scopes, k.Scopes) || !u.CreatedAt.Equal(k.CreatedAt) {
+			t.Errorf("updated key %s", res.Body)
+		}
+		if tag := res.HTTPResponse.Header.Get("ETag"); tag != `"2"` {
+			t.Errorf("ETag = %q, want \"2\"", tag)
+		}
+		assertNoSecret(t, res.Body, k.Key)
+	})
+	t.Run("the same secret follows the new policy on the next request", func(t *testing.T) {
+		if x := send(t, h, "POST", env.URL+"/v1/chat", chatBody("backup/gpt-4o-mini", false)); x.status != http.StatusOK {
+			t.Errorf("backup model = %d %s, want 200", x.status, x.body)
+		}
+		wantModelRefused(t, send(t, h, "POST", env.URL+"/v1/chat", chatBody("openai/gpt-4o-mini", false)), "openai/gpt-4o-mini")
+	})
+	t.Run("a stale If-Match is 412 and changes nothing", func(t *testing.T) {
+		x := send(t, env.HTTPClient(t, servertest.WithKey(env.AdminKey)), "PUT", url, `{"name":"stale"}`, "If-Match", `"1"`)
+		if x.status != http.StatusPreconditionFailed || decode[nativeError](t, x.body).Error.Code != "precondition_failed" {
+			t.Fatalf("= %d %s, want 412 precondition_failed", x.status, x.body)
+		}
+		if g, _ := env.admin.GetAPIKeyWithResponse(bg, k.Id); g.JSON200.Version != 2 || g.JSON200.Name != "renamed" {
+			t.Errorf("after a 412 the key is %s", g.Body)
+		}
+	})
+	for _, tc := range badPolicyBodies {
+		t.Run("422 for "+tc.name, func(t *testing.T) {
+			if got := problemFields(t, send(t, loose, "PUT", url, tc.body)); !slices.Equal(got, tc.fields) {
+				t.Errorf("problems on %v, want %v", got, tc.fields)
+			}
+		})
+	}
+	t.Run("scopes cannot change: an unknown field is 400 naming it", func(t *testing.T) {
+		wantUnknownScopes(t, send(t, loose, "PUT", url, `{"name":"x","scopes":["admin"]}`))
+		if g, _ := env.admin.GetAPIKeyWithResponse(bg, k.Id); g.JSON200.Version != 2 || slices.Contains(g.JSON200.Scopes, client.ScopeAdmin) {
+			t.Errorf("after a refused update the key is %s", g.Body)
+		}
+	})
+	t.Run("a field left out is removed", func(t *testing.T) {
+		res, err := env.admin.UpdateAPIKeyWithResponse(bg, k.Id, &client.UpdateAPIKeyParams{IfMatch: ptr(`"2"`)}, client.APIKeyUpdate{Name: "renamed"})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("update: %v %s", err, res.Body)
+		}
+		if u := res.JSON200; u.Version != 3 || u.Models != nil || u.Budget != nil || u.RateLimit != nil {
+			t.Errorf("updated key %s, want version 3 without a policy", res.Body)
+		}
+		if x := send(t, h, "POST", env.URL+"/v1/chat", chatBody("openai/gpt-4o-mini", false)); x.status != http.StatusOK {
+			t.Errorf("any model = %d %s, want 200", x.status, x.body)
+		}
+	})
+	t.Run("an unknown key is 404", func(t *testing.T) {
+		res, err := env.admin.UpdateAPIKeyWithResponse(bg, "key_0192a1b2c3d4e5f60718293a4b5c6d7e", nil, client.APIKeyUpdate{Name: "x"})
+		if err != nil || res.StatusCode() != http.StatusNotFound {
+			t.Errorf("= %v %d %s, want 404", err, res.StatusCode(), res.Body)
+		}
+	})
+	t.Run("api_key.updated is recorded for each change, without the secret", func(t *testing.T) {
+		typ := client.EventType("api_key.updated")
+		res, err := env.admin.ListEventsWithResponse(bg, &client.ListEventsParams{Type: &typ})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("events: %v %s", err, res.Body)
+		}
+		var versions []float64
+		for _, ev := range res.JSON200.Data {
+			if ev.Data["id"] == k.Id {
+				versions = append(versions, ev.Data["version"].(float64))
+			}
+		}
+		if !slices.Equal(versions, []float64{3, 2}) {
+			t.Errorf("api_key.updated versions %v, want [3 2] (newest first)", versions)
+		}
+		assertNoSecret(t, res.Body, k.Key)
+	})
+}
+
+func TestContractOAuthClientPolicyUpdateInPlace(t *testing.T) {
+	env := newPolicyEnv(t)
+	models := []string{"openai/gpt-4o-mini"}
+	cr, err := env.admin.CreateOAuthClientWithResponse(bg, client.OAuthClientCreate{Name: "app", Scopes: []client.Scope{client.ScopeLLM}, Models: &models})
+	if err != nil || cr.JSON201 == nil {
+		t.Fatalf("create: %v %s", err, cr.Body)
+	}
+	oc := cr.JSON201
+	tok := issueToken(t, env.Env, oc.Id, oc.ClientSecret, nil)
+	h := env.HTTPClient(t, servertest.WithKey(tok.AccessToken))
+	loose := env.HTTPClient(t, servertest.WithKey(env.AdminKey), servertest.AllowInvalidRequests())
+	url := env.URL + "/v1/oauth-clients/" + oc.Id
+	wantModelRefused(t, send(t, h, "POST", env.URL+"/v1/chat", chatBody("backup/gpt-4o-mini", false)), "backup/gpt-4o-mini")
+
+	t.Run("PUT changes the policy in place, version grows", func(t *testing.T) {
+		next := []string{"backup/*"}
+		res, err := env.admin.UpdateOAuthClientWithResponse(bg, oc.Id, &client.UpdateOAuthClientParams{IfMatch: ptr(`"1"`)}, client.OAuthClientUpdate{Name: "app", Models: &next})
+		if err != nil || res.JSON200 == nil {
+			t.Fatalf("update: %v %d %s", err, res.StatusCode(), res.Body)
+		}
+		if u := res.JSON200; u.Version != 2 || u.Models == nil || !slices.Equal(*u.Models, next) || res.HTTPResponse.Header.Get("ETag") != `"2"` {
+			t.Errorf("updated client %s (ETag %q)", res.Body, res.HTTPResponse.Header.Get("ETag"))
+		}
+		assertNoSecret(t, res.Body, oc.ClientSecret)
+	})
+	t.Run("a token issued before the change follows the new policy", func(t *testing.T) {
+		if x := send(t, h, "POST", env.URL+"/v1/chat", chatBody("backup/gpt-4o-mini", false)); x.status != http.StatusOK {
+			t.Errorf("backup model = %d %s, want 200", x.status, x.body)
+		}
+		wantModelRefused(t, send(t, h, "POST", env.URL+"/v1/chat", chatBody("openai/gpt-4o-mini", false)), "openai/gpt-4o-mini")
+	})
+	t.Run("the same client secret still issues tokens", func(t *testing.T) {
+		fresh := issueToken(t, env.Env, oc.Id, oc.ClientSecret, nil)
+		x := send(t, env.HTTPClient(t, servertest.WithKey(fresh.AccessToken)), "POST", env.URL+"/v1/chat", chatBody("backup/gpt-4o-mini", false))
+		if x.status != http.StatusOK {
+			t.Errorf("= %d %s, want 200", x.status, x.body)
+		}
+	})
+	t.Run("a stale If-Match is 412", func(t *testing.T) {
+		x := send(t, env.HTTPClient(t, servertest.WithKey(env.AdminKey)), "PUT", url, `{"name":"stale"}`, "If-Match", `"1"`)
+		if x.status != http.StatusPreconditionFailed {
+			t.Errorf("= %d %s, want 412", x.status, x.body)
+		}
+	})
+	for _, tc := range badPolicyBodies {
+		t.Run("422 for "+tc.name, func(t *testing.T) {
+			if got := problemFields(t, send(t, loose, "PUT", url, tc.body)); !slices.Equal(got, tc.fields) {
+				t.Errorf("problems on %v, want %v", got, tc.fields)
+			}
+		})
+	}
+	t.Run("scopes cannot change: an unknown field is 400 naming it", func(t *testing.T) {
+		wantUnknownScopes(t, send(t, loose, "PUT", url, `{"name":"x","scopes":["admin"]}`))
+	})
+	t.Run("an unknown client is 404", func(t *testing.T) {
+		res, err := env.admin.UpdateOAuthClientWithResponse(bg, "oc_0192a1b2c3d4e5f60718293a4b5c6d7e", nil, client.OAuthClientUpdate{Name: "x"})
+		if err != nil || res.StatusCode() != http.StatusNotFound {
+			t.Errorf("= %v %d %s, want 404", err, res.StatusCode(), res.Body)
+		}
+	})
+}
