@@ -222,6 +222,9 @@ func TestContractPolicyModelEveryRoute(t *testing.T) {
 		{"function calling", "/v1/function-calling",
 			`{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Weather in Paris?"}],"functions":[{"name":"weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}`,
 			"openai/gpt-4o-mini"},
+		{"function calling, refused before the functions' problems", "/v1/function-calling",
+			`{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"functions":[{"name":"weather","parameters":{"type":"nonsense"}}]}`,
+			"openai/gpt-4o-mini"},
 	}
 	for _, tc := range native {
 		t.Run("native "+tc.name, func(t *testing.T) {

@@ -655,6 +655,8 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 		// Report function problems together with the rest of the request's.
 		if _, err := g.prepare(ctx, OpFunctions, r); err != nil && errs.KindOf(err) == errs.Validation {
 			ps = append(errs.ProblemsOf(err), ps...)
+		} else if errs.KindOf(err) == errs.Forbidden {
+			return nil, err // a model outside the policy comes first, as in prepare
 		}
 		return nil, errs.Problems("invalid request", ps)
 	}
