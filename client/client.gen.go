@@ -745,7 +745,11 @@ type APIKey struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt"`
 
@@ -759,10 +763,16 @@ type APIKey struct {
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -800,7 +810,11 @@ type APIKeyCreate struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 
 	// ExpiresAt When the key stops working (RFC 3339, in the future); never when absent.
@@ -808,10 +822,16 @@ type APIKeyCreate struct {
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 
 	// Name A human name, e.g. the application using the key.
@@ -842,7 +862,11 @@ type APIKeyCreated struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt"`
 
@@ -859,10 +883,16 @@ type APIKeyCreated struct {
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -911,15 +941,25 @@ type APIKeyUpdate struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -1438,7 +1478,11 @@ type ConnectorList struct {
 // ConnectorPolicy The connectors the credential may run actions of: a connector name
 // (`github`, every action) or a `connector.action` pair
 // (`github.list_issues`). Absent: every connector. Running any other
-// action is refused with 403 `forbidden`.
+// action is refused with 403 `forbidden` (details: connector, action,
+// allowedConnectors) before the connector or action is looked up, so an
+// action outside the list is 403 even when it does not exist. Listing
+// connectors and actions is governed by the `connectors:read` scope,
+// not by this list.
 type ConnectorPolicy = []string
 
 // Embedding defines model for Embedding.
@@ -1762,10 +1806,16 @@ type ModelList struct {
 
 // ModelPolicy The models the credential may use, as catalog ids
 // (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-// model. A model outside the list is refused with 403 `forbidden` on
-// every model route (native, `/openai/v1`) and left out of the model
-// lists; a configured fallback outside it is skipped.
+// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+// the catalog id the request resolves to (a bare name included).
+// Absent: every model. A model outside the list is refused with 403
+// `forbidden` (details: model, allowedModels) on every model route,
+// before the request's other problems and before anything reaches the
+// provider (a stream is refused before it starts); on `/openai/v1` the
+// 403 is in OpenAI's shape (type `permission_error`, code
+// `model_not_allowed`, param `model`). The model lists show only the
+// allowed models, and reading one model outside the list is 403. A
+// configured fallback outside the list is skipped.
 type ModelPolicy = []string
 
 // OAuthClient An OAuth client as the API shows it. The secret is never shown after creation.
@@ -1785,7 +1835,11 @@ type OAuthClient struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt"`
 
@@ -1796,10 +1850,16 @@ type OAuthClient struct {
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -1832,15 +1892,25 @@ type OAuthClientCreate struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 
 	// Name A human name, e.g. the service using the client.
@@ -1876,7 +1946,11 @@ type OAuthClientCreated struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 	CreatedAt  time.Time        `json:"createdAt"`
 
@@ -1887,10 +1961,16 @@ type OAuthClientCreated struct {
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -1934,15 +2014,25 @@ type OAuthClientUpdate struct {
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
-	// action is refused with 403 `forbidden`.
+	// action is refused with 403 `forbidden` (details: connector, action,
+	// allowedConnectors) before the connector or action is looked up, so an
+	// action outside the list is 403 even when it does not exist. Listing
+	// connectors and actions is governed by the `connectors:read` scope,
+	// not by this list.
 	Connectors *ConnectorPolicy `json:"connectors,omitempty"`
 
 	// Models The models the credential may use, as catalog ids
 	// (`openai/gpt-4o-mini`) or patterns where `*` matches any run of
-	// characters, `/` included (`openai/*`, `*/claude-*`). Absent: every
-	// model. A model outside the list is refused with 403 `forbidden` on
-	// every model route (native, `/openai/v1`) and left out of the model
-	// lists; a configured fallback outside it is skipped.
+	// characters, `/` included (`openai/*`, `*/claude-*`), matched against
+	// the catalog id the request resolves to (a bare name included).
+	// Absent: every model. A model outside the list is refused with 403
+	// `forbidden` (details: model, allowedModels) on every model route,
+	// before the request's other problems and before anything reaches the
+	// provider (a stream is refused before it starts); on `/openai/v1` the
+	// 403 is in OpenAI's shape (type `permission_error`, code
+	// `model_not_allowed`, param `model`). The model lists show only the
+	// allowed models, and reading one model outside the list is 403. A
+	// configured fallback outside the list is skipped.
 	Models *ModelPolicy `json:"models,omitempty"`
 	Name   string       `json:"name"`
 
@@ -3337,8 +3427,11 @@ type ClientInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes and expiry cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes and expiry cannot change:
+	// `scopes` or any other unknown field is 400 `invalid_request` naming
+	// it, as on every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3351,8 +3444,11 @@ type ClientInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes and expiry cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes and expiry cannot change:
+	// `scopes` or any other unknown field is 400 `invalid_request` naming
+	// it, as on every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3919,8 +4015,11 @@ type ClientInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes cannot change: `scopes` or
+	// any other unknown field is 400 `invalid_request` naming it, as on
+	// every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3933,8 +4032,11 @@ type ClientInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes cannot change: `scopes` or
+	// any other unknown field is 400 `invalid_request` naming it, as on
+	// every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4582,8 +4684,11 @@ func (c *Client) GetAPIKey(ctx context.Context, id string, reqEditors ...Request
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
-// counted against a changed budget. Scopes and expiry cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes and expiry cannot change:
+// `scopes` or any other unknown field is 400 `invalid_request` naming
+// it, as on every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4606,8 +4711,11 @@ func (c *Client) UpdateAPIKeyWithBody(ctx context.Context, id string, params *Up
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
-// counted against a changed budget. Scopes and expiry cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes and expiry cannot change:
+// `scopes` or any other unknown field is 400 `invalid_request` naming
+// it, as on every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5614,8 +5722,11 @@ func (c *Client) GetOAuthClient(ctx context.Context, id string, reqEditors ...Re
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
-// counted against a changed budget. Scopes cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes cannot change: `scopes` or
+// any other unknown field is 400 `invalid_request` naming it, as on
+// every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5638,8 +5749,11 @@ func (c *Client) UpdateOAuthClientWithBody(ctx context.Context, id string, param
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
-// counted against a changed budget. Scopes cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes cannot change: `scopes` or
+// any other unknown field is 400 `invalid_request` naming it, as on
+// every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9471,8 +9585,11 @@ type ClientWithResponsesInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes and expiry cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes and expiry cannot change:
+	// `scopes` or any other unknown field is 400 `invalid_request` naming
+	// it, as on every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9485,8 +9602,11 @@ type ClientWithResponsesInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes and expiry cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes and expiry cannot change:
+	// `scopes` or any other unknown field is 400 `invalid_request` naming
+	// it, as on every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10091,8 +10211,11 @@ type ClientWithResponsesInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes cannot change: `scopes` or
+	// any other unknown field is 400 `invalid_request` naming it, as on
+	// every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10105,8 +10228,11 @@ type ClientWithResponsesInterface interface {
 	// (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
-	// counted against a changed budget. Scopes cannot change (an
-	// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+	// counted against a changed budget. Scopes cannot change: `scopes` or
+	// any other unknown field is 400 `invalid_request` naming it, as on
+	// every route. An invalid policy is 422 listing every problem
+	// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+	// current ETag is 412.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -19241,8 +19367,11 @@ func (c *ClientWithResponses) GetAPIKeyWithResponse(ctx context.Context, id stri
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
-// counted against a changed budget. Scopes and expiry cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes and expiry cannot change:
+// `scopes` or any other unknown field is 400 `invalid_request` naming
+// it, as on every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -19261,8 +19390,11 @@ func (c *ClientWithResponses) UpdateAPIKeyWithBodyWithResponse(ctx context.Conte
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
-// counted against a changed budget. Scopes and expiry cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes and expiry cannot change:
+// `scopes` or any other unknown field is 400 `invalid_request` naming
+// it, as on every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20131,8 +20263,11 @@ func (c *ClientWithResponses) GetOAuthClientWithResponse(ctx context.Context, id
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
-// counted against a changed budget. Scopes cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes cannot change: `scopes` or
+// any other unknown field is 400 `invalid_request` naming it, as on
+// every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -20151,8 +20286,11 @@ func (c *ClientWithResponses) UpdateOAuthClientWithBodyWithResponse(ctx context.
 // (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
-// counted against a changed budget. Scopes cannot change (an
-// unknown field is 422). An `If-Match` that is not the current ETag is 412.
+// counted against a changed budget. Scopes cannot change: `scopes` or
+// any other unknown field is 400 `invalid_request` naming it, as on
+// every route. An invalid policy is 422 listing every problem
+// (`models[1]`, `budget.alertAt[0]`). An `If-Match` that is not the
+// current ETag is 412.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

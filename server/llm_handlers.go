@@ -194,7 +194,7 @@ func apiModelDetail(m *llm.Model) api.ModelDetail {
 	return out
 }
 
-func (h *handlers) ListModels(_ context.Context, req api.ListModelsRequestObject) (api.ListModelsResponseObject, error) {
+func (h *handlers) ListModels(ctx context.Context, req api.ListModelsRequestObject) (api.ListModelsResponseObject, error) {
 	p := req.Params
 	if p.Limit != nil && (*p.Limit < 1 || *p.Limit > 1000) {
 		return nil, errs.Problems("invalid query", []errs.Problem{{Field: "limit", Problem: "must be between 1 and 1000"}})
@@ -210,6 +210,7 @@ func (h *handlers) ListModels(_ context.Context, req api.ListModelsRequestObject
 	if err != nil {
 		return nil, err
 	}
+	models = llm.Allowed(ctx, models)
 	out := api.ListModels200JSONResponse{Data: []api.Model{}}
 	for _, m := range models {
 		if p.Cursor != nil && *p.Cursor != "" && m.ID <= *p.Cursor {
@@ -225,16 +226,16 @@ func (h *handlers) ListModels(_ context.Context, req api.ListModelsRequestObject
 	return out, nil
 }
 
-func (h *handlers) GetModel(_ context.Context, req api.GetModelRequestObject) (api.GetModelResponseObject, error) {
-	m, err := h.s.llm.Catalog.Lookup(req.Id)
+func (h *handlers) GetModel(ctx context.Context, req api.GetModelRequestObject) (api.GetModelResponseObject, error) {
+	m, err := h.s.llm.Model(ctx, req.Id, false)
 	if err != nil {
 		return nil, err
 	}
 	return api.GetModel200JSONResponse(apiModelDetail(m)), nil
 }
 
-func (h *handlers) GetProviderModel(_ context.Context, req api.GetProviderModelRequestObject) (api.GetProviderModelResponseObject, error) {
-	m, err := h.s.llm.Catalog.Lookup(req.Provider + "/" + req.Name)
+func (h *handlers) GetProviderModel(ctx context.Context, req api.GetProviderModelRequestObject) (api.GetProviderModelResponseObject, error) {
+	m, err := h.s.llm.Model(ctx, req.Provider+"/"+req.Name, false)
 	if err != nil {
 		return nil, err
 	}

@@ -221,8 +221,8 @@ func compatModel(m *llm.Model) openaiwire.Model {
 	return openaiwire.Model{ID: m.ID, Object: "model", Created: m.CreatedAt.Unix(), OwnedBy: m.Provider}
 }
 
-func (h *handlers) OpenaiListModels(context.Context, api.OpenaiListModelsRequestObject) (api.OpenaiListModelsResponseObject, error) {
-	models := h.s.llm.Catalog.Models()
+func (h *handlers) OpenaiListModels(ctx context.Context, _ api.OpenaiListModelsRequestObject) (api.OpenaiListModelsResponseObject, error) {
+	models := llm.Allowed(ctx, h.s.llm.Catalog.Models())
 	out := openaiwire.ModelList{Object: "list", Data: make([]openaiwire.Model, len(models))}
 	for i, m := range models {
 		out.Data[i] = compatModel(m)
@@ -230,8 +230,8 @@ func (h *handlers) OpenaiListModels(context.Context, api.OpenaiListModelsRequest
 	return &openAIJSON{v: &out}, nil
 }
 
-func (h *handlers) OpenaiGetModel(_ context.Context, req api.OpenaiGetModelRequestObject) (api.OpenaiGetModelResponseObject, error) {
-	m, err := h.s.llm.Catalog.Resolve(req.Model)
+func (h *handlers) OpenaiGetModel(ctx context.Context, req api.OpenaiGetModelRequestObject) (api.OpenaiGetModelResponseObject, error) {
+	m, err := h.s.llm.Model(ctx, req.Model, true)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +239,8 @@ func (h *handlers) OpenaiGetModel(_ context.Context, req api.OpenaiGetModelReque
 	return &openAIJSON{v: &v}, nil
 }
 
-func (h *handlers) OpenaiGetProviderModel(_ context.Context, req api.OpenaiGetProviderModelRequestObject) (api.OpenaiGetProviderModelResponseObject, error) {
-	m, err := h.s.llm.Catalog.Lookup(req.Provider + "/" + req.Name)
+func (h *handlers) OpenaiGetProviderModel(ctx context.Context, req api.OpenaiGetProviderModelRequestObject) (api.OpenaiGetProviderModelResponseObject, error) {
+	m, err := h.s.llm.Model(ctx, req.Provider+"/"+req.Name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +380,9 @@ func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {
 		typ, code = "authentication_error", "invalid_api_key"
 	case errs.Forbidden:
 		typ = "permission_error"
+		if _, ok := e.Details["allowedModels"]; ok {
+			code = "model_not_allowed"
+		}
 	case errs.NotFound:
 		typ = "invalid_request_error"
 		if _, ok := e.Details["model"]; ok {
@@ -403,7 +406,7 @@ func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {
 			}
 			body.Message = e.Message + ": " + strings.Join(msgs, "; ")
 		}
-	} else if _, ok := e.Details["model"].(string); ok && e.Kind == errs.NotFound {
+	} else if _, ok := e.Details["model"].(string); ok && (e.Kind == errs.NotFound || e.Kind == errs.Forbidden) {
 		param := "model"
 		body.Param = &param
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
@@ -152,12 +153,17 @@ func (iv *Invoker) maxRetryAfter() time.Duration {
 	return DefaultMaxRetryAfter
 }
 
-// Run invokes an action. Errors are *errs.Error values safe to send: the
+// Run invokes an action. Errors are *errs.Error values safe to send: an
+// action outside the policy of the caller in ctx (403
+// auth.ActionNotAllowed, checked first and not logged), the
 // caller's mistakes (400, 404), refused destinations (egress_denied),
 // upstream failures (upstream_error 502 with details.status and a
 // truncated, redacted details.body; upstream_timeout 504) and script
 // failures (transformation_failed 422).
 func (iv *Invoker) Run(ctx context.Context, in RunInput) (RunResult, error) {
+	if p := auth.FromContext(ctx); p != nil && !p.AllowsAction(in.Connector, in.Action) {
+		return RunResult{}, auth.ActionNotAllowed(p, in.Connector, in.Action)
+	}
 	start := time.Now()
 	if in.Connection == "" {
 		in.Connection = DefaultConnection

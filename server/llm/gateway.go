@@ -123,9 +123,10 @@ func (op Op) supportedBy(m *Model) (string, bool) {
 }
 
 // prepare validates r for op and resolves its model: 422 listing every
-// invalid field and out-of-range knob, 404 for an unknown model, 400 for a
+// invalid field and out-of-range knob, 404 for an unknown model, 403 for a
+// model outside the caller's policy (before any other problem), 400 for a
 // model lacking the capability.
-func (g *Gateway) prepare(op Op, r *Request) (*Model, error) {
+func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error) {
 	var ps []errs.Problem
 	if strings.TrimSpace(r.Model) == "" {
 		ps = append(ps, errs.Problem{Field: "model", Problem: "is required"})
@@ -156,6 +157,9 @@ func (g *Gateway) prepare(op Op, r *Request) (*Model, error) {
 				return nil, err
 			}
 		} else {
+			if err := allow(ctx, m); err != nil {
+				return nil, err
+			}
 			if need, ok := op.supportedBy(m); !ok && len(ps) == 0 {
 				return nil, capabilityError(m, need)
 			}
@@ -202,15 +206,16 @@ func messageProblems(op Op, msgs []Message) []errs.Problem {
 	return ps
 }
 
-// candidates returns m followed by its usable fallbacks.
-func (g *Gateway) candidates(op Op, m *Model) []*Model {
+// candidates returns m followed by its usable fallbacks (those outside the
+// caller's policy are skipped).
+func (g *Gateway) candidates(ctx context.Context, op Op, m *Model) []*Model {
 	out := []*Model{m}
 	for _, id := range m.Fallbacks {
 		f, err := g.Catalog.Lookup(id)
 		if err != nil {
 			continue
 		}
-		if _, ok := op.supportedBy(f); !ok {
+		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil {
 			continue
 		}
 		out = append(out, f)
@@ -242,7 +247,7 @@ func (g *Gateway) admit(ctx context.Context, m *Model, r *Request) (func(Usage),
 // 5xx, connection errors and timeouts. Usage is recorded for the caller in
 // ctx.
 func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, error) {
-	m, err := g.prepare(op, r)
+	m, err := g.prepare(ctx, op, r)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +257,7 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 	}
 	start := time.Now()
 	var tried []string
-	cands := g.candidates(op, m)
+	cands := g.candidates(ctx, op, m)
 	for i, cand := range cands {
 		resp, err := cand.provider.Complete(ctx, cand, r)
 		if err != nil {
@@ -366,7 +371,7 @@ func (s *ResultStream) Model() *Model { return s.model }
 // Stream validates r and opens a stream, trying fallbacks while the
 // upstream refuses to open one.
 func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream, error) {
-	m, err := g.prepare(op, r)
+	m, err := g.prepare(ctx, op, r)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +380,7 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 		return nil, err
 	}
 	start := time.Now()
-	cands := g.candidates(op, m)
+	cands := g.candidates(ctx, op, m)
 	var tried []string
 	// sctx lets Pump's stop abort a read blocked on the upstream.
 	sctx, cancel := context.WithCancel(ctx)
@@ -567,7 +572,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 	if err := errs.Problems("invalid request", ps); err != nil {
 		return nil, err
 	}
-	m, err := g.Catalog.Resolve(model)
+	m, err := g.Model(ctx, model, true)
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +587,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 	start := time.Now()
 	cands := []*Model{m}
 	for _, id := range m.Fallbacks {
-		if f, err := g.Catalog.Lookup(id); err == nil && f.Has(CapEmbeddings) {
+		if f, err := g.Catalog.Lookup(id); err == nil && f.Has(CapEmbeddings) && allow(ctx, f) == nil {
 			cands = append(cands, f)
 		}
 	}
@@ -648,8 +653,10 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 	}
 	if len(ps) > 0 {
 		// Report function problems together with the rest of the request's.
-		if _, err := g.prepare(OpFunctions, r); err != nil && errs.KindOf(err) == errs.Validation {
+		if _, err := g.prepare(ctx, OpFunctions, r); err != nil && errs.KindOf(err) == errs.Validation {
 			ps = append(errs.ProblemsOf(err), ps...)
+		} else if errs.KindOf(err) == errs.Forbidden {
+			return nil, err // a model outside the policy comes first, as in prepare
 		}
 		return nil, errs.Problems("invalid request", ps)
 	}
