@@ -2,7 +2,10 @@
 # LLM gateway benchmark: the latency Switchboard adds to a chat call and its
 # maximum throughput on one core, for /v1/chat and
 # /openai/v1/chat/completions, with authentication (API key), the rate
-# limiter and usage accounting on.
+# limiter and usage accounting on. "budget" is /v1/chat again with an API
+# key that has a spend budget (large enough never to refuse), so that one
+# run shows the cost of budget enforcement side by side with "native" (the
+# summary ends with the difference; the target is within 3%).
 #
 #   bash bench/llm.sh            # ROUNDS=3 DURATION=10s RATE=2000 CONNS=64 by default
 #   PROFILE=1 bash bench/llm.sh  # also: CPU profile of the server during
@@ -103,6 +106,13 @@ pid_of() { case $1 in direct) echo "$MOCK_PID" ;; cross) echo "$CROSS_PID" ;; ba
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$SB_PORT/readyz" >/dev/null && break; sleep 0.1; done
 curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
   || { echo "server did not answer; log:"; tail -20 "$OUT/server.log"; exit 1; }
+# A key with a spend budget for the "budget" target: $1e9 a month, so that
+# every call is admitted, reserved and settled but none is refused.
+BUDGET_KEY=$(curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+  -d '{"name":"bench-budget","scopes":["llm"],"budget":{"usd":1000000000,"period":"month","alertAt":[0.5]}}' \
+  "http://127.0.0.1:$SB_PORT/v1/api-keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+curl -fs -H "Authorization: Bearer $BUDGET_KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
+  || { echo "server did not answer the budget key; log:"; tail -20 "$OUT/server.log"; exit 1; }
 
 cat > "$OUT/post.lua" <<'LUA'
 wrk.method = "POST"
@@ -113,28 +123,30 @@ wrk.body = f:read("*a")
 f:close()
 LUA
 
+# name -> url|body|key
 declare -A URLS=(
-  [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json"
-  [cross]="http://127.0.0.1:$CROSS_PORT/v1/chat/completions|$OUT/openai.json"
-  [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json"
-  [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json"
-  [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json"
+  [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
+  [cross]="http://127.0.0.1:$CROSS_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
+  [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
+  [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$KEY"
+  [budget]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$BUDGET_KEY"
+  [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json|$KEY"
 )
 
 # One round measures every target once, in turn, so that a slow spell of
 # the machine touches all of them; the summary is the median over ROUNDS.
 # "direct" comes first: the summary subtracts it from the others.
-THROUGHPUT_TARGETS="direct bare native openai"
-LATENCY_TARGETS="direct cross bare native openai"
+THROUGHPUT_TARGETS="direct bare native budget openai"
+LATENCY_TARGETS="direct cross bare native budget openai"
 : >"$OUT/throughput.tsv"
 : >"$OUT/latency-runs.tsv"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
   for name in $THROUGHPUT_TARGETS; do
-    IFS='|' read -r url body <<<"${URLS[$name]}"
+    IFS='|' read -r url body key <<<"${URLS[$name]}"
     pid=$(pid_of "$name")
     # warm up connections and caches
-    BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
+    SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
     prof=
     if [ -n "$PROFILE" ] && [ "$name" = native ] && [ "$round" = 1 ]; then
       # The profile covers the middle of the run.
@@ -142,7 +154,7 @@ for round in $(seq "$ROUNDS"); do
       prof=$!
     fi
     t0=$(cpu_ticks "$pid")
-    BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
+    SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
     t1=$(cpu_ticks "$pid")
     [ -n "$prof" ] && wait "$prof"
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" \
@@ -150,8 +162,8 @@ for round in $(seq "$ROUNDS"); do
       "$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" >>"$OUT/throughput.tsv"
   done
   for name in $LATENCY_TARGETS; do
-    IFS='|' read -r url body <<<"${URLS[$name]}"
-    printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$KEY" "$body" >"$OUT/target-$name.txt"
+    IFS='|' read -r url body key <<<"${URLS[$name]}"
+    printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$key" "$body" >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
     pid=$(pid_of "$name")
     s0=$(steal); t0=$(cpu_ticks "$pid")
@@ -200,6 +212,17 @@ for l in open(f"{out}/latency-runs.tsv").read().splitlines():
 # cold caches: it costs several times its cpu/req at full load.
 print(f"cpu/req during the latency runs (at {rate} req/s), median:", ", ".join(
     f"{n} {med(busy[(n, i)] for i in range(1, rounds + 1)) * 1e6:.0f} us" for n in lnames))
+if "budget" in names and "native" in names:
+    # Budget enforcement: the same /v1/chat with and without a budget.
+    nat = [r for r in rows if r[0] == "native"]
+    bud = [r for r in rows if r[0] == "budget"]
+    rps_n, rps_b = med(float(r[1]) for r in nat), med(float(r[1]) for r in bud)
+    cpu_n = med(int(r[3]) / tck / int(r[2]) for r in nat)
+    cpu_b = med(int(r[3]) / tck / int(r[2]) for r in bud)
+    p = lambda n, k: med(ms(v["latencies"][k]) for v in lat[n])
+    print(f"budget vs native (/v1/chat with and without a spend budget): throughput {100*(rps_b/rps_n-1):+.1f}%, "
+          f"cpu/req {100*(cpu_b/cpu_n-1):+.1f}%, p50 {100*(p('budget','50th')/p('native','50th')-1):+.1f}%, "
+          f"p99 {100*(p('budget','99th')/p('native','99th')-1):+.1f}%")
 print("host steal during the latency runs, ms (core 0 / core 1), by round:")
 for n in lnames:
     print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))

@@ -2284,6 +2284,9 @@ type OpenAIUsage struct {
 
 // Pricing Prices in USD per million tokens.
 type Pricing struct {
+	// CachedInput USD per million prompt tokens the provider served from its prompt cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens, Gemini cachedContentTokenCount); absent when they cost as much as `input`.
+	CachedInput *float64 `json:"cachedInput,omitempty"`
+
 	// Input USD per million prompt tokens.
 	Input float64 `json:"input"`
 

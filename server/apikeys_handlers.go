@@ -37,7 +37,10 @@ func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest
 	if err != nil {
 		return nil, err
 	}
-	pub := toAPIKey(key)
+	pub, err := h.s.apiKeyWithSpend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
 	noStore := "no-store"
 	return api.CreateAPIKey201JSONResponse{
 		Body: api.APIKeyCreated{
@@ -61,7 +64,11 @@ func (h *handlers) ListAPIKeys(ctx context.Context, req api.ListAPIKeysRequestOb
 	}
 	out := api.ListAPIKeys200JSONResponse{Data: make([]api.APIKey, 0, len(keys))}
 	for _, k := range keys {
-		out.Data = append(out.Data, toAPIKey(k))
+		pub, err := h.s.apiKeyWithSpend(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out.Data = append(out.Data, pub)
 	}
 	if next != "" {
 		out.NextCursor = &next
@@ -74,7 +81,11 @@ func (h *handlers) GetAPIKey(ctx context.Context, req api.GetAPIKeyRequestObject
 	if err != nil {
 		return nil, err
 	}
-	return api.GetAPIKey200JSONResponse{Body: toAPIKey(key), Headers: api.GetAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
+	pub, err := h.s.apiKeyWithSpend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetAPIKey200JSONResponse{Body: pub, Headers: api.GetAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
 }
 
 func (h *handlers) UpdateAPIKey(ctx context.Context, req api.UpdateAPIKeyRequestObject) (api.UpdateAPIKeyResponseObject, error) {
@@ -91,7 +102,11 @@ func (h *handlers) UpdateAPIKey(ctx context.Context, req api.UpdateAPIKeyRequest
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdateAPIKey200JSONResponse{Body: toAPIKey(key), Headers: api.UpdateAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
+	pub, err := h.s.apiKeyWithSpend(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateAPIKey200JSONResponse{Body: pub, Headers: api.UpdateAPIKey200ResponseHeaders{ETag: etag(key.Version)}}, nil
 }
 
 func (h *handlers) DeleteAPIKey(ctx context.Context, req api.DeleteAPIKeyRequestObject) (api.DeleteAPIKeyResponseObject, error) {

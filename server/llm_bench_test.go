@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
@@ -15,7 +17,8 @@ import (
 // BenchmarkLLMChat measures a chat call through the server's handler chain
 // (middleware, auth, rate limiter, gateway, upstream round trip over
 // loopback, usage accounting) against an instant upstream, without the
-// caller's side of the network. bench/llm.sh measures the whole thing end to
+// caller's side of the network. native-budget is native with a key that has
+// a spend budget (never reached), for the cost of budget enforcement. bench/llm.sh measures the whole thing end to
 // end with wrk and vegeta on a pinned core.
 func BenchmarkLLMChat(b *testing.B) {
 	reply := []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the benchmark upstream."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}`)
@@ -31,9 +34,16 @@ func BenchmarkLLMChat(b *testing.B) {
 		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(10 * time.Second),
 			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
 	})
-	for _, tc := range []struct{ name, path, body string }{
-		{"native", "/v1/chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}`},
-		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`},
+	_, budgetKey, err := env.Server.Keys().Create(context.Background(), auth.NewAPIKeyInput{Name: "bench-budget", Scopes: []string{auth.ScopeLLM},
+		Policy: auth.Policy{Budget: &auth.Budget{USD: 1e9, Period: auth.PeriodMonth, AlertAt: []float64{0.5}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	native := `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}`
+	for _, tc := range []struct{ name, path, body, key string }{
+		{"native", "/v1/chat", native, env.AdminKey},
+		{"native-budget", "/v1/chat", native, budgetKey},
+		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			body := []byte(tc.body)
@@ -41,7 +51,7 @@ func BenchmarkLLMChat(b *testing.B) {
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+env.AdminKey)
+				req.Header.Set("Authorization", "Bearer "+tc.key)
 				w := httptest.NewRecorder()
 				env.Server.ServeHTTP(w, req)
 				if w.Code != 200 {

@@ -189,7 +189,7 @@ func apiModelDetail(m *llm.Model) api.ModelDetail {
 	out := api.ModelDetail{Id: b.Id, Provider: b.Provider, Name: b.Name, Capabilities: b.Capabilities,
 		MaxTokens: b.MaxTokens, Dimensions: b.Dimensions, CreatedAt: createdAt(m.CreatedAt)}
 	if m.Pricing != nil {
-		out.Pricing = &api.Pricing{Input: m.Pricing.Input, Output: m.Pricing.Output}
+		out.Pricing = &api.Pricing{Input: m.Pricing.Input, Output: m.Pricing.Output, CachedInput: m.Pricing.CachedInput}
 	}
 	return out
 }

@@ -25,7 +25,10 @@ func (h *handlers) CreateOAuthClient(ctx context.Context, req api.CreateOAuthCli
 	if err != nil {
 		return nil, err
 	}
-	pub := toOAuthClient(c)
+	pub, err := h.s.oauthClientWithSpend(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	noStore := "no-store"
 	return api.CreateOAuthClient201JSONResponse{
 		Body: api.OAuthClientCreated{
@@ -48,7 +51,11 @@ func (h *handlers) ListOAuthClients(ctx context.Context, req api.ListOAuthClient
 	}
 	out := api.ListOAuthClients200JSONResponse{Data: make([]api.OAuthClient, 0, len(cs))}
 	for _, c := range cs {
-		out.Data = append(out.Data, toOAuthClient(c))
+		pub, err := h.s.oauthClientWithSpend(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		out.Data = append(out.Data, pub)
 	}
 	if next != "" {
 		out.NextCursor = &next
@@ -61,7 +68,11 @@ func (h *handlers) GetOAuthClient(ctx context.Context, req api.GetOAuthClientReq
 	if err != nil {
 		return nil, err
 	}
-	return api.GetOAuthClient200JSONResponse{Body: toOAuthClient(c), Headers: api.GetOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
+	pub, err := h.s.oauthClientWithSpend(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return api.GetOAuthClient200JSONResponse{Body: pub, Headers: api.GetOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
 }
 
 func (h *handlers) UpdateOAuthClient(ctx context.Context, req api.UpdateOAuthClientRequestObject) (api.UpdateOAuthClientResponseObject, error) {
@@ -78,7 +89,11 @@ func (h *handlers) UpdateOAuthClient(ctx context.Context, req api.UpdateOAuthCli
 	if err != nil {
 		return nil, err
 	}
-	return api.UpdateOAuthClient200JSONResponse{Body: toOAuthClient(c), Headers: api.UpdateOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
+	pub, err := h.s.oauthClientWithSpend(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return api.UpdateOAuthClient200JSONResponse{Body: pub, Headers: api.UpdateOAuthClient200ResponseHeaders{ETag: etag(c.Version)}}, nil
 }
 
 func (h *handlers) DeleteOAuthClient(ctx context.Context, req api.DeleteOAuthClientRequestObject) (api.DeleteOAuthClientResponseObject, error) {

@@ -96,7 +96,11 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 }
 
 func compatUsage(u llm.Usage) *openaiwire.Usage {
-	return &openaiwire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
+	out := &openaiwire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
+	if u.CachedPromptTokens > 0 {
+		out.PromptTokensDetails = &openaiwire.PromptTokensDetails{CachedTokens: u.CachedPromptTokens}
+	}
+	return out
 }
 
 func compatToolCalls(calls []llm.ToolCall) []openaiwire.ToolCall {
@@ -390,6 +394,9 @@ func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {
 		}
 	case errs.RateLimited:
 		typ, code = "rate_limit_error", "rate_limit_exceeded"
+	case errs.BudgetExceeded:
+		// OpenAI's type for an exhausted quota; the code stays ours.
+		typ = "insufficient_quota"
 	case errs.UpstreamTimeout:
 		typ = "timeout_error"
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 )
@@ -34,12 +35,17 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// llmAdmission enforces the tokens-per-minute limit on every model call
-// (native, OpenAI-compatible, streaming or not): it reserves the call's
-// worst case before it goes upstream and settles with the actual usage
-// when the call (or stream) ends. A stream already admitted is never cut
-// off; usage beyond its reservation is charged to the next calls.
-type llmAdmission struct{ l *ratelimit.Limiter }
+// llmAdmission admits every model call (native, OpenAI-compatible,
+// embeddings, streaming or not) before it goes upstream: the credential's
+// spend budget first, then its tokens-per-minute limit. Each reserves the
+// call's worst case and settles with the actual usage (and the cost of the
+// model that actually answered) when the call or stream ends. A stream
+// already admitted is never cut off; usage beyond its reservation is
+// charged to the next calls.
+type llmAdmission struct {
+	l      *ratelimit.Limiter
+	budget *budget.Tracker
+}
 
 var _ llm.Admission = llmAdmission{}
 
@@ -47,21 +53,42 @@ var _ llm.Admission = llmAdmission{}
 // sets no maxTokens; the actual usage is charged in any case.
 const defaultReservedCompletion = 1024
 
-func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (func(llm.Usage), error) {
-	res, err := a.l.Reserve(ctx, auth.FromContext(ctx), reserveTokens(m, r))
+func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (func(*llm.Model, llm.Usage), error) {
+	p := auth.FromContext(ctx)
+	worst := reserveUsage(m, r)
+	var spend *budget.Reservation
+	if p != nil && p.Budget != nil && a.budget != nil {
+		var err error
+		if spend, err = a.budget.Admit(ctx, budget.CredentialOf(p), m.Cost(worst)); err != nil {
+			return nil, err
+		}
+	}
+	res, err := a.l.Reserve(ctx, p, worst.Total())
 	if err != nil {
+		spend.Settle(0)
 		return nil, err
 	}
-	if res == nil {
+	if res == nil && spend == nil {
 		return nil, nil
 	}
-	return func(u llm.Usage) { res.Settle(u.Total()) }, nil
+	return func(answered *llm.Model, u llm.Usage) {
+		if res != nil {
+			res.Settle(u.Total())
+		}
+		if spend != nil {
+			cost := 0.0
+			if answered != nil {
+				cost = answered.Cost(u)
+			}
+			spend.Settle(cost)
+		}
+	}, nil
 }
 
-// reserveTokens is a call's worst case: the prompt, estimated at 4 bytes a
+// reserveUsage is a call's worst case: the prompt, estimated at 4 bytes a
 // token without running the tokenizer on the hot path, plus maxTokens (or
 // defaultReservedCompletion, capped by the model's limit).
-func reserveTokens(m *llm.Model, r *llm.Request) int {
+func reserveUsage(m *llm.Model, r *llm.Request) llm.Usage {
 	n := len(r.Prompt)
 	for _, msg := range r.Messages {
 		n += len(msg.Content) + 4
@@ -79,5 +106,5 @@ func reserveTokens(m *llm.Model, r *llm.Request) int {
 	if m != nil && m.Has(llm.CapEmbeddings) {
 		completion = 0
 	}
-	return prompt + completion
+	return llm.Usage{PromptTokens: prompt, CompletionTokens: completion}
 }

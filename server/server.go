@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
@@ -54,6 +55,7 @@ type Server struct {
 	limiter      *ratelimit.Limiter
 	llm          *llm.Gateway
 	usage        *usage.Recorder
+	budget       *budget.Tracker
 	webhooks     *webhooks.Service
 	oauthConns   *oauthconn.Manager
 	connections  *connectors.Connections
@@ -99,7 +101,8 @@ func New(o Options) (*Server, error) {
 	if err := s.initLLM(); err != nil {
 		return nil, err
 	}
-	s.llm.Admission = llmAdmission{s.limiter}
+	s.budget = &budget.Tracker{Usage: s.usage, Events: s.eventQueue, Log: s.log}
+	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget}
 
 	spec, err := api.GetSwagger()
 	if err != nil {

@@ -132,6 +132,9 @@ type Model struct {
 type Pricing struct {
 	Input  float64 `yaml:"input"`
 	Output float64 `yaml:"output"`
+	// CachedInput prices the prompt tokens the provider served from its
+	// prompt cache; Input when nil.
+	CachedInput *float64 `yaml:"cachedInput"`
 }
 
 // Duration is a time.Duration written as "30s" in YAML.

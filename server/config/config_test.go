@@ -165,7 +165,7 @@ providers:
       - name: gpt-4o-mini
         capabilities: [chat, code]
         maxTokens: 128000
-        pricing: {input: 0.15, output: 0.60}
+        pricing: {input: 0.15, output: 0.60, cachedInput: 0.075}
         fallbacks: [anthropic/claude-3-5-haiku]
   - name: ollama
     type: openai
@@ -177,7 +177,8 @@ providers:
 		t.Fatal(err)
 	}
 	if c.Addr != "0.0.0.0:9000" || c.Limits.BodyBytes != 2048 || len(c.Providers) != 2 ||
-		c.Providers[0].Timeout.D() != time.Minute || c.Providers[0].Models[0].Pricing.Output != 0.60 || !c.Providers[1].Discover {
+		c.Providers[0].Timeout.D() != time.Minute || c.Providers[0].Models[0].Pricing.Output != 0.60 || !c.Providers[1].Discover ||
+		c.Providers[0].Models[0].Pricing.CachedInput == nil || *c.Providers[0].Models[0].Pricing.CachedInput != 0.075 {
 		t.Errorf("design.md's example file loaded as %+v", c)
 	}
 	// Untouched settings keep their defaults.

@@ -90,8 +90,16 @@ type anthUsage struct {
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
 }
 
+// prompt counts every prompt token: Anthropic's input_tokens excludes
+// the tokens written to and read from the prompt cache.
 func (u anthUsage) prompt() int {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+// usage is the gateway's Usage; cache reads are the cached prompt tokens
+// (cache writes are priced as input).
+func (u anthUsage) usage() Usage {
+	return Usage{PromptTokens: u.prompt(), CachedPromptTokens: u.CacheReadInputTokens, CompletionTokens: u.OutputTokens}
 }
 
 type anthResponse struct {
@@ -235,7 +243,8 @@ func (p *anthropicProvider) Complete(ctx context.Context, m *Model, r *Request) 
 	}
 	resp.Text = text.String()
 	if out.Usage != nil {
-		resp.Usage = &Usage{PromptTokens: out.Usage.prompt(), CompletionTokens: out.Usage.OutputTokens}
+		u := out.Usage.usage()
+		resp.Usage = &u
 	}
 	return resp, nil
 }
@@ -301,7 +310,7 @@ func (s *anthropicStream) Next() (Chunk, error) {
 		switch typ {
 		case "message_start":
 			if e.Message != nil && e.Message.Usage != nil {
-				s.usage = Usage{PromptTokens: e.Message.Usage.prompt(), CompletionTokens: e.Message.Usage.OutputTokens}
+				s.usage = e.Message.Usage.usage()
 				u := s.usage
 				return Chunk{Usage: &u}, nil
 			}
@@ -343,6 +352,7 @@ func (s *anthropicStream) Next() (Chunk, error) {
 				s.usage.CompletionTokens = e.Usage.OutputTokens
 				if p := e.Usage.prompt(); p > 0 {
 					s.usage.PromptTokens = p
+					s.usage.CachedPromptTokens = e.Usage.CacheReadInputTokens
 				}
 				u := s.usage
 				out.Usage = &u

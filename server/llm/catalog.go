@@ -46,6 +46,9 @@ const bucketModels = "llm_models"
 type Pricing struct {
 	Input  float64
 	Output float64
+	// CachedInput prices the prompt tokens served from the provider's
+	// prompt cache (Usage.CachedPromptTokens); nil prices them at Input.
+	CachedInput *float64
 }
 
 // Model is one catalog entry.
@@ -113,7 +116,13 @@ func (m *Model) Cost(u Usage) float64 {
 	if m.Pricing == nil {
 		return 0
 	}
-	return usage.RoundUSD((float64(u.PromptTokens)*m.Pricing.Input + float64(u.CompletionTokens)*m.Pricing.Output) / 1e6)
+	p := m.Pricing
+	cached := min(max(u.CachedPromptTokens, 0), u.PromptTokens)
+	cachedPrice := p.Input
+	if p.CachedInput != nil {
+		cachedPrice = *p.CachedInput
+	}
+	return usage.RoundUSD((float64(u.PromptTokens-cached)*p.Input + float64(cached)*cachedPrice + float64(u.CompletionTokens)*p.Output) / 1e6)
 }
 
 // Type is the provider type serving the model (openai, anthropic, gemini, local).
@@ -311,10 +320,14 @@ func newProviderEntry(pc config.Provider, o CatalogOptions) (*providerEntry, err
 			problems = append(problems, fmt.Sprintf("model %q: maxTokens and dimensions must not be negative", mc.Name))
 		}
 		if mc.Pricing != nil {
-			if mc.Pricing.Input < 0 || mc.Pricing.Output < 0 {
+			if mc.Pricing.Input < 0 || mc.Pricing.Output < 0 || (mc.Pricing.CachedInput != nil && *mc.Pricing.CachedInput < 0) {
 				problems = append(problems, fmt.Sprintf("model %q: pricing must not be negative", mc.Name))
 			}
 			m.Pricing = &Pricing{Input: mc.Pricing.Input, Output: mc.Pricing.Output}
+			if c := mc.Pricing.CachedInput; c != nil {
+				v := *c
+				m.Pricing.CachedInput = &v
+			}
 		}
 		if pc.Type == TypeLocal {
 			if m.Dimensions == 0 {

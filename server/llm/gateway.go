@@ -23,11 +23,13 @@ type Recorder interface {
 	Record(principalID, model string, promptTokens, completionTokens int, costUSD float64)
 }
 
-// Admission lets a rate limiter admit a call before it goes upstream and
-// settle it with the actual usage afterwards. Admit returns an error (e.g.
-// errs.RateLimited with RetryAfter) to refuse the call.
+// Admission lets a rate limiter or a budget admit a call before it goes
+// upstream and settle it afterwards with the model that actually answered
+// (a fallback may have another price; nil when none did) and its usage.
+// Admit returns an error (e.g. errs.RateLimited with RetryAfter) to refuse
+// the call.
 type Admission interface {
-	Admit(ctx context.Context, model *Model, req *Request) (settle func(Usage), err error)
+	Admit(ctx context.Context, model *Model, req *Request) (settle func(answered *Model, u Usage), err error)
 }
 
 // Op is the kind of text operation; it decides the capability needed and
@@ -229,16 +231,16 @@ func canFallBack(err error) bool {
 }
 
 // admit consults the Admission hook.
-func (g *Gateway) admit(ctx context.Context, m *Model, r *Request) (func(Usage), error) {
+func (g *Gateway) admit(ctx context.Context, m *Model, r *Request) (func(*Model, Usage), error) {
 	if g.Admission == nil {
-		return func(Usage) {}, nil
+		return func(*Model, Usage) {}, nil
 	}
 	settle, err := g.Admission.Admit(ctx, m, r)
 	if err != nil {
 		return nil, err
 	}
 	if settle == nil {
-		settle = func(Usage) {}
+		settle = func(*Model, Usage) {}
 	}
 	return settle, nil
 }
@@ -269,7 +271,7 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 				continue
 			}
 			observe(cand, Usage{}, time.Since(start), err)
-			settle(Usage{})
+			settle(nil, Usage{})
 			return nil, err
 		}
 		res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: tried}
@@ -297,7 +299,7 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 			}
 		}
 		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
-		settle(res.Usage)
+		settle(cand, res.Usage)
 		return res, nil
 	}
 	// Unreachable: the loop returns on the last candidate.
@@ -350,7 +352,7 @@ type ResultStream struct {
 	req      *Request
 	model    *Model
 	up       Stream
-	settle   func(Usage)
+	settle   func(*Model, Usage)
 	start    time.Time
 	fallback []string
 
@@ -394,7 +396,7 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 				continue
 			}
 			cancel()
-			settle(Usage{})
+			settle(nil, Usage{})
 			return nil, err
 		}
 		return &ResultStream{g: g, ctx: ctx, cancel: cancel, req: r, model: cand, up: up, settle: settle, start: start, fallback: tried, CreatedAt: g.now()}, nil
@@ -530,7 +532,7 @@ func (s *ResultStream) Close() error {
 		s.cancel()
 		u := s.Result().Usage
 		s.g.account(s.ctx, s.model, u, time.Since(s.start), s.fallback, true)
-		s.settle(u)
+		s.settle(s.model, u)
 	})
 	return err
 }
@@ -599,7 +601,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 				tried = append(tried, cand.ID)
 				continue
 			}
-			settle(Usage{})
+			settle(nil, Usage{})
 			return nil, err
 		}
 		if dimensions == nil && len(resp.Vectors) > 0 {
@@ -616,7 +618,7 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 			res.Usage = Usage{PromptTokens: n, Estimated: true}
 		}
 		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
-		settle(res.Usage)
+		settle(cand, res.Usage)
 		return res, nil
 	}
 	return nil, errs.E(errs.Internal, "no model answered")

@@ -103,18 +103,21 @@ type gemResponse struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// gemUsage is usageMetadata; promptTokenCount includes the
+// cachedContentTokenCount served from a context cache.
 type gemUsage struct {
-	PromptTokenCount     int `json:"promptTokenCount"`
-	CandidatesTokenCount int `json:"candidatesTokenCount"`
-	ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
-	TotalTokenCount      int `json:"totalTokenCount"`
+	PromptTokenCount        int `json:"promptTokenCount"`
+	CachedContentTokenCount int `json:"cachedContentTokenCount"`
+	CandidatesTokenCount    int `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      int `json:"thoughtsTokenCount"`
+	TotalTokenCount         int `json:"totalTokenCount"`
 }
 
 func (u *gemUsage) usage() *Usage {
 	if u == nil {
 		return nil
 	}
-	return &Usage{PromptTokens: u.PromptTokenCount, CompletionTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}
+	return &Usage{PromptTokens: u.PromptTokenCount, CachedPromptTokens: u.CachedContentTokenCount, CompletionTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount}
 }
 
 // modelPath is /models/<name> with the name escaped.

@@ -124,8 +124,14 @@ type Request struct {
 
 // Usage counts tokens of one call.
 type Usage struct {
+	// PromptTokens counts every prompt token, cached ones included.
 	PromptTokens     int
 	CompletionTokens int
+	// CachedPromptTokens is the part of PromptTokens the provider served
+	// from its prompt cache (priced at Pricing.CachedInput): OpenAI's
+	// prompt_tokens_details.cached_tokens, Anthropic's
+	// cache_read_input_tokens, Gemini's cachedContentTokenCount.
+	CachedPromptTokens int
 	// Estimated is true when Switchboard counted the tokens itself because
 	// the upstream reported none.
 	Estimated bool

@@ -145,7 +145,11 @@ func fromOpenAIUsage(u *openaiwire.Usage) *Usage {
 	if u == nil {
 		return nil
 	}
-	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	out := &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedPromptTokens = d.CachedTokens
+	}
+	return out
 }
 
 // Stream implements Provider.

@@ -270,6 +270,15 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails splits prompt_tokens; nil when not reported.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails is usage.prompt_tokens_details.
+type PromptTokensDetails struct {
+	// CachedTokens is the part of prompt_tokens served from the prompt
+	// cache.
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // CompletionRequest is the body of POST /completions (legacy text completions).

@@ -1,0 +1,337 @@
+// Package budget enforces the spend budgets of credentials (API keys and
+// OAuth clients, auth.Policy.Budget).
+//
+// A Tracker keeps, per credential, the spend of the budget's current
+// period and the cost reserved by the model calls in flight. The spend is
+// read once per period from the usage records (which include totals not
+// yet flushed) and then kept in memory: admitting and settling a call
+// never touches the disk. A call is refused with errs.BudgetExceeded once
+// spent + reserved reaches the budget; otherwise it reserves its
+// worst-case cost and settles with its actual cost when it ends, so
+// concurrent calls overshoot the budget by at most one call's cost.
+//
+// Crossing an alert fraction emits usage.budget_alert and reaching the
+// budget emits usage.budget_exhausted, each once per period: deduplicated
+// in memory first, then by the event queue's Once key across restarts and
+// replicas.
+//
+// The spend is per process: replicas sharing a store each count the calls
+// they serve on top of what the usage records held when the period's
+// spend was read.
+package budget
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
+)
+
+// Usage answers how much a credential spent (usage.Recorder).
+type Usage interface {
+	Query(ctx context.Context, q usage.Query) ([]usage.Row, error)
+}
+
+// Emitter queues request-path events (events.Queue).
+type Emitter interface {
+	Emit(events.Pending)
+}
+
+// Tracker counts spend against budgets. The zero value is not usable: set
+// Usage. Events and Now are optional.
+type Tracker struct {
+	// Usage is read once per credential and period.
+	Usage Usage
+	// Events receives usage.budget_alert and usage.budget_exhausted; nil
+	// drops them.
+	Events Emitter
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Log reports failed reads of the usage records; slog.Default when nil.
+	Log *slog.Logger
+
+	states sync.Map // credential id -> *state
+}
+
+// state is one credential's spend in one period.
+type state struct {
+	mu sync.Mutex
+	// loaded is false until the period's spend was read.
+	loaded bool
+	period string
+	// start and end bound the period; end is zero for total.
+	start, end time.Time
+	spent      float64
+	reserved   float64
+	// alerted lists the fractions already alerted in this period.
+	alerted   []float64
+	exhausted bool
+}
+
+// Spend is a credential's spend in its budget's current period.
+type Spend struct {
+	Period      string
+	PeriodStart time.Time
+	// ResetAt is zero for total.
+	ResetAt   time.Time
+	BudgetUSD float64
+	// SpentUSD excludes the calls in flight.
+	SpentUSD float64
+}
+
+// RemainingUSD is BudgetUSD - SpentUSD, never below 0.
+func (s Spend) RemainingUSD() float64 { return max(0, usage.RoundUSD(s.BudgetUSD-s.SpentUSD)) }
+
+// Credential is what the tracker needs of a credential.
+type Credential struct {
+	ID string
+	// Kind is auth.KindAPIKey or auth.KindOAuthToken.
+	Kind      string
+	Name      string
+	CreatedAt time.Time
+	Budget    *auth.Budget
+}
+
+// CredentialOf is p's Credential.
+func CredentialOf(p *auth.Principal) Credential {
+	return Credential{ID: p.ID, Kind: p.Kind, Name: p.Name, CreatedAt: p.CreatedAt, Budget: p.Budget}
+}
+
+func (t *Tracker) now() time.Time {
+	if t.Now != nil {
+		return t.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (t *Tracker) log() *slog.Logger {
+	if t.Log != nil {
+		return t.Log
+	}
+	return slog.Default()
+}
+
+func (t *Tracker) state(id string) *state {
+	if st, ok := t.states.Load(id); ok {
+		return st.(*state)
+	}
+	st, _ := t.states.LoadOrStore(id, &state{})
+	return st.(*state)
+}
+
+// current brings st to the period holding now, reading its spend from the
+// usage records when the period changed (a new day, or a budget whose
+// period was changed). Callers hold st.mu.
+func (t *Tracker) current(ctx context.Context, st *state, c Credential, now time.Time) error {
+	start, end := c.Budget.Window(now, c.CreatedAt)
+	if st.loaded && st.period == c.Budget.Period && st.start.Equal(start) {
+		return nil
+	}
+	rows, err := t.Usage.Query(ctx, usage.Query{PrincipalID: c.ID, From: start})
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the spend of credential "+c.ID+" could not be read; retry the request")
+	}
+	spent := 0.0
+	for _, r := range rows {
+		spent = usage.AddUSD(spent, r.CostUSD)
+	}
+	st.loaded, st.period, st.start, st.end = true, c.Budget.Period, start, end
+	st.spent, st.alerted, st.exhausted = spent, nil, false
+	return nil
+}
+
+// Reservation is the worst-case cost held for one admitted call.
+type Reservation struct {
+	t      *Tracker
+	st     *state
+	c      Credential
+	amount float64
+	once   sync.Once
+}
+
+// Admit admits a model call of credential c whose worst-case cost is
+// worstUSD, before it goes upstream. It returns nil, nil when c has no
+// budget. It fails with errs.BudgetExceeded (429, Retry-After until the
+// period ends) when the spend plus the cost reserved by calls in flight
+// has reached the budget, and with errs.Unavailable when the period's
+// spend could not be read.
+func (t *Tracker) Admit(ctx context.Context, c Credential, worstUSD float64) (*Reservation, error) {
+	if c.Budget == nil {
+		return nil, nil
+	}
+	now := t.now()
+	st := t.state(c.ID)
+	st.mu.Lock()
+	if err := t.current(ctx, st, c, now); err != nil {
+		st.mu.Unlock()
+		t.log().Error("budget: reading spend failed", "credential", c.ID, "error", err.Error())
+		return nil, err
+	}
+	if st.spent+st.reserved >= c.Budget.USD {
+		sp := st.spend(c.Budget)
+		events := t.check(st, c)
+		st.mu.Unlock()
+		t.emit(events)
+		return nil, exceeded(c, sp, now)
+	}
+	worstUSD = max(0, worstUSD)
+	st.reserved += worstUSD
+	st.mu.Unlock()
+	return &Reservation{t: t, st: st, c: c, amount: worstUSD}, nil
+}
+
+// Settle releases the reservation and adds the call's actual cost to the
+// spend (once; later calls do nothing). A nil Reservation does nothing.
+func (r *Reservation) Settle(costUSD float64) {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		st := r.st
+		st.mu.Lock()
+		st.reserved = max(0, st.reserved-r.amount)
+		if st.reserved < 1e-12 {
+			st.reserved = 0
+		}
+		st.spent = usage.AddUSD(st.spent, max(0, costUSD))
+		var pending []events.Pending
+		// A call that ended after its period did is counted by the next
+		// period's read; its events belong to no period this state knows.
+		if st.end.IsZero() || r.t.now().Before(st.end) {
+			pending = r.t.check(st, r.c)
+		}
+		st.mu.Unlock()
+		r.t.emit(pending)
+	})
+}
+
+// Spend reports c's spend in its budget's current period; ok is false
+// when c has no budget. It reads the usage records only the first time a
+// period is asked for.
+func (t *Tracker) Spend(ctx context.Context, c Credential) (s Spend, ok bool, err error) {
+	if c.Budget == nil {
+		return Spend{}, false, nil
+	}
+	st := t.state(c.ID)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := t.current(ctx, st, c, t.now()); err != nil {
+		return Spend{}, false, err
+	}
+	return st.spend(c.Budget), true, nil
+}
+
+func (st *state) spend(b *auth.Budget) Spend {
+	return Spend{Period: st.period, PeriodStart: st.start, ResetAt: st.end, BudgetUSD: b.USD, SpentUSD: st.spent}
+}
+
+// exceeded is the 429 for a spent budget.
+func exceeded(c Credential, s Spend, now time.Time) error {
+	d := map[string]any{"budgetUsd": s.BudgetUSD, "spentUsd": s.SpentUSD, "period": s.Period}
+	var e *errs.Error
+	if s.ResetAt.IsZero() {
+		e = errs.E(errs.BudgetExceeded, "credential %s has spent $%s of its total budget of $%s, which never resets; raise budget.usd (PUT %s) to allow more model calls",
+			c.ID, usd(s.SpentUSD), usd(s.BudgetUSD), updatePath(c))
+	} else {
+		e = errs.E(errs.BudgetExceeded, "credential %s has spent $%s of its %s budget of $%s; it resets at %s, or raise budget.usd (PUT %s)",
+			c.ID, usd(s.SpentUSD), periodly(s.Period), usd(s.BudgetUSD), s.ResetAt.Format(time.RFC3339), updatePath(c))
+		d["resetAt"] = s.ResetAt.Format(time.RFC3339)
+		e.RetryAfter = max(time.Second, s.ResetAt.Sub(now))
+	}
+	return e.WithDetails(d)
+}
+
+func periodly(p string) string {
+	switch p {
+	case auth.PeriodDay:
+		return "daily"
+	case auth.PeriodWeek:
+		return "weekly"
+	case auth.PeriodMonth:
+		return "monthly"
+	}
+	return p
+}
+
+// usd formats an amount without trailing zeros ("0.25", "12", "0.0000705").
+func usd(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func updatePath(c Credential) string {
+	if c.Kind == auth.KindOAuthToken {
+		return "/v1/oauth-clients/" + c.ID
+	}
+	return "/v1/api-keys/" + c.ID
+}
+
+// Event types.
+const (
+	EventAlert     = "usage.budget_alert"
+	EventExhausted = "usage.budget_exhausted"
+)
+
+// check returns the events st's spend has newly earned in its period.
+// Callers hold st.mu.
+func (t *Tracker) check(st *state, c Credential) []events.Pending {
+	if t.Events == nil {
+		return nil
+	}
+	b := c.Budget
+	var out []events.Pending
+	for _, a := range b.AlertAt {
+		if st.spent >= a*b.USD && !slices.Contains(st.alerted, a) {
+			st.alerted = append(st.alerted, a)
+			out = append(out, t.event(EventAlert, st, c, a))
+		}
+	}
+	if st.spent >= b.USD && !st.exhausted {
+		st.exhausted = true
+		out = append(out, t.event(EventExhausted, st, c, 0))
+	}
+	return out
+}
+
+// event builds one budget event with its Once key.
+func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) events.Pending {
+	data := map[string]any{
+		"credentialId":   c.ID,
+		"credentialKind": kindOf(c),
+		"credentialName": c.Name,
+		"period":         st.period,
+		"periodStart":    st.start.Format(time.RFC3339),
+		"budgetUsd":      c.Budget.USD,
+		"spentUsd":       st.spent,
+	}
+	once := typ + "/" + c.ID + "/" + st.period + "/" + st.start.Format(time.RFC3339)
+	if typ == EventAlert {
+		data["threshold"] = threshold
+		once += "/" + strconv.FormatFloat(threshold, 'f', -1, 64)
+	}
+	p := events.Pending{Type: typ, Data: data, Once: once}
+	if !st.end.IsZero() {
+		data["resetAt"] = st.end.Format(time.RFC3339)
+		// Kept a day past the period, after which it cannot recur.
+		p.OnceUntil = st.end.Add(24 * time.Hour)
+	}
+	return p
+}
+
+// kindOf is the credential kind on the wire: api_key or oauth_client.
+func kindOf(c Credential) string {
+	if c.Kind == auth.KindOAuthToken {
+		return "oauth_client"
+	}
+	return c.Kind
+}
+
+func (t *Tracker) emit(ps []events.Pending) {
+	for _, p := range ps {
+		t.Events.Emit(p)
+	}
+}

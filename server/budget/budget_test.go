@@ -1,0 +1,127 @@
+package budget_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
+)
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// recorder is a real usage recorder on bbolt holding, for credential
+// "key_1", $8 on 2030-02-20, $4 on 2030-03-02, $2 on Tuesday 2030-03-12
+// and $1 on Friday 2030-03-15 at 09:00 UTC.
+func recorder(t *testing.T) *usage.Recorder {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var now time.Time
+	rec := usage.New(st, usage.Options{Now: func() time.Time { return now }})
+	t.Cleanup(func() { _ = rec.Close(context.Background()) })
+	for _, r := range []struct {
+		at  string
+		usd float64
+	}{{"2030-02-20T09:00:00Z", 8}, {"2030-03-02T09:00:00Z", 4}, {"2030-03-12T09:00:00Z", 2}, {"2030-03-15T09:00:00Z", 1}} {
+		now = at(r.at)
+		rec.Record("key_1", "openai/gpt-4o-mini", 10, 10, r.usd)
+		rec.Record("key_2", "openai/gpt-4o-mini", 10, 10, 100) // another credential
+	}
+	if err := rec.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestSpend_PeriodWindows: the spend is the usage of the budget's current
+// period: the UTC day, the ISO week from Monday, the calendar month, or
+// everything since the credential was created; it resets at the period's
+// end (never for total).
+func TestSpend_PeriodWindows(t *testing.T) {
+	rec := recorder(t)
+	tests := []struct {
+		period       string
+		spent        float64
+		start, reset string
+	}{
+		{auth.PeriodDay, 1, "2030-03-15T00:00:00Z", "2030-03-16T00:00:00Z"},
+		{auth.PeriodWeek, 3, "2030-03-11T00:00:00Z", "2030-03-18T00:00:00Z"},
+		{auth.PeriodMonth, 7, "2030-03-01T00:00:00Z", "2030-04-01T00:00:00Z"},
+		{auth.PeriodTotal, 15, "2030-02-01T00:00:00Z", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.period, func(t *testing.T) {
+			tr := &budget.Tracker{Usage: rec, Now: func() time.Time { return at("2030-03-15T10:00:00Z") }}
+			c := budget.Credential{ID: "key_1", Kind: auth.KindAPIKey, CreatedAt: at("2030-02-01T00:00:00Z"), Budget: &auth.Budget{USD: 10, Period: tc.period}}
+			s, ok, err := tr.Spend(context.Background(), c)
+			if err != nil || !ok {
+				t.Fatal(ok, err)
+			}
+			reset := ""
+			if !s.ResetAt.IsZero() {
+				reset = s.ResetAt.Format(time.RFC3339)
+			}
+			if s.SpentUSD != tc.spent || s.PeriodStart.Format(time.RFC3339) != tc.start || reset != tc.reset || s.Period != tc.period {
+				t.Errorf("spend = %+v, want %v from %s resetting at %q", s, tc.spent, tc.start, reset)
+			}
+			if want := max(0, 10-tc.spent); s.RemainingUSD() != want {
+				t.Errorf("remaining = %v, want %v", s.RemainingUSD(), want)
+			}
+		})
+	}
+}
+
+// TestAdmit_CountsInMemoryAndFollowsBudgetChanges: settled calls add to
+// the spend without another read of the usage records; a call is refused
+// once spent plus reserved reaches the budget and admitted again when the
+// budget is raised; changing the period reads the new period's spend.
+func TestAdmit_CountsInMemoryAndFollowsBudgetChanges(t *testing.T) {
+	rec := recorder(t)
+	tr := &budget.Tracker{Usage: rec, Now: func() time.Time { return at("2030-03-15T10:00:00Z") }}
+	ctx := context.Background()
+	c := budget.Credential{ID: "key_1", Kind: auth.KindAPIKey, Budget: &auth.Budget{USD: 2, Period: auth.PeriodDay}}
+
+	r1, err := tr.Admit(ctx, c, 0.75) // spent 1, reserved 0.75
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Admit(ctx, c, 0.5); err != nil { // 1.75 < 2: admitted, reserved 1.25
+		t.Fatal(err)
+	}
+	if _, err := tr.Admit(ctx, c, 0.1); !errors.Is(err, errs.BudgetExceeded) {
+		t.Fatalf("third call = %v, want budget_exceeded (1 spent + 1.25 reserved >= 2)", err)
+	}
+	r1.Settle(0.25)
+	r1.Settle(0.25) // a second settle does nothing
+	if s, _, _ := tr.Spend(ctx, c); s.SpentUSD != 1.25 {
+		t.Errorf("spent = %v, want 1.25", s.SpentUSD)
+	}
+	var e *errs.Error
+	c.Budget = &auth.Budget{USD: 1.25, Period: auth.PeriodDay}
+	if _, err := tr.Admit(ctx, c, 0); !errors.As(err, &e) || e.RetryAfter != 14*time.Hour || e.Details["resetAt"] != "2030-03-16T00:00:00Z" {
+		t.Fatalf("refusal = %#v, want Retry-After 14h until midnight", err)
+	}
+	c.Budget = &auth.Budget{USD: 3, Period: auth.PeriodDay}
+	if _, err := tr.Admit(ctx, c, 0); err != nil {
+		t.Fatalf("after raising the budget: %v", err)
+	}
+	c.Budget = &auth.Budget{USD: 10, Period: auth.PeriodMonth}
+	if s, _, _ := tr.Spend(ctx, c); s.SpentUSD != 7 {
+		t.Errorf("month spend = %v, want 7 read from the records", s.SpentUSD)
+	}
+}
