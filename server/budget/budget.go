@@ -270,12 +270,6 @@ func updatePath(c Credential) string {
 	return "/v1/api-keys/" + c.ID
 }
 
-// Event types.
-const (
-	EventAlert     = "usage.budget_alert"
-	EventExhausted = "usage.budget_exhausted"
-)
-
 // check returns the events st's spend has newly earned in its period.
 // Callers hold st.mu.
 func (t *Tracker) check(st *state, c Credential) []events.Pending {
@@ -287,12 +281,12 @@ func (t *Tracker) check(st *state, c Credential) []events.Pending {
 	for _, a := range b.AlertAt {
 		if st.spent >= a*b.USD && !slices.Contains(st.alerted, a) {
 			st.alerted = append(st.alerted, a)
-			out = append(out, t.event(EventAlert, st, c, a))
+			out = append(out, t.event(events.BudgetAlert, st, c, a))
 		}
 	}
 	if st.spent >= b.USD && !st.exhausted {
 		st.exhausted = true
-		out = append(out, t.event(EventExhausted, st, c, 0))
+		out = append(out, t.event(events.BudgetExhausted, st, c, 0))
 	}
 	return out
 }
@@ -309,7 +303,7 @@ func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) 
 		"spentUsd":       st.spent,
 	}
 	once := typ + "/" + c.ID + "/" + st.period + "/" + st.start.Format(time.RFC3339)
-	if typ == EventAlert {
+	if typ == events.BudgetAlert {
 		data["threshold"] = threshold
 		once += "/" + strconv.FormatFloat(threshold, 'f', -1, 64)
 	}
