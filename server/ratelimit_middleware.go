@@ -28,7 +28,9 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		res := s.limiter.AllowRequest(p, plane)
 		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
-			return res.Err()
+			err := res.Err()
+			s.rateLimitEvents.refused(p, err)
+			return err
 		}
 		return next(c)
 	}
@@ -39,7 +41,10 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // worst case before it goes upstream and settles with the actual usage
 // when the call (or stream) ends. A stream already admitted is never cut
 // off; usage beyond its reservation is charged to the next calls.
-type llmAdmission struct{ l *ratelimit.Limiter }
+type llmAdmission struct {
+	l      *ratelimit.Limiter
+	events *rateLimitEvents
+}
 
 var _ llm.Admission = llmAdmission{}
 
@@ -48,8 +53,10 @@ var _ llm.Admission = llmAdmission{}
 const defaultReservedCompletion = 1024
 
 func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (func(llm.Usage), error) {
-	res, err := a.l.Reserve(ctx, auth.FromContext(ctx), reserveTokens(m, r))
+	p := auth.FromContext(ctx)
+	res, err := a.l.Reserve(ctx, p, reserveTokens(m, r))
 	if err != nil {
+		a.events.refused(p, err)
 		return nil, err
 	}
 	if res == nil {
