@@ -10604,6 +10604,11 @@ type OpenaiCreateChatCompletionResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateChatCompletionResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateChatCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateChatCompletion
 type OpenaiCreateChatCompletionResponse504Headers struct {
 	XRequestId *string
@@ -10632,6 +10637,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10652,6 +10659,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	Headers500 *OpenaiCreateChatCompletionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateChatCompletionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateChatCompletionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateChatCompletionResponse504Headers
 }
@@ -10704,6 +10713,11 @@ func (r OpenaiCreateChatCompletionResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateChatCompletionResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -10785,6 +10799,11 @@ type OpenaiCreateCompletionResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateCompletionResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateCompletion
 type OpenaiCreateCompletionResponse504Headers struct {
 	XRequestId *string
@@ -10813,6 +10832,8 @@ type OpenaiCreateCompletionResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10833,6 +10854,8 @@ type OpenaiCreateCompletionResponse struct {
 	Headers500 *OpenaiCreateCompletionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateCompletionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateCompletionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateCompletionResponse504Headers
 }
@@ -10885,6 +10908,11 @@ func (r OpenaiCreateCompletionResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateCompletionResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -10966,6 +10994,11 @@ type OpenaiCreateEmbeddingResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateEmbeddingResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateEmbedding
 type OpenaiCreateEmbeddingResponse504Headers struct {
 	XRequestId *string
@@ -10994,6 +11027,8 @@ type OpenaiCreateEmbeddingResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11014,6 +11049,8 @@ type OpenaiCreateEmbeddingResponse struct {
 	Headers500 *OpenaiCreateEmbeddingResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateEmbeddingResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateEmbeddingResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateEmbeddingResponse504Headers
 }
@@ -11066,6 +11103,11 @@ func (r OpenaiCreateEmbeddingResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateEmbeddingResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -12290,6 +12332,11 @@ type ChatResponse502Headers struct {
 	XRequestId *string
 }
 
+// ChatResponse503Headers the declared response headers of an HTTP 503 response for Chat
+type ChatResponse503Headers struct {
+	XRequestId *string
+}
+
 // ChatResponse504Headers the declared response headers of an HTTP 504 response for Chat
 type ChatResponse504Headers struct {
 	XRequestId *string
@@ -12320,6 +12367,8 @@ type ChatResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -12342,6 +12391,8 @@ type ChatResponse struct {
 	Headers500 *ChatResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *ChatResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChatResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *ChatResponse504Headers
 }
@@ -12399,6 +12450,11 @@ func (r ChatResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r ChatResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ChatResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -14964,6 +15020,11 @@ type CreateEmbeddingResponse502Headers struct {
 	XRequestId *string
 }
 
+// CreateEmbeddingResponse503Headers the declared response headers of an HTTP 503 response for CreateEmbedding
+type CreateEmbeddingResponse503Headers struct {
+	XRequestId *string
+}
+
 // CreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for CreateEmbedding
 type CreateEmbeddingResponse504Headers struct {
 	XRequestId *string
@@ -14994,6 +15055,8 @@ type CreateEmbeddingResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15016,6 +15079,8 @@ type CreateEmbeddingResponse struct {
 	Headers500 *CreateEmbeddingResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CreateEmbeddingResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateEmbeddingResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *CreateEmbeddingResponse504Headers
 }
@@ -15073,6 +15138,11 @@ func (r CreateEmbeddingResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CreateEmbeddingResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -15395,6 +15465,11 @@ type CallFunctionResponse502Headers struct {
 	XRequestId *string
 }
 
+// CallFunctionResponse503Headers the declared response headers of an HTTP 503 response for CallFunction
+type CallFunctionResponse503Headers struct {
+	XRequestId *string
+}
+
 // CallFunctionResponse504Headers the declared response headers of an HTTP 504 response for CallFunction
 type CallFunctionResponse504Headers struct {
 	XRequestId *string
@@ -15425,6 +15500,8 @@ type CallFunctionResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15447,6 +15524,8 @@ type CallFunctionResponse struct {
 	Headers500 *CallFunctionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CallFunctionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CallFunctionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *CallFunctionResponse504Headers
 }
@@ -15504,6 +15583,11 @@ func (r CallFunctionResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CallFunctionResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CallFunctionResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -15590,6 +15674,11 @@ type GenerateResponse502Headers struct {
 	XRequestId *string
 }
 
+// GenerateResponse503Headers the declared response headers of an HTTP 503 response for Generate
+type GenerateResponse503Headers struct {
+	XRequestId *string
+}
+
 // GenerateResponse504Headers the declared response headers of an HTTP 504 response for Generate
 type GenerateResponse504Headers struct {
 	XRequestId *string
@@ -15620,6 +15709,8 @@ type GenerateResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15642,6 +15733,8 @@ type GenerateResponse struct {
 	Headers500 *GenerateResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *GenerateResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GenerateResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *GenerateResponse504Headers
 }
@@ -15699,6 +15792,11 @@ func (r GenerateResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r GenerateResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GenerateResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -20787,6 +20885,13 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20890,6 +20995,16 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateChatCompletionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateChatCompletionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -20988,6 +21103,13 @@ func ParseOpenaiCreateCompletionResponse(rsp *http.Response) (*OpenaiCreateCompl
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
@@ -21092,6 +21214,16 @@ func ParseOpenaiCreateCompletionResponse(rsp *http.Response) (*OpenaiCreateCompl
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateCompletionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateCompletionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21190,6 +21322,13 @@ func ParseOpenaiCreateEmbeddingResponse(rsp *http.Response) (*OpenaiCreateEmbedd
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
@@ -21291,6 +21430,16 @@ func ParseOpenaiCreateEmbeddingResponse(rsp *http.Response) (*OpenaiCreateEmbedd
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateEmbeddingResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateEmbeddingResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -22580,6 +22729,13 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22693,6 +22849,16 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChatResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers ChatResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -25512,6 +25678,13 @@ func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse,
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25622,6 +25795,16 @@ func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateEmbeddingResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers CreateEmbeddingResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -25973,6 +26156,13 @@ func ParseCallFunctionResponse(rsp *http.Response) (*CallFunctionResponse, error
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26083,6 +26273,16 @@ func ParseCallFunctionResponse(rsp *http.Response) (*CallFunctionResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CallFunctionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers CallFunctionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -26188,6 +26388,13 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
@@ -26302,6 +26509,16 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers GenerateResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers GenerateResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
