@@ -161,10 +161,10 @@ func (b *Breaker) Record(now time.Time, err error) (Transition, bool) {
 	if b == nil {
 		return Transition{}, false
 	}
-	o := classify(err)
-	if o == outcomeAlive && BreakerState(b.state.Load()) == BreakerClosed && b.failures.Load() == 0 {
+	if err == nil && BreakerState(b.state.Load()) == BreakerClosed && b.failures.Load() == 0 {
 		return Transition{}, false // the hot path: a healthy provider
 	}
+	o := classify(err)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	state := BreakerState(b.state.Load())

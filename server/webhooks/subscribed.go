@@ -8,6 +8,9 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
+// webhooksBucket spares Subscribed a variadic slice per call.
+var webhooksBucket = []string{bucketWebhooks}
+
 // listeningIndex is which event types enabled webhooks subscribe to, read
 // when the store's webhooks bucket had seen `changes` writes.
 type listeningIndex struct {
@@ -24,7 +27,7 @@ type listeningIndex struct {
 // webhooks again. When they cannot be read it answers true: the Recorder
 // decides then.
 func (s *Service) Subscribed(eventType string) bool {
-	ch := s.store.Changes(bucketWebhooks)
+	ch := s.store.Changes(webhooksBucket...)
 	idx := s.listening.Load()
 	if idx == nil || idx.changes != ch {
 		var err error
