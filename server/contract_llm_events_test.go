@@ -33,6 +33,7 @@ type switchUpstream struct {
 func newSwitchUpstream(t *testing.T) *switchUpstream {
 	u := &switchUpstream{}
 	chat := llmFixture(t, "openai/chat_completion.json")
+	stream := llmFixture(t, "openai/chat_stream.txt")
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
@@ -49,6 +50,15 @@ func newSwitchUpstream(t *testing.T) *switchUpstream {
 		if u.failing.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
+			return
+		}
+		var body struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if body.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write(stream)
 			return
 		}
 		_, _ = w.Write(chat)
@@ -120,10 +130,15 @@ func newEventsEnv(t *testing.T, opts ...servertest.Option) *eventsEnv {
 	return e
 }
 
-// chat sends POST /v1/chat for model and returns status, request id and body.
+// chat sends POST /v1/chat for model and returns status, headers and body.
 func (e *eventsEnv) chat(t *testing.T, model, prompt string) (int, http.Header, []byte) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+	return e.post(t, map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+}
+
+func (e *eventsEnv) post(t *testing.T, in map[string]any) (int, http.Header, []byte) {
+	t.Helper()
+	body, _ := json.Marshal(in)
 	req, _ := http.NewRequest(http.MethodPost, e.env.URL+"/v1/chat", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	res, err := e.env.HTTPClient(t, servertest.WithKey(e.key)).Do(req)
@@ -318,17 +333,27 @@ func TestContractLLMEvents_RequestCompletedOnlyToItsSubscriber(t *testing.T) {
 	if status, _, body := e.chat(t, "flaky/solo", prompt); status != http.StatusBadGateway {
 		t.Fatalf("chat = %d %s, want 502", status, body)
 	}
-	got := received(t, e.env, e.opt, "llm.request.completed", 2)
-	var ok, failed map[string]any
+	status, _, body = e.post(t, map[string]any{"model": "backup/spare", "stream": true, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+	if status != http.StatusOK {
+		t.Fatalf("stream = %d %s", status, body)
+	}
+	got := received(t, e.env, e.opt, "llm.request.completed", 3)
+	var ok, failed, streamed map[string]any
 	for _, d := range got {
-		if d["status"] == "succeeded" {
+		switch {
+		case d["stream"] == true:
+			streamed = d
+		case d["status"] == "succeeded":
 			ok = d
-		} else {
+		default:
 			failed = d
 		}
 	}
-	if ok == nil || failed == nil {
-		t.Fatalf("want one succeeded and one failed event, got %s", js(got))
+	if ok == nil || failed == nil || streamed == nil {
+		t.Fatalf("want one succeeded, one failed and one streamed event, got %s", js(got))
+	}
+	if streamed["status"] != "succeeded" || streamed["totalTokens"].(float64) == 0 {
+		t.Errorf("streamed event = %s", js(streamed))
 	}
 	want := map[string]any{"requestId": h.Get("X-Request-Id"), "key": e.keyID, "model": "backup/spare", "requestedModel": "backup/spare",
 		"operation": "chat", "stream": false, "status": "succeeded"}
