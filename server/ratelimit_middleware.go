@@ -29,7 +29,7 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
 			err := res.Err()
-			s.rateLimitEvents.refused(p, err)
+			s.limitEvents.refused(p, err)
 			return err
 		}
 		return next(c)

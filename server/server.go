@@ -40,28 +40,27 @@ type Options struct {
 
 // Server is the control plane: an http.Handler plus its background workers.
 type Server struct {
-	cfg        config.Config
-	store      store.Store
-	vault      *vault.Vault
-	log        *slog.Logger
-	echo       *echo.Echo
-	events     events.Recorder
-	eventQueue *events.Queue
-	keys       *auth.Keys
-	connectors *connectors.Service
-	authn      auth.Chain
-	oauth      *oauthserver.Service
-	limiter    *ratelimit.Limiter
-	// rateLimitEvents reports 429s as ratelimit.exceeded.
-	rateLimitEvents *rateLimitEvents
-	llm             *llm.Gateway
-	usage           *usage.Recorder
-	webhooks        *webhooks.Service
-	oauthConns      *oauthconn.Manager
-	connections     *connectors.Connections
-	invoker         *connectors.Invoker
-	scopes          routeScopes
-	errorWriters    map[string]errorWriter
+	cfg          config.Config
+	store        store.Store
+	vault        *vault.Vault
+	log          *slog.Logger
+	echo         *echo.Echo
+	events       events.Recorder
+	eventQueue   *events.Queue
+	keys         *auth.Keys
+	connectors   *connectors.Service
+	authn        auth.Chain
+	oauth        *oauthserver.Service
+	limiter      *ratelimit.Limiter
+	limitEvents  *rateLimitEvents // reports 429s as ratelimit.exceeded
+	llm          *llm.Gateway
+	usage        *usage.Recorder
+	webhooks     *webhooks.Service
+	oauthConns   *oauthconn.Manager
+	connections  *connectors.Connections
+	invoker      *connectors.Invoker
+	scopes       routeScopes
+	errorWriters map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
 	closers []func(context.Context) error
 }
@@ -101,8 +100,8 @@ func New(o Options) (*Server, error) {
 	if err := s.initLLM(); err != nil {
 		return nil, err
 	}
-	s.rateLimitEvents = &rateLimitEvents{queue: s.eventQueue}
-	s.llm.Admission = llmAdmission{l: s.limiter, events: s.rateLimitEvents}
+	s.limitEvents = &rateLimitEvents{queue: s.eventQueue}
+	s.llm.Admission = llmAdmission{l: s.limiter, events: s.limitEvents}
 
 	spec, err := api.GetSwagger()
 	if err != nil {
