@@ -10733,6 +10733,11 @@ type OpenaiCreateChatCompletionResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateChatCompletionResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateChatCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateChatCompletion
 type OpenaiCreateChatCompletionResponse504Headers struct {
 	XRequestId *string
@@ -10761,6 +10766,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10781,6 +10788,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	Headers500 *OpenaiCreateChatCompletionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateChatCompletionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateChatCompletionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateChatCompletionResponse504Headers
 }
@@ -10833,6 +10842,11 @@ func (r OpenaiCreateChatCompletionResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateChatCompletionResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateChatCompletionResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -10914,6 +10928,11 @@ type OpenaiCreateCompletionResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateCompletionResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateCompletion
+type OpenaiCreateCompletionResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateCompletionResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateCompletion
 type OpenaiCreateCompletionResponse504Headers struct {
 	XRequestId *string
@@ -10942,6 +10961,8 @@ type OpenaiCreateCompletionResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -10962,6 +10983,8 @@ type OpenaiCreateCompletionResponse struct {
 	Headers500 *OpenaiCreateCompletionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateCompletionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateCompletionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateCompletionResponse504Headers
 }
@@ -11014,6 +11037,11 @@ func (r OpenaiCreateCompletionResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateCompletionResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateCompletionResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -11095,6 +11123,11 @@ type OpenaiCreateEmbeddingResponse502Headers struct {
 	XRequestId *string
 }
 
+// OpenaiCreateEmbeddingResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateEmbedding
+type OpenaiCreateEmbeddingResponse503Headers struct {
+	XRequestId *string
+}
+
 // OpenaiCreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateEmbedding
 type OpenaiCreateEmbeddingResponse504Headers struct {
 	XRequestId *string
@@ -11123,6 +11156,8 @@ type OpenaiCreateEmbeddingResponse struct {
 	JSON500 *OpenAIErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -11143,6 +11178,8 @@ type OpenaiCreateEmbeddingResponse struct {
 	Headers500 *OpenaiCreateEmbeddingResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *OpenaiCreateEmbeddingResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateEmbeddingResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *OpenaiCreateEmbeddingResponse504Headers
 }
@@ -11195,6 +11232,11 @@ func (r OpenaiCreateEmbeddingResponse) GetJSON500() *OpenAIErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r OpenaiCreateEmbeddingResponse) GetJSON502() *OpenAIErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateEmbeddingResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -12419,6 +12461,11 @@ type ChatResponse502Headers struct {
 	XRequestId *string
 }
 
+// ChatResponse503Headers the declared response headers of an HTTP 503 response for Chat
+type ChatResponse503Headers struct {
+	XRequestId *string
+}
+
 // ChatResponse504Headers the declared response headers of an HTTP 504 response for Chat
 type ChatResponse504Headers struct {
 	XRequestId *string
@@ -12449,6 +12496,8 @@ type ChatResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -12471,6 +12520,8 @@ type ChatResponse struct {
 	Headers500 *ChatResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *ChatResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChatResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *ChatResponse504Headers
 }
@@ -12528,6 +12579,11 @@ func (r ChatResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r ChatResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ChatResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -15093,6 +15149,11 @@ type CreateEmbeddingResponse502Headers struct {
 	XRequestId *string
 }
 
+// CreateEmbeddingResponse503Headers the declared response headers of an HTTP 503 response for CreateEmbedding
+type CreateEmbeddingResponse503Headers struct {
+	XRequestId *string
+}
+
 // CreateEmbeddingResponse504Headers the declared response headers of an HTTP 504 response for CreateEmbedding
 type CreateEmbeddingResponse504Headers struct {
 	XRequestId *string
@@ -15123,6 +15184,8 @@ type CreateEmbeddingResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15145,6 +15208,8 @@ type CreateEmbeddingResponse struct {
 	Headers500 *CreateEmbeddingResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CreateEmbeddingResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateEmbeddingResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *CreateEmbeddingResponse504Headers
 }
@@ -15202,6 +15267,11 @@ func (r CreateEmbeddingResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CreateEmbeddingResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateEmbeddingResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -15524,6 +15594,11 @@ type CallFunctionResponse502Headers struct {
 	XRequestId *string
 }
 
+// CallFunctionResponse503Headers the declared response headers of an HTTP 503 response for CallFunction
+type CallFunctionResponse503Headers struct {
+	XRequestId *string
+}
+
 // CallFunctionResponse504Headers the declared response headers of an HTTP 504 response for CallFunction
 type CallFunctionResponse504Headers struct {
 	XRequestId *string
@@ -15554,6 +15629,8 @@ type CallFunctionResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15576,6 +15653,8 @@ type CallFunctionResponse struct {
 	Headers500 *CallFunctionResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *CallFunctionResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CallFunctionResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *CallFunctionResponse504Headers
 }
@@ -15633,6 +15712,11 @@ func (r CallFunctionResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r CallFunctionResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CallFunctionResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -15719,6 +15803,11 @@ type GenerateResponse502Headers struct {
 	XRequestId *string
 }
 
+// GenerateResponse503Headers the declared response headers of an HTTP 503 response for Generate
+type GenerateResponse503Headers struct {
+	XRequestId *string
+}
+
 // GenerateResponse504Headers the declared response headers of an HTTP 504 response for Generate
 type GenerateResponse504Headers struct {
 	XRequestId *string
@@ -15749,6 +15838,8 @@ type GenerateResponse struct {
 	JSON500 *ErrorResult
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
 	// Headers400 the parsed response headers for an HTTP 400 response
@@ -15771,6 +15862,8 @@ type GenerateResponse struct {
 	Headers500 *GenerateResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
 	Headers502 *GenerateResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GenerateResponse503Headers
 	// Headers504 the parsed response headers for an HTTP 504 response
 	Headers504 *GenerateResponse504Headers
 }
@@ -15828,6 +15921,11 @@ func (r GenerateResponse) GetJSON500() *ErrorResult {
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r GenerateResponse) GetJSON502() *ErrorResult {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GenerateResponse) GetJSON503() *ErrorResult {
+	return r.JSON503
 }
 
 // GetJSON504 returns the response for an HTTP 504 `application/json` response
@@ -20928,6 +21026,13 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21031,6 +21136,16 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateChatCompletionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateChatCompletionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21129,6 +21244,13 @@ func ParseOpenaiCreateCompletionResponse(rsp *http.Response) (*OpenaiCreateCompl
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
@@ -21233,6 +21355,16 @@ func ParseOpenaiCreateCompletionResponse(rsp *http.Response) (*OpenaiCreateCompl
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateCompletionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateCompletionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -21331,6 +21463,13 @@ func ParseOpenaiCreateEmbeddingResponse(rsp *http.Response) (*OpenaiCreateEmbedd
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest OpenAIErrorResult
@@ -21432,6 +21571,16 @@ func ParseOpenaiCreateEmbeddingResponse(rsp *http.Response) (*OpenaiCreateEmbedd
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateEmbeddingResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers OpenaiCreateEmbeddingResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -22721,6 +22870,13 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22834,6 +22990,16 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChatResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers ChatResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -25653,6 +25819,13 @@ func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse,
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25763,6 +25936,16 @@ func ParseCreateEmbeddingResponse(rsp *http.Response) (*CreateEmbeddingResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateEmbeddingResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers CreateEmbeddingResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -26114,6 +26297,13 @@ func ParseCallFunctionResponse(rsp *http.Response) (*CallFunctionResponse, error
 		}
 		response.JSON502 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26224,6 +26414,16 @@ func ParseCallFunctionResponse(rsp *http.Response) (*CallFunctionResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers CallFunctionResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers CallFunctionResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -26329,6 +26529,13 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
 		var dest ErrorResult
@@ -26443,6 +26650,16 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers GenerateResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
 	case rsp.StatusCode == 504:
 		var headers GenerateResponse504Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

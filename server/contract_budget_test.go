@@ -357,7 +357,7 @@ func TestBudget_EventsOncePerThresholdAndPeriod(t *testing.T) {
 	}
 	wantAlert := func(ev map[string]any, threshold, spent float64, day string) {
 		t.Helper()
-		want := map[string]any{"credentialId": key.Id, "credentialKind": "api_key", "credentialName": "alerted", "period": "day",
+		want := map[string]any{"key": key.Id, "keyKind": "api_key", "keyName": "alerted", "period": "day",
 			"periodStart": day + "T00:00:00Z", "resetAt": nextDay(day) + "T00:00:00Z", "budgetUsd": 0.005, "spentUsd": spent, "threshold": threshold}
 		if fmt.Sprint(ev) != fmt.Sprint(want) {
 			t.Errorf("alert = %v\nwant    %v", ev, want)

@@ -26,14 +26,15 @@ const discoveryInterval = 10 * time.Minute
 // initLLM builds the model catalog, the gateway and the usage recorder,
 // and registers their shutdown hooks and the OpenAI error shape.
 func (s *Server) initLLM() error {
-	cat, err := llm.NewCatalog(context.Background(), s.cfg.Providers, llm.CatalogOptions{Store: s.store, Logger: s.log})
+	cat, err := llm.NewCatalog(context.Background(), s.cfg.Providers, llm.CatalogOptions{Store: s.store, Logger: s.log, Events: s.eventQueue})
 	if err != nil {
 		return err
 	}
 	s.usage = usage.New(s.store, usage.Options{Logger: s.log})
 	s.closers = append(s.closers, s.usage.Close)
 	s.closers = append(s.closers, cat.StartDiscovery(discoveryInterval))
-	s.llm = &llm.Gateway{Catalog: cat, Usage: s.usage, Log: s.log}
+	s.llm = &llm.Gateway{Catalog: cat, Usage: s.usage, Log: s.log,
+		Events: s.eventQueue, Subscribed: s.webhooks.Subscribed, Breakers: llm.NewBreakers(s.cfg.Providers)}
 	if s.errorWriters == nil {
 		s.errorWriters = map[string]errorWriter{}
 	}

@@ -29,7 +29,9 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		res := s.limiter.AllowRequest(p, plane)
 		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
-			return res.Err()
+			err := res.Err()
+			s.limitEvents.refused(p, err)
+			return err
 		}
 		return next(c)
 	}
@@ -41,10 +43,12 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // call's worst case and settles with the actual usage (and the cost of the
 // model that actually answered) when the call or stream ends. A stream
 // already admitted is never cut off; usage beyond its reservation is
-// charged to the next calls.
+// charged to the next calls. A refusal by the limiter is reported as
+// ratelimit.exceeded.
 type llmAdmission struct {
 	l      *ratelimit.Limiter
 	budget *budget.Tracker
+	events *rateLimitEvents
 }
 
 var _ llm.Admission = llmAdmission{}
@@ -66,6 +70,7 @@ func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (
 	res, err := a.l.Reserve(ctx, p, worst.Total())
 	if err != nil {
 		spend.Settle(0)
+		a.events.refused(p, err)
 		return nil, err
 	}
 	if res == nil && spend == nil {

@@ -53,6 +53,7 @@ type Server struct {
 	authn        auth.Chain
 	oauth        *oauthserver.Service
 	limiter      *ratelimit.Limiter
+	limitEvents  *rateLimitEvents // reports 429s as ratelimit.exceeded
 	llm          *llm.Gateway
 	usage        *usage.Recorder
 	budget       *budget.Tracker
@@ -102,7 +103,8 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.budget = &budget.Tracker{Usage: s.usage, Events: s.eventQueue, Log: s.log}
-	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget}
+	s.limitEvents = &rateLimitEvents{queue: s.eventQueue}
+	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget, events: s.limitEvents}
 
 	spec, err := api.GetSwagger()
 	if err != nil {

@@ -294,9 +294,9 @@ func (t *Tracker) check(st *state, c Credential) []events.Pending {
 // event builds one budget event with its Once key.
 func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) events.Pending {
 	data := map[string]any{
-		"credentialId":   c.ID,
-		"credentialKind": kindOf(c),
-		"credentialName": c.Name,
+		"key":            c.ID,
+		"keyKind":        c.Kind,
+		"keyName":        c.Name,
 		"period":         st.period,
 		"periodStart":    st.start.Format(time.RFC3339),
 		"budgetUsd":      c.Budget.USD,
@@ -314,14 +314,6 @@ func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) 
 		p.OnceUntil = st.end.Add(24 * time.Hour)
 	}
 	return p
-}
-
-// kindOf is the credential kind on the wire: api_key or oauth_client.
-func kindOf(c Credential) string {
-	if c.Kind == auth.KindOAuthToken {
-		return "oauth_client"
-	}
-	return c.Kind
 }
 
 func (t *Tracker) emit(ps []events.Pending) {

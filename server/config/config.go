@@ -116,6 +116,19 @@ type Provider struct {
 	Timeout   Duration `yaml:"timeout"`
 	Discover  bool     `yaml:"discover"`
 	Models    []Model  `yaml:"models"`
+	// CircuitBreaker decides when the provider counts as down and is
+	// skipped (its models' fallbacks answer instead).
+	CircuitBreaker CircuitBreaker `yaml:"circuitBreaker"`
+}
+
+// CircuitBreaker configures a provider's circuit breaker: after Threshold
+// consecutive failures that mean the provider is down (5xx, connection
+// errors, timeouts; not 4xx or 429) its models are skipped for Cooldown,
+// then one trial call decides whether it is back. Zero fields take the
+// defaults (5 failures, 30s); a negative Threshold turns the breaker off.
+type CircuitBreaker struct {
+	Threshold int      `yaml:"threshold"`
+	Cooldown  Duration `yaml:"cooldown"`
 }
 
 // Model is one model of a provider.
@@ -364,6 +377,11 @@ func (c Config) Validate() error {
 	} {
 		if n.v < 0 {
 			problems = append(problems, n.name+" must not be negative")
+		}
+	}
+	for i, p := range c.Providers {
+		if p.CircuitBreaker.Cooldown < 0 {
+			problems = append(problems, fmt.Sprintf("providers[%d].circuitBreaker.cooldown must not be negative", i))
 		}
 	}
 	problems = append(problems, c.validateOAuth()...)

@@ -156,6 +156,7 @@ type Catalog struct {
 
 	mu         sync.Mutex // serialises refreshes
 	discovered map[string][]*Model
+	events     EventSink
 }
 
 // CatalogOptions are NewCatalog's inputs besides the provider list.
@@ -171,6 +172,9 @@ type CatalogOptions struct {
 	Transport http.RoundTripper
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Events receives llm.models_changed when a rediscovery adds or
+	// removes models; optional.
+	Events EventSink
 }
 
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -188,7 +192,7 @@ func NewCatalog(ctx context.Context, providers []config.Provider, o CatalogOptio
 	if o.Transport == nil {
 		o.Transport = NewTransport()
 	}
-	c := &Catalog{providers: map[string]*providerEntry{}, store: o.Store, log: o.Logger, now: o.Now, discovered: map[string][]*Model{}}
+	c := &Catalog{providers: map[string]*providerEntry{}, store: o.Store, log: o.Logger, now: o.Now, discovered: map[string][]*Model{}, events: o.Events}
 	var problems []string
 	hasLocal := false
 	for i, pc := range providers {
@@ -492,6 +496,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	var failed []string
 	changed := false
+	var diffs []modelsDiff
 	for _, name := range c.order {
 		p := c.providers[name]
 		if !p.discover {
@@ -534,6 +539,11 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 			}
 			ms = append(ms, m)
 		}
+		if prev, seen := c.discovered[name]; seen {
+			if d := diffModels(name, p.models, prev, ms); d.changed() {
+				diffs = append(diffs, d)
+			}
+		}
 		c.discovered[name] = ms
 		changed = true
 	}
@@ -541,6 +551,7 @@ func (c *Catalog) Refresh(ctx context.Context) error {
 		if err := c.rebuild(ctx); err != nil {
 			return err
 		}
+		c.modelsChanged(diffs)
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("model discovery failed: %s", strings.Join(failed, "; "))

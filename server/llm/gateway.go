@@ -64,6 +64,15 @@ type Gateway struct {
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Events receives the model service's events (llm.fallback_used,
+	// llm.provider_unhealthy, llm.provider_recovered,
+	// llm.request.completed); optional.
+	Events EventSink
+	// Subscribed, when set, reports whether a webhook listens to an opt-in
+	// event type, so that llm.request.completed is built only then.
+	Subscribed func(eventType string) bool
+	// Breakers holds each provider's circuit breaker; nil breaks nothing.
+	Breakers *Breakers
 	// KeepAlive is how long a stream may stay silent before its writer
 	// sends a keep-alive (DefaultKeepAlive when 0), so that proxies between
 	// the caller and Switchboard do not cut a slow model's stream.
@@ -258,56 +267,56 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 		return nil, err
 	}
 	start := time.Now()
-	var tried []string
-	cands := g.candidates(ctx, op, m)
-	for i, cand := range cands {
+	c := &callInfo{op: op.OpName(), requested: m.ID, start: start}
+	resp, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m), func(cand *Model) (*Response, error) {
 		resp, err := cand.provider.Complete(ctx, cand, r)
 		if err != nil {
-			if canFallBack(err) && i < len(cands)-1 {
-				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
-					slog.String("model", cand.ID), slog.String("error", err.Error()))
-				tried = append(tried, cand.ID)
-				observe(cand, Usage{}, time.Since(start), err)
-				continue
-			}
 			observe(cand, Usage{}, time.Since(start), err)
-			settle(nil, Usage{})
-			return nil, err
 		}
-		res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: tried}
-		if res.FinishReason == "" {
-			res.FinishReason = FinishStop
-			if len(res.ToolCalls) > 0 {
-				res.FinishReason = FinishToolCalls
-			}
-		}
-		for i := range res.ToolCalls {
-			if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
-				res.ToolCalls[i].Arguments = "{}"
-			}
-			if res.ToolCalls[i].ID == "" {
-				res.ToolCalls[i].ID = NewID("call_")
-			}
-		}
-		if resp.Usage != nil {
-			res.Usage = *resp.Usage
-		} else {
-			res.Usage = Usage{
-				PromptTokens:     estimatePromptTokens(cand.Name, r),
-				CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
-				Estimated:        true,
-			}
-		}
-		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
-		settle(cand, res.Usage)
-		return res, nil
+		return resp, err
+	})
+	if err != nil {
+		settle(nil, Usage{})
+		return nil, err
 	}
-	// Unreachable: the loop returns on the last candidate.
-	return nil, errs.E(errs.Internal, "no model answered")
+	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
+	if res.FinishReason == "" {
+		res.FinishReason = FinishStop
+		if len(res.ToolCalls) > 0 {
+			res.FinishReason = FinishToolCalls
+		}
+	}
+	for i := range res.ToolCalls {
+		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
+			res.ToolCalls[i].Arguments = "{}"
+		}
+		if res.ToolCalls[i].ID == "" {
+			res.ToolCalls[i].ID = NewID("call_")
+		}
+	}
+	if resp.Usage != nil {
+		res.Usage = *resp.Usage
+	} else {
+		res.Usage = Usage{
+			PromptTokens:     estimatePromptTokens(cand.Name, r),
+			CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
+			Estimated:        true,
+		}
+	}
+	g.account(ctx, c, cand, res.Usage)
+	settle(cand, res.Usage)
+	return res, nil
 }
 
-// account records usage and logs the call.
-func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duration, fallbackFrom []string, stream bool) {
+// account records usage, logs the call and emits llm.request.completed.
+func (g *Gateway) account(ctx context.Context, c *callInfo, m *Model, u Usage) {
+	g.accountErr(ctx, c, m, u, nil)
+}
+
+// accountErr is account for a call that ended with err (a stream that
+// failed midway; nil on success).
+func (g *Gateway) accountErr(ctx context.Context, c *callInfo, m *Model, u Usage, callErr error) {
+	d, fallbackFrom, stream := time.Since(c.start), c.fallbackFrom(), c.stream
 	principal := ""
 	if p := auth.FromContext(ctx); p != nil {
 		principal = p.ID
@@ -316,7 +325,8 @@ func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duratio
 	if g.Usage != nil {
 		g.Usage.Record(principal, m.ID, u.PromptTokens, u.CompletionTokens, cost)
 	}
-	observe(m, u, d, nil)
+	observe(m, u, d, callErr)
+	g.completed(ctx, c, m, u, cost, callErr)
 	level := slog.LevelDebug
 	if u.Estimated || len(fallbackFrom) > 0 {
 		level = slog.LevelInfo
@@ -346,15 +356,15 @@ func (g *Gateway) account(ctx context.Context, m *Model, u Usage, d time.Duratio
 // an error), then Close it; Close records the usage exactly once, also when
 // the caller went away early.
 type ResultStream struct {
-	g        *Gateway
-	ctx      context.Context
-	cancel   context.CancelFunc
-	req      *Request
-	model    *Model
-	up       Stream
-	settle   func(*Model, Usage)
-	start    time.Time
-	fallback []string
+	g      *Gateway
+	ctx    context.Context
+	cancel context.CancelFunc
+	req    *Request
+	model  *Model
+	up     Stream
+	settle func(*Model, Usage)
+	call   *callInfo
+	err    error // the error that ended the stream early, if any
 
 	// CreatedAt is when the stream opened.
 	CreatedAt time.Time
@@ -381,28 +391,18 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	cands := g.candidates(ctx, op, m)
-	var tried []string
+	c := &callInfo{op: op.OpName(), requested: m.ID, stream: true, start: time.Now()}
 	// sctx lets Pump's stop abort a read blocked on the upstream.
 	sctx, cancel := context.WithCancel(ctx)
-	for i, cand := range cands {
-		up, err := cand.provider.Stream(sctx, cand, r)
-		if err != nil {
-			if canFallBack(err) && i < len(cands)-1 {
-				g.log().LogAttrs(ctx, slog.LevelWarn, "llm fallback", slog.String("requestId", requestid.From(ctx)),
-					slog.String("model", cand.ID), slog.String("error", err.Error()))
-				tried = append(tried, cand.ID)
-				continue
-			}
-			cancel()
-			settle(nil, Usage{})
-			return nil, err
-		}
-		return &ResultStream{g: g, ctx: ctx, cancel: cancel, req: r, model: cand, up: up, settle: settle, start: start, fallback: tried, CreatedAt: g.now()}, nil
+	up, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m), func(cand *Model) (Stream, error) {
+		return cand.provider.Stream(sctx, cand, r)
+	})
+	if err != nil {
+		cancel()
+		settle(nil, Usage{})
+		return nil, err
 	}
-	cancel()
-	return nil, errs.E(errs.Internal, "no model answered")
+	return &ResultStream{g: g, ctx: ctx, cancel: cancel, req: r, model: cand, up: up, settle: settle, call: c, CreatedAt: g.now()}, nil
 }
 
 // KeepAlive is how long the stream may stay silent before its writer
@@ -467,6 +467,8 @@ func (s *ResultStream) Next() (Chunk, error) {
 	if err != nil {
 		if err == io.EOF {
 			s.finished = true
+		} else if err != ErrClientGone {
+			s.err = err
 		}
 		return Chunk{}, err
 	}
@@ -497,7 +499,7 @@ func (s *ResultStream) Next() (Chunk, error) {
 // Result returns what the stream produced so far, with usage (estimated
 // for what the upstream did not report).
 func (s *ResultStream) Result() *Result {
-	res := &Result{Model: s.model, Text: s.text.String(), FinishReason: s.finish, CreatedAt: s.CreatedAt, FallbackFrom: s.fallback}
+	res := &Result{Model: s.model, Text: s.text.String(), FinishReason: s.finish, CreatedAt: s.CreatedAt, FallbackFrom: s.call.fallbackFrom()}
 	res.ToolCalls = make([]ToolCall, len(s.calls))
 	copy(res.ToolCalls, s.calls)
 	for i := range res.ToolCalls {
@@ -531,7 +533,7 @@ func (s *ResultStream) Close() error {
 		err = s.up.Close()
 		s.cancel()
 		u := s.Result().Usage
-		s.g.account(s.ctx, s.model, u, time.Since(s.start), s.fallback, true)
+		s.g.accountErr(s.ctx, s.call, s.model, u, s.err)
 		s.settle(s.model, u)
 	})
 	return err
@@ -586,42 +588,40 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	op := "embeddings"
+	if field == "input" {
+		op = "openai.embeddings"
+	}
+	c := &callInfo{op: op, requested: m.ID, start: time.Now()}
 	cands := []*Model{m}
 	for _, id := range m.Fallbacks {
 		if f, err := g.Catalog.Lookup(id); err == nil && f.Has(CapEmbeddings) && allow(ctx, f) == nil {
 			cands = append(cands, f)
 		}
 	}
-	var tried []string
-	for i, cand := range cands {
-		resp, err := cand.provider.Embed(ctx, cand, &EmbedRequest{Inputs: inputs, Dimensions: dimensions, User: user})
-		if err != nil {
-			if canFallBack(err) && i < len(cands)-1 {
-				tried = append(tried, cand.ID)
-				continue
-			}
-			settle(nil, Usage{})
-			return nil, err
-		}
-		if dimensions == nil && len(resp.Vectors) > 0 {
-			cand.observeDimensions(len(resp.Vectors[0]))
-		}
-		res := &EmbedResult{Model: cand, Vectors: resp.Vectors, CreatedAt: g.now()}
-		if resp.Usage != nil {
-			res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}
-		} else {
-			n := 0
-			for _, in := range inputs {
-				n += CountTokens(cand.Name, in)
-			}
-			res.Usage = Usage{PromptTokens: n, Estimated: true}
-		}
-		g.account(ctx, cand, res.Usage, time.Since(start), tried, false)
-		settle(cand, res.Usage)
-		return res, nil
+	resp, cand, err := attempt(ctx, g, c, cands, func(cand *Model) (*EmbedResponse, error) {
+		return cand.provider.Embed(ctx, cand, &EmbedRequest{Inputs: inputs, Dimensions: dimensions, User: user})
+	})
+	if err != nil {
+		settle(nil, Usage{})
+		return nil, err
 	}
-	return nil, errs.E(errs.Internal, "no model answered")
+	if dimensions == nil && len(resp.Vectors) > 0 {
+		cand.observeDimensions(len(resp.Vectors[0]))
+	}
+	res := &EmbedResult{Model: cand, Vectors: resp.Vectors, CreatedAt: g.now()}
+	if resp.Usage != nil {
+		res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}
+	} else {
+		n := 0
+		for _, in := range inputs {
+			n += CountTokens(cand.Name, in)
+		}
+		res.Usage = Usage{PromptTokens: n, Estimated: true}
+	}
+	g.account(ctx, c, cand, res.Usage)
+	settle(cand, res.Usage)
+	return res, nil
 }
 
 // FunctionCall is the function the model chose, with its arguments.

@@ -29,3 +29,8 @@ func operationName(m *Model) string {
 	}
 	return "text_completion"
 }
+
+// observeBreaker mirrors a provider's circuit breaker state in the metrics.
+func observeBreaker(provider string, s BreakerState) {
+	metrics.SetProviderCircuit(provider, int(s))
+}

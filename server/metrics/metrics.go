@@ -94,6 +94,11 @@ var (
 		Help: "Requests refused with 429 by the per-credential limiter, by limit (requests|tokens|control_requests) and credential kind (api_key|oauth_token).",
 	}, []string{"limit", "credential_kind"})
 
+	providerCircuit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "switchboard_llm_provider_circuit_state",
+		Help: "State of each language-model provider's circuit breaker: 0 closed (healthy), 1 open (skipped as down), 2 half-open (one trial call let through).",
+	}, []string{"gen_ai_system"})
+
 	tokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_oauth_tokens_issued_total",
 		Help: "OAuth access tokens requested at /v1/oauth/token by outcome (success, or the RFC 6749 error code).",
@@ -107,7 +112,7 @@ func init() {
 		httpDuration, genAIDuration, genAITokens,
 		invocations, invocationDuration,
 		webhookDeliveries, webhookDuration,
-		rateLimited, tokensIssued,
+		rateLimited, tokensIssued, providerCircuit,
 	)
 }
 
@@ -181,6 +186,12 @@ func ObserveWebhookDelivery(outcome string, d time.Duration) {
 // "requests", "tokens" or "control_requests", kind the credential kind.
 func RateLimited(limit, kind string) {
 	rateLimited.WithLabelValues(limit, kind).Inc()
+}
+
+// SetProviderCircuit records the state of a provider's circuit breaker
+// (0 closed, 1 open, 2 half-open).
+func SetProviderCircuit(provider string, state int) {
+	providerCircuit.WithLabelValues(provider).Set(float64(state))
 }
 
 // TokenIssued records one request to the token endpoint; outcome is

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
@@ -215,6 +216,8 @@ type Service struct {
 
 	mu   sync.Mutex
 	subs subIndex
+	// listening caches which event types have a subscriber (Subscribed).
+	listening atomic.Pointer[listeningIndex]
 }
 
 var _ events.Recorder = (*Service)(nil)
