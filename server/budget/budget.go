@@ -294,13 +294,13 @@ func (t *Tracker) check(st *state, c Credential) []events.Pending {
 // event builds one budget event with its Once key.
 func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) events.Pending {
 	data := map[string]any{
-		"key":            c.ID,
-		"keyKind":        c.Kind,
-		"keyName":        c.Name,
-		"period":         st.period,
-		"periodStart":    st.start.Format(time.RFC3339),
-		"budgetUsd":      c.Budget.USD,
-		"spentUsd":       st.spent,
+		"key":         c.ID,
+		"keyKind":     c.Kind,
+		"keyName":     c.Name,
+		"period":      st.period,
+		"periodStart": st.start.Format(time.RFC3339),
+		"budgetUsd":   c.Budget.USD,
+		"spentUsd":    st.spent,
 	}
 	once := typ + "/" + c.ID + "/" + st.period + "/" + st.start.Format(time.RFC3339)
 	if typ == events.BudgetAlert {
