@@ -159,7 +159,11 @@ var eventTypes = []string{
 	string(client.EventTypeActionCreated), string(client.EventTypeActionUpdated), string(client.EventTypeActionDeleted),
 	string(client.EventTypeActionInvoked), string(client.EventTypeActionFailed),
 	string(client.EventTypeConnectionCreated), string(client.EventTypeConnectionDeleted), string(client.EventTypeConnectionReauthRequired),
-	string(client.EventTypeAPIKeyCreated), string(client.EventTypeAPIKeyRevoked), string(client.EventTypeWebhookTest),
+	string(client.EventTypeAPIKeyCreated), string(client.EventTypeAPIKeyRevoked), string(client.EventTypeAPIKeyUpdated),
+	string(client.EventTypeWebhookTest),
+	string(client.EventTypeUsageBudgetAlert), string(client.EventTypeUsageBudgetExhausted),
+	string(client.EventTypeLLMFallbackUsed), string(client.EventTypeLLMProviderUnhealthy), string(client.EventTypeLLMProviderRecovered),
+	string(client.EventTypeLLMModelsChanged), string(client.EventTypeRateLimitExceeded), string(client.EventTypeLLMRequestCompleted),
 }
 
 // webhookIDPattern is the server's webhook id format.
@@ -203,7 +207,7 @@ func (r *webhookResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"events": schema.SetAttribute{
 				MarkdownDescription: "Event types to receive (1-32): `" + strings.Join(eventTypes, "`, `") + "`. `*` means every " +
-					"type except the high-volume `action.invoked` and `action.failed`, which must be listed explicitly.",
+					"type except the high-volume `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed explicitly.",
 				ElementType: types.StringType,
 				Required:    true,
 				Validators: []validator.Set{
