@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"regexp"
 	"sort"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
@@ -38,11 +38,67 @@ var (
 )
 
 // NewActionResource is the switchboard_action resource.
-func NewActionResource() resource.Resource { return &actionResource{} }
+func NewActionResource() resource.Resource {
+	return &actionResource{crud[actionModel, client.Action]{
+		typeName: "action", kind: "action",
+		label: func(m *actionModel) string { return m.Connector.ValueString() + "/" + m.Name.ValueString() },
+		fill:  (*actionModel).fill,
+		create: func(ctx context.Context, api *apiClient, plan *actionModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.Action, error) {
+			body := plan.input(ctx, diags)
+			body.Name = strPtr(plan.Name)
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.CreateActionWithResponse(ctx, plan.Connector.ValueString(), body)
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON201, res.StatusCode(), res.Body)
+		},
+		get: func(ctx context.Context, api *apiClient, m *actionModel) (*client.Action, error) {
+			res, err := api.GetActionWithResponse(ctx, m.Connector.ValueString(), m.Name.ValueString())
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		update: func(ctx context.Context, api *apiClient, plan, state *actionModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.Action, error) {
+			body := plan.input(ctx, diags)
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.ReplaceActionWithResponse(ctx, state.Connector.ValueString(), state.Name.ValueString(),
+				&client.ReplaceActionParams{IfMatch: etag(state.Version)}, body)
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		// 404: already gone, with the action or with its whole connector.
+		remove: func(ctx context.Context, api *apiClient, m *actionModel) error {
+			res, err := api.DeleteActionWithResponse(ctx, m.Connector.ValueString(), m.Name.ValueString(),
+				&client.DeleteActionParams{IfMatch: etag(m.Version)})
+			if err != nil {
+				return err
+			}
+			return deleted(res.StatusCode(), res.Body)
+		},
+		// An action is imported by `<connector>/<action>`.
+		importID: func(id string) (map[string]attr.Value, string) {
+			connector, name, ok := cutID(id)
+			if !ok || !identifierPattern.MatchString(connector) || !identifierPattern.MatchString(name) {
+				return nil, fmt.Sprintf("An action is imported by <connector>/<action>, e.g. weather/forecast, got %q.", id)
+			}
+			return map[string]attr.Value{
+				"id": types.StringValue(id), "connector": types.StringValue(connector), "name": types.StringValue(name),
+			}, ""
+		},
+	}}
+}
 
 // actionResource manages one action of a connector.
 type actionResource struct {
-	api *apiClient
+	crud[actionModel, client.Action]
 }
 
 // Values of an action, from the generated client.
@@ -99,10 +155,6 @@ var parameterAttrTypes = map[string]attr.Type{
 	"enum":        types.ListType{ElemType: types.StringType},
 	"default":     types.StringType,
 	"in":          types.StringType,
-}
-
-func (r *actionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_action"
 }
 
 func (r *actionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -258,10 +310,6 @@ func (r *actionResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			},
 		},
 	}
-}
-
-func (r *actionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
 }
 
 // ValidateConfig checks what spans attributes, as the server does when the
@@ -436,123 +484,6 @@ func validateParameter(ctx context.Context, name string, p parameterModel, inPat
 // the server holds in another spelling (JSON formatting, `1.0` for `1`).
 func (r *actionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	keepVersionWhenUnchanged(ctx, req, resp)
-}
-
-func (r *actionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan actionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := plan.input(ctx, &resp.Diagnostics)
-	body.Name = strPtr(plan.Name)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := plan.Connector.ValueString(), plan.Name.ValueString()
-	what := "create action " + connector + "/" + name
-	res, err := r.api.CreateActionWithResponse(ctx, connector, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON201 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON201, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *actionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state actionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := state.Connector.ValueString(), state.Name.ValueString()
-	id := connector + "/" + name
-	res, err := r.api.GetActionWithResponse(ctx, connector, name)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "read action "+id, err)
-		return
-	}
-	if res.StatusCode() == http.StatusNotFound {
-		removedOutside(ctx, resp, "action", id)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "read action "+id, res.StatusCode(), res.Body)
-		return
-	}
-	state.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *actionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan, state actionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := plan.input(ctx, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := state.Connector.ValueString(), state.Name.ValueString()
-	what := "update action " + connector + "/" + name
-	res, err := r.api.ReplaceActionWithResponse(ctx, connector, name, &client.ReplaceActionParams{IfMatch: etag(state.Version)}, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *actionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state actionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := state.Connector.ValueString(), state.Name.ValueString()
-	what := "delete action " + connector + "/" + name
-	res, err := r.api.DeleteActionWithResponse(ctx, connector, name, &client.DeleteActionParams{IfMatch: etag(state.Version)})
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	// 404: already gone, with the action or with its whole connector.
-	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
-		r.api.addResponseError(&resp.Diagnostics, what, s, res.Body)
-	}
-}
-
-// ImportState imports an action by `<connector>/<action>`.
-func (r *actionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	connector, name, ok := cutID(req.ID)
-	if !ok || !identifierPattern.MatchString(connector) || !identifierPattern.MatchString(name) {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("An action is imported by <connector>/<action>, e.g. weather/forecast, got %q.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("connector"), connector)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 }
 
 // input is the definition to send.

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
@@ -32,12 +33,81 @@ var (
 )
 
 // NewAPIKeyResource is the switchboard_api_key resource.
-func NewAPIKeyResource() resource.Resource { return &apiKeyResource{} }
+func NewAPIKeyResource() resource.Resource {
+	return &apiKeyResource{crud[apiKeyModel, client.APIKey]{
+		typeName: "api_key", kind: "API key", deleteVerb: "revoke",
+		label: func(m *apiKeyModel) string {
+			if m.ID.IsUnknown() || m.ID.IsNull() {
+				return m.Name.ValueString()
+			}
+			return m.ID.ValueString()
+		},
+		fill: (*apiKeyModel).fill,
+		create: func(ctx context.Context, api *apiClient, plan *apiKeyModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.APIKey, error) {
+			body := plan.create(ctx, diags)
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.CreateAPIKeyWithResponse(ctx, body)
+			if err != nil {
+				return nil, err
+			}
+			k, err := answered(res.JSON201, res.StatusCode(), res.Body)
+			if err != nil {
+				return nil, err
+			}
+			// The secret is in this answer only.
+			plan.Key = types.StringValue(k.Key)
+			return &client.APIKey{
+				Id: k.Id, Name: k.Name, Scopes: k.Scopes, Prefix: k.Prefix,
+				CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Version: k.Version,
+				RateLimit: k.RateLimit, Models: k.Models, Connectors: k.Connectors, Budget: k.Budget,
+			}, nil
+		},
+		get: func(ctx context.Context, api *apiClient, m *apiKeyModel) (*client.APIKey, error) {
+			res, err := api.GetAPIKeyWithResponse(ctx, m.ID.ValueString())
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		// The name and the policy change in place: the secret stays the same.
+		update: func(ctx context.Context, api *apiClient, plan, state *apiKeyModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.APIKey, error) {
+			p := plan.toAPI(ctx, diags)
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.UpdateAPIKeyWithResponse(ctx, state.ID.ValueString(), &client.UpdateAPIKeyParams{IfMatch: etag(state.Version)},
+				client.APIKeyUpdate{Name: plan.Name.ValueString(), RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget})
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		remove: func(ctx context.Context, api *apiClient, m *apiKeyModel) error {
+			res, err := api.DeleteAPIKeyWithResponse(ctx, m.ID.ValueString())
+			if err != nil {
+				return err
+			}
+			return deleted(res.StatusCode(), res.Body)
+		},
+		// ImportState imports a key by its id (`key_...`); its secret stays
+		// unknown to Terraform (null), as the server no longer has it.
+		importID: func(id string) (map[string]attr.Value, string) {
+			if !apiKeyIDPattern.MatchString(id) {
+				return nil, fmt.Sprintf("An API key is imported by its id, key_ followed by 32 hex digits (see GET /v1/api-keys), got %q. "+
+					"The secret (sb_...) is not an id.", id)
+			}
+			return map[string]attr.Value{"id": types.StringValue(id)}, ""
+		},
+	}}
+}
 
-// apiKeyResource manages one API key. Keys are immutable on the server, so
-// every change replaces the key.
+// apiKeyResource manages one API key. Its name and policy change in place;
+// its scopes and expiry are immutable on the server, so changing them
+// replaces the key.
 type apiKeyResource struct {
-	api *apiClient
+	crud[apiKeyModel, client.APIKey]
 }
 
 // apiKeyModel is the resource's state.
@@ -46,8 +116,10 @@ type apiKeyModel struct {
 	Name      types.String      `tfsdk:"name"`
 	Scopes    types.Set         `tfsdk:"scopes"`
 	ExpiresAt timetypes.RFC3339 `tfsdk:"expires_at"`
+	policyModel
 	Key       types.String      `tfsdk:"key"`
 	Prefix    types.String      `tfsdk:"prefix"`
+	Version   types.Int64       `tfsdk:"version"`
 	CreatedAt timetypes.RFC3339 `tfsdk:"created_at"`
 }
 
@@ -60,28 +132,23 @@ var scopes = []string{
 // apiKeyIDPattern is the server's key id format.
 var apiKeyIDPattern = regexp.MustCompile(`^key_[0-9a-f]{32}$`)
 
-func (r *apiKeyResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_api_key"
-}
-
 func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An API key for callers of Switchboard (`Authorization: Bearer sb_...`).\n\n" +
 			"The secret `key` is generated by the server and shown only when the key is created: the provider keeps it " +
-			"in state as a sensitive value so that other resources can use it. Keys are immutable, so any change " +
-			"creates a new key and revokes the old one. Managing keys needs the `admin` scope. The server refuses " +
-			"to revoke its last unexpired admin key.",
-		Attributes: map[string]schema.Attribute{
+			"in state as a sensitive value so that other resources can use it. The name and the policy (`rate_limit`, " +
+			"`models`, `connectors`, `budget`) change in place, the secret staying the same; changing `scopes` or " +
+			"`expires_at` creates a new key and revokes the old one. Managing keys needs the `admin` scope. The server " +
+			"refuses to revoke its last unexpired admin key.",
+		Attributes: withPolicy(map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The key's id (`key_...`), not a secret; the import id.",
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"name": schema.StringAttribute{
-				MarkdownDescription: "A human name, e.g. the application using the key (1-128 characters, no control characters). Changing it replaces the key.",
+				MarkdownDescription: "A human name, e.g. the application using the key (1-128 characters, no control characters). Changes in place.",
 				Required:            true,
-				PlanModifiers:       replace,
 				Validators:          nameValidators(128),
 			},
 			"scopes": schema.SetAttribute{
@@ -116,24 +183,26 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
+			"version": schema.Int64Attribute{
+				MarkdownDescription: "The server's version of the key, incremented by every change of its name or policy; sent as `If-Match`.",
+				Computed:            true,
+			},
 			"created_at": schema.StringAttribute{
 				MarkdownDescription: "When the key was created (RFC 3339, UTC).",
 				CustomType:          timetypes.RFC3339Type{},
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-		},
+		}, "key"),
 	}
 }
 
-func (r *apiKeyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
-// ModifyPlan refuses, at plan time, a new key whose expiry has passed (the
-// server would refuse it). Existing keys are left alone: their expiry passing
-// is not a configuration error.
+// ModifyPlan plans no update when the configuration only rewrites the
+// expiry with another offset, and refuses, at plan time, a new key whose
+// expiry has passed (the server would refuse it). Existing keys are left
+// alone: their expiry passing is not a configuration error.
 func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	keepWhenUnchanged(ctx, req, resp, path.Root("version"))
 	if req.Plan.Raw.IsNull() || !req.State.Raw.IsNull() {
 		return
 	}
@@ -153,112 +222,9 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 }
 
-func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan apiKeyModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := client.APIKeyCreate{Name: plan.Name.ValueString()}
-	for _, s := range setStrings(ctx, plan.Scopes, &resp.Diagnostics) {
-		body.Scopes = append(body.Scopes, client.Scope(s))
-	}
-	if !plan.ExpiresAt.IsNull() {
-		t, d := plan.ExpiresAt.ValueRFC3339Time()
-		resp.Diagnostics.Append(d...)
-		body.ExpiresAt = &t
-	}
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	res, err := r.api.CreateAPIKeyWithResponse(ctx, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "create API key "+body.Name, err)
-		return
-	}
-	if res.JSON201 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "create API key "+body.Name, res.StatusCode(), res.Body)
-		return
-	}
-	k := res.JSON201
-	plan.fill(ctx, client.APIKey{
-		Id: k.Id, Name: k.Name, Scopes: k.Scopes, Prefix: k.Prefix,
-		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, Version: k.Version,
-	}, &resp.Diagnostics)
-	plan.Key = types.StringValue(k.Key)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.ID.ValueString()
-	res, err := r.api.GetAPIKeyWithResponse(ctx, id)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "read API key "+id, err)
-		return
-	}
-	if res.StatusCode() == http.StatusNotFound {
-		removedOutside(ctx, resp, "API key", id)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "read API key "+id, res.StatusCode(), res.Body)
-		return
-	}
-	state.fill(ctx, *res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-// Update is never called with a change (every argument requires
-// replacement); it keeps the plan so that the interface is complete.
-func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan apiKeyModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.ID.ValueString()
-	res, err := r.api.DeleteAPIKeyWithResponse(ctx, id)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "revoke API key "+id, err)
-		return
-	}
-	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
-		r.api.addResponseError(&resp.Diagnostics, "revoke API key "+id, s, res.Body)
-	}
-}
-
-// ImportState imports a key by its id (`key_...`); its secret stays unknown
-// to Terraform (null), as the server no longer has it.
-func (r *apiKeyResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if !apiKeyIDPattern.MatchString(req.ID) {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("An API key is imported by its id, key_ followed by 32 hex digits (see GET /v1/api-keys), got %q. "+
-				"The secret (sb_...) is not an id.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-}
-
 // fill copies the server's view of a key into the model. A configured
 // expiry that means the same instant as the server's is kept as written.
-func (m *apiKeyModel) fill(ctx context.Context, k client.APIKey, diags *diag.Diagnostics) {
+func (m *apiKeyModel) fill(ctx context.Context, k *client.APIKey, diags *diag.Diagnostics) {
 	m.ID = types.StringValue(k.Id)
 	m.Name = types.StringValue(k.Name)
 	ss := make([]string, len(k.Scopes))
@@ -269,4 +235,21 @@ func (m *apiKeyModel) fill(ctx context.Context, k client.APIKey, diags *diag.Dia
 	m.Prefix = types.StringValue(k.Prefix)
 	m.CreatedAt = timetypes.NewRFC3339TimeValue(k.CreatedAt.UTC())
 	m.ExpiresAt = keepTime(m.ExpiresAt, k.ExpiresAt)
+	m.Version = types.Int64Value(k.Version)
+	m.policyModel.fill(ctx, apiPolicy{RateLimit: k.RateLimit, Models: k.Models, Connectors: k.Connectors, Budget: k.Budget}, diags)
+}
+
+// create is the body that creates the planned key.
+func (m *apiKeyModel) create(ctx context.Context, diags *diag.Diagnostics) client.APIKeyCreate {
+	p := m.toAPI(ctx, diags)
+	body := client.APIKeyCreate{Name: m.Name.ValueString(), RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget}
+	for _, s := range setStrings(ctx, m.Scopes, diags) {
+		body.Scopes = append(body.Scopes, client.Scope(s))
+	}
+	if !m.ExpiresAt.IsNull() {
+		t, d := m.ExpiresAt.ValueRFC3339Time()
+		diags.Append(d...)
+		body.ExpiresAt = &t
+	}
+	return body
 }

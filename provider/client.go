@@ -321,8 +321,9 @@ func throttleLogFrom(ctx context.Context) *throttleLog {
 // watchThrottling starts the throttle log of one Terraform operation (a
 // resource's create, read, update or delete, a data source's read): the
 // requests made with the returned context are recorded, and report adds a
-// warning to diags when the server throttled any of them. Every operation
-// that calls the API starts with
+// warning to diags when the server throttled any of them. crud does this
+// for every resource operation; every other operation that calls the API
+// starts with
 //
 //	ctx, report := watchThrottling(ctx)
 //	defer report(&resp.Diagnostics)

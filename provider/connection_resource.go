@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -17,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
@@ -31,11 +33,111 @@ var (
 )
 
 // NewConnectionResource is the switchboard_connection resource.
-func NewConnectionResource() resource.Resource { return &connectionResource{} }
+func NewConnectionResource() resource.Resource {
+	return &connectionResource{crud[connectionModel, client.Connection]{
+		typeName: "connection", kind: "connection",
+		label:  func(m *connectionModel) string { return m.Connector.ValueString() + "/" + m.Name.ValueString() },
+		fill:   (*connectionModel).fill,
+		create: createConnection,
+		get:    getConnection,
+		// Update replaces the credentials (all of them, as configured):
+		// planned when the username or credentials_wo_version changes.
+		update: func(ctx context.Context, api *apiClient, _, state *connectionModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Connection, error) {
+			creds := credentials(ctx, cfg, diags)
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.ReplaceConnectionWithResponse(ctx, state.Connector.ValueString(), state.Name.ValueString(),
+				&client.ReplaceConnectionParams{IfMatch: etag(state.Version)}, creds)
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		// 404: already gone, alone or with its connector.
+		remove: func(ctx context.Context, api *apiClient, m *connectionModel) error {
+			res, err := api.DeleteConnectionWithResponse(ctx, m.Connector.ValueString(), m.Name.ValueString(),
+				&client.DeleteConnectionParams{IfMatch: etag(m.Version)})
+			if err != nil {
+				return err
+			}
+			return deleted(res.StatusCode(), res.Body)
+		},
+		// A connection is imported by `<connector>/<name>`; its credentials
+		// stay on the server.
+		importID: func(id string) (map[string]attr.Value, string) {
+			connector, name, ok := cutID(id)
+			if !ok || !identifierPattern.MatchString(connector) || !connectionNamePattern.MatchString(name) {
+				return nil, fmt.Sprintf("A connection is imported by <connector>/<name>, e.g. weather/default, got %q.", id)
+			}
+			return map[string]attr.Value{
+				"id": types.StringValue(id), "connector": types.StringValue(connector), "name": types.StringValue(name),
+			}, ""
+		},
+	}}
+}
 
 // connectionResource manages one account's credentials for a connector.
 type connectionResource struct {
-	api *apiClient
+	crud[connectionModel, client.Connection]
+}
+
+// createConnection creates the planned connection. An authorization_code
+// connector's connections start pending through the connect route; every
+// other kind is created with its credentials.
+func createConnection(ctx context.Context, api *apiClient, plan *connectionModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Connection, error) {
+	creds := credentials(ctx, cfg, diags)
+	if diags.HasError() {
+		return nil, nil
+	}
+	connector, name := plan.Connector.ValueString(), plan.Name.ValueString()
+	what := "create connection " + connector + "/" + name
+	c, err := api.GetConnectorWithResponse(ctx, connector)
+	if err != nil {
+		return nil, err
+	}
+	if c.JSON200 == nil {
+		return nil, also(what+": read connector "+connector, &callFailed{status: c.StatusCode(), body: c.Body})
+	}
+	auth := c.JSON200.Auth
+	if auth.Type == client.ConnectorAuthOAuth2 && auth.Grant != nil && *auth.Grant == client.ConnectorGrantClientCredentials {
+		diags.AddError("Switchboard: cannot "+what,
+			"Connector "+connector+" uses the OAuth 2.0 client_credentials grant: the server fetches its tokens with the "+
+				"connector's own client credentials on first use, so it takes no connection. Remove this resource.")
+		return nil, nil
+	}
+	if auth.Type == client.ConnectorAuthOAuth2 && auth.Grant != nil && *auth.Grant == client.ConnectorGrantAuthorizationCode {
+		if creds.ApiKey != nil || creds.Token != nil || creds.Username != nil || creds.Password != nil {
+			diags.AddError("Switchboard: cannot "+what,
+				"Connector "+connector+" uses OAuth 2.0 (authorization_code): its connections get their tokens through the "+
+					"browser, not from credentials. Remove api_key_wo, token_wo, username and password_wo.")
+			return nil, nil
+		}
+		res, err := api.ConnectOAuthConnectionWithResponse(ctx, connector, &client.ConnectOAuthConnectionParams{Connection: &name})
+		if err != nil {
+			return nil, err
+		}
+		if res.StatusCode() != http.StatusFound {
+			return nil, &callFailed{status: res.StatusCode(), body: res.Body}
+		}
+		return getConnection(ctx, api, plan)
+	}
+	res, err := api.CreateConnectionWithResponse(ctx, connector, client.ConnectionInput{
+		Name: &name, ApiKey: creds.ApiKey, Token: creds.Token, Username: creds.Username, Password: creds.Password,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return answered(res.JSON201, res.StatusCode(), res.Body)
+}
+
+// getConnection reads the connection a model names.
+func getConnection(ctx context.Context, api *apiClient, m *connectionModel) (*client.Connection, error) {
+	res, err := api.GetConnectionWithResponse(ctx, m.Connector.ValueString(), m.Name.ValueString())
+	if err != nil {
+		return nil, err
+	}
+	return answered(res.JSON200, res.StatusCode(), res.Body)
 }
 
 // connectionNamePattern is the syntax of connection names.
@@ -59,10 +161,6 @@ type connectionModel struct {
 	Version              types.Int64       `tfsdk:"version"`
 	CreatedAt            timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt            timetypes.RFC3339 `tfsdk:"updated_at"`
-}
-
-func (r *connectionResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_connection"
 }
 
 func (r *connectionResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -166,10 +264,6 @@ func (r *connectionResource) ConfigValidators(context.Context) []resource.Config
 	}
 }
 
-func (r *connectionResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
 // ModifyPlan keeps the server-side attributes (status, token times) as they
 // are when nothing the connection is made of changes.
 func (r *connectionResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
@@ -207,171 +301,6 @@ func credentials(ctx context.Context, cfg interface {
 	diags.Append(cfg.GetAttribute(ctx, path.Root("username"), &username)...)
 	diags.Append(cfg.GetAttribute(ctx, path.Root("password_wo"), &password)...)
 	return client.ConnectionCredentials{ApiKey: strPtr(apiKey), Token: strPtr(token), Username: strPtr(username), Password: strPtr(password)}
-}
-
-func (r *connectionResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan connectionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	creds := credentials(ctx, req.Config, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := plan.Connector.ValueString(), plan.Name.ValueString()
-	what := "create connection " + connector + "/" + name
-
-	// An authorization_code connector's connections start pending through
-	// the connect route; every other kind is created with its credentials.
-	c, err := r.api.GetConnectorWithResponse(ctx, connector)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if c.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what+": read connector "+connector, c.StatusCode(), c.Body)
-		return
-	}
-	auth := c.JSON200.Auth
-	if auth.Type == client.ConnectorAuthOAuth2 && auth.Grant != nil && *auth.Grant == client.ConnectorGrantClientCredentials {
-		resp.Diagnostics.AddError("Switchboard: cannot "+what,
-			"Connector "+connector+" uses the OAuth 2.0 client_credentials grant: the server fetches its tokens with the "+
-				"connector's own client credentials on first use, so it takes no connection. Remove this resource.")
-		return
-	}
-	if auth.Type == client.ConnectorAuthOAuth2 && auth.Grant != nil && *auth.Grant == client.ConnectorGrantAuthorizationCode {
-		if creds.ApiKey != nil || creds.Token != nil || creds.Username != nil || creds.Password != nil {
-			resp.Diagnostics.AddError("Switchboard: cannot "+what,
-				"Connector "+connector+" uses OAuth 2.0 (authorization_code): its connections get their tokens through the "+
-					"browser, not from credentials. Remove api_key_wo, token_wo, username and password_wo.")
-			return
-		}
-		res, err := r.api.ConnectOAuthConnectionWithResponse(ctx, connector, &client.ConnectOAuthConnectionParams{Connection: &name})
-		if err != nil {
-			r.api.addTransportError(&resp.Diagnostics, what, err)
-			return
-		}
-		if res.StatusCode() != http.StatusFound {
-			r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-			return
-		}
-		r.read(ctx, &plan, &resp.Diagnostics, what)
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-		return
-	}
-
-	res, err := r.api.CreateConnectionWithResponse(ctx, connector, client.ConnectionInput{
-		Name: &name, ApiKey: creds.ApiKey, Token: creds.Token, Username: creds.Username, Password: creds.Password,
-	})
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON201 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON201, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-// read fills m from the server; false when the connection does not exist.
-func (r *connectionResource) read(ctx context.Context, m *connectionModel, diags *diag.Diagnostics, what string) bool {
-	res, err := r.api.GetConnectionWithResponse(ctx, m.Connector.ValueString(), m.Name.ValueString())
-	if err != nil {
-		r.api.addTransportError(diags, what, err)
-		return true
-	}
-	if res.StatusCode() == http.StatusNotFound {
-		return false
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(diags, what, res.StatusCode(), res.Body)
-		return true
-	}
-	m.fill(ctx, res.JSON200, diags)
-	return true
-}
-
-func (r *connectionResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state connectionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.Connector.ValueString() + "/" + state.Name.ValueString()
-	if !r.read(ctx, &state, &resp.Diagnostics, "read connection "+id) {
-		removedOutside(ctx, resp, "connection", id)
-		return
-	}
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-// Update replaces the credentials (all of them, as configured): planned
-// when the username or credentials_wo_version changes.
-func (r *connectionResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan, state connectionModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	creds := credentials(ctx, req.Config, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := state.Connector.ValueString(), state.Name.ValueString()
-	what := "update connection " + connector + "/" + name
-	res, err := r.api.ReplaceConnectionWithResponse(ctx, connector, name, &client.ReplaceConnectionParams{IfMatch: etag(state.Version)}, creds)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *connectionResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state connectionModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	connector, name := state.Connector.ValueString(), state.Name.ValueString()
-	what := "delete connection " + connector + "/" + name
-	res, err := r.api.DeleteConnectionWithResponse(ctx, connector, name, &client.DeleteConnectionParams{IfMatch: etag(state.Version)})
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	// 404: already gone, alone or with its connector.
-	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
-		r.api.addResponseError(&resp.Diagnostics, what, s, res.Body)
-	}
-}
-
-// ImportState imports a connection by `<connector>/<name>`; its credentials
-// stay on the server.
-func (r *connectionResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	connector, name, ok := cutID(req.ID)
-	if !ok || !identifierPattern.MatchString(connector) || !connectionNamePattern.MatchString(name) {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("A connection is imported by <connector>/<name>, e.g. weather/default, got %q.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("connector"), connector)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 }
 
 // fill copies the server's connection into the model; credentials are

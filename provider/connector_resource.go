@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
@@ -34,12 +34,80 @@ var (
 )
 
 // NewConnectorResource is the switchboard_connector resource.
-func NewConnectorResource() resource.Resource { return &connectorResource{} }
+func NewConnectorResource() resource.Resource {
+	return &connectorResource{crud[connectorModel, client.Connector]{
+		typeName: "connector", kind: "connector",
+		label: func(m *connectorModel) string { return m.Name.ValueString() },
+		fill:  (*connectorModel).fill,
+		create: func(ctx context.Context, api *apiClient, plan *connectorModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Connector, error) {
+			body := plan.input(ctx, diags)
+			body.Name = strPtr(plan.Name)
+			if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" {
+				body.Auth.ClientSecret = configSecret(ctx, cfg, diags)
+			}
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.CreateConnectorWithResponse(ctx, body)
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON201, res.StatusCode(), res.Body)
+		},
+		get: func(ctx context.Context, api *apiClient, m *connectorModel) (*client.Connector, error) {
+			res, err := api.GetConnectorWithResponse(ctx, m.ID.ValueString())
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		update: func(ctx context.Context, api *apiClient, plan, state *connectorModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Connector, error) {
+			body := plan.input(ctx, diags)
+			// The stored secret is kept unless a new one is due: a new version, or
+			// the first secret of a connector that just became oauth2.
+			if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" && secretDue(stateWOVersion(state.Auth), plan.Auth.ClientSecretWOVersion, state.Auth == nil || state.Auth.Type.ValueString() != "oauth2") {
+				body.Auth.ClientSecret = configSecret(ctx, cfg, diags)
+			}
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.ReplaceConnectorWithResponse(ctx, state.ID.ValueString(), &client.ReplaceConnectorParams{IfMatch: etag(state.Version)}, body)
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		remove: func(ctx context.Context, api *apiClient, m *connectorModel) error {
+			res, err := api.DeleteConnectorWithResponse(ctx, m.ID.ValueString(), &client.DeleteConnectorParams{IfMatch: etag(m.Version)})
+			if err != nil {
+				return err
+			}
+			return deleted(res.StatusCode(), res.Body)
+		},
+		// A connector is imported by its name. Its client secret stays on
+		// the server; set client_secret_wo_version in the configuration to
+		// send a new one.
+		importID: func(id string) (map[string]attr.Value, string) {
+			if !identifierPattern.MatchString(id) {
+				return nil, fmt.Sprintf("A connector is imported by its name (%s), got %q.", identifierPattern, id)
+			}
+			return map[string]attr.Value{"id": types.StringValue(id), "name": types.StringValue(id)}, ""
+		},
+	}}
+}
 
 // connectorResource manages one connector: an external HTTP API that
 // actions call.
 type connectorResource struct {
-	api *apiClient
+	crud[connectorModel, client.Connector]
+}
+
+// configSecret reads auth.client_secret_wo from the configuration (write-only
+// values are only there, never in the plan or the state).
+func configSecret(ctx context.Context, cfg tfsdk.Config, diags *diag.Diagnostics) *string {
+	var s types.String
+	diags.Append(cfg.GetAttribute(ctx, path.Root("auth").AtName("client_secret_wo"), &s)...)
+	return strPtr(s)
 }
 
 // identifierPattern is the syntax of connector and action names.
@@ -107,10 +175,6 @@ type authModel struct {
 	RedirectURLs          types.List   `tfsdk:"redirect_urls"`
 	ClientSecretWO        types.String `tfsdk:"client_secret_wo"`
 	ClientSecretWOVersion types.Int64  `tfsdk:"client_secret_wo_version"`
-}
-
-func (r *connectorResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_connector"
 }
 
 // singleLine refuses control characters; multiLine allows tabs and newlines.
@@ -308,10 +372,6 @@ func authSchemaAttributes() map[string]schema.Attribute {
 	}
 }
 
-func (r *connectorResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
 // authFields says which auth type each type-specific attribute belongs to.
 var authFields = []struct {
 	attr, typ string
@@ -409,135 +469,6 @@ func isManagedHeader(h string) bool {
 		return true
 	}
 	return false
-}
-
-func (r *connectorResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan connectorModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := plan.input(ctx, &resp.Diagnostics)
-	body.Name = strPtr(plan.Name)
-	if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" {
-		body.Auth.ClientSecret = r.configSecret(ctx, req.Config.GetAttribute, &resp.Diagnostics)
-	}
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	what := "create connector " + plan.Name.ValueString()
-	res, err := r.api.CreateConnectorWithResponse(ctx, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON201 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON201, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-// configSecret reads auth.client_secret_wo from the configuration (write-only
-// values are only there, never in the plan or the state).
-func (r *connectorResource) configSecret(ctx context.Context, get func(context.Context, path.Path, any) diag.Diagnostics, diags *diag.Diagnostics) *string {
-	var s types.String
-	diags.Append(get(ctx, path.Root("auth").AtName("client_secret_wo"), &s)...)
-	return strPtr(s)
-}
-
-func (r *connectorResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state connectorModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.ID.ValueString()
-	res, err := r.api.GetConnectorWithResponse(ctx, name)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "read connector "+name, err)
-		return
-	}
-	if res.StatusCode() == http.StatusNotFound {
-		removedOutside(ctx, resp, "connector", name)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "read connector "+name, res.StatusCode(), res.Body)
-		return
-	}
-	state.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *connectorResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan, state connectorModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	body := plan.input(ctx, &resp.Diagnostics)
-	// The stored secret is kept unless a new one is due: a new version, or
-	// the first secret of a connector that just became oauth2.
-	if plan.Auth != nil && plan.Auth.Type.ValueString() == "oauth2" && secretDue(stateWOVersion(state.Auth), plan.Auth.ClientSecretWOVersion, state.Auth == nil || state.Auth.Type.ValueString() != "oauth2") {
-		body.Auth.ClientSecret = r.configSecret(ctx, req.Config.GetAttribute, &resp.Diagnostics)
-	}
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.ID.ValueString()
-	what := "update connector " + name
-	res, err := r.api.ReplaceConnectorWithResponse(ctx, name, &client.ReplaceConnectorParams{IfMatch: etag(state.Version)}, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, what, err)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, what, res.StatusCode(), res.Body)
-		return
-	}
-	plan.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *connectorResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state connectorModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	name := state.ID.ValueString()
-	res, err := r.api.DeleteConnectorWithResponse(ctx, name, &client.DeleteConnectorParams{IfMatch: etag(state.Version)})
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "delete connector "+name, err)
-		return
-	}
-	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
-		r.api.addResponseError(&resp.Diagnostics, "delete connector "+name, s, res.Body)
-	}
-}
-
-// ImportState imports a connector by its name. Its client secret stays on
-// the server; set client_secret_wo_version in the configuration to send
-// a new one.
-func (r *connectorResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if !identifierPattern.MatchString(req.ID) {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("A connector is imported by its name (%s), got %q.", identifierPattern, req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
 }
 
 // input is the definition to send (without the client secret).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -155,20 +156,22 @@ func nameValidators(max int) []validator.String {
 // have kept a prior value written differently), nothing else changes: no
 // update is then planned.
 func keepVersionWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	keepWhenUnchanged(ctx, req, resp, path.Root("version"), path.Root("updated_at"))
+}
+
+// keepWhenUnchanged plans the prior values of the computed attributes at
+// paths when, with them, the plan is the state: nothing changes.
+func keepWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, paths ...path.Path) {
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
 	}
-	var version types.Int64
-	var updated timetypes.RFC3339
-	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("version"), &version)...)
-	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("updated_at"), &updated)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
 	orig := resp.Plan.Raw.Copy()
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("version"), version)...)
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("updated_at"), updated)...)
-	if !resp.Plan.Raw.Equal(req.State.Raw) {
+	for _, p := range paths {
+		var v attr.Value
+		resp.Diagnostics.Append(req.State.GetAttribute(ctx, p, &v)...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, p, v)...)
+	}
+	if resp.Diagnostics.HasError() || !resp.Plan.Raw.Equal(req.State.Raw) {
 		resp.Plan.Raw = orig
 	}
 }

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"net/http"
-	"regexp"
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -55,7 +54,7 @@ func (d *modelDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The model id, `<provider>/<name>`, e.g. `openai/gpt-4o-mini` (the name may itself contain `/`).",
 				Required:            true,
-				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[^/]+/.+$`),
+				Validators: []validator.String{stringvalidator.RegexMatches(modelIDPattern,
 					"must be <provider>/<name>, e.g. openai/gpt-4o-mini")},
 			},
 			"provider_name": schema.StringAttribute{

@@ -161,6 +161,7 @@ func (p *switchboardProvider) Resources(context.Context) []func() resource.Resou
 		NewActionResource,
 		NewWebhookResource,
 		NewConnectionResource,
+		NewOAuthClientResource,
 	}
 }
 
@@ -169,5 +170,6 @@ func (p *switchboardProvider) DataSources(context.Context) []func() datasource.D
 		NewModelsDataSource,
 		NewModelDataSource,
 		NewConnectorDataSource,
+		NewUsageDataSource,
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
@@ -33,11 +34,121 @@ var (
 )
 
 // NewWebhookResource is the switchboard_webhook resource.
-func NewWebhookResource() resource.Resource { return &webhookResource{} }
+func NewWebhookResource() resource.Resource {
+	return &webhookResource{crud[webhookModel, client.Webhook]{
+		typeName: "webhook", kind: "webhook",
+		label: func(m *webhookModel) string {
+			if m.ID.IsUnknown() || m.ID.IsNull() {
+				return "for " + m.URL.ValueString()
+			}
+			return m.ID.ValueString()
+		},
+		fill: (*webhookModel).fill,
+		create: func(ctx context.Context, api *apiClient, plan *webhookModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Webhook, error) {
+			var wo types.String
+			diags.Append(cfg.GetAttribute(ctx, path.Root("secret_wo"), &wo)...)
+			enabled := plan.Enabled.ValueBool()
+			body := client.WebhookCreate{
+				Url:         plan.URL.ValueString(),
+				Events:      setStrings(ctx, plan.Events, diags),
+				Description: strPtr(plan.Description),
+				Enabled:     &enabled,
+				Secret:      strPtr(wo),
+			}
+			if diags.HasError() {
+				return nil, nil
+			}
+			res, err := api.CreateWebhookWithResponse(ctx, body)
+			if err != nil {
+				return nil, err
+			}
+			w, err := answered(res.JSON201, res.StatusCode(), res.Body)
+			if err != nil {
+				return nil, err
+			}
+			// Your own secret is write-only: never echo it into the state.
+			plan.Secret = types.StringNull()
+			if wo.IsNull() {
+				plan.Secret = types.StringValue(w.Secret)
+			}
+			return &client.Webhook{
+				Id: w.Id, Url: w.Url, Events: w.Events, Description: w.Description, Enabled: w.Enabled,
+				CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, Version: w.Version,
+			}, nil
+		},
+		get: func(ctx context.Context, api *apiClient, m *webhookModel) (*client.Webhook, error) {
+			res, err := api.GetWebhookWithResponse(ctx, m.ID.ValueString())
+			if err != nil {
+				return nil, err
+			}
+			return answered(res.JSON200, res.StatusCode(), res.Body)
+		},
+		update: updateWebhook,
+		remove: func(ctx context.Context, api *apiClient, m *webhookModel) error {
+			res, err := api.DeleteWebhookWithResponse(ctx, m.ID.ValueString(), &client.DeleteWebhookParams{IfMatch: etag(m.Version)})
+			if err != nil {
+				return err
+			}
+			return deleted(res.StatusCode(), res.Body)
+		},
+		// A webhook is imported by its id (`wh_...`). The secret stays
+		// unknown to Terraform (`secret` null) and on the server.
+		importID: func(id string) (map[string]attr.Value, string) {
+			if !webhookIDPattern.MatchString(id) {
+				return nil, fmt.Sprintf("A webhook is imported by its id, wh_... (see GET /v1/webhooks), got %q.", id)
+			}
+			return map[string]attr.Value{"id": types.StringValue(id), "secret": types.StringNull()}, ""
+		},
+	}}
+}
 
 // webhookResource manages one webhook subscription.
 type webhookResource struct {
-	api *apiClient
+	crud[webhookModel, client.Webhook]
+}
+
+// updateWebhook replaces the webhook; your secret is sent when its version
+// changes, or when it replaces a generated one (the server rotates when it
+// differs from the current). Dropping secret_wo rotates to a generated secret.
+func updateWebhook(ctx context.Context, api *apiClient, plan, state *webhookModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Webhook, error) {
+	var wo types.String
+	diags.Append(cfg.GetAttribute(ctx, path.Root("secret_wo"), &wo)...)
+	id := state.ID.ValueString()
+	enabled := plan.Enabled.ValueBool()
+	body := client.WebhookReplace{
+		Url:         plan.URL.ValueString(),
+		Events:      setStrings(ctx, plan.Events, diags),
+		Description: strPtr(plan.Description),
+		Enabled:     &enabled,
+	}
+	if !wo.IsNull() && secretDue(state.SecretWOVersion, plan.SecretWOVersion, !state.Secret.IsNull()) {
+		body.Secret = strPtr(wo)
+	}
+	if diags.HasError() {
+		return nil, nil
+	}
+	res, err := api.ReplaceWebhookWithResponse(ctx, id, &client.ReplaceWebhookParams{IfMatch: etag(state.Version)}, body)
+	if err != nil {
+		return nil, err
+	}
+	w, err := answered(res.JSON200, res.StatusCode(), res.Body)
+	if err != nil || !plan.Secret.IsUnknown() {
+		return w, err
+	}
+	// From your secret to a generated one: rotate and keep the new one.
+	rot, err := api.RotateWebhookSecretWithResponse(ctx, id, &client.RotateWebhookSecretParams{IfMatch: etag(types.Int64Value(w.Version))}, client.WebhookSecretRotation{})
+	if err != nil {
+		return nil, also(fmt.Sprintf("rotate the secret of webhook %s at version %d", id, w.Version), err)
+	}
+	r, err := answered(rot.JSON200, rot.StatusCode(), rot.Body)
+	if err != nil {
+		return nil, also("rotate the secret of webhook "+id, err)
+	}
+	plan.Secret = types.StringValue(r.Secret)
+	return &client.Webhook{
+		Id: r.Id, Url: r.Url, Events: r.Events, Description: r.Description,
+		Enabled: r.Enabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Version: r.Version,
+	}, nil
 }
 
 // eventTypes are the event types a webhook may subscribe to, from the
@@ -48,7 +159,11 @@ var eventTypes = []string{
 	string(client.EventTypeActionCreated), string(client.EventTypeActionUpdated), string(client.EventTypeActionDeleted),
 	string(client.EventTypeActionInvoked), string(client.EventTypeActionFailed),
 	string(client.EventTypeConnectionCreated), string(client.EventTypeConnectionDeleted), string(client.EventTypeConnectionReauthRequired),
-	string(client.EventTypeAPIKeyCreated), string(client.EventTypeAPIKeyRevoked), string(client.EventTypeWebhookTest),
+	string(client.EventTypeAPIKeyCreated), string(client.EventTypeAPIKeyRevoked), string(client.EventTypeAPIKeyUpdated),
+	string(client.EventTypeWebhookTest),
+	string(client.EventTypeUsageBudgetAlert), string(client.EventTypeUsageBudgetExhausted),
+	string(client.EventTypeLLMFallbackUsed), string(client.EventTypeLLMProviderUnhealthy), string(client.EventTypeLLMProviderRecovered),
+	string(client.EventTypeLLMModelsChanged), string(client.EventTypeRateLimitExceeded), string(client.EventTypeLLMRequestCompleted),
 }
 
 // webhookIDPattern is the server's webhook id format.
@@ -67,10 +182,6 @@ type webhookModel struct {
 	Version         types.Int64       `tfsdk:"version"`
 	CreatedAt       timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt       timetypes.RFC3339 `tfsdk:"updated_at"`
-}
-
-func (r *webhookResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_webhook"
 }
 
 func (r *webhookResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -96,7 +207,7 @@ func (r *webhookResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 			},
 			"events": schema.SetAttribute{
 				MarkdownDescription: "Event types to receive (1-32): `" + strings.Join(eventTypes, "`, `") + "`. `*` means every " +
-					"type except the high-volume `action.invoked` and `action.failed`, which must be listed explicitly.",
+					"type except the high-volume `action.invoked`, `action.failed` and `llm.request.completed`, which must be listed explicitly.",
 				ElementType: types.StringType,
 				Required:    true,
 				Validators: []validator.Set{
@@ -158,10 +269,6 @@ func (r *webhookResource) Schema(_ context.Context, _ resource.SchemaRequest, re
 	}
 }
 
-func (r *webhookResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.api = configuredClient(req.ProviderData, &resp.Diagnostics)
-}
-
 // ModifyPlan plans the generated `secret`: null with secret_wo; kept while
 // generated; a new one (unknown) when secret_wo is dropped from the
 // configuration, as Update then rotates to a generated secret; null after
@@ -192,159 +299,6 @@ func (r *webhookResource) ModifyPlan(ctx context.Context, req resource.ModifyPla
 		}
 	}
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("secret"), secret)...)
-}
-
-func (r *webhookResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan webhookModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	var wo types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("secret_wo"), &wo)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	enabled := plan.Enabled.ValueBool()
-	body := client.WebhookCreate{
-		Url:         plan.URL.ValueString(),
-		Events:      setStrings(ctx, plan.Events, &resp.Diagnostics),
-		Description: strPtr(plan.Description),
-		Enabled:     &enabled,
-		Secret:      strPtr(wo),
-	}
-	res, err := r.api.CreateWebhookWithResponse(ctx, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "create webhook for "+body.Url, err)
-		return
-	}
-	if res.JSON201 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "create webhook for "+body.Url, res.StatusCode(), res.Body)
-		return
-	}
-	w := res.JSON201
-	plan.fill(ctx, &client.Webhook{
-		Id: w.Id, Url: w.Url, Events: w.Events, Description: w.Description, Enabled: w.Enabled,
-		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt, Version: w.Version,
-	}, &resp.Diagnostics)
-	// Your own secret is write-only: never echo it into the state.
-	plan.Secret = types.StringNull()
-	if wo.IsNull() {
-		plan.Secret = types.StringValue(w.Secret)
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *webhookResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state webhookModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.ID.ValueString()
-	res, err := r.api.GetWebhookWithResponse(ctx, id)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "read webhook "+id, err)
-		return
-	}
-	if res.StatusCode() == http.StatusNotFound {
-		removedOutside(ctx, resp, "webhook", id)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "read webhook "+id, res.StatusCode(), res.Body)
-		return
-	}
-	state.fill(ctx, res.JSON200, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *webhookResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var plan, state webhookModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	var wo types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("secret_wo"), &wo)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.ID.ValueString()
-	enabled := plan.Enabled.ValueBool()
-	body := client.WebhookReplace{
-		Url:         plan.URL.ValueString(),
-		Events:      setStrings(ctx, plan.Events, &resp.Diagnostics),
-		Description: strPtr(plan.Description),
-		Enabled:     &enabled,
-	}
-	// Your secret is sent when its version changes, or when it replaces a
-	// generated one; the server rotates when it differs from the current.
-	if !wo.IsNull() && secretDue(state.SecretWOVersion, plan.SecretWOVersion, !state.Secret.IsNull()) {
-		body.Secret = strPtr(wo)
-	}
-	res, err := r.api.ReplaceWebhookWithResponse(ctx, id, &client.ReplaceWebhookParams{IfMatch: etag(state.Version)}, body)
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "update webhook "+id, err)
-		return
-	}
-	if res.JSON200 == nil {
-		r.api.addResponseError(&resp.Diagnostics, "update webhook "+id, res.StatusCode(), res.Body)
-		return
-	}
-	w := res.JSON200
-	if plan.Secret.IsUnknown() {
-		// From your secret to a generated one: rotate and keep the new one.
-		v := fmt.Sprint(w.Version)
-		rot, err := r.api.RotateWebhookSecretWithResponse(ctx, id, &client.RotateWebhookSecretParams{IfMatch: etag(types.Int64Value(w.Version))}, client.WebhookSecretRotation{})
-		if err != nil {
-			r.api.addTransportError(&resp.Diagnostics, "rotate the secret of webhook "+id+" at version "+v, err)
-			return
-		}
-		if rot.JSON200 == nil {
-			r.api.addResponseError(&resp.Diagnostics, "rotate the secret of webhook "+id, rot.StatusCode(), rot.Body)
-			return
-		}
-		plan.Secret = types.StringValue(rot.JSON200.Secret)
-		w = &client.Webhook{
-			Id: rot.JSON200.Id, Url: rot.JSON200.Url, Events: rot.JSON200.Events, Description: rot.JSON200.Description,
-			Enabled: rot.JSON200.Enabled, CreatedAt: rot.JSON200.CreatedAt, UpdatedAt: rot.JSON200.UpdatedAt, Version: rot.JSON200.Version,
-		}
-	}
-	plan.fill(ctx, w, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-}
-
-func (r *webhookResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	ctx, report := watchThrottling(ctx)
-	defer report(&resp.Diagnostics)
-	var state webhookModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	id := state.ID.ValueString()
-	res, err := r.api.DeleteWebhookWithResponse(ctx, id, &client.DeleteWebhookParams{IfMatch: etag(state.Version)})
-	if err != nil {
-		r.api.addTransportError(&resp.Diagnostics, "delete webhook "+id, err)
-		return
-	}
-	if s := res.StatusCode(); s != http.StatusNoContent && s != http.StatusNotFound {
-		r.api.addResponseError(&resp.Diagnostics, "delete webhook "+id, s, res.Body)
-	}
-}
-
-// ImportState imports a webhook by its id (`wh_...`). The secret stays
-// unknown to Terraform (`secret` null) and on the server.
-func (r *webhookResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if !webhookIDPattern.MatchString(req.ID) {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("A webhook is imported by its id, wh_... (see GET /v1/webhooks), got %q.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("secret"), types.StringNull())...)
 }
 
 // fill copies the server's webhook into the model; secrets are untouched.

@@ -277,3 +277,23 @@ func (s *testServer) checkWebhooksGone(*terraform.State) error {
 	}
 	return nil
 }
+
+// TestAccWebhookResource_modelEvents: a webhook may subscribe to the model
+// service's events.
+func TestAccWebhookResource_modelEvents(t *testing.T) {
+	s := testAccServer(t)
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps: []resource.TestStep{{
+			Config: s.config(`
+resource "switchboard_webhook" "spend" {
+  url    = "https://hooks.example.com/spend"
+  events = ["usage.budget_alert", "usage.budget_exhausted", "llm.provider_unhealthy", "llm.request.completed", "api_key.updated"]
+}
+`),
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}

@@ -10,3 +10,25 @@ resource "switchboard_api_key" "billing" {
 output "billing_key_prefix" {
   value = switchboard_api_key.billing.prefix
 }
+
+# A key with a policy: the models and connectors it may use, its own rate
+# limit and a monthly budget. All of these (and the name) change in place:
+# the secret stays the same. Changing scopes or expires_at creates a new key.
+resource "switchboard_api_key" "support_bot" {
+  name   = "support-bot"
+  scopes = ["invoke", "llm"]
+
+  models     = ["openai/gpt-4o-mini", "anthropic/*"]
+  connectors = ["zendesk", "github.list_issues"]
+
+  rate_limit = {
+    requests_per_minute = 120
+    tokens_per_minute   = 50000
+  }
+
+  budget = {
+    usd      = 25
+    period   = "month"
+    alert_at = [0.5, 0.8] # usage.budget_alert events at 50% and 80%
+  }
+}
