@@ -100,7 +100,7 @@ type NewAPIKeyInput struct {
 	Secret string
 }
 
-// MaxNameLength bounds an API key's name, in characters.
+// MaxNameLength bounds a credential's name (API key, OAuth client), in characters.
 const MaxNameLength = 128
 
 // CheckSecret refuses a caller-chosen API key secret of the wrong form

@@ -39,11 +39,6 @@ type Usage interface {
 	Query(ctx context.Context, q usage.Query) ([]usage.Row, error)
 }
 
-// Emitter queues request-path events (events.Queue).
-type Emitter interface {
-	Emit(events.Pending)
-}
-
 // Tracker counts spend against budgets. The zero value is not usable: set
 // Usage. Events and Now are optional.
 type Tracker struct {
@@ -51,7 +46,7 @@ type Tracker struct {
 	Usage Usage
 	// Events receives usage.budget_alert and usage.budget_exhausted; nil
 	// drops them.
-	Events Emitter
+	Events events.Emitter
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Log reports failed reads of the usage records; slog.Default when nil.

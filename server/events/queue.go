@@ -27,6 +27,13 @@ type Pending struct {
 	OnceUntil time.Time
 }
 
+// Emitter takes events of the request path without blocking (a Queue).
+type Emitter interface {
+	Emit(Pending)
+}
+
+var _ Emitter = (*Queue)(nil)
+
 // Queue records events that happen outside a write transaction, on the
 // request path (model calls, rate limits, the circuit breaker). Emit only
 // appends to memory; a background loop records the waiting events in one

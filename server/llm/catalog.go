@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 )
@@ -156,7 +157,7 @@ type Catalog struct {
 
 	mu         sync.Mutex // serialises refreshes
 	discovered map[string][]*Model
-	events     EventSink
+	events     events.Emitter
 }
 
 // CatalogOptions are NewCatalog's inputs besides the provider list.
@@ -174,7 +175,7 @@ type CatalogOptions struct {
 	Now func() time.Time
 	// Events receives llm.models_changed when a rediscovery adds or
 	// removes models; optional.
-	Events EventSink
+	Events events.Emitter
 }
 
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
 )
 
@@ -67,7 +67,7 @@ type Gateway struct {
 	// Events receives the model service's events (llm.fallback_used,
 	// llm.provider_unhealthy, llm.provider_recovered,
 	// llm.request.completed); optional.
-	Events EventSink
+	Events events.Emitter
 	// Subscribed, when set, reports whether a webhook listens to an opt-in
 	// event type, so that llm.request.completed is built only then.
 	Subscribed func(eventType string) bool
@@ -317,10 +317,7 @@ func (g *Gateway) account(ctx context.Context, c *callInfo, m *Model, u Usage) {
 // failed midway; nil on success).
 func (g *Gateway) accountErr(ctx context.Context, c *callInfo, m *Model, u Usage, callErr error) {
 	d, fallbackFrom, stream := time.Since(c.start), c.fallbackFrom(), c.stream
-	principal := ""
-	if p := auth.FromContext(ctx); p != nil {
-		principal = p.ID
-	}
+	principal := principalID(ctx)
 	cost := m.Cost(u)
 	if g.Usage != nil {
 		g.Usage.Record(principal, m.ID, u.PromptTokens, u.CompletionTokens, cost)

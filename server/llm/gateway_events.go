@@ -13,12 +13,6 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
 )
 
-// EventSink receives the model service's events (the server's
-// events.Queue). Emit must not block: it is called on the request path.
-type EventSink interface {
-	Emit(events.Pending)
-}
-
 // callInfo is one gateway call as its events describe it.
 type callInfo struct {
 	op        string // operation name (OpName)
@@ -97,10 +91,8 @@ func attempt[T any](ctx context.Context, g *Gateway, c *callInfo, cands []*Model
 			continue
 		}
 		res, err := do(cand)
-		if b != nil {
-			if t, ok := b.Record(g.Breakers.Now(), err); ok {
-				g.breakerChanged(t)
-			}
+		if t, ok := b.Record(g.Breakers.Now(), err); ok {
+			g.breakerChanged(t)
 		}
 		if err == nil {
 			if len(c.failed) > 0 {

@@ -29,9 +29,6 @@ const (
 	SecretPrefix   = "sbcs_"
 )
 
-// MaxNameLength bounds a client's name, in characters.
-const MaxNameLength = 128
-
 // Client is a registered OAuth client. The secret is never stored, only its
 // SHA-256 (it carries 256 random bits, so a slow hash would add nothing).
 type Client struct {

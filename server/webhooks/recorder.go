@@ -47,26 +47,7 @@ func (s *Service) subscribers(tx store.Tx, eventType string) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rev != s.subs.rev {
-		var subs []subscription
-		err := tx.Scan(bucketWebhooks, webhookPrefix, "", func(k string, v []byte) (bool, error) {
-			var w Webhook
-			if err := json.Unmarshal(v, &w); err != nil {
-				return false, fmt.Errorf("decode webhook %s: %w", k, err)
-			}
-			if !w.Enabled {
-				return true, nil
-			}
-			sub := subscription{id: w.ID, types: map[string]bool{}}
-			for _, t := range w.Events {
-				if t == Wildcard {
-					sub.all = true
-				} else {
-					sub.types[t] = true
-				}
-			}
-			subs = append(subs, sub)
-			return true, nil
-		})
+		subs, err := readSubscriptions(tx)
 		if err != nil {
 			return nil, err
 		}
@@ -79,6 +60,31 @@ func (s *Service) subscribers(tx store.Tx, eventType string) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// readSubscriptions reads what each enabled webhook subscribes to.
+func readSubscriptions(tx store.Tx) ([]subscription, error) {
+	var subs []subscription
+	err := tx.Scan(bucketWebhooks, webhookPrefix, "", func(k string, v []byte) (bool, error) {
+		var w Webhook
+		if err := json.Unmarshal(v, &w); err != nil {
+			return false, fmt.Errorf("decode webhook %s: %w", k, err)
+		}
+		if !w.Enabled {
+			return true, nil
+		}
+		sub := subscription{id: w.ID, types: map[string]bool{}}
+		for _, t := range w.Events {
+			if t == Wildcard {
+				sub.all = true
+			} else {
+				sub.types[t] = true
+			}
+		}
+		subs = append(subs, sub)
+		return true, nil
+	})
+	return subs, err
 }
 
 // Record implements events.Recorder: inside the caller's write transaction

@@ -2,8 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -43,28 +41,23 @@ func (s *Service) Subscribed(eventType string) bool {
 // them as of changes (read before them, so that a write in between makes
 // the next call read again).
 func (s *Service) loadListening(changes uint64) (*listeningIndex, error) {
-	idx := &listeningIndex{changes: changes, types: map[string]bool{}}
+	var subs []subscription
 	err := s.store.View(context.Background(), func(tx store.Tx) error {
-		return tx.Scan(bucketWebhooks, webhookPrefix, "", func(k string, v []byte) (bool, error) {
-			var w Webhook
-			if err := json.Unmarshal(v, &w); err != nil {
-				return false, fmt.Errorf("decode webhook %s: %w", k, err)
-			}
-			if !w.Enabled {
-				return true, nil
-			}
-			for _, t := range w.Events {
-				if t == Wildcard {
-					idx.all = true
-				} else {
-					idx.types[t] = true
-				}
-			}
-			return true, nil
-		})
+		var err error
+		subs, err = readSubscriptions(tx)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	// The union of the subscriptions: some webhook wants t exactly when
+	// its subscription.wants(t).
+	idx := &listeningIndex{changes: changes, types: map[string]bool{}}
+	for _, sub := range subs {
+		idx.all = idx.all || sub.all
+		for t := range sub.types {
+			idx.types[t] = true
+		}
 	}
 	s.listening.Store(idx)
 	return idx, nil
