@@ -4,21 +4,16 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -36,13 +31,8 @@ var (
 func NewAPIKeyResource() resource.Resource {
 	return &apiKeyResource{crud[apiKeyModel, client.APIKey]{
 		typeName: "api_key", kind: "API key", deleteVerb: "revoke",
-		label: func(m *apiKeyModel) string {
-			if m.ID.IsUnknown() || m.ID.IsNull() {
-				return m.Name.ValueString()
-			}
-			return m.ID.ValueString()
-		},
-		fill: (*apiKeyModel).fill,
+		label: func(m *apiKeyModel) string { return idOr(m.ID, m.Name.ValueString()) },
+		fill:  (*apiKeyModel).fill,
 		create: func(ctx context.Context, api *apiClient, plan *apiKeyModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.APIKey, error) {
 			body := plan.create(ctx, diags)
 			if diags.HasError() {
@@ -151,17 +141,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Required:            true,
 				Validators:          nameValidators(128),
 			},
-			"scopes": schema.SetAttribute{
-				MarkdownDescription: "What the key may do (1-16 of): `" + strings.Join(scopes, "`, `") +
-					"`. `admin` grants every scope. Changing them replaces the key.",
-				ElementType:   types.StringType,
-				Required:      true,
-				PlanModifiers: []planmodifier.Set{setplanmodifier.RequiresReplace()},
-				Validators: []validator.Set{
-					setvalidator.SizeBetween(1, 16),
-					setvalidator.ValueStringsAre(stringvalidator.OneOf(scopes...)),
-				},
-			},
+			"scopes": scopesAttribute("What the key may do", "`admin` grants every scope. Changing them replaces the key."),
 			"expires_at": schema.StringAttribute{
 				MarkdownDescription: "When the key stops working, as an RFC 3339 timestamp in the future " +
 					"(e.g. `2030-01-01T00:00:00Z`); the same instant written with another offset is no change. " +
@@ -227,11 +207,7 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 func (m *apiKeyModel) fill(ctx context.Context, k *client.APIKey, diags *diag.Diagnostics) {
 	m.ID = types.StringValue(k.Id)
 	m.Name = types.StringValue(k.Name)
-	ss := make([]string, len(k.Scopes))
-	for i, s := range k.Scopes {
-		ss[i] = string(s)
-	}
-	m.Scopes = setOfStrings(ctx, ss, diags)
+	m.Scopes = scopesFromAPI(ctx, k.Scopes, diags)
 	m.Prefix = types.StringValue(k.Prefix)
 	m.CreatedAt = timetypes.NewRFC3339TimeValue(k.CreatedAt.UTC())
 	m.ExpiresAt = keepTime(m.ExpiresAt, k.ExpiresAt)
@@ -242,10 +218,8 @@ func (m *apiKeyModel) fill(ctx context.Context, k *client.APIKey, diags *diag.Di
 // create is the body that creates the planned key.
 func (m *apiKeyModel) create(ctx context.Context, diags *diag.Diagnostics) client.APIKeyCreate {
 	p := m.toAPI(ctx, diags)
-	body := client.APIKeyCreate{Name: m.Name.ValueString(), RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget}
-	for _, s := range setStrings(ctx, m.Scopes, diags) {
-		body.Scopes = append(body.Scopes, client.Scope(s))
-	}
+	body := client.APIKeyCreate{Name: m.Name.ValueString(), Scopes: scopesToAPI(ctx, m.Scopes, diags),
+		RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget}
 	if !m.ExpiresAt.IsNull() {
 		t, d := m.ExpiresAt.ValueRFC3339Time()
 		diags.Append(d...)

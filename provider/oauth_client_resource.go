@@ -4,19 +4,14 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
-	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -36,19 +31,12 @@ var oauthClientIDPattern = regexp.MustCompile(`^oc_[0-9a-f]{32}$`)
 func NewOAuthClientResource() resource.Resource {
 	return &oauthClientResource{crud[oauthClientModel, client.OAuthClient]{
 		typeName: "oauth_client", kind: "OAuth client",
-		label: func(m *oauthClientModel) string {
-			if m.ID.IsUnknown() || m.ID.IsNull() {
-				return m.Name.ValueString()
-			}
-			return m.ID.ValueString()
-		},
-		fill: (*oauthClientModel).fill,
+		label: func(m *oauthClientModel) string { return idOr(m.ID, m.Name.ValueString()) },
+		fill:  (*oauthClientModel).fill,
 		create: func(ctx context.Context, api *apiClient, plan *oauthClientModel, _ tfsdk.Config, diags *diag.Diagnostics) (*client.OAuthClient, error) {
 			p := plan.toAPI(ctx, diags)
-			body := client.OAuthClientCreate{Name: plan.Name.ValueString(), RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget}
-			for _, s := range setStrings(ctx, plan.Scopes, diags) {
-				body.Scopes = append(body.Scopes, client.Scope(s))
-			}
+			body := client.OAuthClientCreate{Name: plan.Name.ValueString(), Scopes: scopesToAPI(ctx, plan.Scopes, diags),
+				RateLimit: p.RateLimit, Models: p.Models, Connectors: p.Connectors, Budget: p.Budget}
 			if diags.HasError() {
 				return nil, nil
 			}
@@ -147,17 +135,7 @@ func (r *oauthClientResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Required:            true,
 				Validators:          nameValidators(128),
 			},
-			"scopes": schema.SetAttribute{
-				MarkdownDescription: "The most a token of this client may carry (1-16 of): `" + strings.Join(scopes, "`, `") +
-					"`. Changing them replaces the client.",
-				ElementType:   types.StringType,
-				Required:      true,
-				PlanModifiers: []planmodifier.Set{setplanmodifier.RequiresReplace()},
-				Validators: []validator.Set{
-					setvalidator.SizeBetween(1, 16),
-					setvalidator.ValueStringsAre(stringvalidator.OneOf(scopes...)),
-				},
-			},
+			"scopes": scopesAttribute("The most a token of this client may carry", "Changing them replaces the client."),
 			"client_id": schema.StringAttribute{
 				MarkdownDescription: "The `client_id` (`oc_...`) to send to the token endpoint; not a secret.",
 				Computed:            true,
@@ -190,11 +168,7 @@ func (m *oauthClientModel) fill(ctx context.Context, c *client.OAuthClient, diag
 	m.ID = types.StringValue(c.Id)
 	m.ClientID = types.StringValue(c.Id)
 	m.Name = types.StringValue(c.Name)
-	ss := make([]string, len(c.Scopes))
-	for i, s := range c.Scopes {
-		ss[i] = string(s)
-	}
-	m.Scopes = setOfStrings(ctx, ss, diags)
+	m.Scopes = scopesFromAPI(ctx, c.Scopes, diags)
 	m.Version = types.Int64Value(c.Version)
 	m.CreatedAt = timetypes.NewRFC3339TimeValue(c.CreatedAt.UTC())
 	m.policyModel.fill(ctx, apiPolicy{RateLimit: c.RateLimit, Models: c.Models, Connectors: c.Connectors, Budget: c.Budget}, diags)

@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -143,6 +145,49 @@ func withPolicy(attrs map[string]schema.Attribute, credential string) map[string
 		attrs[k] = v
 	}
 	return attrs
+}
+
+// scopesAttribute is a credential's scopes, replace-only (the server keeps
+// them for the credential's life); the description is what, the scopes
+// known, then more.
+func scopesAttribute(what, more string) schema.SetAttribute {
+	return schema.SetAttribute{
+		MarkdownDescription: what + " (1-16 of): `" + strings.Join(scopes, "`, `") + "`. " + more,
+		ElementType:         types.StringType,
+		Required:            true,
+		PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+		Validators: []validator.Set{
+			setvalidator.SizeBetween(1, 16),
+			setvalidator.ValueStringsAre(stringvalidator.OneOf(scopes...)),
+		},
+	}
+}
+
+// scopesToAPI and scopesFromAPI convert a credential's scopes.
+func scopesToAPI(ctx context.Context, s types.Set, diags *diag.Diagnostics) []client.Scope {
+	ss := setStrings(ctx, s, diags)
+	out := make([]client.Scope, len(ss))
+	for i, v := range ss {
+		out[i] = client.Scope(v)
+	}
+	return out
+}
+
+func scopesFromAPI(ctx context.Context, scopes []client.Scope, diags *diag.Diagnostics) types.Set {
+	ss := make([]string, len(scopes))
+	for i, s := range scopes {
+		ss[i] = string(s)
+	}
+	return setOfStrings(ctx, ss, diags)
+}
+
+// idOr names an object in messages: its id once the server gave one,
+// otherwise what the plan knows of it.
+func idOr(id types.String, planned string) string {
+	if id.IsUnknown() || id.IsNull() {
+		return planned
+	}
+	return id.ValueString()
 }
 
 // apiPolicy is a policy as the wire has it (the same four fields on every

@@ -37,13 +37,8 @@ var (
 func NewWebhookResource() resource.Resource {
 	return &webhookResource{crud[webhookModel, client.Webhook]{
 		typeName: "webhook", kind: "webhook",
-		label: func(m *webhookModel) string {
-			if m.ID.IsUnknown() || m.ID.IsNull() {
-				return "for " + m.URL.ValueString()
-			}
-			return m.ID.ValueString()
-		},
-		fill: (*webhookModel).fill,
+		label: func(m *webhookModel) string { return idOr(m.ID, "for "+m.URL.ValueString()) },
+		fill:  (*webhookModel).fill,
 		create: func(ctx context.Context, api *apiClient, plan *webhookModel, cfg tfsdk.Config, diags *diag.Diagnostics) (*client.Webhook, error) {
 			var wo types.String
 			diags.Append(cfg.GetAttribute(ctx, path.Root("secret_wo"), &wo)...)
