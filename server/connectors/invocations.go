@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/batch"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -55,14 +56,8 @@ type InvocationLog struct {
 	// Logger reports flush failures.
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	pending []Invocation
-	dropped int
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	flushMu sync.Mutex
-	started sync.Once
+	buf  batch.Buffer[Invocation]
+	init sync.Once
 }
 
 func (l *InvocationLog) size() int {
@@ -72,82 +67,33 @@ func (l *InvocationLog) size() int {
 	return 100
 }
 
-func (l *InvocationLog) maxPending() int {
-	if l.MaxPending > 0 {
-		return l.MaxPending
-	}
-	return 10000
+// buffer is the log's batch.Buffer, configured from its fields at first use.
+func (l *InvocationLog) buffer() *batch.Buffer[Invocation] {
+	l.init.Do(func() {
+		l.buf.Write, l.buf.What = l.write, "invocation log entries"
+		l.buf.Interval, l.buf.MaxPending, l.buf.Logger = l.FlushInterval, l.MaxPending, l.Logger
+	})
+	return &l.buf
 }
-
-// batchSize is how many waiting entries trigger an early flush.
-const batchSize = 256
 
 // Start runs the background flusher until Close.
-func (l *InvocationLog) Start() {
-	l.started.Do(func() {
-		l.kick = make(chan struct{}, 1)
-		l.stop = make(chan struct{})
-		l.done = make(chan struct{})
-		interval := l.FlushInterval
-		if interval <= 0 {
-			interval = time.Second
-		}
-		go func() {
-			defer close(l.done)
-			t := time.NewTicker(interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-l.stop:
-					return
-				case <-t.C:
-				case <-l.kick:
-				}
-				if err := l.Flush(context.Background()); err != nil && l.Logger != nil {
-					l.Logger.Error("invocation log flush failed", "error", err.Error())
-				}
-			}
-		}()
-	})
-}
+func (l *InvocationLog) Start() { l.buffer().Start() }
 
 // Record adds an entry; it only appends to memory.
-func (l *InvocationLog) Record(inv Invocation) {
-	l.mu.Lock()
-	if len(l.pending) >= l.maxPending() {
-		n := len(l.pending) - l.maxPending() + 1
-		l.pending = append(l.pending[:0], l.pending[n:]...)
-		l.dropped += n
-	}
-	l.pending = append(l.pending, inv)
-	full := len(l.pending) >= batchSize
-	l.mu.Unlock()
-	if full && l.kick != nil {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-	}
-}
+func (l *InvocationLog) Record(inv Invocation) { l.buffer().Add(inv) }
 
 // Flush writes the waiting entries in one transaction and trims each
 // connector's log to Size entries.
-func (l *InvocationLog) Flush(ctx context.Context) error {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	l.mu.Lock()
-	batch, dropped := l.pending, l.dropped
-	l.pending, l.dropped = nil, 0
-	l.mu.Unlock()
-	if dropped > 0 && l.Logger != nil {
-		l.Logger.Warn("invocation log entries dropped: too many waiting", "dropped", dropped)
-	}
-	if len(batch) == 0 {
+func (l *InvocationLog) Flush(ctx context.Context) error { return l.buffer().Flush(ctx) }
+
+// write stores one batch of entries and trims the logs they went to.
+func (l *InvocationLog) write(ctx context.Context, items []Invocation) error {
+	if len(items) == 0 {
 		return nil
 	}
 	touched := map[string]bool{}
-	err := l.Store.Update(ctx, func(tx store.Tx) error {
-		for _, inv := range batch {
+	return l.Store.Update(ctx, func(tx store.Tx) error {
+		for _, inv := range items {
 			if tx.Get(BucketConnectors, inv.Connector) == nil {
 				continue // the connector was deleted meanwhile
 			}
@@ -176,17 +122,6 @@ func (l *InvocationLog) Flush(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
-		// Put the batch back (bounded by Record's cap) for the next flush.
-		l.mu.Lock()
-		l.pending = append(batch, l.pending...)
-		if over := len(l.pending) - l.maxPending(); over > 0 {
-			l.pending = l.pending[over:]
-			l.dropped += over
-		}
-		l.mu.Unlock()
-	}
-	return err
 }
 
 // invocationKey sorts a connector's entries newest first.
@@ -250,14 +185,4 @@ func (l *InvocationLog) DeleteConnectorTx(tx store.Tx, connector string) error {
 }
 
 // Close stops the flusher and writes what is waiting.
-func (l *InvocationLog) Close(ctx context.Context) error {
-	if l.stop != nil {
-		select {
-		case <-l.stop:
-		default:
-			close(l.stop)
-			<-l.done
-		}
-	}
-	return l.Flush(ctx)
-}
+func (l *InvocationLog) Close(ctx context.Context) error { return l.buffer().Close(ctx) }

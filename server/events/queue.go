@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/batch"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -54,37 +55,13 @@ type Queue struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	mu        sync.Mutex
-	pending   []Pending
-	dropped   int
-	flushMu   sync.Mutex
-	lastPrune time.Time
-	kick      chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
-	started   sync.Once
-	stopOnce  sync.Once
+	buf       batch.Buffer[Pending]
+	init      sync.Once
+	lastPrune time.Time // guarded by the buffer's one flush at a time
 }
-
-// queueBatch is how many waiting events trigger an early flush.
-const queueBatch = 256
 
 // pruneEvery is how often a flush deletes expired Once keys.
 const pruneEvery = time.Hour
-
-func (q *Queue) maxPending() int {
-	if q.MaxPending > 0 {
-		return q.MaxPending
-	}
-	return 10000
-}
-
-func (q *Queue) log() *slog.Logger {
-	if q.Logger != nil {
-		return q.Logger
-	}
-	return slog.Default()
-}
 
 func (q *Queue) now() time.Time {
 	if q.Now != nil {
@@ -93,74 +70,39 @@ func (q *Queue) now() time.Time {
 	return time.Now().UTC()
 }
 
-// Start runs the background flusher until Close.
-func (q *Queue) Start() {
-	q.started.Do(func() {
-		q.kick = make(chan struct{}, 1)
-		q.stop = make(chan struct{})
-		q.done = make(chan struct{})
-		interval := q.FlushInterval
-		if interval <= 0 {
-			interval = time.Second
-		}
-		go func() {
-			defer close(q.done)
-			t := time.NewTicker(interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-q.stop:
-					return
-				case <-t.C:
-				case <-q.kick:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), interval+10*time.Second)
-				if err := q.Flush(ctx); err != nil {
-					q.log().Error("event queue flush failed; events kept for the next attempt", "error", err.Error())
-				}
-				cancel()
-			}
-		}()
+// buffer is the queue's batch.Buffer, configured from its fields at first use.
+func (q *Queue) buffer() *batch.Buffer[Pending] {
+	q.init.Do(func() {
+		q.buf.Write, q.buf.What = q.write, "events"
+		q.buf.Interval, q.buf.MaxPending, q.buf.Logger = q.FlushInterval, q.MaxPending, q.Logger
 	})
+	return &q.buf
 }
+
+// Start runs the background flusher until Close.
+func (q *Queue) Start() { q.buffer().Start() }
 
 // Emit queues an event; it never blocks on I/O. A nil Queue drops it.
 func (q *Queue) Emit(e Pending) {
 	if q == nil {
 		return
 	}
-	q.mu.Lock()
-	if len(q.pending) >= q.maxPending() {
-		n := len(q.pending) - q.maxPending() + 1
-		q.pending = append(q.pending[:0], q.pending[n:]...)
-		q.dropped += n
-	}
-	q.pending = append(q.pending, e)
-	full := len(q.pending) >= queueBatch
-	q.mu.Unlock()
-	if full && q.kick != nil {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
-	}
+	q.buffer().Add(e)
 }
 
 // Flush records the waiting events in one transaction. On failure they
 // wait for the next flush.
-func (q *Queue) Flush(ctx context.Context) error {
-	q.flushMu.Lock()
-	defer q.flushMu.Unlock()
-	q.mu.Lock()
-	batch, dropped := q.pending, q.dropped
-	q.pending, q.dropped = nil, 0
-	q.mu.Unlock()
-	if dropped > 0 {
-		q.log().Warn("events dropped: too many waiting to be recorded", "dropped", dropped)
-	}
+func (q *Queue) Flush(ctx context.Context) error { return q.buffer().Flush(ctx) }
+
+// Close stops the flusher and records what is left.
+func (q *Queue) Close(ctx context.Context) error { return q.buffer().Close(ctx) }
+
+// write records one batch, skipping events whose Once key was recorded,
+// and deletes expired Once keys once per pruneEvery.
+func (q *Queue) write(ctx context.Context, items []Pending) error {
 	now := q.now()
 	prune := now.Sub(q.lastPrune) >= pruneEvery
-	if len(batch) == 0 && !prune {
+	if len(items) == 0 && !prune {
 		return nil
 	}
 	err := q.Store.Update(ctx, func(tx store.Tx) error {
@@ -169,7 +111,7 @@ func (q *Queue) Flush(ctx context.Context) error {
 				return err
 			}
 		}
-		for _, e := range batch {
+		for _, e := range items {
 			if e.Once != "" {
 				if v := tx.Get(BucketOnce, e.Once); v != nil && !expired(v, now) {
 					continue
@@ -188,33 +130,10 @@ func (q *Queue) Flush(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
-		q.mu.Lock()
-		q.pending = append(batch, q.pending...)
-		if over := len(q.pending) - q.maxPending(); over > 0 {
-			q.pending = q.pending[over:]
-			q.dropped += over
-		}
-		q.mu.Unlock()
-		return err
-	}
-	if prune {
+	if err == nil && prune {
 		q.lastPrune = now
 	}
-	return nil
-}
-
-// Close stops the flusher and records what is left.
-func (q *Queue) Close(ctx context.Context) error {
-	if q.done != nil {
-		q.stopOnce.Do(func() { close(q.stop) })
-		select {
-		case <-q.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return q.Flush(ctx)
+	return err
 }
 
 // expired reports whether a stored Once value's time has passed.
