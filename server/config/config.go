@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -51,6 +52,11 @@ type Config struct {
 	// MaxConnections bounds the open client connections; 0 means half the
 	// process's open-file limit, at most DefaultMaxConnections.
 	MaxConnections int `yaml:"maxConnections"`
+
+	// Database selects the store: bbolt in DataDir (the default) or PostgreSQL.
+	Database Database `yaml:"database"`
+	// Redis, when set, shares rate limits and budgets across replicas.
+	Redis Redis `yaml:"redis"`
 
 	Egress     Egress     `yaml:"egress"`
 	Limits     Limits     `yaml:"limits"`
@@ -166,6 +172,36 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// Database selects where Switchboard keeps its data.
+type Database struct {
+	// URL is a PostgreSQL connection URL (postgres://…); empty keeps the
+	// embedded bbolt database in DataDir. From SWITCHBOARD_DATABASE_URL
+	// or database.url; it may hold a password, so it is never logged.
+	URL string `yaml:"url"`
+}
+
+// Postgres reports whether the store is PostgreSQL.
+func (d Database) Postgres() bool { return d.URL != "" }
+
+// Redis configures the Redis server that shares limits across replicas.
+type Redis struct {
+	// URL is a Redis URL (redis://… or rediss://…); empty keeps limits in
+	// each replica's memory. From SWITCHBOARD_REDIS_URL or redis.url.
+	URL string `yaml:"url"`
+	// FailMode is what limits do while Redis is unreachable: "open" (the
+	// default: admit, log and count in a metric) or "closed" (refuse with
+	// 503).
+	FailMode string `yaml:"failMode"`
+	// Timeout bounds each Redis call on the request path.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Redis fail modes.
+const (
+	FailOpen   = "open"
+	FailClosed = "closed"
+)
+
 // DefaultMaxConnections caps the automatic MaxConnections (0): at 10,000
 // idle connections the server holds a few hundred MB of buffers.
 const DefaultMaxConnections = 10000
@@ -201,6 +237,7 @@ func Default() Config {
 			InvocationLogSize:       100,
 			OAuthRefreshSkew:        Duration(60 * time.Second),
 		},
+		Redis:    Redis{FailMode: FailOpen, Timeout: Duration(250 * time.Millisecond)},
 		OAuth:    OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
 		Webhooks: Webhooks{}.WithDefaults(),
 	}
@@ -275,6 +312,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_IDLE_TIMEOUT", dur(&c.IdleTimeout)},
 		{"SWITCHBOARD_MAX_CONNECTIONS", intv(&c.MaxConnections)},
 		{"SWITCHBOARD_EGRESS_ALLOW", list(&c.Egress.Allow)},
+		{"SWITCHBOARD_DATABASE_URL", str(&c.Database.URL)},
+		{"SWITCHBOARD_REDIS_URL", str(&c.Redis.URL)},
+		{"SWITCHBOARD_REDIS_FAIL_MODE", str(&c.Redis.FailMode)},
+		{"SWITCHBOARD_REDIS_TIMEOUT", dur(&c.Redis.Timeout)},
 		{"SWITCHBOARD_OAUTH_REFRESH_SKEW", dur(&c.Connectors.OAuthRefreshSkew)},
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
 		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
@@ -389,6 +430,7 @@ func (c Config) Validate() error {
 	if d := c.Connectors.OAuthRefreshSkew.D(); d < 0 || d > time.Hour {
 		problems = append(problems, "connectors.oauthRefreshSkew must be between 0 and 1h")
 	}
+	problems = append(problems, c.validateStores()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -398,6 +440,31 @@ func (c Config) Validate() error {
 		return errors.New("invalid configuration: " + strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// validateStores checks the database and Redis settings. Errors never
+// repeat a URL: it may hold a password.
+func (c Config) validateStores() []string {
+	var problems []string
+	if u := c.Database.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
+			problems = append(problems, "database.url must be a PostgreSQL URL (postgres://user:password@host:5432/dbname)")
+		}
+	}
+	if u := c.Redis.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss" && pu.Scheme != "unix") {
+			problems = append(problems, "redis.url must be a Redis URL (redis://[:password@]host:6379/0, rediss:// for TLS)")
+		}
+	}
+	switch c.Redis.FailMode {
+	case FailOpen, FailClosed:
+	default:
+		problems = append(problems, fmt.Sprintf("redis.failMode %q is not one of open, closed", c.Redis.FailMode))
+	}
+	if c.Redis.Timeout <= 0 {
+		problems = append(problems, "redis.timeout must be positive")
+	}
+	return problems
 }
 
 func usage(fs *flag.FlagSet) string {
