@@ -181,6 +181,21 @@ func (t *boltTx) NextSequence(bucket string) (uint64, error) {
 	return t.bucket(bucket).NextSequence()
 }
 
+var _ Sequencer = (*boltTx)(nil)
+
+// Sequence implements Sequencer.
+func (t *boltTx) Sequence(bucket string) (uint64, error) { return t.bucket(bucket).Sequence(), nil }
+
+// SetSequence implements Sequencer.
+func (t *boltTx) SetSequence(bucket string, v uint64) error {
+	b := t.bucket(bucket)
+	if b.Sequence() >= v {
+		return nil
+	}
+	t.wrote(bucket)
+	return b.SetSequence(v)
+}
+
 func (t *boltTx) Writable() bool { return t.tx.Writable() }
 
 func (t *boltTx) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }

@@ -52,6 +52,14 @@ type Tx interface {
 	OnCommit(fn func())
 }
 
+// Sequencer reads and raises a bucket's sequence, for copying a store.
+type Sequencer interface {
+	// Sequence returns the bucket's current sequence.
+	Sequence(bucket string) (uint64, error)
+	// SetSequence sets the bucket's sequence to at least v.
+	SetSequence(bucket string, v uint64) error
+}
+
 // Buckets every backend creates at open.
 var Buckets = []string{
 	"meta", "apikeys", "apikeys_by_hash", "connectors", "actions", "secrets",
