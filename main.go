@@ -5,6 +5,7 @@
 //	switchboard version            print the version
 //	switchboard migrate            apply pending schema migrations and exit
 //	switchboard rotate-master-key  re-encrypt every secret under a new master key
+//	switchboard store copy         copy a bbolt database into PostgreSQL
 package main
 
 import (
@@ -38,6 +39,7 @@ commands:
   version            print the version
   migrate            apply pending schema migrations and exit
   rotate-master-key  re-encrypt every secret under a new master key (server stopped)
+  store copy         copy a bbolt database into PostgreSQL (switchboard store -h)
 
 switchboard <command> -h lists the command's flags. Started by Terraform (TF_PLUGIN_MAGIC_COOKIE set) it serves the Terraform provider.
 `
@@ -71,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "store":
+		return runStore(ctx, rest, stdout, stderr)
 	}
 	if _, ok := commands[cmd]; !ok {
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)

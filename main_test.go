@@ -367,3 +367,70 @@ func TestTuneGC(t *testing.T) {
 		})
 	}
 }
+
+// store copy copies a stopped server's bbolt database, refuses a target
+// holding data unless --merge, and never prints a URL's password.
+func TestStoreCopyCommand(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "copy.db")
+	src, err := store.OpenBolt(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Update(context.Background(), func(tx store.Tx) error {
+		for _, k := range []string{"key_1", "key_2", "key_3"} {
+			if err := tx.Put("apikeys", k, []byte(`{}`)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.NextSequence("invocations")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Refused while a process holds the source.
+	var out, errOut bytes.Buffer
+	if code := run([]string{"store", "copy", "--from", from, "--to", to}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "stop the switchboard serving it") {
+		t.Errorf("copy of a database in use = %d, stderr %s", code, &errOut)
+	}
+	src.Close()
+
+	t.Setenv("SWITCHBOARD_DATABASE_URL", "")
+	steps := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string
+		stderr string
+	}{
+		{name: "into an empty target it prints per-bucket counts", args: []string{"store", "copy", "--from", from, "--to", to}, code: 0,
+			stdout: []string{"copying " + from + " to " + to, "apikeys          3     0", "invocations      0     0         1", "copied 3 keys"}},
+		{name: "again without --merge it is refused", args: []string{"store", "copy", "--from", from, "--to", to}, code: 1, stderr: "already holds data (bucket apikeys)"},
+		{name: "again with --merge it replaces nothing", args: []string{"store", "copy", "--from", from, "--to", to, "--merge"}, code: 0, stdout: []string{"apikeys          3     0", "copied 3 keys"}},
+		{name: "without a target it says how to name one", args: []string{"store", "copy", "--from", from}, code: 2, stderr: "SWITCHBOARD_DATABASE_URL"},
+		{name: "a URL's password is never printed", args: []string{"store", "copy", "--from", from, "--to", "postgres://sb:hunter2@127.0.0.1:1/sb?password=hunter2"}, code: 1, stderr: "postgres://sb:xxxxx@127.0.0.1:1/sb?password=xxxxx"},
+		{name: "a missing source is named", args: []string{"store", "copy", "--from", filepath.Join(dir, "nope.db"), "--to", to}, code: 1, stderr: "nope.db"},
+		{name: "store -h lists the flags", args: []string{"store", "-h"}, code: 0, stdout: []string{"--merge", "-from"}},
+		{name: "an unknown subcommand prints the usage", args: []string{"store", "move"}, code: 2, stderr: "usage: switchboard store copy"},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(s.args, &out, &errOut)
+			if code != s.code {
+				t.Errorf("exit code = %d, want %d\nstdout: %s\nstderr: %s", code, s.code, &out, &errOut)
+			}
+			for _, want := range s.stdout {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("stdout lacks %q:\n%s", want, &out)
+				}
+			}
+			if !strings.Contains(errOut.String(), s.stderr) {
+				t.Errorf("stderr %q lacks %q", &errOut, s.stderr)
+			}
+			if strings.Contains(out.String()+errOut.String(), "hunter2") {
+				t.Errorf("the password is printed:\n%s%s", &out, &errOut)
+			}
+		})
+	}
+}
