@@ -19,10 +19,14 @@ const Size = 256
 // logged. Configure it before its first use; the zero Buffer works
 // without Start, writing only when flushed.
 type Buffer[T any] struct {
-	// Write writes one batch, at every flush, also an empty one (a writer
-	// may have housekeeping to do). On error the batch waits for the next
-	// flush.
-	Write func(ctx context.Context, items []T) error
+	// Write writes one batch, at every flush, also an empty one (id "":
+	// a writer may have housekeeping to do). On error the batch waits for
+	// the next flush and is written again with the same id: Write claims
+	// the id (Claim) in its transaction and skips a batch already claimed,
+	// whose earlier write committed though it reported an error.
+	Write func(ctx context.Context, id string, items []T) error
+	// Now is the clock for batch ids; time.Now when nil.
+	Now func() time.Time
 	// Interval is the longest an item waits (default 1s).
 	Interval time.Duration
 	// MaxPending bounds the items waiting in memory (default 10000).
@@ -32,8 +36,11 @@ type Buffer[T any] struct {
 	// What names the items in log lines ("events").
 	What string
 
-	mu       sync.Mutex
-	pending  []T
+	mu      sync.Mutex
+	pending []T
+	// unsent are the batches taken from pending whose write failed, oldest
+	// first, each with its id; guarded by mu, changed only under flushMu.
+	unsent   []unsent[T]
 	dropped  int
 	flushMu  sync.Mutex // one flush at a time
 	kick     chan struct{}
@@ -41,6 +48,41 @@ type Buffer[T any] struct {
 	done     chan struct{}
 	started  sync.Once
 	stopOnce sync.Once
+}
+
+type unsent[T any] struct {
+	id    string
+	items []T
+}
+
+func (b *Buffer[T]) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// waiting counts the items in pending and unsent; b.mu held.
+func (b *Buffer[T]) waiting() int {
+	n := len(b.pending)
+	for _, u := range b.unsent {
+		n += len(u.items)
+	}
+	return n
+}
+
+// dropOldest drops the n oldest waiting items; b.mu held.
+func (b *Buffer[T]) dropOldest(n int) {
+	b.dropped += n
+	for n > 0 && len(b.unsent) > 0 {
+		u := &b.unsent[0]
+		k := min(n, len(u.items))
+		u.items, n = u.items[k:], n-k
+		if len(u.items) == 0 {
+			b.unsent = b.unsent[1:]
+		}
+	}
+	b.pending = append(b.pending[:0], b.pending[n:]...)
 }
 
 func (b *Buffer[T]) maxPending() int {
@@ -91,10 +133,8 @@ func (b *Buffer[T]) Start() {
 // Add queues an item; it only appends to memory.
 func (b *Buffer[T]) Add(item T) {
 	b.mu.Lock()
-	if len(b.pending) >= b.maxPending() {
-		n := len(b.pending) - b.maxPending() + 1
-		b.pending = append(b.pending[:0], b.pending[n:]...)
-		b.dropped += n
+	if n := b.waiting() - b.maxPending() + 1; n > 0 {
+		b.dropOldest(n)
 	}
 	b.pending = append(b.pending, item)
 	full := len(b.pending) >= Size
@@ -107,29 +147,39 @@ func (b *Buffer[T]) Add(item T) {
 	}
 }
 
-// Flush hands the waiting items to Write; on failure they wait for the
-// next flush (within MaxPending).
+// Flush hands the waiting items to Write, the batches that failed before
+// first, each in its own call; on failure they wait for the next flush
+// (within MaxPending).
 func (b *Buffer[T]) Flush(ctx context.Context) error {
 	b.flushMu.Lock()
 	defer b.flushMu.Unlock()
 	b.mu.Lock()
-	items, dropped := b.pending, b.dropped
-	b.pending, b.dropped = nil, 0
+	if len(b.pending) > 0 {
+		b.unsent = append(b.unsent, unsent[T]{id: NewID(b.now()), items: b.pending})
+		b.pending = nil
+	}
+	batches, dropped := b.unsent, b.dropped
+	b.dropped = 0
 	b.mu.Unlock()
 	if dropped > 0 {
 		b.log().Warn(b.What+" dropped: too many waiting to be written", "dropped", dropped)
 	}
-	err := b.Write(ctx, items)
-	if err != nil && len(items) > 0 {
+	if len(batches) == 0 {
+		return b.Write(ctx, "", nil)
+	}
+	for _, u := range batches {
+		if err := b.Write(ctx, u.id, u.items); err != nil {
+			return err
+		}
 		b.mu.Lock()
-		b.pending = append(items, b.pending...)
-		if over := len(b.pending) - b.maxPending(); over > 0 {
-			b.pending = b.pending[over:]
-			b.dropped += over
+		// Add may have dropped items of this batch meanwhile, never
+		// reordered the batches.
+		if len(b.unsent) > 0 && b.unsent[0].id == u.id {
+			b.unsent = b.unsent[1:]
 		}
 		b.mu.Unlock()
 	}
-	return err
+	return nil
 }
 
 // Close stops the flusher and writes what is left.

@@ -14,7 +14,7 @@ func TestBuffer(t *testing.T) {
 
 	t.Run("a flush writes, in order, also an empty batch", func(t *testing.T) {
 		var got [][]int
-		b := &batch.Buffer[int]{Write: func(_ context.Context, items []int) error { got = append(got, items); return nil }}
+		b := &batch.Buffer[int]{Write: func(_ context.Context, _ string, items []int) error { got = append(got, items); return nil }}
 		if err := b.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func TestBuffer(t *testing.T) {
 	t.Run("a failed write keeps the batch before what came since", func(t *testing.T) {
 		fail := true
 		var got []int
-		b := &batch.Buffer[int]{Write: func(_ context.Context, items []int) error {
+		b := &batch.Buffer[int]{Write: func(_ context.Context, _ string, items []int) error {
 			if fail {
 				return errors.New("disk full")
 			}
@@ -54,7 +54,7 @@ func TestBuffer(t *testing.T) {
 
 	t.Run("Size waiting items are written before the interval ends", func(t *testing.T) {
 		wrote := make(chan int, 1)
-		b := &batch.Buffer[int]{Interval: time.Hour, Write: func(_ context.Context, items []int) error {
+		b := &batch.Buffer[int]{Interval: time.Hour, Write: func(_ context.Context, _ string, items []int) error {
 			if len(items) > 0 {
 				wrote <- len(items)
 			}

@@ -86,13 +86,17 @@ func (l *InvocationLog) Record(inv Invocation) { l.buffer().Add(inv) }
 // connector's log to Size entries.
 func (l *InvocationLog) Flush(ctx context.Context) error { return l.buffer().Flush(ctx) }
 
-// write stores one batch of entries and trims the logs they went to.
-func (l *InvocationLog) write(ctx context.Context, items []Invocation) error {
+// write stores one batch of entries (none when its id was claimed: an
+// earlier write of it committed) and trims the logs they went to.
+func (l *InvocationLog) write(ctx context.Context, id string, items []Invocation) error {
 	if len(items) == 0 {
 		return nil
 	}
-	touched := map[string]bool{}
 	return l.Store.Update(ctx, func(tx store.Tx) error {
+		if fresh, err := batch.Claim(tx, id); err != nil || !fresh {
+			return err
+		}
+		touched := map[string]bool{}
 		for _, inv := range items {
 			if tx.Get(BucketConnectors, inv.Connector) == nil {
 				continue // the connector was deleted meanwhile

@@ -74,7 +74,7 @@ func (q *Queue) now() time.Time {
 func (q *Queue) buffer() *batch.Buffer[Pending] {
 	q.init.Do(func() {
 		q.buf.Write, q.buf.What = q.write, "events"
-		q.buf.Interval, q.buf.MaxPending, q.buf.Logger = q.FlushInterval, q.MaxPending, q.Logger
+		q.buf.Interval, q.buf.MaxPending, q.buf.Logger, q.buf.Now = q.FlushInterval, q.MaxPending, q.Logger, q.Now
 	})
 	return &q.buf
 }
@@ -97,9 +97,11 @@ func (q *Queue) Flush(ctx context.Context) error { return q.buffer().Flush(ctx) 
 // Close stops the flusher and records what is left.
 func (q *Queue) Close(ctx context.Context) error { return q.buffer().Close(ctx) }
 
-// write records one batch, skipping events whose Once key was recorded,
-// and deletes expired Once keys once per pruneEvery.
-func (q *Queue) write(ctx context.Context, items []Pending) error {
+// write records one batch (none when its id was claimed: an earlier write
+// of it committed), skipping events whose Once key was recorded, and once
+// per pruneEvery deletes expired Once keys and batch claims (of every
+// batch writer sharing the store).
+func (q *Queue) write(ctx context.Context, id string, items []Pending) error {
 	now := q.now()
 	prune := now.Sub(q.lastPrune) >= pruneEvery
 	if len(items) == 0 && !prune {
@@ -110,6 +112,15 @@ func (q *Queue) write(ctx context.Context, items []Pending) error {
 			if err := pruneOnce(tx, now); err != nil {
 				return err
 			}
+			if err := batch.PruneClaims(tx, now); err != nil {
+				return err
+			}
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		if fresh, err := batch.Claim(tx, id); err != nil || !fresh {
+			return err
 		}
 		for _, e := range items {
 			if e.Once != "" {

@@ -5,7 +5,9 @@
 // aggregate. A background loop flushes the aggregate to the store (bucket
 // "usage") in one transaction per interval, and Close flushes what is left,
 // so nothing recorded before a graceful shutdown is lost. A failed flush
-// keeps its totals in memory and retries on the next tick.
+// keeps its totals in memory and retries on the next tick, under the same
+// batch id, so that a flush whose commit was in doubt is never counted
+// twice. Several replicas' Recorders may flush into one store.
 //
 // Query reads the stored totals plus what is still in memory, filtered by
 // time range, credential and model, and grouped by any of key, model, day
@@ -24,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/batch"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -120,12 +123,21 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	pending map[key]*Totals
+	// unsent are the batches taken from pending whose flush failed,
+	// oldest first; guarded by mu, changed only under flushMu.
+	unsent []unsentBatch
 
 	flushMu sync.Mutex // one flush (or query) at a time
 
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+}
+
+// unsentBatch is a batch of totals and its id (see batch.Claim).
+type unsentBatch struct {
+	id     string
+	totals map[key]*Totals
 }
 
 // New starts a Recorder writing to st.
@@ -181,45 +193,52 @@ func (r *Recorder) loop() {
 	}
 }
 
-// Flush writes the in-memory totals to the store in one transaction. On
-// failure they stay in memory.
+// Flush adds the in-memory totals to the stored ones in one transaction.
+// On failure they stay in memory and the next Flush writes them again,
+// under the same batch id: if the failed transaction committed after all
+// (its outcome was unknown), the id's claim makes the second write skip
+// them, so that nothing is counted twice. Recorders of several replicas
+// flushing into one store add up: each flush reads and writes the totals
+// in one serializable transaction.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	r.mu.Lock()
-	batch := r.pending
-	if len(batch) == 0 {
-		r.mu.Unlock()
+	if len(r.pending) > 0 {
+		r.unsent = append(r.unsent, unsentBatch{id: batch.NewID(r.now()), totals: r.pending})
+		r.pending = map[key]*Totals{}
+	}
+	batches := r.unsent
+	r.mu.Unlock()
+	if len(batches) == 0 {
 		return nil
 	}
-	r.pending = map[key]*Totals{}
-	r.mu.Unlock()
-
 	err := r.st.Update(ctx, func(tx store.Tx) error {
-		for k, add := range batch {
-			ks := k.String()
-			var cur Totals
-			if b := tx.Get(Bucket, ks); b != nil {
-				if err := json.Unmarshal(b, &cur); err != nil {
-					return fmt.Errorf("decode usage %q: %w", ks, err)
-				}
-			}
-			cur.add(*add)
-			if err := store.PutJSON(tx, Bucket, ks, cur); err != nil {
+		for _, b := range batches {
+			if fresh, err := batch.Claim(tx, b.id); err != nil {
 				return err
+			} else if !fresh {
+				continue
+			}
+			for k, add := range b.totals {
+				ks := k.String()
+				var cur Totals
+				if v := tx.Get(Bucket, ks); v != nil {
+					if err := json.Unmarshal(v, &cur); err != nil {
+						return fmt.Errorf("decode usage %q: %w", ks, err)
+					}
+				}
+				cur.add(*add)
+				if err := store.PutJSON(tx, Bucket, ks, cur); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err == nil {
 		r.mu.Lock()
-		for k, add := range batch {
-			if tot := r.pending[k]; tot != nil {
-				tot.add(*add)
-			} else {
-				r.pending[k] = add
-			}
-		}
+		r.unsent = r.unsent[len(batches):]
 		r.mu.Unlock()
 	}
 	return err
@@ -363,7 +382,25 @@ func (r *Recorder) Query(ctx context.Context, q Query) ([]Row, error) {
 	for k, t := range r.pending {
 		include(k, *t)
 	}
+	unsent := r.unsent
 	r.mu.Unlock()
+	// A batch whose flush failed counts unless its claim shows that the
+	// flush committed after all (then the scan above counted it).
+	if len(unsent) > 0 {
+		if err := r.st.View(ctx, func(tx store.Tx) error {
+			for _, b := range unsent {
+				if batch.Claimed(tx, b.id) {
+					continue
+				}
+				for k, t := range b.totals {
+					include(k, *t)
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 
 	rows := make([]Row, 0, len(groups))
 	for g, t := range groups {
