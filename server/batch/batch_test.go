@@ -52,6 +52,60 @@ func TestBuffer(t *testing.T) {
 		}
 	})
 
+	t.Run("a failed batch is written again under its id, before and apart from what came since", func(t *testing.T) {
+		type call struct {
+			id    string
+			items []int
+		}
+		fail := true
+		var calls []call
+		b := &batch.Buffer[int]{Write: func(_ context.Context, id string, items []int) error {
+			calls = append(calls, call{id, items})
+			if fail {
+				return errors.New("connection lost during commit")
+			}
+			return nil
+		}}
+		b.Add(1)
+		_ = b.Flush(ctx)
+		b.Add(2)
+		fail = false
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) != 4 || calls[0].id == "" || calls[1].id != calls[0].id || calls[2].id == calls[1].id || calls[2].id == "" ||
+			len(calls[1].items) != 1 || calls[1].items[0] != 1 || len(calls[2].items) != 1 || calls[2].items[0] != 2 || calls[3].id != "" {
+			t.Fatalf("writes %+v, want [1] as id A, [1] as id A, [2] as id B, then an empty one", calls)
+		}
+	})
+
+	t.Run("past MaxPending the oldest items are dropped, failed batches first", func(t *testing.T) {
+		fail := true
+		var got []int
+		b := &batch.Buffer[int]{MaxPending: 3, Write: func(_ context.Context, _ string, items []int) error {
+			if fail {
+				return errors.New("store down")
+			}
+			got = append(got, items...)
+			return nil
+		}}
+		b.Add(1)
+		b.Add(2)
+		_ = b.Flush(ctx)
+		b.Add(3)
+		b.Add(4)
+		fail = false
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[0] != 2 || got[1] != 3 || got[2] != 4 {
+			t.Fatalf("wrote %v, want [2 3 4]", got)
+		}
+	})
+
 	t.Run("Size waiting items are written before the interval ends", func(t *testing.T) {
 		wrote := make(chan int, 1)
 		b := &batch.Buffer[int]{Interval: time.Hour, Write: func(_ context.Context, _ string, items []int) error {
