@@ -77,6 +77,19 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (CopyStats, err
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = 4 << 20
 	}
+	for _, s := range []struct {
+		name string
+		st   Store
+	}{{"source", src}, {"target", dst}} {
+		if err := s.st.View(ctx, func(tx Tx) error {
+			if _, ok := tx.(Sequencer); !ok {
+				return fmt.Errorf("the %s store (%T) cannot copy sequences: it does not implement store.Sequencer", s.name, tx)
+			}
+			return nil
+		}); err != nil {
+			return CopyStats{}, err
+		}
+	}
 	if !opts.Merge {
 		where, err := firstData(ctx, dst)
 		if err != nil {

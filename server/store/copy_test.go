@@ -290,3 +290,71 @@ func sameDump(t *testing.T, got, want dump) {
 		}
 	}
 }
+
+// countingStore records how many keys each Update transaction puts.
+type countingStore struct {
+	store.Store
+	puts []int
+}
+
+type countingTx struct {
+	store.Tx
+	n *int
+}
+
+func (c countingTx) Put(bucket, key string, value []byte) error {
+	*c.n++
+	return c.Tx.Put(bucket, key, value)
+}
+
+func (c *countingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	n := 0
+	err := c.Store.Update(ctx, func(tx store.Tx) error {
+		n = 0
+		return fn(countingTx{Tx: tx, n: &n})
+	})
+	c.puts = append(c.puts, n)
+	return err
+}
+
+func TestCopy_WritesInBoundedTransactions(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    store.CopyOptions
+		maxPuts int
+	}{
+		{name: "at most PageKeys keys per transaction", opts: store.CopyOptions{PageKeys: 4}, maxPuts: 4},
+		{name: "at most PageBytes of values per transaction", opts: store.CopyOptions{PageBytes: 50}, maxPuts: 2},
+		{name: "a value larger than PageBytes alone", opts: store.CopyOptions{PageBytes: 1}, maxPuts: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := openCopyStore(t)
+			fillSource(t, src)
+			dst := &countingStore{Store: openCopyStore(t)}
+			stats, err := store.Copy(context.Background(), dst, src, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for _, n := range dst.puts {
+				if n > tt.maxPuts {
+					t.Errorf("a transaction put %d keys, want at most %d", n, tt.maxPuts)
+				}
+				total += n
+			}
+			if total != stats.Keys() {
+				t.Errorf("transactions put %d keys, stats count %d", total, stats.Keys())
+			}
+			sameDump(t, dumpStore(t, dst.Store), dumpStore(t, src))
+		})
+	}
+}
+
+func (c countingTx) Sequence(bucket string) (uint64, error) {
+	return c.Tx.(store.Sequencer).Sequence(bucket)
+}
+
+func (c countingTx) SetSequence(bucket string, v uint64) error {
+	return c.Tx.(store.Sequencer).SetSequence(bucket, v)
+}
