@@ -33,6 +33,9 @@ func Open(cfg config.Redis) (*redis.Client, error) {
 	// One retry covers a pooled connection that died with a Redis
 	// restart; more would only stretch an outage past redis.timeout.
 	o.MaxRetries = 1
+	// A refused dial fails at once: a request must not wait through
+	// dial retries while Redis is down.
+	o.DialerRetries = 1
 	return redis.NewClient(o), nil
 }
 
