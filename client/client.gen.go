@@ -3370,10 +3370,13 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReadyz Readiness probe; answers 200 when the store answers, else 503.
+	// GetReadyz Readiness probe; answers 200 when the store and Redis answer, else 503.
 	//
-	// Public and unauthenticated. Runs a read transaction against the store;
-	// 503 `unavailable` when it fails (database closed or unreadable).
+	// Public and unauthenticated. Runs a read transaction against the store
+	// and, when `redis.url` is set, pings Redis (shared rate limits and
+	// budgets); 503 `unavailable` when either fails, with a message that
+	// names the dependency (database closed or unreadable, Redis down or
+	// unreachable).
 	//
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4567,10 +4570,13 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// GetReadyz Readiness probe; answers 200 when the store answers, else 503.
+// GetReadyz Readiness probe; answers 200 when the store and Redis answer, else 503.
 //
-// Public and unauthenticated. Runs a read transaction against the store;
-// 503 `unavailable` when it fails (database closed or unreadable).
+// Public and unauthenticated. Runs a read transaction against the store
+// and, when `redis.url` is set, pings Redis (shared rate limits and
+// budgets); 503 `unavailable` when either fails, with a message that
+// names the dependency (database closed or unreadable, Redis down or
+// unreachable).
 //
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -9520,10 +9526,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
-	// GetReadyzWithResponse Readiness probe; answers 200 when the store answers, else 503.
+	// GetReadyzWithResponse Readiness probe; answers 200 when the store and Redis answer, else 503.
 	//
-	// Public and unauthenticated. Runs a read transaction against the store;
-	// 503 `unavailable` when it fails (database closed or unreadable).
+	// Public and unauthenticated. Runs a read transaction against the store
+	// and, when `redis.url` is set, pings Redis (shared rate limits and
+	// budgets); 503 `unavailable` when either fails, with a message that
+	// names the dependency (database closed or unreadable, Redis down or
+	// unreachable).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -19364,10 +19373,13 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
-// GetReadyzWithResponse Readiness probe; answers 200 when the store answers, else 503.
+// GetReadyzWithResponse Readiness probe; answers 200 when the store and Redis answer, else 503.
 //
-// Public and unauthenticated. Runs a read transaction against the store;
-// 503 `unavailable` when it fails (database closed or unreadable).
+// Public and unauthenticated. Runs a read transaction against the store
+// and, when `redis.url` is set, pings Redis (shared rate limits and
+// budgets); 503 `unavailable` when either fails, with a message that
+// names the dependency (database closed or unreadable, Redis down or
+// unreachable).
 //
 // Returns a wrapper object for the known response body format(s).
 //

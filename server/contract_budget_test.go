@@ -86,9 +86,9 @@ const callCost = (600*1 + 400*0.5 + 500*2) / 1e6
 
 // budgetEnv starts a server whose provider "fake" is up, with a chat model
 // m and an embedding model e, and the budget tracker's clock at now.
-func budgetEnv(t *testing.T, up *spendUpstream, now *atomic.Pointer[time.Time]) *servertest.Env {
+func budgetEnv(t *testing.T, up *spendUpstream, now *atomic.Pointer[time.Time], opts ...servertest.Option) *servertest.Env {
 	cached := 0.5
-	env := servertest.New(t, withLimits(0, 0), func(c *config.Config) {
+	opts = append([]servertest.Option{withLimits(0, 0), func(c *config.Config) {
 		c.Providers = append(c.Providers, config.Provider{
 			Name: "fake", Type: "openai", BaseURL: up.srv.URL, Timeout: config.Duration(10 * time.Second),
 			Models: []config.Model{
@@ -96,7 +96,8 @@ func budgetEnv(t *testing.T, up *spendUpstream, now *atomic.Pointer[time.Time]) 
 				{Name: "e", Capabilities: []string{"embeddings"}, Dimensions: 3, Pricing: &config.Pricing{Input: 1.8}},
 			},
 		})
-	})
+	}}, opts...)
+	env := servertest.New(t, opts...)
 	if now != nil {
 		env.Server.Budget().Now = func() time.Time { return *now.Load() }
 	}

@@ -15,7 +15,8 @@ import (
 // requests-per-minute bucket on the route's plane (the spec's
 // x-switchboard-plane), sets the RateLimit-* headers of that bucket on the
 // response and refuses with 429 rate_limited (Retry-After set) when it is
-// empty. It runs after authentication; public routes are not limited. The
+// empty. With Redis (shared limits) down and redis.failMode closed it
+// refuses with 503 unavailable. It runs after authentication; public routes are not limited. The
 // token headers of LLM calls are added later, through the response headers
 // that requestID put in the context.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
@@ -26,7 +27,10 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		// authenticate set a principal, so the route is in the spec.
 		plane := s.scopes[routeKey{c.Request().Method, c.Path()}].plane
-		res := s.limiter.AllowRequest(p, plane)
+		res, err := s.limiter.AllowRequest(c.Request().Context(), p, plane)
+		if err != nil {
+			return err
+		}
 		res.SetHeaders(c.Response().Header())
 		if !res.Allowed {
 			err := res.Err()
@@ -46,7 +50,7 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // charged to the next calls. A refusal by the limiter is reported as
 // ratelimit.exceeded.
 type llmAdmission struct {
-	l      *ratelimit.Limiter
+	l      ratelimit.Limiter
 	budget *budget.Tracker
 	events *rateLimitEvents
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
@@ -22,6 +23,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/redisconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
@@ -41,28 +43,30 @@ type Options struct {
 
 // Server is the control plane: an http.Handler plus its background workers.
 type Server struct {
-	cfg          config.Config
-	store        store.Store
-	vault        *vault.Vault
-	log          *slog.Logger
-	echo         *echo.Echo
-	events       events.Recorder
-	eventQueue   *events.Queue
-	keys         *auth.Keys
-	connectors   *connectors.Service
-	authn        auth.Chain
-	oauth        *oauthserver.Service
-	limiter      *ratelimit.Limiter
-	limitEvents  *rateLimitEvents // reports 429s as ratelimit.exceeded
-	llm          *llm.Gateway
-	usage        *usage.Recorder
-	budget       *budget.Tracker
-	webhooks     *webhooks.Service
-	oauthConns   *oauthconn.Manager
-	connections  *connectors.Connections
-	invoker      *connectors.Invoker
-	scopes       routeScopes
-	errorWriters map[string]errorWriter
+	cfg           config.Config
+	store         store.Store
+	vault         *vault.Vault
+	log           *slog.Logger
+	echo          *echo.Echo
+	events        events.Recorder
+	eventQueue    *events.Queue
+	keys          *auth.Keys
+	connectors    *connectors.Service
+	authn         auth.Chain
+	oauth         *oauthserver.Service
+	limiter       ratelimit.Limiter
+	redis         *redis.Client // nil unless redis.url is set
+	redisFallback *redisconn.Fallback
+	limitEvents   *rateLimitEvents // reports 429s as ratelimit.exceeded
+	llm           *llm.Gateway
+	usage         *usage.Recorder
+	budget        *budget.Tracker
+	webhooks      *webhooks.Service
+	oauthConns    *oauthconn.Manager
+	connections   *connectors.Connections
+	invoker       *connectors.Invoker
+	scopes        routeScopes
+	errorWriters  map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
 	closers []func(context.Context) error
 }
@@ -94,15 +98,13 @@ func New(o Options) (*Server, error) {
 	}
 	s.oauth = oauth
 	s.authn = auth.Chain{s.keys, s.oauth}
-	s.limiter = ratelimit.New(ratelimit.Options{
-		RequestsPerMinute:        s.cfg.Limits.RequestsPerMinute,
-		TokensPerMinute:          s.cfg.Limits.TokensPerMinute,
-		ControlRequestsPerMinute: s.cfg.Limits.ControlPlaneRequestsPerMinute,
-	})
+	if err := s.initLimits(); err != nil {
+		return nil, err
+	}
 	if err := s.initLLM(); err != nil {
 		return nil, err
 	}
-	s.budget = &budget.Tracker{Usage: s.usage, Events: s.eventQueue, Log: s.log}
+	s.budget = &budget.Tracker{Usage: s.usage, Events: s.eventQueue, Log: s.log, Ledger: s.budgetLedger()}
 	s.limitEvents = &rateLimitEvents{queue: s.eventQueue}
 	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget, events: s.limitEvents}
 

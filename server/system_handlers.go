@@ -14,7 +14,10 @@ func (h *handlers) GetHealthz(context.Context, api.GetHealthzRequestObject) (api
 
 func (h *handlers) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) (api.GetReadyzResponseObject, error) {
 	if err := h.s.store.Ping(ctx); err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "store is not answering")
+		return nil, errs.Wrap(errs.Unavailable, err, "not ready: the store (database) is not answering")
+	}
+	if err := h.s.pingRedis(ctx); err != nil {
+		return nil, err
 	}
 	return api.GetReadyz200JSONResponse{Status: "ok"}, nil
 }

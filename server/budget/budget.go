@@ -15,9 +15,11 @@
 // in memory first, then by the event queue's Once key across restarts and
 // replicas.
 //
-// The spend is per process: replicas sharing a store each count the calls
-// they serve on top of what the usage records held when the period's
-// spend was read.
+// Where the running spend and the reservations live is the Ledger: in
+// this process's memory by default (replicas sharing a store then each
+// count the calls they serve on top of what the usage records held when
+// the period's spend was read), or in Redis (RedisLedger), where every
+// replica adds to one total, so that a budget holds across replicas.
 package budget
 
 import (
@@ -40,7 +42,7 @@ type Usage interface {
 }
 
 // Tracker counts spend against budgets. The zero value is not usable: set
-// Usage. Events and Now are optional.
+// Usage. Events, Now, Log and Ledger are optional.
 type Tracker struct {
 	// Usage is read once per credential and period.
 	Usage Usage
@@ -51,20 +53,22 @@ type Tracker struct {
 	Now func() time.Time
 	// Log reports failed reads of the usage records; slog.Default when nil.
 	Log *slog.Logger
+	// Ledger holds the running spend and the reservations; in this
+	// process's memory when nil, in Redis (RedisLedger) to share them
+	// across replicas.
+	Ledger Ledger
 
+	memory memoryLedger
 	states sync.Map // credential id -> *state
 }
 
-// state is one credential's spend in one period.
+// state is what a tracker remembers of one credential's period beyond the
+// ledger: the events already emitted in it.
 type state struct {
 	mu sync.Mutex
-	// loaded is false until the period's spend was read.
-	loaded bool
+	// period and start name the period the fields below belong to.
 	period string
-	// start and end bound the period; end is zero for total.
-	start, end time.Time
-	spent      float64
-	reserved   float64
+	start  time.Time
 	// alerted lists the fractions already alerted in this period.
 	alerted   []float64
 	exhausted bool
@@ -113,6 +117,13 @@ func (t *Tracker) log() *slog.Logger {
 	return slog.Default()
 }
 
+func (t *Tracker) ledger() Ledger {
+	if t.Ledger != nil {
+		return t.Ledger
+	}
+	return &t.memory
+}
+
 func (t *Tracker) state(id string) *state {
 	if st, ok := t.states.Load(id); ok {
 		return st.(*state)
@@ -121,32 +132,34 @@ func (t *Tracker) state(id string) *state {
 	return st.(*state)
 }
 
-// current brings st to the period holding now, reading its spend from the
-// usage records when the period changed (a new day, or a budget whose
-// period was changed). Callers hold st.mu.
-func (t *Tracker) current(ctx context.Context, st *state, c Credential, now time.Time) error {
+// period is c's budget period holding now.
+func period(c Credential, now time.Time) Period {
 	start, end := c.Budget.Window(now, c.CreatedAt)
-	if st.loaded && st.period == c.Budget.Period && st.start.Equal(start) {
-		return nil
+	return Period{Credential: c.ID, Name: c.Budget.Period, Start: start, End: end}
+}
+
+// seed reads c's spend in per from the usage records (which include
+// totals not yet flushed).
+func (t *Tracker) seed(c Credential, per Period) Seed {
+	return func(ctx context.Context) (float64, error) {
+		rows, err := t.Usage.Query(ctx, usage.Query{PrincipalID: c.ID, From: per.Start})
+		if err != nil {
+			t.log().Error("budget: reading spend failed", "credential", c.ID, "error", err.Error())
+			return 0, errs.Wrap(errs.Unavailable, err, "the spend of credential "+c.ID+" could not be read; retry the request")
+		}
+		spent := 0.0
+		for _, r := range rows {
+			spent = usage.AddUSD(spent, r.CostUSD)
+		}
+		return spent, nil
 	}
-	rows, err := t.Usage.Query(ctx, usage.Query{PrincipalID: c.ID, From: start})
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "the spend of credential "+c.ID+" could not be read; retry the request")
-	}
-	spent := 0.0
-	for _, r := range rows {
-		spent = usage.AddUSD(spent, r.CostUSD)
-	}
-	st.loaded, st.period, st.start, st.end = true, c.Budget.Period, start, end
-	st.spent, st.alerted, st.exhausted = spent, nil, false
-	return nil
 }
 
 // Reservation is the worst-case cost held for one admitted call.
 type Reservation struct {
 	t      *Tracker
-	st     *state
 	c      Credential
+	per    Period
 	amount float64
 	once   sync.Once
 }
@@ -162,24 +175,17 @@ func (t *Tracker) Admit(ctx context.Context, c Credential, worstUSD float64) (*R
 		return nil, nil
 	}
 	now := t.now()
-	st := t.state(c.ID)
-	st.mu.Lock()
-	if err := t.current(ctx, st, c, now); err != nil {
-		st.mu.Unlock()
-		t.log().Error("budget: reading spend failed", "credential", c.ID, "error", err.Error())
+	per := period(c, now)
+	worstUSD = max(0, worstUSD)
+	h, err := t.ledger().Admit(ctx, per, c.Budget.USD, worstUSD, t.seed(c, per))
+	if err != nil {
 		return nil, err
 	}
-	if st.spent+st.reserved >= c.Budget.USD {
-		sp := st.spend(c.Budget)
-		events := t.check(st, c)
-		st.mu.Unlock()
-		t.emit(events)
-		return nil, exceeded(c, sp, now)
+	if !h.Admitted {
+		t.emit(t.check(per, c, h.Spent))
+		return nil, exceeded(c, Spend{Period: per.Name, PeriodStart: per.Start, ResetAt: per.End, BudgetUSD: c.Budget.USD, SpentUSD: h.Spent}, now)
 	}
-	worstUSD = max(0, worstUSD)
-	st.reserved += worstUSD
-	st.mu.Unlock()
-	return &Reservation{t: t, st: st, c: c, amount: worstUSD}, nil
+	return &Reservation{t: t, c: c, per: per, amount: h.Reserved}, nil
 }
 
 // Settle releases the reservation and adds the call's actual cost to the
@@ -189,21 +195,12 @@ func (r *Reservation) Settle(costUSD float64) {
 		return
 	}
 	r.once.Do(func() {
-		st := r.st
-		st.mu.Lock()
-		st.reserved = max(0, st.reserved-r.amount)
-		if st.reserved < 1e-12 {
-			st.reserved = 0
-		}
-		st.spent = usage.AddUSD(st.spent, max(0, costUSD))
-		var pending []events.Pending
+		spent, ok := r.t.ledger().Settle(context.Background(), r.per, r.amount, max(0, costUSD))
 		// A call that ended after its period did is counted by the next
-		// period's read; its events belong to no period this state knows.
-		if st.end.IsZero() || r.t.now().Before(st.end) {
-			pending = r.t.check(st, r.c)
+		// period's read; its events belong to no period still current.
+		if ok && (r.per.End.IsZero() || r.t.now().Before(r.per.End)) {
+			r.t.emit(r.t.check(r.per, r.c, spent))
 		}
-		st.mu.Unlock()
-		r.t.emit(pending)
 	})
 }
 
@@ -214,17 +211,12 @@ func (t *Tracker) Spend(ctx context.Context, c Credential) (s Spend, ok bool, er
 	if c.Budget == nil {
 		return Spend{}, false, nil
 	}
-	st := t.state(c.ID)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err := t.current(ctx, st, c, t.now()); err != nil {
+	per := period(c, t.now())
+	spent, err := t.ledger().Spent(ctx, per, t.seed(c, per))
+	if err != nil {
 		return Spend{}, false, err
 	}
-	return st.spend(c.Budget), true, nil
-}
-
-func (st *state) spend(b *auth.Budget) Spend {
-	return Spend{Period: st.period, PeriodStart: st.start, ResetAt: st.end, BudgetUSD: b.USD, SpentUSD: st.spent}
+	return Spend{Period: per.Name, PeriodStart: per.Start, ResetAt: per.End, BudgetUSD: c.Budget.USD, SpentUSD: spent}, true, nil
 }
 
 // exceeded is the 429 for a spent budget.
@@ -265,48 +257,55 @@ func updatePath(c Credential) string {
 	return "/v1/api-keys/" + c.ID
 }
 
-// check returns the events st's spend has newly earned in its period.
-// Callers hold st.mu.
-func (t *Tracker) check(st *state, c Credential) []events.Pending {
+// check returns the events a spend of spent has newly earned in per,
+// deduplicated in this process (the event queue's Once keys deduplicate
+// across replicas).
+func (t *Tracker) check(per Period, c Credential, spent float64) []events.Pending {
 	if t.Events == nil {
 		return nil
+	}
+	st := t.state(c.ID)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.period != per.Name || !st.start.Equal(per.Start) {
+		st.period, st.start, st.alerted, st.exhausted = per.Name, per.Start, nil, false
 	}
 	b := c.Budget
 	var out []events.Pending
 	for _, a := range b.AlertAt {
-		if st.spent >= a*b.USD && !slices.Contains(st.alerted, a) {
+		if spent >= a*b.USD && !slices.Contains(st.alerted, a) {
 			st.alerted = append(st.alerted, a)
-			out = append(out, t.event(events.BudgetAlert, st, c, a))
+			out = append(out, t.event(events.BudgetAlert, per, c, spent, a))
 		}
 	}
-	if st.spent >= b.USD && !st.exhausted {
+	if spent >= b.USD && !st.exhausted {
 		st.exhausted = true
-		out = append(out, t.event(events.BudgetExhausted, st, c, 0))
+		out = append(out, t.event(events.BudgetExhausted, per, c, spent, 0))
 	}
 	return out
 }
 
 // event builds one budget event with its Once key.
-func (t *Tracker) event(typ string, st *state, c Credential, threshold float64) events.Pending {
+func (t *Tracker) event(typ string, per Period, c Credential, spent, threshold float64) events.Pending {
 	data := map[string]any{
 		"key":         c.ID,
 		"keyKind":     c.Kind,
 		"keyName":     c.Name,
-		"period":      st.period,
-		"periodStart": st.start.Format(time.RFC3339),
+		"period":      per.Name,
+		"periodStart": per.Start.Format(time.RFC3339),
 		"budgetUsd":   c.Budget.USD,
-		"spentUsd":    st.spent,
+		"spentUsd":    spent,
 	}
-	once := typ + "/" + c.ID + "/" + st.period + "/" + st.start.Format(time.RFC3339)
+	once := typ + "/" + c.ID + "/" + per.Name + "/" + per.Start.Format(time.RFC3339)
 	if typ == events.BudgetAlert {
 		data["threshold"] = threshold
 		once += "/" + strconv.FormatFloat(threshold, 'f', -1, 64)
 	}
 	p := events.Pending{Type: typ, Data: data, Once: once}
-	if !st.end.IsZero() {
-		data["resetAt"] = st.end.Format(time.RFC3339)
+	if !per.End.IsZero() {
+		data["resetAt"] = per.End.Format(time.RFC3339)
 		// Kept a day past the period, after which it cannot recur.
-		p.OnceUntil = st.end.Add(24 * time.Hour)
+		p.OnceUntil = per.End.Add(24 * time.Hour)
 	}
 	return p
 }

@@ -7,9 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/redisconn"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/redistest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 )
@@ -90,38 +95,116 @@ func TestSpend_PeriodWindows(t *testing.T) {
 // the spend without another read of the usage records; a call is refused
 // once spent plus reserved reaches the budget and admitted again when the
 // budget is raised; changing the period reads the new period's spend.
-func TestAdmit_CountsInMemoryAndFollowsBudgetChanges(t *testing.T) {
-	rec := recorder(t)
-	tr := &budget.Tracker{Usage: rec, Now: func() time.Time { return at("2030-03-15T10:00:00Z") }}
-	ctx := context.Background()
-	c := budget.Credential{ID: "key_1", Kind: auth.KindAPIKey, Budget: &auth.Budget{USD: 2, Period: auth.PeriodDay}}
+func TestAdmit_CountsAndFollowsBudgetChanges(t *testing.T) {
+	for _, lg := range ledgers {
+		t.Run(lg.name, func(t *testing.T) { testAdmit(t, lg.new(t)) })
+	}
+}
 
-	r1, err := tr.Admit(ctx, c, 0.75) // spent 1, reserved 0.75
+// ledgers are the ledgers the tracker's behaviour is checked with: its
+// memory, and Redis shared by two trackers (two replicas), the calls
+// alternating between them.
+var ledgers = []struct {
+	name string
+	new  func(t *testing.T) [2]budget.Ledger
+}{
+	{"memory", func(t *testing.T) [2]budget.Ledger { return [2]budget.Ledger{} }},
+	{"redis, two replicas", func(t *testing.T) [2]budget.Ledger {
+		srv := redistest.New(t)
+		var out [2]budget.Ledger
+		for i := range out {
+			out[i] = &budget.RedisLedger{Client: redisClient(t, srv.URL()), Fallback: &redisconn.Fallback{Closed: true, Timeout: 5 * time.Second}}
+		}
+		return out
+	}},
+}
+
+func redisClient(t *testing.T, url string) *redis.Client {
+	c, err := redisconn.Open(config.Redis{URL: url, Timeout: config.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Admit(ctx, c, 0.5); err != nil { // 1.75 < 2: admitted, reserved 1.25
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func testAdmit(t *testing.T, ls [2]budget.Ledger) {
+	rec := recorder(t)
+	now := func() time.Time { return at("2030-03-15T10:00:00Z") }
+	a := &budget.Tracker{Usage: rec, Now: now, Ledger: ls[0]}
+	b := a
+	if ls[1] != nil {
+		b = &budget.Tracker{Usage: rec, Now: now, Ledger: ls[1]}
+	}
+	ctx := context.Background()
+	c := budget.Credential{ID: "key_1", Kind: auth.KindAPIKey, Budget: &auth.Budget{USD: 2, Period: auth.PeriodDay}}
+
+	r1, err := a.Admit(ctx, c, 0.75) // spent 1, reserved 0.75
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Admit(ctx, c, 0.1); !errors.Is(err, errs.BudgetExceeded) {
+	if _, err := b.Admit(ctx, c, 0.5); err != nil { // 1.75 < 2: admitted, reserved 1.25
+		t.Fatal(err)
+	}
+	if _, err := a.Admit(ctx, c, 0.1); !errors.Is(err, errs.BudgetExceeded) {
 		t.Fatalf("third call = %v, want budget_exceeded (1 spent + 1.25 reserved >= 2)", err)
 	}
 	r1.Settle(0.25)
 	r1.Settle(0.25) // a second settle does nothing
-	if s, _, _ := tr.Spend(ctx, c); s.SpentUSD != 1.25 {
+	if s, _, _ := b.Spend(ctx, c); s.SpentUSD != 1.25 {
 		t.Errorf("spent = %v, want 1.25", s.SpentUSD)
 	}
 	var e *errs.Error
 	c.Budget = &auth.Budget{USD: 1.25, Period: auth.PeriodDay}
-	if _, err := tr.Admit(ctx, c, 0); !errors.As(err, &e) || e.RetryAfter != 14*time.Hour || e.Details["resetAt"] != "2030-03-16T00:00:00Z" {
+	if _, err := b.Admit(ctx, c, 0); !errors.As(err, &e) || e.RetryAfter != 14*time.Hour || e.Details["resetAt"] != "2030-03-16T00:00:00Z" {
 		t.Fatalf("refusal = %#v, want Retry-After 14h until midnight", err)
 	}
 	c.Budget = &auth.Budget{USD: 3, Period: auth.PeriodDay}
-	if _, err := tr.Admit(ctx, c, 0); err != nil {
+	if _, err := b.Admit(ctx, c, 0); err != nil {
 		t.Fatalf("after raising the budget: %v", err)
 	}
 	c.Budget = &auth.Budget{USD: 10, Period: auth.PeriodMonth}
-	if s, _, _ := tr.Spend(ctx, c); s.SpentUSD != 7 {
+	if s, _, _ := b.Spend(ctx, c); s.SpentUSD != 7 {
 		t.Errorf("month spend = %v, want 7 read from the records", s.SpentUSD)
+	}
+}
+
+// TestRedisLedger_Outage: while Redis is down a budget fails closed
+// (unavailable) or open (admitted without a reservation), spend reports
+// fall back to the usage records, and once Redis is back (empty) the spend
+// is seeded again from the records and enforced.
+func TestRedisLedger_Outage(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fail open", true: "fail closed"}[closed], func(t *testing.T) {
+			srv := redistest.New(t)
+			tr := &budget.Tracker{Usage: recorder(t), Now: func() time.Time { return at("2030-03-15T10:00:00Z") },
+				Ledger: &budget.RedisLedger{Client: redisClient(t, srv.URL()), Fallback: &redisconn.Fallback{Closed: closed, Timeout: time.Second}}}
+			ctx := context.Background()
+			c := budget.Credential{ID: "key_1", Kind: auth.KindAPIKey, Budget: &auth.Budget{USD: 2, Period: auth.PeriodDay}}
+			if _, err := tr.Admit(ctx, c, 0.5); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := tr.Admit(ctx, c, 0.5)
+			if closed != errors.Is(err, errs.Unavailable) || (!closed && err != nil) {
+				t.Fatalf("admit while Redis is down = %v", err)
+			}
+			if s, _, err := tr.Spend(ctx, c); err != nil || s.SpentUSD != 1 {
+				t.Errorf("spend while Redis is down = %v, %v; want 1 from the usage records", s.SpentUSD, err)
+			}
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := tr.Admit(ctx, c, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Settle(1)
+			if _, err := tr.Admit(ctx, c, 0.1); !errors.Is(err, errs.BudgetExceeded) {
+				t.Fatalf("after Redis is back: 1 from the records + 1 settled = %v, want budget_exceeded", err)
+			}
+		})
 	}
 }

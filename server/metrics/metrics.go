@@ -94,6 +94,11 @@ var (
 		Help: "Requests refused with 429 by the per-credential limiter, by limit (requests|tokens|control_requests) and credential kind (api_key|oauth_token).",
 	}, []string{"limit", "credential_kind"})
 
+	redisUnavailable = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchboard_redis_unavailable_total",
+		Help: "Decisions taken without Redis because it did not answer within redis.timeout, by what needed it (ratelimit|budget) and redis.failMode: open admitted the request, closed refused it with 503.",
+	}, []string{"use", "fail_mode"})
+
 	providerCircuit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "switchboard_llm_provider_circuit_state",
 		Help: "State of each language-model provider's circuit breaker: 0 closed (healthy), 1 open (skipped as down), 2 half-open (one trial call let through).",
@@ -112,7 +117,7 @@ func init() {
 		httpDuration, genAIDuration, genAITokens,
 		invocations, invocationDuration,
 		webhookDeliveries, webhookDuration,
-		rateLimited, tokensIssued, providerCircuit,
+		rateLimited, tokensIssued, providerCircuit, redisUnavailable,
 	)
 }
 
@@ -186,6 +191,12 @@ func ObserveWebhookDelivery(outcome string, d time.Duration) {
 // "requests", "tokens" or "control_requests", kind the credential kind.
 func RateLimited(limit, kind string) {
 	rateLimited.WithLabelValues(limit, kind).Inc()
+}
+
+// RedisUnavailable counts one decision taken without Redis by use
+// (ratelimit, budget) under failMode (open, closed).
+func RedisUnavailable(use, failMode string) {
+	redisUnavailable.WithLabelValues(use, failMode).Inc()
 }
 
 // SetProviderCircuit records the state of a provider's circuit breaker

@@ -23,7 +23,12 @@
 // reservation larger than a whole minute's allowance is admitted only when
 // the bucket is full.
 //
-// Buckets live in memory in 64 shards, each behind its own mutex, so
+// Two implementations sit behind the Limiter interface: Memory keeps the
+// buckets in this process (one replica), Redis keeps them in a Redis
+// server shared by every replica (redis.go), with the same semantics and
+// headers.
+//
+// Memory's buckets live in 64 shards, each behind its own mutex, so
 // concurrent credentials rarely contend. A bucket that has refilled
 // completely is indistinguishable from a new one and is dropped by a
 // periodic sweep; a hard cap per shard bounds memory even under a flood of
@@ -131,7 +136,7 @@ const (
 	sweepEvery        = int64(time.Minute)
 )
 
-// Options configure a Limiter.
+// Options configure a limiter (Memory or Redis).
 type Options struct {
 	// RequestsPerMinute and TokensPerMinute are the data-plane defaults
 	// per credential; zero or negative turns that limit off.
@@ -147,10 +152,84 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Limiter holds the buckets of every credential.
-type Limiter struct {
-	rpm, tpm    int
-	crpm        int
+// Limiter is what the server needs of a rate limiter: the middleware
+// counts requests, the LLM admission reserves and settles tokens. Memory
+// and Redis implement it.
+type Limiter interface {
+	// Limits returns the data-plane per-minute limits that apply to p
+	// (0 = unlimited).
+	Limits(p *auth.Principal) (requestsPerMinute, tokensPerMinute int)
+	// AllowRequest counts one request of p against its requests-per-minute
+	// limit on plane. The error is errs.Unavailable when the shared
+	// limiter cannot decide and fails closed.
+	AllowRequest(ctx context.Context, p *auth.Principal, plane Plane) (Result, error)
+	// Reserve takes n tokens from p's tokens-per-minute bucket before an
+	// LLM call, or refuses with errs.RateLimited; nil when no limit
+	// applies.
+	Reserve(ctx context.Context, p *auth.Principal, n int) (*Reservation, error)
+}
+
+var (
+	_ Limiter = (*Memory)(nil)
+	_ Limiter = (*Redis)(nil)
+)
+
+// policy is what both limiters share: the default limits and how a
+// principal's override and a plane pick a bucket.
+type policy struct {
+	rpm, tpm int
+	crpm     int
+}
+
+// Limits returns the data-plane per-minute limits that apply to p
+// (0 = unlimited).
+func (l policy) Limits(p *auth.Principal) (requestsPerMinute, tokensPerMinute int) {
+	rpm, tpm := l.rpm, l.tpm
+	if p != nil && p.RateLimit != nil {
+		if p.RateLimit.RequestsPerMinute > 0 {
+			rpm = p.RateLimit.RequestsPerMinute
+		}
+		if p.RateLimit.TokensPerMinute > 0 {
+			tpm = p.RateLimit.TokensPerMinute
+		}
+	}
+	return rpm, tpm
+}
+
+// requestBucket is the bucket and limit of one request of p on plane;
+// limit 0 when none applies.
+func (l policy) requestBucket(p *auth.Principal, plane Plane) (bucketKey, int) {
+	if p == nil {
+		return bucketKey{}, 0
+	}
+	dim, rpm := Requests, l.crpm
+	if plane == ControlPlane {
+		dim = ControlRequests
+	} else {
+		rpm, _ = l.Limits(p)
+	}
+	return bucketKey{dim, p.Kind, p.ID}, rpm
+}
+
+// tokenBucket is p's tokens-per-minute bucket and limit; limit 0 when none
+// applies.
+func (l policy) tokenBucket(p *auth.Principal) (bucketKey, int) {
+	if p == nil {
+		return bucketKey{}, 0
+	}
+	_, tpm := l.Limits(p)
+	return bucketKey{Tokens, p.Kind, p.ID}, tpm
+}
+
+// adjuster settles reservations: adds delta (negative to charge) to a
+// bucket, capped at its limit.
+type adjuster interface {
+	adjust(k bucketKey, limit int, delta float64)
+}
+
+// Memory holds the buckets of every credential in this process.
+type Memory struct {
+	policy
 	now         func() time.Time
 	epoch       time.Time
 	maxPerShard int
@@ -177,17 +256,17 @@ type bucket struct {
 	limit  int     // per minute
 }
 
-// New returns a limiter with the given defaults.
-func New(o Options) *Limiter {
+// New returns an in-memory limiter with the given defaults.
+func New(o Options) *Memory {
 	if o.MaxBuckets <= 0 {
 		o.MaxBuckets = DefaultMaxBuckets
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	l := &Limiter{
-		rpm: o.RequestsPerMinute, tpm: o.TokensPerMinute, crpm: o.ControlRequestsPerMinute,
-		now: o.Now, epoch: o.Now(),
+	l := &Memory{
+		policy: policy{rpm: o.RequestsPerMinute, tpm: o.TokensPerMinute, crpm: o.ControlRequestsPerMinute},
+		now:    o.Now, epoch: o.Now(),
 		maxPerShard: max(1, o.MaxBuckets/nShards),
 		seed:        maphash.MakeSeed(),
 	}
@@ -195,21 +274,6 @@ func New(o Options) *Limiter {
 		l.shards[i].m = map[bucketKey]bucket{}
 	}
 	return l
-}
-
-// Limits returns the data-plane per-minute limits that apply to p
-// (0 = unlimited).
-func (l *Limiter) Limits(p *auth.Principal) (requestsPerMinute, tokensPerMinute int) {
-	rpm, tpm := l.rpm, l.tpm
-	if p != nil && p.RateLimit != nil {
-		if p.RateLimit.RequestsPerMinute > 0 {
-			rpm = p.RateLimit.RequestsPerMinute
-		}
-		if p.RateLimit.TokensPerMinute > 0 {
-			tpm = p.RateLimit.TokensPerMinute
-		}
-	}
-	return rpm, tpm
 }
 
 // Result is the state of one bucket after a decision.
@@ -280,30 +344,23 @@ func ceilSeconds(d time.Duration) int64 {
 // limit on plane: the data plane's is p's (its override or the default),
 // the control plane's is the same for every credential. Each plane has its
 // own bucket. An unlimited or anonymous caller is always allowed (Limit 0).
-func (l *Limiter) AllowRequest(p *auth.Principal, plane Plane) Result {
-	if p == nil {
-		return Result{Allowed: true}
-	}
-	dim, rpm := Requests, l.crpm
-	if plane == ControlPlane {
-		dim = ControlRequests
-	} else {
-		rpm, _ = l.Limits(p)
-	}
+// The in-memory limiter never fails.
+func (l *Memory) AllowRequest(_ context.Context, p *auth.Principal, plane Plane) (Result, error) {
+	k, rpm := l.requestBucket(p, plane)
 	if rpm <= 0 {
-		return Result{Allowed: true}
+		return Result{Allowed: true}, nil
 	}
-	r := l.take(bucketKey{dim, p.Kind, p.ID}, rpm, 1, l.nanos())
+	r := l.take(k, rpm, 1, l.nanos())
 	if !r.Allowed {
-		metrics.RateLimited(dim.String(), p.Kind)
+		metrics.RateLimited(k.dim.String(), p.Kind)
 	}
-	return r
+	return r, nil
 }
 
 // Reservation is a tokens-per-minute reservation to settle once the actual
 // usage is known. The nil Reservation (no limit applies) is valid.
 type Reservation struct {
-	l      *Limiter
+	l      adjuster
 	key    bucketKey
 	limit  int
 	n      int
@@ -317,25 +374,29 @@ type Reservation struct {
 // prompt estimate plus maxTokens. The token headers are written to the
 // response headers carried by ctx (see WithHeader). It returns a nil
 // Reservation when no limit applies.
-func (l *Limiter) Reserve(ctx context.Context, p *auth.Principal, n int) (*Reservation, error) {
-	if l == nil || p == nil {
+func (l *Memory) Reserve(ctx context.Context, p *auth.Principal, n int) (*Reservation, error) {
+	if l == nil {
 		return nil, nil
 	}
-	_, tpm := l.Limits(p)
+	k, tpm := l.tokenBucket(p)
 	if tpm <= 0 {
 		return nil, nil
 	}
 	n = max(n, 1)
-	k := bucketKey{Tokens, p.Kind, p.ID}
-	r := l.take(k, tpm, n, l.nanos())
+	return reserved(ctx, l, k, tpm, n, l.take(k, tpm, n, l.nanos()))
+}
+
+// reserved turns the result of taking n tokens into a reservation, or the
+// 429 that refuses it, writing the token headers either way.
+func reserved(ctx context.Context, a adjuster, k bucketKey, limit, n int, r Result) (*Reservation, error) {
 	if h := headerFrom(ctx); h != nil {
 		r.SetHeaders(h)
 	}
 	if !r.Allowed {
-		metrics.RateLimited(Tokens.String(), p.Kind)
+		metrics.RateLimited(Tokens.String(), k.kind)
 		return nil, r.Err()
 	}
-	return &Reservation{l: l, key: k, limit: tpm, n: n}, nil
+	return &Reservation{l: a, key: k, limit: limit, n: n}, nil
 }
 
 // Settle replaces the reservation by the actual number of tokens used:
@@ -352,7 +413,7 @@ func (r *Reservation) Settle(actual int) {
 		return
 	}
 	r.closed = true
-	r.l.adjust(r.key, r.limit, float64(r.n-max(actual, 0)), r.l.nanos())
+	r.l.adjust(r.key, r.limit, float64(r.n-max(actual, 0)))
 }
 
 // Reserved is the number of tokens the reservation holds.
@@ -363,14 +424,14 @@ func (r *Reservation) Reserved() int {
 	return r.n
 }
 
-func (l *Limiter) nanos() int64 { return int64(l.now().Sub(l.epoch)) }
+func (l *Memory) nanos() int64 { return int64(l.now().Sub(l.epoch)) }
 
-func (l *Limiter) shard(k bucketKey) *shard {
+func (l *Memory) shard(k bucketKey) *shard {
 	return &l.shards[maphash.String(l.seed, k.id)%nShards]
 }
 
 // take removes n from the bucket when it holds at least min(n, limit).
-func (l *Limiter) take(k bucketKey, limit, n int, now int64) Result {
+func (l *Memory) take(k bucketKey, limit, n int, now int64) Result {
 	s := l.shard(k)
 	s.mu.Lock()
 	b := s.get(k, limit, now, l.maxPerShard)
@@ -396,10 +457,10 @@ func nanos(f float64) time.Duration {
 }
 
 // adjust adds delta (negative to charge) to a bucket, capped at its limit.
-func (l *Limiter) adjust(k bucketKey, limit int, delta float64, now int64) {
+func (l *Memory) adjust(k bucketKey, limit int, delta float64) {
 	s := l.shard(k)
 	s.mu.Lock()
-	b := s.get(k, limit, now, l.maxPerShard)
+	b := s.get(k, limit, l.nanos(), l.maxPerShard)
 	b.tokens = math.Min(float64(b.limit), b.tokens+delta)
 	s.m[k] = b
 	s.mu.Unlock()
@@ -456,7 +517,7 @@ func (s *shard) sweep(now int64, maxLen int) {
 }
 
 // Len returns the number of live buckets (tests, diagnostics).
-func (l *Limiter) Len() int {
+func (l *Memory) Len() int {
 	n := 0
 	for i := range l.shards {
 		s := &l.shards[i]

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/redistest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -55,6 +57,18 @@ type Env struct {
 // Option adjusts the configuration before the server starts.
 type Option func(*config.Config)
 
+// WithRedis shares the server's rate limits and budgets in the Redis at
+// url (redistest.Server.URL), as replicas do.
+func WithRedis(url string) Option {
+	return func(c *config.Config) { c.Redis.URL = url }
+}
+
+// RedisEnv names the environment variable that runs every Env on its own
+// real Redis (redistest) unless an Option chose one: with
+// SWITCHBOARD_TEST_REDIS=1 the contract tests check the shared limiter and
+// budget ledger instead of the in-memory ones.
+const RedisEnv = "SWITCHBOARD_TEST_REDIS"
+
 // Logger is where test servers log; discard unless overridden by a test.
 var Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -71,6 +85,9 @@ func NewWithLogger(t testing.TB, log *slog.Logger, opts ...Option) *Env {
 	cfg.DataDir = t.TempDir()
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.Redis.URL == "" && os.Getenv(RedisEnv) == "1" {
+		cfg.Redis.URL = redistest.New(t).URL()
 	}
 	st, err := store.OpenBolt(filepath.Join(cfg.DataDir, server.DBFile))
 	if err != nil {
