@@ -37,7 +37,11 @@ func (s *Service) Authenticate(ctx context.Context, credential string) (*auth.Pr
 			if e.clientID == "" {
 				return e.principal(), nil
 			}
-			if c, live := s.clients.get(e.clientID); live {
+			c, live, err := s.clients.lookup(ctx, s.store, e.clientID)
+			if err != nil {
+				return nil, err
+			}
+			if live {
 				// The client's name and policy change in place: take them
 				// from the client, not from when the token was verified.
 				p := e.principal()

@@ -7,8 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -84,7 +82,6 @@ func (s *Service) CreateClient(ctx context.Context, in NewClientInput) (Client, 
 		if err := store.PutJSON(tx, ClientsBucket, c.ID, c); err != nil {
 			return err
 		}
-		tx.OnCommit(func() { s.clients.set(c.ID, c) })
 		return nil
 	})
 	if err != nil {
@@ -122,8 +119,6 @@ func (s *Service) UpdateClient(ctx context.Context, id string, version int64, in
 		if err := store.PutJSON(tx, ClientsBucket, id, c); err != nil {
 			return err
 		}
-		stored := c
-		tx.OnCommit(func() { s.clients.set(id, stored) })
 		return nil
 	})
 	if err != nil {
@@ -159,8 +154,9 @@ func (s *Service) ListClients(ctx context.Context, cursor string, limit int) ([]
 	return cs, next, err
 }
 
-// DeleteClient removes a client; its tokens stop authenticating at once
-// (in this process; other replicas notice when their tokens expire).
+// DeleteClient removes a client; its tokens stop authenticating at once on
+// this replica, and on the others as soon as they see the commit (within
+// a second: store.Changes).
 func (s *Service) DeleteClient(ctx context.Context, id string) error {
 	return s.store.Update(ctx, func(tx store.Tx) error {
 		if tx.Get(ClientsBucket, id) == nil {
@@ -169,10 +165,7 @@ func (s *Service) DeleteClient(ctx context.Context, id string) error {
 		if err := tx.Delete(ClientsBucket, id); err != nil {
 			return err
 		}
-		tx.OnCommit(func() {
-			s.clients.del(id)
-			s.cache.dropClient(id)
-		})
+		tx.OnCommit(func() { s.cache.dropClient(id) })
 		return nil
 	})
 }
@@ -196,41 +189,39 @@ func (s *Service) authenticateClient(ctx context.Context, id, secret string) (Cl
 	return c, nil
 }
 
-// clientIndex is the in-memory copy of the clients bucket, so that token
-// issuance and verification need no store read. It is filled at start and
-// kept current by the commit hooks of this process; an id it lacks (a
-// client created by another replica) is read from the store.
-type clientIndex struct{ mutexMap[Client] }
+// clientIndex caches the clients read from the store, so that token
+// issuance and verification need no store read. Entries are valid while
+// the store reports no write to the clients bucket by any replica
+// (store.Changes), so a client changed or deleted through another replica
+// is read again.
+type clientIndex struct {
+	cache store.Cache[string, cachedClient]
+}
 
-func (x *clientIndex) load(ctx context.Context, st store.Store) error {
-	return st.View(ctx, func(tx store.Tx) error {
-		return tx.Scan(ClientsBucket, "", "", func(k string, v []byte) (bool, error) {
-			var c Client
-			if err := json.Unmarshal(v, &c); err != nil {
-				return false, fmt.Errorf("decode %s/%s: %w", ClientsBucket, k, err)
-			}
-			x.set(k, c)
-			return true, nil
-		})
-	})
+// cachedClient is a client, or the fact that there is none with that id.
+type cachedClient struct {
+	c     Client
+	found bool
 }
 
 func (x *clientIndex) lookup(ctx context.Context, st store.Store, id string) (Client, bool, error) {
-	if c, ok := x.get(id); ok {
-		return c, true, nil
-	}
 	if !strings.HasPrefix(id, ClientIDPrefix) || len(id) > 64 {
 		return Client{}, false, nil
+	}
+	changes := st.Changes(ClientsBucket)
+	if e, ok := x.cache.Get(id, changes); ok {
+		return e.c, e.found, nil
 	}
 	var c Client
 	err := st.View(ctx, func(tx store.Tx) error { return store.GetJSON(tx, ClientsBucket, id, &c) })
 	switch {
 	case errs.KindOf(err) == errs.NotFound:
+		x.cache.Put(id, cachedClient{}, changes)
 		return Client{}, false, nil
 	case err != nil:
 		return Client{}, false, err
 	}
-	x.set(id, c)
+	x.cache.Put(id, cachedClient{c: c, found: true}, changes)
 	return c, true, nil
 }
 

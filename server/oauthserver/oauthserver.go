@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
@@ -59,7 +58,7 @@ type Service struct {
 
 var _ auth.Authenticator = (*Service)(nil)
 
-// New loads the clients and signing keys (creating the first key on a new
+// New loads the signing keys (creating the first key on a new
 // database) and returns the service.
 func New(ctx context.Context, o Options) (*Service, error) {
 	if o.Store == nil || o.Vault == nil {
@@ -90,9 +89,6 @@ func New(ctx context.Context, o Options) (*Service, error) {
 	for _, x := range oc.ExternalIssuers {
 		s.external[x.Issuer] = newExternalIssuer(x, o.HTTPClient, o.Now)
 	}
-	if err := s.clients.load(ctx, s.store); err != nil {
-		return nil, fmt.Errorf("oauthserver: load clients: %w", err)
-	}
 	if err := s.initKeys(ctx); err != nil {
 		return nil, fmt.Errorf("oauthserver: signing keys: %w", err)
 	}
@@ -107,31 +103,3 @@ func (s *Service) Audience() string { return s.audience }
 
 // TokenTTL is the lifetime of issued tokens.
 func (s *Service) TokenTTL() time.Duration { return s.ttl }
-
-// mutexMap is a tiny helper type for the in-memory indexes.
-type mutexMap[V any] struct {
-	mu sync.RWMutex
-	m  map[string]V
-}
-
-func (m *mutexMap[V]) get(k string) (V, bool) {
-	m.mu.RLock()
-	v, ok := m.m[k]
-	m.mu.RUnlock()
-	return v, ok
-}
-
-func (m *mutexMap[V]) set(k string, v V) {
-	m.mu.Lock()
-	if m.m == nil {
-		m.m = map[string]V{}
-	}
-	m.m[k] = v
-	m.mu.Unlock()
-}
-
-func (m *mutexMap[V]) del(k string) {
-	m.mu.Lock()
-	delete(m.m, k)
-	m.mu.Unlock()
-}
