@@ -230,3 +230,47 @@ func BenchmarkIssueToken(b *testing.B) {
 		}
 	}
 }
+
+// Two services on one store stand for two replicas: what one changes, the
+// other sees at its next request, though it verified and cached the token.
+func TestReplicasSeeClientChanges(t *testing.T) {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "test.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	v, err := vault.New(vault.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *Service {
+		s, err := New(bg, Options{Store: st, Vault: v, Config: config.Default()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := replica(), replica()
+	c, tok := newClientAndToken(t, a, auth.ScopeLLM)
+	if p, err := b.Authenticate(bg, tok); err != nil || p.RateLimit != nil {
+		t.Fatalf("replica b: %+v, %v", p, err)
+	}
+
+	t.Run("PolicyChangedThroughTheOtherReplica", func(t *testing.T) {
+		if _, err := a.UpdateClient(bg, c.ID, 0, UpdateClientInput{Name: "svc", Policy: auth.Policy{RateLimit: &auth.RateLimit{RequestsPerMinute: 7}}}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := b.Authenticate(bg, tok)
+		if err != nil || p.RateLimit == nil || p.RateLimit.RequestsPerMinute != 7 {
+			t.Fatalf("replica b after the update: %+v, %v; want the new rate limit", p, err)
+		}
+	})
+	t.Run("ClientDeletedThroughTheOtherReplica", func(t *testing.T) {
+		if err := a.DeleteClient(bg, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := b.Authenticate(bg, tok); err == nil {
+			t.Fatalf("replica b accepts a token of a deleted client: %+v", p)
+		}
+	})
+}
