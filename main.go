@@ -98,8 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tuneGC(ctx, os.Getenv)
 		err = server.Run(ctx, cfg, log, stdout)
 	case "migrate":
-		var st *store.Bolt
-		if st, err = server.OpenStore(cfg); err == nil {
+		var st store.Store
+		if st, err = server.OpenStore(ctx, cfg, log); err == nil {
 			fmt.Fprintf(stdout, "schema version %d\n", store.SchemaVersion())
 			err = st.Close()
 		}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,15 +113,9 @@ func copyStore(ctx context.Context, from, to string, merge bool, out io.Writer) 
 // bbolt file path.
 func openCopyTarget(ctx context.Context, to string) (store.Store, error) {
 	if isPostgresURL(to) {
-		return openPostgres(ctx, to)
+		return store.OpenPostgres(ctx, to, store.PostgresOptions{})
 	}
 	return store.OpenBolt(to)
-}
-
-// openPostgres opens (and migrates) the PostgreSQL store at url.
-func openPostgres(ctx context.Context, url string) (store.Store, error) {
-	// TODO(issue 17, after merging the PostgreSQL store): return store.OpenPostgres(ctx, url, store.PostgresOptions{})
-	return nil, errors.New("this build has no PostgreSQL store")
 }
 
 func isPostgresURL(s string) bool {
@@ -142,16 +135,5 @@ func redactURL(s string) string {
 	if !isPostgresURL(s) {
 		return s
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(a PostgreSQL URL that does not parse)"
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.EqualFold(k, "password") {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.Redacted()
+	return store.RedactURL(s)
 }

@@ -24,14 +24,29 @@ import (
 // DBFile is the database file name inside the data dir.
 const DBFile = "switchboard.db"
 
-// OpenStore opens the bbolt database of cfg, failing fast when another
-// process holds it.
-func OpenStore(cfg config.Config) (*store.Bolt, error) {
-	st, err := store.OpenBolt(filepath.Join(cfg.DataDir, DBFile))
-	if errors.Is(err, store.ErrInUse) {
-		return nil, fmt.Errorf("%w (%s): stop the other switchboard using %s first", store.ErrInUse, filepath.Join(cfg.DataDir, DBFile), cfg.DataDir)
+// OpenStore opens the store of cfg: PostgreSQL when database.url is set
+// (its schema created or upgraded under a lock), else the bbolt database
+// in the data dir, failing fast when another process holds it. It logs
+// which one, never the URL's password.
+func OpenStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
+	if cfg.Database.Postgres() {
+		st, err := store.OpenPostgres(ctx, cfg.Database.URL, store.PostgresOptions{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("store: PostgreSQL", "database", store.RedactURL(cfg.Database.URL))
+		return st, nil
 	}
-	return st, err
+	path := filepath.Join(cfg.DataDir, DBFile)
+	st, err := store.OpenBolt(path)
+	if errors.Is(err, store.ErrInUse) {
+		return nil, fmt.Errorf("%w (%s): stop the other switchboard using %s first, or run replicas on PostgreSQL (SWITCHBOARD_DATABASE_URL, docs/deploy.md)", store.ErrInUse, path, cfg.DataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store: bbolt", "path", path)
+	return st, nil
 }
 
 // OpenVault builds the vault from the configured master key
@@ -141,7 +156,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 	if err := Check(cfg); err != nil {
 		return err
 	}
-	st, err := OpenStore(cfg)
+	st, err := OpenStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -233,7 +248,7 @@ func ignoreDeadline(err error) error {
 // point leaves keys that open every secret. A master.key.next left by an
 // interrupted rotation is completed before the new rotation starts.
 func RotateMasterKey(ctx context.Context, cfg config.Config, newKeyB64 string, log *slog.Logger, out io.Writer) error {
-	st, err := OpenStore(cfg)
+	st, err := OpenStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -294,7 +294,7 @@ func TestRunGracefulShutdown(t *testing.T) {
 	}
 
 	// The database was closed: it opens at once, holding the in-flight write.
-	st, err := server.OpenStore(cfg)
+	st, err := server.OpenStore(bg, cfg, quiet)
 	if err != nil {
 		t.Fatalf("database not released after Run: %v", err)
 	}
@@ -345,7 +345,7 @@ func TestRunShutdownWaitIsBounded(t *testing.T) {
 	}
 	pw.Close()
 	<-errc
-	st, err := server.OpenStore(cfg)
+	st, err := server.OpenStore(bg, cfg, quiet)
 	if err != nil {
 		t.Fatalf("database not released after a forced shutdown: %v", err)
 	}

@@ -40,19 +40,12 @@ func TestDatabaseFileHoldsNoPlaintextSecret(t *testing.T) {
 		}
 		return nil
 	})
-	path := env.Store.Path()
-	if err := env.Store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := env.StoredBytes(t)
 	sum := sha256.Sum256([]byte(created.Key))
-	// Positive controls: the test reads the right file, and would see plaintext.
+	// Positive controls: the test reads what the server stored, and would see plaintext.
 	for _, want := range []string{visible, hex.EncodeToString(sum[:]), "connector/acme/clientSecret"} {
 		if !bytes.Contains(raw, []byte(want)) {
-			t.Fatalf("database file lacks %q: the test is not reading what the server wrote", want)
+			t.Fatalf("the stored data lacks %q: the test is not reading what the server wrote", want)
 		}
 	}
 	for name, secret := range map[string]string{
@@ -63,7 +56,7 @@ func TestDatabaseFileHoldsNoPlaintextSecret(t *testing.T) {
 		"vault secret b64": "dmF1bHQtc2VjcmV0LW1hcmtlci05ZjQxYQ", // base64 of the marker
 	} {
 		if bytes.Contains(raw, []byte(secret)) {
-			t.Errorf("the database file contains the %s in plaintext", name)
+			t.Errorf("the database holds the %s in plaintext", name)
 		}
 	}
 }
@@ -71,7 +64,7 @@ func TestDatabaseFileHoldsNoPlaintextSecret(t *testing.T) {
 // seedSecrets stores secrets in a data dir whose vault comes from cfg.
 func seedSecrets(t *testing.T, cfg config.Config, secrets map[string]string) {
 	t.Helper()
-	st, err := server.OpenStore(cfg)
+	st, err := server.OpenStore(bg, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +88,7 @@ func seedSecrets(t *testing.T, cfg config.Config, secrets map[string]string) {
 // openSecrets reads every secret back with the given vault.
 func openSecrets(t *testing.T, cfg config.Config, v *vault.Vault, refs map[string]string) error {
 	t.Helper()
-	st, err := server.OpenStore(cfg)
+	st, err := server.OpenStore(bg, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +230,7 @@ func TestRotateMasterKeyCompletesAnInterruptedRotation(t *testing.T) {
 			}
 			if crashed == "after re-encrypting" {
 				// ... and re-encrypted everything, but did not rename.
-				st, err := server.OpenStore(cfg)
+				st, err := server.OpenStore(bg, cfg, quiet)
 				if err != nil {
 					t.Fatal(err)
 				}

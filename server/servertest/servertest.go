@@ -16,6 +16,7 @@
 package servertest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -26,10 +27,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/redistest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
@@ -43,8 +47,9 @@ type Env struct {
 	AdminKey string
 	// Server is the control plane behind URL.
 	Server *server.Server
-	// Store is the server's database.
-	Store *store.Bolt
+	// Store is the server's database: bbolt, or PostgreSQL with
+	// SWITCHBOARD_TEST_STORE=postgres.
+	Store store.Store
 	// Vault is the server's vault.
 	Vault *vault.Vault
 	// Config is the configuration the server runs with.
@@ -69,6 +74,12 @@ func WithRedis(url string) Option {
 // budget ledger instead of the in-memory ones.
 const RedisEnv = "SWITCHBOARD_TEST_REDIS"
 
+// StoreEnv names the environment variable that runs every Env on a fresh
+// PostgreSQL database (pgtest) instead of bbolt in t.TempDir():
+// SWITCHBOARD_TEST_STORE=postgres runs the contract tests on the
+// PostgreSQL store.
+const StoreEnv = "SWITCHBOARD_TEST_STORE"
+
 // Logger is where test servers log; discard unless overridden by a test.
 var Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -89,7 +100,16 @@ func NewWithLogger(t testing.TB, log *slog.Logger, opts ...Option) *Env {
 	if cfg.Redis.URL == "" && os.Getenv(RedisEnv) == "1" {
 		cfg.Redis.URL = redistest.New(t).URL()
 	}
-	st, err := store.OpenBolt(filepath.Join(cfg.DataDir, server.DBFile))
+	switch b := os.Getenv(StoreEnv); b {
+	case "", "bbolt":
+	case "postgres":
+		if cfg.Database.URL == "" {
+			cfg.Database.URL = pgtest.NewDatabase(t)
+		}
+	default:
+		t.Fatalf("%s=%q: want bbolt or postgres", StoreEnv, b)
+	}
+	st, err := server.OpenStore(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +133,44 @@ func NewWithLogger(t testing.TB, log *slog.Logger, opts ...Option) *Env {
 		_ = st.Close()
 	})
 	return &Env{URL: hs.URL, AdminKey: key, Server: srv, Store: st, Vault: v, Config: cfg, HTTP: hs}
+}
+
+// StoredBytes returns everything the database holds as it is stored: the
+// bbolt file, or every bucket, key and value of the PostgreSQL table; for
+// tests that check what reaches the disk (secrets must be sealed).
+func (e *Env) StoredBytes(t testing.TB) []byte {
+	t.Helper()
+	if !e.Config.Database.Postgres() {
+		b, err := os.ReadFile(filepath.Join(e.Config.DataDir, server.DBFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	conn, err := pgx.Connect(context.Background(), e.Config.Database.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), "SELECT bucket, key, value FROM kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for rows.Next() {
+		var b string
+		var k, v []byte
+		if err := rows.Scan(&b, &k, &v); err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString(b)
+		out.Write(k)
+		out.Write(v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // Client returns the generated client authenticated with the admin key;

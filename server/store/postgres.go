@@ -121,9 +121,11 @@ func RedactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	for k := range q {
+		if strings.EqualFold(k, "password") {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }
