@@ -11,8 +11,8 @@ test: check-generated
 	if [ -n "$$TF_CLI_CONFIG_FILE" ] && [ ! -f "$$TF_CLI_CONFIG_FILE" ]; then unset TF_CLI_CONFIG_FILE; fi; \
 	TF_ACC=1 TF_ACC_PROVIDER_NAMESPACE=hashicorp TF_ACC_TERRAFORM_PATH=$(TERRAFORM) \
 		go test -timeout 30m ./...
-	# the server's contract tests again with limits and budgets shared in Redis
-	SWITCHBOARD_TEST_REDIS=1 go test -timeout 30m ./server
+	# the server's tests again as replicas run: the PostgreSQL store, limits and budgets in Redis
+	SWITCHBOARD_TEST_STORE=postgres SWITCHBOARD_TEST_REDIS=1 go test -timeout 30m ./server/...
 
 ## unit: tests without the Terraform acceptance tests
 unit:

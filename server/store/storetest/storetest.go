@@ -7,19 +7,30 @@ package storetest
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
 // Shared opens an empty store that the replicas of a test share, closed
-// when the test ends. It is bbolt in t.TempDir(); it is the one place to
-// run these tests on PostgreSQL (pgtest.NewDatabase and store.OpenPostgres).
+// when the test ends: bbolt in t.TempDir(), or a fresh PostgreSQL database
+// (pgtest) when SWITCHBOARD_TEST_STORE=postgres, as for servertest.
 func Shared(t testing.TB) store.Store {
 	t.Helper()
-	s, err := store.OpenBolt(filepath.Join(t.TempDir(), "shared.db"))
+	var (
+		s   store.Store
+		err error
+	)
+	if os.Getenv("SWITCHBOARD_TEST_STORE") == "postgres" {
+		s, err = store.OpenPostgres(context.Background(), pgtest.NewDatabase(t), store.PostgresOptions{Logger: slog.New(slog.DiscardHandler)})
+	} else {
+		s, err = store.OpenBolt(filepath.Join(t.TempDir(), "shared.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
