@@ -121,13 +121,20 @@ func Check(cfg config.Config) error {
 }
 
 // Bootstrap makes sure an admin credential exists: the SWITCHBOARD_ADMIN_KEY
-// one when given, else a generated key printed once to out on first start.
+// one when given (replicas starting together create it once), else a
+// generated key printed once to out on first start.
 func Bootstrap(ctx context.Context, keys *auth.Keys, adminKey string, out io.Writer) error {
 	if adminKey != "" {
 		if _, err := keys.Authenticate(ctx, adminKey); err == nil {
 			return nil
 		}
 		_, _, err := keys.Create(ctx, auth.NewAPIKeyInput{Name: "bootstrap-admin", Scopes: []string{auth.ScopeAdmin}, Secret: adminKey})
+		if errors.Is(err, errs.Conflict) {
+			// Replicas starting together: another one created it first.
+			if _, aerr := keys.Authenticate(ctx, adminKey); aerr == nil {
+				return nil
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("SWITCHBOARD_ADMIN_KEY: %w", err)
 		}

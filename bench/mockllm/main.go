@@ -1,7 +1,8 @@
 // Command mockllm is a fast OpenAI-compatible upstream for benchmarks
 // (bench/llm.sh): it answers every chat completion at once with the same
 // small completion and usage, so that what a benchmark measures is the
-// gateway in front of it.
+// gateway in front of it. GET /api/ping is a connector upstream for
+// action runs (bench/cluster.sh).
 package main
 
 import (
@@ -25,6 +26,10 @@ func main() {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(completion)
+	})
+	mux.HandleFunc("GET /api/ping", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
 	})
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.ListenAndServe())
