@@ -91,22 +91,22 @@ func (s *Service) CreateConnector(ctx context.Context, c Connector) (Connector, 
 	}
 	now := s.now()
 	c.CreatedAt, c.UpdatedAt, c.Version = now, now, 1
+	var out Connector
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		if tx.Get(BucketConnectors, c.Name) != nil {
 			return errs.E(errs.Conflict, "connector %q already exists; replace it with PUT /v1/connectors/%s or choose another name", c.Name, c.Name).
 				WithDetails(map[string]any{"name": c.Name})
 		}
 		var err error
-		c, err = s.putConnector(tx, c, false)
-		if err != nil {
+		if out, err = s.putConnector(tx, c, false); err != nil {
 			return err
 		}
-		return s.events().Record(tx, events.ConnectorCreated, c)
+		return s.events().Record(tx, events.ConnectorCreated, out)
 	})
 	if err != nil {
 		return Connector{}, err
 	}
-	return c, nil
+	return out, nil
 }
 
 // putConnector seals or keeps the client secret and stores c without it;
@@ -201,6 +201,7 @@ func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector
 	}
 	normalizeConnector(&c)
 	egressPs := s.egressProblems(ctx, c)
+	var out Connector
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		old, err := LoadConnector(tx, name)
 		if err != nil {
@@ -219,24 +220,24 @@ func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector
 		if err := errs.Problems("invalid connector", ps); err != nil {
 			return err
 		}
-		c.CreatedAt, c.UpdatedAt, c.Version = old.CreatedAt, s.now(), old.Version+1
-		c, err = s.putConnector(tx, c, old.Auth.HasClientSecret)
-		if err != nil {
+		next := c
+		next.CreatedAt, next.UpdatedAt, next.Version = old.CreatedAt, s.now(), old.Version+1
+		if out, err = s.putConnector(tx, next, old.Auth.HasClientSecret); err != nil {
 			return err
 		}
-		if why := credentialsMoved(old, c); why != "" {
+		if why := credentialsMoved(old, out); why != "" {
 			for _, hook := range s.OnCredentialsMoved {
-				if err := hook(tx, c, why); err != nil {
+				if err := hook(tx, out, why); err != nil {
 					return err
 				}
 			}
 		}
-		return s.events().Record(tx, events.ConnectorUpdated, c)
+		return s.events().Record(tx, events.ConnectorUpdated, out)
 	})
 	if err != nil {
 		return Connector{}, err
 	}
-	return c, nil
+	return out, nil
 }
 
 // DeleteConnector deletes a connector with its actions, every secret under

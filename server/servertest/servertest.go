@@ -36,6 +36,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/redistest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store/storetest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
 
@@ -113,11 +114,21 @@ func NewWithLogger(t testing.TB, log *slog.Logger, opts ...Option) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := vault.New(vault.NewKey())
+	masterKey := vault.NewKey()
+	if cfg.MasterKey != "" {
+		// Replicas in one test share their database and master key.
+		if masterKey, err = vault.ParseKey(cfg.MasterKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := vault.New(masterKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Config: cfg, Store: st, Vault: v, Logger: log})
+	// Every transaction runs as after serialization failures (failing at
+	// its first write, then rolled back at its end, then committed), so
+	// that no domain code depends on running once: PostgreSQL reruns them.
+	srv, err := server.New(server.Options{Config: cfg, Store: storetest.Retried(st), Vault: v, Logger: log})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)

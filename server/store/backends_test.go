@@ -36,3 +36,53 @@ func openPostgres(t testing.TB, url string) *Postgres {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+func TestSequences(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s Store) {
+		next := func() uint64 {
+			t.Helper()
+			var n uint64
+			if err := s.Update(bg, func(tx Tx) error {
+				var err error
+				n, err = tx.NextSequence("events")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		seq := func() uint64 {
+			t.Helper()
+			var n uint64
+			if err := s.View(bg, func(tx Tx) error {
+				var err error
+				n, err = tx.(Sequencer).Sequence("events")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if got := seq(); got != 0 {
+			t.Fatalf("Sequence of a new bucket = %d, want 0", got)
+		}
+		a, b := next(), next()
+		if a == 0 || b <= a || seq() != b {
+			t.Fatalf("NextSequence = %d then %d, Sequence = %d; want increasing and Sequence the last", a, b, seq())
+		}
+		raise := func(v uint64) {
+			t.Helper()
+			if err := s.Update(bg, func(tx Tx) error { return tx.(Sequencer).SetSequence("events", v) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raise(100)
+		if got := next(); got != 101 {
+			t.Errorf("NextSequence after SetSequence(100) = %d, want 101", got)
+		}
+		raise(5) // never lowers
+		if got := next(); got != 102 {
+			t.Errorf("NextSequence after SetSequence(5) = %d, want 102", got)
+		}
+	})
+}

@@ -138,12 +138,16 @@ var sqlMigrations = []string{
 		key bytea NOT NULL,
 		value bytea NOT NULL,
 		PRIMARY KEY (bucket, key)
-	);
-	CREATE TABLE sequences (
-		bucket text PRIMARY KEY,
-		value bigint NOT NULL
 	);`,
 }
+
+// sequenceName is the PostgreSQL sequence behind a bucket's NextSequence.
+// Sequences are not transactional: a number is never handed out twice,
+// even by transactions that roll back, and they never make writers wait
+// for one another (a counter row would serialize every event written by
+// every replica). So numbers grow with each call, with gaps, and two
+// transactions may commit in the other order than their numbers.
+func sequenceName(bucket string) string { return "seq_" + bucket }
 
 // schemaLock is the advisory lock key that serializes schema changes.
 const schemaLock = 0x5357_4254_4348 // "SWBTCH"
@@ -186,6 +190,11 @@ func (s *Postgres) migrateSchema(ctx context.Context) error {
 			return fmt.Errorf("table schema migration %d: %w", v, err)
 		}
 		s.log.Info("applied table schema migration", "version", v)
+	}
+	for _, b := range Buckets {
+		if _, err := conn.Exec(ctx, "CREATE SEQUENCE IF NOT EXISTS "+pgx.Identifier{sequenceName(b)}.Sanitize()); err != nil {
+			return fmt.Errorf("create the sequence of bucket %s: %w", b, err)
+		}
 	}
 	return Migrate(ctx, s)
 }
@@ -593,37 +602,47 @@ func (t *pgTx) NextSequence(bucket string) (uint64, error) {
 		return 0, err
 	}
 	var v int64
-	if err := t.tx.QueryRow(t.ctx, `INSERT INTO sequences (bucket, value) VALUES ($1, 1)
-		ON CONFLICT (bucket) DO UPDATE SET value = sequences.value + 1 RETURNING value`, bucket).Scan(&v); err != nil {
+	if err := t.tx.QueryRow(t.ctx, "SELECT nextval($1)", sequenceName(bucket)).Scan(&v); err != nil {
 		return 0, t.fail(fmt.Errorf("next sequence of %s: %w", bucket, err))
 	}
 	t.wrote(bucket)
 	return uint64(v), nil
 }
 
-// Sequence implements Sequencer.
+// Sequence implements Sequencer: the last number handed out (0 for none).
 func (t *pgTx) Sequence(bucket string) (uint64, error) {
 	if t.err != nil {
 		return 0, t.err
 	}
-	var v int64
-	err := t.tx.QueryRow(t.ctx, "SELECT value FROM sequences WHERE bucket = $1", bucket).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+	if !slices.Contains(Buckets, bucket) {
+		return 0, fmt.Errorf("store: unknown bucket %q", bucket)
 	}
-	if err != nil {
+	var (
+		v      int64
+		called bool
+	)
+	if err := t.tx.QueryRow(t.ctx, "SELECT last_value, is_called FROM "+pgx.Identifier{sequenceName(bucket)}.Sanitize()).Scan(&v, &called); err != nil {
 		return 0, t.fail(fmt.Errorf("sequence of %s: %w", bucket, err))
+	}
+	if !called {
+		return 0, nil
 	}
 	return uint64(v), nil
 }
 
-// SetSequence implements Sequencer.
+// SetSequence implements Sequencer: the next number is above v.
 func (t *pgTx) SetSequence(bucket string, v uint64) error {
 	if err := t.checkWrite(bucket); err != nil {
 		return err
 	}
-	if _, err := t.tx.Exec(t.ctx, `INSERT INTO sequences (bucket, value) VALUES ($1, $2)
-		ON CONFLICT (bucket) DO UPDATE SET value = GREATEST(sequences.value, EXCLUDED.value)`, bucket, int64(v)); err != nil {
+	if v == 0 {
+		return nil
+	}
+	cur, err := t.Sequence(bucket)
+	if err != nil || cur >= v {
+		return err
+	}
+	if _, err := t.tx.Exec(t.ctx, "SELECT setval($1, $2)", sequenceName(bucket), int64(v)); err != nil {
 		return t.fail(fmt.Errorf("set sequence of %s: %w", bucket, err))
 	}
 	t.wrote(bucket)

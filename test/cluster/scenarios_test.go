@@ -41,7 +41,7 @@ func (c *cluster) apiKeyConnector(r *replica, name, baseURL, path string) {
 		"name": "get", "method": "GET", "path": path,
 	}, http.StatusCreated)
 	c.mustDo(r, c.admin, http.MethodPost, "/v1/connectors/"+name+"/connections", map[string]any{
-		"name": "default", "credentials": map[string]any{"apiKey": "upstream-secret-0123456789"},
+		"name": "default", "apiKey": "upstream-secret-0123456789",
 	}, http.StatusCreated)
 }
 
@@ -224,7 +224,7 @@ func (c *cluster) listConnectors(r *replica) map[string]bool {
 	have := map[string]bool{}
 	cursor := ""
 	for {
-		path := "/v1/connectors?limit=200"
+		path := "/v1/connectors?limit=100"
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}

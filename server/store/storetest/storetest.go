@@ -65,16 +65,33 @@ func (l *lostCommits) Update(ctx context.Context, fn func(store.Tx) error) error
 	return nil
 }
 
-// Retried wraps s so that every Update runs fn twice: first in a
-// transaction that is rolled back, as PostgreSQL's store does after a
-// serialization failure, then in one that commits.
+// Retried wraps s so that every Update's fn runs as PostgreSQL's store may
+// run it after serialization failures: first in a transaction whose first
+// write fails (the failure can surface at any statement), then to its end
+// in a transaction that is rolled back (the failure can come at COMMIT),
+// then in one that commits. A fn that keeps state across runs, or turns a
+// failed write into a success, shows up as a wrong result.
 func Retried(s store.Store) store.Store { return &retried{Store: s} }
 
 type retried struct{ store.Store }
 
+// errRollback is the injected serialization failure.
 var errRollback = errors.New("storetest: serialization failure")
 
 func (r *retried) Update(ctx context.Context, fn func(store.Tx) error) error {
+	// Run 1: the first write fails.
+	var injected bool
+	err := r.Store.Update(ctx, func(tx store.Tx) error {
+		ftx := &failingTx{Tx: tx, injected: &injected}
+		if err := fn(ftx); err != nil && !injected {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		return err // a domain error before any write: not retried
+	}
+	// Run 2: to the end, then rolled back.
 	if err := r.Store.Update(ctx, func(tx store.Tx) error {
 		if err := fn(tx); err != nil {
 			return err
@@ -84,4 +101,36 @@ func (r *retried) Update(ctx context.Context, fn func(store.Tx) error) error {
 		return err
 	}
 	return r.Store.Update(ctx, fn)
+}
+
+// failingTx fails its first write, and every call after it, as a
+// PostgreSQL transaction does once a statement failed.
+type failingTx struct {
+	store.Tx
+	injected *bool
+}
+
+func (f *failingTx) fail() error {
+	*f.injected = true
+	return errRollback
+}
+
+func (f *failingTx) Get(bucket, key string) []byte {
+	if *f.injected {
+		return nil
+	}
+	return f.Tx.Get(bucket, key)
+}
+
+func (f *failingTx) Put(string, string, []byte) error { return f.fail() }
+
+func (f *failingTx) Delete(string, string) error { return f.fail() }
+
+func (f *failingTx) NextSequence(string) (uint64, error) { return 0, f.fail() }
+
+func (f *failingTx) Scan(bucket, prefix, after string, fn func(string, []byte) (bool, error)) error {
+	if *f.injected {
+		return errRollback
+	}
+	return f.Tx.Scan(bucket, prefix, after, fn)
 }
