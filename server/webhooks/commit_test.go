@@ -61,6 +61,9 @@ func TestCommitRules(t *testing.T) {
 	fail := func(d Delivery, at time.Time) {
 		t.Helper()
 		it := pendingItem{d: get(d), key: outboxKey(w.ID, strings.TrimPrefix(d.ID, deliveryPrefix)), body: []byte("{}")}
+		if _, err := s.leases.Acquire(ctx, laneLease(w.ID), time.Hour); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.commit(w.ID, []outcome{{item: it, at: at, code: 500, err: "receiver answered 500; want 2xx"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -68,6 +71,9 @@ func TestCommitRules(t *testing.T) {
 	succeed := func(d Delivery, at time.Time) {
 		t.Helper()
 		it := pendingItem{d: get(d), key: outboxKey(w.ID, strings.TrimPrefix(d.ID, deliveryPrefix)), body: []byte("{}")}
+		if _, err := s.leases.Acquire(ctx, laneLease(w.ID), time.Hour); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.commit(w.ID, []outcome{{item: it, at: at, ok: true, code: 200}}); err != nil {
 			t.Fatal(err)
 		}
