@@ -18,7 +18,7 @@ func (s *Server) initWebhooks() error {
 		return err
 	}
 	s.webhooks = webhooks.New(webhooks.Options{
-		Store: s.store, Vault: s.vault, Config: s.cfg.Webhooks, Guard: guard, Log: s.log,
+		Store: s.store, Vault: s.vault, Config: s.cfg.Webhooks, Guard: guard, Log: s.log, Leases: s.leases,
 	})
 	s.events = s.webhooks
 	s.closers = append(s.closers, s.webhooks.Close)
