@@ -24,7 +24,7 @@ func (s *Server) initWebhooks() error {
 	s.closers = append(s.closers, s.webhooks.Close)
 	// Events of the request path (model calls, limits) are queued and
 	// recorded in batches; the queue closes before the webhooks do.
-	s.eventQueue = &events.Queue{Store: s.store, Recorder: s.webhooks, Logger: s.log}
+	s.eventQueue = &events.Queue{Store: s.store, Recorder: s.webhooks, Logger: s.log, Leases: s.leases}
 	s.eventQueue.Start()
 	s.closers = append(s.closers, s.eventQueue.Close)
 	return nil
