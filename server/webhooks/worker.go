@@ -213,8 +213,8 @@ func (w *worker) housekeeping() {
 	}
 }
 
-// resume kicks every webhook with pending deliveries in the outbox whose
-// lane this replica may run (its lease is free, expired or this
+// resume kicks every enabled webhook with pending deliveries in the
+// outbox whose lane this replica may run (its lease is free, expired or this
 // replica's): lanes not running start, running ones look again.
 func (w *worker) resume() {
 	var ids []string
@@ -233,6 +233,14 @@ func (w *worker) resume() {
 				return nil
 			}
 			after = id + "/\xff"
+			// A disabled webhook's deliveries are paused (its lane would
+			// find nothing to do); one whose lease another replica holds
+			// is that replica's.
+			if wh, err := getWebhook(tx, id); err != nil && errs.KindOf(err) != errs.NotFound {
+				return err
+			} else if err != nil || !wh.Enabled {
+				continue
+			}
 			if free, err := w.s.leases.Free(tx, laneLease(id)); err != nil {
 				return err
 			} else if free {
