@@ -42,6 +42,7 @@ func (s *Server) initOAuthConnections(resolver egress.Resolver) error {
 	s.oauthConns = oauthconn.New(oauthconn.Options{
 		Store:      s.store,
 		Vault:      s.vault,
+		Owner:      s.leases.Owner(),
 		Events:     serverEvents{s},
 		Lookup:     s.oauthClient,
 		HTTPClient: guard.Client(oauthconn.DefaultTokenTimeout),

@@ -6,8 +6,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +21,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
@@ -69,6 +72,10 @@ type Server struct {
 	errorWriters  map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
 	closers []func(context.Context) error
+
+	// leases coordinate background work with the other replicas sharing
+	// the store, under this replica's owner id (random per process).
+	leases *lease.Manager
 }
 
 // New builds the server and starts its background workers.
@@ -80,6 +87,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}}
+	s.leases = lease.New(s.store, lease.Options{})
 	// Webhooks first: they are the event Recorder every other service gets.
 	if err := s.initWebhooks(); err != nil {
 		return nil, err
@@ -149,14 +157,24 @@ func (s *Server) Keys() *auth.Keys { return s.keys }
 // Connectors returns the connector and action definitions service.
 func (s *Server) Connectors() *connectors.Service { return s.connectors }
 
-// Close stops background workers, flushing what they hold.
+// Close stops background workers, flushing what they hold, then releases
+// every lease this replica holds, so that the other replicas take its
+// background work (webhook lanes, housekeeping jobs) over at once.
 func (s *Server) Close(ctx context.Context) error {
 	var errList []error
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		errList = append(errList, s.closers[i](ctx))
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.leases.ReleaseAll(rctx); err != nil {
+		errList = append(errList, fmt.Errorf("release leases: %w", err))
+	}
 	return errors.Join(errList...)
 }
+
+// Leases returns the replica's lease manager (tests).
+func (s *Server) Leases() *lease.Manager { return s.leases }
 
 // handlers implements api.StrictServerInterface; its methods live in the
 // *_handlers.go files, one per domain.

@@ -18,13 +18,13 @@ func (s *Server) initWebhooks() error {
 		return err
 	}
 	s.webhooks = webhooks.New(webhooks.Options{
-		Store: s.store, Vault: s.vault, Config: s.cfg.Webhooks, Guard: guard, Log: s.log,
+		Store: s.store, Vault: s.vault, Config: s.cfg.Webhooks, Guard: guard, Log: s.log, Leases: s.leases,
 	})
 	s.events = s.webhooks
 	s.closers = append(s.closers, s.webhooks.Close)
 	// Events of the request path (model calls, limits) are queued and
 	// recorded in batches; the queue closes before the webhooks do.
-	s.eventQueue = &events.Queue{Store: s.store, Recorder: s.webhooks, Logger: s.log}
+	s.eventQueue = &events.Queue{Store: s.store, Recorder: s.webhooks, Logger: s.log, Leases: s.leases}
 	s.eventQueue.Start()
 	s.closers = append(s.closers, s.eventQueue.Close)
 	return nil

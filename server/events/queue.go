@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/batch"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -54,6 +55,10 @@ type Queue struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Leases, when set, make the pruning of Once keys and batch claims run
+	// on one replica at a time: the one holding the "events/prune" lease,
+	// taken in the flush transaction. Without, every queue prunes.
+	Leases *lease.Manager
 
 	buf       batch.Buffer[Pending]
 	init      sync.Once
@@ -62,6 +67,9 @@ type Queue struct {
 
 // pruneEvery is how often a flush deletes expired Once keys.
 const pruneEvery = time.Hour
+
+// pruneLease names the lease of that pruning.
+const pruneLease = "events/prune"
 
 func (q *Queue) now() time.Time {
 	if q.Now != nil {
@@ -108,6 +116,14 @@ func (q *Queue) write(ctx context.Context, id string, items []Pending) error {
 		return nil
 	}
 	err := q.Store.Update(ctx, func(tx store.Tx) error {
+		prune := prune
+		if prune && q.Leases != nil {
+			held, err := q.Leases.AcquireTx(tx, pruneLease, 2*pruneEvery)
+			if err != nil {
+				return err
+			}
+			prune = held
+		}
 		if prune {
 			if err := pruneOnce(tx, now); err != nil {
 				return err
@@ -141,7 +157,7 @@ func (q *Queue) write(ctx context.Context, id string, items []Pending) error {
 		}
 		return nil
 	})
-	if err == nil && prune {
+	if err == nil && now.Sub(q.lastPrune) >= pruneEvery {
 		q.lastPrune = now
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store/storetest"
 )
@@ -87,6 +88,58 @@ func TestQueues_OnOneStoreRecordEveryEventOnce(t *testing.T) {
 	for e, n := range seen {
 		if n != 1 {
 			t.Errorf("event %q recorded %d times", e, n)
+		}
+	}
+}
+
+// The pruning of expired Once keys runs on the replica holding its lease;
+// another replica's queue leaves them until that replica releases it.
+func TestQueues_PruneOnTheReplicaHoldingTheLease(t *testing.T) {
+	ctx := context.Background()
+	shared := storetest.Shared(t)
+	a, b := lease.New(shared, lease.Options{}), lease.New(shared, lease.Options{})
+	flush := func(m *lease.Manager) {
+		t.Helper()
+		q := &events.Queue{Store: shared, Recorder: storeRecorder{}, Leases: m}
+		q.Emit(events.Pending{Type: "llm.called", Data: "x"})
+		if err := q.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expiredKey := func(put bool) bool {
+		t.Helper()
+		var there bool
+		if err := shared.Update(ctx, func(tx store.Tx) error {
+			if put {
+				return tx.Put(events.BucketOnce, "alert/old", []byte("2000-01-01T00:00:00Z"))
+			}
+			there = tx.Get(events.BucketOnce, "alert/old") != nil
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return there
+	}
+	flush(a) // a takes the pruning lease
+	steps := []struct {
+		name      string
+		do        func()
+		wantThere bool
+	}{
+		{"another replica's flush leaves an expired key", func() { flush(b) }, true},
+		{"the holder's flush prunes it", func() { flush(a) }, false},
+		{"another replica prunes once the holder released its leases", func() {
+			if err := a.ReleaseAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			flush(b)
+		}, false},
+	}
+	for _, st := range steps {
+		expiredKey(true)
+		st.do()
+		if got := expiredKey(false); got != st.wantThere {
+			t.Fatalf("%s: expired key there = %v, want %v", st.name, got, st.wantThere)
 		}
 	}
 }

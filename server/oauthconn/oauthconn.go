@@ -176,6 +176,9 @@ type Options struct {
 	// Now is the clock (time.Now when nil).
 	Now   func() time.Time
 	Hooks Hooks
+	// Owner is this replica's id, written into a connection's token record
+	// while this Manager refreshes it (a random id when empty).
+	Owner string
 }
 
 // New returns a Manager.
@@ -183,7 +186,10 @@ func New(o Options) *Manager {
 	m := &Manager{
 		store: o.Store, vault: o.Vault, events: o.Events, lookup: o.Lookup,
 		log: o.Logger, now: o.Now, skew: o.Skew, hooks: o.Hooks,
-		cache: map[string]cached{}, id: newState()[:16],
+		cache: map[string]cached{}, id: o.Owner,
+	}
+	if m.id == "" {
+		m.id = newState()[:16]
 	}
 	if m.events == nil {
 		m.events = events.Nop{}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn/oauthtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store/storetest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
 
@@ -60,7 +60,7 @@ func (c *clock) Advance(d time.Duration) {
 type env struct {
 	t      testing.TB
 	clock  *clock
-	st     *store.Bolt
+	st     store.Store
 	vault  *vault.Vault
 	as     *oauthtest.Server
 	client oauthconn.Client
@@ -88,13 +88,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// openStore is the store the "processes" (Managers) of a test share (bbolt
+// here; the one place to point these tests at PostgreSQL).
+func openStore(t testing.TB) store.Store { return storetest.Shared(t) }
+
 func newEnv(t testing.TB, o oauthtest.Options, grant string) *env {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "test.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	v, err := vault.New(vault.NewKey())
 	if err != nil {
 		t.Fatal(err)
@@ -755,5 +755,78 @@ func TestPendingConnectionRefused(t *testing.T) {
 	_, err = m.Token(context.Background(), "crm", "never")
 	if errs.KindOf(err) != errs.NotFound || !strings.Contains(err.Error(), "connect it with GET /v1/connectors/crm/connect?connection=never") {
 		t.Fatalf("never connected: %v", err)
+	}
+}
+
+func TestReplicas_ConcurrentRunsOnAnExpiredTokenRefreshOnce(t *testing.T) {
+	// Three Managers over one store stand for three replicas; 50 runs
+	// spread over them find the token expired at once.
+	const runs = 50
+	tests := []struct {
+		name string
+		// holderDies: the first replica's refresh request never returns
+		// (its process died holding the lease); the others take over once
+		// the lease expired.
+		holderDies bool
+		// want is the number of refresh requests the provider sees.
+		want int
+	}{
+		{"every replica alive: one refresh", false, 1},
+		{"the lease holder dies: one more refresh, after its lease expired", true, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var first sync.Once
+			hung, dead := make(chan struct{}), make(chan struct{})
+			e := newEnv(t, oauthtest.Options{TokenDelay: 20 * time.Millisecond, BeforeToken: func(grant string) {
+				if grant == "refresh_token" && tc.holderDies {
+					isFirst := false
+					first.Do(func() { isFirst = true })
+					if isFirst {
+						close(hung)
+						<-dead
+					}
+				}
+			}}, oauthconn.GrantAuthorizationCode)
+			ms := []*oauthconn.Manager{e.manager(oauthconn.Hooks{}), e.manager(oauthconn.Hooks{}), e.manager(oauthconn.Hooks{})}
+			e.connect(ms[0], "default")
+			e.clock.Advance(2 * time.Hour) // expired
+
+			var (
+				wg     sync.WaitGroup
+				holder sync.WaitGroup
+			)
+			fails := make(chan string, runs)
+			run := func(m *oauthconn.Manager) {
+				if status, err := e.invoke(m, "default"); err != nil || status != 200 {
+					fails <- fmt.Sprintf("%d %v", status, err)
+				}
+			}
+			live := ms
+			if tc.holderDies {
+				holder.Go(func() { _, _ = ms[0].Token(context.Background(), "crm", "default") })
+				<-hung
+				live = ms[1:]
+			}
+			for i := range runs - len(ms) + len(live) {
+				wg.Go(func() { run(live[i%len(live)]) })
+			}
+			if tc.holderDies {
+				e.clock.Advance(time.Minute) // the dead holder's lease (timeout + 5 s) runs out
+			}
+			wg.Wait()
+			close(dead)
+			holder.Wait()
+			close(fails)
+			for f := range fails {
+				t.Error("run failed:", f)
+			}
+			if n := e.as.TokenRequests("refresh_token"); n != tc.want {
+				t.Fatalf("%d concurrent runs over %d replicas caused %d refresh requests, want %d", runs, len(ms), n, tc.want)
+			}
+			if gen, _, st := e.stored("default"); gen != 2 || st.Status != oauthconn.StatusActive {
+				t.Errorf("generation %d, status %s after the runs; want 2, active", gen, st.Status)
+			}
+		})
 	}
 }

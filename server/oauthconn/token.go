@@ -104,9 +104,36 @@ func (m *Manager) renew(ctx context.Context, connector, connection, stale string
 	}
 }
 
-// leasePoll is how often a Manager waiting for another process's token
-// request looks at the store again.
-const leasePoll = 50 * time.Millisecond
+// A Manager waiting for another process's token request looks at the
+// store again as soon as the tokens bucket changes (the other process
+// stored its token or gave its lease up; Store.Changes sees the commits of
+// every replica), checking every leaseWatch, and at least every leasePoll
+// (for a lease that expired with its process).
+const (
+	leaseWatch = 2 * time.Millisecond
+	leasePoll  = 250 * time.Millisecond
+)
+
+// waitForLease waits until the tokens bucket changed since since, or
+// leasePoll passed, or ctx ended.
+func (m *Manager) waitForLease(ctx context.Context, since uint64) error {
+	deadline := time.NewTimer(leasePoll)
+	defer deadline.Stop()
+	tick := time.NewTicker(leaseWatch)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+			if m.store.Changes(TokensBucket) != since {
+				return nil
+			}
+		}
+	}
+}
 
 // state is what renewNow reads.
 type state struct {
@@ -124,6 +151,7 @@ type state struct {
 func (m *Manager) renewNow(ctx context.Context, connector, connection, stale string) (string, error) {
 	for {
 		var st state
+		changes := m.store.Changes(TokensBucket)
 		err := m.store.View(ctx, func(tx store.Tx) error {
 			var err error
 			if st.rec, st.found, err = getRecord(tx, connector, connection); err != nil {
@@ -153,10 +181,8 @@ func (m *Manager) renewNow(ctx context.Context, connector, connection, stale str
 				return "", err
 			}
 			if !got {
-				select {
-				case <-ctx.Done():
-					return "", ctx.Err()
-				case <-time.After(leasePoll):
+				if err := m.waitForLease(ctx, changes); err != nil {
+					return "", err
 				}
 				continue
 			}

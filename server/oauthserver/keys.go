@@ -49,6 +49,9 @@ type keyring struct {
 	signer    jose.Signer
 	published []SigningKey // active first, then retired, newest first
 	public    map[string]SigningKey
+	// changes is Store.Changes of the signing keys when they were read:
+	// a different count means a replica rotated them since.
+	changes uint64
 }
 
 // keyState holds the current keyring and throttles reloads caused by
@@ -59,21 +62,33 @@ type keyState struct {
 	lastReload time.Time
 }
 
-// initKeys loads the keys, creating the first one on a new database.
+// initKeys loads the keys, creating the first one on a new database (in
+// one transaction that finds no key: replicas starting together on a new
+// database make one key, not one each).
 func (s *Service) initKeys(ctx context.Context) error {
-	n := 0
-	if err := s.store.View(ctx, func(tx store.Tx) error {
-		return tx.Scan(SigningKeysBucket, "", "", func(string, []byte) (bool, error) { n++; return false, nil })
-	}); err != nil {
+	if _, _, err := s.rotateKey(ctx, true); err != nil {
 		return err
 	}
-	if n == 0 {
-		if _, err := s.RotateSigningKey(ctx); err != nil {
-			return err
-		}
-		return nil
-	}
 	return s.loadKeys(ctx)
+}
+
+// ring returns the keyring, first re-read from the store when a replica
+// (this one or another) rotated the keys since it was read: every replica
+// signs with the active key and publishes the current set.
+func (s *Service) ring() *keyring {
+	r := s.keys.ring.Load()
+	if s.store.Changes(SigningKeysBucket) == r.changes {
+		return r
+	}
+	s.keys.reloadMu.Lock()
+	defer s.keys.reloadMu.Unlock()
+	if r = s.keys.ring.Load(); s.store.Changes(SigningKeysBucket) == r.changes {
+		return r
+	}
+	if err := s.loadKeys(context.Background()); err != nil {
+		s.log.Warn("reloading signing keys failed", "error", err.Error())
+	}
+	return s.keys.ring.Load()
 }
 
 // publishedUntil is when a key retired at t stops being published: every
@@ -85,6 +100,7 @@ func (s *Service) publishedUntil(retired time.Time) time.Time {
 // loadKeys reads the keys and the active private key into a new keyring.
 func (s *Service) loadKeys(ctx context.Context) error {
 	now := s.now()
+	changes := s.store.Changes(SigningKeysBucket)
 	var (
 		keys []SigningKey
 		priv []byte
@@ -117,7 +133,7 @@ func (s *Service) loadKeys(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := &keyring{public: map[string]SigningKey{}}
+	r := &keyring{public: map[string]SigningKey{}, changes: changes}
 	// Newest first: ids sort by creation time.
 	slices.SortFunc(keys, func(a, b SigningKey) int { return strings.Compare(b.KID, a.KID) })
 	for _, k := range keys {
@@ -147,13 +163,27 @@ func (s *Service) loadKeys(ctx context.Context) error {
 // from now on, and retires the previous one: it stays published (and
 // accepted) until the tokens it signed have expired, then it is deleted.
 func (s *Service) RotateSigningKey(ctx context.Context) (SigningKey, error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	nk, _, err := s.rotateKey(ctx, false)
 	if err != nil {
 		return SigningKey{}, err
 	}
+	if err := s.loadKeys(ctx); err != nil {
+		return SigningKey{}, err
+	}
+	return nk, nil
+}
+
+// rotateKey makes a new active key and retires the current one; when
+// first, only if there is no key at all (made reports whether it did).
+func (s *Service) rotateKey(ctx context.Context, first bool) (nk SigningKey, made bool, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return SigningKey{}, false, err
+	}
 	now := s.now().UTC()
-	nk := SigningKey{KID: ids.New("sk_", now), Alg: string(Algorithm), PublicKey: pub, CreatedAt: now}
+	nk = SigningKey{KID: ids.New("sk_", now), Alg: string(Algorithm), PublicKey: pub, CreatedAt: now}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		made = false
 		var old []SigningKey
 		if err := tx.Scan(SigningKeysBucket, "", "", func(k string, v []byte) (bool, error) {
 			var sk SigningKey
@@ -164,6 +194,9 @@ func (s *Service) RotateSigningKey(ctx context.Context) (SigningKey, error) {
 			return true, nil
 		}); err != nil {
 			return err
+		}
+		if first && len(old) > 0 {
+			return nil
 		}
 		for _, k := range old {
 			switch {
@@ -185,20 +218,15 @@ func (s *Service) RotateSigningKey(ctx context.Context) (SigningKey, error) {
 		if err := store.PutJSON(tx, SigningKeysBucket, nk.KID, nk); err != nil {
 			return err
 		}
+		made = true
 		return s.vault.Put(tx, SigningKeyRef(nk.KID), priv.Seed())
 	})
-	if err != nil {
-		return SigningKey{}, err
-	}
-	if err := s.loadKeys(ctx); err != nil {
-		return SigningKey{}, err
-	}
-	return nk, nil
+	return nk, made, err
 }
 
 // SigningKeys returns the published keys, the active one first.
 func (s *Service) SigningKeys() []SigningKey {
-	r := s.keys.ring.Load()
+	r := s.ring()
 	now := s.now()
 	out := make([]SigningKey, 0, len(r.published))
 	for _, k := range r.published {
@@ -223,7 +251,7 @@ func (s *Service) JWKS() jose.JSONWebKeySet {
 // An unknown kid makes the service re-read the keys (another replica may
 // have rotated), at most once a second.
 func (s *Service) verificationKey(ctx context.Context, kid string) (SigningKey, bool) {
-	if k, ok := s.keys.ring.Load().public[kid]; ok {
+	if k, ok := s.ring().public[kid]; ok {
 		return k, true
 	}
 	s.keys.reloadMu.Lock()

@@ -154,7 +154,7 @@ func (s *Service) issueToken(ctx context.Context, req TokenRequest) (Token, erro
 
 // sign issues an access token for c with scopes.
 func (s *Service) sign(c Client, scopes []string) (string, error) {
-	r := s.keys.ring.Load()
+	r := s.ring()
 	now := s.now()
 	claims := accessClaims{
 		Claims: jwt.Claims{

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -61,6 +63,9 @@ func TestCommitRules(t *testing.T) {
 	fail := func(d Delivery, at time.Time) {
 		t.Helper()
 		it := pendingItem{d: get(d), key: outboxKey(w.ID, strings.TrimPrefix(d.ID, deliveryPrefix)), body: []byte("{}")}
+		if _, err := s.leases.Acquire(ctx, laneLease(w.ID), time.Hour); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.commit(w.ID, []outcome{{item: it, at: at, code: 500, err: "receiver answered 500; want 2xx"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -68,6 +73,9 @@ func TestCommitRules(t *testing.T) {
 	succeed := func(d Delivery, at time.Time) {
 		t.Helper()
 		it := pendingItem{d: get(d), key: outboxKey(w.ID, strings.TrimPrefix(d.ID, deliveryPrefix)), body: []byte("{}")}
+		if _, err := s.leases.Acquire(ctx, laneLease(w.ID), time.Hour); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.commit(w.ID, []outcome{{item: it, at: at, ok: true, code: 200}}); err != nil {
 			t.Fatal(err)
 		}
@@ -142,4 +150,67 @@ func TestCommitRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestCommit_RefusedWithoutTheLaneLease: a replica whose lane lease went to
+// another replica (it was paused past the expiry) records nothing.
+func TestCommit_RefusedWithoutTheLaneLease(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "test.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v, err := vault.New(vault.NewKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Store: st, Vault: v, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, _, err := s.Create(ctx, Input{URL: "https://hooks.example.com/x", Events: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Delivery
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		_, ds, err := s.record(tx, events.ConnectorCreated, map[string]any{"n": 1}, "")
+		d = ds[0]
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other := lease.New(st, lease.Options{})
+	for _, tc := range []struct {
+		name   string
+		before func() error
+	}{
+		{"never held", func() error { return nil }},
+		{"taken over by another replica", func() error {
+			if _, err := s.leases.Acquire(ctx, laneLease(w.ID), time.Nanosecond); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+			ok, err := other.Acquire(ctx, laneLease(w.ID), time.Hour)
+			if err == nil && !ok {
+				err = errors.New("the expired lease was not taken over")
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.before(); err != nil {
+				t.Fatal(err)
+			}
+			it := pendingItem{d: d, key: outboxKey(w.ID, strings.TrimPrefix(d.ID, deliveryPrefix)), body: []byte("{}")}
+			if err := s.commit(w.ID, []outcome{{item: it, at: time.Now(), ok: true, code: 200}}); !errors.Is(err, errLeaseLost) {
+				t.Fatalf("commit = %v, want errLeaseLost", err)
+			}
+			got, err := s.GetDelivery(ctx, w.ID, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != StatusPending || got.Attempts != 0 {
+				t.Fatalf("delivery after a refused commit: %s with %d attempts, want pending with 0", got.Status, got.Attempts)
+			}
+		})
+	}
 }

@@ -22,6 +22,17 @@
 // deliveries, delivering them in order of creation, at least once, retrying
 // failures on the configured schedule with jitter; lanes run concurrently so
 // that one slow receiver delays only its own webhook.
+//
+// Several replicas may share the store. A lane runs only on the replica
+// holding the webhook's lease ("webhooks/lane/<id>" in the leases bucket),
+// renewed while it works and released when it runs out of work or the
+// replica closes; its outcomes are recorded only if it still holds the
+// lease in the recording transaction, so that a replica that lost its lease
+// (paused past the expiry) cannot overwrite the new holder's progress. Each
+// replica watches the store (Store.Changes of the outbox, deliveries and
+// webhooks, and a periodic rescan) for work enqueued through other
+// replicas and for leases that expired with their replica, and takes the
+// lanes it can.
 package webhooks
 
 import (
@@ -35,6 +46,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -198,6 +210,20 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Leases coordinate delivery with the other replicas sharing Store: a
+	// webhook's deliveries are attempted only by the replica holding its
+	// lane's lease, and pruning only by the one holding the prune job's.
+	// A Manager with an owner of its own (and Now) when nil.
+	Leases *lease.Manager
+	// LeaseTTL is how long a lane's lease lasts unless renewed: how long
+	// the webhooks of a replica that died wait before another replica
+	// takes them over (default 2×webhooks.attemptTimeout + 10s; it must
+	// exceed attemptTimeout).
+	LeaseTTL time.Duration
+	// Poll is how often the worker checks the store for work enqueued or
+	// changed by other replicas (default 500ms); every ten polls it also
+	// rescans the outbox for lanes whose lease expired.
+	Poll time.Duration
 }
 
 // Service manages webhooks, records events and runs the delivery worker.
@@ -213,6 +239,9 @@ type Service struct {
 	// slack for jitter.
 	deadline time.Duration
 	worker   *worker
+	leases   *lease.Manager
+	leaseTTL time.Duration
+	poll     time.Duration
 
 	mu   sync.Mutex
 	subs subIndex
@@ -243,6 +272,16 @@ func New(o Options) *Service {
 	c := *o.Guard.Client(s.cfg.AttemptTimeout.D())
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s.client = &c
+	s.leases, s.leaseTTL, s.poll = o.Leases, o.LeaseTTL, o.Poll
+	if s.leases == nil {
+		s.leases = lease.New(o.Store, lease.Options{Now: o.Now})
+	}
+	if s.leaseTTL <= 0 {
+		s.leaseTTL = 2*s.cfg.AttemptTimeout.D() + 10*time.Second
+	}
+	if s.poll <= 0 {
+		s.poll = 500 * time.Millisecond
+	}
 	s.worker = newWorker(s)
 	return s
 }

@@ -93,8 +93,9 @@ func (s *Service) Start() {
 
 // Close stops the worker: no new attempt starts; in-flight attempts may
 // finish until ctx ends, then they are cancelled (their deliveries stay
-// pending and are delivered again after a restart). The outcomes of
-// finished attempts are recorded before Close returns.
+// pending and are delivered again after a restart, or by another
+// replica). The outcomes of finished attempts are recorded and the
+// worker's leases released before Close returns.
 func (s *Service) Close(ctx context.Context) error {
 	w := s.worker
 	w.mu.Lock()
@@ -108,6 +109,15 @@ func (s *Service) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	defer w.cancel()
+	// The lanes release their leases as they stop; the pruning job's is
+	// released here, so that another replica takes both over at once.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hardStopGrace)
+		defer cancel()
+		if err := s.leases.Release(rctx, pruneLease); err != nil {
+			s.log.Warn("webhooks: releasing the pruning lease failed; it expires on its own", "error", err)
+		}
+	}()
 	select {
 	case <-done:
 		return nil
@@ -155,14 +165,45 @@ func (w *worker) kick(ids ...string) {
 	}
 }
 
+// pruneEvery is how often the event log is pruned, on one replica at a
+// time (the one holding the pruneLease).
+const pruneEvery = time.Minute
+
+// pruneLease names the lease of the pruning job.
+const pruneLease = "webhooks/prune"
+
+// laneLease names the lease of a webhook's delivery lane.
+func laneLease(id string) string { return "webhooks/lane/" + id }
+
+// errLeaseLost reports that a lane's lease went to another replica before
+// its outcomes were recorded: they are dropped, the new holder attempts
+// those deliveries again (same webhook-id).
+var errLeaseLost = errors.New("webhooks: the lane's lease was taken over by another replica")
+
+// housekeeping resumes the lanes with pending deliveries this replica can
+// take (at start, when the store's outbox, deliveries or webhooks changed,
+// through another replica too, and every ten polls for leases that
+// expired) and prunes the event log once per pruneEvery, under a lease.
 func (w *worker) housekeeping() {
 	defer w.wg.Done()
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(w.s.poll)
 	defer t.Stop()
+	var (
+		seen      uint64
+		polls     int
+		lastPrune time.Time
+	)
 	for {
-		w.resume()
-		if err := w.s.Prune(w.ctx); err != nil && w.ctx.Err() == nil {
-			w.s.log.Error("webhooks: pruning the event log failed", "error", err)
+		if c := w.s.store.Changes(bucketOutbox, bucketDeliveries, bucketWebhooks); c != seen || polls%10 == 0 {
+			seen = c
+			w.resume()
+		}
+		polls++
+		if time.Since(lastPrune) >= pruneEvery {
+			lastPrune = time.Now()
+			if _, err := w.s.leases.Job(w.ctx, pruneLease, pruneEvery, w.s.Prune); err != nil && w.ctx.Err() == nil {
+				w.s.log.Error("webhooks: pruning the event log failed", "error", err)
+			}
 		}
 		select {
 		case <-w.stop:
@@ -172,17 +213,40 @@ func (w *worker) housekeeping() {
 	}
 }
 
-// resume kicks every webhook with pending deliveries in the outbox.
+// resume kicks every enabled webhook with pending deliveries in the
+// outbox whose lane this replica may run (its lease is free, expired or this
+// replica's): lanes not running start, running ones look again.
 func (w *worker) resume() {
 	var ids []string
 	err := w.s.store.View(w.ctx, func(tx store.Tx) error {
-		return tx.Scan(bucketOutbox, "", "", func(k string, _ []byte) (bool, error) {
-			id, _, _ := strings.Cut(k, "/")
-			if len(ids) == 0 || ids[len(ids)-1] != id {
+		// One key per webhook: after "<id>/\xff" comes the next webhook.
+		after := ""
+		for {
+			id := ""
+			if err := tx.Scan(bucketOutbox, "", after, func(k string, _ []byte) (bool, error) {
+				id, _, _ = strings.Cut(k, "/")
+				return false, nil
+			}); err != nil {
+				return err
+			}
+			if id == "" {
+				return nil
+			}
+			after = id + "/\xff"
+			// A disabled webhook's deliveries are paused (its lane would
+			// find nothing to do); one whose lease another replica holds
+			// is that replica's.
+			if wh, err := getWebhook(tx, id); err != nil && errs.KindOf(err) != errs.NotFound {
+				return err
+			} else if err != nil || !wh.Enabled {
+				continue
+			}
+			if free, err := w.s.leases.Free(tx, laneLease(id)); err != nil {
+				return err
+			} else if free {
 				ids = append(ids, id)
 			}
-			return true, nil
-		})
+		}
 	})
 	if err != nil {
 		if w.ctx.Err() == nil {
@@ -193,26 +257,66 @@ func (w *worker) resume() {
 	w.kick(ids...)
 }
 
-// run is a lane: it delivers its webhook's pending deliveries in order
-// until there are none (or the webhook is gone or disabled), sleeping
-// until the head's next attempt when it is not yet due.
+// run is a lane: while it holds the webhook's lease it delivers the
+// webhook's pending deliveries in order until there are none (or the
+// webhook is gone or disabled), sleeping until the head's next attempt
+// when it is not yet due. It renews the lease every third of its TTL and
+// releases it when it ends, unless another replica took it over.
 func (w *worker) run(id string, l *lane) {
 	defer w.wg.Done()
+	name, ttl := laneLease(id), w.s.leaseTTL
 	backoff := time.Second
+	var renewed time.Time // when the lease was last taken or renewed; zero: not held
+	release := func() {
+		if renewed.IsZero() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), 5*time.Second)
+		defer cancel()
+		if err := w.s.leases.Release(ctx, name); err != nil {
+			w.s.log.Warn("webhooks: releasing a lane's lease failed; it expires on its own", "webhook", id, "error", err)
+		}
+		renewed = time.Time{}
+	}
 	for {
 		w.mu.Lock()
 		l.kicked = false
 		w.mu.Unlock()
 
-		due, idle, err := w.step(id)
+		var (
+			due  time.Time
+			idle bool
+			err  error
+		)
+		if renewed.IsZero() || time.Since(renewed) >= ttl/3 {
+			var held bool
+			start := time.Now()
+			if held, err = w.s.leases.Acquire(w.ctx, name, ttl); err == nil && !held {
+				// Another replica runs this lane.
+				renewed = time.Time{}
+				w.exit(id)
+				return
+			} else if err == nil {
+				renewed = start
+			}
+		}
+		if err == nil {
+			due, idle, err = w.step(id)
+		}
 		switch {
 		case w.stopping():
+			release()
+			w.exit(id)
+			return
+		case errors.Is(err, errLeaseLost):
+			w.s.log.Warn("webhooks: another replica took this webhook's deliveries over", "webhook", id)
 			w.exit(id)
 			return
 		case err != nil:
 			w.s.log.Error("webhooks: delivery lane failed; retrying", "webhook", id, "error", err)
 			due, backoff = time.Now().Add(backoff), min(2*backoff, time.Minute)
 		case idle:
+			release()
 			w.mu.Lock()
 			if !l.kicked {
 				delete(w.lanes, id)
@@ -225,10 +329,14 @@ func (w *worker) run(id string, l *lane) {
 			backoff = time.Second
 		}
 		if d := time.Until(due); !due.IsZero() && d > 0 {
+			if !renewed.IsZero() {
+				d = min(d, time.Until(renewed.Add(ttl/3)))
+			}
 			t := time.NewTimer(d)
 			select {
 			case <-w.stop:
 				t.Stop()
+				release()
 				w.exit(id)
 				return
 			case <-l.wake:
@@ -418,8 +526,15 @@ func (w *worker) describe(err error) string {
 // commit records attempt outcomes in one transaction: each delivery's
 // status, attempts and next attempt, its queue entry, and the webhook's
 // health (failingSince; disabled after failing for webhooks.disableAfter).
+// It fails with errLeaseLost, recording nothing, unless this replica holds
+// the webhook's lane lease.
 func (s *Service) commit(id string, outs []outcome) error {
 	return s.store.Update(context.Background(), func(tx store.Tx) error {
+		if held, err := s.leases.Held(tx, laneLease(id)); err != nil {
+			return err
+		} else if !held {
+			return errLeaseLost
+		}
 		wh, err := getWebhook(tx, id)
 		if err != nil {
 			if errs.KindOf(err) == errs.NotFound {
