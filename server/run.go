@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 	hs := newHTTPServer(cfg, srv, limited, log)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(limited) }()
-	log.Info("switchboard listening", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "keyId", v.CurrentKeyID(),
+	log.Info("switchboard listening", "addr", ln.Addr().String(), "replica", srv.Leases().Owner(), "dataDir", cfg.DataDir, "keyId", v.CurrentKeyID(),
 		"maxConnections", cap(limited.slots))
 
 	select {

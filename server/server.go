@@ -173,7 +173,8 @@ func (s *Server) Close(ctx context.Context) error {
 	return errors.Join(errList...)
 }
 
-// Leases returns the replica's lease manager (tests).
+// Leases returns the replica's lease manager; its Owner is the replica's
+// id, logged at start and recorded in the leases it holds.
 func (s *Server) Leases() *lease.Manager { return s.leases }
 
 // handlers implements api.StrictServerInterface; its methods live in the

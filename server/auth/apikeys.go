@@ -352,7 +352,9 @@ func (k *Keys) lookup(ctx context.Context, h string) (*APIKey, error) {
 		return store.GetJSON(tx, bucketKeys, string(id), key)
 	})
 	if err != nil {
-		if errs.KindOf(err) == errs.Unauthenticated {
+		switch errs.KindOf(err) {
+		case errs.Unauthenticated, errs.Unavailable:
+			// A database that does not answer is not a wrong key (503).
 			return nil, err
 		}
 		return nil, errs.Wrap(errs.Unauthenticated, err, "unknown or revoked API key")

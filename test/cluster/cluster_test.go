@@ -166,6 +166,10 @@ func (c *cluster) start(name string) *replica {
 		"SWITCHBOARD_ADMIN_KEY="+c.admin,
 		"SWITCHBOARD_EGRESS_ALLOW=127.0.0.0/8",
 		"SWITCHBOARD_LOG_LEVEL=info",
+		// High enough for the load the tests make; a test that checks a
+		// limit sets it on its key.
+		"SWITCHBOARD_REQUESTS_PER_MINUTE=10000000",
+		"SWITCHBOARD_CONTROL_PLANE_REQUESTS_PER_MINUTE=10000000",
 	)
 	cmd.Env = append(cmd.Env, c.extraEnv...)
 	cmd.Stdout, cmd.Stderr = r.logs, r.logs
@@ -290,7 +294,7 @@ func (c *cluster) createKey(r *replica, body map[string]any) (id, secret string)
 	b := c.mustDo(r, c.admin, http.MethodPost, "/v1/api-keys", body, http.StatusCreated)
 	var k struct {
 		ID     string `json:"id"`
-		Secret string `json:"secret"`
+		Secret string `json:"key"`
 	}
 	if err := json.Unmarshal(b, &k); err != nil || k.Secret == "" {
 		c.t.Fatalf("create key: %v %s", err, b)
@@ -298,6 +302,17 @@ func (c *cluster) createKey(r *replica, body map[string]any) (id, secret string)
 	return k.ID, k.Secret
 }
 
-// clusterLeaseEnv shortens the leases of background work, so that a killed
-// replica's work is taken over within the test's patience.
-var clusterLeaseEnv = []string{}
+// withConfig gives every replica the configuration file yaml.
+func withConfig(yaml string) clusterOption {
+	return func(c *cluster) {
+		path := filepath.Join(c.dir, "config.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		c.extraEnv = append(c.extraEnv, "SWITCHBOARD_CONFIG="+path)
+	}
+}
+
+// shortLeases makes a webhook lane's lease last 2×2s+10s, so that a killed
+// replica's deliveries are taken over within the test's patience.
+var shortLeases = withConfig("webhooks:\n  attemptTimeout: 2s\n")
