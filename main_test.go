@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -371,8 +372,22 @@ func TestTuneGC(t *testing.T) {
 // store copy copies a stopped server's bbolt database, refuses a target
 // holding data unless --merge, and never prints a URL's password.
 func TestStoreCopyCommand(t *testing.T) {
-	dir := t.TempDir()
-	from, to := filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "copy.db")
+	// Into a bbolt file, and into PostgreSQL (the command's purpose).
+	for _, target := range []struct {
+		name string
+		to   func(t *testing.T, dir string) string
+	}{
+		{"bbolt", func(t *testing.T, dir string) string { return filepath.Join(dir, "copy.db") }},
+		{"postgres", func(t *testing.T, _ string) string { return pgtest.NewDatabase(t) }},
+	} {
+		t.Run(target.name, func(t *testing.T) {
+			dir := t.TempDir()
+			testStoreCopyCommand(t, dir, filepath.Join(dir, "switchboard.db"), target.to(t, dir))
+		})
+	}
+}
+
+func testStoreCopyCommand(t *testing.T, dir, from, to string) {
 	src, err := store.OpenBolt(from)
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,9 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (CopyStats, err
 	}
 	var stats CopyStats
 	for _, b := range Buckets {
+		if b == leasesBucket {
+			continue // held by processes of the source, which are stopped
+		}
 		bc, err := copyBucket(ctx, dst, src, b, opts)
 		stats.Buckets = append(stats.Buckets, bc)
 		if err != nil {
@@ -109,6 +112,10 @@ func Copy(ctx context.Context, dst, src Store, opts CopyOptions) (CopyStats, err
 	}
 	return stats, nil
 }
+
+// leasesBucket holds the leases of running replicas (server/lease): never
+// copied.
+const leasesBucket = "leases"
 
 // firstData names the first bucket of s holding a key, "" when none does.
 func firstData(ctx context.Context, s Store) (string, error) {
