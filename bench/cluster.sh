@@ -55,6 +55,8 @@ as_pg "$PGBIN/postgres" -D "$OUT/pg/data" -p "$PG_PORT" -c listen_addresses=127.
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$OUT" >"$OUT/redis.log" 2>&1 & pids+=($!)
 "$OUT/mockllm" -addr "127.0.0.1:$MOCK_PORT" & pids+=($!)
 for _ in $(seq 100); do "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break; sleep 0.1; done
+# runuser does not pass signals on: stop the postmaster itself on exit.
+pids+=("$(head -1 "$OUT/pg/data/postmaster.pid")")
 for db in pg redis; do
   "$PGBIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U switchboard -d postgres -c "CREATE DATABASE bench_$db" >/dev/null
 done
@@ -100,7 +102,7 @@ for port in $((BASE + 10)) $((BASE + 20)) $((BASE + 30)); do
   api() { curl -fsS -o /dev/null -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$2" "http://127.0.0.1:$port$1"; }
   api /v1/connectors "{\"name\":\"mock\",\"baseUrl\":\"http://127.0.0.1:$MOCK_PORT\",\"auth\":{\"type\":\"apiKey\",\"name\":\"X-API-Key\",\"in\":\"header\"}}"
   api /v1/connectors/mock/actions '{"name":"ping","method":"GET","path":"/api/ping"}'
-  api /v1/connectors/mock/connections '{"name":"default","credentials":{"apiKey":"bench-upstream-key-0123456789"}}'
+  api /v1/connectors/mock/connections '{"name":"default","apiKey":"bench-upstream-key-0123456789"}'
 done
 printf '%s' '{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}' >"$OUT/chat.json"
 printf '%s' '{"action":"ping"}' >"$OUT/run.json"

@@ -135,6 +135,7 @@ func TestReplicas_TokenLimitHoldsAcrossReplicas(t *testing.T) {
 	if st, _, out := spendCall(t, a, key, "/v1/chat", body); st != http.StatusOK {
 		t.Fatalf("first call on A = %d %s", st, out)
 	}
+	a.Server.Settled() // A settles in the background; B cannot wait for it
 	st, h, out := spendCall(t, b, key, "/v1/chat", body)
 	if st != http.StatusOK {
 		t.Fatalf("second call on B = %d %s", st, out)

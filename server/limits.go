@@ -31,8 +31,9 @@ func (s *Server) initLimits() error {
 	}
 	s.redis = c
 	s.redisFallback = redisconn.NewFallback(s.cfg.Redis, s.log)
-	s.closers = append(s.closers, func(context.Context) error { return c.Close() })
-	s.limiter = ratelimit.NewRedis(c, o, s.redisFallback)
+	l := ratelimit.NewRedis(c, o, s.redisFallback)
+	s.closers = append(s.closers, func(context.Context) error { l.Wait(); return c.Close() })
+	s.limiter = l
 	return nil
 }
 
@@ -57,4 +58,12 @@ func (s *Server) pingRedis(ctx context.Context) error {
 		return errs.Wrap(errs.Unavailable, err, "not ready: Redis (redis.url, shared rate limits and budgets) is not answering; check that it is up and reachable")
 	}
 	return nil
+}
+
+// Settled waits until the settlements of finished calls have reached the
+// shared limiter, which applies them in the background (tests, shutdown).
+func (s *Server) Settled() {
+	if l, ok := s.limiter.(*ratelimit.Redis); ok {
+		l.Wait()
+	}
 }

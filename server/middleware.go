@@ -231,6 +231,9 @@ type routeRequirement struct {
 	plane        ratelimit.Plane
 	bodyTypes    []string
 	bodyRequired bool
+	// modelCall: a POST that needs the llm scope, whose request is
+	// counted together with its token reservation (see rateLimit).
+	modelCall bool
 }
 
 func (r routeRequirement) check(p *auth.Principal) error {
@@ -290,6 +293,9 @@ func scopesFromSpec(spec *openapi3.T) (routeScopes, error) {
 			if r.public {
 				r.anyOf = nil
 			} else {
+				r.modelCall = method == http.MethodPost && slices.ContainsFunc(r.anyOf, func(scopes []string) bool {
+					return slices.Contains(scopes, auth.ScopeLLM)
+				})
 				v, _ := op.Extensions[planeExtension].(string)
 				plane, ok := ratelimit.ParsePlane(v)
 				if !ok {

@@ -16,18 +16,36 @@ import (
 // x-switchboard-plane), sets the RateLimit-* headers of that bucket on the
 // response and refuses with 429 rate_limited (Retry-After set) when it is
 // empty. With Redis (shared limits) down and redis.failMode closed it
-// refuses with 503 unavailable. It runs after authentication; public routes are not limited. The
-// token headers of LLM calls are added later, through the response headers
-// that requestID put in the context.
+// refuses with 503 unavailable. It runs after authentication; public
+// routes are not limited. The token headers of LLM calls are added later,
+// through the response headers that requestID put in the context.
+//
+// A model call (a POST that needs the llm scope) is counted by its
+// admission together with its token reservation, in one decision (one
+// round trip to Redis); a model call that never reaches admission (an
+// invalid body, an unknown model) is counted after its answer, and is not
+// refused: it spent nothing upstream.
 func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p := auth.FromContext(c.Request().Context())
+		ctx := c.Request().Context()
+		p := auth.FromContext(ctx)
 		if p == nil {
 			return next(c)
 		}
 		// authenticate set a principal, so the route is in the spec.
-		plane := s.scopes[routeKey{c.Request().Method, c.Path()}].plane
-		res, err := s.limiter.AllowRequest(c.Request().Context(), p, plane)
+		route := s.scopes[routeKey{c.Request().Method, c.Path()}]
+		if route.modelCall {
+			d := &deferredRequest{plane: route.plane}
+			c.SetRequest(c.Request().WithContext(context.WithValue(ctx, deferredRequestKey{}, d)))
+			err := next(c)
+			if !d.counted {
+				if res, lerr := s.limiter.AllowRequest(ctx, p, route.plane); lerr == nil && !c.Response().Committed {
+					res.SetHeaders(c.Response().Header())
+				}
+			}
+			return err
+		}
+		res, err := s.limiter.AllowRequest(ctx, p, route.plane)
 		if err != nil {
 			return err
 		}
@@ -40,6 +58,15 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// deferredRequest is a model call's request count, left by rateLimit to
+// the call's admission.
+type deferredRequest struct {
+	plane   ratelimit.Plane
+	counted bool
+}
+
+type deferredRequestKey struct{}
 
 // llmAdmission admits every model call (native, OpenAI-compatible,
 // embeddings, streaming or not) before it goes upstream: the credential's
@@ -71,7 +98,21 @@ func (a llmAdmission) Admit(ctx context.Context, m *llm.Model, r *llm.Request) (
 			return nil, err
 		}
 	}
-	res, err := a.l.Reserve(ctx, p, worst.Total())
+	var (
+		res *ratelimit.Reservation
+		err error
+	)
+	if d, _ := ctx.Value(deferredRequestKey{}).(*deferredRequest); d != nil && !d.counted && p != nil {
+		// The request and its tokens in one decision (see rateLimit).
+		d.counted = true
+		var req ratelimit.Result
+		req, res, err = a.l.AdmitCall(ctx, p, d.plane, worst.Total())
+		if err == nil && !req.Allowed {
+			err = req.Err()
+		}
+	} else {
+		res, err = a.l.Reserve(ctx, p, worst.Total())
+	}
 	if err != nil {
 		spend.Settle(0)
 		a.events.refused(p, err)

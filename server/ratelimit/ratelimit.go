@@ -167,6 +167,12 @@ type Limiter interface {
 	// LLM call, or refuses with errs.RateLimited; nil when no limit
 	// applies.
 	Reserve(ctx context.Context, p *auth.Principal, n int) (*Reservation, error)
+	// AdmitCall is AllowRequest then Reserve for a model call, in one
+	// decision (one round trip to a shared limiter). Both results' headers
+	// are written to the response headers carried by ctx. A refused
+	// request answers Allowed false and no Reservation (refuse with
+	// Result.Err()); a refused reservation is Reserve's error.
+	AdmitCall(ctx context.Context, p *auth.Principal, plane Plane, n int) (Result, *Reservation, error)
 }
 
 var (
@@ -366,6 +372,22 @@ type Reservation struct {
 	n      int
 	mu     sync.Mutex
 	closed bool
+}
+
+// AdmitCall implements Limiter: AllowRequest, then Reserve.
+func (l *Memory) AdmitCall(ctx context.Context, p *auth.Principal, plane Plane, n int) (Result, *Reservation, error) {
+	req, err := l.AllowRequest(ctx, p, plane)
+	if err != nil {
+		return req, nil, err
+	}
+	if h := headerFrom(ctx); h != nil {
+		req.SetHeaders(h)
+	}
+	if !req.Allowed {
+		return req, nil, nil
+	}
+	res, err := l.Reserve(ctx, p, n)
+	return req, res, err
 }
 
 // Reserve takes n tokens from p's tokens-per-minute bucket before an LLM

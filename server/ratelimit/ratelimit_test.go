@@ -452,3 +452,35 @@ func BenchmarkReserveSettle(b *testing.B) {
 		})
 	}
 }
+
+// TestAdmitCall: a model call's request and tokens are decided together,
+// as AllowRequest then Reserve would: a refused request takes no tokens,
+// refused tokens still count the request, and both sets of headers are
+// written.
+func TestAdmitCall(t *testing.T) {
+	forEach(t, func(t *testing.T, mk func(Options) Limiter) {
+		l, _ := newTest(mk, 2, 1000)
+		p := key("a")
+		h := http.Header{}
+		ctx := WithHeader(context.Background(), h)
+		req, res, err := l.AdmitCall(ctx, p, DataPlane, 600)
+		if err != nil || !req.Allowed || res.Reserved() != 600 {
+			t.Fatalf("first call = %+v %v %v, want admitted with 600 reserved", req, res, err)
+		}
+		if h.Get(HeaderRemaining) != "1" || h.Get(HeaderRemainingTokens) != "400" {
+			t.Errorf("headers = %v, want 1 request and 400 tokens left", h)
+		}
+		// Tokens refused: the request is counted all the same.
+		if req, _, err := l.AdmitCall(ctx, p, DataPlane, 600); !req.Allowed || !errors.Is(err, errs.RateLimited) {
+			t.Fatalf("second call = %+v %v, want its request admitted and its tokens refused", req, err)
+		}
+		// The request bucket is empty now: refused, and no token is taken.
+		req, res, err = l.AdmitCall(ctx, p, DataPlane, 100)
+		if err != nil || req.Allowed || res != nil {
+			t.Fatalf("third call = %+v %v %v, want its request refused", req, res, err)
+		}
+		if r, err := l.Reserve(context.Background(), p, 400); err != nil || r.Reserved() != 400 {
+			t.Errorf("the 400 tokens left = %v %v, want all of them still there", r, err)
+		}
+	})
+}

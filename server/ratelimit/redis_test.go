@@ -58,6 +58,7 @@ func TestRedis_TwoReplicasShareOneBucket(t *testing.T) {
 			t.Errorf("remaining on the second replica = %q, want about 400", h.Get(HeaderRemainingTokens))
 		}
 		r.Settle(100)
+		replicas[0].(*Redis).Wait() // settlements run in the background
 		if _, err := replicas[1].Reserve(ctx, p, 850); err != nil {
 			t.Fatalf("after settling on the first replica, the second cannot reserve 850: %v", err)
 		}
@@ -85,6 +86,7 @@ func TestRedis_BucketExpiresWhenFull(t *testing.T) {
 		t.Fatal("token bucket missing after a reservation")
 	}
 	r.Settle(0)
+	l.Wait()
 	if n := c.Exists(context.Background(), tk).Val(); n != 0 {
 		t.Error("token bucket still stored after settling to full")
 	}
@@ -160,4 +162,21 @@ func unavailable(t *testing.T, use, mode string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestRedis_SettlementRunsBeforeTheNextDecision: a settlement runs in the
+// background, but this replica's next decision on the bucket waits for it,
+// so a client's calls are counted in order.
+func TestRedis_SettlementRunsBeforeTheNextDecision(t *testing.T) {
+	srv := redistest.New(t)
+	l := NewRedis(redisClient(t, srv), Options{RequestsPerMinute: 60, TokensPerMinute: 1000}, &redisconn.Fallback{Closed: true, Timeout: 5 * time.Second})
+	p := key("a")
+	ctx := context.Background()
+	for i := range 20 {
+		r, err := l.Reserve(ctx, p, 900)
+		if err != nil {
+			t.Fatalf("reservation %d of 900 after the previous one was refunded: %v", i, err)
+		}
+		r.Settle(0)
+	}
 }
