@@ -15,6 +15,8 @@
 # Redis costs a request (target: at most 0.15 ms). Hot paths read caches,
 # so PostgreSQL itself is off the request path except for the batched
 # writes (usage, invocation log); "pg - bolt" shows what remains.
+# Calibration: a bare Redis round trip (redis-cli --latency) measured in
+# each round, since the shared limit costs a request one round trip.
 # PostgreSQL, Redis and the replicas run on loopback and stop on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -135,6 +137,8 @@ for round in $(seq "$ROUNDS"); do
         | "$OUT/vegeta" report -type=json >"$OUT/v-$setup-$route-$round.json"
     done
   done
+  # Calibration: one bare Redis round trip (PING) on this machine, now.
+  timeout "${DURATION%s}" redis-cli -p "$REDIS_PORT" --latency --raw >"$OUT/rtt-$round.txt" 2>/dev/null || true
 done
 python3 - "$OUT" "$ROUNDS" "$SETUPS" <<'PY'
 import json, statistics, sys
@@ -154,5 +158,15 @@ for route in ("chat", "run"):
     print(f"  two replicas on PostgreSQL vs one bbolt node (pg - bolt): p50 {d('pg', 'bolt', '50th'):+.3f} ms")
     rd = [ms(v('redis', route, i)["latencies"]['50th'] - v('pg', route, i)["latencies"]['50th']) for i in range(1, rounds + 1)]
     print("  redis - pg p50 by round: " + ", ".join(f"{x:+.3f}" for x in rd))
+# redis-cli --latency --raw prints "min max avg samples" (ms).
+rtt = []
+for i in range(1, rounds + 1):
+    try:
+        rtt.append(float(open(f"{out}/rtt-{i}.txt").read().split()[2]))
+    except (OSError, IndexError, ValueError):
+        pass
+if rtt:
+    print(f"calibration: one bare Redis round trip (redis-cli --latency, PING) {med(rtt):.3f} ms on average "
+          f"(by round: {', '.join(f'{x:.3f}' for x in rtt)}); a model call or an action run makes one")
 PY
 echo "logs in $OUT"
