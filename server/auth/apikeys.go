@@ -215,6 +215,7 @@ func (k *Keys) Update(ctx context.Context, id string, version int64, in UpdateAP
 	}
 	var key APIKey
 	err := k.Store.Update(ctx, func(tx store.Tx) error {
+		key = APIKey{} // not what a failed run left
 		if err := store.GetJSON(tx, bucketKeys, id, &key); err != nil {
 			return notFound(err, id)
 		}

@@ -117,6 +117,7 @@ func (m *Manager) AcquireTx(tx store.Tx, name string, ttl time.Duration) (bool, 
 func (m *Manager) Renew(ctx context.Context, name string, ttl time.Duration) (bool, error) {
 	held := false
 	err := m.store.Update(ctx, func(tx store.Tx) error {
+		held = false // a run that failed after renewing may have set it
 		r, ok, err := get(tx, name)
 		if err != nil || !ok || r.Owner != m.owner {
 			return err

@@ -203,6 +203,8 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 		failed   error
 	)
 	err := m.store.Update(ctx, func(tx store.Tx) error {
+		// The function may run again (a serialization failure): start over.
+		p, c, verifier, expired, failed = pending{}, Client{}, nil, false, nil
 		if err := store.GetJSON(tx, StatesBucket, key, &p); err != nil {
 			if errs.KindOf(err) == errs.NotFound {
 				return errs.E(errs.Invalid, "unknown or already used state: each authorization can complete once; start again with GET /v1/connectors/{name}/connect")

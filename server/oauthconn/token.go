@@ -196,6 +196,7 @@ func (m *Manager) renewNow(ctx context.Context, connector, connection, stale str
 func (m *Manager) acquire(ctx context.Context, read record) (bool, error) {
 	got := false
 	err := m.store.Update(ctx, func(tx store.Tx) error {
+		got = false // a run that failed after taking it may have set it
 		cur, ok, err := getRecord(tx, read.Connector, read.Connection)
 		if err != nil {
 			return err

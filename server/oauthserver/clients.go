@@ -107,6 +107,7 @@ func (s *Service) UpdateClient(ctx context.Context, id string, version int64, in
 	}
 	var c Client
 	err := s.store.Update(ctx, func(tx store.Tx) error {
+		c = Client{} // not what a failed run left
 		if err := clientNotFound(store.GetJSON(tx, ClientsBucket, id, &c), id); err != nil {
 			return err
 		}

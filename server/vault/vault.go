@@ -167,6 +167,7 @@ func (v *Vault) DeletePrefix(tx store.Tx, prefix string) error {
 func (v *Vault) Reseal(ctx context.Context, s store.Store) (int, error) {
 	n := 0
 	err := s.Update(ctx, func(tx store.Tx) error {
+		n = 0 // counted again if the transaction runs again
 		type kv struct {
 			k string
 			v []byte
