@@ -95,10 +95,13 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 }
 
 // Changes implements Store.
-func (s *Bolt) Changes(buckets ...string) uint64 {
+func (s *Bolt) Changes(buckets ...string) uint64 { return sumChanges(s.changes, buckets) }
+
+// sumChanges adds up the commit counters of buckets.
+func sumChanges(changes map[string]*atomic.Uint64, buckets []string) uint64 {
 	var n uint64
 	for _, b := range buckets {
-		c, ok := s.changes[b]
+		c, ok := changes[b]
 		if !ok {
 			panic("store: unknown bucket " + b)
 		}

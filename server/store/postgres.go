@@ -406,14 +406,7 @@ func (s *Postgres) Changes(buckets ...string) uint64 {
 		// Other replicas' commits are not heard: every call is a change.
 		n = s.epoch.Add(1)
 	}
-	for _, b := range buckets {
-		c, ok := s.changes[b]
-		if !ok {
-			panic("store: unknown bucket " + b)
-		}
-		n += c.Load()
-	}
-	return n
+	return n + sumChanges(s.changes, buckets)
 }
 
 // Ping implements Store.

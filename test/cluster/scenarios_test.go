@@ -170,40 +170,13 @@ func TestCluster_SharedStateAcrossReplicas(t *testing.T) {
 func TestCluster_KilledReplicaLosesNoAcknowledgedWrite(t *testing.T) {
 	c := newCluster(t, 3)
 	victim := c.replicas[2]
-	const total, workers = 1000, 48
-	var (
-		mu    sync.Mutex
-		acked []string
-		next  atomic.Int64
-		done  atomic.Int64
-		once  sync.Once
-		wg    sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				r := c.replicas[i%3]
-				name := fmt.Sprintf("c%04d", i)
-				code, _ := do(r, c.admin, http.MethodPost, "/v1/connectors", map[string]any{
-					"name": name, "baseUrl": "http://127.0.0.1:9",
-					"auth": map[string]any{"type": "apiKey", "name": "X-API-Key", "in": "header"},
-				})
-				if code == http.StatusCreated {
-					mu.Lock()
-					acked = append(acked, name)
-					mu.Unlock()
-				}
-				if done.Add(1) == total/3 {
-					once.Do(victim.kill) // kill -9 a third of the way in
-				}
-			}
-		})
-	}
-	wg.Wait()
+	const total = 1000
+	var once sync.Once
+	acked := c.createConnectors("c", total, 48, func(done int) {
+		if done == total/3 {
+			once.Do(victim.kill) // kill -9 a third of the way in
+		}
+	})
 	once.Do(victim.kill)
 	if len(acked) < total/2 {
 		t.Fatalf("only %d of %d creates acknowledged", len(acked), total)
@@ -222,6 +195,45 @@ func TestCluster_KilledReplicaLosesNoAcknowledgedWrite(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d creates acknowledged; %s killed after %d", len(acked), total, victim.name, total/3)
+}
+
+// createConnectors creates n connectors named prefix0000… with workers
+// concurrent clients, round robin over the replicas, calling after (when
+// set) with the number of answers so far after each; it returns the names
+// whose creation was acknowledged (201).
+func (c *cluster) createConnectors(prefix string, n, workers int, after func(done int)) []string {
+	var (
+		mu    sync.Mutex
+		acked []string
+		next  atomic.Int64
+		done  atomic.Int64
+		wg    sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				name := fmt.Sprintf("%s%04d", prefix, i)
+				code, _ := do(c.replicas[i%len(c.replicas)], c.admin, http.MethodPost, "/v1/connectors", map[string]any{
+					"name": name, "baseUrl": "http://127.0.0.1:9",
+					"auth": map[string]any{"type": "apiKey", "name": "X-API-Key", "in": "header"},
+				})
+				if code == http.StatusCreated {
+					mu.Lock()
+					acked = append(acked, name)
+					mu.Unlock()
+				}
+				if d := done.Add(1); after != nil {
+					after(int(d))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return acked
 }
 
 // listConnectors pages through GET /v1/connectors on r.
@@ -297,35 +309,7 @@ func TestCluster_KilledReplicaDuringWebhookBurstDeliversEveryEvent(t *testing.T)
 			victim.kill()
 		}
 	}()
-	const n = 300
-	var (
-		acked []string
-		amu   sync.Mutex
-		wg    sync.WaitGroup
-		next  atomic.Int64
-	)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= n {
-					return
-				}
-				r := c.replicas[i%3]
-				name := fmt.Sprintf("w%04d", i)
-				code, _ := do(r, c.admin, http.MethodPost, "/v1/connectors", map[string]any{
-					"name": name, "baseUrl": "http://127.0.0.1:9",
-					"auth": map[string]any{"type": "apiKey", "name": "X-API-Key", "in": "header"},
-				})
-				if code == http.StatusCreated {
-					amu.Lock()
-					acked = append(acked, name)
-					amu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	acked := c.createConnectors("w", 300, 8, nil)
 	<-killed
 	if victim == nil {
 		t.Fatal("no replica held the webhook's lane lease while deliveries were under way")
