@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
@@ -17,6 +18,7 @@ func (s *Server) initLimits() error {
 		RequestsPerMinute:        s.cfg.Limits.RequestsPerMinute,
 		TokensPerMinute:          s.cfg.Limits.TokensPerMinute,
 		ControlRequestsPerMinute: s.cfg.Limits.ControlPlaneRequestsPerMinute,
+		Prefetch:                 time.Duration(s.cfg.Redis.Prefetch),
 	}
 	if s.cfg.Redis.URL == "" {
 		if s.cfg.Database.Postgres() {
@@ -32,7 +34,7 @@ func (s *Server) initLimits() error {
 	s.redis = c
 	s.redisFallback = redisconn.NewFallback(s.cfg.Redis, s.log)
 	l := ratelimit.NewRedis(c, o, s.redisFallback)
-	s.closers = append(s.closers, func(context.Context) error { l.Wait(); return c.Close() })
+	s.closers = append(s.closers, func(context.Context) error { l.Close(); return c.Close() })
 	s.limiter = l
 	return nil
 }
@@ -60,10 +62,11 @@ func (s *Server) pingRedis(ctx context.Context) error {
 	return nil
 }
 
-// Settled waits until the settlements of finished calls have reached the
-// shared limiter, which applies them in the background (tests, shutdown).
+// Settled waits until the settlements of finished calls and what this
+// replica took ahead (redis.prefetch) are back in the shared limiter,
+// which applies them in the background (tests).
 func (s *Server) Settled() {
 	if l, ok := s.limiter.(*ratelimit.Redis); ok {
-		l.Wait()
+		l.Flush()
 	}
 }

@@ -194,6 +194,11 @@ type Redis struct {
 	FailMode string `yaml:"failMode"`
 	// Timeout bounds each Redis call on the request path.
 	Timeout Duration `yaml:"timeout"`
+	// Prefetch is how much of each shared limit a replica takes ahead
+	// from Redis and spends without a round trip, as a duration of the
+	// limit's refill rate (1s of 600 requests per minute: up to 10); 0
+	// sends every decision to Redis.
+	Prefetch Duration `yaml:"prefetch"`
 }
 
 // Redis fail modes.
@@ -237,7 +242,7 @@ func Default() Config {
 			InvocationLogSize:       100,
 			OAuthRefreshSkew:        Duration(60 * time.Second),
 		},
-		Redis:    Redis{FailMode: FailOpen, Timeout: Duration(250 * time.Millisecond)},
+		Redis:    Redis{FailMode: FailOpen, Timeout: Duration(250 * time.Millisecond), Prefetch: Duration(time.Second)},
 		OAuth:    OAuth{TokenTTL: Duration(DefaultTokenTTL), Leeway: Duration(DefaultLeeway)},
 		Webhooks: Webhooks{}.WithDefaults(),
 	}
@@ -316,6 +321,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{"SWITCHBOARD_REDIS_URL", str(&c.Redis.URL)},
 		{"SWITCHBOARD_REDIS_FAIL_MODE", str(&c.Redis.FailMode)},
 		{"SWITCHBOARD_REDIS_TIMEOUT", dur(&c.Redis.Timeout)},
+		{"SWITCHBOARD_REDIS_PREFETCH", dur(&c.Redis.Prefetch)},
 		{"SWITCHBOARD_OAUTH_REFRESH_SKEW", dur(&c.Connectors.OAuthRefreshSkew)},
 		{"SWITCHBOARD_BODY_LIMIT", int64v(&c.Limits.BodyBytes)},
 		{"SWITCHBOARD_REQUESTS_PER_MINUTE", intv(&c.Limits.RequestsPerMinute)},
@@ -463,6 +469,9 @@ func (c Config) validateStores() []string {
 	}
 	if c.Redis.Timeout <= 0 {
 		problems = append(problems, "redis.timeout must be positive")
+	}
+	if p := time.Duration(c.Redis.Prefetch); p < 0 || p > time.Minute {
+		problems = append(problems, fmt.Sprintf("redis.prefetch %v must be between 0 (every decision in Redis) and 1m", p))
 	}
 	return problems
 }

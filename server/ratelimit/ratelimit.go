@@ -148,6 +148,11 @@ type Options struct {
 	ControlRequestsPerMinute int
 	// MaxBuckets bounds memory (DefaultMaxBuckets when zero).
 	MaxBuckets int
+	// Prefetch (Redis only) is how much of each shared limit a replica
+	// may take ahead and spend without a round trip, as a duration of the
+	// limit's refill rate (see prefetch.go); 0 sends every decision to
+	// Redis.
+	Prefetch time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }

@@ -43,13 +43,21 @@ type impl struct {
 	new  func(t *testing.T, o Options) Limiter
 }
 
-// impls are the limiters every behaviour test runs against: in memory, and
-// in a real Redis (one server per test, failing closed so that a Redis
-// error fails the test instead of admitting).
+// impls are the limiters every behaviour test runs against: in memory,
+// and in a real Redis (one server per test, failing closed so that a Redis
+// error fails the test instead of admitting), deciding every call there
+// or with a second of each limit prefetched (one replica sees the same
+// levels either way).
 var impls = []impl{
 	{"memory", func(t *testing.T, o Options) Limiter { return New(o) }},
 	{"redis", func(t *testing.T, o Options) Limiter {
 		return NewRedis(redisClient(t, redistest.New(t)), o, &redisconn.Fallback{Closed: true, Timeout: 5 * time.Second})
+	}},
+	{"redis prefetch", func(t *testing.T, o Options) Limiter {
+		o.Prefetch = time.Second
+		l := NewRedis(redisClient(t, redistest.New(t)), o, &redisconn.Fallback{Closed: true, Timeout: 5 * time.Second})
+		t.Cleanup(l.Close)
+		return l
 	}},
 }
 

@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/metrics"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/redisconn"
@@ -179,4 +184,236 @@ func TestRedis_SettlementRunsBeforeTheNextDecision(t *testing.T) {
 		}
 		r.Settle(0)
 	}
+}
+
+// roundTrips counts the scripts Redis has run (EVALSHA and EVAL), less
+// the EVALSHA refused before the script was loaded.
+func roundTrips(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				for f := range strings.SplitSeq(v, ",") {
+					name, val, _ := strings.Cut(f, "=")
+					k, _ := strconv.Atoi(val)
+					switch name {
+					case "calls":
+						n += k
+					case "failed_calls":
+						n -= k
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// shared reads what the bucket of p's dimension holds in Redis (full when
+// absent).
+func shared(t *testing.T, c *redis.Client, p *auth.Principal, dim Dimension, limit int) float64 {
+	t.Helper()
+	v, err := c.HGet(context.Background(), redisKey(bucketKey{dim, p.Kind, p.ID}), "t").Result()
+	if errors.Is(err, redis.Nil) {
+		return float64(limit)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRedis_Prefetch: with Prefetch, a replica takes up to that much of a
+// limit's refill rate ahead and decides from it without a round trip; the
+// replicas together never admit more than the limit, what one holds comes
+// back when it idles, on Flush and on Close, and a bucket close to empty
+// is decided in Redis.
+func TestRedis_Prefetch(t *testing.T) {
+	fb := &redisconn.Fallback{Closed: true, Timeout: 5 * time.Second}
+	ctx := context.Background()
+	// newReplicas starts n limiters on one Redis with a manual clock (which
+	// is also Redis's: the buckets refill only when the test says so).
+	newReplicas := func(t *testing.T, n int, o Options) ([]*Redis, *redis.Client, *clock) {
+		srv := redistest.New(t)
+		clk := newClock()
+		o.Now = clk.Now
+		ls := make([]*Redis, n)
+		for i := range ls {
+			ls[i] = NewRedis(redisClient(t, srv), o, fb)
+			t.Cleanup(ls[i].Close)
+		}
+		return ls, redisClient(t, srv), clk
+	}
+
+	t.Run("decisions within the allotment make no round trip", func(t *testing.T) {
+		ls, c, _ := newReplicas(t, 1, Options{RequestsPerMinute: 600, Prefetch: time.Second})
+		p := key("a")
+		before := roundTrips(t, c)
+		for i := range 11 { // one round trip takes 1 and leases 10 (1 s of 600/min)
+			r := allow(t, ls[0], p, DataPlane)
+			if !r.Allowed || r.Remaining != 600-1-i {
+				t.Fatalf("request %d = %+v, want admitted with %d left", i+1, r, 600-1-i)
+			}
+		}
+		if got := roundTrips(t, c) - before; got != 1 {
+			t.Errorf("11 requests made %d round trips, want 1", got)
+		}
+		allow(t, ls[0], p, DataPlane)
+		if got := roundTrips(t, c) - before; got != 2 {
+			t.Errorf("the 12th request made %d round trips in all, want 2 (the allotment was spent)", got)
+		}
+	})
+
+	t.Run("without prefetch every decision is a round trip", func(t *testing.T) {
+		ls, c, _ := newReplicas(t, 1, Options{RequestsPerMinute: 600})
+		p := key("a")
+		before := roundTrips(t, c)
+		for range 5 {
+			allow(t, ls[0], p, DataPlane)
+		}
+		if got := roundTrips(t, c) - before; got != 5 {
+			t.Errorf("5 requests made %d round trips, want 5", got)
+		}
+	})
+
+	t.Run("replicas together admit exactly the limit", func(t *testing.T) {
+		const limit = 600
+		ls, _, _ := newReplicas(t, 3, Options{RequestsPerMinute: limit, Prefetch: time.Second})
+		p := key("a")
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Go(func() {
+				for i := range 200 {
+					r, err := ls[(w+i)%3].AllowRequest(ctx, p, DataPlane)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		// Allotments still held are not admitted yet: spend them, then the
+		// limit is reached on every replica.
+		for _, l := range ls {
+			for allow(t, l, p, DataPlane).Allowed {
+				admitted.Add(1)
+			}
+		}
+		if got := admitted.Load(); got != limit {
+			t.Errorf("1200 requests over 3 replicas admitted %d, want %d (the clock stands still)", got, limit)
+		}
+	})
+
+	t.Run("what an idle replica holds goes back", func(t *testing.T) {
+		const limit = 6000
+		ls, c, clk := newReplicas(t, 2, Options{RequestsPerMinute: limit, Prefetch: time.Second})
+		p := key("a")
+		allow(t, ls[0], p, DataPlane) // takes 1, holds 100
+		if got := shared(t, c, p, Requests, limit); got != limit-101 {
+			t.Fatalf("Redis holds %v after one request, want %d (1 spent, 100 held by the replica)", got, limit-101)
+		}
+		if r := allow(t, ls[1], p, DataPlane); r.Remaining != limit-102 {
+			t.Errorf("the other replica reports %d left, want %d: the first replica's allotment is missing there", r.Remaining, limit-102)
+		}
+		clk.Add(3 * time.Second) // both idle for longer than Prefetch (Redis refills 300)
+		deadline := time.Now().Add(5 * time.Second)
+		for shared(t, c, p, Requests, limit) < limit && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := shared(t, c, p, Requests, limit); got != limit {
+			t.Errorf("Redis holds %v once both replicas idle, want the full %d", got, limit)
+		}
+	})
+
+	t.Run("flush and close give allotments back", func(t *testing.T) {
+		const limit = 6000
+		ls, c, _ := newReplicas(t, 2, Options{RequestsPerMinute: limit, Prefetch: time.Second})
+		p := key("a")
+		allow(t, ls[0], p, DataPlane)
+		allow(t, ls[1], p, DataPlane)
+		ls[0].Flush()
+		if got := shared(t, c, p, Requests, limit); got != limit-102 {
+			t.Errorf("Redis holds %v after the first replica flushed, want %d (2 spent, 100 held by the second)", got, limit-102)
+		}
+		ls[1].Close()
+		if got := shared(t, c, p, Requests, limit); got != limit-2 {
+			t.Errorf("Redis holds %v after the second replica closed, want %d", got, limit-2)
+		}
+	})
+
+	t.Run("a bucket close to empty is decided in Redis", func(t *testing.T) {
+		const limit = 600
+		ls, c, _ := newReplicas(t, 1, Options{RequestsPerMinute: limit, Prefetch: time.Second})
+		p := key("a")
+		for allow(t, ls[0], p, DataPlane).Remaining >= 16 { // spend down
+		}
+		ls[0].Flush() // Redis holds the 15 left, the replica nothing
+		before := roundTrips(t, c)
+		n := 0
+		for allow(t, ls[0], p, DataPlane).Allowed {
+			n++
+		}
+		if got := roundTrips(t, c) - before; got != n+1 {
+			t.Errorf("the last %d requests and the refusal made %d round trips, want %d (no lease below 16 left)", n, got, n+1)
+		}
+	})
+
+	t.Run("refunds fill the allotment and the rest goes back, charges are paid", func(t *testing.T) {
+		const limit = 60000
+		ls, c, _ := newReplicas(t, 1, Options{TokensPerMinute: limit, Prefetch: time.Second})
+		p := key("a")
+		r, err := ls[0].Reserve(ctx, p, 2000) // takes 2000, leases 1000
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(0) // 2000 back: the allotment holds at most 1000, the rest goes to Redis
+		ls[0].Wait()
+		if got := shared(t, c, p, Tokens, limit); got != limit-1000 {
+			t.Errorf("Redis holds %v after a refund, want %d (the allotment held back)", got, limit-1000)
+		}
+		r, err = ls[0].Reserve(ctx, p, 500) // from the allotment
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(1800) // 1300 more than reserved: the allotment owes 800
+		ls[0].Flush()
+		if got := shared(t, c, p, Tokens, limit); got != limit-1800 {
+			t.Errorf("Redis holds %v after a charge beyond the reservation, want %d (1800 used in all)", got, limit-1800)
+		}
+	})
+
+	t.Run("a model call within both allotments makes no round trip", func(t *testing.T) {
+		ls, c, _ := newReplicas(t, 1, Options{RequestsPerMinute: 600, TokensPerMinute: 60000, Prefetch: time.Second})
+		p := key("a")
+		h := http.Header{}
+		before := roundTrips(t, c)
+		for i := range 5 {
+			req, res, err := ls[0].AdmitCall(WithHeader(ctx, h), p, DataPlane, 100)
+			if err != nil || !req.Allowed || res.Reserved() != 100 {
+				t.Fatalf("call %d = %+v %v %v", i+1, req, res, err)
+			}
+			if h.Get(HeaderRemaining) != strconv.Itoa(600-1-i) || h.Get(HeaderRemainingTokens) != strconv.Itoa(60000-100*(i+1)) {
+				t.Errorf("call %d headers = %v, want %d requests and %d tokens left", i+1, h, 600-1-i, 60000-100*(i+1))
+			}
+			res.Settle(100)
+			h = http.Header{}
+		}
+		if got := roundTrips(t, c) - before; got != 1 {
+			t.Errorf("5 calls made %d round trips, want 1", got)
+		}
+	})
 }
