@@ -9,14 +9,18 @@
 #   bolt     one node, bbolt, limits in process (the default deployment)
 #   pg       two replicas on PostgreSQL, limits in each replica's memory
 #   redis    two replicas on PostgreSQL with limits shared in Redis
+#            (redis.prefetch 1s, the default: most decisions are made from
+#            what the replica took ahead, without a round trip)
+#   exact    the same with redis.prefetch 0: every decision in Redis
 #   direct   the mock upstream called straight (calibration: the machine)
 # "shared limit added" is p50(redis) - p50(pg) for the same route in the
 # same round, the median over the rounds: what moving the limiter into
-# Redis costs a request (target: at most 0.15 ms). Hot paths read caches,
+# Redis costs a request (target: at most 0.15 ms); "exact - pg" is the
+# cost of a round trip on every decision. Hot paths read caches,
 # so PostgreSQL itself is off the request path except for the batched
 # writes (usage, invocation log); "pg - bolt" shows what remains.
 # Calibration: a bare Redis round trip (redis-cli --latency) measured in
-# each round, since the shared limit costs a request one round trip.
+# each round, since a decision made in Redis costs one round trip.
 # PostgreSQL, Redis and the replicas run on loopback and stop on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +63,7 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --d
 for _ in $(seq 100); do "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" && break; sleep 0.1; done
 # runuser does not pass signals on: stop the postmaster itself on exit.
 pids+=("$(head -1 "$OUT/pg/data/postmaster.pid")")
-for db in pg redis; do
+for db in pg redis exact; do
   "$PGBIN/psql" -q -h 127.0.0.1 -p "$PG_PORT" -U switchboard -d postgres -c "CREATE DATABASE bench_$db" >/dev/null
 done
 
@@ -98,9 +102,11 @@ replica pg1 $((BASE + 20)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_pg"
 replica pg2 $((BASE + 21)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_pg"
 replica redis1 $((BASE + 30)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_redis" SWITCHBOARD_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 replica redis2 $((BASE + 31)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_redis" SWITCHBOARD_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+replica exact1 $((BASE + 40)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_exact" SWITCHBOARD_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/1" SWITCHBOARD_REDIS_PREFETCH=0
+replica exact2 $((BASE + 41)) SWITCHBOARD_DATABASE_URL="$PGURL/bench_exact" SWITCHBOARD_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/1" SWITCHBOARD_REDIS_PREFETCH=0
 
 # The connector the run route calls, once per store (any replica of it).
-for port in $((BASE + 10)) $((BASE + 20)) $((BASE + 30)); do
+for port in $((BASE + 10)) $((BASE + 20)) $((BASE + 30)) $((BASE + 40)); do
   api() { curl -fsS -o /dev/null -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$2" "http://127.0.0.1:$port$1"; }
   api /v1/connectors "{\"name\":\"mock\",\"baseUrl\":\"http://127.0.0.1:$MOCK_PORT\",\"auth\":{\"type\":\"apiKey\",\"name\":\"X-API-Key\",\"in\":\"header\"}}"
   api /v1/connectors/mock/actions '{"name":"ping","method":"GET","path":"/api/ping"}'
@@ -113,7 +119,7 @@ printf '%s' '{"model":"bench","messages":[{"role":"user","content":"Say hello in
 # targets SETUP ROUTE: a vegeta targets file, round robin over the setup's replicas.
 targets() {
   local ports path body
-  case $1 in bolt) ports="$((BASE + 10))" ;; pg) ports="$((BASE + 20)) $((BASE + 21))" ;; redis) ports="$((BASE + 30)) $((BASE + 31))" ;; esac
+  case $1 in bolt) ports="$((BASE + 10))" ;; pg) ports="$((BASE + 20)) $((BASE + 21))" ;; redis) ports="$((BASE + 30)) $((BASE + 31))" ;; exact) ports="$((BASE + 40)) $((BASE + 41))" ;; esac
   case $2 in chat) path=/v1/chat body=$OUT/chat.json ;; run) path=/v1/integrations/mock/run body=$OUT/run.json ;; esac
   for p in $ports; do
     printf 'POST http://127.0.0.1:%s%s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n\n' "$p" "$path" "$KEY" "$body"
@@ -126,7 +132,7 @@ targets_direct() {
   esac
 }
 
-SETUPS="direct bolt pg redis"
+SETUPS="direct bolt pg redis exact"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: $RATE req/s for $DURATION per setup and route"
   for route in chat run; do
@@ -155,6 +161,7 @@ for route in ("chat", "run"):
         print(f"  {s:6}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(x['success'] for x in vs)*100:8.2f}%")
     d = lambda a, b, k: med(ms(v(a, route, i)["latencies"][k] - v(b, route, i)["latencies"][k]) for i in range(1, rounds + 1))
     print(f"  shared limit added (redis - pg): p50 {d('redis', 'pg', '50th'):+.3f} ms, p99 {d('redis', 'pg', '99th'):+.3f} ms (target p50 <= 0.15 ms)")
+    print(f"  every decision in Redis (exact - pg, redis.prefetch 0): p50 {d('exact', 'pg', '50th'):+.3f} ms, p99 {d('exact', 'pg', '99th'):+.3f} ms")
     print(f"  two replicas on PostgreSQL vs one bbolt node (pg - bolt): p50 {d('pg', 'bolt', '50th'):+.3f} ms")
     rd = [ms(v('redis', route, i)["latencies"]['50th'] - v('pg', route, i)["latencies"]['50th']) for i in range(1, rounds + 1)]
     print("  redis - pg p50 by round: " + ", ".join(f"{x:+.3f}" for x in rd))
@@ -167,6 +174,6 @@ for i in range(1, rounds + 1):
         pass
 if rtt:
     print(f"calibration: one bare Redis round trip (redis-cli --latency, PING) {med(rtt):.3f} ms on average "
-          f"(by round: {', '.join(f'{x:.3f}' for x in rtt)}); a model call or an action run makes one")
+          f"(by round: {', '.join(f'{x:.3f}' for x in rtt)}); a decision made in Redis costs one")
 PY
 echo "logs in $OUT"
