@@ -182,7 +182,7 @@ providers:
 		t.Errorf("design.md's example file loaded as %+v", c)
 	}
 	// Untouched settings keep their defaults.
-	if c.LogLevel != "info" || c.ShutdownTimeout.D() != 15*time.Second {
+	if c.LogLevel != "info" || c.ShutdownTimeout.D() != 15*time.Second || c.Redis.Prefetch.D() != time.Second {
 		t.Errorf("defaults lost: %+v", c)
 	}
 }
@@ -212,6 +212,9 @@ func TestErrors(t *testing.T) {
 		{name: "read timeout shorter than the header timeout", env: map[string]string{"SWITCHBOARD_READ_TIMEOUT": "5s", "SWITCHBOARD_READ_HEADER_TIMEOUT": "10s"},
 			want: []string{"readTimeout must be at least readHeaderTimeout"}},
 		{name: "negative connection bound", env: map[string]string{"SWITCHBOARD_MAX_CONNECTIONS": "-1"}, want: []string{"maxConnections"}},
+		{name: "redis settings", file: "redis: {url: 'http://cache:6379', failMode: ajar, timeout: 0s, prefetch: -1s}\n",
+			want: []string{"redis.url must be a Redis URL", `redis.failMode "ajar"`, "redis.timeout must be positive", "redis.prefetch -1s must be between 0"}},
+		{name: "prefetch over a minute", env: map[string]string{"SWITCHBOARD_REDIS_PREFETCH": "2m"}, want: []string{"redis.prefetch 2m0s"}},
 		{name: "negative limits", file: "limits: {requestsPerMinute: -1}\nconnectors: {maxTimeout: -1s, retries: -2, transformTimeout: -5ms}\n",
 			want: []string{"limits.requestsPerMinute must not be negative", "connectors.maxTimeout", "connectors.retries", "connectors.transformTimeout"}},
 	}
