@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
@@ -447,5 +449,58 @@ func testStoreCopyCommand(t *testing.T, dir, from, to string) {
 				t.Errorf("the password is printed:\n%s%s", &out, &errOut)
 			}
 		})
+	}
+}
+
+// TestMigrateCommandOnPostgres: `switchboard migrate` with
+// SWITCHBOARD_DATABASE_URL creates the schema in an empty database,
+// changes nothing when run again, and refuses a database whose schema is
+// newer than the binary, saying so.
+func TestMigrateCommandOnPostgres(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	t.Setenv("SWITCHBOARD_DATABASE_URL", url)
+	t.Setenv("SWITCHBOARD_MASTER_KEY", "")
+	dir := t.TempDir()
+	migrate := func() (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run([]string{"migrate", "-data-dir", dir}, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	applied := func() (n int, at time.Time) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, "SELECT count(*), max(applied_at) FROM schema_migrations").Scan(&n, &at); err != nil {
+			t.Fatal(err)
+		}
+		return n, at
+	}
+	want := fmt.Sprintf("schema version %d", store.SchemaVersion())
+	if code, out, errOut := migrate(); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("migrate on an empty database = %d %q %q, want 0 and %q", code, out, errOut, want)
+	}
+	n, at := applied()
+	if n == 0 {
+		t.Fatal("no schema migration recorded")
+	}
+	var kv bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('kv') IS NOT NULL").Scan(&kv); err != nil || !kv {
+		t.Fatalf("table kv missing after migrate (%v)", err)
+	}
+	if code, out, errOut := migrate(); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("migrate again = %d %q %q", code, out, errOut)
+	}
+	if n2, at2 := applied(); n2 != n || !at2.Equal(at) {
+		t.Errorf("migrate again recorded %d migrations at %v, want the same %d at %v", n2, at2, n, at)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES (999)"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := migrate(); code != 1 || !strings.Contains(errOut, "schema version 999") || !strings.Contains(errOut, "run a newer switchboard") {
+		t.Errorf("migrate on a newer schema = %d %q, want 1 naming the version", code, errOut)
 	}
 }
