@@ -317,32 +317,48 @@ func TestServeInvalidConfigWritesNothing(t *testing.T) {
 	}
 }
 
+// TestRotateMasterKeyCommand: rotation is refused while a server runs on
+// the database (bbolt's file lock; PostgreSQL's serving lock, held by
+// every replica), then replaces the key file and re-encrypts.
 func TestRotateMasterKeyCommand(t *testing.T) {
-	dir := t.TempDir()
-	// A first start generates the key file.
-	p := start(t, map[string]string{"SWITCHBOARD_DATA_DIR": dir, "SWITCHBOARD_ADDR": "127.0.0.1:0"}, "serve")
-	p.listening(t)
+	for _, backend := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{
+		{"bbolt", func(testing.TB) string { return "" }},
+		{"postgres", pgtest.NewDatabase},
+	} {
+		t.Run(backend.name, func(t *testing.T) {
+			dir := t.TempDir()
+			url := backend.url(t)
+			t.Setenv("SWITCHBOARD_DATABASE_URL", url)
+			t.Setenv("SWITCHBOARD_MASTER_KEY", "")
+			// A first start generates the key file.
+			p := start(t, map[string]string{"SWITCHBOARD_DATA_DIR": dir, "SWITCHBOARD_ADDR": "127.0.0.1:0", "SWITCHBOARD_DATABASE_URL": url}, "serve")
+			p.listening(t)
 
-	// Refused while the server runs.
-	var out, errOut bytes.Buffer
-	if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "database is in use") {
-		t.Errorf("rotate while serving = %d %s", code, &errOut)
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	p.wait(t, 30*time.Second)
+			// Refused while the server runs.
+			var out, errOut bytes.Buffer
+			if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "database is in use") {
+				t.Errorf("rotate while serving = %d %s", code, &errOut)
+			}
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			p.wait(t, 30*time.Second)
 
-	before, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 0 {
-		t.Fatalf("rotate = %d %s", code, &errOut)
-	}
-	after, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
-	if bytes.Equal(before, after) || !strings.Contains(out.String(), "re-encrypted") {
-		t.Errorf("key file not replaced: %s", &out)
-	}
-	if strings.Contains(out.String()+errOut.String(), strings.TrimSpace(string(after))) {
-		t.Error("rotation printed the new key file's key")
+			before, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
+			out.Reset()
+			errOut.Reset()
+			if code := run([]string{"rotate-master-key", "-data-dir", dir}, &out, &errOut); code != 0 {
+				t.Fatalf("rotate = %d %s", code, &errOut)
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, vault.KeyFile))
+			if bytes.Equal(before, after) || !strings.Contains(out.String(), "re-encrypted") {
+				t.Errorf("key file not replaced: %s", &out)
+			}
+			if strings.Contains(out.String()+errOut.String(), strings.TrimSpace(string(after))) {
+				t.Error("rotation printed the new key file's key")
+			}
+		})
 	}
 }
 

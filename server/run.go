@@ -29,8 +29,14 @@ const DBFile = "switchboard.db"
 // in the data dir, failing fast when another process holds it. It logs
 // which one, never the URL's password.
 func OpenStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
+	return openStore(ctx, cfg, log, false)
+}
+
+// openStore is OpenStore; serving marks a replica (see
+// store.PostgresOptions.Serving).
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, serving bool) (store.Store, error) {
 	if cfg.Database.Postgres() {
-		st, err := store.OpenPostgres(ctx, cfg.Database.URL, store.PostgresOptions{Logger: log})
+		st, err := store.OpenPostgres(ctx, cfg.Database.URL, store.PostgresOptions{Logger: log, Serving: serving})
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +169,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer
 	if err := Check(cfg); err != nil {
 		return err
 	}
-	st, err := OpenStore(ctx, cfg, log)
+	st, err := openStore(ctx, cfg, log, true)
 	if err != nil {
 		return err
 	}
@@ -247,7 +253,8 @@ func ignoreDeadline(err error) error {
 // RotateMasterKey re-encrypts every secret under a new master key (from
 // SWITCHBOARD_NEW_MASTER_KEY, else generated). With a key file the new key
 // replaces it; with SWITCHBOARD_MASTER_KEY the new key is printed for the
-// operator to set. The server must be stopped (the database lock ensures it).
+// operator to set. Every server must be stopped: bbolt's file lock or
+// PostgreSQL's serving lock (store.Postgres.Exclusive) ensures it.
 //
 // With a key file, the new key is first written to master.key.next (which
 // OpenVault also accepts), then every secret is re-encrypted in one
@@ -260,6 +267,16 @@ func RotateMasterKey(ctx context.Context, cfg config.Config, newKeyB64 string, l
 		return err
 	}
 	defer st.Close()
+	// bbolt's file lock keeps replicas out; PostgreSQL's serving lock
+	// does the same: a replica still running would go on sealing secrets
+	// under the old key.
+	if pg, ok := st.(*store.Postgres); ok {
+		release, err := pg.Exclusive(ctx)
+		if err != nil {
+			return fmt.Errorf("rotate the master key: %w", err)
+		}
+		defer release()
+	}
 	newKey := vault.NewKey()
 	if newKeyB64 != "" {
 		if newKey, err = vault.ParseKey(newKeyB64); err != nil {

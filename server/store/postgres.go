@@ -32,15 +32,21 @@ type PostgresOptions struct {
 	// Owner identifies this process in change notifications (random when
 	// empty), so that it does not count its own commits twice.
 	Owner string
+	// Serving marks a replica (switchboard serve): while its change
+	// listener is connected it holds the serving lock shared, so that a
+	// command that needs the database to itself (Exclusive) refuses to
+	// run, and it does not open while such a command runs.
+	Serving bool
 }
 
 // Postgres is the PostgreSQL backend: the key-value contract of Store over
 // one table, with SERIALIZABLE transactions retried on conflict, and
 // LISTEN/NOTIFY so that Changes counts the commits of every replica.
 type Postgres struct {
-	pool  *pgxpool.Pool
-	log   *slog.Logger
-	owner string
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	owner   string
+	serving bool
 
 	// changes counts, per bucket, the commits that wrote to it (this
 	// process's at commit, other replicas' when notified); epoch grows
@@ -89,7 +95,7 @@ func OpenPostgres(ctx context.Context, rawURL string, o PostgresOptions) (*Postg
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %w", RedactURL(rawURL), err)
 	}
-	s := &Postgres{pool: pool, log: o.Logger, owner: o.Owner, changes: make(map[string]*atomic.Uint64, len(Buckets))}
+	s := &Postgres{pool: pool, log: o.Logger, owner: o.Owner, serving: o.Serving, changes: make(map[string]*atomic.Uint64, len(Buckets))}
 	for _, b := range Buckets {
 		s.changes[b] = new(atomic.Uint64)
 	}
@@ -99,11 +105,15 @@ func OpenPostgres(ctx context.Context, rawURL string, o PostgresOptions) (*Postg
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	ready := make(chan struct{})
+	ready := make(chan error, 1)
 	s.listener.Add(1)
 	go s.listen(lctx, ready)
 	select {
-	case <-ready:
+	case err := <-ready:
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 	case <-time.After(10 * time.Second):
 		s.log.Warn("store: not listening for other replicas' changes yet; caches stay off until it is")
 	case <-ctx.Done():
@@ -151,6 +161,10 @@ func sequenceName(bucket string) string { return "seq_" + bucket }
 
 // schemaLock is the advisory lock key that serializes schema changes.
 const schemaLock = 0x5357_4254_4348 // "SWBTCH"
+
+// servingLock is the advisory lock key that replicas hold shared while
+// they serve, and Exclusive holds alone.
+const servingLock = 0x5357_4254_5356 // "SWBTSV"
 
 // migrateSchema applies pending SQL migrations, then the data migrations,
 // holding the schema advisory lock.
@@ -200,15 +214,16 @@ func (s *Postgres) migrateSchema(ctx context.Context) error {
 }
 
 // listen keeps a connection LISTENing for other replicas' commits, and
-// reconnects with backoff when it is lost; ready is closed once it first
-// listens.
-func (s *Postgres) listen(ctx context.Context, ready chan struct{}) {
+// reconnects with backoff when it is lost. ready receives nil once it
+// first listens, or ErrInUse when, before that, a serving replica finds a
+// command holding the database.
+func (s *Postgres) listen(ctx context.Context, ready chan<- error) {
 	defer s.listener.Done()
 	var once sync.Once
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, func() {
-			once.Do(func() { close(ready) })
+			once.Do(func() { ready <- nil })
 			backoff = 50 * time.Millisecond
 		})
 		if s.listening.Swap(false) {
@@ -216,6 +231,9 @@ func (s *Postgres) listen(ctx context.Context, ready chan struct{}) {
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if errors.Is(err, ErrInUse) {
+			once.Do(func() { ready <- err }) // OpenPostgres fails and stops this
 		}
 		s.log.Warn("store: lost the PostgreSQL change listener; caches are off until it is back", "error", err.Error(), "retryIn", backoff.String())
 		select {
@@ -238,6 +256,17 @@ func (s *Postgres) listenOnce(ctx context.Context, up func()) error {
 	defer pc.Close(context.Background())
 	if _, err := pc.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
+	}
+	if s.serving {
+		// Held as long as this connection lives: a connection lost lets
+		// the lock go with it, and the next one takes it again.
+		var ok bool
+		if err := pc.QueryRow(ctx, "SELECT pg_try_advisory_lock_shared($1)", servingLock).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: a command that needs the database to itself (switchboard rotate-master-key) is running; start this replica when it has finished", ErrInUse)
+		}
 	}
 	// Commits made while no one listened were missed: start a new epoch.
 	s.epoch.Add(1)
@@ -423,6 +452,33 @@ func (s *Postgres) Close() error {
 	s.listener.Wait()
 	s.pool.Close()
 	return nil
+}
+
+// Exclusive takes the serving lock for this process alone, for a command
+// that must not run while a replica serves the database (a replica
+// writes secrets sealed under the master key it started with). It fails
+// with ErrInUse while any replica serves; while it is held, replicas do
+// not start. release gives it back.
+func (s *Postgres) Exclusive(ctx context.Context) (release func(), err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, dbError(err)
+	}
+	// Session locks live with the connection: keep it out of the pool.
+	pc := conn.Hijack()
+	var ok bool
+	if err := pc.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", servingLock).Scan(&ok); err != nil {
+		pc.Close(context.Background())
+		return nil, dbError(err)
+	}
+	if !ok {
+		var n int
+		_ = pc.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ShareLock' AND granted
+			AND ((classid::bigint << 32) | objid::bigint) = $1`, servingLock).Scan(&n)
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("%w: %d replica(s) serve this database; stop every switchboard serve on it first", ErrInUse, n)
+	}
+	return func() { pc.Close(context.Background()) }, nil
 }
 
 // Listening reports whether the change listener is connected (tests, readiness).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -238,4 +239,49 @@ func TestPostgres_ErrorsNeverShowThePassword(t *testing.T) {
 	if got := RedactURL("postgres://u:pw@h/db?password=pw2"); strings.Contains(got, "pw@") || strings.Contains(got, "pw2") {
 		t.Errorf("RedactURL = %s", got)
 	}
+}
+
+// TestPostgres_ExclusiveAgainstServingReplicas: Exclusive (rotating the
+// master key) is refused while a serving replica is open, naming how many;
+// a replica does not open while it is held; and each goes through once
+// the other has let go.
+func TestPostgres_ExclusiveAgainstServingReplicas(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	quiet := slog.New(slog.DiscardHandler)
+	serve := func() (*Postgres, error) {
+		return OpenPostgres(bg, url, PostgresOptions{Logger: quiet, Serving: true})
+	}
+	cmd := openPostgres(t, url) // the command's own store does not count
+	replicas := make([]*Postgres, 2)
+	for i := range replicas {
+		r, err := serve()
+		if err != nil {
+			t.Fatalf("replica %d: %v", i+1, err)
+		}
+		replicas[i] = r
+	}
+	if _, err := cmd.Exclusive(bg); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "2 replica(s)") {
+		t.Fatalf("Exclusive while two replicas serve = %v, want ErrInUse naming 2 replicas", err)
+	}
+	for _, r := range replicas {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, err := cmd.Exclusive(bg)
+	if err != nil {
+		t.Fatalf("Exclusive once the replicas are closed: %v", err)
+	}
+	if r, err := serve(); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "rotate-master-key") {
+		if r != nil {
+			_ = r.Close()
+		}
+		t.Fatalf("a replica opening during Exclusive = %v, want ErrInUse naming the command", err)
+	}
+	release()
+	r, err := serve()
+	if err != nil {
+		t.Fatalf("a replica opening after the release: %v", err)
+	}
+	_ = r.Close()
 }
