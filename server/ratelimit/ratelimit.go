@@ -26,7 +26,8 @@
 // Two implementations sit behind the Limiter interface: Memory keeps the
 // buckets in this process (one replica), Redis keeps them in a Redis
 // server shared by every replica (redis.go), with the same semantics and
-// headers.
+// headers, each replica spending a small prefetched allotment of each
+// bucket without a round trip (prefetch.go).
 //
 // Memory's buckets live in 64 shards, each behind its own mutex, so
 // concurrent credentials rarely contend. A bucket that has refilled
