@@ -21,7 +21,9 @@ import (
 // size; the rest goes to Redis in the background. A charge beyond a
 // reservation is a debt in the allotment, paid with the next round trip.
 
-// allotment is this replica's share of one shared bucket.
+// allotment is this replica's share of one shared bucket. The nil
+// allotment (nothing is prefetched for the bucket) holds nothing: it
+// takes nothing, drains 0 and sees the level Redis answered.
 type allotment struct {
 	mu    sync.Mutex
 	limit int
@@ -67,6 +69,9 @@ func (a *allotments) get(key string, limit int) *allotment {
 // one it was taken for, and answers the tokens left in total as this
 // replica sees them (the shared bucket refilled to now, plus held).
 func (al *allotment) take(limit, n int, now time.Time) (left float64, ok bool) {
+	if al == nil {
+		return 0, false
+	}
 	al.mu.Lock()
 	defer al.mu.Unlock()
 	if al.limit != limit || al.held < float64(n) {
@@ -87,6 +92,9 @@ func (al *allotment) left(now time.Time) float64 {
 // goes back to the bucket (negative: a debt). A changed limit starts a
 // new allotment.
 func (al *allotment) drain(limit int) float64 {
+	if al == nil {
+		return 0
+	}
 	al.mu.Lock()
 	defer al.mu.Unlock()
 	back := al.held
@@ -95,9 +103,12 @@ func (al *allotment) drain(limit int) float64 {
 }
 
 // refill records a round trip's answer: Redis now holds shared, and added
-// lease to this replica's allotment (or back: what drain took out, when
-// the round trip failed). It answers the level as this replica sees it.
+// lease to this replica's allotment. It answers the level as this replica
+// sees it.
 func (al *allotment) refill(shared, lease float64, now time.Time) float64 {
+	if al == nil {
+		return shared
+	}
 	al.mu.Lock()
 	defer al.mu.Unlock()
 	al.held += lease
@@ -107,6 +118,9 @@ func (al *allotment) refill(shared, lease float64, now time.Time) float64 {
 
 // restore puts back what drain took out when the round trip failed.
 func (al *allotment) restore(back float64) {
+	if al == nil {
+		return
+	}
 	al.mu.Lock()
 	al.held += back
 	al.mu.Unlock()

@@ -264,13 +264,6 @@ func (l *Redis) run(ctx context.Context, key string, limit int, op string, amoun
 func (l *Redis) take(ctx context.Context, k bucketKey, limit, n int) (Result, error) {
 	key := redisKey(k)
 	al := l.allot.get(key, limit)
-	if al == nil {
-		d, err := l.run(ctx, key, limit, "take", float64(n), 0, 0)
-		if err != nil {
-			return Result{}, err
-		}
-		return takeResult(k, limit, n, d.allowed, d.tokens), nil
-	}
 	if left, ok := al.take(limit, n, l.clock()); ok {
 		return takeResult(k, limit, n, true, left), nil
 	}
@@ -312,30 +305,20 @@ func (l *Redis) AdmitCall(ctx context.Context, p *auth.Principal, plane Plane, n
 	n = max(n, 1)
 	rkey, tkey := redisKey(rk), redisKey(tk)
 	ra := l.allot.get(rkey, rpm)
+	if left, ok := ra.take(rpm, 1, l.clock()); ok {
+		// The request is admitted here; the tokens cost a round trip only
+		// when their allotment does not hold n.
+		req := takeResult(rk, rpm, 1, true, left)
+		admitted(ctx, req)
+		res, err := l.Reserve(ctx, p, n)
+		return req, res, err
+	}
 	var ta *allotment
 	if tpm > 0 {
 		ta = l.allot.get(tkey, tpm)
-	}
-	if ra != nil {
-		if left, ok := ra.take(rpm, 1, l.clock()); ok {
-			// The request is admitted here; the tokens cost a round trip
-			// only when their allotment does not hold n.
-			req := takeResult(rk, rpm, 1, true, left)
-			admitted(ctx, req)
-			res, err := l.Reserve(ctx, p, n)
-			return req, res, err
-		}
-	}
-	var backR, backT float64
-	if ra != nil {
-		backR = ra.drain(rpm)
-	}
-	if ta != nil {
-		backT = ta.drain(tpm)
-	}
-	if tpm > 0 {
 		l.settles.wait(ctx, tkey)
 	}
+	backR, backT := ra.drain(rpm), ta.drain(tpm)
 	rctx, cancel := l.fallback.Context(ctx)
 	defer cancel()
 	d, err := decisions(callScript.Run(rctx, l.client, []string{rkey, tkey},
@@ -346,23 +329,15 @@ func (l *Redis) AdmitCall(ctx context.Context, p *auth.Principal, plane Plane, n
 		err = redis.Nil
 	}
 	if err != nil {
-		if ra != nil {
-			ra.restore(backR)
-		}
-		if ta != nil {
-			ta.restore(backT)
-		}
+		ra.restore(backR)
+		ta.restore(backT)
 		if err := l.fallback.Failed("ratelimit", err); err != nil {
 			return Result{}, nil, err
 		}
 		return Result{Allowed: true}, nil, nil
 	}
 	now := l.clock()
-	rleft := d[0].tokens
-	if ra != nil {
-		rleft = ra.refill(d[0].tokens, d[0].leased, now)
-	}
-	req := takeResult(rk, rpm, 1, d[0].allowed, rleft)
+	req := takeResult(rk, rpm, 1, d[0].allowed, ra.refill(d[0].tokens, d[0].leased, now))
 	admitted(ctx, req)
 	if !req.Allowed {
 		metrics.RateLimited(rk.dim.String(), p.Kind)
@@ -371,10 +346,7 @@ func (l *Redis) AdmitCall(ctx context.Context, p *auth.Principal, plane Plane, n
 	if tpm <= 0 {
 		return req, nil, nil
 	}
-	tleft := d[1].tokens
-	if ta != nil {
-		tleft = ta.refill(d[1].tokens, d[1].leased, now)
-	}
+	tleft := ta.refill(d[1].tokens, d[1].leased, now)
 	res, err := reserved(ctx, l, tk, tpm, n, takeResult(tk, tpm, n, d[1].allowed, tleft))
 	return req, res, err
 }
