@@ -28,6 +28,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/redisconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/tools"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/webhooks"
@@ -68,6 +69,8 @@ type Server struct {
 	oauthConns    *oauthconn.Manager
 	connections   *connectors.Connections
 	invoker       *connectors.Invoker
+	catalog       *tools.Catalog
+	toolsets      *tools.Toolsets
 	scopes        routeScopes
 	errorWriters  map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
@@ -100,6 +103,8 @@ func New(o Options) (*Server, error) {
 	if err := s.initIntegrations(o.Resolver); err != nil {
 		return nil, err
 	}
+	s.catalog = &tools.Catalog{Store: s.store}
+	s.toolsets = &tools.Toolsets{Store: s.store, Events: s.events}
 	oauth, err := oauthserver.New(context.Background(), oauthserver.Options{Store: s.store, Vault: s.vault, Config: s.cfg, Logger: s.log})
 	if err != nil {
 		return nil, err

@@ -51,6 +51,9 @@ type APIKey struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	// Policy limits the models, connectors, rate and spend of the key.
 	Policy
+	// Connection, when set, is the only connection the key's tool calls
+	// use (one end user's account); empty lets the caller choose.
+	Connection string `json:"connection,omitempty"`
 	// Version starts at 1 and grows with each Update.
 	Version int64 `json:"version"`
 }
@@ -334,7 +337,7 @@ func (k *Keys) Authenticate(ctx context.Context, credential string) (*Principal,
 	if key.Expired(k.now()) {
 		return nil, errs.E(errs.Unauthenticated, "API key %s expired at %s", key.ID, key.ExpiresAt.Format(time.RFC3339))
 	}
-	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, CreatedAt: key.CreatedAt, Policy: key.Policy}, nil
+	return &Principal{ID: key.ID, Kind: KindAPIKey, Name: key.Name, Scopes: key.Scopes, CreatedAt: key.CreatedAt, Policy: key.Policy, Connection: key.Connection}, nil
 }
 
 // lookup finds the key with hash h, in the cache or else in the store

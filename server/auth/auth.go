@@ -44,6 +44,9 @@ type Principal struct {
 	// Policy limits what the credential may use and spend (its RateLimit
 	// overrides config.Limits; nil or zero fields keep the default).
 	Policy
+	// Connection is the connection the credential is bound to: its tool
+	// calls use only that one. Empty when unbound.
+	Connection string
 }
 
 // RateLimit is a per-credential override of the requests-per-minute and

@@ -65,7 +65,7 @@ var Buckets = []string{
 	"meta", "apikeys", "apikeys_by_hash", "connectors", "actions", "secrets",
 	"connections", "events", "webhooks", "deliveries", "outbox", "invocations",
 	"oauth_states", "oauth_clients", "usage", "signing_keys", "llm_models",
-	"oauth_tokens", "events_once", "leases",
+	"oauth_tokens", "events_once", "leases", "toolsets",
 }
 
 // GetJSON decodes the JSON value under key into v; errs.NotFound when absent.
