@@ -2301,6 +2301,19 @@ type Problem struct {
 	Problem string `json:"problem"`
 }
 
+// ProtectedResourceMetadata OAuth 2.0 protected resource metadata (RFC 9728).
+type ProtectedResourceMetadata struct {
+	// AuthorizationServers Issuers whose access tokens the resource accepts.
+	AuthorizationServers   *[]string `json:"authorization_servers,omitempty"`
+	BearerMethodsSupported *[]string `json:"bearer_methods_supported,omitempty"`
+
+	// Resource The resource identifier (its URL).
+	Resource              string    `json:"resource"`
+	ResourceDocumentation *string   `json:"resource_documentation,omitempty"`
+	ResourceName          *string   `json:"resource_name,omitempty"`
+	ScopesSupported       *[]string `json:"scopes_supported,omitempty"`
+}
+
 // RateLimitOverride Overrides the server's per-credential limits (`limits.requestsPerMinute`,
 // `limits.tokensPerMinute`) for one credential; an absent field keeps the default.
 type RateLimitOverride struct {
@@ -3234,6 +3247,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
 	GetJWKS(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetProtectedResourceMetadata OAuth 2.0 protected resource metadata (RFC 9728) of the API.
+	//
+	// Names Switchboard's token issuer (and the configured external
+	// issuers) as the authorization servers whose access tokens the API
+	// accepts, with the scopes it knows. `resource` is `publicUrl` (or the
+	// request's scheme and host).
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource (the `GetProtectedResourceMetadata` operationId).
+	GetProtectedResourceMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMCPProtectedResourceMetadata Protected resource metadata (RFC 9728) of the MCP endpoint.
+	//
+	// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp`, scope `invoke`.
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource/mcp (the `GetMCPProtectedResourceMetadata` operationId).
+	GetMCPProtectedResourceMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
+	//
+	// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp/{toolset}`, scope `invoke`.
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
+	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetHealthz Liveness probe; answers while the process runs.
 	//
@@ -4305,6 +4342,60 @@ type ClientInterface interface {
 // Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
 func (c *Client) GetJWKS(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJWKSRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetProtectedResourceMetadata OAuth 2.0 protected resource metadata (RFC 9728) of the API.
+//
+// Names Switchboard's token issuer (and the configured external
+// issuers) as the authorization servers whose access tokens the API
+// accepts, with the scopes it knows. `resource` is `publicUrl` (or the
+// request's scheme and host).
+//
+// Corresponds with GET /.well-known/oauth-protected-resource (the `GetProtectedResourceMetadata` operationId).
+func (c *Client) GetProtectedResourceMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProtectedResourceMetadataRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMCPProtectedResourceMetadata Protected resource metadata (RFC 9728) of the MCP endpoint.
+//
+// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp`, scope `invoke`.
+//
+// Corresponds with GET /.well-known/oauth-protected-resource/mcp (the `GetMCPProtectedResourceMetadata` operationId).
+func (c *Client) GetMCPProtectedResourceMetadata(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMCPProtectedResourceMetadataRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
+//
+// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp/{toolset}`, scope `invoke`.
+//
+// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
+func (c *Client) GetMCPToolsetProtectedResourceMetadata(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMCPToolsetProtectedResourceMetadataRequest(c.Server, toolset)
 	if err != nil {
 		return nil, err
 	}
@@ -6223,6 +6314,94 @@ func NewGetJWKSRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/.well-known/jwks.json")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetProtectedResourceMetadataRequest constructs an http.Request for the GetProtectedResourceMetadata method
+func NewGetProtectedResourceMetadataRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/oauth-protected-resource")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMCPProtectedResourceMetadataRequest constructs an http.Request for the GetMCPProtectedResourceMetadata method
+func NewGetMCPProtectedResourceMetadataRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/oauth-protected-resource/mcp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMCPToolsetProtectedResourceMetadataRequest constructs an http.Request for the GetMCPToolsetProtectedResourceMetadata method
+func NewGetMCPToolsetProtectedResourceMetadataRequest(server string, toolset string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "toolset", toolset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/.well-known/oauth-protected-resource/mcp/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9379,6 +9558,36 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/jwks.json (the `GetJWKS` operationId).
 	GetJWKSWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetJWKSResponse, error)
 
+	// GetProtectedResourceMetadataWithResponse OAuth 2.0 protected resource metadata (RFC 9728) of the API.
+	//
+	// Names Switchboard's token issuer (and the configured external
+	// issuers) as the authorization servers whose access tokens the API
+	// accepts, with the scopes it knows. `resource` is `publicUrl` (or the
+	// request's scheme and host).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource (the `GetProtectedResourceMetadata` operationId).
+	GetProtectedResourceMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetProtectedResourceMetadataResponse, error)
+
+	// GetMCPProtectedResourceMetadataWithResponse Protected resource metadata (RFC 9728) of the MCP endpoint.
+	//
+	// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp`, scope `invoke`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource/mcp (the `GetMCPProtectedResourceMetadata` operationId).
+	GetMCPProtectedResourceMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMCPProtectedResourceMetadataResponse, error)
+
+	// GetMCPToolsetProtectedResourceMetadataWithResponse Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
+	//
+	// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp/{toolset}`, scope `invoke`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
+	GetMCPToolsetProtectedResourceMetadataWithResponse(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*GetMCPToolsetProtectedResourceMetadataResponse, error)
+
 	// GetHealthzWithResponse Liveness probe; answers while the process runs.
 	//
 	// Public and unauthenticated. Answers 200 as long as the process serves
@@ -10560,6 +10769,129 @@ func (r GetJWKSResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetJWKSResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetProtectedResourceMetadataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProtectedResourceMetadata
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetProtectedResourceMetadataResponse) GetJSON200() *ProtectedResourceMetadata {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetProtectedResourceMetadataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetProtectedResourceMetadataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetProtectedResourceMetadataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetProtectedResourceMetadataResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetMCPProtectedResourceMetadataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProtectedResourceMetadata
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMCPProtectedResourceMetadataResponse) GetJSON200() *ProtectedResourceMetadata {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMCPProtectedResourceMetadataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMCPProtectedResourceMetadataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMCPProtectedResourceMetadataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMCPProtectedResourceMetadataResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetMCPToolsetProtectedResourceMetadataResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProtectedResourceMetadata
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMCPToolsetProtectedResourceMetadataResponse) GetJSON200() *ProtectedResourceMetadata {
+	return r.JSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMCPToolsetProtectedResourceMetadataResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMCPToolsetProtectedResourceMetadataResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMCPToolsetProtectedResourceMetadataResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMCPToolsetProtectedResourceMetadataResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -19154,6 +19486,54 @@ func (c *ClientWithResponses) GetJWKSWithResponse(ctx context.Context, reqEditor
 	return ParseGetJWKSResponse(rsp)
 }
 
+// GetProtectedResourceMetadataWithResponse OAuth 2.0 protected resource metadata (RFC 9728) of the API.
+//
+// Names Switchboard's token issuer (and the configured external
+// issuers) as the authorization servers whose access tokens the API
+// accepts, with the scopes it knows. `resource` is `publicUrl` (or the
+// request's scheme and host).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/oauth-protected-resource (the `GetProtectedResourceMetadata` operationId).
+func (c *ClientWithResponses) GetProtectedResourceMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetProtectedResourceMetadataResponse, error) {
+	rsp, err := c.GetProtectedResourceMetadata(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetProtectedResourceMetadataResponse(rsp)
+}
+
+// GetMCPProtectedResourceMetadataWithResponse Protected resource metadata (RFC 9728) of the MCP endpoint.
+//
+// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp`, scope `invoke`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/oauth-protected-resource/mcp (the `GetMCPProtectedResourceMetadata` operationId).
+func (c *ClientWithResponses) GetMCPProtectedResourceMetadataWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMCPProtectedResourceMetadataResponse, error) {
+	rsp, err := c.GetMCPProtectedResourceMetadata(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMCPProtectedResourceMetadataResponse(rsp)
+}
+
+// GetMCPToolsetProtectedResourceMetadataWithResponse Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
+//
+// As `/.well-known/oauth-protected-resource`, for the resource `<publicUrl>/mcp/{toolset}`, scope `invoke`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
+func (c *ClientWithResponses) GetMCPToolsetProtectedResourceMetadataWithResponse(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*GetMCPToolsetProtectedResourceMetadataResponse, error) {
+	rsp, err := c.GetMCPToolsetProtectedResourceMetadata(ctx, toolset, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp)
+}
+
 // GetHealthzWithResponse Liveness probe; answers while the process runs.
 //
 // Public and unauthenticated. Answers 200 as long as the process serves
@@ -20830,6 +21210,84 @@ func ParseGetJWKSResponse(rsp *http.Response) (*GetJWKSResponse, error) {
 			headers.CacheControl = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetProtectedResourceMetadataResponse parses an HTTP response from a GetProtectedResourceMetadataWithResponse call
+func ParseGetProtectedResourceMetadataResponse(rsp *http.Response) (*GetProtectedResourceMetadataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetProtectedResourceMetadataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProtectedResourceMetadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetMCPProtectedResourceMetadataResponse parses an HTTP response from a GetMCPProtectedResourceMetadataWithResponse call
+func ParseGetMCPProtectedResourceMetadataResponse(rsp *http.Response) (*GetMCPProtectedResourceMetadataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMCPProtectedResourceMetadataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProtectedResourceMetadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetMCPToolsetProtectedResourceMetadataResponse parses an HTTP response from a GetMCPToolsetProtectedResourceMetadataWithResponse call
+func ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp *http.Response) (*GetMCPToolsetProtectedResourceMetadataResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMCPToolsetProtectedResourceMetadataResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProtectedResourceMetadata
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	}
 
 	return response, nil

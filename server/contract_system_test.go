@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
 
@@ -70,7 +70,7 @@ func TestContractOpenAPIJSON(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &served); err != nil {
 		t.Fatalf("GET /openapi.json is not JSON: %v", err)
 	}
-	spec, err := api.GetSwagger()
+	spec, err := server.LoadSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestContractOpenAPIJSON(t *testing.T) {
 // TestSpecIsValid fails with the spec's own error when openapi.yaml is not
 // a valid OpenAPI document (every validated exchange would fail otherwise).
 func TestSpecIsValid(t *testing.T) {
-	spec, err := api.GetSwagger()
+	spec, err := server.LoadSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

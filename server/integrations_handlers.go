@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/metrics"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/tools"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/transform"
 )
 
@@ -73,8 +74,13 @@ func (s *Server) initIntegrations(resolver egress.Resolver) error {
 func (s *Server) Invoker() *connectors.Invoker { return s.invoker }
 
 func (h *handlers) RunAction(ctx context.Context, req api.RunActionRequestObject) (api.RunActionResponseObject, error) {
-	in := connectors.RunInput{Connector: req.Connector, Action: req.Body.Action, Connection: deref(req.Body.Connection), RequestID: requestid.From(ctx),
-		MayCreateConnection: auth.FromContext(ctx).Has(auth.ScopeConnectorsWrite)}
+	p := auth.FromContext(ctx)
+	conn, err := tools.Connection(p, deref(req.Body.Connection))
+	if err != nil {
+		return nil, err
+	}
+	in := connectors.RunInput{Connector: req.Connector, Action: req.Body.Action, Connection: conn, RequestID: requestid.From(ctx),
+		MayCreateConnection: p.Has(auth.ScopeConnectorsWrite)}
 	if req.Body.Params != nil {
 		in.Params = *req.Body.Params
 	}

@@ -438,10 +438,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 		ew(c, status, e)
 		return
 	}
+	writeNativeError(c, status, e)
+}
+
+// writeNativeError writes e in the native API's shape.
+func writeNativeError(c echo.Context, status int, e *errs.Error) {
 	_ = c.JSON(status, errorBody{Error: errorFields{
 		Code:      string(e.Kind),
 		Message:   e.Message,
-		RequestID: requestid.From(ctx),
+		RequestID: requestid.From(c.Request().Context()),
 		Details:   e.Details,
 	}})
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
@@ -196,7 +195,7 @@ components:
 // exactly the operations that need the llm or invoke scope. An operation
 // put on the wrong plane fails here.
 func TestPlanesOfTheRealSpec(t *testing.T) {
-	spec, err := api.GetSwagger()
+	spec, err := LoadSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -23,6 +25,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/mcp"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
@@ -43,6 +46,8 @@ type Options struct {
 	// Resolver, when set, resolves the host names of outgoing requests
 	// (tests); the system resolver otherwise.
 	Resolver egress.Resolver
+	// Version is the build's version, reported to MCP clients.
+	Version string
 }
 
 // Server is the control plane: an http.Handler plus its background workers.
@@ -71,6 +76,8 @@ type Server struct {
 	invoker       *connectors.Invoker
 	catalog       *tools.Catalog
 	toolsets      *tools.Toolsets
+	mcp           *mcp.Server
+	version       string
 	scopes        routeScopes
 	errorWriters  map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
@@ -89,7 +96,7 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}}
+	s := &Server{cfg: o.Config, store: o.Store, vault: o.Vault, log: o.Logger, events: events.Nop{}, version: cmp.Or(o.Version, buildVersion())}
 	s.leases = lease.New(s.store, lease.Options{})
 	// Webhooks first: they are the event Recorder every other service gets.
 	if err := s.initWebhooks(); err != nil {
@@ -121,7 +128,7 @@ func New(o Options) (*Server, error) {
 	s.limitEvents = &rateLimitEvents{queue: s.eventQueue}
 	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget, events: s.limitEvents}
 
-	spec, err := api.GetSwagger()
+	spec, err := loadedSpec()
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +153,20 @@ func New(o Options) (*Server, error) {
 
 	h := &handlers{s: s}
 	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest}))
+	s.initMCP(e)
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err
 	}
 	s.webhooks.Start()
 	return s, nil
+}
+
+// buildVersion is the main module's version as the Go toolchain stamped it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "dev"
 }
 
 // ServeHTTP implements http.Handler.

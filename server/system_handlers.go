@@ -23,7 +23,7 @@ func (h *handlers) GetReadyz(ctx context.Context, _ api.GetReadyzRequestObject) 
 }
 
 func (h *handlers) GetOpenAPI(context.Context, api.GetOpenAPIRequestObject) (api.GetOpenAPIResponseObject, error) {
-	spec, err := api.GetSwagger()
+	spec, err := loadedSpec()
 	if err != nil {
 		return nil, err
 	}

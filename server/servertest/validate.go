@@ -20,7 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
 )
 
@@ -45,7 +45,7 @@ func (o Operation) String() string { return o.Method + " " + o.Path + " (" + o.I
 
 // spec is the embedded spec with a router that matches any host.
 var spec = sync.OnceValues(func() (*specRouter, error) {
-	doc, err := api.GetSwagger()
+	doc, err := server.LoadSpec()
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -255,6 +256,10 @@ const ConnectionHeader = "Switchboard-Connection"
 // else connectors.DefaultConnection. A bound credential asking for another
 // connection is Forbidden.
 func Connection(p *auth.Principal, requested string) (string, error) {
+	if requested != "" && !connectionRE.MatchString(requested) {
+		return "", errs.E(errs.Invalid, "connection %q is not a connection name (%s)", requested, connectors.ConnectionNamePattern).
+			WithDetails(map[string]any{"connection": requested})
+	}
 	switch {
 	case p != nil && p.Connection != "":
 		if requested != "" && requested != p.Connection {
@@ -267,6 +272,8 @@ func Connection(p *auth.Principal, requested string) (string, error) {
 	}
 	return connectors.DefaultConnection, nil
 }
+
+var connectionRE = regexp.MustCompile(connectors.ConnectionNamePattern)
 
 // Runner runs actions (*connectors.Invoker).
 type Runner interface {
