@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -65,9 +66,9 @@ func (s *Server) serveMCP(c echo.Context) error {
 // endpoint's protected resource metadata, where MCP clients discover how
 // to get a token.
 func (s *Server) writeMCPError(c echo.Context, status int, e *errs.Error) {
-	if status == http.StatusUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate",
-			`Bearer resource_metadata="`+s.publicBase(c.Request())+protectedResourceRoute+c.Request().URL.Path+`", scope="`+auth.ScopeInvoke+`"`)
+	if h := c.Response().Header(); status == http.StatusUnauthorized {
+		challenge := cmp.Or(h.Get("WWW-Authenticate"), `Bearer realm="switchboard"`)
+		h.Set("WWW-Authenticate", challenge+`, resource_metadata="`+s.publicBase(c.Request())+protectedResourceRoute+c.Request().URL.Path+`", scope="`+auth.ScopeInvoke+`"`)
 	}
 	writeNativeError(c, status, e)
 }

@@ -134,13 +134,16 @@ type requestKey struct{}
 // handlers their request; it also keeps the callback's URL (which holds
 // the code and state) out of Referer headers and caches.
 func withHTTPRequest(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
-	if operationID != "ConnectOAuthConnection" && operationID != "CompleteOAuthConnection" {
+	browser := operationID == "ConnectOAuthConnection" || operationID == "CompleteOAuthConnection"
+	if !browser && !strings.HasSuffix(operationID, "ProtectedResourceMetadata") {
 		return f
 	}
 	return func(c echo.Context, request any) (any, error) {
-		h := c.Response().Header()
-		h.Set("Cache-Control", "no-store")
-		h.Set("Referrer-Policy", "no-referrer")
+		if browser {
+			h := c.Response().Header()
+			h.Set("Cache-Control", "no-store")
+			h.Set("Referrer-Policy", "no-referrer")
+		}
 		r := c.Request()
 		c.SetRequest(r.WithContext(context.WithValue(r.Context(), requestKey{}, r)))
 		return f(c, request)

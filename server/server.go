@@ -175,6 +175,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Keys returns the API key manager (bootstrap, tests).
 func (s *Server) Keys() *auth.Keys { return s.keys }
 
+// Toolsets returns the toolsets service.
+func (s *Server) Toolsets() *tools.Toolsets { return s.toolsets }
+
 // Connectors returns the connector and action definitions service.
 func (s *Server) Connectors() *connectors.Service { return s.connectors }
 

@@ -98,6 +98,8 @@ type NewAPIKeyInput struct {
 	ExpiresAt *time.Time
 	// Policy optionally limits what the key may use and spend.
 	Policy Policy
+	// Connection optionally binds the key's tool calls to one connection.
+	Connection string
 	// Secret, when set, is used as the key instead of a random one (the
 	// bootstrap admin key from SWITCHBOARD_ADMIN_KEY).
 	Secret string
@@ -137,14 +139,15 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		return APIKey{}, "", err
 	}
 	key := APIKey{
-		ID:        ids.New("key_", now),
-		Name:      in.Name,
-		Scopes:    slices.Clone(in.Scopes),
-		Prefix:    secret[:len(KeyPrefix)+4],
-		Hash:      hashKey(secret),
-		CreatedAt: now,
-		Policy:    in.Policy.Normalized(),
-		Version:   1,
+		ID:         ids.New("key_", now),
+		Name:       in.Name,
+		Scopes:     slices.Clone(in.Scopes),
+		Prefix:     secret[:len(KeyPrefix)+4],
+		Hash:       hashKey(secret),
+		CreatedAt:  now,
+		Policy:     in.Policy.Normalized(),
+		Connection: in.Connection,
+		Version:    1,
 	}
 	if in.ExpiresAt != nil {
 		t := in.ExpiresAt.UTC()

@@ -96,9 +96,10 @@ func New(o Options) *Server {
 	})
 	s.sdk.AddReceivingMiddleware(s.serveTools)
 	s.handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
-		Stateless:    true,
-		JSONResponse: true,
-		Logger:       o.Logger,
+		Stateless: true,
+		// Answers are event streams: a subscriptions/listen request
+		// receives its notifications on its own.
+		Logger: o.Logger,
 		// The server's own middleware has checked the credential; a
 		// loopback listener behind a proxy sees the proxy's Host.
 		DisableLocalhostProtection: true,

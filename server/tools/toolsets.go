@@ -25,13 +25,6 @@ const (
 	MaxToolsetDescription = connectors.MaxDescriptionLength
 )
 
-// Toolset events.
-const (
-	ToolsetCreated = "toolset.created"
-	ToolsetUpdated = "toolset.updated"
-	ToolsetDeleted = "toolset.deleted"
-)
-
 // Toolset is a named selection of actions, served as its own MCP endpoint
 // at /mcp/{name} and usable as the actions of a model's tool loop.
 type Toolset struct {
@@ -164,7 +157,7 @@ func (s *Toolsets) Create(ctx context.Context, t Toolset) (Toolset, error) {
 		if err := store.PutJSON(tx, BucketToolsets, t.Name, t); err != nil {
 			return err
 		}
-		return s.events().Record(tx, ToolsetCreated, t)
+		return s.events().Record(tx, events.ToolsetCreated, t)
 	})
 	if err != nil {
 		return Toolset{}, err
@@ -228,7 +221,7 @@ func (s *Toolsets) Replace(ctx context.Context, name string, t Toolset, ifMatch 
 		if err := store.PutJSON(tx, BucketToolsets, name, t); err != nil {
 			return err
 		}
-		return s.events().Record(tx, ToolsetUpdated, t)
+		return s.events().Record(tx, events.ToolsetUpdated, t)
 	})
 	if err != nil {
 		return Toolset{}, err
@@ -249,7 +242,7 @@ func (s *Toolsets) Delete(ctx context.Context, name string, ifMatch int64) error
 		if err := tx.Delete(BucketToolsets, name); err != nil {
 			return err
 		}
-		return s.events().Record(tx, ToolsetDeleted, old)
+		return s.events().Record(tx, events.ToolsetDeleted, old)
 	})
 }
 
