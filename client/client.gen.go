@@ -262,32 +262,32 @@ func (e ConnectorAuthType) Valid() bool {
 
 // Defines values for EventType.
 const (
-	EventTypeAPIKeyCreated            EventType = "connection.created"
-	EventTypeAPIKeyRevoked            EventType = "connection.reauth_required"
-	EventTypeAPIKeyUpdated            EventType = "connection.deleted"
+	EventTypeAPIKeyCreated            EventType = "api_key.created"
+	EventTypeAPIKeyRevoked            EventType = "api_key.revoked"
+	EventTypeAPIKeyUpdated            EventType = "api_key.updated"
 	EventTypeActionCreated            EventType = "action.created"
 	EventTypeActionDeleted            EventType = "action.deleted"
 	EventTypeActionFailed             EventType = "action.failed"
 	EventTypeActionInvoked            EventType = "action.invoked"
 	EventTypeActionUpdated            EventType = "action.updated"
-	EventTypeConnectionCreated        EventType = "toolset.created"
-	EventTypeConnectionDeleted        EventType = "toolset.updated"
-	EventTypeConnectionReauthRequired EventType = "toolset.deleted"
+	EventTypeConnectionCreated        EventType = "connection.created"
+	EventTypeConnectionDeleted        EventType = "connection.deleted"
+	EventTypeConnectionReauthRequired EventType = "connection.reauth_required"
 	EventTypeConnectorCreated         EventType = "connector.created"
 	EventTypeConnectorDeleted         EventType = "connector.deleted"
 	EventTypeConnectorUpdated         EventType = "connector.updated"
-	EventTypeLLMFallbackUsed          EventType = "webhook.test"
-	EventTypeLLMModelsChanged         EventType = "llm.fallback_used"
-	EventTypeLLMProviderRecovered     EventType = "usage.budget_exhausted"
-	EventTypeLLMProviderUnhealthy     EventType = "usage.budget_alert"
-	EventTypeLLMRequestCompleted      EventType = "llm.provider_recovered"
-	EventTypeRateLimitExceeded        EventType = "llm.provider_unhealthy"
-	EventTypeUsageBudgetAlert         EventType = "api_key.updated"
-	EventTypeUsageBudgetExhausted     EventType = "api_key.revoked"
-	EventTypeWebhookTest              EventType = "api_key.created"
-	LlmModelsChanged                  EventType = "llm.models_changed"
-	LlmRequestCompleted               EventType = "llm.request.completed"
-	RatelimitExceeded                 EventType = "ratelimit.exceeded"
+	EventTypeLLMFallbackUsed          EventType = "llm.fallback_used"
+	EventTypeLLMModelsChanged         EventType = "llm.models_changed"
+	EventTypeLLMProviderRecovered     EventType = "llm.provider_recovered"
+	EventTypeLLMProviderUnhealthy     EventType = "llm.provider_unhealthy"
+	EventTypeLLMRequestCompleted      EventType = "llm.request.completed"
+	EventTypeRateLimitExceeded        EventType = "ratelimit.exceeded"
+	EventTypeToolsetCreated           EventType = "toolset.created"
+	EventTypeToolsetDeleted           EventType = "toolset.deleted"
+	EventTypeToolsetUpdated           EventType = "toolset.updated"
+	EventTypeUsageBudgetAlert         EventType = "usage.budget_alert"
+	EventTypeUsageBudgetExhausted     EventType = "usage.budget_exhausted"
+	EventTypeWebhookTest              EventType = "webhook.test"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -333,17 +333,17 @@ func (e EventType) Valid() bool {
 		return true
 	case EventTypeRateLimitExceeded:
 		return true
+	case EventTypeToolsetCreated:
+		return true
+	case EventTypeToolsetDeleted:
+		return true
+	case EventTypeToolsetUpdated:
+		return true
 	case EventTypeUsageBudgetAlert:
 		return true
 	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
-		return true
-	case LlmModelsChanged:
-		return true
-	case LlmRequestCompleted:
-		return true
-	case RatelimitExceeded:
 		return true
 	default:
 		return false
