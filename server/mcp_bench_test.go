@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/gcfloor"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
+)
+
+// BenchmarkMCPToolCallOverhead measures what an MCP tools/call adds to
+// running the same action through POST /v1/integrations/{connector}/run:
+// each iteration makes one call of each, alternating, over kept-alive
+// loopback connections, and reports both medians and 99th percentiles and
+// the difference of the medians (target: at most 100 µs). The MCP request
+// is what a stateless client sends: one POST of tools/call, answered as an
+// event stream.
+//
+// The collector is paced as `switchboard serve` paces it (gcfloor).
+//
+//	go test ./server -run '^$' -bench MCPToolCallOverhead -benchtime 5000x
+func BenchmarkMCPToolCallOverhead(b *testing.B) {
+	body := []byte(`{"name":"Oslo","main":{"temp":-3.5,"humidity":80}}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer up.Close()
+	env := servertest.New(b, func(c *config.Config) {
+		c.Egress.Allow = []string{"127.0.0.0/8"}
+		c.Limits.RequestsPerMinute = 1 << 30
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Pace the collector as switchboard serve does.
+	go gcfloor.Run(ctx, 0, 0)
+	if _, err := env.Server.Connectors().CreateConnector(ctx, connectors.Connector{Name: "bench", BaseURL: up.URL,
+		Auth: connectors.Auth{Type: connectors.AuthAPIKey, Name: "X-API-Key", In: connectors.InHeader}}); err != nil {
+		b.Fatal(err)
+	}
+	params := map[string]connectors.Parameter{"city": {Type: connectors.TypeString, Required: true}}
+	if _, err := env.Server.Connectors().CreateAction(ctx, "bench", connectors.Action{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := env.Server.Connections().Create(ctx, "bench", connectors.ConnectionInput{Credentials: connectors.Credentials{APIKey: "bench-key"}}); err != nil {
+		b.Fatal(err)
+	}
+	_, key, err := env.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "bench", Scopes: []string{auth.ScopeInvoke}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	call := func(req *http.Request, want string) time.Duration {
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		res, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		d := time.Since(start)
+		if res.StatusCode != 200 || !strings.Contains(string(got), want) {
+			b.Fatalf("status %d: %s", res.StatusCode, got)
+		}
+		return d
+	}
+	run := func() time.Duration {
+		req, _ := http.NewRequest("POST", env.URL+"/v1/integrations/bench/run", bytes.NewReader([]byte(`{"action":"raw","params":{"city":"Oslo"}}`)))
+		return call(req, `"status":200`)
+	}
+	mcpCall := func() time.Duration {
+		req, _ := http.NewRequest("POST", env.URL+"/mcp", bytes.NewReader([]byte(
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bench-raw","arguments":{"city":"Oslo"}}}`)))
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		return call(req, `\"status\":200`)
+	}
+	for range 200 { // warm connections, workers and caches
+		run()
+		mcpCall()
+	}
+	r := make([]time.Duration, 0, b.N)
+	m := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		r = append(r, run())
+		m = append(m, mcpCall())
+	}
+	b.StopTimer()
+	rp50, rp99 := percentiles(r)
+	mp50, mp99 := percentiles(m)
+	b.ReportMetric(float64(rp50.Microseconds()), "run-p50-µs")
+	b.ReportMetric(float64(rp99.Microseconds()), "run-p99-µs")
+	b.ReportMetric(float64(mp50.Microseconds()), "mcp-p50-µs")
+	b.ReportMetric(float64(mp99.Microseconds()), "mcp-p99-µs")
+	b.ReportMetric(float64((mp50 - rp50).Microseconds()), "added-p50-µs")
+}
