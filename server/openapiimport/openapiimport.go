@@ -410,3 +410,36 @@ func jsonValue(v any) (any, bool) {
 	}
 	return out, true
 }
+
+// MarshalJSON writes r in the shape the API takes definitions in: no
+// timestamps, versions or other output-only fields, so that the connector
+// and each action can be sent to POST /v1/connectors and
+// POST /v1/connectors/{name}/actions as they are.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	var m map[string]any
+	b, err := json.Marshal(plain(r))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	strip := func(v any, keys ...string) {
+		if o, ok := v.(map[string]any); ok {
+			for _, k := range keys {
+				delete(o, k)
+			}
+		}
+	}
+	strip(m["connector"], "createdAt", "updatedAt", "version")
+	if c, ok := m["connector"].(map[string]any); ok {
+		strip(c["auth"], "clientSecretSet")
+	}
+	if list, ok := m["actions"].([]any); ok {
+		for _, a := range list {
+			strip(a, "connector", "createdAt", "updatedAt", "version")
+		}
+	}
+	return json.Marshal(m)
+}

@@ -154,8 +154,8 @@ func (m *mapper) body(o operation) string {
 	mt := jsonContent(rb.Content)
 	switch {
 	case mt == nil:
-		if !rb.Required || len(rb.Content) == 0 {
-			return "" // no JSON body to send; the operation works without one
+		if len(rb.Content) == 0 {
+			return "" // a body without content types: nothing to send
 		}
 		types := make([]string, 0, len(rb.Content))
 		for t := range rb.Content {
