@@ -347,6 +347,27 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for ImportedActionOutcome.
+const (
+	ImportedActionCreated   ImportedActionOutcome = "created"
+	ImportedActionReplaced  ImportedActionOutcome = "replaced"
+	ImportedActionUnchanged ImportedActionOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the ImportedActionOutcome enum.
+func (e ImportedActionOutcome) Valid() bool {
+	switch e {
+	case ImportedActionCreated:
+		return true
+	case ImportedActionReplaced:
+		return true
+	case ImportedActionUnchanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
@@ -581,6 +602,24 @@ const (
 func (e OpenAIToolCallType) Valid() bool {
 	switch e {
 	case Function:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAPIImportResultConnectorOutcome.
+const (
+	ConnectorImportCreated   OpenAPIImportResultConnectorOutcome = "created"
+	ConnectorImportUnchanged OpenAPIImportResultConnectorOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the OpenAPIImportResultConnectorOutcome enum.
+func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
+	switch e {
+	case ConnectorImportCreated:
+		return true
+	case ConnectorImportUnchanged:
 		return true
 	default:
 		return false
@@ -1692,6 +1731,31 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// ImportSkipped defines model for ImportSkipped.
+type ImportSkipped struct {
+	// Operation `METHOD /path`.
+	//
+	// Example: POST /markdown/raw
+	Operation string `json:"operation"`
+
+	// OperationId Absent when the operation has none.
+	OperationId *string `json:"operationId,omitempty"`
+
+	// Reason Example: the request body is text/plain only; actions send JSON bodies
+	Reason string `json:"reason"`
+}
+
+// ImportedAction defines model for ImportedAction.
+type ImportedAction struct {
+	// Action An action as the API shows it.
+	Action  Action                `json:"action"`
+	Name    string                `json:"name"`
+	Outcome ImportedActionOutcome `json:"outcome"`
+}
+
+// ImportedActionOutcome defines model for ImportedAction.Outcome.
+type ImportedActionOutcome string
+
 // Invocation One logged invocation; never parameters, bodies or secrets.
 type Invocation struct {
 	Action     string  `json:"action"`
@@ -2287,6 +2351,71 @@ type OpenAIUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 }
+
+// OpenAPIImportRequest An OpenAPI description to import, and what of it.
+type OpenAPIImportRequest struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth *ConnectorAuth `json:"auth,omitempty"`
+
+	// BaseUrl The connector's baseUrl instead of the description's first absolute server URL.
+	BaseUrl *string `json:"baseUrl,omitempty"`
+
+	// Connector The connector's name; created when absent.
+	//
+	// Example: github
+	Connector string `json:"connector"`
+
+	// DryRun Report what would be imported and write nothing.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Operations Import these operations, by operationId or action name.
+	Operations *[]string `json:"operations,omitempty"`
+
+	// Spec The description: an OpenAPI 3.0 or 3.1 or Swagger 2.0 document
+	// as a JSON object, or a string holding it as JSON or YAML.
+	// References to other files or URLs are not followed.
+	Spec interface{} `json:"spec"`
+
+	// Tags Import the operations with one of these tags (with `operations`, either matches).
+	Tags *[]string `json:"tags,omitempty"`
+}
+
+// OpenAPIImportResult defines model for OpenAPIImportResult.
+type OpenAPIImportResult struct {
+	// Actions The mapped operations in path order.
+	Actions []ImportedAction `json:"actions"`
+
+	// Connector A connector as the API shows it (never its client secret).
+	Connector Connector `json:"connector"`
+
+	// ConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+	ConnectorOutcome OpenAPIImportResultConnectorOutcome `json:"connectorOutcome"`
+	DryRun           bool                                `json:"dryRun"`
+
+	// Notes What else was not mapped, e.g. an unsupported security scheme.
+	Notes *[]string `json:"notes,omitempty"`
+
+	// Skipped The selected operations that could not be mapped.
+	Skipped []ImportSkipped `json:"skipped"`
+}
+
+// OpenAPIImportResultConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+type OpenAPIImportResultConnectorOutcome string
 
 // Pricing Prices in USD per million tokens.
 type Pricing struct {
@@ -2946,6 +3075,9 @@ type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
 
+// ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
+type ImportOpenAPIJSONRequestBody = OpenAPIImportRequest
+
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
 
@@ -3314,6 +3446,9 @@ type ServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx echo.Context, params CreateOAuthTokenParams) error
+	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+	// (POST /v1/openapi/import)
+	ImportOpenAPI(ctx echo.Context) error
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx echo.Context, params GetUsageParams) error
@@ -4457,6 +4592,15 @@ func (w *ServerInterfaceWrapper) CreateOAuthToken(ctx echo.Context) error {
 	return err
 }
 
+// ImportOpenAPI converts echo context to params.
+func (w *ServerInterfaceWrapper) ImportOpenAPI(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ImportOpenAPI(ctx)
+	return err
+}
+
 // GetUsage converts echo context to params.
 func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
 	var err error
@@ -4859,6 +5003,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.GetConnection, options.OperationMiddlewares["getConnection"]...)
 	router.PUT(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.ReplaceConnection, options.OperationMiddlewares["replaceConnection"]...)
 	router.GET(options.BaseURL+"/v1/connectors/:name/invocations", wrapper.ListInvocations, options.OperationMiddlewares["listInvocations"]...)
+	router.POST(options.BaseURL+"/v1/openapi/import", wrapper.ImportOpenAPI, options.OperationMiddlewares["importOpenAPI"]...)
 	router.POST(options.BaseURL+"/v1/integrations/:connector/run", wrapper.RunAction, options.OperationMiddlewares["runAction"]...)
 	router.GET(options.BaseURL+"/v1/webhooks", wrapper.ListWebhooks, options.OperationMiddlewares["listWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/webhooks", wrapper.CreateWebhook, options.OperationMiddlewares["createWebhook"]...)
@@ -14666,6 +14811,213 @@ func (response CreateOAuthToken500JSONResponse) VisitCreateOAuthTokenResponse(w 
 	return err
 }
 
+type ImportOpenAPIRequestObject struct {
+	Body *ImportOpenAPIJSONRequestBody
+}
+
+type ImportOpenAPIResponseObject interface {
+	VisitImportOpenAPIResponse(w http.ResponseWriter) error
+}
+
+type ImportOpenAPI200JSONResponse OpenAPIImportResult
+
+func (response ImportOpenAPI200JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ImportOpenAPI400JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI401ResponseHeaders
+}
+
+func (response ImportOpenAPI401JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI403ResponseHeaders
+}
+
+func (response ImportOpenAPI403JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI413ResponseHeaders
+}
+
+func (response ImportOpenAPI413JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI415ResponseHeaders
+}
+
+func (response ImportOpenAPI415JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI422ResponseHeaders
+}
+
+func (response ImportOpenAPI422JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI429ResponseHeaders
+}
+
+func (response ImportOpenAPI429JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI500ResponseHeaders
+}
+
+func (response ImportOpenAPI500JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetUsageRequestObject struct {
 	Params GetUsageParams
 }
@@ -16791,6 +17143,9 @@ type StrictServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx context.Context, request CreateOAuthTokenRequestObject) (CreateOAuthTokenResponseObject, error)
+	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+	// (POST /v1/openapi/import)
+	ImportOpenAPI(ctx context.Context, request ImportOpenAPIRequestObject) (ImportOpenAPIResponseObject, error)
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
@@ -18546,6 +18901,52 @@ func (sh *strictHandler) CreateOAuthToken(ctx echo.Context, params CreateOAuthTo
 	return nil
 }
 
+// ImportOpenAPI operation middleware
+func (sh *strictHandler) ImportOpenAPI(ctx echo.Context) error {
+	var request ImportOpenAPIRequestObject
+
+	var body ImportOpenAPIJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ImportOpenAPI(ctx.Request().Context(), request.(ImportOpenAPIRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ImportOpenAPI")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ImportOpenAPIResponseObject); ok {
+		return validResponse.VisitImportOpenAPIResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetUsage operation middleware
 func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error {
 	var request GetUsageRequestObject
@@ -18902,604 +19303,625 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chu3tjf4KijOd8rkPk2Kutg7pmpXjWI7iU+cWJ8ln5zvpH3UYDdIImoC3A20JMalqnmIeYf5e17h",
-	"e5R5kimsBaDRzeZFFztxjvcfOxb7hsvCuq/f+thJ5XwhBRNadUYfOzNGM1bAP1+d06n5b8ZUWvCF5lJ0",
-	"Rp3zGSMFU7IsUkauWKG4FBGZyIK8nvR/ojqdDTpRR6UzNqfmab1csM6oo3TBxbRzext1/qP/jv2zZEr3",
-	"X2fr3g/XnyjCM9LVM0ZSmueseKIicj1jgnBNFBOaUHLN8rw/kcWcZUQK1tv88duos6AFnTNt53iSms/+",
-	"TOesfSQUrj9RRNA5I9dcz7ggMCApBEu1LMwHubl9QfWsE3UEvKuDD3aijpkLL1jWGemiZJtX5gW+dOOI",
-	"Un+PG1WXDaYDkmRsQstcJ701I6oevN+oZLF1ULKwY1ozBPjPHT9eFkoW7V9NBLvReENC5AT2ZVGwKy5L",
-	"RRZ0Wg3jnyUrlsFS4Es3f/kly/kVK5avX7Z/PbPXLZUmWX51MRgMkl5ESsH/WXpy4VqRazaeSXm5Zl3c",
-	"q+64Nq8ncN5Wh3eyWORLIkW+JByXxZ3YJ4qYY02U5nlO5uZxpkiX5YqRo/2DinaQD1RDdId7y6K94XOu",
-	"Vwd0SqeMKP47I939/v5wGBFLreRg2Fu3Szm8K/yefagzOhhGnTm94fNy3hmZ93XmXNi/IjcsLjSbsgLG",
-	"9Quu/7q9tNvjtvJ6hju5Zrt4dqeNujU3q4UUiiFfLQpZvGMKZmL4r9BMwD/pYpHzlJqB7f2mzOg+Bu/9",
-	"HwWbdEad/2Ov4th7eFXtuXfCV/CbDZIQhJl7jkkC/x2kMmMJUXSpyPWMI9cOmH+TSbd93N6+V7sXvv32",
-	"pNSzFzTPxzS9hLF9splGHc1u9N5Mz/P6S1q2oYVx2TGSCeU5ywgVGVFaFiwjQprTO21fsOWAnMRCzWSh",
-	"yQ/nP70BdkO4UJrRzPCifzt7+zPKKl0JNELTlC20IokfczKIxaOu/IKJk9efgsTqb95KaIQLgo88UUTN",
-	"6IKRrhQk2ZMLJijfu9pPSCFLzVTvEUnv1h1ElO6nr39kyxb+KMjJ6WtyyZaEKtgg86eayWtFuB4QQxmK",
-	"pQXThCsi2BUr4KogdKJZQdKCwQqagS8KuWCF5ni2x2U2ZXrbUn6Ld91GHS841bZnvBQ+lTlPl/CwGQbL",
-	"TuB7Rgei2ggTqllfc5C0jTMQddjNghdMnbTw6JMxqFSeZs3q4NTtQ2a2u32Fr9HrLpmTlkIa5Q3XGPaf",
-	"3dD5IjevuWTLi+H+8wO6Pz5ID7Mj9nTybPj3/W8Onh/So/HT9Fn299aPzmXG8q3L+JO5q1pCYVWalbct",
-	"CjbhN+3TmPBCaZLOaEFTo0g63QOnExEtScFSORVcMUJhIbuJGl8kwF6OyFwWrDFpNb74j+XhP9vmVVDN",
-	"vFjdNLV37sa3V6woeMY6cBrkAkmTazbfujxn5nbznB0GLQoKC6UWTGRbn4abbqOOtQtWl+9M00IrQjXZ",
-	"h8WYFubMGUWJMJrOzKKKKXMLivQCSq4syAJ2jXST0/fnZO9qf48ueP+SLdXeR57dorT29MmFfnbUadUF",
-	"Ksn9K4pyq5bapfJ7Hx6wakof/Dvl+DeWwilGPvMC7gYmm2XcTJjmpwF3mNBcsRV2SQS7dtzoD+YnG5jD",
-	"LyFXUFouFLmWxSUXU9J9990Lcnh4+Dwi1jaalLosWO/Ysg/gKBS4y+4s5EGnubnEs3JOBdBRRMBYMqMM",
-	"JCEplZmJnV/9ZI55nnMx7StWXPHUjHVOb94wMdWzzmj/4BtQPf3ff5rzO6c3r/GB/WcwRPdX42hHHTRW",
-	"7GWjyzbPSP14bKN/YBI0z99OOqNfNw/Wiufb6GOD6i/bhHYglIGbWlsL5TLaOob8uCJO2x6QMyYywrWR",
-	"8olRSWXBf4cdH5FvGS1YQeJyODxML9kS/sGSwSoxNpbDDG51ET6sHuzfSqX7loXAuQE2Z6xBnMagWro3",
-	"XAF51Jcho5ruvPN+MVdYd2UltxlmSsHqpNaMnsgCzoF5CJTaY3t0icTDnVOlvXG9eaVg/Ovp5f0iuzu/",
-	"NFSwABkiJ4RWepyeUe2kBxdkkdOURYFUJkrTpT3ksVB0zkawFSBcKFCJshJmQE7IhLM8IzmbaCJL0AIL",
-	"NpdXDN1RsbCyaELzXBEwILS0XyuuWPFEOQNXjYhhgksCDC3CP2Lh+XREhCTI5XsDAsdXwXiAGS9JSoXR",
-	"lXBmI9Q8jVJhpIbhVWA9/IEy40F8+jNy0jae1kqa6CFrMxnQpddqMazugczWsDBzhWg2X+RUV4cLZKSQ",
-	"gg1qO7K7t60SWNeM6hm4blYW8B4GQ+3rm0wGNl/o5aDtFYFp137QP275bOcHeINfNUXGS+v6pPbDBHew",
-	"WsdeMJRqd+dMz+RWNRZp4Ce8NyDXao0nsmApVbptunUH87oZb//+qXvP6nr4S/dfCfBota28IQRZ6p/U",
-	"dguxyetQpUJDsal3Rx1dUKGQ6LYSE56ElsUtQWZkG1VUe06vqUJh5USwLEjBQDBku+uhay2ZfSMQ8dVG",
-	"8U0LNmfCfGa8RFPGfusYxgROV65IEndQ47DvRa0j7iT3MV4qNuFtGEvgkfNYBsRYHcS6YVMt6RYjB5b1",
-	"tViU+q42juedGZtwAY9Fho86vcJJNZG5VduVo56go63GVEeEiiX+fkXzkpHrmVSM4J6SnNErpsicohTW",
-	"1GkLM5mb1THS394KOgVXhN3QVINDnYW3xqKbxJ2PH2GN1QDc1be3cSfpob6ApGboQaPSgjvxRLlhcT2L",
-	"hdE7YKxmwY/d4aK6eoDMqDJaAjwVGaXHHvE5m4/NMMxwzHg5jNYrLYYlgBJIWA7EScYslXOmiCjzvDcg",
-	"b42ciAXOVpEp00i5wRxXpgGDeKKINvph1ww8FkZnFFL07Ysi5zoFZZKSOVdgXsGjvQF5xyalgnAd+f7V",
-	"udn1WPzw6uSlJRKzA5rMpdLk2dOnh8/IeGlYPsVlQoXHc+KPNkowWtmHTmTjCcGlf97edm63CbVfzOIH",
-	"fCSTyNECZeVo+PzZZxN0+NbAeo1F8jHu/Ef/vaGduDMiARGW5jdDhLfJgPxMzWbPS2V23iw/z+zbYmFe",
-	"pyKScaW5SDUp2JQWWc4UKNYpVUBp4AUHujcL8sP5+SlJc86EjsWcCjplinR/kEpH5AW6mPu4RBE5B27P",
-	"iv4rkUpDnXCLDUBGZDAY9Aax+HdDEuAOgv0264rbHcHpMFT84l1E3nxnmPfP799UpHF4gJQwpzfhCh8e",
-	"PLrUbzKcXF6zom9WiORMa1aAmSFIuTA2wLPD1RtgnafmoMsiFqUwRJLKgilzFpCdV1zwmPD5vNR0nLOR",
-	"+dUeQHO453RJxiwW7oTjDgHHmPIrJnCr2T9LmsN+vX/3xmmI9VMT6i8LaoZopvZfv9L+7x/M/w37zy8+",
-	"fBxGzw5v/8efRsUxjBlUHa4ItStryKJaz3AjYmF2YmX5g7sV6Sb/9etJ/z9p//eLD/Yf4cyTXhQLJa0Y",
-	"0ODwQmPZHjaU5GZM1nkAQo0S4DsYXRAZ/BSL4BQH/O2olYifHW1Q2BrmgOUUPvxNzeH7TXLBMmeShuZC",
-	"MqaKvS/yZGQM4kKrWIBXItlLIgKOvOffPIO3hP5tM40FK1JzwJlKqbFRpciXhtPHAqYbkUlBpyBlZEEy",
-	"qYli8Kci3YylOS2YXZeKeKwETLgY4bWkNyCvjARKPENrrvHtbdImXUG2xAIHB2u+oIU2qwJC28zHjueY",
-	"0EC0cg1b4rlkLOxgM/TWJE7fGhFdlCyp9q7iVc3DtedO156fRcr1EkTSFgt3g/J9zueMgGxzs0ppnhMu",
-	"yJznOVcslSJTx+2Kebey8Qf2t3P8VEQOh8PhsBd6aY89Qw4em9Mb+4jZUHzt/gE8O+hsjr9v1/3/jV7R",
-	"M/ibFKUwbM+q0OjIG8Gsvn378n+B14dMSoGyGY6mYkzFIsmopglmCy1oYRSM6vFmNBZ/N4RkrkSE5YrF",
-	"wug0PSD2xN2SkG7yUWmqSxVZ2aluk55VVXVZCIUepQKCrda9nOAl8tEI8hExIxukZVEwoQfmp4v09jgZ",
-	"kBdyvoCoMxeohRmdTmYMR6rolSE7StRSaHrjoqqGwRwdHBiyRZ1PkZwLFgszpFTm5Vy0KlBNKt06xIio",
-	"cj6nxbJx1dAZ8PuBWa/b461uwLpNst60eAwnKHpvvgwnaKhvtPp5QN/C1XP8XZZ6Ks2+u4yCbrlYsAIU",
-	"NgwpCnMIf+18/+q8E3VO357Bf97D/5+cv/ihE3Vevnrz6vxVJ+oYpbsTdd6enr9++/NZMEg7lahz0zfv",
-	"61/RArikeXE4bPxI+Iv9YO2n9yu/2IGEv/lBhT/aAYY/+cH6FayUiLtG3jyrr+QBOpVR81+1QX3+Udtu",
-	"oVGHL5ALHETwZmdMGoValeAoyY4rsV0Zh2YP0CMtSGKWP/GcqwCWJQWrGVGO2gLJOmhx3W23X5B2WtMg",
-	"c6PUZjhHFSF33jR2Z1dABpU9ufWo1HC4ekh5qzlmpu1lPJkac4z8UkmrEQZ/rv19qANZhcto3DXvgCKl",
-	"4fwNPUBIf4O5ruAzNp5pNRznFTDM4ftX5xFBkoXpgvna9dq4bvp5Y2F33hvvPRQ6qDCiIY+yDUSVNfDN",
-	"OwZG3dSzxG2z8nOsRqyl1Yw1DoLGIiQ8e7tVdKjNDBwz++beMUlQ/SI0y4wobSpd/7A+K1CyUNV1ymW4",
-	"NMckwVVPiGIiMzMLzc2M5PyS1WnmmCRmkvjlaiXsy4O1wF1Eiwf0v6YPgYQuBLKyFUa629VqboWVjJZx",
-	"WseZy0X0eZDgf7oLi/R86bU4xXeu/P4/7UdWLvzgvrpy5VsYRk3GtJwYwytszrRVbYHlLIHunUPAKLTW",
-	"RbOOWgbkJL+mS0UWBQP5x4XXnkI371jKnNFA8LYxEe/lsmwEBzKjV4x0ra7oUmb/9/978F9PD3sDYlYu",
-	"tBiMGYFLHxFRGlqJiHtWFsSOIxSEfqPwdsjoRL008sOOfDDciud77fOZu7Xx+8/uwyub6cbRuPCtH1bj",
-	"wokdZePnt3bQTdUDptCmenzrI4R3kpeQA2RtEC7I+7OXRF4xoB9WcJlFJJUl+MAnhZyj7Uk1zeX0iYrF",
-	"ouAp5IukNJ0ZaVXI+UITLS+ZABeQnjFeEHktiLmVhRy9kFcc+EjBFrLQwAPnPbATquAqphMOyFuRMpKU",
-	"KgNL0QxaR16diwXei8ZTxUjA2js6eE4SDJ9esJuUsYxliTF3NOW5Gtk47XuVRbGA95p/+smbI6JP9DFJ",
-	"3jFdLPsnE21YYSk0R38M3kgMa+wdGyatdMHonNC8YDRbEprNuTbL55MO01JbizgYtflOcWXEE5jvslAa",
-	"vU2pUfmvZzwHSVCUQkVESWPEWd0dnlewaWompUbphrMylrQz+5x1+UTBOwfkRSHRh0uNmY+2l1FPaM4K",
-	"faITszGpLDJl1t2oxXYR4XpCpNkRo6b6h61HgcvsmBRGm+BiGgtg1jia9vexmxktlTa74t+Jr2kLhNvR",
-	"rXKj7wonJ+TEUkoX7a98SahKmUCPJag5Y6avGRNkCIPeJ+wmzUvFr1jPrBfkTrfPGqjLzALjTd70+nU4",
-	"eBoNB998qFSjjn/pTy6rHbPKq9+dfY2/V8ErWY5zm5XkDXBvjFc6luV+DR1sVQXD1VxdsvfnLwxJMJHR",
-	"gmR0GZHXZ2/JNWOXpAun/ScpMrrsRdVdcymMImZtqbRgGROaU0NV1zOZM5LzCQtZdQbMzbzTzMc8bSSM",
-	"1DRfZci3UadUa+wmoOH6N0HtQf5V0UxkuVhtdw6e3m/Vh+5/G5e/waHNFPyat3HqFzOqX0gzMqfG10k8",
-	"9dfOgY8GMYbA/XKPuD+m8FbugnRG9cXTyTB9xvazA3o4PkqfZs/Y3yffDJ/vtybwMWXOxNbMEHubSyVZ",
-	"t6OG+4EJRYW6Zsba6VJIv4Hkm2aiPRaD2aT+XmskGcXPplUDyqtuqI8qfJz8K2nuw2DH1FO3Sm72jXFF",
-	"qxtcH1e4t+vox2bIrxLPBFZLpMtTJmiul3XqWCHxg4Cy+wftnGXdcv0ERxJXS0syZYIVmP+iq+MKS/BE",
-	"kcS/KNnuWrQruHuKZEhxnhUeDI++2ZQmuZ48IbWJ8IxYq8nrKmAn7a3ECNDKM8cJ51tP3qFCzwq54Ole",
-	"mtMyY/3D/tP+jPLLsg/Ga3vGCSjnKXukbUStpObvWBPWNycRNScKAeE9dsWE7lu1pqsYqm9Jns8Toum0",
-	"t8ZkYPOFIYeyYHcYe5ts03JxuuUV+3fhz5643Pa3nrGqsLIlXFiVXbZljrkcaa5VIK0gUqU9I2loNaWe",
-	"na81ssJgj7kTDa66MEQzaoK1q074CinMOtEF/5EZMTyG/FjzD6p4akwj87qDVkl8j3y1x8hN25CvDgVo",
-	"5GAwBF/HqBIQNE2ZUri4rrCFdLlN8ZwUTBnbZMwmrkZjt6HkVOl37vH7D+iaKiLHmnJxlxyl1fw0d3Bb",
-	"bq4SyjcN0MaRMB01NMHItKDGxAsdey1xrGb1CERQVj+aGD38iiUjUio6ztmAJAtUvhPS9SPqjYCUffI2",
-	"EVLHwkpGlkG8xdxw4Y5uMlqheOf0cK7XWNAp5WJUn5yzBlGVgO20O+MiaAQe60WxcHptW3SVyIJPuYiq",
-	"IxgRPFmYXDOHFApZkATeDo9gii+WIDZHb0sSXVxC5lksNC2MoWSUIZIVcrEwOtHp+/NwVFglHrwJ1HF7",
-	"0S4BuoDC9b1IZcZ6dbcYbhQoq7A/UAFbW/R2HT3M13vMjLt/3Q+ihJghYf3RwWwfKanOc1xPyPfLoKsE",
-	"xYtqjHf0wpxpqnla39LrgmvWR75iKUUxmrMsstIFY33mpHzPrxja2VLYk71GYtBLpkYkQapNSBf/YQgf",
-	"aTYhXRQRvciYvwzcYljh5qIf+ZIkC6rUtSyMhQ2CpNdqqKPQaRUeLsG/C2Nz4+ntkJEVdWBh3op8aQtb",
-	"oo4bTvu33FX3MRjxvb8Fy7QmCRyLTyxrsR+D3+79NbcF7R90VxszOyZCkmSU3OubtxtJ/F6JolDWUPGu",
-	"4xW9yCguFbkP/kBKqtba6siB0N0BtWNE6GqiGKTO8CnXu6eURSS5MOKGJP2kbkps0AG+noLPdQoeIach",
-	"MC++iLyGF+uNgZNK2LQZQ6QbGEOQZhpWiK9aQTuXKxlF0gzNqmetKusfUxuTcbXI6bIdWWe3V6xq/xsq",
-	"gHapn6j26K9fQmE1PEcYqOs9TL2z5HY3yfeDvF5RxszRMMMxsi+FzAUI3yA8RSAUQZ+bK5ZfGVPWSrkI",
-	"2WpU8TwIuVjWHhE0rtDH0IvFmOVSTI20qSSVMRYEGKiyFFgacExoQB4zmWeYCEqoiEVlQdYOb2RjJFyF",
-	"kjsWseiTREhhrD9XMMCxJmQA16yAHvm68yAnwyYWRM2cUjRv5CVnsSAkQZ20m3CR9CIL3hGm5yRY6p84",
-	"DC3wOpKkhwOwsmi0uXYY1tBVD+NzIFZaHjO/26cMxT076rrdGbmd6dXehD4XswToOnW+AZucCra4md+q",
-	"+ZZEhELo3qwD3H3644tX5Ozg6TMLcgOnzigOuFsXAUUlPYzgVtZpZF4DzwHs2pZy6tCnUc0nFt9xBhQz",
-	"IdTsuJH96J2igiTmnwkoeM4K7x4dHPQghIme/1hU9UMOlYUuFVFyzpB+quRXKNuAPI9Mtpoc4fAhkr4x",
-	"lz2sVB0eHG0TBtZZFqG3pMW6HhF2owu6mhKNRmws6g6P9+/euNTSj3GHlhlnImVY+zHTeqFGe3t0wQdW",
-	"BgxSOY87USziDm7FhRku3i4nE8gX7UQktsEGvJBKYTYXS0fOwyQdFYuza67T2VjSwpCAVqTr0kAu0Lth",
-	"iYhDHDzjBUv1RVnwCH1IUSwswZnJX6QzmudMTFf+vsBsx54rex4zCFYXPMuYaM2VPxi2cOLa4lmBf9f9",
-	"Ad9cbROYyBaSC026dKxkXmpGzNp3Vc/sTy8o5kA9i2p8feQJ2vy+etoaaieGIlb1E3jOiZa22YzIzEkR",
-	"5L914WGrmqzn085lFAvLrkgX0k2RRznu+u67F+TZ34+ek//9/xwMDgf7KIld+rdRTGKBGmQPWAnmcnUT",
-	"Tw3oEHB/o0AAPXSOJfaq4WZyzuY7ZFt5sfvCr9C39i1tl1z+FA6pDYHSrWawkjyrdre5XU+frd2tM5jv",
-	"Tl+wkBDkl9CXA04cJ/GuKCSYA9+LhXPpYJQlCb93xnTSpMZVqjuOhReD7R5A0l2U45yn9mFViZHegLwV",
-	"kIyDMAtGpNrUFVnYMmTM1rxkbIGKvndMwTzdUb6rfdeY5/rkN1pfWNAscARdUFhAevgMONyQ3sZ0t2PC",
-	"pwLegOn5Fs6mYDSrhtgW3gImsJkI4JbGluH1MESzukUdtyLhzt713HxvPl4T5y/w1fU78AyFnssPa1J2",
-	"UXEbBQlcTntrTBFvDKfo0y1d/iUqc3edkplNkEXZ+N2lXTZ+fmE/tbb2z81rJ/2TpLQolgGsEOnSWg1m",
-	"cCvo5yg0pGJViEA1UML+o39y+rqP8bmtLGgdgpmfBbuxKLoY7XLjdIqG1YVJV4BRoAuZBzVhvZ3YoFMF",
-	"3he5urcQbhG2CsRrLJLvXyEUWFWotPfRrOat+yXxmItGaXXjMQr/DU2hjFWns14U0Oq4kNfKO82Vg/yz",
-	"ZpGYIu/yrpvtkjvMMmgJja2Jxzn24GJw0uW2HPvk+qpIVi1oigm5reN6+mxr5Vk1yKCE1g8SlIZPpSU7",
-	"XRi0ghVVGDREwm4sto+NjsUC+V4/dA7bBVqrKQ8GA6/dBhnyiqxqt0CSTrWVGWtotbEAvfWKFXzCDRsI",
-	"1N+arhO5MOKFNcdhO3uxeJiC6+yyzVKlruptVVt300NdfveD8wa2c/Cf8dW13yzMVePXb91H67821UDz",
-	"I3gpDu6QLO2fvl9Eo3KX7A5+QX7Bcx0LsOyThlsOClSqUB06UQBTM3Si9NaZvXdzm5ptmsq++VJfXfJF",
-	"32mNfaAqVjjF56ZvdMDfWSG9thb4W1c8m0iJiSHF0d4ehjCcKZsYyrRGP6bOLKieYfQHa5tjoeWxq4kH",
-	"SQtVDHpGUOyRbrLGLt67OoDCbvQfWAs8wsRmX78cWmfkhMxchhqbFkypWExLwyrQrFNGsOdSLsY0vYzI",
-	"ouBXYOnmXFz2c5nS3LwR3R1qwVJO81jQLDNvAgcMtSBkeW5YHoKV2OvMVjyU6QxARY4ODogUaLNhokEp",
-	"ALMhwZENoFArId2zX16fv/jh27cn715evPr+3auzs4uTN2/e/tKLBRdpXmZM2Roo+DYstfeYFEzJ/IqR",
-	"JerNKECN5gxpMrFIZyy9ZBmmQlRJ+CnN816zzDTcBeuXdruxd7W/E8fZDa3j5PQ14TsCdWz2ugdwkTsq",
-	"PwBettYx/wkBJCrnWJ1DcGUTaghVUGCv2bSgiK6ykpF4BxSKWHgYCvJwFIoqTnF3EIoG93acZiMDf7xg",
-	"nCy+sFicxd7bnJ6n2pLmi1KQqlpiVAsAABGJbjLlelaOE4tuaG/vIW9Lqk4Z+HtCFpQX1WODnCt9wZUq",
-	"mUqMCW6rOi1T8U+Td6UQUIMilshOY+FKUZp1PMNDkkxkMQa1KqzgCXAX8dkoFra41a+V6oUWUTVbMx3/",
-	"vVxKwwLLBRxBKvxYZKkVz/BZMzNg28NDMx3hm5d4VstuuNID8gY0+mmAC4kljG7huSJToyeKCvGiWlc1",
-	"KhjNEu9pBb1yiVCoZgQNg6U6f6vr32Rrz+9gN7g2DHcAmo06r+ZjlkE+2Wppwz0SQsO3tVRo4z52c5gP",
-	"+Uc96TzjcyaUWW7b+MEtmP/2JJc0yKcI0o6bdcyN4gk2H9+tdsKlmq9q32vy620hQiqFKucVkXCjsoKl",
-	"v2tBQrWEVUmC3q3WwO/l2oKDbSn0WDzvh9CWIA8K1d6Mqlkf7usffnPUtoRmzu1UAH4PLfEziEQ/zqm4",
-	"7G3ns/DSTang0B3hW4tU16zUyVq0gZ+g9I31zQkGeX3JRTYiXICn6MKjPBwNh9BXJnTpZ+bnfaPLelZn",
-	"fjnsRVZPvciY4Hib+VFIfTGRpYAfjsxzGG25MBdchX/3aPi0Z2xeMcl5Cl9+3jNaLfO4Hxe2V0b3aP/A",
-	"vEVLeZHTYsrML4cwTFUuFrLQLLuYs4xTc8G8FSZF6+84wHfUAGLqV0lBNbuAslP8zQyoUaUZC/s7mCSC",
-	"5qT71CxZLMoFliNcIH5K9+nwAFfyivIclrz7FJbH36gdzM3T4ZHVZ1t0UhAo661BtInqm/0jF1kfTIAJ",
-	"T4l9hfNWLAo5ztlcJaT760eIjZhVh99uP/RA619dPoSJqNFKRBJ4OnFYAgh+VKYz1AUNBQ0g1hqRxNU3",
-	"/HrwYVDInKEZhqBFv8YdOhjHnQ9JOLpYGHFRQbbtD4eECV1wpo5DnApIS57Lwggk//RbDBLYLiozeU3m",
-	"RpjDvR620OU/27HFAqAEQK7Hna75nnsdSDeWoQL6M7ZViDu1HQtB4Hw9WosFcQ2JNoUE9SJDb6CrzaAe",
-	"r7vVwwmrjnGkzdzDOuyrkq/q2bW8xHdaWeEnzHXV2dosB/hRczD4eOt3r1hbuOIsCLJTTWZ0sWCCZcce",
-	"HdODXthmSlD9yvhVC5bnfXKtrJa++2mrNaoLss2cX5dr0p2AWwbr6xR4Zbgm11T1Nux9tVJtbU7OoDx9",
-	"vPQ9YoiZEcZNE7syfZ5BGZgx6GzrL4uaG6gMV7rWBWW48r8D+nxymO6P27uhtMMwnICtLjQ6jiB0CNt9",
-	"vlywHeQfaAgaM+HDDKm19ge8/BHMLqTJL8Lk8uu5dfUDfISgA8qCLnNJAQMgk6nac6dpMM+MMEosNhEX",
-	"V8YAMUzc/oIiwQbc83w+sOxl4AtlILsGwr59LhxsjjusOZoggKxA2M0i5yk3x9oeYvi9HquvTDNLC52g",
-	"Emxgs+Zqv8FRg9/smKsH7Q/VU/aHlUfsxKsfcN7Vd+rvDX6sXhX82CxiAU/2xSVbhmOzvwSDs78UzA3G",
-	"NfizNZqreADNHz2UQSfqmN1ytcwXxoy1v7m6pItSzBjN9WzZvGDUsitW+CcQjv/C1hJ1EDMfVKeBU5Xs",
-	"nSvUsaOH3tN3lVzhF2r12nu/ZKvXXvr98NdOXHUMbb3Q8ja8sPZVrz21NC5856imOa7271cXWz5VXXwH",
-	"1PSuIqbqq7UWKSsX2mYGF96xlQnYXobnSGn+5/eGuhDZ5cQSXNu1VwHd+etv3vz0naW/92rl0qmltvcB",
-	"FbZdfxcQY3gd7Dv1wtOkv+b7NLyqaDN80BqSLyoSvY0631nwxxc0z1fFCi2m5dw1s72bsuAfjcglW6IR",
-	"HSCEYatVyG3xxZuISwAiRMgQrqoddH99ZUKAaOnems6k2kEQuRo1P+82oRSuWdUWcM3KnVr1enWkr8Al",
-	"d02XxPXkrTxZxmKUxby2RGCY1J0pm6S8/XCbnPeD+3fzyvVpP35cCHZGK4w/v8Ku2Yt/pR+6ltgFxgeG",
-	"jwEp3bUkqF5xTTEXG2Om5h5jSK7PAPpkKB2TxlnYre9S7QStdi5yfTHD2QdkCfMOl2N1DVpcYJP0vugh",
-	"u83Jozq0TocqxZWmQlvkeuz9U7BFvvQ+2dWJhQtQ3SAF83kX1wVHpcl62FaWYb0n78+BP1IjoMeFI1k5",
-	"tFELi9nGrDZ5E93Yd4f+cG9+6SPxDRf2wVYQkD8L2kgLikiLD/RxcDXWg2JUW7DJK9qy7Kvm4E5BXs+B",
-	"Qex0K65UMJoZ4723sURqg9x1uBSNSORJ/z+H/ecX/Q8f96NnR/dHw2/TOUBdOAM6cblO/oCMXD3EP0iC",
-	"C2ksvWrJklh0G7qJliT5iBlLwXciYjT42+SYCMRFSoBsE2y7Eb7Rgbz2ogr1PCFdFKRYDhLc3Wt1s+3a",
-	"Zet7i/9zJ2iihnWPF8Cot3d7hKFu/8Asx8Exou3iFXLisHVcRRL2VRFNnI8/B/AReYlZ9nWEiicKPPLP",
-	"YNorE/IQsW5SW6CTHh3RCFJanYRoC9/Y5s/The4fyb4Z3o6ARus33wFIWhBFl7r9uWkABeXmkFMqheai",
-	"hG62iGPWyq7+aACmhkfT7B0qOf4u0h32D+6yZJvAmuqf+7lMc1YqotxnF4Uc0zHPuV6SOVXKfHt/27fv",
-	"hPJkt26TCLMMa2cMvtborDv8WXuDtHuj9NU/9hqyNyYcAaWhusAPvn4Yp0zcLyz9hwD0tS6prY3Be9f0",
-	"nVsbCfb70YyQh/H2T6+D16LKjw0A+AN4bFaJtkJkCpjz5VZvg32s7UuvxZVM1/T3eCsYyeV0CtVM7jYX",
-	"Y6n0p4iMZcYZwJ9h3KUN/8xDra3DIdtyGWMFmwEA1pTGV4PH9jl3KYPPSjyDP9WTStYVqkcYonvRmjZg",
-	"qBcuA0Jvxlz9cj3YnfTCAIcqoRR0exRz9VP/0beKWv+170RhrOE10qsd6wsAOOz4nihsboH3rnZBBQ+L",
-	"jTxkg7uBNln6qC34tlNS0e4jBKuCg/BFRKz+7Zcf72a4nBBbGAgWzC9sTH5kS+wD//en+38/Jq+yg6dP",
-	"95+TS7ZUgLdrLn0zPPx7G5BHPq1zoVfZy7OTdoTAq+ad8Jm2ey951nrIL1GbrN7x9sfTVpwM1cDUUHza",
-	"dt/NGggdXB+opsJK/7LId2gtrpcdHPuafTpbJU2zxjuTptnqFZpc7W/ezuB/WpdBYbg7NBNCQ0CKK1Yo",
-	"2t5CJcU+gWu0CPzCenFcyLw1g0MStWD0Uh1X5ZqQOI8QCCTx/r+k1hpgqTSbdxA1yHAOd1cLlF1jkWAg",
-	"kZ9N63K1a0snPubLhC6W5rhjGkvLWtEFKr5tPpLKKYK6VyaZGoEVVlUsUSUFAJlfcYW+AJdap6LQUOsC",
-	"ZoLPGszZlKbL4Abli4h6d8N9rHIqW4IJ9TQ/hYauzdHEFM2Ry8Cd8GmJ+enM9k3pUpJxZeNNrrm6LBC6",
-	"vnrAOWq57tmpQeqnlWFXQdozriLwU7sa0PVPQUMCxX+vWC8C+ptLE14oHeQrKi5SFoJQBErCqnxvU953",
-	"NLnvYVNv8FG8mFG9BzZquBPOKYFVZNj1oRsK6lJcCnktbALb6n702qe93hmHWwDOLNe9D5SubJ19AGu0",
-	"hgM7SM+tb2pTyf27PQZk7SyuPe4vIadv+6EHk901xIDGbS5byKiQ2znB7idwg1Z7Xvcr1YaAO+x2dElc",
-	"343qADbCQvYoCA37D7nnvguhnfsdVOWvbGMb2/gjjv/m89xyQIG+d4/hndoHVmN4P9cCkRLcUAhk63ZM",
-	"SH+enNLs3Y8rUbmQdTycG1Qz3WZmAI94BAsDVYu7GhfWMQrLmMCGJiQtta9UOQZ4MMJ1aII8wK6AUW4q",
-	"PEJyays6KqH9tOcchGcqFt1kldQTqDKyQRtlq/iTvyUE6vqNFiiwhElOYlEV8EUk2UuIrYTMiH/z35KI",
-	"JH9z2Pt/S3qRfZEtdlQawXOrcYVOLVc4CZ7+LiVjo4JiYzb7pd4gFvX6JiRScmIZSVv1ULO0KRbttU2W",
-	"m9kwDibdtPdIimIRVDjZ0T9RtkjVp1cbwWTvo2KJyb/QrIfZpqdeyHYpsT7nYLz2Ua5tq+HesRlMsmfX",
-	"+mo/wbccDQ/NY1yQtwsmTl4/UUTNKGRIQnnzghXQQl4K69ZABTcWCUwpLF9IIvQmEbyU9BDJyjJpSFxX",
-	"M3mNqY+Is2XrHpAWI1uGTYEvG6GwfluOhocDcgIlW44JeXdn2/3qki8WLFtbjeVIsAVX49PWYEFFPKK7",
-	"tOasIq6fw5Rahe3ENa5wdiwy28xIQAueYVWLVcVm7DuRbeJ3tl9Z6MLbvVLTcqDHc7Cfzzzg0gXPGqi7",
-	"Mq2lbbOnk2fDv+9/c/D8kB6Nn6bPsvZ0bSS/nfh+NZ+1krdweXXbXugT8N4iCAWrI5LsJIzOzO2toP8L",
-	"JrZ23T+DmzahhJ4B8zBq1T6czmlhyK5KmLbAIM4tCftiC45BNsBykW5y+h6hYgCPom8xrfY+8uw26d0H",
-	"OhRUA6sP2CWrp79swgoNzhzmhN4LKTs8mX/w2XoQAa8vwLfGpdONecpIqRyoUjXxsK21MVS4mPZ/k+OW",
-	"Kv0trPSxTs6apmTUqtNArNyjHHsQi51TJf2hC3j/s7uy/vZMUjuJnag22125D6XMbbQSQ92IlxdyXIch",
-	"2E3UOFUXg8HAaGkobUCsQ0gQ1BD0BG7XYGsfX533h9XD91updL9gU67Q3rX7CEzJWHiuaKi+Zo+g+ddX",
-	"8QsILgQDxhz3OzI6C0SqLWpsXRmBeLPl/1wQi0ZYbQAmOXkoJLBtELRYaQrYbJChjNmgHiQZcoCBR9kk",
-	"kViYn+wrJtJojL7DKS9w/Vw5BTlBYMuqnpGrWBRsLq9YNiBniOZl0Z9w6CPiKIlQbICAfK0FvufLYemf",
-	"ke/umnSGpIjzbOubXOvVZU64+xscWoUspzMf+TRa/oD8bGsEgTRaYx33D0dvaG71y+ZmVittrOrx1Xo3",
-	"J3rFiJDQitPowI/Y8arCk7fNZx+h09UmAbuhWRXpIrBilXzigTh4hvlhdNm7b0ur7fza08EZPrQpfB0Q",
-	"TbQp3aL9zasBBddPa2S4Zx3Q2OyBdTUC48NcOE2qzlq23hA6dNXbSlk+ei2LS2jqDJ0BgBroOGc9170u",
-	"Fmt6c21vueU6xwagKC0ttkh7E61uwLGvWcFiYVtk9Y5JrZOXP9k7QEk2GsX7Rli+N9bWjlitFXWNnTz1",
-	"721cOHGfafzeKDr74IjjlasQX61CBSgEazE1UQIDzOeng4OWiL2vPHcr0UAggBbr+AtKsuAHxMI1yqgj",
-	"RRbcFQJHVAiMweNwxs25AD/5RbOIPeCe5srF9qTyqu5/h2r/nUvoYfnP2xvfnLhEnEmZ27V3mmpj7ffb",
-	"siUsnPv6pjr/9st5jdMONnROvGhD731jRYHRqBSgfijofjfhU9uQYAAvPtd5Enks8OfDYR2s9vlwGO2S",
-	"5YRb2p6fZ7k3cvYIUU77ii2oz6IMgGHyOcHa4PY8vksmLtYUxdskAQSRbPhzPLLkZlqo7Uvtc7XFdtPd",
-	"TDRBVnyTdhzBWFiYgF6OBkeDg14EKKp9BvikbSkFzm21BgrMwZ1HLhfLpk6DZVMBxLd38AwNtI3vrxqD",
-	"3PUbAVdYzVu3LR7bGlrUN7UFM3udstHij6pTYRtAr4VyrPmjYK6oh+1OuA0qC2bfSkHgPt/aMnwmedrw",
-	"7zWKL7jgyogxqvAFPmFGy0Un6mA0FMhc5hfQlKbKhbmY8Fyzdq7MRcZu2ovdcjldFHIM319TUNmK5bI2",
-	"u2jNS8Kcx0mpaL7bvTbvyCOxb8gUqi3LznY9bN25lDkWZW7J0dqaftT0VcLCh/V99T1uo6Y1mQSrB+K9",
-	"4DdOUuzkSG3vLp/OF3n/06Wjt7ITO9tgZ81IBlXmU3tT010a2+OOvsfivzbXsf12tbBVCrg7ou5Tux72",
-	"tYLDB9agSifI/PIsC7txADPGdDTIn7MdD1bliK/PulhUNTp3Kpi6qEZxUaHabSlYoje739tWqbljLuIJ",
-	"wc2OsAC46487QeggkFTVKUekS0HgqBjGj3V4CLEfwf/fJujFaqsXl4JZ/2mT0taO3NU0rIX9WZUjW873",
-	"h43xpAb784mTGbtiuRlYWxIlMsLNHPJiTZ7uZ2Khu/C99SXcoWzc/9BGhEZHyHOWX9Tns1qB5Sre7nec",
-	"FGNZu1gFiT36uBuNbQgsH7XRS1WntjohW4eAYOEtFGwzIi48L22+opVk63Vqd6g0M6sPTLW+GE0Q+1LL",
-	"TkAmLaS7rgh9dYZrTtP6o1gNx7+0NQ+5GZ6wE9yo0a0dZcNEXls6/YCq55Xpmpekes2m7+TKvduCrcD8",
-	"R20PBOplHRBgtRnG4mJRo7/9LfQHrHFrrpmT/l5yrYwtwOLvjDq/KSkG7+h1ADFglYLPo/2vKvxb9ejH",
-	"MgDWyL92uFan/D5I5b2PUntvhXYHPdXM7eLPoqdu0E/voJt2se6g9yfRT3dWNB+iHzxI7Fcl5w8V7/ut",
-	"4v2rVrGtfv2TygG7vfeVAm1w3GtOXlUWdO8DV0/Z33xiwDvJxfTCMdWwi74DWfei3f6NZXRr3Eq2Mc9D",
-	"6XErLs+Hjef9btuLo36E3V2HELySWNII46wHy//OrDk2p8FGw40dS2xRI6HuHzhXY/vmXOuc9ZnIOBUE",
-	"du/wAOzeaneae7EWSX9lLT9sViJW5WQ1y62qod8ApzC0PXsfO3F1VOZEbRbZ9b1CVhCIpDVoYRvuaMW8",
-	"uNA1TAH351Z/ol8qoLFKIdjmrtoV03oX6PygaZthYRDSDGrhq9xwwLwPUeQ9anwA+g7P9zbA+bVi07Vb",
-	"Re0+SRe0wfQgqskEG7pCYEAKZrsXbf18e/CjEYPF+URhC2CfPx+RZkZ90BvA/RCuln3VglsMfVkQi5GP",
-	"P2wPlVZ+Z2t/4TpFuLVbyW1DpBXIypfatsKMb/ZYByhiTxRJfALvjknB963HWuUJTfCZ4N5rwbKL8XJL",
-	"paODMNuhoqlFp/cf2bLMj5HEGGxaCyPdmV1uZErrp+FdhHdwk9RgZTdAxxKqEBVhbQn7erfQnVFd1/lO",
-	"7+0cCfHdN3pIQqNxAx7SRoH16WXa6kC2yrmoc1pVLTbr54ytS7gg789eAqrFnOc5YPZ6uJ9m1W46Y5lv",
-	"G9ngQY2X4OA9VFx4sG1hKaScQnIq3gqvJ13cC/wrszOLKqAzvHBRMJpdgMrpb/meGeZkH3yBzhzIP3gh",
-	"S6FXswaXJIUcdkXm2E2EJPDCpB2La0W34/dYiB1fLUu907sDz8Id3r8STDXf8h9tJyJEMm5xrrG8RSBV",
-	"jVps2oCcTDANDNWFdQXw7iObjzV+tHqgbcSrebV3y9N2j6mgjvkJgL8ELXqxjFiRLpafKgdCr05Z8RMX",
-	"pWZJFAt3EXeoutTDtugirBY9hrgb0ikqVlXHeWtTtuVRr3x3dUus1aws/ZibqlrKehsmqKkkXczNGZfp",
-	"JdMRGZeFeRqbOlL7hieQMalnroGkNZJ9T49tiI2NJVmH3ehgMO1RCqHJeo35mIV68+YnnIO617DafCrv",
-	"ytDhdxc6EjWULUz6p2l79WAFBdYikuGa6zxZy7iZyIKlVOnWJKZaznbllnD/itY3UISUWsgzDptSa0lK",
-	"xUjXek6gNUzV5A+xG0tjY0MX3zVQeFs6b69FtHdrEPS6Hi9XV+RjJ+V6aVZf5bJzu00dp+sVA9j3dnz5",
-	"Ov5ZfbA/yGuSS1vWFWy/lvIyIvXmYL6Yekf9vPDjaQHmrL35ibLNgcgVzcsA4sK2dpxRAMA4jgUUSl9z",
-	"hRW+zoiE9kcjs9iKZagGujxzjmohFKfEAsAW/DuiAGYcwPORY62gFtwdWK22yQfD4daaRrtW/ls1ELW2",
-	"/T5rz5E7CUxMQsPq/pQWBWdqRBKazblISBc4KhSXR3Zrjdi7ZMtYzKmgU2YU4F602vCy/tN1wTX0NMNc",
-	"uoR0i9J35VTmeQBB7WJq0Mnpa/OT635jn64neMMAw/41+N36L/AgZihjBl+ez6t2MO76bongsJgn9qvw",
-	"R9WT9B1+ufHrL/br8PNrNwT4682bn9w/bcMQe/cHs218KriY/siW65NMFd5jdsJwEEQ0mzNNjXn1MBy3",
-	"O5dhXzaNbHV5rzLrgmlD6mvLVaD+ihVmzq7lcYZ9smuFcZjwb+7atXSlibGGcPj5dsiQaqcewfAOtn1b",
-	"esxaG/rMVXW3yEF/zJ8oAtXfDp8V69aeKF8LtGAFl5nRUAJQEq6BxVJ7e29dSfN7lbXj2a9GyOAzoTGc",
-	"QS3sNWOX4LYUNo9V03bXC74AStDXVKb7RN/GzN6fv+gdN7BNQpSlCRauaJonu9c/FWxOudlCuwT18fjV",
-	"IX1YfvPPyJY1jFkur8lwR3vK7IreWNRlpwm9GanI7HYrW6sPlTVgr/7OCumPz73m7GbSlokNyeqiZf0j",
-	"qNIDa32S8+lME3bTojXsaPFZMqqTQxRQYzDKxia1HSHwm3xfyHLx7TKkzUu2DHzpSKkzWbbnUsNL3kG1",
-	"+wO5Ar5JXrf54swerim3A+Kni0UOLWYLWYqMZSST10Ztgy0xY+/tvtHTakV2H7dbxtu2PJ3dBQxygF0+",
-	"eG7uVC2p+TgOHxJp8pTG9pv13rl2vvbhqAUBdBs/Jl3sz28GiTbIJVu22xpbs6p5tvq2Fby/Jgfdwjzf",
-	"n78gGV0SWQDRrH4guNi7g8zdVslvrE34CnJqG/O2g6pC2uFIaMGIsrX94b7sBAu/g7mSStXO7V5IpZ33",
-	"0VWfOyAqo6Ch3zIi7iRqSfZZf38ID3QRKoXmIIPAjScy68xQ5bwHXewhX55r20yF2vZZfE7zEUmGg+Fw",
-	"OPz78GkC0aLqh6Pnwf++2dUZ2ER338mQQ4/MOq8HcPwdjcKH4rrfFSzGj/0e+O6WINpYidXs25R4a4E8",
-	"DLDJnLlC6nVYvvdo47sl3TTjyti8mwvKLUqiuxd+c/0374AxiU+/83mOza8tt33s2DcbwVaqM54za+wH",
-	"t1NNrumyvQxTwE3tuU7QyuOOaJ8TynMupmdcpGzNAlYNh33tt33Ko15SV6KKyJRBIMBM0PaA3H2lm7bb",
-	"9exettuiYFdclgpxWl6th0d4D0CbVccJQ78s65uZWZpXmuc5GLhhA+bKyrPobZRMC5o6XXf3Cds+sXc5",
-	"F2XRnjqyFhXrtUgLhiFH75V2SHR4dC0uSpfmSq5SssNQsqRsTZVX53R6bywsMwdPthVx10GxqrXZDJBl",
-	"OdsDwLECjnCHVmMefEoiDm+IYzI8ONp8iL27uM0hG7aodMzZtjhQ2BdatXfnqRjBJh3RLtgrvBnSN10d",
-	"7g6PWfCjihIbqzJWMi81IzOtF13VI+/fvQk5iVGKTt+enYPacUyErLnAu0mpWPF/IlbnpKDT+UoRrHmv",
-	"Gu3tYatr+/sglfM9VaX5NJARIVlvs5+lRpIbyOwlTmWNHm0nCqVdUjDXxFtiK8h1ZEa1ZvNFm7pyYq+Q",
-	"Oc2YUbwmtIjInIqS5qRgGpY09HI/Sq8gGPW6Dh9w8YkiPGtpVT9jNMNuQjb6heMfrP3KeXsVWjuc4nvA",
-	"JQPhY035YEkrCsnyqwc1xM+p0nbh77Jq5rGXGyIX7pozGgAzK1igHXRR88garA6nhIRvtU2TSLeOV0GE",
-	"hfN6/+5NuyWGiD2Ye9feViYIHbTNp54RwDWZSuh73IK0FuJDs5v6wq/R6gBGy83RqFAlI10LsgIKVu8Y",
-	"sImNOLumgKMta9z0iSKMFjlnBXGPVSzqDv6mnYB9GozDAft4z//rbEdw6er+6oiGxyiIxXiOss1p3Bjc",
-	"I3iOm3zyi8Cea9+j9RBJpGsM2yXTjm5Ydkyujao4Zo4ysT8m6McsgwaZlBzc3NQaFoGcS/CYJqTrOLrv",
-	"+N8btMII+Zd2UJHfGUCoMc8KQKi5AMEHGpdsO/wP1aq9umpPd3uFwm/psLaaqswxSeLO3+JOQuaMCmVF",
-	"BiA5s5uULTRiOsmF7nNBEhvax/AZxPTsL275qMggdOdyRQYenSpxPRznFvgD6xRiwW4WOU+5zpekm/wK",
-	"o4lI3Km9OO58SAyXmXDBeg1M5lW8JD9n7Knoe9TjTv+tCS/i4nODKr1yQ9XB4cHdMZvtJj3eyf6iTvQ7",
-	"DM3d2SyoBAXALIbm0gPMBD/RNGe0AAfL5zYcjol5kBSsjy9V2I4FXRCBOvUJjIvdPNgNM2MVUtWSSkFK",
-	"4TDcqkwu/NoxTGoyYQVSlTPtAdYTIRmqrK+G6f4ohs3g0xkg65BvT8iZpiKjRUZcFN8H5nFVRiS5nimW",
-	"XiQWmhTd1Mo+FgtbodPFnjMUClp6Rr07ODI2zLMjUlCRyTkZLzVTAwJZAn2jcNl0iMBxY77z0+TH//m8",
-	"+Ob7H//XP4vz69/en7785vWb0/98LQ/e0Df07Lq+SM+Patifh9/UWmzjG3896f8n7f8+7D//170P//qP",
-	"j8PooL3Tdm2x3lm/5B25wA/yGrCagHQIDXiCozKUWJhNyBXBYkOar3IIILFTDAliMcGWzCaZZ05bR+J2",
-	"W9l1VOszUgZ43/fVJ5KIfPPsaDjsHZMhxl250b6vazl7z4ZH39Ty9YatmGuPfHrPge9f+xWsGqvWUK9a",
-	"MwXtu3/henZ2v2G1hMTu5ftotjq9Ax60Y8sVAHTtjG7Bp77FLSkLrpfQD94mOwD03EmJ7VtXlJKT09eQ",
-	"p9JN1BhhsC0MDUIkNzEAYdLA/BuIdobzdW5vIUF7IjfWWZnjYOzNfNKfSagJnVLNrik24s6pmJZ06vu6",
-	"QF+rUmk5N2MNYDzVgJzkOUmgBQgmnhJNLxlJTkJ80hFB8D2C7c8qj5JtghaLLq2Wwa3C2kXowYAQDsom",
-	"53E9i0VK5yx/QZUP/5nb3n33ghweHj6HyKSxFJWm84UaGNXPMAfK87LwCbSCan7FYmHGMrMBF2xhIick",
-	"qRW9JY6/eNBHmxFHkrDLajKIxU9sPrZlPZDI4ArIbI9cI5rYDU31iFAEr8b4HdbsZizNacGyKIZ+qlwQ",
-	"ilmLJDVT7SZnL96evjpDvS1BDLsEl8jcP+VXxiy/5imzCRaxUNBRAQ5BRABZa0kyttCzCMbSaFMzhEy8",
-	"sCYtiYWgc3MqzAnxKe8Yjaq1hbE0gSmzpBRuMrgWUSyoqnrFnL380fBukREl5ywi41LbsSDPRd3pWhKa",
-	"80s2iMUJQva5smZplsb2lIL0UuX66GfHPksRkPecMQOPo3DUXINoDA/JyenrwLk96gwH+4MhVCmYGS54",
-	"Z9Q5HAwHh1AGp2dw1vcG1yzP+9BQb++360s1+M1GpabrsBRtElqQpmd2L7IRPOrjdpEtJsHoCfZkhV5k",
-	"sbC2GaT7QYGHeRlDIGBErcxcWrsDiCaLvFQkZ+bUG7vpR/M6s/2u52s3udTLEXn74ykkaBZXI3cJjLt8",
-	"av5+eXZi/ioVG5lvJr1Y2C72ySXPbPcmF6LAbPYn1g05ICfEKGfQ4Bwofs6YNqc2FrYjoX2Jmskyzwwt",
-	"MJ3OkOlmMoWCKtw9v+mvs86o8z3T0GIV0p+wiahZ+YPhsAEWBkkvmKG857YJZcoO/VfPkNeu7qfZQIW4",
-	"szhT+PoLms5Y/4UUupB5m+8C8jIjMqc3fTpl/zgcDhPP7mmbD+o2FDed0a8foo4q53NaLFea1ypcYEMV",
-	"NVaqSLfW+vfMiDjX/hedj3QKrgnAi+18MJ/cw8Dh72uJ+hS/a1gQwgP7CosBOQG2rcjBcAgdU41GRX2Z",
-	"FMYqWXHFVCx+OD8/jcj1jGrwj2rMVdK+Q4zSsmDHkJSf7BWMZsvfE9QIjR2gCzqZ8HQNffxgp/AJScQ2",
-	"bG8hkhNjlYAp8xS/1/YaP649J3aMXblpy98YVm8WcFHIsTFm7VJjtDdc4aK0Te3t5loYONzdOdMFT9W2",
-	"3S1FDmTkGzQamlcksY8PLOuFvOXEtTVHJtwbQS8HQShBHaaW4OT0ACP+a1LfWoaGjoHtcxULYcu/oSfk",
-	"0XB/D5p5/YRjiPARI2DOWc7MyMzJnFNDjn1obyzMpECcMdd0zkjNCddqFItY9Eli1KoLi1PtirJdMv2F",
-	"rT3+CDe5q3OmZzKLCP4Ifdrsv+2eXqAn+CKVGbtNRrEgZMaVltOCzqvojAcHNlI2uUhlKXRC4D8e3kP1",
-	"ju0I4TuJeRVXNlwOx4DNFzk1I0hAgKKeUArXDQ8E1wAmOmXignIL4n3hj8zqZO2NSDURsX9WD2C/H/uz",
-	"XxRsaod43oaV2Yn7mgszSpFCbM4poP15lQ9kbOGqTV1SG0M47aCLW62gutc2SYR3BrCDB83K/lqhRdvJ",
-	"WSa7AG0tz32GHfBGdEPa0kuzP1CGmJgdvVDlPHEzgiwiHH0QQ73wWvhFVWejLuDmj/5aRGSpUzlntwn2",
-	"UCHbX7K64f6u22R1HNZkuqicLXYQ1Ze7ic1DMdMszDE0/7CO4Z4ZFDiHN7x1uTKolpEEUAcWE9gNBX6M",
-	"AjZzcclFBiOz/TO5MiPDM5VUvQhU0lv9DshCW317wZUqoVy3NmV4yGze99JwW1C4zBwdB05lntvKsW4y",
-	"lRfQr9JevPhb0lsjtixj2y62NLvRe4uc8obAWtEhotbu7cjCjYQ6Gu7fUUKZZw7v/MxDJeHH26huaP/6",
-	"4bYmHU8LafgyK5WbH+lC+Ra7WUjFXSr/nGoyHAwHRzXtx8lElJDewNlLZ1TvBe3VwYUvN0I0Jadvz2x/",
-	"isbDyYCcYdcEZahP5nBcAshLqKltQSI1tyktF/BfhsGXUrHC/LcCQEvIXiySVsBefIHhwjZMU4fnGtTQ",
-	"uMBcJxMuaE7SWSmsswQK3khikeTwPVBTZ57pDcg7mRvb2DJsMxOPOZuQrrItKfFyL5hA1fEfh2amnQzI",
-	"ObvR4InQUCuA1QoFI79JLoy9x+d0ikeOlhmXwR3OvO0eDYfmnL0V+ZIkYkT2gQv4xhVtR/At7DzmMjXg",
-	"2X1a67cyWz6aErkJHPq27uiyAaVPps+2gtLfWgzHPfCM9yvIt+qdDTsno5qOrCeo7ZUvDElZx5ANioDh",
-	"K4h99NeXb39+9aG1n/Fte1Gve3WAg+WpnSQrw0/A2QMfS5DCFbFpCPhwYxzA8XbgXnXkJM8r9+/95OG9",
-	"nzy675P79/7m/tP7Pnnw/J5PPr33rjwdHtz7ycN7P3m/XWnIwboQhCrWhiTEd/TN+6nm45w1weRrtiEK",
-	"u86HqHPTD5Sg/iKngmEKDu00xeJ9JWIgDEegD80XqJtRB0zXrSO0o1MUr/UGBHtlVzHEpHpjQnyvd2hL",
-	"Xm98DcUU/uO+idIxLo31g9tYrTOl5wsQWVKwWBhpRSw4VijGd5eqW8XNZxI1fxIx88gixr/OSRbk659d",
-	"snyVI1/lyF9XjnjgZzCsHlGgVLi2d5In1WNGnKCjpSZNGu0+ykUstCQHw6Nv7B3KhU3gnpoB0TtugVPl",
-	"KhYJYKUmPhcAc8sweyMh3VZcVfOyqkwR37OgSmH5n5NSzo2P4oVwvU1oeHDZTyozVgCK/xCRsQqku4Zt",
-	"V1QRES4IkAWRRcaKrzz4Kw/+0nlwRd0PZbpV22gbB2rjM2+40qh1dz75Ca9gS1tONuZzoHfdIXlgTfXg",
-	"Dzubn53aH4F+cAVzrvTj0M/eR/jv7RY6+p4hGXXqDWl+3QhfkKCO78Qj6vZ7+KOgc2aV/Yi8f/fGtdIE",
-	"VZ2SsZHkkGxjQTnHS4j8uXdBD2moIaeALINorx7Toy7cNkXpP3yeY7HWl28uDr5A6fTlnh0sE7miOely",
-	"m0WV7BnTD+gPcu3/5eC7JHJ5D1XeE9e9xzp0jo5vbe/r7cfv1D6x8zH04dVFAADizuaa8+OeudMRitYz",
-	"ATjBd/i+hWP+eny/Ht/txxcz2QQphTu7OwocS3/3PMcLvjlnEBNwMNsSJnH6mhz6hLgQIcDF4L6XrmEz",
-	"LVgsqqzuSSHnEYFMGACQ0BLSOddEn+3HHqroNTFJWwnfTczn+T16utT5jAO4XcondqwO831tahQmmd0r",
-	"7+1dKRShgMiDYKUWihQQ1pSuEtpiAcmfkG+fFCzjalAWOYYmmY7IArwS78wF0lUzyKY1m+kgmSHLAwHN",
-	"VO+YPB0ekqQU9IpyACFNLDwph2zaCeW5S5Oizn8NTgaXE4WVOAsmMkjO6RpaHVPFSJpLxTIs9DGzMi+P",
-	"7LgAO0wWsYBL6cxcW5fS8A7X9A9JxINv35OydjQPd6VGMxTelr13MBxWEChAIZjXDguNN9n0t6fDw7WU",
-	"e7W/Rxe8f8mW6w06Y1mdnL7+0dyzIv7bZlndsgeI41C/seVGW4b4SeUqTmKdofjWaPmGzOUEUmOPSVLV",
-	"R6J7cF25467eofv4hR4hh2YnofvYeTcNQYtYuw1Ra7bC1Xcoh3egZ4wXtq5G9SIi8wy76hR105MuOJDk",
-	"WvGZ2pzq22iNZxh9oYb9XrJlFRzE0gjb9b+7vkCghzzVlY9hQv0S5e9K8UdV5UiSS7ZMju2ZxRKvUSy4",
-	"JikVQkKhs9U1jFVg5ECEhUUFgxrqAXlv0+BxjJHRRTDNxvBWecWKPuRPgxKMNTF2cA5LcwGgDys1HQcH",
-	"YOBzMY0F4MnZhgJtLBoXD4/UJ/Ii48stQtBOvuP9T/LtbENGfxSUhAXba0QwAGUaZUKKlPXulvZ/kl/T",
-	"pSKJkH2gkwRRW8YyW5KZhCIm+71ttQB/cta0f59nnt6DBR78ddgmUiWpauOOQ/bCHcg9lD611iPeh4k2",
-	"tIW9jzy7RbrNWXt7DQ/yzxXh8znLOI46A+x4alZlVCEKuKx2z4YBIN5oq+RouI9cFUSu4dXmCLjqIceg",
-	"Mfk/5KHALWPRPRo+D/AvQzsITxmW6lJB4E1c6YJqWRwjSCIo3lhjBpfh+yiMWrjiS1iNgCvW2NNR+zIZ",
-	"nv5ZD90u5vvKM8//OgcIF712gLg2AtmQQdBQT0wJ1cC+76t4tCrU3zO9jkIeW9ndILkaAunVOZ2ue6e9",
-	"bQ/usTLlT0yqf1ay+54hqoUv7HZ4nJX20Av1CUBcd44A8wua7/dWgrc5brERBM9I1+gwWHKOWMDVANf4",
-	"T3l2V+9pazsvi/uibNH1nEUkKVzjKkhbBzd2vTOIzaLDxXFZ6CzPSM4mgPWJInEuAbmJQtMCj62Z2DLe",
-	"pIGZG4sKp8Q8gjLiWhaXXEyPrdi6JguZ83RpUdJVBdssIA3dIRqRM9zKHBxFWKrFsnZge6I0XapYuJvc",
-	"/lPihmOpgJyhhQI4z6jdW+GHN45i4cq+MZ9laUulXRGtB8BoreUmWMptDJMI0xld+ZksNRuQE0HsI24R",
-	"zJsqC8LebS2IWHTt3v26/8Fsn50EzVmhT/Svww9JD96ZvJ70f6I6nSW1andIynQLZdgQfG3/oE0GvwcE",
-	"Us9h7+aweD2Br1tHxKeyaXCInzsfZrNIqFB5Hioa/sTmxn3Eyf7BV7Pms5g1iGdcaWW2txuaDJbHCAIS",
-	"ombxAMfEH1yH3PuaN+kM29W3O4zOAJUnsf5wlZBuUa9eaitP6mF/wCphHDz51kbDYfuboUHZIl8OyC8Q",
-	"Ho47mCAcd0YAAJbg7QhxYoTUhjoVlmvqKmXQC2SLs5JMCldDE4uUFsXS2VL1khvEwgMbC1praTpt9dab",
-	"pz6RC8i8+g/KHnxwRRPcOCJ2I/ZcXvfHGN5jtnQwGNw2i5ncU7BH3hhubIws/I1QOJ34mGQNi2b3jPV6",
-	"oUeQtr5KgVxbUDqCV/787u97Mf3/7gx8xwTJB8e+dkyKfFhM3x4d5vgwRraVB4Z08gIe3R6Oh5IkZ35s",
-	"jJtVnfy+7NCZn8cu0bNqbb7G0B6TsJt9Kj+s1LavNq5si7gF7Wm5QBXLprlXJyGg78cIsPnXEaqJNbnJ",
-	"/oAktNSzASahIExfQrqAo3DQAwVHMZpXpvIVYCgaZQZjhc7Rfeyd2wqQ+GKx+uIz825jSjOaDciJVS2t",
-	"Sc4F1P6BMfz82Fm2scAigE2W7frYmD8zn0o3cu/HBvSfOUBWzW6dToGxs2rr721VRp03NpSwpg2a+8IT",
-	"Rd6/exMB8GDAoVcTsb7woNl9fPFfLdJdeWsr43Qxtzo534tbrmgQQSruumgaxpU8kpED8aF5Dvq4bYIM",
-	"3addSp81jn0bONvU2v0+ZrkUUzD8JOEWTapqdK6ehB1eelARBRXNQZIaRO8KVnUYC/n8jOYTgtPJBuQd",
-	"S2WRIYifA4C3F60BBGBIeMWZQtVSu1sH5MS8YK2PkOzoIsTlDBn0Q7yE22J8L+0qdL56x76Y8457VqNo",
-	"H5ixpw3b4mKe0gNUp3Uhwrr68Kn1+vW17A+V3l/DhZ9Fs3fBxYpebT7dikjoPUTPvxOb9NT1M52zzm5R",
-	"v+uZzAHknwsE3+pa1GYfzQMkacwStJXUKgLgSOzdakTBJVvoXmSDdonvpZNsjv7FYiyz5RNFEiOPEzKn",
-	"S+g6Yj98jPm2mB7INXYlYf8sae7aMj1RsegG1lWYjGJemWGMS865Nppxm/EDQ4bZYIJg5jHXIT5j5DU+",
-	"ZpTWhFDA5i7knCRoNSVW5qpYcG3MnIoeQFZmkqG0ZDfGFASD54h0T9+fV5dwvXrHsaCbAnKtwhaxnsdU",
-	"sfeYnR6LdMbSyyCSaR5l04IpRaYlLTIbXcSvkq6xtKSo3tEbxCIWf/vbT/LKzD7QSgZ/+xs5qXI3k+YR",
-	"SdwGmDMVC7uewQsgKahKvIRaKz1jcwCaRtRPwa5tUvyAnMSiQFLFpcCImccHLchMXhNPh+Dn+P/+r/8b",
-	"HehuNoZEZMGnXJAuIrZHZCYVdMZYyMJQbbC/kNqJQQxDllwkkSVO8xaSLAo24TdJZAELkAQsRCGsv/l+",
-	"VkjbZiPs2YerEQvX1kXmGdG0mDLfcB3gwGvqnu9CaZVEW1wVIL+TMUvlnAFoIqAhOoMU2iQZHRBiykn1",
-	"jsHKjbiZBbRtHVX0e2EDlEkvwsTbohQAjG2WCIdjJbQ14xEEG/lfMHHYmxLbmscCO9l3E3MAWrXyvUAn",
-	"3vtY/XELqx6LxN2ACKo0BLgHIFdz5gFO1TXslMHyIinEwrdCmeMJsjtZV+UhlTRfImXZFuyw1bFwwETQ",
-	"KYUqy6QmshhBcUkL0QZE0jWmxAQmY/FPg/VKIjKXV5Y5VwdbS483j3Poue6ybb6XxLlQLD58yx3Hbvei",
-	"9mGEtglE/LCR1BVDpo4Q4Oa0InRhm9Zv5cxjqf1/Do/OZ9QFLR1lj6YUfjWFvrplHmam2SMd2mlPVKA9",
-	"PrqTZs8af5urpew9X3a1FExil3iPXZK/ULDnv68ZCQGi+mly7o5HixU91IbcHGvy2mA90rTdEorF0fDo",
-	"OHhBa4TIFlNUL7tHzCiyzZ9Be/VQ/E45wkYnviWOXwubxAMaOeKKcThZ4VzMGvKcxaLrvVU5F5hClcq8",
-	"nIvehmKu9BPCSOLL/5BQlZ3XljiV9Up/qiAVvn7XCJUTM/YC/vUXCV4dfQ14fUEBL88NjaD/hNEvT/Ef",
-	"8R8bw2End/ZLravUcizva/zna/ynLf4jArnwyAGeQNx+UhV+neB7oMD7Gtf5rHGdB5Phg9Tu7SYp0toD",
-	"Aj3bwzWxaFRr3TlcE4tGvAbiMVbA7RofiYULkJC7x0fWuyUfRRT9CfT2z8W+vDfyUfjYV6n8VWF+JFek",
-	"qGy9T+mItL+sRR0707KA3FvFxTRnfeiHCY0yEzKWpcgwhFTzZaCbwMVZYtHFAs/9IZlzUWqmeg4T7PTH",
-	"F6/I2cHTZ75Xa2Qt6VqSGrwFHsHWhiRZYKuDhPCJ4coNftsFqBrrMwnfgbIB6pDxRYBhh230MM6HyL55",
-	"PqbpJYG+cixTLlboULMOhwc2vuis9YQo5qNpQduPWiDPCItYdBPfqNFY3f9IZcagFBmjVTzDNnYZL1iq",
-	"L8qCQ/8saHQZxcKuPZQuZ+windE8Z2La8ottFPkPs7y+YVYQZDUirza8UyMOVNIbkBeYEYgpAUtZFsQs",
-	"BxNZFZ2byDyX12Z93VBdJpNFBRwX8lqxwqxJtUrQVrnhQbOizsYqYVkBJaklCIoR6lj45UnInCtDmThU",
-	"aGUJQUF3w/sCYo9YnnxM5rKAAKaIxf5wOKx/AnyTi0JiUoGFbEAP3PNWdxfOA1qIv/BEtgu2aRD77tIU",
-	"arShvs/+fuy9SQvX0SPsj29L5/9ZsmJZ1c6n4QjCajLIbemM/L+gnbRmhXnHf/1K+78P+88/2P9e9D98",
-	"HEbPDm//R0vN1wpQ6i+QsRBu9tScQ9dZ2nZlnJS5P1HHQboLNtdxYNpNqqzv4ID8Uq2ApWN3SN2h5Fqx",
-	"fEK6lKiZLLSNK2APd+uubFs3953aqs3pzRsmpoZlHwyPvom2ArceYpVTfX2+l7twhAdCOm32423zJ24a",
-	"mAWRwK7I5mwDt/b85b+hA/EvqnOcaVr4eh6fCwNsqUKKNDJvR2qudfXuBxkXjwMwEvIKc4iPK76fIH8Z",
-	"syqRLRAoyapESR4NyXmbhrU13PsiuO+vUOW3Y9g3WJ6vod+/Zug3zLmqhX/rYJ1hpUiLoXNfBvJIkWFr",
-	"CKETDXjjk3pGoEuB9DMfkQSTLqucvli4nyKbOofXElxjB/2AnqguABItqFLXssiSnk2uG1PF02RAvsOE",
-	"5qb2ZD5T2UOaXrLIK8mOnYHqpQCa2yyakekFTc1ygJy/onlppmq25mj4/BkZLyEm3kD6jEUtNB0gfbp9",
-	"/WcpUZ7gK3vHK5UQMSBZG3VGsARGa8YdKsgWedTz81UejopkZYEyY4AUspzOSPL9qy0JmQnpjqWdi8UO",
-	"cl9aTR8MTRcYKl2xUGWpa1QBBVHWwjQLCBmGDiq1sXexqGfYj1w2s5kf6NpjNjEWjM9ZtYcKrWlv20Gc",
-	"DZIqjalDEqv5V/AOCRdX8pIlfUgEvWQWbhYCx8Jlw4Pl5h41Owfntlbi6iuy6rm41npJGiC2SBOG5igX",
-	"K6nEWytgP11SQfWBP7IGdlNyQWAvhmhvTY75KetifdrB18SBr37Qz18p6xPzjTnK0zqPhTcAM3uA4rCL",
-	"Al9L3b9jpS0EpxACEcAIatUEIOSWBHxJVlxEDuEJa15DBhsWsj4G1l2tkPVzZzJ8zUr4o6tSnZrVECkP",
-	"0cFbYwnfycJS+MFgWLMKsFANPPJd79uPfG1GBC7feoFPL0KYfWPZs8yD2CcAYsmUjfvGIjFW4zs2KZia",
-	"YTjYuhwpeCfxsB370nP4c00zkYYi8snN5+3qwNe0iy+qnBYUuKCe9s9g8Ea7PnC3vIxQuskJCQNyToI3",
-	"BDsILGOX2mQLjBpiUm1Q2rkee/fYhoYahYDh2gfoFMYApQByD+WKLOu5qkOLLQE1YVPKBZRsBm+5cwUs",
-	"4lU8VobHo4npT2lIvai2/w8qQNvNnPL57YJduzz/rzkgX3NA/lzlaGh710yeQmJYjlyyT2L0cOEab6i1",
-	"uSHQTENOiS87Rg99UEE/qF7zRk7P+O8sIcGbiZzYFkEB3oR1OZH94bA38lg+oRFVLhAz1KqMUSyyEvlk",
-	"hECmJJUZhixdPxCeORWvYocRGcuMMwUF2A6BhbwOhoceT2N/IXjcnM1lsYQXm43TTJhfx4anMnUcC8iD",
-	"yUEeQGUOysI5oXnextDfcKWDz33ZUZ9qIrtEfQIi+Br1+Qsous247FwqbY6O2cdgryMjZ1v7sHGh2bSg",
-	"nyvKY/le1c5+PVz3uwBi298P4Nia3egEM4+gd5q7hm11Mbe45Lnuc6P/5TKl+d6Mqlkfbu0ffnOUQC8I",
-	"wwcnORdsRLgm5g4GTSIyFcF/yILywvbe9KEaIvrTgs4V4UJLcvjNEcn4nAkFjKv75qAvZDGnOVeAF/Ma",
-	"FM6c3fCU5lFsgUrmVGiejoiZiCJqRgtINgJ/k0plYftwRsA0F7OCKqZs2CbjkwkDrRVvz6RRZ9c78V+5",
-	"1flEPnz//j8I57ua3xql05PHV6Trr0jXf3aka6BmKCq+0cb6puRqpV5vd5RrhKZf39iYTkFRwpAtsFmA",
-	"cjSqJWbZQvNh26AntXpCF/wFNdXBOvYWBbvislSgNGBbS3gfN4wwgcSDf2A70ASUNRWLWndQkiAqFqq1",
-	"UrjxmF+Pof9BrhnWVE+NAiwvFYGWxrLKLyVPo+FwGPZNmNMlYSIjjBb50uU/h8NfpyG+wtXbkhj1VuRL",
-	"9zlYB65gwOvSRSFuF+3K3Mx7z80TLVmgCYr0xGvuPWgs4FbYS/q2UcBmrMlXxdd2og4T5dwQnP8BX22I",
-	"rx59NMRobu5fUUihADKFsb813/nZPV/99Na+6XYHJfpPpW3DFHZRtJEk/koI6l+mzX/NxjPDKTYkTRVM",
-	"Uy5Y5lt5hLoyGS8dTmHIhC1r3dnQx/t92811RaVAXp1PTb9rVSVzMSLshqY6Xxr5k7GcXxmeO/hqzz2U",
-	"1lxMok5u9yKqHZJ1negl3YRdadcNkOYKU4kTO9Y+z0B+c+03mzP1SG0CLe1PSgEOpH5K89xc2tKhycbu",
-	"fYsPV0NDPKhK4l6pktX2TF2qyNsFEyeviZYyVxE5EUbJWfAUfzBi8ns254IT956X8Ga0gm1j8LDDk7sN",
-	"/oDPkHQmFavc2AktpiXERRIix7+x1Jhkv7gG//YRmueQZedeF1UTeUFzwNskosxzVLhsn6okFtgy2nzG",
-	"tpc6t8VSkHzXgs+ZVdMZxaIa27/T3Oy3UVGKkiEc4bUbpJ/kNRx8u9Q2Ph0L/xJoir507QQtNVTuPdvt",
-	"fBUAR0XW52jVRX+HoRv07XE94wLX0+gTyTGm011zxSww5ITmimGCRjWtU8x+VFatrKVEAnSQWSqAPCQV",
-	"Mk8s/IQ9AjpEvgbkO3ehKgBEh6Ji+RUmZMaiipKhnOhCImObHU7z3L3xExnh3wVU9MeZ4uEoPMNsFTR+",
-	"5WFnujaBF07JE0Us4fe+GuxfDfY/u8H+hum6UDBSgVYE7tJ7PK+6nyU/ZcKwFLa1ueGikPOFDqUiRGV8",
-	"6zkcZzeUmOAu5oavcR0LipZ3qVjhDyJpdjx0w8nAUYHtDmOxrd8h2bHdIbL3tn6HpNbu8HscxR1aHX7v",
-	"lvHTsGH3+j+I/1br8Qe3Oww25rFbHU79q792OfwqSv5SosRxD3T+YnSLID+/n9AIQ3s+gVoWt3tFCVzl",
-	"zgWfa8zCtNEpbfcm8luMQA/E4bIJ8LgvEC/Bm4Vhsgag+9hsjUAqhEsB4gGqvyzgf5WsoDBuGMUCWhtY",
-	"86dguuCu+bwryzXPuXyIJx7WokqoK4AMRojyXsP8hPkYWYrFWZUBZoGMZiiCjbWUK1vmL7Ml6S5ooVgG",
-	"dfX4EJpE5u+I4L3sRh+jCWluiAWbL/SyNyDvbdP4sPlU6hh0tX4jcjQ8glQM7AwPCw29CgABH+vTRtBx",
-	"vr2bHnln69QyZi5T99LDWCTYNOIiY4JDCv17l00ipOgf3NxEpBSFMd3oOAcAAWlLFIniv7NYQDBiRJ4O",
-	"D0jiVv4ChcqxMeyJyuW1uX4UXNd8zmSpk0EsvqM8B9WhthsjwHlN6j9eTCjPMc+/VmjmEghb2iMYiePq",
-	"s321HhIXpEBjgnMEi1nLhnyiAlx+W67ourmDR19ITZZMV1V2o1gcDZ9HDnAWqFhiU4Tlar8EzKR8KyBJ",
-	"cwMyP9BEWO2QtNay2UVYTcN00BlSWIO4VNbDYI6aMfTMscEgdkuvD2MEJtBYPLHIXLVaOXyeTJmGhM9Y",
-	"dG2JHndc4fTt2Q49IJJWvfBdKT4peu67UvxBOiF8eZMpHvBYBT7ur3VkX5WrL1y5Qs6xkt1Zigrd6xh4",
-	"8w/n56eGPc0xNa7SEQYI3OxZCWI3D4pSdF1iJArH3t1zqWo6Gljg60P0b8CfmUox4dOyYFnkE5tAGcm4",
-	"SiXEZ9CUV0TJwjDh8ZLwbAB959GbDTqlvQf9t8mc3pxDwVsSNXOoFEmqpKbkmCwKnkLnH8wECBAeC8vj",
-	"XdMhBCtzfgVr3IF/QJbaJRTEArUGvI2roBGw6yIDQVFFEO1qp3D9T7iSu4Tr7RxduN6J7WPUt1GEw0Ag",
-	"swDu7YIgxooSuxdmkUEWGiHTg+IJhfloC70E/Whd9N19ZDOC0KahWz3TiF26oGOec708hkpGlNmoWYLL",
-	"xShriUW3v7DCzZZCoLcckdfsW8LgTxPoyn+pNm6XJZDOqO5EnVRm6F6hSgpMDrjiCkVrkPVnbnROqdWE",
-	"gpbZn9IpKoKku9/fHw6HRkvIc78g24G6gPaaaFN8bkZv3hd15lzYP/144ESzonP7J0k/ACJfl35w7vyQ",
-	"6ms/9nt6c7kK3LnKg6RRTXM5vZ8Vjq9qRv4b3jcHl2FvlgsmKP+Xg++mC90/kn1DmRi2c53HqIpF+1N7",
-	"4TPGIKvctshvfczSc/Xu+7OX0MB3zvMcwpwgFwJLkgRQH5b99UhDGKwp3gSS3QWcz0qDjCQofB2XtC0V",
-	"VrqAR+T9uzd9JgzHyR4pYv2pj+5LpinPNx7er5kW93WfYXoFktEYLWGeRZVbOtlLiCUXQhVJ/uXgu+Rh",
-	"Z9qR6G3QA7z1gG8/hWT7IYzFLqeQnCBgDPoqEJvRY78ke0ksumwwHZBEyykzysLenGnaz3M6p3tvzP/3",
-	"D/vfjJOeh3SzazYyFn0skmABWl7xLwffBS8hNrQLa+3OqlFN23nFqV3PnXmGV9cWtNCOXTtGsoYnBNrX",
-	"7pwhWs+xYLXv8P27Q9x95Up/Ha7kKdacW+dUvzsHshCP4M7bDG+IMLn2xi+60i2YyU4Ahzjnv1IK7h9P",
-	"4uChbVWbEWDELnodYNDWePYiUsv3byKW7pb4uKZWbMoV4ui5rrsg/+QY5V6IORJGafDefugwtxjYOvAo",
-	"w+j2EDZwYDHBFTo/4C1QdBfgzc3pEp0sxyQpqGZvsIxCwmhpni8htFFwW6caC8WKK4B1XbAiGAwBkxUR",
-	"DoPXdzGdDf6NbZ1gFrFQM/THMDIusynTvQYQnBkTZ8pBnvvWvQBoTLgmQl6PbPdyGJEvxbCBhbMfTvoH",
-	"T58h0Lztuj2T1+ZRG2ewjCYWZiR8Pi81HedsBCDbrn8yi0hh94tQAACwWwYuLcTIsT2t19e1BczgEznt",
-	"gy/gJz83Pt3KALK1wApwUxSko9bbN3fNLtnWh1KkrPdA7OvjKiqJuanUnvEvHKPuK37C3Zn/O3+URU0G",
-	"HFvMNdf73Pl4A38x/BokAN1RGLSpQt7Psg4grjouhoMRIUkuxZQVVlQ4DDifXGD5rOFw2ErUpWOHqKzd",
-	"o+F+D1M2zDNG3/BJBVKsR35rMrG/DIDbn5VYq75wq6Rqd1ppuYAgvJHBhm+LqetJcT+NZV2tz8bN/yRa",
-	"82bx8RXT7HNTozMOQ1qsA81aQOJAsqsFE1Wxh/kFdb17atNbU8BgUE8UVhLJFAqJolDHuOBZ0ns09+t2",
-	"gDPz6ijUqyOSoDsKW/G45A9btoyrk8SiS8mEszzzHeZQKM3llfOitWGboQbtpVgsSmFzc+AR1I+vZXHJ",
-	"xfTYMv9rspA5T5cEDi1TdcEQCysZIo9c7mCqXa9qpUqWES3lgJzhdtsrAH+OkDghftmCFVxmRGm6VLFw",
-	"NzkaoS6byFEKOQMDxmnweHVU2TWyiEUVSixt6hguHjb0aQko2mQkriNEjXMx3kKWmgFeKndZZbg4mzps",
-	"x6Jr9/TX/Q//P3tfu9y2ka55K13aSpn0gSiKljwxWVOnFFtJPLFjlT7Wp2owZTTJlogIbHDQgCgej//u",
-	"BexNnNqfewuzd7JXsvV+dTco0tI4cTKT9fyYWCQBNPrj/X6fB5aVR64LU9VH9Z/7f8m6vxQG68Viesed",
-	"+OdCd4vGRoP9tYuIHqJCeIv9IqrkC5LbF0/kE9TpcwowrBl3XLuM4lpEj1WoUEhgs3BH6ekTrD/XH9kT",
-	"mqzt6BvNuEAMoFkg9ovMTtZ2LE966vnMTK4dSTlB7TWpzZ1C8ZyoxqIrgmFlrMtcYF9mh0kBXTPHDp9u",
-	"oswtnVZHzHUZU/zBXZFpSigBFT8K1ZMydrooc1sniKPtWs6RpaDRDeLHEehGdb0Owu1RhUfUPBL46zpP",
-	"+oOuqku6S0QyR4CkdamyQBtB1Z5ezws6SShbTa2eTlF/opmCVSCJKqtESPQoBCWF3IN+Pw4IxsB/VNTd",
-	"S21qjxTVLeNUopmWYenxHymyKFXNWOuMrIWiPn0W2xJCXuewP4AfCDdIIgo2Ubh+ZeWXjgjAOgf9Ppee",
-	"p5bqkglmT5YRb5koSuqJXsYoZhZqy/EKMjdS215lX8o7By3W5WigLetZbq961KfjvD/M5HKpxTA7OMHf",
-	"n79+FR4kbi/MywIsKWxDmtXzIlMdLYR1XSpYT+2fzt78OFI0l70p5qEcGhNmjWElWd9NnlgxYsWKQAg7",
-	"RCeCo8+6ND6c582MgliLZD6BUpAWiU228SraqdvqkPCKbax3h/uD5GHJxzYDGLzzdobC6dbnHfSfPX3g",
-	"A7fM8+m3z9XTPxw8U3//r4Pefm/Q2+/KZmyfjW3Dw5ttZQE8/IThRV9KTpY22MdG8C6+5c/iJPzlTS+p",
-	"/A99fXCg2ne5t33O30V1bBlL2aVm6GfquN5IqegvHqmrEllJhZQuerdHLrrtmg34ca6TaDTlZXSGkvvF",
-	"vWLEAFzTXyj+TLPOGhxFyIMNxm2XHnzypQ8xtzZfevjp7/qg0u9tl37iu7ZNvjswl9EBl93ClKesk0fS",
-	"6LxGEHUPNWLbbnP5lc3t1e61WX08r35GP/wBfvcZBUB4zMfKPhdgTLqZmSoYt+rg3xOsSqH0Xbf3JVMd",
-	"F3iGCSPrlpcdpy/x3Xg3lE395HT11p21RzDS29v5zwNzGVwXE5dZs4RhUlTJlktVWopSefy9a7NKravL",
-	"hfPvJazK3KeW34DVgkVLueOc6zTEqW4ITm7c1HAf8IvCfOVWZXu9pSmKXbSn9n5aXrsebOosiWm981pG",
-	"DndgvJQksH2v1EzfGKzhZoOX/YI8jsxt7NbCuQsHY+cz5mCjp2w5erAcvFeuzerLMWu1MlN6/84Rk7ba",
-	"nGmsJVRX2p/veOPDPnKw7ji0YHGIEcvgwSVGYbEzSIoWU9vJ4m10u7tcLnfxF01V8I8yJtjP0P1imvm7",
-	"LZcMcGF9RYhyCz0xu86AuwEnkXnnkVS7GTvjawslppFaitZSEwR9OY+7ILj2QyorWoEFHOP35+cnqf1G",
-	"u3yiOtlR7E0MFX081s48Pej4OP+Q/8VZiSxhpCVdITF9mCySmN2A0BBSBWy/xTfKJJ4N856klkqHxmU9",
-	"o3eIAUT+9Pa8VcxD/sez/tOvE0XWZmqzerUYKl3/209LsCBj+Xk8fXF2tHc8HRwe7j9L2AfGfmNuTN0i",
-	"2XhdJ4XO505lucNkg2vGhIcq05xPu0lqM91MM2JEgv/kGnMUdnwJ//mpzjFPsTYhtN49dWYQMIbq+9cX",
-	"BQ+eokJ49q1wErggfgQXSo0P5ooozs94fqkt8msMjx2dvPTkk5WhoHm7T3kY/Hg8wXAwU5vaC7oHOfrO",
-	"78qjk5fMAOCILxNFO4YLZnph4hOW2r//12FvoDrZ+5Qcr3RnqNIdCVxwLdNOotK7fhn9tNfrpTsfsu4w",
-	"tVn7sgwz8eI0vH37dvco2vi8rYnQ1XOzllVql1Vpr3xZQDipyYZEB8VjkFhWzXUB295MfVJHdeS+kQwA",
-	"xagqs6AG6QgprV6WvngrTjmXVs1NPSunrpuorLGuWSywse9ddFMaSRJNggiNaIT4USQ5QrRndn95FRoh",
-	"9wVBsofJihEIAwe7Gw52fOK9V07nN7jlre2/c2+F9EMSLxul9j/ojeOs/Ebt3NGybO3nXheOHJw57O3/",
-	"3LKvj3vXyc5Jpa82gQtFN5rAI7MHu+m/3KSJj3ln0o6sl00kwoZq7cyD0brpBMKObh292Pj7FUbeln3D",
-	"OxFlVL9bJNvaTlgXlRta1OiYV0YX8z+mO5E9lu48ZD0pofUrzgov3jCUKprbiTFTx1W1Pfjsm1VtuFuS",
-	"sme/6QA5e32vwOpFhvyvMGCqBX7HIdSPhWneUA0ddtlHYihwbm8rt25HkQ+6G7wAsfIbp6/M1qzaWTNn",
-	"bB7HbQDwx6tXr6kQwQVaoYWJme8T7tDAZvmL8+dqVjaVt4JcwkBMSYylR85urYtW0eAEi8HBVjp7ETxq",
-	"QYDFRtJHUddX1NBdNrX/HO/S7/ZSexSNMuplI6gU1u/OGEcVFKU1jxy/PKPfp5aA8zE7cW1WWdwoHt0b",
-	"b+JLvUF+dDRdkNoICUa+RB89kNJj4qunLvDJMXeT9Fgg1VNpp86nKFem9nROdammubuGuzKF07YeMXzC",
-	"fUbJWa0r3lVPnjx51k1g+S2MaIqF0BS6hjUeqcaO+bsHNJHDgraEHWEGUXuO2a1z7O26N2FxbKdhdJiR",
-	"LRqX35jutuGo19yMRxHPDMaxNaNSl7/AEJ+X87mOXNKI5aYusfBJafD8hrRH2A/y22mYWnYzsAmzVeKW",
-	"TwkX8LYekjOD6TNu9OWPXDNmt6YrBV5IRzvVK+wqzGDxMtW5OH/epTw+7lEOmTXzuZlil0VPvWBeM74J",
-	"bStzuyjKqdkZIqDw5mm8qspm8U0b7SCvzdzdJ05xi37HV39Idub69iVd98RPvK4qjV+6elXgziqr+c4W",
-	"1AdCevBz6094B6WAG8m7z/VKLbTjY0zNN3hWp91te+XarH5e7i0MUPB7eWyZBOz34FHZ1hHMudnz4WP4",
-	"nAk3XLtTA8beNhOb3q8qly6J8FaoCC+BHc/KxBeR5xXsyC8UD58nBLke4tf2qtFXAkLDmzEoctHVoGG7",
-	"icJDTiu40RrYKyte2tgmISPkwZFJIQb4aELprfzoX7pJk9/iIQ2aMitfOjR/ZcIT+ck/2qXpt/GnN2qe",
-	"NWP4c2ycypqqQKBqAgh2UmvNaYJMgsOdbDlzZvIuU//GUabUlpdqcADXPj1QY/DhurBtAiw1Y5bUXEEW",
-	"8KvFJs0dQnRSXyRoyxFZVktdIdUC3A4nEOEHe+pIXZy+UkskfZiVhHiorXp5gtVmFfo6M6MI41Iheiib",
-	"x44s5Z+o9AKjo0gVMKL7YKkTtUsKkwPZfULHsVLTnOvt5j11VBPF436/H5YRMRi3x/L4SH6mNkm++2/T",
-	"IskPf5vXM+p13Kazea7iFkn3z9UcmfyeyqS/lC//DBlNR0lp2bTcScly8VM6Kv8Bwb1msdzbT0kseZjj",
-	"F2/fswgS8F/UpJFwqYF3UHQt5O+qgwjGB/sDPH+buiWDHPs5/Rm/mx7L/d/j3pcGzSCwQxtcErNUrZCm",
-	"Uug1FsYiemWbwuqT7JZt7ZqxFv28tvM9OmykMtACWSvVy6foSw/nb07vxr/a2Mf56cb0PyTweB+9fLFz",
-	"f0slWuGJt8ETlUU/5OIEY/W4QJRzdsz8J6mdG22JTqzbCzYVmFJc2zL03lylzF8bjJavF/2klhop83oE",
-	"hq+nuEa6PKz2QptciAmL/NqkNuCztJQVl9btylB8yJwRzNVVpSeGffrUdjAdzb4PKtlIiGASXajyXI9+",
-	"9R1cf4KXZ0lq5baDAzXr9tQxzAxW3Klp7nCW/JaYFEZXiK1LX5wiSCqFNfmjI6HbvSS0+rPcTkzGDoz0",
-	"8Di10Iyy78Vdau/oWqrSwHX2raikd8utqndTuR3d4pfRvp/N/+BR/toJ+XtENk+/3wJfGiO/NEb+hjrq",
-	"VKSB7MdHAUtSr5fK/0ynYS8Ip63Z2jfWKGPrCqPn7Dd4ylniBSzlg67ojZYrn9q8lka9ROm6NvNF7RKK",
-	"GQbgq3JK6VDMYVNcHkFa+IJeao9tjRJfV0ZdmwWyrxclyHHH8TGia92CPs5y4EV454cAkUeaJiB6c9fh",
-	"R7rHGvdgBvH2uFZndPW/HO322ms8JLoc5vZ3FF/+XVrOkW/zqO3ftam4fwPr+R7BtvdeRvtRVu+13bvz",
-	"6x2UbXaJDPsLktQv5vf5fYuQjJG99+tu2fvlteyNf3CD71WmrlYbeOM+29i25ZBe62vuDvdzLvEfxLxJ",
-	"1LQx0vGUqOVM15jmCpYCogFhJ7uZBjcKC/BQMfBtvOuIkPsxZXq3p17WwWt1hCchAdAgzMpqaqpEuRLc",
-	"16vSODU2l6XghobfFbo21aYoljroPwvN9eJI5s47l0goFqKuVMvPkHbCNL/Zq6ur1b2CafBbCaZEJqP3",
-	"uySX+leIw8I6yEmw5ZKPg1bUJoLSQMHqTpvil0w2tOM3P0ve3CNBQgZwLXHMHVTMaBSnXShFXRZTrGas",
-	"TM0IYPKryKAfG5dPje/YBBXRqZcl/lTXTWUIN8VLFf8596dkVyHOdEaVk5nqcLQpXLcxKoXBqJHqK2oC",
-	"zWuRhl1uwExtJt2ilDc9xhZMd4QNU6VQQlcIEqZoDX2NalFig4tOrTcj1BHF6ZA0v6ko/hUH2iQSQnLb",
-	"d6ryrG5t8uTF5NzuP2noiUZ3yu/PBe+f28J7cMo7ZLxhG37Jen+Jgf1/HgNDwdIKgbVlfIBx/A1S7Xu1",
-	"cZ9J6Z1iUT6y8It3UmNHI1mOVNuEtO+eakpEiLZT9dfGNMZRvM0bzBiSy134YYF6rmVyS2qpm6ixmeV2",
-	"SvcwuiryLUbvEWNzCWqBN8T5x0HzjIQi0PPACinWA1yaDNsr7qZpCBdzbBTMD8E7P9uYGjk3bnte+Fe3",
-	"nXGFpv9Cvv3v0nLGDu4QAIAtxCds/bBgZeEnio4HVERj1xZJj6YqdoY7s7peDPf29gd/6PV7/d7+8Ov+",
-	"130UGDyCOxCFVTk2EfTbwkyYUaoXBaRXrjabOhe4/cO1wAc8EXRnS3e7GyPEcBdMSmwecanN3Phdxged",
-	"SrUHh09Vpe20nKtxXjsBckTOCrRH7pJWpHam3Qyt2wj1kXpX9GKBmVkKGOSCZMfZA8yVEsMW2NK91L7W",
-	"Vl8JXIyy2FV4pyurp37At99GhKFTe21WDE+ZSLO+4P+tEn4kd+AH1Iyb8trzY3BjflgNvcgRkWhDnwZ2",
-	"4Ax6/TUylIidu6eOsJ8k0HO0SF1GqfXsKgFDcg0KeiO+A/aip9bNyqreBek0vQvksJVxJbWdbX2DhIvo",
-	"jKWaXe3U5l0Fgp4RdYj8to2MgAUFKuxXOMCVEYREj6S8HR6iB6+DZCzmtjaV1QUhAlYxVRu5e/hmPfnZ",
-	"S/oVcckQZCIhP6uOVAMLjDMlof709oezEeJk5pVaVLmd5At8WtxOFUgS7zZTtXYLtVZuaE9D5R6f26kH",
-	"hEB4aeeHBfq+vFyjnX/kVL0sPSiC212Yanee26YWahqXqAkYHJZYdI1CEUfNhaJi1dgUpb1yqa1L1ck2",
-	"iMRMlZYwSMJFwuo7LSfNHNz4YWpTu4sPefwYzBt61uPHhKXuhOwTlr1ZuLoyeu6GCnnuJDCQJalV9NFk",
-	"Rnge8O9AaCufXDYWccV24Ujl9ko+F4RyuA02aiK6pmrs1FQqE+rOm30+P/4gxJTSe+89DN6HvaqxsKuV",
-	"+gbnc8jcyq4nc35iqtc44yFqoJ72+91ELWf5ZBbhgDxycJ+yWofNDRjrm27qKYxGYXZZP/kJzl38slhl",
-	"QgC2GH/R7XZBFcA+XcI03din47HaEl/ynpBKdYk/tdxiiLchcZVQ70/vzgzxKE9gkKd3XgzuEE8YzJiP",
-	"AYMgI6TyaOhK0yzGoPRwFw+1wQI/r1n7ICk3b1mQjItFsYIJmjV2WoEuKS/h+nNTVRrZySvjyqaawO1M",
-	"jq24S41HxSpbVrKP0QHHd8VnwC0WVVkjxG4gtUUcl+OIfxt2qtKFK9eP9t0zjSI0Osyp5ed1ZG7pJ2E2",
-	"E192NejD/0apjbbV+q+7slikNkkxjJvJNXwyKwt0FLBejJ7/yCkNRoFGvV2Zy7wgeFxb57YpG1eshq1t",
-	"hh2S46ZytWoWKFeoetRLJ3yNnjpqMWzd4Wggoq2IQeyR0DDE04v3QsnZ5t8KwP88eyw/y6Wlk5OkNjuV",
-	"Sdpl9rAO+T/tkXYTFf3y1Mx1Dp4s6Ew5srTf8L0NZTeq/GqGXF/rVzsKDFGwMbUeqk3GmTt12cBmgQ3C",
-	"zKPh+hME14ZHM4EvjpD0zmj5x6d9WN7Xfss53nOgj1Ob/cfu2hvvenL61nf+HeV7atlf+40z/nowJKON",
-	"Xhk0E8luWZawEybamdR2qMNfGVfnc9R4ulbcXaQ07YZELYrGtanz9/uDA6Znlbgx53gk5SNKhaqVnXKm",
-	"rosY0U9P6kZzq2JqlwyCB2d6KLDeYqyBqzvWk2sWbmpsViWb5/RmpATBap7MdHVFONielAgnHqO1wk6E",
-	"UFt+edsd/YNnicBWYwUNntx3vK1hYTCJtHt0WZsqbBzeGALmnNr3eIXqZHe1CDF2fEQaIzxTdkdOJGwv",
-	"dDheUVb+RvAlPtD/PAFDhHdNQokLHDJH1T+MlFayQky0AXZ8jUwbIHJhjiZNndry8rKnCLhd8CQ0YWXL",
-	"YW+ZV17QbbLHN/apegCJNjoFQTkQD6u/O/WgbmDKr8q5qWemcWpu6iqfuOgi/mRnM4Zy0R7T0cnLoaph",
-	"37AdlJcW7DZdJyqYPokSoye1bPV4l7EFe5HQbmP9GexiT4naebMw9uglwePRv3fBWdd1Pi7Ev3PKNWC+",
-	"OHXz6tXrRL1B2mF8Iv6rN1ksktQe2XpWlYt8kqjvzDy3edcPatzkRb2bg6l4WeTWqKwoJ7rI/EBYTOHi",
-	"+v4+Jo1+GDf5SK2Rs2dIdCJdfKgfUhuM1siFLIq5OJBBlbR9UQL695PLpI4kv0QupTYLUCWRqFQZQpbI",
-	"Jx1NgXzfpQ7Wjga1K9AlLYB1UFHc/o4t8iNpVvRrSJ87JIxP1FkEE2TZvCCkQsol4sHO/xPWvs6v8S9a",
-	"p6K84l9qF0RyL7UX7XPS8Qgrd7BVErWZUbtLy7oFCCY6ajj9CGo3VAf9A5XZsn53WTZ2mgn+GxFAl7Vn",
-	"5KFBjNRBvx8Bs3nwuPiyQk+u4ayQcMZChIle6HFe5PVKEUn3BO04xJoJJ46u746QPyfDJ+AuekfsAJnn",
-	"1EGHk+Vwj6l1XMYHUHDqiNcHiyOpfKWpd8vL3QpN1mtbjkGh12aOe7WpTKb6u4MEttHiBP69n6jsEl/Q",
-	"TlYnxuqiXolSXoBOshPjP94dgDqCy4MKpZ22L3qKUSRSG/2k21MXokThJZvKuCHMiVetB/2+GptJOTdE",
-	"UBQYHaLdOzcOds+ofeXgWbhy8GxNyW2+UUvxtW93eHurcJEjqgIecmrlOYf9gcrkEgJWykbKlgJ1CQ/l",
-	"HRU9tc7npgQ1FG5zEN2Gvw4Gz6NW9CG7ZLRtijakWO+K3dBYpAK+BCh8eIFkw+A5DEjPoIBb6KCGKSF0",
-	"lYi6gXY5ezvwWnh+U3uGw83t1VBl6Q4NPt0ZYg8JOvRXHj0WTnm4HvYEgt+j77dLV2Y9dawnM84yDNXU",
-	"FGAQeKn4PkXA/BZyZEKjR4tokZsJ4USZW07vYz2oL6fxNy6tofuu5NSCS5jacvwTQpGDyONBIYITWZvE",
-	"+4/G+3JWFob0aVnJZkyEQvjOZHl9hQK3mxBmDg2GtkwYjYaTLiFsXJKI+8PLZlhKp+b5lIfZU29neWFi",
-	"0nqXWpcX8OogqvYPlWNJpFWF3Spe/ijYoiDAkM0kG2IlxK4u8hvwoSflfI5doKBfpaxKnN9FVd7C4kxL",
-	"co8bobShQT2nAgNig4l24gTcPGae8edNCHJiu6soNiLp3DEo2IS7G4QJfjpdBJrv8jKf5LpI7dmLH4jy",
-	"TXkuuKEiJGEY2dmLH8Ab1M4gZADI74wj7xyMi3QimQ9r0Z/GGaVj1dlST0wZLeBK2+LoxNNH8GBoU3jn",
-	"K5+yYRM94dGDLRskcUGjV89xZX3UEvebx5oFn9lvPHa5RPNhiE4T9kG3p8Tqly4nyshwvD+1fgnglSuD",
-	"rWETM1QZiIa9YOQ44Qaqy5LIAOEf7yazMp9gAC9jicGIuyQ1qU3N9Rh17B0eNvJLwo0TlUWhPqoexAoG",
-	"FPVWIZgTvBZ96uD3dlLCz98R+lYGrpvGg08YFl2ycoW6sKcuGLRRPDPUy5w+uLJlZabIrOdnA7Zhas3t",
-	"wkxqz9KDuLv+JwS+m9HfbekASp0A/VgO4TviB4xYy39hkjn8iYRR3ZHgXqY2JKFFeYH6ZWCRg8FAELHp",
-	"PkITCAcFX7An+sCBv8u/BZ9uqP784s2Px38B9dqWYE1lIhkmwiW1GlPbdG2MLfy+1+t9+MBp7tGapFIs",
-	"qBg3DG+0vCMU1ZpMbAfR8fTubEJQk3AmM9KMTcgPfH9+fgI72o0k1KnkVE0TVB56XJgQQmfziC3nqZkU",
-	"uorBhF0Ca1JixsCh6RkCxz06xT68Ske5VzW2I2DS6L7hxwkDTOOdHX3WzVBznxo9pXRXTLQ5BJc5w26d",
-	"+FNMjoIzjv+gy9ApWfsFe0Mh+Ev5FxH5rMaFjzO1nX2wESg3lqh/2/cpAK4wY64sriCgDXV8rq9A/9Ob",
-	"8b3o1dKdbJRax7DbSGwDbl7glSytOrk4x5u+OH51fH4MKzE2ysE+XJUNR3dh2+gaP4D5UJ2D/QH4ZBhj",
-	"yFvmOYK1LXMHsu9HNJdQHEdJQo2PbJXMkfEwNZe5xbux1oKvLk5fcRYRV+mF/w1tKXYQREI7fQM7DBQv",
-	"/l01Fh54MBikdpsz4dr0nMgBcdevwH33Ho91Ij/94Cl88PNMafWnszc/qoWuZ96RzzAnht7ZRUUwf2Ff",
-	"9yZ5vSKhRLh/VBPW+4/do0W++9+FpxXe/NzMF4Wu2TfQQuOWwcMywYeH+WjirDYJ8sJoUFHlJVWnZONy",
-	"usowbDopLaKaZu/f05norStFkC64VLOymGJyezmDPb/QE1hX6wtBxxWup6ZEdrcH98wUu+AgR0CERXdK",
-	"1KQoHaa8yRpCkzX78AGlYoZSrXBmKTDuRV6bShdoYzIooi1WqipLIq+laXX+zEWPUvOG0YgQemhdvOD8",
-	"UixryDZ+s2AApslMV3oCazXC3uZFoVewrzO1P/g6/ja1kYAEP+3Z09bFF6evnBr0D76mqOuIV46cUzji",
-	"gvCPS0jXU3y2U/PSK5f/p+mOZP2eHh4+kd9op4ht7ulBrLZG6smAb+xGiKtkbDPnXTJSWV1p60iJY0d8",
-	"dMvUduh15KlPBpwnEHKGjB2m1y7j+QqFCujjBnHYA3eXXbiQgNrHtEmXnRz0ShOxtKh7IUESSNQbEoU4",
-	"GAzk/LU0VXjYpnKN2NTGolDMSJcNZjfi1Ptl7N+W1TBKJYJpBO+fUR1Chr4BY5FnVKOSdck/bhwoQiHm",
-	"1M4tywpZNsYE0t9TjIPjK7t8UjS8x957uMWHvShJmI34qMC9eRpRe2b8R3aHShAUJxVmOTS+KZqPHDV4",
-	"FzBmcTh+CkCuBniwIVJihvm/oRLtztHx2e7g8Onud89fd7nn9IbaMrCYMFFFeXUF/100GEHSlt3OslJ/",
-	"bcqaawbgYzBmRlHxCJgCie/uD4bBycV5T4VSj2heCGNsrlEUVWVzFdXKbZ3QTOXW1aDPsNBiBvZ4xkV4",
-	"YBQyoycK5srA0r+T3vsQOskrqtYwU6m7wOgQs7BwsQtNDW+WnkIcGCojD4aBgAfltYuZOh24EJ9gmaSW",
-	"TZMNRsmGY4NsYXfPzWljiWGJfjF8aPIedGW6w5YX0l2wxYX/Ds9Mdz5kqsOOHJl4Gaek0YbEBDGorc9i",
-	"8j1+fB6x0D5+TKQycldQruDOgNYGmfFTmdu1xBaqYJC39QxcR/zvojKX+S1aEfHV12ZRj3xNDsgfV2g3",
-	"U2NTLw2fyLmIwqCNb0ENSrQMbp87ZdxELyhiH98PvgZj72pOFK5ajTP1f//H/1SZ/mrQH8OO/mrwLX/0",
-	"1eBw8C189H/+l3zy/MlXR8/A/eEXQSUB4yLqcTNf1KtEZeB5Y84MDQensj24DTrk2b/D//23zMcI66os",
-	"KFeHWnADrHa/p06Ck3VVKlL3KJ7gSIuyBtmZ2yGO7G/YNf43Umt/Q13YHfkGjiy32TDMVwgU4fT4CN4c",
-	"+37wYVi6waF+NqPAky2nK+U1b3RdarnWwxAtI6qM747PEzahE/X98dELlClvTs5fvvnxjIx2sg3htqmd",
-	"g8dd+VQ5Ixx3NG14fLQfeDD1nlO97e452Iup5bHmYGPeT97UU0fgyDvZTTh2cMEWhqmQr81qhJJaZoHE",
-	"G6JC42LEJwAXXYnN1cZ4jKq6eAFZ/3SEvAGnM1GZl6cJMRuRb26beUY6xXNIlRamX1NxYF4FfTdcJ9dH",
-	"S9FxihsLrPGV0HG/a9cn7K1XDDvJZFOjDbmFN5Q1zVRI9SBPEFZzxuY3Yzc8P03Uq28piMJ49FxBdM+B",
-	"+Da3uiCI6zXO5ihUljtFTNB6jUtYOVjkjhgp+PayVxLesd5ApJNcXucmwo4kCZaBnUlGDSc8sKBukH2k",
-	"EnGk2MCB36AAR2KN7kjZMrX+ME209dodS05FFMcIoyCP3zT1VQn6Jw4UFGW5oCoBpvpLLaLN7z/b/zpR",
-	"l5N+fzjc+wMmyu31LmY/VYciYHCr/afPeoPDgx7/t5uo59/9eHSepHbeFHU+0cyJsjATLJBM1Lgq9ZQ+",
-	"l7o7zhaPjZ3M5rq65rSwcAngxbrYXTTVonRGSZbVqc7Lk5sD3NovT26eJiqMC78Aiwi+wDTeHQoCldEE",
-	"CelwHHASoNZJoZ1LUtvYQnBbQy0WuGa8cYlcm2/Yw2/wEJ69fXn+/Ptv3hydvnh3/N3p8dnZu6NXr968",
-	"zYRzDc44+NVOECYq48riBnYiD0HXfttiToUgSVohX/oWl1NUWD2LBAjdKUmtK9WLH89UZcY5d1JI3RlY",
-	"1SM+/J4yNXf+HiGHsdSrgC17GKjZE3j8rK4XOD74hxO03HBHKjZjBxpns8qvcqS1m8wMvBwi3RIBPzFO",
-	"+lpuUUl0kP3Z5Q1/J+nnLRBd4PkWqgQuIg32Rux4eWcq9rb4M/G4EvWkr1yiJnqxYH97i2/WBQ2L1XHJ",
-	"RxJwEsZOLWoqLHxYu6HEYpGDJlOd/b56nX+DQMaH/UFq1xOEcFtb2t3B7W1EibcplShkdiKeqek9a9Xl",
-	"9MhBRj5Qlu3qh/ybRKDQsGamvMEoBWpu0NiJqOtkPSZGZ5FSij6T2B8kqT3sP8EfwlyRCxzPA13jMjwF",
-	"LizVoJtgjSNKDVjPVqkRym+pk9Lumn1S2r93Vu7UV/zQLLsRN8gPifeurlbMR6+0whr11IL0LC8vRfC2",
-	"YgDu8WM43aQ0nbbTcXkLynVinBv6Buk/6Rt9hn5CaqvGwvtRqQFsXRRXQtKgjp+/PqKf+toUJyTdqPwz",
-	"ZEWsl2V1najLvADDAG5YYb8APxp97aUuit1JUU6uKVgARmE0Gz6YEfY9qPQ5XTw381LqFrdd+Frfvsaf",
-	"0bZN1NMD2LaJMvayrCbhLF6bypqC0xwa0esKCpQoqQfbcv83Tb1oarn/Pp6KXmrJEcG7YMy/ynWRu9jd",
-	"4GnmOpUMjMkehffyyxXMIVW2BAgGxeEblNUd0reIPQ6Xkle7dpPUSt8D6DHOfhLPjrLIlygA3Um/31eF",
-	"uTEF1pBqsixJA2LGGOvweABUFT0jTgkcTV0SjEOCKinwdlIBAIi9xGeX4bfzZjKDActnfsYt9bBNjVkI",
-	"hQ8JbMoGS+Fp2JZYVdKOevlgcMdnrcneEWFS5NZke/7PSVk0c8spaDRnExX9dp7XL8yinmE9TGrXhwqv",
-	"A8MtVmgVRcXjYNFdXiKSOp9MaoF2jx8PW9qTogns3se1GI+cx3rMbV2C3SeiOlESaCHnrCivKH0dynNh",
-	"xVqlQiEPbSYzhPfQk2syWQn4L7XkCvz59PjF0fPz4xd/yaL+InhpLAqVB4/LaW7ccC1ABQqNo9YdDrQl",
-	"viCVI2eJr00mqFEf35Zwt8MsR606CC5ANiiZ9pSQROJ9CcoN5bZZl0letVM5WBsXp692xbsuK3TY5G+w",
-	"fnJHhNKXht2KKSy0d3e0Ta2eTHKYQV3gpFEqQpMq19Uq/JaCcxrNaMdV9qLa7kRsKDUCh4TL6/lyag5C",
-	"6wW7RF2QIan1uxyTq1SdW1cN7kJcN9/I2qo5kOQSnoFWr2v72CBZWFNjR+v6V3jiK7jQGYcgLpVh+tx2",
-	"ZwSouMscO5wsnWqqBOxQ6lkGxVEIOf5YP4xubVdhPX1eS9hvhKQIG4JeqRV00OWsxFcCqeYM84dG4U8h",
-	"Iw6BMYrJSSYTtCPMH8dqQnwVkxQY9AT9sj38GEVkmXsXydGiZCedFJw4PtCtmF0cC9sQtBOuFWmWVe1a",
-	"CGougZlYlU1FbprQRdM7hQ5k4iXGoF8mE0NRXKS4zafpTpIi7gH+gxKX06Ma/5rqWmNFUmqz9f7grCvU",
-	"xey//vms1nBEpkqG/5cOmuTDvb3lcglmHn7tkUEm5Xyvm4qfxisAthPWt2i7UnfuqIp8XMEp5OY3WFhu",
-	"oIrxj4Yx5NAUnKSbmvo2o2aZ0nrfo0ZcrNSqcN0QQ+15zdRvExjFtKEp4KYi/0Q0Dms9X2RDdWHzWyVU",
-	"cjzfDOPYvigAqgxVdrOfUIyThd33r4+e7559fzQ4fCqFLTQ+LoMJ78qR0/bHfkCtbzFwxXe7NqvYNKHH",
-	"7k4Nk4krIt/n8XMzKnO7Md1JT70QJBX+XiBWHjnCVsHbELzKGrKMFDMkxCyuPI3biOt1FPURccI42sm1",
-	"Kox2gp0lmQKtpk2FPNllU4O5K7x9pMtSiwuOIk7ENsdc0FoabujyV66pbkAQVTCTVc3idFJpNwOJiZJD",
-	"WqUZj4bMFT6drEapehGjoTNw3qyZDsGm8OeTWqVCM4sAD2C8TBYAhi8P88BgKF3I9OmpIyvbTH6A7j2c",
-	"IvDIqGQzxuXhX2/I6R0q1x0FJ9v3EIhXjAVGT25vSbSw79vtqW9xKB7ltOV00d45BB/2UM1zm6T2SR//",
-	"oQZqBh/OwNZXM9Rz+I8OKva//+9B/yv1EyxnNQposLDW6Hj598FTfMaAT3zQbRuGLXcEXG2m6K1Gn4OZ",
-	"Jd5hseLVENtTUKTUsmyKKRUxGfTrOxhINFOqEaa8DwhQDC1hL87g8CvlCj257g4xxI9aEJbcTAm/lTAn",
-	"WqueWlSJl2ZJ2ThqyhJmSK1cbq8KL1VIWKJlBybhtMKYPs437DN8SNnU2Gp4FFB3EE4jhhKnxRNdJk9J",
-	"Le4mt441zqgU4rbK3jlUU70itiPBrRimNiC0S2kw0hpKOVUbbpzDAAFwfEQTu+GIwgZjqPGAQO4d79wp",
-	"fi7ZbOCj6erK1JTIRyLCO6RIne2BPy7Lp4AeB+fa0TfhBqU0QzdqkNjYStEGahCyVEwHUqN+d4jFOlhs",
-	"6tmUuBTe1tLZjzqqTGDBYuxkjtGiYGJFF0EEsx3iMR02N9x4qpQh2a0iwTDTe083LMnL0P8K45ah1cah",
-	"f8kJ5UduDdhFGkpb5aSR7diRdKwQFyjmefHwyOi5tYQDGIewvfxefdKnzZp4pzj8fq5v6Y5ZaoNg7CfU",
-	"b4shg4C/rFvgmpjszj3nRw9MJ5yRHhfA8Q7nD8V1hZGXi3o3t8M4d8Zg0wnFKaQpJCExRQVT5dz4jS4T",
-	"HLp5lLkFoyXHqtdOlu48TneyEIPlHes3bNgatMe21w1SUlkyKeXdrH6JMBpUO7VamKHi7AM8JnaGF6YC",
-	"v4NWXrLuAkKBL00RK4L2GHqIDjCIgiNFOwK8AUnSkwfeSnNgn+Djx6qTYcZ/yN4bf/sOq0cTKXiigoUf",
-	"nh+n9mxw+FTKcnVt4GCi5Q1C19gp9S2m9v6ChX8PB+SP62Va8P+Dp6J2+eumKthkY1cdlJIUV8OI/Eoy",
-	"0BDam+gADlkIavWkPyCBn9rsFTsu/qxFHRyt2QApOUL/lKv8qSRoXJVLRxZNBRoF9fqkJOe9Vc4fDAiq",
-	"LePrytRKLTd2Kl7IGwZgjQm3gmQCBhDgPMivmxriLyHhAGskDkEll9B+iKL+VNXUTbAYJtpszhuJWBeT",
-	"qLmurt16DY4vJaEdue3NcFdk8r1UfPvtIPAj/r4ZpwC50xtze73UngrAyYNnSgxan/W4OH2pdN1uDRqp",
-	"zN8JS4tBE/sGNTStMHxLXa1xHunk4ptXL5+/uzh9lbEkD0q2sc5whwTmU+gdvy9dnSETIuq6ULEjBeQg",
-	"31CVdi5zS9AFlOlrnIF9V6c2Hi3bSVhsfbviVBYfRyqBRqMImxNAQxJgZGrJ8NxHW5NiHdHyYFEhsb4w",
-	"UEjdrh8B4Q0CTC65qAonlSfPKaAVBR5iycIQM9G3IDUkXAh7hR8z8iVoOdh8NRibkpijzEcUn8CWI40/",
-	"YaBMTAgUq6ipm1+dR3lK0vPx42H8HJapJiwkXxUchSj6jXuNb3R2bZYtyA7lRmqmi8twoh6Bm35pwAlN",
-	"LRZI0DnDofog7zKfkDnc7annpRW6nbjYjXAMEFCBRs57J6HefD2pSuckv2Do95JNBXsCvFpMBSKm3hSt",
-	"N1Qlfh4QjGkah9ytWbaBf3IsukMPK7VRQ9++mmjkz0QWIL4xVjxYcntWPfV2vcdJDEg5rPFwOr4fE7eQ",
-	"xCoiIcTWc2rvFLMlUcAjEi+9O0VvuPZsRJBNEU84GCOSq36GN7oscjgoUZo6Gg9vQRID/LlY26GKzx99",
-	"LtJvNQy0GghJ93MgS12V/h7rZjqNnEQ86z0vk0eK+vFPqK7FxxpCsAP0R2pbNsYGBKdAyYy16HCxnBp3",
-	"F6Vot1WF95cP/y8AAP//",
+	"7L39cts4lzd4KyjtOxWph5Llj6Q7cj1V607S6UwnHb+x8/bMNDMmREIS2hSgh4Bsq1Ou2ovYe9i/9xbe",
+	"S9kr2cI5AAhSpCQ7Tvpj8vzxdCySIAgcnO/zOx87qZwvpGBCq87oY2fGaMYK+OeLczo1/82YSgu+0FyK",
+	"zqhzPmOkYEoui5SRK1YoLkVEJrIgryb9N1Sns0En6qh0xubUPK1XC9YZdZQuuJh2bm+jzr/337F/LpnS",
+	"/VdZ2/hw/ZEiPCNdPWMkpXnOikcqItczJgjXRDGhCSXXLM/7E1nMWUakYL3NL7+NOgta0DnT9htPUvPa",
+	"n+mcNc+EwvVHigg6Z+Sa6xkXBCYkhWCploV5ITe3L6iedaKOgLE6+GAn6phv4QXLOiNdLNnmlXmGg26c",
+	"UervcbPqssF0QJKMTegy10mvZUblg/eblSy2TkoWdk4tU4D/3PHly0LJovmtiWA3Gm9IiJzAviwKdsXl",
+	"UpEFnZbT+OeSFatgKXDQzW9+znJ+xYrVq+fNb8/sdUulSZZfXQwGg6QXkaXg/1x6cuFakWs2nkl52bIu",
+	"bqg7rs2rCZy39emdLBb5ikiRrwjHZXEn9pEi5lgTpXmek7l5nCnSZbli5Gj/oKQd5APlFN3h3rJor/mc",
+	"6/UJndIpI4r/zkh3v78/HEbEUis5GPbadimHscL32Yc6o4Nh1JnTGz5fzjsjM15nzoX9K3LT4kKzKStg",
+	"Xr/g+rftpd0et5XXM9zJlu3i2Z026tbcrBZSKIZ8tShk8Y4p+BLDf4VmAv5JF4ucp9RMbO83ZWb3MRj3",
+	"fxRs0hl1/o+9kmPv4VW158aEt+A7ayQhCDP3HJME/jtIZcYSouhKkesZR64dMP86k256ub19r3IvvPvt",
+	"yVLPntE8H9P0Eub22b406mh2o/dmep5XB2nYhgbGZedIJpTnLCNUZERpWbCMCGlO77R5wVYDchILNZOF",
+	"Jj+ev3kN7IZwoTSjmeFF/3b29meUVboUaISmKVtoRRI/52QQiwdd+QUTJ68+B4lVR95KaIQLgo88UkTN",
+	"6IKRrhQk2ZMLJijfu9pPSCGXmqneA5LerTuIKN1PX/3EVg38UZCT01fkkq0IVbBB5k81k9eKcD0ghjIU",
+	"SwumCVdEsCtWwFVB6ESzgqQFgxU0E18UcsEKzfFsj5fZlOltS/k93nUbdbzgVNue8VL4VOY8XcHDZhos",
+	"O4H3GR2IaiNMqGZ9zUHS1s5A1GE3C14wddLAo0/GoFJ5mjWrg59uHzJfu9tbeIted8mctBTSKG+4xrD/",
+	"7IbOF7kZ5pKtLob7Tw/o/vggPcyO2OPJk+G3+98dPD2kR+PH6ZPs28aXzmXG8q3L+MbcVS6hsCrN2miL",
+	"gk34TfNnTHihNElntKCpUSSd7oGfExEtScFSORVcMUJhIbuJGl8kwF6OyFwWrPbRanzx76vDfzZ9V0E1",
+	"82J106e9cze+vWJFwTPWgdMgF0iaXLP51uU5M7eb5+w0aFFQWCi1YCLb+jTcdBt1rF2wvnxnmhZaEarJ",
+	"PizGtDBnzihKhNF0ZhZVTJlbUKQXUHJlQRawa6SbnL4/J3tX+3t0wfuXbKX2PvLsFqW1p08u9JOjTqMu",
+	"UEruX1GUW7XULpXf+/CAlZ/0wY8px7+xFE4x8plncDcw2Szj5oNpfhpwhwnNFVtjl0Swa8eN/mB+soE5",
+	"/BJyBaXlQpFrWVxyMSXddz88I4eHh08jYm2jyVIvC9Y7tuwDOAoF7rI7C/mk01xf4tlyTgXQUUTAWDKz",
+	"DCQhWSrzJfb7qidzzPOci2lfseKKp2auc3rzmompnnVG+wffgerp//7TnN85vXmFD+w/gSm6v2pHO+qg",
+	"sWIvG122fkaqx2Mb/QOToHn+dtIZ/bp5slY830Yfa1R/2SS0A6EM3NTaWiiX0dYx5McVcdr2gJwxkRGu",
+	"jZRPjEoqC/477PiIfM9owQoSL4fDw/SSreAfLBmsE2NtOczk1hfhw/rB/m2pdN+yEDg3wOaMNYifMSiX",
+	"7jVXQB7VZciopjvvvF/MNdZdWslNhplSsDqpNaMnsoBzYB4CpfbYHl0i8XDnVGlvXG9eKZh/O728X2R3",
+	"55eGChYgQ+SE0FKP0zOqnfTggixymrIokMpEabqyhzwWis7ZCLYChAsFKlFWwgzICZlwlmckZxNN5BK0",
+	"wILN5RVDd1QsrCya0DxXBAwILe3biitWPFLOwFUjYpjgigBDi/CPWHg+HREhCXL53oDA8VUwH2DGK5JS",
+	"YXQl/LIRap5GqTBSw/AqsB7+QJnxSXz6C3LSJp7WSJroIWsyGdCl12gxrO+BzFpYmLlCNJsvcqrLwwUy",
+	"UkjBBpUd2d3bVgqsa0b1DFw3awt4D4Oh8vZNJgObL/Rq0DREYNo1H/SPW17b+RFG8KumyHhlXZ/Uvpjg",
+	"Dpbr2AumUu7unOmZ3KrGIg28wXsDci3XeCILllKlmz636mBu++Lt7z9146yvh790/5UAj1bTyhtCkEv9",
+	"Rm23EOu8DlUqNBTrenfU0QUVColuKzHhSWhY3CXIjGyjimrP6TVVKKycCJYFKRgIhmx3PbTVktk3AhGH",
+	"NopvWrA5E+Y14xWaMvZdxzAncLpyRZK4gxqHHRe1jriT3Md4KdmEt2EsgUfOYxkQY3kQq4ZNuaRbjBxY",
+	"1ldisdR3tXE878zYhAt4LDJ81OkVTqqJzK3arhz1BB1tFaY6IlSs8Pcrmi8ZuZ5JxQjuKckZvWKKzClK",
+	"YU2dtjCTuVkdI/3traBTcEXYDU01ONRZeGssuknc+fgR1lgNwF19ext3kh7qC0hqhh40Ki24E4+UmxbX",
+	"s1gYvQPmahb82B0uqssHyIwqoyXAU5FReuwRn7P52EzDTMfMl8NsvdJiWAIogYTlQJxkzFI5Z4qIZZ73",
+	"BuStkROxwK9VZMo0Um7wjWufAZN4pIg2+mHXTDwWRmcUUvTtQJFznYIyScmcKzCv4NHegLxjk6WCcB15",
+	"+eLc7Hosfnxx8twSidkBTeZSafLk8ePDJ2S8Miyf4jKhwuM58UcbJRit7UMnsvGE4NI/b287t9uE2i9m",
+	"8QM+kknkaIGycjR8+uSLCTocNbBeY5F8jDv/3n9vaCfujEhAhEvzmyHC22RAfqZms+dLZXbeLD/P7Gix",
+	"MMOpiGRcaS5STQo2pUWWMwWKdUoVUBp4wYHuzYL8eH5+StKcM6FjMaeCTpki3R+l0hF5hi7mPi5RRM6B",
+	"27Oi/0Kk0lAn3GIDkBEZDAa9QSz+lyEJcAfBfpt1xe2O4HQYKn72LiKvfzDM++f3r0vSODxASpjTm3CF",
+	"Dw8eXOrXGU4ur1nRNytEcqY1K8DMEGS5MDbAk8P1G2Cdp+agyyIWS2GIJJUFU+YsIDsvueAx4fP5UtNx",
+	"zkbmV3sAzeGe0xUZs1i4E447BBxjyq+YwK1m/1zSHPbr/bvXTkOsnppQf1lQM0Xzaf/1K+3//sH837D/",
+	"9OLDx2H05PD2f/xpVBzDmEHV4YpQu7KGLMr1DDciFmYn1pY/uFuRbvJfv570/5P2f7/4YP8RfnnSi2Kh",
+	"pBUDGhxeaCzbw4aS3MzJOg9AqFECfAejCyKDn2IRnOKAvx01EvGTow0KW80csJzCh7+pOXy/SS5Y5kzS",
+	"0FxIxlSx90WejIxBXGgVC/BKJHtJRMCR9/S7JzBK6N82n7FgRWoOOFMpNTaqFPnKcPpYwOdGZFLQKUgZ",
+	"WZBMaqIY/KlIN2NpTgtm16UkHisBEy5GeC3pDcgLI4ESz9Dqa3x7mzRJV5AtscDJwZovaKHNqoDQNt9j",
+	"53NMaCBauYYt8VwyFnayGXprEqdvjYguliwp967kVfXDtedO157/ipTrFYikLRbuBuX7nM8ZAdnmviql",
+	"eU64IHOe51yxVIpMHTcr5t3Sxh/Y387xVRE5HA6Hw17opT32DDl4bE5v7CNmQ3HY/QN4dtDZHH/frvv/",
+	"G72iZ/A3KZbCsD2rQqMjbwRf9f3b5/8BXh8yWQqUzXA0FWMqFklGNU0wW2hBC6NglI/Xo7H4uyEkcyUi",
+	"LFcsFkan6QGxJ+6WhHSTj0pTvVSRlZ3qNulZVVUvC6HQo1RAsNW6lxO8RD4aQT4iZmaDdFkUTOiB+eki",
+	"vT1OBuSZnC8g6swFamFGp5MZw5kqemXIjhK1EpreuKiqYTBHBweGbFHnUyTngsXCTCmV+XIuGhWoOpVu",
+	"nWJE1HI+p8WqdtXQGfD7gVmv2+OtbsCqTdJuWjyEExS9N38NJ2iobzT6eUDfwtVz/F0u9VSafXcZBd3l",
+	"YsEKUNgwpCjMIfy18/LFeSfqnL49g/+8h/8/OX/2YyfqPH/x+sX5i07UMUp3J+q8PT1/9fbns2CS9lOi",
+	"zk3fjNe/ogVwSTNwOG18SfiLfWHlp/drv9iJhL/5SYU/2gmGP/nJ+hUslYi7Rt48qy/lATqVUfNft0F9",
+	"/lHTbqFRhwPIBU4iGNkZk0ahVktwlGTHpdgujUOzB+iRFiQxy594zlUAy5KCVYwoR22BZB00uO622y9I",
+	"O41pkLlRajP8RhUhd940d2dXQAaVPbnVqNRwuH5IeaM5Zj7by3gyNeYY+aWUViMM/lz7+1AHsgqX0bgr",
+	"3gFFlobz1/QAIf0N5rqC19h4ptVwnFfAMIeXL84jgiQLnwvma9dr47ru542F3XlvvPdQ6KDCiIY8yjYQ",
+	"VdbAN2MMjLqpZ4nbZuW/sZyxllYz1jgJGouQ8OztVtGhNjNwzOzIvWOSoPpFaJYZUVpXuv5hfVagZKGq",
+	"65TLcGmOSYKrnhDFRGa+LDQ3M5LzS1almWOSmI/EN5crYQcP1gJ3ES0e0P/qPgQSuhDI2lYY6W5Xq74V",
+	"VjJaxmkdZy4X0edBgv/pLizS86VX4hTHXPv9f9qXrF340b117cr3MI2KjGk4MYZX2Jxpq9oCy1kB3TuH",
+	"gFForYumjVoG5CS/pitFFgUD+ceF155CN+9YypzRQPA2MRHv5bJsBCcyo1eMdK2u6FJm//f/e/Bfjw97",
+	"A2JWLrQYjBmBSx8RsTS0EhH3rCyInUcoCP1G4e2Q0Yl6aeSnHflguBXP99rnM3dr7fef3YvXNtPNo3bh",
+	"ez+t2oUTO8vaz2/tpOuqB3xCk+rxvY8Q3kleQg6QtUG4IO/PnhN5xYB+WMFlFpFULsEHPinkHG1Pqmku",
+	"p49ULBYFTyFfJKXpzEirQs4Xmmh5yQS4gPSM8YLIa0HMrSzk6IW84sBHCraQhQYeOO+BnVAGVzGdcEDe",
+	"ipSRZKkysBTNpHXk1blY4L1oPJWMBKy9o4OnJMHw6QW7SRnLWJYYc0dTnquRjdO+V1kUCxjX/NN/vDki",
+	"+kQfk+Qd08WqfzLRhhUuheboj8EbiWGNvWPDpJUuGJ0TmheMZitCsznXZvl80mG61NYiDmZt3lNcGfEE",
+	"5rsslEZvU2pU/usZz0ESFEuhIqKkMeKs7g7PK9g0NZNSo3TDrzKWtDP7nHX5SMGYA/KskOjDpcbMR9vL",
+	"qCc0Z4U+0YnZmFQWmTLrbtRiu4hwPSHS7IhRU/3D1qPAZXZMCqNNcDGNBTBrnE3zeOxmRpdKm13xY+Iw",
+	"TYFwO7t1bvRD4eSEnFhK6aL9la8IVSkT6LEENWfM9DVjggxh0vuE3aT5UvEr1jPrBbnTzV8N1GW+AuNN",
+	"3vT6dTh4HA0H330oVaOOH/SNy2rHrPLyd2df4+9l8Eoux7nNSvIGuDfGSx3Lcr+aDrauguFqri/Z+/Nn",
+	"hiSYyGhBMrqKyKuzt+SasUvShdP+RoqMrnpReddcCqOIWVsqLVjGhObUUNX1TOaM5HzCQladAXMzY5rv",
+	"MU8bCSM1zdcZ8m3UWaoWuwlouPpOUHuQf5U0E1kuVtmdg8f3W/Wh+9/G5a9xaPMJfs2bOPWzGdXPpJmZ",
+	"U+OrJJ76a+fAR4MYQ+B+uUfcH1N4S3dBOqP64vFkmD5h+9kBPRwfpY+zJ+zbyXfDp/uNCXxMmTOxNTPE",
+	"3uZSSdp21HA/MKGoUNfMWDtdCuk3kHxTT7THYjCb1N9rjCSj+Nm0akB55Q3VWYWPk38l9X0Y7Jh66lbJ",
+	"fX1tXtH6BlfnFe5tG/3YDPl14pnAaol0dcoEzfWqSh1rJH4QUHb/oJmztC3XGziSuFpakikTrMD8F10e",
+	"V1iCR4okfqBku2vRruDuKZIhxXlWeDA8+m5TmmQ7eUJqE+EZsVaT11XATtpbixGglWeOE35vNXmHCj0r",
+	"5IKne2lOlxnrH/Yf92eUXy77YLw2Z5yAcp6yB9pG1Eoq/o6WsL45iag5UQgI77ErJnTfqjVdxVB9S/J8",
+	"nhBNp70Wk4HNF4YclgW7w9ybZJuWi9MtQ+zfhT974nLb33jGysLKhnBhWXbZlDnmcqS5VoG0gkiV9oyk",
+	"ptUs9ey81cgKgz3mTjS4qsIQzagJ1q464SukMOtEF/wnZsTwGPJjzT+o4qkxjcxwB42S+B75ag+Rm7Yh",
+	"Xx0K0MjBYAi+jlEpIGiaMqVwcV1hC+lym+I5KZgytsmYTVyNxm5TyanS79zj95/QNVVEjjXl4i45Suv5",
+	"ae7gNtxcJpRvmqCNI2E6amiCkWlBjYkXOvYa4lj16hGIoKy/NDF6+BVLRmSp6DhnA5IsUPlOSNfPqDcC",
+	"UvbJ20RIHQsrGVkG8RZzw4U7uslojeKd08O5XmNBp5SLUfXjnDWIqgRsp90ZF0Ej8FgvioXTa5uiq0QW",
+	"fMpFVB7BiODJwuSaOaRQyIIkMDo8gim+WIJYn70tSXRxCZlnsdC0MIaSUYZIVsjFwuhEp+/Pw1lhlXgw",
+	"Eqjj9qJdAnQBhet7kcqM9apuMdwoUFZhf6ACtrLozTp6mK/3kBl3/7ofRAkxQ8L6o4OvfaCkOs9xPSHf",
+	"L4OuFBTPyjne0QtzpqnmaXVLrwuuWR/5iqUUxWjOsshKF4z1mZPykl8xtLOlsCe7RWLQS6ZGJEGqTUgX",
+	"/2EIH2k2IV0UEb3ImL8M3GJY4eaiH/mKJAuq1LUsjIUNgqTXaKij0GkUHi7Bvwtzc/Pp7ZCRFXVgYd6K",
+	"fGULW6KOm07zu9xV9zKY8b3fBcvUkgSOxSeWtdiXwW/3fpvbguYXuqu1LzsmQpJklNzrnbcbSfxeiaJQ",
+	"1lDyruM1vcgoLiW5D/5ASirX2urIgdDdAbVjROh6ohikzvAp17unlEUkuTDihiT9pGpKbNABvp6CL3UK",
+	"HiCnITAv/hJ5Dc/ajYGTUtg0GUOkGxhDkGYaVoivW0E7lysZRdJMzapnjSrrH1Mbk3G1yOmqGVlntyHW",
+	"tf8NFUC71E+Ue/T3L6GwGp4jDNT1Pk29s+R2N8n3o7xeU8bM0TDTMbIvhcwFCN8gPEUgFEGfmyuWXxlT",
+	"1kq5CNlqVPI8CLlY1h4RNK7Qx9CLxZjlUkyNtCkllTEWBBiocimwNOCY0IA8ZjLPMBGUUBGL0oKsHN7I",
+	"xki4CiV3LGLRJ4mQwlh/rmCAY03IAK5ZAT3ydedBToZNLIjqOaVo3shLzmJBSII6aTfhIulFFrwjTM9J",
+	"sNQ/cRha4HUkSQ8nYGXRaHPtMKyhqx7G50CsNDxmfrdPGYp7ctR1uzNyO9OrjIQ+F7ME6Dp1vgGbnAq2",
+	"uPm+dfMtiQiF0L1ZB7j79KdnL8jZweMnFuQGTp1RHHC3LgKKSnoYwS2t08gMA88B7NqWcurQp1F+Tyx+",
+	"4AwoZkKo2XEj+9E7RQVJzD8TUPCcFd49OjjoQQgTPf+xKOuHHCoLXSmi5Jwh/ZTJr1C2AXkemWw0OcLp",
+	"QyR9Yy57WKk6PDjaJgyssyxCb0mDdT0i7EYXdD0lGo3YWFQdHu/fvXappR/jDl1mnImUYe3HTOuFGu3t",
+	"0QUfWBkwSOU87kSxiDu4FRdmuni7nEwgX7QTkdgGG/BCKoXZXCwdOQ+TdFQszq65TmdjSQtDAlqRrksD",
+	"uUDvhiUiDnHwjBcs1RfLgkfoQ4piYQnOfPxFOqN5zsR07e8LzHbsubLnMYNgdcGzjInGXPmDYQMnriye",
+	"Ffh33R/wzVU2gYlsIbnQpEvHSuZLzYhZ+67qmf3pBcUcqGdRjcNHnqDN7+unraZ2YihiXT+B55xoafqa",
+	"EZk5KYL8tyo8bFWT9XzabxnFwrIr0oV0U+RRjru+++EZefLt0VPyv/+fg8HhYB8lsUv/NopJLFCD7AEr",
+	"wVyubuKpAR0C7m8UCKCHzrHEXtXcTM7ZfIdsKy92n/kV+t6O0nTJ5U/hlJoQKN1qBivJs3J369v1+Enr",
+	"bp3B9+70BgsJQX4JfTngxHES74pCgjnwvVg4lw5GWZLwfWdMJ3VqXKe641h4MdjsASTdxXKc89Q+rEox",
+	"0huQtwKScRBmwYhUm7oiC1uGjNmal4wtUNH3jin4TneU72rf1b6zPfmNVhcWNAucQRcUFpAePgMON6S3",
+	"Md3tmPCpgBEwPd/C2RSMZuUUm8JbwAQ2EwHcUtsyvB6GaNa3qONWJNzZu56bl+blFXH+DIeu3oFnKPRc",
+	"fmhJ2UXFbRQkcDntrfaJeGP4iT7d0uVfojJ3108yXxNkUdZ+d2mXtZ+f2Ve11v6579pJ/yQpLYpVACtE",
+	"urRSgxncCvo5Cg2pWBkiUDWUsH/vn5y+6mN8bisLakMw81/BbiyKLka73DydomF1YdIVYBToQuZBTVhv",
+	"JzboVIH3Ra7uLYQbhK0C8RqL5OULhAIrC5X2PprVvHW/JB5z0Sitbj5G4b+hKZSx6nTWiwJaHRfyWnmn",
+	"uXKQf9YsElPkXd51s11yh1kGDaGxlnicYw8uBiddbsuxT64vi2TVgqaYkNs4r8dPtlaelZMMSmj9JEFp",
+	"+FxastOFQStYU4VBQyTsxmL72OhYLJDv9UPnsF2gVk15MBh47TbIkFdkXbsFknSqrcxYTauNBeitV6zg",
+	"E27YQKD+VnSdyIURL6w5DtvZi8WnKbjOLtssVaqq3la1dTc91OV3f3LewHYO/jMOXfnNwlzVfv3evbT6",
+	"a10NND+Cl+LgDsnS/un7RTRKd8nu4BfkFzzXsQDLPqm55aBApQzVoRMFMDVDJ0qvzey9m9vUbNNU9s2b",
+	"+uqSL/pOa+wDVbHCKT43faMD/s4K6bW1wN+65tlESkwMKY729jCE4UzZxFCmNfoxdWZB9QyjP1jbHAst",
+	"j11NPEhaqGLQM4Jij3STFrt47+oACrvRf2At8AgTm339cmidkRMycxlqbFowpWIxXRpWgWadMoI9l3Ix",
+	"pullRBYFvwJLN+fisp/LlOZmRHR3qAVLOc1jQbPMjAQOGGpByPLcsDwEK7HXma14WKYzABU5OjggUqDN",
+	"hokGSwGYDQnObACFWgnpnv3y6vzZj9+/PXn3/OLFy3cvzs4uTl6/fvtLLxZcpPkyY8rWQMG7Yam9x6Rg",
+	"SuZXjKxQb0YBajRnSJOJRTpj6SXLMBWiTMJPaZ736mWm4S5Yv7Tbjb2r/Z04zm5oHSenrwjfEahjs9c9",
+	"gIvcUfkB8LJWx/xnBJAonWNVDsGVTaghVEGBvWbTgiK6ylpG4h1QKGLhYSjIp6NQlHGKu4NQ1Li34zQb",
+	"GfjDBeNk8ReLxVnsvc3peaopab5YClJWS4wqAQAgItFNplzPluPEohva23vI25KyUwb+npAF5UX52CDn",
+	"Sl9wpZZMJcYEt1Wdlqn4p8m7pRBQgyJWyE5j4UpR6nU8w0OSTGQxBrUqrOAJcBfx2SgWtrjVr5XqhRZR",
+	"+bXmc/z7cikNC1wu4AhS4ecil1rxDJ81XwZse3hoPkf45iWe1bIbrvSAvAaNfhrgQmIJo1t4rsjU6Imi",
+	"RLwo11WNCkazxHtaQa9cIRSqmUHNYCnP3/r619na0zvYDa4Nwx2AZqPOi/mYZZBPtl7acI+E0HC0hgpt",
+	"3MduDt9D/lFNOs/4nAlllts2fnAL5t89ySUN8imCtON6HXOteILNx3ernXCp5uvad0t+vS1ESKVQy3lJ",
+	"JNyorGDp71qQUC5hWZKgd6s18HvZWnCwLYUei+f9FJoS5EGh2ptRNevDff3D746altB8czMVgN9DS3wN",
+	"ItGPcyoue9v5LAy6KRUcuiN8b5Hq6pU6WYM28AZK31jfnGCQ15dcZCPCBXiKLjzKw9FwCH1lQpd+Zn7e",
+	"N7qsZ3Xml8NeZPXUi4wJjreZH4XUFxO5FPDDkXkOoy0X5oKr8O8eDR/3jM0rJjlP4c1Pe0arZR7348L2",
+	"yuge7R+YUbSUFzktpsz8cgjTVMvFQhaaZRdzlnFqLphR4aNodYwDHKMCEFO9Sgqq2QWUneJvZkK1Ks1Y",
+	"2N/BJBE0J93HZslisVxgOcIF4qd0Hw8PcCWvKM9hybuPYXn8jdrB3DweHll9tkEnBYHSbg2iTVTd7J+4",
+	"yPpgAkx4SuwQzluxKOQ4Z3OVkO6vHyE2YlYdfrv90AOtf335ECaiQisRSeDpxGEJIPjRMp2hLmgoaACx",
+	"1ogkrr7h14MPg0LmDM0wBC36Ne7QwTjufEjC2cXCiIsSsm1/OCRM6IIzdRziVEBa8lwWRiD5p99ikMB2",
+	"UZnJazI3whzu9bCFLv/Zzi0WACUAcj3udM373HAg3ViGCujP2FYh7lR2LASB8/VoDRbENSTaFBLUiwy9",
+	"ga42g3q87kYPJ6w6xpE2cw/rsC9LvspnW3mJ77Syxk+Y66qztVkO8KP6ZPDxxvdesaZwxVkQZKeazOhi",
+	"wQTLjj06pge9sM2UoPqV8asGLM/75FpZLX3301ZpVBdkmzm/LtekOwG3DNbXKfDKcE2uqept2PtypZra",
+	"nJxBefp45XvEEPNFGDdN7Mr0eQZlYMags62/LGpuoDJc6UoXlOHa/w7o08lhuj9u7obSDMNwAra60Og4",
+	"gtAhbPf5asF2kH+gIWjMhA8zpFrtDxj8AcwupMm/hMnl13Pr6gf4CEEHlAVd5ZICBkAmU7XnTtNgnhlh",
+	"lFhsIi6ujAFimLj9BUWCDbjn+Xxg2cvAF8pAdg2EfftcONgcd1hzNEEAWYGwm0XOU26OtT3E8Hs1Vl+a",
+	"ZpYWOkEl2MBmzVV+g6MGv9k5lw/aH8qn7A9rj9gPL3/A7y7fUx03+LEcKvixXsQCnuyLS7YK52Z/CSZn",
+	"fymYm4xr8GdrNNfxAOo/eiiDTtQxu+VqmS+MGWt/c3VJF0sxYzTXs1X9glHLrljhn0A4/gtbS9RBzHxQ",
+	"nQZOVbJ3rlHHjh56T99lcoVfqPVr7/2SrV977vfDXztx1TG08ULDaHihdahXnlpqF35wVFOfV/P7y4sN",
+	"ryovvgNqelcSU/nWSouUtQtNXwYX3rG1D7C9DM+R0vzP7w11IbLLiSW4pmsvArrz11+/fvODpb/3au3S",
+	"qaW29wEVNl1/FxBjeB3sO/XM06S/5vs0vChpM3zQGpLPShK9jTo/WPDHZzTP18UKLabLuWtmezdlwT8a",
+	"kUu2QiM6QAjDVquQ2+KLNxGXAESIkCFcVTPofntlQoBo6UZNZ1LtIIhcjZr/7iahFK5Z2RawZeVOrXq9",
+	"PtMX4JK7pivievKWnixjMcpiXlkiMEyqzpRNUt6+uEnO+8n9LzNke9qPnxeCndES48+vsGv24of0U9cS",
+	"u8D4wPAxIKW7lgTlENcUc7ExZmruMYZkewbQZ0PpmNTOwm59lyonaL1zkeuLGX59QJbw3eFyrK9Bgwts",
+	"kt4XPWS3b/KoDo2fQ5XiSlOhLXI99v4p2CJfeZ/s+oeFC1DeIAXzeRfXBUelyXrY1pah3ZP358AfqRDQ",
+	"w8KRrB3aqIHFbGNWm7yJbu67Q3+4kZ/7SHzNhX2wFQTkz4I20oAi0uADfRhcjXZQjHILNnlFG5Z93Rzc",
+	"KcjrOTCInW7JlQpGM2O89zaWSG2Quw6XohaJPOn/57D/9KL/4eN+9OTo/mj4TToHqAtnQCcu18kfkJGr",
+	"h/gHSXAhjaVXLlkSi25NN9GSJB8xYyl4T0SMBn+bHBOBuEgJkG2CbTfCER3Iay8qUc8T0kVBiuUgwd29",
+	"Rjfbrl22Xlr8nztBE9Wse7wARr292yMMdfsHZjkOjhFtF6+QE4et4yqSsK+KqON8/DmAj8hzzLKvIlQ8",
+	"UuCRfwKfvfZBHiLWfdQW6KQHRzSClFYnIZrCN7b583Sh+0eyb6a3I6BR++Y7AEkLouhSt780DaCg3Bxy",
+	"SqXQXCyhmy3imDWyqz8agKnm0TR7h0qOv4t0h/2DuyzZJrCm6ut+XqY5Wyqi3GsXhRzTMc+5XpE5Vcq8",
+	"e3/bu++E8mS3bpMIswxrZwy+xuisO/xZc4O0e6P0VV/2CrI3JhwBpaG6wE++ehinTNwvLP2HAPQ1Lqmt",
+	"jcF7W/rOtUaC/X7UI+RhvP3z6+CVqPJDAwD+CB6bdaItEZkC5ny51dtgH2t606v5Qhb67JIvFohKXX2h",
+	"XAQHqIYC9ebF+Y9vn5M9gCOv0ujp27NzsjenxWUmr8VeQa+btskP3lTPVW9b6G/2zL8lskcVzracTUDB",
+	"GOviaE/uLXJMhcxXxz5pRzGR+fZ0HPTlzYtbLpF/e/tCs6xsVVpz5Pjfd2uV0doDXy51KueVbO/SKe5w",
+	"ACCxx/mbd3MhVz+g9IlWf39XvqB64X35uhZnmJu4ixE0L6O4kmkLRb4VjORyOoXqO3ebiwmW+n5kd9bI",
+	"c4wTNuH1+e1ow83bchljW5sBK1qgHMrJY7unu8A2ZEskxjfVJKg2YIUIQ8rPGtNcDLeFy4AonTFXb19N",
+	"zkh6YUBOLaF0eXvUff1V/963hkX/le+cktI8b9G2mrHpADDGzu+RwmYseO96117wCNpIWTa4G8iYpY/K",
+	"gm/j6iXtPkBwNTgIf4kI67/98tPdDO0TYgtZgRn/wsbkJ7Yi3Xc/PCPfPt7/9pi8yA4eP95/Si7ZSgE+",
+	"tLn03fDw2ybgmXxalQkvsudnJ82Illf1O+E1Tfde8qzxkF+i9VOO8fan00ZcF1XDgFF82nTfTQvkE64P",
+	"VP8hMsWyyHdoha9XHZx7yz6drZOmWeOdSdNs9RpNrvfjb1ZI3rRl/BjuDs2v0HCV4ooVija3/Emxr2WL",
+	"1otvaFcfC5k3ZhxJohaMXqrjsrwYCj0QsoMk3l+dVFpZrJRm8w6iXBnO4e5qgF6sLRJMJPJf07hczdr9",
+	"ic9RYEIXK3PcMe2qYa3oAg21Jp9e6cRDWyGTTI3Aa1BW2BmVB4D3r7hC35VLBVVR6FjoAsaHz3LN2ZSm",
+	"q+AG5YveenfDKS1zgBuCX9W0VIWOGZtTjCnFI5cxPuHTJdZTMNvnp0tJxpWNj+IIUPwDrRbKB1xggeue",
+	"/TRIVbYy7CpI08dVBH5qVwO6VCpooKH47yXrxQYU5tKEF0oH+bWKi5SFoCmBkrAu35uMzR1dRPfwAW3w",
+	"qT2bUb0HPpVwJ5wTDasesUtJNxTUS3Ep5LWwCZfr+9Fr/ux25zFuAThfXbdJULqyNnsW1qiFAzsI2q0j",
+	"NZmQfmyPWVo5i63H/TnkoG4/9OBicg1coNGgy24zKuR2TrD7Cdyg1Z5X/aCVKeAOux1dEdcnpjyAtTCm",
+	"PQpCw/5DrYTvmmm//Q6q8le2sY1t/BHHf/N5bjigQN+7x5xP7QPrMeefK4FztOsReNntmJD+PDml2bvL",
+	"16LIIev4dG5Qfuk2MwN4xANYGKha3NW4sI58WMYENjQh6VL7yqpjgLMjXIcmyCfYFTDLTYVySG5NRXJL",
+	"aJfuOQfhmYpFN1kn9QSq4myQUVnUieSbhAAOhdECBZbcyUksyoLTiCR7CbGVuxnxI3+TRCT5xvWK+Cbp",
+	"RXYgW5yrNII9l/MKnbCu0BciU11KxkYFxUaC9k29QSyq9XhIpOTEMpKmard6KV4smmvxLDezYUdMEmvu",
+	"6RXFIqjIs7N/pGxRtS8HMILJ3kfFCpPVobkUs016vZDtUmJjJMF87aNc29bYvWMzmWTPrvXVfoKjHA0P",
+	"zWNckLcLJk5ePVJEzShk9EI5/oIVc66MOLBuDVRwY5HAJ4XlNkmE3iSCl5IeIq9ZJg2FFmomrzFVF3Hh",
+	"bJ0O0mJkYQMo8GUjFNq35Wh4OCAnUGLomJB3zzfdr9CT21o96EiwAQfm89YMAoIDohE15lgjDqXDQFuH",
+	"mcU1LnGhLJLgzEhAC/ZiVYt1xWbsO+dt4ne2v17owtu9sthyoIcLCJ3PPEDYBc9q/nWZVsoM2OPJk+G3",
+	"+98dPD2kR+PH6ZOsubwAyW8nvl9+T6vkLVwe6LYBfcLoWwRNYVUEnZ2E0Zm5vbFJxYKJbOvTcNMmVNsz",
+	"YB5GrdqH0zktDNmVCf4WyMa5JWFfbIE8yAZYLtJNTt8jtBHgp/QtBtveR57dJr37QN2CamD1Abtk1XSt",
+	"Tdi2wZlDf/29kN3Dk/kHn61PIuB2wAhrXDrdmKeMLJUDASs/PGzDbgwVLqb93+S4AVViCyt9qJPT0kSP",
+	"WnUaiJV7VG4PurJzaq8/dAHvf3JX1t8c7LEfsRPVZrsr96GUuY3WYv4b8R1DjuswL7uJGqfqYjAYGC0N",
+	"pQ2IdQhhgxqCnsDtGmzl5evf/WH98P22VLpfsClXaO/afQSmZCw8V+RWXbMH0Pyrq/gXCC4EE8aajDsy",
+	"Ogucqy3KcVUZgfwIy/+5IBY9s9wATMrz0F1g2yDIttIUsAQhox6zlz2oN+SsA4+ySU2xMD/ZISbSaIy+",
+	"Iy8vcP1c+Q85QSDWsv6Wq1gUbC6vWDYgZ4g+Z9HKcOoj4iiJUGzYgXytAW7qr8PSvyDf3TVJEkkRv7Op",
+	"z3elt5w54e5vcGgVcjmd+cin0fIH5Gdb0wqk0RjruH84ekMztl82N19ba7tWja9Wu4/RK0aEhNaxRgd+",
+	"wA5tZf8D2yz5ATqzbRKwG5qrkS4CgZbJUh44hmeYz0hXvfu2YNvOrz0dnOFDm8LXAdFEm9KDmkdeDyi4",
+	"/m8jwz2rANxmD6yrERgfpu9oUnaCs/Wx0FGu2gbN8tFrWVxCE3LoZAHUQMc567lui7Fo6SW3vUWc63Qc",
+	"gPg0tIQjzU3fugHHvmYFi4Vt6dY7JpXOc/5k7wB9Wi3XLRu3+V5uWzu4Nabv1Hby1I9bu3DiXlP7vVYk",
+	"+cERxwuHaLBeNQ3QHdZiqqNaBhjljwcHDRF7j5TgVqKGmGGOkf0FJVnwA2I3G2XUkSIL7gqBTkrE0OBx",
+	"OOPmXICf/KIOuhBwT3PlYnsRRIlTsQM6xc6QD7D8582Nmk5cIs5kmdu1d5pqbe33m7IlbPuB9iZQ//bL",
+	"eYXTDjZ0+rxoQpt+bUWB0agUoNQo6NY44VPbQGMAA5/rPIk8dv3T4bAKrvx0OIx2yXLCLW3OJ7XcGzl7",
+	"hKi8fcUW1Gf9BkBG+ZxgLXtz3uklExctIA42SQBBT2v+HI+EupkWKvtSeV1lsd3nbiaaoIqjTjuOYCyM",
+	"UUAvR4OjwUEvAtTfPgM83aaUAue2aoGuc/D8kcvFsqn+YNmUDQ2aO86GBtrG8ctGNnd9R8AV1ussbEvS",
+	"pgYs1U1twHhvUzYa/FFVKmwClLbQoxV/FHwr6mG7E26NyoKvb6QgcJ9vbXE/kzyt+fdqxUJccGXEmE/Y",
+	"dQkzWi46UQejoUDmMr+AJkplLszFhOeaNXNlLjJ201ycmcvpopBjeH9LAXAj9lBrdlHLIGHO42SpaL7b",
+	"vTbvyHcO2JApVFmWne162LpzKXMsIt6So7U1/ajuq4SFD+tRq3vcRE0tmQTrB+K94DdOUuzkSF2PYacz",
+	"qtP5Iu9/vvKJRnZivzZMyJ5Rj+FRdd6GyYGW+Lbv6HssVm1yHdt3R0EOuCtZcEfUvWrXw94qOHxgDarK",
+	"gswvz7KwewwwY0xHg/w526FjXY74esKLRVlTdqcCv4tyFhclCuOWAjt6s/u9TZXFO+YinhDc7AgL1rv+",
+	"uBOEugJJVZ5yRGYVBI6KYfxYN4otISL4/9sEvVhN+AZSMOs/rVNa68xdDU4rTNW6HNlyvj9sjCfV2J9P",
+	"nMzYFcvNxJqSKJERbuaQFy15ul+Ihe7C99ohB0LZuP+hiQiNjpDnLL+ofs96xaCr0LzfcVKMZc1iFST2",
+	"6ONuNLYhsHzURC9lXeX6B9k6BAS3b6BgmxFx4XlpfYhGkq3WVd6hMtKsPjDV6mLUmy4stewEZNJAum2g",
+	"Cetf2HKa2o9iOR0/aGMecj08YT9wo0bXOsuaidxa6v8JVfprn2sGSXXLpu/kyr3bgq21pYiaHgjUyyqA",
+	"xXrzlsXFokJ/+1voD1jj1lwzJ/295FqbW9A7ojPq/KakGLyj1wEkhlUKvoz2v67wb9WjH8oAaJF/zfDC",
+	"Tvn9JJX3PkrtvRXaHfRU820XfxY9dYN+egfdtIt1B70/iX66s6L5KfrBJ4n9EiLhU8X7fqN4/6pVbMNb",
+	"+KxywG7vfaVAE3x8y8kry4LufeCqKfubTwx4J7mYXjimGgBz+KYAXrTbv7GMrsWtZBtJfSo9bsWR+rDx",
+	"vN9te3HWD7C7bYjWa4kltTBOe3OHH8yaYzMlbIxd27HEFjUS6v6B32ps35xrnbM+ExmngsDuHR6A3Vvu",
+	"Tn0vWjs/rK3lh81KxLqcLL9yq2roN8ApDE3P3sdOXJ+VOVGbRXZ1r5AVBCKpBd1uwx2NGC0XuoKB4f7c",
+	"6k/0SwU0VioE29xVu2Kw79LqIWgyaFgYhDSDWvgyNxx6NIRdD3yXg6BJATzf2wA/2Yil2GwVNfskXdAG",
+	"04OoJhNsQAyBASmY7ba19fXNwY9aDBa/JwpbVvv8+YjUM+qDXhbuh3C17FALbns+yILYng74w/ZQael3",
+	"tvYXrlOEW7uV3DZEWoGsfKltIyz+Zo91gHr3SJHEJ/DumBR833qsdZ5QB0sK7r0WLLsYr7ZUOjrIvR0q",
+	"mhp0ev+SLcv8EEmMwaY1MNKd2eVGptT+Gd5FeAc3SQUGeQPUMaEKURFaS9jb3UJ3RiFu853e2zkS9iPY",
+	"6CEJjcYN+F0bBdbnl2nrE9kq5+ynnb5CiJxAdb5Lcr6tZDp9FSJHAhwyjOo6/FGNXSsGD9JWdEMjuke2",
+	"vSkXSjPqIVygvokuFiyzeJSKpcuC6xWAaDKVuOx7CZ0IoS09NJ91IfZXrj1CmEGdQNpza6vS+sTsjfW5",
+	"BQ89chWzvt+uLZN9/+71bj12K5mWm6djDt6xbdqYtQftsdXbvTotRp2sWL1bNmTevIPaBSSMa7nMMzJm",
+	"lmRshh408Ce2MW0z9qAHvWpgVUjUZn1VANulIjJekQDyK+jM52TKTk6E4XDYWAWUNi978AskJ7ozczgY",
+	"mhkcDvbNf86u6XTKCnIwGJJMpsAOY0GVa8eEJ9c2frVmyEzmUMCHpax4W0H+4+TN60Es3rEJK5hIMWcD",
+	"Sx4nPEfUKeiFDmWbUttUbyzZM9yITjeuabCiaDaZ84XkrBgxT5MumlPljeaIcZiCLVjt3WG1t0S4wqxS",
+	"2IUd2F0LlH3aQlAQa0cOEnw8x/7CRBYZInLuBptUhWFrcseGx3jnrqL+qbcl/FotR9Ye9wSoKPHwa0m1",
+	"OydsJdVYKACNJl3HMEUu2ULbdkeoxq8DvN0V1a3skw0LU8K61S6E8G0hb1lnDULqViAZxHSwCcC4pQ7Y",
+	"Q4QN6IiTEQQWm90xabpEM2xI4GY5JtsHpIQVHsALbXt3nNsdqcqhKN7e4cis0U3kz0H5IX7Bm87WaQmA",
+	"UC/F54b9cEHenz0HgKw5z3PUERzSZR0AJJ2xzHdMr5kztUFQD/IoyaGNYDEqQNxDnQveCsOTLqp1+Fdm",
+	"laSoxPjFCxcFo9kFeK/8LS+ZsXPsg88wLgSpjM/kUuj1AoQVSaEcTpE5NtIjCQyYNMPQrrmJ+D0WYseh",
+	"5VLvNHYQpLjD+Gt5WeZd/qXNRIRNPBridCxvOEllj0Kn5U0mmFGOnoc2LB33ks0WAr60fKBpxuslOndT",
+	"n91jKoBEeQQ4cv0AJgJ8E4p0EclCuf5L6pQVb7hYapZEsXAXcYfKSz0ofgPQFz/iMaTwIJ2ij+aSsYWy",
+	"2ig4a5pKstbe26TX4S2WfsxNJSxDtQMpwDOQLqb5jpfpJdMRGS8L8zT2M6d2hEdQfKFnrne69bf7dnbb",
+	"wMprS9IGW+4Q4O1RClF5e7XvMQv1+vUb/AZ1r2k1hWfeLcX9zLC3ogLYifWDNG0GIihRRRus+9SaIU4b",
+	"DtqwyIKlVOlOtA2NtIxwuH9tMNmgOgdKloIcZbP7S8VI1wZhoCti2d8aYcuNmZcIKVjSggINvUjv0czJ",
+	"rUGZ92Hev7YiHzsp1yuz+iqXndttnr0NeLKw7836aBVKtTrZH+U1yaWtEA+2X0t5GZFqX1yPy7Kjq6/w",
+	"82nApK+M/EjZvpjkiubLAC3L2lUzClhax7EAA+SaKwQLcf5oQEMemcVWzIIeu5I1jhYN1LnGAnCb/BhR",
+	"0GEH+kYhx1oDQLo7Rmtlkw8C26PNGWPXyr+rgsfatN9nzen2J4G32qjjpQRIaVFwpkYkodmci4R0gaOC",
+	"bRzZrTVi75KtYjGngk6ZMR570Xqv9+pPYGWb3zAtPyHdYukb0ivzPOD/dzHL+OT0lfnJNX60T1drxWCC",
+	"oU6J763+Ag9isRMWA+T5vOyE6K7vZjzAYp7Yt8IfZTv+d/jm2q+/2LfDz6/cFOCv16/fuH/aXnn2bmNw",
+	"nPGp4GL6E1u116sovMfshOEgCI46Z5pmVNNPg4S9M6LLZd1fry7vhdhSMG1IvbXyFUq5WWG+mThsb8J1",
+	"vcYeawfNXbtWwdbhWrETVL4dfazcqQfw4Qfbvs2oanXHnzmAmAY56I/5I0UASMa1JsAS+EfKlxUvWMFl",
+	"ZjSUAN+Ma2Cx1N7ea0NHea+y5lZO68k28JrQr54BrMY1Y5cQARW2JEbT5igODgBoNi0gN75mqPZl78+f",
+	"9Y5rMGkhYOMEa2A1zZPdS6kLNqfcbKFdgup8/OqQPiy/+WdkKyTHLJfXZLijPWV2RW+sD7efCW3Jqcjs",
+	"disL+wNFumCv/s4K6Y/Pvb7ZfUlTURfUvYmG9Y+g4B+s9UnOpzNN2E2D1rCjxWfJqEoOUUCNwSxrm9R0",
+	"hCAE87KQy8X3q5A2L9kqCMsjpc7ksrksCwZB5/MncgUcSV43+X7MHrY4foD46WKRc5aRbiGXImMZyeQ1",
+	"BE3Mlpi593bf6Gm5IrvP2y3jbVPK7+4CBjnALi88N3eqhio/nIfPrqjzlNr2m/XeGYan8uKoAUx8Gz8m",
+	"XWCwMEm0QS7ZqtnW2FqgxbP10dagg+scdAvzfH/+jGR0RWQBRLP+guBi7w4ydxsokLE24S3IqW36nItm",
+	"+ey4cCa0YERZmKBwX3bqiLSDuZJK1cztnkmlnffRAdk4TEujoKHfMiLuJGpJ9ll/fwgPdBF1jeYgg8CN",
+	"JzLrzFDLeS8iSqLflmvbR5DazrF8TvMRSYaD4XA4/Hb4OIHEk/KHo6fB/77b1RlYb2y0kyGHHpk2rwdw",
+	"/B2Nwk9taXRX3Dk/93u0NrIE0cRKrGbfpMRbC+TTsB/NmSukbmsLcHdFflvlSsaVsXk3Y9PYSLK7F35z",
+	"refvAFeNT7/zJRP1t622vezY99kDDLPrGc+ZNfaD26km13TVjOgg4KbmwA90sbsjcPiE8pyL6RkXKWtZ",
+	"wIzl/IoZG9zDyNinPIA2dWgXCHIdBALMB9r257uvdN12u57dy3ZbFOyKy6XChIUX7UhL7wGzu2y2ZuiX",
+	"ZX3zZZbmleZ5DgauCtajtPIsECwl04KmTtfd/YOX2Mf+LudiWTRnobYCbL4SacEwe8l7pR2oLR5dC7HW",
+	"pbmS65Ts4BgtKVtT5cU5nd4bVtN8gyfbkrir+Jrl2mzG2rSc7RNwNgOOcIcuux7HUiKkfwiJNjw42nyI",
+	"vbu4ySEbdmd3zNl2S1IEV605OaRkBJt0RLtgL/BmqARxkB47PGZxFEtKXOseh0k8M60XXdUj79+9DjmJ",
+	"UYpO356dg9pxTISsuMC7yVKx4v9E2O9JQafztdQcM64a7e2Bn2pgfx+kcr6nyozhHdKGanRZIckNZPYc",
+	"P2XVlvOCV41iKAXDzYI8FMHayYxqzeaLJnXlxF4hc5oxo3hNaBGRORVLmpOCaVjS0Mv9IG0yYdZtzcLg",
+	"4iNFeIaMwHlG+zxLDMfPsJGmjX7h/AetbzlvLmhvRmZ+DxCnIHysKR8saUkhWX5VERvDtf8d0KeTw3R/",
+	"/G0r9J1d+Lusmnns+YbIhbvmjAaA3wwWaAdd1DzSAvvllJBwVNsvlHSr0FdEWGTQ9+9eN1tiCP6HafzN",
+	"HeqC0EHT91QzArgmU2le2wTaGraaYDfVhW/R6gCR032jUaGWjHQtXhsoWL1jyA0z4uyaQksOWeGmjxRh",
+	"tMg5K4h7rGRRd/A37YQRWGMcDiPQe/5fZTv2qSjvL49oeIyCWIznKNucxrXJPYDnuM4n/xIwts171I62",
+	"SLrGsF0x7eiGZcfk2qiKY+YoE1vDg37MMugNT8nBzU2l9yHIuQSPaUK6jqOzmxldKm1b/a4jEvpBO6jI",
+	"75x0VvvOEouwvgDBC2qXfrDvK1ftxVVz5vwLFH4rB9tZV2WOSRJ3vok7CZkzKpQVGdAUgt2kbKERHlIu",
+	"dJ8LktjQPobPIKZnf3HLB6nKeT53uSIDD3SZuPblc4shhiWPsWA3i5ynXOcr0k1+hdlEJO5UBo47HxLD",
+	"ZSZcsF6tvcM69KL/Zmwn/sKdTtzpb+pIZS4+NygTCTckhR4e3L39g92khzvZf6kTbbvi3tksKAUFIDaH",
+	"5tInmAn+Q9Oc0ULZ2oAvajgcE/MgKVgfB1XY2Q1dEIE69RmMi9082DUzYx2d3ZJKQXzGbZDJhW87ho+a",
+	"QCK4Bt0bTXtI4EV0pzLrq2a6P4hhM/h8BkgbiP4JOdNUZLTIiIvi+8A8rsqIJNczxdKLxKe+k/HKaHHw",
+	"WCxssS9msS8o1Mb2jHp3cGRsmCdHpKAik3MyXmmmBgSyBPpG4bLpEIHjxrznzeSn//m0+O7lT//xz+L8",
+	"+rf3p8+/e/X69D9fyYPX9DU9u64u0tOjCoz44XeV6gsc8deT/n9iBca/7n341398HEYHzTUYlcV6Z/2S",
+	"d+QCP8prgH0E0iE04AmOylBiYTYhVwRxC2i+ziGAxE4xJIh1iVsym2SeOW0didttZddRrc9IGeB9L8tX",
+	"JBH57snRcNg7JkOMu3KjfV9XcvaeDI++q+TrDRvhWx/49J4D37/2KzhlghXrtTiNmYJ27F+4np3db1oN",
+	"IbF7+T7qXf7v0FrCseWyl0TljG5pdXGLWxJWcUGyA6DYntiqsjWl5OT0FeSpdBM1xo4aFtEOuy3U4YQx",
+	"898w/xo4ruF8ndtbSNCeyI0l2+Y4GHszn/RnEiopplSza7oC6Z9TMV3SqW8RBy0yl0rLuZlrgAiuBuQk",
+	"z0kC3cQw8ZRoeslIchJCnY8I4vgS7KRaepRsP9VYdGm5DG4VWhehBxNCZEmbnMf1LBYpnbP8GVU+/Gdu",
+	"e/fDM3J4ePgUIpPGUlSazhdqYFQ/wxwoz5eFT6AVVPMrFkMh1MwGXLAbmpyQpFI/nzj+4vGjbUYcScKG",
+	"7ckgFm/YfGwrhCGRwdWi23b7RjSxG5rqEaFY3oLxO6wGyVia04JlUQyt2bkgFLMWSWo+tZucPXt7+uIM",
+	"9bYE4XATXCJz/5RfGbP8mqfMJljEQkFzJlu5BSCdK5KxhZ5FMJdax7shZOKF5e1JLASdY4mXLfBaUD3D",
+	"aFSlw5ylCUyZJUvhPgbXIoJKMo+Dcvb8J8O7RUaUnLOIjJfazgV5LupO15LQnF+yQSxOEP3XIaRIATWS",
+	"rnwFm+EhGzj2WYoA4uuMGXgchaPmGkRjeEhOTl8Fzu1RZzjYHwxtlZ+gC94ZdQ4Hw8EhFiLO4KzvDa5Z",
+	"nvehN+/eb9eXavCbjUpN22CZbRJakKZndi+yETzq43aRLSbB6Am2d4e2prGwthmk+0GBhxmMYU8BBMDO",
+	"XFq76zVBFvlSkZyZU2/spp/McGb7Xfv4bnKpVyPy9qdTSNAsrkbuEhh3+dT8/fzsxPy1VGxk3pn0YoGZ",
+	"0CS55JltBOlCFJjN/si6IQfkhBjlbMJBJaaazBnT5tTGwjY3toOoGZQgFWzCdDpDpuuKEXH3gvLJzqjz",
+	"kmno1g7pT9iP3Kz8wXBYwx2FpBfMUN5z24QyZYdW7mfIa9f302ygQgh7/FJ4+zOazlj/mRS6kHmT7wLy",
+	"MiMypzd9OmX/OBwOE8/uaZMP6jYUN53Rrx+ijlrO57RYrfXBt6VchioqrFSRLhzfX9iY/MRW5MyIOMMy",
+	"v328/y06H6Hs8tcOlB53PphX7mHg8PdWoj7F9xoWhJ0GfIXFgJwA21bkYDiE5utGo6K+TApjlay4YioW",
+	"P56fn0ZQjwv+UY25Sto3m1NaFuwYkvKTvYLRbPV7ghqhsQN0QScTnrbQx4/2Ez4jieArmojkxFglYMo8",
+	"xvc1DePntefEjrErN235a8PqzQIuCjk2xqxdaoz2hitcLDH5wW2uRZTF3Z0zXfBUbdvdpciBjHyvZ0Pz",
+	"iiT28YFlvZC3nFhUGMuEeyNoCyUIJajDVBKcnB4AZdCh1LeWoaFjYPtcxUJYJBkooDwa7u9BX9A3OIcI",
+	"HzEC5pzlzMzMnMw5NeTYT6Uw1hyXAsQZc/1rjdSccK1GsYhFnyRGrbqwLS8cvotLpr+wMCYf4SZ3dc70",
+	"TGYRwR+h5av9t93TC/QEX6QyY7fJKBaEzLjSclrQeRmd8X0GjJRNLlK5FDoh8B+PFKZ6x3aG8J7EDMWV",
+	"DZfDMWDzRU7NDBIQoKgnLIVrrAuCawAfOmXignLbD+TCH5n1j7U3ItVExP5ZPoCtA+3PflGwPy62BjGs",
+	"zH64r7kwsxQpxOacAtqfl/lAxhYuO94mlTmEnx00hK1gs/SaPhI7RQBu0id9lf21bDxhP84y2QVoa3nu",
+	"M+yAN6Ib0pZemv2BMsTE7OiFWs4T90WQRYSzD2KoF14LvyjrbNQF3PzRX4uIxPrZ2wTbsZHtg6xvuL/r",
+	"NlmfhzWZLkpni51E+eZuYvNQzGcW5hiaf1jHcM9MCpzDG0ZdrU2qYSYBapJtL+CmAj9GAZu5uOQig5nZ",
+	"VtxcmZnhmUrKtkYq6a2/B2Shrb694EotoVy38snwkNm8l9JwW1C4zDc6DpzKPLeVY91kKi+g9bW9ePFN",
+	"0msRW5axbRdbmt3ovUVOeU1grekQTQqMY+FGQh0N9+8oocwzh3d+5lMl4cfbqGpo//rhtiIdTwtp+DJb",
+	"Kvd9pAvlW+xmIRV3qfxzqslwMBwcVbQfJxNRQnoDZy+dUb1XJv5h8qjciPaYnL49s62uag8nA3KGhf7K",
+	"UJ/M4bgE6NlQU9sAam5uU1ou4L8Mgy9LxQrz3xJLNSF7sUgasf9xAMOFbZimivQ5qAB7grlOJlzQnKSz",
+	"pbDOEih4I4kFpcVxoKbOPNMbkHcyN7axZdjmSzx8fUK6yna3xsu94AM8or2dmvnsZEDO2Y0GT4SGWgGs",
+	"VigY+U1yYew9PqdTPHJ0mXEZ3OHM2+7RcGjO2VuRr0giRmQfuIDHWmg6gm9h5zGXqdbpxae1fi+z1YMp",
+	"kZv6TNxWHV02oPTZ9NnG/ja3Fg56Dzzj/RI9thyzZudkVNOR9QQ1DfnMkJR1DNmgCBi+gthHf33+9ucX",
+	"H5Km4NNtc1GvGzqA1PTUTpK16Sfg7IGXJUjhitg0BHy4Ng/geDtwryoIo+eV+/d+8vDeTx7d98n9e79z",
+	"//F9nzx4es8nH997Vx4PD+795OG9n7zfrtTkYFUIQhVrTRLiGH0zPtV8nLN6X5qKbYjCrvMh6tz0AyWo",
+	"v8ipYJiCQzt1sXhfiRgIwxHoQ/MF6mYeXKpbbfaCTlG81huQN+iw9jHEpBwxISld0DHPuV4R61OMhTMR",
+	"oJjCv9z3YzzGpbF+cBurdab0HEGHpGCxMNKKWJzNUIzvLlW3ipsvJGr+JGLmgUWMH85JFuTrX1yyfJUj",
+	"X+XI31eO+B4SYFg9oEApIfLvJE/Kx4w4QUdLRZrUOoctF7HQkhwMj76zdygXNoF7KgZE77gBmZ2rWCQA",
+	"u574XADMLcPsjYR0GyHazWBlmSKOs6BKYfmfk1LOjY/ihXC9TWh4nPrPKjPWeh38ISJjHZO/hW2XVBER",
+	"LgiQhUNL/MqDv/LgvzYPLqn7U5kuar1BHKiJz7zmSqPW3fnsJ7xEQG842ZjPgd51h+SBNdWDP+xsfnFq",
+	"fwD6wRXMudIPQz97H+G/t1vo6CVDMupUe9v9uhG+IEEd34lH1O338EdB58wq+xF5/+6168ptsYrHADNM",
+	"58yBco5XEPlzYwHEKdSQU0CWQeB4j+lRFW6bovQfvsyxaPXlm4uDv6B0+uueHSwTuaI56XKbRZXsGdMP",
+	"6A9y7f/l4IckcnkPZd4T172HOnSOjm/3PhrS3eH4ndondj6GPry6CABA3NlsOT/umTsdoaidCcAJvsP7",
+	"bWeHr8f36/Hdfnwxk02QpXBnd0eBY+nvnud4wTfnDGICDmZbetR+nxAXIgS4GNxLSTDhwdivsSizuieF",
+	"nEcEMmEAQEJLSOdsiT7bl32qolfHJG0kfN/Cw+X5PXi61PmMA7hdyid2rq5dQWtqFCaZ3Svv7d1SKEIB",
+	"kQfBSi0UKSCsKV0mtMUCkj8h3z4pWMbVYFnkGJpkOiIL8Eq8MxdIV80gm9ZspoNkhiwPBDRTvWPyeHhI",
+	"kqWgV5QDCGli4Umx7cGE8tylSVHnvwYng8uJwkqcBRMZJOd0Da2OqWIkzaViGRb6mK8yg0d2XoAdJotY",
+	"wKV0Zq61pTS8wzX9QxLx4N33pKwdzcNdqdFMhTdl7x0MhyUEClAI5rXDQuNNNv3t8fCwlXKv9vfogvcv",
+	"2ardoDOW1cnpq5/MPWviv+kry1v2AHEc6je23GjLED+rXMWPaDMU3xot35C5nEBq7DFJyvpIdA+2lTvu",
+	"6h26j1/oAXJodhK6D513UxO0iLVbE7VmK1x9h3J4B3rGeGHralQvIjLPsEFfUTU96YIDSbaKz9TmVN9G",
+	"LZ5h9IUa9nvJVmVwEEsjsGKCdNsLBHrIU135GCbUr1D+rhV/lFWOJLlkq+TYnlks8RrFgmuSUmHbaVhd",
+	"w1gFRg5EWFhUMKihHpD3Ng0e5xgZXQTTbAxvlVes6EP+NCjBWBNjJ+ewNBcA+rBW03FwAAY+F9NYAJ6c",
+	"bSjQxKJx8fBIfSYvMg5uEYJ28h3vf5Z3Zxsy+qOgJCzYXiOCASjTKBNSpKx3t7T/k/yarhRJhOwDnSSI",
+	"2jKW2Qr6KCkPC7KtFuBPzpr27/PM43uwwIO/D9tEqiRlbdxxyF64A7mH0qfGesT7MNGatrD3kWe3SLc5",
+	"a26v4UH+uSJ8PmcZx1lngB1PzaqMSkQBl9Xu2TAAxBttlRwN95Grgsg1vNq1EoNcDsugMfk/5KHALWPR",
+	"PRo+DfAvQzsITxmW6lJBYCSudEG1LFy/OaN4Y40ZXIb3ozBq4IrPYTUCrlhhT0fNy2R4+hc9dLuY72vP",
+	"PP37HCBc9MoB4toI5IWq9OYVU0I1sO/7Kh6NCvVLptso5KGV3Q2SqyaQXpzTaduY9rY9uMfKlD8xqf5Z",
+	"ye4lQ1QLX9jt8DhL7aEX6hOAuO4cAeYXNN/vrQRvc9xiIwieka7RYbDkHLGAywm2+E95dlfvaWM7L4v7",
+	"omzR9ZxFJClc4ypIWwc3drUziM2iw8VxWegsz0jOJoD1iSJxLgG5CVoDltiaiS3jTWqYubEocUrMIygj",
+	"rmVxycX02Iqta7KQOU9XFiVdlbDNAtLQHaIROcOtzMFRhKVaLGsGtidK05WKhbvJ7T8lbjqWCsgZWiiA",
+	"84zavRV+eOMoFq7sG/NZVrZU2hXRegCMxlpugqXcxjCJMJ3RlZ/JpWYDciKIfcQtghmptCDs3daCiEXX",
+	"7t2v+x/M9tmPoDkr9In+dfgh6cGYyatJ/w3V6SypVLtDUqZbKMOG4G37B00y+D0gkHoOezeHxasJvN06",
+	"Ij6XTYNT/NL5MJtFQonK86mi4U9sbtxHnOwffDVrvohZg3jGpVZme7uhyWB5jCAgISoWD3BM/ME127+v",
+	"eZPOqG5PJTwDVJ7E+sNVQrpFtXqpqTyph/0By4Rx8ORbGw2n7W+GBmWLfDUgv0B4OO5ggnDcGQEAWIK3",
+	"I8SJEVIb6lRYrqmrlEEvkC3OSjIpXA1NLFJaFCtnS1VLbhALD2wsaK2l6bTRW2+e+kwuIDP0H5Q9+MkV",
+	"TXDjiNiN2HN53R9jGMds6WAwuK0XM7mnYI+8MVzbGFn4G6FwOvExyQoWze4Z69VCjyBtfZ0CubagdASv",
+	"/Pnd3/di+v/dGfiOCZKfHPvaMSny02L69ugwx4cxsq08MKSTF/Do9nA8lCQ582Nj3Kzs5PfXDp3579gl",
+	"elauzdcY2kMSdr1P5Ye12vb1xpVNEbegPS0XqGLZNPfyJAT0/RABtrJfP9XEmtxkf0ASutSzASahIExf",
+	"QrqAo3DQAwVHMZqXpvIVYCgaZQZjhc7Rfeyd2wqQ+GKxPvCZGduY0oxmA3JiVUtrknMBtX9gDD89dpZt",
+	"LLAIYJNl2x4bexa0rf8supEbHxvQf+EAWfl1bToFxs7Krb+3VRl1XttQQksbNPeGR4q8f/c6AuDBgEOv",
+	"J2L9xYNm9/HFf7VId+WtjYzTxdyq5HwvbrmmQQSpuG3RNIwreSQjB+JD8xz0cdsEGbpPu5Q+axz7NnC2",
+	"qbX7fcxyKaZg+EnCLZpU2ehcPQo7vPSgIgoqmoMkNYjeFazsMBby+RnNJwQ/JxuQdyyVRYYgfg4A3l60",
+	"BhCAIeEVZwqVS+1uHZATM0Crj5Ds6CLE5QwZ9Kd4CbfF+J7bVeh89Y79Zc477lmFon1gxp42bIuLeUqf",
+	"oDq1hQir6sPn1uvba9k/VXp/DRd+Ec3eBRdLerX5dGsiofcpev6d2KSnrp/pnHV2i/pdz2QOIP9cIPhW",
+	"16I2+2geIEljlqCtpFYRAEdi71YjCi7ZQvciG7RLfC+dZHP0LxZjma0eKZIYeZyQOV1B1xH74mPMt8X0",
+	"QK6xKwn755Lmri3TIxWLbmBdhckoZsgMY1xyzrXRjJuMH5gyfA0mCGYecx3iM0Ze42NGaU0IBWzuQs5J",
+	"glZTYmWuigXXxswp6QFkZSYZSkt2Y0xBMHiOSPf0/Xl5CderdxwLuikg1yhsEet5TBV7j9npsUhnLL0M",
+	"IpnmUTYtmFJkuqRFZqOL+FbSNZaWFOUYvUEsYvHNN2/klfn6QCsZfPMNOSlzN5P6EUncBpgzFQu7nsEA",
+	"kBRUJl5CrZWesTkATSPqp2DXNil+QE5iUSCp4lJgxMzjgxZkJq+Jp0Pwc/x//9f/jQ509zWGRGTBp1yQ",
+	"LiK2R2QmFXTGWMjCUG2wv5DaiUEMQ5ZcJJElTjMKSRYFm/CbJLKABUgCFqIQ1t+8PyukbbMR9uzD1YiF",
+	"a+si84xoWkyZb7gOcOAVdc93obRKoi2uCpDfyZilcs4ANBHQEJ1BCm2SjA4IMeWkHGOwdiNuZgFtW0cl",
+	"/V7YAGXSizDxtlgKAMY2S4TTsRLamvEIgo38L/hw2JsltjWPBXay7ybmADRq5XuBTrz3sfzjFlY9Fom7",
+	"ARFUaQhwD0Cu5swDnKpr2CmD5UVSiIVvhTLHE2R3sqrKQyppvkLKsi3YYatj4YCJoFMKVZZJTWQxguKS",
+	"BqINiKRrTIkJfIzFPw3WK4nIXF5Z5lwebC093jx+Q891l23yvSTOhWLx4RvuOHa7FzVPI7RNIOKHjaSu",
+	"GDJ1hAA3pxWhC5u0fitnHkrt/3N4dL6gLmjpKHswpfCrKfTVLfNpZpo90qGd9kgF2uODO2n2rPG3uVrK",
+	"3vPXrpaCj9gl3mOX5G8U7Pnva0ZCgKh6mpy748FiRZ9qQ26ONXltsBpp2m4JxeJoeHQcDNAYIbLFFOVg",
+	"94gZRbb5M2ivHorfKUfY6MS3xPFrYZN4QCNHXDEOJyv8FrOGPGex6HpvVc4FplClMl/ORW9DMVf6GWEk",
+	"cfA/JFRlv2tLnMp6pT9XkAqH3zVC5cSMvYB//U2CV0dfA15/oYCX54ZG0H/G6Jen+I/4j43hsJM7+6Xa",
+	"KrUcy/sa//ka/2mK/4hALjxwgCcQt59VhW8TfJ8o8L7Gdb5oXOeTyfCT1O7tJinS2icEeraHa2JRq9a6",
+	"c7gmFrV4DcRjrIDbNT4SCxcgIXePj7S7JR9EFP0J9PYvxb68N/JB+NhXqfxVYX4gV6Qobb3P6Yi0v7Si",
+	"jp1pWUDureJimrM+9MOERpkJGculyDCEVPFloJvAxVli0cUCz/0hmXOx1Ez1HCbY6U/PXpCzg8dPfK/W",
+	"yFrSlSQ1GAUewdaGJFlgq4OE8InhyjV+2wWoGuszCcdA2QB1yDgQYNhhGz2M8yGyb56PaXpJoK8cy5SL",
+	"FTrUrMPhgY0vOms9IYr5aFrQ9qMSyDPCIhbdxDdqNFb3P1KZMShFxmgVz7CNXcYLluqLZcGhfxY0uoxi",
+	"YdceSpczdpHOaJ4zMW34xTaK/IdZXt8wKwiyGpFXmd6pEQcq6Q3IM8wIxJSAlVwWxCwHE1kZnZvIPJfX",
+	"Zn3dVF0mk0UFHBfyWrHCrEm5StBWueZBs6LOxiphWQElqSEIihHqWPjlScicK0OZOFVoZQlBQXfD+wJi",
+	"j1iefEzmsoAApojF/nA4rL4CfJOLQmJSgYVsQA/c00Z3F34HtBB/5olsF2zTIPbdpSnUaEN9n/392HuT",
+	"Fq6jR9gf35bO/3PJilVZO5+GMwirySC3pTPy/4J20poVZoz/+pX2fx/2n36w/73of/g4jJ4c3v6Phpqv",
+	"NaDUXyBjIdzsqTmHrrO07co4Web+RB0H6S7YXMeBadepsrqDA/JLuQKWjt0hdYeSa8XyCelSomay0Dau",
+	"gD3crbuyad3ceyqrNqc3r5mYGpZ9MDz6LtoK3HqIVU7V9Xkpd+EInwjptNmPt82fuGliFkQCuyKbsw3c",
+	"2vOX/4YOxL+pznGmaeHreXwuDLClEinSyLwdqbnS1bsfZFw8DMBIyCvMIT4u+X6C/GXMykS2QKAk6xIl",
+	"eTAk520a1tZw77Pgvr9Dld+OYd9geb6Gfv+eod8w56oS/q2CdYaVIg2Gzn0ZyANFhq0hhE404I2PqhmB",
+	"LgXSf/mIJJh0Web0xcL9FNnUObyW4Bo76Af0RHUBkGhBlbqWRZb0bHLdmCqeJgPyAyY017Un85rSHtL0",
+	"kkVeSXbsDFQvBdDcZtGMTC9oapYD5PwVzZfmU83WHA2fPiHjFcTEa0ifsaiEpgOkT7ev/1xKlCc4ZO94",
+	"rRIiBiRro84IlsBszbxDBdkij3p+vs7DUZEsLVBmDJBCLqczkrx8sSUhMyHdsbTfYrGD3JvW0wdD0wWm",
+	"StcsVLnUFaqAgihrYZoFhAxDB5Va27tYVDPsRy6b2Xwf6NpjNjEWjM9ZtYcKrWlv20GcDZIqjalDEqv5",
+	"l/AOCRdX8pIlfUgEvWQWbhYCx8Jlw4Pl5h41OwfntlLi6iuyqrm41npJaiC2SBOG5igXa6nEWytgP19S",
+	"QfmCP7IGdlNyQWAvhmhvdY75OetifdrB18SBr37QL18p6xPzjTnK0yqPhRGAmX2C4rCLAl9J3b9jpS0E",
+	"pxACEcAIKtUEIORWBHxJVlxEDuEJa15DBhsWsj4E1l2lkPVLZzJ8zUr4o6tSnZpVEymfooM3xhJ+kIWl",
+	"8IPBsGIVYKEaeOS73rcf+dqMCFy+1QKfXoQw+8ayZ5kHsU8AxJIpG/eNRWKsxndsUjA1w3CwdTlS8E7i",
+	"YTv2pefwZ0szkZoi8tnN5+3qwNe0i79UOS0ocEE97Z/B4I12feBueRmhdJMTEgbknASvCXYQWMYutckW",
+	"GDXEpNqgtLMde/fYhoZqhYDh2gfoFMYApQByD+WKLOu5qkOLLQE1YVPKBZRsBqPcuQIW8SoeKsPjwcT0",
+	"5zSknpXb/wcVoO1mTvn8dsGuXZ7/1xyQrzkgf65yNLS9KyZPITEsRy7ZZzF6uHCNN1Rrbgg005BT4suO",
+	"0UMfVNAPymFey+kZ/50lJBiZyIltERTgTViXE9kfDnsjj+UTGlHLBWKGWpUxikW2RD4ZIZApSWWGIUvX",
+	"D4RnTsUr2WFExjLjTEEBtkNgIa+C6aHH09hfCB43Z3NZrGBgs3GaCfPr2PBUpo5jAXkwOcgDqMxBWTgn",
+	"NM+bGPprrnTwur921Kf8kF2iPgERfI36/A0U3Xpcdi6VNkfH7GOw15GRs4192LjQbFrQLxXlsXyvbGff",
+	"Dtf9LoDY9vcDOLZmNzrBzCPoneauYVtdzC1e8lz3udH/cpnSfG9G1awPt/YPvztKoBeE4YOTnAs2IlwT",
+	"cweDJhGZiuA/ZEF5YXtv+lANEf1pQeeKcKElOfzuiGR8zoQCxtV9fdAXspjTnCvAi3kFCmfObnhK8yi2",
+	"QCVzKjRPR8R8iCJqRgtINgJ/k0plYftwRsA0F7OCKqZs2CbjkwkDrRVvz6RRZ9ud+C/c6nwmH74f/w/C",
+	"+S6/r0Xp9OTxFen6K9L1nx3pGqgZiopvtLG+Kblaq9fbHeUaoenbGxvTKShKGLIFNgtQjka1xCxbaD5s",
+	"G/SkVk/ogr+gojpYx96iYFdcLhUoDdjWEsbjhhEmkHjwD2wHmoCypmJR6Q5KEkTFQrVWCjcf8+sx9D/I",
+	"NcOa6qlRgOWlItDSWJb5peRxNBwOw74Jc7oiTGSE0SJfufzncPptGuILXL0tiVFvRb5yr4N14Aom3JYu",
+	"CnG7aFfmZsY9N080ZIEmKNITr7n3oLGAW2Ev6ZtmAZvRkq+Kw3aiDhPLuSE4/wMObYivGn00xGhu7l9R",
+	"SKEAMoW5vzXv+dk9X/701o50u4MS/afStuETdlG0kST+Tgjqf02b/5qNZ4ZTbEiaKpimXLDMt/IIdWUy",
+	"XjmcwpAJW9a6s6GP9/u2m21FpUBenc9Nv62qkrkYEXZDU52vjPzJWM6vDM8dfLXnPpXWXEyiSm73Iqod",
+	"knWd6CXdhF1p1w2Q5gpTiRM71z7PQH5z7TebM/VAbQIt7U+WAhxI/ZTmubm0pUOTjd37Fh+uhoZ4UJXE",
+	"DamS9fZMXarI2wUTJ6+IljJXETkRRslZ8BR/MGLyJZtzwYkb5zmMjFawbQwednhyt8Ef8BqSzqRipRs7",
+	"ocV0CXGRhMjxbyw1JtkvrsG/fYTmOWTZueGi8kOe0RzwNolY5jkqXLZPVRILbBltXmPbS53bYilIvmvA",
+	"58zKzxnFopzb/6K52W+johRLhnCE126S/iOv4eDbpbbx6Vj4QaAp+sq1E7TUULr3bLfzdQAcFVmfo1UX",
+	"/R2GbtC3x/WMC1xPo08kx5hOd80Vs8CQE5orhgka5WedYvajsmplJSUSoIPMUgHkISmReWLhP9gjoEPk",
+	"a0B+cBfKAkB0KCqWX2FCZizKKBnKiS4kMjbZ4TTP3YifyQj/IaCiP84UD2fhGWajoPErDzvTtQm8cEoe",
+	"KWIJv/fVYP9qsP/ZDfbXTFeFgpEKtCRwl97jedX9LPkpE4alsK3NDReFnC90KBUhKuNbz+E8u6HEBHcx",
+	"N3yN61hQtLyXihX+IJJ6x0M3nQwcFdjuMBbb+h2SHdsdIntv6ndIKu0OX+Is7tDq8KVbxs/Dht3wfxD/",
+	"LdfjD253GGzMQ7c6nPqhv3Y5/CpK/laixHEPdP5idIsgP7+f0AhDez6BWha3e8USuMqdCz5bzMK01ilt",
+	"9ybyW4xAD8ThsgnwuC8QL8GbhWGyBqD72GyNQCqESwHiAaq/LOB/maygMG4YxQJaG1jzp2C64K75vCvL",
+	"Nc+5fIhHHtaiTKgrgAxGiPJewfyE7zGyFIuzSgPMAhnNUAQbaylXtsxfZivSXdBCsQzq6vEhNInM3xHB",
+	"e9mNPkYT0twQCzZf6FVvQN7bpvFh86nUMehy/UbkaHgEqRjYGR4WGnoVAAI+1qeNoON8czc98s7WqWXM",
+	"XKZu0MNYJNg04iJjgkMK/XuXTSKk6B/c3ERkKQpjutFxDgAC0pYoEsV/Z7GAYMSIPB4ekMSt/AUKlWNj",
+	"2BOVy2tz/Si4rvmcyaVOBrH4gfIcVIfKbowA5zWp/ngxoTzHPP9KoZlLIGxoj2AkjqvP9tV6SFyQAo0J",
+	"zhEsZiUb8pEKcPltuaLr5g4efSE1WTFdVtmNYnE0fBo5wFmgYolNEVbr/RIwk/KtgCTNDcj8QBNhtUPS",
+	"WMtmF2E9DdNBZ0hhDeKlsh4Gc9SMoWeODQaxG3p9GCMwgcbiiUXmqtTK4fNkyjQkfMaia0v0uOMKp2/P",
+	"dugBkTTqhe+W4rOi575bij9IJ4Q3bzLFAx6rwMf9tY7sq3L1F1eukHOsZXcuRYnudQy8+cfz81PDnuaY",
+	"GlfqCAMEbvasBLGbB8VSdF1iJArH3t1zqSo6Gljg7SH61+DPTKWY8OmyYFnkE5tAGcm4SiXEZ9CUV0TJ",
+	"wjDh8YrwbAB959GbDTqlvQf9t8mc3pxDwVsS1XOoFEnKpKbkmCwKnkLnH8wECBAeC8vjXdMhBCtzfgVr",
+	"3IF/QC61SyiIBWoNeBtXQSNg10UGgqKKINrVTuH6N7iSu4Tr7Te6cL0T28eob6MIh4lAZgHc2wVBjBUl",
+	"di/MIoMsNEKmB8UTCvPRFnoF+lFb9N29ZDOC0KapWz3TiF26oGOec706hkpGlNmoWYLLxShriUW3v7DC",
+	"zZZCoLcckdfsKGHwpw505d9UmbfLEkhnVHeiTiozdK9QJQUmB1xxhaI1yPozNzqn1HpCQcPXn9IpKoKk",
+	"u9/fHw6HRkvIc78g24G6gPbqaFN8bmZvxos6cy7sn34+cKJZ0bn9k6QfAJG3pR+cOz+k+tqP/Z7eXK4C",
+	"d67yIGlU01xO72eF41D1yH/N++bgMuzNcsEE5f9y8MN0oftHsm8oE8N2rvMYVbFofmovfMYYZKXbFvmt",
+	"j1l6rt59f/YcGvjOeZ5DmBPkQmBJkgDqw7K/HqkJg5biTSDZXcD5rDTISILC13FJ21JhrQt4RN6/e91n",
+	"wnCc7IEi1p/76D5nmvJ84+H9mmlxX/cZplcgGY3REuZZVLqlk72EWHIhVJHkXw5+SD7tTDsSvQ16gDce",
+	"8O2nkGw/hLHY5RSSEwSMQV8FYjN67JdkL4lFlw2mA5JoOWVGWdibM037eU7ndO+1+f/+Yf+7cdLzkG52",
+	"zUbGoo9FEixAwxD/cvBDMAixoV1Ya3dWjWrazCtO7XruzDO8uraghXbs2jGSFp4QaF+7c4aonWPBat/h",
+	"/XeHuPvKlf4+XMlTrDm3zql+dw5kIR7BnbcZ3vD/Z+9rl9s21jRvpUtbp0x6IIqiJU9M1qkpxXYSn9ix",
+	"S7LXU3WQMppES0QENjhoQBQn4797AXsTU/tzb2H2TvZKtt6v7gZFWopjJydZnx8nFgmAjf54v9/nIZhc",
+	"vvAP3ekWvcmdAA7pnf9MJbi//xbHCO1Ws5kARnjSuwCD3OPZT1Sn3n8TsfRuhY87esUuCkc4esK6i/qv",
+	"mpLeizFH4iwNXbsfB8wZA7uJIso4ugOCDRwwJrij4Ac+BZvuIry5hV5TkGWislo35jm1UVQ4Wl2Wa0xt",
+	"1AX3qabWmfoKYV2Xpo4Go9BlJYTD6PE9KmfDfxOtE75Fat2c4jFGTdv8wjT9DSA4GFNhnECee+peBDRW",
+	"RaNstRozezmOyLdicGLh7LuT/dHxQwKaZ9btebWCWznPwIImtTCSYrFoGz0tzRhBtoU/2SSq5vVSGgEA",
+	"eMkwpEUYOcxpvbuvLRIGnyloH/0C/eRvjU93YwD5TmAFvCiJylG79M09WCWmPqzszPR/Jfb1JGQlqTZV",
+	"8xn/g2PUfcFP+OXC/9QfZdvRARPGXBPuc4nxRvFi/DQqAPqFymCbKeTjLLsA4sJxAQmmbKXKyl6YmlWF",
+	"YMD54gKWsyDhiEpUyrFjVNbe0fCwTyUbcA/YG76ooLK7kd82hdifBsDtH3WzBl64m1uVV9o11RKT8KCD",
+	"QW7bC+Gk+DiLZVevzwcX/7NYzR9WH18wzX7r3SjOYbwXu0CzDEgcaXa3NDY0e8AnZOt9pDV9awkYDuqe",
+	"o06iaoaNRElsY7wr8qz/ycKvtwOcwaOT2K5OVEbhKKLikeIPblum2clS29PqvDBl7hnmSCktqiuJom3D",
+	"NiML2mux1LaWa3PwFrKPV1V9WdiLCQv/lVpWZTFbKzy0xnUVQ2pZMyQeuVxgqoWr2rnW5KqpqoE6o+Xm",
+	"bxD+nCBxYvyypamLKleu0WuXWrlI9oiWaiLZKeoMHRix4OnbcfBrqjq1IZXYcukYTR4R+mxJKHIxUtEk",
+	"hBonOd66ahuDeKmFVJXR5HyIYTu1PV7Tvx/+CMvKI9elqZuT5u/DH7P+p8JgfbPMb7gT/1jobtHYaLC/",
+	"dRHRXVQIb7FPokq+ILl98UQ+Qp0+pgDDhnHHtcsorkX0WIUKhQQ2C3eUnj7B+mv9kQOhydqNvtFOS8QA",
+	"mgdiv8jsZG3H8mSgHs/N7NKRlBPUXpPawikUz4lqLboiGFbGuswl9mX2mBTQtQvs8OknylzTaXXEXJcx",
+	"xR88FZmmhBJQ8U+helLG5suqsE2CONqu4xxZChpdIX4cgW7Ul5sg3B5VeELNI4G/rvdgOOqrpqKnRCRz",
+	"BEjaVCoLtBFU7en1vKCThLLV1Oo8R/2JZgpWgSSqqhMh0aMQlBRyj4bDOCAYA/9RUfcgtak9UVS3jFOJ",
+	"ZlqGpcd/pciiVDVjrTOyFor69FlsSwh5vePhCC4QbpBEFGyicP2q2i8dEYD1joZDLj1PLdUlE8yeLCM+",
+	"MlGU1BO9jFHMLNSW4x1kbqS2u8q+lHcBWqzP0UBbNfPCXgyoT8d5f5jJ5VKLYXZwgr97/eJ5+CFxe2Fe",
+	"lmBJYRvSvFmUmeppIazrU8F6av929vKHiaK5HOSYh3JoTJgNhpVkczd5YsWIFSsCIewRnQiOPuvT+HCe",
+	"tzMKYi2S+QhKQVokNtmm62in7qpDwjt2sd4dH46SuyUfuwxg8M67GQrznb93NHz08I4/uGOeT795rB7+",
+	"89Ej9V//eTQ4HIwGh33ZjN2zsWt4+LCdLIDHHzG86EvJydIG+9AI3sWP/FWchJ/e9JLK/9DXBweq+5Rb",
+	"2+f8U1TPVrGUXWmGfqaO662Uiv7mibqokJVUSOmid7vnosdu2IAf5jqJRlOdR2couV3cK0YMwDX9RPFn",
+	"mnXW4ChC7mww7rr16KNvvYu5tf3W449/1zuVfu+69SPftWvy3YC5jA647BamPGWdPJFG5w2CqFuoEbt2",
+	"mysubGEv9i/N+sN59TO68Hu47jMKgPAzHyr7XIIx6eYmVzBu1cO/Z1iVQum7/uBLpjou8AwTRtYtLztO",
+	"X+K78a4om/rR6eqdO+uAYKR3t/O/DsxlcF9MXGbNCoZJUSVbrVRlKUrl8fcuzTq1rqmWzr+XsCpzn1px",
+	"BVYLFi0VjnOueYhTXRGc3LRt4DngF4X5KqzKDgYrU5b7aE8d/LS6dAPY1FkS03oXjYwcnsB4KUlg+16r",
+	"ub4yWMPNBi/7BUUcmdvarYVzFw7G3mfMwUa/suPowXLwXrk06y/HrNPKTOn9G0dM2moLprGWUF1lf73j",
+	"jT/2gYN1w6EFi0OMWAYPrjAKi51BUrSY2l4Wb6Pr/dVqtY9XtHXJF2VMsJ+h+8U08zdbLhngwvqKEOWW",
+	"emb2nQF3A04i884jqXY7dcbXFkpMI7UUraUmCPpyEXdBcO2HVFZ0Ags4xu9ev36V2q+1K2aql53E3sRY",
+	"0cdT7czDo56P84/5X5yVyBJGWtI1EtOHySKJ2Q8IDSFVwPZb/KBM4tkw70lqqXRoWjVzeocYQORvb193",
+	"innI/3g0fPhVosjaTG3WrJdjpZt/+mkFFmQsP5/mT85ODp7mo+Pjw0cJ+8DYb8yNqTskG6/rrNTFwqms",
+	"cJhscO2U8FBlmou8n6Q2022eESMS/KfQmKOw03P4z09NgXmKjQmh9R6oM4OAMVTfv7koePAUFcKzb4WT",
+	"wAXxE7hRanwwV0RxfsbzS21ZXGJ47OTVM08+WRsKmnf7lMfBj8cTDAcztal9Q88gR9/5XXny6hkzADji",
+	"y0TRjuGCuV6a+ISl9r/+83gwUr3s55Qcr3RvrNI9CVxwLdNeotKbfhldOhgM0r33WX+c2qx7W4aZeHEa",
+	"3r59u38SbXze1kTo6rlZqzq1q7qyF74sIJzUZEuig+IxSCyrFrqEbW9yn9RRPXluJANAMaraLKlBOkJK",
+	"a1aVL96KU86VVQvTzKvc9ROVtda1yyU29r2LHkojSaJJEKERjRA/iiRHiPbMby+vQiPktiBIdjdZMQFh",
+	"4GB3w8GOT7z3yun8Bre8s/33bq2QvkviZavU/oXeOM7K79TOHS3Lzn7uTeHIwZnjweGvLfv6sHed7L2q",
+	"9cU2cKHoQTP4yezObvqnmzTxMW9M2on1solE2FhtnHkwWredQNjRnaMXG3+/wci7sm98I6KM6neHZNvY",
+	"CZuickuLGh3z2uhy8dd0L7LH0r27rCcltH7DWeHFG4dSRXM9MyZ3XFU7gM++XjeGuyUpe/a7DpCz17cK",
+	"rEFkyP8GA6Za4HccQv1QmOYl1dBhl30khgLn9q5y624U+ai/xQvwVv7SWL0sDooFHMjdhv4LvcR2bISC",
+	"ffVMPRgME/VgcAin4mylLy5MjXSYcbCYUPN80z+a6UQ8j18vTa28ssQ6hyw6B4pHpmhkGara1CIIUV7N",
+	"3AGCzw4WOZg2J0zAiS43DzHd65MH7YjyHk36wsIIUosANZpRejqZkRh8pbUlTDuMGU0z7k5PLcK0ONWL",
+	"+QA7T7g0S2QcIO+b/DOSeKnNfNFL1p+Qza89cir/dILYtHoGljZ58S6CTxXeEqd6l8YsqVLEbUDxUPSA",
+	"AHteYLdAjcU6nQGQS9C6VpdRWNhTnzN3aUSGzmyk/GmLBRR55hkCIqYpwilQWV6vT1ubSQoMy36Ydmoc",
+	"Ixo6UGormONV1Za5muvlEjlMU/tSdglnbLnUZmrUAi7K8XfLwnExT+YuC/g46wBIaVfZgTrp7tAO+A4i",
+	"QklNjtOIjLgCA5yoD6XiJiL5wsSMrcBJrMq28YX+b06fc+o4oBElaBsTK7/PnWbw54AO8jNweNHMJGoG",
+	"yiDCIMLUqaPRaJLaQNBwOISxmpJSEVWYKC4I6vGzyIYHIUAVSVm4NGPnNp4YrHpyvugp2xTyWWp7h+pF",
+	"8XUE6N6f8FlVpa6xBtia0B2iHj9/hnPy2tS1hl2KS4uRNg0mLK1Ba3NTq2wDeSgbx5IEO0KmVLsGm5El",
+	"BJ32zVtFfNCmcnOdY4eFo1KqrXz9z/AWFiOfqx2Cnk4/9XuZv90x7MI1eotnEoTZgkSY6kn6X9HhTnh2",
+	"p38ElOEvtUCflNG+qgMqb6yFI1sh2k5bKB6r+hcQP7ROX5idRUBn7YKhBB13LcIfz5+/4MMeWBDB9gh2",
+	"U8INpajb3rx+rOZVW/ugjUsYNzKJoX8pNt/ostPjMMPeNZvaN2dPQgJAAOsR9+Je1KQe4c+ANpDP8SnD",
+	"/iC1J9Eoo9Z7QnbjcIQzxlHBZ2XNPccvz2Q9qWUFMF2r7NKssxjXJno2PsR3poG709N0Q2oj4Dr5ElMK",
+	"1K2BozoaPugP1Bv85ZhqUlpCkZmysrnzFVVr03j2yaZSeeEu4anMOLmrpR1/4bYYylmjazaCHzx48Kif",
+	"wPJbGFGOfVuUaYc1nqjWTvm7O2DewIJ2fDMytqib2OyDsbV3h/qKpzYPo8MCsrJ1xZXp7xqOesHYAZSg",
+	"zWAcOwtAmuoTDPFxtVjoKIIekfI1FdZpK73UdTOmPcJhW7+dxqnlqChiRnQq8oucYIyvmzHFXrHah3FJ",
+	"+CPXTjkK25d6dGTPz/UaQRAyWLxM9d68ftynskPco5zhaxcLsIWuTD1QT5iGlR9C28pcL8sqN3tj5D/Y",
+	"Po0XddUuv+6CMxWNWbjbtCpu0W/57vfJ3kJfP6P7HviJ13Wt8UvXrEvcWVW92NsBUkXAVH5u/QnvoRRw",
+	"E3l3sIqW2vExpl5hPKt5f9deuTTrX1cqFAYodAM8tkzqCw7gp7KdI1gwNsXdx/A564Nw7U7RU9sVEaT3",
+	"q6uVSyJ4OOoZSGDHszLxPW9FDTvyCyPV57FXNisStL1o9YVg5vFmDIpcdDVo2H6i8JDTCm61Bg6qmpc2",
+	"NlzICLmzzSI8Rh+sf3krF/2hMSX4Le6CJyGz8gVQ4jfmZ5NLfimohN/GH48rcdZO4c+pcSpr6xJ5NYjP",
+	"wElrGFc1ZJLL7mWruTOzd5n6J06KpbY6V6MjuPfhkZquG+P6sG0CiwZDrDVc8B7oNsQmLRwiihOMA2jL",
+	"CVlWK13nErPDCUS05IE6wYDOCjmq5pXjmJ569gqL42sMzc6NIkhuhWDnbB47spR/ovAMJnOR2WhCz8HK",
+	"bEJ3EOIpsvuEPWyt8oLbAxYDddIQI/XhcBiWEQOQu1OPfCQ/UxiDn/77IDrwj78tmjlBM+zS2TxXMaKD",
+	"+8fCckj+TF1dXyIsv0JG+/gKX8bADywXPwYA4hcI7g2L5Vb4ByL1xZJE8fY96bHE/31PacKVkd5B0Y3i",
+	"xmDVQ8KFo8MRnr9t4A5Bjv2adtI/DSTE4Z9x7wueRBDYoWs/iUk118iqLXHHpbEItt1l3Pwou2UXukSs",
+	"RT+v7XyLDpuoDLRA1qlM41P0BXLid2ej5au2wk58vDH9iwQe76NnT/ZuR4BAKzzxNniisuhCrqU0Vk9L",
+	"JGVhx8x/ktqF0ZbYT/uDYFOBKcWluGPvzdXK/FuL0fLNGuXUEu5D0UzA8MXMNn+lqLAfbXLhUS6LS5Pa",
+	"ACfXUVbcCbAvQ/Ehc85Rqotazwz79KntYfUc+z6oZCMhgjV/wuzrBnTVt3D/K7w9S1Irjx0dqXl/oJ7C",
+	"zGCDgMoLh7Pkt8SsNLpGKgD64hQz0hTW5I+QAwDm/JzIdc4KOzMZOzDScuzUUjMpkBd3qb2ha6moFNfZ",
+	"I2eQ3q12qt5t3QH0iE+jfT+b/8Gj/K0TqLeI7FDCQdd9wXH4guPwO+qoU5EGsh/vBehrvZmc/ZVOw0EQ",
+	"TjuztS+tUcY2NUbP2W/wDPlEY1zJB33RGx1XPrVFI7gCidJNYxbLxiUUMww4nVVO6VAsuaO4PGLK8Q2D",
+	"1D61DUp8XRtfulVWIMcdx8eIXX4HWQrLgSfhne/CmxJpmkBAwiAJH2h2b10nknAH+cTjWp/R3Xdh3/hH",
+	"jCrLa9wluhzm9k8UX/5TWs6Rb3Ov698lyprVJwhFf7T1fItgO/hZRvt+Z2onuI6ye/d+u4Oyyy6RYX8B",
+	"vvxkfp/ft4ggHdl7v+2WvV1ey974hRv8oDZNvd5Cc/vZxpbsLES/ZDAbP+cS/8Fq1UTlrZEG7QQLijHN",
+	"FSwFBC9E4B2TBzcK+wVQMfBjvOuIDEHiB+4jPqN61gSv1RH8lQRAgzCr6tzUiXIVuK8XlXFqas4rgTkP",
+	"15W6MfW2KJY6Gj4KWEDiSBbOO5fIfxqirtR6yAi8tWl0YXf0fMNq3iqYRr+XYEpkMgZ/Si7MP0IcFtZB",
+	"ToKtVnwctKKuVpQGClY3b8tPmWzoxm9+lby5RYKEDOBG4pgbvpmAMU67UIq6KnOsZqxNw4ClclVk0E+N",
+	"K3LjASZARfSaVYWX6qatDcG8eaniP+d22uwixJnOqHIyUz2ONoX7tkalMBg1UUNFmBVFI9Kwz3gRqc0E",
+	"3ILypk8RMcKdYH93pWozM/AiiGmqaA19jWpZYT+uTq03I9QJxemKyqq8rSn+FQfaJBJCctsDa/Cs7sSk",
+	"4MXk3O4/aOiJRnfK78/9eZ/bwrtzyjtkvGEbfsl6f4mB/X8eA0PB0gmBdWV8QJ3+HVLtB41xn0npnWJR",
+	"PhxM0R2DBgEYyHKk2qYs1432zJgiQrTN1b+1pjWO4m3eYMaQXOHChSXquY7JLamlfqKmZl7YnJ5hdF0W",
+	"O4zeE4YSFZAlb4jzxUHzTITR2NPWC4fnHVyaDNsrbqZpfG8hzA+xUTzamhp5bdzuvPBvbjvjCuV/IN/+",
+	"T2k5I+BMCADAFuITtnlYsLLwI0XHHSqisQ+VpEdbl3vjvXnTLMcHB4ejfx4MB8PB4fir4VdDFBg8ghuI",
+	"ynU1NRFS7dLMmABzEAWk164x2zoXuP3DdbCS1EyXJbYt7wDjcVNkROiDSYnNIy61mZu+y/igU6n26Pih",
+	"qrXNq4WaFo0T3GnsvOVm702OrdTOtZujdRuBVFPvil4uMTNLAYNCgHc5e0ANx1iUBbb0ILUvtNUXgm6n",
+	"LIIg3OjKGqjv8e138Xbp1F6aNaNpJ4ItJHDF64R/kgGDAsjXVXXp6bwYRyishl4WCKC4pU8DO3BGg+EG",
+	"dxv4GrwoA3WC/SSBTazDQTdJrSeDC5DXG8wVW+GoEDontW5e1c0+SKf8Ju7UToK41PZ2wRwQjLMzlmp2",
+	"tVPbdxUIegYAJK7+LpATFhSosF8ttZMzoLMnftiNZjWA10HuOHPdmNrqkgCM65hZltw9fLOBXPaMriLq",
+	"O0J4JqIK1ZNqYGnApiTU395+fzZBWO+iVsu6sLNiib8Wt1MFTuebzVSd3UJIEFva01C5x+c29/hVG33h",
+	"jIwAu6DToNSsKo/h5PaXpt5fFLZthEnPJWoGBocl0n+jUMRRc6GoWDU1ZWUvXGqbSvWyLSIxU5Ul+IRw",
+	"E7Z8Fk7l1axdgBs/Tm1q9/FH7t8H84Z+6/59on5xwk0Oy94uXVMbvXBj6iKXwECWpFZxY/mc4Mfg34F/",
+	"Xz45by22wO7DkSrshXwuhCrwGGzUpHZ+6XVnpvGrQz4//iAgXz536R/87Ptl3x/UrYVdrdTXOJ9j36Av",
+	"c/7K1C9wxkPUQD0cDvuJWs2L2TyCLbvn4DlVvYnyHyhhtj3UMy5OwuyyfvITXLj4ZbHKhPD2Mf6iu+2C",
+	"KvQTu0Q6iZMIdtYlvuQ9YbiJxJ9abjHEx5C4Sqj3Z3BjhniUr2CQpzdeDJ4QTxjMmI8BgyAjYpVo6ErT",
+	"LMYcOvAUjyrBAr9oWPvohrAKYWuBZFwuS0SamLc2r0GXVOdwv4dJAFVUtfUMHmcKbMVdaTwqVtmqln2M",
+	"Dji+K/4GPGJZVw0yAgQOfsRcoAMuTcllqXTpqs2jffNMowiNDnNq+fd6Mrd0SZjNxJddjYbwv0lqo221",
+	"eXVfFovUJimGaTu7hE/mVYmOAtaL0e/fc0qDUaBRb9fmvCgJzd82hW2r1pXrcWebEW5EW7tGtUuUK1Q9",
+	"6qUTvsZAnXQIQW9QShEvaER4ek9Yo+LpxWeh5OzShQaeIp49lp/VytLJSVKbncok7TPZaY/8n+5I+4mK",
+	"rjw1C12AJws6U44s7TfGy8DsRl1czJGadPNuR4EhCjam1iPLyjgLp85b2CywQZgoPdz/CrlA4Kcz0jo4",
+	"QtI7k9VfHw5heV/4Led4z4E+Tm32r/sbb7xPChsEaPydf0f5nuFoutc44+8HQzLa6LVBM5HsllUFO2Gm",
+	"nUltjzr8lXFNsUCNpxvF3UVK025I1LJsncoW+tqP7nA4OmI2eYkbc45HUj6iVKha2SlnmqaMAYj1rGk1",
+	"tyqmltF+FJzpsbCQiLEGru5Uzy5ZuKmpWVdsntObaYYRSu1srusLou3wHIo48RitFTJFRAb1y9vt6B89",
+	"SoRlAyto8OS+420NC4NJpP2T88bUYePwxhDuidT+jHeoXnZTixDB2AekMSHV3JATCdsLPY5XVLV/EHyJ",
+	"P+gvT8AQ4V2TUOICh8xR9fcTpZWsEPOCgR3fIJYQiFyYo1nbpLY6Px8o4pkRPAlN1B5y2DvmlRd02+zx",
+	"rX2qHkCii05BUA5EG++fTj2oNx/8qq4Wppmb1qmFaepi5qKb+JO97ZQPZXdMJ6+ejVUD+4btIETpAgMo",
+	"UcH0SZQYPallq8e7jB3Yi4R2G+vPYBd7BvcewoU8I5gw+vc+OOu6Kaal+HdOuRbMF6eunj9/kaiXZakX",
+	"Gn8R/zWYLZdJak9sM6+rZTFL1LdmUdii7wc1bYuy2S/AVDwvC2tUVlYzXWZ+ICymcHF9fx8IBKdYtHkS",
+	"GpRuB5tmdzYJcSi2/BCcSrr4UD+kNhitkQtZlgtxIIMq6fqixEvkJ5c5qEl+iVxKbRagSiJRqTKELJFP",
+	"epoC+b5LHawdDWpXoEs6fDCgorj9HVvkJ9Ks6NeQPge7x5pEnUWohpbNCwJWplwiHuzi32Htm+IS/6J1",
+	"KqsLvlK7IJIHqX3TPSc9j7ByA1slUW/OnuBBWhRlSWh08NJ9WtYdQDDRUcPpRwzesToaHqnMVs2786q1",
+	"eSZwtbgCcPyFQJAGMVFHw2GEI+uxbuPbSj27hLNCwhkLEWZ6qadFWTRrBhaboR2HWDPhxNH9/Qmie2X4",
+	"C7iL3hGZUeYpANHhZDk8YCZAl/EBFFhdoiHE4kgqX2mb/ep8v0aT9dJWU1DojVngXm1rk6nh/iiBbbR8",
+	"Bf8+TFR2ji9oZ+tXxuqyWYtSXoJOsjPjP94fgTqC24MKpZ12KHqKUSRSG13SH6g3okThJdvauDHMiVet",
+	"R8OhmppZtTCE3RZg36LduzAOds+ke+foUbhz9GhDyW1/UEfxdR93fH1NCG4RsxIPObXyO8fDkcrkFsKB",
+	"zCaIIkdAePCjvKOiX2Ukv/gxR9Fj+Otg8NzrRB+ycyYHoWhDivWu2A2NRSrgS4DChxdItgzexWCCFHAL",
+	"HdQwJYSuEjFN0S5nbwdeC89vas9wuIW9GKss3aPBp3tj7CFBh/7Cg93DKQ/3w55Arh70/fbpzmygnurZ",
+	"nLMMY5WbEgwCLxV/TpHfpwN0ndDo0SJaFmZGOFHmmtP7WA/qy2n8gytr6LlrObUOkSCr6U/InAIijweF",
+	"CE5kbTZtbR0Z76t5VRrSp1Utm5HHsmWyvL5CgUvojTIY2jJhNBpOuoSwcUkiqjIvm2EpnVoUOQ9zoN7O",
+	"i9JEqwV2oytKeHUQVYfHyrEk0orwE738UbBFQYAh+Vo2xkqIfV0WV+BDz6rFArtAQb9KWZU4v8u6uobF",
+	"yStyj1th4KNBPaYCAyKvi3biDNw8Jsrz5034/GK7qyy3IuncMCjYhLsZhAl+Ot0Emu/8vJgVukzt2ZPv",
+	"iaFWeRDNsSLiAxjZ2ZPvwRvUzhAGZJPajCPvHIyLdCKZDxvRn9YZpWPV2VFPjjaMgCvtiqMTrTDBg6FN",
+	"4Z2vImfDJvqFe3e2bJBzDo1evcCV9VFL3G8eGh98Zr/x2OUSzRcjqfYHSqx+6XKijAzH+xH6k5YAXrk2",
+	"2Bo2M2OVgWg4CEaOEypDhIXNEvrHu9m8KmYYwMtYYjBBAElNalNzA0Yde4eHjfyS8OBEZVGoj6oHsYIB",
+	"Rb1VCOYEr0WfOrjeziq4/B2hb2Xgumk8+IRh0ScrV5iWB+oNY0yLZ4Z6mdMHF7aqTY4AuX42YBum1lwv",
+	"zazxpIJIE+AvIa6AjP7uSgdQ6oQ/zHII3xE/YIB9/guTzOFP5LfsTwSmO7UhCS3KC9QvA4scjUZC4EHP",
+	"EVZjOCj4ggPRBw78Xb4WfLqx+vuTlz88/RHUa1eCtbWJZJgIl9RqTG3TvTEVws+DweD9e05zTzYklWJB",
+	"xbhh+KDVDaGoNmRiN4iOp3dvG4KahDMZ/3BqQn7gu9evX8GOdhMPmiinKk9QeehpaUIInc0jtpxzMyt1",
+	"HXMfuATWpMKMgUPTMwSOB3SKAw4zHuVB3dqecF+g+4YfJ8yHgU929Fk/Q819anRO6a6YF3wMLnOG3TrZ",
+	"JnQkOOP4D7oNnZKNK9gb2gCT1CLyWY0LfTiCzsIXmBtL1D8d+hQAV5gxtSdXENCGevpaX4D+pzfjZ9Gr",
+	"pXvZJLWOWUKQhw/cvECDXVn16s1rfOiTp8+fvn4KKzE1ysE+XFctR3dh2+gGP4D5UL2jwxH4ZBhjKDrm",
+	"OYK1rQoHsu8HNJdQHEdJQo0/2SmZI+MhAECz1oKv3pw+5ywirtITfw1tKXYQREI7fQU7DBQv/l23Fn7w",
+	"aDRK7S5nwnXZxBFh+aZfgfvuZzzWiVz63jMO4ueZ0upvZy9/IMBfceQJAhm9M4RJBs/B7+vBrGjWJJQI",
+	"949qwgb/un+yLPb/u9DKI5KwWSxL3bBvoIV1NoMfy4TOBuajjbPaJMhLo0FFVedUnZJNq3ydYdh0VlkE",
+	"Yc9+/pnOxGBTKYJ0waWaV2WOye3VHPb8Us9gXa0vBJ3WuJ6aEtn9ATwzU+yCgxwBERY9KVGzsnKY8iZr",
+	"CE3W7P17lIoZSrXSmZWwzpRFY2pdoo3JoIi2XKu6qohrn6bV+TMX/ZRatIxGhNBDm+IF55diWWO28dsl",
+	"AzDN5rrWM1irCfY2L0u9hn2dqcPRV/G3qY0EJPhpjx52bn5z+typ0fDoK4q6TnjlyDmFIy6ERLiEdD/F",
+	"Z3sNL71yxb+b/kTW7+Hx8QO5RjtF5LgPj2K1NVEPRvxgN0FcJWPbBe+Sicq6kOqdR6a2R68jv/pgxHkC",
+	"4ZLKPPp6xvMVChXQxw3icADuLrtwIQF1iGmTPjs56JUmYmlR90KCnNWoNyQKcTQayfnraKoIbndLuUZs",
+	"aheOYfoxZnMvzgM5DmL4h42jVCKYRvD+GdUhZOgbMHVKRjUqgnDeOlCEwiOunVtVNZKCTYlTaKAYB8dX",
+	"dvmkaITt/TM84v1BlCTMJnxU4Nk8jag9M/4ju8F8DIpzxqDpYHxTNB8p9fApYMzicPwUgFwN8GBjZPAO",
+	"839FJdq9k6dn+6Pjh/vfPn7R557TK2rLwGLCRJXVxQX8d9liBElbdjurWv1bWzVcMwAfgzEziYpHwBTw",
+	"DAGRYfDqzeuBCqUe0bwQxthCoyiqq/YiqpXbOaGZKqxrQJ9hocUc7PGMi/CEGuCKBXNtYOnfSe99CJ0U",
+	"NVVrmFzqLjA6xKRxXOxCU8ObZaAQB4bKyINhIOBBReNiYnEHLsRHWCZEQkCs7ZtGyZZjg+SmN8/NaWuJ",
+	"EJKuGN81eQ+6Mt1jywvZudjiwn+H30z33meqx44cmXgZp6TRhsQEMaitz2Ly3b//OiLNv3+fOPDkqaBc",
+	"hdwAZMZPVWE3EluogkHeNnNwHfG/y9qcF9doRcR3X5plM/E1OSB/XKndXE1NszJ8IhciCoM2vgY1KNEy",
+	"5hEwbqaXFLGPnwdfg7F3sSDGea2mmfq//+N/qkz/ZTScwo7+y+gb/ugvo+PRN/DR//lf8snjB385eQTu",
+	"D78IKgkYl8ZQkVksm3WisgEyPYjh4FR2AI9Bhzz7F/i//5b5GGFTVyXl6lALboHVHg7Uq+BkXVRESEGM",
+	"n3CkRVmD7CzsGEf2H9g1/h+k1v4DdWF/EignCpuNw3yFQBFOj4/gLbDvB38MSzc41M9mFHiyVb5WXvNG",
+	"96WWaz0MsUijyvj26euETehEfff05AnKlJevXj97+cMZGe1kG8JjU7sAj7v2qXJGOO5p2vD4037gwdR7",
+	"TPW2+6/BXkwtj7UAG/N2rsmBOgFH3sluwrGDC7Y0moI7l2Y9QUkts0DiDVGhcTHiE4CLrsTm6mI8RlVd",
+	"vICsf3rCNYXTmajMy9OEiBjJN7ftIiOd4ikvkWuj0VQcWNRB34271jvaC0yVIgXW+ErouN+06xP21muG",
+	"nWRuzMmW3MJLyppmKqR6kNYQqzlj85uxGx6fJur5NxREYTx6riC65UB8U1hdEsR1rAk6hgoGp/KcpECX",
+	"4AeJZnpipODby15JeMd6A5FOcnVZmAg7kiRYBnYmGTWc8CBul+wDlYgTxQYOXIMCHHnA+hNlq9T6wzTT",
+	"1mt3LDkVURwjjII8ftk2FxXonzhQUFbVkqoEmJk4tYg2f/jo8KtEnc+Gw/H44J8xUW4v9zH7qXoUAYNH",
+	"HT58NBgdHw34v/1EPf72h5PXSWoXbdkUM80UbkszwwLJRE3rSuf0udTdcbZ4auxsvtD1JaeFhUsAb9bl",
+	"/rKtl5UzSrKsTvWevbo6wq397NXVw0SFceEXYBHBF32mGupSEKiMJuhdbmwBOzEKOAlQ66zUziWpZW4n",
+	"lC6+FgtcM964aGj1+IED/AYP4dnbZ68ff/f1y5PTJ++efnv69Ozs3cnz5y/fCosOnnHwq50gTNTGVeUV",
+	"7EQegm78tsWcCkGSdEK+9C0up6iwZh4JEHpSklpXqSc/nKnaTAvupAhsRs5N+PB7hvfC+WeEHMZKrwO2",
+	"7LG/GOGy1bxpljg++IcTtNzwRCo2YwcaZ7MuLgpk4Z3NDbwcIt2inV8RQbav5RaVRAfZn13e8DeSft4C",
+	"0SWeb6FK4CLSYG/Ejpd3pmJviz8TjytRD4bKJWpGbFLgb+/wzfqgYbE6LvlAAk7C2KlFTYWFDxsPlFgs",
+	"sSmp3uFQvSi+RiDj4+EotZsJQnisrez+6Po6YvDdlkoU7l0Rz9T0nnXqcgbkICN9Oct29X3xdSJQaFgz",
+	"U11hlAI1N2jsRNR1shkTo7NIKUWfSRyOktQeDx/ghTBX5ALH80D3uAxPgQtLNeonWOOIUgPWs1NqxERh",
+	"VCel3SX7pLR/b6zcqa/4oVl2E26QHxNNb1Ov+wmZOFphjXpqQXpW5+cieDsxAHf/PpxuUppO23xaXYNy",
+	"nRnnxr5B+m/6Sp+hn5DaurXwflRqAFsXxZWQNKinj1+c0KW+NsWpnq288s+QxLlZVfVlos6LEgwDeGCN",
+	"/QL80+hrr3RZ7s/KanZJwQIwCqPZ8MGMsO9BpS/o5oVZVFK3uOvGF/r6BV5G2zZRD49g2ybK2POqnoWz",
+	"eGlqa0pOc2hEryspUKKkHmzH81+2zbJt5PnIMdYfEE8YPwVj/nWhy8LF7gZPM9epZGBMDii8V5yvYQ6p",
+	"siVAMCgO36Cs7pG+RexxuJW82o2HpFb6HpiRjRkGF3qtLNI7C0B3MhwOVWmuTIk1pJosS9KAmDHGOjwe",
+	"AFVFz4lTAkfTVATjkKBKCjTjVAAAYi/x2WW4dtHO5jBg+czPuKUettyYpVD4kMCmbLAUnoZtiVUl3aiX",
+	"Dwb3fNaa7B0RJmVhTXbg/5xVZbuwnIJGczZR0bWLonlils0c62FSuzlUeB0YbrlGqygqHgeL7vwckdT5",
+	"ZFILtLt/f9zRnhRNYPc+rsW45zzWY2GbCuw+EdWJkkALOWdldUHp61CeCyvWKRUKeWgzmyO8h55dkslK",
+	"wH+pJVfg76dPn5w8fv30yY9Z1F8EL41FofLD0yovjBtvBKhAoXHUuseBtsQXpHLkLPG1yQQ16uPbEu52",
+	"mOVoVA/BBcgGJdOeEpLwmpkE5cby2KzPnPTaqQKsjTenz/fFu65qdNjkb7B+CoS7z825Ybcih4X27o62",
+	"qdWzWQEzqEucNEpFaFLlul6Hayk4p9GMdlxlL6rtRsSGUiOG+SN9+J+bg9B6EdY/kSHMAUqE44lU5zZ1",
+	"i7sQ1803snZqDiS5hGeg0+u6wb85qxZLpBhUJ5tf4Ymv4UZnHIK41IbZ/rudEaDizgvscLJ0qqkSsEep",
+	"ZxkURyHk+GP9MLq1fYX19EUjYb8JkiJsCXqlVtBBV/MKXwmkmjNMdx6FP5lWLQqMUUxOMpmgHWH+OFYT",
+	"4quYpMCgJ+iX3eHHKCKb9QM5WpTspJOCE8cHuhOzi2NhW4J2wrUizbKqWwvBXKZNpdZVW5ObZmyORR70",
+	"TqEDGYUSBf0ymRiK4iIjf5Gne0mKuAf4D2ZRPWnwr1w3GiuSUptt9gdnfWxMD/7r388aDUckVzL8H3to",
+	"ko8PDlarFZh5+LVHBplVi4N+Kn4arwDYTljfou1a3XiiKotpDaeQm99gYbmBKsY/GseQQzk4SVcN9W1G",
+	"zTKV9b5Hg7hYqVXhvjGG2ouGqd9mMIq8pSngpiL/i2gcNnqxzMbqjS2ulVDJ8XwzjGP3pgCoMlbZ1WFC",
+	"MU4Wdt+9OHm8f/bdyej4oRS20Pi4DCa8K0dOux/7AXW+xcAVP+3SrGPThH52Pzd4JrE1R9eNjJ+bUZnb",
+	"jelOBuqJIKnw9wKxcs8Rtgo+huBVNpBlpJghUZiEVJ7GbcL1Oor6iDhhHO3kRpVGO8HOkkyBVnlb62lp",
+	"VNU2YO4Kbx/pstTigkeUyj7mgtbSeEuXv3JtfQWCqIaZrBsWp7NauzlITJQc0irNeDRkrvDpZDVK1YsY",
+	"DSW+YJOPwabw55NapUIziwAPYLxMFgCGLz/mgcFQupDpM1AnVraZXIDuPZwi8MioZDPG5eGrt+T0jpXr",
+	"T4KT7XsIxCvGAqMH19ckWtj37Q/UNzgUj3Lacbpo7xyDD3usFoVNUvtgiP9QIzWHD+dg66s56jn8Rw8V",
+	"+3/979HwL+onWM56EtBgYa3R8fLvg6f4jAGf+KDbLgxb4Qi4GmmlT+LPwcwS77Bc82qI7SkoUp72+cqA",
+	"uDW56mEg0eRUI0x5HxCgGFrCXpzR8V+UK/Xssj/GEH9DVLXYeIX4rYQ50Vn11KJKPDcrysZRU5YwQ2rl",
+	"CntReqlCwhItOzAJ8xpj+jjfsM/wR6q2wVbDk4C6g3AaMZQ4LZ7oMvmV1OJucptY44xKIW6r7J1jles1",
+	"sR0JbsU4tQGhXUqDkdZQyqm6cOMcBgiA4xOa2C1HFDYYQ40HBHLveBdO8e+SzQY+mq4vTEOJfCQivEGK",
+	"1Nsd+OOyfArocXCuG30TblBKM/SjBomtrRRdoAYhS8V0IDXq98dYrIPFpp5NiUvhbSOd/aijqgQWLMZO",
+	"5hgtCiZWdBFEMNshHtNhe8ONp0oZk90qEgwzvbd0w5K8DP2vMG4ZWmMc+pecUL7nNoBdpKG0U04a2Y49",
+	"SccKcYF6GujdER4ZPbeOcADjELaX36sPhrRZE+8Uh+sX+pqemKU2CMZhQv22GDII+Mu6A65JLP6e82MQ",
+	"uOi5AI53OH8oriuMvFo2+wVxzkvujMGmE4pTSFNIQmKKCqaqhfEbXSY4dPMocw1GS4FVr70s3buf7mUh",
+	"Bss71m/YsDVoj+2uG6SksmRSqptZ/QphNKh2ar00Y8XZB/iZ2Blemhr8Dlp5yboLCAW+NEWsCNpj7CE6",
+	"wCAKjhTtCPAGJElPHngnzYF9gvfvq16GGf8xe2/87TusHk2k4IkKFr5//DS1Z6Pjh1KWqxsDBxMtbxC6",
+	"xubUt5ja2wsW/iUckL9ulmnB/48eitrlr9u6ZJONXXVQSlJcDSPyK8lAQ2hvogM4ZiGo1YPhiAR+arPn",
+	"7Lj4sxZ1cHRmA6TkBP1TrvKnkqBpXa0cWTQ1aBTU67OKnPdOOX8wIKi2jO+rUiu13Nip+EbeMABrzLgV",
+	"JBMwgADnQX5dboi/hIQDrJE4BLXcQvshivpTVVM/wWKYaLM5byRiXUyiFrq+dJs1OL6UhHbkrjfDXZHJ",
+	"91Lx7beDwI/452acAuROb8ztDVJ7KgAnd54pMWh91uPN6TOlm25r0ERl/klYWmxcoAAn0wrDt9TVGueR",
+	"Xr35+vmzx+/enD7PWJIHJdtaZ7hDAvMp9I7fVa7JkAkRdV2o2JECcpBvqEp754Ul6ALK9LXOwL5rUhuP",
+	"lu0kLLa+XnMqi48jlUCjUYTNCaAhCTAytWR4HqKtSbGOaHmwqJBYXxgopOnWj4DwBgEmt7ypSyeVJ48p",
+	"oBUFHmLJwhAz0bcgNSRcCHuFf2biS9AKsPkaMDYlMUeZjyg+gS1HGi9hoExMCJTrqKmbX51HeUrS8/79",
+	"cfw7LFNNWEi+KzgKUfQb9xo/6OzSrDqQHcpN1FyX5+FE3QM3/dyAE5paLJCgc4ZD9UHeVTEjc7g/UI8r",
+	"K3Q7cbEb4RggoAKNnPdOQr35elZXzkl+wdD1kk0FewK8WkwFIqZejtYbqhI/DwjGlMchd2tWXeCfAovu",
+	"0MNKbdTQd6hmGvkzkQWIH4wVD5bcnvVAvd3scRIDUg5rPJye78fELSSxikgIsfWc2hvFbEkU8IjEy+BG",
+	"0RuuPRsRZFPEEw7GiOSqH+GDzssCDkqUpo7Gw1uQxAB/LtZ2qOLzR5+L9DsNA50GQtL9HMhSF5V/xqaZ",
+	"TiMnEc96z8vkiaJ+/FdU1+JjDSHYAfojtR0bYwuCU6Bkxlp0uFlOjbuJUrTfqcL78f3/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
