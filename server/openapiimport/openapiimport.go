@@ -150,7 +150,7 @@ func FromDoc(doc *openapi3.T, opts Options) (Result, error) {
 	res.Actions = []connectors.Action{}
 	res.Skipped = []Skipped{}
 	for _, o := range selected {
-		a, reason := mapOperation(o, c.Auth)
+		a, notes, reason := mapOperation(o, c.Auth)
 		if reason == "" {
 			if ps := connectors.ValidateAction(a, 0); len(ps) > 0 {
 				reason = fmt.Sprintf("the action would not validate: %s: %s", ps[0].Field, ps[0].Problem)
@@ -165,6 +165,9 @@ func FromDoc(doc *openapi3.T, opts Options) (Result, error) {
 		}
 		a.Connector = c.Name
 		res.Actions = append(res.Actions, a)
+		for _, n := range notes {
+			res.Notes = append(res.Notes, o.label()+": "+n)
+		}
 	}
 	return res, nil
 }

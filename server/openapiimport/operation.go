@@ -23,6 +23,8 @@ var pathParamRE = regexp.MustCompile(`\{([^{}]*)\}`)
 type mapper struct {
 	a    connectors.Action
 	used map[string]bool
+	// notes say which optional parameters were left out, and why.
+	notes []string
 }
 
 // claim reserves a parameter name for a value placed in `in`: name, else
@@ -37,8 +39,17 @@ func (m *mapper) claim(name, in string) (string, bool) {
 	return "", false
 }
 
-// mapOperation maps one operation to an action, or says why it cannot.
-func mapOperation(o operation, auth connectors.Auth) (connectors.Action, string) {
+// mapOperation maps one operation to an action, or says why it cannot;
+// notes name the optional parameters it left out.
+func mapOperation(o operation, auth connectors.Auth) (a connectors.Action, notes []string, reason string) {
+	a, reason = o.mapWith(auth, &notes)
+	if reason != "" {
+		return connectors.Action{}, nil, reason
+	}
+	return a, notes, ""
+}
+
+func (o operation) mapWith(auth connectors.Auth, notes *[]string) (connectors.Action, string) {
 	if !slices.Contains(connectors.Methods, o.method) {
 		return connectors.Action{}, fmt.Sprintf("method %s is not supported by actions (%s)", o.method, strings.Join(connectors.Methods, ", "))
 	}
@@ -75,7 +86,11 @@ func mapOperation(o operation, auth connectors.Auth) (connectors.Action, string)
 		p := params[k]
 		switch k.in {
 		case "cookie":
-			return connectors.Action{}, fmt.Sprintf("cookie parameter %q: actions cannot send cookies", p.Name)
+			if !p.Required {
+				m.notes = append(m.notes, fmt.Sprintf("optional cookie parameter %q left out: actions cannot send cookies", p.Name))
+				continue
+			}
+			return connectors.Action{}, fmt.Sprintf("required cookie parameter %q: actions cannot send cookies", p.Name)
 		case openapi3.ParameterInHeader:
 			if sentByCredential(auth, connectors.InHeader, p.Name) {
 				continue // the connector's credential is this header
@@ -93,7 +108,12 @@ func mapOperation(o operation, auth connectors.Auth) (connectors.Action, string)
 			return connectors.Action{}, fmt.Sprintf("%s parameter %q has no letter or digit to name it by", k.in, p.Name)
 		}
 		if k.in == openapi3.ParameterInQuery && name != p.Name {
-			return connectors.Action{}, fmt.Sprintf("query parameter %q is not a valid parameter name (%s), and a query parameter is sent under its parameter name", p.Name, connectors.ParameterNamePattern)
+			why := fmt.Sprintf("query parameter %q is not a valid parameter name (%s), and a query parameter is sent under its parameter name", p.Name, connectors.ParameterNamePattern)
+			if !p.Required {
+				m.notes = append(m.notes, "optional "+why+": left out")
+				continue
+			}
+			return connectors.Action{}, "required " + why
 		}
 		if name, ok = m.claim(name, k.in); !ok {
 			return connectors.Action{}, fmt.Sprintf("%s parameter %q: its name %q is taken by other parameters", k.in, p.Name, name)
@@ -141,6 +161,7 @@ func mapOperation(o operation, auth connectors.Auth) (connectors.Action, string)
 	if reason := m.body(o); reason != "" {
 		return connectors.Action{}, reason
 	}
+	*notes = m.notes
 	return m.a, ""
 }
 
