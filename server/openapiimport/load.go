@@ -92,7 +92,7 @@ func jsonSyntaxError(data []byte) string {
 		return err.Error()
 	}
 	line, col := 1, 1
-	for _, c := range data[:min(int(se.Offset), len(data))] {
+	for _, c := range data[:max(0, min(int(se.Offset)-1, len(data)))] {
 		if c == '\n' {
 			line, col = line+1, 1
 		} else {
