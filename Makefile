@@ -2,10 +2,10 @@
 
 TERRAFORM ?= $(shell command -v terraform 2>/dev/null || command -v tofu 2>/dev/null)
 
-.PHONY: test unit generate check-generated lint fmt build bench
+.PHONY: test unit generate check-generated lint fmt build bench fetch-specs
 
 ## test: generated code up to date, vet, then every test including Terraform acceptance tests
-test: check-generated
+test: check-generated fetch-specs
 	go vet ./...
 	@if [ -z "$(TERRAFORM)" ]; then echo "terraform (or tofu) not found on PATH: install it or set TERRAFORM=/path" >&2; exit 1; fi
 	if [ -n "$$TF_CLI_CONFIG_FILE" ] && [ ! -f "$$TF_CLI_CONFIG_FILE" ]; then unset TF_CLI_CONFIG_FILE; fi; \
@@ -15,8 +15,12 @@ test: check-generated
 	SWITCHBOARD_TEST_STORE=postgres SWITCHBOARD_TEST_REDIS=1 go test -timeout 30m ./server/...
 
 ## unit: tests without the Terraform acceptance tests
-unit:
+unit: fetch-specs
 	go test ./...
+
+## fetch-specs: the large API descriptions the OpenAPI import tests need, from npm into .cache/specs
+fetch-specs:
+	./scripts/fetch-specs.sh
 
 ## generate: regenerate the API server/client from server/openapi.yaml and the provider docs
 generate:

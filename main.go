@@ -6,6 +6,7 @@
 //	switchboard migrate            apply pending schema migrations and exit
 //	switchboard rotate-master-key  re-encrypt every secret under a new master key
 //	switchboard store copy         copy a bbolt database into PostgreSQL
+//	switchboard openapi import     print a connector and actions from an OpenAPI description
 package main
 
 import (
@@ -40,6 +41,7 @@ commands:
   migrate            apply pending schema migrations and exit
   rotate-master-key  re-encrypt every secret under a new master key (server stopped)
   store copy         copy a bbolt database into PostgreSQL (switchboard store -h)
+  openapi import     print a connector and actions from an OpenAPI description (switchboard openapi -h)
 
 switchboard <command> -h lists the command's flags. Started by Terraform (TF_PLUGIN_MAGIC_COOKIE set) it serves the Terraform provider.
 `
@@ -75,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "store":
 		return runStore(ctx, rest, stdout, stderr)
+	case "openapi":
+		return runOpenAPI(ctx, rest, os.Stdin, stdout, stderr)
 	}
 	if _, ok := commands[cmd]; !ok {
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)

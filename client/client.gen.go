@@ -350,6 +350,27 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for ImportedActionOutcome.
+const (
+	ImportedActionCreated   ImportedActionOutcome = "created"
+	ImportedActionReplaced  ImportedActionOutcome = "replaced"
+	ImportedActionUnchanged ImportedActionOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the ImportedActionOutcome enum.
+func (e ImportedActionOutcome) Valid() bool {
+	switch e {
+	case ImportedActionCreated:
+		return true
+	case ImportedActionReplaced:
+		return true
+	case ImportedActionUnchanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
@@ -584,6 +605,24 @@ const (
 func (e OpenAIToolCallType) Valid() bool {
 	switch e {
 	case Function:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAPIImportResultConnectorOutcome.
+const (
+	ConnectorImportCreated   OpenAPIImportResultConnectorOutcome = "created"
+	ConnectorImportUnchanged OpenAPIImportResultConnectorOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the OpenAPIImportResultConnectorOutcome enum.
+func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
+	switch e {
+	case ConnectorImportCreated:
+		return true
+	case ConnectorImportUnchanged:
 		return true
 	default:
 		return false
@@ -1695,6 +1734,31 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// ImportSkipped defines model for ImportSkipped.
+type ImportSkipped struct {
+	// Operation `METHOD /path`.
+	//
+	// Example: POST /markdown/raw
+	Operation string `json:"operation"`
+
+	// OperationId Absent when the operation has none.
+	OperationId *string `json:"operationId,omitempty"`
+
+	// Reason Example: the request body is text/plain only; actions send JSON bodies
+	Reason string `json:"reason"`
+}
+
+// ImportedAction defines model for ImportedAction.
+type ImportedAction struct {
+	// Action An action as the API shows it.
+	Action  Action                `json:"action"`
+	Name    string                `json:"name"`
+	Outcome ImportedActionOutcome `json:"outcome"`
+}
+
+// ImportedActionOutcome defines model for ImportedAction.Outcome.
+type ImportedActionOutcome string
+
 // Invocation One logged invocation; never parameters, bodies or secrets.
 type Invocation struct {
 	Action     string  `json:"action"`
@@ -2290,6 +2354,71 @@ type OpenAIUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 }
+
+// OpenAPIImportRequest An OpenAPI description to import, and what of it.
+type OpenAPIImportRequest struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth *ConnectorAuth `json:"auth,omitempty"`
+
+	// BaseUrl The connector's baseUrl instead of the description's first absolute server URL.
+	BaseUrl *string `json:"baseUrl,omitempty"`
+
+	// Connector The connector's name; created when absent.
+	//
+	// Example: github
+	Connector string `json:"connector"`
+
+	// DryRun Report what would be imported and write nothing.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Operations Import these operations, by operationId or action name.
+	Operations *[]string `json:"operations,omitempty"`
+
+	// Spec The description: an OpenAPI 3.0 or 3.1 or Swagger 2.0 document
+	// as a JSON object, or a string holding it as JSON or YAML.
+	// References to other files or URLs are not followed.
+	Spec interface{} `json:"spec"`
+
+	// Tags Import the operations with one of these tags (with `operations`, either matches).
+	Tags *[]string `json:"tags,omitempty"`
+}
+
+// OpenAPIImportResult defines model for OpenAPIImportResult.
+type OpenAPIImportResult struct {
+	// Actions The mapped operations in path order.
+	Actions []ImportedAction `json:"actions"`
+
+	// Connector A connector as the API shows it (never its client secret).
+	Connector Connector `json:"connector"`
+
+	// ConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+	ConnectorOutcome OpenAPIImportResultConnectorOutcome `json:"connectorOutcome"`
+	DryRun           bool                                `json:"dryRun"`
+
+	// Notes What else was not mapped, e.g. an unsupported security scheme.
+	Notes *[]string `json:"notes,omitempty"`
+
+	// Skipped The selected operations that could not be mapped.
+	Skipped []ImportSkipped `json:"skipped"`
+}
+
+// OpenAPIImportResultConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+type OpenAPIImportResultConnectorOutcome string
 
 // Pricing Prices in USD per million tokens.
 type Pricing struct {
@@ -2961,6 +3090,9 @@ type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
+type ImportOpenAPIJSONRequestBody = OpenAPIImportRequest
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
@@ -4186,6 +4318,64 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
 	CreateOAuthTokenWithFormdataBody(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportOpenAPIWithBody Create a connector and its actions from an OpenAPI description.
+	//
+	// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+	// and one action per operation, as `switchboard openapi import` does
+	// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+	// transaction: the connector is created unless one of that name
+	// exists (an existing connector is kept as it is and reported
+	// `unchanged`); each action is created, replaced when its definition
+	// differs (keeping its transformation and timeoutMs), or left
+	// `unchanged`. The usual `connector.created`, `action.created` and
+	// `action.updated` events are recorded. With `dryRun` nothing is
+	// written: the answer says what would happen.
+	//
+	// Operations that cannot be mapped are listed in `skipped` with the
+	// reason. A description that does not parse is 400 saying where; an
+	// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+	// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+	// more than 1000 selected operations is 422 (filter with `tags` or
+	// `operations`). The description counts against `limits.bodyBytes`
+	// (1 MiB by default); import larger ones with the CLI and Terraform.
+	//
+	// The path is not under `/v1/connectors/`: a connector may be named
+	// `import`, and `/v1/connectors/import` would shadow its routes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+	ImportOpenAPIWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+	//
+	// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+	// and one action per operation, as `switchboard openapi import` does
+	// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+	// transaction: the connector is created unless one of that name
+	// exists (an existing connector is kept as it is and reported
+	// `unchanged`); each action is created, replaced when its definition
+	// differs (keeping its transformation and timeoutMs), or left
+	// `unchanged`. The usual `connector.created`, `action.created` and
+	// `action.updated` events are recorded. With `dryRun` nothing is
+	// written: the answer says what would happen.
+	//
+	// Operations that cannot be mapped are listed in `skipped` with the
+	// reason. A description that does not parse is 400 saying where; an
+	// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+	// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+	// more than 1000 selected operations is 422 (filter with `tags` or
+	// `operations`). The description counts against `limits.bodyBytes`
+	// (1 MiB by default); import larger ones with the CLI and Terraform.
+	//
+	// The path is not under `/v1/connectors/`: a connector may be named
+	// `import`, and `/v1/connectors/import` would shadow its routes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+	ImportOpenAPI(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	//
@@ -6011,6 +6201,84 @@ func (c *Client) CreateOAuthTokenWithBody(ctx context.Context, params *CreateOAu
 // Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
 func (c *Client) CreateOAuthTokenWithFormdataBody(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateOAuthTokenRequestWithFormdataBody(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportOpenAPIWithBody Create a connector and its actions from an OpenAPI description.
+//
+// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+// and one action per operation, as `switchboard openapi import` does
+// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+// transaction: the connector is created unless one of that name
+// exists (an existing connector is kept as it is and reported
+// `unchanged`); each action is created, replaced when its definition
+// differs (keeping its transformation and timeoutMs), or left
+// `unchanged`. The usual `connector.created`, `action.created` and
+// `action.updated` events are recorded. With `dryRun` nothing is
+// written: the answer says what would happen.
+//
+// Operations that cannot be mapped are listed in `skipped` with the
+// reason. A description that does not parse is 400 saying where; an
+// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+// more than 1000 selected operations is 422 (filter with `tags` or
+// `operations`). The description counts against `limits.bodyBytes`
+// (1 MiB by default); import larger ones with the CLI and Terraform.
+//
+// The path is not under `/v1/connectors/`: a connector may be named
+// `import`, and `/v1/connectors/import` would shadow its routes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+func (c *Client) ImportOpenAPIWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportOpenAPIRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+//
+// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+// and one action per operation, as `switchboard openapi import` does
+// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+// transaction: the connector is created unless one of that name
+// exists (an existing connector is kept as it is and reported
+// `unchanged`); each action is created, replaced when its definition
+// differs (keeping its transformation and timeoutMs), or left
+// `unchanged`. The usual `connector.created`, `action.created` and
+// `action.updated` events are recorded. With `dryRun` nothing is
+// written: the answer says what would happen.
+//
+// Operations that cannot be mapped are listed in `skipped` with the
+// reason. A description that does not parse is 400 saying where; an
+// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+// more than 1000 selected operations is 422 (filter with `tags` or
+// `operations`). The description counts against `limits.bodyBytes`
+// (1 MiB by default); import larger ones with the CLI and Terraform.
+//
+// The path is not under `/v1/connectors/`: a connector may be named
+// `import`, and `/v1/connectors/import` would shadow its routes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+func (c *Client) ImportOpenAPI(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewImportOpenAPIRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8894,6 +9162,46 @@ func NewCreateOAuthTokenRequestWithBody(server string, params *CreateOAuthTokenP
 	return req, nil
 }
 
+// NewImportOpenAPIRequest calls the generic ImportOpenAPI builder with application/json body
+func NewImportOpenAPIRequest(server string, body ImportOpenAPIJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewImportOpenAPIRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewImportOpenAPIRequestWithBody constructs an http.Request for the ImportOpenAPI method, with any body, and a specified content type
+func NewImportOpenAPIRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/openapi/import")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetUsageRequest constructs an http.Request for the GetUsage method
 func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
 	var err error
@@ -10566,6 +10874,64 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/oauth/token (the `CreateOAuthToken` operationId).
 	CreateOAuthTokenWithFormdataBodyWithResponse(ctx context.Context, params *CreateOAuthTokenParams, body CreateOAuthTokenFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateOAuthTokenResponse, error)
+
+	// ImportOpenAPIWithBodyWithResponse Create a connector and its actions from an OpenAPI description.
+	//
+	// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+	// and one action per operation, as `switchboard openapi import` does
+	// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+	// transaction: the connector is created unless one of that name
+	// exists (an existing connector is kept as it is and reported
+	// `unchanged`); each action is created, replaced when its definition
+	// differs (keeping its transformation and timeoutMs), or left
+	// `unchanged`. The usual `connector.created`, `action.created` and
+	// `action.updated` events are recorded. With `dryRun` nothing is
+	// written: the answer says what would happen.
+	//
+	// Operations that cannot be mapped are listed in `skipped` with the
+	// reason. A description that does not parse is 400 saying where; an
+	// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+	// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+	// more than 1000 selected operations is 422 (filter with `tags` or
+	// `operations`). The description counts against `limits.bodyBytes`
+	// (1 MiB by default); import larger ones with the CLI and Terraform.
+	//
+	// The path is not under `/v1/connectors/`: a connector may be named
+	// `import`, and `/v1/connectors/import` would shadow its routes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+	ImportOpenAPIWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOpenAPIResponse, error)
+
+	// ImportOpenAPIWithResponse Create a connector and its actions from an OpenAPI description.
+	//
+	// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+	// and one action per operation, as `switchboard openapi import` does
+	// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+	// transaction: the connector is created unless one of that name
+	// exists (an existing connector is kept as it is and reported
+	// `unchanged`); each action is created, replaced when its definition
+	// differs (keeping its transformation and timeoutMs), or left
+	// `unchanged`. The usual `connector.created`, `action.created` and
+	// `action.updated` events are recorded. With `dryRun` nothing is
+	// written: the answer says what would happen.
+	//
+	// Operations that cannot be mapped are listed in `skipped` with the
+	// reason. A description that does not parse is 400 saying where; an
+	// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+	// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+	// more than 1000 selected operations is 422 (filter with `tags` or
+	// `operations`). The description counts against `limits.bodyBytes`
+	// (1 MiB by default); import larger ones with the CLI and Terraform.
+	//
+	// The path is not under `/v1/connectors/`: a connector may be named
+	// `import`, and `/v1/connectors/import` would shadow its routes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+	ImportOpenAPIWithResponse(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportOpenAPIResponse, error)
 
 	// GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	//
@@ -17980,6 +18346,159 @@ func (r CreateOAuthTokenResponse) ContentType() string {
 	return ""
 }
 
+// ImportOpenAPIResponse400Headers the declared response headers of an HTTP 400 response for ImportOpenAPI
+type ImportOpenAPIResponse400Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse401Headers the declared response headers of an HTTP 401 response for ImportOpenAPI
+type ImportOpenAPIResponse401Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse403Headers the declared response headers of an HTTP 403 response for ImportOpenAPI
+type ImportOpenAPIResponse403Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse413Headers the declared response headers of an HTTP 413 response for ImportOpenAPI
+type ImportOpenAPIResponse413Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse415Headers the declared response headers of an HTTP 415 response for ImportOpenAPI
+type ImportOpenAPIResponse415Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse422Headers the declared response headers of an HTTP 422 response for ImportOpenAPI
+type ImportOpenAPIResponse422Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse429Headers the declared response headers of an HTTP 429 response for ImportOpenAPI
+type ImportOpenAPIResponse429Headers struct {
+	XRequestId *string
+}
+
+// ImportOpenAPIResponse500Headers the declared response headers of an HTTP 500 response for ImportOpenAPI
+type ImportOpenAPIResponse500Headers struct {
+	XRequestId *string
+}
+
+type ImportOpenAPIResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAPIImportResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ImportOpenAPIResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ImportOpenAPIResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ImportOpenAPIResponse403Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ImportOpenAPIResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ImportOpenAPIResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ImportOpenAPIResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ImportOpenAPIResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ImportOpenAPIResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON200() *OpenAPIImportResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ImportOpenAPIResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ImportOpenAPIResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ImportOpenAPIResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ImportOpenAPIResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ImportOpenAPIResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetUsageResponse400Headers the declared response headers of an HTTP 400 response for GetUsage
 type GetUsageResponse400Headers struct {
 	XRequestId *string
@@ -20931,6 +21450,76 @@ func (c *ClientWithResponses) CreateOAuthTokenWithFormdataBodyWithResponse(ctx c
 		return nil, err
 	}
 	return ParseCreateOAuthTokenResponse(rsp)
+}
+
+// ImportOpenAPIWithBodyWithResponse Create a connector and its actions from an OpenAPI description.
+//
+// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+// and one action per operation, as `switchboard openapi import` does
+// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+// transaction: the connector is created unless one of that name
+// exists (an existing connector is kept as it is and reported
+// `unchanged`); each action is created, replaced when its definition
+// differs (keeping its transformation and timeoutMs), or left
+// `unchanged`. The usual `connector.created`, `action.created` and
+// `action.updated` events are recorded. With `dryRun` nothing is
+// written: the answer says what would happen.
+//
+// Operations that cannot be mapped are listed in `skipped` with the
+// reason. A description that does not parse is 400 saying where; an
+// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+// more than 1000 selected operations is 422 (filter with `tags` or
+// `operations`). The description counts against `limits.bodyBytes`
+// (1 MiB by default); import larger ones with the CLI and Terraform.
+//
+// The path is not under `/v1/connectors/`: a connector may be named
+// `import`, and `/v1/connectors/import` would shadow its routes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+func (c *ClientWithResponses) ImportOpenAPIWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ImportOpenAPIResponse, error) {
+	rsp, err := c.ImportOpenAPIWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportOpenAPIResponse(rsp)
+}
+
+// ImportOpenAPIWithResponse Create a connector and its actions from an OpenAPI description.
+//
+// Maps an OpenAPI 3.0, 3.1 or Swagger 2.0 description to a connector
+// and one action per operation, as `switchboard openapi import` does
+// (see docs/tools.md, "Actions from OpenAPI"), and stores them in one
+// transaction: the connector is created unless one of that name
+// exists (an existing connector is kept as it is and reported
+// `unchanged`); each action is created, replaced when its definition
+// differs (keeping its transformation and timeoutMs), or left
+// `unchanged`. The usual `connector.created`, `action.created` and
+// `action.updated` events are recorded. With `dryRun` nothing is
+// written: the answer says what would happen.
+//
+// Operations that cannot be mapped are listed in `skipped` with the
+// reason. A description that does not parse is 400 saying where; an
+// invalid connector (e.g. no absolute server URL and no `baseUrl`, or
+// oauth2 without `auth.clientId`) or a filter matching nothing is 422;
+// more than 1000 selected operations is 422 (filter with `tags` or
+// `operations`). The description counts against `limits.bodyBytes`
+// (1 MiB by default); import larger ones with the CLI and Terraform.
+//
+// The path is not under `/v1/connectors/`: a connector may be named
+// `import`, and `/v1/connectors/import` would shadow its routes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
+func (c *ClientWithResponses) ImportOpenAPIWithResponse(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportOpenAPIResponse, error) {
+	rsp, err := c.ImportOpenAPI(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseImportOpenAPIResponse(rsp)
 }
 
 // GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
@@ -28943,6 +29532,171 @@ func ParseCreateOAuthTokenResponse(rsp *http.Response) (*CreateOAuthTokenRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseImportOpenAPIResponse parses an HTTP response from a ImportOpenAPIWithResponse call
+func ParseImportOpenAPIResponse(rsp *http.Response) (*ImportOpenAPIResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ImportOpenAPIResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAPIImportResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ImportOpenAPIResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ImportOpenAPIResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ImportOpenAPIResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 413:
+		var headers ImportOpenAPIResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ImportOpenAPIResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ImportOpenAPIResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ImportOpenAPIResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ImportOpenAPIResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil

@@ -356,6 +356,27 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for ImportedActionOutcome.
+const (
+	ImportedActionCreated   ImportedActionOutcome = "created"
+	ImportedActionReplaced  ImportedActionOutcome = "replaced"
+	ImportedActionUnchanged ImportedActionOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the ImportedActionOutcome enum.
+func (e ImportedActionOutcome) Valid() bool {
+	switch e {
+	case ImportedActionCreated:
+		return true
+	case ImportedActionReplaced:
+		return true
+	case ImportedActionUnchanged:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
@@ -590,6 +611,24 @@ const (
 func (e OpenAIToolCallType) Valid() bool {
 	switch e {
 	case Function:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAPIImportResultConnectorOutcome.
+const (
+	ConnectorImportCreated   OpenAPIImportResultConnectorOutcome = "created"
+	ConnectorImportUnchanged OpenAPIImportResultConnectorOutcome = "unchanged"
+)
+
+// Valid indicates whether the value is a known member of the OpenAPIImportResultConnectorOutcome enum.
+func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
+	switch e {
+	case ConnectorImportCreated:
+		return true
+	case ConnectorImportUnchanged:
 		return true
 	default:
 		return false
@@ -1701,6 +1740,31 @@ type Health struct {
 	Status string `json:"status"`
 }
 
+// ImportSkipped defines model for ImportSkipped.
+type ImportSkipped struct {
+	// Operation `METHOD /path`.
+	//
+	// Example: POST /markdown/raw
+	Operation string `json:"operation"`
+
+	// OperationId Absent when the operation has none.
+	OperationId *string `json:"operationId,omitempty"`
+
+	// Reason Example: the request body is text/plain only; actions send JSON bodies
+	Reason string `json:"reason"`
+}
+
+// ImportedAction defines model for ImportedAction.
+type ImportedAction struct {
+	// Action An action as the API shows it.
+	Action  Action                `json:"action"`
+	Name    string                `json:"name"`
+	Outcome ImportedActionOutcome `json:"outcome"`
+}
+
+// ImportedActionOutcome defines model for ImportedAction.Outcome.
+type ImportedActionOutcome string
+
 // Invocation One logged invocation; never parameters, bodies or secrets.
 type Invocation struct {
 	Action     string  `json:"action"`
@@ -2296,6 +2360,71 @@ type OpenAIUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 }
+
+// OpenAPIImportRequest An OpenAPI description to import, and what of it.
+type OpenAPIImportRequest struct {
+	// Auth How the connector's API authenticates calls. The credentials
+	// themselves (API key, token, username and password, OAuth tokens)
+	// belong to connections, one account each; a connector holds only an
+	// OAuth 2.0 client secret, which is write-only.
+	//
+	// - `none`: nothing is sent.
+	// - `apiKey`: the key goes in the header, query parameter or cookie
+	//   `name` (`in`), after an optional `prefix` (e.g. `Token `).
+	// - `bearer`: `Authorization: Bearer <token>`.
+	// - `basic`: `Authorization: Basic <base64(username:password)>`.
+	// - `oauth2`: tokens obtained with `grant` (`authorization_code`, always
+	//   with PKCE S256 and state, or `client_credentials`) from `tokenUrl`,
+	//   and sent as `Authorization: Bearer <access token>`.
+	//
+	// Fields of another type than `type` are refused (422), so that a
+	// definition never says something the server does not do.
+	Auth *ConnectorAuth `json:"auth,omitempty"`
+
+	// BaseUrl The connector's baseUrl instead of the description's first absolute server URL.
+	BaseUrl *string `json:"baseUrl,omitempty"`
+
+	// Connector The connector's name; created when absent.
+	//
+	// Example: github
+	Connector string `json:"connector"`
+
+	// DryRun Report what would be imported and write nothing.
+	DryRun *bool `json:"dryRun,omitempty"`
+
+	// Operations Import these operations, by operationId or action name.
+	Operations *[]string `json:"operations,omitempty"`
+
+	// Spec The description: an OpenAPI 3.0 or 3.1 or Swagger 2.0 document
+	// as a JSON object, or a string holding it as JSON or YAML.
+	// References to other files or URLs are not followed.
+	Spec interface{} `json:"spec"`
+
+	// Tags Import the operations with one of these tags (with `operations`, either matches).
+	Tags *[]string `json:"tags,omitempty"`
+}
+
+// OpenAPIImportResult defines model for OpenAPIImportResult.
+type OpenAPIImportResult struct {
+	// Actions The mapped operations in path order.
+	Actions []ImportedAction `json:"actions"`
+
+	// Connector A connector as the API shows it (never its client secret).
+	Connector Connector `json:"connector"`
+
+	// ConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+	ConnectorOutcome OpenAPIImportResultConnectorOutcome `json:"connectorOutcome"`
+	DryRun           bool                                `json:"dryRun"`
+
+	// Notes What else was not mapped, e.g. an unsupported security scheme.
+	Notes *[]string `json:"notes,omitempty"`
+
+	// Skipped The selected operations that could not be mapped.
+	Skipped []ImportSkipped `json:"skipped"`
+}
+
+// OpenAPIImportResultConnectorOutcome `created`, or `unchanged`: a connector of that name existed and is kept as it is.
+type OpenAPIImportResultConnectorOutcome string
 
 // Pricing Prices in USD per million tokens.
 type Pricing struct {
@@ -2968,6 +3097,9 @@ type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
 
+// ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
+type ImportOpenAPIJSONRequestBody = OpenAPIImportRequest
+
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
 
@@ -3345,6 +3477,9 @@ type ServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx echo.Context, params CreateOAuthTokenParams) error
+	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+	// (POST /v1/openapi/import)
+	ImportOpenAPI(ctx echo.Context) error
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx echo.Context, params GetUsageParams) error
@@ -4522,6 +4657,15 @@ func (w *ServerInterfaceWrapper) CreateOAuthToken(ctx echo.Context) error {
 	return err
 }
 
+// ImportOpenAPI converts echo context to params.
+func (w *ServerInterfaceWrapper) ImportOpenAPI(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ImportOpenAPI(ctx)
+	return err
+}
+
 // GetUsage converts echo context to params.
 func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
 	var err error
@@ -4927,6 +5071,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.GetConnection, options.OperationMiddlewares["getConnection"]...)
 	router.PUT(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.ReplaceConnection, options.OperationMiddlewares["replaceConnection"]...)
 	router.GET(options.BaseURL+"/v1/connectors/:name/invocations", wrapper.ListInvocations, options.OperationMiddlewares["listInvocations"]...)
+	router.POST(options.BaseURL+"/v1/openapi/import", wrapper.ImportOpenAPI, options.OperationMiddlewares["importOpenAPI"]...)
 	router.POST(options.BaseURL+"/v1/integrations/:connector/run", wrapper.RunAction, options.OperationMiddlewares["runAction"]...)
 	router.GET(options.BaseURL+"/v1/webhooks", wrapper.ListWebhooks, options.OperationMiddlewares["listWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/webhooks", wrapper.CreateWebhook, options.OperationMiddlewares["createWebhook"]...)
@@ -14798,6 +14943,213 @@ func (response CreateOAuthToken500JSONResponse) VisitCreateOAuthTokenResponse(w 
 	return err
 }
 
+type ImportOpenAPIRequestObject struct {
+	Body *ImportOpenAPIJSONRequestBody
+}
+
+type ImportOpenAPIResponseObject interface {
+	VisitImportOpenAPIResponse(w http.ResponseWriter) error
+}
+
+type ImportOpenAPI200JSONResponse OpenAPIImportResult
+
+func (response ImportOpenAPI200JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ImportOpenAPI400JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI401ResponseHeaders
+}
+
+func (response ImportOpenAPI401JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI403ResponseHeaders
+}
+
+func (response ImportOpenAPI403JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI413ResponseHeaders
+}
+
+func (response ImportOpenAPI413JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI415ResponseHeaders
+}
+
+func (response ImportOpenAPI415JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI422ResponseHeaders
+}
+
+func (response ImportOpenAPI422JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI429ResponseHeaders
+}
+
+func (response ImportOpenAPI429JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ImportOpenAPI500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ImportOpenAPI500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ImportOpenAPI500ResponseHeaders
+}
+
+func (response ImportOpenAPI500JSONResponse) VisitImportOpenAPIResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetUsageRequestObject struct {
 	Params GetUsageParams
 }
@@ -16932,6 +17284,9 @@ type StrictServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx context.Context, request CreateOAuthTokenRequestObject) (CreateOAuthTokenResponseObject, error)
+	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
+	// (POST /v1/openapi/import)
+	ImportOpenAPI(ctx context.Context, request ImportOpenAPIRequestObject) (ImportOpenAPIResponseObject, error)
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
@@ -18758,6 +19113,52 @@ func (sh *strictHandler) CreateOAuthToken(ctx echo.Context, params CreateOAuthTo
 	return nil
 }
 
+// ImportOpenAPI operation middleware
+func (sh *strictHandler) ImportOpenAPI(ctx echo.Context) error {
+	var request ImportOpenAPIRequestObject
+
+	var body ImportOpenAPIJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ImportOpenAPI(ctx.Request().Context(), request.(ImportOpenAPIRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ImportOpenAPI")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ImportOpenAPIResponseObject); ok {
+		return validResponse.VisitImportOpenAPIResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetUsage operation middleware
 func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error {
 	var request GetUsageRequestObject
@@ -19114,612 +19515,634 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rchu5li74KgjO6TC5O0lRF3uXqdgRo7JdLnfZZR1L7urTlW4lmAmSKCUB7gQoieVQxDzEvMP8nlc4",
-	"jzJPMoG1ACQymUlSsmxXVXv/2GUxb7gsrPv61sdOKucLKZjQqjP62JkxmrEC/vninE7NfzOm0oIvNJei",
-	"M+qczxgpmJLLImXkihWKSxGRiSzIq0n/DdXpbNCJOiqdsTk1T+vVgnVGHaULLqad29uo8x/9d+yfS6Z0",
-	"/1XW9n64/kgRnpGunjGS0jxnxSMVkesZE4RropjQhJJrluf9iSzmLCNSsN7mj99GnQUt6JxpO8eT1Hz2",
-	"ZzpnzSOhcP2RIoLOGbnmesYFgQFJIViqZWE+yM3tC6pnnagj4F0dfLATdcxceMGyzkgXS7Z5ZZ7hSzeO",
-	"KPX3uFF12WA6IEnGJnSZ66TXMqLywfuNShZbByULO6aWIcB/7vjxZaFk0fzVRLAbjTckRE5gXxYFu+Jy",
-	"qciCTsth/HPJilWwFPjSzV9+znJ+xYrVq+fNX8/sdUulSZZfXQwGg6QXkaXg/1x6cuFakWs2nkl52bIu",
-	"7lV3XJtXEzhv68M7WSzyFZEiXxGOy+JO7CNFzLEmSvM8J3PzOFOky3LFyNH+QUk7yAfKIbrDvWXRXvM5",
-	"1+sDOqVTRhT/nZHufn9/OIyIpVZyMOy17VIO7wq/Zx/qjA6GUWdOb/h8Oe+MzPs6cy7sX5EbFheaTVkB",
-	"4/oF179tL+32uK28nuFOtmwXz+60UbfmZrWQQjHkq0Uhi3dMwUwM/xWaCfgnXSxynlIzsL3flBndx+C9",
-	"/6Ngk86o83/slRx7D6+qPfdO+Ap+s0YSgjBzzzFJ4L+DVGYsIYquFLmeceTaAfOvM+mmj9vb9yr3wrff",
-	"niz17BnN8zFNL2Fsn22mUUezG7030/O8+pKGbWhgXHaMZEJ5zjJCRUaUlgXLiJDm9E6bF2w1ICexUDNZ",
-	"aPLj+ZvXwG4IF0ozmhle9G9nb39GWaVLgUZomrKFViTxY04GsXjQlV8wcfLqc5BY9c1bCY1wQfCRR4qo",
-	"GV0w0pWCJHtywQTle1f7CSnkUjPVe0DSu3UHEaX76auf2KqBPwpycvqKXLIVoQo2yPypZvJaEa4HxFCG",
-	"YmnBNOGKCHbFCrgqCJ1oVpC0YLCCZuCLQi5YoTme7fEymzK9bSm/x7tuo44XnGrbM14Kn8qcpyt42AyD",
-	"ZSfwPaMDUW2ECdWsrzlI2toZiDrsZsELpk4aePTJGFQqT7NmdXDq9iEz292+wlv0ukvmpKWQRnnDNYb9",
-	"Zzd0vsjNay7Z6mK4//SA7o8P0sPsiD2ePBn+ff+7g6eH9Gj8OH2S/b3xo3OZsXzrMr4xd5VLKKxKs/a2",
-	"RcEm/KZ5GhNeKE3SGS1oahRJp3vgdCKiJSlYKqeCK0YoLGQ3UeOLBNjLEZnLgtUmrcYX/7E6/GfTvAqq",
-	"mRerm6b2zt349ooVBc9YB06DXCBpcs3mW5fnzNxunrPDoEVBYaHUgols69Nw023UsXbB+vKdaVpoRagm",
-	"+7AY08KcOaMoEUbTmVlUMWVuQZFeQMmVBVnArpFucvr+nOxd7e/RBe9fspXa+8izW5TWnj650E+OOo26",
-	"QCm5f0VRbtVSu1R+78MDVk7pg3+nHP/GUjjFyGeewd3AZLOMmwnT/DTgDhOaK7bGLolg144bfWV+soE5",
-	"/BJyBaXlQpFrWVxyMSXddz88I4eHh08jYm2jyVIvC9Y7tuwDOAoF7rI7C/mk01xf4tlyTgXQUUTAWDKj",
-	"DCQhWSozEzu/6skc8zznYtpXrLjiqRnrnN68ZmKqZ53R/sF3oHr6v/8w53dOb17hA/tPYIjur9rRjjpo",
-	"rNjLRpetn5Hq8dhG/8AkaJ6/nXRGv24erBXPt9HHGtVfNgntQCgDN7W2FspltHUM+XFFnLY9IGdMZIRr",
-	"I+UTo5LKgv8OOz4i3zNasILEy+HwML1kK/gHSwbrxFhbDjO49UX4sH6wf1sq3bcsBM4NsDljDeI0BuXS",
-	"veYKyKO6DBnVdOed94u5xrpLK7nJMFMKVie1ZvREFnAOzEOg1B7bo0skHu6cKu2N680rBeNvp5f3i+zu",
-	"/NJQwQJkiJwQWupxeka1kx5ckEVOUxYFUpkoTVf2kMdC0TkbwVaAcKFAJcpKmAE5IRPO8ozkbKKJXIIW",
-	"WLC5vGLojoqFlUUTmueKgAGhpf1accWKR8oZuGpEDBNcEWBoEf4RC8+nIyIkQS7fGxA4vgrGA8x4RVIq",
-	"jK6EMxuh5mmUCiM1DK8C6+EryoxP4tNfkJM28bRG0kQPWZPJgC69RothfQ9k1sLCzBWi2XyRU10eLpCR",
-	"Qgo2qOzI7t62UmBdM6pn4LpZW8B7GAyVr28yGdh8oVeDplcEpl3zQf+45bOdH+ENftUUGa+s65PaDxPc",
-	"wXIde8FQyt2dMz2TW9VYpIE3eG9AruUaT2TBUqp003SrDua2GW///ql7z/p6+Ev3XwnwaDWtvCEEudRv",
-	"1HYLsc7rUKVCQ7Gud0cdXVChkOi2EhOehIbFXYLMyDaqqPacXlOFwsqJYFmQgoFgyHbXQ1stmX0jEPHV",
-	"RvFNCzZnwnxmvEJTxn7rGMYETleuSBJ3UOOw70WtI+4k9zFeSjbhbRhL4JHzWAbEWB7EqmFTLukWIweW",
-	"9ZVYLPVdbRzPOzM24QIeiwwfdXqFk2oic6u2K0c9QUdbhamOCBUr/P2K5ktGrmdSMYJ7SnJGr5gic4pS",
-	"WFOnLcxkblbHSH97K+gUXBF2Q1MNDnUW3hqLbhJ3Pn6ENVYDcFff3sadpIf6ApKaoQeNSgvuxCPlhsX1",
-	"LBZG74CxmgU/doeL6vIBMqPKaAnwVGSUHnvE52w+NsMwwzHj5TBar7QYlgBKIGE5ECcZs1TOmSJimee9",
-	"AXlr5EQscLaKTJlGyg3muDYNGMQjRbTRD7tm4LEwOqOQom9fFDnXKSiTlMy5AvMKHu0NyDs2WSoI15GX",
-	"L87Nrsfixxcnzy2RmB3QZC6VJk8ePz58QsYrw/IpLhMqPJ4Tf7RRgtHaPnQiG08ILv3z9rZzu02o/WIW",
-	"P+AjmUSOFigrR8OnT76YoMO3BtZrLJKPcec/+u8N7cSdEQmIcGl+M0R4mwzIz9Rs9nypzM6b5eeZfVss",
-	"zOtURDKuNBepJgWb0iLLmQLFOqUKKA284ED3ZkF+PD8/JWnOmdCxmFNBp0yR7o9S6Yg8QxdzH5coIufA",
-	"7VnRfyFSaagTbrEByIgMBoPeIBb/bkgC3EGw32ZdcbsjOB2Gip+9i8jrHwzz/vn965I0Dg+QEub0Jlzh",
-	"w4MHl/p1hpPLa1b0zQqRnGnNCjAzBFkujA3w5HD9BljnqTnosojFUhgiSWXBlDkLyM5LLnhM+Hy+1HSc",
-	"s5H51R5Ac7jndEXGLBbuhOMOAceY8ismcKvZP5c0h/16/+610xCrpybUXxbUDNFM7b9+pf3fP5j/G/af",
-	"Xnz4OIyeHN7+jz+MimMYM6g6XBFqV9aQRbme4UbEwuzE2vIHdyvSTf7r15P+f9L+7xcf7D/CmSe9KBZK",
-	"WjGgweGFxrI9bCjJzZis8wCEGiXAdzC6IDL4KRbBKQ7421EjET852qCw1cwByyl8+Juaw/eb5IJlziQN",
-	"zYVkTBV7X+TJyBjEhVaxAK9EspdEBBx5T797Am8J/dtmGgtWpOaAM5VSY6NKka8Mp48FTDcik4JOQcrI",
-	"gmRSE8XgT0W6GUtzWjC7LiXxWAmYcDHCa0lvQF4YCZR4hlZf49vbpEm6gmyJBQ4O1nxBC21WBYS2mY8d",
-	"zzGhgWjlGrbEc8lY2MFm6K1JnL41IrpYsqTcu5JX1Q/Xnjtde34WKdcrEElbLNwNyvc5nzMCss3NKqV5",
-	"Trggc57nXLFUikwdNyvm3dLGH9jfzvFTETkcDofDXuilPfYMOXhsTm/sI2ZD8bX7B/DsoLM5/r5d9/83",
-	"ekXP4G9SLIVhe1aFRkfeCGb1/dvn/wu8PmSyFCib4WgqxlQskoxqmmC20IIWRsEoH69HY/F3Q0jmSkRY",
-	"rlgsjE7TA2JP3C0J6SYflaZ6qSIrO9Vt0rOqql4WQqFHqYBgq3UvJ3iJfDSCfETMyAbpsiiY0APz00V6",
-	"e5wMyDM5X0DUmQvUwoxOJzOGI1X0ypAdJWolNL1xUVXDYI4ODgzZos6nSM4Fi4UZUirz5Vw0KlB1Kt06",
-	"xIio5XxOi1XtqqEz4PcDs163x1vdgFWbpN20eAgnKHpv/hxO0FDfaPTzgL6Fq+f4u1zqqTT77jIKusvF",
-	"ghWgsGFIUZhD+Gvn5YvzTtQ5fXsG/3kP/39y/uzHTtR5/uL1i/MXnahjlO5O1Hl7ev7q7c9nwSDtVKLO",
-	"Td+8r39FC+CS5sXhsPEj4S/2g5Wf3q/9YgcS/uYHFf5oBxj+5AfrV7BUIu4aefOsvpQH6FRGzX/dBvX5",
-	"R027hUYdvkAucBDBm50xaRRqtQRHSXZciu3SODR7gB5pQRKz/InnXAWwLClYxYhy1BZI1kGD6267/YK0",
-	"05gGmRulNsM5qgi586axO7sCMqjsya1GpYbD9UPKG80xM20v48nUmGPkl1JajTD4c+3vQx3IKlxG4654",
-	"BxRZGs5f0wOE9DeY6wo+Y+OZVsNxXgHDHF6+OI8IkixMF8zXrtfGdd3PGwu7895476HQQYURDXmUbSCq",
-	"rIFv3jEw6qaeJW6blZ9jOWItrWascRA0FiHh2dutokNtZuCY2Tf3jkmC6hehWWZEaV3p+of1WYGShaqu",
-	"Uy7DpTkmCa56QhQTmZlZaG5mJOeXrEozxyQxk8QvlythXx6sBe4iWjyg/9V9CCR0IZC1rTDS3a5WfSus",
-	"ZLSM0zrOXC6iz4ME/9NdWKTnS6/EKb5z7ff/aT+yduFH99W1K9/DMCoypuHEGF5hc6atagssZwV07xwC",
-	"RqG1Lpo2ahmQk/yarhRZFAzkHxdeewrdvGMpc0YDwdvERLyXy7IRHMiMXjHStbqiS5n93//vwX89PuwN",
-	"iFm50GIwZgQufUTE0tBKRNyzsiB2HKEg9BuFt0NGJ+qlkR925IPhVjzfa5/P3K213392H17bTDeO2oXv",
-	"/bBqF07sKGs/v7WDrqseMIUm1eN7HyG8k7yEHCBrg3BB3p89J/KKAf2wgsssIqlcgg98Usg52p5U01xO",
-	"H6lYLAqeQr5IStOZkVaFnC800fKSCXAB6RnjBZHXgphbWcjRC3nFgY8UbCELDTxw3gM7oQyuYjrhgLwV",
-	"KSPJUmVgKZpB68irc7HAe9F4KhkJWHtHB09JguHTC3aTMpaxLDHmjqY8VyMbp32vsigW8F7zTz95c0T0",
-	"iT4myTumi1X/ZKINK1wKzdEfgzcSwxp7x4ZJK10wOic0LxjNVoRmc67N8vmkw3SprUUcjNp8p7gy4gnM",
-	"d1kojd6m1Kj81zOegyQolkJFREljxFndHZ5XsGlqJqVG6YazMpa0M/ucdflIwTsH5Fkh0YdLjZmPtpdR",
-	"T2jOCn2iE7MxqSwyZdbdqMV2EeF6QqTZEaOm+oetR4HL7JgURpvgYhoLYNY4mub3sZsZXSptdsW/E1/T",
-	"FAi3o1vnRj8UTk7IiaWULtpf+YpQlTKBHktQc8ZMXzMmyBAGvU/YTZovFb9iPbNekDvdPGugLjMLjDd5",
-	"0+vX4eBxNBx896FUjTr+pW9cVjtmlZe/O/safy+DV3I5zm1WkjfAvTFe6liW+9V0sHUVDFdzfcnenz8z",
-	"JMFERguS0VVEXp29JdeMXZIunPY3UmR01YvKu+ZSGEXM2lJpwTImNKeGqq5nMmck5xMWsuoMmJt5p5mP",
-	"edpIGKlpvs6Qb6POUrXYTUDD1W+C2oP8q6SZyHKxyu4cPL7fqg/d/zYuf41Dmyn4NW/i1M9mVD+TZmRO",
-	"ja+SeOqvnQMfDWIMgfvlHnF/TOEt3QXpjOqLx5Nh+oTtZwf0cHyUPs6esL9Pvhs+3W9M4GPKnImtmSH2",
-	"NpdK0rajhvuBCUWFumbG2ulSSL+B5Jt6oj0Wg9mk/l5jJBnFz6ZVA8orb6iOKnyc/Cup78Ngx9RTt0pu",
-	"9rVxResbXB1XuLdt9GMz5NeJZwKrJdLVKRM016sqdayR+EFA2f2DZs7Stlxv4EjiamlJpkywAvNfdHlc",
-	"YQkeKZL4FyXbXYt2BXdPkQwpzrPCg+HRd5vSJNvJE1KbCM+ItZq8rgJ20t5ajACtPHOccL7V5B0q9KyQ",
-	"C57upTldZqx/2H/cn1F+ueyD8dqccQLKecoeaBtRK6n4O1rC+uYkouZEISC8x66Y0H2r1nQVQ/UtyfN5",
-	"QjSd9lpMBjZfGHJYFuwOY2+SbVouTre8Yv8u/NkTl9v+xjNWFlY2hAvLssumzDGXI821CqQVRKq0ZyQ1",
-	"rWapZ+etRlYY7DF3osFVFYZoRk2wdtUJXyGFWSe64D8xI4bHkB9r/kEVT41pZF530CiJ75Gv9hC5aRvy",
-	"1aEAjRwMhuDrGJUCgqYpUwoX1xW2kC63KZ6Tgiljm4zZxNVo7DaUnCr9zj1+/wFdU0XkWFMu7pKjtJ6f",
-	"5g5uw81lQvmmAdo4EqajhiYYmRbUmHihY68hjlWvHoEIyvpHE6OHX7FkRJaKjnM2IMkCle+EdP2IeiMg",
-	"ZZ+8TYTUsbCSkWUQbzE3XLijm4zWKN45PZzrNRZ0SrkYVSfnrEFUJWA77c64CBqBx3pRLJxe2xRdJbLg",
-	"Uy6i8ghGBE8WJtfMIYVCFiSBt8MjmOKLJYj10duSRBeXkHkWC00LYygZZYhkhVwsjE50+v48HBVWiQdv",
-	"AnXcXrRLgC6gcH0vUpmxXtUthhsFyirsD1TAVha9WUcP8/UeMuPuX/eDKCFmSFh/dDDbB0qq8xzXE/L9",
-	"MuhKQfGsHOMdvTBnmmqeVrf0uuCa9ZGvWEpRjOYsi6x0wVifOSkv+RVDO1sKe7JbJAa9ZGpEEqTahHTx",
-	"H4bwkWYT0kUR0YuM+cvALYYVbi76ka9IsqBKXcvCWNggSHqNhjoKnUbh4RL8uzA2N57eDhlZUQcW5q3I",
-	"V7awJeq44TR/y111H4MR3/tbsEwtSeBYfGJZi/0Y/Hbvr7ktaP6gu1qb2TERkiSj5F7fvN1I4vdKFIWy",
-	"hpJ3Ha/pRUZxKcl98BUpqVxrqyMHQncH1I4RoeuJYpA6w6dc755SFpHkwogbkvSTqimxQQf4dgq+1Cl4",
-	"gJyGwLz4U+Q1PGs3Bk5KYdNkDJFuYAxBmmlYIb5uBe1crmQUSTM0q541qqxfpzYm42qR01Uzss5ur1jX",
-	"/jdUAO1SP1Hu0V+/hMJqeI4wUNf7NPXOktvdJN+P8npNGTNHwwzHyL4UMhcgfIPwFIFQBH1urlh+ZUxZ",
-	"K+UiZKtRyfMg5GJZe0TQuEIfQy8WY5ZLMTXSppRUxlgQYKDKpcDSgGNCA/KYyTzDRFBCRSxKC7JyeCMb",
-	"I+EqlNyxiEWfJEIKY/25ggGONSEDuGYF9MjXnQc5GTaxIKrnlKJ5Iy85iwUhCeqk3YSLpBdZ8I4wPSfB",
-	"Uv/EYWiB15EkPRyAlUWjzbXDsIauehifA7HS8Jj53T5lKO7JUdftzsjtTK/yJvS5mCVA16nzDdjkVLDF",
-	"zfzWzbckIhRC92Yd4O7Tn569IGcHj59YkBs4dUZxwN26CCgq6WEEt7ROI/MaeA5g17aUU4c+jXI+sfiB",
-	"M6CYCaFmx43sR+8UFSQx/0xAwXNWePfo4KAHIUz0/MeirB9yqCx0pYiSc4b0Uya/QtkG5HlkstHkCIcP",
-	"kfSNuexhperw4GibMLDOsgi9JQ3W9YiwG13Q9ZRoNGJjUXV4vH/32qWWfow7dJlxJlKGtR8zrRdqtLdH",
-	"F3xgZcAglfO4E8Ui7uBWXJjh4u1yMoF80U5EYhtswAupFGZzsXTkPEzSUbE4u+Y6nY0lLQwJaEW6Lg3k",
-	"Ar0blog4xMEzXrBUXywLHqEPKYqFJTgz+Yt0RvOciena3xeY7dhzZc9jBsHqgmcZE4258gfDBk5cWTwr",
-	"8O+6P+Cbq2wCE9lCcqFJl46VzJeaEbP2XdUz+9MLijlQz6IaXx95gja/r5+2mtqJoYh1/QSec6KlaTYj",
-	"MnNSBPlvVXjYqibr+bRzGcXCsivShXRT5FGOu7774Rl58vejp+R//z8Hg8PBPkpil/5tFJNYoAbZA1aC",
-	"uVzdxFMDOgTc3ygQQA+dY4m9qrmZnLP5DtlWXuw+8yv0vX1L0yWXP4VDakKgdKsZrCTPyt2tb9fjJ627",
-	"dQbz3ekLFhKC/BL6csCJ4yTeFYUEc+B7sXAuHYyyJOH3zphO6tS4TnXHsfBisNkDSLqL5TjnqX1YlWKk",
-	"NyBvBSTjIMyCEak2dUUWtgwZszUvGVugou8dUzBPd5Tvat/V5tme/EarCwuaBY6gCwoLSA+fAYcb0tuY",
-	"7nZM+FTAGzA938LZFIxm5RCbwlvABDYTAdxS2zK8HoZo1reo41Yk3Nm7npuX5uMVcf4MX129A89Q6Ln8",
-	"0JKyi4rbKEjgctpbbYp4YzhFn27p8i9RmbvrlMxsgizK2u8u7bL28zP7qdbaPzevnfRPktKiWAWwQqRL",
-	"KzWYwa2gn6PQkIqVIQJVQwn7j/7J6as+xue2sqA2BDM/C3ZjUXQx2uXG6RQNqwuTrgCjQBcyD2rCejux",
-	"QacKvC9ydW8h3CBsFYjXWCQvXyAUWFmotPfRrOat+yXxmItGaXXjMQr/DU2hjFWns14U0Oq4kNfKO82V",
-	"g/yzZpGYIu/yrpvtkjvMMmgIjbXE4xx7cDE46XJbjn1yfVkkqxY0xYTcxnE9frK18qwcZFBC6wcJSsPn",
-	"0pKdLgxawZoqDBoiYTcW28dGx2KBfK8fOoftArVqyoPBwGu3QYa8IuvaLZCkU21lxmpabSxAb71iBZ9w",
-	"wwYC9bei60QujHhhzXHYzl4sPk3BdXbZZqlSVfW2qq276aEuv/uT8wa2c/Cf8dWV3yzMVe3X791Hq7/W",
-	"1UDzI3gpDu6QLO2fvl9Eo3SX7A5+QX7Bcx0LsOyTmlsOClTKUB06UQBTM3Si9NrM3ru5Tc02TWXffKmv",
-	"Lvmi77TGPlAVK5zic9M3OuDvrJBeWwv8rWueTaTExJDiaG8PQxjOlE0MZVqjH1NnFlTPMPqDtc2x0PLY",
-	"1cSDpIUqBj0jKPZIN2mxi/euDqCwG/0H1gKPMLHZ1y+H1hk5ITOXocamBVMqFtOlYRVo1ikj2HMpF2Oa",
-	"XkZkUfArsHRzLi77uUxpbt6I7g61YCmneSxolpk3gQOGWhCyPDcsD8FK7HVmKx6W6QxARY4ODogUaLNh",
-	"osFSAGZDgiMbQKFWQrpnv7w6f/bj929P3j2/ePHy3Yuzs4uT16/f/tKLBRdpvsyYsjVQ8G1Yau8xKZiS",
-	"+RUjK9SbUYAazRnSZGKRzlh6yTJMhSiT8FOa5716mWm4C9Yv7XZj72p/J46zG1rHyekrwncE6tjsdQ/g",
-	"IndUfgC8rNUx/xkBJErnWJVDcGUTaghVUGCv2bSgiK6ylpF4BxSKWHgYCvLpKBRlnOLuIBQ17u04zUYG",
-	"/nDBOFn8yWJxFntvc3qeakqaL5aClNUSo0oAAIhIdJMp17PlOLHohvb2HvK2pOyUgb8nZEF5UT42yLnS",
-	"F1ypJVOJMcFtVadlKv5p8m4pBNSgiBWy01i4UpR6Hc/wkCQTWYxBrQoreALcRXw2ioUtbvVrpXqhRVTO",
-	"1kzHfy+X0rDA5QKOIBV+LHKpFc/wWTMzYNvDQzMd4ZuXeFbLbrjSA/IaNPppgAuJJYxu4bkiU6MnihLx",
-	"olxXNSoYzRLvaQW9coVQqGYENYOlPH/r619na0/vYDe4Ngx3AJqNOi/mY5ZBPtl6acM9EkLDtzVUaOM+",
-	"dnOYD/lHNek843MmlFlu2/jBLZj/9iSXNMinCNKO63XMteIJNh/frXbCpZqva98t+fW2ECGVQi3nJZFw",
-	"o7KCpb9rQUK5hGVJgt6t1sDvZWvBwbYUeiye90NoSpAHhWpvRtWsD/f1D787alpCM+dmKgC/h5b4GUSi",
-	"H+dUXPa281l46aZUcOiO8L1FqqtX6mQN2sAbKH1jfXOCQV5fcpGNCBfgKbrwKA9HwyH0lQld+pn5ed/o",
-	"sp7VmV8Oe5HVUy8yJjjeZn4UUl9M5FLAD0fmOYy2XJgLrsK/ezR83DM2r5jkPIUvP+0ZrZZ53I8L2yuj",
-	"e7R/YN6ipbzIaTFl5pdDGKZaLhay0Cy7mLOMU3PBvBUmRavvOMB3VABiqldJQTW7gLJT/M0MqFalGQv7",
-	"O5gkguak+9gsWSyWCyxHuED8lO7j4QGu5BXlOSx59zEsj79RO5ibx8Mjq8826KQgUNqtQbSJqpv9ExdZ",
-	"H0yACU+JfYXzViwKOc7ZXCWk++tHiI2YVYffbj/0QOtfXz6EiajQSkQSeDpxWAIIfrRMZ6gLGgoaQKw1",
-	"Iomrb/j14MOgkDlDMwxBi36NO3QwjjsfknB0sTDiooRs2x8OCRO64EwdhzgVkJY8l4URSP7ptxgksF1U",
-	"ZvKazI0wh3s9bKHLf7ZjiwVACYBcjztd8z33OpBuLEMF9GdsqxB3KjsWgsD5erQGC+IaEm0KCepFht5A",
-	"V5tBPV53o4cTVh3jSJu5h3XYlyVf5bOtvMR3WlnjJ8x11dnaLAf4UX0w+Hjjd69YU7jiLAiyU01mdLFg",
-	"gmXHHh3Tg17YZkpQ/cr4VQOW531yrayWvvtpqzSqC7LNnF+Xa9KdgFsG6+sUeGW4JtdU9TbsfblSTW1O",
-	"zqA8fbzyPWKImRHGTRO7Mn2eQRmYMehs6y+LmhuoDFe60gVluPa/A/p0cpjuj5u7oTTDMJyArS40Oo4g",
-	"dAjbfb5asB3kH2gIGjPhwwypVvsDXv4AZhfS5J/C5PLruXX1A3yEoAPKgq5ySQEDIJOp2nOnaTDPjDBK",
-	"LDYRF1fGADFM3P6CIsEG3PN8PrDsZeALZSC7BsK+fS4cbI47rDmaIICsQNjNIucpN8faHmL4vRqrL00z",
-	"SwudoBJsYLPmKr/BUYPf7JjLB+0P5VP2h7VH7MTLH3DeoKbKXDEdvNT9Ur7V/VK+tsx3W59GdQDBj/XS",
-	"F/B/X1yyVTgj+0swJftLwdwUXFtAW9m5jiJQ/9EDIHSijtljVwF9YYxf+5urZrpYihmjuZ6t6heMMnfF",
-	"Cv8Egvhf2AqkDiLtg8I1cAqWvXONpnb06/tTUaZk+IVav/beL9n6ted+P/y1E1dTQxsvNLwNL7S+6pWn",
-	"sdqFHxyt+d/PkaAaPm6vNHzdXmn4fKVCiLZe3PjkO6DNdyVplnOotGlZu9C0TnDhHVtbDttP8Rzp1v/8",
-	"3tAqosucWPJtuvYioGJ//fXrNz9Yan6v1i6dWtp9H9B00/V3AWmH18HGVM88hftrvlfEi5LSwwetMfus",
-	"JPjbqPODBaB8RvN8XbTRYrqcu4a6d1NY/KMRuWQrNOQDlDJs9wr5Nb6AFLERQIwJGUJmNQP/t1dHBKia",
-	"7q3pTKodhKGrk/PzbhKM4ZqVrQlbVu7UqvjrI30BbsFruiKuL3DpTTNWqyzmlSUC46jq0NmkadgPN+ka",
-	"fnD/bl7Znnrkx4WAa7TEGfQr7BrO+Ff6oWuJnWh8cPoY0NpdW4TyFdcU88ExbmvuMcZsexbSZ0MKmdTO",
-	"wm69nyonaL17kuvNGc4+IEuYd7gc62vQ4IabpPdFMNltTh5ZonE6VCmuNBXaoudj/6GCLfKV9wuvTyxc",
-	"gPIGKZjP/bguOCpu1su3tgzt3sQ/BgZKhYAeFhJl7dBGDSxmG7Pa5NF0Y98dfsS9+bnPBqi50Q+2ApH8",
-	"URBPGpBMGvywD4Pt0Q7MUW7BJs9sw7Kvm6Q7BZo9Bwax0y25UsFopgjXvY1lWhvkrsPGqEVDT/r/Oew/",
-	"veh/+LgfPTm6PyJ/k84B6sIZ0InLt/IHZORqMv5BElxIY22WS5bEolvTTbQkyUfMmgq+ExFjD9wmx0Qg",
-	"NlMCZJtg64/wjQ5otheVyOsJ6aIgxZKU4O5eo6tv105fLy0G0Z3gkWoeBrwAjgV7t0c56vYPzHIcHCPi",
-	"L14hJw7fx1VFYW8XUcca+WOAL5HnmOlfRcl4pCAq8ASmvTYhD1PrJrUFvunBUZUgrdZJiKYQkm1APV3o",
-	"/pHsm+HtCKrUvvkOxNICObr08S9NAygoN4e9Uik0F0voqItYao3s6muDQNW8qmbvUMnxd5HusH9wlyXb",
-	"BBhV/dzPyzRnS0WU++yikGM65jnXKzKnSplv72/79p2QpuzWbRJhlmHtjAPYGCF2hz9rbtJ2b6TA6sde",
-	"QQbJhCOoNVQ4+MFXD+OUifuFxr8KSGDjktr6HLy3pfddazTa70c9Sh/G/D+/Dl6JbD80COGP4LFZJ9oS",
-	"FSpgzpdbvQ32saYvvRJXMm3pMfJWMJLL6RQqqtxtLs5T6k8RGcuMM4Bgw9hPEwabh3trw0LbchnjFZtB",
-	"CFrK88vBYwufu5TiZ0s8g2+qiS1txfIRhgmfNaYuGOqFy4ASnDFXQ10NuCe9MMiillCOuj2Suv6p/+hb",
-	"Ra3/ynfDMNZwi/RqxhsDEBA7vkcKG2zgveudWMHDYqMf2eBuwFGWPioLvu2UlLT7AAGz4CD8KaJm//bL",
-	"T3czXE6ILU4EC+YXNiY/sRX2ov/74/2/H5MX2cHjx/tPySVbKcD8NZe+Gx7+vQlMJJ9WudCL7PnZSTNK",
-	"4VX9TvhM072XPGs85JeoTZbvePvTaSNWh6rheig+bbrvpgXGB9cHKroQbWBZ5Du0N9erDo69ZZ/O1knT",
-	"rPHOpGm2eo0m13usNzP4N21ZHIa7Q0MjNASkuGKFos1tXFLsVdiiReAX2sVxIfPGLBJJ1ILRS3VcloxC",
-	"8j7CMJDE+/+SSnuCldJs3kHkIsM53F0NcHq1RYKBRH42jcvVrC2d+LgzE7pYmeOOqTQNa0UXqPg2+UhK",
-	"pwjqXplkagRWWFk1RZUUAKZ+xRX6Alx6n4pCQ60LuA0+czFnU5qughuUL2Tq3Q17sszrbAgmVFMNFRq6",
-	"Nk8U00RHLgt4wqdLzJFntndLl5KMKxtvcg3eZYHw+eUDzlHLdc9ODdJPrQy7ClKvcRWBn9rVgM6DCpoi",
-	"KP57yXqxqYC5NOGF0kHOpOIiZSEQRqAkrMv3JuV9R5P7Hjb1Bh/FsxnVe2CjhjvhnBJYyYadJ7qhoF6K",
-	"SyGvhU2iW9+PXvO0251xuAXgzHIdBEHpytrsA1ijFg7sYEW3vqlJJffv9jiUlbPYetyfQ17h9kMPJrtr",
-	"ygHN41zGklEht3OC3U/gBq32vOpXqgwBd9jt6Iq43h/lAayFhexREBr2H/LffSdEO/c7qMrf2MY2tvE1",
-	"jv/m89xwQIG+d4/hndoH1mN4P1cCkRLcUAim63ZMSH+enNLs3Y9rUbmQdXw6Nyhnus3MAB7xABYGqhZ3",
-	"NS6sYxSWMYENTUi61L5a5hggygjXoQnyCXYFjHJT8ROSW1Ph0xJaYHvOQXimYtFN1kk9gUonG7RRFkkg",
-	"+VtCAFvAaIECy6jkJBZlEWFEkr2E2GrMjPg3/y2JSPI3h///t6QX2RfZgkulEcC3HFfo1HLFm+Dp71Iy",
-	"NiooNoezX+oNYlGtsUIiJSeWkTRVMNXLq2LRXF9luZkN42DSTXOfpigWQZWVHf0jZQtlfYq3EUz2PipW",
-	"mIAMDYOYbbzqhWyXEutzDsZrH+XatjvuHZvBJHt2ra/2E3zL0fDQPMYFebtg4uTVI0XUjEKWJpRYL1gB",
-	"beylsG4NVHBjkcCUwhKKJEJvEsFLSQ/RtCyThuR5NZPXmH6JWF+29gJpMbKl4BT4shEK7dtyNDwckBMo",
-	"G3NMyLs7m+5Xl3yxYFlrRZgjwQZsj89bBwZV+Ygw05g3i9iCDtdqHToU17jE+rHocDMjAS2Ah1Ut1hWb",
-	"se+Gtonf2Z5poQtv92pRy4EezsF+PvOgTxc8qyH/yrSSOs4eT54M/77/3cHTQ3o0fpw+yZpTxpH8duL7",
-	"5XxaJW/h8uq2vdAn4L1FIAxWRUXZSRidmdsbGw8smNja+f8MbtqEVHoGzMOoVftwOqeFIbsyaduCkzi3",
-	"JOyLLXoG2QDLRbrJ6XuEqwFMjL7F1dr7yLPbpHcf+FJQDaw+YJesmv6yCa80OHOYE3ovtO7wZH7ls/VJ",
-	"BNwOAmCNS6cb85SRpXLATuXEw9baxlDhYtr/TY4bkAK2sNKHOjktjdGoVaeBWLlHWvZAGjunSvpDF/D+",
-	"J3dl/c2ZpHYSO1FttrtyH0qZ22gthroRsy/kuA7HsJuocaouBoOB0dJQ2oBYh5AgqCHoCdyuwVY+vj7v",
-	"D+uH77el0v2CTblCe9fuIzAlY+G5wqXqmj2A5l9dxT9BcCEYMOa435HRWTBUbZFrq8oIxJst/+eCWETE",
-	"cgMwycnDMYFtg8DJSlPAh4MMZcwG9UDNkAMMPMomicTC/GRfMZFGY/RdVnmB6+eKM8gJgmuWNZVcxaJg",
-	"c3nFsgE5Q0Qxi0CFQx8RR0mEYhMG5GsNEEJ/Hpb+BfnurklnSIo4z6bezZV+YeaEu7/BoVXI5XTmI59G",
-	"yx+Qn22dIpBGY6zj/uHoDQ22ftncUGutlVY1vlrtKEWvGBES2oEaHfgBu26VmPa2Ae4DdNvaJGA3NMwi",
-	"XQR3LJNPPBgIzzA/jK56922rtZ1fezo4w4c2ha8Dook2pVs0v3k9oOB6eo0M96yCKps9sK5GYHyYC6dJ",
-	"2d3L1jxCl7BqayvLR69lcQmNpaE7AVADHees5zroxaKlP9j2tl+ue20AzNLQ5os0N/LqBhz7mhUsFrZN",
-	"V++YVLqJ+ZO9A5xlrVm9b8bl+3Nt7crVWJ9X28lT/97ahRP3mdrvtaKzD444Xrgq9fVKWIBjsBZTHakw",
-	"wJ1+PDhoiNj76ne3EjUUBGjzjr+gJAt+QDxeo4w6UmTBXSF4RYkCGTwOZ9ycC/CTX9QL6QPuaa5cbE8q",
-	"L7EHdkAc2LmMH5b/vLn5zolLxJksc7v2TlOtrf1+U7aEhZRvb+zzb7+cVzjtYEP3xosmBOHXVhQYjUoB",
-	"8oiCDnwTPrVNEQbw4nOdJ5HHI386HFYBc58Oh9EuWU64pc35eZZ7I2ePEGm1r9iC+izKAJwmnxOsT27O",
-	"47tk4qKlMN8mCSCQZc2f49EtN9NCZV8qn6sstpvuZqIJsuLrtOMIxkLTBPRyNDgaHPQiQHLtM8BIbUop",
-	"cG6rFjgyB7keuVwsmzoNlk0JUt/cRTQ00Da+v2xOctdvBFxhPW/dtplsaqpR3dQG3O42ZaPBH1WlwiaQ",
-	"YAsnWfFHwVxRD9udcGtUFsy+kYLAfb61bflM8rTm36sVX3DBlRFjVOELfMKMlotO1MFoqK3ov4DGOGUu",
-	"zMWE55o1c2UuMnbTXOyWy+mikGP4fktBZSOeTGt2UctLwpzHyVLRfLd7bd6RR4PfkClUWZad7XrYunMp",
-	"cyzK3JKjtTX9qO6rhIUP6/uqe9xETS2ZBOsH4r3gN05S7ORIbe5wn84Xef/zpaM3shM722BnzUgGZeZT",
-	"c2PVXZrr446+x+K/Jtex/Xa5sGUKuDui7lO7HvZWweEDa1ClE2R+eZaFHUGAGWM6GuTP2a4L63LE12dd",
-	"LMoanTsVTF2Uo7gokfW2FCzRm93vbarU3DEX8YTgZkdYANz1x50gfBFIqvKUI9qmIHBUDOPHOjyE+Y/g",
-	"/28T9GI11YtLwaz/tE5prSN3NQ2t0EPrcmTL+f6wMZ5UY38+cTJjVyw3A2tKokRGuJlDXrTk6X4hFroL",
-	"32sv4Q5l4/6HJiI0OkKes/yiOp/1CixX8Xa/46QYy5rFKkjs0cfdaGxDYPmoiV7KOrX1Cdk6BAQsb6Bg",
-	"mxFx4Xlp/RWNJFutU7tDpZlZfWCq1cWoA+kvtewEZNJAum1F6OszbDlN7UexHI5/aWMecj08YSe4UaNr",
-	"HWXNRG4tnf6Eque16ZqXpLpl03dy5d5twdZaDURNDwTqZRUQYL0hx+JiUaG//S30B6xxa66Zk/5ecq2N",
-	"LegH0Bl1flNSDN7R6wBiwCoFX0b7X1f4t+rRD2UAtMi/ZshYp/x+ksp7H6X23grtDnqqmdvFH0VP3aCf",
-	"3kE37WLdQe8Pop/urGh+in7wSWK/LDn/VPG+3yjev2kV2+rXP6scsNt7XynQBAnecvLKsqB7H7hqyv7m",
-	"EwPeSS6mF46php38HdC7F+32byyja3Er2eZAn0qPW3F5Pmw873fbXhz1A+xuG0rxWmJJLYzTDtj/g1lz",
-	"bJCDzY5rO5bYokZC3T9wrsb2zbnWOeszkXEqCOze4QHYveXu1PeiFc1/bS0/bFYi1uVkOcutqqHfAKcw",
-	"ND17HztxfVTmRG0W2dW9QlYQiKQWtLANdzRiXlzoCqaA+3OrP9EvFdBYqRBsc1ftiqu9C3x/0DjOsDAI",
-	"aQa18GVuOODuh0j2Hrk+AJ6H53sb4PwasemaraJmn6QL2mB6ENVkgk1lITAgBbMdlLZ+vjn4UYvB4nyi",
-	"sA2xz5+PSD2jPuhP4H4IV8u+asEtjr8siMXpxx+2h0pLv7O1v3CdItzareS2IdIKZOVLbRuhzjd7rAMU",
-	"sUeKJD6Bd8ek4PvWY63zhDr4THDvtWDZxXi1pdLRQZjtUNHUoNP7j2xZ5odIYgw2rYGR7swuNzKl9ml4",
-	"F+Ed3CQVWNkN0LGEKkRFaC1hb3cL3RnVtc13em/nSIgxv9FDEhqNG/CQNgqszy/T1geyVc5FndOyarFe",
-	"P2dsXcIFeX/2HFAt5jzPAbPXw/3Uq3bTGct868oaD6q9BAfvoeLCg20LSyHlFJJT8VZ4PeniXuBfmZ1Z",
-	"VAKd4YWLgtHsAlROf8tLZpiTffAZOnMg/+CZXAq9njW4IinksCsyx44mJIEXJs1YXGu6Hb/HQuz4arnU",
-	"O7078Czc4f1rwVTzLf/RZiJCJOMG5xrLGwRS2SzGpg3IyQTTwFBdaCuAdx/ZfKzxo+UDLSPWkOr6zrbt",
-	"eMM0dVy9ZjZCCvbBAJrB4ENls4+5fQxzU57+/eC7piymSrtpTOZq4KyvlFqyQrm2nEFSk7Lpgq7DCLaZ",
-	"vlsCJzbLvcA+TOrCZ57drb7ejaFN57Mj5CUoG6QmQvffZiQmfOIikymwftrqmve3tvroMTXlflOrh8vc",
-	"PJuIZz0p+25J/u4xFRTBPwLkoKDHNNagK9LF2mXl+iGoU1a84WKpWRLFwl1EMikv9bCvvwhLjY8haItM",
-	"DrXyS8YWOAjrkGhKwl/77vreW5eLsszH3FQW4lb7iEFBLuliYtd4mV4yHZHxsjBPY1dSat/wCNJt9cx1",
-	"QLUeFt+UZhvcZ21J2oA/HYaq5cMhrl2vNh+zUK9fv8E5qHsNq8kh924ZeovvQkeiAtGGFSM0bS49LXHk",
-	"GvQ5uOZap1bStSayYClVujEDrpLwX/q03L+i9g6gkI8NfC7sqq4lWSpGutbtBr2Nyi6VCPxpmDG2oW7B",
-	"UdzSOr61HYJbg6BZ+3i1viIfOynXK7P6Kped2222HG3XKmHfm5sTVMHzqoP9UV6TXNqawGD7tZSXEal2",
-	"t/OV+Dsad4UfTwOqa+XNj5TtbkWuaL4M8FFsb9IZBfSU41hAlf01V1ge7jwQ0L9rZBZbsQxtCFekwNGm",
-	"gMqmWABSh39HFGDUQ+cF5FhrkBd3R+WrbPLBcLi1INaulf9WBYGvab/PmhMsTwL/BKEhNERKi4IzNSIJ",
-	"zeZcJKQLHBWQCSK7tUZnumSrWMypoFNmRGgvWu/YWv3puuAamvJhImZCusXSt5VV5nlA0O1iXtnJ6Svz",
-	"k2vfZJ+uVgfAAMMGTPjd6i/wIKa3Y/pnns/LzkTu+m5VBLCYJ/ar8EfZVPcdfrn26y/26/DzKzcE+Ov1",
-	"6zfun7bbjL37g9k2PhVcTH9iq/YMZYX3mJ0wHATh8Jxu+GkggHeu4b+se2jU5b1q9AumDam31jpB8R4r",
-	"zJxdz+4MG71XqiqxWsTctWvdUx2gD3sp5NvxZsqdegCvTbDt25TFVgfMmYMEaJCD/pg/UgSgAxy4LxY9",
-	"PlK+kGzBCi4zo6EEiDZcA4ul9vZeWz38e5U1N0NYD6/CZ0JPSgaF1NeMXYLPW9gkaE2b/Xb4AsAvaIE1",
-	"8FnitZm9P3/WO64B44QQXROsetI0T3YvnivYnHKzhXYJquPxq0P6sPzmn5GtiRmzXF6T4Y7GuNkVvbEi",
-	"0E4TmotSkdntVhboAcqywNnxOyukPz73mrObSVMaP1Q6iIb1j6DEE1w9k5xPZ5qwmwatYUd3gSWjKjlE",
-	"ATUGo6xtUtMRAqfby0IuF9+vQtq8ZKsgEIOUOpPL5kR8eMk7gEr4RK6Ab5LXTbax2cOWWk0gfrpY5NAj",
-	"uZBLkbGMZPLaqG2wJWbsvd03elquyO7jdst425TktbuAQQ6wywfPzZ2qoa4Dx+HjaXWeUtt+s947Ay9U",
-	"Phw1wMdu48ekCwwWBok2yCVbNdsaW1Pyebb+tjWwyDoH3cI8358/IxldEVkA0ax/ILjYu4PM3QYDYaxN",
-	"+ApyapswYQdV5kOEI6EFI8oCQ4T7slNPgR3MlVSqZm73TCrtXNcOusChmBkFDZ3eEXEnUUuyz/r7Q3ig",
-	"izg7NAcZBD5gkVlnhlrOexFREostuLadeKjtvcbnNB+RZDgYDofDvw8fJxBqLH84ehr877tdPcn11gA7",
-	"GXLokWnzegDH39Eo/NSmAHdFGvJjv0dzAEsQTazEavZNSry1QD4N7cucuULqNiDoe/Sh3pKrnHFlbN7N",
-	"aAQWYtPdC7+5VrB3ACjFp9/5JNn611bbPnbsO9VgL+AZz5k19oPbqSbXdNVcwyvgpuZEOegDc0eo2Anl",
-	"ORfTMy5S1rKAZcdsDxxgn/KQqdTVNyOsaRBFMhO0DUR3X+m67XY9u5fttijYFZdLhSA/L9qxNd4DSmvZ",
-	"rsTQL8v6ZmaW5pXmeQ4GbthBvLTyLPQfJdOCpk7X3X3CtmXxXc7FsmjOO2qFVHsl0oJhvNp7pR2MIR5d",
-	"C6rTpbmS65TsALgsKVtT5cU5nd4bSM3MwZNtSdxVRLVybTajq1nO9gnIagFHuEOfOo9cJhHEOQTBGR4c",
-	"bT7E3l3c5JAN+5s65mz7YyhsbK6aWzuVjGCTjmgX7AXeDLm/roh7h8csclZJibVVGSuZLzUjM60XXdUj",
-	"79+9DjmJUYpO356dg9pxTISsuMC7yVKx4v9EoNdJQafztQpq81412tvDXu3290Eq53uqzBGrwWpCpudm",
-	"P0uFJDeQ2XOcSosebScKdYFSMNeFXmIf0TYyo1qz+aJJXTmxV8icZswoXhNaRGROxZLmpGAaljT0cj9I",
-	"oykYdVt7GLj4SBGeISNwntE+zxLD8TNsRWWjXzj+QetXzptLGJuxON8DqB0IH2vKB0taUkiWX1XExnDt",
-	"fwf06eQw3R//vRXsyC78XVbNPPZ8Q+TCXXNGAwCuBQu0gy5qHmkBenFKSPhW23GLdKtgJ0RYLLjWuDTC",
-	"PWHiZnNPoiB00DSfajoJ12QqoWl2A0xfCC7ObqoL36LVAQabm6NRoZaMdC1CDyhYvWMAtjbi7JoCCLus",
-	"cNNHijBa5JwVxD1Wsqg7+Jt2QoWqMQ6HCuU9/6+yHZHJy/vLIxoeoyAW4znKNqdxbXAP4Dmu88k/BXBh",
-	"8x6142uRrjFsV0w7umHZMbk2quKYOcrE5qqgH7MMuqtScnBzU+l2BXIuwWOakK7j6My17e8NGjGo/Es7",
-	"qMjvjD5Vm2eJPlVfgOADtUs/2O+Vq/biqjlX8gUKv5UDaqurMsckiTt/izsJmTMqlBUZAAPOblK20AgI",
-	"Jhe6zwVJbGgfw2cQ07O/uOWjIoPQncsVGXhos8Q1AJ1b1BgscokFu1nkPOU6X5Fu8iuMJiJxp/LiuPMh",
-	"MVxmwgXr1QC918G2/JyxIecLdzpxp/9Wx6Zx8blBmZu7oWTl8ODugN92kx7uZP+pTvQ7DM3d2SwoBQVg",
-	"dIbm0ieYCX6iac5oAQ6WL204HBPzIClYH1+qsJcPuiACdeozGBe7ebBrZsY6Hq8llYIshQMALDO58GvH",
-	"MKnJhBVIVc60B0xYxPMos75qpvuDGDaDz2eAtMEmn5AzTUVGi4y4KL4PzOOqjEhyPVMsvUgsri26qZV9",
-	"LBa2vKuLDYsoVEP1jHp3cGRsmCdHpKAik3MyXmmmBgSyBPpG4bLpEIHjxnznzeSn//m0+O7lT//rn8X5",
-	"9W/vT59/9+r16X++kgev6Wt6dl1dpKdHFeDYw+8q/dnxjb+e9P+T9n8f9p/+696Hf/3Hx2F00NymvbJY",
-	"72SZWHkHLvCjvAagLyAdQgOe4KgMJRZmE3JFsFKV5uscAkjsFEOCWImyJbNJ5pnT1pG43VZ2HdX6jJQB",
-	"3vey/EQSke+eHA2HvWMyxLgrN9r3dSVn78nw6LtKvt6wEbDvgU/vOfD9a7+CZVfeCmRaY6agffcvXM/O",
-	"7jeshpDYvXwf9T65dwATd2y5RA+vnNEt4Oa3uCXLguvVmRmbTXaA7OaTJfb+XVNKTk5fQZ5KN1FjxFC3",
-	"GEaY3F0HkIRJA/OvwSEazte5vYXs/oncWKRnjoOxN/NJfyahoHhKNbum2MU9p2K6pFPfFAiaoi2VlnMz",
-	"1gADVg3ISZ6TBPrHYOIp0fSSkeQkzCofEURuJNg7r/Qo2Q56sejSchncKrQuQg8GhFhiNjmP61ksUjpn",
-	"+TOqfPjP3Pbuh2fk8PDwKUQmjaWoNJ0v1MCofoY5UJ4vC59AK6jmVywWZiwzG3DB/jdyQpJKxWTi+ItH",
-	"DLUZcSQJW/Qmg1i8YfOxrQmDRAZXfWgbLBvRxG5oqkeEIvI5xu+w4DtjaU4LlkUxNOPlglDMWiSpmWo3",
-	"OXv29vTFGeptCWaZJ7hE5v4pvzJm+TVPmU2wiIWCdhxwCCICsGwrkrGFnkUwllqPoyFk4oUFjUksBJ2b",
-	"U2FOiK+XwGhUpaeQpQlMmSVL4SaDaxHFgqqy0dDZ858M7xYZUXLOIjJeajsW5LmoO11LQnN+yQaxOEG8",
-	"R1cTL83S2IZkkF6KFfQcrD+XpQiwjc6YgcdROGquQTSGh+Tk9FXg3B51hoP9wRBKXMwMF7wz6hwOhoND",
-	"qKHUMzjre4Nrlud96Ma499v1pRr8ZqNS0zYgTpuEFqTpmd2LbASP+rhdZCuRMHqCDX2hkV0srG0G6X5Q",
-	"HWRexhBFGiFPM5fW7tDFySJfKpIzc+qN3fSTeZ3ZftcwuJtc6tWIvP3pFBI0i6uRuwTGXT41fz8/OzF/",
-	"LRUbmW8mvVhgJjRJLnlmW3+5EAVmsz+ybsgBOSFGOYNCDKD4OWPanNpY2HaW9iVqJpd5ZmiB6XSGTNeV",
-	"ZODu+U1/lXVGnZdMQ39eSH/CDrRm5Q+GwxrSHCS9YIbyntsmlCk7NO89Q167vp9mAxWCFuNM4evPaDpj",
-	"/WdS6ELmTb4LyMuMyJze9OmU/eNwOEw8u6dNPqjbUNx0Rr9+iDpqOZ/TYrXW+VjhAhuqqNXudCt9o8+M",
-	"iHO9o9H5SKfgmgCw4c4H88kKiWMHH1981A9rcBop/mfggtWCcaRMDiVGpGtYV61pJLsxiibNY4E3qZ4L",
-	"h1dR1G35UmuVEogvW6EUlaaGhY3lmphJqQFJ3DTAtWD3BkDNuw4IvezUhgIZUdul0r0Wkmyv6vqMdNr+",
-	"0RbiLfOCN1HXXcvOnBP65PRVSFQIlbY7Ue3N00UrYZ0okuz0liTyPg4/Ztfr1220bfY7TxdJZKWMy0cf",
-	"NG3um2enf6X9Pb3Trr55duox6z91e/c+wlNM337pjS6/vPOWn+MD/z13nhK7Xo/UVgqoQhT+2ljB41/m",
-	"qpo4pHBRSOzGssqOvSnEhbSetnYxab6+h7kuv7fS1CmKSsPDsR2CLwockBOwNBQ5GA6hQ7wUUyd9FoXE",
-	"9Bojd1Qsfjw/P43I9YxqCOlpTK/VviOe0rJgx1BHluwVjGar3xN0Yiw1FDFNJjxtkR8/2il8RprCTzQR",
-	"0EnOrxh43x7j95pe48e15yylZa43UttrY52YBVwUcsyOrVGnbIJSuMLFEvP1HGVZ2FtkLigW7L+qHOQr",
-	"092c6YKnahvdLUUOmorXeowCqUhiHx/Yr0IRUGJBdaxF0xtBVy1BKEGHQCVb2BnVxpaumNBW9zFKIbA6",
-	"rmIhLBAPdOc+Gu7vQVvVNzgGqy4Za+2c5cyMzKi5c2oOSj+V4sp8UwqwDZlr/2tM0AnXahSLWPRJMtN6",
-	"YYvMPTyOq0y7sCgwH+EmdxVrwiOCP0LHXPtvS20XGFa9SGXGbpNRLAiZcaXltKDzMtXBt2kwJmtykcql",
-	"0AmB/3igNdU7tiOE7yTmVdyWt+MBZfNFTs0IErBG0eheCteXGKzAAUx0ysQF5badyoU/zOuTtTciPUfE",
-	"/lk+gJ0X7c9+UbC9MHZWMYRnJ+4LGM0oRQqJLs6b05+XybVkvCohLbpJZQzhtAMVvAJt02uaJDbaANip",
-	"T5qV/bXs22EnZ/X4Bbg+8tynqwPXxpieBcEw+wOAEInZ0Qu1nCduRpCSi6MPEpIuvEvroixaVRdw80d/",
-	"LSJyqVM5Z7cJdrMj21+yvuH+rttkfRzW/3hRRi7sIMovdxOb1GmmWZhjaP5ho6w9MyiItG5462ptUA0j",
-	"CUCnbHcGNxT4MQrYzMUlFxmMzHYyNzaTO1NJ2RVKJb3174DyZnFQLsC6y+pThofM5r2URg6A98LM0cmG",
-	"VOa5LcPuJlN5AZ3D7cWLvyVtBpllbNsFqmY3em+RU14TpWsGeYvaBSzcyM6j4f4dZad55vDOz3yqjP54",
-	"G1W91r9+uK1riYYvs6Vy8yNdqIVmNwupuKuLm1NNhoPh4KjiSnAyEWW39xbupTOq98oseqzEkBvBMpPT",
-	"t2e2U1jt4WRAzhBqQxnqkzkclwB8HAAqGjDhzW1KywX8l2Emw1Kxwvy3hKJNyF4sksbWCfgCw4VtzkMV",
-	"KHVQwUUF3zeZcEFzks6WwkYeoHqcJBbTF98DBermmd6AvJM5UySxDNvMxKP/J6SrbHNwvNwLJuAbAtih",
-	"mWknA3LObjS49TUU3mHpX8HIb5ILlh0TPqdTPHJ0mXEZ3OF8xd2j4dCcs7ciX5FEjMg+cAGPdtJ0BN/C",
-	"zmNicK1Rjq8R+V5mqwdTbze16bitRo1sdsZn07Qb2wPdWjTtPQgz90vw3fKdNaehMctGNqzS9MpnhqRs",
-	"lMVmGIAXWRD76K/P3/784kPSlMlx24yQ4V4dIJJ6aifJ2vATiJzAxxKkcEVsTh8+XBsHcLwduFcVw9Lz",
-	"yv17P3l47yeP7vvk/r2/uf/4vk8ePL3nk4/vvSuPhwf3fvLw3k/eb1dqcrAqBAESoiYJ8R19836q+Thn",
-	"9bY+FasVhV3nQ9S56QdKUH+RU8Ewn5V26mLxvhIxEIYj0IfmC9TNqIMI7lZ75WCEEa/1BuQNRn+9lzwp",
-	"35iQlC7omOdcr4gN0MXCmQhQmeg/7h1Dx7g0NqhsE5+ckT9fgMiSgsXCSCtiYUpDMb67VN0qbr6QqPmD",
-	"iJkHFjH+dU6yIF//4pLlmxz5Jkf+unLEt+AAw+oBBUrZYeBO8qR8zIgTdLRUpEmt8dpyEQstycHw6Dt7",
-	"h3I5CHBPxYDoHTcA23MViwRQ6xOfWIeJ2pgKmZBuI8K9eVlZ84/vWVClsJbeSSkXE0fxQrjeJjQ8zP9n",
-	"lRlrrSK+ishYb2nQwrZLqogIFwTIgsgiY8U3HvyNB//ZeXBJ3Z/KdFHrDeJATXzmNVcate7OZz/hJYB8",
-	"w8nG5Ej0rjtYLAQoGXy1s/nFqf0B6AdXMOdKPwz97H2E/95uoaOXDMmos0Pc3WMBucwIKx5tYgT+KOic",
-	"WWU/Iu/fvXZNzUFVp2RsJDlkrlp49PEKIn/uXS1RVQeQdYeY6pc5Fq2+fHNx8CeUTn/es4M1l1c0J11u",
-	"U5KTPWP6Af1B4dq/HPyQRC4jo0wi5rr3UIfO0fHt3kdDujscv1P7xM7H0IdXFwGaljubLefHPXOnIxS1",
-	"MwE4wXf4vm2M8e34fju+248vpoULshTu7O4ocCz93fMcL/jmBHxMwMHSBZjE6Sty6LPLQ7gdF4N7KQkm",
-	"PBj7NRZlidSkkPOIQCYMoDFpCbURLdFn+7FPVfTqAN+NhO8m5pPmHzyR63zGASk25RM7Vtd9pzVpC9Pf",
-	"7pWR924pFKEAb4fI3xbXG+BKlS5T7WIBlRRQvJYULONqsCxyDE0yHZEFeCXemQukq2ZQmmI20/U3gCwP",
-	"RAdVvWPyeHhIkqWgV5QDondisb45lKZMKM9dmhR1/mtwMricKCxrXTCRQXJO19DqmCpG0lwqlmHVrJmV",
-	"eXlkxwVAnLKIBVxKZ+ZaW0rDO1zTr5IiCN++J2XtaB7uSo1mKLwpr/BgOCzxxIBCsEgMFhpvsulvj4eH",
-	"rZR7tb9HF7x/yVbtBp2xrE5OX/1k7lkT/02zLG/Zg/YdUAy55UZb0/9Z5SpOos1QfGu0fEPmcgJ1Jsck",
-	"KcEG0D3Yhh2wq3foPn6hB8ih2UnoPnTeTU3QInB9TdSarXDFksqBB+kZ44UtUlW9iMg8w/6GRdX0pAsO",
-	"JNkqPlNboHQbtXiG0Rdq2O8lW5XBQawztIU03fZqux7yVFeLjdVpK5S/a5WUJWQASS7ZKjm2ZxbrpUex",
-	"4JqkVAgJqCFW1zBWgZEDEVbpFgwASQbkva0pwzFGRhfBNBvDW+UVK/qQ2Q1KMBaY2sE5YOoFICitFUge",
-	"HICBz8U0FgDOals7NbFoXDw8Up/Ji4wvt3B7O/mO9z/Lt7MN5XFRUF8dbK8RwYA6bZQJKVLWu1sN3Ul+",
-	"TVeKJEL2gU4ShEAby2xFZhIqgu33thXW/cFZ0/59nnl8DxZ48Ndhm0iVpCw0Pw7ZC3cdY6COuLG4/z5M",
-	"tKYt7H3k2S3Sbc6ae1X5jjlcET6fs4zjqDNoxELNqoxKeB6X1e7ZMHRbMdoqORruI1cFkWt4tTkCrhTX",
-	"MWhM/g95KHDLWHSPhk8DMOnQDsJThrgXVBB4E1e6oFoWx4g4DIo3FmzDZfg+CqMGrvgcViPgihX2dNS8",
-	"TIanf9FDt4v5vvbM07/OAcJFrxwgro1ANmQQtDYWU0I1sO/7Kh6NCvVLptso5KGV3Q2SqyaQXpzTads7",
-	"7W17cI+VKX9gUv2jkt1LhhBRHiXFgVuX2kMv1CegfYlzBJhf0Hy/txK8zXGLXZV4RrpGh0H8FgTWLwfY",
-	"4j/l2V29p42NVS2ImrIIJnMWkaRwXSAhbR3c2NU2WzaLDhfHZaGzPCM5mwBwNorEuQQYRAodgDxQdWIx",
-	"MZIaAH0sStAv8wjKiGtZXHIxPbZi65osZM7TlW05osoeCALS0B08IDnDrczBUYSlWixr7hJDlKYrFQt3",
-	"k9t/StxwLBWQM7RQoGkCavdW+OGNo1g4DBXMZ1lZ3BGHSOHRpBqBUQjiohjDJMJ0Rld+JpeaDciJIPYR",
-	"twjmTaUFYe+2FkQsunbvft3/YLbPToLmrNAn+tfhh6QH70xeTfpvqE5nSQU6BpIy3UIZNgRf2z9oksHv",
-	"Ac7bc9i7OSxeTeDr1hHxuWwaHOKXzofZLBJKiLtPFQ1/YHPjPuJk/+CbWfNFzBpsDlBqZbaQGU0Gy2ME",
-	"AQlRsXiAY+IPtu753uZNOqO6PZXwDCDuEusPVwnpFtXqpabypB422y0TxsGTb200i/ziboZun4t8NSC/",
-	"QHg47mCCcNwZAZpmgrcjXpgRUhvqVFiuqauUQS+QLc5KMilcDU0sUloUK2dLVUtuEFgWbCzoU6nptNFb",
-	"b576TC4g8+qvlD34yRVNcOOI2I3Yc3ndH2N4j9nSwWBwWy9mck/BHnljuLYxsvA3QuF04mOSFWC33TPW",
-	"q4UeQdr6OgVybRFeCV7547u/78X0/7sz8B0TJD859rVjUuSnxfTt0WGOD2NkW3mUZScv4NHt4XgoSXLm",
-	"x8a4WdkW988dOvPz2CV6Vq7NtxjaQxJ2venzh7Xa9vUu0E0Rt6DXOxeoYtk09/IkBPT9EAE2/zpCNbEm",
-	"N9kfkIQu9WyASSiIeZuQLuAoHPRAwVGM5qWpfAWAxEaZwVihc3Qfe+e2AljbWKy/+My825jSjGYDcmJV",
-	"S2uScwG1f2AMPz12lm0ssAhgk2XbHhvzZ+Zz6Ubu/a/MIL90gKycXZtOgbGzcuvvbVVGndc2lNDSU9R9",
-	"4ZEi79+9jgDFN+DQ64lYf/Kg2X188d8s0l15ayPjdDG3Kjnfi1uuaRBBKm5bNA3jSh7JyIH40DwHfRyT",
-	"xlQEf9iUPmsc+56qsY1i2d/HLJdiCoafJNyiSdlXm3c9Ctul9aAiCiqagyQ1iN4VrGzXGfL5Gc0nBKeT",
-	"Dcg7lsoiQ0Rc103FXrQGEIAh4RVnCpVL7W4dkBPzglYfIdnRRYjLGTLoT/ESbovxPber0PnmHfvTnHfc",
-	"swpF+8CMPW3YYx7zlD5BdWoLEVbVh8+t17fXsn+q9P4WLvwimr0LLpb0avPp1kRC71P0/DuxSU9dP9M5",
-	"6+wW9bueyRw65nCB4Ftd2wLBR/OgLQNmCdpKahUBcCQ2Qjei4JItdC+yQbvEN6ZLNkf/YjGW2eqRIomR",
-	"xwmZ0xW08LIfPsZ8W0wP5BpbfLF/Lmnuehw+UrHoBtZVmIxiXplhjEvOuTaacZPxA0OG2WCCYOYbmEB8",
-	"xshrfMworQmh0OiikHOSoNWUWJmrYsG1MXNKegBZmUmG0pLdGFMQDJ4j0j19f15ewvXqHceCbgrINQpb",
-	"bJwwpoq9x+z0WKQzll4GkUzzKJsWTCkyXdIis9FF/CrpGktLivIdvUEsYvG3v72RV2b2gVYy+NvfyEmZ",
-	"u5nUj0jiNsCcqVjY9QxeAElBZeIl1FrpGZtD1wZE/RTs2ibFD8hJLAokVVwKjJh5fNCCzOQ18XQIfo7/",
-	"7//6v9GB7mZjSEQWfMoF6SLaegRQ6+bxhSwM1Qb7C6mdGMQwZMlFElniNG8hyaJgE36TRBawAEnAQhTC",
-	"+pvvZ4W0PavCBri4GrFwsNIyz4imxZRpZ2xDb42KuudbOlsl0RZXBW1UyJilcs4ANBHQEJ1BCj0HjQ4I",
-	"MeWkfMdg7UbczAJ6oI9K+r2wAcqkF2HibbEU0GXCLBEOx0poa8ZjRwnkf8HEYW+WELDPYgFESbqJOQCN",
-	"WvleoBPvfSz/uIVVj0XibkAE1QqIPwC5mjMPcKqu+7UMlhdJIRa+r9gcT5DdyaoqD6mk+QopS8uyEUUs",
-	"HDARtB2jyjKpiSxGUFzSQLQBkXSNKTGByVj802C9kojM5ZVlzuXB1tI3b8E59Fyr9ibfS+JcKLbZSsMd",
-	"x273ouZhhLYJRPywK+MVQ6aO/TTMaUXowiat38qZh1L7/xgenS+oC1o6yh5MKfxmCn1zy3yamWaPdGin",
-	"PVKB9vjgTpo9a/xtrpay9/y5q6VgErvEe+yS/IWCPf99zUgIEFVPk3N3PFis6FNtyM2xJq8NViNN2y2h",
-	"WBwNj46DFzRGiGwxRfmye8SMIoIYj6C9eih+pxxh1zDfX86vhU3iAY0cccU4nKxwLmYNec5i0fXeqpwL",
-	"TKFKZb6ci96GYq70M8JI4su/SqjKzmtLnMp6pT9XkApfv2uEyokZewH/+osEr46+Bbz+RAEvzw2hT9Ln",
-	"i355iv+I/9gYDju5s1+qrVLLsbxv8Z9v8Z+m+I8I5MIDB3gCcftZVfg2wfeJAu9bXOeLxnU+mQw/Se3e",
-	"bpIirX1CoGd7uCYWtWqtO4drYlGL10A8xgq4XeMjsXABEnL3+Ei7W/JBRNEfQG//UuzLeyMfhI99k8rf",
-	"FOYHckWK0tb7nI5I+0sr6tiZlgXk3ioupjnrQ6dOaOGZkLFcigxDSBVfBroJXJwlFl0s8NwfkjkXS81U",
-	"z2GCnf707AU5O3j8xDc+j6wlXUlSg7fAI9jakCQLbHWQED4xXLnGb7sAVWN9JuE7UDZAHTK+CDDssI0e",
-	"xvkQ2TfPxzS9JNBXjmXKxQodatbh8MDGF521nhDFfDQtaPtR7cb9/t3rWHQT36jRWN3/SGXGoBQZo1U8",
-	"wzZ2GS9Yqi+WBYf+WdDoMoqFXXsoXc7YRTqjec7EtOEX2yjyH2Z5fcOsIMhqRF5leKdGHKikNyDPMCMQ",
-	"UwJWclkQsxxMZGV0biLzXF6b9XVDdZlMFhVwXMhrxQqzJuUqDWKx5kGzos7GKmFZASWpIQiKEepY+OVJ",
-	"yJwrQ5k4VGhlCUFBd8P7AmKPWJ58TOaygACmiMX+cDisfgJ8k4tCYlKBhWxAD9zTRncXzgNafz/zRLYL",
-	"tmkQ++7SFGq0ob7P/n7svUkL19ED+pmCH9yXzv9zyYpVWTufhiMIq8kgt6Uz8v8y49OaFeYd//Ur7f8+",
-	"7D/9YP970f/wcRg9Obz9Hw01X2tAqb9AxkK42VNzDukE3IzEdmWcLHN/oo6DdBdsruPAtOtUWd3BAfml",
-	"XAFLx+6QukPJtWL5hHQpUTNZaBtXKABz0borm9bNfaeyanN685qJqWHZB8Oj76KtwK2HWOVUXZ+XcheO",
-	"8ImQTpv9eNv8iZsGZkEksF+zOdvArT1/+W/oQPyL6hxnmha+nsfnwgBbKpEijczbkZo9Mi20oQ8yLh4G",
-	"YCTkFeYQH5d8P0H+MmZlIlsgUJJ1iZI8GJLzNg1ra7j3WXDfX6HKb8ewb7A830K/f83Qb5hzVQn/VsE6",
-	"w0qRBkPnvgzkgSLD1hBCJxrwxkfVjECXAulnPiIJJl2WOX2xcD9FNnUOryW4xg76AT1RXQAkWlClrmWR",
-	"JT2bXDemiqfJgPyACc117cl8prSHNL1kkVeSHTsD1UsBNLdZNCPTC5qa5QA5f0XzpZmq2Zqj4dMnZLyC",
-	"mHgN6TMWldB0gPTp9vWfS4nyBF/ZO16rhIgBydqoM4IlMFoz7lBBtsijnp+v83BUJEsLlBkDpJDL6Ywk",
-	"L19sSchMSHcs7VwsdpD70nr6YGi6wFDpmoUql7pCFVAQZS1Ms4CQYeigUmt7F4tqhv3IZTOb+YGuPWYT",
-	"Y8H4nFV7qNCa9rYdxNkgqdKYOiSxmn8J75BwcSUvWdKHRNBLZuFmIXAsXDY8WG7uUbNzcG4rJa6+Iqua",
-	"i2utl6QGYos0YWiOcrGWSry1AvbzJRWUH/iaNbCbkgsCezFEe6tzzM9ZF+vTDr4lDnzzg375SlmfmG/M",
-	"UZ5WeSy8AZjZJygOuyjwldT9O1baQnAKIRABjKBSTQBCbkXAl2TFReQQnrDmNWSwYSHrQ2DdVQpZv3Qm",
-	"w7eshK9dlerUrJpI+RQdvDGW8IMsLIUfDIYVqwAL1cAj3/W+/cjXZkTg8q0W+PQihNk3lj3LPIh9AiCW",
-	"TNm4bywSYzW+Y5OCqRmGg63LkYJ3Eg/bsS89hz9bmonUFJHPbj5vVwe+pV38qcppQYEL6mn/CAZvtOsD",
-	"d8vLCKWbnJAwIOckeE2wg8AydqlNtsCoISbVBqWd7di7xzY0VCsEDNc+QKcwBigFkHsoV2RZz1UdWmwJ",
-	"qAmbUi6gZDN4y50rYBGv4qEyPB5MTH9OQ+pZuf1fqQBtN3PK57cLdu3y/L/lgHzLAfljlaOh7V0xeQqJ",
-	"YTlyyT6L0cOFa7yhWnNDoJmGnBJfdowe+qCCflC+5rWcnvHfWUKCNxM5sS2CArwJ63Ii+8Nhb+SxfEIj",
-	"arlAzFCrMkaxyJbIJyMEMiWpzDBk6fqB8MypeCU7jMhYZpwpKMB2CCzkVTA89Hga+wvB4+ZsLosVvNhs",
-	"nGbC/Do2PJWp41hAHkwO8gAqc1AWzgnN8yaG/porHXzuzx31KSeyS9QnIIJvUZ+/gKJbj8vOpdLm6Jh9",
-	"DPY6MnK2sQ8bF5pNC/qlojyW75Xt7Nvhut8FENv+fgDH1uxGJ5h5BL3T3DVsq4u5xUue6z43+l8uU5rv",
-	"zaia9eHW/uF3Rwn0gjB8cJJzwUaEa2LuYNAkIlMR/IcsKC9s700fqiGiPy3oXBEutCSH3x2RjM+ZUMC4",
-	"uq8P+kIWc5pzBXgxr0DhzNkNT2kexRaoZE6F5umImIkooma0gGQj8DepVBa2D2cETHMxK6hiyoZtMj6Z",
-	"MNBa8fZMGnW23Yn/wq3OZ/Lh+/d/JZzvcn4tSqcnj29I19+Qrv/oSNdAzVBUfKON9U3J1Vq93u4o1whN",
-	"397YmE5BUcKQLbBZgHI0qiVm2ULzYdugJ7V6Qhf8BRXVwTr2FgW74nKpQGnAtpbwPm4YYQKJB//AdqAJ",
-	"KGsqFpXuoCRBVCxUa6Vw4zG/HkP/g1wzrKmeGgVYXioCLY1lmV9KHkfD4TDsmzCnK8JERhgt8pXLfw6H",
-	"36YhvsDV25IY9VbkK/c5WAeuYMBt6aIQt4t2ZW7mvefmiYYs0ARFeuI19x40FnAr7CV90yhgM1ryVfG1",
-	"najDxHJuCM7/gK82xFeNPhpiNDf3ryikUACZwtjfmu/87J4vf3pr33S7gxL9h9K2YQq7KNpIEn8lBPU/",
-	"p81/zcYzwyk2JE0VTFMuWOZbeYS6MhmvHE5hyIQta93Z0Mf7fdvNtqJSIK/O56bfVlXJXIwIu6GpzldG",
-	"/mQs51eG5w6+2XOfSmsuJlElt3sR1Q7Juk70km7CrrTrBkhzhanEiR1rn2cgv7n2m82ZeqA2gZb2J0sB",
-	"DqR+SvPcXNrSocnG7n2LD1dDQzyoSuJeqZL19kxdqsjbBRMnr4iWMlcRORFGyVnwFH8wYvIlm3PBiXvP",
-	"c3gzWsG2MXjY4cndBn/AZ0g6k4qVbuyEFtMlxEUSIse/sdSYZL+4Bv/2EZrnkGXnXheVE3lGc8DbJGKZ",
-	"56hw2T5VSSywZbT5jG0vdW6LpSD5rgGfMyunM4pFObZ/p7nZb6OiFEuGcITXbpB+ktdw8O1S2/h0LPxL",
-	"oCn6yrUTtNRQuvdst/N1ABwVWZ+jVRf9HYZu0LfH9YwLXE+jTyTHmE53zRWzwJATmiuGCRrltE4x+1FZ",
-	"tbKSEgnQQWapAPKQlMg8sfAT9gjoEPkakB/chbIAEB2KiuVXmJAZizJKhnKiC4mMTXY4zXP3xs9khP8Q",
-	"UNHXM8XDUXiG2Sho/MrDznRtAi+ckkeKWMLvfTPYvxnsf3SD/TXTVaFgpAItCdyl93hedT9LfsqEYSls",
-	"a3PDRSHnCx1KRYjK+NZzOM5uKDHBXcwNX+M6FhQt76VihT+IpN7x0A0nA0cFtjuMxbZ+h2THdofI3pv6",
-	"HZJKu8OXOIo7tDp86Zbx87Bh9/qvxH/L9fjK7Q6DjXnoVodT/+pvXQ6/iZK/lChx3AOdvxjdIsjP7yc0",
-	"wtCeT6CWxe1esQSucueCzxazMK11Stu9ifwWI9ADcbhsAjzuC8RL8GZhmKwB6D42WyOQCuFSgHiA6i8L",
-	"+F8mKyiMG0axgNYG1vwpmC64az7vynLNcy4f4pGHtSgT6goggxGivFcwP2E+RpZicVZpgFkgoxmKYGMt",
-	"5cqW+ctsRboLWiiWQV09PoQmkfk7Ingvu9HHaEKaG2LB5gu96g3Ie9s0Pmw+lToGXa7fiBwNjyAVAzvD",
-	"w0JDrwJAwMf6tBF0nG/upkfe2Tq1jJnL1L30MBYJNo24yJjgkEL/3mWTCCn6Bzc3EVmKwphudJwDgIC0",
-	"JYpE8d9ZLCAYMSKPhwckcSt/gULl2Bj2ROXy2lw/Cq5rPmdyqZNBLH6gPAfVobIbI8B5Tao/XkwozzHP",
-	"v1Jo5hIIG9ojGInj6rN9tR4SF6RAY4JzBItZyYZ8pAJcfluu6Lq5g0dfSE1WTJdVdqNYHA2fRg5wFqhY",
-	"YlOE1Xq/BMykfCsgSXMDMj/QRFjtkDTWstlFWE/DdNAZUliDeKmsh8EcNWPomWODQeyGXh/GCEygsXhi",
-	"kbkqtXL4PJkyDQmfsejaEj3uuMLp27MdekAkjXrhu6X4rOi575biK+mE8OVNpnjAYxX4uL/VkX1Trv7k",
-	"yhVyjrXszqUo0b2OgTf/eH5+atjTHFPjSh1hgMDNnpUgdvOgWIquS4xE4di7ey5VRUcDC7w9RP8a/Jmp",
-	"FBM+XRYsi3xiEygjGVephPgMmvKKKFkYJjxeEZ4NoO88erNBp7T3oP82mdObcyh4S6J6DpUiSZnUlByT",
-	"RcFT6PyDmQABwmNhebxrOoRgZc6vYI078A/IpXYJBbFArQFv4ypoBOy6yEBQVBFEu9opXP8GV3KXcL2d",
-	"owvXO7F9jPo2inAYCGQWwL1dEMRYUWL3wiwyyEIjZHpQPKEwH22hV6AftUXf3Uc2IwhtGrrVM43YpQs6",
-	"5jnXq2OoZESZjZoluFyMspZYdPsLK9xsKQR6yxF5zb4lDP7Uga78lyrjdlkC6YzqTtRJZYbuFaqkwOSA",
-	"K65QtAZZf+ZG55RaTyhomP0pnaIiSLr7/f3hcGi0hDz3C7IdqAtor442xedm9OZ9UWfOhf3TjwdONCs6",
-	"t3+Q9AMg8rb0g3Pnh1Tf+rHf05vLVeDOVR4kjWqay+n9rHB8VT3yX/O+ObgMe7NcMEH5vxz8MF3o/pHs",
-	"G8rEsJ3rPEZVLJqf2gufMQZZ6bZFfutjlp6rd9+fPYcGvnOe5xDmBLkQWJIkgPqw7K9HasKgpXgTSHYX",
-	"cD4rDTKSoPB1XNK2VFjrAh6R9+9e95kwHCd7oIj15z66z5mmPN94eL9lWtzXfYbpFUhGY7SEeRaVbulk",
-	"LyGWXAhVJPmXgx+STzvTjkRvgx7gjQd8+ykk2w9hLHY5heQEAWPQV4HYjB77JdlLYtFlg+mAJFpOmVEW",
-	"9uZM036e0znde23+v3/Y/26c9Dykm12zkbHoY5EEC9Dwin85+CF4CbGhXVhrd1aNatrMK07teu7MM7y6",
-	"tqCFduzaMZIWnhBoX7tzhqidY8Fq3+H7d4e4+8aV/jpcyVOsObfOqX53DmQhHsGdtxneEGFy7Y1/6kq3",
-	"YCY7ARzinP9KKbhfn8TBQ9uoNiPAiF30KsCgrfHsRaSS719HLN0t8bGlVmzKFeLoua67IP/kGOVeiDkS",
-	"Rmnw3n7oMLcY2DrwKMPo9hA2cGAxwRU6P+AtUHQX4M3N6QqdLMckKahmr7GMQsJoaZ6vILRRcFunGgvF",
-	"iiuAdV2wIhgMAZMVEQ6D13cxnQ3+jW2dYBaxUDP0xzAyXmZTpns1IDgzJs6Ugzz3rXsB0JhwTYS8Htnu",
-	"5TAiX4phAwtnP570Dx4/QaB523V7Jq/NozbOYBlNLMxI+Hy+1HScsxGAbLv+ySwihd0vQgEAwG4ZuLQQ",
-	"I8f2tG6vawuYwWdy2gdfwE/+/+x97XLbRrrmrXRpK2XSB6IoWvLEZE2dUmwl8cSOVZK8PlWDlNEkWyIi",
-	"sMFBA6J4PP67F7A3cWp/7i3M3sleydb71d2gSEtxYmcm6/kxkUGg0eiPt9/P5/nc+HS3OjDdCqyANyVR",
-	"OmqbvrkDs8TUh6WdmO6vxL4ehagk5aZq3uP/4hh1X/ATfrnwP/Vb2bbOgBFjrgn3ufh4I38xXo0SgH7h",
-	"YbBJFfJ+lm0AcWG7gARTtlRFaS9NxUeFYMD55AKWsyDhiEpU0rFjVNbOQX+/Sykb8AzoGz6poLTbkd/W",
-	"hdgfBsDtn3WxBl6420uVZ9rV5QKD8HAGg9y2l8JJ8XEay7Zanw9O/ifRmj98fHzBNPvcq1GMw3gttoFm",
-	"GZA4OtndwthQ7AFXSNf7SG36zhQw7NQDR5VE5QQLiZJYx3ibT7Pub+Z+vRvgDJpOYr06URm5o4iKR5I/",
-	"uGyZRidLbUeri9wUU88wR4fSvLwWL9ombDPSoP0pltrGcm4OPkL68bKsrnJ7OWLhv1SLssgnK4Wb1rj2",
-	"wZBaPhkSj1wuMNXCVe1cY6aqLsueOqPp5l8Q/pwgcWL8soWp8nKqXK1XLrVyk6wRLdlEslLUGRowosHT",
-	"r8Ng15RVakMoseHUMRo8IvTZEFDkZKS8Tgg1TmK8VdnUBvFSc8kqo8H5EMN2ajs8p3/d/wmmlXuuC1PV",
-	"R/Vf+z9l3d8Kg/X1YnrLnPjnQneL+kad/dxJRPc5QniJ/SZHyRckty+WyEccp0/JwbCm3HHuMoprET1W",
-	"4YFCApuFO0pPH2D9tfbIntBkbUffaMYFYgDNArFfpHbyacfypKeezszkypGUE9Rek9rcKRTPiWosmiLo",
-	"Vsa8zAXWZXaYFNA1c6zw6SbK3NBudcRclzHFH7SKTFNCCaj4VXg8KWOnizK3dYI42q5lHFlyGl0jfhyB",
-	"blRX6yDcHlV4RMUjgb+u86g/6Kq6pFYikjkCJK1LlQXaCMr29Oe8oJOEtNXU6ukUz09UUzALJFFllQiJ",
-	"HrmgJJF70O/HDsEY+I+SunupTe2RorxlHEpU0zJMPf4zeRYlqxlznZG1UI5PH8W2hJDXOewP4AbhBknk",
-	"gE0Uzl9Z+akjArDOQb/PqeeppbxkgtmTacQmE0VBPTmX0YuZhdxyfILUjdS2Z9mn8s7hFOuyN9CW9Sy3",
-	"lz2q03HeHmZyudSimx2M4O/PX74ILxKzF8ZlAZoUliHN6nmRqY4WwrouJayn9i9nr34cKRrL3hTjUA6V",
-	"CbPGsJKsryZPrBixYkUghB2iE8HeZ13qH47zZkZBzEUyH0EpSJPEKtt4Fa3UbXlI+MQ21rvD/UFyv+Bj",
-	"mwEMvnk7Q+F06/sO+k8e3/OFW8b59Nun6vGfDp6of/zXQW+/N+jtd2UxtvfGtu5hY1tZAA8/onvRjxKT",
-	"pQX2oR68jZv8VZyEv73qJZn/oa4PNlS7lTvL53wrqmPLWMouNUM/U8X1RkpF//BIXZbISiqkdNG3PXBR",
-	"s2s64Ie5TqLelBfRHkruFveKEQNwTn8j/zONOp/gKELurTBue/Tgox+9j7q1+dHDj//We6V+b3v0I7+1",
-	"rfLdgrmMNrisFqY85TN5JIXOawRRd1AjtvU2l1/a3F7uXpnVh+PqZ3TjD3DfJxQA4TUfSvtcgDLpZmaq",
-	"oN+qg/+eYFYKhe+6vS+R6jjBMwwYabc87Th8ia/Gu6Zo6keHq7eurD2Ckd5ezn8emMvguZi4zJoldJO8",
-	"SrZcqtKSl8rj712ZVWpdXS6c/y5hVeY6tfwatBZMWsodx1ynwU91TXBy46aGdsAuCuOVW5Xt9ZamKHZR",
-	"n9r7eXnlerCosySm9c5r6Tm0wHgpSWD7XqmZvjaYw80KL9sFeeyZ21ithWMXNsbOJ4zBRm/ZsvVgOnit",
-	"XJnVl23WKmWm8P6tLSZltTnTWIurrrS/3vDGl31gY90yaEHjECWWwYNL9MJiZZAkLaa2k8XL6GZ3uVzu",
-	"4h1NVfBNGRPsZ2h+Mc387ZJLBriwPiNEuYWemF1nwNyAnci880iq3Yyd8bmF4tNILXlrqQiCfpzHVRCc",
-	"+yGZFS3HAvbx+/Pzk9R+o10+UZ3sKLYmhoouj7Uzjw863s8/5L84KpEljLSkKySmD4NFErMbEBpCqID1",
-	"t7ihTPzZMO5Jail1aFzWM/qGGEDkL2/OW8k8ZH886T/+OlGkbaY2q1eLodL1v/28BA0ylp/H02dnR3vH",
-	"08Hh4f6ThG1grDfmwtQtko3ndVLofO5UljsMNrhmTHioMsz5tJukNtPNNCNGJPhPrjFGYccX8J+f6xzj",
-	"FGsDQvPdU2cGAWMov399UnDjKUqEZ9sKB4ET4kfwoOT4YKyI/PyM55faIr9C99jRyXNPPlkZcpq365SH",
-	"wY7HHQwbM7WpfU1tkKHv/Ko8OnnODACO+DJRtKO7YKYXJt5hqf3Hfx32BqqTvUvJ8Ep3hirdEccF5zLt",
-	"JCq9bZfRrb1eL915n3WHqc3aj2UYiRej4c2bN7tH0cLnZU2Erp6btaxSu6xKe+nTAsJOTTYEOsgfg8Sy",
-	"aq4LWPZm6oM6qiPtRjIADkZVmQUVSEdIafWy9Mlbcci5tGpu6lk5dd1EZY11zWKBhX1vo0apJ0k0CCI0",
-	"oh7ipUhyBG/P7O70KlRC7nKCZPeTFSMQBg5WN2zseMd7q5z2bzDLW8t/584M6fsEXjZK7V9ojeOo/E7l",
-	"3NG0bK3nXheO7Jw57O3/2rSvD1vXyc5JpS83gQtFDU3gldm9zfTfbtDExrw1aEfWyyYSYUO1tudBad20",
-	"A2FFt7ZerPx9hp63Zd/wlkcZj98tkm1tJayLyg0larTNK6OL+Z/TnUgfS3fuM58U0PqMo8KTNwypiuZm",
-	"YszUcVZtD659s6oNV0tS9Ox37SBHr+8UWL1Ikf8MHaZc4LfsQv2Qm+YV5dBhlX0khgLn9rZ067YX+aC7",
-	"wQoQLb9x+tJsjaqdNXPG5nFcBgD/ePHiJSUiuEArtDAx833CFRpYLP/6/KmalU3ltSCXMBBTEmPpkbFb",
-	"66KVNDjBZHDQlc6eBYtaEGCxkPRBVPUVFXSXTe2vYyv9bi+1R1Evo1o2gkrh890Z4yiDorTmgeOPZ/T7",
-	"1BJwPkYnrswqiwvFo7axEZ/qDfKjo+mB1EZIMPIj2uiBlB4DXz31Gt8cczdJjQVSPZV26nyIcmVqT+dU",
-	"l2qauytolSmcttWI4RvuUkrOal3xqnr06NGTbgLTb6FHU0yEJtc1zPFINXbMv92jiBwmtCXsCDOIynPM",
-	"bp1jbdedAYtjOw29w4hs0bj82nS3dUe95GI88nhm0I+tEZW6/A26+LScz3VkkkYsN3WJiU9Kg+U3pDXC",
-	"dpBfTsPUspmBRZitFLd8SriAN/WQjBkMn3GhL19yzZjNmq4keCEd7VSvsKowg8nLVOf1+dMuxfFxjbLL",
-	"rJnPzRSrLHrqGfOacSO0rMzNoiinZmeIgMKbh/GyKpvFN220g7w2c3eXOMUl+h0//T7Zmeub5/TcIz/w",
-	"uqo0/ujqVYErq6zmO1tQHwjpwY+t3+EdlAJuJN8+1yu10I63MRXf4F6ddretlSuz+nWxt9BBwe/lvmXi",
-	"sN+DV2VbezDnYs/79+FTBtxw7k4NKHvbVGz6vqpcuiTCW6EkvARWPB8mPok8r2BFfqF4+DQuyHUXv7aX",
-	"jb4UEBpejOEgl7MaTthuonCT0wxu1Ab2yoqnNtZJSAm5t2dSiAE+GFB6Izf9Sxdp8lfcp0BTRuVLheZn",
-	"JjyRW35plaZfxh9fqHnWjOGfY+NU1lQFAlUTQLCTXGsOE2TiHO5ky5kzk7eZ+jf2MqW2vFCDA3j28YEa",
-	"gw3XhWUTYKkZs6TmDLKAXy06ae4QopPqIuG0HJFmtdQVUi1AcziACD/YU0fq9ekLtUTSh1lJiIfaqucn",
-	"mG1Woa0zM4owLhWih7J67EhT/plSL9A7ilQBI2oHU52oXFKYHEjvEzqOlZrmnG8376mjmige9/v9MI2I",
-	"wbjdl8db8hOVSXLrv0+JJL/8TV7PqNZx25nNYxWXSLp/ruLI5I+UJv0lfflXyGjaSkrLouVKSpaLH1NR",
-	"+QsE95rGcmc9JbHkYYxfrH3PIkjAf1GRRsKpBt5A0bWQv6sOIhgf7A9w/22qlgxy7NfUZ/xhaiz3/4hr",
-	"Xwo0g8AOZXBJzFK1QppKoddYGIvolW0Kq4/SW7aVa8an6KfVne84w0Yqg1Mga4V6eRd9qeH83end+K6N",
-	"dZwfr0z/IoHH6+j5s527SypRC0+8Dp6oLLqRkxOM1eMCUc7ZMPNXUjs32hKdWLcXdCpQpTi3ZeituUqZ",
-	"vzXoLV9P+kktFVLm9QgUX09xjXR5mO2FOrkQExb5lUltwGdpHVacWrcrXfEuc0YwV5eVnhi26VPbwXA0",
-	"2z54yEZCBIPoQpXnenTXd/D8CT6eJamVZgcHatbtqWMYGcy4U9Pc4Sj5JTEpjK4QW5d+OEWQVHJr8qUj",
-	"odu9ILT6s9xOTMYGjNTwOLXQjLLvxV1qb521lKWB8+xLUencLbcevZvS7aiJ3+b0/WT2B/fycwfk7xDZ",
-	"PPx+CXwpjPxSGPk7nlGnIg1kPT4IWJJ6PVX+VxoNe0E4bY3WvrJGGVtX6D1nu8FTzhIvYCkXunJutEz5",
-	"1Oa1FOolSte1mS9ql5DPMABflVMKh2IMm/zyCNLCD/RSe2xrlPi6MurKLJB9vShBjjv2jxFd6xb0cZYD",
-	"z8I33weIPDppAqI3Vx1+oHqscfdmEG/3a3VGT//L0W6vfcZ9vMthbP9A/uU/pOYc2TYP2vZdm4r7d9Ce",
-	"7xBse++ktx9k9V5bvTufb6Ns00uk21+QpH4zu8+vW4RkjPS9z7tk75bXsjZ+4QLfq0xdrTbwxn2yvm2L",
-	"Ib3UV1wd7sdc/D+IeZOoaWOk4ilRy5muMcwVNAVEA8JKdjMNZhQm4OHBwM140xEh92PK9G5PPa+D1eoI",
-	"T0IcoEGYldXUVIlyJZivl6VxamwuSsENDfcVujbVJi+WOug/CcX1YkjmzhuXSCgWvK6Uy8+QdsI0v9mq",
-	"q6vVnYJp8HsJpkQGo/eHJJf6V/DDwjzITrDlkreDVlQmgtJAwexOm+K3DDa0/Te/St7cIUFCBHAtcMwV",
-	"VMxoFIddKERdFlPMZqxMzQhgclek0I+Ny6fGV2zCEdGplyXequumMoSb4qWKv871Kdll8DOdUeZkpjrs",
-	"bQrPbfRKoTNqpPqKikDzWqRhlwswU5tJtSjFTY+xBNMdYcFUKZTQFYKEKZpDn6NalFjgolPr1Qh1RH46",
-	"JM1vKvJ/xY428YSQ3PaVqjyqW4s8eTI5tvtP6nqi3p3y93PC+6fW8O4d8g4Rb1iGX6LeX3xg/5/7wFCw",
-	"tFxgbRkfYBx/h1D7Xm3cJzr0TjEpH1n4xTqpsaKRNEfKbULad081JSJE26n6W2Ma48jf5hVmdMnlLtxY",
-	"4DnXUrkltNRN1NjMcjulNoyuinyL0nvE2FyCWuAVcb45nDwjoQj0PLBCinUPkybD8orbYRrCxRwbBeND",
-	"8M5PNoZGzo3bHhf+7LozztD0X8i2/0NqzljBHRwAsIR4h61vFsws/EjRcY+MaKzaIunRVMXOcGdW14vh",
-	"3t7+4E+9fq/f2x9+3f+6jwKDe3ALorAqxyaCfluYCTNK9SKH9MrVZlPlApd/uBb4gCeC7mypbndjhBju",
-	"gkqJxSMutZkbv814o1Oq9uDwsaq0nZZzNc5rJ0COyFmB+sht0orUzrSboXYboT5S7YpeLDAySw6DXJDs",
-	"OHqAsVJi2AJdupfal9rqS4GLURarCm9VZfXUD/j124gwdGqvzIrhKRMp1hf8v1XCr+QK/ICacV1eeX4M",
-	"LswPs6EXOSISbajTwAqcQa+/RoYSsXP31BHWkwR6jhapyyi1nl0lYEiuQUFvxHfAWvTUullZ1bsgnaa3",
-	"gRy2Mq6ktrOtbpBwEZ2xlLOrndq8qkDQM6IOkd+2kREwoUCF9QobuDKCkOiRlLfDQ/Tgc5CMxdzUprK6",
-	"IETAKqZqI3MPv6wntz2nu4hLhiATCflZdSQbWGCcKQj1lzc/nI0QJzOv1KLK7SRf4NvicqpAkni7mKq1",
-	"Wqi0ckN5Gh7u8b6dekAIhJd2vltw3pcXa7TzD5yql6UHRXC7C1PtznPb1EJN4xI1AYXDEouuUSjiqLhQ",
-	"jlg1NkVpL11q61J1sg0iMVOlJQyS8JCw+k7LSTMHM36Y2tTu4ksePgT1ht718CFhqTsh+4Rpbxauroye",
-	"u6FCnjtxDGRJahVdmswIzwP+DoS2cuWisYgrtgtbKreXcl0QyqEZLNREdE3V2KmpVCbUndf7vH/8Rogp",
-	"pffeeRi893tVY2FVK/UNjueQuZVdT8b8xFQvccSD10A97ve7iVrO8skswgF54KCdslqHzQ0Y65sa9RRG",
-	"ozC6fD75Ac5d/LGYZUIAtuh/0e1yQRXAPl3CNN1Yp+Ox2hKf8p7QkeoSv2u5xBCbIXGVUO1P79YIcS9P",
-	"oJOntz4MWogHDEbM+4BBkBFSedR1pWkUY1B6aMVDbbDAz2s+fZCUm5csSMbFoljBAM0aO63gLCkv4Plz",
-	"U1Ua2ckr48qmmkBzJsdS3KXGrWKVLStZx2iA47fiO6CJRVXWCLEbSG0Rx+U44t+Glap04cr1rX17T6MI",
-	"jTZzavl9HRlbuiWMZuLTrgZ9+N8otdGyWr+7K5NFxyYdDONmcgVXZmWBhgLmi9H7HzilQSnQeG5X5iIv",
-	"CB7X1rltysYVq2FrmWGF5LipXK2aBcoVyh710gk/o6eOWgxbtzgaiGgrYhB7IDQM8fBiWyg52/xbAfif",
-	"R4/lZ7m0tHOS1GanMki7zB7WIfun3dNuoqI7T81c52DJwpkpW5bWG363oehGlV/OkOtr/WlHjiFyNqbW",
-	"Q7VJP3OnLhpYLLBAmHk0PH+C4NrwaibwxR7SuTNa/vlxH6b3pV9yjtccnMepzf5jd+2Ldz05fes3/43y",
-	"O5Xsr93jjH8eFMlooVcG1UTSW5YlrISJdia1HarwV8bV+RxPPF0rri5SmlZDohZF49rU+fv9wQHTs4rf",
-	"mGM8EvKRQ4WylZ1ypq6LGNFPT+pGc6liapcMggd7eiiw3qKsgak71pMrFm5qbFYlq+f0ZXQIgtY8menq",
-	"knCwPSkRDjx6a4WdCKG2/PS2K/oHTxKBrcYMGty5b3lZw8RgEGn36KI2VVg4vDAEzDm17/AJ1clunyLE",
-	"2PEBaYzwTNktOZGwvtBhf0VZ+YbgR3yhvz0BRYRXTUKBC+wye9Xfj5RWMkNMtAF6fI1MGyByYYwmTZ3a",
-	"8uKipwi4XfAkNGFly2ZvqVde0G3SxzfWqXoAiTY6BUE5EA+rb51qUDcw5Vfl3NQz0zg1N3WVT1z0EF/Z",
-	"2YyhXLT7dHTyfKhqWDesB+WlBb1N14kKqk+iROlJLWs93mRswV4ktNr4/Ax6sadE7bxaGHv0nODx6O9d",
-	"MNZ1nY8Lse+ccg2oL05dv3jxMlGvkHYY34h/9SaLRZLaI1vPqnKRTxL1nZnnNu/6To2bvKh3c1AVL4rc",
-	"GpUV5UQXme8IiymcXF/fx6TR9+MmH6k1cvYMiU6kig/Ph9QGpTUyIYtiLgZkOEratigB/fvBZVJHkl8i",
-	"l1KbBaiSSFSqDCFL5EpHkyPfV6mDtqPh2BXokhbAOhxRXP6OJfIjKVb0c0jXHRLGJ+osggmyrF4QUiHF",
-	"EnFj5/8Jc1/nV/gvmqeivOQ7tQsiuZfa1+190vEIK7ewVRK1mVG7S9O6BQgm2mo4/AhqN1QH/QOV2bJ+",
-	"e1E2dpoJ/hsRQJe1Z+ShTozUQb8fAbN58Lj4sUJPrmCvkHDGRISJXuhxXuT1ShFJ9wT1OMSaCTuOnu+O",
-	"kD8nwzfgKnpL7ACZ59RBg5PlcI+pdVzGG1Bw6ojXB5MjKX2lqXfLi90KVdYrW47hQK/NHNdqU5lM9XcH",
-	"CSyjxQn8vZ+o7AI/0E5WJ8bqol7JobyAM8lOjL+8O4DjCB4PRyittH05pxhFIrXRLd2eei2HKHxkUxk3",
-	"hDHxR+tBv6/GZlLODREUBUaHaPXOjYPVM2o/OXgSnhw8WTvkNjfUOvjazR3e3Cic5IiqgLucWnnPYX+g",
-	"MnmEgJWykbKlQF3CS3lFRW+t87kp4RgKzRxEzfDPQeF50PI+ZBeMtk3ehhTzXbEaGpNUwJaAAx8+INnQ",
-	"eXYD0jvI4RYqqGFICF0lom6gVc7WDnwW7t/UnmF3c3s5VFm6Q51Pd4ZYQ4IG/aVHj4VdHp6HNYHg92j7",
-	"7dKTWU8d68mMowxDNTUFKAReKr5LETC/hRyZUO9RI1rkZkI4UeaGw/uYD+rTaXzDpTXU7kp2LZiEqS3H",
-	"PyMUOYg87hQiOJG2Sbz/qLwvZ2Vh6DwtK1mMiVAI3xosf16hwO0mhJlDnaElE3qjYaeLCxunJOL+8LIZ",
-	"ptKpeT7lbvbUm1lemJi03qXW5QV8Ooiq/UPlWBJpVWG1ipc/CpYoCDBkM8mGmAmxq4v8GmzoSTmfYxUo",
-	"nK+SViXG76Iqb2BypiWZx41Q2lCnnlKCAbHBRCtxAmYeM8/4/SYEObHeVRQbkXRuKRSswt12wgQ7nR6C",
-	"k+/iIp/kukjt2bMfiPJNeS64oSIkYejZ2bMfwBrUziBkAMjvjD3v7IyLzkRSH9a8P40zSsdHZ+t4Yspo",
-	"AVfa5kcnnj6CB0Odwhtf+ZQVm+gND+6t2SCJCyq9eo4z672WuN481izYzH7hscklJx+66DRhH3R7SrR+",
-	"qXKiiAz7+1PrpwA+uTJYGjYxQ5WBaNgLSo4TbqC6LIkMEP54O5mV+QQdeBlLDEbcJalJZWqux6hjb3Gz",
-	"kV0SGk5UFrn6KHsQMxhQ1FuFYE7wWXTVwf12UsLtbwl9KwPTTePGJwyLLmm5Ql3YU68ZtFEsMzyXOXxw",
-	"acvKTJFZz48GLMPUmpuFmdSepQdxd/0tBL6b0b/b0gEOdQL0YzmE34gXGLGW/4VB5vBPJIzqjgT3MrUh",
-	"CC2HFxy/DCxyMBgIIja1IzSBsFHwA3tyHjiwd/lesOmG6q/PXv14/BMcr20J1lQmkmEiXFKrMbRNz8bY",
-	"wu96vd779xzmHq1JKsWCinHDsKHlLaGo1mRi24mOu3dnE4KauDOZkWZsQnzg+/PzE1jRbiSuTiW7aprg",
-	"4aHHhQkudFaPWHOemkmhqxhM2CUwJyVGDByqnsFx3KNd7N2rtJV7VWM7AiaN5hteThhgGlt2dK2b4cl9",
-	"avSUwl0x0eYQTOYMq3XiqxgcBWMc/6DH0ChZu4OtoeD8pfiLiHw+xoWPM7WdfdARKDaWqH/b9yEAzjBj",
-	"rizOIKAFdXyuL+H8py/jtujT0p1slFrHsNtIbANmXuCVLK06eX2OjT47fnF8fgwzMTbKwTpclQ17d2HZ",
-	"6BovwHiozsH+AGwy9DHkLfUcwdqWuQPZ9yOqSyiOoyChxle2UuZIeZiai9xia3xqwU+vT19wFBFn6Zm/",
-	"h5YUGwgioZ2+hhUGBy/+u2osvPBgMEjtNmPCtek5kQPitl2B6+4dbutEbn3vKXzweqa0+svZqx/VQtcz",
-	"b8hnGBND6+x1RTB/YV33Jnm9IqFEuH+UE9b7j92jRb7734WnFb783MwXha7ZNtBC45bByzLBh4fxaOKo",
-	"Ngnywmg4osoLyk7JxuV0laHbdFJaRDXN3r2jPdFbPxRBuuBUzcpiisHt5QzW/EJPYF6tTwQdVzifmgLZ",
-	"3R60mSk2wUGOgAiLWkrUpCgdhrxJG0KVNXv/HqVihlKtcGYpMO5FXptKF6hjMiiiLVaqKksir6VhdX7P",
-	"Ra9S84bRiBB6aF284PiSL2vIOn6zYACmyUxXegJzNcLa5kWhV7CuM7U/+Dr+NbWRgAQ77cnj1sOvT184",
-	"NegffE1e1xHPHBmnsMUF4R+nkJ4n/2yn5qlXLv9P0x3J/D0+PHwk92iniG3u8UF8bI3UowE37EaIq2Rs",
-	"M+dVMlJZXWnr6BDHivioydR26HPkrY8GHCcQcoaMDaaXLuPxCokKaOMGcdgDc5dNuBCA2sewSZeNHLRK",
-	"E9G0qHohQRJIPDfEC3EwGMj+a51U4WWb0jViVRuTQjEiXTYY3YhD7xexfVtWwyiUCKoRfH9GeQgZ2gaM",
-	"RZ5RjkrWJfu4cXAQCjGndm5ZVsiyMSaQ/p5iHByf2eWDouE79t5BE+/3oiBhNuKtAm3zMOLpmfE/sltU",
-	"gnBwUmKWQ+WbvPnIUYOtgDKL3fFDAHI1wIMNkRIzjP81pWh3jo7PdgeHj3e/e/qyyzWn11SWgcmEiSrK",
-	"y0v476JBD5K2bHaWlfpbU9acMwCXQZkZRckjoAokvro/KAYnr897KqR6RONCGGNzjaKoKpvLKFdu64Bm",
-	"KreuhvMMEy1moI9nnIQHSiEzeqJgrgxM/VupvQ+uk7yibA0zlbwL9A4xCwsnu9DQ8GLpKcSBoTTyoBgI",
-	"eFBeu5ip04EJ8RGaSWpZNdmglGzYNsgWtmHfiPYGi6yU7XEJOiVBe798ehK4ZrK9+WSRESsr/r33Dp8y",
-	"9fuMTQJiaMK4LQUPMfSr5qbWoNz21JkxalpO3B4+2Zu3gw54cUM/TxtLTFDU3+F9kwzgTE93WENEWg7W",
-	"DPHvMDbpzvtMddjgJFU049A56roYyIbj9ZOopg8fnkdsuQ8fEvmNtApKAJhdoF2AbPu5zO1aAA5VBTgX",
-	"6hmYuPjfRWUu8hvUduKnr8yiHvncIZCTrtBupsamXhqWHHMR2UFruIHjWrx60HzulHETvaDIQtwe/AxK",
-	"6eWcqGa1Gmfq//6P/6ky/dWgP4ad99XgW7701eBw8C1c+j//S648ffTV0RMw0/hD8DCDfhFFupkv6lWi",
-	"sl6GTiVWcJzK9qAZdBxk/w7/998y78usq7KgmCKe1hvgv/s9dRKMwctSkVqCYhREjygVIONzO8Se/R2r",
-	"2/9Ox+/f8czujnyhSZbbbBjGKzi0cHi8p3GO9Un4Mkwx4ZAEq3tgcZfTlfIaQvRcajknxRB9JO7d747P",
-	"E1b1E/X98dEzlH2vTs6fv/rxjIwL0mGh2dTOzXwMlimH9BmJuaNpweOrfceDSvqU8oJ3z0GvTS33NQdd",
-	"+G6SqZ46qipQGXk1Yd/BVFwYpmy+MqsRnigyCiSGEb0aJyPeATjpSnTDNhZllH3GE8jnZEdIJnA4E5V5",
-	"uZ8QAxP5EGwzz+js81xXpYXh15TEmFfhXB62rQzUa8D6oFA8JoLjJ6GD4bb9kbBXoWJ4TCbFGm2Igbyi",
-	"6G6mQkgK+Yww6zQ2Exhj4ulpol58S84exs3nTKc7NsS3udUFQXGvcUtHLr3cKWKs1mucx8rBJHdEmcKv",
-	"l7WS8Ir1iizt5PIqNxHGJUmwDPRhUr44MIOJf4PsAxmTI8WKGNyDAhwJQLojZcvU+s000dZrIZgaK6I4",
-	"RkIFefyqqS9LOH9ih0ZRlgvKZmBKwtQiKv7+k/2vE3Ux6feHw70/YUDfXu1ilFZ1yFMHTe0/ftIbHB70",
-	"+L/dRD397sej8yS186ao84lm7paFmWAiZ6LGVamndF3yAzmqPTZ2Mpvr6orD18J5gA/rYnfRVIvSGSXR",
-	"YKc6z0+uD3BpPz+5fpyo0C/8ATQ3+AHDjbeoElRGAyTkyLFjTABlJ4V2LkltYwvBlw05Y2BC8sIlEnBu",
-	"sIe/4CY8e/P8/On337w6On329vi70+Ozs7dHL168epMJNxzscbD/nSBhgLJRXMNK5C7o2i9bjP0QdErL",
-	"NU2/4nTKEVbPIgFCLSWpdaV69uOZqsw454oPyY8D7X/Em99Tu+bOtxFiLUu9Chi4h4FCPoHXz+p6gf2D",
-	"P5yg+oYWKSmODX0czSq/zJF+bzIz8HGIyIv2SEnMmD7nXI4k2sh+7/KCvxWc9BqILnB/C6UDJ7sGfSM2",
-	"EL3RF1uFfE0sw0Q96iuXqIleLNgvsMWG7MIJi1l8yQcCheJuTy2eVJigsdag+IyRKydTnf2+epl/g4DL",
-	"h/1BatcDmdCsLe3u4OYmou7bFPIU0j0Rz1Scn7Xyh3pkyCNvKct29UP+TSKQbZjbU16jNwVPbjixEzmu",
-	"k3XfHe1FCn36iGd/kKT2sP8Ib4SxIlM9Hgd6xmW4C1yYqkE3wVxMlBown62UKJTfks+l3RUbB7R+b83c",
-	"qc9MolF2Iy7kHxI/X12tmDdfaYW59KkF6VleXIjgbfkq3MOHsLvp0HTaTsflDRyuE+Pc0Bdy/0Vf6zO0",
-	"E1JbNRa+j1IiYOmiuBIyCXX89OUR3epzaJyQiePhnyF7Y70sq6tEXeQFKAbQYIV1Dfxq9AksdVHsTopy",
-	"ckVODVAKo9HwTpew7uFIn9PDczMvJb9y24Mv9c1LvI2WbaIeH8CyTZSxF2U1CXvxylTWFGx7aUTZK8ih",
-	"oyRvbUv7r5p60dTS/j7uil5qyRDBVjA2UeW6yF1sbvAwcz5NBspkj9yQ+cUKxpAycAJUhGI3E8rqDp23",
-	"iJEOj5L1vdZIaqU+A84xjtISH5CyyOsoQOJJv99Xhbk2Bea6atIs6QTEyDbmC3IHKHt7RtwX2Ju6JLiJ",
-	"BI+kwC9KiQog9hIfBYd7581kBh2Wa37ELdXaTY1ZCNUQCWyKWkuCbFiWmP3S9s55p3XHR9dJ3xFhUuTW",
-	"ZHv+n5OyaOaWQ+WoziYqunee18/Mop5h3k5q17sKnwPdLVaoFUVJ7qDRXVygAc87k0q13cOHw9bpSV4P",
-	"dkPEOSMPnMekzG1dgt4nojpR4hAi46woLynMHtKIYcZaKU0hXm4mM4Qh0ZMrUlkJoDC1ZAr89fT42dHT",
-	"8+NnP2VRHRR8NLom5MXjcpob9m/EnWbXrFMddggmPnGWPXyJz6EmSFTvhxe3vMNoTK06CIJAOiip9hQ4",
-	"hc/MxHk4lGazLpPRaqdy0DZen77YFeu6rNBgk3+D9pM7Ir6+MGxWTGGivbmjbWr1ZJLDCOoCB41CJpqO",
-	"cl2twr3kRNSoRjuuBpCj7ZZniUI4sEm4DIAfpyIm1F6wmtUFGZJav8oxCExZxHXV4CrEefMFt63cCAmC",
-	"4R5o1eS2tw2SmjU1Vt6u/4Q7voIHnXEINlMZpvltV3DAEXeRYyWWpV1NGYsdCpFLp9gLIdsf85zRrO0q",
-	"zPvPa3FPjpC8YYNzLrWCYrqclfhJINWcYZ7TyE0rpMnBgUe+Q4m4wukI48e+muAHxmAKOmfhfNnuJo08",
-	"x8wRjCRuUVCWdgoOHG/olrcu9oVtcNoJJ4wU9ap2zgYVwcBIrMqmIjNNXI30TaFSmviT0emXycCQtxmp",
-	"ePNpupOkiM+Af1CAdXpU47+mutaYOZXabL2OOesKxTLbr389qzVskamS7v/UQZV8uLe3XC5BzcOfPYLJ",
-	"pJzvdVOx03gGQHfCPBxtV+pWi6rIxxXsQi7Sg4nlQq8Yp2kYQyNNwUi6rqm+NCrqKa23PWrE70qtCs8N",
-	"MSSQ10xRN4FeTBsaAi5+8m9E5bDW80U2VK9tfqOE8o7Hm+Em2w8F4Jehyq73E/JxsrD7/uXR092z748G",
-	"h48lAYf6x+k64VvZc9q+7DvU+hUdV9zalVnFqgm9dndqmPRcIbu39J+LZpmDjmlZeuqZIL7w7wIF88AR",
-	"Bgw2QzAwawg4knSREAO68nRzI84rUlTvxIHtaCXXqjDaCcaXRDS0mjYV8nmXTQ3qrvAL0lmWWpxwFHEi",
-	"ttnngtrScAMagXJNdQ2CqIKRrGoWp5NKuxlITJQcUtLNuDmkrvDu5GOUsizRGzoD482a6RB0Cr8/qaQr",
-	"FN0IQAL6y2QCoPvyMg9ghtKFVJ+eOrKyzOQGNO9hF4FFRqmlMX4Q370h9nioXHcUjGxf6yBWMSZCPbq5",
-	"IdHCtm+3p77Frng01pbRRWvnEGzYQzXPbZLaR338Qw3UDC7OQNdXMzzn8I8OHuz/+N+D/lfqZ5jOahRQ",
-	"a2Gu0fDy34O7+IyBqXij2zZcXO4IYNtM0VqNroOaJdZhseLZEN1T0K7UsmyKKSVbGbTrO+hINFPKZab4",
-	"FAhQdC1hzdDg8CvlCj256g7RxY+nIEy5mRLOLGFjtGY9tXgkXpglRQ2peEwYLLVyub0svFQhYYmaHaiE",
-	"0wp9+jjesM7wJWVTY0nkUUAHQtiPGPKcJk/OMnlLanE1uXVMdEbPELNV1s6hmuoVsTIJvsYwtQFJXlKY",
-	"kX5R0r7asOjsBgjA6CMa2A1bFBYYQ6IHpHRveOdO8XtJZwMbTVeXpqaEAyRMvEXe1Nnu+OPyAXLosXOu",
-	"7X0TDlMKM3SjQo6NJR9tQAkhdcWwJQEKdIeYVIRJsZ71iVP2bS0IBHhGlQlMWIzxzD5aFEx80EVQxqyH",
-	"eOyJzYVBntJlSHqrSDCMSN9RtUvyMtTpQr+la7VxaF9y4PuBWwOg8dHPOO010h07EjYWggXFfDQexhkt",
-	"t5ZwAOUQlpdfq4/6tFgTbxSH++f6hlrMUhsEYz+humB0GQScaN0CAcWgfO65SXqgOuGI9DhRj1c4XxTT",
-	"FXpeLurd3A7j2BmDYifkp5DilYTEFCV2lXPjF7oMcKg6UuYGlJYcs3M7WbrzMN3Jgg+WV6xfsGFp0Brb",
-	"nt9IQWWJpJS3sw9KhPugHK/VwgwVRx/gNbExvDAV2B0085IdIGAZ+NHksSIIkqGHEgGFKBhStCLAGpBk",
-	"ArLAW2EOrGd8+FB1MsxMGLL1xr++xSzXRBKzKLHih6fHqT0bHD6W9GFdG9iYqHmD0DV2SvWVqb07seLf",
-	"wwb583o6Gfz/4LEcu/xzUxWssrGpDoeSJIFDj/xMMiAS6ptoAA5ZCGr1qD8ggZ/a7AUbLn6vRZUmrdEA",
-	"KTlC+5SrESh1aVyVS0caTQUnCp7rk5KM91bZQVAgKAeOnytTKznnWFH5Wr4wAIBMuGQlE9CCADtCdt3U",
-	"EM8KCQeYIzEIKnmE1kPk9afsq26CSTvRYnNeScT8nUTNdXXl1nOFfMoLrchtX4arIpPfJTPdLweBSfHt",
-	"ZhwC5Ip0jO31UnsqQCz3HilRaH3U4/Xpc6XrdgnTSGW+JUyBhpPYF9KhaoXuW6q+jeNIJ6+/efH86dvX",
-	"py8yluThkG2sM1zJgfEU+sbvS1dnyNiIZ13ILJJEd5BveJR2LnJLEAsU6WucgXVXpzbuLetJmBR+s+JQ",
-	"Fm9HStVGpQiLKOCEJGDL1JLiuY+6Jvk6ounB5Edip2FAk7qdPwLCGwSYPPK6Kpxknjwlh1bkeIglC0Ph",
-	"RL+C1BB3IawVfs3Ip8rloPPVoGxKYI4iH5F/AkujNN7CgJ4YEChWUfE5fzr38pSk58OHw/g9LFNNmEh+",
-	"KhgKkfcb1xo3dHZlli1oEeVGaqaLi7CjHoCZfmHACE0tJkjQPsOueifvMp+QOtztqaelFVqgOCmP8BYQ",
-	"+IF6zmsnIQwBPalK5yS+YOh+iaaCPgFWLYYCEftvitobHiV+HBA0ahq73K1ZtgGKckwORAsrtVHh4b6a",
-	"aOT5RLYibhgzHiyZPaueerNeiyUKpGzWuDsdXzeKS0h8FZEQYu05tbeS7pLI4RGJl96t5Dyce1YiOO8s",
-	"GnBQRiRW/QQbuihy2ChRmDrqDy9BEgN8XbTtkG3otz4XE7QKG1qFjnT2S87cZenbWFfTqeck4vnc8zJ5",
-	"pAg34ITyWryvITg74PxIbUvH2IA0FaijMWceHpZd426jKe22sgV/ev//AgAA//8=",
+	"7P37chu3lj+KvwqKv/mVyUyToi52Yqp21VEcJ/HEjvWV5MnMpD1qsBskETUB7gYoiXGp6jzEeYfz93mF",
+	"76OcJzmFtQA0utlNUrLsXMb7jx2LfcNlYd3XZ33opHK+kIIJrTqjD50Zoxkr4J8vL+jU/DdjKi34QnMp",
+	"OqPOxYyRgim5LFJGrlmhuBQRmciCvJr031CdzgadqKPSGZtT87ReLVhn1FG64GLaubuLOv/RP2P/XDKl",
+	"+6+ytvfD9SeK8Ix09YyRlOY5K56oiNzMmCBcE8WEJpTcsDzvT2QxZxmRgvU2f/wu6ixoQedM2zmepOaz",
+	"P9M5ax4JhetPFBF0zsgN1zMuCAxICsFSLQvzQW5uX1A960QdAe/q4IOdqGPmwguWdUa6WLLNK/MCX7px",
+	"RKm/x42qywbTAUkyNqHLXCe9lhGVDz5sVLLYOihZ2DG1DAH+c8+PLwsli+avJoLdarwhIXIC+7Io2DWX",
+	"S0UWdFoO459LVqyCpcCXbv7ydyzn16xYvfqu+euZvW6pNMny68vBYJD0IrIU/J9LTy5cK3LDxjMpr1rW",
+	"xb3qnmvzagLnbX14J4tFviJS5CvCcVnciX2iiDnWRGme52RuHmeKdFmuGDnaPyhpB/lAOUR3uLcs2ms+",
+	"53p9QKd0yojivzPS3e/vD4cRsdRKDoa9tl3K4V3h9+xDndHBMOrM6S2fL+edkXlfZ86F/Styw+JCsykr",
+	"YFy/4Pq37aXdHreVNzPcyZbt4tm9NurO3KwWUiiGfLUoZHHGFMzE8F+hmYB/0sUi5yk1A9v7TZnRfQje",
+	"+y8Fm3RGnf/fXsmx9/Cq2nPvhK/gN2skIQgz9xyTBP47SGXGEqLoSpGbGUeuHTD/OpNu+ri9fa9yL3z7",
+	"7clSz17QPB/T9ArG9slmGnU0u9V7Mz3Pqy9p2IYGxmXHSCaU5ywjVGREaVmwjAhpTu+0ecFWA3ISCzWT",
+	"hSY/Xrx5DeyGcKE0o5nhRf92/vZnlFW6FGiEpilbaEUSP+ZkEItHXfkFEyevPgWJVd+8ldAIFwQfeaKI",
+	"mtEFI10pSLInF0xQvne9n5BCLjVTvUckvTt3EFG6n776ia0a+KMgJ6evyBVbEapgg8yfaiZvFOF6QAxl",
+	"KJYWTBOuiGDXrICrgtCJZgVJCwYraAa+KOSCFZrj2R4vsynT25byW7zrLup4wam2PeOl8KnMebqCh80w",
+	"WHYC3zM6ENVGmFDN+pqDpK2dgajDbhe8YOqkgUefjEGl8jRrVgenbh8ys93tK7xFr7tiTloKaZQ3XGPY",
+	"f3ZL54vcvOaKrS6H+88P6P74ID3MjtjTybPh1/vfHDw/pEfjp+mz7OvGj85lxvKty/jG3FUuobAqzdrb",
+	"FgWb8NvmaUx4oTRJZ7SgqVEkne6B04mIlqRgqZwKrhihsJDdRI0vE2AvR2QuC1abtBpf/sfq8J9N8yqo",
+	"Zl6sbprambvx7TUrCp6xDpwGuUDS5JrNty7PubndPGeHQYuCwkKpBRPZ1qfhpruoY+2C9eU717TQilBN",
+	"9mExpoU5c0ZRIoymM7OoYsrcgiK9gJIrC7KAXSPd5PTdBdm73t+jC96/Yiu194FndyitPX1yoZ8ddRp1",
+	"gVJy/4qi3Kqldqn83ocHrJzSe/9OOf6NpXCKkc+8gLuByWYZNxOm+WnAHSY0V2yNXRLBbhw3+oP5yQbm",
+	"8EvIFZSWC0VuZHHFxZR0z75/QQ4PD59HxNpGk6VeFqx3bNkHcBQK3GV3FvJRp7m+xLPlnAqgo4iAsWRG",
+	"GUhCslRmJnZ+1ZM55nnOxbSvWHHNUzPWOb19zcRUzzqj/YNvQPX0f/9pzu+c3r7CB/afwRDdX7WjHXXQ",
+	"WLGXjS5bPyPV47GN/oFJ0Dx/O+mMft08WCue76IPNaq/ahLagVAGbmptLZTLaOsY8uOKOG17QM6ZyAjX",
+	"RsonRiWVBf8ddnxEvmW0YAWJl8PhYXrFVvAPlgzWibG2HGZw64vwfv1g/7ZUum9ZCJwbYHPGGsRpDMql",
+	"e80VkEd1GTKq6c477xdzjXWXVnKTYaYUrE5qzeiJLOAcmIdAqT22R5dIPNw5Vdob15tXCsbfTi/vFtn9",
+	"+aWhggXIEDkhtNTj9IxqJz24IIucpiwKpDJRmq7sIY+FonM2gq0A4UKBSpSVMANyQiac5RnJ2UQTuQQt",
+	"sGBzec3QHRULK4smNM8VAQNCS/u14poVT5QzcNWIGCa4IsDQIvwjFp5PR0RIgly+NyBwfBWMB5jxiqRU",
+	"GF0JZzZCzdMoFUZqGF4F1sMfKDM+ik9/Rk7axNMaSRM9ZE0mA7r0Gi2G9T2QWQsLM1eIZvNFTnV5uEBG",
+	"CinYoLIju3vbSoF1w6iegetmbQEfYDBUvr7JZGDzhV4Nml4RmHbNB/3Dls92foQ3+FVTZLyyrk9qP0xw",
+	"B8t17AVDKXd3zvRMblVjkQbe4L0BuZZrPJEFS6nSTdOtOpjbZrz9+6fuPevr4S89fCXAo9W08oYQ5FK/",
+	"UdstxDqvQ5UKDcW63h11dEGFQqLbSkx4EhoWdwkyI9uootpzekMVCisngmVBCgaCIdtdD221ZPaNQMRX",
+	"G8U3LdicCfOZ8QpNGfutYxgTOF25IkncQY3Dvhe1jriTPMR4KdmEt2EsgUfOYxkQY3kQq4ZNuaRbjBxY",
+	"1ldisdT3tXE878zYhAt4LDJ81OkVTqqJzK3arhz1BB1tFaY6IlSs8Pdrmi8ZuZlJxQjuKckZvWaKzClK",
+	"YU2dtjCTuVkdI/3traBTcEXYLU01ONRZeGssuknc+fAB1lgNwF19dxd3kh7qC0hqhh40Ki24E0+UGxbX",
+	"s1gYvQPGahb82B0uqssHyIwqoyXAU5FReuwRn7P52AzDDMeMl8NovdJiWAIogYTlQJxkzFI5Z4qIZZ73",
+	"BuStkROxwNkqMmUaKTeY49o0YBBPFNFGP+yagcfC6IxCir59UeRcp6BMUjLnCswreLQ3IGdsslQQriM/",
+	"vLwwux6LH1+efGeJxOyAJnOpNHn29OnhMzJeGZZPcZlQ4fGc+IONEozW9qET2XhCcOmfd3edu21C7Rez",
+	"+AEfySRytEBZORo+f/bZBB2+NbBeY5F8iDv/0X9naCfujEhAhEvzmyHCu2RAfqZms+dLZXbeLD/P7Nti",
+	"YV6nIpJxpblINSnYlBZZzhQo1ilVQGngBQe6Nwvy48XFKUlzzoSOxZwKOmWKdH+USkfkBbqY+7hEEbkA",
+	"bs+K/kuRSkOdcIsNQEZkMBj0BrH4d0MS4A6C/TbritsdwekwVPziLCKvvzfM++d3r0vSODxASpjT23CF",
+	"Dw8eXerXGU4ub1jRNytEcqY1K8DMEGS5MDbAs8P1G2Cdp+agyyIWS2GIJJUFU+YsIDsvueAx4fP5UtNx",
+	"zkbmV3sAzeGe0xUZs1i4E447BBxjyq+ZwK1m/1zSHPbr3dlrpyFWT02ovyyoGaKZ2n//Svu/vzf/N+w/",
+	"v3z/YRg9O7z7lz+NimMYM6g6XBFqV9aQRbme4UbEwuzE2vIHdyvSTf7715P+f9H+75fv7T/CmSe9KBZK",
+	"WjGgweGFxrI9bCjJzZis8wCEGiXAdzC6IDL4KRbBKQ7421EjET872qCw1cwByyl8+Juaw/eb5IJlziQN",
+	"zYVkTBV7V+TJyBjEhVaxAK9EspdEBBx5z795Bm8J/dtmGgtWpOaAM5VSY6NKka8Mp48FTDcik4JOQcrI",
+	"gmRSE8XgT0W6GUtzWjC7LiXxWAmYcDHCa0lvQF4aCZR4hlZf47u7pEm6gmyJBQ4O1nxBC21WBYS2mY8d",
+	"zzGhgWjlGrbEc8lY2MFm6K1JnL41IrpYsqTcu5JX1Q/Xnjtde34WKdcrEElbLNwNyvcFnzMCss3NKqV5",
+	"Trggc57nXLFUikwdNyvm3dLGH9jfLvBTETkcDofDXuilPfYMOXhsTm/tI2ZD8bX7B/DsoLM5/r5d9/83",
+	"ek3P4W9SLIVhe1aFRkfeCGb17dvv/hO8PmSyFCib4WgqxlQskoxqmmC20IIWRsEoH69HY/F3Q0jmSkRY",
+	"rlgsjE7TA2JP3C0J6SYflKZ6qSIrO9Vd0rOqql4WQqFHqYBgq3UvJ3iJfDCCfETMyAbpsiiY0APz02V6",
+	"d5wMyAs5X0DUmQvUwoxOJzOGI1X02pAdJWolNL11UVXDYI4ODgzZos6nSM4Fi4UZUirz5Vw0KlB1Kt06",
+	"xIio5XxOi1XtqqEz4PcDs153x1vdgFWbpN20eAwnKHpv/hpO0FDfaPTzgL6Fq+f4u1zqqTT77jIKusvF",
+	"ghWgsGFIUZhD+Gvnh5cXnahz+vYc/vMO/v/k4sWPnajz3cvXLy9edqKOUbo7Ueft6cWrtz+fB4O0U4k6",
+	"t33zvv41LYBLmheHw8aPhL/YD1Z+erf2ix1I+JsfVPijHWD4kx+sX8FSibhv5M2z+lIeoFMZNf91G9Tn",
+	"HzXtFhp1+AK5wEEEb3bGpFGo1RIcJdlxKbZL49DsAXqkBUnM8ieecxXAsqRgFSPKUVsgWQcNrrvt9gvS",
+	"TmMaZG6U2gznqCLkzpvG7uwKyKCyJ7calRoO1w8pbzTHzLS9jCdTY46RX0ppNcLgz42/D3Ugq3AZjbvi",
+	"HVBkaTh/TQ8Q0t9griv4jI1nWg3HeQUMc/jh5UVEkGRhumC+dr02rut+3ljYnffGew+FDiqMaMijbANR",
+	"ZQ18846BUTf1LHHbrPwcyxFraTVjjYOgsQgJz95uFR1qMwPHzL65d0wSVL8IzTIjSutK1z+szwqULFR1",
+	"nXIZLs0xSXDVE6KYyMzMQnMzIzm/YlWaOSaJmSR+uVwJ+/JgLXAX0eIB/a/uQyChC4GsbYWR7na16lth",
+	"JaNlnNZx5nIRfR4k+J/uwyI9X3olTvGda7//L/uRtQs/uq+uXfkWhlGRMQ0nxvAKmzNtVVtgOSuge+cQ",
+	"MAqtddG0UcuAnOQ3dKXIomAg/7jw2lPo5h1LmTMaCN4mJuK9XJaN4EBm9JqRrtUVXcrs//5/Dv776WFv",
+	"QMzKhRaDMSNw6SMiloZWIuKelQWx4wgFod8ovB0yOlEvjfywIx8Mt+L5Qft87m6t/f6z+/DaZrpx1C58",
+	"64dVu3BiR1n7+a0ddF31gCk0qR7f+gjhveQl5ABZG4QL8u78OyKvGdAPK7jMIpLKJfjAJ4Wco+1JNc3l",
+	"9ImKxaLgKeSLpDSdGWlVyPlCEy2vmAAXkJ4xXhB5I4i5lYUcvZDXHPhIwRay0MAD5z2wE8rgKqYTDshb",
+	"kTKSLFUGlqIZtI68OhcLvBeNp5KRgLV3dPCcJBg+vWS3KWMZyxJj7mjKczWycdp3KotiAe81//STN0dE",
+	"n+hjkpwxXaz6JxNtWOFSaI7+GLyRGNbYOzZMWumC0TmhecFotiI0m3Ntls8nHaZLbS3iYNTmO8W1EU9g",
+	"vstCafQ2pUblv5nxHCRBsRQqIkoaI87q7vC8gk1TMyk1SjeclbGkndnnrMsnCt45IC8KiT5casx8tL2M",
+	"ekJzVugTnZiNSWWRKbPuRi22iwjXEyLNjhg11T9sPQpcZsekMNoEF9NYALPG0TS/j93O6FJpsyv+nfia",
+	"pkC4Hd06N/q+cHJCTiyldNH+yleEqpQJ9FiCmjNm+oYxQYYw6H3CbtN8qfg165n1gtzp5lkDdZlZYLzJ",
+	"m16/DgdPo+Hgm/elatTxL33jstoxq7z83dnX+HsZvJLLcW6zkrwB7o3xUsey3K+mg62rYLia60v27uKF",
+	"IQkmMlqQjK4i8ur8Lblh7Ip04bS/kSKjq15U3jWXwihi1pZKC5YxoTk1VHUzkzkjOZ+wkFVnwNzMO818",
+	"zNNGwkhN83WGfBd1lqrFbgIarn4T1B7kXyXNRJaLVXbn4OnDVn3o/rdx+Wsc2kzBr3kTp34xo/qFNCNz",
+	"anyVxFN/7QL4aBBjCNwvD4j7Ywpv6S5IZ1RfPp0M02dsPzugh+Oj9Gn2jH09+Wb4fL8xgY8pcya2ZobY",
+	"21wqSduOGu4HJhQV6oYZa6dLIf0Gkm/qifZYDGaT+nuNkWQUP5tWDSivvKE6qvBx8q+kvg+DHVNP3Sq5",
+	"2dfGFa1vcHVc4d620Y/NkF8nngmslkhXp0zQXK+q1LFG4gcBZfcPmjlL23K9gSOJq6UlmTLBCsx/0eVx",
+	"hSV4okjiX5Rsdy3aFdw9RTKkOM8KD4ZH32xKk2wnT0htIjwj1mryugrYSXtrMQK08sxxwvlWk3eo0LNC",
+	"Lni6l+Z0mbH+Yf9pf0b51bIPxmtzxgko5yl7pG1EraTi72gJ65uTiJoThYDwHrtmQvetWtNVDNW3JM/n",
+	"CdF02msxGdh8YchhWbB7jL1Jtmm5ON3yiv378GdPXG77G89YWVjZEC4syy6bMsdcjjTXKpBWEKnSnpHU",
+	"tJqlnl20GllhsMfciQZXVRiiGTXB2lUnfIUUZp3ogv/EjBgeQ36s+QdVPDWmkXndQaMkfkC+2mPkpm3I",
+	"V4cCNHIwGIKvY1QKCJqmTClcXFfYQrrcpnhOCqaMbTJmE1ejsdtQcqr0mXv84QO6oYrIsaZc3CdHaT0/",
+	"zR3chpvLhPJNA7RxJExHDU0wMi2oMfFCx15DHKtePQIRlPWPJkYPv2bJiCwVHedsQJIFKt8J6foR9UZA",
+	"yj55mwipY2ElI8sg3mJuuHRHNxmtUbxzejjXayzolHIxqk7OWYOoSsB22p1xETQCj/WiWDi9tim6SmTB",
+	"p1xE5RGMCJ4sTK6ZQwqFLEgCb4dHMMUXSxDro7cliS4uIfMsFpoWxlAyyhDJCrlYGJ3o9N1FOCqsEg/e",
+	"BOq4vWiXAF1A4fpepjJjvapbDDcKlFXYH6iArSx6s44e5us9Zsbdv+4HUULMkLD+6GC2j5RU5zmuJ+SH",
+	"ZdCVguJFOcZ7emHONdU8rW7pTcE16yNfsZSiGM1ZFlnpgrE+c1J+4NcM7Wwp7MlukRj0iqkRSZBqE9LF",
+	"fxjCR5pNSBdFRC8y5i8DtxhWuLnoR74iyYIqdSMLY2GDIOk1GuoodBqFh0vw78LY3Hh6O2RkRR1YmLci",
+	"X9nClqjjhtP8LXfVfQxG/OBvwTK1JIFj8YllLfZj8NuDv+a2oPmD7mptZsdESJKMkgd9824jiT8oURTK",
+	"GkredbymFxnFpST3wR9ISeVaWx05ELo7oHaMCF1PFIPUGT7leveUsogkl0bckKSfVE2JDTrAl1PwuU7B",
+	"I+Q0BObFXyKv4UW7MXBSCpsmY4h0A2MI0kzDCvF1K2jnciWjSJqhWfWsUWX9Y2pjMq4WOV01I+vs9op1",
+	"7X9DBdAu9RPlHv39SyishucIA3W9j1PvLLndT/L9KG/WlDFzNMxwjOxLIXMBwjcITxEIRdDn5orl18aU",
+	"tVIuQrYalTwPQi6WtUcEjSv0MfRiMWa5FFMjbUpJZYwFAQaqXAosDTgmNCCPmcwzTAQlVMSitCArhzey",
+	"MRKuQskdi1j0SSKkMNafKxjgWBMygGtWQI983XmQk2ETC6J6TimaN/KKs1gQkqBO2k24SHqRBe8I03MS",
+	"LPVPHIYWeB1J0sMBWFk02lw7DGvoqofxORArDY+Z3+1ThuKeHXXd7ozczvQqb0Kfi1kCdJ0634BNTgVb",
+	"3Mxv3XxLIkIhdG/WAe4+/enFS3J+8PSZBbmBU2cUB9yty4Cikh5GcEvrNDKvgecAdm1LOXXo0yjnE4vv",
+	"OQOKmRBqdtzIfvROUUES888EFDxnhXePDg56EMJEz38syvohh8pCV4ooOWdIP2XyK5RtQJ5HJhtNjnD4",
+	"EEnfmMseVqoOD462CQPrLIvQW9JgXY8Iu9UFXU+JRiM2FlWHx7uz1y619EPcocuMM5EyrP2Yab1Qo709",
+	"uuADKwMGqZzHnSgWcQe34tIMF2+Xkwnki3YiEttgA15IpTCbi6UjF2GSjorF+Q3X6WwsaWFIQCvSdWkg",
+	"l+jdsETEIQ6e8YKl+nJZ8Ah9SFEsLMGZyV+mM5rnTEzX/r7EbMeeK3seMwhWFzzLmGjMlT8YNnDiyuJZ",
+	"gX/f/QHfXGUTmMgWkgtNunSsZL7UjJi176qe2Z9eUMyBehbV+PrIE7T5ff201dRODEWs6yfwnBMtTbMZ",
+	"kZmTIsh/q8LDVjVZz6edyygWll2RLqSbIo9y3PXs+xfk2ddHz8n//r8PBoeDfZTELv3bKCaxQA2yB6wE",
+	"c7m6iacGdAi4v1EggB46xxJ7VXMzOWfzPbKtvNh94VfoW/uWpksufwqH1IRA6VYzWEmelbtb366nz1p3",
+	"6xzmu9MXLCQE+SX05YATx0m8awoJ5sD3YuFcOhhlScLvnTOd1KlxneqOY+HFYLMHkHQXy3HOU/uwKsVI",
+	"b0DeCkjGQZgFI1Jt6oosbBkyZmteMbZARd87pmCe7ijf176rzbM9+Y1WFxY0CxxBFxQWkB4+Aw43pLcx",
+	"3e2Y8KmAN2B6voWzKRjNyiE2hbeACWwmAriltmV4PQzRrG9Rx61IuLP3PTc/mI9XxPkLfHX1DjxDoefy",
+	"fUvKLipuoyCBy2lvtSnijeEUfbqly79EZe6+UzKzCbIoa7+7tMvazy/sp1pr/9y8dtI/SUqLYhXACpEu",
+	"rdRgBreCfo5CQypWhghUDSXsP/onp6/6GJ/byoLaEMz8LNitRdHFaJcbp1M0rC5MugKMAl3IPKgJ6+3E",
+	"Bp0q8K7I1YOFcIOwVSBeY5H88BKhwMpCpb0PZjXv3C+Jx1w0Sqsbj1H4b2kKZaw6nfWigFbHhbxR3mmu",
+	"HOSfNYvEFHmXd91sl9xhlkFDaKwlHufYg4vBSZfbcuyT68siWbWgKSbkNo7r6bOtlWflIIMSWj9IUBo+",
+	"lZbsdGHQCtZUYdAQCbu12D42OhYL5Hv90DlsF6hVUx4MBl67DTLkFVnXboEknWorM1bTamMBeus1K/iE",
+	"GzYQqL8VXSdyYcRLa47DdvZi8XEKrrPLNkuVqqq3VW3dTQ91+d0fnTewnYP/jK+u/GZhrmq/fus+Wv21",
+	"rgaaH8FLcXCPZGn/9MMiGqW7ZHfwC/ILnutYgGWf1NxyUKBShurQiQKYmqETpddm9t7PbWq2aSr75kt9",
+	"dcUXfac19oGqWOEUn9u+0QF/Z4X02lrgb13zbCIlJoYUR3t7GMJwpmxiKNMa/Zg6s6B6htEfrG2OhZbH",
+	"riYeJC1UMegZQbFHukmLXbx3fQCF3eg/sBZ4hInNvn45tM7ICZm5DDU2LZhSsZguDatAs04ZwZ5LuRjT",
+	"9Coii4Jfg6Wbc3HVz2VKc/NGdHeoBUs5zWNBs8y8CRww1IKQ5blheQhWYq8zW/GwTGcAKnJ0cECkQJsN",
+	"Ew2WAjAbEhzZAAq1EtI9/+XVxYsfv317cvbd5csfzl6en1+evH799pdeLLhI82XGlK2Bgm/DUnuPScGU",
+	"zK8ZWaHejALUaM6QJhOLdMbSK5ZhKkSZhJ/SPO/Vy0zDXbB+abcbe9f7O3Gc3dA6Tk5fEb4jUMdmr3sA",
+	"F7mj8gPgZa2O+U8IIFE6x6ocgiubUEOoggJ7zaYFRXSVtYzEe6BQxMLDUJCPR6Eo4xT3B6GocW/HaTYy",
+	"8McLxsniLxaLs9h7m9PzVFPSfLEUpKyWGFUCAEBEoptMuZ4tx4lFN7S395C3JWWnDPw9IQvKi/KxQc6V",
+	"vuRKLZlKjAluqzotU/FPk7OlEFCDIlbITmPhSlHqdTzDQ5JMZDEGtSqs4AlwF/HZKBa2uNWvleqFFlE5",
+	"WzMd/71cSsMClws4glT4scilVjzDZ83MgG0PD810hG9e4lktu+VKD8hr0OinAS4kljC6heeKTI2eKErE",
+	"i3Jd1ahgNEu8pxX0yhVCoZoR1AyW8vytr3+drT2/h93g2jDcA2g26rycj1kG+WTrpQ0PSAgN39ZQoY37",
+	"2M1hPuQf1aTzjM+ZUGa5beMHt2D+25Nc0iCfIkg7rtcx14on2Hx8v9oJl2q+rn235NfbQoRUCrWcl0TC",
+	"jcoKlv6uBQnlEpYlCXq3WgO/l60FB9tS6LF43g+hKUEeFKq9GVWzPtzXP/zmqGkJzZybqQD8HlriZxCJ",
+	"fpxTcdXbzmfhpZtSwaE7wrcWqa5eqZM1aANvoPSN9c0JBnl9xUU2IlyAp+jSozwcDYfQVyZ06Wfm532j",
+	"y3pWZ3457EVWT73MmOB4m/lRSH05kUsBPxyZ5zDacmkuuAr/7tHwac/YvGKS8xS+/LxntFrmcT8uba+M",
+	"7tH+gXmLlvIyp8WUmV8OYZhquVjIQrPscs4yTs0F81aYFK2+4wDfUQGIqV4lBdXsEspO8TczoFqVZizs",
+	"72CSCJqT7lOzZLFYLrAc4RLxU7pPhwe4kteU57Dk3aewPP5G7WBung6PrD7boJOCQGm3BtEmqm72T1xk",
+	"fTABJjwl9hXOW7Eo5Dhnc5WQ7q8fIDZiVh1+u3vfA61/ffkQJqJCKxFJ4OnEYQkg+NEynaEuaChoALHW",
+	"iCSuvuHXg/eDQuYMzTAELfo17tDBOO68T8LRxcKIixKybX84JEzogjN1HOJUQFryXBZGIPmn32KQwHZR",
+	"mckbMjfCHO71sIUu/9mOLRYAJQByPe50zffc60C6sQwV0J+xrULcqexYCALn69EaLIgbSLQpJKgXGXoD",
+	"XW0G9XjdjR5OWHWMI23mHtZhX5Z8lc+28hLfaWWNnzDXVWdrsxzgR/XB4OON371mTeGK8yDITjWZ0cWC",
+	"CZYde3RMD3phmylB9Svj1w1Yng/JtbJa+u6nrdKoLsg2c35drkl3Am4ZrK9T4JXhmtxQ1duw9+VKNbU5",
+	"OYfy9PHK94ghZkYYN03syvR5BmVgxqCzrb8sam6gMlzrSheU4dr/DujzyWG6P27uhtIMw3ACtrrQ6DiC",
+	"0CFs98VqwXaQf6AhaMyEDzOkWu0PePkjmF1Ik38Jk8uv59bVD/ARgg4oC7rKJQUMgEymas+dpsE8M8Io",
+	"sdhEXFwbA8QwcfsLigQbcM/z+cCyl4EvlIHsGgj79rlwsDnusOZoggCyAmG3i5yn3Bxre4jh92qsvjTN",
+	"LC10gkqwgc2aq/wGRw1+s2MuH7Q/lE/ZH9YesRMvf8B5g5oqc8V08FL3S/lW90v52jLfbX0a1QEEP9ZL",
+	"X8D/fXnFVuGM7C/BlOwvBXNTcG0BbWXnOopA/UcPgNCJOmaPXQX0pTF+7W+umulyKWaM5nq2ql8wytw1",
+	"K/wTCOJ/aSuQOoi0DwrXwClY9s41mtrRr+9PRZmS4Rdq/do7v2Tr177z++GvnbiaGtp4oeFteKH1Va88",
+	"jdUufO9ozf9+gQTV8HF7peHr9krD5ysVQrT14sYnz4A2z0rSLOdQadOydqFpneDCGVtbDttP8QLp1v/8",
+	"ztAqosucWPJtuvYyoGJ//fXrN99ban6n1i6dWtp9F9B00/WzgLTD62Bjqheewv013yviZUnp4YPWmH1R",
+	"Evxd1PneAlC+oHm+LtpoMV3OXUPd+yks/tGIXLEVGvIBShm2e4X8Gl9AitgIIMaEDCGzmoH/26sjAlRN",
+	"99Z0JtUOwtDVyfl5NwnGcM3K1oQtK3dqVfz1kb4Et+ANXRHXF7j0phmrVRbzyhKBcVR16GzSNOyHm3QN",
+	"P7h/N69sTz3y40LANVriDPoVdg1n/Cv90LXETjQ+OH0MaO2uLUL5ihuK+eAYtzX3GGO2PQvpkyGFTGpn",
+	"YbfeT5UTtN49yfXmDGcfkCXMO1yO9TVocMNN0ocimOw2J48s0TgdqhRXmgpt0fOx/1DBFvnK+4XXJxYu",
+	"QHmDFMznftwUHBU36+VbW4Z2b+KfAwOlQkCPC4mydmijBhazjVlt8mi6se8OP+Le/J3PBqi50Q+2ApH8",
+	"WRBPGpBMGvywj4Pt0Q7MUW7BJs9sw7Kvm6Q7BZo9Bwax0y25UsFopgjXvY1lWhvkrsPGqEVDT/r/New/",
+	"v+y//7AfPTt6OCJ/k84B6sI50InLt/IHZORqMv5BElxIY22WS5bEolvTTbQkyQfMmgq+ExFjD9wlx0Qg",
+	"NlMCZJtg64/wjQ5otheVyOsJ6aIgxZKU4O5eo6tv105fP1gMonvBI9U8DHgBHAv2bo9y1O0fmOU4OEbE",
+	"X7xCThy+j6uKwt4uoo418ucAXyLfYaZ/FSXjiYKowDOY9tqEPEytm9QW+KZHR1WCtFonIZpCSLYB9XSh",
+	"+0eyb4a3I6hS++Y7EEsL5OjSxz83DaCg3Bz2SqXQXCyhoy5iqTWyqz8aBKrmVTV7h0qOv4t0h/2D+yzZ",
+	"JsCo6ud+XqY5Wyqi3GcXhRzTMc+5XpE5Vcp8e3/bt++FNGW3bpMIswxrZxzAxgixO/xZc5O2ByMFVj/2",
+	"CjJIJhxBraHCwQ++ehinTDwsNP6HgAQ2Lqmtz8F7W3rftUaj/X7Uo/RhzP/T6+CVyPZjgxD+CB6bdaIt",
+	"UaEC5ny11dtgH2v60qv5Qhb6/IovFoiMXf2gXAQHqIZE9eblxY9vvyN7AIlepdHTt+cXZG9Oi6tM3oi9",
+	"gt40bZN/eVNNWb11or/ZM/+W6CJVONpyNAEFY7yNoz25t8gxHTNfHfvEIcVE5lvkcdCXNy9uuUT+6+0L",
+	"zbKyXWrNkeN/361dR2sffrnUqZxXMs5LF7vDIoDkIue93s0hXZ1A6ROt/n5WfqB64V35uRZnmBu4i1M0",
+	"L6O4lmkLRb4VjORyOoUKQHebi0uW+n5kd9bIc4xVNmEG+u1ow+7bchnja5tBM1rgJMrBY8up+0BHZEsk",
+	"xjfVRKw2cIcIw9ovGlNtDLeFy4BqnTFX819NEEl6YVBQLaF8envkf/1T/9G3hkX/le/ektI8b9G2mvHx",
+	"ALTGju+JwoYweO9652DwCNpoXTa4H9CZpY/Kgm/j6iXtPkKANzgIf4ko77/98tP9DO0TYotpgRn/wsbk",
+	"J7Yi3bPvX5Cvn+5/fUxeZgdPn+4/J1dspQCj2lz6Znj4dRP4TT6tyoSX2XfnJ82omtf1O+EzTfde8azx",
+	"kF+h9VO+4+1Pp43YMqqGQ6P4tOm+2xbYKVwfqEBEdIxlke/Qjl+vOjj2ln06XydNs8Y7k6bZ6jWarA/C",
+	"vLDp+2/aso4Md4cGXGi4SnHNCkWb2w6l2FuzRevFL7Srj4XMG7OeJFELRq/UcVniDMUmCBtCEu+vTirt",
+	"NFZKs3kHkbYM53B3NcA/1hYJBhL52TQuV7N2f+LzJJjQxcocd0z9algrukBDrcmnVzrx0FbIJFMj8BqU",
+	"VX5G5QHw/2uu0Hfl0lFVFDoWuoAz4jNtczal6Sq4QfnCu979sFLLPOSG4Fc1NVahY8bmNWNa88hlrU/4",
+	"dIk1Hcz2GupSknFl46P4BihAgnYP5QMusMB1z04N0qWtDLsOSgVwFYGf2tWATpkKmngo/nvJerEJhrk0",
+	"4YXSQY6v4iJlIXBLoCSsy/cmY3NHF9EDfEAbfGovZlTvgU8l3AnnRMPKS+yU0g0F9VJcCXkjbNLn+n70",
+	"mqfd7jzGLQDnq+t4CUpX1mbPwhq1cGAHg7v1TU0mpH+3x02tnMXW4/4d5MFuP/TgYnJNZKDZocuwMyrk",
+	"dk6w+wncoNVeVP2glSHgDrsdXRHXq6Y8gLUwpj0KQsP+Q72G79xp534PVfkL29jGNv6I47/5PDccUKDv",
+	"3WPOp/aB9Zjzz5XAOdr1CP7sdkxIf56c0uzd5WtR5JB1fDw3KGe6zcwAHvEIFgaqFvc1LqwjH5YxgQ1N",
+	"SLrUvrrrGCD1CNehCfIRdgWMclOxHpJbU6HeElq2e85BeKZi0U3WST2ByjwbZFQW+SL5KiGAhWG0QIFl",
+	"f3ISi7LoNSLJXkJs9XBG/Ju/SiKSfOX6VXyV9CL7IlsgrDQCTpfjCp2wrtgYIlNdSsZGBcVmhvZLvUEs",
+	"qjWBSKTkxDKSpoq7ejlgLJrrAS03s2FHTBJr7isWxSKoCrSjf6JsYbcvSTCCyd5HxQoT5qHBFbONgr2Q",
+	"7VJiYyTBeO2jXNv23L1jM5hkz6719X6CbzkaHprHuCBvF0ycvHqiiJpRyCoGSIAFK+ZcGXFg3Rqo4MYi",
+	"gSmFJT9JhN4kgpeSHqK/WSYNxR5qJm8wXRix6WytENJiZKELKPBlIxTat+VoeDggJ1Dm6JiQd8833a/Q",
+	"k9tawehIsAGL5tPWLQKKBCIiNeZ5Ixamw2Fbh7rFNS6xqSya4cxIQAs4Y1WLdcVm7Lv3beJ3tsdf6MLb",
+	"vbrZcqDHCwhdzDxI2SXPav51mVZKHdjTybPh1/vfHDw/pEfjp+mzrLnEAclvJ75fzqdV8hYuD3TbC33C",
+	"6FsEbmFVFJ+dhNG5ub2xUcaCiWzr03DTJmTdc2AeRq3ah9M5LQzZlUUGFkzHuSVhX2yRPsgGWC7STU7f",
+	"IbwSYLj0LQ7c3gee3SW9h8Dtgmpg9QG7ZNV0rU34usGZQ3/9g9Dlw5P5B5+tjyLgdtAKa1w63ZinjCyV",
+	"AyIrJx62gjeGChfT/m9y3IBssYWVPtbJaWnkR606DcTKPTK4B37ZObXXH7qA9z+7L+tvDvbYSexEtdnu",
+	"yn0oZe6itZj/RozJkOM63M1uosapuhwMBkZLQ2kDYh1C2KCGoCdwuwZb+fj6vN+vH77flkr3CzblCu1d",
+	"u4/AlIyF5wrtqmv2CJp/dRX/AsGFYMBYk3FPRmfBe7VFWq4qI5AfYfk/F8QieJYbgEl5Hj4MbBsE+laa",
+	"Ap4hZNRj9rIHFoecdeBRNqkpFuYn+4qJNBqj7wrMC1w/V0xEThAMtqwB5ioWBZvLa5YNyDki4FnENBz6",
+	"iDhKIhSbhiBfa4C8+uuw9M/Id3dNkkRSxHk29Rqv9LczJ9z9DQ6tQi6nMx/5NFr+gPxs62qBNBpjHQ8P",
+	"R29oCPfL5gZwa63fqvHVagc0es2IkNC+1ujAj9glruzBYBs2P0J3uE0CdkODN9JFMNIyWcqD1/AM8xnp",
+	"qvfQNnDb+bWng3N8aFP4OiCaaFN6UPOb1wMKrgfdyHDPKgi42QPragTGh+k7mpTd6GyNLnS1q7Zis3z0",
+	"RhZX0AgdumkANdBxznqu42MsWvrZbW9T57otB0BCDW3pSHPjuW7AsW9YwWJh28r1jkml+50/2TvAr1ZL",
+	"hsvmcb6f3NYuco3pO7WdPPXvrV04cZ+p/V4rknzviOOlQ1VYr9wG+BBrMdWRNQOc9KeDg4aIvUdrcCtR",
+	"Q+0wx8j+gpIs+AHxo40y6kiRBXeFYCslamnwOJxxcy7AT35ZB34IuKe5crm9CKLEytgBIWNn2AlY/ovm",
+	"ZlEnLhFnsszt2jtNtbb2+03ZErYFQnsjqn/75aLCaQcbuo1eNiFev7aiwGhUCpByFHSMnPCpbeIxgBdf",
+	"6DyJPH7+8+GwCvD8fDiMdslywi1tzie13Bs5e4TIwH3FFtRn/QZgSvmcYD19c97pFROXLUASNkkAgVdr",
+	"/hyPxrqZFir7UvlcZbHddDcTTVDFUacdRzAWSimgl6PB0eCgFwHycJ8Bpm9TSoFzW7XA57kWAZHLxbKp",
+	"/mDZlE0VmrvehgbaxveXzXTu+42AK6zXWdi2qE1NYKqb2oAz36ZsNPijqlTYBGpt4U8r/iiYK+phuxNu",
+	"jcqC2TdSELjPt7bZn0me1vx7tWIhLrgyYswn7LqEGS0XnaiD0VCLQHEJjZzKXJjLCc81a+bKXGTstrk4",
+	"M5fTRSHH8P2WAuBG/KPW7KKWl4Q5j5Olovlu99q8I9+9YEOmUGVZdrbrYesupMyxiHhLjtbW9KO6rxIW",
+	"PqxHre5xEzW1ZBKsH4h3gt86SbGTI3U9hp3OqE7ni7z/6conGtmJnW2YkD2jHhGk6rwNkwMt8W3f0XdY",
+	"rNrkOrbfjoIccFey4I6o+9Suh71VcPjAGlSVBZlfnmVhBxtgxpiOBvlztkvIuhzx9YSXi7Km7F4Ffpfl",
+	"KC5LJMgtBXb0dvd7myqLd8xFPCG42REWrHf9cScItwWSqjzliA4rCBwVw/ixbhTbUkTw/3cJerGa8A2k",
+	"YNZ/Wqe01pG7GpxWqKx1ObLlfL/fGE+qsT+fOJmxa5abgTUlUSIj3MwhL1vydD8TC92F77VDDoSycf99",
+	"ExEaHSHPWX5Znc96xaCr0HzYcVKMZc1iFST26MNuNLYhsHzURC9lXeX6hGwdAgLsN1CwzYi49Ly0/opG",
+	"kq3WVd6jMtKsPjDV6mLUGz8stewEZNJAum2gCeszbDlN7UexHI5/aWMecj08YSe4UaNrHWXNRG4t9f+I",
+	"Kv216ZqXpLpl03dy5d5vwdZaY0RNDwTqZRXAYr2BzOJyUaG//S30B6xxa66Zk/5ecq2NLehf0Rl1flNS",
+	"DM7oTQCJYZWCz6P9ryv8W/XoxzIAWuRfM8SxU34/SuV9iFL7YIV2Bz3VzO3yz6KnbtBP76GbdrHuoPcn",
+	"0U93VjQ/Rj/4KLFfQiR8rHjfbxTvX7SKbXgLn1QO2O19qBRogrBvOXllWdCDD1w1ZX/ziQHvJBfTS8dU",
+	"A2AO35jAi3b7N5bRtbiVbDOrj6XHrThS7zee9/ttL476EXa3DVV7LbGkFsZpbzDxvVlzbOiEzblrO5bY",
+	"okZC3T9wrsb2zbnWOeszkXEqCOze4QHYveXu1PeitfvE2lq+36xErMvJcpZbVUO/AU5haHr2IXbi+qjM",
+	"idossqt7hawgEEkt6HYb7mjEaLnUFQwM9+dWf6JfKqCxUiHY5q7aFQd+l3YTQaNDw8IgpBnUwpe54dAn",
+	"Iuy84DstBI0S4PneBvjJRizFZquo2SfpgjaYHkQ1mWATZAgMSMFsx6+tn28OftRisDifKGyb7fPnI1LP",
+	"qA/6abgfwtWyr1pw23dCFsT2lcAftodKS7+ztb9wnSLc2q3ktiHSCmTlS20bofk3e6wD1LsniiQ+gXfH",
+	"pOCH1mOt84Q6WFJw741g2eV4taXS0UHu7VDR1KDT+49sWebHSGIMNq2Bke7MLjcypfZpeBfhPdwkFRjk",
+	"DVDHhCpERWgtYW93C90bhbjNd/pg50jYE2GjhyQ0Gjfgd20UWJ9epq0PZKucs1M7fYUQOYHqfJ/kfFvJ",
+	"dPoqRI4EOGR4q+sySDV2zhg8SmvTDc3wntgWq1wozaiHcIH6JrpYsMziUSqWLguuVwCiyVTisu8ldEOE",
+	"1vjQANeF2F+5Fg1hBnUCac+t7VLrA7M31scWPPTEVcz6nr+2TPbd2evd+vxWMi03D8ccvGPbODJrD9pj",
+	"u7kHdXuMOlmxOls2ZN6cQe0CEsaNXOYZGTNLMjZD76bgmhHbHLcZe9CDXjWwKiRqs74qgO1SERmvSAD5",
+	"FXQHdDJlJyfCcDhsrAJKm5c9+AWSE92ZORwMzQgOB/vmP+c3dDplBTkYDEkmU2CHsaDKtYTCk2ubz1oz",
+	"ZCZzKODDUla8rSD/efLm9SAWZ2zCCiZSzNnAkscJzxF1CvqxQ9mm1DbVG0v2DDei041rGqwomk3mfCE5",
+	"K0bM06SL5lR5ozliHIZgC1Z791jtLRGuMKsUdmEHdtcCZZ+2EBTE2pGDBJPn2OOYyCJDRM7dYJOqMGxN",
+	"7tjwGO/c2dQ/9baEX6vlyNrjngAVJR5+Lal2CIWtpBoLBaDZpetapsgVW2jbcgnV+HWAt/uiupW9umFh",
+	"Sli32oUQvi3kLeusQUjdCiSDmA42ARi31AF7iLAJHnEygsBis3smTZdohg0J3CzHZPuAlLDCA3ihbTGP",
+	"Y7snVTkUxbt7HJk1uon8OSgn4he86WydlgAI9VJ8btgPF+Td+XcAkDXneY46gkO6rAOApDOW+a7tNXOm",
+	"9hLUgzxKcmgjWIwKEPdQ54K3wutJF9U6/CuzSlJUYvzihcuC0ewSvFf+lh+YsXPsgy8wLgSpjC/kUuj1",
+	"AoQVSaEcTpE5NvMjCbwwaYahXXMT8QcsxI6vlku907uDIMU93r+Wl2W+5T/aTETYxKMhTsfyhpNU9kl0",
+	"Wt5kghnl6Hlow9JxH9lsIeBHywdaRqzhIJ/ZjnVvmKbOQKx5oKGay4j2hXuo7HM3t49hmuvzrw++6TVr",
+	"yr6i4RIVwyYprdSSFcp1pA/yo5WtPHDN9aBBvLofWxtDkvAltiBVl55Z3g+qx42hzX1kR8hLPGKocnh3",
+	"9rrXAuqIT1w6tYm2Rvn9ra3hfsxyfdjU6pk3bp5NxLNe33U/28s9pgI8nScAQtgPMEbAsaVIF2FQlGsF",
+	"pk5Z8YaLpWZJFAt3EcmkvNSDyklADPJvPIb8L2Ry6OC7YmyhrCkDnr6mer617zYZBXiLZT7mphLTo9pC",
+	"F7A9SBdzxMfL9IrpiIyXhXkaG/JT+4YnULmjZ675vw3W+H6M25Dua0vShnnv2gdYPhxCOvdq8zEL9fr1",
+	"G5yDetCwmmJ7Z0vxMBv+raigvWLxKU2bUSxKSNoG11BqbVhnSgU9fGTBUqp0J9oGZVuGx9y/Ntj7UNoF",
+	"fC5IcDe7v1SMdG0ED9p6lg3aEfPeMONESMGSFghxaKb7gE5gbg3KpCHz/bUV+dBJuV6Z1Ve57Nxtcwtv",
+	"ACOGfW82Zqo4vNXB/ihvSC4tvECw/VrKq4hUGzt7UJ8d/cSFH09DQ4PKm58o29iVXNN8GUCtWaN8RgGI",
+	"7TgWYL3ecIVIMy6YAVDaI7PYilnEbFfvyNEchiLpWADol39HFLRngqZjyLHW0LPuD/Bb2eSDwHBt8+TZ",
+	"tfLfqoD5Nu33eXOtxkkQ6jC2XCkBUloUnKkRSWg25yIhXeCo4FiJ7NYanemKrWIxp4JOmRGhvYgk5bEZ",
+	"GVU4qf4ELhrzG9Z0JKRbLEUsrOlgnofmEV1MUT85fWV+cp1L7dPVQkMYYGiQ4Herv8CDWCmHlSR5Pi+b",
+	"crrru1mesJgn9qvwhzc51Rl+ufbrL/br8PMrNwT46/XrN+6fttGivdtYq+d8KriY/sRW7cVOCu8xO2E4",
+	"CCLrOt3w4/CE7w0HdFUP9qirB8H9FEwbUm8tmwYcAFaYORMHDE+4rgM0YOGpuWvXEuo61i+2Ecu3Q9eV",
+	"O/UIAaBg27cpi62xnHOHLtQgB/0xf6IIoBC5vhaIn/BE+Zr0BSu4zIyGEoDjcQ0sltrbe23QOu9U1twH",
+	"bD1TCz4TBmUywGS5YewKwufC1lNp2hwCxBcAFFILQpIvOKvN7N3Fi95xDWMvRPucYAG1pnmyex1+weaU",
+	"my20S1Adj18d0oflN/+MbHntmOXyhgx3NMbNruiN4AJ2mtBXn4rMbreymFFQ4Q3Ojt9ZIf3xedCc3Uya",
+	"KgKhaFI0rH8EaBHg6pnkfDrThN02aA07ugssGVXJIQqoMRhlbZOajhDE734o5HLx7SqkzSu2CnI6kFJn",
+	"ctlc0wcvwcjFR3IFfJO8abKNzR62eA2B+OlikXOWkW4hlyJjGcnkDUTczJaYsfd23+hpuSK7j9st411T",
+	"vvjuAgY5wC4fvDB3qoYSURyHT82p85Ta9pv13hnDqfLhqAGJfhs/Jl1gsDBItEGu2KrZ1tha3cez9bet",
+	"4U7XOegW5vnu4gXJ6IrIAohm/QPBxd49ZO42RCljbcJXkFPb3EsXCvWpleFIaMGIshhT4b7s1E5rB3Ml",
+	"laqZ272QSjvXtUNBcoCoRkFDp3dE3EnUkuyz/v4QHugiZB/NQQaBD1hk1pmhlvNeRJREpz/XtgkltW2H",
+	"+ZzmI5IMB8PhcPj18GkCWUvlD0fPg/99s6snud4VaydDDj0ybV4P4Pg7GoUf2w/rvqCFfuwP6ItlCaKJ",
+	"lVjNvkmJtxbIxwGHmjNXSN3WU+L+ivy2sqeMK2PzbgY2smkI7l74zU73Pljn+PSZr7epf2217WPHvkkj",
+	"AODdzHjOrLEf3E41uaGrZjgQATc1Rw2hBeI9UecnlOdcTM+5SFnLAmYs59fM2OAeg8g+5dHXqYNKQYT0",
+	"IIpkJmh75+++0nXb7Wb2INttUbBrLpcKs11etsN0vQPA97JTn6FflvXNzCzNK83zHAxcFaxHaeVZFGFK",
+	"pgVNna67+4SXALh3r3OxLJpTmFvRWV+JtGCY+ua90g4RGY+uxefr0lzJdUp2WJ6WlK2p8vKCTh+MyWrm",
+	"4Mm2JO4qOGu5NpuBWi1n+wiQ1oAj3KNFswdBldgPIsTTGx4cbT7E3l3c5JANW/s75mxbbSmCq9acWVQy",
+	"gk06ol2wl3gzlBE5PJgdHrMgnCUlrrUexAywmdaLruqRd2evQ05ilKLTt+cXoHYcEyErLvBuslSs+D8Q",
+	"M35S0Ol8La/LvFeN9vbATzWwvw9SOd9TZbr5DjlnNbqskOQGMvsOp7JqS5jCq0YxlILhZkESk2DtZEa1",
+	"ZvNFk7pyYq+QOc2YUbwmtIjInIolzUnBNCxp6OV+lB6rMOq2TnNw8YkiPENG4DyjfZ4lhuNn2IXVRr9w",
+	"/IPWr1w0oyE0w3q/A3xcED7WlA+WtKSQLL+uiI3h2v8O6PPJYbo//roVN9Eu/H1WzTz23YbIhbvmjAbA",
+	"bg0WaAdd1DzSghnnlJDwrbbZLOlWcdOIsLCyrXFpRI7EGpDm9oZB6KBpPtV0Eq7JVJrPNiH+hn1K2G11",
+	"4Vu0OoBzdXM0KtSSka4F+wMFq3cMiYVGnN1Q6OciK9z0iSKMFjlnBXGPlSzqHv6mnQAma4zDAUx6z/+r",
+	"bMcmJ+X95RENj1EQi/EcZZvTuDa4R/Ac1/nkXwIDuXmP2qE6SdcYtiumHd2w7JjcGFVxzBxlsqwXkQT0",
+	"Y5axLCFdSg5ubyuNM0HOJXhME9J1HJ3dzuhSadsneh3O0r+0g4r8zhmLtXmWQJb1BQg+ULv0vf1euWov",
+	"r5vLLl6i8Fs5zNe6KnNMkrjzVdxJyJxRoazIgI4i7DZlC43YonKh+1yQxIb2MXwGMT37i1s+yHPP87nL",
+	"FRl4lNTE9b6fWwA6rJeNBbtd5DzlOl+RbvIrjCYicafy4rjzPjFcZsIF69V6g6zjdvo5Yy/6l+504k5/",
+	"VYe5c/G5QZmFuiGj+PDg/r1D7CY93sn+S51o21L53mZBKSgA7js0lz7CTPATTXNGC2ULSz6r4XBMzIOk",
+	"YH18qcK2gOiCCNSpT2Bc7ObBrpkZ69D+llQK4tO1g0wu/NoxTGoCVQQadG807SH7G6HByqyvmun+KIbN",
+	"4NMZIG0dGE7IuaYio0VGXBTfB+ZxVUYkuZkpll4mvm6CjFdGi4PHYmErxbEEYkGhsLpn1LuDI2PDPDsi",
+	"BRWZnJPxSjM1IJAl0DcKl02HCBw35jtvJj/9r+fFNz/89J//LC5ufnt3+t03r16f/tcrefCavqbnN9VF",
+	"en5UwaA//KZSuoNv/PWk/19YvvOve+//9R8fhtFBcwFPZbHOZJlYeQ8u8KO8AcxQIB1CA57gqAwlFmYT",
+	"ckUQ9ILm6xwCSOwUQ4JY1Lols0nmmdPWkbjdVnYd1fqMlAHe90P5iSQi3zw7Gg57x2SIcVdutO+bSs7e",
+	"s+HRN5V8vWEj9u8jn94L4Ps3fgWnTLBivZCrMVPQvvsXrmfnDxtWQ0jsQb6P2tFV9+hL4thy2Yikcka3",
+	"9Em5wy0JSwAh2QGym09sSeKaUnJy+gryVLqJGmM7FguHiMnddSxqLBsxzL+GrGw4X+fuDrL7J3Jjvb85",
+	"DsbezCf9mYQynCnV7IauQPrnVEyXdOr7C0J/1aXScm7GGsDJqwE5yXOSQCs6TDwlml4xkpyEWeUjgiDQ",
+	"BNvwlh4l24w3Fl1aLoNbhdZF6MGAEJbUJudxPYtFSucsf0GVD/+Z286+f0EODw+fQ2TSWIpK0/lCDYzq",
+	"Z5gD5fmy8Am0gmp+zWKoopvZgAu20pMTklTAFxLHXzz4uM2II0nY7T8ZxOINm49teTkkMjggg7HMnGhi",
+	"tzTVI0KxNgrjd1hKlLE0pwXLohj6+nNBKGYtktRMtZucv3h7+vIc9bYEs8wTXCJz/5RfG7P8hqfMJljE",
+	"QkFnL1v2BwivK5KxhZ5FMJZau8QhZOKF2AhJLASdY32grQ5cUD3DaFSlPaGlCUyZJUvhJoNrEUEZogfR",
+	"Of/uJ8O7RUaUnLOIjJfajgV5LupON5LQnF+xQSxOEDrawetIAQW2rvYJOykiGzj2WYqAAO2MGXgchaPm",
+	"GkRjeEhOTl8Fzu1RZzjYHwxtiaigC94ZdQ4Hw8EhVrHO4KzvDW5YnvehsfPebzdXavCbjUpN2zC9bRJa",
+	"kKZndi+yETzq43aRrUTC6Im5T2FP3FhY2wzS/aA6yLyMYUMKRE/PXFq7a1RCFvlSkZyZU2/spp/M68z2",
+	"v8wOnj7df066yZVejcjbn04hQbO4HrlLYNzlU/P3d+cn5q+lYiPzzaQXC8yEJskVz2wXUReiwGz2J9YN",
+	"OSAnxChnUIgBFD9nTJtTGwvbGdu+RM2gfq1gE6bTGTJdV5KBuxfU3nZGnR+Yhlb/kP6EzezNyh8MhzXQ",
+	"Wkh6wQzlPbdNKFO2SRx4P/Da9f00G6iw/wHOFL7+gqYz1n8hhS5k3uS7gLzMiMzpbZ9O2T8Oh8PEs3va",
+	"5IO6C8VNZ/Tr+6ijlvM5LVYO2AJTPYFQYIENVdRqd7pwfH9hY/ITW5FzI+IMy/z66f7X6HyEmt1fO1C3",
+	"3nlvPlkhcWwG6IuP+mENTiPF/wxcsIo9g5TJocSIdA3rqvWfZrdG0aR5LPAm1XPh8GpDFlu+1FqlBOLL",
+	"VihFpalhEei5JmZSakASNw1wLdi9gf4oXddTpWz6igIZG8BIpXstJNle1fUJ6bT9oy3EW+YFb6Ku+5ad",
+	"OSf0yemrkKgQdXV3otqbp4tWwjpRJNnpLUnkfRx+zAmqJn6jUTMx30siK2VcPvqgaXPfvDj9O+3v6b12",
+	"9c2LU9/+5mO3d+8DPMX03efe6PLLO2/5BT7wP3PnKbHr9URtpYAq2vGvjRU8/mUeMgNSuCgkdmNZZcfe",
+	"FEJMW09bu5g0X9/DXJffW2nqFEWl4eHYWckXBQ7ICVgaihwMh0bqgBOA+rJwTK8xckfF4seLi9MI8Ecg",
+	"pKcxvVb75rpKy4IdQx1Zslcwmq1+T9CJsdRQxDSZ8LRFfvxop/AJaQo/0URAJzm/ZuB9e4rfa3qNH9ee",
+	"s5SWud5Iba+NdWIWcFHIMTu2Rp2yCUrhChdLzNdzlGUR9JG5oFiw/6pykD+Y7uZMFzxV2+huKXLQVLzW",
+	"YxRIRRL7+MB+FYqAEovPZy2a3ggadApCCToEKtnCzqgGQJrQhLa6j1EKgdVxFQthMf0AyuJouL8HHdrf",
+	"4BisumSstQuWMzMyo+bOqTko/VSKa/NNKcA2ZNCup0CEpAnXahSLWPRJMtN6YYvMPdKeq0y7tIByH+Am",
+	"dxVrwiOCP0LzfftvS22XGFa9TGXG7pJRLAiZcaXltKDzMtXBd3wyJmtymcql0AmB/3jMVtU7tiOE7yTm",
+	"VdyWt+MBZfNFTs0IErBG0eheCoSeycAKVgOY6JSJS8ptZ7ZLf5jXJ2tvRHqOiP2zfACbONuf/aLIjOUR",
+	"YjZCOyM7cV/AaEYpUkh0cd6c/rxMriXjVQlp0U0qYwinHajgFZS8XtMksWcXIFh+1Kzsr2ULMDs5q8cv",
+	"wPWR5z5dHbg2xvQsCIbZHwCESMyOXqrlPHEzgpRcHH2QkHTpXVqXZdGquoSbP/hrEZGIZHKXYGNcsv0l",
+	"6xvu77pL1sdh/Y+XZeTCDqL8cjexSZ1mmoU5huYfNsraM4OCSOuGt67WBtUwkgC/0jZ6ckOBH6OAzVxe",
+	"cZHByOAS2kzuTCVlg0mV9Na/A8qbxUG5BOsuq08ZHjKb94M0cgC8F2aOTjakMs9tGXY3mcrLr8yC2IuX",
+	"XyVtBpllbNsFqma3em+RU14TpWsGeYvaBSzcyM6j4f49Zad55vDez3ysjP5wF1W91r++v6triYYvs6Vy",
+	"8yNdqIVmtwupuKuLm1NNhoPh4KjiSnAyEWW39xbupTOq98oseqzEkBtxt5PTt+e26Wjt4WRAzhFqQxnq",
+	"kzkcl6CPCQBUNLSXMbcpLRfwX4aZDEvFCvPfEtU+IXuxSBq7MOELDBe2OQ9VzPVBBWIdfN9kwgXNSTpb",
+	"Cht5gOpxktj2APgeKFA3z/QG5EzmTJHEMmwzE99IKCFdiMBSRfByL5iA7y1kh2amnQzIBbvV4NbXUHiH",
+	"pX8FI79JLlh2TPicTvHI0WXGZXCH8xV3j4ZDc87einxFEjEi+8AFPNpJ0xF8CzuPicG1nnu+RuRbma0e",
+	"Tb3d1PHrrho1stkZn0zTbuw0eGcbc+xBmLlf4viX76w5DY1ZNrJhlaZXvjAkZaMsNsMAvMiC2Ed//e7t",
+	"zy/fJ02ZHHfNCBnu1QG4uad2kqwNP4HICXwsQQpXxOb04cO1cQDH24F7VeGwPa/cf/CThw9+8uihT+4/",
+	"+Jv7Tx/65MHzBz759MG78nR48OAnDx/85MN2pSYHq0IQICFqkhDf0Tfvp5qPc1bvEFixWlHYdd5Hndt+",
+	"oAT1FzkVDPNZaacuFh8qEQNhOAJ9aL5A3czDfHarbfcwwojXegPyBqO/3kuelG9MSEoXdMxzrlfEBuhi",
+	"4UwEqEz0H/eOoWNcGhtUtolPzsifI/yjFCwWRloRi3geivHdpepWcfOZRM2fRMw8sojxr3OSBfn6Z5cs",
+	"X+TIFzny95UjvpsXGFaPKFDKZkX3kiflY0acoKOlIk1qPVyXi1hoSQ6GR9/YO5TLQYB7KgZE77ihRw5X",
+	"sUigAU7iE+swURtTIRPSbWyWY15W1vzjexZUKayld1LKxcRRvBCutwkN3zHok8qMta5Tf4jIWO+O1MK2",
+	"S6qICBcEyMLhVn/hwV948F+bB5fU/bFMF7XeIA7UxGdec6VR6+588hNe9qJpONmYHInedQeLhQAlgz/s",
+	"bH52an8E+sEVzLnSj0M/ex/gv3db6OgHhmTU2SHu7rGAXGaEFY82MQJ/FHTOrLIfkXdnr/sgq1lmu0aM",
+	"oeEDnTMHjz5eQeTPvaslquoAsu4RU/08x6LVl28uDv6C0umve3aw5vKa5qTLbUpysmdMP6A/KFz7/x98",
+	"n0QuI6NMIua691iHztHx3d4HQ7o7HL9T+8TOx9CHVxcBmpY7my3nxz1zryMUtTMBOMH3+L7tsfXl+H45",
+	"vtuPL6aFC7IU7uzuKHAs/T3wHC/45gR8TMDB0gXfP8lnl4dwOy4G94MkmPBg7NdYlCVSk0LOIwKZMIDG",
+	"pCXURrREn+3HPlbRqwN8NxK+b6bmkuYfPZHrYsYBKTblEztW1ziqNWkL098elJF3thSKUIC3Q+Rvi+sN",
+	"cKVKl6l2sYBKCiheSwqWcTVYFjmGJpmOyAK8EmfmAumqGZSmmM10/Q0gywPRQVXvmDwdHpJkKeg15YDo",
+	"nVisb2xANaE8d2lS1PmvwcngcqKwrHXBRAbJOV1Dq2OqGElzqViGVbNmVublkR0XAHHKIhZwKZ2Za20p",
+	"DWe4pn9IiiB8+4GUtaN5uCs1mqHwprzCg+GwxBMDCsEiMVhovMmmvz0dHrZS7vX+Hl3w/hVbtRt0xrI6",
+	"OX31k7lnTfw3zbK8ZQ/ad0Ax5JYbbU3/J5WrOIk2Q/Gt0fINmcsJ1Jkck6QEG0D3YBt2wK7eoYf4hR4h",
+	"h2YnofvYeTc1QYvA9TVRa7bCFUsqBx6kZ4wXtkhV9SIi8wxbJRdV05MuOJBkq/hMbYHSXdTiGUZfqGG/",
+	"V2xVBgexztAW0nTbq+16yFNdLTZWp61Q/q5VUpaQASS5Yqvk2J5ZrJcexYJrklJhG5tZXcNYBUYORFil",
+	"WzAAJBmQd7amDMcYGV0E02wMb5XXrOhDZjcowVhgagfngKkXgKC0ViB5cAAGPhfTWAA4q23t1MSicfHw",
+	"SH0iLzK+3MLt7eQ73v8k3842lMdFQX11sL1GBAPqtFEmpEhZ7341dCf5DV0pkgjZBzpJEAJtLLMVdLRU",
+	"HmNrW2Hdn5w17T/kmacPYIEHfx+2iVRJykLz45C9cNcxBuqIG4v7H8JEa9rC3gee3SHd5qy5V5XvmMMV",
+	"4fM5yziOOoNGLNSsyqiE53FZ7Z4NQ7cVo62So+E+clUQuYZXu6aukMthGTQm/4c8FLhlLLpHw+cBmHRo",
+	"B+EpQ9wLKgi8iStdUC0L1/nXKN5YsA2X4fsojBq44newGgFXrLCno+ZlMjz9sx66Xcz3tWee/30OEC56",
+	"5QBxbQTyQoVt1AyFUQ3s+6GKR6NC/QPTbRTy2MruBslVE0gvL+i07Z32tj24x8qUPzGp/lnJ7geGEFEe",
+	"JcWBW5faQy/UJ6B9iXMEmF/QfH+wErzNcYtdlXhGukaHQfwWBNYvB9jiP+XZfb2njY1VLYiasggmcxaR",
+	"pHBdICFtHdzY1TZbNosOF8dlobM8IzmbAHA2isS5BBhEaNJcAlUnFhMjqQHQx6IE/TKPoIy4kcUVF9Nj",
+	"K7ZuyELmPF3ZliOq7IEgIA3dwQOSc9zKHBxFWKrFsuYuMURpulKxcDe5/afEDcdSATlHCwWaJqB2b4Uf",
+	"3jiKhcNQwXyWlcUdcYgUHk2qERiFIC6KMUwiTGd05WdyqdmAnAhiH3GLYN5UWhD2bmtBxKJr9+7X/fdm",
+	"++wkaM4KfaJ/Hb5PevDO5NWk/4bqdJZUoGMgKdMtlGFD8LX9gyYZ/A7gvD2HvZ/D4tUEvm4dEZ/KpsEh",
+	"fu58mM0ioYS4+1jR8Cc2Nx4iTvYPvpg1n8WsweYApVZmC5nRZLA8RhCQEBWLBzgm/mDrnh9s3qQzqttT",
+	"Cc8B4i6x/nCVkG5RrV5qKk/qYbPdMmEcPPnWRrPIL+5m6Pa5yFcD8guEh+MOJgjHnRGgaSZ4O+KFGSG1",
+	"oU6F5Zq6Shn0AtnirCSTwtXQxCKlRbFytlS15AaBZcHGgj6Vmk4bvfXmqU/kAjKv/oOyBz+6ogluHBG7",
+	"EXsur/tDDO8xWzoYDO7qxUzuKdgjbwzXNkYW/kYonE58TLIC7LZ7xnq10CNIW1+nQK4twivBK39+9/eD",
+	"mP7/dAa+Y4LkR8e+dkyK/LiYvj06zPFhjGwrj7Ls5AU8uj0cDyVJzvzYGDcr2+L+tUNnfh67RM/KtfkS",
+	"Q3tMwq43fX6/Vtu+3gW6KeIW9HrnAlUsm+ZenoSAvh8jwOZfR6gm1uQm+wOS0KWeDTAJBTFvE9IFHIWD",
+	"Hig4itG8NJWvAZDYKDMYK3SO7mPv3FYAaxuL9Refm3cbU5rRbEBOrGppTXIuoPYPjOHnx86yjQUWAWyy",
+	"bNtjY/7MfCrdyL3/lRnk5w6QlbNr0ykwdlZu/YOtyqjz2oYSWnqKui88UeTd2esIUHwDDr2eiPUXD5o9",
+	"xBf/xSLdlbc2Mk4Xc6uS84O45ZoGEaTitkXTMK7kkYwciA/Nc9DHMWlMRfCHTemzxrHvqRrbKJb9fcxy",
+	"KaZg+EnCLZqUfbV515OwXVoPKqKgojlIUoPoXcHKdp0hn5/RfEJwOtmAnLFUFhki4rpuKvaiNYAADAmv",
+	"OFOoXGp364CcmBe0+gjJji5CXM6QQX+Ml3BbjO87uwqdL96xv8x5xz2rULQPzNjThj3mMU/pI1SnthBh",
+	"VX341Hp9ey37x0rvL+HCz6LZu+BiSa82n25NJPQ+Rs+/F5v01PUznbPOblG/m5nMoWMOFwi+1bUtEHw0",
+	"D9oyYJagraRWEQBHYiN0Iwqu2EL3Ihu0S3xjumRz9C8WY5mtniiSGHmckDldQQsv++FjzLfF9ECuscUX",
+	"++eS5q7H4RMVi25gXYXJKOaVGca45Jxroxk3GT8wZJgNJghmvoEJxGeMvMbHjNKaEAqNLgo5JwlaTYmV",
+	"uSoWXBszp6QHkJWZZCgt2a0xBcHgOSLd03cX5SVcr95xLOimgFyjsMXGCWOq2DvMTo9FOmPpVRDJNI+y",
+	"acGUItMlLTIbXcSvkq6xtKQo39EbxCIWX331Rl6b2QdayeCrr8hJmbuZ1I9I4jbAnKlY2PUMXgBJQWXi",
+	"JdRa6RmbQ9cGRP0U7MYmxQ/ISSwKJFVcCoyYeXzQgszkDfF0CH6O//f//L/Qge5mY0hEFnzKBeki2noE",
+	"UOvm8YUsDNUG+wupnRjEMGTJRRJZ4jRvIcmiYBN+m0QWsABJwEIUwvqb72eFtD2rwga4uBqxcLDSMs+I",
+	"psWUaWdsQ2+NirrnWzpbJdEWVwVtVMiYpXLOADQR0BCdQQo9B40OCDHlpHzHYO1G3MwCeqCPSvq9tAHK",
+	"pBdh4m2xFNBlwiwRDsdKaGvGY0cJ5H/BxGFvlhCwz2IBREm6iTkAjVr5XqAT730o/7iDVY9F4m5ABNUK",
+	"iD8AuZozD3Cqrvu1DJYXSSEWvq/YHE+Q3cmqKg+ppPkKKUvLshFFLBwwEbQdo8oyqYksRlBc0kC0AZF0",
+	"jSkxgclY/NNgvZKIzOW1Zc7lwdbSN2/BOfRcq/Ym30viXCi22UrDHcdu96LmYYS2CUT8sCvjNUOmjv00",
+	"zGlF6MImrd/KmcdS+/8cHp3PqAtaOsoeTSn8Ygp9cct8nJlmj3Ropz1Rgfb46E6aPWv8ba6Wsvf8taul",
+	"YBK7xHvskvyNgj3/c81ICBBVT5NzdzxarOhjbcjNsSavDVYjTdstoVgcDY+Ogxc0RohsMUX5sgfEjCKC",
+	"GI+gvXoofqccYdcw31/Or4VN4gGNHHHFOJyscC5mDXnOYtH13qqcC0yhSmW+nIvehmKu9BPCSOLL/5BQ",
+	"lZ3XljiV9Up/qiAVvn7XCJUTM/YC/vU3CV4dfQl4/YUCXp4bQp+kTxf98hT/Af+xMRx2cm+/VFullmN5",
+	"X+I/X+I/TfEfEciFRw7wBOL2k6rwbYLvIwXel7jOZ43rfDQZfpTavd0kRVr7iEDP9nBNLGrVWvcO18Si",
+	"Fq+BeIwVcLvGR2LhAiTk/vGRdrfko4iiP4He/rnYl/dGPgof+yKVvyjMj+SKFKWt9ykdkfaXVtSxcy0L",
+	"yL1VXExz1odOndDCMyFjuRQZhpAqvgx0E7g4Syy6WOC5PyRzLpaaqZ7DBDv96cVLcn7w9JlvfB5ZS7qS",
+	"pAZvgUewtSFJFtjqICF8Yrhyjd92AarG+kzCd6BsgDpkfBFg2GEbPYzzIbJvno9pekWgrxzLlIsVOtSs",
+	"w+GBjS86az0hivloWtD2o9qN+93Z61h0E9+o0Vjd/0hlxqAUGaNVPMM2dhkvWKovlwWH/lnQ6DKKhV17",
+	"KF3O2GU6o3nOxLThF9so8h9meX3DrCDIakReZXinRhyopDcgLzAjEFMCVnJZELMcTGRldG4i81zemPV1",
+	"Q3WZTBYVcFzIG8UKsyblKg1iseZBs6LOxiphWQElqSEIihHqWPjlScicK0OZOFRoZQlBQXfDuwJij1ie",
+	"fEzmsoAApojF/nA4rH4CfJOLQmJSgYVsQA/c80Z3F84DWn+/8ES2C7ZpEPvu0hRqtKG+z/5+7L1JC9fR",
+	"A/qZgh/cl87/c8mKVVk7n4YjCKvJILelM/L/MuPTmhXmHf/9K+3/Puw/f2//e9l//2EYPTu8+5eGmq81",
+	"oNRfIGMh3OypOYd0Am5GYrsyTpa5P1HHQboLNtdxYNp1qqzu4ID8Uq6ApWN3SN2h5FqxfEK6lKiZLLSN",
+	"KxSAuWjdlU3r5r5TWbU5vX3NxNSw7IPh0TfRVuDWQ6xyqq7PD3IXjvCRkE6b/Xjb/ImbBmZBJLBfsznb",
+	"wK09f/kf6ED8m+oc55oWvp7H58IAWyqRIo3M25GaPTIttKEPMi4eB2Ak5BXmEB+XfD9B/jJmZSJbIFCS",
+	"dYmSPBqS8zYNa2u490Vw39+hym/HsG+wPF9Cv3/P0G+Yc1UJ/1bBOsNKkQZD56EM5JEiw9YQQica8MYn",
+	"1YxAlwLpZz4iCSZdljl9sXA/RTZ1Dq8luMYO+gE9UV0AJFpQpW5kkSU9m1w3poqnyYB8jwnNde3JfKa0",
+	"hzS9YpFXkh07A9VLATS3WTQj0wuamuUAOX9N86WZqtmao+HzZ2S8gph4DekzFpXQdID06fb1n0uJ8gRf",
+	"2Tteq4SIAcnaqDOCJTBaM+5QQbbIo56fr/NwVCRLC5QZA6SQy+mMJD+83JKQmZDuWNq5WOwg96X19MHQ",
+	"dIGh0jULVS51hSqgIMpamGYBIcPQQaXW9i4W1Qz7kctmNvMDXXvMJsaC8Tmr9lChNe1tO4izQVKlMXVI",
+	"YjX/Et4h4eJaXrGkD4mgV8zCzULgWLhseLDc3KNm5+DcVkpcfUVWNRfXWi9JDcQWacLQHOViLZV4awXs",
+	"p0sqKD/wR9bAbkouCOzFEO2tzjE/ZV2sTzv4kjjwxQ/6+StlfWK+MUd5WuWx8AZgZh+hOOyiwFdS9+9Z",
+	"aQvBKYRABDCCSjUBCLkVAV+SFReRQ3jCmteQwYaFrI+BdVcpZP3cmQxfshL+6KpUp2bVRMrH6OCNsYTv",
+	"ZWEp/GAwrFgFWKgGHvmu9+1HvjYjApdvtcCnFyHMvrHsWeZB7BMAsWTKxn1jkRir8YxNCqZmGA62LkcK",
+	"3kk8bMe+9Bz+bGkmUlNEPrn5vF0d+JJ28ZcqpwUFLqin/TMYvNGuD9wvLyOUbnJCwoCck+A1wQ4Cy9il",
+	"NtkCo4aYVBuUdrZj7x7b0FCtEDBc+wCdwhigFEDuoVyRZT1XdWixJaAmbEq5gJLN4C33roBFvIrHyvB4",
+	"NDH9KQ2pF+X2/0EFaLuZUz6/XbAbl+f/JQfkSw7In6scDW3vislTSAzLkSv2SYweLlzjDdWaGwLNNOSU",
+	"+LJj9NAHFfSD8jWv5fSc/84SEryZyIltERTgTViXE9kfDnsjj+UTGlHLBWKGWpUxikW2RD4ZIZApSWWG",
+	"IUvXD4RnTsUr2WFExjLjTEEBtkNgIa+C4aHH09hfCB43Z3NZrODFZuM0E+bXseGpTB3HAvJgcpAHUJmD",
+	"snBOaJ43MfTXXOngc3/tqE85kV2iPgERfIn6/A0U3Xpcdi6VNkfH7GOw15GRs4192LjQbFrQzxXlsXyv",
+	"bGffDtd9FkBs+/sBHFuzW51g5hH0TnPXsK0u5hYvea773Oh/uUxpvjejataHW/uH3xwl0AvC8MFJzgUb",
+	"Ea6JuYNBk4hMRfAfsqC8sL03faiGiP60oHNFuNCSHH5zRDI+Z0IB4+q+PugLWcxpzhXgxbwChTNntzyl",
+	"eRRboJI5FZqnI2Imooia0QKSjcDfpFJZ2D6cETDNxaygiikbtsn4ZMJAa8XbM2nU2XYn/ku3Op/Ih+/f",
+	"/wfhfJfza1E6PXl8Qbr+gnT9Z0e6BmqGouJbbaxvSq7X6vV2R7lGaPr2xsZ0CooShmyBzQKUo1EtMcsW",
+	"mg/bBj2p1RO64C+oqA7Wsbco2DWXSwVKA7a1hPdxwwgTSDz4B7YDTUBZU7GodAclCaJioVorhRuP+fUY",
+	"+h/kmmFN9dQowPJKEWhpLMv8UvI0Gg6HYd+EOV0RJjLCaJGvXP5zOPw2DfElrt6WxKi3Il+5z8E6cAUD",
+	"bksXhbhdtCtzM++9ME80ZIEmKNITr7n3oLGAW2Ev6ZtGAZvRkq+Kr+1EHSaWc0Nw/gd8tSG+avTREKO5",
+	"uX9NIYUCyBTG/tZ852f3fPnTW/umux2U6D+Vtg1T2EXRRpL4OyGo/zVt/hs2nhlOsSFpqmCacsEy38oj",
+	"1JXJeOVwCkMmbFnrzoY+3u/bbrYVlQJ5dT41/baqSuZiRNgtTXW+MvInYzm/Njx38MWe+1haczGJKrk9",
+	"iKh2SNZ1opd0E3atXTdAmitMJU7sWPs8A/nNtd9sztQjtQm0tD9ZCnAg9VOa5+bSlg5NNnbvW3y4Ghri",
+	"QVUS90qVrLdn6lJF3i6YOHlFtJS5isiJMErOgqf4gxGTP7A5F5y493wHb0Yr2DYGDzs8udvgD/gMSWdS",
+	"sdKNndBiuoS4SELk+DeWGpPsF9fg3z5C8xyy7NzronIiL2gOeJtELPMcFS7bpyqJBbaMNp+x7aUubLEU",
+	"JN814HNm5XRGsSjH9u80N/ttVJRiyRCO8MYN0k/yBg6+XWobn46Ffwk0RV+5doKWGkr3nu12vg6AoyLr",
+	"c7Tqor/D0A369riecYHrafSJ5BjT6W64YhYYckJzxTBBo5zWKWY/KqtWVlIiATrILBVAHpISmScWfsIe",
+	"AR0iXwPyvbtQFgCiQ1Gx/BoTMmNRRslQTnQhkbHJDqd57t74iYzw7wMq+uNM8XAUnmE2Chq/8rAzXZvA",
+	"C6fkiSKW8HtfDPYvBvuf3WB/zXRVKBipQEsCd+k9nlc9zJKfMmFYCtva3HBRyPlCh1IRojK+9RyOsxtK",
+	"THAXc8PXuI4FRct7qVjhDyKpdzx0w8nAUYHtDmOxrd8h2bHdIbL3pn6HpNLu8AccxT1aHf7glvHTsGH3",
+	"+j+I/5br8Qe3Oww25rFbHU79q790OfwiSv5WosRxD3T+YnSLID9/mNAIQ3s+gVoWd3vFErjKvQs+W8zC",
+	"tNYpbfcm8luMQA/E4bIJ8LgvEC/Bm4Vhsgag+9hsjUAqhEsB4gGqvyzgf5msoDBuGMUCWhtY86dguuCu",
+	"+bwryzXPuXyIJx7WokyoK4AMRojyXsH8hPkYWYrFWaUBZoGMZiiCjbWUK1vmL7MV6S5ooVgGdfX4EJpE",
+	"5u+I4L3sVh+jCWluiAWbL/SqNyDvbNP4sPlU6hh0uX4jcjQ8glQM7AwPCw29CgABH+vTRtBxvrmbHjmz",
+	"dWoZM5epe+lhLBJsGnGZMcEhhf6dyyYRUvQPbm8jshSFMd3oOAcAAWlLFIniv7NYQDBiRJ4OD0jiVv4S",
+	"hcqxMeyJyuWNuX4UXNd8zuRSJ4NYfE95DqpDZTdGgPOaVH+8nFCeY55/pdDMJRA2tEcwEsfVZ/tqPSQu",
+	"SIHGBOcIFrOSDflEBbj8tlzRdXMHj76QmqyYLqvsRrE4Gj6PHOAsULHEpgir9X4JmEn5VkCS5gZkfqCJ",
+	"sNohaaxls4uwnobpoDOksAbxUlkPgzlqxtAzxwaD2A29PowRmEBj8cQic1Vq5fB5MmUaEj5j0bUletxx",
+	"hdO35zv0gEga9cKzpfik6LlnS/EH6YTw5U2meMBjFfi4v9SRfVGu/uLKFXKOtezOpSjRvY6BN/94cXFq",
+	"2NMcU+NKHWGAwM2elSB286BYiq5LjETh2Lt/LlVFRwMLvD1E/xr8makUEz5dFiyLfGITKCMZV6mE+Aya",
+	"8oooWRgmPF4Rng2g7zx6s0GntPeg/zaZ09sLKHhLonoOlSJJmdSUHJNFwVPo/IOZAAHCY2F5vGs6hGBl",
+	"zq9gjTvwD8ildgkFsUCtAW/jKmgE7LrIQFBUEUS72ilc/wZXcpdwvZ2jC9c7sX2M+jaKcBgIZBbAvV0Q",
+	"xFhRYvfCLDLIQiNkelA8oTAfbaFXoB+1Rd/dRzYjCG0autUzjdilCzrmOderY6hkRJmNmiW4XIyyllh0",
+	"+0sr3GwpBHrLEXnNviUM/tSBrvyXKuN2WQLpjOpO1Ellhu4VqqTA5IBrrlC0Bll/5kbnlPr/2PvW5baN",
+	"Pc9X6dJWyqQHpCha8sRknZpSbCfxiR2rdFlP1UHKaBItEhHYzUEDojgef90H2JeY2o/7CrNvsk+y9b/0",
+	"BRRpKY6d2/p8OLFAoNHoy7//19/vdkLBlq8/kTNSBEXnoHcwGAxASyhLPyB3A3Xh2ttEmyoW0HtoL9lb",
+	"FJr/9P3BHa2qvfd/kPQDXOS70g/OnR/SfuFj/0hvbmEjd671IGmylqWZfZwVTk1tRv43vG8OLoNvNkul",
+	"ZfHV8NvZsu4dmh6sTArbOeYxaVO9/an9+BkwyILbluStj1l6qd65OHuGBL6LoiwxzInnQmRJigjqg8Vf",
+	"V2wcBjuKN3HJ3gecj0+DXGR0+DopyZQKt1jAE3Fx+rKnNEic/BNFrD/31n2malmUH9y8XzItPtZ9RukV",
+	"tIwmZAkXeRLc0tl+Jni5CGlF9tXw2+zX7Wm3RN9HHOBbN/jdu1DcvQlTfZ9dKI4JMIZ8FYTN6LFfsv0s",
+	"1R3Vn/VFVpuZAmVhf6Fq2StLuZD7L+H/e496X0+yrod04zEbgUWf6iwagC1NfDX8NmpEcGgXx9rtVVBN",
+	"t8uKEx7Pe8sMr64tZVU7ce0EyQ6ZEGlf95cMyW6JhaP9C97/yyHuvkilv45U8isW9q1zqv9yCcQQj+jO",
+	"+zC8IcHk8o1/6kq36EvuBXBI3/xXSsH9/Zc4emi3qs0EMMKD3gYY5BrPbiJa+f6biKX3S3zcUSs2Kyzh",
+	"6DnWXTz/zITOvRhzJI7S0L292GHOGNh15FHG3u0TbGCfMcEtOT+wFSy6i/DmFnJNTpaxyCpZq5dURmGw",
+	"t7Is1xjaqAquU021VdU1wrouVRV1RqDJSgiHUfMdSmfDfxOtE35Fqu2c/DFKTJp8puruBhAc9KlQ1kGe",
+	"e+peBDQWRS20WY2YvRx75EsxOLBw9v1xb3j0mIDmmXV7blbwKMcZWNCkGnpSLBZNLSelGiHItuNPVomo",
+	"eL6ERAAAnjJ0aRFGDnNa765ri4TBZ3LaR2+gV/7W+HS3OpDvBFbAm5IoHbVN39yBWWLqQ6Onqvsrsa/H",
+	"ISpJuamS9/ifHKPuC37CLxf+p34r69YZMGbMNcd97ny8kb8Yr0YJQL/wMNimCnk/yy6AuLBdQIIJbURp",
+	"9ExVfFQ4DDifXMByFiQcUYm6dOwYlbVzODjoUsoGPAP6hk8qMHo38tumEPvLALj9URdr4IW7vVR5pm1t",
+	"lhiEhzMY5LaeOU6Kj9NYdtX6fHDyP4vW/OHj4wum2W+9Gp1xGK/FNtAsAxJHJ7tdKh2KPeAK6XofqU3f",
+	"mQKGnXpgqZLITLGQKIl1jLdFnnU/mfv1boAzaDqJ9epEZOSOIioel/zBZcs0OlmqO1JcFqrMPcMcHUoL",
+	"c+28aNuwzUiD9qdYqhvNuTn4COnHK1NdFXo2ZuG/EktTFtO1wE2rbPtgSDWfDIlHLncw1Y6r2tpG5aI2",
+	"pi/OaLr5F4Q/J0icGL9sqarC5MLWcm1T7W5ya0S6bCK3UsQZGjBOg6dfR8GuMVWqQyix4dQxGjwi9NkS",
+	"UORkpKJOCDXOxXgr09QK8VILl1VGg/Mhhu1Ud3hO/3HwE0wr91yWqqqP638Mfsq6nwqD9WKZ3zIn/ljo",
+	"blHfqLO/dRLRfY4QXmKf5Cj5guT2xRL5iOP0KTkYNpQ7zl1Gce1EjxZ4oJDAZuGO0tMHWH+tPbLvaLJ2",
+	"o280kxIxgOaB2C9SO/m0Y3nSF0/nanplSco51F6V6sIKFM+JaDSaIuhWxrzMJdZldpgU0DYLrPDpJkLd",
+	"0G61xFyXMcUftIpMU44SUPCr8HgSSudLU+g6QRxt2zKONDmNrhE/jkA3qqtNEG6PKjym4pHAX9d5NBh2",
+	"RW2olYhkjgBJayOyQBtB2Z7+nHfoJCFtNdUyz/H8RDUFs0ASYarEkeiRC8olcg8Hg9ghGAP/UVJ3P9Wp",
+	"PhaUt4xDiWpahqnHfyPPostqxlxnZC10x6ePYmtCyOscDYZwg+MGSdwBmwicP1P5qSMCsM7hYMCp56mm",
+	"vGSC2XPTiE0mgoJ67lxGL2YWcsvxCVI3Ut2eZZ/Ku4BTrMveQG3qeaFnfarTsd4eZnK5VKObHYzg789f",
+	"vQwvcmYvjMsSNCksQ5rXizITHekI67qUsJ7qv5+9/nEsaCz7OcahLCoTaoNhJdlcTZ5YMWLFikAIO0Qn",
+	"gr3PutQ/HOftjIKYi6Q+glKQJolVtsk6Wqm78pDwiV2sd0cHw+R+wcc2Axh8826Gwnzn+w4HTx7f84U7",
+	"xvn026fi8T8fPhH/9Z+H/YP+sH/QdYuxvTd2dQ8b28kCePQR3Yt+dDFZWmAf6sHbuMlfxUn46VUvl/kf",
+	"6vpgQ7VbubN8zrciOtrEUnYlGfqZKq63Uir6h8diZpCV1JHSRd/2wEbNbuiAH+Y6iXpjLqM9lNwt7gUj",
+	"BuCcfiL/M406n+AoQu6tMO569PCjH72PurX90aOP/9Z7pX7vevQjv7Wt8t2CuYw2uFstTHnKZ/LYFTpv",
+	"EETdQY3Y1ttsMdOFnvWu1PrDcfUzuvEHuO8zCoDwmg+lfS5BmbRzlQvot+jg31PMSqHwXbf/JVIdJ3iG",
+	"ASPtlqcdhy/x1XjXFE396HD1zpW1TzDSu8v5zwNzGTwXE5dptYJukldJm5UwmrxUHn/vSq1TbWuztP67",
+	"HKsy16kV16C1YNJSYTnmmgc/1TXByU2aGtoBuyiMV6FFtt9fqbLsoT61//PqyvZhUWdJTOtd1K7n0ALj",
+	"pSSB7Xst5vJaYQ43K7xsFxSxZ25rtRaOXdgYe58xBhu9ZcfWg+ngtXKl1l+2WauUmcL7t7aYK6stmMba",
+	"ueqM/vWGN77sAxvrlkELGodTYhk82KAXFiuDXNJiqjtZvIxueqvVqod3NFXJN2VMsJ+h+cU087dLLhng",
+	"QvuMEGGXcqp6VoG5ATuReeeRVLuZWOVzC51PI9XkraUiCPpxEVdBcO6Hy6xoORawj9+fn5+k+htpi6no",
+	"ZMexNTESdHkirXp82PF+/hH/i6MSWcJIS7JCYvowWCQxuwGhIYQKWH+LG8qcPxvGPUk1pQ5NTD2nb4gB",
+	"RP7+5ryVzEP2x5PB468TQdpmqrN6vRwJWf/TzyvQIGP5+Tx/dna8/zwfHh0dPEnYBsZ6Yy5M3SHZeF6n",
+	"pSwWVmSFxWCDbSaEh+qGuci7Saoz2eQZMSLBfwqJMQo9uYT//FwXGKfYGBCa7744UwgYQ/n9m5OCG09Q",
+	"IjzbVjgInBA/hgddjg/GisjPz3h+qS6LK3SPHZ+88OSTlSKnebtOeRTseNzBsDFTneoLaoMMfetX5fHJ",
+	"C2YAsMSXiaId3QVzuVTxDkv1f/3nUX8oOtm7lAyvdG8k0j3nuOBcpr1EpLftMrq13++ne++z7ijVWfux",
+	"DCPxzmh48+ZN7zha+LysidDVc7OaKtWryuiZTwsIOzXZEuggfwwSy4qFLGHZq9wHdUTHtRvJADgYRaWW",
+	"VCAdIaXVK+OTt+KQs9Fioeq5yW03EVmjbbNcYmHf26hR6kkSDYITGlEP8VIkOYK3Z353ehUqIXc5QbL7",
+	"yYoxCAMLqxs2drzjvVVO+zeY5a3lv3dnhvR9Ai9bpfYvtMZxVH6ncu5oWnbWc28KR3bOHPUPfm3a14et",
+	"62TvpJKzbeBCUUNTeGV2bzP90w2aszFvDdqx9rKJRNhIbOx5UFq37UBY0a2tFyt/v0HP27JvdMujjMfv",
+	"Dsm2sRI2ReWWEjXa5pWS5eJv6V6kj6V795lPCmj9hqPCkzcKqYrqZqpUbjmrtg/XvlnXiqslKXr2u3aQ",
+	"o9d3Cqx+pMj/Bh2mXOC37EL9kJvmNeXQYZV9JIYC5/audOu2F/mwu8UK8Fr+Umm5LPaLBWzI3Yr+K7nE",
+	"cmyEgj15IR71B4l41D+AXXG2krOZqpAOM3YWE2qeL/pHNZ2I5/HnpaqEPywxzyGL9oHgngnqWYZHbaoR",
+	"hCg3U7uP4LP9RQ6qzTETcKLJzV1M97pkQVuivEeVvtDQg1QjQI1klJ5WZCQGX2l0CcMOfUbVjKvTU40w",
+	"LVZ0Yj7AVgtXaomMA2R9k31GEi/VmU96ybpj0vmlR07lVyeITSunoGmTFW8j+FTHW2JF50qpJWWK2A0o",
+	"HvIeEGDPK6wWqDBZp9UBMgka28gycgt76nPmLo3I0JmNlK82mECRZ54hIGKaIpwCkeXV+rTRmQuBYdoP",
+	"006NYkRDC4faCsZ4ZZoyF3O5XCKHaapfu1XCEVtOtZkosYCbcnxvWVhO5snsVQGXsxaAlLRG98Vxe4W2",
+	"wHcQEcrl5FiJyIgrUMCJ+tBl3EQkXxiY0QaMRFM2tU/0vzh9yaHjgEaUoG5MrPw+dprBn33ayC/A4EU1",
+	"k6gZKIIInQhDJw6Hw3GqA0HDwQD6qkoKRZgwUJwQ1OG2SIcHIUAZSVm4NWPjNh4YzHqyPukp2xTyWao7",
+	"B+JV8U0E6N4d814VpawwB1irUB0inr58gWNyrqpKwirFqUVPmwQVluag0bmqRLaBPJSNYkmCFSETyl2D",
+	"xcgSgnb75qNOfNCisnOZY4WFpVSqrXz9L/ARFiOfqxyCWqdX/V7qb7sPu3CN3uCeBGG2IBEmOi78L2hz",
+	"Jzy6kz8DyvCXXKBPymhvqoDKG5/Cka4QLactFI+m+gXED42VM7UzCeisWTCUoOWqRfjj5ctXvNkDCyLo",
+	"HkFvSrigFM+2i/OnYm6ayjttbMK4kUkM/Uu++VqWrRqHKdau6VRfnD0LAQAHWI+4Fw+iIvUIfwZOA3cd",
+	"Wxl0+6k+jnoZld4Tshu7I6xSlhI+jVYPLH88k/Wkmg+AyVpkV2qdxbg2UdvYiK9MA3OnI+mBVEfAde5H",
+	"DClQtQb26nDwqNsXF/jmmGrSlYQiM6XRufUZVWtVe/bJ2oi8sFfQKjNO7ippxzfc5UM5q2XFSvCjR4+e",
+	"dBOYfg09yrFuiyLtMMdj0egJ/3YPzBuY0JZtRsoWVROrHihbe/fIr3iu89A7TCArG1tcq+6u7ohXjB1A",
+	"AdoM+rEzAaQ2n6CLT81iISMPekTKVxvM0xZyKat6RGuE3bZ+OY1SzV5RxIxoZeQXOcEY39Qj8r1itg/j",
+	"kvAl20zYC9t1+ejInp/LNYIgZDB5mehcnD/tUtohrlGO8DWLBehC16rqi2dMw8qN0LJSN8vS5GpvhPwH",
+	"24dxVplm+U0bnKmo1cLedariEv2On36f7C3kzQt67pEfeFlVEn+09brElWWqxd4OkCoCpvJj63d4B6WA",
+	"HbtvB61oKS1vY6oVxr2ad3etlSu1/nWpQqGDjm6A+5a5/IJ9eFW2swcLxqa4fx8+Z34Qzt0pWmq7PIL0",
+	"fZVZ2SSCh6OagQRWPB8mvuatqGBFfmGk+jz6ymZGgtSzRs4cZh4vxnCQu7MaTthuInCT0wxu1Qb2TcVT",
+	"GysupITcW2dxPEYfzH954276U2NK8FfcB0/CjcoXQInfmJ/N3fJLQSX8Mv54XImzZgJ/TpQVWVOVyKtB",
+	"fAbWlYZxVkPmYtmdbDW3avo2E//EQbFUm0sxPIRnHx+KybpWtgvLJrBoMMRazQnvgW7D6aSFRURxgnGA",
+	"03JMmtVKVrnz2eEAIlpyXxyjQ2eFHFVzY9mnJ16cYHJ8ha7ZuRIEyS0Q7JzVY0ua8s/knsFgLjIbjakd",
+	"zMwmdAdHPEV6n2MPW4u84PKARV8c18RIfTAYhGlEB+Tu0CNvyc/kxuDWfx9EB375m6KeEzTDrjObxypG",
+	"dLB/LCyH5K9U1fXFw/IrZLT3r/BtDPzAcvFjACB+geDe0FjuhH8gUl9MSXTWvic9dv5/X1OacGakN1Bk",
+	"LbgwWHSQcOHwYIj7bxu4Q5Bjv6ac9C8DCXHwV1z7Dk8iCOxQtZ/EpJprZNV2fsel0gi23Wbc/Ci9ZRe6",
+	"RHyKfl7d+Y4zbCwyOAWyVmYa76IvkBO/Oxst37UVduLjlelfJPB4Hb14tnc3AgRq4YnXwRORRTdyLqXS",
+	"clIiKQsbZv5KqhdKamI/7faDTgWqFKfijrw1Vwn1bw16yzdzlFNNuA9FPQbFFyPb/JOgxH7UyR2Pcllc",
+	"qVQHOLnWYcWVAD3XFe8y5xilmFVyqtimT3UHs+fY9sFDNhIimPPnmH1tn+76Dp4/wcezJNWu2eGhmHf7",
+	"4jmMDBYIiLywOEp+SUxLJSukAqAfTjEiTW5NvoQcADDml0Suc1boqcrYgHElx1YsJZMCeXGX6ltnLSWV",
+	"4jx75Aw6d83Oo3dbdQA18WlO389mf3Avf+sA6h0iO6Rw0H1fcBy+4Dj8jmfUqZMGbj0+CNDXcjM4+yuN",
+	"hv0gnHZGa19rJZSuK/Ses93gGfKJxti4C113brRM+VQXtcMVSISsa7VY1jYhn2HA6TQ5hUMx5Y788ogp",
+	"xw/0U/1c1yjxZaV86lZpQI5b9o8Ru/wOshSWA8/CN9+HNyU6aQIBCYMkfKDYvbEtT8I95BP3a31GT9+H",
+	"feOP6FV2n3Ef73IY27+Qf/kvqTlHts2Dtn2XCK1Wn8AV/dHa8x2Cbf+d6+37naGdYDq61bv3222UXXqJ",
+	"6/YX4MtPZvf5dYsI0pG+99su2bvltVsbv3CB71eqrtZbaG4/W9+SnYnoVwxm48fc+X8wWzUReaNcgXaC",
+	"CcUY5gqaAoIXIvCOyoMZhfUCeDBwM950RIYgZwf2EJ9RvKiD1WoJ/so5QIMwM1WuqkRYA+brzCgrJurS",
+	"OJjzcF8pa1Vt82KJw8GTgAXkDMnCeuMS+U+D15VKDxmBt1K1LPSOmm+YzTsF0/D3EkyJG4z+X5IL88/g",
+	"h4V5cDtBmxVvBymoqhWlgYDZzZvyUwYb2v6bXyVv7pAgIQK4ETjmgm8mYIzDLhSiNmWO2YyVqhmw1N0V",
+	"KfQTZYtceYAJOCI69crgrbJuKkUwb16q+OtcTpvNgp/pjDInM9Fhb1N4bqtXCp1RYzEQhFlR1E4adhkv",
+	"ItWZA7eguOlzRIywx1jfbUSlpgo+BDFNBc2hz1EtDdbjylR7NUIck5+uMFrkTUX+r9jR5jwhJLc9sAaP",
+	"6k5MCp5Mju3+QV1P1LtT/n6uz/vcGt69Q94h4g3L8EvU+4sP7P9zHxgKlpYLrC3jA+r07xBq36+V/UyH",
+	"3ikm5cPGdGdHv0YABtIcKbcpy2UtPTOmEyFS5+LfGtUoS/42rzCjS66w4cYSz7mWyu1CS91ETNS80Dm1",
+	"oWRVFjuU3mOGEnUgS14R55vDyTN2jMaett5xeN7DpMmwvOJ2mMbXFsL4EBvFk62hkXNld8eFf3PdGWco",
+	"/xPZ9n9JzRkBZ4IDAJYQ77DNzYKZhR8pOu6REY11qCQ9mqrcG+3N63o52t8/GP5zf9Af9A9GXw++HqDA",
+	"4B7cQlSuzERFSLVLNWUCzH7kkF7bWm2rXODyD9vCShJTWZZYtrwDjMdOkBGhCyolFo/YVGd28jbjjU6p",
+	"2sOjx6KSOjcLMSlq63CnsfKWi703ObZSPZd2jtptBFJNtStyucTILDkMCge8y9EDKjjGpCzQpfupfiW1",
+	"nDl0O6ERBOFWVVZf/IBfv4u3S6b6Sq0ZTTtx2EIOrnid8CsZMCiAfF2bK0/nxThCYTbkskAAxS11GliB",
+	"M+wPNrjbwNbgSemLY6wnCWxiLQ66cao9GVyAvN5grtgKR4XQOam2c1PVPZBO+W3cqZ0Ecanu7II5IBhn",
+	"qzTl7Eortq8qEPQMAEhc/W0gJ0woEGG9aionZ0BnT/ywG82qD5+D3HHqplaVliUBGFcxsyyZe/hlfXfb",
+	"C7qLqO8I4ZmIKkTHZQO7AmwKQv39zQ9nY4T1LiqxrAo9LZb4tricKnA63y6maq0WQoLYUp6Gh3u8b3OP",
+	"X7VRF87ICLAKWgVK9cp4DCfbW6qqtyh0UzsmPZuIKSgcmkj/lUARR8WF7ogVE1UaPbOpro3oZFtEYiaM",
+	"JviE8BCWfBZW5GbaLMCMH6U61T18ycOHoN7Qux4+JOoX67jJYdqbpa0rJRd2RFXkzjGQJakWXFg+J/gx",
+	"+Hfg33dXLhuNJbA92FKFnrnrjlAFmsFCTSrnd7XuzDR+fcD7x28E5MvnKv39d75e9v1+1WhY1UJ8g+M5",
+	"8gX6bsxPVPUKRzx4DcTjwaCbiNW8mM4j2LIHFtox1SbKf6CE2daoZ1wch9Hl88kPcGHjj8UsE8LbR/+L",
+	"bJcLilBPbBNXSZxEsLM28SnvCcNNJH7XcokhNkPiKqHan/6tEeJenkAnT299GLQQDxiMmPcBgyAjYpWo",
+	"60LSKMYcOtCKR5VggV/UfPrImrAKYWmBZFwuS0SamDc6r+AsMZfwvIdJgKPINNUUmlMFluKuJG4VLbSp",
+	"3DpGAxy/Fd8BTSwrUyMjQODgR8wF2uCuKLkshSyt2dzat/c0itBoM6ea39dxY0u3hNFMfNrVcAD/G6c6",
+	"Wlabd3fdZNGxSQfDpJlewZW5KdFQwHwxev8DKyQoBRLP7UpdFiWh+eu60I1pbLketZYZ4UY0la1Fs0S5",
+	"QtmjXjrhZ/TFcYsQ9BalFPGCRoSnDxxrVDy82BZKzjZdaOAp4tFj+WlWmnZOkurs1A1Sj8lOO2T/tHva",
+	"TUR056layAIsWTgz3Zal9cZ4GRjdqIrZHKlJN5+25BgiZ2OqPbKs62dhxWUDiwUWCBOlh+dPkAsEXp3R",
+	"qYM9pHNnvPrb4wFM7yu/5CyvOTiPU539a2/ji3t0YIMAjX/z3+h+Zzia9j1W+edBkYwWeqVQTSS9ZWVg",
+	"JUylVanuUIW/ULYuFnjiyVpwdZGQtBoSsSwbK7KFvPG9OxgMD5lN3vmNOcbjQj7uUKFsZSusqusyBiCW",
+	"07qRXKqYakb7EbCnR46FxClrYOpO5PSKhZuYqLVh9Zy+TDKMUKqnc1nNiLbDcyjiwKO31pEpIjKon952",
+	"Rf/wSeJYNjCDBnfuW17WMDEYROodX9aqCguHF4bjnkj1O3xCdLLbpwgRjH1AGhNSzS05kbC+0GF/hal8",
+	"Q/AjvtDfnoAiwqsmocAFdpm96u/HQgo3Q8wLBnp8jVhCIHJhjKZNnWpzedkXxDPj8CQkUXu4zd5Sr7yg",
+	"26aPb61T9QASbXQKgnIg2njfOtWg3m74pDILVc9VY8VC1VUxtdFDfGVvO+VD2e7T8cmLkahh3bAehChd",
+	"oAAlIqg+iXBKT6pZ6/EmYwv2IqHVxudn0Is9g3sH4UJeEEwY/bsHxrqsi0np7DsrbAPqixXXL1++SsTr",
+	"spQLiW/Ef/Wny2WS6mNdzyuzLKaJ+E4tCl10facmTVHWvQJUxcuy0EpkpZnKMvMdYTGFk+vr+0AgWMGi",
+	"zZPQoHTb31S7s3HwQ7Hmh+BUrooPz4dUB6U1MiHLcuEMyHCUtG1R4iXyg8sc1CS/nFxKdRagSiJRKTKE",
+	"LHFXOpIc+b5KHbQdCceugy5p8cHAEcXl71giP3bFin4O6TroPVol4ixCNdSsXhCwMsUScWMX/w5zXxdX",
+	"+BfNU2lmfKe0QST3U33R3icdj7ByC1slERdnz3AjLYqyJDQ6+OguTesOIJhoq+HwIwbvSBwODkWmTf32",
+	"0jQ6zxxcLc4AbH9HIEidGIvDwSDCkfVYt/FjpZxewV4h4YyJCFO5lJOiLOo1A4tNUY9DrJmw4+j57hjR",
+	"vTJ8A66it0RmlHkKQDQ4WQ73mQnQZrwBHawu0RBiciSlrzR1z1z2KlRZr7SZwIFeqwWu1aZSmRj0hgks",
+	"o+UJ/PsgEdklfqCerk+UlmW9dofyEs4kPVX+cm8IxxE8Ho5QWmkH7pxiFIlUR7d0++LCHaLwkU2l7AjG",
+	"xB+th4OBmKipWSjCbguwb9HqXSgLq2fcfnL4JDw5fLJxyG1vqHXwtZs7urkhBLeIWYm7nGr3nqPBUGTu",
+	"EcKBzMaIIkdAePBSXlHRWxnJL27mMGqGfw4Kz4OW9yG7ZHIQ8jakmO+K1dCYpAK2BBz48AHJls7bGEyQ",
+	"HG6hghqGhNBVIqYpWuVs7cBn4f5N9Rl2t9CzkcjSPep8ujfCGhI06Gce7B52eXge1gRy9aDt16Mns754",
+	"LqdzjjKMRK5KUAi8VHyXIr9PC+g6od6jRrQs1JRwotQNh/cxH9Sn0/iGjVbU7trtWotIkGbyMzKngMjj",
+	"TiGCE2mbdVNpS8r7am5KReepqdxi5L5sGSx/XqHAJfRG1xlaMqE3Ena6c2HjlERUZV42w1RasShy7mZf",
+	"vJkXpYpmC/RGW5Tw6SCqDo6EZUkkBeEnevkjYImCAEPytWyEmRA9WRbXYENPzWKBVaBwvrq0Kmf8Litz",
+	"A5OTGzKPG8fAR516SgkGRF4XrcQpmHlMlOf3m+Pzi/WustyKpHNLoWAV7rYTJtjp9BCcfJeXxbSQZarP",
+	"nv1ADLXCg2iOBBEfQM/Onv0A1qC0ijAg61Rn7HlnZ1x0JpL6sOH9aawSMj46W8eTpQXjwJV2+dGJVpjg",
+	"wVCn8MZXkbNiE73hwb01G+ScQ6VXLnBmvdcS15uHxgeb2S88NrncyRcjqXb7wmn9rsqJIjLs70foT5oC",
+	"+ORKYWnYVI1EBqJhPyg51lEZIixsltA/3k7nppiiAy9jicEEASQ1qUzN9hl17C1uNrJLQsOJyCJXH2UP",
+	"YgYDinotEMwJPouuWrhfTw3c/pbQtzIw3SRufMKw6JKW65iW++KCMaadZYbnMocPZtpUKkeAXD8asAxT",
+	"rW6Walp7UkGkCfC3EFdARn+3pQMc6oQ/zHIIvxEvMMA+/4VB5vAn8lt2xw6mO9UhCO0OLzh+GVjkcDh0",
+	"BB7UjmM1ho2CH9h354EFe5fvBZtuJP7x7PWPz3+C47UtwZpKRTLMCZdUSwxt07MxFcK7fr///j2Huccb",
+	"kkqwoGLcMGxodUsoig2Z2Hai4+7d24ag5tyZjH84USE+8P35+QmsaDv2oIluV+UJHh5yUqrgQmf1iDXn",
+	"XE1LWcXcBzaBOTEYMbCoegbHcZ92ccBhxq3crxrdcdwXaL7h5YT5MLBlS9e6GZ7cp0rmFO6KecFHYDJn",
+	"WK2TbUJHgjGO/6DH0CjZuIOtoQ0wSelEPh/jjj4cQWfhB4yNJeKfDnwIgDPMmNqTMwhoQT0/lzM4/+nL",
+	"uC36tHQvG6faMksI8vCBmRdosI0WJxfn2Oiz5y+fnz+HmZgoYWEdrk3D3l1YNrLGCzAeonN4MASbDH0M",
+	"RUs9R7C2VWFB9v2I6hKK4yhIKPGVrZQ5Uh4CADSfWvDTxelLjiLiLD3z99CSYgPBSWgrr2GFwcGLf1eN",
+	"hhceDoep3mVM2DabOCIs37YrcN29w22duFvfe8ZBvJ4JKf5+9vpHAvx1hjxBIKN1hjDJYDn4dd2fFvWa",
+	"hBLh/lFOWP9fe8fLovffHa08IgmrxbKUNdsG0rHOZvCyzNHZwHg0cVSbBHmpJBxR5pKyU7KJydcZuk2n",
+	"RiMIe/buHe2J/uahCNIFp2puyhyD26s5rPmlnMK8ap8IOqlwPiUFsrt9aDMTbIKDHAERFrWUiGlpLIa8",
+	"SRtClTV7/x6lYoZSrbRq5VhnyqJWlSxRx2RQRF2uRWUMce3TsFq/56JXiUXDaEQIPbQpXnB8yZc1Yh2/",
+	"WTIA03QuKzmFuRpjbfOylGtY15k4GH4d/5rqSECCnfbkcevhi9OXVgwHh1+T13XMM0fGKWxxR0iEU0jP",
+	"k3+2U/PUC1v8u+qO3fw9Pjp65O6RVhA57uPD+Ngai0dDbtiOEVdJ6WbBq2QssjakeqvJVHfoc9xbHw05",
+	"TuC4pDKPvp7xeIVEBbRxgzjsg7nLJlwIQB1g2KTLRg5apYnTtKh6IUHOajw3nBficDh0+691UkVwu1vS",
+	"NWJVu7AM048+mwdxHMiyE8M3NopCiaAawfdnlIeQoW3A1CkZ5ag4hPPGwkHoeMSltStTISnYhDiF+oJx",
+	"cHxmlw+KRtje76CJ9/tRkDAb81aBtnkY8fTM+I/sFvMxHJxTBk0H5Zu8+Uiph62AMovd8UMAcjXAg42Q",
+	"wTuM/zWlaHeOn5/1hkePe989fdXlmtNrKsvAZMJElGY2g/8uG/QgSc1mp6nEvzWm5pwBuAzKzDhKHgFV",
+	"wDMERIrBycV5X4RUj2hcCGNsIVEUVaaZRblyOwc0E4W2NZxnmGgxB3084yQ8Rw1wzYK5UjD1b13tfXCd",
+	"FBVla6jc5V2gd4hJ4zjZhYaGF0tfIA4MpZEHxcCBBxW1jYnFLZgQH6GZEAkBsbZvKiVbtg2Sm27ZN057",
+	"g0Vm3PaYgU5J5Aavnp4EarxsfzFdZkQij//ef4dPqfp9xiYBEUpi3JaChxj6FQtVS1Bu++Jsk/+i1Vu8",
+	"uKWfp40m4krq7+i+SQZwpqd7rCEiixhrhvjvMDbp3vtMdNjgJFU049A56roYyIbj9bOopg8fnkfk/g8f",
+	"ElefaxWUAEfCALLtZ1PojQAcqgpwLtRzMHHxv8tKXRY3qO3ET1+pZT32uUMgJ20p7VxMVL1SLDkWTmQH",
+	"reEGjmvn1WO+A2WnckmRhbg9+BmU0tmCmPGlmGTi//6P/yky+dVwMIGd99XwW7701fBo+C1c+j//y115",
+	"+uir4ydgpvGH4GEG/ZLo0lKLZb1ORNZHRgqn4FiR7UMz6DjI/gX+779l3pdZV6akmCKe1lvgvwd9cRKM",
+	"wZkh4gxiJgXR45QKkPGFHmHP/gOr2/+Djt//wDO7Ow7UGIXORmG8gkMLh8d7GhdYn4QvwxQTDkmwugcW",
+	"t8nXwmsI0XOp5pwURWzXuHe/e36esKqfiO+fHz9D2ff65PzF6x/PyLggHRaaTfVCLSZgmXJIn5GYO5IW",
+	"PL7adzyopE8pL7h3DnptqrmvBejCd3Ni9sVxVYHKyKsJ+w6m4lJJckJdqfUYTxQ3CiSGEb0aJyPeATjp",
+	"wumGbSzKKPuMJ5DPyY7jxMLhTETm5X5ChJHkQ9DNIqOzz1NzIidILSmJsajCuTxqWxmo1zCli0sEx09C",
+	"B8Nt+yNhr0LF8JjM4TneEgN5TdHdTISQFNIvYtZpbCYwxsTT00S8/JacPYybz5lOd2yIbwstS4Lijk+s",
+	"lkKFTrQ8JynQJiJCQpyOU6bw691aSXjFekWWdrK5KlSEcUkSLAN9mJQvDswQB032gYzJsWBFDO5BAY58",
+	"Zd2x0CbVfjNNpfZaCKbGOlEcI6GCPH7d1DMD50/s0CiNWVI2AzMopxpR8Q+eHHydiMvpYDAa7f8zBvT1",
+	"VQ+jtKJDnjpo6uDxk/7w6LDP/+0m4ul3Px6fJ6leNGVdTCVTzS3VFBM5EzGpjMzpussP5Kj2ROnpfCGr",
+	"Kw5fO84DfFiWvWVTLY1VwkWDrei8OLk+xKX94uT6cSJCv/AH0Nzghy5TIrWpEkRGA/Q2V7qAlRg5xhyg",
+	"7LSU1iapZg4qlC4+ZwxMSF64qBB2uME+/oKb8OzNi/On33/z+vj02dvn350+Pzt7e/zy5es3ju0H9zjY",
+	"/9YhYYCyUV7DSuQuyNovW4z9EHRKyzVNv+J0uiOsnkcChFpKUm2NePbjmajUpOCKj8C6ZO2YN79noi+s",
+	"byPEWlZyHTBwj/zNCOst5nW9xP7BP6xD9Q0tUlIcG/o4mlUxK5AteDpX8HGIyIv2iCEib59z7o4k2sh+",
+	"7/KCvxWc9BqILHF/O0oHTnYN+kZsIHqjL7YK+ZqzDBPxaCBsIqbEejVZ77Qhu3DCYhZf8oFAoXO3pxpP",
+	"KkzQ2GjQ+YyJ9Ul0DgbiVfENAi4fDYap3gxkQrPa6N7w5iZiGt4W8nQcwU48U3F+1sof6pMhjzTrLNvF",
+	"D8U3iYNsw9wec43eFDy54cRO3HGdbPruaC9S6NNHPAfDJNVHg0d4I4wVmerxONAzNsNdYMNUDbsJ5mKi",
+	"1ID5bKVEMaEZ5XNJe8XGAa3fWzN36jOTaJTtmAv5R0QnXFfrbkIqjhSYS59qkJ7m8tIJ3pavwj58CLub",
+	"Dk0rdT4xN3C4TpW1I1/I/Xd5Lc/QTkh11Wj4PkqJgKWL4sqRSYjnT18d060+h8aKjjb+8M+QbLpemeoq",
+	"EZdFCYoBNFhhXQO/Gn0CK1mWvWlpplfk1AClMBoN73QJ6x6O9AU9vFAL4/Irdz34St68wtto2Sbi8SEs",
+	"20QofWmqadiLV6rSqmTbSyLKXkkOHeHy1na0/7qpl03t2kcutG6f+My4FYxNVIUsCxubGzzMnE+TgTLZ",
+	"JzdkcbmGMaQMnAAVIdjNhLK6Q+ctYqTDo2R9bzSSalefwcxxzIS4kGuhkYbaAYkng8FAlOpalZjrKkmz",
+	"pBMQI9uYL8gdoOztOXFfYG9qQ3ATCR5JgQ6dEhVA7CU+Cg73LprpHDrsrvkR11Rrlyu1dFRDJLApau0S",
+	"ZMOyxOyXtnfOO607PrpO+o4TJmWhVbbv/5yaslloDpWjOpuI6N5FUT9Ty3qOeTup3uwqfA50t1yjVhQl",
+	"uYNGd3mJBjzvTCrVtg8fjlqnJ3k92A0R54w8sB6TstC1Ab3PiepEOIcQGWelmVGYPaQRw4y1UppCvFxN",
+	"5whDIqdXpLISQGGqyRT4x+nzZ8dPz58/+ymL6qDgo9E14V48MXmh7GjDkQYHGnvXO+wQTHziLHv4Ep9D",
+	"TZCo3g/v3PIWozG16CAIAumgpNpT4BQ+M3POw5FrNusyd760ogBt4+L0Zc9Z16ZCg839DdpPgbD8ubpU",
+	"bFbkMNHe3JE61XI6LWAEZYmDRiETSUe5rNbhXnIiSlSjLVcDuKPtlmeJQjiKeS59mIKLmFB7ceyEToYw",
+	"VykRoycui7iuGlyFOG++4LaVG+GCYLgHWjW5GzyhU7NYIhWiON78CXd8BQ9aZRFsplI9skTbFRxwxF0W",
+	"WImlaVdTxmKHQuSuU+yFcNsf85zRrO0KzPsvaueeHCN5wxbnXKodiulqbvCTQKpZxbTskZuW6d8iBx75",
+	"Dl3EFU5HGD/21QQ/MAZT0DkL58tuN2nkOc66gcQtCsrSTsGB4w3d8tbFvrAtTjvHCeOKekU7Z4M5V2sj",
+	"1qapyExzrkb6plApjUKJnH6ZGxjyNneyd+lekad7SYr4DPgPZns9rvGvXNYSM6dSnW3WMWddLKAP9us/",
+	"zmoJWyQXrvs/dVAlH+3vr1YrUPPwZ49gMjWL/W7q7DSeAdCdMA9H6rW41aIoi0kFu5CL9GBiudArxmka",
+	"xdBIORhJ1zXVl0ZFPUZ726NG/K5Ui/DcCEMCRc0UdVPoRd7QEHDxk38jKoe1XCyzkbjQxY1wlHc83gw3",
+	"2X4oAL+MRHZ9kJCPk4Xd96+On/bOvj8eHj12CTjUP07XCd/KntP2Zd+h1q/ouOLWrtQ6Vk3otb1c4Z7E",
+	"EiJZ1a7/XDTLHHRMy9IXzxziC//uoGAeWMKAwWYIBmYDAcclXSQCg6XC082NOa9IUL0TB7ajlVyLUknr",
+	"ML5cREOKvKnkpFTCNDWou45fkM6yVOOER9TP3ueC2tJoCxqBsE11DYKogpGsahan00raOUhMlByupJtx",
+	"c0hd4d3JxyhlWaI3lHiNVT4CncLvTyrpCkU3DiAB/WVuAqD77mUewAylC6k+fXGs3TJzN6B5D7sILDJK",
+	"LY3xg/juLbHHI2G742Bk+1oHZxVjItSjmxsSLWz7dvviW+yKR2NtGV20do7Ahj0Si0InqX40wH+IoZjD",
+	"xTno+mKO5xz+o4MH+3/97+HgK/EzTGc1Dqi1MNdoePnvwV18xsBUvNF1Gy6usASwjfTXx/F1ULOcdViu",
+	"eTac7unQrjw99bUCcaty0UFHosopl5niUyBA0bWENUPDo6+ELeX0qjtCF39NlLpYIIY4s4SN0Zr1VOOR",
+	"eKlWFDWk4jHHYCmFLfSs9FKFhCVqdqAS5hX69HG8YZ3hS0xTY0nkcUAHQtiPGPKcJs+dZe4tqcbVZDcx",
+	"0Rk9w5mtbu0ciVyuiZXJ4WuMUh2Q5F0KM9IvurSvNiw6uwECMPqYBnbLFoUFxpDoASndG96FFfxe0tnA",
+	"RpPVTNWUcICEibfImzq7HX9cPkAOPXbOtb1vjsOUwgzdqJBja8lHG1DCkbpi2JIABbojTCrCpFjP+sQp",
+	"+7p2CAR4RpkEJizGeGYfLQomPugiKGPWQzz2xPbCIE/pMiK91UkwjEjfUbVL8jLU6UK/XddqZdG+5MD3",
+	"A7sBQOOjn3Haa6Q7dlzY2BEsiOeBhh5hnNFyawkHUA5hefm1+mhAizXxRnG4fyFvqMUs1UEwDhKqC0aX",
+	"QcCJli0QUAzKF56bpB848zlRj1c4X3SmK/TcLOteQdz4LnbGoNgJ+Slc8UpCYooSu8xC+YXuBjhUHQl1",
+	"A0pLgdm5nSzde5juZcEHyyvWL9iwNGiN7c5vpKCyi6SY29kHBuE+KMdrvVQjwdEHeE1sDC9VBXYHzbzL",
+	"DnBgGfjR5LEiCJKRhxIBhSgYUrQiwBpwyQRkgbfCHFjP+PCh6GSYmTBi641/fYtZrolLzKLEih+ePk/1",
+	"2fDosUsflrWCjYmaNwhdpXOqr0z13YkV/xI2yN8208ng/4eP3bHLPzdVySobm+pwKLkkcOiRn0kGREJ9",
+	"Ew3AEQtBKR4NhiTwU529ZMPF77Wo0qQ1GiAlx2ifcjUCpS5NKrOypNFUcKLguT41ZLy3yg6CAkE5cPyc",
+	"SbXLOceKygv3hQEAZMolK5kDLQiwI2TX5Yp4Vkg4wBw5g6Byj9B6iLz+lH3VTTBpJ1ps1iuJmL+TiIWs",
+	"ruxmrpBPeaEVuevLcFVk7neXme6Xg4NJ8e1mHALkinSM7fVTfeqAWO49Uk6h9VGPi9MXQtbtEqaxyHxL",
+	"mAKtbKAqJ9UK3bdUfRvHkU4uvnn54unbi9OXGUvycMg22iqu5MB4Cn3j98bWGTI24lkXMotcojvINzxK",
+	"O5eFJogFivQ1VsG6q1Md95b1JEwKv1lzKIu3I6Vqo1KERRRwQhKwZapJ8TxAXZN8HdH0YPIjsdMwoEnd",
+	"zh8B4Q0CzD1yUZXWZZ48JYdW5HiIJQtD4US/gtRw7kJYK/yasU+VK0Dnq0HZdIE5inxE/gksjZJ4CwN6",
+	"YkCgXEfF5/zp3MtTkp4PH47i97BMVWEi+algKETeb1xr3NDZlVq1oEWEHYu5LC/DjnoAZvqlAiM01Zgg",
+	"QfsMu+qdvKtiSupwty+eGu1ogeKkPMJbQOAH6jmvnYQwBOS0Mta6+IKi+100FfQJsGoxFIjYfzlqb3iU",
+	"+HFA0Kg8drlrtWoDFBWYHIgWVqqjwsMDMZXI84lsRdwwZjxoMnvWffFmsxbLKZBus8bd6fi6UVxCzlcR",
+	"CSHWnlN9K+kuiRwekXjp30rOw7lnJYLzzqIBB2XExaqfYEOXZQEbJQpTR/3hJUhigK87bTtkG/qtz8UE",
+	"rcKGVqEjnf0uZ25mfBubajr1nEQ8n3teJo8F4QacUF6L9zUEZwecH6lu6RhbkKYCdTTmzMPDbtfY22hK",
+	"vVa24E/v/18AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
