@@ -128,6 +128,27 @@ func (e BudgetPeriod) Valid() bool {
 	}
 }
 
+// Defines values for ChatCompletionStopReason.
+const (
+	ChatCompletionStopReasonAnswer       ChatCompletionStopReason = "answer"
+	ChatCompletionStopReasonFunctionCall ChatCompletionStopReason = "function_call"
+	ChatCompletionStopReasonMaxSteps     ChatCompletionStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the ChatCompletionStopReason enum.
+func (e ChatCompletionStopReason) Valid() bool {
+	switch e {
+	case ChatCompletionStopReasonAnswer:
+		return true
+	case ChatCompletionStopReasonFunctionCall:
+		return true
+	case ChatCompletionStopReasonMaxSteps:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -335,6 +356,27 @@ func (e EventType) Valid() bool {
 	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FunctionCallResultStopReason.
+const (
+	FunctionCallResultStopReasonAnswer       FunctionCallResultStopReason = "answer"
+	FunctionCallResultStopReasonFunctionCall FunctionCallResultStopReason = "function_call"
+	FunctionCallResultStopReasonMaxSteps     FunctionCallResultStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the FunctionCallResultStopReason enum.
+func (e FunctionCallResultStopReason) Valid() bool {
+	switch e {
+	case FunctionCallResultStopReasonAnswer:
+		return true
+	case FunctionCallResultStopReasonFunctionCall:
+		return true
+	case FunctionCallResultStopReasonMaxSteps:
 		return true
 	default:
 		return false
@@ -1161,6 +1203,9 @@ type ChatCompletion struct {
 	CompletionTokens int       `json:"completionTokens"`
 	CreatedAt        time.Time `json:"createdAt"`
 
+	// FunctionCall With `actions`: the call the model made in its last turn that Switchboard did not run (see `stopReason`); absent otherwise.
+	FunctionCall *FunctionCall `json:"functionCall,omitempty"`
+
 	// Id Example: chat_5f0c6e1d2a3b4c5d6e7f8091
 	Id string `json:"id"`
 
@@ -1168,16 +1213,63 @@ type ChatCompletion struct {
 	Message Message `json:"message"`
 
 	// Model The model that answered (a fallback when the requested one failed).
-	Model        string `json:"model"`
-	PromptTokens int    `json:"promptTokens"`
+	Model string `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *ChatCompletionStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// ChatCompletionStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type ChatCompletionStopReason string
+
 // ChatRequest defines model for ChatRequest.
 type ChatRequest struct {
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute          *bool    `json:"execute,omitempty"`
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int `json:"maxSteps,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`.
 	MaxTokens *int      `json:"maxTokens,omitempty"`
@@ -1192,7 +1284,10 @@ type ChatRequest struct {
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"topP,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string  `json:"toolset,omitempty"`
+	TopP    *float64 `json:"topP,omitempty"`
 }
 
 // Connection A connection as the API shows it; never its credentials or tokens.
@@ -1595,22 +1690,74 @@ type FunctionCallResult struct {
 	Id string `json:"id"`
 
 	// Message The assistant's text: its reply when it called no function; null when it called one without writing text.
-	Message      *Message `json:"message"`
-	Model        string   `json:"model"`
-	PromptTokens int      `json:"promptTokens"`
+	Message *Message `json:"message"`
+	Model   string   `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *FunctionCallResultStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// FunctionCallResultStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type FunctionCallResultStopReason string
+
 // FunctionCallingRequest defines model for FunctionCallingRequest.
 type FunctionCallingRequest struct {
-	Functions []FunctionDefinition `json:"functions"`
-	Messages  []Message            `json:"messages"`
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute *bool `json:"execute,omitempty"`
+
+	// Functions The functions the model may call; at least one unless `actions` or `toolset` offer some (at most 128 with the actions). A function named like an offered action's tool is a 422.
+	Functions []FunctionDefinition `json:"functions,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int      `json:"maxSteps,omitempty"`
+	Messages []Message `json:"messages"`
 
 	// Model Model id of a chat model.
 	Model       string   `json:"model"`
 	Temperature *float64 `json:"temperature,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string `json:"toolset,omitempty"`
 }
 
 // FunctionDefinition defines model for FunctionDefinition.
@@ -2387,6 +2534,44 @@ type Spend struct {
 // SpendPeriod defines model for Spend.Period.
 type SpendPeriod string
 
+// ToolLoopStep One action run of the tool loop.
+type ToolLoopStep struct {
+	// Action `connector.action`; empty when the model called a function that is no offered action.
+	//
+	// Example: weather.forecast
+	Action string `json:"action"`
+
+	// CallId The model's id of the tool call.
+	CallId *string `json:"callId,omitempty"`
+
+	// DurationMs How long the run took.
+	DurationMs int64 `json:"durationMs"`
+
+	// Error Why the run failed (absent on success); the model received `{"error": {code, message}}` as the result.
+	Error *ToolLoopStepError `json:"error,omitempty"`
+
+	// Params The arguments the model passed (empty when they were not a JSON object).
+	Params map[string]interface{} `json:"params"`
+
+	// Status The upstream's HTTP status; absent when no upstream answered.
+	Status *int `json:"status,omitempty"`
+
+	// Tool The tool name the model called.
+	//
+	// Example: weather-forecast
+	Tool string `json:"tool"`
+
+	// Turn The model call (from 1) that asked for the run.
+	Turn int `json:"turn"`
+}
+
+// ToolLoopStepError Why an action run of the tool loop failed.
+type ToolLoopStepError struct {
+	// Code An error code of the native API (upstream_error, validation_failed, ...).
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2669,6 +2854,12 @@ type UpdateAPIKeyParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ChatParams defines parameters for Chat.
+type ChatParams struct {
+	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
+	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
+}
+
 // ListConnectorsParams defines parameters for ListConnectors.
 type ListConnectorsParams struct {
 	// Limit Page size (1-100, default 20).
@@ -2769,6 +2960,12 @@ type ListEventsParams struct {
 
 // ListEventsParamsOrder defines parameters for ListEvents.
 type ListEventsParamsOrder string
+
+// CallFunctionParams defines parameters for CallFunction.
+type CallFunctionParams struct {
+	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
+	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
+}
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
@@ -3468,10 +3665,24 @@ type ClientInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ChatWithBody(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Chat Complete a chat conversation.
 	//
@@ -3480,10 +3691,24 @@ type ClientInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Chat(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListConnectors List connectors in name order.
 	//
@@ -3840,10 +4065,17 @@ type ClientInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CallFunctionWithBody(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CallFunction Let the model choose a function and its arguments.
 	//
@@ -3859,10 +4091,17 @@ type ClientInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CallFunction(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GenerateWithBody Generate text from a prompt.
 	//
@@ -4748,11 +4987,25 @@ func (c *Client) UpdateAPIKey(ctx context.Context, id string, params *UpdateAPIK
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewChatRequestWithBody(c.Server, contentType, body)
+func (c *Client) ChatWithBody(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4770,11 +5023,25 @@ func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.R
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *Client) Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewChatRequest(c.Server, body)
+func (c *Client) Chat(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5410,11 +5677,18 @@ func (c *Client) GetEvent(ctx context.Context, id string, reqEditors ...RequestE
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *Client) CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCallFunctionRequestWithBody(c.Server, contentType, body)
+func (c *Client) CallFunctionWithBody(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5439,11 +5713,18 @@ func (c *Client) CallFunctionWithBody(ctx context.Context, contentType string, b
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *Client) CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCallFunctionRequest(c.Server, body)
+func (c *Client) CallFunction(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6807,18 +7088,18 @@ func NewUpdateAPIKeyRequestWithBody(server string, id string, params *UpdateAPIK
 }
 
 // NewChatRequest calls the generic Chat builder with application/json body
-func NewChatRequest(server string, body ChatJSONRequestBody) (*http.Request, error) {
+func NewChatRequest(server string, params *ChatParams, body ChatJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewChatRequestWithBody(server, "application/json", bodyReader)
+	return NewChatRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewChatRequestWithBody constructs an http.Request for the Chat method, with any body, and a specified content type
-func NewChatRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewChatRequestWithBody(server string, params *ChatParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -6842,6 +7123,21 @@ func NewChatRequestWithBody(server string, contentType string, body io.Reader) (
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.SwitchboardConnection != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Switchboard-Connection", *params.SwitchboardConnection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Switchboard-Connection", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -7980,18 +8276,18 @@ func NewGetEventRequest(server string, id string) (*http.Request, error) {
 }
 
 // NewCallFunctionRequest calls the generic CallFunction builder with application/json body
-func NewCallFunctionRequest(server string, body CallFunctionJSONRequestBody) (*http.Request, error) {
+func NewCallFunctionRequest(server string, params *CallFunctionParams, body CallFunctionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCallFunctionRequestWithBody(server, "application/json", bodyReader)
+	return NewCallFunctionRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCallFunctionRequestWithBody constructs an http.Request for the CallFunction method, with any body, and a specified content type
-func NewCallFunctionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCallFunctionRequestWithBody(server string, params *CallFunctionParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8015,6 +8311,21 @@ func NewCallFunctionRequestWithBody(server string, contentType string, body io.R
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.SwitchboardConnection != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Switchboard-Connection", *params.SwitchboardConnection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Switchboard-Connection", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -9632,10 +9943,24 @@ type ClientWithResponsesInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+	ChatWithBodyWithResponse(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
 
 	// ChatWithResponse Complete a chat conversation.
 	//
@@ -9644,10 +9969,24 @@ type ClientWithResponsesInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+	ChatWithResponse(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
 
 	// ListConnectorsWithResponse List connectors in name order.
 	//
@@ -10030,10 +10369,17 @@ type ClientWithResponsesInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+	CallFunctionWithBodyWithResponse(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
 
 	// CallFunctionWithResponse Let the model choose a function and its arguments.
 	//
@@ -10049,10 +10395,17 @@ type ClientWithResponsesInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+	CallFunctionWithResponse(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
 
 	// GenerateWithBodyWithResponse Generate text from a prompt.
 	//
@@ -19527,11 +19880,25 @@ func (c *ClientWithResponses) UpdateAPIKeyWithResponse(ctx context.Context, id s
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
-	rsp, err := c.ChatWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.ChatWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -19545,11 +19912,25 @@ func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, cont
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
-	rsp, err := c.Chat(ctx, body, reqEditors...)
+func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.Chat(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -20099,11 +20480,18 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id strin
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
-	rsp, err := c.CallFunctionWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunctionWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -20124,11 +20512,18 @@ func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Conte
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *ClientWithResponses) CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
-	rsp, err := c.CallFunction(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CallFunctionWithResponse(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunction(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -134,6 +134,27 @@ func (e BudgetPeriod) Valid() bool {
 	}
 }
 
+// Defines values for ChatCompletionStopReason.
+const (
+	ChatCompletionStopReasonAnswer       ChatCompletionStopReason = "answer"
+	ChatCompletionStopReasonFunctionCall ChatCompletionStopReason = "function_call"
+	ChatCompletionStopReasonMaxSteps     ChatCompletionStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the ChatCompletionStopReason enum.
+func (e ChatCompletionStopReason) Valid() bool {
+	switch e {
+	case ChatCompletionStopReasonAnswer:
+		return true
+	case ChatCompletionStopReasonFunctionCall:
+		return true
+	case ChatCompletionStopReasonMaxSteps:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -341,6 +362,27 @@ func (e EventType) Valid() bool {
 	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FunctionCallResultStopReason.
+const (
+	FunctionCallResultStopReasonAnswer       FunctionCallResultStopReason = "answer"
+	FunctionCallResultStopReasonFunctionCall FunctionCallResultStopReason = "function_call"
+	FunctionCallResultStopReasonMaxSteps     FunctionCallResultStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the FunctionCallResultStopReason enum.
+func (e FunctionCallResultStopReason) Valid() bool {
+	switch e {
+	case FunctionCallResultStopReasonAnswer:
+		return true
+	case FunctionCallResultStopReasonFunctionCall:
+		return true
+	case FunctionCallResultStopReasonMaxSteps:
 		return true
 	default:
 		return false
@@ -1167,6 +1209,9 @@ type ChatCompletion struct {
 	CompletionTokens int       `json:"completionTokens"`
 	CreatedAt        time.Time `json:"createdAt"`
 
+	// FunctionCall With `actions`: the call the model made in its last turn that Switchboard did not run (see `stopReason`); absent otherwise.
+	FunctionCall *FunctionCall `json:"functionCall,omitempty"`
+
 	// Id Example: chat_5f0c6e1d2a3b4c5d6e7f8091
 	Id string `json:"id"`
 
@@ -1174,16 +1219,63 @@ type ChatCompletion struct {
 	Message Message `json:"message"`
 
 	// Model The model that answered (a fallback when the requested one failed).
-	Model        string `json:"model"`
-	PromptTokens int    `json:"promptTokens"`
+	Model string `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *ChatCompletionStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// ChatCompletionStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type ChatCompletionStopReason string
+
 // ChatRequest defines model for ChatRequest.
 type ChatRequest struct {
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute          *bool    `json:"execute,omitempty"`
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int `json:"maxSteps,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`.
 	MaxTokens *int      `json:"maxTokens,omitempty"`
@@ -1198,7 +1290,10 @@ type ChatRequest struct {
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"topP,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string  `json:"toolset,omitempty"`
+	TopP    *float64 `json:"topP,omitempty"`
 }
 
 // Connection A connection as the API shows it; never its credentials or tokens.
@@ -1601,22 +1696,74 @@ type FunctionCallResult struct {
 	Id string `json:"id"`
 
 	// Message The assistant's text: its reply when it called no function; null when it called one without writing text.
-	Message      *Message `json:"message"`
-	Model        string   `json:"model"`
-	PromptTokens int      `json:"promptTokens"`
+	Message *Message `json:"message"`
+	Model   string   `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *FunctionCallResultStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// FunctionCallResultStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type FunctionCallResultStopReason string
+
 // FunctionCallingRequest defines model for FunctionCallingRequest.
 type FunctionCallingRequest struct {
-	Functions []FunctionDefinition `json:"functions"`
-	Messages  []Message            `json:"messages"`
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute *bool `json:"execute,omitempty"`
+
+	// Functions The functions the model may call; at least one unless `actions` or `toolset` offer some (at most 128 with the actions). A function named like an offered action's tool is a 422.
+	Functions []FunctionDefinition `json:"functions,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int      `json:"maxSteps,omitempty"`
+	Messages []Message `json:"messages"`
 
 	// Model Model id of a chat model.
 	Model       string   `json:"model"`
 	Temperature *float64 `json:"temperature,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string `json:"toolset,omitempty"`
 }
 
 // FunctionDefinition defines model for FunctionDefinition.
@@ -2393,6 +2540,44 @@ type Spend struct {
 // SpendPeriod defines model for Spend.Period.
 type SpendPeriod string
 
+// ToolLoopStep One action run of the tool loop.
+type ToolLoopStep struct {
+	// Action `connector.action`; empty when the model called a function that is no offered action.
+	//
+	// Example: weather.forecast
+	Action string `json:"action"`
+
+	// CallId The model's id of the tool call.
+	CallId *string `json:"callId,omitempty"`
+
+	// DurationMs How long the run took.
+	DurationMs int64 `json:"durationMs"`
+
+	// Error Why the run failed (absent on success); the model received `{"error": {code, message}}` as the result.
+	Error *ToolLoopStepError `json:"error,omitempty"`
+
+	// Params The arguments the model passed (empty when they were not a JSON object).
+	Params map[string]interface{} `json:"params"`
+
+	// Status The upstream's HTTP status; absent when no upstream answered.
+	Status *int `json:"status,omitempty"`
+
+	// Tool The tool name the model called.
+	//
+	// Example: weather-forecast
+	Tool string `json:"tool"`
+
+	// Turn The model call (from 1) that asked for the run.
+	Turn int `json:"turn"`
+}
+
+// ToolLoopStepError Why an action run of the tool loop failed.
+type ToolLoopStepError struct {
+	// Code An error code of the native API (upstream_error, validation_failed, ...).
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2675,6 +2860,12 @@ type UpdateAPIKeyParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// ChatParams defines parameters for Chat.
+type ChatParams struct {
+	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
+	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
+}
+
 // ListConnectorsParams defines parameters for ListConnectors.
 type ListConnectorsParams struct {
 	// Limit Page size (1-100, default 20).
@@ -2775,6 +2966,12 @@ type ListEventsParams struct {
 
 // ListEventsParamsOrder defines parameters for ListEvents.
 type ListEventsParamsOrder string
+
+// CallFunctionParams defines parameters for CallFunction.
+type CallFunctionParams struct {
+	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
+	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
+}
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
@@ -3208,7 +3405,7 @@ type ServerInterface interface {
 	UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
-	Chat(ctx echo.Context) error
+	Chat(ctx echo.Context, params ChatParams) error
 	// ListConnectors List connectors in name order.
 	// (GET /v1/connectors)
 	ListConnectors(ctx echo.Context, params ListConnectorsParams) error
@@ -3271,7 +3468,7 @@ type ServerInterface interface {
 	GetEvent(ctx echo.Context, id string) error
 	// CallFunction Let the model choose a function and its arguments.
 	// (POST /v1/function-calling)
-	CallFunction(ctx echo.Context) error
+	CallFunction(ctx echo.Context, params CallFunctionParams) error
 	// Generate Generate text from a prompt.
 	// (POST /v1/generate)
 	Generate(ctx echo.Context) error
@@ -3581,8 +3778,28 @@ func (w *ServerInterfaceWrapper) UpdateAPIKey(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) Chat(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ChatParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Switchboard-Connection" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Switchboard-Connection")]; found {
+		var SwitchboardConnection string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Switchboard-Connection, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Switchboard-Connection", valueList[0], &SwitchboardConnection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Switchboard-Connection: %s", err))
+		}
+
+		params.SwitchboardConnection = &SwitchboardConnection
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.Chat(ctx)
+	err = w.Handler.Chat(ctx, params)
 	return err
 }
 
@@ -4160,8 +4377,28 @@ func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) CallFunction(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CallFunctionParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Switchboard-Connection" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Switchboard-Connection")]; found {
+		var SwitchboardConnection string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Switchboard-Connection, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Switchboard-Connection", valueList[0], &SwitchboardConnection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Switchboard-Connection: %s", err))
+		}
+
+		params.SwitchboardConnection = &SwitchboardConnection
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CallFunction(ctx)
+	err = w.Handler.CallFunction(ctx, params)
 	return err
 }
 
@@ -7384,7 +7621,8 @@ func (response UpdateAPIKey500JSONResponse) VisitUpdateAPIKeyResponse(w http.Res
 }
 
 type ChatRequestObject struct {
-	Body *ChatJSONRequestBody
+	Params ChatParams
+	Body   *ChatJSONRequestBody
 }
 
 type ChatResponseObject interface {
@@ -11669,7 +11907,8 @@ func (response GetEvent500JSONResponse) VisitGetEventResponse(w http.ResponseWri
 }
 
 type CallFunctionRequestObject struct {
-	Body *CallFunctionJSONRequestBody
+	Params CallFunctionParams
+	Body   *CallFunctionJSONRequestBody
 }
 
 type CallFunctionResponseObject interface {
@@ -17336,8 +17575,10 @@ func (sh *strictHandler) UpdateAPIKey(ctx echo.Context, id string, params Update
 }
 
 // Chat operation middleware
-func (sh *strictHandler) Chat(ctx echo.Context) error {
+func (sh *strictHandler) Chat(ctx echo.Context, params ChatParams) error {
 	var request ChatRequestObject
+
+	request.Params = params
 
 	var body ChatJSONRequestBody
 	var err error
@@ -18055,8 +18296,10 @@ func (sh *strictHandler) GetEvent(ctx echo.Context, id string) error {
 }
 
 // CallFunction operation middleware
-func (sh *strictHandler) CallFunction(ctx echo.Context) error {
+func (sh *strictHandler) CallFunction(ctx echo.Context, params CallFunctionParams) error {
 	var request CallFunctionRequestObject
+
+	request.Params = params
 
 	var body CallFunctionJSONRequestBody
 	var err error
@@ -18902,604 +19145,637 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chu3tjf4KijOd8rkPk2Kutg7pmpXjWI7iU+cWJ8ln5zvpH3UYDdIImoC3A20JMalqnmIeYf5e17h",
-	"e5R5kimsBaDRzeZFFztxjvcfOxb7hsvCuq/f+thJ5XwhBRNadUYfOzNGM1bAP1+d06n5b8ZUWvCF5lJ0",
-	"Rp3zGSMFU7IsUkauWKG4FBGZyIK8nvR/ojqdDTpRR6UzNqfmab1csM6oo3TBxbRzext1/qP/jv2zZEr3",
-	"X2fr3g/XnyjCM9LVM0ZSmueseKIicj1jgnBNFBOaUHLN8rw/kcWcZUQK1tv88duos6AFnTNt53iSms/+",
-	"TOesfSQUrj9RRNA5I9dcz7ggMCApBEu1LMwHubl9QfWsE3UEvKuDD3aijpkLL1jWGemiZJtX5gW+dOOI",
-	"Un+PG1WXDaYDkmRsQstcJ701I6oevN+oZLF1ULKwY1ozBPjPHT9eFkoW7V9NBLvReENC5AT2ZVGwKy5L",
-	"RRZ0Wg3jnyUrlsFS4Es3f/kly/kVK5avX7Z/PbPXLZUmWX51MRgMkl5ESsH/WXpy4VqRazaeSXm5Zl3c",
-	"q+64Nq8ncN5Wh3eyWORLIkW+JByXxZ3YJ4qYY02U5nlO5uZxpkiX5YqRo/2DinaQD1RDdId7y6K94XOu",
-	"Vwd0SqeMKP47I939/v5wGBFLreRg2Fu3Szm8K/yefagzOhhGnTm94fNy3hmZ93XmXNi/IjcsLjSbsgLG",
-	"9Quu/7q9tNvjtvJ6hju5Zrt4dqeNujU3q4UUiiFfLQpZvGMKZmL4r9BMwD/pYpHzlJqB7f2mzOg+Bu/9",
-	"HwWbdEad/2Ov4th7eFXtuXfCV/CbDZIQhJl7jkkC/x2kMmMJUXSpyPWMI9cOmH+TSbd93N6+V7sXvv32",
-	"pNSzFzTPxzS9hLF9splGHc1u9N5Mz/P6S1q2oYVx2TGSCeU5ywgVGVFaFiwjQprTO21fsOWAnMRCzWSh",
-	"yQ/nP70BdkO4UJrRzPCifzt7+zPKKl0JNELTlC20IokfczKIxaOu/IKJk9efgsTqb95KaIQLgo88UUTN",
-	"6IKRrhQk2ZMLJijfu9pPSCFLzVTvEUnv1h1ElO6nr39kyxb+KMjJ6WtyyZaEKtgg86eayWtFuB4QQxmK",
-	"pQXThCsi2BUr4KogdKJZQdKCwQqagS8KuWCF5ni2x2U2ZXrbUn6Ld91GHS841bZnvBQ+lTlPl/CwGQbL",
-	"TuB7Rgei2ggTqllfc5C0jTMQddjNghdMnbTw6JMxqFSeZs3q4NTtQ2a2u32Fr9HrLpmTlkIa5Q3XGPaf",
-	"3dD5IjevuWTLi+H+8wO6Pz5ID7Mj9nTybPj3/W8Onh/So/HT9Fn299aPzmXG8q3L+JO5q1pCYVWalbct",
-	"CjbhN+3TmPBCaZLOaEFTo0g63QOnExEtScFSORVcMUJhIbuJGl8kwF6OyFwWrDFpNb74j+XhP9vmVVDN",
-	"vFjdNLV37sa3V6woeMY6cBrkAkmTazbfujxn5nbznB0GLQoKC6UWTGRbn4abbqOOtQtWl+9M00IrQjXZ",
-	"h8WYFubMGUWJMJrOzKKKKXMLivQCSq4syAJ2jXST0/fnZO9qf48ueP+SLdXeR57dorT29MmFfnbUadUF",
-	"Ksn9K4pyq5bapfJ7Hx6wakof/Dvl+DeWwilGPvMC7gYmm2XcTJjmpwF3mNBcsRV2SQS7dtzoD+YnG5jD",
-	"LyFXUFouFLmWxSUXU9J9990Lcnh4+Dwi1jaalLosWO/Ysg/gKBS4y+4s5EGnubnEs3JOBdBRRMBYMqMM",
-	"JCEplZmJnV/9ZI55nnMx7StWXPHUjHVOb94wMdWzzmj/4BtQPf3ff5rzO6c3r/GB/WcwRPdX42hHHTRW",
-	"7GWjyzbPSP14bKN/YBI0z99OOqNfNw/Wiufb6GOD6i/bhHYglIGbWlsL5TLaOob8uCJO2x6QMyYywrWR",
-	"8olRSWXBf4cdH5FvGS1YQeJyODxML9kS/sGSwSoxNpbDDG51ET6sHuzfSqX7loXAuQE2Z6xBnMagWro3",
-	"XAF51Jcho5ruvPN+MVdYd2UltxlmSsHqpNaMnsgCzoF5CJTaY3t0icTDnVOlvXG9eaVg/Ovp5f0iuzu/",
-	"NFSwABkiJ4RWepyeUe2kBxdkkdOURYFUJkrTpT3ksVB0zkawFSBcKFCJshJmQE7IhLM8IzmbaCJL0AIL",
-	"NpdXDN1RsbCyaELzXBEwILS0XyuuWPFEOQNXjYhhgksCDC3CP2Lh+XREhCTI5XsDAsdXwXiAGS9JSoXR",
-	"lXBmI9Q8jVJhpIbhVWA9/IEy40F8+jNy0jae1kqa6CFrMxnQpddqMazugczWsDBzhWg2X+RUV4cLZKSQ",
-	"gg1qO7K7t60SWNeM6hm4blYW8B4GQ+3rm0wGNl/o5aDtFYFp137QP275bOcHeINfNUXGS+v6pPbDBHew",
-	"WsdeMJRqd+dMz+RWNRZp4Ce8NyDXao0nsmApVbptunUH87oZb//+qXvP6nr4S/dfCfBota28IQRZ6p/U",
-	"dguxyetQpUJDsal3Rx1dUKGQ6LYSE56ElsUtQWZkG1VUe06vqUJh5USwLEjBQDBku+uhay2ZfSMQ8dVG",
-	"8U0LNmfCfGa8RFPGfusYxgROV65IEndQ47DvRa0j7iT3MV4qNuFtGEvgkfNYBsRYHcS6YVMt6RYjB5b1",
-	"tViU+q42juedGZtwAY9Fho86vcJJNZG5VduVo56go63GVEeEiiX+fkXzkpHrmVSM4J6SnNErpsicohTW",
-	"1GkLM5mb1THS394KOgVXhN3QVINDnYW3xqKbxJ2PH2GN1QDc1be3cSfpob6ApGboQaPSgjvxRLlhcT2L",
-	"hdE7YKxmwY/d4aK6eoDMqDJaAjwVGaXHHvE5m4/NMMxwzHg5jNYrLYYlgBJIWA7EScYslXOmiCjzvDcg",
-	"b42ciAXOVpEp00i5wRxXpgGDeKKINvph1ww8FkZnFFL07Ysi5zoFZZKSOVdgXsGjvQF5xyalgnAd+f7V",
-	"udn1WPzw6uSlJRKzA5rMpdLk2dOnh8/IeGlYPsVlQoXHc+KPNkowWtmHTmTjCcGlf97edm63CbVfzOIH",
-	"fCSTyNECZeVo+PzZZxN0+NbAeo1F8jHu/Ef/vaGduDMiARGW5jdDhLfJgPxMzWbPS2V23iw/z+zbYmFe",
-	"pyKScaW5SDUp2JQWWc4UKNYpVUBp4AUHujcL8sP5+SlJc86EjsWcCjplinR/kEpH5AW6mPu4RBE5B27P",
-	"iv4rkUpDnXCLDUBGZDAY9Aax+HdDEuAOgv0264rbHcHpMFT84l1E3nxnmPfP799UpHF4gJQwpzfhCh8e",
-	"PLrUbzKcXF6zom9WiORMa1aAmSFIuTA2wLPD1RtgnafmoMsiFqUwRJLKgilzFpCdV1zwmPD5vNR0nLOR",
-	"+dUeQHO453RJxiwW7oTjDgHHmPIrJnCr2T9LmsN+vX/3xmmI9VMT6i8LaoZopvZfv9L+7x/M/w37zy8+",
-	"fBxGzw5v/8efRsUxjBlUHa4ItStryKJaz3AjYmF2YmX5g7sV6Sb/9etJ/z9p//eLD/Yf4cyTXhQLJa0Y",
-	"0ODwQmPZHjaU5GZM1nkAQo0S4DsYXRAZ/BSL4BQH/O2olYifHW1Q2BrmgOUUPvxNzeH7TXLBMmeShuZC",
-	"MqaKvS/yZGQM4kKrWIBXItlLIgKOvOffPIO3hP5tM40FK1JzwJlKqbFRpciXhtPHAqYbkUlBpyBlZEEy",
-	"qYli8Kci3YylOS2YXZeKeKwETLgY4bWkNyCvjARKPENrrvHtbdImXUG2xAIHB2u+oIU2qwJC28zHjueY",
-	"0EC0cg1b4rlkLOxgM/TWJE7fGhFdlCyp9q7iVc3DtedO156fRcr1EkTSFgt3g/J9zueMgGxzs0ppnhMu",
-	"yJznOVcslSJTx+2Kebey8Qf2t3P8VEQOh8PhsBd6aY89Qw4em9Mb+4jZUHzt/gE8O+hsjr9v1/3/jV7R",
-	"M/ibFKUwbM+q0OjIG8Gsvn378n+B14dMSoGyGY6mYkzFIsmopglmCy1oYRSM6vFmNBZ/N4RkrkSE5YrF",
-	"wug0PSD2xN2SkG7yUWmqSxVZ2aluk55VVXVZCIUepQKCrda9nOAl8tEI8hExIxukZVEwoQfmp4v09jgZ",
-	"kBdyvoCoMxeohRmdTmYMR6rolSE7StRSaHrjoqqGwRwdHBiyRZ1PkZwLFgszpFTm5Vy0KlBNKt06xIio",
-	"cj6nxbJx1dAZ8PuBWa/b461uwLpNst60eAwnKHpvvgwnaKhvtPp5QN/C1XP8XZZ6Ks2+u4yCbrlYsAIU",
-	"NgwpCnMIf+18/+q8E3VO357Bf97D/5+cv/ihE3Vevnrz6vxVJ+oYpbsTdd6enr9++/NZMEg7lahz0zfv",
-	"61/RArikeXE4bPxI+Iv9YO2n9yu/2IGEv/lBhT/aAYY/+cH6FayUiLtG3jyrr+QBOpVR81+1QX3+Udtu",
-	"oVGHL5ALHETwZmdMGoValeAoyY4rsV0Zh2YP0CMtSGKWP/GcqwCWJQWrGVGO2gLJOmhx3W23X5B2WtMg",
-	"c6PUZjhHFSF33jR2Z1dABpU9ufWo1HC4ekh5qzlmpu1lPJkac4z8UkmrEQZ/rv19qANZhcto3DXvgCKl",
-	"4fwNPUBIf4O5ruAzNp5pNRznFTDM4ftX5xFBkoXpgvna9dq4bvp5Y2F33hvvPRQ6qDCiIY+yDUSVNfDN",
-	"OwZG3dSzxG2z8nOsRqyl1Yw1DoLGIiQ8e7tVdKjNDBwz++beMUlQ/SI0y4wobSpd/7A+K1CyUNV1ymW4",
-	"NMckwVVPiGIiMzMLzc2M5PyS1WnmmCRmkvjlaiXsy4O1wF1Eiwf0v6YPgYQuBLKyFUa629VqboWVjJZx",
-	"WseZy0X0eZDgf7oLi/R86bU4xXeu/P4/7UdWLvzgvrpy5VsYRk3GtJwYwytszrRVbYHlLIHunUPAKLTW",
-	"RbOOWgbkJL+mS0UWBQP5x4XXnkI371jKnNFA8LYxEe/lsmwEBzKjV4x0ra7oUmb/9/978F9PD3sDYlYu",
-	"tBiMGYFLHxFRGlqJiHtWFsSOIxSEfqPwdsjoRL008sOOfDDciud77fOZu7Xx+8/uwyub6cbRuPCtH1bj",
-	"wokdZePnt3bQTdUDptCmenzrI4R3kpeQA2RtEC7I+7OXRF4xoB9WcJlFJJUl+MAnhZyj7Uk1zeX0iYrF",
-	"ouAp5IukNJ0ZaVXI+UITLS+ZABeQnjFeEHktiLmVhRy9kFcc+EjBFrLQwAPnPbATquAqphMOyFuRMpKU",
-	"KgNL0QxaR16diwXei8ZTxUjA2js6eE4SDJ9esJuUsYxliTF3NOW5Gtk47XuVRbGA95p/+smbI6JP9DFJ",
-	"3jFdLPsnE21YYSk0R38M3kgMa+wdGyatdMHonNC8YDRbEprNuTbL55MO01JbizgYtflOcWXEE5jvslAa",
-	"vU2pUfmvZzwHSVCUQkVESWPEWd0dnlewaWompUbphrMylrQz+5x1+UTBOwfkRSHRh0uNmY+2l1FPaM4K",
-	"faITszGpLDJl1t2oxXYR4XpCpNkRo6b6h61HgcvsmBRGm+BiGgtg1jia9vexmxktlTa74t+Jr2kLhNvR",
-	"rXKj7wonJ+TEUkoX7a98SahKmUCPJag5Y6avGRNkCIPeJ+wmzUvFr1jPrBfkTrfPGqjLzALjTd70+nU4",
-	"eBoNB998qFSjjn/pTy6rHbPKq9+dfY2/V8ErWY5zm5XkDXBvjFc6luV+DR1sVQXD1VxdsvfnLwxJMJHR",
-	"gmR0GZHXZ2/JNWOXpAun/ScpMrrsRdVdcymMImZtqbRgGROaU0NV1zOZM5LzCQtZdQbMzbzTzMc8bSSM",
-	"1DRfZci3UadUa+wmoOH6N0HtQf5V0UxkuVhtdw6e3m/Vh+5/G5e/waHNFPyat3HqFzOqX0gzMqfG10k8",
-	"9dfOgY8GMYbA/XKPuD+m8FbugnRG9cXTyTB9xvazA3o4PkqfZs/Y3yffDJ/vtybwMWXOxNbMEHubSyVZ",
-	"t6OG+4EJRYW6Zsba6VJIv4Hkm2aiPRaD2aT+XmskGcXPplUDyqtuqI8qfJz8K2nuw2DH1FO3Sm72jXFF",
-	"qxtcH1e4t+vox2bIrxLPBFZLpMtTJmiul3XqWCHxg4Cy+wftnGXdcv0ERxJXS0syZYIVmP+iq+MKS/BE",
-	"kcS/KNnuWrQruHuKZEhxnhUeDI++2ZQmuZ48IbWJ8IxYq8nrKmAn7a3ECNDKM8cJ51tP3qFCzwq54Ole",
-	"mtMyY/3D/tP+jPLLsg/Ga3vGCSjnKXukbUStpObvWBPWNycRNScKAeE9dsWE7lu1pqsYqm9Jns8Toum0",
-	"t8ZkYPOFIYeyYHcYe5ts03JxuuUV+3fhz5643Pa3nrGqsLIlXFiVXbZljrkcaa5VIK0gUqU9I2loNaWe",
-	"na81ssJgj7kTDa66MEQzaoK1q074CinMOtEF/5EZMTyG/FjzD6p4akwj87qDVkl8j3y1x8hN25CvDgVo",
-	"5GAwBF/HqBIQNE2ZUri4rrCFdLlN8ZwUTBnbZMwmrkZjt6HkVOl37vH7D+iaKiLHmnJxlxyl1fw0d3Bb",
-	"bq4SyjcN0MaRMB01NMHItKDGxAsdey1xrGb1CERQVj+aGD38iiUjUio6ztmAJAtUvhPS9SPqjYCUffI2",
-	"EVLHwkpGlkG8xdxw4Y5uMlqheOf0cK7XWNAp5WJUn5yzBlGVgO20O+MiaAQe60WxcHptW3SVyIJPuYiq",
-	"IxgRPFmYXDOHFApZkATeDo9gii+WIDZHb0sSXVxC5lksNC2MoWSUIZIVcrEwOtHp+/NwVFglHrwJ1HF7",
-	"0S4BuoDC9b1IZcZ6dbcYbhQoq7A/UAFbW/R2HT3M13vMjLt/3Q+ihJghYf3RwWwfKanOc1xPyPfLoKsE",
-	"xYtqjHf0wpxpqnla39LrgmvWR75iKUUxmrMsstIFY33mpHzPrxja2VLYk71GYtBLpkYkQapNSBf/YQgf",
-	"aTYhXRQRvciYvwzcYljh5qIf+ZIkC6rUtSyMhQ2CpNdqqKPQaRUeLsG/C2Nz4+ntkJEVdWBh3op8aQtb",
-	"oo4bTvu33FX3MRjxvb8Fy7QmCRyLTyxrsR+D3+79NbcF7R90VxszOyZCkmSU3OubtxtJ/F6JolDWUPGu",
-	"4xW9yCguFbkP/kBKqtba6siB0N0BtWNE6GqiGKTO8CnXu6eURSS5MOKGJP2kbkps0AG+noLPdQoeIach",
-	"MC++iLyGF+uNgZNK2LQZQ6QbGEOQZhpWiK9aQTuXKxlF0gzNqmetKusfUxuTcbXI6bIdWWe3V6xq/xsq",
-	"gHapn6j26K9fQmE1PEcYqOs9TL2z5HY3yfeDvF5RxszRMMMxsi+FzAUI3yA8RSAUQZ+bK5ZfGVPWSrkI",
-	"2WpU8TwIuVjWHhE0rtDH0IvFmOVSTI20qSSVMRYEGKiyFFgacExoQB4zmWeYCEqoiEVlQdYOb2RjJFyF",
-	"kjsWseiTREhhrD9XMMCxJmQA16yAHvm68yAnwyYWRM2cUjRv5CVnsSAkQZ20m3CR9CIL3hGm5yRY6p84",
-	"DC3wOpKkhwOwsmi0uXYY1tBVD+NzIFZaHjO/26cMxT076rrdGbmd6dXehD4XswToOnW+AZucCra4md+q",
-	"+ZZEhELo3qwD3H3644tX5Ozg6TMLcgOnzigOuFsXAUUlPYzgVtZpZF4DzwHs2pZy6tCnUc0nFt9xBhQz",
-	"IdTsuJH96J2igiTmnwkoeM4K7x4dHPQghIme/1hU9UMOlYUuFVFyzpB+quRXKNuAPI9Mtpoc4fAhkr4x",
-	"lz2sVB0eHG0TBtZZFqG3pMW6HhF2owu6mhKNRmws6g6P9+/euNTSj3GHlhlnImVY+zHTeqFGe3t0wQdW",
-	"BgxSOY87USziDm7FhRku3i4nE8gX7UQktsEGvJBKYTYXS0fOwyQdFYuza67T2VjSwpCAVqTr0kAu0Lth",
-	"iYhDHDzjBUv1RVnwCH1IUSwswZnJX6QzmudMTFf+vsBsx54rex4zCFYXPMuYaM2VPxi2cOLa4lmBf9f9",
-	"Ad9cbROYyBaSC026dKxkXmpGzNp3Vc/sTy8o5kA9i2p8feQJ2vy+etoaaieGIlb1E3jOiZa22YzIzEkR",
-	"5L914WGrmqzn085lFAvLrkgX0k2RRznu+u67F+TZ34+ek//9/xwMDgf7KIld+rdRTGKBGmQPWAnmcnUT",
-	"Tw3oEHB/o0AAPXSOJfaq4WZyzuY7ZFt5sfvCr9C39i1tl1z+FA6pDYHSrWawkjyrdre5XU+frd2tM5jv",
-	"Tl+wkBDkl9CXA04cJ/GuKCSYA9+LhXPpYJQlCb93xnTSpMZVqjuOhReD7R5A0l2U45yn9mFViZHegLwV",
-	"kIyDMAtGpNrUFVnYMmTM1rxkbIGKvndMwTzdUb6rfdeY5/rkN1pfWNAscARdUFhAevgMONyQ3sZ0t2PC",
-	"pwLegOn5Fs6mYDSrhtgW3gImsJkI4JbGluH1MESzukUdtyLhzt713HxvPl4T5y/w1fU78AyFnssPa1J2",
-	"UXEbBQlcTntrTBFvDKfo0y1d/iUqc3edkplNkEXZ+N2lXTZ+fmE/tbb2z81rJ/2TpLQolgGsEOnSWg1m",
-	"cCvo5yg0pGJViEA1UML+o39y+rqP8bmtLGgdgpmfBbuxKLoY7XLjdIqG1YVJV4BRoAuZBzVhvZ3YoFMF",
-	"3he5urcQbhG2CsRrLJLvXyEUWFWotPfRrOat+yXxmItGaXXjMQr/DU2hjFWns14U0Oq4kNfKO82Vg/yz",
-	"ZpGYIu/yrpvtkjvMMmgJja2Jxzn24GJw0uW2HPvk+qpIVi1oigm5reN6+mxr5Vk1yKCE1g8SlIZPpSU7",
-	"XRi0ghVVGDREwm4sto+NjsUC+V4/dA7bBVqrKQ8GA6/dBhnyiqxqt0CSTrWVGWtotbEAvfWKFXzCDRsI",
-	"1N+arhO5MOKFNcdhO3uxeJiC6+yyzVKlruptVVt300NdfveD8wa2c/Cf8dW13yzMVePXb91H67821UDz",
-	"I3gpDu6QLO2fvl9Eo3KX7A5+QX7Bcx0LsOyThlsOClSqUB06UQBTM3Si9NaZvXdzm5ptmsq++VJfXfJF",
-	"32mNfaAqVjjF56ZvdMDfWSG9thb4W1c8m0iJiSHF0d4ehjCcKZsYyrRGP6bOLKieYfQHa5tjoeWxq4kH",
-	"SQtVDHpGUOyRbrLGLt67OoDCbvQfWAs8wsRmX78cWmfkhMxchhqbFkypWExLwyrQrFNGsOdSLsY0vYzI",
-	"ouBXYOnmXFz2c5nS3LwR3R1qwVJO81jQLDNvAgcMtSBkeW5YHoKV2OvMVjyU6QxARY4ODogUaLNhokEp",
-	"ALMhwZENoFArId2zX16fv/jh27cn715evPr+3auzs4uTN2/e/tKLBRdpXmZM2Roo+DYstfeYFEzJ/IqR",
-	"JerNKECN5gxpMrFIZyy9ZBmmQlRJ+CnN816zzDTcBeuXdruxd7W/E8fZDa3j5PQ14TsCdWz2ugdwkTsq",
-	"PwBettYx/wkBJCrnWJ1DcGUTaghVUGCv2bSgiK6ykpF4BxSKWHgYCvJwFIoqTnF3EIoG93acZiMDf7xg",
-	"nCy+sFicxd7bnJ6n2pLmi1KQqlpiVAsAABGJbjLlelaOE4tuaG/vIW9Lqk4Z+HtCFpQX1WODnCt9wZUq",
-	"mUqMCW6rOi1T8U+Td6UQUIMilshOY+FKUZp1PMNDkkxkMQa1KqzgCXAX8dkoFra41a+V6oUWUTVbMx3/",
-	"vVxKwwLLBRxBKvxYZKkVz/BZMzNg28NDMx3hm5d4VstuuNID8gY0+mmAC4kljG7huSJToyeKCvGiWlc1",
-	"KhjNEu9pBb1yiVCoZgQNg6U6f6vr32Rrz+9gN7g2DHcAmo06r+ZjlkE+2Wppwz0SQsO3tVRo4z52c5gP",
-	"+Uc96TzjcyaUWW7b+MEtmP/2JJc0yKcI0o6bdcyN4gk2H9+tdsKlmq9q32vy620hQiqFKucVkXCjsoKl",
-	"v2tBQrWEVUmC3q3WwO/l2oKDbSn0WDzvh9CWIA8K1d6Mqlkf7usffnPUtoRmzu1UAH4PLfEziEQ/zqm4",
-	"7G3ns/DSTang0B3hW4tU16zUyVq0gZ+g9I31zQkGeX3JRTYiXICn6MKjPBwNh9BXJnTpZ+bnfaPLelZn",
-	"fjnsRVZPvciY4Hib+VFIfTGRpYAfjsxzGG25MBdchX/3aPi0Z2xeMcl5Cl9+3jNaLfO4Hxe2V0b3aP/A",
-	"vEVLeZHTYsrML4cwTFUuFrLQLLuYs4xTc8G8FSZF6+84wHfUAGLqV0lBNbuAslP8zQyoUaUZC/s7mCSC",
-	"5qT71CxZLMoFliNcIH5K9+nwAFfyivIclrz7FJbH36gdzM3T4ZHVZ1t0UhAo661BtInqm/0jF1kfTIAJ",
-	"T4l9hfNWLAo5ztlcJaT760eIjZhVh99uP/RA619dPoSJqNFKRBJ4OnFYAgh+VKYz1AUNBQ0g1hqRxNU3",
-	"/HrwYVDInKEZhqBFv8YdOhjHnQ9JOLpYGHFRQbbtD4eECV1wpo5DnApIS57Lwggk//RbDBLYLiozeU3m",
-	"RpjDvR620OU/27HFAqAEQK7Hna75nnsdSDeWoQL6M7ZViDu1HQtB4Hw9WosFcQ2JNoUE9SJDb6CrzaAe",
-	"r7vVwwmrjnGkzdzDOuyrkq/q2bW8xHdaWeEnzHXV2dosB/hRczD4eOt3r1hbuOIsCLJTTWZ0sWCCZcce",
-	"HdODXthmSlD9yvhVC5bnfXKtrJa++2mrNaoLss2cX5dr0p2AWwbr6xR4Zbgm11T1Nux9tVJtbU7OoDx9",
-	"vPQ9YoiZEcZNE7syfZ5BGZgx6GzrL4uaG6gMV7rWBWW48r8D+nxymO6P27uhtMMwnICtLjQ6jiB0CNt9",
-	"vlywHeQfaAgaM+HDDKm19ge8/BHMLqTJL8Lk8uu5dfUDfISgA8qCLnNJAQMgk6nac6dpMM+MMEosNhEX",
-	"V8YAMUzc/oIiwQbc83w+sOxl4AtlILsGwr59LhxsjjusOZoggKxA2M0i5yk3x9oeYvi9HquvTDNLC52g",
-	"Emxgs+Zqv8FRg9/smKsH7Q/VU/aHlUfsxKsfcN7Vd+rvDX6sXhX82CxiAU/2xSVbhmOzvwSDs78UzA3G",
-	"NfizNZqreADNHz2UQSfqmN1ytcwXxoy1v7m6pItSzBjN9WzZvGDUsitW+CcQjv/C1hJ1EDMfVKeBU5Xs",
-	"nSvUsaOH3tN3lVzhF2r12nu/ZKvXXvr98NdOXHUMbb3Q8ja8sPZVrz21NC5856imOa7271cXWz5VXXwH",
-	"1PSuIqbqq7UWKSsX2mYGF96xlQnYXobnSGn+5/eGuhDZ5cQSXNu1VwHd+etv3vz0naW/92rl0qmltvcB",
-	"FbZdfxcQY3gd7Dv1wtOkv+b7NLyqaDN80BqSLyoSvY0631nwxxc0z1fFCi2m5dw1s72bsuAfjcglW6IR",
-	"HSCEYatVyG3xxZuISwAiRMgQrqoddH99ZUKAaOnems6k2kEQuRo1P+82oRSuWdUWcM3KnVr1enWkr8Al",
-	"d02XxPXkrTxZxmKUxby2RGCY1J0pm6S8/XCbnPeD+3fzyvVpP35cCHZGK4w/v8Ku2Yt/pR+6ltgFxgeG",
-	"jwEp3bUkqF5xTTEXG2Om5h5jSK7PAPpkKB2TxlnYre9S7QStdi5yfTHD2QdkCfMOl2N1DVpcYJP0vugh",
-	"u83Jozq0TocqxZWmQlvkeuz9U7BFvvQ+2dWJhQtQ3SAF83kX1wVHpcl62FaWYb0n78+BP1IjoMeFI1k5",
-	"tFELi9nGrDZ5E93Yd4f+cG9+6SPxDRf2wVYQkD8L2kgLikiLD/RxcDXWg2JUW7DJK9qy7Kvm4E5BXs+B",
-	"Qex0K65UMJoZ4723sURqg9x1uBSNSORJ/z+H/ecX/Q8f96NnR/dHw2/TOUBdOAM6cblO/oCMXD3EP0iC",
-	"C2ksvWrJklh0G7qJliT5iBlLwXciYjT42+SYCMRFSoBsE2y7Eb7Rgbz2ogr1PCFdFKRYDhLc3Wt1s+3a",
-	"Zet7i/9zJ2iihnWPF8Cot3d7hKFu/8Asx8Exou3iFXLisHVcRRL2VRFNnI8/B/AReYlZ9nWEiicKPPLP",
-	"YNorE/IQsW5SW6CTHh3RCFJanYRoC9/Y5s/The4fyb4Z3o6ARus33wFIWhBFl7r9uWkABeXmkFMqheai",
-	"hG62iGPWyq7+aACmhkfT7B0qOf4u0h32D+6yZJvAmuqf+7lMc1YqotxnF4Uc0zHPuV6SOVXKfHt/27fv",
-	"hPJkt26TCLMMa2cMvtborDv8WXuDtHuj9NU/9hqyNyYcAaWhusAPvn4Yp0zcLyz9hwD0tS6prY3Be9f0",
-	"nVsbCfb70YyQh/H2T6+D16LKjw0A+AN4bFaJtkJkCpjz5VZvg32s7UuvxZVM1/T3eCsYyeV0CtVM7jYX",
-	"Y6n0p4iMZcYZwJ9h3KUN/8xDra3DIdtyGWMFmwEA1pTGV4PH9jl3KYPPSjyDP9WTStYVqkcYonvRmjZg",
-	"qBcuA0Jvxlz9cj3YnfTCAIcqoRR0exRz9VP/0beKWv+170RhrOE10qsd6wsAOOz4nihsboH3rnZBBQ+L",
-	"jTxkg7uBNln6qC34tlNS0e4jBKuCg/BFRKz+7Zcf72a4nBBbGAgWzC9sTH5kS+wD//en+38/Jq+yg6dP",
-	"95+TS7ZUgLdrLn0zPPx7G5BHPq1zoVfZy7OTdoTAq+ad8Jm2ey951nrIL1GbrN7x9sfTVpwM1cDUUHza",
-	"dt/NGggdXB+opsJK/7LId2gtrpcdHPuafTpbJU2zxjuTptnqFZpc7W/ezuB/WpdBYbg7NBNCQ0CKK1Yo",
-	"2t5CJcU+gWu0CPzCenFcyLw1g0MStWD0Uh1X5ZqQOI8QCCTx/r+k1hpgqTSbdxA1yHAOd1cLlF1jkWAg",
-	"kZ9N63K1a0snPubLhC6W5rhjGkvLWtEFKr5tPpLKKYK6VyaZGoEVVlUsUSUFAJlfcYW+AJdap6LQUOsC",
-	"ZoLPGszZlKbL4Abli4h6d8N9rHIqW4IJ9TQ/hYauzdHEFM2Ry8Cd8GmJ+enM9k3pUpJxZeNNrrm6LBC6",
-	"vnrAOWq57tmpQeqnlWFXQdozriLwU7sa0PVPQUMCxX+vWC8C+ptLE14oHeQrKi5SFoJQBErCqnxvU953",
-	"NLnvYVNv8FG8mFG9BzZquBPOKYFVZNj1oRsK6lJcCnktbALb6n702qe93hmHWwDOLNe9D5SubJ19AGu0",
-	"hgM7SM+tb2pTyf27PQZk7SyuPe4vIadv+6EHk901xIDGbS5byKiQ2znB7idwg1Z7Xvcr1YaAO+x2dElc",
-	"343qADbCQvYoCA37D7nnvguhnfsdVOWvbGMb2/gjjv/m89xyQIG+d4/hndoHVmN4P9cCkRLcUAhk63ZM",
-	"SH+enNLs3Y8rUbmQdTycG1Qz3WZmAI94BAsDVYu7GhfWMQrLmMCGJiQtta9UOQZ4MMJ1aII8wK6AUW4q",
-	"PEJyays6KqH9tOcchGcqFt1kldQTqDKyQRtlq/iTvyUE6vqNFiiwhElOYlEV8EUk2UuIrYTMiH/z35KI",
-	"JH9z2Pt/S3qRfZEtdlQawXOrcYVOLVc4CZ7+LiVjo4JiYzb7pd4gFvX6JiRScmIZSVv1ULO0KRbttU2W",
-	"m9kwDibdtPdIimIRVDjZ0T9RtkjVp1cbwWTvo2KJyb/QrIfZpqdeyHYpsT7nYLz2Ua5tq+HesRlMsmfX",
-	"+mo/wbccDQ/NY1yQtwsmTl4/UUTNKGRIQnnzghXQQl4K69ZABTcWCUwpLF9IIvQmEbyU9BDJyjJpSFxX",
-	"M3mNqY+Is2XrHpAWI1uGTYEvG6GwfluOhocDcgIlW44JeXdn2/3qki8WLFtbjeVIsAVX49PWYEFFPKK7",
-	"tOasIq6fw5Rahe3ENa5wdiwy28xIQAueYVWLVcVm7DuRbeJ3tl9Z6MLbvVLTcqDHc7Cfzzzg0gXPGqi7",
-	"Mq2lbbOnk2fDv+9/c/D8kB6Nn6bPsvZ0bSS/nfh+NZ+1krdweXXbXugT8N4iCAWrI5LsJIzOzO2toP8L",
-	"JrZ23T+DmzahhJ4B8zBq1T6czmlhyK5KmLbAIM4tCftiC45BNsBykW5y+h6hYgCPom8xrfY+8uw26d0H",
-	"OhRUA6sP2CWrp79swgoNzhzmhN4LKTs8mX/w2XoQAa8vwLfGpdONecpIqRyoUjXxsK21MVS4mPZ/k+OW",
-	"Kv0trPSxTs6apmTUqtNArNyjHHsQi51TJf2hC3j/s7uy/vZMUjuJnag22125D6XMbbQSQ92IlxdyXIch",
-	"2E3UOFUXg8HAaGkobUCsQ0gQ1BD0BG7XYGsfX533h9XD91updL9gU67Q3rX7CEzJWHiuaKi+Zo+g+ddX",
-	"8QsILgQDxhz3OzI6C0SqLWpsXRmBeLPl/1wQi0ZYbQAmOXkoJLBtELRYaQrYbJChjNmgHiQZcoCBR9kk",
-	"kViYn+wrJtJojL7DKS9w/Vw5BTlBYMuqnpGrWBRsLq9YNiBniOZl0Z9w6CPiKIlQbICAfK0FvufLYemf",
-	"ke/umnSGpIjzbOubXOvVZU64+xscWoUspzMf+TRa/oD8bGsEgTRaYx33D0dvaG71y+ZmVittrOrx1Xo3",
-	"J3rFiJDQitPowI/Y8arCk7fNZx+h09UmAbuhWRXpIrBilXzigTh4hvlhdNm7b0ur7fza08EZPrQpfB0Q",
-	"TbQp3aL9zasBBddPa2S4Zx3Q2OyBdTUC48NcOE2qzlq23hA6dNXbSlk+ei2LS2jqDJ0BgBroOGc9170u",
-	"Fmt6c21vueU6xwagKC0ttkh7E61uwLGvWcFiYVtk9Y5JrZOXP9k7QEk2GsX7Rli+N9bWjlitFXWNnTz1",
-	"721cOHGfafzeKDr74IjjlasQX61CBSgEazE1UQIDzOeng4OWiL2vPHcr0UAggBbr+AtKsuAHxMI1yqgj",
-	"RRbcFQJHVAiMweNwxs25AD/5RbOIPeCe5srF9qTyqu5/h2r/nUvoYfnP2xvfnLhEnEmZ27V3mmpj7ffb",
-	"siUsnPv6pjr/9st5jdMONnROvGhD731jRYHRqBSgfijofjfhU9uQYAAvPtd5Enks8OfDYR2s9vlwGO2S",
-	"5YRb2p6fZ7k3cvYIUU77ii2oz6IMgGHyOcHa4PY8vksmLtYUxdskAQSRbPhzPLLkZlqo7Uvtc7XFdtPd",
-	"TDRBVnyTdhzBWFiYgF6OBkeDg14EKKp9BvikbSkFzm21BgrMwZ1HLhfLpk6DZVMBxLd38AwNtI3vrxqD",
-	"3PUbAVdYzVu3LR7bGlrUN7UFM3udstHij6pTYRtAr4VyrPmjYK6oh+1OuA0qC2bfSkHgPt/aMnwmedrw",
-	"7zWKL7jgyogxqvAFPmFGy0Un6mA0FMhc5hfQlKbKhbmY8Fyzdq7MRcZu2ovdcjldFHIM319TUNmK5bI2",
-	"u2jNS8Kcx0mpaL7bvTbvyCOxb8gUqi3LznY9bN25lDkWZW7J0dqaftT0VcLCh/V99T1uo6Y1mQSrB+K9",
-	"4DdOUuzkSG3vLp/OF3n/06Wjt7ITO9tgZ81IBlXmU3tT010a2+OOvsfivzbXsf12tbBVCrg7ou5Tux72",
-	"tYLDB9agSifI/PIsC7txADPGdDTIn7MdD1bliK/PulhUNTp3Kpi6qEZxUaHabSlYoje739tWqbljLuIJ",
-	"wc2OsAC46487QeggkFTVKUekS0HgqBjGj3V4CLEfwf/fJujFaqsXl4JZ/2mT0taO3NU0rIX9WZUjW873",
-	"h43xpAb784mTGbtiuRlYWxIlMsLNHPJiTZ7uZ2Khu/C99SXcoWzc/9BGhEZHyHOWX9Tns1qB5Sre7nec",
-	"FGNZu1gFiT36uBuNbQgsH7XRS1WntjohW4eAYOEtFGwzIi48L22+opVk63Vqd6g0M6sPTLW+GE0Q+1LL",
-	"TkAmLaS7rgh9dYZrTtP6o1gNx7+0NQ+5GZ6wE9yo0a0dZcNEXls6/YCq55Xpmpekes2m7+TKvduCrcD8",
-	"R20PBOplHRBgtRnG4mJRo7/9LfQHrHFrrpmT/l5yrYwtwOLvjDq/KSkG7+h1ADFglYLPo/2vKvxb9ejH",
-	"MgDWyL92uFan/D5I5b2PUntvhXYHPdXM7eLPoqdu0E/voJt2se6g9yfRT3dWNB+iHzxI7Fcl5w8V7/ut",
-	"4v2rVrGtfv2TygG7vfeVAm1w3GtOXlUWdO8DV0/Z33xiwDvJxfTCMdWwi74DWfei3f6NZXRr3Eq2Mc9D",
-	"6XErLs+Hjef9btuLo36E3V2HELySWNII46wHy//OrDk2p8FGw40dS2xRI6HuHzhXY/vmXOuc9ZnIOBUE",
-	"du/wAOzeaneae7EWSX9lLT9sViJW5WQ1y62qod8ApzC0PXsfO3F1VOZEbRbZ9b1CVhCIpDVoYRvuaMW8",
-	"uNA1TAH351Z/ol8qoLFKIdjmrtoV03oX6PygaZthYRDSDGrhq9xwwLwPUeQ9anwA+g7P9zbA+bVi07Vb",
-	"Re0+SRe0wfQgqskEG7pCYEAKZrsXbf18e/CjEYPF+URhC2CfPx+RZkZ90BvA/RCuln3VglsMfVkQi5GP",
-	"P2wPlVZ+Z2t/4TpFuLVbyW1DpBXIypfatsKMb/ZYByhiTxRJfALvjknB963HWuUJTfCZ4N5rwbKL8XJL",
-	"paODMNuhoqlFp/cf2bLMj5HEGGxaCyPdmV1uZErrp+FdhHdwk9RgZTdAxxKqEBVhbQn7erfQnVFd1/lO",
-	"7+0cCfHdN3pIQqNxAx7SRoH16WXa6kC2yrmoc1pVLTbr54ytS7gg789eAqrFnOc5YPZ6uJ9m1W46Y5lv",
-	"G9ngQY2X4OA9VFx4sG1hKaScQnIq3gqvJ13cC/wrszOLKqAzvHBRMJpdgMrpb/meGeZkH3yBzhzIP3gh",
-	"S6FXswaXJIUcdkXm2E2EJPDCpB2La0W34/dYiB1fLUu907sDz8Id3r8STDXf8h9tJyJEMm5xrrG8RSBV",
-	"jVps2oCcTDANDNWFdQXw7iObjzV+tHqgbcSrebV3y9N2j6mgjvkJgL8ELXqxjFiRLpafKgdCr05Z8RMX",
-	"pWZJFAt3EXeoutTDtugirBY9hrgb0ikqVlXHeWtTtuVRr3x3dUus1aws/ZibqlrKehsmqKkkXczNGZfp",
-	"JdMRGZeFeRqbOlL7hieQMalnroGkNZJ9T49tiI2NJVmH3ehgMO1RCqHJeo35mIV68+YnnIO617DafCrv",
-	"ytDhdxc6EjWULUz6p2l79WAFBdYikuGa6zxZy7iZyIKlVOnWJKZaznbllnD/itY3UISUWsgzDptSa0lK",
-	"xUjXek6gNUzV5A+xG0tjY0MX3zVQeFs6b69FtHdrEPS6Hi9XV+RjJ+V6aVZf5bJzu00dp+sVA9j3dnz5",
-	"Ov5ZfbA/yGuSS1vWFWy/lvIyIvXmYL6Yekf9vPDjaQHmrL35ibLNgcgVzcsA4sK2dpxRAMA4jgUUSl9z",
-	"hRW+zoiE9kcjs9iKZagGujxzjmohFKfEAsAW/DuiAGYcwPORY62gFtwdWK22yQfD4daaRrtW/ls1ELW2",
-	"/T5rz5E7CUxMQsPq/pQWBWdqRBKazblISBc4KhSXR3Zrjdi7ZMtYzKmgU2YU4F602vCy/tN1wTX0NMNc",
-	"uoR0i9J35VTmeQBB7WJq0Mnpa/OT635jn64neMMAw/41+N36L/AgZihjBl+ez6t2MO76bongsJgn9qvw",
-	"R9WT9B1+ufHrL/br8PNrNwT4682bn9w/bcMQe/cHs218KriY/siW65NMFd5jdsJwEEQ0mzNNjXn1MBy3",
-	"O5dhXzaNbHV5rzLrgmlD6mvLVaD+ihVmzq7lcYZ9smuFcZjwb+7atXSlibGGcPj5dsiQaqcewfAOtn1b",
-	"esxaG/rMVXW3yEF/zJ8oAtXfDp8V69aeKF8LtGAFl5nRUAJQEq6BxVJ7e29dSfN7lbXj2a9GyOAzoTGc",
-	"QS3sNWOX4LYUNo9V03bXC74AStDXVKb7RN/GzN6fv+gdN7BNQpSlCRauaJonu9c/FWxOudlCuwT18fjV",
-	"IX1YfvPPyJY1jFkur8lwR3vK7IreWNRlpwm9GanI7HYrW6sPlTVgr/7OCumPz73m7GbSlokNyeqiZf0j",
-	"qNIDa32S8+lME3bTojXsaPFZMqqTQxRQYzDKxia1HSHwm3xfyHLx7TKkzUu2DHzpSKkzWbbnUsNL3kG1",
-	"+wO5Ar5JXrf54swerim3A+Kni0UOLWYLWYqMZSST10Ztgy0xY+/tvtHTakV2H7dbxtu2PJ3dBQxygF0+",
-	"eG7uVC2p+TgOHxJp8pTG9pv13rl2vvbhqAUBdBs/Jl3sz28GiTbIJVu22xpbs6p5tvq2Fby/Jgfdwjzf",
-	"n78gGV0SWQDRrH4guNi7g8zdVslvrE34CnJqG/O2g6pC2uFIaMGIsrX94b7sBAu/g7mSStXO7V5IpZ33",
-	"0VWfOyAqo6Ch3zIi7iRqSfZZf38ID3QRKoXmIIPAjScy68xQ5bwHXewhX55r20yF2vZZfE7zEUmGg+Fw",
-	"OPz78GkC0aLqh6Pnwf++2dUZ2ER338mQQ4/MOq8HcPwdjcKH4rrfFSzGj/0e+O6WINpYidXs25R4a4E8",
-	"DLDJnLlC6nVYvvdo47sl3TTjyti8mwvKLUqiuxd+c/0374AxiU+/83mOza8tt33s2DcbwVaqM54za+wH",
-	"t1NNrumyvQxTwE3tuU7QyuOOaJ8TynMupmdcpGzNAlYNh33tt33Ko15SV6KKyJRBIMBM0PaA3H2lm7bb",
-	"9exettuiYFdclgpxWl6th0d4D0CbVccJQ78s65uZWZpXmuc5GLhhA+bKyrPobZRMC5o6XXf3Cds+sXc5",
-	"F2XRnjqyFhXrtUgLhiFH75V2SHR4dC0uSpfmSq5SssNQsqRsTZVX53R6bywsMwdPthVx10GxqrXZDJBl",
-	"OdsDwLECjnCHVmMefEoiDm+IYzI8ONp8iL27uM0hG7aodMzZtjhQ2BdatXfnqRjBJh3RLtgrvBnSN10d",
-	"7g6PWfCjihIbqzJWMi81IzOtF13VI+/fvQk5iVGKTt+enYPacUyErLnAu0mpWPF/IlbnpKDT+UoRrHmv",
-	"Gu3tYatr+/sglfM9VaX5NJARIVlvs5+lRpIbyOwlTmWNHm0nCqVdUjDXxFtiK8h1ZEa1ZvNFm7pyYq+Q",
-	"Oc2YUbwmtIjInIqS5qRgGpY09HI/Sq8gGPW6Dh9w8YkiPGtpVT9jNMNuQjb6heMfrP3KeXsVWjuc4nvA",
-	"JQPhY035YEkrCsnyqwc1xM+p0nbh77Jq5rGXGyIX7pozGgAzK1igHXRR88garA6nhIRvtU2TSLeOV0GE",
-	"hfN6/+5NuyWGiD2Ye9feViYIHbTNp54RwDWZSuh73IK0FuJDs5v6wq/R6gBGy83RqFAlI10LsgIKVu8Y",
-	"sImNOLumgKMta9z0iSKMFjlnBXGPVSzqDv6mnYB9GozDAft4z//rbEdw6er+6oiGxyiIxXiOss1p3Bjc",
-	"I3iOm3zyi8Cea9+j9RBJpGsM2yXTjm5Ydkyujao4Zo4ysT8m6McsgwaZlBzc3NQaFoGcS/CYJqTrOLrv",
-	"+N8btMII+Zd2UJHfGUCoMc8KQKi5AMEHGpdsO/wP1aq9umpPd3uFwm/psLaaqswxSeLO3+JOQuaMCmVF",
-	"BiA5s5uULTRiOsmF7nNBEhvax/AZxPTsL275qMggdOdyRQYenSpxPRznFvgD6xRiwW4WOU+5zpekm/wK",
-	"o4lI3Km9OO58SAyXmXDBeg1M5lW8JD9n7Knoe9TjTv+tCS/i4nODKr1yQ9XB4cHdMZvtJj3eyf6iTvQ7",
-	"DM3d2SyoBAXALIbm0gPMBD/RNGe0AAfL5zYcjol5kBSsjy9V2I4FXRCBOvUJjIvdPNgNM2MVUtWSSkFK",
-	"4TDcqkwu/NoxTGoyYQVSlTPtAdYTIRmqrK+G6f4ohs3g0xkg65BvT8iZpiKjRUZcFN8H5nFVRiS5nimW",
-	"XiQWmhTd1Mo+FgtbodPFnjMUClp6Rr07ODI2zLMjUlCRyTkZLzVTAwJZAn2jcNl0iMBxY77z0+TH//m8",
-	"+Ob7H//XP4vz69/en7785vWb0/98LQ/e0Df07Lq+SM+Patifh9/UWmzjG3896f8n7f8+7D//170P//qP",
-	"j8PooL3Tdm2x3lm/5B25wA/yGrCagHQIDXiCozKUWJhNyBXBYkOar3IIILFTDAliMcGWzCaZZ05bR+J2",
-	"W9l1VOszUgZ43/fVJ5KIfPPsaDjsHZMhxl250b6vazl7z4ZH39Ty9YatmGuPfHrPge9f+xWsGqvWUK9a",
-	"MwXtu3/henZ2v2G1hMTu5ftotjq9Ax60Y8sVAHTtjG7Bp77FLSkLrpfQD94mOwD03EmJ7VtXlJKT09eQ",
-	"p9JN1BhhsC0MDUIkNzEAYdLA/BuIdobzdW5vIUF7IjfWWZnjYOzNfNKfSagJnVLNrik24s6pmJZ06vu6",
-	"QF+rUmk5N2MNYDzVgJzkOUmgBQgmnhJNLxlJTkJ80hFB8D2C7c8qj5JtghaLLq2Wwa3C2kXowYAQDsom",
-	"53E9i0VK5yx/QZUP/5nb3n33ghweHj6HyKSxFJWm84UaGNXPMAfK87LwCbSCan7FYmHGMrMBF2xhIick",
-	"qRW9JY6/eNBHmxFHkrDLajKIxU9sPrZlPZDI4ArIbI9cI5rYDU31iFAEr8b4HdbsZizNacGyKIZ+qlwQ",
-	"ilmLJDVT7SZnL96evjpDvS1BDLsEl8jcP+VXxiy/5imzCRaxUNBRAQ5BRABZa0kyttCzCMbSaFMzhEy8",
-	"sCYtiYWgc3MqzAnxKe8Yjaq1hbE0gSmzpBRuMrgWUSyoqnrFnL380fBukREl5ywi41LbsSDPRd3pWhKa",
-	"80s2iMUJQva5smZplsb2lIL0UuX66GfHPksRkPecMQOPo3DUXINoDA/JyenrwLk96gwH+4MhVCmYGS54",
-	"Z9Q5HAwHh1AGp2dw1vcG1yzP+9BQb++360s1+M1GpabrsBRtElqQpmd2L7IRPOrjdpEtJsHoCfZkhV5k",
-	"sbC2GaT7QYGHeRlDIGBErcxcWrsDiCaLvFQkZ+bUG7vpR/M6s/2u52s3udTLEXn74ykkaBZXI3cJjLt8",
-	"av5+eXZi/ioVG5lvJr1Y2C72ySXPbPcmF6LAbPYn1g05ICfEKGfQ4Bwofs6YNqc2FrYjoX2Jmskyzwwt",
-	"MJ3OkOlmMoWCKtw9v+mvs86o8z3T0GIV0p+wiahZ+YPhsAEWBkkvmKG857YJZcoO/VfPkNeu7qfZQIW4",
-	"szhT+PoLms5Y/4UUupB5m+8C8jIjMqc3fTpl/zgcDhPP7mmbD+o2FDed0a8foo4q53NaLFea1ypcYEMV",
-	"NVaqSLfW+vfMiDjX/hedj3QKrgnAi+18MJ/cw8Dh72uJ+hS/a1gQwgP7CosBOQG2rcjBcAgdU41GRX2Z",
-	"FMYqWXHFVCx+OD8/jcj1jGrwj2rMVdK+Q4zSsmDHkJSf7BWMZsvfE9QIjR2gCzqZ8HQNffxgp/AJScQ2",
-	"bG8hkhNjlYAp8xS/1/YaP649J3aMXblpy98YVm8WcFHIsTFm7VJjtDdc4aK0Te3t5loYONzdOdMFT9W2",
-	"3S1FDmTkGzQamlcksY8PLOuFvOXEtTVHJtwbQS8HQShBHaaW4OT0ACP+a1LfWoaGjoHtcxULYcu/oSfk",
-	"0XB/D5p5/YRjiPARI2DOWc7MyMzJnFNDjn1obyzMpECcMdd0zkjNCddqFItY9Eli1KoLi1PtirJdMv2F",
-	"rT3+CDe5q3OmZzKLCP4Ifdrsv+2eXqAn+CKVGbtNRrEgZMaVltOCzqvojAcHNlI2uUhlKXRC4D8e3kP1",
-	"ju0I4TuJeRVXNlwOx4DNFzk1I0hAgKKeUArXDQ8E1wAmOmXignIL4n3hj8zqZO2NSDURsX9WD2C/H/uz",
-	"XxRsaod43oaV2Yn7mgszSpFCbM4poP15lQ9kbOGqTV1SG0M47aCLW62gutc2SYR3BrCDB83K/lqhRdvJ",
-	"WSa7AG0tz32GHfBGdEPa0kuzP1CGmJgdvVDlPHEzgiwiHH0QQ73wWvhFVWejLuDmj/5aRGSpUzlntwn2",
-	"UCHbX7K64f6u22R1HNZkuqicLXYQ1Ze7ic1DMdMszDE0/7CO4Z4ZFDiHN7x1uTKolpEEUAcWE9gNBX6M",
-	"AjZzcclFBiOz/TO5MiPDM5VUvQhU0lv9DshCW317wZUqoVy3NmV4yGze99JwW1C4zBwdB05lntvKsW4y",
-	"lRfQr9JevPhb0lsjtixj2y62NLvRe4uc8obAWtEhotbu7cjCjYQ6Gu7fUUKZZw7v/MxDJeHH26huaP/6",
-	"4bYmHU8LafgyK5WbH+lC+Ra7WUjFXSr/nGoyHAwHRzXtx8lElJDewNlLZ1TvBe3VwYUvN0I0Jadvz2x/",
-	"isbDyYCcYdcEZahP5nBcAshLqKltQSI1tyktF/BfhsGXUrHC/LcCQEvIXiySVsBefIHhwjZMU4fnGtTQ",
-	"uMBcJxMuaE7SWSmsswQK3khikeTwPVBTZ57pDcg7mRvb2DJsMxOPOZuQrrItKfFyL5hA1fEfh2amnQzI",
-	"ObvR4InQUCuA1QoFI79JLoy9x+d0ikeOlhmXwR3OvO0eDYfmnL0V+ZIkYkT2gQv4xhVtR/At7DzmMjXg",
-	"2X1a67cyWz6aErkJHPq27uiyAaVPps+2gtLfWgzHPfCM9yvIt+qdDTsno5qOrCeo7ZUvDElZx5ANioDh",
-	"K4h99NeXb39+9aG1n/Fte1Gve3WAg+WpnSQrw0/A2QMfS5DCFbFpCPhwYxzA8XbgXnXkJM8r9+/95OG9",
-	"nzy675P79/7m/tP7Pnnw/J5PPr33rjwdHtz7ycN7P3m/XWnIwboQhCrWhiTEd/TN+6nm45w1weRrtiEK",
-	"u86HqHPTD5Sg/iKngmEKDu00xeJ9JWIgDEegD80XqJtRB0zXrSO0o1MUr/UGBHtlVzHEpHpjQnyvd2hL",
-	"Xm98DcUU/uO+idIxLo31g9tYrTOl5wsQWVKwWBhpRSw4VijGd5eqW8XNZxI1fxIx88gixr/OSRbk659d",
-	"snyVI1/lyF9XjnjgZzCsHlGgVLi2d5In1WNGnKCjpSZNGu0+ykUstCQHw6Nv7B3KhU3gnpoB0TtugVPl",
-	"KhYJYKUmPhcAc8sweyMh3VZcVfOyqkwR37OgSmH5n5NSzo2P4oVwvU1oeHDZTyozVgCK/xCRsQqku4Zt",
-	"V1QRES4IkAWRRcaKrzz4Kw/+0nlwRd0PZbpV22gbB2rjM2+40qh1dz75Ca9gS1tONuZzoHfdIXlgTfXg",
-	"Dzubn53aH4F+cAVzrvTj0M/eR/jv7RY6+p4hGXXqDWl+3QhfkKCO78Qj6vZ7+KOgc2aV/Yi8f/fGtdIE",
-	"VZ2SsZHkkGxjQTnHS4j8uXdBD2moIaeALINorx7Toy7cNkXpP3yeY7HWl28uDr5A6fTlnh0sE7miOely",
-	"m0WV7BnTD+gPcu3/5eC7JHJ5D1XeE9e9xzp0jo5vbe/r7cfv1D6x8zH04dVFAADizuaa8+OeudMRitYz",
-	"ATjBd/i+hWP+eny/Ht/txxcz2QQphTu7OwocS3/3PMcLvjlnEBNwMNsSJnH6mhz6hLgQIcDF4L6XrmEz",
-	"LVgsqqzuSSHnEYFMGACQ0BLSOddEn+3HHqroNTFJWwnfTczn+T16utT5jAO4XcondqwO831tahQmmd0r",
-	"7+1dKRShgMiDYKUWihQQ1pSuEtpiAcmfkG+fFCzjalAWOYYmmY7IArwS78wF0lUzyKY1m+kgmSHLAwHN",
-	"VO+YPB0ekqQU9IpyACFNLDwph2zaCeW5S5Oizn8NTgaXE4WVOAsmMkjO6RpaHVPFSJpLxTIs9DGzMi+P",
-	"7LgAO0wWsYBL6cxcW5fS8A7X9A9JxINv35OydjQPd6VGMxTelr13MBxWEChAIZjXDguNN9n0t6fDw7WU",
-	"e7W/Rxe8f8mW6w06Y1mdnL7+0dyzIv7bZlndsgeI41C/seVGW4b4SeUqTmKdofjWaPmGzOUEUmOPSVLV",
-	"R6J7cF25467eofv4hR4hh2YnofvYeTcNQYtYuw1Ra7bC1Xcoh3egZ4wXtq5G9SIi8wy76hR105MuOJDk",
-	"WvGZ2pzq22iNZxh9oYb9XrJlFRzE0gjb9b+7vkCghzzVlY9hQv0S5e9K8UdV5UiSS7ZMju2ZxRKvUSy4",
-	"JikVQkKhs9U1jFVg5ECEhUUFgxrqAXlv0+BxjJHRRTDNxvBWecWKPuRPgxKMNTF2cA5LcwGgDys1HQcH",
-	"YOBzMY0F4MnZhgJtLBoXD4/UJ/Ii48stQtBOvuP9T/LtbENGfxSUhAXba0QwAGUaZUKKlPXulvZ/kl/T",
-	"pSKJkH2gkwRRW8YyW5KZhCIm+71ttQB/cta0f59nnt6DBR78ddgmUiWpauOOQ/bCHcg9lD611iPeh4k2",
-	"tIW9jzy7RbrNWXt7DQ/yzxXh8znLOI46A+x4alZlVCEKuKx2z4YBIN5oq+RouI9cFUSu4dXmCLjqIceg",
-	"Mfk/5KHALWPRPRo+D/AvQzsITxmW6lJB4E1c6YJqWRwjSCIo3lhjBpfh+yiMWrjiS1iNgCvW2NNR+zIZ",
-	"nv5ZD90u5vvKM8//OgcIF712gLg2AtmQQdBQT0wJ1cC+76t4tCrU3zO9jkIeW9ndILkaAunVOZ2ue6e9",
-	"bQ/usTLlT0yqf1ay+54hqoUv7HZ4nJX20Av1CUBcd44A8wua7/dWgrc5brERBM9I1+gwWHKOWMDVANf4",
-	"T3l2V+9pazsvi/uibNH1nEUkKVzjKkhbBzd2vTOIzaLDxXFZ6CzPSM4mgPWJInEuAbmJQtMCj62Z2DLe",
-	"pIGZG4sKp8Q8gjLiWhaXXEyPrdi6JguZ83RpUdJVBdssIA3dIRqRM9zKHBxFWKrFsnZge6I0XapYuJvc",
-	"/lPihmOpgJyhhQI4z6jdW+GHN45i4cq+MZ9laUulXRGtB8BoreUmWMptDJMI0xld+ZksNRuQE0HsI24R",
-	"zJsqC8LebS2IWHTt3v26/8Fsn50EzVmhT/Svww9JD96ZvJ70f6I6nSW1andIynQLZdgQfG3/oE0GvwcE",
-	"Us9h7+aweD2Br1tHxKeyaXCInzsfZrNIqFB5Hioa/sTmxn3Eyf7BV7Pms5g1iGdcaWW2txuaDJbHCAIS",
-	"ombxAMfEH1yH3PuaN+kM29W3O4zOAJUnsf5wlZBuUa9eaitP6mF/wCphHDz51kbDYfuboUHZIl8OyC8Q",
-	"Ho47mCAcd0YAAJbg7QhxYoTUhjoVlmvqKmXQC2SLs5JMCldDE4uUFsXS2VL1khvEwgMbC1praTpt9dab",
-	"pz6RC8i8+g/KHnxwRRPcOCJ2I/ZcXvfHGN5jtnQwGNw2i5ncU7BH3hhubIws/I1QOJ34mGQNi2b3jPV6",
-	"oUeQtr5KgVxbUDqCV/787u97Mf3/7gx8xwTJB8e+dkyKfFhM3x4d5vgwRraVB4Z08gIe3R6Oh5IkZ35s",
-	"jJtVnfy+7NCZn8cu0bNqbb7G0B6TsJt9Kj+s1LavNq5si7gF7Wm5QBXLprlXJyGg78cIsPnXEaqJNbnJ",
-	"/oAktNSzASahIExfQrqAo3DQAwVHMZpXpvIVYCgaZQZjhc7Rfeyd2wqQ+GKx+uIz825jSjOaDciJVS2t",
-	"Sc4F1P6BMfz82Fm2scAigE2W7frYmD8zn0o3cu/HBvSfOUBWzW6dToGxs2rr721VRp03NpSwpg2a+8IT",
-	"Rd6/exMB8GDAoVcTsb7woNl9fPFfLdJdeWsr43Qxtzo534tbrmgQQSruumgaxpU8kpED8aF5Dvq4bYIM",
-	"3addSp81jn0bONvU2v0+ZrkUUzD8JOEWTapqdK6ehB1eelARBRXNQZIaRO8KVnUYC/n8jOYTgtPJBuQd",
-	"S2WRIYifA4C3F60BBGBIeMWZQtVSu1sH5MS8YK2PkOzoIsTlDBn0Q7yE22J8L+0qdL56x76Y8457VqNo",
-	"H5ixpw3b4mKe0gNUp3Uhwrr68Kn1+vW17A+V3l/DhZ9Fs3fBxYpebT7dikjoPUTPvxOb9NT1M52zzm5R",
-	"v+uZzAHknwsE3+pa1GYfzQMkacwStJXUKgLgSOzdakTBJVvoXmSDdonvpZNsjv7FYiyz5RNFEiOPEzKn",
-	"S+g6Yj98jPm2mB7INXYlYf8sae7aMj1RsegG1lWYjGJemWGMS865Nppxm/EDQ4bZYIJg5jHXIT5j5DU+",
-	"ZpTWhFDA5i7knCRoNSVW5qpYcG3MnIoeQFZmkqG0ZDfGFASD54h0T9+fV5dwvXrHsaCbAnKtwhaxnsdU",
-	"sfeYnR6LdMbSyyCSaR5l04IpRaYlLTIbXcSvkq6xtKSo3tEbxCIWf/vbT/LKzD7QSgZ/+xs5qXI3k+YR",
-	"SdwGmDMVC7uewQsgKahKvIRaKz1jcwCaRtRPwa5tUvyAnMSiQFLFpcCImccHLchMXhNPh+Dn+P/+r/8b",
-	"HehuNoZEZMGnXJAuIrZHZCYVdMZYyMJQbbC/kNqJQQxDllwkkSVO8xaSLAo24TdJZAELkAQsRCGsv/l+",
-	"VkjbZiPs2YerEQvX1kXmGdG0mDLfcB3gwGvqnu9CaZVEW1wVIL+TMUvlnAFoIqAhOoMU2iQZHRBiykn1",
-	"jsHKjbiZBbRtHVX0e2EDlEkvwsTbohQAjG2WCIdjJbQ14xEEG/lfMHHYmxLbmscCO9l3E3MAWrXyvUAn",
-	"3vtY/XELqx6LxN2ACKo0BLgHIFdz5gFO1TXslMHyIinEwrdCmeMJsjtZV+UhlTRfImXZFuyw1bFwwETQ",
-	"KYUqy6QmshhBcUkL0QZE0jWmxAQmY/FPg/VKIjKXV5Y5VwdbS483j3Poue6ybb6XxLlQLD58yx3Hbvei",
-	"9mGEtglE/LCR1BVDpo4Q4Oa0InRhm9Zv5cxjqf1/Do/OZ9QFLR1lj6YUfjWFvrplHmam2SMd2mlPVKA9",
-	"PrqTZs8af5urpew9X3a1FExil3iPXZK/ULDnv68ZCQGi+mly7o5HixU91IbcHGvy2mA90rTdEorF0fDo",
-	"OHhBa4TIFlNUL7tHzCiyzZ9Be/VQ/E45wkYnviWOXwubxAMaOeKKcThZ4VzMGvKcxaLrvVU5F5hClcq8",
-	"nIvehmKu9BPCSOLL/5BQlZ3XljiV9Up/qiAVvn7XCJUTM/YC/vUXCV4dfQ14fUEBL88NjaD/hNEvT/Ef",
-	"8R8bw2End/ZLravUcizva/zna/ynLf4jArnwyAGeQNx+UhV+neB7oMD7Gtf5rHGdB5Phg9Tu7SYp0toD",
-	"Aj3bwzWxaFRr3TlcE4tGvAbiMVbA7RofiYULkJC7x0fWuyUfRRT9CfT2z8W+vDfyUfjYV6n8VWF+JFek",
-	"qGy9T+mItL+sRR0707KA3FvFxTRnfeiHCY0yEzKWpcgwhFTzZaCbwMVZYtHFAs/9IZlzUWqmeg4T7PTH",
-	"F6/I2cHTZ75Xa2Qt6VqSGrwFHsHWhiRZYKuDhPCJ4coNftsFqBrrMwnfgbIB6pDxRYBhh230MM6HyL55",
-	"PqbpJYG+cixTLlboULMOhwc2vuis9YQo5qNpQduPWiDPCItYdBPfqNFY3f9IZcagFBmjVTzDNnYZL1iq",
-	"L8qCQ/8saHQZxcKuPZQuZ+windE8Z2La8ottFPkPs7y+YVYQZDUirza8UyMOVNIbkBeYEYgpAUtZFsQs",
-	"BxNZFZ2byDyX12Z93VBdJpNFBRwX8lqxwqxJtUrQVrnhQbOizsYqYVkBJaklCIoR6lj45UnInCtDmThU",
-	"aGUJQUF3w/sCYo9YnnxM5rKAAKaIxf5wOKx/AnyTi0JiUoGFbEAP3PNWdxfOA1qIv/BEtgu2aRD77tIU",
-	"arShvs/+fuy9SQvX0SPsj29L5/9ZsmJZ1c6n4QjCajLIbemM/L+gnbRmhXnHf/1K+78P+88/2P9e9D98",
-	"HEbPDm//R0vN1wpQ6i+QsRBu9tScQ9dZ2nZlnJS5P1HHQboLNtdxYNpNqqzv4ID8Uq2ApWN3SN2h5Fqx",
-	"fEK6lKiZLLSNK2APd+uubFs3953aqs3pzRsmpoZlHwyPvom2ArceYpVTfX2+l7twhAdCOm32423zJ24a",
-	"mAWRwK7I5mwDt/b85b+hA/EvqnOcaVr4eh6fCwNsqUKKNDJvR2qudfXuBxkXjwMwEvIKc4iPK76fIH8Z",
-	"syqRLRAoyapESR4NyXmbhrU13PsiuO+vUOW3Y9g3WJ6vod+/Zug3zLmqhX/rYJ1hpUiLoXNfBvJIkWFr",
-	"CKETDXjjk3pGoEuB9DMfkQSTLqucvli4nyKbOofXElxjB/2AnqguABItqFLXssiSnk2uG1PF02RAvsOE",
-	"5qb2ZD5T2UOaXrLIK8mOnYHqpQCa2yyakekFTc1ygJy/onlppmq25mj4/BkZLyEm3kD6jEUtNB0gfbp9",
-	"/WcpUZ7gK3vHK5UQMSBZG3VGsARGa8YdKsgWedTz81UejopkZYEyY4AUspzOSPL9qy0JmQnpjqWdi8UO",
-	"cl9aTR8MTRcYKl2xUGWpa1QBBVHWwjQLCBmGDiq1sXexqGfYj1w2s5kf6NpjNjEWjM9ZtYcKrWlv20Gc",
-	"DZIqjalDEqv5V/AOCRdX8pIlfUgEvWQWbhYCx8Jlw4Pl5h41Owfntlbi6iuy6rm41npJGiC2SBOG5igX",
-	"K6nEWytgP11SQfWBP7IGdlNyQWAvhmhvTY75KetifdrB18SBr37Qz18p6xPzjTnK0zqPhTcAM3uA4rCL",
-	"Al9L3b9jpS0EpxACEcAIatUEIOSWBHxJVlxEDuEJa15DBhsWsj4G1l2tkPVzZzJ8zUr4o6tSnZrVECkP",
-	"0cFbYwnfycJS+MFgWLMKsFANPPJd79uPfG1GBC7feoFPL0KYfWPZs8yD2CcAYsmUjfvGIjFW4zs2KZia",
-	"YTjYuhwpeCfxsB370nP4c00zkYYi8snN5+3qwNe0iy+qnBYUuKCe9s9g8Ea7PnC3vIxQuskJCQNyToI3",
-	"BDsILGOX2mQLjBpiUm1Q2rkee/fYhoYahYDh2gfoFMYApQByD+WKLOu5qkOLLQE1YVPKBZRsBm+5cwUs",
-	"4lU8VobHo4npT2lIvai2/w8qQNvNnPL57YJduzz/rzkgX3NA/lzlaGh710yeQmJYjlyyT2L0cOEab6i1",
-	"uSHQTENOiS87Rg99UEE/qF7zRk7P+O8sIcGbiZzYFkEB3oR1OZH94bA38lg+oRFVLhAz1KqMUSyyEvlk",
-	"hECmJJUZhixdPxCeORWvYocRGcuMMwUF2A6BhbwOhoceT2N/IXjcnM1lsYQXm43TTJhfx4anMnUcC8iD",
-	"yUEeQGUOysI5oXnextDfcKWDz33ZUZ9qIrtEfQIi+Br1+Qsous247FwqbY6O2cdgryMjZ1v7sHGh2bSg",
-	"nyvKY/le1c5+PVz3uwBi298P4Nia3egEM4+gd5q7hm11Mbe45Lnuc6P/5TKl+d6Mqlkfbu0ffnOUQC8I",
-	"wwcnORdsRLgm5g4GTSIyFcF/yILywvbe9KEaIvrTgs4V4UJLcvjNEcn4nAkFjKv75qAvZDGnOVeAF/Ma",
-	"FM6c3fCU5lFsgUrmVGiejoiZiCJqRgtINgJ/k0plYftwRsA0F7OCKqZs2CbjkwkDrRVvz6RRZ9c78V+5",
-	"1flEPnz//j8I57ua3xql05PHV6Trr0jXf3aka6BmKCq+0cb6puRqpV5vd5RrhKZf39iYTkFRwpAtsFmA",
-	"cjSqJWbZQvNh26AntXpCF/wFNdXBOvYWBbvislSgNGBbS3gfN4wwgcSDf2A70ASUNRWLWndQkiAqFqq1",
-	"UrjxmF+Pof9BrhnWVE+NAiwvFYGWxrLKLyVPo+FwGPZNmNMlYSIjjBb50uU/h8NfpyG+wtXbkhj1VuRL",
-	"9zlYB65gwOvSRSFuF+3K3Mx7z80TLVmgCYr0xGvuPWgs4FbYS/q2UcBmrMlXxdd2og4T5dwQnP8BX22I",
-	"rx59NMRobu5fUUihADKFsb813/nZPV/99Na+6XYHJfpPpW3DFHZRtJEk/koI6l+mzX/NxjPDKTYkTRVM",
-	"Uy5Y5lt5hLoyGS8dTmHIhC1r3dnQx/t92811RaVAXp1PTb9rVSVzMSLshqY6Xxr5k7GcXxmeO/hqzz2U",
-	"1lxMok5u9yKqHZJ1negl3YRdadcNkOYKU4kTO9Y+z0B+c+03mzP1SG0CLe1PSgEOpH5K89xc2tKhycbu",
-	"fYsPV0NDPKhK4l6pktX2TF2qyNsFEyeviZYyVxE5EUbJWfAUfzBi8ns254IT956X8Ga0gm1j8LDDk7sN",
-	"/oDPkHQmFavc2AktpiXERRIix7+x1Jhkv7gG//YRmueQZedeF1UTeUFzwNskosxzVLhsn6okFtgy2nzG",
-	"tpc6t8VSkHzXgs+ZVdMZxaIa27/T3Oy3UVGKkiEc4bUbpJ/kNRx8u9Q2Ph0L/xJoir507QQtNVTuPdvt",
-	"fBUAR0XW52jVRX+HoRv07XE94wLX0+gTyTGm011zxSww5ITmimGCRjWtU8x+VFatrKVEAnSQWSqAPCQV",
-	"Mk8s/IQ9AjpEvgbkO3ehKgBEh6Ji+RUmZMaiipKhnOhCImObHU7z3L3xExnh3wVU9MeZ4uEoPMNsFTR+",
-	"5WFnujaBF07JE0Us4fe+GuxfDfY/u8H+hum6UDBSgVYE7tJ7PK+6nyU/ZcKwFLa1ueGikPOFDqUiRGV8",
-	"6zkcZzeUmOAu5oavcR0LipZ3qVjhDyJpdjx0w8nAUYHtDmOxrd8h2bHdIbL3tn6HpNbu8HscxR1aHX7v",
-	"lvHTsGH3+j+I/1br8Qe3Oww25rFbHU79q792OfwqSv5SosRxD3T+YnSLID+/n9AIQ3s+gVoWt3tFCVzl",
-	"zgWfa8zCtNEpbfcm8luMQA/E4bIJ8LgvEC/Bm4Vhsgag+9hsjUAqhEsB4gGqvyzgf5WsoDBuGMUCWhtY",
-	"86dguuCu+bwryzXPuXyIJx7WokqoK4AMRojyXsP8hPkYWYrFWZUBZoGMZiiCjbWUK1vmL7Ml6S5ooVgG",
-	"dfX4EJpE5u+I4L3sRh+jCWluiAWbL/SyNyDvbdP4sPlU6hh0tX4jcjQ8glQM7AwPCw29CgABH+vTRtBx",
-	"vr2bHnln69QyZi5T99LDWCTYNOIiY4JDCv17l00ipOgf3NxEpBSFMd3oOAcAAWlLFIniv7NYQDBiRJ4O",
-	"D0jiVv4ChcqxMeyJyuW1uX4UXNd8zmSpk0EsvqM8B9WhthsjwHlN6j9eTCjPMc+/VmjmEghb2iMYiePq",
-	"s321HhIXpEBjgnMEi1nLhnyiAlx+W67ourmDR19ITZZMV1V2o1gcDZ9HDnAWqFhiU4Tlar8EzKR8KyBJ",
-	"cwMyP9BEWO2QtNay2UVYTcN00BlSWIO4VNbDYI6aMfTMscEgdkuvD2MEJtBYPLHIXLVaOXyeTJmGhM9Y",
-	"dG2JHndc4fTt2Q49IJJWvfBdKT4peu67UvxBOiF8eZMpHvBYBT7ur3VkX5WrL1y5Qs6xkt1Zigrd6xh4",
-	"8w/n56eGPc0xNa7SEQYI3OxZCWI3D4pSdF1iJArH3t1zqWo6Gljg60P0b8CfmUox4dOyYFnkE5tAGcm4",
-	"SiXEZ9CUV0TJwjDh8ZLwbAB959GbDTqlvQf9t8mc3pxDwVsSNXOoFEmqpKbkmCwKnkLnH8wECBAeC8vj",
-	"XdMhBCtzfgVr3IF/QJbaJRTEArUGvI2roBGw6yIDQVFFEO1qp3D9T7iSu4Tr7RxduN6J7WPUt1GEw0Ag",
-	"swDu7YIgxooSuxdmkUEWGiHTg+IJhfloC70E/Whd9N19ZDOC0KahWz3TiF26oGOec708hkpGlNmoWYLL",
-	"xShriUW3v7DCzZZCoLcckdfsW8LgTxPoyn+pNm6XJZDOqO5EnVRm6F6hSgpMDrjiCkVrkPVnbnROqdWE",
-	"gpbZn9IpKoKku9/fHw6HRkvIc78g24G6gPaaaFN8bkZv3hd15lzYP/144ESzonP7J0k/ACJfl35w7vyQ",
-	"6ms/9nt6c7kK3LnKg6RRTXM5vZ8Vjq9qRv4b3jcHl2FvlgsmKP+Xg++mC90/kn1DmRi2c53HqIpF+1N7",
-	"4TPGIKvctshvfczSc/Xu+7OX0MB3zvMcwpwgFwJLkgRQH5b99UhDGKwp3gSS3QWcz0qDjCQofB2XtC0V",
-	"VrqAR+T9uzd9JgzHyR4pYv2pj+5LpinPNx7er5kW93WfYXoFktEYLWGeRZVbOtlLiCUXQhVJ/uXgu+Rh",
-	"Z9qR6G3QA7z1gG8/hWT7IYzFLqeQnCBgDPoqEJvRY78ke0ksumwwHZBEyykzysLenGnaz3M6p3tvzP/3",
-	"D/vfjJOeh3SzazYyFn0skmABWl7xLwffBS8hNrQLa+3OqlFN23nFqV3PnXmGV9cWtNCOXTtGsoYnBNrX",
-	"7pwhWs+xYLXv8P27Q9x95Up/Ha7kKdacW+dUvzsHshCP4M7bDG+IMLn2xi+60i2YyU4Ahzjnv1IK7h9P",
-	"4uChbVWbEWDELnodYNDWePYiUsv3byKW7pb4uKZWbMoV4ui5rrsg/+QY5V6IORJGafDefugwtxjYOvAo",
-	"w+j2EDZwYDHBFTo/4C1QdBfgzc3pEp0sxyQpqGZvsIxCwmhpni8htFFwW6caC8WKK4B1XbAiGAwBkxUR",
-	"DoPXdzGdDf6NbZ1gFrFQM/THMDIusynTvQYQnBkTZ8pBnvvWvQBoTLgmQl6PbPdyGJEvxbCBhbMfTvoH",
-	"T58h0Lztuj2T1+ZRG2ewjCYWZiR8Pi81HedsBCDbrn8yi0hh94tQAACwWwYuLcTIsT2t19e1BczgEznt",
-	"gy/gJz83Pt3KALK1wApwUxSko9bbN3fNLtnWh1KkrPdA7OvjKiqJuanUnvEvHKPuK37C3Zn/O3+URU0G",
-	"HFvMNdf73Pl4A38x/BokAN1RGLSpQt7Psg4grjouhoMRIUkuxZQVVlQ4DDifXGD5rOFw2ErUpWOHqKzd",
-	"o+F+D1M2zDNG3/BJBVKsR35rMrG/DIDbn5VYq75wq6Rqd1ppuYAgvJHBhm+LqetJcT+NZV2tz8bN/yRa",
-	"82bx8RXT7HNTozMOQ1qsA81aQOJAsqsFE1Wxh/kFdb17atNbU8BgUE8UVhLJFAqJolDHuOBZ0ns09+t2",
-	"gDPz6ijUqyOSoDsKW/G45A9btoyrk8SiS8mEszzzHeZQKM3llfOitWGboQbtpVgsSmFzc+AR1I+vZXHJ",
-	"xfTYMv9rspA5T5cEDi1TdcEQCysZIo9c7mCqXa9qpUqWES3lgJzhdtsrAH+OkDghftmCFVxmRGm6VLFw",
-	"NzkaoS6byFEKOQMDxmnweHVU2TWyiEUVSixt6hguHjb0aQko2mQkriNEjXMx3kKWmgFeKndZZbg4mzps",
-	"x6Jr9/TX/Q//P3tfu9y2ka55K13aSpn0gSiKljwxWVOnFFtJPLFjlT7Wp2owZTTJlogIbHDQgCgej//u",
-	"BexNnNqfewuzd7JXsvV+dTco0tI4cTKT9fyYWCQBNPrj/X6fB5aVR64LU9VH9Z/7f8m6vxQG68Viesed",
-	"+OdCd4vGRoP9tYuIHqJCeIv9IqrkC5LbF0/kE9TpcwowrBl3XLuM4lpEj1WoUEhgs3BH6ekTrD/XH9kT",
-	"mqzt6BvNuEAMoFkg9ovMTtZ2LE966vnMTK4dSTlB7TWpzZ1C8ZyoxqIrgmFlrMtcYF9mh0kBXTPHDp9u",
-	"oswtnVZHzHUZU/zBXZFpSigBFT8K1ZMydrooc1sniKPtWs6RpaDRDeLHEehGdb0Owu1RhUfUPBL46zpP",
-	"+oOuqku6S0QyR4CkdamyQBtB1Z5ezws6SShbTa2eTlF/opmCVSCJKqtESPQoBCWF3IN+Pw4IxsB/VNTd",
-	"S21qjxTVLeNUopmWYenxHymyKFXNWOuMrIWiPn0W2xJCXuewP4AfCDdIIgo2Ubh+ZeWXjgjAOgf9Ppee",
-	"p5bqkglmT5YRb5koSuqJXsYoZhZqy/EKMjdS215lX8o7By3W5WigLetZbq961KfjvD/M5HKpxTA7OMHf",
-	"n79+FR4kbi/MywIsKWxDmtXzIlMdLYR1XSpYT+2fzt78OFI0l70p5qEcGhNmjWElWd9NnlgxYsWKQAg7",
-	"RCeCo8+6ND6c582MgliLZD6BUpAWiU228SraqdvqkPCKbax3h/uD5GHJxzYDGLzzdobC6dbnHfSfPX3g",
-	"A7fM8+m3z9XTPxw8U3//r4Pefm/Q2+/KZmyfjW3Dw5ttZQE8/IThRV9KTpY22MdG8C6+5c/iJPzlTS+p",
-	"/A99fXCg2ne5t33O30V1bBlL2aVm6GfquN5IqegvHqmrEllJhZQuerdHLrrtmg34ca6TaDTlZXSGkvvF",
-	"vWLEAFzTXyj+TLPOGhxFyIMNxm2XHnzypQ8xtzZfevjp7/qg0u9tl37iu7ZNvjswl9EBl93ClKesk0fS",
-	"6LxGEHUPNWLbbnP5lc3t1e61WX08r35GP/wBfvcZBUB4zMfKPhdgTLqZmSoYt+rg3xOsSqH0Xbf3JVMd",
-	"F3iGCSPrlpcdpy/x3Xg3lE395HT11p21RzDS29v5zwNzGVwXE5dZs4RhUlTJlktVWopSefy9a7NKravL",
-	"hfPvJazK3KeW34DVgkVLueOc6zTEqW4ITm7c1HAf8IvCfOVWZXu9pSmKXbSn9n5aXrsebOosiWm981pG",
-	"DndgvJQksH2v1EzfGKzhZoOX/YI8jsxt7NbCuQsHY+cz5mCjp2w5erAcvFeuzerLMWu1MlN6/84Rk7ba",
-	"nGmsJVRX2p/veOPDPnKw7ji0YHGIEcvgwSVGYbEzSIoWU9vJ4m10u7tcLnfxF01V8I8yJtjP0P1imvm7",
-	"LZcMcGF9RYhyCz0xu86AuwEnkXnnkVS7GTvjawslppFaitZSEwR9OY+7ILj2QyorWoEFHOP35+cnqf1G",
-	"u3yiOtlR7E0MFX081s48Pej4OP+Q/8VZiSxhpCVdITF9mCySmN2A0BBSBWy/xTfKJJ4N856klkqHxmU9",
-	"o3eIAUT+9Pa8VcxD/sez/tOvE0XWZmqzerUYKl3/209LsCBj+Xk8fXF2tHc8HRwe7j9L2AfGfmNuTN0i",
-	"2XhdJ4XO505lucNkg2vGhIcq05xPu0lqM91MM2JEgv/kGnMUdnwJ//mpzjFPsTYhtN49dWYQMIbq+9cX",
-	"BQ+eokJ49q1wErggfgQXSo0P5ooozs94fqkt8msMjx2dvPTkk5WhoHm7T3kY/Hg8wXAwU5vaC7oHOfrO",
-	"78qjk5fMAOCILxNFO4YLZnph4hOW2r//12FvoDrZ+5Qcr3RnqNIdCVxwLdNOotK7fhn9tNfrpTsfsu4w",
-	"tVn7sgwz8eI0vH37dvco2vi8rYnQ1XOzllVql1Vpr3xZQDipyYZEB8VjkFhWzXUB295MfVJHdeS+kQwA",
-	"xagqs6AG6QgprV6WvngrTjmXVs1NPSunrpuorLGuWSywse9ddFMaSRJNggiNaIT4USQ5QrRndn95FRoh",
-	"9wVBsofJihEIAwe7Gw52fOK9V07nN7jlre2/c2+F9EMSLxul9j/ojeOs/Ebt3NGybO3nXheOHJw57O3/",
-	"3LKvj3vXyc5Jpa82gQtFN5rAI7MHu+m/3KSJj3ln0o6sl00kwoZq7cyD0brpBMKObh292Pj7FUbeln3D",
-	"OxFlVL9bJNvaTlgXlRta1OiYV0YX8z+mO5E9lu48ZD0pofUrzgov3jCUKprbiTFTx1W1Pfjsm1VtuFuS",
-	"sme/6QA5e32vwOpFhvyvMGCqBX7HIdSPhWneUA0ddtlHYihwbm8rt25HkQ+6G7wAsfIbp6/M1qzaWTNn",
-	"bB7HbQDwx6tXr6kQwQVaoYWJme8T7tDAZvmL8+dqVjaVt4JcwkBMSYylR85urYtW0eAEi8HBVjp7ETxq",
-	"QYDFRtJHUddX1NBdNrX/HO/S7/ZSexSNMuplI6gU1u/OGEcVFKU1jxy/PKPfp5aA8zE7cW1WWdwoHt0b",
-	"b+JLvUF+dDRdkNoICUa+RB89kNJj4qunLvDJMXeT9Fgg1VNpp86nKFem9nROdammubuGuzKF07YeMXzC",
-	"fUbJWa0r3lVPnjx51k1g+S2MaIqF0BS6hjUeqcaO+bsHNJHDgraEHWEGUXuO2a1z7O26N2FxbKdhdJiR",
-	"LRqX35jutuGo19yMRxHPDMaxNaNSl7/AEJ+X87mOXNKI5aYusfBJafD8hrRH2A/y22mYWnYzsAmzVeKW",
-	"TwkX8LYekjOD6TNu9OWPXDNmt6YrBV5IRzvVK+wqzGDxMtW5OH/epTw+7lEOmTXzuZlil0VPvWBeM74J",
-	"bStzuyjKqdkZIqDw5mm8qspm8U0b7SCvzdzdJ05xi37HV39Idub69iVd98RPvK4qjV+6elXgziqr+c4W",
-	"1AdCevBz6094B6WAG8m7z/VKLbTjY0zNN3hWp91te+XarH5e7i0MUPB7eWyZBOz34FHZ1hHMudnz4WP4",
-	"nAk3XLtTA8beNhOb3q8qly6J8FaoCC+BHc/KxBeR5xXsyC8UD58nBLke4tf2qtFXAkLDmzEoctHVoGG7",
-	"icJDTiu40RrYKyte2tgmISPkwZFJIQb4aELprfzoX7pJk9/iIQ2aMitfOjR/ZcIT+ck/2qXpt/GnN2qe",
-	"NWP4c2ycypqqQKBqAgh2UmvNaYJMgsOdbDlzZvIuU//GUabUlpdqcADXPj1QY/DhurBtAiw1Y5bUXEEW",
-	"8KvFJs0dQnRSXyRoyxFZVktdIdUC3A4nEOEHe+pIXZy+UkskfZiVhHiorXp5gtVmFfo6M6MI41Iheiib",
-	"x44s5Z+o9AKjo0gVMKL7YKkTtUsKkwPZfULHsVLTnOvt5j11VBPF436/H5YRMRi3x/L4SH6mNkm++2/T",
-	"IskPf5vXM+p13Kazea7iFkn3z9UcmfyeyqS/lC//DBlNR0lp2bTcScly8VM6Kv8Bwb1msdzbT0kseZjj",
-	"F2/fswgS8F/UpJFwqYF3UHQt5O+qgwjGB/sDPH+buiWDHPs5/Rm/mx7L/d/j3pcGzSCwQxtcErNUrZCm",
-	"Uug1FsYiemWbwuqT7JZt7ZqxFv28tvM9OmykMtACWSvVy6foSw/nb07vxr/a2Mf56cb0PyTweB+9fLFz",
-	"f0slWuGJt8ETlUU/5OIEY/W4QJRzdsz8J6mdG22JTqzbCzYVmFJc2zL03lylzF8bjJavF/2klhop83oE",
-	"hq+nuEa6PKz2QptciAmL/NqkNuCztJQVl9btylB8yJwRzNVVpSeGffrUdjAdzb4PKtlIiGASXajyXI9+",
-	"9R1cf4KXZ0lq5baDAzXr9tQxzAxW3Klp7nCW/JaYFEZXiK1LX5wiSCqFNfmjI6HbvSS0+rPcTkzGDoz0",
-	"8Di10Iyy78Vdau/oWqrSwHX2raikd8utqndTuR3d4pfRvp/N/+BR/toJ+XtENk+/3wJfGiO/NEb+hjrq",
-	"VKSB7MdHAUtSr5fK/0ynYS8Ip63Z2jfWKGPrCqPn7Dd4ylniBSzlg67ojZYrn9q8lka9ROm6NvNF7RKK",
-	"GQbgq3JK6VDMYVNcHkFa+IJeao9tjRJfV0ZdmwWyrxclyHHH8TGia92CPs5y4EV454cAkUeaJiB6c9fh",
-	"R7rHGvdgBvH2uFZndPW/HO322ms8JLoc5vZ3FF/+XVrOkW/zqO3ftam4fwPr+R7BtvdeRvtRVu+13bvz",
-	"6x2UbXaJDPsLktQv5vf5fYuQjJG99+tu2fvlteyNf3CD71WmrlYbeOM+29i25ZBe62vuDvdzLvEfxLxJ",
-	"1LQx0vGUqOVM15jmCpYCogFhJ7uZBjcKC/BQMfBtvOuIkPsxZXq3p17WwWt1hCchAdAgzMpqaqpEuRLc",
-	"16vSODU2l6XghobfFbo21aYoljroPwvN9eJI5s47l0goFqKuVMvPkHbCNL/Zq6ur1b2CafBbCaZEJqP3",
-	"uySX+leIw8I6yEmw5ZKPg1bUJoLSQMHqTpvil0w2tOM3P0ve3CNBQgZwLXHMHVTMaBSnXShFXRZTrGas",
-	"TM0IYPKryKAfG5dPje/YBBXRqZcl/lTXTWUIN8VLFf8596dkVyHOdEaVk5nqcLQpXLcxKoXBqJHqK2oC",
-	"zWuRhl1uwExtJt2ilDc9xhZMd4QNU6VQQlcIEqZoDX2NalFig4tOrTcj1BHF6ZA0v6ko/hUH2iQSQnLb",
-	"d6ryrG5t8uTF5NzuP2noiUZ3yu/PBe+f28J7cMo7ZLxhG37Jen+Jgf1/HgNDwdIKgbVlfIBx/A1S7Xu1",
-	"cZ9J6Z1iUT6y8It3UmNHI1mOVNuEtO+eakpEiLZT9dfGNMZRvM0bzBiSy134YYF6rmVyS2qpm6ixmeV2",
-	"SvcwuiryLUbvEWNzCWqBN8T5x0HzjIQi0PPACinWA1yaDNsr7qZpCBdzbBTMD8E7P9uYGjk3bnte+Fe3",
-	"nXGFpv9Cvv3v0nLGDu4QAIAtxCds/bBgZeEnio4HVERj1xZJj6YqdoY7s7peDPf29gd/6PV7/d7+8Ov+",
-	"130UGDyCOxCFVTk2EfTbwkyYUaoXBaRXrjabOhe4/cO1wAc8EXRnS3e7GyPEcBdMSmwecanN3Phdxged",
-	"SrUHh09Vpe20nKtxXjsBckTOCrRH7pJWpHam3Qyt2wj1kXpX9GKBmVkKGOSCZMfZA8yVEsMW2NK91L7W",
-	"Vl8JXIyy2FV4pyurp37At99GhKFTe21WDE+ZSLO+4P+tEn4kd+AH1Iyb8trzY3BjflgNvcgRkWhDnwZ2",
-	"4Ax6/TUylIidu6eOsJ8k0HO0SF1GqfXsKgFDcg0KeiO+A/aip9bNyqreBek0vQvksJVxJbWdbX2DhIvo",
-	"jKWaXe3U5l0Fgp4RdYj8to2MgAUFKuxXOMCVEYREj6S8HR6iB6+DZCzmtjaV1QUhAlYxVRu5e/hmPfnZ",
-	"S/oVcckQZCIhP6uOVAMLjDMlof709oezEeJk5pVaVLmd5At8WtxOFUgS7zZTtXYLtVZuaE9D5R6f26kH",
-	"hEB4aeeHBfq+vFyjnX/kVL0sPSiC212Yanee26YWahqXqAkYHJZYdI1CEUfNhaJi1dgUpb1yqa1L1ck2",
-	"iMRMlZYwSMJFwuo7LSfNHNz4YWpTu4sPefwYzBt61uPHhKXuhOwTlr1ZuLoyeu6GCnnuJDCQJalV9NFk",
-	"Rnge8O9AaCufXDYWccV24Ujl9ko+F4RyuA02aiK6pmrs1FQqE+rOm30+P/4gxJTSe+89DN6HvaqxsKuV",
-	"+gbnc8jcyq4nc35iqtc44yFqoJ72+91ELWf5ZBbhgDxycJ+yWofNDRjrm27qKYxGYXZZP/kJzl38slhl",
-	"QgC2GH/R7XZBFcA+XcI03din47HaEl/ynpBKdYk/tdxiiLchcZVQ70/vzgzxKE9gkKd3XgzuEE8YzJiP",
-	"AYMgI6TyaOhK0yzGoPRwFw+1wQI/r1n7ICk3b1mQjItFsYIJmjV2WoEuKS/h+nNTVRrZySvjyqaawO1M",
-	"jq24S41HxSpbVrKP0QHHd8VnwC0WVVkjxG4gtUUcl+OIfxt2qtKFK9eP9t0zjSI0Osyp5ed1ZG7pJ2E2",
-	"E192NejD/0apjbbV+q+7slikNkkxjJvJNXwyKwt0FLBejJ7/yCkNRoFGvV2Zy7wgeFxb57YpG1eshq1t",
-	"hh2S46ZytWoWKFeoetRLJ3yNnjpqMWzd4Wggoq2IQeyR0DDE04v3QsnZ5t8KwP88eyw/y6Wlk5OkNjuV",
-	"Sdpl9rAO+T/tkXYTFf3y1Mx1Dp4s6Ew5srTf8L0NZTeq/GqGXF/rVzsKDFGwMbUeqk3GmTt12cBmgQ3C",
-	"zKPh+hME14ZHM4EvjpD0zmj5x6d9WN7Xfss53nOgj1Ob/cfu2hvvenL61nf+HeV7atlf+40z/nowJKON",
-	"Xhk0E8luWZawEybamdR2qMNfGVfnc9R4ulbcXaQ07YZELYrGtanz9/uDA6Znlbgx53gk5SNKhaqVnXKm",
-	"rosY0U9P6kZzq2JqlwyCB2d6KLDeYqyBqzvWk2sWbmpsViWb5/RmpATBap7MdHVFONielAgnHqO1wk6E",
-	"UFt+edsd/YNnicBWYwUNntx3vK1hYTCJtHt0WZsqbBzeGALmnNr3eIXqZHe1CDF2fEQaIzxTdkdOJGwv",
-	"dDheUVb+RvAlPtD/PAFDhHdNQokLHDJH1T+MlFayQky0AXZ8jUwbIHJhjiZNndry8rKnCLhd8CQ0YWXL",
-	"YW+ZV17QbbLHN/apegCJNjoFQTkQD6u/O/WgbmDKr8q5qWemcWpu6iqfuOgi/mRnM4Zy0R7T0cnLoaph",
-	"37AdlJcW7DZdJyqYPokSoye1bPV4l7EFe5HQbmP9GexiT4naebMw9uglwePRv3fBWdd1Pi7Ev3PKNWC+",
-	"OHXz6tXrRL1B2mF8Iv6rN1ksktQe2XpWlYt8kqjvzDy3edcPatzkRb2bg6l4WeTWqKwoJ7rI/EBYTOHi",
-	"+v4+Jo1+GDf5SK2Rs2dIdCJdfKgfUhuM1siFLIq5OJBBlbR9UQL695PLpI4kv0QupTYLUCWRqFQZQpbI",
-	"Jx1NgXzfpQ7Wjga1K9AlLYB1UFHc/o4t8iNpVvRrSJ87JIxP1FkEE2TZvCCkQsol4sHO/xPWvs6v8S9a",
-	"p6K84l9qF0RyL7UX7XPS8Qgrd7BVErWZUbtLy7oFCCY6ajj9CGo3VAf9A5XZsn53WTZ2mgn+GxFAl7Vn",
-	"5KFBjNRBvx8Bs3nwuPiyQk+u4ayQcMZChIle6HFe5PVKEUn3BO04xJoJJ46u746QPyfDJ+AuekfsAJnn",
-	"1EGHk+Vwj6l1XMYHUHDqiNcHiyOpfKWpd8vL3QpN1mtbjkGh12aOe7WpTKb6u4MEttHiBP69n6jsEl/Q",
-	"TlYnxuqiXolSXoBOshPjP94dgDqCy4MKpZ22L3qKUSRSG/2k21MXokThJZvKuCHMiVetB/2+GptJOTdE",
-	"UBQYHaLdOzcOds+ofeXgWbhy8GxNyW2+UUvxtW93eHurcJEjqgIecmrlOYf9gcrkEgJWykbKlgJ1CQ/l",
-	"HRU9tc7npgQ1FG5zEN2Gvw4Gz6NW9CG7ZLRtijakWO+K3dBYpAK+BCh8eIFkw+A5DEjPoIBb6KCGKSF0",
-	"lYi6gXY5ezvwWnh+U3uGw83t1VBl6Q4NPt0ZYg8JOvRXHj0WTnm4HvYEgt+j77dLV2Y9dawnM84yDNXU",
-	"FGAQeKn4PkXA/BZyZEKjR4tokZsJ4USZW07vYz2oL6fxNy6tofuu5NSCS5jacvwTQpGDyONBIYITWZvE",
-	"+4/G+3JWFob0aVnJZkyEQvjOZHl9hQK3mxBmDg2GtkwYjYaTLiFsXJKI+8PLZlhKp+b5lIfZU29neWFi",
-	"0nqXWpcX8OogqvYPlWNJpFWF3Spe/ijYoiDAkM0kG2IlxK4u8hvwoSflfI5doKBfpaxKnN9FVd7C4kxL",
-	"co8bobShQT2nAgNig4l24gTcPGae8edNCHJiu6soNiLp3DEo2IS7G4QJfjpdBJrv8jKf5LpI7dmLH4jy",
-	"TXkuuKEiJGEY2dmLH8Ab1M4gZADI74wj7xyMi3QimQ9r0Z/GGaVj1dlST0wZLeBK2+LoxNNH8GBoU3jn",
-	"K5+yYRM94dGDLRskcUGjV89xZX3UEvebx5oFn9lvPHa5RPNhiE4T9kG3p8Tqly4nyshwvD+1fgnglSuD",
-	"rWETM1QZiIa9YOQ44Qaqy5LIAOEf7yazMp9gAC9jicGIuyQ1qU3N9Rh17B0eNvJLwo0TlUWhPqoexAoG",
-	"FPVWIZgTvBZ96uD3dlLCz98R+lYGrpvGg08YFl2ycoW6sKcuGLRRPDPUy5w+uLJlZabIrOdnA7Zhas3t",
-	"wkxqz9KDuLv+JwS+m9HfbekASp0A/VgO4TviB4xYy39hkjn8iYRR3ZHgXqY2JKFFeYH6ZWCRg8FAELHp",
-	"PkITCAcFX7An+sCBv8u/BZ9uqP784s2Px38B9dqWYE1lIhkmwiW1GlPbdG2MLfy+1+t9+MBp7tGapFIs",
-	"qBg3DG+0vCMU1ZpMbAfR8fTubEJQk3AmM9KMTcgPfH9+fgI72o0k1KnkVE0TVB56XJgQQmfziC3nqZkU",
-	"uorBhF0Ca1JixsCh6RkCxz06xT68Ske5VzW2I2DS6L7hxwkDTOOdHX3WzVBznxo9pXRXTLQ5BJc5w26d",
-	"+FNMjoIzjv+gy9ApWfsFe0Mh+Ev5FxH5rMaFjzO1nX2wESg3lqh/2/cpAK4wY64sriCgDXV8rq9A/9Ob",
-	"8b3o1dKdbJRax7DbSGwDbl7glSytOrk4x5u+OH51fH4MKzE2ysE+XJUNR3dh2+gaP4D5UJ2D/QH4ZBhj",
-	"yFvmOYK1LXMHsu9HNJdQHEdJQo2PbJXMkfEwNZe5xbux1oKvLk5fcRYRV+mF/w1tKXYQREI7fQM7DBQv",
-	"/l01Fh54MBikdpsz4dr0nMgBcdevwH33Ho91Ij/94Cl88PNMafWnszc/qoWuZ96RzzAnht7ZRUUwf2Ff",
-	"9yZ5vSKhRLh/VBPW+4/do0W++9+FpxXe/NzMF4Wu2TfQQuOWwcMywYeH+WjirDYJ8sJoUFHlJVWnZONy",
-	"usowbDopLaKaZu/f05norStFkC64VLOymGJyezmDPb/QE1hX6wtBxxWup6ZEdrcH98wUu+AgR0CERXdK",
-	"1KQoHaa8yRpCkzX78AGlYoZSrXBmKTDuRV6bShdoYzIooi1WqipLIq+laXX+zEWPUvOG0YgQemhdvOD8",
-	"UixryDZ+s2AApslMV3oCazXC3uZFoVewrzO1P/g6/ja1kYAEP+3Z09bFF6evnBr0D76mqOuIV46cUzji",
-	"gvCPS0jXU3y2U/PSK5f/p+mOZP2eHh4+kd9op4ht7ulBrLZG6smAb+xGiKtkbDPnXTJSWV1p60iJY0d8",
-	"dMvUduh15KlPBpwnEHKGjB2m1y7j+QqFCujjBnHYA3eXXbiQgNrHtEmXnRz0ShOxtKh7IUESSNQbEoU4",
-	"GAzk/LU0VXjYpnKN2NTGolDMSJcNZjfi1Ptl7N+W1TBKJYJpBO+fUR1Chr4BY5FnVKOSdck/bhwoQiHm",
-	"1M4tywpZNsYE0t9TjIPjK7t8UjS8x957uMWHvShJmI34qMC9eRpRe2b8R3aHShAUJxVmOTS+KZqPHDV4",
-	"FzBmcTh+CkCuBniwIVJihvm/oRLtztHx2e7g8Onud89fd7nn9IbaMrCYMFFFeXUF/100GEHSlt3OslJ/",
-	"bcqaawbgYzBmRlHxCJgCie/uD4bBycV5T4VSj2heCGNsrlEUVWVzFdXKbZ3QTOXW1aDPsNBiBvZ4xkV4",
-	"YBQyoycK5srA0r+T3vsQOskrqtYwU6m7wOgQs7BwsQtNDW+WnkIcGCojD4aBgAfltYuZOh24EJ9gmaSW",
-	"TZMNRsmGY4NsYXfPzWljiWGJfjF8aPIedGW6w5YX0l2wxYX/Ds9Mdz5kqsOOHJl4Gaek0YbEBDGorc9i",
-	"8j1+fB6x0D5+TKQycldQruDOgNYGmfFTmdu1xBaqYJC39QxcR/zvojKX+S1aEfHV12ZRj3xNDsgfV2g3",
-	"U2NTLw2fyLmIwqCNb0ENSrQMbp87ZdxELyhiH98PvgZj72pOFK5ajTP1f//H/1SZ/mrQH8OO/mrwLX/0",
-	"1eBw8C189H/+l3zy/MlXR8/A/eEXQSUB4yLqcTNf1KtEZeB5Y84MDQensj24DTrk2b/D//23zMcI66os",
-	"KFeHWnADrHa/p06Ck3VVKlL3KJ7gSIuyBtmZ2yGO7G/YNf43Umt/Q13YHfkGjiy32TDMVwgU4fT4CN4c",
-	"+37wYVi6waF+NqPAky2nK+U1b3RdarnWwxAtI6qM747PEzahE/X98dELlClvTs5fvvnxjIx2sg3htqmd",
-	"g8dd+VQ5Ixx3NG14fLQfeDD1nlO97e452Iup5bHmYGPeT97UU0fgyDvZTTh2cMEWhqmQr81qhJJaZoHE",
-	"G6JC42LEJwAXXYnN1cZ4jKq6eAFZ/3SEvAGnM1GZl6cJMRuRb26beUY6xXNIlRamX1NxYF4FfTdcJ9dH",
-	"S9FxihsLrPGV0HG/a9cn7K1XDDvJZFOjDbmFN5Q1zVRI9SBPEFZzxuY3Yzc8P03Uq28piMJ49FxBdM+B",
-	"+Da3uiCI6zXO5ihUljtFTNB6jUtYOVjkjhgp+PayVxLesd5ApJNcXucmwo4kCZaBnUlGDSc8sKBukH2k",
-	"EnGk2MCB36AAR2KN7kjZMrX+ME209dodS05FFMcIoyCP3zT1VQn6Jw4UFGW5oCoBpvpLLaLN7z/b/zpR",
-	"l5N+fzjc+wMmyu31LmY/VYciYHCr/afPeoPDgx7/t5uo59/9eHSepHbeFHU+0cyJsjATLJBM1Lgq9ZQ+",
-	"l7o7zhaPjZ3M5rq65rSwcAngxbrYXTTVonRGSZbVqc7Lk5sD3NovT26eJiqMC78Aiwi+wDTeHQoCldEE",
-	"CelwHHASoNZJoZ1LUtvYQnBbQy0WuGa8cYlcm2/Yw2/wEJ69fXn+/Ptv3hydvnh3/N3p8dnZu6NXr968",
-	"zYRzDc44+NVOECYq48riBnYiD0HXfttiToUgSVohX/oWl1NUWD2LBAjdKUmtK9WLH89UZcY5d1JI3RlY",
-	"1SM+/J4yNXf+HiGHsdSrgC17GKjZE3j8rK4XOD74hxO03HBHKjZjBxpns8qvcqS1m8wMvBwi3RIBPzFO",
-	"+lpuUUl0kP3Z5Q1/J+nnLRBd4PkWqgQuIg32Rux4eWcq9rb4M/G4EvWkr1yiJnqxYH97i2/WBQ2L1XHJ",
-	"RxJwEsZOLWoqLHxYu6HEYpGDJlOd/b56nX+DQMaH/UFq1xOEcFtb2t3B7W1EibcplShkdiKeqek9a9Xl",
-	"9MhBRj5Qlu3qh/ybRKDQsGamvMEoBWpu0NiJqOtkPSZGZ5FSij6T2B8kqT3sP8EfwlyRCxzPA13jMjwF",
-	"LizVoJtgjSNKDVjPVqkRym+pk9Lumn1S2r93Vu7UV/zQLLsRN8gPifeurlbMR6+0whr11IL0LC8vRfC2",
-	"YgDu8WM43aQ0nbbTcXkLynVinBv6Buk/6Rt9hn5CaqvGwvtRqQFsXRRXQtKgjp+/PqKf+toUJyTdqPwz",
-	"ZEWsl2V1najLvADDAG5YYb8APxp97aUuit1JUU6uKVgARmE0Gz6YEfY9qPQ5XTw381LqFrdd+Frfvsaf",
-	"0bZN1NMD2LaJMvayrCbhLF6bypqC0xwa0esKCpQoqQfbcv83Tb1oarn/Pp6KXmrJEcG7YMy/ynWRu9jd",
-	"4GnmOpUMjMkehffyyxXMIVW2BAgGxeEblNUd0reIPQ6Xkle7dpPUSt8D6DHOfhLPjrLIlygA3Um/31eF",
-	"uTEF1pBqsixJA2LGGOvweABUFT0jTgkcTV0SjEOCKinwdlIBAIi9xGeX4bfzZjKDActnfsYt9bBNjVkI",
-	"hQ8JbMoGS+Fp2JZYVdKOevlgcMdnrcneEWFS5NZke/7PSVk0c8spaDRnExX9dp7XL8yinmE9TGrXhwqv",
-	"A8MtVmgVRcXjYNFdXiKSOp9MaoF2jx8PW9qTogns3se1GI+cx3rMbV2C3SeiOlESaCHnrCivKH0dynNh",
-	"xVqlQiEPbSYzhPfQk2syWQn4L7XkCvz59PjF0fPz4xd/yaL+InhpLAqVB4/LaW7ccC1ABQqNo9YdDrQl",
-	"viCVI2eJr00mqFEf35Zwt8MsR606CC5ANiiZ9pSQROJ9CcoN5bZZl0letVM5WBsXp692xbsuK3TY5G+w",
-	"fnJHhNKXht2KKSy0d3e0Ta2eTHKYQV3gpFEqQpMq19Uq/JaCcxrNaMdV9qLa7kRsKDUCh4TL6/lyag5C",
-	"6wW7RF2QIan1uxyTq1SdW1cN7kJcN9/I2qo5kOQSnoFWr2v72CBZWFNjR+v6V3jiK7jQGYcgLpVh+tx2",
-	"ZwSouMscO5wsnWqqBOxQ6lkGxVEIOf5YP4xubVdhPX1eS9hvhKQIG4JeqRV00OWsxFcCqeYM84dG4U8h",
-	"Iw6BMYrJSSYTtCPMH8dqQnwVkxQY9AT9sj38GEVkmXsXydGiZCedFJw4PtCtmF0cC9sQtBOuFWmWVe1a",
-	"CGougZlYlU1FbprQRdM7hQ5k4iXGoF8mE0NRXKS4zafpTpIi7gH+gxKX06Ma/5rqWmNFUmqz9f7grCvU",
-	"xey//vms1nBEpkqG/5cOmuTDvb3lcglmHn7tkUEm5Xyvm4qfxisAthPWt2i7UnfuqIp8XMEp5OY3WFhu",
-	"oIrxj4Yx5NAUnKSbmvo2o2aZ0nrfo0ZcrNSqcN0QQ+15zdRvExjFtKEp4KYi/0Q0Dms9X2RDdWHzWyVU",
-	"cjzfDOPYvigAqgxVdrOfUIyThd33r4+e7559fzQ4fCqFLTQ+LoMJ78qR0/bHfkCtbzFwxXe7NqvYNKHH",
-	"7k4Nk4krIt/n8XMzKnO7Md1JT70QJBX+XiBWHjnCVsHbELzKGrKMFDMkxCyuPI3biOt1FPURccI42sm1",
-	"Kox2gp0lmQKtpk2FPNllU4O5K7x9pMtSiwuOIk7ENsdc0FoabujyV66pbkAQVTCTVc3idFJpNwOJiZJD",
-	"WqUZj4bMFT6drEapehGjoTNw3qyZDsGm8OeTWqVCM4sAD2C8TBYAhi8P88BgKF3I9OmpIyvbTH6A7j2c",
-	"IvDIqGQzxuXhX2/I6R0q1x0FJ9v3EIhXjAVGT25vSbSw79vtqW9xKB7ltOV00d45BB/2UM1zm6T2SR//",
-	"oQZqBh/OwNZXM9Rz+I8OKva//+9B/yv1EyxnNQposLDW6Hj598FTfMaAT3zQbRuGLXcEXG2m6K1Gn4OZ",
-	"Jd5hseLVENtTUKTUsmyKKRUxGfTrOxhINFOqEaa8DwhQDC1hL87g8CvlCj257g4xxI9aEJbcTAm/lTAn",
-	"WqueWlSJl2ZJ2ThqyhJmSK1cbq8KL1VIWKJlBybhtMKYPs437DN8SNnU2Gp4FFB3EE4jhhKnxRNdJk9J",
-	"Le4mt441zqgU4rbK3jlUU70itiPBrRimNiC0S2kw0hpKOVUbbpzDAAFwfEQTu+GIwgZjqPGAQO4d79wp",
-	"fi7ZbOCj6erK1JTIRyLCO6RIne2BPy7Lp4AeB+fa0TfhBqU0QzdqkNjYStEGahCyVEwHUqN+d4jFOlhs",
-	"6tmUuBTe1tLZjzqqTGDBYuxkjtGiYGJFF0EEsx3iMR02N9x4qpQh2a0iwTDTe083LMnL0P8K45ah1cah",
-	"f8kJ5UduDdhFGkpb5aSR7diRdKwQFyjmefHwyOi5tYQDGIewvfxefdKnzZp4pzj8fq5v6Y5ZaoNg7CfU",
-	"b4shg4C/rFvgmpjszj3nRw9MJ5yRHhfA8Q7nD8V1hZGXi3o3t8M4d8Zg0wnFKaQpJCExRQVT5dz4jS4T",
-	"HLp5lLkFoyXHqtdOlu48TneyEIPlHes3bNgatMe21w1SUlkyKeXdrH6JMBpUO7VamKHi7AM8JnaGF6YC",
-	"v4NWXrLuAkKBL00RK4L2GHqIDjCIgiNFOwK8AUnSkwfeSnNgn+Djx6qTYcZ/yN4bf/sOq0cTKXiigoUf",
-	"nh+n9mxw+FTKcnVt4GCi5Q1C19gp9S2m9v6ChX8PB+SP62Va8P+Dp6J2+eumKthkY1cdlJIUV8OI/Eoy",
-	"0BDam+gADlkIavWkPyCBn9rsFTsu/qxFHRyt2QApOUL/lKv8qSRoXJVLRxZNBRoF9fqkJOe9Vc4fDAiq",
-	"LePrytRKLTd2Kl7IGwZgjQm3gmQCBhDgPMivmxriLyHhAGskDkEll9B+iKL+VNXUTbAYJtpszhuJWBeT",
-	"qLmurt16DY4vJaEdue3NcFdk8r1UfPvtIPAj/r4ZpwC50xtze73UngrAyYNnSgxan/W4OH2pdN1uDRqp",
-	"zN8JS4tBE/sGNTStMHxLXa1xHunk4ptXL5+/uzh9lbEkD0q2sc5whwTmU+gdvy9dnSETIuq6ULEjBeQg",
-	"31CVdi5zS9AFlOlrnIF9V6c2Hi3bSVhsfbviVBYfRyqBRqMImxNAQxJgZGrJ8NxHW5NiHdHyYFEhsb4w",
-	"UEjdrh8B4Q0CTC65qAonlSfPKaAVBR5iycIQM9G3IDUkXAh7hR8z8iVoOdh8NRibkpijzEcUn8CWI40/",
-	"YaBMTAgUq6ipm1+dR3lK0vPx42H8HJapJiwkXxUchSj6jXuNb3R2bZYtyA7lRmqmi8twoh6Bm35pwAlN",
-	"LRZI0DnDofog7zKfkDnc7annpRW6nbjYjXAMEFCBRs57J6HefD2pSuckv2Do95JNBXsCvFpMBSKm3hSt",
-	"N1Qlfh4QjGkah9ytWbaBf3IsukMPK7VRQ9++mmjkz0QWIL4xVjxYcntWPfV2vcdJDEg5rPFwOr4fE7eQ",
-	"xCoiIcTWc2rvFLMlUcAjEi+9O0VvuPZsRJBNEU84GCOSq36GN7oscjgoUZo6Gg9vQRID/LlY26GKzx99",
-	"LtJvNQy0GghJ93MgS12V/h7rZjqNnEQ86z0vk0eK+vFPqK7FxxpCsAP0R2pbNsYGBKdAyYy16HCxnBp3",
-	"F6Vot1WF95cP/y8AAP//",
+	"7L37chu3tjf4KijOmTK5T5OiLvaOqdpVozhO4hMn1mfJJ+c7aR812A2SiJoAdwMtiXGpah5i3mH+nlf4",
+	"HmWe5CusBaDRzeZFFzuXo/3HjsW+4bKw7uu3PnVSOV9IwYRWndGnzozRjBXwz9fndGr+mzGVFnyhuRSd",
+	"Ued8xkjBlCyLlJErViguRUQmsiBvJv0fqU5ng07UUemMzal5Wi8XrDPqKF1wMe3c3kad/+i/Z/8smdL9",
+	"N9m698P1Z4rwjHT1jJGU5jkrnqmIXM+YIFwTxYQmlFyzPO9PZDFnGZGC9TZ//DbqLGhB50zbOZ6k5rM/",
+	"0TlrHwmF688UEXTOyDXXMy4IDEgKwVItC/NBbm5fUD3rRB0B7+rgg52oY+bCC5Z1Rroo2eaVeYUv3Tii",
+	"1N/jRtVlg+mAJBmb0DLXSW/NiKoH7zcqWWwdlCzsmNYMAf5zx4+XhZJF+1cTwW403pAQOYF9WRTsistS",
+	"kQWdVsP4Z8mKZbAU+NLNX/6G5fyKFcs337R/PbPXLZUmWX51MRgMkl5ESsH/WXpy4VqRazaeSXm5Zl3c",
+	"q+64Nm8mcN5Wh3eyWORLIkW+JByXxZ3YZ4qYY02U5nlO5uZxpkiX5YqRo/2DinaQD1RDdId7y6K95XOu",
+	"Vwd0SqeMKP4bI939/v5wGBFLreRg2Fu3Szm8K/yefagzOhhGnTm94fNy3hmZ93XmXNi/IjcsLjSbsgLG",
+	"9TOu/7q9tNvjtvJ6hju5Zrt4dqeNujU3q4UUiiFfLQpZvGcKZmL4r9BMwD/pYpHzlJqB7f2qzOg+Be/9",
+	"l4JNOqPO/7FXcew9vKr23DvhK/jNBkkIwsw9xySB/w5SmbGEKLpU5HrGkWsHzL/JpNs+bm/fq90L3353",
+	"UurZK5rnY5pewtg+20yjjmY3em+m53n9JS3b0MK47BjJhPKcZYSKjCgtC5YRIc3pnbYv2HJATmKhZrLQ",
+	"5PvzH98CuyFcKM1oZnjRv529+wllla4EGqFpyhZakcSPORnE4lFXfsHEyZvPQWL1N28lNMIFwUeeKaJm",
+	"dMFIVwqS7MkFE5TvXe0npJClZqr3iKR36w4iSvfTNz+wZQt/FOTk9A25ZEtCFWyQ+VPN5LUiXA+IoQzF",
+	"0oJpwhUR7IoVcFUQOtGsIGnBYAXNwBeFXLBCczzb4zKbMr1tKb/Gu26jjhecatszXgqfypynS3jYDINl",
+	"J/A9owNRbYQJ1ayvOUjaxhmIOuxmwQumTlp49MkYVCpPs2Z1cOr2ITPb3b7C1+h1l8xJSyGN8oZrDPvP",
+	"buh8kZvXXLLlxXD/5QHdHx+kh9kRez55Mfz7/lcHLw/p0fh5+iL7e+tH5zJj+dZl/NHcVS2hsCrNytsW",
+	"BZvwm/ZpTHihNElntKCpUSSd7oHTiYiWpGCpnAquGKGwkN1EjS8SYC9HZC4L1pi0Gl/8x/Lwn23zKqhm",
+	"Xqxumtp7d+O7K1YUPGMdOA1ygaTJNZtvXZ4zc7t5zg6DFgWFhVILJrKtT8NNt1HH2gWry3emaaEVoZrs",
+	"w2JMC3PmjKJEGE1nZlHFlLkFRXoBJVcWZAG7RrrJ6Ydzsne1v0cXvH/JlmrvE89uUVp7+uRCvzjqtOoC",
+	"leT+BUW5VUvtUvm9Dw9YNaWP/p1y/CtL4RQjn3kFdwOTzTJuJkzz04A7TGiu2Aq7JIJdO270O/OTDczh",
+	"55ArKC0XilzL4pKLKem+//YVOTw8fBkRaxtNSl0WrHds2QdwFArcZXcW8qDT3FziWTmnAugoImAsmVEG",
+	"kpCUyszEzq9+Msc8z7mY9hUrrnhqxjqnN2+ZmOpZZ7R/8BWonv7vP8z5ndObN/jA/gsYovurcbSjDhor",
+	"9rLRZZtnpH48ttE/MAma5+8mndEvmwdrxfNt9KlB9ZdtQjsQysBNra2FchltHUN+XBGnbQ/IGRMZ4dpI",
+	"+cSopLLgv8GOj8jXjBasIHE5HB6ml2wJ/2DJYJUYG8thBre6CB9XD/avpdJ9y0Lg3ACbM9YgTmNQLd1b",
+	"roA86suQUU133nm/mCusu7KS2wwzpWB1UmtGT2QB58A8BErtsT26ROLhzqnS3rjevFIw/vX08mGR3Z1f",
+	"GipYgAyRE0IrPU7PqHbSgwuyyGnKokAqE6Xp0h7yWCg6ZyPYChAuFKhEWQkzICdkwlmekZxNNJElaIEF",
+	"m8srhu6oWFhZNKF5rggYEFrarxVXrHimnIGrRsQwwSUBhhbhH7HwfDoiQhLk8r0BgeOrYDzAjJckpcLo",
+	"SjizEWqeRqkwUsPwKrAefkeZ8SA+/QU5aRtPayVN9JC1mQzo0mu1GFb3QGZrWJi5QjSbL3Kqq8MFMlJI",
+	"wQa1Hdnd21YJrGtG9QxcNysLeA+Dofb1TSYDmy/0ctD2isC0az/on7Z8tvM9vMGvmiLjpXV9UvthgjtY",
+	"rWMvGEq1u3OmZ3KrGos08CPeG5BrtcYTWbCUKt023bqDed2Mt3//1L1ndT38pfuvBHi02lbeEIIs9Y9q",
+	"u4XY5HWoUqGh2NS7o44uqFBIdFuJCU9Cy+KWIDOyjSqqPafXVKGwciJYFqRgIBiy3fXQtZbMvhGI+Gqj",
+	"+KYFmzNhPjNeoiljv3UMYwKnK1ckiTuocdj3otYRd5L7GC8Vm/A2jCXwyHksA2KsDmLdsKmWdIuRA8v6",
+	"RixKfVcbx/POjE24gMciw0edXuGkmsjcqu3KUU/Q0VZjqiNCxRJ/v6J5ycj1TCpGcE9JzugVU2ROUQpr",
+	"6rSFmczN6hjpb28FnYIrwm5oqsGhzsJbY9FN4s6nT7DGagDu6tvbuJP0UF9AUjP0oFFpwZ14ptywuJ7F",
+	"wugdMFaz4MfucFFdPUBmVBktAZ6KjNJjj/iczcdmGGY4ZrwcRuuVFsMSQAkkLAfiJGOWyjlTRJR53huQ",
+	"d0ZOxAJnq8iUaaTcYI4r04BBPFNEG/2wawYeC6MzCin69kWRc52CMknJnCswr+DR3oC8Z5NSQbiOfPf6",
+	"3Ox6LL5/ffKNJRKzA5rMpdLkxfPnhy/IeGlYPsVlQoXHc+JPNkowWtmHTmTjCcGlf97edm63CbWfzeIH",
+	"fCSTyNECZeVo+PLFFxN0+NbAeo1F8inu/Ef/g6GduDMiARGW5jdDhLfJgPxEzWbPS2V23iw/z+zbYmFe",
+	"pyKScaW5SDUp2JQWWc4UKNYpVUBp4AUHujcL8v35+SlJc86EjsWcCjplinS/l0pH5BW6mPu4RBE5B27P",
+	"iv5rkUpDnXCLDUBGZDAY9Aax+HdDEuAOgv0264rbHcHpMFT86n1E3n5rmPdPH95WpHF4gJQwpzfhCh8e",
+	"PLrUbzKcXF6zom9WiORMa1aAmSFIuTA2wIvD1RtgnafmoMsiFqUwRJLKgilzFpCdV1zwmPD5vNR0nLOR",
+	"+dUeQHO453RJxiwW7oTjDgHHmPIrJnCr2T9LmsN+fXj/1mmI9VMT6i8LaoZopvZfv9D+bx/N/w37Ly8+",
+	"fhpGLw5v/+UPo+IYxgyqDleE2pU1ZFGtZ7gRsTA7sbL8wd2KdJP/+uWk/5+0/9vFR/uPcOZJL4qFklYM",
+	"aHB4obFsDxtKcjMm6zwAoUYJ8B2MLogMfopFcIoD/nbUSsQvjjYobA1zwHIKH/6m5vD9KrlgmTNJQ3Mh",
+	"GVPFPhR5MjIGcaFVLMArkewlEQFH3suvXsBbQv+2mcaCFak54Eyl1NioUuRLw+ljAdONyKSgU5AysiCZ",
+	"1EQx+FORbsbSnBbMrktFPFYCJlyM8FrSG5DXRgIlnqE11/j2NmmTriBbYoGDgzVf0EKbVQGhbeZjx3NM",
+	"aCBauYYt8VwyFnawGXprEqdvjYguSpZUe1fxqubh2nOna8/PIuV6CSJpi4W7Qfk+53NGQLa5WaU0zwkX",
+	"ZM7znCuWSpGp43bFvFvZ+AP72zl+KiKHw+Fw2Au9tMeeIQePzemNfcRsKL52/wCeHXQ2x9+36/7/Rq/o",
+	"GfxNilIYtmdVaHTkjWBWX7/75n+C14dMSoGyGY6mYkzFIsmopglmCy1oYRSM6vFmNBZ/N4RkrkSE5YrF",
+	"wug0PSD2xN2SkG7ySWmqSxVZ2aluk55VVXVZCIUepQKCrda9nOAl8skI8hExIxukZVEwoQfmp4v09jgZ",
+	"kFdyvoCoMxeohRmdTmYMR6rolSE7StRSaHrjoqqGwRwdHBiyRZ1PkZwLFgszpFTm5Vy0KlBNKt06xIio",
+	"cj6nxbJx1dAZ8PuBWa/b461uwLpNst60eAwnKHpv/hxO0FDfaPXzgL6Fq+f4uyz1VJp9dxkF3XKxYAUo",
+	"bBhSFOYQ/tL57vV5J+qcvjuD/3yA/z85f/V9J+p88/rt6/PXnahjlO5O1Hl3ev7m3U9nwSDtVKLOTd+8",
+	"r39FC+CS5sXhsPEj4S/2g7WfPqz8YgcS/uYHFf5oBxj+5AfrV7BSIu4aefOsvpIH6FRGzX/VBvX5R227",
+	"hUYdvkAucBDBm50xaRRqVYKjJDuuxHZlHJo9QI+0IIlZ/sRzrgJYlhSsZkQ5agsk66DFdbfdfkHaaU2D",
+	"zI1Sm+EcVYTcedPYnV0BGVT25NajUsPh6iHlreaYmbaX8WRqzDHycyWtRhj8ufb3oQ5kFS6jcde8A4qU",
+	"hvM39AAh/Q3muoLP2Him1XCcV8Awh+9en0cESRamC+Zr12vjuunnjYXdeW+891DooMKIhjzKNhBV1sA3",
+	"7xgYdVPPErfNys+xGrGWVjPWOAgai5Dw7O1W0aE2M3DM7Jt7xyRB9YvQLDOitKl0/cP6rEDJQlXXKZfh",
+	"0hyTBFc9IYqJzMwsNDczkvNLVqeZY5KYSeKXq5WwLw/WAncRLR7Q/5o+BBK6EMjKVhjpbleruRVWMlrG",
+	"aR1nLhfR50GC/+kuLNLzpTfiFN+58vv/sB9ZufC9++rKla9hGDUZ03JiDK+wOdNWtQWWswS6dw4Bo9Ba",
+	"F806ahmQk/yaLhVZFAzkHxdeewrdvGMpc0YDwdvGRLyXy7IRHMiMXjHStbqiS5n9X//fwX89P+wNiFm5",
+	"0GIwZgQufUREaWglIu5ZWRA7jlAQ+o3C2yGjE/XSyA878sFwK57vtc9n7tbG7z+5D69sphtH48LXfliN",
+	"Cyd2lI2f39lBN1UPmEKb6vG1jxDeSV5CDpC1QbggH86+IfKKAf2wgsssIqkswQc+KeQcbU+qaS6nz1Qs",
+	"FgVPIV8kpenMSKtCzheaaHnJBLiA9IzxgshrQcytLOTohbziwEcKtpCFBh4474GdUAVXMZ1wQN6JlJGk",
+	"VBlYimbQOvLqXCzwXjSeKkYC1t7RwUuSYPj0gt2kjGUsS4y5oynP1cjGaT+oLIoFvNf800/eHBF9oo9J",
+	"8p7pYtk/mWjDCkuhOfpj8EZiWGPv2DBppQtG54TmBaPZktBszrVZPp90mJbaWsTBqM13iisjnsB8l4XS",
+	"6G1Kjcp/PeM5SIKiFCoiShojzuru8LyCTVMzKTVKN5yVsaSd2eesy2cK3jkgrwqJPlxqzHy0vYx6QnNW",
+	"6BOdmI1JZZEps+5GLbaLCNcTIs2OGDXVP2w9Clxmx6Qw2gQX01gAs8bRtL+P3cxoqbTZFf9OfE1bINyO",
+	"bpUbfVs4OSEnllK6aH/lS0JVygR6LEHNGTN9zZggQxj0PmE3aV4qfsV6Zr0gd7p91kBdZhYYb/Km1y/D",
+	"wfNoOPjqY6UadfxLf3RZ7ZhVXv3u7Gv8vQpeyXKc26wkb4B7Y7zSsSz3a+hgqyoYrubqkn04f2VIgomM",
+	"FiSjy4i8OXtHrhm7JF047T9KkdFlL6rumkthFDFrS6UFy5jQnBqqup7JnJGcT1jIqjNgbuadZj7maSNh",
+	"pKb5KkO+jTqlWmM3AQ3XvwlqD/KvimYiy8Vqu3Pw/H6rPnT/27j8DQ5tpuDXvI1Tv5pR/UqakTk1vk7i",
+	"qb92Dnw0iDEE7pd7xP2di+UVzfPdM7q+DZ9azYn6GVxq9uwlI+Iqu+AfyOHmNIMEHvBrGCsbvBRgPJ1d",
+	"c53OxpIWxr7A0ERRCtJVjJFEabl4z6iSwii0zlw3itA1V5hWgWnJlQsknVF98XwyTF+w/eyAHo6P0ufZ",
+	"C/b3yVfDl/utSYlMmXO+NdvF3ubSY9ZRqZkvzIwKdc2MBdelkFIECUXN4gEscLOFCr3B2qRJs/Yt/sPv",
+	"5TWZU7EMJAmaElrKnORSLnDtu07VQ4eg5ZNmeEROJmaUvWP73CUTKPFRL0P5rcp5e/wf5f0mMlWaLVT7",
+	"YvlBPlMuLofyjQtiOGzRGHfCblhaapZAGoA5vb3QFN24fedS5m+lXJxptmhNhfaU1qZ7LxuLykRmNnb7",
+	"qo5ikSAhJFFwIDxtuICY2Tkriu1pO45F4v59YS4nkVEAQP/PQndp7QQZA9ceoVh0qS+x9LcD6zYU4xIq",
+	"6gvLFQE9sRcZ6W+OKTrek5B1JMckmdObC9haOy841kbwzunNGfweKmXK1qa50eNSRVbQwor5g69dMj7Y",
+	"1+sH0aubeLiknYrJwaIhN8eRtsobkEQV/dY3PqRu8q+kyZcHO6aiOw7jOEfj2ESrDL8+rpDXr5MntmJm",
+	"VZjYtW4JenptCUjVmeeWQCuKUaSLhj7myPECzoGKvEvBxxPQi9DHX/G7PoYGqrgOi2+D0bhczcDDoZ6h",
+	"aXkG57c3IklVnIuvSKLwt78l4BWqfklIF80IS+jWseWv94xNkZuDLRVDnbmmzdhkUHCSISu0C3Vsg0iw",
+	"Ckxb+i8Fl2IQi58Yy5AFJ1xcyUuWEMixHpATQZjQhc1qRb+NkG54LgQQC6q9NP2Ff0yOCRWE3SxynnLd",
+	"sgpEllrxzE7BjZocDQ+PoRgnZ37+eNpadChz7mx6RyzgWdI9OjgIyrLNW8LhGvmW5/YIBgpvI19xsCmn",
+	"rtJZD56/WOXIlifVXLStNuz7MkwRUwEVI+uBGEpdIaFTyoWNVCJNY6hHRday405+q1UW7ROfgOA8v6t9",
+	"E1iaEb3W0jMrDN5HPStkOZ1ZgnPcuSrjJl2jJI1lCYGfKrcC/IrwUBIw/H6VfpFYt5y9taocjywpA0cH",
+	"JqH6C1b051yU2kUfu0YLceEHo0wXpcCAGHzTkLKtqsjldEC+NfswqhbUTMGscOhpJwH3jsUK+/bxmLBk",
+	"Q0vzYaSqVS/UBAYo0uUpEzTXy7riu6K9HwRKe/+g3Wg6q7QTS2LPm+T1ozE8wr21nAQUge5+/2B47EOy",
+	"z3vHwXmkmhSQuw4ne1Ab23BbdHVOb9aJJRiRdbFoSaZMsALzjnVlJrl9SfyLku0hXSupdi9NCbXi6jgP",
+	"j77aVJ6yXoWGlHLCM2JFi/cRgRjZW8nNQO+6UflxvvWkaSrMaVvwdC/NaZmx/mH/eX9G+WXZh6BBe6Yv",
+	"6HQpeyQaQ2/QdiZ2AtwGRQuFRLw9dsWE7lt3EthDIFbyfJ4QTae9Na5aNl8YcigLdoext/kUrIBrS5ey",
+	"1dT2DtJN9q729+xfKunZ5Ezvt6+EJyTTeGPxmJTiUshrMYLot5F8Tqq2mkJaLk63TGr/Lpa6J3dHkK3a",
+	"VQWx0bISAeduqSFw1XKGp1cyF3KWtFchG/paqWfna93tYdqPuRNd73WRjgs+QRQTpx4LKcw60QX/gS07",
+	"UWcMlVLmH1TxtBN1pHndQauOfI/KhceoUthQuQhQBORgMISo16gyq2maMqWsGWtfYESq9QoXTM1YRsZs",
+	"4qp1dxuKsW7eu8fvPyBjtsqxplzcJVt9tVLBsZKWm6vSwk0DtBlFWJgUOuPJtKBC4+i8AFg9hyvGM9Vl",
+	"y0fhoF+xZERKRcc5G5BkgW7YhHT9iHojIGVfxmdU0VhYm4hlkHljbrhwR9c5mQKKd+EvF4SPBah4o/rk",
+	"XFwAHTCwnXZnXC4VaobG+nUezrY8OyILPuUiqo5gRPBkYZr1HJJpZWHY2SUT8AgWe2VOp6qN3rJTpxHJ",
+	"PIuFpsWUaVQks0IuFiwj3dMP5+Go0JAK3gTWvb1olwCDgeH6XqQyY03rGTYK3JawP4CFUlv0dm9tWLnx",
+	"mLUX/7of5Ithrqwz4KrZPlJ5hee4npDvV0tRCYpX1RjvGI8701TztL6l1wXXrI98xVKKYjQ3whSli9Oy",
+	"B+Q7fsUw4iKFPdlrJAa9ZGpEEqTahHTxH4bwkWYT0kUR0YtIUioGAVLEOnB5MPmSJAuq1LUsMnO7ESS9",
+	"1pANCp1W4eFKPbswNjee3g65+VEHFsYY8bbEOeq44bR/y111H4MR3/tbsExrygGxDNmyFvsx+O3eX3Nb",
+	"0P5Bd7Uxs2NjsSej5F7fvN1I4vcqGYIC14p3Ha/oRUZxqch98DtSUrXWVmsPhO4O+G0jQldLBiCJmk+5",
+	"3r24ICLJhRE3JOkndeNmgw7wdAq+1Cl4hOzWwLz4U2S4vlpvDJxUwqbNGCLdwBiCgqMQK2jVCtq5cN0o",
+	"kmZoVj1rVVl/nyrpjKtFTpftGIu7vWJV+99QC75LJW21R3/9Ylqr4TnCQF3vYeqdJbe7Sb7v5fWKMmaO",
+	"hhmOkX0p5LCCexGBygKhCPrcXLH8ypiyVspFyFajiudB8o1l7RFB4wp9DL1YjFkuxdRIm0pSGWNBgIEq",
+	"S4FFoseEBuQxk3mGJUGEilhUFmTt8LogHleh5I5FLPokEVIY68+VjnKsDh7ANSugRx6BKMjO9b7sRnUR",
+	"mjfykrNYEJKgTtpNuEh6kYVxCxO1EwR9ShyaKvhBCUQO+14WjTajyMAaOhwZfA7ESstj5nf7lKG4F0dd",
+	"tzsjtzO92pvQ52KWAJ25zjdgI0xgi5v5rZpvSUQoJHGadYC7T3949ZqcHTx/YeEO4dQZxQF36yKgqKSH",
+	"uXyVdRqZ18BzAMC7BVgn9GlU84nFt5wBxUwIFZCk4bxTVJDE/DMBBc9Z4d2jg4MeJLNhvkQsqkpyh89H",
+	"l4ooOWdIP1UZVBXpzmSryREOH3IqN1Y1hpglw4OjbcLAOssi9Ja0WNcjwm50QVeL49CIjUXd4fHh/VtX",
+	"ZPQp7tAy40ykDKuAZ1ov1Ghvjy74wMqAQSrncSeKRdzBrbgww8Xb5WQClUOdiMQ2zIwXUinM5mIR8XmY",
+	"rq1iEeYQKKYV6bqE4Av0blgi4pARmfGCpfqiLHiEPqQoFpbgzOQv0hnNcyamK39fYN1LzwHgjBmkLRY8",
+	"y5horZo8GLZw4triWYF/1/0B31xtE5jIFpILTbp0rGReakbM2ndVz+xPLyjrRT2Lanx95Ana/L562hpq",
+	"JwZHVvUTeM6JlrbZjMjMSRHkv3XhYevbrefTzmUUC8uuSBcKj5BHOe76/ttX5MXfj16S//X/HgwOB/so",
+	"iV0wyygmsUANsgesBLP6u4mnBnQIuL9RIIAeOkewJdVwMzln8x3y7r3YfeVX6Gv7lrZLLpMeh9SGRe5W",
+	"M1hJnlW729yu5y/W7tYZzHenL1hwMPJz6MsBJ46TeFcUSg2B7wW5N5gHF37vjOmkSY2rVHccCy8G2z2A",
+	"pLsoxzlP7cOqEiOQGgFp2Qi4ZUSqTWKWhQWkwbqdS8YWqOh7xxTM0x3lu9p3jXmuL4Og9YUFzQJH0AWF",
+	"BaSHr4XADeltLHw4Jnwq4A1YqGmBDQtGs2qIbQE3YAKbiQBuaWwZXg9DNKtb1HErEu7sXc/Nd+bjNXH+",
+	"Cl9dvwPPUOi5/LimeAsVt1GQyu+0t8YU8cZwir7wxlXioDJ31ymZ2QT1NI3fXQFO4+dX9lNrUSDcvHbS",
+	"P0lKi2IZAEySLq2hcQS3gn6OQkMqVoUIVAMv9j/6J6dv+hif28qC1mHZ+lmwG9tPAaNdbpxO0bC6MOkK",
+	"MAp0IfMAHaC3Ext0qsCHoi05dUch3CJsFYjXWCTfvUZQ2Kpkfe+TWc1b90vi0beN0urGYxT+G5oCoIlO",
+	"Z70ooNVxIa+Vd5orB/5szSIxbaQ0bZfcYd5DS2hsTTzOsQcXg5Mu++bYl1lWcClqQVMszWod1/MXWzEI",
+	"qkEGYCp+kKA0fC4t2enCoBWsqMKgIRJ2Y1EefcYR8r1+6By2C7RWUx4MBl67DTMJyap2CyTpVFuZsYZW",
+	"GwvQW69YwSfcsIFA/a3pOpELI15Ycxy2sxeLhym4zi7bLFXqqt5WtXU3PdRV+j04b2A7B/8JX137zQKe",
+	"Nn792n20/mtTDTQ/gpfi4A5lc/7p+0U0KnfJ7jBo5Gc817EAyz5puOWgVLkK1aETBdDVQydKb53Zeze3",
+	"qdmmqeybL/XVJV/0ndbYB6pihVN8bvpGB/yNFdJra4G/dcWziZSYGFIc7e1hCMOZsomhTGv0Y+rMguoZ",
+	"Rn8Q5SYWWh47dCSQtFDPqmcExR7pJmvs4r2rA4D4Qf+BtcAjLHHzSDahdUZOyMzlzLFpwZSKxbQ0rALN",
+	"OmUEey7lYkzTy4gsCn4Flm7OxWU/lynNzRvR3aEWLOU0jwXNMvMmTLa3cLSYHmkzo/A6s7WvZToDeLmj",
+	"gwMiBdpsmGhQCkDvSnBkA8hGTkj37Oc356++//rdyftvLl5/9/712dnFydu3737uxYKLNC8zpmw1PHwb",
+	"lrqqDWBK5leMLFFvRgFqNGdIk4lFOmPpJctskqwvx0yrhN9KZQl3weX82qt7V/s7cZzdcNtOTt8QviNk",
+	"22avewAcvqPyAzC2ax3znxFKrHKO1TkEVzahhlAFUEuaTQuKOHsrOZJ3wCOLhQckIw/HI6viFHeHI2tw",
+	"b8dpNjLwxwvGyeJPFouzKMyb0/PUutT/qm52VAsAABGJbjLlelaOE4tzbW/vIW9rKUhYUF5Ujw1yrvQF",
+	"V6pkKjEmuMX3sEzFP03el0Jgfv0S2WkswkTysKJ7eEiSiSzGoFaFtdwBAjc+G8XCwpz4tVK90CKqZmum",
+	"47+XS2lYYLmAI0iFH0tQbUHMzIBtDw/NdISvl/Cslt1wpQfkLWj00wAhHKsS3MJzRaZGTxQV9lm1rmpU",
+	"MJol3tMKeuUSQfHNCNbWYKyuf5OtvbyD3eAact2h5UDUeT0fswzyyVaLXO+REBq+rQWrB/exm8N8yD/q",
+	"afAZnzOhIO24XjXovz3JJQ3yKYJE6CaiTaPklM3Hd6s4dcnvLQnO7Rn/tgQtlUKV84pIuFFZwdLftRSt",
+	"WsKqGE3vVmXm93Jtqdm2pH6sDvFDaEvZB4Vqb0bVrA/39Q+/OmrNBGc3axCbwO+hJX4GexKNcyoue9v5",
+	"LLx0Uyo49Mn62mIWN2u2sxZt4EcAQWB9c4JBXl9ykY0IF+ApuvB4X0fDIXQYDF36mfl53+iyntWZXw57",
+	"kdVTLzImON5mfhRSX0ygbqh7NDwyz2G05cJccFhP3aPh856xecUk5yl8+WXPaLXMI8Bd2K5p3aP9A/MW",
+	"LeVFTospM78cwjBVuVjIQrPsYs4yTs0F81aYFK2/4wDfUYMKrF8lBdXsAsqQ8DczoAZeRyzs72CSCJqT",
+	"7nOzZLEoF1ggcYFIet3nwwNcySvKc1jy7nNYHn+jdoCHz4dHvVqpUaiTgkBZbw2iTVTf7B+4yPpgAkx4",
+	"SuwrnLdiUchxzuYqId1fPkFsxKw6/Hb7sQda/+ryIWBYjVYiksDTiUOVQhjMMp2hLmgoaACx1ogkrr7h",
+	"l4OPg0LmDM0whK/8Je7QwTjufEzC0cXCiIsKvHd/OISqRc7UcYhYhvVtsjACyT/9DoMEtp/ezNWmw70e",
+	"wNrlP9uxxQJApUCux52u+Z57HUg3KBkRGfkJG2zFndqOhXDAvoq/xYK4hkSbQoJ6kaE30NVmUN+5pdXD",
+	"CauOcaTN3MM67Kti3+rZtbzE99xb4SfM9Vfc2jYR+FFzMPh463evWFu44iwIslNNZnSxYIJlxx4n3cOf",
+	"2baagIPC+FULqvt9cq2slr77aau1LA6yzZxfl2vSnYBbBiurFXhluCbXVPU27H21Um0N784AqGi89N0C",
+	"iZkRxk0TuzJ9nkFhmjHobBNY2z8hUBmudK0f3nDlfwf05eQw3R+398VrB+Q6AVtdaHQcQegQtvt8uWA7",
+	"yD/QEDRmwocZUmvtD3j5I5hdSJN/CpPLr+fW1Q+QsoJeeAu6zCUFNKhMpmrPnabBPDPCyJbGDbB2PDNM",
+	"3P6CIsEG3PN8PrDsZeALZSC7BsK+fS4cgKI7rDmaIICx5cvJ86U7xPB7PVZfmWaWFjpBJdjAZs3VfoOj",
+	"Br/ZMVcP2h+qp+wPK4/YiVc/4Lyr79TfG/xYvSr4sVnEAp7si0u2DMdmfwkGZ38pmBuMa/Vsq0ZXkaGa",
+	"P3pQq07UMbvlEGAujBlrf3N1SRelmDGa69myecGoZVes8E9gY6YLW0vUwe5JoDoNnKpk71yhjh099J6+",
+	"q+QKv1Cr1z74JVu99o3fD3/txFXH0NYLLW/DC2tf9cZTS+PCt45qmuNq/351seVT1cX3QE3vK2Kqvlpr",
+	"lrdyoW1mcOE9W5mA7Wp9jpTmf/5gqAsx/k4swbVdex3Qnb/+9u2P31r6+6BWLp1aavsQUGHb9fcBMYbX",
+	"wb5TrzxN+mu+Y9frijbDB60h+aoi0duo820Do6oR4CimJYTO764s+EcjcsmWaEQHWLHYdB9yW3zxJlb9",
+	"gwgRMgQubW+/tL4yIcA299gUM6l2EESuRs3Pu00ohWtWNYhes3KnVr1eHelrcMld02WF4eU9WcZilMW8",
+	"tkRgmOwOwWQ/3Cbn/eD+3bxyfdqPHxfCp9AK7dmvsGv751/ph64l9gP0geFj6JnjmlNVr7imyiIVDQBi",
+	"NAdDcn0G0J8Lr811SA9nX4dMgT7pfjlW16DFBTZJ74u5ttucPM5E63SoUlxpKrTtYYRdIAu2yJfeJ7s6",
+	"sXABqhukYD7v4rrgqDRZD9vKMqz35D2htj2htj2htv2ZUdtqzPdxQdxWBF7UIp63CfpNnvgn0Lcn0Lcn",
+	"0Lcn0Le/Auib40ibLStVgxteWg2XapIzasHPXS6VQ58iCNCCBxoPOtSaka6Pfhx81eRhqgedxJ0YD1pg",
+	"UOG5qmd3oHu4U76z1uO4/Dc+o7ARig/ykVz0facsvj885t0fBX6uBVauJQT9VwVauw9KWgvNrsYEdsr0",
+	"82cL1OJudawLRjNFuO5trJPf4Hxx4GSNdLST/n8O+y8v+h8/7Ucvju7fHLPN8RSoM+4MeU1v5Ipi/0ES",
+	"XEij3VRLlsSi23BQaUmST5i2HnwnIkadvk2OiUBI8QQOT4JdeMM3up5PvahqgpigqqdsTXBwd6811rpr",
+	"0/3vLCzlWiW1Dc6zEeLBCyA17N0e+LLbPzDLcXCMzbfwCjlxkI/OSsE2y6IJ9nYvsNBHx+Mk3yAPrcOU",
+	"PVOQlvECpr0yId8xyk1qC0t9dKBNqGtypk5bDo9cMEH53nSh+0fSaBx8R5zN9Zvv+snYnirOgv/SNIAW",
+	"3+a8o1QKzUXJ0GI32mQru/q9cUEbYW2zd+jp8neR7rB/cJclaxdtiNhZ/9xPZZqzUhHlPrso5JiOec71",
+	"ksypUubb+9u+fSeoT7t1m0SYZVg7t+RoTdFzhz9r97zdwwnc5g9/A4bchGN/OSgx9YOvH8YpE/fLTfwi",
+	"vS2ajsjWJbUF0nhv+7KuTwf0+9FMk/yyzqRaauFj4/9/D2G7VaKtYDkD5ny5Vd+zj7V96Y03CVsQRoWx",
+	"D6ZTKGl3t7lEm0p/ishYZpwBBi4m37SB4Hq83XVgtFsuY8LIZhSoNfhIgdkL3bTvgoWUlXgGf6xnFq9D",
+	"K4owT+tVa+6ooV64DK6CjDkQm3rGY9gXRxBVAh7I9lS21U/9R98qav03vjGtsf3WSK92wFdAYbPje6aw",
+	"1y3e60dpo22CQTjApp9kg7shd1r6qC34tlNS0e4jZCwFB+FPkbb0bz//cDfD5YRYdAiwYH5mY/IDW5Lu",
+	"+29fkb8/3//7MXmdHTx/vv+SXLKlAueRufTV8PDvbWhu+bTOhV5n35ydtMNEXzXvhM+03XvJs9ZDfona",
+	"ZPWOdz+ctoKlqQawmuLTtvtu1uAo4vpAST3CPZVFvn2LzOhw7Gv26WyVNM0a70yaZqtXaLI5CPPCtu//",
+	"uC6N1nB36NqFhoAUV6xQtL2jslGBW5NMz6u83/XiuJB5axqvJGrB6KU6rjA7wOGBOFgk8UHgpNYpdKk0",
+	"m3cQOtJwDndXS1ypsUgwkMjPpnW52rWlE5/4h85/6nKZW9aKLlDxbfORVE4R1L0yydQIrLCqbJ0qKaCv",
+	"4RVX6Atw9RUqCg21LgBn+dKRnE1pugxuUL6SvHc38O+qsKYlo6Re66HQ0LWFOlinM3IRmgmfllikyKw7",
+	"u0tJxpVNOsI3QCAUOllWDzhfPdc9OzWo/7Ey7CqofcNVBH5qV4NqSBWQ14Io/lvFel1AQGFQMyhaUVyk",
+	"LEQiC5SEVfneprzvaHLfw6be4KN4NaN6D2zUcCecUwITCGxUIBTU1m1oqxhW96PXPu31zjjcAnBmLWih",
+	"3S7xbJ19AGu0hgM7XPetb2pTyf27PRB47SyuPe7fQGHH9kMPJrvrjwvhKJcyblTI7Zxg9xO4Qas9r/uV",
+	"akPAHXY7uiSuDW91ABu5QfYoCI2h4xkgEZgzAJEgmPsdVOUntrGNbfwex3/zeW45oEDfuydyndoHVhO5",
+	"fqplo0lwQ2E3A7djQvrz5JRm735cSc0KWcfDuUE1021mBvCIR7AwULW4q3FRS7yCDU1IWmpfrnwMGLEQ",
+	"6a5MkAfYFTDKTdXnSG5t+QelYhCkclyTZyoW3WSV1BMoNbdBG2WhnJK/JQTAnYwWKDCbQU5iUaE4RCTZ",
+	"S4iFw8iIf/Pfkogkf3Mtof6W9CL7Iot4oTR2UKjGFTq1HHoGePq7lIyNCgrizH2pN4hFvcgdiZScWEbS",
+	"VkLerG+PRXuBu+VmNoyDmdftLdOjWARl7nb0z5RFKvE1dkYw2fuoWGIFGPTuxvYRsfBCtkuJ9TkH47WP",
+	"co38TPWOzWCSPbvWV/sJvuVoeGge44K8WzBx8uaZImpGoUwGMG4WrJhzZcSBdWugghuLBKYU1rAmEXqT",
+	"CF5Keghnapk0VC+qmbzG+hcEW7XFr0iLkcXiocCXjVBYvy1Hw8MBOYG6fceEvLuz7X51yRcLlq3NkHEk",
+	"2AKu9nkL8QEWCSH+WguXENzZAYuuYrfjGldgixaed2YkoEVQs6rFqmKDFTHb+B2WL9RceLvDdVgO9HgO",
+	"9vOZR9284Fmj9YJMa7V77PnkxfDv+18dvDykR+Pn6YusvWYPyW8nvl/NZ63kLVxxxbYX+iqMd4hExuqw",
+	"dDsJozNze2sC7oKJbOvTcNMmqPgzYB5GrdqH0zktDNlVVXMWHc65JWFfLOoMyAZMgOsmpx8QLxBAyfoW",
+	"2HTvE89uk9598ONBNbD6gF2yeh7nJsD44MxhYdC92qWEJ/N3PlsPIuD1KEzWuHS6MU8ZKZVD1qwmXp0/",
+	"NFS4mPZ/leMWqKYtrPSxTk6bsqM0oVadBmLlvtWFRzLbOQ3MH7qA97+4K+tvLyeyk9iJarPdlftQytxG",
+	"KzHUjaDJIcd1QNLdRI1TdTEYDIyWhtIGxDqEBEENQU/gdg229vHVeX9cPXy/lkr3CzblCu1du4/AlIyF",
+	"5yrH62v2CJp/fRX/BMGFYMBY6HhHRmfR6LVtHVBXRiDebPk/F8RCUlcbgElOvgoGbBvsXKE0BYBeKFPD",
+	"kiDfKQMKwTBDFpNEYmF+sq+YSKMxYkIUZgrD+rmaWnKC6OYVqAVXsSjYXF6xbEDOENLVQoDi0EfEURKh",
+	"2AUL+VoLhuOfh6V/Qb67a9IZkiLOk2VbGraaE+7+BoeWz9KGyKfR8gfkJwsUAaTRGuu4fzh6Q4fTnzd3",
+	"NF3pZVqPr9ZbetIrRoQkOZ8wowM/YtvTqqlQWRRgOjy83ekmAbuhYynpYlFHlXzi0dh4hvlhdNm7b1/T",
+	"7fza08EZPrQpfB0QTbQp3aL9zasBBddUdQSJ+LWuFmYPrKsRGB/mwmlStVe1oBPQprXeW9Ty0WtZXBo+",
+	"2oX2UEANdJyznmthHIs1DVq3910FvyxWRWzos0raO6l2A459zQoWC9sntXdMau1c/cneAU+8Xp5WdUP1",
+	"DVK3tkVthVVo7OSpf2/jwon7TOP3BvLAR0ccrx1M0CoUCeBhWYupCRUdNP54Pjhoidh7+CG3Eg0YKnOM",
+	"7C8oyYIfsCGCUUYdKbLgrhA9rILhDh6HM27OBfjJL5pIRgH3NFcutieVV+BPO0A+7YyjBMt/3t798MQl",
+	"4kzK3K6901Qba7/fli1he/qs76z4bz+f1zjtYEP77Iu2Fg5vrSgwGpUC6DcFLZAnfGq7Ug3gxec6TyJf",
+	"6fFyOKx3LHg5HEa7ZDnhlrbn51nujZw9Qqj7vmIL6rMoA3TAfE6wwK49j++SiYs1yEg2SQCRxBv+HA8v",
+	"vpkWavtS+1xtsd10NxNNkBXfpB1HMBYbMKCXo8HR4KAXAZR+nwFIfVtKgXNbrcGDdT1vIpeLZVOnwbKp",
+	"ugS1t3EPDbSN76+6w931GwFXWM1bt32+27qa1Te1pXHKOmWjxR9Vp8K2Lg228q3mj8KK8rFa8VhsItwG",
+	"lQWzb6UgcJ+/mlEHm9KerjyTPG349xrFF1xwZcSYK573CTNaLjpRB6OhHSxOgqJsVeXCXEx4rlk7V+Yi",
+	"YzftoAK5nC4KOYbvr0HVaAX0W5tdtOYlYc7jpFQ03+1em3fkS9M3ZArVlmVnux627lzKHJE5tuRobU0/",
+	"avoqYeHDQvX6HrdR05pMgtUD8UHwGycpdnKkrsaw0xnV6XyR9z9fOnorO7GzDXbWjGRQZT61d7Z3xLd9",
+	"Rz9gCWKb69h+u1rYKgXcHVH3qV0P+1rB4QNrUKUTZH55loUt2YAZYzoa5M/ZtlercsTXZ10sqhqdOxVM",
+	"XVSjuKigjbcULNGb3e9tqxfdMRfxhOBmR4gC0/XHnSB+JNb9+lOOcOeCwFEByAyow8M+SxH8/22CXqw2",
+	"0CApmPWfNilt7chdTcNa7MdVObLlfH/cGE9qsD+fOJmxK5abgbUlUSIj3MwhL9bk6X4hFroL31uP4xPK",
+	"xv2PrWA6tKB5zvKL+nxWK7Bcxdv9jpNiLFuH1SMX5spONLYhsHzURi9VndrqhGwdAtaat1CwzYi48Ly0",
+	"+YpWkq3Xqd2piPoCmWp9MZqdjEotOwGZtJDuiq5kC4hXZ7jmNK0/itVw/Etb85Cb4QlXJb5Jo1s7yoaJ",
+	"vLZ0+gFVzyvTNS9J9ZpN38mVe7cFW+n1FLU9EKiXG9AUsG7xYlGjv/0t9AescWuumZP+XnKtjC2AcuiM",
+	"Or8qKQbv6XUAdGCVgi+j/a8q/Fv16McyANbIv3bMfqf8PkjlvY9Se2+Fdgc91czt4o+ip27QT++gm3ax",
+	"7qD3B9FPd1Y0H6IfPEjsVyXnDxXv+63i/Umr2Fa//lnlgN3e+0qBtp4sa05eVRZ07wNXT9nffGLAO8nF",
+	"9MIx1QDowHfa8aLd/o1ldGvcSrY740PpcSs60MeN5/1u24ujfoTdXdcmYiWxpBHGWd8x6Vuz5tihEKHt",
+	"GjuW2KJGQt0/cK7G9s251jnrM5FxKgjs3uEB2L3V7jT3Ym07pZW1/LhZiViVk9Ust6qGfgOcwtD27H3s",
+	"xNVRmRO1WWTX9wpZQSCSWmAOpKb5hjtaMS8udA1TwP251Z/olwporFIItrmrdm1sskv/pAD1zrAwCGkG",
+	"tfBVbjg0PgpbCfnWQUHnH3i+twHTuRWguN0qavdJuqANpgdRTSbY1R8CA1Iw28Jy6+fbgx+NGCzOJyJB",
+	"0yifPx+RZkZ90CDK/RCuln3VgttGSrIgtlES/rAzTFjVQgTXKcKt3UpuGyKtQFa+1La118xmj3WAIvZM",
+	"kcQn8O6YFHzfeqxVntAEnwnuvRYsuxgvt1Q6OgizHSqaWnR6/5Ety/wYSYzBprUw0p3Z5UamtH4a3kV4",
+	"BzdJrbfAhv4BhCpERVhbwr7eLXRnaP91vtN7O0fCJj8bPSSh0bgBD2mjwPr8Mm11IFvlXNQ5raoWm/Vz",
+	"xtYlXJAPZ98AqsWc5zmClDq4n2bVbjpjme8d3uBBjZfg4D1UXHiwbWEppJxCcireCq8nXdwL/CuzM4sq",
+	"oDO8cFEwml2Ayulv+Y4Z5mQffIXOHMg/eCVLoVezBpckhRx2RebYUo4k8MKkHYtrRbfj91iIHV8tS73T",
+	"uwPPwh3evxJMNd/yH20nImxn0eJcY3mLQKq69dm0ATmZYBoYqgvrCuDdRzYfa/xo9UDbiFfzau+Wp+0e",
+	"U0Ed8zMAf+kHtZ2gUCjSxfJT5ToRqVNW/Ajow0kUC3cRd6i61IOMdajU9m8EMGxLp6hYXTK2wEFYm7It",
+	"j3rlu6tbYq1mZekHoJF9LWW9FyfUVJIu5uaMy/SS6YiMy8I8jZ29qX3DM8iY1LNeDfx23zd224bY2FiS",
+	"ddiNDgbTHqUQmqzXmI9ZqLdvf8Q5qHsNq82n8r4MHX53oSNRQ9kK8aM3QYG1iGSHs+zUoqAhyQYM8nrO",
+	"duWWcP+K1nfRxuYLUoX0CXlBpWKkaz0n0B+w6vSM2I2lsbGFFCxZA4UHXTnv0dbIrUEVrDHfX1mRT52U",
+	"66VZfZXLzu02dZyuVwxg39ubDNXxz1a7nuTSlnUF26+lvIxIvUOsL6beUT8v/HhagDlrb37m8MnJFc3L",
+	"AOLC4pfPKABgHMcCCqWvOSKweyMSemCOzGIrlqEa6PLMOaqFETY1ALAF/44o6DUDHZSQY62gFtwdWK22",
+	"yQfD4daaRrtW/ls1ELW2/T5rz5E7CUxMQsPq/pQWBWdqRBKazblwTRmguDyyW2vE3iVbxmJOBZ0yowD3",
+	"otWu5/WfrguuobGt67LQhY4pDpk9siCoXUwNOjl9Y35yLRDt043+I2aAYRND/G79F3gQM5Qxgy/P51VP",
+	"QHd9t0RwWMwT+1X4o2pM/x6/3Pj1Z/t1+PmNGwL89fbtj+6ftmucvfuj2TY+FVxMf2DL9UmmCu8xO2E4",
+	"CCKazZmmxrx6GI7bncuwL5tGtrq8V5l1wbQh9bXlKlB/xQozZ2gRRVOWEa6bhXGY8G/u2rV0pYmxhn1d",
+	"8u2QIdVOPYLhHWz7tvSYtTb0mavqbpGDYbsUqP52+KxYt/ZM+VqgBSu4bPZb4hpYLLW399aVNH9QWTuq",
+	"/mqEDD4TGsMZ1MJeM3YJbkth81g1bXe94AugBH1NZbpP9G3M7MP5K9uBq7YsHmVpgoUrmubJ7vVPBZtT",
+	"brbQLkF9PH51SB+W3/wzsmUNY5bLazLc0Z4yu6I3FnXZaUKDbioyu93K1upDZQ3Yq7+xQvrjc685u5m0",
+	"ZWJDsrpoWf/I9qYww8j5dKYJu2nRGna0+CwZ1ckhCqgxGGVjk9qOUK1zWSuaYtU7rarSsZ3KdteCV1sD",
+	"HZPWJparHcggc5ZDf59635K6Ir1LUx/z8nW4ss7ryrPaNNdCy+6sQpqFM7rjjiqijzvsVsoe7h8WWa3W",
+	"iLsOc2YktmN/dwWL1zII18IC4W5J8inGEcWdEfmEWI7WgX57mzgEFlTVBg8yD7zXshrFgiqjvDa6nS6r",
+	"jm50e6/ThyMAVyp1S/p2zR6W+YZOhNgXo0HnrSTc30TCxiTYlGcOnY66wO72ezbrXF2yzFfYF6XYAcQY",
+	"PhPgF8Pk/O5uVcVXqbK17WHVjqmNu1habatlztiGWkIIvNmXCQra0cnpG9Ktx9cirLfHWBR+KSKDwaDd",
+	"6l0fZ1spn81YUNzQtjjgqv6ukOXi62WoDlyyZRC+ROVgJsv28hV4yXsAGHmgIoZvktdt4Q9DR2sqnEHf",
+	"gPZY5ogWsoSmlZm8Fq5Znxl7b3fZOq1WZPdxu2W8bUuN3F2nR6Vrlw+emztVSzUUjsNHoZtqXGP7zXrv",
+	"zONrH45aQJe3qcCkC7wMBolun0u2XEPo2wpZeLb6thWI1abSukVf/XD+imR0SWQBRLP6geBi7w5mzjbw",
+	"FKPewFdQ9tk0IzuoKosoHAktGFEWTiXcl506cewg/lOp2hXMV1JpF/BxgB8O+8/YxBgqiog7iVqSfdbf",
+	"H8IDXUSnojmo/RA5EZn1H6ty3ouIklbR0rZ/FbVtq/mc5iOSDAfD4XD49+HzBAL01Q9HL4P/fbVr/KXZ",
+	"UGMn3xk6wdc5mkHJ3lHJemgrjbvic/mx36OlhiWINlZinSltfhPr9HkYRp45c4XU6+DT7+472Zbhn3FF",
+	"x/kWDA8LTOvuhd/sdO8C64tPb+vKvOFjx76/E2A9Xc94zqx/NbidanJNl+2V7wJuak8vhe5JdwRYNmoM",
+	"F9MzLlK2ZgEzlvMrVnBWwW3YpzzQMHUmAYIBB/qwmeAMmrgsd1/pprvsenYvd9miYFdclgqhsV6vR6T5",
+	"ANjGVZMfQ78s65uZWZrHbtGKT4UK1qNyrFnATEqmBU2de2H3CZeALXWnc1EW7dl6a4EI34i0YGgv+UCg",
+	"A//Eo2uhqLo0V3KVkh1snSVla/y9PqfTe8MPmjl4sq2Iu45DWK3NZkxCy9kegEcYcIQ7dHf0eH8Soc9D",
+	"6KjhwdHmQ+wjdG1G7s8zBoi2wao7M1sRXLX2hmgVI9ikI9oFe403Q8a8gz7Y4TGLN1dRYmNVxkrmpWZk",
+	"pvWiq3rkw/u3IScxStHpu7NzUDuOjc0cRh27SalY8X8hPPKkoNP5Cu6Aea8a7e1BaGBgfx+kcr6nqszK",
+	"Bhgt5EdvNsZqJLmBzL7BqazRo+1EoZpWCoabZfQraA60jsyo1my+aFNXTuwVaMFsFK8JLSIyp6KkOSmY",
+	"hiUNA4uP0p4NRr3O+QUXwfmFjMAFo/o8c62bzextwgGOf7D2K+fthb/tCLYfAAoShI/1ngZLWlFIll/V",
+	"xMZw5X8H9OXkMN0f/30tRJhd+Lusmnnsmw2ePnfNNx6mRreuFmgHXdQ8ssFH0nyr9+DVIYKIsP6dD+/f",
+	"tltiCJKG6c7tnbwCJ1jbfOqOMa7JVJrPtoFbhpD87Ka+8Gu0OkAudHM0KlTJSNfiWoGC1TsGOHgjzq4p",
+	"tC6QNW76TBFGi5yzgrjHKhZ1Bxf/TlhqDcbhsNR8sPVNtiOef3V/dUTDYxSEvz1H2RanawzuEYJ1TT75",
+	"p4D7bN+j9ah0pGsM2yXTjm5Ydkyujao4Zo4ysSUx6Mcsg57ElBzc3NR6xIGcS/CYJqTrODq7mdFSadti",
+	"chW5zb+0g4r8zphtjXlWmG3NBQg+0Lj0rf1etWqvr9ozjF+j8Fs6eMOmKnNMkrjzt7iTkDmjQlmRAeD5",
+	"7CZlC40wenKh+1y4xt8DzFiANAr7i1s+KjLIlnDpeQMPCJi4trlzi7WEpWGxYDeLnKdc50vSTX6B0UQk",
+	"7tReHHc+JobLTLhgvQYM/qpb2c8Z29i+dqcTd/pvTUQnH+qqMto3FHodHtwdJt9u0uOd7D/ViX6P2RB3",
+	"NgsqQQHItqG59AAzwU80zRktwMHypQ2HY2IeJAXr40sVdsBCF0SgTn0G42I3D3bDzFhFsbakUpBSONjM",
+	"KnkWv3YMk4IIMFCVM+0BSRlRcKpE24bp/iiGzeDzGSDrwMZPyJmmIqNFRlzilM+FwlUZkeR6plh6kVg0",
+	"aHRTK/tYLGxRZBfbfFGoIewZ9e7gyNgwL45IQUUm52S81EwNCCRm9Y3CZTPQAseN+c6Pkx/+x8viq+9+",
+	"+J//LM6vf/1w+s1Xb96e/ucbefCWvqVn1/VFenlUg1s+/Crq2AY5nVHnv/CNv5z0/5P2fxv2X/7r3sd/",
+	"/cenYXRw+y9tPLO2WO+tX/KOXOB7eQ3weEA6hAY8wVEZSixM4OaKYH03zVc5BJDYKWZhYP3WlkwAmWdO",
+	"W0fidlvZdVTrkwAHeN931SeSiHz14mg47B2TIaa6cKN9X9fSpF8Mj76qpUgPW2EuH/n0ngPfv/YrWPWy",
+	"rgENtiZn23f/zPXs7H7DagmJ3cv30ewufQcIfseWK8z92hnd0hLgFrekLLhenpmx2fwyQPs8KbFj9opS",
+	"cnL6BlIDu4kaY+cBi/yFqPRN2FWYNDD/Boio4Xyd21uoiZnIjaWt5jgYezOf9GcSyvCnVLNrugTpn1Mx",
+	"LenUt9KCVoKl0nJuxhogJ6sBOclzkkDXJcz1J5peMpKchJDQI4J4pwQ7TlYeJdt3MhZdWi2DW4W1i9CD",
+	"AWEKh82H5noWi5TOWf6KKh/+M7e9//YVOTw8fAmRSWMpKk3nCzUwqp9hDpTnZeFrFjDJIBZmLDMbcMGu",
+	"UXJCklqdceL4i8fZtUnIJAkbWyeDWPzI5mNbSQm5Y65m17YlN6KJ3dBUjwh1ySUuUcpYMGlOC5ZFMbSw",
+	"5oJQTBQnqZlqNzl79e709RnqbQnChia4ROb+Kb8yZvk1T5nNaYuFgiY2cAgiAmCGS5KxhZ5FMJZGZ7Ah",
+	"JD+HZcBJLASdm1NhToivMsJoVK0Tl6UJrFIgpXCTwbWIYkFV1Z7r7JsfDO8WGVFyziIyLrUdC/Jc1J2u",
+	"JaE5v2SDWJwgSqpDkpBmaWwbP8joR9wJDtafSwwHsFNnzMDjKBw11yAaw0NycvomcG6POsPB/mAIhWFm",
+	"hgveGXUOB8PBIaTT6Bmc9b3BNcvzPvQw3fv1+lINfrVRqek6+Fqb9xtkRpvdi2wEj/q4XWTr9zB6gm2w",
+	"of1jLKxtBhnWkFhlXsYQex2BgjNXSeQw+ckiLxXJmTn1xm76wbzObL9rs91NLvVyRN79cAo58cXVyF0C",
+	"4y6fmr+/OTsxf5WKjcw3k14ssPiEJJc8sw3zXIgCC4ieWTfkgJwQo5xNOKjEVJM5Y9qc2ljYJrD2JWom",
+	"yzwztMB0OkOmm8kUssxw9/ymv8k6o853TENXa8g4xb7NZuUPhsMGPiMkvWBRyJ7bJpQpO7S8PkNeu7qf",
+	"ZgMVQn3jTOHrr2g6Y/1XUuiiLbsswVT4iMzpTZ9O2T8Oh8PEs3va5oO6DcVNZ/TLx6ijyvmcFsuVfuEK",
+	"F9hQRY2VKtKtdVs/MyLOdVxH5yOdgmsCILo7H80n9zBw+Ntaoj7F7xoWhIjsvqhtQE6AbStyMBxCk2qj",
+	"UVFfmYqxSlZcMRWL78/PTyNyPaMa/KMac5W0zwhTWhbsGOqgkr2C0Wz5W4IaobEDdEEnE56uoY/v7RQ+",
+	"I4ngJ9qI5MRYJWDKPMfvtb3Gj2vPiR1jV27a8reG1ZsFXBRybIxZu9QY7Q1XuCgx+cFtrkXexN2dM13w",
+	"VG3b3VLkQEa+J66heUUS+/jAsl4oFUkseoZlwr0RtM8RhBLUYWoJTk4PMOK/JvWtZWjoGNg+V7EQFnED",
+	"2vAeDff3oH/ijziGCB8xAuac5cyMzJzMOTXk2IeO8sJMCsQZc30+jdSccK1GsYhFnyRGrbqwrQEcDoZL",
+	"mrywcA+f4CZ3dc70TGYRwR+hNab9t93TC/QEX6QyY7fJKBaEzLjSclrQeRWd8XjsRsomF6kshU4I/Mcj",
+	"KqnesR0hfCcxr+I2lRePAZsvcmpGkIAART2hFK4BKQiuAUx0ysQF5bZvwoU/MquTtTci1UTE/lk9gC3W",
+	"7M9+UbCPKLZQMKzMTtzn5JpRihRic04B7VeZsFBiWHUGTWpjCKcdNM6sYVj02iaJiPqAL/OgWdlfK4B+",
+	"OznLZBegreW5z7AD3ohuSFvtbvYHKr8Ts6MXqpwnbkaQRYSjD2KoF14Lv6hKG9UF3PzJX4uILHUq5+w2",
+	"wbZVZPtLVjfc33WbrI7DmkwXlbPFDqL6cjexeShmmoU5huYf1jHcM4MC5/CGty5XBtUykgBdxsKwu6HA",
+	"j1HAZi4uuchgZLZlMVdmZHimkqr9i0p6q98BWWgBDy64UiUgJNSmDA+ZzftOGm4LCpeZo+PAqcxzW6zb",
+	"TabyAloE24sXf0t6a8SWZWzbxZZmN3pvkVPeEFgrOkSbAuNYuJFQR8P9O0oo88zhnZ95qCT8dBvVDe1f",
+	"Pt7WpONpIQ1fZqVy8yNdqJhlNwupuKuemlNNhoPh4Kim/TiZiBLSGzh76YzqvSrxD5NH5UZUvOT03Zlt",
+	"CdR4OBmQM2xUowz1yRyOS4AyDDAGLeDP5jal5QL+yzD4UipWmP9WmJMJ2YtF0oqRji8wXNiGaeqIiIMa",
+	"ACKY62TCBc1JOiuFdZZgaUdiwTvxPVDGbJ7pDch7mRvb2DJsMxMP852QrrJdgPFyL5iAR/62QzPTTgbk",
+	"nN1o8ERoKM/CArGCkV8lF8be43M6xSNHy4zL4A5n3naPhkNzzt6JfEkSMSL7wAV8r6C2I/gOdh5zmRod",
+	"MXxa69cyWz6aErkJj/+27uiyAaXPps+29gG5tbC5e+AZ71com9U7G3ZORjUdWU9Q2ytfGZKyjiEbFAHD",
+	"VxD76C/fvPvp9cfWFvK37TgK7tUB9KCndpKsDD8BZw98LEEKV8SmIeDDjXEAx9uBe9XB6jyv3L/3k4f3",
+	"fvLovk/u3/ub+8/v++TBy3s++fzeu/J8eHDvJw/v/eT9dqUhB+tCEIADGpIQ39E376eaj3PW7N9Rsw1R",
+	"2HU+Rp2bfqAE9Rc5FQxTcGinKRbvKxEDYTgCfWi+QN2MOizQbr0pBjpF8VpvQH5Eh7WPISbVGxOS0gUd",
+	"85zrJbE+xVg4EwGKKfzHfd+6Y1wa6we3sVpnSs8XILKkYLEw0sqVU4ZifHepulXcfCFR8wcRM48sYvzr",
+	"nGRBvv7FJcuTHHmSI39dOeKx9sGwekSBUkGJ30meVI8ZcYKOlpo0aXRYKhex0JIcDI++sncoFzaBe2oG",
+	"RO+4BcGaq1gkAE+d+FwAzC3D7I2EdFuhrM3LqjJFfI8tmtfSO7KcGx/FC+F6m9DweN6fVWasYML/LiJj",
+	"Fbt8DduuqCIiXBAgCyKLjBVPPPiJB//ZeXBF3Q9lulWnfhsHauMzb7nSqHV3PvsJr5CiW0425nOgd92B",
+	"J2FN9eB3O5tfnNofgX5wBXOu9OPQz94n+O/tFjr6jiEZdeo9wH7ZCF+QoI7vxCPq9nv4o6BzZpX9iHx4",
+	"/9Z1LwZVnZKxkeSQbGNxkMdLiPy5d0HbfqghpwDmhQDbHtOjLtw2Rek/fpljsdaXby4O/oTS6c97drBM",
+	"5IrmpMttFlWyZ0w/oD/Itf8/D75NIpf3UOU9cd17rEPn6Ph275Mh3R2O36l9Yudj6MOriwAAxJ3NNefH",
+	"PXOnIxStZwJwgu/wfYuA/3R8n47v9uOLmWyClMKd3R0FjqW/e57jBd+cM4gJOJhtCZM4fUMOfUJciBDg",
+	"YnDfSdcjnxYsFlVW96SQ84hAJgwASGgJ6Zxros/2Yw9V9Jow0K2E7ybm8/wePV3qfMYBTzTlEztW12Zj",
+	"bWoUJpndK+/tfSkUoYDIg/jQFi4NQC2VrhLaYgHJn5BvnxQs42pQFjmGJpmOyAK8Eu/NBdJVM8imNZvp",
+	"UPAhywMxJFXvmDwfHpKkFPSKcsB9TiwiNIds2gnluUuTos5/DU4GlxOFlTgLJjJIzukaWh1TxUiaS8Uy",
+	"LPQxszIvj+y4ADtMFrGAS+nMXFuX0vAe1/R3ScSDb9+TsnY0D3elRjMU3pa9dzAcVhAoQCGY1w4LjTfZ",
+	"9Lfnw8O1lHu1v0cXvH/JlusNOmNZnZy++cHcsyL+22ZZ3bIHTR6gfmPLjbYM8bPKVZzEOkPxndHyDZnL",
+	"CaTGHpOkqo9E9+C6csddvUP38Qs9Qg7NTkL3sfNuGoIW4c0botZshavvUA7vQM8YL2xdjepFROYZNjIr",
+	"6qYnXXAgybXiM7U51bfRGs8w+kIN+71kyyo4iKURWDFBuusLBHrIU135GCbUL1H+rhR/VFWOJLlky+TY",
+	"nlks8RrFgmuSUiEkFDpbXcNYBUYORFhYVDCooR6QDzYNHscYGV0E02wMb5VXrOhD/jQowVgTYwfn4IsX",
+	"APqwUtNxcAAGPhfTWACenO3h0saicfHwSH0mLzK+3CIE7eQ73v8s3842ZPRHQUlYsL1GBANQplEmpEhZ",
+	"725p/yf5NV0qkgjZBzpJELVlLLMlmUkoYrLf21YL8AdnTfv3eeb5PVjgwV+HbSJVkqo27jhkL9z1FYHS",
+	"p9Z6xPsw0Ya2sPeJZ7dItzlr72jk+6pwRfh8zjKOo86gXQc1qzKqEAVcVrtnw9CTw2ir5Gi4j1wVRK7h",
+	"1eYIuOohx6Ax+T/kocAtY9E9Gr4M8C9DOwhPGZbqUkHgTVzpgmpZHCNIIijeWGMGl+H7KIxauOI3sBoB",
+	"V6yxp6P2ZTI8/Yseul3M95VnXv51DhAueu0AcW0EsiGDoIepmBKqgX3fV/FoVai/Y3odhTy2srtBcjUE",
+	"0utzOl33TnvbHtxjZcofmFT/qGT3HUNUC1/Y7fA4K+2hF+oT0OTCOQLML2i+31sJ3ua4xd47PCNdo8Ng",
+	"yTliAVcDXOM/5dldvaetHRQt7ouyRddzFpGkcL0CIW0d3Nj1Zkw2iw4Xx2WhszwjOZsA1ieKxLkE5CYK",
+	"fWI8tmZiy3iTBmZuLCqcEvMIyohrWVxyMT22YuuaLGTO06VFSVcVbLOANHSHaETOcCtzcBRhqRbL2nuJ",
+	"EKXpUsXC3eT2nxI3HEsF5AwtFMB5Ru3eCj+8cRQLV/aN+SxLWyrtimg9AEZrLTfBUm5jmESYzujKz2Sp",
+	"2YCcCGIfcYtg3lRZEPZua0HEomv37pf9j2b77CRozgp9on8Zfkx68M7kzaT/I9XpLKlVu0NSplsow4bg",
+	"a/sHbTL4AyCQeg57N4fFmwl83ToiPpdNg0P80vkwm0VChcrzUNHwBzY37iNO9g+ezJovYtYgnnGlldl2",
+	"mmgyWB4jCEiImsUDHBN/cE3J72vepDOq16cSngEqT2L94Soh3aJevdRWntTDlqxVwjh48q2NhsP2N0NP",
+	"yEW+HJCfITwcdzBBOO6MAAAswdsR4sQIqQ11KizX1FXKoBfIFmclmRSuhiYWKS2KpbOl6iU3iIUHNhZ0",
+	"M9R02hvEIhY4ONvs0FVFylwxndh9yVmqfRsnTI90rZ2wd0gsbMGr8n2gFM7aCOyE3bAUGvSalaN57pB5",
+	"Q+OWQk6lffgVzfPEYmBB0RvCvo/826EkzgiZnwEUJok79hvV2oYYH0UpFAEfGHVNqsIGPIp0Ib/fWa0u",
+	"syhsvubKRvsLVvRtD1wIxsB7I5LL6RS0AKh6DxuR5nLai8iEsSzsvqTImKaXiLoDQ/BDioV1E2L/32RO",
+	"b840W6gkHPGxWRf40Uho5VoFKRcNjAVmtNpCclXOrQiv3jEgJw6ctihF1W8Hq7ejWHiNwAtU7LiD+4b1",
+	"c655jN9/DmXrZoZGS6i1o4qh2w6iO9pTF3dubxOnxqFiqtniGGJoUNtLxkurLoSbgVGwyCpPhmQtR4Ej",
+	"jYscOCDMe+W1iAWMBXXDoPFuVYtfCl9gHn5uLEuReUQkqASAWAwcpoDO+q/8HQ6G2d6Z2Czh1gIQc053",
+	"ScUIhtw1GqjhTs8UoSlscq/ejQkuuF5NytwbVRGmAInBqmQwRQeS3aX27+A+iwXkvCeQX300PISUZju3",
+	"OnyYtSxwGSrbon25OluzMx5feTPL/jvlMj+4vhJuHBErFvZclcmnGN5jTttgMLj1AsNy0oAP50oS9xZz",
+	"5MxLKAn7gJnDHLJMczgcmKvquZoaNxAQQt7b15A8RqTYG+EEJj7poga2tXtJTr2SLajLWRWxXFvUTYJX",
+	"/vjxvXtptf/dNdQdM8AfHNzfMev7YUlL9ugwp2hi6o7yyLdOIYZHt+cbQc2l869sTAyoukP/uXMD/Dx2",
+	"SQ+o1uYpSeAxCbvZ+/zjCnjHajP0tpSC6iajI4INaet4qpMQ0PdjZBD41xGqifUpkv0BSWipZwPMskMc",
+	"0oR0ASjmoAcWnGI0r3yBVwASa5RbTIZwxs6xj94pgBqNxeqLz8y7uVCa0cxo6mg7W58jF1DcDN6+l8fO",
+	"dWc09gU6SNe67tYH//2Z+Uzxf//+N2aQXzoDoJrdOp0CkwOqrb+32yzqvLWm35o+j+4LzxT58P5tBMiq",
+	"AYdezTT9k2cF3CfY+ORy25W3tjJOl1RQJ+d7ccsVDSKoNViXLoCBcw/V5lDKaJ6DPm4dSRH8YXOWrffP",
+	"97mMraFpfx+zXIopeLYk4RYurzKI1bOwhVUPSj7BpRNk4UJ6QsGqFoohn5/RfEJwOtmAvGepLDJEKXUd",
+	"LuxFa1MB2htNPWKrCGJY/tYBOTEvWBsEITvGQHA5Qwb9kDDItiSGb+wqdJ7c/3+a8457VqNo7/nyblvh",
+	"4OzVA1SndTkQdfXhc+v168E6Hiq9n/Ihvohm77InKnq1CcMrIqH3ED3/TmzSU9dPdM46u6U1XM9kDl1M",
+	"uEB0wa6FpffpCgCVj2nQ1lGqIogRYHNqIwou2UL3IpuVkPhmYcnm9IZYjGW2fKZIYuRxQuZ0CW2V7IeP",
+	"0R2L+c9cY9sl9s+S5q7v3DMVi25gXYXZduaVGQbx5Zxroxm3GT8wZIx4QGZr5ptKQADayGt8zCitCaHQ",
+	"fKCQc5Kg1ZRYmatiwbUxcyp6AFmZSYbSkt0YUxAMniPSPf1wXl3C9eodx4JuyjhoFbYIZj+min3A8ptY",
+	"pDOWXgapGuZRNi2YUmRa0iKz6RP4VdI1lpYU1Tswpva3v/0or8zsA61k8Le/kZMqOT1pHpHEbYA5U7Gw",
+	"6xm8ALIeq8xyKCbVMzYHJH2ENRbs2lb9DMhJLAokVVwKTAnwAMgFmclr4ukQ/Bz////9/2BQw83GkIgs",
+	"+JQL0sWWFBGZSWVDLoWh2mB/IXcdo7SGLLlIIkuc5i0kWRRswm+SyCKyIAlYDFZYf/P9rJCLZgxGWeqK",
+	"hetbJfOMaFpMmXbGNvQ7qKl7vs1uEOjBWJInsjFL5ZwBKizAvTqDFPrAGR0QkmaS6h2DlRtxMwsboKyg",
+	"dm0GRtKLsLKgKIXACIrzqFsJbc14RPlH/hdMHPamhIykzEYGSTcxB6BVK98LdOK9T9Uft7DqsUjcDQgR",
+	"TcMOHoBUbc484EW7jsQyWF4khVj4Xk9zPEF2J+uqPOTK50ukLBsmhK2OhUNeg1ZQVFkmNZHFCCJ/LUQb",
+	"EEnXmBITmIwFeA7WK4nIXF5Z5lwdbC195Arn0HPts9t8L4lzodigV8sdx273ovZhhLYJpDRghP2KIVPH",
+	"HgfmtCI2a5vWb+XMY6n9fwyPzhfUBS0dZY+mFD6ZQk9umYeZafZIh3baMxVoj4/upNmzxt/mclB7z5+7",
+	"HBQmsUu8xy7JXyjY89/XjIQAUf00OXfHo8WKHmpDbo41eW2wHmnabgnF4mh4dBy8oDVCZKvFqpfdI2YU",
+	"2e72oL36XiNVRlAsgp5ffi1sliJo5AiciIl34VzMGvKcxaLrvVU5F5gjmsq8nIvehmrV9DPi5OLLf5dQ",
+	"lZ3XljiV9Up/riAVvn7XCJUTM/YC/vUXCV4dPQW8/kQBL88NjaD/jNEvT/Gf8B8bw2End/ZLrStFdSzv",
+	"Kf7zFP9pi/+IQC48coAnELefVYVfJ/geKPCe4jpfNK7zYDJ8kNq93SRFWntAoGd7uCYWjXLUO4drYtGI",
+	"10A8xpew7BYfgdIJCJCQu8dH1rslH0UU/QH09i/Fvrw38lH42JNUflKYH8kVKSpb73M6Iu0va2EVz7Qs",
+	"IPdWcTHNWR8a/kIn4KQqTmr4MtBN4OIssehivdr+kGCBnuo50MPTH169JmcHz1/4ZtSRtaRrSWrwFngE",
+	"e7eSZIG9XBLCJ4YrN/htF7C4rM8kfAfKBqxngxdBWR72CcU4H0KX5zlUAULjTJYpFyt0sICHwwMbX3TW",
+	"ekIU89G0oK9RLZBnhEUsuonvRGus7n+kMmOAtYDRKp5hn86MFyzVF2XBoUEgdPKNYmHXHrAZMnaRzmie",
+	"MzFt+cV2wv2HWd6kqj8MfXJJbXinRhyopDcgrzAjEFMClrIsoCiSiayKzk1knstrs75uqC6TycKejgt5",
+	"rVgBpZJ+laBvfMODZkWdjVXCsgIMXEsQFCPUsfDLk5A5V4YycajQqxeCgu6GDwXEHhF/4ZjMZQEBTBGL",
+	"/eFwWP8E+CYXhcSkAotJgx64l63uLpzHO3O0ayVzd6oYrMoEpfv92HuTFq5lUUsF3z9LViyrAr60vWjP",
+	"5rZ0Rv5f0C9fs8K8479+of3fhv2XH+1/L/ofPw2jF4e3/9JS87WCBP0zZCyEmz0159C1zrdtZydl7k/U",
+	"cZDugt3DXE1vkyrrOzggP1crYOnYHVJ3KLlWLJ+QLiVqJgtt4woFgMpad2Xburnv1FZtTm/eMjE1LPtg",
+	"ePRVtBWZ+hCrnOrr853chSM8ELNusx9vmz9x08AsSg62fTdnG7i15y//DR2If1Gd40zTwtfz+FwYYEsV",
+	"FK6ReTtSs4feNlf7QcbF4yAohbzCHOLjiu8nyF/GrEpkCwRKsipRkkeDqt+mYW0N974K7vsrVPntGPYN",
+	"lucp9PvXDP2GOVe18G8djTisFGkxdO7LQB4pMmwNIXSiAW98Vs8IdCmQfuYjkmDSZZXTFwv3U2RT5/Ba",
+	"gmvssG3QE9UFxLUFVepaFlnSs8l1Y6p4mgzIt5jQ3NSezGcqe0jTSxZ5JdmxM1C9FPQeMItmZHpBU7Mc",
+	"IOevaF6aqZqtORq+fEHGS4iJN6CMY1ELTQdQxm5f/1lKlCf4yt7xSiVEDFD9Rp0RLIHRmnGHCrKFVvb8",
+	"fJWHoyJZWaDMGCCFLKczknz3ektCZkK6Y2nnYsHR3JdW0wdD0wWGSlcsVFnqGlVAQZS1MM0CQoahw4Ju",
+	"7F0s6hn2I5fNbOYHuvaYTYwF43NW7aFCazpEQrEodMbUCYFALLxDwsWVvGRJHxJBL5nF04bAsXDZ8GC5",
+	"uUfNzsG5rZW4+oqsei6utV6SBko30oShOcrFSirx1grYz5dUUH3g96yB3ZRcENiLIZxlk2N+zrpYn3bw",
+	"lDjw5Af98pWyPjHfmKM8rfNYeAMwswcoDrso8LXU/TtW2kJwCjFeAYygVk0AQm5JwJdkxUXkIOyw5jVk",
+	"sGEh62OAedYKWb90JsNTVsLvXZXq1KyGSHmIDt4aS/hWFpbCDwbDmlWAhWrgke96337kazMicPnWC3wQ",
+	"6gote5b5Lh0JoPQyZeO+sUiM1fieTQqmZhgOti5HCt5JPGzHvvQc/lzTLamhiHx283m7OvCUdvGnKqcF",
+	"BS6op/0jGLzRrg/cLS8jlG5yQsKAnJPgDcEOAsvYpTbZAqOGmFQblHauBxc/tqGhRiFguPYBOoUxQCkA",
+	"nUK5Ist6rurQYktATdiUcgElm8Fb7lwBi3gVj5Xh8Whi+nMaUq+q7f+dCtB2M6d8frtg1y7P/ykH5CkH",
+	"5I9Vjoa2d83kKSSG5cgl+yxGTwWUrNbmhkC3IDklvuwYPfRBBf2ges1bOT3jv7EkgGA2ksH2QAvwJqzL",
+	"iewPh72Rx/IJjSiPiIwqYxSLrEQ+GSGQKUllhiFLhzfMM6fihajJY5lxpqAA2yGwkDfB8NDjaewvBI+b",
+	"s7kslvBis3GaCfPr2PBUpo5jAXkwOcgDqMxBWTgnNM/bGPpbrnTwuT931KeayC5Rn4AInqI+fwFFtxmX",
+	"nUulzdEx+xjsdWTkbGujSS40mxb0S0V5LN9j8zHLjLGp1vcjeB/0EPD3A/q/Zjc6wcwjaA7prmHfcMwt",
+	"Lnmu+9zof7lMab43o2rWh1v7h18dJdDsxvDBSc4FGxGuibmDQRecTEXwH7KgvLDNhX2ohoj+tKBzRbjQ",
+	"khx+dUQyPmdCAePqvj3oC1nMac4V4MW8AYUzZzc8pXkUW6CSORWapyNiJqKImtECko3A36RSWdhGwxEw",
+	"zcWsoIopG7bJOHQaENrenkmjzq534r92q/OZfPj+/b8TdHg1vzVKpyePJ6TrJ6TrPzrSNVAzFBXfaGN9",
+	"U3K1Uq+3O8o1ot2v79xOp6AoYcgW2CxAORrVErNsoa+E7UCWWj2hC/6CmupgHXuLgl1xWSpQGrBvL7yP",
+	"G0aYQOLBP7Dfse3SEYta+2OSICoWqrVSuPGYX4+hwUuuGdZUT40CLC8VgZ7tssovJc+j4XAYNoaZU2iD",
+	"QRgt8qXLfw6Hv05DfI2rtyUx6p3Il+5zsA5cwYDXpYtC3C7albmZ956bJ1qyQBMU6YnX3HvQWMCtsJf0",
+	"baOAzViTr4qv7UQdJsq5ITj/A77aEF89+miI0dzcv6KQQgFkCmN/Z77zk3u++umdfdPtDkr0H0rbhins",
+	"omgjSfyVENT/nDb/NRvPDKfYkDRVME25YJnds7quTMZLh1MYMmHLWnc29PF+31d4XVEpkFfnc9PvWlXJ",
+	"XIwIu6GpzpdG/mQs51eG5w6e7LmH0pqLSdTJ7V5EtUOyrhO9pJuwK+3anUKfG4CCs2Pt8wzkN9d+szlT",
+	"j9QH1dK+a1LWT2mem0tbWtDZ2L1v8eFqaIgHVfGN0VSy2n+uSxV5t2Di5A10f1IRORFGyVnwFH8wYvI7",
+	"NueC+/5p38Cb0QruWXzCwPx0t4V90mZSscqNndBiWkJcJCFy/CtLjUn2s+svFbZWE9K/LiKNDm9cEVHm",
+	"OSpctiVYEgvsiY+dxKB/3rktloLkuxZ8zqyazigW1dj+neZmv42KUpQM4Qh9Eyw/yWs4+HapbXw6Fv4l",
+	"BJrquRZhlhoq916Er10FwFGR9TladdHfYegGfXtcz2zbs8ToE8kxptNdc8UsMOSE5ophgkY1rVPMfvTN",
+	"38KUSIAOMksFkIekQuaJhZ+wR0CHyNeAfOsuVAWA6FBULL/ChMxYVFEylBNdSGR8hAaCEjoTIoisb00I",
+	"65PJVO3BqwbzrFe1UdzU6w+ANjc3+2vpuUdcyz2LwelL8CJ7py0hCg9iN+hd2CDsCIOMbr5AAFQTczsE",
+	"44pSoPLa2tuPXLOCkTnN2DHU4W1o80e2d/lr85TQPHd7/tR47os3nvs2IJXfz5EUjsKL+1Y1yfMN4Ctd",
+	"m34OJPZMEcu2e0/upid30x/d3fSW6bpKY3QaWhG4S07zkvZ+fqgpE4bdsq29hxeFnC90qNNBTNE3TsRx",
+	"dkN9D4Id3EhlkFIomQxD9geRNBsSu+Fk4GYLeuZubEdMduxGjMpJWztiUutG/B2OYn0n4pZMOLuMn4cN",
+	"u9f/Tvy3Wo/P3v9zc7POYGMeu1Hn1L/6qUfnkyj5S4kSxz0wdIGxWYL8/H5CIwxM+/R/WdzuFSVwlTuX",
+	"K69xaqSNPn87+jairS4MDyNT672dLBDtw1ssYapR2NY7kArhUqA1OKnaVVSpNgqj3lEsoDGHNd4LpgvO",
+	"sp6tdcCicvOcy+Z55kFZqnRQ7Fg+Qkumhlj7zPWox9LCypSxRs4MRbCx9V1L8LHMlqS7oIViGaBC4ENo",
+	"0Ju/XftwdqOP0QFibogFmy/0sjcgH8SlkNei1jotdQy6Wr8RORoeQSJR1aYd+nVg/wasrjQ3Ddf0giTv",
+	"bZVlxsxl6l56GIsEW55cZExwKAD54HKhhBT9g5sbYysXxsqm4xzgL6QtsCWK/8ZiAaG0EXk+PCCJW/kL",
+	"FCrHYPSrXF6b60fBdc3nTJbQJf1bynNQHWq7Mfrf7H3vcttGtuerdGkrZdIXpCha8o3Jmrql2E7iiR2r",
+	"JHlzqwYpo0m2RERgNy8aEMWb8dd9gH2JW/txX2H2TfZJts6/RoMiLcWxk0nW82FigUCj0X36/D+/gyjF",
+	"WfviW+pin0WoyVgmKemvW5p7gMQRdIFQa0rEhQn8ZFcnuJitXN4HPuoqwcW23KRihiY92LRrUzU1oqPU",
+	"Hg6eJGLHIhU7aumxvt3tg/KAX1tMMX5PXwmkibhWJ9taicmLcDuJWIBfnGV3Tu3ZPwZHDQw9ODaUgrGl",
+	"Uw0YgZmeLXKbMa5cq9KTnleXpsJ05dR2uMA0F65w8vrsHh1Msq164WltPyn282ltfyedEN/8PlM84rEe",
+	"IzSfqyA/K1d/cOWKOMet3OTaNth0Y+TN356fnwB7WlBiZ6Mj9Al2PLASQh7vl7XtSFovCcfuL88EbOlo",
+	"aIHvTjB5iT7aqbMX+WVdmlkS0vLInZ37qcPoIpnyXnlXAhOerFU+66unwKoxFoM6Jd9D0YdsoW/OsVwz",
+	"SzYzAL3KmpS8bKyWZT7FvlWUxxLhk5bM46VlFkHtiV+BjTv0D7i6knSY1MY+5dxHbaylBxKG9L0irLZ7",
+	"JZu8opW8T7IJf6Mkm4jYHpO+TSIcJ4J5MXhvBwUx1UPxXsAioywEIdPF0h9P2ZTLao360a7cEXnJ+/Gv",
+	"3jd11jNB7OqlnuRFXq3HWIdLMps0S/ZsD1CWgkb3loUbF/I0EYAwShy63IRpC29qzVtyXKZzXe0le1M3",
+	"I/eK9s5Sast17km0RjmrcKM4pW6nw2z5+hN9SYqg6hz0DgaDAWgJRREW5G6YOaS9Tay0fAGzh/GSvUVu",
+	"+c8wHzzRptx790+SPINEvit55lz8kP4PkAvz++cabPPm5j5y5/oA8acrXbjLD7PCaajNvJUN75uAvfDN",
+	"bmmszr8Yfn25rHqHrgeUSUFn6ZunfWq3P7UfPwMGWeO2JX4bIu6Bq3fenD3D9tOLvCgwvolyIbIkVQRU",
+	"w+yvqzaEwY7SYyTZ+8QEWRrMVEbCV7gkNwS51cM+UW9OX/aMBY4z+0j5Fp/66D4zlc6L9x7ez3lCH+o+",
+	"o+QgIqMJWcL5LGnc0tl+pphcMMD+xfDr7NedaSHRd1EH+60H/O5TqO4+hKm9zylUxwR3RL4KQhYNyEXZ",
+	"fpbajulf9lVWuUsDysL+wlS6VxR6ofdfwv/3HvW+nGTdAEjIazYCiz61WbQAW4b4Yvh1NIji0C6utZxV",
+	"UE2384oTXs9784ygri11WQm7FkaygydE2tf9OUOym2Phav+C9/9ygMbPXOnPw5UCxcK5Faf6L+dADFCK",
+	"7rz3g3MSyDPf+Ieu04y+5F7wnPTNf6YE8t+fxNFDu1VtJngcXvQ2PCZXKHcT1apW2cTbvV/a7o5Kx8vc",
+	"Ewqk9IxG+ecmJPdixJw4SkP39mKHOSO4V5FHGWe3T6CXfUa09+T8wFGwZDRCS1zoNTlZxiordWVeUhGQ",
+	"w9nqolhjaKPMuco6td6U15gAtzRlNBmFJivhc0bDdygZE/9NTcnwK1Lr5+SPMWpSzy5N1d2AMYQ55cYL",
+	"YH9oPI1w3CqvlHWrEffexxmFQiIOLJx9e9wbHj3mfEcqxZy7FTzKcQZmNKmFmeSLRV3pSWFGCBEv3b9N",
+	"okreL6URvoK3DF1ahPDEHdl3V2VGzOATOe2jN9Arf2t0xVsTmO2EBcGbkiiZut18vAO7xI07nZ2a7q9E",
+	"bh83UUnKrNZ8xv/gCIuf0T9+OfM/DUfZtmTAmBEDpXN/yG1u/MV4NUoA+oXCYJsqFPwsu+ANm+MCHExZ",
+	"pwpnL03JokIQDNvp0B45HDXClWKCGFO4czg46FLKBjwD+kZIKnB2N27hJhP708AP/rMSa9PV8Dap8k77",
+	"yi0xCA8yGPi2vZSOKh+mseyqVHvv5n8Srfn94uMzIt9vTY1iHMa02IZJZjjtSLL7pbFNqRJcIV3vA7Xp",
+	"O1PAcFIPPNXBuSmWwSWxjvE2n2Xdj+Z+vRueD4ZOYr06URm5o6iRlCR/cNE9rU6W2o5WF7kpZqE/Igml",
+	"hbsWL9o2ZD7SoIMUS21tOTcHHyH9eOXKq9xejpn5r9TSFfl0rfDQGt8WDKllyZAE3H0BWZdO697XVMfU",
+	"V2e03fwLVscQoFOMvrc0Ze5myld67VMrNwmNaMkmEkpRZ2jAiAZPv44au8aVqW1CiTWnjtHiUTuqLQFF",
+	"TkbKq4QwDyXGW7q6Moj2m0tWGS3O+/rDp7bDe/q3gx9hW3nmujBldVz9bfBj1v1YCMJvlrNb5sQ/FzZh",
+	"NDea7G+dRHQfEcIk9lFEyWccws+WyAeI06fkYNhQ7jh3Gdm1sB6rUKCMuZgUmTtyzxBg/bX2yL40eduN",
+	"HVNPCkSwmjdtKSO1k6Ud85O+ejo30yvPVZ+MOW1Sm3uF7DlRtUVTBN3KmJe5xKriDre09PUCK3y6iTI3",
+	"dFo99V3MuEEljIp90qShpeJXUUWosbOly22VIAq8bxlHlpxG14h+SJAx5dUmhHzAxB5T8UjTfbHzaDDs",
+	"qspxxW7TIpHgdCunsqbpCWV7Bjkv2DpN2mpq9WyG8hPVFMwCSZQrE2kBSS4oSeQeDgaxQzCGraSkbqxI",
+	"PlaUt4xLiWpahqnHfyHPomQ1Y64z9twU8Rmi2JbwHTtHgyHcIJ1tEhGwicL9c2XYOmpf1zkcDDj1PLWU",
+	"l0wgkbKNOGSiKKgnchm9mFlUJgtPkLqR2vYuh1TeBUixLnsDravmub3sU51OUx7MrRFTi252MIK/PX/1",
+	"snmRmL2wLkvQpLAMaV4tigyLcandYpcS1lP717PX348VrWV/hnEoj8qE2egPlGxSU2gLGvV0iyA0O9QM",
+	"B2efdWl+uM7b+2FiLpL5gIaYtEmssk3WEaXuykPCJ3b1bDw6GCb3Cz62+9fBN+/urznb+b7DwZPH93zh",
+	"jnU+/fqpevyvh0/UP/7rsH/QH/YPukKM7bOxa3o42M4elkcfML3oR4nJEoG9bwZv4yF/VUfNj696SeZ/",
+	"U9cHB6o9yp3lc2EU1bEu5rIrzcDlVHG9tSFoeHisLh321JWWitG3PfDRsBs64Ps79USzcRfRGUruZveK",
+	"8S5wTz+S/5lWnSU4spB7K4y7Hj384Efvo25tf/Tow7/1Xqnfux79wG9tq3y3QFqjAy7Uwg17WSaPpdB5",
+	"o73ZHY0923qbzy9tbi97V2b9/rj6Gd34Hdz3CRlA85r3pX0uQZn0czNTMG/Vwb+nmJVC4btu/3OkOk7w",
+	"bBaMtFvedly+JFTjXVM09YPD1Tspa59A0HeX8583fffgubjtnjUrmCZ5laxbKWfJSxXQI6/MOrW+cksf",
+	"vkt6gnOdWn4NWgsmLeWeY66zxk91TWCIk7qCccAuatYrtyrb769MUfRQn9r/aXXl+0DUWRI3pc8rmTmM",
+	"wGg/SdOrfq3m+tpgDjcrvGwX5LFnbmu1Fq5dczD2PmEMNnrLjqMH28G0cmXWn49Zq5SZwvu3jpiU1ebc",
+	"hF1cdc7+esMbX/aeg3XLoAWNQ5RYhr526IXFyiBJWkxtJ4vJ6Ka3Wq16eEddFnwTGBqor6D59Rb0j79s",
+	"KblkgAsbMkKUX+qp6XkD5gacRPLFosXk64k3IbdQfBqpJW8tFUHQj4u4CoJzPySzouVYwDl+e35+ktqv",
+	"tM+nqpMdx9bESNHlifbm8WEn+PlH/C+OSmQJ44TpskptvFjEMbsNQkMTKmD9LR4oE382rHuSWkodmrhq",
+	"Tt8QA4j89YfzVjIP2R9PBo+/TBRpm6nNqvVypHT1Lz+tQIOM+efz2bOz4/3ns+HR0cGThG1grDfmwtQd",
+	"nI33dVrofOFVlnsMNvh6Qmi+ssz5rJukNtP1LKN+XvCfXGOMwk4u4D8/VTnGKTYWhPa7r84MAsZQfv/m",
+	"puDBU5QIz7YVLgInxI/hQcnxwVgR+fkZjTK1RX6F7rHjkxehdWppyGnerlMeNXY8nmA4mKlN7Rsagwx9",
+	"H6jy+OQF96/w1O0VWTu6C+Z6aeITltp//NdRf6g62c8pGV7p3kile+K44FymvUSlt+0yurXf76d777Lu",
+	"KLVZ+7EMI/FiNPzwww+944jwmaypHXHoLOzK1K5KZy9DWkBzUpMtgQ7yx2BbZLXQBZC9mYWgjurIuBEP",
+	"AMGoSrOkAukI569auZC8FYecnVULU83dzHcTldXW18slFva9jQalmSTRIgjTiGaIlyLO0Xh75nenV6ES",
+	"cpcTJLsfrxgDM/BA3XCw4xO/E1+tRf4fB1ZtK9f+hdY4rsrvVM4dbcvOeu5N5sjOmaP+wa9N+3q/dZ3s",
+	"nZT6chu4UDTQFF6Z3dtM/3iLJjbmrUU7toE3EQsbqY0zD0rrthMIFN06erHy9xvMvM37Rrc8yih+d3C2",
+	"DUrYZJVbStTomJdGF4u/pHuRPpbu3Wc/KaD1G64Kb96oSVU0N1NjZp6zavtw7at1ZbhakqJnv+sEOXp9",
+	"J8PqR4r8bzBhygV+yy7U97lpXlMOHVbZR2yo6Ri/K9267UU+7G6xAkTLr72+NDujamf1grF5PJcBwB8v",
+	"X76iRATfNMVamjI6EImgttpZat+cP1VzV5dBC/IJAzElMZYeGbuVLlpJg1NMBgdd6exZY1ELfCoWkj6I",
+	"qr6igm5XV+E6jjLo9lN7HEOXNrVsBJXC8t0b4ymDwlnzwPPHc++G1FLbB4xOXJl1FheKR2PjICHVG/hH",
+	"R9MDqY2QYORHtNEp/RFndTh41O2rN/jmuPOY1FhgozJnZz6EKNemCs3IKqdmub+CUbkB2a4aMXzDXUrJ",
+	"WaVLpqpHjx496Saw/RZmNMNEaHJdwx6PVW0n/Ns9ishhQ1vMjjCDqDzH9Koca7vuDFg8t7NmdhiRLWqf",
+	"X5vurumoV1yMRx7PDOaxM6JSuY8wxadusdCRSRr1aKocJj4pDZbfiGiE7aBATqPUspmBRZitFLd8RriA",
+	"N9WIjBkMn3GhL1/y9YTNmq4keGEz5ZleEyA0bF6mOm/On3Ypjo80yi6zerEwM6yy6Ktn3JWPByGyMjfL",
+	"ws3M3gjhsLcv42Xp6uVXbbSDvDILfxc7RRL9hp9+l+wt9M0Leu5RWHhdlhp/9NW6QMpy5WJvB+oDIT2E",
+	"tQ0nvINcwI/l2xd6rZba8zGm4hs8q7PuLlq5MutfF3trJij4vTy3TBz2+/CqbOcMFlzsef85fMqAG+7d",
+	"qQFlb5eKTd9XupVPIrwVSsJLgOJZmIQk8rwEivzcoOTTuCA3XfzaXtb6UkBomBgbQS6yGiRsN1F4yGkH",
+	"t2oD+67krY11ElJC7u2ZlLYW7w0o/SA3/aGLNPkr7lOgKavyuULzN27XI7f80irNQMYfXqh5Vk/gz4nx",
+	"KqvLAoGqCSDYS641hwkycQ53stXcm+nbTP0Le5lS6y7U8BCefXyoJmDDdYFsGlhqxiypOIOswa8WnTT3",
+	"CNFJdZEgLcekWa10iY1CYDhcQIQf7Ktj9eb0pVphy5K5I8RDbdWLE8w2K9HWmRtFGJcK0UNZPfakKf9E",
+	"qRfoHcVGF2MaB1OdqFxS+pCQ3ifNZNZqlnO+3aKvjitqUHowGDTbiBiMu315fCQ/UZkkj/77lEjyy3/I",
+	"qznVOu6S2bxWcYmk/+cqjkz+TGnSn9OXfwWPpqOktBAtV1IyX/yQispfwLg3NJY76ympxyPG+MXaDz0w",
+	"pb9OKNJIONUgGCi6UlxpozqIYHx4MMTzt61asuFjv6Y+409TY3nwZ6R9KdBsGHZTBpfEPdbW2GRV2mss",
+	"jUX0ynYDtg/SW3aVa8ZS9NPqznfIsLHKQApkrVAvn6LPNZy/e3NCvmtrHeeHK9O/iOExHb14tnd3SSVq",
+	"4UnQwROVRTdycoKxelIgyjkbZuFKahdGW2qG1+03OhWoUpzbMgrWXKnMf9ToLd9M+kktFVLm1RgU39Cg",
+	"HZs9YrYX6uTSVrPIr0xqG3yWlrDi1LqeTCW4zBnBXF2WemrYpk9tB8PRbPugkI2YCAbRpdGj79Nd38Dz",
+	"J/h4lqRWhh0eqnm3r57DymDGnZrlHlcpkMS0MLpEbF364RRBUsmtyZeOpVn0BaHVn+V2ajI2YKSGx6ul",
+	"ZpT9wO6kaV4kaylLA/c5lKKS3HU7Re+2dDsa4uNI309mf/Asf+uA/B0sm5c/kMDnwsjPhZG/o4w6FW4g",
+	"9PigwZLUm6nyv9Jo2G+Y085o7WtrlLFVid5zthtCw2TqC+jkQlfkRsuUT21eSaFeonRVmcWy8gn5DBvg",
+	"KzejcCjGsMkvjyAt/EA/tc9thRxfl0ZdmWWltEdkGPgv+ceo2fAO9HHmA8+ab74PEHkkaRpEb646fE/1",
+	"WO3v3f++Pa/1GT39h2sav/EZ9/EuN2v7J/Iv/yk158i2edC279qN5H8H7fkOxrb/s8z2vT3pN6h377c7",
+	"KLv0Epn2ZySpj2b3BbpFSMZI3/ttSfZufi208QsJfL80Vbne0jfuk81tVwzplb7i6vCw5uL/4abbs9pI",
+	"xVOiVnNdYZir0RQQDQgr2c2sMaMwAQ8FAw8TTEeE3I8b/nf76kXVWK2e8CTEAdowM1fOTJko78B8vXTG",
+	"q4m5cIIb2txX6MqU27xY6nDwpCmuF0My98G4xIZijdeVcvkZ0q40lc7tjiIq2M07GdPw92JMiSxG/0/Z",
+	"XOqP4IeFfZCTYN2Kj4NWVCaC3EDB7s7q4mMGG9r+m1/Fb+7gIE0EcCNwzBVU3NEoDrtQiNoVM8xmLE3F",
+	"CGByV6TQT4zPZyZUbGIz+mrl8FZd1aUh3JTAVcJ1rk/JLhs/0xllTmaqw96m5rmtXil0Ro3VQFERaF4J",
+	"N+xyAWZqM6kWpbjpcyzB9MdYMOWkJXSJIGGK9jDkqBYOC1x0aoMaoY7JT5c7q2Z1Sf6v2NEmnhDi26FS",
+	"lVd1Z5EnbybHdv9JXU80u1P+fk54/9Qa3r1D3k3EG8jwc9T7sw/s/3MfGDKWlguszeMbGMffIdS+Xxn/",
+	"iYTeKSblYxd+sU4qrGgkzZFym7Dte2g1JSxE25n6j9rUxpO/LSjM6JLLfXNjgXKupXJLaKmbqImZ53ZG",
+	"YxhdFvkOpfeYsbkEtSAo4nxzI3nG0iIw9IGVplj3MGkyLK+4HaYhXMyJUbA+BO/8ZGto5Nz43XHh31x3",
+	"xh2a/YFs+z+l5owV3I0DAEiIT9jmYcHMwg9kHffIiMaqLeIedVnsjfbmVbUc7e8fDP+1P+gP+gejLwdf",
+	"DpBh8AxuQRSWbmIi6LelmXJHqX7kkF77ymyrXODyD98CHwiNoDs7qtv9BCGGu6BSYvGIT23mJ28zPuiU",
+	"qj08eqxKbWduoSZ55QXIEXtWoD5yu2lFaufaz1G7jVAfqXZFL5cYmSWHQS5Idhw9wFgpddgCXbqf2lfa",
+	"6kuBi1EWqwpvVWX11Xf49bsaYejUXpk1w1MmUqwv+H/rhF/JFfgNasa1uwr9Mbgwv9kNvcwRkWhLnQZW",
+	"4Az7g41mKFF37r46xnqSpj1Hq6nLOLWhu0qDIbkBBb0V3wFr0VPr566sesCdZreBHHZ2XEltZ1fdIOEi",
+	"emMpZ1d7tZ2qgNEzog41v20jI2BCgWroFQ5waQQhMSAp74aH6MPnYDMWc1OZ0uqCEAHLuFUbmXv4ZX25",
+	"7QXdRb1kCDKRkJ9VR7KBBcaZglB//eG7szHiZOalWpa5neZLfFtcTtU0SbxdTNWiFiqt3FKehsI9Prez",
+	"AAiB8NI+TAvkvbvYaDv/wKtq5QIogu8tTdlb5LaupDWNT9QUFA5LXXSNQhZHxYUiYtXEFM5e+tRWTnWy",
+	"LSwxU84SBknzkHT1nblpvQAzfpTa1PbwJQ8fgnpD73r4kLDUvTT7hG2vl74qjV74kcI+d+IYyJLUKro0",
+	"nROeB/y7aWgrVy5qi7hiPThSub2U64JQDsNgoSaia6razkypMmndeX3A5ycchLil9P7PAQbv3X5ZW6Bq",
+	"pb7C9Rxxb2XflzU/MeUrXPHGa6AeDwbdRK3m+XQe4YA88DCOKzdhcxuM9W2DhhZG42Z1WT6FBc59/LGY",
+	"ZUIAtuh/0e1yQdWAffqE23RjnU7AaktCyntCItUn4dRyiSEOQ+wqodqf/q0V4lmewCRPb30YjBAvGKxY",
+	"8AEDIyOk8mjqStMqxqD0MEqA2mCGn1csfbApN5MscMblsljDAs1rOytBlrgLeP7clKXG7uSl8a4upzCc",
+	"ybEUd6XxqFhlXSl0jAY4fiu+A4ZYlq5CiN2mqS3iuDyP+m8DpSpdeLd5tG+faWSh0WFOLb+vI2tLtzSr",
+	"mYS0q+EA/jdObURWm3d3ZbNIbJJgmNTTK7gydwUaCpgvRu9/4JUGpUCj3C7NRV4QPK6tclu72hfrUYvM",
+	"sEJyUpe+UvUS+QpljwbuhJ/RV8etDlu3ejRQo62og9gDacMQLy+OhZyz3X+rAf7n1WP+6VaWTk6S2uxU",
+	"FqnH3cM6ZP+0Z9pNVHTnqVnoHCxZkJlyZIne8LsNRTfK/HKOvb42n/bkGCJnY2oDVJvMM/fqogZiAQLh",
+	"zqPN8ycIrg2v5ga+OEOSO+PVXx4PYHtfBZLzTHMgj1Ob/Xtv44t7oTl967fwjfI7lexv3ONNeB4UyYjQ",
+	"S4NqIuktKweUMNXepLZDFf7K+CpfoMTTleLqIqWJGhK1LGrfbp1/MBgecntW8RtzjEdCPiJUKFvZK2+q",
+	"qogR/fS0qjWXKqZ2xSB4cKZHAustyhqYuhM9vWLmpiZm7Vg9py8jIQha83Suy0vCwQ5NiXDh0Vsr3YkQ",
+	"aitsb7uif/gkEdhqzKDBk/uWyRo2BoNIveOLypQN4TBhCJhzan/GJ1Qnuy1FqGPHe7gxwjNlt/hEwvpC",
+	"h/0VrgwDwY/4wnB7AooIU01CgQucMnvV342VVrJD3GgD9PgKO20Ay4U1mtZVat3FRV8RcLvgSWjCypbD",
+	"3lKvAqPbpo9vrVMNABJtdAqCcqA+rGF0qkHd0im/dAtTzU3t1cJUZT710UN8ZW87hnLRntPxyYuRqoBu",
+	"WA/KnQW9TVeJalSfRInSk1rWeoLJ2IK9SIjaWH42enFoidp5vTT2+AXB49G/e2Cs6yqfFGLfeeVrUF+8",
+	"un758lWiXmPbYXwj/qs/XS6T1B7bal66ZT5N1Ddmkdu8GyY1qfOi6uWgKl4UuTUqK9xUF1mYCLMp3NxQ",
+	"38dNo+/Xm3ysNpqzZ9joRKr4UD6ktlFaIxOyKBZiQDaipG2LEtB/WFxu6kj8S/hSarMGqiRilSpDyBK5",
+	"0tHkyA9V6qDtaBC7Al3SAlgHEcXl71giP5ZixbCHdN1jw/hEnUUwQZbVC0IqpFgiHuz8P2Hvq/wK/6J9",
+	"Ktwl36l9w5L7qX3TPiedgLByC1slUds7andpW3cAwURHDZcfQe1G6nBwqDLrqrcXrrazTPDfqAG0q0JH",
+	"HprEWB0OBhEwWwCPix8r9PQKzgoxZ0xEmOqlnuRFXq0VNemeoh6HWDPNiaPnu2Psn5PhG5CK3lJ3gCz0",
+	"1EGDk/lwn1vr+IwPoODUUV8fTI6k9JW66rmLXokq65V1ExDolVkgrdalydSgN0yAjJYn8O+DRGUX+IF2",
+	"uj4xVhfVWoTyEmSSnZpwuTcEcQSPNyKUKO1A5BSjSKQ2uqXbV29EiMJH1qXxI1iTIFoPBwM1MVO3MNSg",
+	"qOnoEFHvwnignnH7yeGT5snhkw0ht32gluBrD3d0c6Nwk6NWBTzl1Mp7jgZDlckjBKyUjZV1AnUJL2WK",
+	"it5a5QvjQAw1wxxGw/DPjcLzoOV9yC4YbZu8DSnmu2I1NCapgC0BAh8+INkyeXYD0jvI4dZUUMOSELpK",
+	"1LqBqJytHfgsPL+pPcPp5vZypLJ0jyaf7o2whgQN+suAHgunvHkeaALB79H269GTWV8919M5RxlGamYK",
+	"UAgCV/w5RcD8FnJkQrNHjWiZmynhRJkbDu9jPmhIpwkDO2to3LWcWjAJU+smPyEUObA8nhQiOJG2SX3/",
+	"UXlfzV1hSJ66UogxkRbCtxYryCtkuN2EMHNoMkQyzWw0nHRxYeOWRL0/Am+GrfRqkc94mn31wzwvTNy0",
+	"3qfW5wV8OrCqgyPlmRNpVWK1SuA/CkgUGBh2M8lGmAnR00V+DTb01C0WWAUK8lXSqsT4XZbuBjZn5sg8",
+	"rqWlDU3qKSUYUDeYiBKnYOZx55lw3qRBDlBW05O/cq5QhXPLUeS0IfG31UuDMi+1GXsdMmybs08ImpXD",
+	"4wNDgoHU5V0qgWoucKNizoXIrTK+H3NQKt0zN2YKFnMg9Eg0qrK2nvxYNIGYJthWwo7LRREfLTTDGiui",
+	"xOCFT1S9xF46wD/PKrP0mYpH6szc1O/j1/QXM/Sz01IaPmyMhLtlysFgo0oiE8jRV2aJYMXnzhUvnVvC",
+	"e7u4FPFXlbVtIPrRz46HBPkPufAzPr7k3WFnLS4GHZsLEV6R5yKGa6jARiPzIxzXXLpsP53r6mkD3xYW",
+	"7iK3umidR5V5WrjWEUxthCt1ayItzb8otmI53VJp2Yi47QZsPEX0EOheFxf5NNdFas+efUdNB1XoRjhS",
+	"hGUNkz179t0Dj1AZCFoBGkTGsR92B0daGSmwG/7H2hulWxQaK0i8nALvtSuSQ50iCaAOtdpg/uczVq2j",
+	"Nzy4t26NbYTQ7NIL5C3Bb44cL6AdA4EG1sdGv+he6CTWhL7R7SuxO6XOjmKCHHFKbdgC+OTSYHHi1IxU",
+	"Budlv1GzvXSnwtOVJfSPt9O5y6foQs5YZjHmM8ltKpT0fca9e4u0RpZxM3CissjZTPmrmEODyoZVCCcG",
+	"n0VXPdxvpw5uf0v4b5m6KJxG0UMoKl2ys6R5Zl+9YdhQ8Q2gZsgBrEsLXBB7O4bVADJMrblZmmkV+kQh",
+	"8nO4heCfM/q7LZ9ArSRIST55+I14gTGT+S9Mc2j+xJZl3bEgr6a2SYMQ9QkUQIa2ORwOBZOdxpFGlXTw",
+	"DWIgk0bilbHs+UCvwkj97dnr75//CApeW4bWpYmkqIi31GpMrqBnY3Trn/v9/rt3zNXGG7JSsahk5Doc",
+	"aHVLLKsNqdwO4+Dp3duG4ScOde6JNDFNhOrb8/MToGg/Fme7klM1S5Cl6UlhmiAOizm23WZmWugyhrNG",
+	"jn7tMGbl0fhpQhd9OsXBwU9HuV/WtiNw5uhAwMsJQ5zjyJ6udTOU8KdGzyjgGrd6HZVGzzKsF4uvYng+",
+	"6yYE5EOPoVm8cQfb4034gSKAonSwIikdYVPbOQAtlaKzifqXgxCE4hxH7tbGOSxEUM/P9SVooPRlPBZ9",
+	"WrqXjVPrGfgdWytpH3c2dVadvDnHQZ89f/n8/DnsxMQoD3S4djXHF4BsdIUXYD1U5/BgqMAEmzo7y1sG",
+	"IsIFrnIPvO97VNiRHUdhao2vbCVtkvo6Mxe5xdFYasFPb05fchwbd+lZuIdIik1U4dBeXwOFgeqHf5e1",
+	"hRceDoep3WXO+naDWOxCctuyRbr7GY91Ire+C02k8HqmtPrr2evv1VJX8+BKyjAqi/6BNyUBTTZ03Z/m",
+	"1ZqYEiFPUlZi/997x8u899+lUzBqoGaxLHTF1qmWRoIZvCyTDgWwHnWcV0GMvDAaRJS7oPyobOJm6wwd",
+	"91NnEVc3+/lnOhP9TaEI3AW3au6KGaZXrOZA80s9hX21IRV5UuJ+akql6PZhTFDs0AkEfARYWDRSoqaF",
+	"85h0Qfo4Gk3Zu3fIFTPkaoU3K2kkUOSVKXWBVg7DctpirUrnqH0yLasPZy56lVrUjIeF4Feb7AXXl7yp",
+	"I7YyUdFVjw/hAJR6Cns1xur6ZaHXQNeZOhh+Gf+a2ohBenU4ePK49fCb05deDQeHX5Lff8w7R+4ROOLS",
+	"YwK3kJ6nCEGn4q1XPv9P0x3L/j0+Onok92ivqN/h48NYbI3VoyEP7MeI7GVsvWAqGausKrX1JMQRkyEa",
+	"MrUd+hx566MhR6qkPUjGJvsrn/F6Naky6GVp2GF/oW/O2YnQhEAPMHDXZTMb/SKJaFpUP5NgG1KUG+IH",
+	"OxwO5fy1JFXzsm0JQ7Gxl5OFoafoNXwQRyI9u9HCYKMomA2qEXx/RpkwGVqnjIafUZZU1iUPTe1BEEpr",
+	"WO39ypXY52VCbSL6ipGYQm5hCMs337H/Mwzxbj8KU2djPiowNi8jSs+M/8huNbMEwUmpgR6Vb4onYZck",
+	"HAWUWZxOWALgqw1A3Qibsjbrf01FAp3j52e94dHj3jdPX3W56vmaCoMwnTVRhbu8hP8ua/RhasuOD1eq",
+	"/6hdxVkrcBmUmXGUvgSqQBLwJRrF4OTNeV81yUbRuhDK3UIjKypdfRlla+5c0Ezl1lcgzzDVZw76eMZp",
+	"oKAUck9ZZMylga1/K+gPjfMuLylfyMwk8wf9k9wHiNOtaGmYWPoKkYiokKFRDAS+Kq983CvWgwnxAZpJ",
+	"alk12aKUbDk22K/u9rk5rS31+KI7RvdNHwFZme6x5oUNV1jjwn8370z33mWqw4YcqXgZJ0WgDokpCiC2",
+	"PonK9/DhedQH+eFDamsko4JwBXMGpDbwjJ9cbjdCqyiCgd9WczAd8b/L0lzkN6hFxE9fmWU1DllhwH98",
+	"of1cTUy1MnwiF8IKG2l8A2JQ/LUwfO6V8VO9pJhRPB78DMre5YKaCGs1ydT//R//U2X6i+FgAhT9xfBr",
+	"vvTF8Gj4NVz6P/9Lrjx99MXxEzB/+ENQSMC8qPm9WSyrdaIysLwxaouKg1fZPgyDBnn2b/B//y0LXuqq",
+	"dAVFi1EKbgF2H/TVSWNkXTpF4h7ZExxpEdbAO3M7wpn9HXEL/k5i7e8oC7vjUEKU5TYbNevVuCpxeYIP",
+	"eYGVZ/gyTB7iYBOrUWDJutlaBckbPZdazjYy1BgURcY3z88TVqET9e3z42fIU16fnL94/f0ZKe2kG8Kw",
+	"qV2AxV2GZA3G2O5oInh8dZh4o+o9pYzv3jnoi6nlueagY97dPqyvjsGQ90JNOHcwwZaGm3FfmfUYObWs",
+	"ArE3xCXHzYhPAG66Ep2rjTIa5RXyBrL86Uj7EFzORGWBnybUW4tsc1svMpIpoYuZs7D8mtJT87KRd6O2",
+	"9o76Amj1lGSBKf74SWi439brE7bWSwY+5XZn4y3RrdcUt89UE2zETlXo54zVb3ZzPj1N1MuvyYnCHRE4",
+	"h+2OA/F1bnVRrLd0DY9cZblX1Itcb3SzVh42uSNKCn690ErCFBsURDrJ7io3EXopcbAM9ExSajjkhimd",
+	"w+w9ubBjxQoO3IMMHFu7dMfKutSGwzTVNkj3vIpYcYxxC/z4dV1dOpA/saOgcG5JeSrcbDK12O/g4MnB",
+	"l4m6mA4Go9H+v2Kqhr3qYfxddcgDBkMdPH7SHx4d9vm/3UQ9/eb74/MktYu6qPKp5q48SzPFFN1ETUqn",
+	"Z3RdMj85X2Fi7HS+0OUVJyZINwt8WBe9ZV0unTdK4vxedV6cXB8iab84uX6cqGZe+ANoRPADBpJvNcFQ",
+	"GS2QtL2OHU4CFTwttPdJamtbCHJwkw0IphkTLrV35wH7+AsewrMfXpw//far18enz94+/+b0+dnZ2+OX",
+	"L1//kEnXPzjjFFVwIZndFddAiTwFXQWyxageuc1bLl/6FbdTRFg1jxgIjZSk1jv17PszVZpJzrU8kvkI",
+	"WvWYD39o2pv7MEYTRVvpdYNufBRuRsB2Na+qJc4P/uEFr7kZkdId2YDG1SzzS/TqYwmNSQhrGfV8Rz1P",
+	"QzWBiCQ6yOHsMsHfCjsHDUQXeL6lWQenMTf6Rmx4BWMqtrb4mlhciXo0UD5RU71csr29wzbrgoTF/Mzk",
+	"PSFgcWOnFiUVxiw2BhRfLHZBylTnYKBe5V8hlPbRYJjazRA1DGud7Q1vbqKmjNuC2RJEEvZMsAtZKzOs",
+	"TwYydqRl3q6+y79KBIwPs7bcNXopUHKDxE5EXCebPjE6ixTUDrHswTBJ7dHgEd4Ia0UmcLwO9IzP8BT4",
+	"ZquG3QSzbJFrwH62kt2Qf0umnvZXbJMS/d7audOQc0ar7McM0TCizotVue4mpOJohVUSqQXu6S4uhPG2",
+	"fAD+4UMMpqHQ9NrOJu4GhOvUeD8KJfp/1df6DO2E1Ja1he+jZBcgXWRX0iZEPX/66phuDdlRXtrEo/DP",
+	"sC9ntXLlVaIu8gIUAxiwxIoVfjXa2itdFL1p4aZX5CwApTBajeDMaOgeRPqCHl6YhZPM2V0PvtI3r/A2",
+	"IttEPT4Esk2UsReunDZn8cqU1hQc5tAcH0VHiZKMxB3jv66rZV3J+Ad4KvoUX+ZR0Odf5rrIfWxu8DJz",
+	"plQGymSf3Hv5xRrWkHKrGhAQxe4b5NUdkreIfg+PklW7MUhqpfIG5BjH36nTk7LYsVMg4pPBYKAKc20K",
+	"zGLWpFmSBMScBcwE5QlQXv6cuprgbCpHQCIJiqSmcyyloADbS0J+A9y7qKdzmLBcCytuqYpyZsxSmkgR",
+	"w6Z8BEl9bsgS85raXq/gDO6EOC3pO8JMityabD/8OXVFvbCcBIHqbKKiexd59cwsqzlmZKV2c6rwOTDd",
+	"Yo1aUVS+ABrdxQVi+fPJpCJ8//DhqCU9yZvA5n2cDfTAB7TR3FYO9D5h1YkSRwsZZ4W7pASKJkEcdqyV",
+	"rNZkQpjpHAFm9PSKVFaCnkwtmQJ/O33+7Pjp+fNnP2ZRhRt8NKYly4snbpYbP9pwUIFAY691hx1tSUiJ",
+	"Zs9ZErLjCew2+LfF3e0xylGpDsJbkA5Kqj0FJOEzM3HKjWTYrMtthrVXOWgbb05f9sS6diUabPI3aD+5",
+	"p5bmF4bNihlsdDB3tE2tnk5zWEFd4KJRKEKTKNflurmXnHMa1WjPdR4i2m55bCg0AoeECzz4cSpPQ+0F",
+	"65R9w0NSG6gcg6uUH16VNVIh7lsopW5lvUhwCc9Aq9q6fWww3aKusKZ68yc88SU86I1HGKHScAPndm0O",
+	"iLiLHGvsLJ1qykXtUOhZJsVeCDn+mMGOZm1XYUVHXonbb4xtObY4vVIr+LSrucNPAq7mDXewjdyf0g67",
+	"cYyRT04imSAdYf3YV9P4VzFIgU5PkC+73Y+RR5a7P2N7vijYSScFF44PdMtnF/vCtjjtpNuPlGurdi4E",
+	"J8BUTq1dXZKZJg3L6ZuaGnjqjI1Ov0wWhry42GQ5n6V7SYrIG/gPClzOjiv8a6YrjTlxqc02K9SzrjTP",
+	"Zvv1b2eVhiMyUzL9Hzuoko/291erFah5+HPAppm6xX43FTuNdwB0J8xv0Xatbo2oinxSwink8kvYWC7h",
+	"ixG4RjHo1QyMpOuKKoejci1ng+1RITJbalXz3Ahd7XnFzQenMItZTUvAZW3hjagcVnqxzEbqjc1vlDQz",
+	"5PVmINH2Qw2kz0hl1wcJ+TiZ2X376vhp7+zb4+HRY0lsoflxGkzzrew5bV8OE2r9io4rHu3KrGPVhF7b",
+	"mxluZ6+wb7vMn8uhubsgN9zpq2eC5cO/C8jPA0/oPjgMAfxsYBtJMkNCve1VaCQ45nwdRZVsHDCOKLlS",
+	"hdFe0NskUqDVrC6xU7urK1B3pXNkztlyuOHI4oRts88FtaXRFpwJ5evyGhhRCStZVsxOp6X2c+CYyDmk",
+	"WJ8RkUhd4dPJYpTyZ9EbOgfjzZrZCHSKcD6pWK8ppxLoC/SXyQbA9OVlAZoOuQupPn11bIXM5AY07+EU",
+	"gUVGScMxMhTfvSWmd6R8d9wY2aGKRaxiTDB6dHNDrIVt325ffY1TCTi7LaOLaOcIbNgjtchtktpHA/yH",
+	"Gqo5XJyDrq/mKOfwHx0U7P/438PBF+on2M5y3OARw16j4RW+B0/xGUOO8UG3bSDA3BN0upmhtRpdBzVL",
+	"rMNizbshuqfgmKmVq4sZJTEZtOs76Eg0M8pSp7gPMFB0LWE12PDoC+ULPb3qjtDFj1IQttzMCEGYUE9a",
+	"u55aFIkXZkXROCoLlN6kWvncXhaBqxCzRM0OVMJZiT59XG+gM3yJqyssdj1ucJ8Q0CUGs6fNE1kmb0kt",
+	"UpPfRLtnXBQxW4V2jtRMr6nfliCnjFLb9AiQ5HRsrCnpVG3Ae3YDNJD3Y1rYLUcUCIzB7hsM/GB4517x",
+	"e0lnAxtNl5emokA+tsK81Zars9vxx4Uh5NBj51zb+ybdaSnM0I1KdLYW87ShQqRdL4YDCSqiO8JkHUx3",
+	"Dv28uBjDVoItgTLKJbBhMXo3+2iRMbGgi0CqWQ8JqCLbS75Cs54R6a3CwTDSe0c9NvHLpgIb5i1Tq4xH",
+	"+5IDyg/8BrSQlDS30kkj3bEj4VhpnaG401AA6EbLrcUcQDkE8gq0+mhAxJoEo7i5f6FvaMQstQ1jHCRU",
+	"8Y0ugwYBXLfgXTHYnYeuM/2QON7nBDimcL4opiumjC+rXm5HceyM4c4T8lNIWVJCbIoSptzCBEKXBW7q",
+	"yZS5AaUlx6zXTpbuPUz3ssYHyxQbCLYhDaKx3XmDFFSWSIq7HdV3CORCuVPrpRkpjj7Aa2JjeGlKsDto",
+	"5yXqLjAo+NHksSJwmVEAiQGFqDGkiCLAGpAgPVngrTAHVqo+fKg6GUb8R2y98a9vMXs0kYQnSlj47unz",
+	"1J4Njx5LWq6uDBxM1LyB6RpJvk/t3QkL/9YckL9spmnB/w8fi9jln+uyYJWNTXUQSpJcDTMKO8lQV6hv",
+	"ogE4Yiao1aPBkBh+arOXbLiEsxbVELVWA7jkGO1TTnKnlKBJ6VaeNJoSJArK9akj471VUNIoEJRbxs+5",
+	"1EouN9bKvpEvbKBdplyMlAkcRQMoQ3bdzFAHHWIOsEdiEJTyCNFD5PWnrKZugskwEbH5oCRiXkyiFrq8",
+	"8ps5OCGVhChy15chVWTyu2R8B3IQAJwwbsYhQMYawNheP7WnArFz75UShTZEPd6cvlC6ahenjVUWRsLU",
+	"YpDEoUQSVSt031JddRxHOnnz1csXT9++OX2ZMSdvhGxtveEaHYyn0Dd+63yVYS9OlHVNxo4kkAN/Q1Ha",
+	"ucgtgWdQpK/2BuiuSm08W9aTMNn6Zs2hLD6OlAKNShEWJ4CEJMjS1JLieYC6Jvk6ou3BpELqO8RQNVU7",
+	"fwSYNzAweeRNWXjJPHlKDq3I8RBzFgY5in4FriHuQqAVfs04pKDloPNVoGxKYI4iH5F/gip98BaGasWA",
+	"QLGOYAX403mWp8Q9Hz4cxe9hnmqajeSnGkMh8n4jrfFAZ1dm1QKNUX6s5rq4aE7UAzDTLwwYoanFBAk6",
+	"ZzjV4ORd5VNSh7t99dRZafgUJ7sRkgZCetDMmXYSKjbS09J5L/EFQ/dLNBX0CbBqMRSIqI4z1N5QlIR1",
+	"4PqtyOVuzaoNPZVj0h1aWKmNSkoP1FRjB1fsQ8UDY8aDJbNn3Vc/bFbZiQIphzWeTidUBCMJia8iYkKs",
+	"Paf2VjJbEjk8IvbSv5X0hnvPSgTpFPGCgzIiseonONBFkcNBicLU0XyYBIkN8HXRtpssvnD0OUm/VTDQ",
+	"KmEl2c+OLHXpwhibajrNnFg8y73Ak8eKECFOKK8l+BoaZwfIj9S2dIwtGGJNU3DMRYeH5dT42zhZvVYW",
+	"3o/v/l8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
