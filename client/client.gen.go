@@ -2854,12 +2854,6 @@ type UpdateAPIKeyParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
-// ChatParams defines parameters for Chat.
-type ChatParams struct {
-	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
-	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
-}
-
 // ListConnectorsParams defines parameters for ListConnectors.
 type ListConnectorsParams struct {
 	// Limit Page size (1-100, default 20).
@@ -2960,12 +2954,6 @@ type ListEventsParams struct {
 
 // ListEventsParamsOrder defines parameters for ListEvents.
 type ListEventsParamsOrder string
-
-// CallFunctionParams defines parameters for CallFunction.
-type CallFunctionParams struct {
-	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
-	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
-}
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
@@ -3682,7 +3670,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithBody(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Chat Complete a chat conversation.
 	//
@@ -3708,7 +3696,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	Chat(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListConnectors List connectors in name order.
 	//
@@ -4075,7 +4063,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithBody(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CallFunction Let the model choose a function and its arguments.
 	//
@@ -4101,7 +4089,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunction(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GenerateWithBody Generate text from a prompt.
 	//
@@ -5004,8 +4992,8 @@ func (c *Client) UpdateAPIKey(ctx context.Context, id string, params *UpdateAPIK
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *Client) ChatWithBody(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewChatRequestWithBody(c.Server, params, contentType, body)
+func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequestWithBody(c.Server, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5040,8 +5028,8 @@ func (c *Client) ChatWithBody(ctx context.Context, params *ChatParams, contentTy
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *Client) Chat(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewChatRequest(c.Server, params, body)
+func (c *Client) Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5687,8 +5675,8 @@ func (c *Client) GetEvent(ctx context.Context, id string, reqEditors ...RequestE
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *Client) CallFunctionWithBody(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCallFunctionRequestWithBody(c.Server, params, contentType, body)
+func (c *Client) CallFunctionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequestWithBody(c.Server, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5723,8 +5711,8 @@ func (c *Client) CallFunctionWithBody(ctx context.Context, params *CallFunctionP
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *Client) CallFunction(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCallFunctionRequest(c.Server, params, body)
+func (c *Client) CallFunction(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCallFunctionRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7088,18 +7076,18 @@ func NewUpdateAPIKeyRequestWithBody(server string, id string, params *UpdateAPIK
 }
 
 // NewChatRequest calls the generic Chat builder with application/json body
-func NewChatRequest(server string, params *ChatParams, body ChatJSONRequestBody) (*http.Request, error) {
+func NewChatRequest(server string, body ChatJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewChatRequestWithBody(server, params, "application/json", bodyReader)
+	return NewChatRequestWithBody(server, "application/json", bodyReader)
 }
 
 // NewChatRequestWithBody constructs an http.Request for the Chat method, with any body, and a specified content type
-func NewChatRequestWithBody(server string, params *ChatParams, contentType string, body io.Reader) (*http.Request, error) {
+func NewChatRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -7123,21 +7111,6 @@ func NewChatRequestWithBody(server string, params *ChatParams, contentType strin
 	}
 
 	req.Header.Add("Content-Type", contentType)
-
-	if params != nil {
-
-		if params.SwitchboardConnection != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Switchboard-Connection", *params.SwitchboardConnection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("Switchboard-Connection", headerParam0)
-		}
-
-	}
 
 	return req, nil
 }
@@ -8276,18 +8249,18 @@ func NewGetEventRequest(server string, id string) (*http.Request, error) {
 }
 
 // NewCallFunctionRequest calls the generic CallFunction builder with application/json body
-func NewCallFunctionRequest(server string, params *CallFunctionParams, body CallFunctionJSONRequestBody) (*http.Request, error) {
+func NewCallFunctionRequest(server string, body CallFunctionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCallFunctionRequestWithBody(server, params, "application/json", bodyReader)
+	return NewCallFunctionRequestWithBody(server, "application/json", bodyReader)
 }
 
 // NewCallFunctionRequestWithBody constructs an http.Request for the CallFunction method, with any body, and a specified content type
-func NewCallFunctionRequestWithBody(server string, params *CallFunctionParams, contentType string, body io.Reader) (*http.Request, error) {
+func NewCallFunctionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -8311,21 +8284,6 @@ func NewCallFunctionRequestWithBody(server string, params *CallFunctionParams, c
 	}
 
 	req.Header.Add("Content-Type", contentType)
-
-	if params != nil {
-
-		if params.SwitchboardConnection != nil {
-			var headerParam0 string
-
-			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Switchboard-Connection", *params.SwitchboardConnection, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
-			if err != nil {
-				return nil, err
-			}
-
-			req.Header.Set("Switchboard-Connection", headerParam0)
-		}
-
-	}
 
 	return req, nil
 }
@@ -9960,7 +9918,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithBodyWithResponse(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+	ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
 
 	// ChatWithResponse Complete a chat conversation.
 	//
@@ -9986,7 +9944,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
-	ChatWithResponse(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+	ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
 
 	// ListConnectorsWithResponse List connectors in name order.
 	//
@@ -10379,7 +10337,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithBodyWithResponse(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+	CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
 
 	// CallFunctionWithResponse Let the model choose a function and its arguments.
 	//
@@ -10405,7 +10363,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-	CallFunctionWithResponse(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
+	CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error)
 
 	// GenerateWithBodyWithResponse Generate text from a prompt.
 	//
@@ -19897,8 +19855,8 @@ func (c *ClientWithResponses) UpdateAPIKeyWithResponse(ctx context.Context, id s
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
-	rsp, err := c.ChatWithBody(ctx, params, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.ChatWithBody(ctx, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -19929,8 +19887,8 @@ func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, para
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
-func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
-	rsp, err := c.Chat(ctx, params, body, reqEditors...)
+func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.Chat(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -20490,8 +20448,8 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id strin
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Context, params *CallFunctionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
-	rsp, err := c.CallFunctionWithBody(ctx, params, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunctionWithBody(ctx, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -20522,8 +20480,8 @@ func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Conte
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
-func (c *ClientWithResponses) CallFunctionWithResponse(ctx context.Context, params *CallFunctionParams, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
-	rsp, err := c.CallFunction(ctx, params, body, reqEditors...)
+func (c *ClientWithResponses) CallFunctionWithResponse(ctx context.Context, body CallFunctionJSONRequestBody, reqEditors ...RequestEditorFn) (*CallFunctionResponse, error) {
+	rsp, err := c.CallFunction(ctx, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

@@ -145,7 +145,7 @@ func New(o Options) (*Server, error) {
 	s.echo = e
 
 	h := &handlers{s: s}
-	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest}))
+	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest, withConnectionHeader}))
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err
 	}

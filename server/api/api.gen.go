@@ -2860,12 +2860,6 @@ type UpdateAPIKeyParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
-// ChatParams defines parameters for Chat.
-type ChatParams struct {
-	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
-	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
-}
-
 // ListConnectorsParams defines parameters for ListConnectors.
 type ListConnectorsParams struct {
 	// Limit Page size (1-100, default 20).
@@ -2966,12 +2960,6 @@ type ListEventsParams struct {
 
 // ListEventsParamsOrder defines parameters for ListEvents.
 type ListEventsParamsOrder string
-
-// CallFunctionParams defines parameters for CallFunction.
-type CallFunctionParams struct {
-	// SwitchboardConnection The connection (end user's account) the tool loop's action runs use, when the credential is not bound to one (a bound credential naming another is a 403); `default` when absent.
-	SwitchboardConnection *string `json:"Switchboard-Connection,omitempty"`
-}
 
 // ListModelsParams defines parameters for ListModels.
 type ListModelsParams struct {
@@ -3405,7 +3393,7 @@ type ServerInterface interface {
 	UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
-	Chat(ctx echo.Context, params ChatParams) error
+	Chat(ctx echo.Context) error
 	// ListConnectors List connectors in name order.
 	// (GET /v1/connectors)
 	ListConnectors(ctx echo.Context, params ListConnectorsParams) error
@@ -3468,7 +3456,7 @@ type ServerInterface interface {
 	GetEvent(ctx echo.Context, id string) error
 	// CallFunction Let the model choose a function and its arguments.
 	// (POST /v1/function-calling)
-	CallFunction(ctx echo.Context, params CallFunctionParams) error
+	CallFunction(ctx echo.Context) error
 	// Generate Generate text from a prompt.
 	// (POST /v1/generate)
 	Generate(ctx echo.Context) error
@@ -3778,28 +3766,8 @@ func (w *ServerInterfaceWrapper) UpdateAPIKey(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) Chat(ctx echo.Context) error {
 	var err error
 
-	// Parameter object where we will unmarshal all parameters from the context
-	var params ChatParams
-
-	headers := ctx.Request().Header
-	// ------------- Optional header parameter "Switchboard-Connection" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("Switchboard-Connection")]; found {
-		var SwitchboardConnection string
-		n := len(valueList)
-		if n != 1 {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Switchboard-Connection, got %d", n))
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "Switchboard-Connection", valueList[0], &SwitchboardConnection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Switchboard-Connection: %s", err))
-		}
-
-		params.SwitchboardConnection = &SwitchboardConnection
-	}
-
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.Chat(ctx, params)
+	err = w.Handler.Chat(ctx)
 	return err
 }
 
@@ -4377,28 +4345,8 @@ func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) CallFunction(ctx echo.Context) error {
 	var err error
 
-	// Parameter object where we will unmarshal all parameters from the context
-	var params CallFunctionParams
-
-	headers := ctx.Request().Header
-	// ------------- Optional header parameter "Switchboard-Connection" -------------
-	if valueList, found := headers[http.CanonicalHeaderKey("Switchboard-Connection")]; found {
-		var SwitchboardConnection string
-		n := len(valueList)
-		if n != 1 {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Switchboard-Connection, got %d", n))
-		}
-
-		err = runtime.BindStyledParameterWithOptions("simple", "Switchboard-Connection", valueList[0], &SwitchboardConnection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
-		if err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Switchboard-Connection: %s", err))
-		}
-
-		params.SwitchboardConnection = &SwitchboardConnection
-	}
-
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CallFunction(ctx, params)
+	err = w.Handler.CallFunction(ctx)
 	return err
 }
 
@@ -7621,8 +7569,7 @@ func (response UpdateAPIKey500JSONResponse) VisitUpdateAPIKeyResponse(w http.Res
 }
 
 type ChatRequestObject struct {
-	Params ChatParams
-	Body   *ChatJSONRequestBody
+	Body *ChatJSONRequestBody
 }
 
 type ChatResponseObject interface {
@@ -11907,8 +11854,7 @@ func (response GetEvent500JSONResponse) VisitGetEventResponse(w http.ResponseWri
 }
 
 type CallFunctionRequestObject struct {
-	Params CallFunctionParams
-	Body   *CallFunctionJSONRequestBody
+	Body *CallFunctionJSONRequestBody
 }
 
 type CallFunctionResponseObject interface {
@@ -17575,10 +17521,8 @@ func (sh *strictHandler) UpdateAPIKey(ctx echo.Context, id string, params Update
 }
 
 // Chat operation middleware
-func (sh *strictHandler) Chat(ctx echo.Context, params ChatParams) error {
+func (sh *strictHandler) Chat(ctx echo.Context) error {
 	var request ChatRequestObject
-
-	request.Params = params
 
 	var body ChatJSONRequestBody
 	var err error
@@ -18296,10 +18240,8 @@ func (sh *strictHandler) GetEvent(ctx echo.Context, id string) error {
 }
 
 // CallFunction operation middleware
-func (sh *strictHandler) CallFunction(ctx echo.Context, params CallFunctionParams) error {
+func (sh *strictHandler) CallFunction(ctx echo.Context) error {
 	var request CallFunctionRequestObject
-
-	request.Params = params
 
 	var body CallFunctionJSONRequestBody
 	var err error
@@ -19482,300 +19424,299 @@ var swaggerSpec = []string{
 	"syhsvubKRvsLVvRtD1wIxsB7I5LL6RS0AKh6DxuR5nLai8iEsSzsvqTImKaXiLoDQ/BDioV1E2L/32RO",
 	"b840W6gkHPGxWRf40Uho5VoFKRcNjAVmtNpCclXOrQiv3jEgJw6ctihF1W8Hq7ejWHiNwAtU7LiD+4b1",
 	"c655jN9/DmXrZoZGS6i1o4qh2w6iO9pTF3dubxOnxqFiqtniGGJoUNtLxkurLoSbgVGwyCpPhmQtR4Ej",
-	"jYscOCDMe+W1iAWMBXXDoPFuVYtfCl9gHn5uLEuReUQkqASAWAwcpoDO+q/8HQ6G2d6Z2Czh1gIQc053",
-	"ScUIhtw1GqjhTs8UoSlscq/ejQkuuF5NytwbVRGmAInBqmQwRQeS3aX27+A+iwXkvCeQX300PISUZju3",
-	"OnyYtSxwGSrbon25OluzMx5feTPL/jvlMj+4vhJuHBErFvZclcmnGN5jTttgMLj1AsNy0oAP50oS9xZz",
-	"5MxLKAn7gJnDHLJMczgcmKvquZoaNxAQQt7b15A8RqTYG+EEJj7poga2tXtJTr2SLajLWRWxXFvUTYJX",
-	"/vjxvXtptf/dNdQdM8AfHNzfMev7YUlL9ugwp2hi6o7yyLdOIYZHt+cbQc2l869sTAyoukP/uXMD/Dx2",
-	"SQ+o1uYpSeAxCbvZ+/zjCnjHajP0tpSC6iajI4INaet4qpMQ0PdjZBD41xGqifUpkv0BSWipZwPMskMc",
-	"0oR0ASjmoAcWnGI0r3yBVwASa5RbTIZwxs6xj94pgBqNxeqLz8y7uVCa0cxo6mg7W58jF1DcDN6+l8fO",
-	"dWc09gU6SNe67tYH//2Z+Uzxf//+N2aQXzoDoJrdOp0CkwOqrb+32yzqvLWm35o+j+4LzxT58P5tBMiq",
-	"AYdezTT9k2cF3CfY+ORy25W3tjJOl1RQJ+d7ccsVDSKoNViXLoCBcw/V5lDKaJ6DPm4dSRH8YXOWrffP",
-	"97mMraFpfx+zXIopeLYk4RYurzKI1bOwhVUPSj7BpRNk4UJ6QsGqFoohn5/RfEJwOtmAvGepLDJEKXUd",
-	"LuxFa1MB2htNPWKrCGJY/tYBOTEvWBsEITvGQHA5Qwb9kDDItiSGb+wqdJ7c/3+a8457VqNo7/nyblvh",
-	"4OzVA1SndTkQdfXhc+v168E6Hiq9n/Ihvohm77InKnq1CcMrIqH3ED3/TmzSU9dPdM46u6U1XM9kDl1M",
-	"uEB0wa6FpffpCgCVj2nQ1lGqIogRYHNqIwou2UL3IpuVkPhmYcnm9IZYjGW2fKZIYuRxQuZ0CW2V7IeP",
-	"0R2L+c9cY9sl9s+S5q7v3DMVi25gXYXZduaVGQbx5Zxroxm3GT8wZIx4QGZr5ptKQADayGt8zCitCaHQ",
-	"fKCQc5Kg1ZRYmatiwbUxcyp6AFmZSYbSkt0YUxAMniPSPf1wXl3C9eodx4JuyjhoFbYIZj+min3A8ptY",
-	"pDOWXgapGuZRNi2YUmRa0iKz6RP4VdI1lpYU1Tswpva3v/0or8zsA61k8Le/kZMqOT1pHpHEbYA5U7Gw",
-	"6xm8ALIeq8xyKCbVMzYHJH2ENRbs2lb9DMhJLAokVVwKTAnwAMgFmclr4ukQ/Bz////9/2BQw83GkIgs",
-	"+JQL0sWWFBGZSWVDLoWh2mB/IXcdo7SGLLlIIkuc5i0kWRRswm+SyCKyIAlYDFZYf/P9rJCLZgxGWeqK",
-	"hetbJfOMaFpMmXbGNvQ7qKl7vs1uEOjBWJInsjFL5ZwBKizAvTqDFPrAGR0QkmaS6h2DlRtxMwsboKyg",
-	"dm0GRtKLsLKgKIXACIrzqFsJbc14RPlH/hdMHPamhIykzEYGSTcxB6BVK98LdOK9T9Uft7DqsUjcDQgR",
-	"TcMOHoBUbc484EW7jsQyWF4khVj4Xk9zPEF2J+uqPOTK50ukLBsmhK2OhUNeg1ZQVFkmNZHFCCJ/LUQb",
-	"EEnXmBITmIwFeA7WK4nIXF5Z5lwdbC195Arn0HPts9t8L4lzodigV8sdx273ovZhhLYJpDRghP2KIVPH",
-	"HgfmtCI2a5vWb+XMY6n9fwyPzhfUBS0dZY+mFD6ZQk9umYeZafZIh3baMxVoj4/upNmzxt/mclB7z5+7",
-	"HBQmsUu8xy7JXyjY89/XjIQAUf00OXfHo8WKHmpDbo41eW2wHmnabgnF4mh4dBy8oDVCZKvFqpfdI2YU",
-	"2e72oL36XiNVRlAsgp5ffi1sliJo5AiciIl34VzMGvKcxaLrvVU5F5gjmsq8nIvehmrV9DPi5OLLf5dQ",
-	"lZ3XljiV9Up/riAVvn7XCJUTM/YC/vUXCV4dPQW8/kQBL88NjaD/jNEvT/Gf8B8bw2End/ZLrStFdSzv",
-	"Kf7zFP9pi/+IQC48coAnELefVYVfJ/geKPCe4jpfNK7zYDJ8kNq93SRFWntAoGd7uCYWjXLUO4drYtGI",
-	"10A8xpew7BYfgdIJCJCQu8dH1rslH0UU/QH09i/Fvrw38lH42JNUflKYH8kVKSpb73M6Iu0va2EVz7Qs",
-	"IPdWcTHNWR8a/kIn4KQqTmr4MtBN4OIssehivdr+kGCBnuo50MPTH169JmcHz1/4ZtSRtaRrSWrwFngE",
-	"e7eSZIG9XBLCJ4YrN/htF7C4rM8kfAfKBqxngxdBWR72CcU4H0KX5zlUAULjTJYpFyt0sICHwwMbX3TW",
-	"ekIU89G0oK9RLZBnhEUsuonvRGus7n+kMmOAtYDRKp5hn86MFyzVF2XBoUEgdPKNYmHXHrAZMnaRzmie",
-	"MzFt+cV2wv2HWd6kqj8MfXJJbXinRhyopDcgrzAjEFMClrIsoCiSiayKzk1knstrs75uqC6TycKejgt5",
-	"rVgBpZJ+laBvfMODZkWdjVXCsgIMXEsQFCPUsfDLk5A5V4YycajQqxeCgu6GDwXEHhF/4ZjMZQEBTBGL",
-	"/eFwWP8E+CYXhcSkAotJgx64l63uLpzHO3O0ayVzd6oYrMoEpfv92HuTFq5lUUsF3z9LViyrAr60vWjP",
-	"5rZ0Rv5f0C9fs8K8479+of3fhv2XH+1/L/ofPw2jF4e3/9JS87WCBP0zZCyEmz0159C1zrdtZydl7k/U",
-	"cZDugt3DXE1vkyrrOzggP1crYOnYHVJ3KLlWLJ+QLiVqJgtt4woFgMpad2Xburnv1FZtTm/eMjE1LPtg",
-	"ePRVtBWZ+hCrnOrr853chSM8ELNusx9vmz9x08AsSg62fTdnG7i15y//DR2If1Gd40zTwtfz+FwYYEsV",
-	"FK6ReTtSs4feNlf7QcbF4yAohbzCHOLjiu8nyF/GrEpkCwRKsipRkkeDqt+mYW0N974K7vsrVPntGPYN",
-	"lucp9PvXDP2GOVe18G8djTisFGkxdO7LQB4pMmwNIXSiAW98Vs8IdCmQfuYjkmDSZZXTFwv3U2RT5/Ba",
-	"gmvssG3QE9UFxLUFVepaFlnSs8l1Y6p4mgzIt5jQ3NSezGcqe0jTSxZ5JdmxM1C9FPQeMItmZHpBU7Mc",
-	"IOevaF6aqZqtORq+fEHGS4iJN6CMY1ELTQdQxm5f/1lKlCf4yt7xSiVEDFD9Rp0RLIHRmnGHCrKFVvb8",
-	"fJWHoyJZWaDMGCCFLKczknz3ektCZkK6Y2nnYsHR3JdW0wdD0wWGSlcsVFnqGlVAQZS1MM0CQoahw4Ju",
-	"7F0s6hn2I5fNbOYHuvaYTYwF43NW7aFCazpEQrEodMbUCYFALLxDwsWVvGRJHxJBL5nF04bAsXDZ8GC5",
-	"uUfNzsG5rZW4+oqsei6utV6SBko30oShOcrFSirx1grYz5dUUH3g96yB3ZRcENiLIZxlk2N+zrpYn3bw",
-	"lDjw5Af98pWyPjHfmKM8rfNYeAMwswcoDrso8LXU/TtW2kJwCjFeAYygVk0AQm5JwJdkxUXkIOyw5jVk",
-	"sGEh62OAedYKWb90JsNTVsLvXZXq1KyGSHmIDt4aS/hWFpbCDwbDmlWAhWrgke96337kazMicPnWC3wQ",
-	"6gote5b5Lh0JoPQyZeO+sUiM1fieTQqmZhgOti5HCt5JPGzHvvQc/lzTLamhiHx283m7OvCUdvGnKqcF",
-	"BS6op/0jGLzRrg/cLS8jlG5yQsKAnJPgDcEOAsvYpTbZAqOGmFQblHauBxc/tqGhRiFguPYBOoUxQCkA",
-	"nUK5Ist6rurQYktATdiUcgElm8Fb7lwBi3gVj5Xh8Whi+nMaUq+q7f+dCtB2M6d8frtg1y7P/ykH5CkH",
-	"5I9Vjoa2d83kKSSG5cgl+yxGTwWUrNbmhkC3IDklvuwYPfRBBf2ges1bOT3jv7EkgGA2ksH2QAvwJqzL",
-	"iewPh72Rx/IJjSiPiIwqYxSLrEQ+GSGQKUllhiFLhzfMM6fihajJY5lxpqAA2yGwkDfB8NDjaewvBI+b",
-	"s7kslvBis3GaCfPr2PBUpo5jAXkwOcgDqMxBWTgnNM/bGPpbrnTwuT931KeayC5Rn4AInqI+fwFFtxmX",
-	"nUulzdEx+xjsdWTkbGujSS40mxb0S0V5LN9j8zHLjLGp1vcjeB/0EPD3A/q/Zjc6wcwjaA7prmHfcMwt",
-	"Lnmu+9zof7lMab43o2rWh1v7h18dJdDsxvDBSc4FGxGuibmDQRecTEXwH7KgvLDNhX2ohoj+tKBzRbjQ",
-	"khx+dUQyPmdCAePqvj3oC1nMac4V4MW8AYUzZzc8pXkUW6CSORWapyNiJqKImtECko3A36RSWdhGwxEw",
-	"zcWsoIopG7bJOHQaENrenkmjzq534r92q/OZfPj+/b8TdHg1vzVKpyePJ6TrJ6TrPzrSNVAzFBXfaGN9",
-	"U3K1Uq+3O8o1ot2v79xOp6AoYcgW2CxAORrVErNsoa+E7UCWWj2hC/6CmupgHXuLgl1xWSpQGrBvL7yP",
-	"G0aYQOLBP7Dfse3SEYta+2OSICoWqrVSuPGYX4+hwUuuGdZUT40CLC8VgZ7tssovJc+j4XAYNoaZU2iD",
-	"QRgt8qXLfw6Hv05DfI2rtyUx6p3Il+5zsA5cwYDXpYtC3C7albmZ956bJ1qyQBMU6YnX3HvQWMCtsJf0",
-	"baOAzViTr4qv7UQdJsq5ITj/A77aEF89+miI0dzcv6KQQgFkCmN/Z77zk3u++umdfdPtDkr0H0rbhins",
-	"omgjSfyVENT/nDb/NRvPDKfYkDRVME25YJnds7quTMZLh1MYMmHLWnc29PF+31d4XVEpkFfnc9PvWlXJ",
-	"XIwIu6GpzpdG/mQs51eG5w6e7LmH0pqLSdTJ7V5EtUOyrhO9pJuwK+3anUKfG4CCs2Pt8wzkN9d+szlT",
-	"j9QH1dK+a1LWT2mem0tbWtDZ2L1v8eFqaIgHVfGN0VSy2n+uSxV5t2Di5A10f1IRORFGyVnwFH8wYvI7",
-	"NueC+/5p38Cb0QruWXzCwPx0t4V90mZSscqNndBiWkJcJCFy/CtLjUn2s+svFbZWE9K/LiKNDm9cEVHm",
-	"OSpctiVYEgvsiY+dxKB/3rktloLkuxZ8zqyazigW1dj+neZmv42KUpQM4Qh9Eyw/yWs4+HapbXw6Fv4l",
-	"BJrquRZhlhoq916Er10FwFGR9TladdHfYegGfXtcz2zbs8ToE8kxptNdc8UsMOSE5ophgkY1rVPMfvTN",
-	"38KUSIAOMksFkIekQuaJhZ+wR0CHyNeAfOsuVAWA6FBULL/ChMxYVFEylBNdSGR8hAaCEjoTIoisb00I",
-	"65PJVO3BqwbzrFe1UdzU6w+ANjc3+2vpuUdcyz2LwelL8CJ7py0hCg9iN+hd2CDsCIOMbr5AAFQTczsE",
-	"44pSoPLa2tuPXLOCkTnN2DHU4W1o80e2d/lr85TQPHd7/tR47os3nvs2IJXfz5EUjsKL+1Y1yfMN4Ctd",
-	"m34OJPZMEcu2e0/upid30x/d3fSW6bpKY3QaWhG4S07zkvZ+fqgpE4bdsq29hxeFnC90qNNBTNE3TsRx",
-	"dkN9D4Id3EhlkFIomQxD9geRNBsSu+Fk4GYLeuZubEdMduxGjMpJWztiUutG/B2OYn0n4pZMOLuMn4cN",
-	"u9f/Tvy3Wo/P3v9zc7POYGMeu1Hn1L/6qUfnkyj5S4kSxz0wdIGxWYL8/H5CIwxM+/R/WdzuFSVwlTuX",
-	"K69xaqSNPn87+jairS4MDyNT672dLBDtw1ssYapR2NY7kArhUqA1OKnaVVSpNgqj3lEsoDGHNd4LpgvO",
-	"sp6tdcCicvOcy+Z55kFZqnRQ7Fg+Qkumhlj7zPWox9LCypSxRs4MRbCx9V1L8LHMlqS7oIViGaBC4ENo",
-	"0Ju/XftwdqOP0QFibogFmy/0sjcgH8SlkNei1jotdQy6Wr8RORoeQSJR1aYd+nVg/wasrjQ3Ddf0giTv",
-	"bZVlxsxl6l56GIsEW55cZExwKAD54HKhhBT9g5sbYysXxsqm4xzgL6QtsCWK/8ZiAaG0EXk+PCCJW/kL",
-	"FCrHYPSrXF6b60fBdc3nTJbQJf1bynNQHWq7Mfrf7H3vcttGtuerdGkrZdIXpCha8o3Jmrql2E7iiR2r",
-	"JHlzqwYpo0m2RERgNy8aEMWb8dd9gH2JW/txX2H2TfZJts6/RoMiLcWxk0nW82FigUCj0X36/D+/gyjF",
-	"WfviW+pin0WoyVgmKemvW5p7gMQRdIFQa0rEhQn8ZFcnuJitXN4HPuoqwcW23KRihiY92LRrUzU1oqPU",
-	"Hg6eJGLHIhU7aumxvt3tg/KAX1tMMX5PXwmkibhWJ9taicmLcDuJWIBfnGV3Tu3ZPwZHDQw9ODaUgrGl",
-	"Uw0YgZmeLXKbMa5cq9KTnleXpsJ05dR2uMA0F65w8vrsHh1Msq164WltPyn282ltfyedEN/8PlM84rEe",
-	"IzSfqyA/K1d/cOWKOMet3OTaNth0Y+TN356fnwB7WlBiZ6Mj9Al2PLASQh7vl7XtSFovCcfuL88EbOlo",
-	"aIHvTjB5iT7aqbMX+WVdmlkS0vLInZ37qcPoIpnyXnlXAhOerFU+66unwKoxFoM6Jd9D0YdsoW/OsVwz",
-	"SzYzAL3KmpS8bKyWZT7FvlWUxxLhk5bM46VlFkHtiV+BjTv0D7i6knSY1MY+5dxHbaylBxKG9L0irLZ7",
-	"JZu8opW8T7IJf6Mkm4jYHpO+TSIcJ4J5MXhvBwUx1UPxXsAioywEIdPF0h9P2ZTLao360a7cEXnJ+/Gv",
-	"3jd11jNB7OqlnuRFXq3HWIdLMps0S/ZsD1CWgkb3loUbF/I0EYAwShy63IRpC29qzVtyXKZzXe0le1M3",
-	"I/eK9s5Sast17km0RjmrcKM4pW6nw2z5+hN9SYqg6hz0DgaDAWgJRREW5G6YOaS9Tay0fAGzh/GSvUVu",
-	"+c8wHzzRptx790+SPINEvit55lz8kP4PkAvz++cabPPm5j5y5/oA8acrXbjLD7PCaajNvJUN75uAvfDN",
-	"bmmszr8Yfn25rHqHrgeUSUFn6ZunfWq3P7UfPwMGWeO2JX4bIu6Bq3fenD3D9tOLvCgwvolyIbIkVQRU",
-	"w+yvqzaEwY7SYyTZ+8QEWRrMVEbCV7gkNwS51cM+UW9OX/aMBY4z+0j5Fp/66D4zlc6L9x7ez3lCH+o+",
-	"o+QgIqMJWcL5LGnc0tl+pphcMMD+xfDr7NedaSHRd1EH+60H/O5TqO4+hKm9zylUxwR3RL4KQhYNyEXZ",
-	"fpbajulf9lVWuUsDysL+wlS6VxR6ofdfwv/3HvW+nGTdAEjIazYCiz61WbQAW4b4Yvh1NIji0C6utZxV",
-	"UE2384oTXs9784ygri11WQm7FkaygydE2tf9OUOym2Phav+C9/9ygMbPXOnPw5UCxcK5Faf6L+dADFCK",
-	"7rz3g3MSyDPf+Ieu04y+5F7wnPTNf6YE8t+fxNFDu1VtJngcXvQ2PCZXKHcT1apW2cTbvV/a7o5Kx8vc",
-	"Ewqk9IxG+ecmJPdixJw4SkP39mKHOSO4V5FHGWe3T6CXfUa09+T8wFGwZDRCS1zoNTlZxiordWVeUhGQ",
-	"w9nqolhjaKPMuco6td6U15gAtzRlNBmFJivhc0bDdygZE/9NTcnwK1Lr5+SPMWpSzy5N1d2AMYQ55cYL",
-	"YH9oPI1w3CqvlHWrEffexxmFQiIOLJx9e9wbHj3mfEcqxZy7FTzKcQZmNKmFmeSLRV3pSWFGCBEv3b9N",
-	"okreL6URvoK3DF1ahPDEHdl3V2VGzOATOe2jN9Arf2t0xVsTmO2EBcGbkiiZut18vAO7xI07nZ2a7q9E",
-	"bh83UUnKrNZ8xv/gCIuf0T9+OfM/DUfZtmTAmBEDpXN/yG1u/MV4NUoA+oXCYJsqFPwsu+ANm+MCHExZ",
-	"pwpnL03JokIQDNvp0B45HDXClWKCGFO4czg46FLKBjwD+kZIKnB2N27hJhP708AP/rMSa9PV8Dap8k77",
-	"yi0xCA8yGPi2vZSOKh+mseyqVHvv5n8Srfn94uMzIt9vTY1iHMa02IZJZjjtSLL7pbFNqRJcIV3vA7Xp",
-	"O1PAcFIPPNXBuSmWwSWxjvE2n2Xdj+Z+vRueD4ZOYr06URm5o6iRlCR/cNE9rU6W2o5WF7kpZqE/Igml",
-	"hbsWL9o2ZD7SoIMUS21tOTcHHyH9eOXKq9xejpn5r9TSFfl0rfDQGt8WDKllyZAE3H0BWZdO697XVMfU",
-	"V2e03fwLVscQoFOMvrc0Ze5myld67VMrNwmNaMkmEkpRZ2jAiAZPv44au8aVqW1CiTWnjtHiUTuqLQFF",
-	"TkbKq4QwDyXGW7q6Moj2m0tWGS3O+/rDp7bDe/q3gx9hW3nmujBldVz9bfBj1v1YCMJvlrNb5sQ/FzZh",
-	"NDea7G+dRHQfEcIk9lFEyWccws+WyAeI06fkYNhQ7jh3Gdm1sB6rUKCMuZgUmTtyzxBg/bX2yL40eduN",
-	"HVNPCkSwmjdtKSO1k6Ud85O+ejo30yvPVZ+MOW1Sm3uF7DlRtUVTBN3KmJe5xKriDre09PUCK3y6iTI3",
-	"dFo99V3MuEEljIp90qShpeJXUUWosbOly22VIAq8bxlHlpxG14h+SJAx5dUmhHzAxB5T8UjTfbHzaDDs",
-	"qspxxW7TIpHgdCunsqbpCWV7Bjkv2DpN2mpq9WyG8hPVFMwCSZQrE2kBSS4oSeQeDgaxQzCGraSkbqxI",
-	"PlaUt4xLiWpahqnHfyHPomQ1Y64z9twU8Rmi2JbwHTtHgyHcIJ1tEhGwicL9c2XYOmpf1zkcDDj1PLWU",
-	"l0wgkbKNOGSiKKgnchm9mFlUJgtPkLqR2vYuh1TeBUixLnsDravmub3sU51OUx7MrRFTi252MIK/PX/1",
-	"snmRmL2wLkvQpLAMaV4tigyLcandYpcS1lP717PX348VrWV/hnEoj8qE2egPlGxSU2gLGvV0iyA0O9QM",
-	"B2efdWl+uM7b+2FiLpL5gIaYtEmssk3WEaXuykPCJ3b1bDw6GCb3Cz62+9fBN+/urznb+b7DwZPH93zh",
-	"jnU+/fqpevyvh0/UP/7rsH/QH/YPukKM7bOxa3o42M4elkcfML3oR4nJEoG9bwZv4yF/VUfNj696SeZ/",
-	"U9cHB6o9yp3lc2EU1bEu5rIrzcDlVHG9tSFoeHisLh321JWWitG3PfDRsBs64Ps79USzcRfRGUruZveK",
-	"8S5wTz+S/5lWnSU4spB7K4y7Hj384Efvo25tf/Tow7/1Xqnfux79wG9tq3y3QFqjAy7Uwg17WSaPpdB5",
-	"o73ZHY0923qbzy9tbi97V2b9/rj6Gd34Hdz3CRlA85r3pX0uQZn0czNTMG/Vwb+nmJVC4btu/3OkOk7w",
-	"bBaMtFvedly+JFTjXVM09YPD1Tspa59A0HeX8583fffgubjtnjUrmCZ5laxbKWfJSxXQI6/MOrW+cksf",
-	"vkt6gnOdWn4NWgsmLeWeY66zxk91TWCIk7qCccAuatYrtyrb769MUfRQn9r/aXXl+0DUWRI3pc8rmTmM",
-	"wGg/SdOrfq3m+tpgDjcrvGwX5LFnbmu1Fq5dczD2PmEMNnrLjqMH28G0cmXWn49Zq5SZwvu3jpiU1ebc",
-	"hF1cdc7+esMbX/aeg3XLoAWNQ5RYhr526IXFyiBJWkxtJ4vJ6Ka3Wq16eEddFnwTGBqor6D59Rb0j79s",
-	"KblkgAsbMkKUX+qp6XkD5gacRPLFosXk64k3IbdQfBqpJW8tFUHQj4u4CoJzPySzouVYwDl+e35+ktqv",
-	"tM+nqpMdx9bESNHlifbm8WEn+PlH/C+OSmQJ44TpskptvFjEMbsNQkMTKmD9LR4oE382rHuSWkodmrhq",
-	"Tt8QA4j89YfzVjIP2R9PBo+/TBRpm6nNqvVypHT1Lz+tQIOM+efz2bOz4/3ns+HR0cGThG1grDfmwtQd",
-	"nI33dVrofOFVlnsMNvh6Qmi+ssz5rJukNtP1LKN+XvCfXGOMwk4u4D8/VTnGKTYWhPa7r84MAsZQfv/m",
-	"puDBU5QIz7YVLgInxI/hQcnxwVgR+fkZjTK1RX6F7rHjkxehdWppyGnerlMeNXY8nmA4mKlN7Rsagwx9",
-	"H6jy+OQF96/w1O0VWTu6C+Z6aeITltp//NdRf6g62c8pGV7p3kile+K44FymvUSlt+0yurXf76d777Lu",
-	"KLVZ+7EMI/FiNPzwww+944jwmaypHXHoLOzK1K5KZy9DWkBzUpMtgQ7yx2BbZLXQBZC9mYWgjurIuBEP",
-	"AMGoSrOkAukI569auZC8FYecnVULU83dzHcTldXW18slFva9jQalmSTRIgjTiGaIlyLO0Xh75nenV6ES",
-	"cpcTJLsfrxgDM/BA3XCw4xO/E1+tRf4fB1ZtK9f+hdY4rsrvVM4dbcvOeu5N5sjOmaP+wa9N+3q/dZ3s",
-	"nZT6chu4UDTQFF6Z3dtM/3iLJjbmrUU7toE3EQsbqY0zD0rrthMIFN06erHy9xvMvM37Rrc8yih+d3C2",
-	"DUrYZJVbStTomJdGF4u/pHuRPpbu3Wc/KaD1G64Kb96oSVU0N1NjZp6zavtw7at1ZbhakqJnv+sEOXp9",
-	"J8PqR4r8bzBhygV+yy7U97lpXlMOHVbZR2yo6Ri/K9267UU+7G6xAkTLr72+NDujamf1grF5PJcBwB8v",
-	"X76iRATfNMVamjI6EImgttpZat+cP1VzV5dBC/IJAzElMZYeGbuVLlpJg1NMBgdd6exZY1ELfCoWkj6I",
-	"qr6igm5XV+E6jjLo9lN7HEOXNrVsBJXC8t0b4ymDwlnzwPPHc++G1FLbB4xOXJl1FheKR2PjICHVG/hH",
-	"R9MDqY2QYORHtNEp/RFndTh41O2rN/jmuPOY1FhgozJnZz6EKNemCs3IKqdmub+CUbkB2a4aMXzDXUrJ",
-	"WaVLpqpHjx496Saw/RZmNMNEaHJdwx6PVW0n/Ns9ishhQ1vMjjCDqDzH9Koca7vuDFg8t7NmdhiRLWqf",
-	"X5vurumoV1yMRx7PDOaxM6JSuY8wxadusdCRSRr1aKocJj4pDZbfiGiE7aBATqPUspmBRZitFLd8RriA",
-	"N9WIjBkMn3GhL1/y9YTNmq4keGEz5ZleEyA0bF6mOm/On3Ypjo80yi6zerEwM6yy6Ktn3JWPByGyMjfL",
-	"ws3M3gjhsLcv42Xp6uVXbbSDvDILfxc7RRL9hp9+l+wt9M0Leu5RWHhdlhp/9NW6QMpy5WJvB+oDIT2E",
-	"tQ0nvINcwI/l2xd6rZba8zGm4hs8q7PuLlq5MutfF3trJij4vTy3TBz2+/CqbOcMFlzsef85fMqAG+7d",
-	"qQFlb5eKTd9XupVPIrwVSsJLgOJZmIQk8rwEivzcoOTTuCA3XfzaXtb6UkBomBgbQS6yGiRsN1F4yGkH",
-	"t2oD+67krY11ElJC7u2ZlLYW7w0o/SA3/aGLNPkr7lOgKavyuULzN27XI7f80irNQMYfXqh5Vk/gz4nx",
-	"KqvLAoGqCSDYS641hwkycQ53stXcm+nbTP0Le5lS6y7U8BCefXyoJmDDdYFsGlhqxiypOIOswa8WnTT3",
-	"CNFJdZEgLcekWa10iY1CYDhcQIQf7Ktj9eb0pVphy5K5I8RDbdWLE8w2K9HWmRtFGJcK0UNZPfakKf9E",
-	"qRfoHcVGF2MaB1OdqFxS+pCQ3ifNZNZqlnO+3aKvjitqUHowGDTbiBiMu315fCQ/UZkkj/77lEjyy3/I",
-	"qznVOu6S2bxWcYmk/+cqjkz+TGnSn9OXfwWPpqOktBAtV1IyX/yQispfwLg3NJY76ympxyPG+MXaDz0w",
-	"pb9OKNJIONUgGCi6UlxpozqIYHx4MMTzt61asuFjv6Y+409TY3nwZ6R9KdBsGHZTBpfEPdbW2GRV2mss",
-	"jUX0ynYDtg/SW3aVa8ZS9NPqznfIsLHKQApkrVAvn6LPNZy/e3NCvmtrHeeHK9O/iOExHb14tnd3SSVq",
-	"4UnQwROVRTdycoKxelIgyjkbZuFKahdGW2qG1+03OhWoUpzbMgrWXKnMf9ToLd9M+kktFVLm1RgU39Cg",
-	"HZs9YrYX6uTSVrPIr0xqG3yWlrDi1LqeTCW4zBnBXF2WemrYpk9tB8PRbPugkI2YCAbRpdGj79Nd38Dz",
-	"J/h4lqRWhh0eqnm3r57DymDGnZrlHlcpkMS0MLpEbF364RRBUsmtyZeOpVn0BaHVn+V2ajI2YKSGx6ul",
-	"ZpT9wO6kaV4kaylLA/c5lKKS3HU7Re+2dDsa4uNI309mf/Asf+uA/B0sm5c/kMDnwsjPhZG/o4w6FW4g",
-	"9PigwZLUm6nyv9Jo2G+Y085o7WtrlLFVid5zthtCw2TqC+jkQlfkRsuUT21eSaFeonRVmcWy8gn5DBvg",
-	"KzejcCjGsMkvjyAt/EA/tc9thRxfl0ZdmWWltEdkGPgv+ceo2fAO9HHmA8+ab74PEHkkaRpEb646fE/1",
-	"WO3v3f++Pa/1GT39h2sav/EZ9/EuN2v7J/Iv/yk158i2edC279qN5H8H7fkOxrb/s8z2vT3pN6h377c7",
-	"KLv0Epn2ZySpj2b3BbpFSMZI3/ttSfZufi208QsJfL80Vbne0jfuk81tVwzplb7i6vCw5uL/4abbs9pI",
-	"xVOiVnNdYZir0RQQDQgr2c2sMaMwAQ8FAw8TTEeE3I8b/nf76kXVWK2e8CTEAdowM1fOTJko78B8vXTG",
-	"q4m5cIIb2txX6MqU27xY6nDwpCmuF0My98G4xIZijdeVcvkZ0q40lc7tjiIq2M07GdPw92JMiSxG/0/Z",
-	"XOqP4IeFfZCTYN2Kj4NWVCaC3EDB7s7q4mMGG9r+m1/Fb+7gIE0EcCNwzBVU3NEoDrtQiNoVM8xmLE3F",
-	"CGByV6TQT4zPZyZUbGIz+mrl8FZd1aUh3JTAVcJ1rk/JLhs/0xllTmaqw96m5rmtXil0Ro3VQFERaF4J",
-	"N+xyAWZqM6kWpbjpcyzB9MdYMOWkJXSJIGGK9jDkqBYOC1x0aoMaoY7JT5c7q2Z1Sf6v2NEmnhDi26FS",
-	"lVd1Z5EnbybHdv9JXU80u1P+fk54/9Qa3r1D3k3EG8jwc9T7sw/s/3MfGDKWlguszeMbGMffIdS+Xxn/",
-	"iYTeKSblYxd+sU4qrGgkzZFym7Dte2g1JSxE25n6j9rUxpO/LSjM6JLLfXNjgXKupXJLaKmbqImZ53ZG",
-	"YxhdFvkOpfeYsbkEtSAo4nxzI3nG0iIw9IGVplj3MGkyLK+4HaYhXMyJUbA+BO/8ZGto5Nz43XHh31x3",
-	"xh2a/YFs+z+l5owV3I0DAEiIT9jmYcHMwg9kHffIiMaqLeIedVnsjfbmVbUc7e8fDP+1P+gP+gejLwdf",
-	"DpBh8AxuQRSWbmIi6LelmXJHqX7kkF77ymyrXODyD98CHwiNoDs7qtv9BCGGu6BSYvGIT23mJ28zPuiU",
-	"qj08eqxKbWduoSZ55QXIEXtWoD5yu2lFaufaz1G7jVAfqXZFL5cYmSWHQS5Idhw9wFgpddgCXbqf2lfa",
-	"6kuBi1EWqwpvVWX11Xf49bsaYejUXpk1w1MmUqwv+H/rhF/JFfgNasa1uwr9Mbgwv9kNvcwRkWhLnQZW",
-	"4Az7g41mKFF37r46xnqSpj1Hq6nLOLWhu0qDIbkBBb0V3wFr0VPr566sesCdZreBHHZ2XEltZ1fdIOEi",
-	"emMpZ1d7tZ2qgNEzog41v20jI2BCgWroFQ5waQQhMSAp74aH6MPnYDMWc1OZ0uqCEAHLuFUbmXv4ZX25",
-	"7QXdRb1kCDKRkJ9VR7KBBcaZglB//eG7szHiZOalWpa5neZLfFtcTtU0SbxdTNWiFiqt3FKehsI9Prez",
-	"AAiB8NI+TAvkvbvYaDv/wKtq5QIogu8tTdlb5LaupDWNT9QUFA5LXXSNQhZHxYUiYtXEFM5e+tRWTnWy",
-	"LSwxU84SBknzkHT1nblpvQAzfpTa1PbwJQ8fgnpD73r4kLDUvTT7hG2vl74qjV74kcI+d+IYyJLUKro0",
-	"nROeB/y7aWgrVy5qi7hiPThSub2U64JQDsNgoSaia6razkypMmndeX3A5ycchLil9P7PAQbv3X5ZW6Bq",
-	"pb7C9Rxxb2XflzU/MeUrXPHGa6AeDwbdRK3m+XQe4YA88DCOKzdhcxuM9W2DhhZG42Z1WT6FBc59/LGY",
-	"ZUIAtuh/0e1yQdWAffqE23RjnU7AaktCyntCItUn4dRyiSEOQ+wqodqf/q0V4lmewCRPb30YjBAvGKxY",
-	"8AEDIyOk8mjqStMqxqD0MEqA2mCGn1csfbApN5MscMblsljDAs1rOytBlrgLeP7clKXG7uSl8a4upzCc",
-	"ybEUd6XxqFhlXSl0jAY4fiu+A4ZYlq5CiN2mqS3iuDyP+m8DpSpdeLd5tG+faWSh0WFOLb+vI2tLtzSr",
-	"mYS0q+EA/jdObURWm3d3ZbNIbJJgmNTTK7gydwUaCpgvRu9/4JUGpUCj3C7NRV4QPK6tclu72hfrUYvM",
-	"sEJyUpe+UvUS+QpljwbuhJ/RV8etDlu3ejRQo62og9gDacMQLy+OhZyz3X+rAf7n1WP+6VaWTk6S2uxU",
-	"FqnH3cM6ZP+0Z9pNVHTnqVnoHCxZkJlyZIne8LsNRTfK/HKOvb42n/bkGCJnY2oDVJvMM/fqogZiAQLh",
-	"zqPN8ycIrg2v5ga+OEOSO+PVXx4PYHtfBZLzTHMgj1Ob/Xtv44t7oTl967fwjfI7lexv3ONNeB4UyYjQ",
-	"S4NqIuktKweUMNXepLZDFf7K+CpfoMTTleLqIqWJGhK1LGrfbp1/MBgecntW8RtzjEdCPiJUKFvZK2+q",
-	"qogR/fS0qjWXKqZ2xSB4cKZHAustyhqYuhM9vWLmpiZm7Vg9py8jIQha83Suy0vCwQ5NiXDh0Vsr3YkQ",
-	"aitsb7uif/gkEdhqzKDBk/uWyRo2BoNIveOLypQN4TBhCJhzan/GJ1Qnuy1FqGPHe7gxwjNlt/hEwvpC",
-	"h/0VrgwDwY/4wnB7AooIU01CgQucMnvV342VVrJD3GgD9PgKO20Ay4U1mtZVat3FRV8RcLvgSWjCypbD",
-	"3lKvAqPbpo9vrVMNABJtdAqCcqA+rGF0qkHd0im/dAtTzU3t1cJUZT710UN8ZW87hnLRntPxyYuRqoBu",
-	"WA/KnQW9TVeJalSfRInSk1rWeoLJ2IK9SIjaWH42enFoidp5vTT2+AXB49G/e2Cs6yqfFGLfeeVrUF+8",
-	"un758lWiXmPbYXwj/qs/XS6T1B7bal66ZT5N1Ddmkdu8GyY1qfOi6uWgKl4UuTUqK9xUF1mYCLMp3NxQ",
-	"38dNo+/Xm3ysNpqzZ9joRKr4UD6ktlFaIxOyKBZiQDaipG2LEtB/WFxu6kj8S/hSarMGqiRilSpDyBK5",
-	"0tHkyA9V6qDtaBC7Al3SAlgHEcXl71giP5ZixbCHdN1jw/hEnUUwQZbVC0IqpFgiHuz8P2Hvq/wK/6J9",
-	"Ktwl36l9w5L7qX3TPiedgLByC1slUds7andpW3cAwURHDZcfQe1G6nBwqDLrqrcXrrazTPDfqAG0q0JH",
-	"HprEWB0OBhEwWwCPix8r9PQKzgoxZ0xEmOqlnuRFXq0VNemeoh6HWDPNiaPnu2Psn5PhG5CK3lJ3gCz0",
-	"1EGDk/lwn1vr+IwPoODUUV8fTI6k9JW66rmLXokq65V1ExDolVkgrdalydSgN0yAjJYn8O+DRGUX+IF2",
-	"uj4xVhfVWoTyEmSSnZpwuTcEcQSPNyKUKO1A5BSjSKQ2uqXbV29EiMJH1qXxI1iTIFoPBwM1MVO3MNSg",
-	"qOnoEFHvwnignnH7yeGT5snhkw0ht32gluBrD3d0c6Nwk6NWBTzl1Mp7jgZDlckjBKyUjZV1AnUJL2WK",
-	"it5a5QvjQAw1wxxGw/DPjcLzoOV9yC4YbZu8DSnmu2I1NCapgC0BAh8+INkyeXYD0jvI4dZUUMOSELpK",
-	"1LqBqJytHfgsPL+pPcPp5vZypLJ0jyaf7o2whgQN+suAHgunvHkeaALB79H269GTWV8919M5RxlGamYK",
-	"UAgCV/w5RcD8FnJkQrNHjWiZmynhRJkbDu9jPmhIpwkDO2to3LWcWjAJU+smPyEUObA8nhQiOJG2SX3/",
-	"UXlfzV1hSJ66UogxkRbCtxYryCtkuN2EMHNoMkQyzWw0nHRxYeOWRL0/Am+GrfRqkc94mn31wzwvTNy0",
-	"3qfW5wV8OrCqgyPlmRNpVWK1SuA/CkgUGBh2M8lGmAnR00V+DTb01C0WWAUK8lXSqsT4XZbuBjZn5sg8",
-	"rqWlDU3qKSUYUDeYiBKnYOZx55lw3qRBDlBW05O/cq5QhXPLUeS0IfG31UuDMi+1GXsdMmybs08ImpXD",
-	"4wNDgoHU5V0qgWoucKNizoXIrTK+H3NQKt0zN2YKFnMg9Eg0qrK2nvxYNIGYJthWwo7LRREfLTTDGiui",
-	"xOCFT1S9xF46wD/PKrP0mYpH6szc1O/j1/QXM/Sz01IaPmyMhLtlysFgo0oiE8jRV2aJYMXnzhUvnVvC",
-	"e7u4FPFXlbVtIPrRz46HBPkPufAzPr7k3WFnLS4GHZsLEV6R5yKGa6jARiPzIxzXXLpsP53r6mkD3xYW",
-	"7iK3umidR5V5WrjWEUxthCt1ayItzb8otmI53VJp2Yi47QZsPEX0EOheFxf5NNdFas+efUdNB1XoRjhS",
-	"hGUNkz179t0Dj1AZCFoBGkTGsR92B0daGSmwG/7H2hulWxQaK0i8nALvtSuSQ50iCaAOtdpg/uczVq2j",
-	"Nzy4t26NbYTQ7NIL5C3Bb44cL6AdA4EG1sdGv+he6CTWhL7R7SuxO6XOjmKCHHFKbdgC+OTSYHHi1IxU",
-	"Budlv1GzvXSnwtOVJfSPt9O5y6foQs5YZjHmM8ltKpT0fca9e4u0RpZxM3CissjZTPmrmEODyoZVCCcG",
-	"n0VXPdxvpw5uf0v4b5m6KJxG0UMoKl2ys6R5Zl+9YdhQ8Q2gZsgBrEsLXBB7O4bVADJMrblZmmkV+kQh",
-	"8nO4heCfM/q7LZ9ArSRIST55+I14gTGT+S9Mc2j+xJZl3bEgr6a2SYMQ9QkUQIa2ORwOBZOdxpFGlXTw",
-	"DWIgk0bilbHs+UCvwkj97dnr75//CApeW4bWpYmkqIi31GpMrqBnY3Trn/v9/rt3zNXGG7JSsahk5Doc",
-	"aHVLLKsNqdwO4+Dp3duG4ScOde6JNDFNhOrb8/MToGg/Fme7klM1S5Cl6UlhmiAOizm23WZmWugyhrNG",
-	"jn7tMGbl0fhpQhd9OsXBwU9HuV/WtiNw5uhAwMsJQ5zjyJ6udTOU8KdGzyjgGrd6HZVGzzKsF4uvYng+",
-	"6yYE5EOPoVm8cQfb4034gSKAonSwIikdYVPbOQAtlaKzifqXgxCE4hxH7tbGOSxEUM/P9SVooPRlPBZ9",
-	"WrqXjVPrGfgdWytpH3c2dVadvDnHQZ89f/n8/DnsxMQoD3S4djXHF4BsdIUXYD1U5/BgqMAEmzo7y1sG",
-	"IsIFrnIPvO97VNiRHUdhao2vbCVtkvo6Mxe5xdFYasFPb05fchwbd+lZuIdIik1U4dBeXwOFgeqHf5e1",
-	"hRceDoep3WXO+naDWOxCctuyRbr7GY91Ire+C02k8HqmtPrr2evv1VJX8+BKyjAqi/6BNyUBTTZ03Z/m",
-	"1ZqYEiFPUlZi/997x8u899+lUzBqoGaxLHTF1qmWRoIZvCyTDgWwHnWcV0GMvDAaRJS7oPyobOJm6wwd",
-	"91NnEVc3+/lnOhP9TaEI3AW3au6KGaZXrOZA80s9hX21IRV5UuJ+akql6PZhTFDs0AkEfARYWDRSoqaF",
-	"85h0Qfo4Gk3Zu3fIFTPkaoU3K2kkUOSVKXWBVg7DctpirUrnqH0yLasPZy56lVrUjIeF4Feb7AXXl7yp",
-	"I7YyUdFVjw/hAJR6Cns1xur6ZaHXQNeZOhh+Gf+a2ohBenU4ePK49fCb05deDQeHX5Lff8w7R+4ROOLS",
-	"YwK3kJ6nCEGn4q1XPv9P0x3L/j0+Onok92ivqN/h48NYbI3VoyEP7MeI7GVsvWAqGausKrX1JMQRkyEa",
-	"MrUd+hx566MhR6qkPUjGJvsrn/F6Naky6GVp2GF/oW/O2YnQhEAPMHDXZTMb/SKJaFpUP5NgG1KUG+IH",
-	"OxwO5fy1JFXzsm0JQ7Gxl5OFoafoNXwQRyI9u9HCYKMomA2qEXx/RpkwGVqnjIafUZZU1iUPTe1BEEpr",
-	"WO39ypXY52VCbSL6ipGYQm5hCMs337H/Mwzxbj8KU2djPiowNi8jSs+M/8huNbMEwUmpgR6Vb4onYZck",
-	"HAWUWZxOWALgqw1A3Qibsjbrf01FAp3j52e94dHj3jdPX3W56vmaCoMwnTVRhbu8hP8ua/RhasuOD1eq",
-	"/6hdxVkrcBmUmXGUvgSqQBLwJRrF4OTNeV81yUbRuhDK3UIjKypdfRlla+5c0Ezl1lcgzzDVZw76eMZp",
-	"oKAUck9ZZMylga1/K+gPjfMuLylfyMwk8wf9k9wHiNOtaGmYWPoKkYiokKFRDAS+Kq983CvWgwnxAZpJ",
-	"alk12aKUbDk22K/u9rk5rS31+KI7RvdNHwFZme6x5oUNV1jjwn8370z33mWqw4YcqXgZJ0WgDokpCiC2",
-	"PonK9/DhedQH+eFDamsko4JwBXMGpDbwjJ9cbjdCqyiCgd9WczAd8b/L0lzkN6hFxE9fmWU1DllhwH98",
-	"of1cTUy1MnwiF8IKG2l8A2JQ/LUwfO6V8VO9pJhRPB78DMre5YKaCGs1ydT//R//U2X6i+FgAhT9xfBr",
-	"vvTF8Gj4NVz6P/9Lrjx99MXxEzB/+ENQSMC8qPm9WSyrdaIysLwxaouKg1fZPgyDBnn2b/B//y0LXuqq",
-	"dAVFi1EKbgF2H/TVSWNkXTpF4h7ZExxpEdbAO3M7wpn9HXEL/k5i7e8oC7vjUEKU5TYbNevVuCpxeYIP",
-	"eYGVZ/gyTB7iYBOrUWDJutlaBckbPZdazjYy1BgURcY3z88TVqET9e3z42fIU16fnL94/f0ZKe2kG8Kw",
-	"qV2AxV2GZA3G2O5oInh8dZh4o+o9pYzv3jnoi6nlueagY97dPqyvjsGQ90JNOHcwwZaGm3FfmfUYObWs",
-	"ArE3xCXHzYhPAG66Ep2rjTIa5RXyBrL86Uj7EFzORGWBnybUW4tsc1svMpIpoYuZs7D8mtJT87KRd6O2",
-	"9o76Amj1lGSBKf74SWi439brE7bWSwY+5XZn4y3RrdcUt89UE2zETlXo54zVb3ZzPj1N1MuvyYnCHRE4",
-	"h+2OA/F1bnVRrLd0DY9cZblX1Itcb3SzVh42uSNKCn690ErCFBsURDrJ7io3EXopcbAM9ExSajjkhimd",
-	"w+w9ubBjxQoO3IMMHFu7dMfKutSGwzTVNkj3vIpYcYxxC/z4dV1dOpA/saOgcG5JeSrcbDK12O/g4MnB",
-	"l4m6mA4Go9H+v2Kqhr3qYfxddcgDBkMdPH7SHx4d9vm/3UQ9/eb74/MktYu6qPKp5q48SzPFFN1ETUqn",
-	"Z3RdMj85X2Fi7HS+0OUVJyZINwt8WBe9ZV0unTdK4vxedV6cXB8iab84uX6cqGZe+ANoRPADBpJvNcFQ",
-	"GS2QtL2OHU4CFTwttPdJamtbCHJwkw0IphkTLrV35wH7+AsewrMfXpw//far18enz94+/+b0+dnZ2+OX",
-	"L1//kEnXPzjjFFVwIZndFddAiTwFXQWyxageuc1bLl/6FbdTRFg1jxgIjZSk1jv17PszVZpJzrU8kvkI",
-	"WvWYD39o2pv7MEYTRVvpdYNufBRuRsB2Na+qJc4P/uEFr7kZkdId2YDG1SzzS/TqYwmNSQhrGfV8Rz1P",
-	"QzWBiCQ6yOHsMsHfCjsHDUQXeL6lWQenMTf6Rmx4BWMqtrb4mlhciXo0UD5RU71csr29wzbrgoTF/Mzk",
-	"PSFgcWOnFiUVxiw2BhRfLHZBylTnYKBe5V8hlPbRYJjazRA1DGud7Q1vbqKmjNuC2RJEEvZMsAtZKzOs",
-	"TwYydqRl3q6+y79KBIwPs7bcNXopUHKDxE5EXCebPjE6ixTUDrHswTBJ7dHgEd4Ia0UmcLwO9IzP8BT4",
-	"ZquG3QSzbJFrwH62kt2Qf0umnvZXbJMS/d7audOQc0ar7McM0TCizotVue4mpOJohVUSqQXu6S4uhPG2",
-	"fAD+4UMMpqHQ9NrOJu4GhOvUeD8KJfp/1df6DO2E1Ja1he+jZBcgXWRX0iZEPX/66phuDdlRXtrEo/DP",
-	"sC9ntXLlVaIu8gIUAxiwxIoVfjXa2itdFL1p4aZX5CwApTBajeDMaOgeRPqCHl6YhZPM2V0PvtI3r/A2",
-	"IttEPT4Esk2UsReunDZn8cqU1hQc5tAcH0VHiZKMxB3jv66rZV3J+Ad4KvoUX+ZR0Odf5rrIfWxu8DJz",
-	"plQGymSf3Hv5xRrWkHKrGhAQxe4b5NUdkreIfg+PklW7MUhqpfIG5BjH36nTk7LYsVMg4pPBYKAKc20K",
-	"zGLWpFmSBMScBcwE5QlQXv6cuprgbCpHQCIJiqSmcyyloADbS0J+A9y7qKdzmLBcCytuqYpyZsxSmkgR",
-	"w6Z8BEl9bsgS85raXq/gDO6EOC3pO8JMityabD/8OXVFvbCcBIHqbKKiexd59cwsqzlmZKV2c6rwOTDd",
-	"Yo1aUVS+ABrdxQVi+fPJpCJ8//DhqCU9yZvA5n2cDfTAB7TR3FYO9D5h1YkSRwsZZ4W7pASKJkEcdqyV",
-	"rNZkQpjpHAFm9PSKVFaCnkwtmQJ/O33+7Pjp+fNnP2ZRhRt8NKYly4snbpYbP9pwUIFAY691hx1tSUiJ",
-	"Zs9ZErLjCew2+LfF3e0xylGpDsJbkA5Kqj0FJOEzM3HKjWTYrMtthrVXOWgbb05f9sS6diUabPI3aD+5",
-	"p5bmF4bNihlsdDB3tE2tnk5zWEFd4KJRKEKTKNflurmXnHMa1WjPdR4i2m55bCg0AoeECzz4cSpPQ+0F",
-	"65R9w0NSG6gcg6uUH16VNVIh7lsopW5lvUhwCc9Aq9q6fWww3aKusKZ68yc88SU86I1HGKHScAPndm0O",
-	"iLiLHGvsLJ1qykXtUOhZJsVeCDn+mMGOZm1XYUVHXonbb4xtObY4vVIr+LSrucNPAq7mDXewjdyf0g67",
-	"cYyRT04imSAdYf3YV9P4VzFIgU5PkC+73Y+RR5a7P2N7vijYSScFF44PdMtnF/vCtjjtpNuPlGurdi4E",
-	"J8BUTq1dXZKZJg3L6ZuaGnjqjI1Ov0wWhry42GQ5n6V7SYrIG/gPClzOjiv8a6YrjTlxqc02K9SzrjTP",
-	"Zvv1b2eVhiMyUzL9Hzuoko/291erFah5+HPAppm6xX43FTuNdwB0J8xv0Xatbo2oinxSwink8kvYWC7h",
-	"ixG4RjHo1QyMpOuKKoejci1ng+1RITJbalXz3Ahd7XnFzQenMItZTUvAZW3hjagcVnqxzEbqjc1vlDQz",
-	"5PVmINH2Qw2kz0hl1wcJ+TiZ2X376vhp7+zb4+HRY0lsoflxGkzzrew5bV8OE2r9io4rHu3KrGPVhF7b",
-	"mxluZ6+wb7vMn8uhubsgN9zpq2eC5cO/C8jPA0/oPjgMAfxsYBtJMkNCve1VaCQ45nwdRZVsHDCOKLlS",
-	"hdFe0NskUqDVrC6xU7urK1B3pXNkztlyuOHI4oRts88FtaXRFpwJ5evyGhhRCStZVsxOp6X2c+CYyDmk",
-	"WJ8RkUhd4dPJYpTyZ9EbOgfjzZrZCHSKcD6pWK8ppxLoC/SXyQbA9OVlAZoOuQupPn11bIXM5AY07+EU",
-	"gUVGScMxMhTfvSWmd6R8d9wY2aGKRaxiTDB6dHNDrIVt325ffY1TCTi7LaOLaOcIbNgjtchtktpHA/yH",
-	"Gqo5XJyDrq/mKOfwHx0U7P/438PBF+on2M5y3OARw16j4RW+B0/xGUOO8UG3bSDA3BN0upmhtRpdBzVL",
-	"rMNizbshuqfgmKmVq4sZJTEZtOs76Eg0M8pSp7gPMFB0LWE12PDoC+ULPb3qjtDFj1IQttzMCEGYUE9a",
-	"u55aFIkXZkXROCoLlN6kWvncXhaBqxCzRM0OVMJZiT59XG+gM3yJqyssdj1ucJ8Q0CUGs6fNE1kmb0kt",
-	"UpPfRLtnXBQxW4V2jtRMr6nfliCnjFLb9AiQ5HRsrCnpVG3Ae3YDNJD3Y1rYLUcUCIzB7hsM/GB4517x",
-	"e0lnAxtNl5emokA+tsK81Zars9vxx4Uh5NBj51zb+ybdaSnM0I1KdLYW87ShQqRdL4YDCSqiO8JkHUx3",
-	"Dv28uBjDVoItgTLKJbBhMXo3+2iRMbGgi0CqWQ8JqCLbS75Cs54R6a3CwTDSe0c9NvHLpgIb5i1Tq4xH",
-	"+5IDyg/8BrSQlDS30kkj3bEj4VhpnaG401AA6EbLrcUcQDkE8gq0+mhAxJoEo7i5f6FvaMQstQ1jHCRU",
-	"8Y0ugwYBXLfgXTHYnYeuM/2QON7nBDimcL4opiumjC+rXm5HceyM4c4T8lNIWVJCbIoSptzCBEKXBW7q",
-	"yZS5AaUlx6zXTpbuPUz3ssYHyxQbCLYhDaKx3XmDFFSWSIq7HdV3CORCuVPrpRkpjj7Aa2JjeGlKsDto",
-	"5yXqLjAo+NHksSJwmVEAiQGFqDGkiCLAGpAgPVngrTAHVqo+fKg6GUb8R2y98a9vMXs0kYQnSlj47unz",
-	"1J4Njx5LWq6uDBxM1LyB6RpJvk/t3QkL/9YckL9spmnB/w8fi9jln+uyYJWNTXUQSpJcDTMKO8lQV6hv",
-	"ogE4Yiao1aPBkBh+arOXbLiEsxbVELVWA7jkGO1TTnKnlKBJ6VaeNJoSJArK9akj471VUNIoEJRbxs+5",
-	"1EouN9bKvpEvbKBdplyMlAkcRQMoQ3bdzFAHHWIOsEdiEJTyCNFD5PWnrKZugskwEbH5oCRiXkyiFrq8",
-	"8ps5OCGVhChy15chVWTyu2R8B3IQAJwwbsYhQMYawNheP7WnArFz75UShTZEPd6cvlC6ahenjVUWRsLU",
-	"YpDEoUQSVSt031JddRxHOnnz1csXT9++OX2ZMSdvhGxtveEaHYyn0Dd+63yVYS9OlHVNxo4kkAN/Q1Ha",
-	"ucgtgWdQpK/2BuiuSm08W9aTMNn6Zs2hLD6OlAKNShEWJ4CEJMjS1JLieYC6Jvk6ou3BpELqO8RQNVU7",
-	"fwSYNzAweeRNWXjJPHlKDq3I8RBzFgY5in4FriHuQqAVfs04pKDloPNVoGxKYI4iH5F/gip98BaGasWA",
-	"QLGOYAX403mWp8Q9Hz4cxe9hnmqajeSnGkMh8n4jrfFAZ1dm1QKNUX6s5rq4aE7UAzDTLwwYoanFBAk6",
-	"ZzjV4ORd5VNSh7t99dRZafgUJ7sRkgZCetDMmXYSKjbS09J5L/EFQ/dLNBX0CbBqMRSIqI4z1N5QlIR1",
-	"4PqtyOVuzaoNPZVj0h1aWKmNSkoP1FRjB1fsQ8UDY8aDJbNn3Vc/bFbZiQIphzWeTidUBCMJia8iYkKs",
-	"Paf2VjJbEjk8IvbSv5X0hnvPSgTpFPGCgzIiseonONBFkcNBicLU0XyYBIkN8HXRtpssvnD0OUm/VTDQ",
-	"KmEl2c+OLHXpwhibajrNnFg8y73Ak8eKECFOKK8l+BoaZwfIj9S2dIwtGGJNU3DMRYeH5dT42zhZvVYW",
-	"3o/v/l8AAAD//w==",
+	"jYscOCDMe+W1iAWMBXXDoPFuVYtfCl9gHn5uLEuReUQkqASAWAwcpoDO+q/8HQ6G2d6Z2Czh1gIQc04/",
+	"k9PVvPp3ytd9cA0h3DgilvXtuUqKTzG8x1DUYDC49UzRcouA1+RKEvcWQ1bmJZSEva4MwYZswRCAAyxV",
+	"PVc34gYCjNZ7tBrc1bBNeyNQWeITC2qAUruXndSrtYLak1UxwrVFliR45Y8fw7qX5vbfXQvbMcv5wQHs",
+	"HTObH5aYY48Oc8oUpqcoj+7qlD54dHtODdQVOh/CxuB31QH5zx3/9vPYJQRerc1TIPwxCbvZ3/vjCkDF",
+	"asPvtrB50NafC7STbK1KdRIC+n6MKLl/HaGaWL8Z2R+QhJZ6NsBMMsTaTEgXwFAOemClKEbzyt91BUCo",
+	"RoHDgL9T6I99hEoBnGYsVl98Zt7NhdKMZkYbRfvQ+tW4gAJe8Gi9PHbuKaOVLtAJuNY9tT7A7c/M51K3",
+	"3PvfmEF+6Sh3Nbt1OgUGwKutv7drKOq8tebNml6G7gvPFPnw/m0E6KEBh17NpvyTR77vE1B7civtyltb",
+	"GacLnNfJ+V7cckWDCPLp14XEMTjs4cgcEhfNc9DHrbMkgj9sXq71cPlejrENRdvfxyyXYgreG0m4hYSr",
+	"jE71LGzT1IOyRnBbBJmmEIIvWNUmMOTzM5pPCE4nG5D3LJVFhkicrouDvWhtKkA0o6lHJRVBnMbfOiAn",
+	"5gVrHf1kRz8/LmfIoB/i6t8WqP/GrkLnycX9pznvuGc1ivbeHe+aFA6yXT1AdVoX56+rD59br18PSPFQ",
+	"6f0U8/8imr3LEKjo1SbFroiE3kP0/DuxSU9dP9E56+wWur+eyRw6dXCBCHpdC73uQ/IAB4+pvtbRqSLw",
+	"g2MDZiMKLtlC9yIbeU98Q6xkcwg/FmOZLZ8pkhh5nJA5XULrIPvhY0yaxxxfrrG1EPtnSXPXW+2ZikU3",
+	"sK7CjDLzygwD1XLOtdGM24wfGDJ69SF7M/ONEyDIauQ1PmaU1oRQANgv5JwkaDUlVuaqWHBtzJyKHkBW",
+	"ZpKhtGQ3xhQEg+eIdE8/nFeXcL16x7Ggm6LqrcIWAdvHVLEPWGISi3TG0ssgHcE8yqYFU4pMS1pkNkUA",
+	"v0q6xtKSonoHxo3+9rcf5ZWZfaCVDP72N3JSJWAnzSOSuA0wZyoWdj2DF0BmX5U9DQWTesbmgBaP0L2C",
+	"XdvKlgE5iUWBpIpLgWFvD/JbkJm8Jp4Owc/x///f/w867t1sDInIgk+5IF1suxCRmVQ2rFAYqg32F/Kz",
+	"MRJpyJKLJLLEad5CkkXBJvwmiSzqCJKAxRmF9Tffzwq5aMYZlKWuWLjeTDLPiKbFlGlnbAOmf03d861k",
+	"g2AGxks8kY1ZKucMkE8B0tQZpNDrzOiAkBiSVO8YrNyIm1nYIFwFJ2uzDJJehNnzRSkA3d4sEQ7HSmhr",
+	"xiOSPfK/YOKwNyVk3WQ2+kW6iTkArVr5XqAT732q/riFVY9F4m5AGGQadqkANGZz5gET2XXdlcHyIinE",
+	"wvczmuMJsjtZV+UhHzxfImXZUBhsdSwcuhi0O6LKMqmJLEYQ3Woh2oBIusaUmMBkLIhxsF5JRObyyjLn",
+	"6mBr6ZtG4Bx6rkV0m+8lcS4U2+Sh5Y5jt3tR+zBC2wTC9hhFvmLI1BHH35xWxB9t0/qtnHkstf+P4dH5",
+	"grqgpaPs0ZTCJ1PoyS3zMDPNHunQTnumAu3x0Z00e9b421zyaO/5c5c8wiR2iffYJfkLBXv++5qRECCq",
+	"nybn7ni0WNFDbcjNsSavDdYjTdstoVgcDY+Ogxe0RohsRVT1snvEjCLbwR20V99PwylH2K3I97Xya2Ez",
+	"8UAjR3BATC4L52LWkOcsFl3vrcq5wDzIVOblXPQ2VGSmnxELFl/+u4Sq7Ly2xKmsV/pzBanw9btGqJyY",
+	"sRfwr79I8OroKeD1Jwp4eW5oBP1njH55iv+E/9gYDju5s19qXbmlY3lP8Z+n+E9b/EcEcuGRAzyBuP2s",
+	"Kvw6wfdAgfcU1/micZ0Hk+GD1O7tJinS2gMCPdvDNbFolFzeOVwTi0a8BuIxvkxjt/gIlAdAgITcPT6y",
+	"3i35KKLoD6C3fyn25b2Rj8LHnqTyk8L8SK5IUdl6n9MRaX9ZCx14pmUBubeKi2nO+tDUFrrdJlhjhCGk",
+	"mi8D3QQuzhKLLtZk7Q8JFqGpngP2O/3h1WtydvD8hW+4HFlLupakBm+BR7A/KUkW2K8kIXxiuHKD33YB",
+	"b8r6TMJ3oGzAmi14EZSeYS9MjPMhPHeeQ6UbNIdkmXKxQgd9dzg8sPFFZ60nRDEfTQt699QCeUZYxKKb",
+	"+G6rxur+RyozBngCGK3iGfaizHjBUn1RFhya4EG32igWdu0BfyBjF+mM5jkT05ZfbLfXf5jlTaoau9An",
+	"l9SGd2rEgUp6A/IKMwIxJWApywIK/5jIqujcROa5vDbr64bqMpkstOe4kNeKFVAO6FcJeqM3PGhW1NlY",
+	"JSwrQJ21BEExQh0LvzwJmXNlKBOHCv1oISjobvhQQOwRMQaOyVwWEMAUsdgfDof1T4BvclFITCqwuCvo",
+	"gXvZ6u7CebwzR7uqotsFoDiIfXdpCvWOUKRrfz/23qSFa8sDTYnBD+7xL/5ZsmJZAWCk4QjCAjXIbemM",
+	"/L+gJ7xmhXnHf/1C+78N+y8/2v9e9D9+GkYvDm//paXmawXt+GfIWAg3e2rOoWsPb1urTsrcn6jjIN0F",
+	"O2S5utUmVdZ3cEB+rlbA0rE7pO5Qcq1YPiFdStRMFtrGFQoATrXuyrZ1c9+prdqc3rxlYmpY9sHw6Kto",
+	"K/ryIVY51dfnO7kLR3ggLttmP942f+KmgVkkGGxtbs42cGvPX/4bOhD/ojrHmaaFr+fxuTDAliq4VyPz",
+	"dqTmWmv+fpBx8TgoQSGvMIf4uOL7CfKXMasS2QKBkqxKlOTR4Ni3aVhbw72vgvv+ClV+O4Z9g+V5Cv3+",
+	"NUO/Yc5VLfxbR9wNK0VaDJ37MpBHigxbQwidaMAbn9UzAl0KpJ/5iCSYdFnl9MXC/RTZ1Dm8luAaO/wW",
+	"9ER1AVVsQZW6lkWW9Gxy3ZgqniYD8i0mNDe1J/OZyh7S9JJFXkl27AxULwX4+mbRjEwvaGqWA+T8Fc1L",
+	"M1WzNUfDly/IeAkx8QZcbyxqoekArtft6z9LifIEX9k7XqmEiAGO3qgzgiUwWjPuUEG28MGen6/ycFQk",
+	"KwuUGQOkkOV0RpLvXm9JyExIdyztXCwAmPvSavpgaLrAUOmKhSpLXaMKKIiyFqZZQMgwdHjHjb2LRT3D",
+	"fuSymc38QNces4mxYHzOqj1UaE2HaB8Wac2YOhWQh4d3SLi4kpcs6UMi6CWzmNEQOBYuGx4sN/eo2Tk4",
+	"t7USV1+RVc/FtdZL0kCiRpowNEe5WEkl3loB+/mSCqoP/J41sJuSCwJ7MYRsbHLMz1kX69MOnhIHnvyg",
+	"X75S1ifmG3OUp3UeC28AZvYAxWEXBb6Wun/HSlsITiGOKYAR1KoJQMgtCfiSrLiIHEwb1ryGDDYsZH0M",
+	"wMpaIeuXzmR4ykr4vatSnZrVECkP0cFbYwnfysJS+MFgWLMKsFANPPJd79uPfG1GBC7feoEPQl2hZc8y",
+	"34kiASRapmzcNxaJsRrfs0nB1AzDwdblSME7iYft2Jeew59rOgI1FJHPbj5vVwee0i7+VOW0oMAF9bR/",
+	"BIM32vWBu+VlhNJNTkgYkHMSvCHYQWAZu9QmW2DUEJNqg9LO9QDaxzY01CgEDNc+QKcwBigFME8oV2RZ",
+	"z1UdWmwJqAmbUi6gZDN4y50rYBGv4rEyPB5NTH9OQ+pVtf2/UwHabuaUz28X7Nrl+T/lgDzlgPyxytHQ",
+	"9q6ZPIXEsBy5ZJ/F6KnAgNXa3BDoiCOnxJcdo4c+qKAfVK95K6dn/DeWBDDDRjLYPl8B3oR1OZH94bA3",
+	"8lg+oRHlUX9RZYxikZXIJyMEMiWpzDBk6TB1eeZUvBAZeCwzzhQUYDsEFvImGB56PI39heBxczaXxRJe",
+	"bDZOM2F+HRueytRxLCAPJgd5AJU5KAvnhOZ5G0N/y5UOPvfnjvpUE9kl6hMQwVPU5y+g6DbjsnOptDk6",
+	"Zh+DvY6MnG1tpsiFZtOCfqkoj+V7bD5mmTE21XrM/fcBTr6/HxDuNbvRCWYeQQNEdw17Y2Nucclz3edG",
+	"/8tlSvO9GVWzPtzaP/zqKIGGLoYPTnIu2IhwTcwdDDq9ZCqC/5AF5YVtoOtDNUT0pwWdK8KFluTwqyOS",
+	"8TkTChhX9+1BX8hiTnOuAC/mDSicObvhKc2j2AKVzKnQPB0RMxFF1IwWkGwE/iaVysI2042AaS5mBVVM",
+	"2bBNxgFNX2h7eyaNOrveif/arc5n8uH79/9O0OHV/NYonZ48npCun5Cu/+hI10DNUFR8o431TcnVSr3e",
+	"7ijXiHa/vjs5nYKihCFbYLMA5WhUS8yyhd4JtstWavWELvgLaqqDdewtCnbFZalAacDetPA+bhhhAokH",
+	"/8CevrYTRSxqLX5JgqhYqNZK4cZjfj2GJia5ZlhTPTUKsLxUBPqSyyq/lDyPhsNh2PxkTqHVA2G0yJcu",
+	"/zkc/joN8TWu3pbEqHciX7rPwTpwBQNely4KcbtoV+Zm3ntunmjJAk1QpCdec+9BYwG3wl7St40CNmNN",
+	"viq+thN1mCjnhuD8D/hqQ3z16KMhRnNz/4pCCgWQKYz9nfnOT+756qd39k23OyjRfyhtG6awi6KNJPFX",
+	"QlD/c9r812w8M5xiQ9JUwTTlgmV2z+q6MhkvHU5hyIQta93Z0Mf7fe/cdUWlQF6dz02/a1UlczEi7Iam",
+	"Ol8a+ZOxnF8Znjt4suceSmsuJlEnt3sR1Q7Juk70km7CrrRr6Ql9bgAKzo61zzOQ31z7zeZMPVKvT0v7",
+	"rhFXP6V5bi5tabNmY/e+xYeroSEeVMU3/1LJao+1LlXk3YKJkzcEepNF5EQYJWfBU/zBiMnv2JwL7nuE",
+	"fQNvRivYdvcP27S528JeYDOpWOXGTmgxLSEukhA5/pWlxiSD2olm+zAh/esi0uhixhURZZ6jwmXbXiWx",
+	"wL7v2C0LesSd22IpSL5rwefMqumMYlGN7d9pbvbbqChFyRCO8NoN0k/yGg6+XWobn46FfwmBxnGuDZal",
+	"hsq9F+FrVwFwVGR9jlZd9HcYukHfHtcz29orMfpEcozpdNdcMQsMOaG5YpigUU3rFLMffYOzMCUSoIPM",
+	"UgHkIamQeWLhJ+wR0CHyNSDfugtVASA6FBXLrzAhMxZVlAzlRBcSGR+hSZ6E7nsIIuvb78H6ZDJVe/Cq",
+	"wTzrVa0CN/WzA6DNzQ3tWvrKEddWzmJw+hK8yN5pS4jCg9gN+vM1CDvCIKObLxAA1cTcDsG4ohSovLb2",
+	"ryPXrGBkTjN2DHV4G1rZke2d7No8JTTP3Z5/JjfJt8Fy/H7OknAUXqS1qgL+bMDZ6doUa1jGZ4pY1tR7",
+	"cqk8uVT+6C6Vt0zXxbaR27QicJeA5aXJ/XwtUyYMS2Fbe8guCjlf6FBvgbiZbw6I4+yGOg049LmRPMCJ",
+	"kfuWihX+IJJmY1k3nAxcSUHv041tZcmOXWVRALe1lSW1rrLf4SjWd5Rtyfayy/h52LB7/e/Ef6v1+Ow9",
+	"Ljc3pAw25rGbUU79q5/6UD6Jkr+UKHHcA93zGH8kyM/vJzTC4KtPcZfF7V5RAle5c0nuGsM9bfSy29F+",
+	"j7aa6R4qpdZDOVkgooXXysN0mrA9cyAVwqVAi2dStWSo0kkURnajWEDzCWugFkwXnGU9m8+PhdPmOZex",
+	"8swDj1Qpj9h5eoRmQw2V9ZnrNY7lc5WJbA2oGYpgY8+61s5jmS1Jd0ELxTJAPsCH0Gg1f7s20OxGH6OR",
+	"b26IBZsv9LI3IB/EpZDXotYeLHUMulq/ETkaHkGyTNVuG3pSYI8CrCA0Nw3X9Dsk720lYcbMZepeehiL",
+	"BNt6XGRMcChy+ODyfYQU/YObG2MPFsaSpOMcIB6kLSIliv/GYgHhohF5PjwgiVv5CxQqx2DYqlxem+tH",
+	"wXXN50yW0O36W8pzUB1quzECJN6k/uMFdiNPAmRgKAV0KZ4tDSyMxHEV9L6eEokLktTRdoxgMWv5qs9U",
+	"0DnBFpTaRgwZmK3GhF0yXdVBjmLxv9n73uW2jS3PV+nSVsqkB6QoWvLEZN2aUmwn8Y0dq/RnM1UXt4wm",
+	"2RIRgd0cNCCKk/HXfYB9ian9uK8w+yb7JFvnX6NBkZbixMlN1vfDjQUCjUb36fP//M7h4FkikMBIxY7a",
+	"VqzvdrSgXNe3FtNoP9A7AWkirkfJtlYb8iLcTZQVcBNn2WVRe/YBwVEDQw+ODaUZbOnGAkZgpmeL3GaM",
+	"ndaqZqTn1ZWpMCU3tR0uosyFK5y8PXtAl45sq154WttPim98WtvfSSfEN3/IFI94rMcoxOdKv8/K1R9c",
+	"uSLOcSf/trYN/toYefO35+cnwJ4WlLzY6Ah9gtYOrITQtftlbTuSukrCsfvzs91aOhpa4LuTKF6jH3Lq",
+	"7GV+VZdmloTUM3LZ5n7qMIJGprxX3pXAhCdrlc/66jmwaow3oE7J95CHPVvo23MsScySzSw3r7Im7Swb",
+	"q2WZT7E3E+VqRBicJfN4aQtFcHLiV2DjDv0Drq4k5SO1sd8091GrZunzg2FrrwiP7EEJFW9oJR+SUMHf",
+	"KAkVIrbHpG+TCMeJYO4H3ttBQUw1P7wXsMgoC0HIdLG8xVPG4LJao360Kz9CXvJhjKcPTZ31TBC7eqkn",
+	"eZFX6zHWmpLMJs0SXS6grGXcf+AdCzcuVmm83GGUODy3CUUW3tSat+RxTOe62kv2pm5G7hXtnaX0jZvc",
+	"k2iN8jLhRnFK3U352PL1J/qKFEHVOegdDAYD0BKKIizI/VBqSHubeGD5AmYP4yV7i9zyn2E+eKJNuff+",
+	"HyRBBIl8V4LIufgh/eeO+R/pzc195M71AcZOV7pwVx9nhdNQm7kZG943ATThm93SWJ1/Mfz6aln1Dl0P",
+	"KJMCq9IbTvvUbn9qP34GDLLGbUv8NkSVA1fvXJy9wBbLi7woMIaHciGyJFUExsLsr6s2hMGO8lok2YfA",
+	"J7I0mKmMhK9wSW56cadPe6IuTl/3jAWOM/uVcgo+9dF9YSqdFx88vJ9zYT7WfUYJMERGE7KE81nSuKWz",
+	"/UwxuWAQ+Yvh19kvO9NCou+jLu1bD/j9p1DdfwhT+5BTqI4J0od8FYSeGdB5sv0stR3Tv+qrrHJXBpSF",
+	"/YWpdK8o9ELvv4b/7z3pfTnJugF0j9dsBBZ9arNoAbYM8cXw62gQxaFdXGs5q6CabucVJ7yeD+YZQV1b",
+	"6rISdi2MZAdPiLSvh3OGZDfHwtX+Ge//+SCEn7nSn4crBYqFcytO9Z/PgRiEE915HwagJCBjvvEPXYsY",
+	"fcmDICjpm/9MSdK/P4mjh3ar2kwQMLzobQhIrsLtJqpVkbGJKfuw1NQd1XxXuSekQ+mLjPLPTUjuxagw",
+	"cZSG7u3FDnNGKa8ijzLObp+AHfuM2u7J+YGjYFlkhAi40GtysoxVVurKvKZCF4ez1UWxxtBGmXMlcWq9",
+	"KW8QeHdpymgyCk1WwqCMhu9QwiH+mxpv4Vek1s/JH2PUpJ5dmaq7AdUHc8qNF1D60FwZIadVXinrViPu",
+	"L48zCsUyHFg4+/a4Nzx6yjl9VG44dyt4lOMMzGhSCzPJF4u60pPCjBAGXTpcm0SVvF9KI0QDbxm6tAjF",
+	"iLuO7648jJjBJ3LaR2+gV/7WCIJ3JjDbCX2BNyVRwnC7wXYHdombUzo7Nd1fiE4+bqKSlD2s+Yz/wVEE",
+	"PyNc/HzmfxqOsm3JgDGj4kl3+pC/2/iL8WqUAPQzhcE2VSj4WXZB+DXHBTiYsk4Vzl6ZkkWFoPS1U349",
+	"cjhq9ioJ8zFubudwcNCllA14BvSNkFTg7G5svk0m9qeB2PtHJdamc99dUuWd9pVbYhAeZDDwbXslXUM+",
+	"TmPZVY31wc3/JFrzh8XHZ9S535oaxTiMabENBcyQ0ZFk90tjm3IcuEK63kdq0/emgOGkHnmq9XJTLPVK",
+	"Yh3jXT7Lur+a+/V+CDoYOon16kRl5I6iZkmS/MGF5bQ6WWo7Wl3mppiFHoAklBbuRrxo29DnSIMOUiy1",
+	"teXcHHyE9OOVK69zezVm5r9SS1fk07XCQ2t8WzCkliVDErDlBUhcuol7X1OtTl+d0XbzL1h5QqBFMcLc",
+	"0pS5mylf6bVPrdwkNKIlm0goRZ2hASMaPP06auwaV6a2CSXWnDpGi0ctl7YEFDkZKa8SwvWTGG/p6sog",
+	"om0uWWW0OB/qgZ7aDu/p3w7+DtvKM9eFKavj6m+Dv2fdXwsl92I5u2NO/GPh70Vzo8n+1klEDxEhTGK/",
+	"iij5jLX32RL5CHH6nBwMG8od5y4juxbWYxUKlDEXTCJzR+4ZAqy/1B7Zl0Zmu/FR6kmBKE3zpvVipHay",
+	"tGN+0lfP52Z67bmykXGVTWpzr5A9J6q2aIqgWxnzMpdYOdvhto2+XmCFTzdR5pZOq6feghk3YYRRsReY",
+	"NG1U/CqqejR2tnS5rRJEOvct48iS0+gGEf4IFqW83oRJD7jPYyoeaToMdp4Mhl1VOa5KbdoAEmRs5VTW",
+	"NPagbM8g5wU/pklbTa2ezVB+opqCWSCJcmUibQ7JBSWJ3MPBIHYIxtCMlNSNVbfHivKWcSlRTcsw9fgv",
+	"5FmUrGbMdca+kiI+QxTbEoZh52gwhBuke0siAjZRuH+uDFtHLdo6h4MBp56nlvKSCQhRthGHTBQF9UQu",
+	"oxcza3LL8QlSN1Lb3uWQyrsAKdZlb6B11Ty3V32q02lKYLn9X2rRzQ5G8Lfnb143LxKzF9ZlCZoUliHN",
+	"q0WRqY6WloJdSlhP7V/P3n4/VrSW/RnGoTwqE2ajB06ySU2h9WXUtyyCiexQwxecfdal+eE6b+/5iLlI",
+	"5iOaPtImsco2WUeUuisPCZ/Y1Zfw6GCYPCz42O7RBt+8u4fkbOf7DgfPnj7whTvW+fTr5+rpPx8+U//1",
+	"n4f9g/6wf9AVYmyfjV3Tw8F29mk8+ojpRT9KTJYI7EMzeBcP+Yu6Rv76qpdk/jd1fXCg2qPcWz4XRlEd",
+	"62Iuu9IMzk0V11ubXoaHx+rKYd9YaRsYfdsjHw27oQN+uBtNNBt3GZ2h5H52rxjTAff0V/I/06qzBEcW",
+	"8mCFcdejhx/96EPUre2PHn38tz4o9XvXox/5rW2V7w4QaXTAhVq4KS3L5LEUOm+08LqneWVbb/P5lc3t",
+	"Ve/arD8cVz+jG7+D+z4hA2he86G0zyUok35uZgrmrTr49xSzUih81+1/jlTHCZ7NgpF2y9uOy5eEarwb",
+	"iqZ+dLh6J2XtE9D37nL+86a3HDwXt5azZgXTJK+SdSvlLHmpAkLitVmn1ldu6cN3Sd9rrlPLb0BrwaSl",
+	"3HPMddb4qW4I8G9SVzAO2EXNeuVWZfv9lSmKHupT+z+urn0fiDpL4sbreSUzhxEY0SZp+rGv1VzfGMzh",
+	"ZoWX7YI89sxtrdbCtWsOxt4njMFGb9lx9GA7mFauzfrzMWuVMlN4/84Rk7LanBuNi6vO2V9ueOPLPnCw",
+	"7hi0oHGIEsvwzg69sFgZJEmLqe1kMRnd9larVQ/vqMuCbwJDA/UVNL/egf7xly0llwxwYUNGiPJLPTU9",
+	"b8DcgJNIvli0mHw98SbkFopPI7XkraUiCPpxEVdBcO6HZFa0HAs4x2/Pz09S+5X2+VR1suPYmhgpujzR",
+	"3jw97AQ//4j/xVGJLGEsLF1WqY0Xizhmt0FoaEIFrL/FA2Xiz4Z1T1JLqUMTV83pG2IAkb/+cN5K5iH7",
+	"49ng6ZeJIm0ztVm1Xo6Urv7pxxVokDH/fDl7cXa8/3I2PDo6eJawDYz1xlyYuoOz8b5OC50vvMpyj8EG",
+	"X08IsVaWOZ91k9Rmup5l1LMK/pNrjFHYySX858cqxzjFxoLQfvfVmUHAGMrv39wUPHiKEuHZtsJF4IT4",
+	"MTwoOT4YKyI/PyMuprbIr9E9dnzyKrQHLQ05zdt1yqPGjscTDAcztam9oDHI0PeBKo9PXnGPBk8dTZG1",
+	"o7tgrpcmPmGp/a//POoPVSf7KSXDK90bqXRPHBecy7SXqPSuXUa39vv9dO991h2lNms/lmEkXoyGH374",
+	"oXccET6TNbXcDd1zXZnaVensVUgLaE5qsiXQQf4YbP2rFroAsjezENRRHRk34gEgGFVpllQgHWHZVSsX",
+	"krfikLOzamGquZv5bqKy2vp6ucTCvnfRoDSTJFoEYRrRDPFSxDkab8/8/vQqVELuc4JkD+MVY2AGHqgb",
+	"DnZ84oNVTue3Mctb5L93b4b0QwIvW7n2z7TGcVV+p3LuaFt21nNvMkd2zhz1D35p2teHretk76TUV9vA",
+	"haKBpvDK7MFm+q+3aGJj3lm0Yxt4E7Gwkdo486C0bjuBQNGtoxcrf7/BzNu8b3THo4zidwdn26CETVa5",
+	"pUSNjnlpdLH4S7oX6WPp3kP2kwJav+Gq8OaNmlRFczs1ZuY5q7YP175aV4arJSl69rtOkKPX9zKsfqTI",
+	"/wYTplzgd+xC/ZCb5i3l0GGVfcSGmq7ou9Kt217kw+4WK0C0/NrrK7MzqnZWLxibx3MZAPzx+vUbSkTw",
+	"TeOnpSmjA5EIMqmdpfbi/Lmau7oMWpBPGIgpibH0yNitdNFKGpxiMjjoSmcvGotaIEKxkPRRVPUVFXS7",
+	"ugrXcZRBt5/a42iWUS0bQaWwfPfGeMqgcNY88vzx3J8gtdTaAKMT12adxYXi0dg4SEj1Bv7R0fRAaiMk",
+	"GPkRbXRKf8RZHQ6edPvqAt8cd9eSGgtsxuXszIcQ5dpUoeFW5dQs99cwKjfZ2lUjhm+4Tyk5q3TJVPXk",
+	"yZNn3QS238KMZpgITa5r2OOxqu2Ef3tAETlsaIvZEWYQleeYXpVjbde9AYuXdtbMDiOyRe3zG9PdNR31",
+	"hovxyOOZwTx2RlQq9ytM8blbLHRkkkZ9iCqHiU9Kg+U3IhphOyiQ0yi1bGZgEWYrxS2fES7gbTUiYwbD",
+	"Z1zoy5d8PWGzpisJXtgweKbXBHoMm5epzsX58y7F8ZFG2WVWLxZmhlUWffWCO8/xIERW5nZZuJnZGyHk",
+	"8/ZlvCpdvfyqjXaQV2bh72OnSKLf8NPvk72Fvn1Fzz0JC6/LUuOPvloXSFmuXOztQH0gpIewtuGEd5AL",
+	"+LF8+0Kv1VJ7PsZUfINnddbdRSvXZv3LYm/NBAW/l+eWicN+H16V7ZzBgos9Hz6HTxlww707NaDs7VKx",
+	"6ftKt/JJhLdCSXgJUDwLk5BEnpdAkZ+bcHwaF+Smi1/bq1pfCQgNE2MjyEVWg4TtJgoPOe3gVm1g35W8",
+	"tbFOQkrIgz2T0rrhgwGlH+SmP3SRJn/FQwo0ZVU+V2j+xi1p5JafW6UZyPjjCzXP6gn8OTFeZXVZIFA1",
+	"AQR7ybXmMEEmzuFOtpp7M32XqX9iL1Nq3aUaHsKzTw/VBGy4LpBNA0vNmCUVZ5A1+NWik+YeITqpLhKk",
+	"5Zg0q5UusRkGDIcLiPCDfXWsLk5fqxW25Zg7QjzUVr06wWyzEm2duVGEcakQPZTVY0+a8o+UeoHeUWzm",
+	"MKZxMNWJyiWl1wbpfdIwZa1mOefbLfrquKImnAeDQbONiMG425fHR/ITlUny6L9PiSS//Ie8mlOt4y6Z",
+	"zWsVl0j6f6ziyOTPlCb9OX35F/BoOkpKC9FyJSXzxY+pqPwZjHtDY7m3npL6GGKMX6z90OdResiEIo2E",
+	"Uw2CgaIrac+vOohgfHgwxPO3rVqy4WO/pD7jT1NjefBnpH0p0GwYdlMGl8R9xNbYSFTaayyNRfTKdpOx",
+	"j9JbdpVrxlL00+rO98iwscpACmStUC+fos81nL97Az6+a2sd58cr0z+L4TEdvXqxd39JJWrhSdDBE5VF",
+	"N3JygrF6UiDKORtm4UpqF0ZbavjW7Tc6FahSnNsyCtZcqcy/1egt30z6SS0VUubVGBTf0IQcGxpithfq",
+	"5NI6ssivTWobfJaWsOLUup5MJbjMGcFcXZV6atimT20Hw9Fs+6CQjZgIBtGlmaHv013fwPMn+HiWpFaG",
+	"HR6qebevXsLKYMadmuUeVymQxLQwukRsXfrhFEFSya3Jl46lIfIlodWf5XZqMjZgpIbHq6VmlP3A7qQx",
+	"XCRrKUsD9zmUopLcdTtF77Z0Oxri15G+n8z+4Fn+1gH5e1g2L38ggc+FkZ8LI39HGXUq3EDo8VGDJak3",
+	"U+V/odGw3zCnndHat9YoY6sSvedsN4SmwNQX0MmFrsiNlimf2rySQr1E6aoyi2XlE/IZNsBXbkbhUIxh",
+	"k18eQVr4gX5qX9oKOb4ujbo2S+yPXzjg4579Y9RQdwf6OPOBF803PwSIPJI0DaI3Vx1+oHqs9g/u8d6e",
+	"1/qMnv7DNUbf+IyHeJebtf0T+Zf/lJpzZNs8att37Wbpv4P2fA9j2/9JZvvBvusb1Lv32x2UXXqJTPsz",
+	"ktSvZvcFukVIxkjf+21J9n5+LbTxMwl8vzRVud7SN+6TzW1XDOmNvubq8LDm4v/hxtKz2kjFU6JWc11h",
+	"mKvRFBANCCvZzawxozABDwUDDxNMR4Tcj5vad/vqVdVYrZ7wJMQB2jAzV85MmSjvwHy9csaribl0ghva",
+	"3FfoypTbvFjqcPCsKa4XQzL3wbjEhmKN15Vy+RnSrjSVzu2OIirYzXsZ0/D3YkyJLEb/T9lc6o/gh4V9",
+	"kJNg3YqPg1ZUJoLcQMHuzuri1ww2tP03v4jf3MNBmgjgRuCYK6i4o1EcdqEQtStmmM1YmooRwOSuSKGf",
+	"GJ/PTKjYBBHRqVYOb9VVXRrCTQlcJVzn+pTsqvEznVHmZKY67G1qntvqlUJn1FgNFBWB5pVwwy4XYKY2",
+	"k2pRipu+xBJMf4wFU05aQpcIEqZoD0OOauGwwEWnNqgR6pj8dLmzalaX5P+KHW3iCSG+HSpVeVV3Fnny",
+	"ZnJs9x/U9USzO+Xv54T3T63hPTjk3US8gQw/R70/+8D+P/eBIWNpucDaPL6BcfwdQu37lfGfSOidYlI+",
+	"duEX66TCikbSHCm3Cdu+h1ZTwkK0nal/q01tPPnbgsKMLrncNzcWKOdaKreElrqJmph5bmc0htFlke9Q",
+	"eo8Zm0tQC4Iizjc3kmcsLQJDH1hpivUAkybD8oq7YRrCxZwYBetD8M7PtoZGzo3fHRf+zXVn3KHZH8i2",
+	"/1NqzljB3TgAgIT4hG0eFsws/EjW8YCMaKzaIu5Rl8XeaG9eVcvR/v7B8J/7g/6gfzD6cvDlABkGz+AO",
+	"RGHpJiaCfluaKXeU6kcO6bWvzLbKBS7/8C3wgdAIurOjut1PEGK4CyolFo/41GZ+8i7jg06p2sOjp6rU",
+	"duYWapJXXoAcsWcF6iN3m1akdq79HLXbCPWRalf0comRWXIY5IJkx9EDjJVShy3QpfupfaOtvhK4GGWx",
+	"qvBOVVZffYdfv6sRhk7ttVkzPGUixfqC/7dO+JVcgd+gZty469Afgwvzm93QyxwRibbUaWAFzrA/2GiG",
+	"EnXn7qtjrCdp2nO0mrqMUxu6qzQYkhtQ0FvxHbAWPbV+7sqqB9xpdhfIYWfHldR2dtUNEi6iN5ZydrVX",
+	"26kKGD0j6lDz2zYyAiYUqIZe4QCXRhASA5LybniIPnwONmMxt5UprS4IEbCMW7WRuYdf1pfbXtFd1EuG",
+	"IBMJ+Vl1JBtYYJwpCPXXH747GyNOZl6qZZnbab7Et8XlVE2TxLvFVC1qodLKLeVpKNzjczsLgBAIL+3D",
+	"tEDeu8uNtvOPvKpWLoAi+N7SlL1FbutKWtP4RE1B4bDURdcoZHFUXCgiVk1M4eyVT23lVCfbwhIz5Sxh",
+	"kDQPSVffmZvWCzDjR6lNbQ9f8vgxqDf0rsePCUvdS7NP2PZ66avS6IUfKexzJ46BLEmtokvTOeF5wL+b",
+	"hrZy5bK2iCvWgyOV2yu5LgjlMAwWaiK6pqrtzJQqk9adNwd8fsJBiFtK7/8UYPDe75e1BapW6itczxH3",
+	"VvZ9WfMTU77BFW+8BurpYNBN1GqeT+cRDsgjD+O4chM2t8FY3zZoaGE0blaX5VNY4NzHH4tZJgRgi/4X",
+	"3S4XVA3Yp0+4TTfW6QSstiSkvCckUn0STi2XGOIwxK4Sqv3p31khnuUJTPL0zofBCPGCwYoFHzAwMkIq",
+	"j6auNK1iDEoPowSoDWb4ecXSB5tyM8kCZ1wuizUs0Ly2sxJkibuE589NWWrsTl4a7+pyCsOZHEtxVxqP",
+	"ilXWlULHaIDjt+I7YIhl6SqE2G2a2iKOy8uo/zZQqtKFd5tH++6ZRhYaHebU8vs6srZ0S7OaSUi7Gg7g",
+	"f+PURmS1eXdXNovEJgmGST29hitzV6ChgPli9P5HXmlQCjTK7dJc5gXB49oqt7WrfbEetcgMKyQndekr",
+	"VS+Rr1D2aOBO+Bl9ddzqsHWnRwM12oo6iD2SNgzx8uJYyDnb/bca4H9ePeafbmXp5CSpzU5lkXrcPaxD",
+	"9k97pt1ERXeemoXOwZIFmSlHlugNv9tQdKPMr+bY62vzaU+OIXI2pjZAtck8c68uayAWIBDuPNo8f4Lg",
+	"2vBqbuCLMyS5M1795ekAtvdNIDnPNAfyOLXZv/Y2vrgXmtO3fgvfKL9Tyf7GPd6E50GRjAi9NKgmkt6y",
+	"ckAJU+1NajtU4a+Mr/IFSjxdKa4uUpqoIVHLovbt1vkHg+Eht2cVvzHHeCTkI0KFspW98qaqihjRT0+r",
+	"WnOpYmpXDIIHZ3oksN6irIGpO9HTa2ZuamLWjtVz+jISgqA1T+e6vCIc7NCUCBcevbXSnQihtsL2tiv6",
+	"h88Sga3GDBo8ue+YrGFjMIjUO76sTNkQDhOGgDmn9id8QnWyu1KEOnZ8gBsjPFN2h08krC902F/hyjAQ",
+	"/IgvDLcnoIgw1SQUuMAps1f9/VhpJTvEjTZAj6+w0wawXFijaV2l1l1e9hUBtwuehCasbDnsLfUqMLpt",
+	"+vjWOtUAINFGpyAoB+rDGkanGtQtnfJLtzDV3NReLUxV5lMfPcRX9rZjKBftOR2fvBqpCuiG9aDcWdDb",
+	"dJWoRvVJlCg9qWWtJ5iMLdiLhKiN5WejF4eWqJ23S2OPXxE8Hv27B8a6rvJJIfadV74G9cWrm9ev3yTq",
+	"LbYdxjfiv/rT5TJJ7bGt5qVb5tNEfWMWuc27YVKTOi+qXg6q4mWRW6Oywk11kYWJMJvCzQ31fdw0+mG9",
+	"ycdqozl7ho1OpIoP5UNqG6U1MiGLYiEGZCNK2rYoAf2HxeWmjsS/hC+lNmugSiJWqTKELJErHU2O/FCl",
+	"DtqOBrEr0CUtgHUQUVz+jiXyYylWDHtI1z02jE/UWQQTZFm9IKRCiiXiwc7/Hfa+yq/xL9qnwl3xndo3",
+	"LLmf2ov2OekEhJU72CqJ2t5Ru0vbugMIJjpquPwIajdSh4NDlVlXvbt0tZ1lgv9GDaBdFTry0CTG6nAw",
+	"iIDZAnhc/Fihp9dwVog5YyLCVC/1JC/yaq2oSfcU9TjEmmlOHD3fHWP/nAzfgFT0jroDZKGnDhqczIf7",
+	"3FrHZ3wABaeO+vpgciSlr9RVz132SlRZr62bgECvzAJptS5Npga9YQJktDyBfx8kKrvED7TT9YmxuqjW",
+	"IpSXIJPs1ITLvSGII3i8EaFEaQcipxhFIrXRLd2+uhAhCh9Zl8aPYE2CaD0cDNTETN3CUIOipqNDRL0L",
+	"44F6xu0nh8+aJ4fPNoTc9oFagq893NHtrcJNjloV8JRTK+85GgxVJo8QsFI2VtYJ1CW8lCkqemuVL4wD",
+	"MdQMcxgNwz83Cs+jlvchu2S0bfI2pJjvitXQmKQCtgQIfPiAZMvk2Q1I7yCHW1NBDUtC6CpR6waicrZ2",
+	"4LPw/Kb2DKeb26uRytI9mny6N8IaEjTorwJ6LJzy5nmgCQS/R9uvR09mffVST+ccZRipmSlAIQhc8acU",
+	"AfNbyJEJzR41omVupoQTZW45vI/5oCGdJgzsrKFx13JqwSRMrZv8iFDkwPJ4UojgRNom9f1H5X01d4Uh",
+	"eepKIcZEWgjfWawgr5DhdhPCzKHJEMk0s9Fw0sWFjVsS9f4IvBm20qtFPuNp9tUP87wwcdN6n1qfF/Dp",
+	"wKoOjpRnTqRVidUqgf8oIFFgYNjNJBthJkRPF/kN2NBTt1hgFSjIV0mrEuN3Wbpb2JyZI/O4lpY2NKnn",
+	"lGBA3WAiSpyCmcedZ8J5kwY5QFlNT/7KuUIVzi1HkdOGxN9WLw3KvNRm7HXIsG3OPiFoVg6PDwwJBlKX",
+	"d6kEqrnEjYo5FyK3yvh+zEGpdM/cmilYzIHQI9Goytp68mPRBGKaYFsJOy4XRXy00AxrrIgSgxc+UfUS",
+	"e+kA/zyrzNJnKh6pM3NTv49f01/M0M9OS2n4sDES7pYpB4ONKolMIEdfmSWCFZ87V7x2bgnv7eJSxF9V",
+	"1raB6Ec/Ox4S5D/kws/4+JJ3h521uBh0bC5FeEWeixiuoQIbjcyPcFxz6bL9fK6r5w18W1i4y9zqonUe",
+	"VeZp4VpHMLURrtSdibQ0/6LYiuV0R6VlI+KuG7DxFNFDoHtdXubTXBepPXvxHTUdVKEb4UgRljVM9uzF",
+	"d488QmUgaAVoEBnHftgdHGllpMBu+B9rb5RuUWisIPFyCrzXrkgOdYokgDrUaoP5n89YtY7e8OjBujW2",
+	"EUKzSy+QtwS/OXK8gHYMBBpYHxv9onuhk1gT+ka3r8TulDo7iglyxCm1YQvgk0uDxYlTM1IZnJf9Rs32",
+	"0p0KT1eW0D/eTecun6ILOWOZxZjPJLepUNL3GffuHdIaWcbNwInKImcz5a9iDg0qG1YhnBh8Fl31cL+d",
+	"Orj9HeG/ZeqycBpFD6GodMnOkuaZfXXBsKHiG0DNkANYVxa4IPZ2DKsBZJhac7s00yr0iULk53ALwT9n",
+	"9HdbPoFaSZCSfPLwG/ECYybzX5jm0PyJLcu6Y0FeTW2TBiHqEyiADG1zOBwKJjuNI40q6eAbxEAmjcQr",
+	"Y9nzgV6Fkfrbi7ffv/w7KHhtGVqXJpKiIt5SqzG5gp6N0a1/6vf7798zVxtvyErFopKR63Cg1R2xrDak",
+	"cjuMg6d3bxuGnzjUuSfSxDQRqm/Pz0+Aov1YnO1KTtUsQZamJ4Vpgjgs5th2m5lpocsYzho5+o3DmJVH",
+	"46cJXfTpFAcHPx3lflnbjsCZowMBLycMcY4je7rWzVDCnxo9o4Br3Op1VBo9y7BeLL6K4fmsmxCQDz2G",
+	"ZvHGHWyPN+EHigCK0sGKpHSETW3nALRUis4m6p8OQhCKcxy5WxvnsBBBvTzXV6CB0pfxWPRp6V42Tq1n",
+	"4HdsraR93NnUWXVycY6Dvnj5+uX5S9iJiVEe6HDtao4vANnoCi/AeqjO4cFQgQk2dXaWtwxEhAtc5R54",
+	"3/eosCM7jsLUGl/ZStok9XVmLnOLo7HUgp8uTl9zHBt36UW4h0iKTVTh0F7fAIWB6od/l7WFFx4Oh6nd",
+	"Zc76doNY7EJy17JFuvsJj3Uit74PTaTweqa0+uvZ2+/VUlfz4ErKMCqL/oGLkoAmG7ruT/NqTUyJkCcp",
+	"K7H/r73jZd7779IpGDVQs1gWumLrVEsjwQxelkmHAliPOs6rIEZeGA0iyl1SflQ2cbN1ho77qbOIq5v9",
+	"9BOdif6mUATugls1d8UM0ytWc6D5pZ7CvtqQijwpcT81pVJ0+zAmKHboBAI+AiwsGilR08J5TLogfRyN",
+	"puz9e+SKGXK1wpuVNBIo8sqUukArh2E5bbFWpXPUPpmW1YczF71KLWrGw0Lwq032gutL3tQRW5mo6Kqn",
+	"h3AASj2FvRpjdf2y0Gug60wdDL+Mf01txCC9Ohw8e9p6+OL0tVfDweGX5Pcf886RewSOuPSYwC2k5ylC",
+	"0Kl465XP/910x7J/T4+Onsg92ivqd/j0MBZbY/VkyAP7MSJ7GVsvmErGKqtKbT0JccRkiIZMbYc+R976",
+	"ZMiRKmkPkrHJ/sZnvF5Nqgx6WRp22F/o23N2IjQh0AMM3HXZzEa/SCKaFtXPJNiGFOWG+MEOh0M5fy1J",
+	"1bxsW8JQbOzlZGHoKXoNH8WRSM9utDDYKApmg2oE359RJkyG1imj4WeUJZV1yUNTexCE0hpWe79yJfZ5",
+	"mVCbiL5iJKaQWxjC8s137P8EQ7zfj8LU2ZiPCozNy4jSM+M/sjvNLEFwUmqgR+Wb4knYJQlHAWUWpxOW",
+	"APhqA1A3wqaszfrfUJFA5/jlWW949LT3zfM3Xa56vqHCIExnTVThrq7gv8safZjasuPDlerfaldx1gpc",
+	"BmVmHKUvgSqQBHyJRjE4uTjvqybZKFoXQrlbaGRFpauvomzNnQuaqdz6CuQZpvrMQR/POA0UlELuKYuM",
+	"uTSw9e8E/aFx3uUl5QuZmWT+oH+S+wBxuhUtDRNLXyESERUyNIqBwFfllY97xXowIT5CM0ktqyZblJIt",
+	"xwb71d09N6e1pR5fdMfooekjICvTPda8sOEKa1z47+ad6d77THXYkCMVL+OkCNQhMUUBxNYnUfkePz6P",
+	"+iA/fkxtjWRUEK5gzoDUBp7xo8vtRmgVRTDw22oOpiP+d1may/wWtYj46WuzrMYhKwz4jy+0n6uJqVaG",
+	"T+RCWGEjjW9BDIq/FobPvTJ+qpcUM4rHg59B2btaUBNhrSaZ+r//43+qTH8xHEyAor8Yfs2XvhgeDb+G",
+	"S//nf8mV50++OH4G5g9/CAoJmBc1vzeLZbVOVAaWN0ZtUXHwKtuHYdAgz/4F/u+/ZcFLXZWuoGgxSsEt",
+	"wO6DvjppjKwrp0jcI3uCIy3CGnhnbkc4s/9A3IL/ILH2HygLu+NQQpTlNhs169W4KnF5gg95gZVn+DJM",
+	"HuJgE6tRYMm62VoFyRs9l1rONjLUGBRFxjcvzxNWoRP17cvjF8hT3p6cv3r7/Rkp7aQbwrCpXYDFXYZk",
+	"DcbY7mgieHx1mHij6j2njO/eOeiLqeW55qBj3t8+rK+OwZD3Qk04dzDBloabcV+b9Rg5tawCsTfEJcfN",
+	"iE8AbroSnauNMhrlFfIGsvzpSPsQXM5EZYGfJtRbi2xzWy8ykimhi5mzsPya0lPzspF3o7b2jvoCaPWU",
+	"ZIEp/vhJaLjf1esTttZLBj7ldmfjLdGttxS3z1QTbMROVejnjNVvdnM+P03U66/JicIdETiH7Z4D8XVu",
+	"dVGst3QNj1xluVfUi1xvdLNWHja5I0oKfr3QSsIUGxREOsnuOjcReilxsAz0TFJqOOSGKZ3D7AO5sGPF",
+	"Cg7cgwwcW7t0x8q61IbDNNU2SPe8ilhxjHEL/PhtXV05kD+xo6Bwbkl5KtxsMrXY7+Dg2cGXibqcDgaj",
+	"0f4/Y6qGve5h/F11yAMGQx08fdYfHh32+b/dRD3/5vvj8yS1i7qo8qnmrjxLM8UU3URNSqdndF0yPzlf",
+	"YWLsdL7Q5TUnJkg3C3xYF71lXS6dN0ri/F51Xp3cHCJpvzq5eZqoZl74A2hE8AMGku80wVAZLZC0vY4d",
+	"TgIVPC2090lqa1sIcnCTDQimGRMutXfnAfv4Cx7Csx9enT//9qu3x6cv3r385vTl2dm749ev3/6QSdc/",
+	"OOMUVXAhmd0VN0CJPAVdBbLFqB65zVsuX/oVt1NEWDWPGAiNlKTWO/Xi+zNVmknOtTyS+Qha9ZgPf2ja",
+	"m/swRhNFW+l1g258FG5GwHY1r6olzg/+4QWvuRmR0h3ZgMbVLPMr9OpjCY1JCGsZ9XxHPU9DNYGIJDrI",
+	"4ewywd8JOwcNRBd4vqVZB6cxN/pGbHgFYyq2tviaWFyJejJQPlFTvVyyvb3DNuuChMX8zOQDIWBxY6cW",
+	"JRXGLDYGFF8sdkHKVOdgoN7kXyGU9tFgmNrNEDUMa53tDW9vo6aM24LZEkQS9kywC1krM6xPBjJ2pGXe",
+	"rr7Lv0oEjA+zttwNeilQcoPETkRcJ5s+MTqLFNQOsezBMEnt0eAJ3ghrRSZwvA70jM/wFPhmq4bdBLNs",
+	"kWvAfraS3ZB/S6ae9tdskxL93tm505BzRqvsxwzRMKLOi1W57iak4miFVRKpBe7pLi+F8bZ8AP7xYwym",
+	"odD02s4m7haE69R4Pwol+n/VN/oM7YTUlrWF76NkFyBdZFfSJkS9fP7mmG4N2VFe2sSj8M+wL2e1cuV1",
+	"oi7zAhQDGLDEihV+NdraK10UvWnhptfkLAClMFqN4Mxo6B5E+oIeXpiFk8zZXQ++0bdv8DYi20Q9PQSy",
+	"TZSxl66cNmfx2pTWFBzm0BwfRUeJkozEHeO/ratlXcn4B3gq+hRf5lHQ51/mush9bG7wMnOmVAbKZJ/c",
+	"e/nlGtaQcqsaEBDF7hvk1R2St4h+D4+SVbsxSGql8gbkGMffqdOTstixUyDik8FgoApzYwrMYtakWZIE",
+	"xJwFzATlCVBe/py6muBsKkdAIgmKpKZzLKWgANtLQn4D3Luop3OYsFwLK26pinJmzFKaSBHDpnwESX1u",
+	"yBLzmtper+AM7oQ4Lek7wkyK3JpsP/w5dUW9sJwEgepsoqJ7F3n1wiyrOWZkpXZzqvA5MN1ijVpRVL4A",
+	"Gt3lJWL588mkInz/+PGoJT3Jm8DmfZwN9MgHtNHcVg70PmHViRJHCxlnhbuiBIomQRx2rJWs1mRCmOkc",
+	"AWb09JpUVoKeTC2ZAn87ffni+Pn5yxd/z6IKN/hoTEuWF0/cLDd+tOGgAoHGXusOO9qSkBLNnrMkZMcT",
+	"2G3wb4u722OUo1IdhLcgHZRUewpIwmdm4pQbybBZl9sMa69y0DYuTl/3xLp2JRps8jdoP7mnluaXhs2K",
+	"GWx0MHe0Ta2eTnNYQV3golEoQpMo1+W6uZeccxrVaM91HiLa7nhsKDQCh4QLPPhxKk9D7QXrlH3DQ1Ib",
+	"qByDq5QfXpU1UiHuWyilbmW9SHAJz0Cr2rp9bDDdoq6wpnrzJzzxJTzojUcYodJwA+d2bQ6IuMsca+ws",
+	"nWrKRe1Q6FkmxV4IOf6YwY5mbVdhRUdeidtvjG05tji9Uiv4tKu5w08CruYNd7CN3J/SDrtxjJFPTiKZ",
+	"IB1h/dhX0/hXMUiBTk+QL7vdj5FHlrs/Y3u+KNhJJwUXjg90y2cX+8K2OO2k24+Ua6t2LgQnwFROrV1d",
+	"kpkmDcvpm5oaeOqMjU6/TBaGvLjYZDmfpXtJisgb+A8KXM6OK/xrpiuNOXGpzTYr1LOuNM9m+/VvZ5WG",
+	"IzJTMv2/d1AlH+3vr1YrUPPw54BNM3WL/W4qdhrvAOhOmN+i7VrdGVEV+aSEU8jll7CxXMIXI3CNYtCr",
+	"GRhJNxVVDkflWs4G26NCZLbUqua5Ebra84qbD05hFrOaloDL2sIbUTms9GKZjdSFzW+VNDPk9WYg0fZD",
+	"DaTPSGU3Bwn5OJnZffvm+Hnv7Nvj4dFTSWyh+XEaTPOt7DltXw4Tav2Kjise7dqsY9WEXtubGW5nr7Bv",
+	"u8yfy6G5uyA33OmrF4Llw78LyM8jT+g+OAwB/GxgG0kyQ0K97VVoJDjmfB1FlWwcMI4ouVKF0V7Q2yRS",
+	"oNWsLrFTu6srUHelc2TO2XK44cjihG2zzwW1pdEWnAnl6/IGGFEJK1lWzE6npfZz4JjIOaRYnxGRSF3h",
+	"08lilPJn0Rs6B+PNmtkIdIpwPqlYrymnEugL9JfJBsD05WUBmg65C6k+fXVshczkBjTv4RSBRUZJwzEy",
+	"FN+9JaZ3pHx33BjZoYpFrGJMMHpye0ushW3fbl99jVMJOLsto4to5whs2CO1yG2S2icD/IcaqjlcnIOu",
+	"r+Yo5/AfHRTs//W/h4Mv1I+wneW4wSOGvUbDK3wPnuIzhhzjg27bQIC5J+h0M0NrNboOapZYh8Wad0N0",
+	"T8ExUytXFzNKYjJo13fQkWhmlKVOcR9goOhawmqw4dEXyhd6et0doYsfpSBsuZkRgjChnrR2PbUoEi/N",
+	"iqJxVBYovUm18rm9KgJXIWaJmh2ohLMSffq43kBn+BJXV1jsetzgPiGgSwxmT5snskzeklqkJr+Jds+4",
+	"KGK2Cu0cqZleU78tQU4ZpbbpESDJ6dhYU9Kp2oD37AZoIO/HtLBbjigQGIPdNxj4wfDOveL3ks4GNpou",
+	"r0xFgXxshXmnLVdnt+OPC0PIocfOubb3TbrTUpihG5XobC3maUOFSLteDAcSVER3hMk6mO4c+nlxMYat",
+	"BFsCZZRLYMNi9G720SJjYkEXgVSzHhJQRbaXfIVmPSPSW4WDYaT3nnps4pdNBTbMW6ZWGY/2JQeUH/kN",
+	"aCEpaW6lk0a6Y0fCsdI6Q3GnoQDQjZZbizmAcgjkFWj1yYCINQlGcXP/Qt/SiFlqG8Y4SKjiG10GDQK4",
+	"bsG7YrA7D11n+iFxvM8JcEzhfFFMV0wZX1a93I7i2BnDnSfkp5CypITYFCVMuYUJhC4L3NSTKXMLSkuO",
+	"Wa+dLN17nO5ljQ+WKTYQbEMaRGO78wYpqCyRFHc3qu8QyIVyp9ZLM1IcfYDXxMbw0pRgd9DOS9RdYFDw",
+	"o8ljReAyowASAwpRY0gRRYA1IEF6ssBbYQ6sVH38WHUyjPiP2HrjX99h9mgiCU+UsPDd85epPRsePZW0",
+	"XF0ZOJioeQPTNZJ8n9r7Exb+pTkgf9lM04L/Hz4Vscs/12XBKhub6iCUJLkaZhR2kqGuUN9EA3DETFCr",
+	"J4MhMfzUZq/ZcAlnLaohaq0GcMkx2qec5E4pQZPSrTxpNCVIFJTrU0fGe6ugpFEgKLeMn3OplVxurJW9",
+	"kC9soF2mXIyUCRxFAyhDdt3MUAcdYg6wR2IQlPII0UPk9aespm6CyTARsfmgJGJeTKIWurz2mzk4IZWE",
+	"KHLXlyFVZPK7ZHwHchAAnDBuxiFAxhrA2F4/tacCsfPglRKFNkQ9Lk5fKV21i9PGKgsjYWoxSOJQIomq",
+	"Fbpvqa46jiOdXHz1+tXzdxenrzPm5I2Qra03XKOD8RT6xm+drzLsxYmyrsnYkQRy4G8oSjuXuSXwDIr0",
+	"1d4A3VWpjWfLehImW9+uOZTFx5FSoFEpwuIEkJAEWZpaUjwPUNckX0e0PZhUSH2HGKqmauePAPMGBiaP",
+	"XJSFl8yT5+TQihwPMWdhkKPoV+Aa4i4EWuHXjEMKWg46XwXKpgTmKPIR+Seo0gdvYahWDAgU6whWgD+d",
+	"Z3lK3PPx41H8HuapptlIfqoxFCLvN9IaD3R2bVYt0Bjlx2qui8vmRD0CM/3SgBGaWkyQoHOGUw1O3lU+",
+	"JXW421fPnZWGT3GyGyFpIKQHzZxpJ6FiIz0tnfcSXzB0v0RTQZ8AqxZDgYjqOEPtDUVJWAeu34pc7tas",
+	"2tBTOSbdoYWV2qik9EBNNXZwxT5UPDBmPFgye9Z99cNmlZ0okHJY4+l0QkUwkpD4KiImxNpzau8ksyWR",
+	"wyNiL/07SW+496xEkE4RLzgoIxKrfoYDXRY5HJQoTB3Nh0mQ2ABfF227yeILR5+T9FsFA60SVpL97MhS",
+	"Vy6Msamm08yJxbPcCzx5rAgR4oTyWoKvoXF2gPxIbUvH2IIh1jQFx1x0eFhOjb+Lk9VrZeH9/f3/CwAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
