@@ -68,7 +68,9 @@ func (e *fakeExecutor) Execute(ctx context.Context, t Tool, call Call) (connecto
 	return connectors.RunResult{Result: json.RawMessage(e.results[t.Name]), Status: 200, DurationMs: 7}, nil
 }
 
-func call(id, name, args string) llm.ToolCall { return llm.ToolCall{ID: id, Name: name, Arguments: args} }
+func call(id, name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: id, Name: name, Arguments: args}
+}
 
 func turn(text string, usage llm.Usage, calls ...llm.ToolCall) *llm.Result {
 	return &llm.Result{Text: text, ToolCalls: calls, Usage: usage}
@@ -258,7 +260,7 @@ func TestLoop_RunsTheCallsOfOneTurnConcurrentlyInOrder(t *testing.T) {
 	res, err := (&Loop{Model: m, Executor: ex}).Run(context.Background(), LoopInput{
 		Request: &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "x"}}},
 		Actions: []Tool{forecast, lookup}, Execute: true,
-		OnStep:  func(s Step) { streamed = append(streamed, s.Tool) },
+		OnStep: func(s Step) { streamed = append(streamed, s.Tool) },
 	})
 	if err != nil {
 		t.Fatal(err)
