@@ -128,6 +128,27 @@ func (e BudgetPeriod) Valid() bool {
 	}
 }
 
+// Defines values for ChatCompletionStopReason.
+const (
+	ChatCompletionStopReasonAnswer       ChatCompletionStopReason = "answer"
+	ChatCompletionStopReasonFunctionCall ChatCompletionStopReason = "function_call"
+	ChatCompletionStopReasonMaxSteps     ChatCompletionStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the ChatCompletionStopReason enum.
+func (e ChatCompletionStopReason) Valid() bool {
+	switch e {
+	case ChatCompletionStopReasonAnswer:
+		return true
+	case ChatCompletionStopReasonFunctionCall:
+		return true
+	case ChatCompletionStopReasonMaxSteps:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -344,6 +365,27 @@ func (e EventType) Valid() bool {
 	case EventTypeUsageBudgetExhausted:
 		return true
 	case EventTypeWebhookTest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FunctionCallResultStopReason.
+const (
+	FunctionCallResultStopReasonAnswer       FunctionCallResultStopReason = "answer"
+	FunctionCallResultStopReasonFunctionCall FunctionCallResultStopReason = "function_call"
+	FunctionCallResultStopReasonMaxSteps     FunctionCallResultStopReason = "max_steps"
+)
+
+// Valid indicates whether the value is a known member of the FunctionCallResultStopReason enum.
+func (e FunctionCallResultStopReason) Valid() bool {
+	switch e {
+	case FunctionCallResultStopReasonAnswer:
+		return true
+	case FunctionCallResultStopReasonFunctionCall:
+		return true
+	case FunctionCallResultStopReasonMaxSteps:
 		return true
 	default:
 		return false
@@ -1209,6 +1251,9 @@ type ChatCompletion struct {
 	CompletionTokens int       `json:"completionTokens"`
 	CreatedAt        time.Time `json:"createdAt"`
 
+	// FunctionCall With `actions`: the call the model made in its last turn that Switchboard did not run (see `stopReason`); absent otherwise.
+	FunctionCall *FunctionCall `json:"functionCall,omitempty"`
+
 	// Id Example: chat_5f0c6e1d2a3b4c5d6e7f8091
 	Id string `json:"id"`
 
@@ -1216,16 +1261,63 @@ type ChatCompletion struct {
 	Message Message `json:"message"`
 
 	// Model The model that answered (a fallback when the requested one failed).
-	Model        string `json:"model"`
-	PromptTokens int    `json:"promptTokens"`
+	Model string `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *ChatCompletionStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// ChatCompletionStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type ChatCompletionStopReason string
+
 // ChatRequest defines model for ChatRequest.
 type ChatRequest struct {
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute          *bool    `json:"execute,omitempty"`
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int `json:"maxSteps,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`.
 	MaxTokens *int      `json:"maxTokens,omitempty"`
@@ -1240,7 +1332,10 @@ type ChatRequest struct {
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"topP,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string  `json:"toolset,omitempty"`
+	TopP    *float64 `json:"topP,omitempty"`
 }
 
 // Connection A connection as the API shows it; never its credentials or tokens.
@@ -1643,22 +1738,74 @@ type FunctionCallResult struct {
 	Id string `json:"id"`
 
 	// Message The assistant's text: its reply when it called no function; null when it called one without writing text.
-	Message      *Message `json:"message"`
-	Model        string   `json:"model"`
-	PromptTokens int      `json:"promptTokens"`
+	Message *Message `json:"message"`
+	Model   string   `json:"model"`
+
+	// ModelCalls How many model calls the tool loop made (present when actions were offered); the token counts are their sum.
+	ModelCalls   *int `json:"modelCalls,omitempty"`
+	PromptTokens int  `json:"promptTokens"`
+
+	// Steps The tool loop's action runs, in order (present when `execute` was true).
+	Steps *[]ToolLoopStep `json:"steps,omitempty"`
+
+	// StopReason Why the tool loop ended (present when actions were offered):
+	// `answer`, the model answered without calling a function;
+	// `function_call`, it called a function Switchboard does not run
+	// (a caller's function, or any action when `execute` is false),
+	// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+	// model calls still called actions, which were not run (the first
+	// is returned as `functionCall`).
+	StopReason *FunctionCallResultStopReason `json:"stopReason,omitempty"`
 
 	// TotalTokens promptTokens + completionTokens.
 	TotalTokens int `json:"totalTokens"`
 }
 
+// FunctionCallResultStopReason Why the tool loop ended (present when actions were offered):
+// `answer`, the model answered without calling a function;
+// `function_call`, it called a function Switchboard does not run
+// (a caller's function, or any action when `execute` is false),
+// returned as `functionCall`; `max_steps`, the last of `maxSteps`
+// model calls still called actions, which were not run (the first
+// is returned as `functionCall`).
+type FunctionCallResultStopReason string
+
 // FunctionCallingRequest defines model for FunctionCallingRequest.
 type FunctionCallingRequest struct {
-	Functions []FunctionDefinition `json:"functions"`
-	Messages  []Message            `json:"messages"`
+	// Actions Actions offered to the model as functions (named as their tools,
+	// `<connector>-<action>`, with the action's description and its
+	// parameters' JSON Schema): `connector.action`, `connector.*` or
+	// `connector` (every action of the connector). Only those the
+	// credential's policy allows are offered; with `toolset`, the union.
+	// Needs the `invoke` scope. An entry that names no action is a 422
+	// at `actions[i]`; an explicit `connector.action` outside the
+	// policy a 403; a selection of which the credential may run nothing
+	// a 403 (422 when it selects no action at all).
+	Actions *[]string `json:"actions,omitempty"`
+
+	// Execute Run the actions the model calls and call the model again with
+	// their results, until it answers without calling an action or
+	// `maxSteps` model calls were made. Each run goes through the
+	// caller's connection (its bound connection, else the
+	// `Switchboard-Connection` header, else `default`), policy,
+	// requests-per-minute limit (one request per run) and the
+	// invocation log. False: the model's call of an action is returned
+	// as `functionCall` for the application to run.
+	Execute *bool `json:"execute,omitempty"`
+
+	// Functions The functions the model may call; at least one unless `actions` or `toolset` offer some (at most 128 with the actions). A function named like an offered action's tool is a 422.
+	Functions []FunctionDefinition `json:"functions,omitempty"`
+
+	// MaxSteps Most model calls of the loop (1-20; default 5); outside that range a 422.
+	MaxSteps *int      `json:"maxSteps,omitempty"`
+	Messages []Message `json:"messages"`
 
 	// Model Model id of a chat model.
 	Model       string   `json:"model"`
 	Temperature *float64 `json:"temperature,omitempty"`
+
+	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
+	Toolset *string `json:"toolset,omitempty"`
 }
 
 // FunctionDefinition defines model for FunctionDefinition.
@@ -2537,6 +2684,44 @@ type Spend struct {
 
 // SpendPeriod defines model for Spend.Period.
 type SpendPeriod string
+
+// ToolLoopStep One action run of the tool loop.
+type ToolLoopStep struct {
+	// Action `connector.action`; empty when the model called a function that is no offered action.
+	//
+	// Example: weather.forecast
+	Action string `json:"action"`
+
+	// CallId The model's id of the tool call.
+	CallId *string `json:"callId,omitempty"`
+
+	// DurationMs How long the run took.
+	DurationMs int64 `json:"durationMs"`
+
+	// Error Why the run failed (absent on success); the model received `{"error": {code, message}}` as the result.
+	Error *ToolLoopStepError `json:"error,omitempty"`
+
+	// Params The arguments the model passed (empty when they were not a JSON object).
+	Params map[string]interface{} `json:"params"`
+
+	// Status The upstream's HTTP status; absent when no upstream answered.
+	Status *int `json:"status,omitempty"`
+
+	// Tool The tool name the model called.
+	//
+	// Example: weather-forecast
+	Tool string `json:"tool"`
+
+	// Turn The model call (from 1) that asked for the run.
+	Turn int `json:"turn"`
+}
+
+// ToolLoopStepError Why an action run of the tool loop failed.
+type ToolLoopStepError struct {
+	// Code An error code of the native API (upstream_error, validation_failed, ...).
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
 
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
@@ -3646,6 +3831,20 @@ type ClientInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
@@ -3657,6 +3856,20 @@ type ClientInterface interface {
 	// and returns the assistant's reply. With `"stream": true` the answer is
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4018,6 +4231,13 @@ type ClientInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
@@ -4036,6 +4256,13 @@ type ClientInterface interface {
 	// and `argumentsProblems` lists each problem. A call to an undeclared
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
+	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5038,6 +5265,20 @@ func (c *Client) UpdateAPIKey(ctx context.Context, id string, params *UpdateAPIK
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
@@ -5059,6 +5300,20 @@ func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.R
 // and returns the assistant's reply. With `"stream": true` the answer is
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
+//
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5700,6 +5955,13 @@ func (c *Client) GetEvent(ctx context.Context, id string, reqEditors ...RequestE
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
@@ -5728,6 +5990,13 @@ func (c *Client) CallFunctionWithBody(ctx context.Context, contentType string, b
 // and `argumentsProblems` lists each problem. A call to an undeclared
 // function is never valid. Function definitions themselves are
 // validated first (422).
+//
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10158,6 +10427,20 @@ type ClientWithResponsesInterface interface {
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
 	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
@@ -10169,6 +10452,20 @@ type ClientWithResponsesInterface interface {
 	// and returns the assistant's reply. With `"stream": true` the answer is
 	// a `text/event-stream` of `delta` events and a final `done` event
 	// carrying the ChatCompletion (see the `llm` tag).
+	//
+	// With `actions` or `toolset` the selected actions are offered to the
+	// model as functions. Without `execute`, a call of one is returned as
+	// `functionCall` (with `stopReason: function_call`). With
+	// `"execute": true` Switchboard runs each action the model calls (one
+	// request of the credential's requests-per-minute limit each, logged in
+	// the invocation log), feeds the results back and calls the model
+	// again, up to `maxSteps` model calls; `steps` lists the runs and the
+	// token counts sum every model call. A failed run (upstream error,
+	// invalid parameters, ...) is reported to the model as its result
+	// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+	// credential's limits, budget or policy ends the request with its own
+	// error. The connection of every run is the credential's bound
+	// connection, else the `Switchboard-Connection` header, else `default`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10556,6 +10853,13 @@ type ClientWithResponsesInterface interface {
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
 	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
@@ -10574,6 +10878,13 @@ type ClientWithResponsesInterface interface {
 	// and `argumentsProblems` lists each problem. A call to an undeclared
 	// function is never valid. Function definitions themselves are
 	// validated first (422).
+	//
+	// With `actions` or `toolset` the selected actions are offered too (see
+	// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+	// runs each action the model calls and calls the model again, until it
+	// answers, calls one of `functions` (returned as `functionCall`, the
+	// actions of that turn not run) or `maxSteps` model calls were made;
+	// `steps` lists the runs and the token counts sum every model call.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -20435,6 +20746,20 @@ func (c *ClientWithResponses) UpdateAPIKeyWithResponse(ctx context.Context, id s
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
 //
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/chat (the `Chat` operationId).
@@ -20452,6 +20777,20 @@ func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, cont
 // and returns the assistant's reply. With `"stream": true` the answer is
 // a `text/event-stream` of `delta` events and a final `done` event
 // carrying the ChatCompletion (see the `llm` tag).
+//
+// With `actions` or `toolset` the selected actions are offered to the
+// model as functions. Without `execute`, a call of one is returned as
+// `functionCall` (with `stopReason: function_call`). With
+// `"execute": true` Switchboard runs each action the model calls (one
+// request of the credential's requests-per-minute limit each, logged in
+// the invocation log), feeds the results back and calls the model
+// again, up to `maxSteps` model calls; `steps` lists the runs and the
+// token counts sum every model call. A failed run (upstream error,
+// invalid parameters, ...) is reported to the model as its result
+// (`{"error": {"code", "message"}}`) and in its step; a refusal by the
+// credential's limits, budget or policy ends the request with its own
+// error. The connection of every run is the credential's bound
+// connection, else the `Switchboard-Connection` header, else `default`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21007,6 +21346,13 @@ func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id strin
 // function is never valid. Function definitions themselves are
 // validated first (422).
 //
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/function-calling (the `CallFunction` operationId).
@@ -21031,6 +21377,13 @@ func (c *ClientWithResponses) CallFunctionWithBodyWithResponse(ctx context.Conte
 // and `argumentsProblems` lists each problem. A call to an undeclared
 // function is never valid. Function definitions themselves are
 // validated first (422).
+//
+// With `actions` or `toolset` the selected actions are offered too (see
+// the `llm` tag and docs/tools.md). With `"execute": true` Switchboard
+// runs each action the model calls and calls the model again, until it
+// answers, calls one of `functions` (returned as `functionCall`, the
+// actions of that turn not run) or `maxSteps` model calls were made;
+// `steps` lists the runs and the token counts sum every model call.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -99,6 +99,9 @@ func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.Cha
 	r := &llm.Request{Model: b.Model, Messages: nativeMessages(b.Messages), MaxTokens: b.MaxTokens, Temperature: b.Temperature,
 		TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty}
 	id := llm.NewID("chat_")
+	if f := (loopFields{actions: b.Actions, toolset: b.Toolset, execute: b.Execute, maxSteps: b.MaxSteps, connection: connectionHeader(ctx)}); f.wanted() {
+		return h.chatLoop(ctx, f, r, id, b.Stream != nil && *b.Stream)
+	}
 	if b.Stream != nil && *b.Stream {
 		st, err := h.s.llm.Stream(ctx, llm.OpChat, r)
 		if err != nil {
@@ -146,11 +149,20 @@ func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequest
 			fns[i].Parameters = raw
 		}
 	}
+	if f := (loopFields{actions: b.Actions, toolset: b.Toolset, execute: b.Execute, maxSteps: b.MaxSteps, connection: connectionHeader(ctx)}); f.wanted() {
+		return h.functionLoop(ctx, f, r, fns)
+	}
 	res, err := h.s.llm.CallFunction(ctx, r, fns)
 	if err != nil {
 		return nil, err
 	}
-	out := &api.FunctionCallResult{
+	out := functionCallResult(res)
+	return &jsonOK{v: &out}, nil
+}
+
+// functionCallResult is the wire form of res.
+func functionCallResult(res *llm.FunctionResult) api.FunctionCallResult {
+	out := api.FunctionCallResult{
 		Id: llm.NewID("fc_"), Model: res.Model.ID,
 		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens, TotalTokens: res.Usage.Total(),
 		CreatedAt: createdAt(res.CreatedAt), ArgumentsProblems: []api.Problem{},
@@ -170,7 +182,7 @@ func (h *handlers) CallFunction(ctx context.Context, req api.CallFunctionRequest
 			out.ArgumentsProblems = append(out.ArgumentsProblems, api.Problem{Field: p.Field, Problem: p.Problem})
 		}
 	}
-	return &jsonOK{v: out}, nil
+	return out
 }
 
 func apiModel(m *llm.Model) api.Model {

@@ -152,7 +152,7 @@ func New(o Options) (*Server, error) {
 	s.echo = e
 
 	h := &handlers{s: s}
-	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest}))
+	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest, withConnectionHeader}))
 	s.initMCP(e)
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err

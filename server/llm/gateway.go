@@ -48,7 +48,19 @@ const (
 	OpCompatChat
 	// OpCompatCompletion is /openai/v1/completions.
 	OpCompatCompletion
+	// OpChatLoop is a later model call of /v1/chat's tool loop: its
+	// conversation also carries the assistant's tool calls and the tool
+	// turns that answer them.
+	OpChatLoop
+	// OpFunctionsLoop is a later model call of /v1/function-calling's
+	// tool loop (as OpChatLoop).
+	OpFunctionsLoop
 )
+
+// toolTurns reports whether op's conversations may carry tool turns.
+func (op Op) toolTurns() bool {
+	return op == OpCompatChat || op == OpChatLoop || op == OpFunctionsLoop
+}
 
 func (op Op) generation() bool { return op == OpGenerate || op == OpCompatCompletion }
 
@@ -192,14 +204,14 @@ func messageProblems(op Op, msgs []Message) []errs.Problem {
 		return []errs.Problem{{Field: "messages", Problem: fmt.Sprintf("at most %d messages", MaxMessages)}}
 	}
 	var ps []errs.Problem
-	compat := op == OpCompatChat
+	compat, toolTurns := op == OpCompatChat, op.toolTurns()
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case RoleSystem, RoleUser:
 		case RoleAssistant:
 		case RoleTool:
-			if !compat {
+			if !toolTurns {
 				ps = append(ps, errs.Problem{Field: at + ".role", Problem: "must be system, user or assistant"})
 			} else if m.ToolCallID == "" {
 				ps = append(ps, errs.Problem{Field: at + ".tool_call_id", Problem: "is required on tool messages"})
@@ -676,21 +688,48 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 	if len(res.ToolCalls) == 0 {
 		return out, nil
 	}
-	tc := res.ToolCalls[0]
-	out.Call = &FunctionCall{Name: tc.Name, RawArguments: tc.Arguments}
-	cf, declared := compiled[tc.Name]
-	if !declared {
-		out.Problems = append(out.Problems, errs.Problem{Field: "functionCall.name", Problem: fmt.Sprintf("the model called %q, which was not declared", tc.Name)})
-		args, _ := checkArguments(&compiledFunction{schema: &schema{}}, tc.Arguments)
-		out.Call.Arguments = args
-	} else {
-		args, aps := checkArguments(cf, tc.Arguments)
-		out.Call.Arguments = args
-		for _, p := range aps {
-			p.Field = "functionCall." + p.Field
-			out.Problems = append(out.Problems, p)
-		}
-	}
+	out.Call, out.Problems = (&Functions{compiled: compiled}).Check(res.ToolCalls[0])
 	out.Valid = len(out.Problems) == 0
 	return out, nil
+}
+
+// Functions are declared functions, compiled to check the calls a model
+// makes against their declarations.
+type Functions struct{ compiled map[string]*compiledFunction }
+
+// CompileFunctions validates fns as /v1/function-calling does (names,
+// uniqueness, parameters of type object whose required names exist), field
+// naming them in problems ("functions"). It returns the compiled functions
+// and every problem; fns may be empty.
+func CompileFunctions(fns []FunctionDef, field string) (*Functions, []errs.Problem) {
+	compiled, ps := compileFunctions(fns, field)
+	return &Functions{compiled: compiled}, ps
+}
+
+// Has reports whether a function named name is declared.
+func (f *Functions) Has(name string) bool {
+	_, ok := f.compiled[name]
+	return ok
+}
+
+// Check checks the call tc against the declarations: it returns the call
+// with its arguments object (nil when the model sent something that is not
+// a JSON object) and every way it does not conform (an undeclared function,
+// arguments outside the parameters), with fields under "functionCall".
+func (f *Functions) Check(tc ToolCall) (*FunctionCall, []errs.Problem) {
+	call := &FunctionCall{Name: tc.Name, RawArguments: tc.Arguments}
+	var ps []errs.Problem
+	cf, declared := f.compiled[tc.Name]
+	if !declared {
+		ps = append(ps, errs.Problem{Field: "functionCall.name", Problem: fmt.Sprintf("the model called %q, which was not declared", tc.Name)})
+		call.Arguments, _ = checkArguments(&compiledFunction{schema: &schema{}}, tc.Arguments)
+		return call, ps
+	}
+	args, aps := checkArguments(cf, tc.Arguments)
+	call.Arguments = args
+	for _, p := range aps {
+		p.Field = "functionCall." + p.Field
+		ps = append(ps, p)
+	}
+	return call, ps
 }

@@ -48,9 +48,9 @@ func (op Op) OpName() string {
 	switch op {
 	case OpGenerate:
 		return "generate"
-	case OpChat:
+	case OpChat, OpChatLoop:
 		return "chat"
-	case OpFunctions:
+	case OpFunctions, OpFunctionsLoop:
 		return "function-calling"
 	case OpCompatChat:
 		return "openai.chat.completions"
