@@ -288,6 +288,9 @@ const (
 	EventTypeLLMProviderUnhealthy     EventType = "llm.provider_unhealthy"
 	EventTypeLLMRequestCompleted      EventType = "llm.request.completed"
 	EventTypeRateLimitExceeded        EventType = "ratelimit.exceeded"
+	EventTypeToolsetCreated           EventType = "toolset.created"
+	EventTypeToolsetDeleted           EventType = "toolset.deleted"
+	EventTypeToolsetUpdated           EventType = "toolset.updated"
 	EventTypeUsageBudgetAlert         EventType = "usage.budget_alert"
 	EventTypeUsageBudgetExhausted     EventType = "usage.budget_exhausted"
 	EventTypeWebhookTest              EventType = "webhook.test"
@@ -335,6 +338,12 @@ func (e EventType) Valid() bool {
 	case EventTypeLLMRequestCompleted:
 		return true
 	case EventTypeRateLimitExceeded:
+		return true
+	case EventTypeToolsetCreated:
+		return true
+	case EventTypeToolsetDeleted:
+		return true
+	case EventTypeToolsetUpdated:
 		return true
 	case EventTypeUsageBudgetAlert:
 		return true
@@ -748,6 +757,9 @@ type APIKey struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -795,7 +807,7 @@ type APIKey struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -812,6 +824,16 @@ type APIKeyCreate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -865,6 +887,9 @@ type APIKeyCreated struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -915,7 +940,7 @@ type APIKeyCreated struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -928,9 +953,9 @@ type APIKeyList struct {
 }
 
 // APIKeyUpdate The parts of an API key that change in place, the secret staying the
-// same: its name and its policy. A field left out is removed (the
-// policy falls back to the server's defaults: every model, every
-// connector, no budget). Scopes and expiry cannot change: create a new key.
+// same: its name, its policy and its connection. A field left out is
+// removed (the policy falls back to the server's defaults: every
+// model, every connector, no budget; the key is no longer bound). Scopes and expiry cannot change: create a new key.
 type APIKeyUpdate struct {
 	// Budget A spend limit in USD over a period, counted from the catalog's
 	// pricing (cached prompt tokens at their own price where the provider
@@ -943,6 +968,17 @@ type APIKeyUpdate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the key is
+	// unbound, and the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -2393,6 +2429,60 @@ type Spend struct {
 // SpendPeriod defines model for Spend.Period.
 type SpendPeriod string
 
+// Toolset A toolset as the API shows it.
+type Toolset struct {
+	CreatedAt time.Time `json:"createdAt,omitempty"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// Name Example: support
+	Name string `json:"name"`
+
+	// Tools The entries as given, in the order given.
+	Tools []string `json:"tools"`
+
+	// UpdatedAt When the toolset was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt,omitempty"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version,omitempty"`
+}
+
+// ToolsetInput A toolset, as sent on create and replace.
+type ToolsetInput struct {
+	// Description What the toolset is for (no control characters but tabs and newlines).
+	Description *string `json:"description,omitempty"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores; the toolset is served at `/mcp/<name>`. Required on
+	// create; immutable: on replace it may be left out, and when given
+	// must equal the URL's name.
+	//
+	//
+	// Example: support
+	Name *string `json:"name,omitempty"`
+
+	// Tools The actions the toolset offers, each `connector.action` (one
+	// action), `connector.*` or `connector` (every action of the
+	// connector, including actions created later). Entries may name
+	// connectors and actions that do not exist (yet): they select
+	// nothing until they do. A credential still sees only the tools its
+	// scopes and connector policy allow.
+	//
+	//
+	// Example: ["weather.forecast","crm.*"]
+	Tools []string `json:"tools"`
+}
+
+// ToolsetList defines model for ToolsetList.
+type ToolsetList struct {
+	Data []Toolset `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2648,6 +2738,9 @@ type IfMatch = string
 // Limit defines model for Limit.
 type Limit = int
 
+// ToolsetName defines model for ToolsetName.
+type ToolsetName = string
+
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
@@ -2830,6 +2923,27 @@ type CreateOAuthTokenParams struct {
 	Authorization *string `json:"Authorization,omitempty"`
 }
 
+// ListToolsetsParams defines parameters for ListToolsets.
+type ListToolsetsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteToolsetParams defines parameters for DeleteToolset.
+type DeleteToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceToolsetParams defines parameters for ReplaceToolset.
+type ReplaceToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // GetUsageParams defines parameters for GetUsage.
 type GetUsageParams struct {
 	// From Start (RFC 3339), rounded down to the hour; unbounded when absent.
@@ -2945,6 +3059,12 @@ type UpdateOAuthClientJSONRequestBody = OAuthClientUpdate
 
 // CreateOAuthTokenFormdataRequestBody defines body for CreateOAuthToken for application/x-www-form-urlencoded ContentType.
 type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
+
+// CreateToolsetJSONRequestBody defines body for CreateToolset for application/json ContentType.
+type CreateToolsetJSONRequestBody = ToolsetInput
+
+// ReplaceToolsetJSONRequestBody defines body for ReplaceToolset for application/json ContentType.
+type ReplaceToolsetJSONRequestBody = ToolsetInput
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
@@ -3203,7 +3323,7 @@ type ServerInterface interface {
 	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx echo.Context, id string) error
-	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 	// (PUT /v1/api-keys/{id})
 	UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error
 	// Chat Complete a chat conversation.
@@ -3314,6 +3434,21 @@ type ServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx echo.Context, params CreateOAuthTokenParams) error
+	// ListToolsets List toolsets in name order.
+	// (GET /v1/toolsets)
+	ListToolsets(ctx echo.Context, params ListToolsetsParams) error
+	// CreateToolset Create a toolset.
+	// (POST /v1/toolsets)
+	CreateToolset(ctx echo.Context) error
+	// DeleteToolset Delete a toolset.
+	// (DELETE /v1/toolsets/{name})
+	DeleteToolset(ctx echo.Context, name ToolsetName, params DeleteToolsetParams) error
+	// GetToolset Get one toolset.
+	// (GET /v1/toolsets/{name})
+	GetToolset(ctx echo.Context, name ToolsetName) error
+	// ReplaceToolset Replace a toolset's description and tools.
+	// (PUT /v1/toolsets/{name})
+	ReplaceToolset(ctx echo.Context, name ToolsetName, params ReplaceToolsetParams) error
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx echo.Context, params GetUsageParams) error
@@ -4457,6 +4592,128 @@ func (w *ServerInterfaceWrapper) CreateOAuthToken(ctx echo.Context) error {
 	return err
 }
 
+// ListToolsets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListToolsets(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListToolsetsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListToolsets(ctx, params)
+	return err
+}
+
+// CreateToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateToolset(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateToolset(ctx)
+	return err
+}
+
+// DeleteToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteToolsetParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteToolset(ctx, name, params)
+	return err
+}
+
+// GetToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) GetToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetToolset(ctx, name)
+	return err
+}
+
+// ReplaceToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceToolsetParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceToolset(ctx, name, params)
+	return err
+}
+
 // GetUsage converts echo context to params.
 func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
 	var err error
@@ -4860,6 +5117,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PUT(options.BaseURL+"/v1/connectors/:name/connections/:connection", wrapper.ReplaceConnection, options.OperationMiddlewares["replaceConnection"]...)
 	router.GET(options.BaseURL+"/v1/connectors/:name/invocations", wrapper.ListInvocations, options.OperationMiddlewares["listInvocations"]...)
 	router.POST(options.BaseURL+"/v1/integrations/:connector/run", wrapper.RunAction, options.OperationMiddlewares["runAction"]...)
+	router.GET(options.BaseURL+"/v1/toolsets", wrapper.ListToolsets, options.OperationMiddlewares["listToolsets"]...)
+	router.POST(options.BaseURL+"/v1/toolsets", wrapper.CreateToolset, options.OperationMiddlewares["createToolset"]...)
+	router.DELETE(options.BaseURL+"/v1/toolsets/:name", wrapper.DeleteToolset, options.OperationMiddlewares["deleteToolset"]...)
+	router.GET(options.BaseURL+"/v1/toolsets/:name", wrapper.GetToolset, options.OperationMiddlewares["getToolset"]...)
+	router.PUT(options.BaseURL+"/v1/toolsets/:name", wrapper.ReplaceToolset, options.OperationMiddlewares["replaceToolset"]...)
 	router.GET(options.BaseURL+"/v1/webhooks", wrapper.ListWebhooks, options.OperationMiddlewares["listWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/webhooks", wrapper.CreateWebhook, options.OperationMiddlewares["createWebhook"]...)
 	router.DELETE(options.BaseURL+"/v1/webhooks/:id", wrapper.DeleteWebhook, options.OperationMiddlewares["deleteWebhook"]...)
@@ -14666,6 +14928,976 @@ func (response CreateOAuthToken500JSONResponse) VisitCreateOAuthTokenResponse(w 
 	return err
 }
 
+type ListToolsetsRequestObject struct {
+	Params ListToolsetsParams
+}
+
+type ListToolsetsResponseObject interface {
+	VisitListToolsetsResponse(w http.ResponseWriter) error
+}
+
+type ListToolsets200JSONResponse ToolsetList
+
+func (response ListToolsets200JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListToolsets400JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets401ResponseHeaders
+}
+
+func (response ListToolsets401JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets403ResponseHeaders
+}
+
+func (response ListToolsets403JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets429ResponseHeaders
+}
+
+func (response ListToolsets429JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets500ResponseHeaders
+}
+
+func (response ListToolsets500JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolsetRequestObject struct {
+	Body *CreateToolsetJSONRequestBody
+}
+
+type CreateToolsetResponseObject interface {
+	VisitCreateToolsetResponse(w http.ResponseWriter) error
+}
+
+type CreateToolset201ResponseHeaders struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateToolset201JSONResponse struct {
+	Body    Toolset
+	Headers CreateToolset201ResponseHeaders
+}
+
+func (response CreateToolset201JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateToolset400JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset401ResponseHeaders
+}
+
+func (response CreateToolset401JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset403ResponseHeaders
+}
+
+func (response CreateToolset403JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset409JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset409ResponseHeaders
+}
+
+func (response CreateToolset409JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset413ResponseHeaders
+}
+
+func (response CreateToolset413JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset415ResponseHeaders
+}
+
+func (response CreateToolset415JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset422ResponseHeaders
+}
+
+func (response CreateToolset422JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset429ResponseHeaders
+}
+
+func (response CreateToolset429JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset500ResponseHeaders
+}
+
+func (response CreateToolset500JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolsetRequestObject struct {
+	Name   ToolsetName `json:"name"`
+	Params DeleteToolsetParams
+}
+
+type DeleteToolsetResponseObject interface {
+	VisitDeleteToolsetResponse(w http.ResponseWriter) error
+}
+
+type DeleteToolset204Response struct {
+}
+
+func (response DeleteToolset204Response) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteToolset400JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset401ResponseHeaders
+}
+
+func (response DeleteToolset401JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset403ResponseHeaders
+}
+
+func (response DeleteToolset403JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset404ResponseHeaders
+}
+
+func (response DeleteToolset404JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset412ResponseHeaders
+}
+
+func (response DeleteToolset412JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset429ResponseHeaders
+}
+
+func (response DeleteToolset429JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset500ResponseHeaders
+}
+
+func (response DeleteToolset500JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolsetRequestObject struct {
+	Name ToolsetName `json:"name"`
+}
+
+type GetToolsetResponseObject interface {
+	VisitGetToolsetResponse(w http.ResponseWriter) error
+}
+
+type GetToolset200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetToolset200JSONResponse struct {
+	Body    Toolset
+	Headers GetToolset200ResponseHeaders
+}
+
+func (response GetToolset200JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetToolset401JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset403ResponseHeaders
+}
+
+func (response GetToolset403JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset404ResponseHeaders
+}
+
+func (response GetToolset404JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset429ResponseHeaders
+}
+
+func (response GetToolset429JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset500ResponseHeaders
+}
+
+func (response GetToolset500JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolsetRequestObject struct {
+	Name   ToolsetName `json:"name"`
+	Params ReplaceToolsetParams
+	Body   *ReplaceToolsetJSONRequestBody
+}
+
+type ReplaceToolsetResponseObject interface {
+	VisitReplaceToolsetResponse(w http.ResponseWriter) error
+}
+
+type ReplaceToolset200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceToolset200JSONResponse struct {
+	Body    Toolset
+	Headers ReplaceToolset200ResponseHeaders
+}
+
+func (response ReplaceToolset200JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceToolset400JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset401ResponseHeaders
+}
+
+func (response ReplaceToolset401JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset403ResponseHeaders
+}
+
+func (response ReplaceToolset403JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset404ResponseHeaders
+}
+
+func (response ReplaceToolset404JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset412ResponseHeaders
+}
+
+func (response ReplaceToolset412JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset413ResponseHeaders
+}
+
+func (response ReplaceToolset413JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset415ResponseHeaders
+}
+
+func (response ReplaceToolset415JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset422ResponseHeaders
+}
+
+func (response ReplaceToolset422JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset429ResponseHeaders
+}
+
+func (response ReplaceToolset429JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset500ResponseHeaders
+}
+
+func (response ReplaceToolset500JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetUsageRequestObject struct {
 	Params GetUsageParams
 }
@@ -16680,7 +17912,7 @@ type StrictServerInterface interface {
 	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
-	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 	// (PUT /v1/api-keys/{id})
 	UpdateAPIKey(ctx context.Context, request UpdateAPIKeyRequestObject) (UpdateAPIKeyResponseObject, error)
 	// Chat Complete a chat conversation.
@@ -16791,6 +18023,21 @@ type StrictServerInterface interface {
 	// CreateOAuthToken Obtain an access token with the client-credentials grant (RFC 6749 §4.4).
 	// (POST /v1/oauth/token)
 	CreateOAuthToken(ctx context.Context, request CreateOAuthTokenRequestObject) (CreateOAuthTokenResponseObject, error)
+	// ListToolsets List toolsets in name order.
+	// (GET /v1/toolsets)
+	ListToolsets(ctx context.Context, request ListToolsetsRequestObject) (ListToolsetsResponseObject, error)
+	// CreateToolset Create a toolset.
+	// (POST /v1/toolsets)
+	CreateToolset(ctx context.Context, request CreateToolsetRequestObject) (CreateToolsetResponseObject, error)
+	// DeleteToolset Delete a toolset.
+	// (DELETE /v1/toolsets/{name})
+	DeleteToolset(ctx context.Context, request DeleteToolsetRequestObject) (DeleteToolsetResponseObject, error)
+	// GetToolset Get one toolset.
+	// (GET /v1/toolsets/{name})
+	GetToolset(ctx context.Context, request GetToolsetRequestObject) (GetToolsetResponseObject, error)
+	// ReplaceToolset Replace a toolset's description and tools.
+	// (PUT /v1/toolsets/{name})
+	ReplaceToolset(ctx context.Context, request ReplaceToolsetRequestObject) (ReplaceToolsetResponseObject, error)
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
@@ -18546,6 +19793,177 @@ func (sh *strictHandler) CreateOAuthToken(ctx echo.Context, params CreateOAuthTo
 	return nil
 }
 
+// ListToolsets operation middleware
+func (sh *strictHandler) ListToolsets(ctx echo.Context, params ListToolsetsParams) error {
+	var request ListToolsetsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListToolsets(ctx.Request().Context(), request.(ListToolsetsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListToolsets")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListToolsetsResponseObject); ok {
+		return validResponse.VisitListToolsetsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateToolset operation middleware
+func (sh *strictHandler) CreateToolset(ctx echo.Context) error {
+	var request CreateToolsetRequestObject
+
+	var body CreateToolsetJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateToolset(ctx.Request().Context(), request.(CreateToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateToolsetResponseObject); ok {
+		return validResponse.VisitCreateToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteToolset operation middleware
+func (sh *strictHandler) DeleteToolset(ctx echo.Context, name ToolsetName, params DeleteToolsetParams) error {
+	var request DeleteToolsetRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteToolset(ctx.Request().Context(), request.(DeleteToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteToolsetResponseObject); ok {
+		return validResponse.VisitDeleteToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetToolset operation middleware
+func (sh *strictHandler) GetToolset(ctx echo.Context, name ToolsetName) error {
+	var request GetToolsetRequestObject
+
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetToolset(ctx.Request().Context(), request.(GetToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetToolsetResponseObject); ok {
+		return validResponse.VisitGetToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceToolset operation middleware
+func (sh *strictHandler) ReplaceToolset(ctx echo.Context, name ToolsetName, params ReplaceToolsetParams) error {
+	var request ReplaceToolsetRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body ReplaceToolsetJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceToolset(ctx.Request().Context(), request.(ReplaceToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceToolsetResponseObject); ok {
+		return validResponse.VisitReplaceToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetUsage operation middleware
 func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error {
 	var request GetUsageRequestObject
@@ -18902,604 +20320,628 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chu3tjf4KijOd8rkPk2Kutg7pmpXjWI7iU+cWJ8ln5zvpH3UYDdIImoC3A20JMalqnmIeYf5e17h",
-	"e5R5kimsBaDRzeZFFztxjvcfOxb7hsvCuq/f+thJ5XwhBRNadUYfOzNGM1bAP1+d06n5b8ZUWvCF5lJ0",
-	"Rp3zGSMFU7IsUkauWKG4FBGZyIK8nvR/ojqdDTpRR6UzNqfmab1csM6oo3TBxbRzext1/qP/jv2zZEr3",
-	"X2fr3g/XnyjCM9LVM0ZSmueseKIicj1jgnBNFBOaUHLN8rw/kcWcZUQK1tv88duos6AFnTNt53iSms/+",
-	"TOesfSQUrj9RRNA5I9dcz7ggMCApBEu1LMwHubl9QfWsE3UEvKuDD3aijpkLL1jWGemiZJtX5gW+dOOI",
-	"Un+PG1WXDaYDkmRsQstcJ701I6oevN+oZLF1ULKwY1ozBPjPHT9eFkoW7V9NBLvReENC5AT2ZVGwKy5L",
-	"RRZ0Wg3jnyUrlsFS4Es3f/kly/kVK5avX7Z/PbPXLZUmWX51MRgMkl5ESsH/WXpy4VqRazaeSXm5Zl3c",
-	"q+64Nq8ncN5Wh3eyWORLIkW+JByXxZ3YJ4qYY02U5nlO5uZxpkiX5YqRo/2DinaQD1RDdId7y6K94XOu",
-	"Vwd0SqeMKP47I939/v5wGBFLreRg2Fu3Szm8K/yefagzOhhGnTm94fNy3hmZ93XmXNi/IjcsLjSbsgLG",
-	"9Quu/7q9tNvjtvJ6hju5Zrt4dqeNujU3q4UUiiFfLQpZvGMKZmL4r9BMwD/pYpHzlJqB7f2mzOg+Bu/9",
-	"HwWbdEad/2Ov4th7eFXtuXfCV/CbDZIQhJl7jkkC/x2kMmMJUXSpyPWMI9cOmH+TSbd93N6+V7sXvv32",
-	"pNSzFzTPxzS9hLF9splGHc1u9N5Mz/P6S1q2oYVx2TGSCeU5ywgVGVFaFiwjQprTO21fsOWAnMRCzWSh",
-	"yQ/nP70BdkO4UJrRzPCifzt7+zPKKl0JNELTlC20IokfczKIxaOu/IKJk9efgsTqb95KaIQLgo88UUTN",
-	"6IKRrhQk2ZMLJijfu9pPSCFLzVTvEUnv1h1ElO6nr39kyxb+KMjJ6WtyyZaEKtgg86eayWtFuB4QQxmK",
-	"pQXThCsi2BUr4KogdKJZQdKCwQqagS8KuWCF5ni2x2U2ZXrbUn6Ld91GHS841bZnvBQ+lTlPl/CwGQbL",
-	"TuB7Rgei2ggTqllfc5C0jTMQddjNghdMnbTw6JMxqFSeZs3q4NTtQ2a2u32Fr9HrLpmTlkIa5Q3XGPaf",
-	"3dD5IjevuWTLi+H+8wO6Pz5ID7Mj9nTybPj3/W8Onh/So/HT9Fn299aPzmXG8q3L+JO5q1pCYVWalbct",
-	"CjbhN+3TmPBCaZLOaEFTo0g63QOnExEtScFSORVcMUJhIbuJGl8kwF6OyFwWrDFpNb74j+XhP9vmVVDN",
-	"vFjdNLV37sa3V6woeMY6cBrkAkmTazbfujxn5nbznB0GLQoKC6UWTGRbn4abbqOOtQtWl+9M00IrQjXZ",
-	"h8WYFubMGUWJMJrOzKKKKXMLivQCSq4syAJ2jXST0/fnZO9qf48ueP+SLdXeR57dorT29MmFfnbUadUF",
-	"Ksn9K4pyq5bapfJ7Hx6wakof/Dvl+DeWwilGPvMC7gYmm2XcTJjmpwF3mNBcsRV2SQS7dtzoD+YnG5jD",
-	"LyFXUFouFLmWxSUXU9J9990Lcnh4+Dwi1jaalLosWO/Ysg/gKBS4y+4s5EGnubnEs3JOBdBRRMBYMqMM",
-	"JCEplZmJnV/9ZI55nnMx7StWXPHUjHVOb94wMdWzzmj/4BtQPf3ff5rzO6c3r/GB/WcwRPdX42hHHTRW",
-	"7GWjyzbPSP14bKN/YBI0z99OOqNfNw/Wiufb6GOD6i/bhHYglIGbWlsL5TLaOob8uCJO2x6QMyYywrWR",
-	"8olRSWXBf4cdH5FvGS1YQeJyODxML9kS/sGSwSoxNpbDDG51ET6sHuzfSqX7loXAuQE2Z6xBnMagWro3",
-	"XAF51Jcho5ruvPN+MVdYd2UltxlmSsHqpNaMnsgCzoF5CJTaY3t0icTDnVOlvXG9eaVg/Ovp5f0iuzu/",
-	"NFSwABkiJ4RWepyeUe2kBxdkkdOURYFUJkrTpT3ksVB0zkawFSBcKFCJshJmQE7IhLM8IzmbaCJL0AIL",
-	"NpdXDN1RsbCyaELzXBEwILS0XyuuWPFEOQNXjYhhgksCDC3CP2Lh+XREhCTI5XsDAsdXwXiAGS9JSoXR",
-	"lXBmI9Q8jVJhpIbhVWA9/IEy40F8+jNy0jae1kqa6CFrMxnQpddqMazugczWsDBzhWg2X+RUV4cLZKSQ",
-	"gg1qO7K7t60SWNeM6hm4blYW8B4GQ+3rm0wGNl/o5aDtFYFp137QP275bOcHeINfNUXGS+v6pPbDBHew",
-	"WsdeMJRqd+dMz+RWNRZp4Ce8NyDXao0nsmApVbptunUH87oZb//+qXvP6nr4S/dfCfBota28IQRZ6p/U",
-	"dguxyetQpUJDsal3Rx1dUKGQ6LYSE56ElsUtQWZkG1VUe06vqUJh5USwLEjBQDBku+uhay2ZfSMQ8dVG",
-	"8U0LNmfCfGa8RFPGfusYxgROV65IEndQ47DvRa0j7iT3MV4qNuFtGEvgkfNYBsRYHcS6YVMt6RYjB5b1",
-	"tViU+q42juedGZtwAY9Fho86vcJJNZG5VduVo56go63GVEeEiiX+fkXzkpHrmVSM4J6SnNErpsicohTW",
-	"1GkLM5mb1THS394KOgVXhN3QVINDnYW3xqKbxJ2PH2GN1QDc1be3cSfpob6ApGboQaPSgjvxRLlhcT2L",
-	"hdE7YKxmwY/d4aK6eoDMqDJaAjwVGaXHHvE5m4/NMMxwzHg5jNYrLYYlgBJIWA7EScYslXOmiCjzvDcg",
-	"b42ciAXOVpEp00i5wRxXpgGDeKKINvph1ww8FkZnFFL07Ysi5zoFZZKSOVdgXsGjvQF5xyalgnAd+f7V",
-	"udn1WPzw6uSlJRKzA5rMpdLk2dOnh8/IeGlYPsVlQoXHc+KPNkowWtmHTmTjCcGlf97edm63CbVfzOIH",
-	"fCSTyNECZeVo+PzZZxN0+NbAeo1F8jHu/Ef/vaGduDMiARGW5jdDhLfJgPxMzWbPS2V23iw/z+zbYmFe",
-	"pyKScaW5SDUp2JQWWc4UKNYpVUBp4AUHujcL8sP5+SlJc86EjsWcCjplinR/kEpH5AW6mPu4RBE5B27P",
-	"iv4rkUpDnXCLDUBGZDAY9Aax+HdDEuAOgv0264rbHcHpMFT84l1E3nxnmPfP799UpHF4gJQwpzfhCh8e",
-	"PLrUbzKcXF6zom9WiORMa1aAmSFIuTA2wLPD1RtgnafmoMsiFqUwRJLKgilzFpCdV1zwmPD5vNR0nLOR",
-	"+dUeQHO453RJxiwW7oTjDgHHmPIrJnCr2T9LmsN+vX/3xmmI9VMT6i8LaoZopvZfv9L+7x/M/w37zy8+",
-	"fBxGzw5v/8efRsUxjBlUHa4ItStryKJaz3AjYmF2YmX5g7sV6Sb/9etJ/z9p//eLD/Yf4cyTXhQLJa0Y",
-	"0ODwQmPZHjaU5GZM1nkAQo0S4DsYXRAZ/BSL4BQH/O2olYifHW1Q2BrmgOUUPvxNzeH7TXLBMmeShuZC",
-	"MqaKvS/yZGQM4kKrWIBXItlLIgKOvOffPIO3hP5tM40FK1JzwJlKqbFRpciXhtPHAqYbkUlBpyBlZEEy",
-	"qYli8Kci3YylOS2YXZeKeKwETLgY4bWkNyCvjARKPENrrvHtbdImXUG2xAIHB2u+oIU2qwJC28zHjueY",
-	"0EC0cg1b4rlkLOxgM/TWJE7fGhFdlCyp9q7iVc3DtedO156fRcr1EkTSFgt3g/J9zueMgGxzs0ppnhMu",
-	"yJznOVcslSJTx+2Kebey8Qf2t3P8VEQOh8PhsBd6aY89Qw4em9Mb+4jZUHzt/gE8O+hsjr9v1/3/jV7R",
-	"M/ibFKUwbM+q0OjIG8Gsvn378n+B14dMSoGyGY6mYkzFIsmopglmCy1oYRSM6vFmNBZ/N4RkrkSE5YrF",
-	"wug0PSD2xN2SkG7yUWmqSxVZ2aluk55VVXVZCIUepQKCrda9nOAl8tEI8hExIxukZVEwoQfmp4v09jgZ",
-	"kBdyvoCoMxeohRmdTmYMR6rolSE7StRSaHrjoqqGwRwdHBiyRZ1PkZwLFgszpFTm5Vy0KlBNKt06xIio",
-	"cj6nxbJx1dAZ8PuBWa/b461uwLpNst60eAwnKHpvvgwnaKhvtPp5QN/C1XP8XZZ6Ks2+u4yCbrlYsAIU",
-	"NgwpCnMIf+18/+q8E3VO357Bf97D/5+cv/ihE3Vevnrz6vxVJ+oYpbsTdd6enr9++/NZMEg7lahz0zfv",
-	"61/RArikeXE4bPxI+Iv9YO2n9yu/2IGEv/lBhT/aAYY/+cH6FayUiLtG3jyrr+QBOpVR81+1QX3+Udtu",
-	"oVGHL5ALHETwZmdMGoValeAoyY4rsV0Zh2YP0CMtSGKWP/GcqwCWJQWrGVGO2gLJOmhx3W23X5B2WtMg",
-	"c6PUZjhHFSF33jR2Z1dABpU9ufWo1HC4ekh5qzlmpu1lPJkac4z8UkmrEQZ/rv19qANZhcto3DXvgCKl",
-	"4fwNPUBIf4O5ruAzNp5pNRznFTDM4ftX5xFBkoXpgvna9dq4bvp5Y2F33hvvPRQ6qDCiIY+yDUSVNfDN",
-	"OwZG3dSzxG2z8nOsRqyl1Yw1DoLGIiQ8e7tVdKjNDBwz++beMUlQ/SI0y4wobSpd/7A+K1CyUNV1ymW4",
-	"NMckwVVPiGIiMzMLzc2M5PyS1WnmmCRmkvjlaiXsy4O1wF1Eiwf0v6YPgYQuBLKyFUa629VqboWVjJZx",
-	"WseZy0X0eZDgf7oLi/R86bU4xXeu/P4/7UdWLvzgvrpy5VsYRk3GtJwYwytszrRVbYHlLIHunUPAKLTW",
-	"RbOOWgbkJL+mS0UWBQP5x4XXnkI371jKnNFA8LYxEe/lsmwEBzKjV4x0ra7oUmb/9/978F9PD3sDYlYu",
-	"tBiMGYFLHxFRGlqJiHtWFsSOIxSEfqPwdsjoRL008sOOfDDciud77fOZu7Xx+8/uwyub6cbRuPCtH1bj",
-	"wokdZePnt3bQTdUDptCmenzrI4R3kpeQA2RtEC7I+7OXRF4xoB9WcJlFJJUl+MAnhZyj7Uk1zeX0iYrF",
-	"ouAp5IukNJ0ZaVXI+UITLS+ZABeQnjFeEHktiLmVhRy9kFcc+EjBFrLQwAPnPbATquAqphMOyFuRMpKU",
-	"KgNL0QxaR16diwXei8ZTxUjA2js6eE4SDJ9esJuUsYxliTF3NOW5Gtk47XuVRbGA95p/+smbI6JP9DFJ",
-	"3jFdLPsnE21YYSk0R38M3kgMa+wdGyatdMHonNC8YDRbEprNuTbL55MO01JbizgYtflOcWXEE5jvslAa",
-	"vU2pUfmvZzwHSVCUQkVESWPEWd0dnlewaWompUbphrMylrQz+5x1+UTBOwfkRSHRh0uNmY+2l1FPaM4K",
-	"faITszGpLDJl1t2oxXYR4XpCpNkRo6b6h61HgcvsmBRGm+BiGgtg1jia9vexmxktlTa74t+Jr2kLhNvR",
-	"rXKj7wonJ+TEUkoX7a98SahKmUCPJag5Y6avGRNkCIPeJ+wmzUvFr1jPrBfkTrfPGqjLzALjTd70+nU4",
-	"eBoNB998qFSjjn/pTy6rHbPKq9+dfY2/V8ErWY5zm5XkDXBvjFc6luV+DR1sVQXD1VxdsvfnLwxJMJHR",
-	"gmR0GZHXZ2/JNWOXpAun/ScpMrrsRdVdcymMImZtqbRgGROaU0NV1zOZM5LzCQtZdQbMzbzTzMc8bSSM",
-	"1DRfZci3UadUa+wmoOH6N0HtQf5V0UxkuVhtdw6e3m/Vh+5/G5e/waHNFPyat3HqFzOqX0gzMqfG10k8",
-	"9dfOgY8GMYbA/XKPuD+m8FbugnRG9cXTyTB9xvazA3o4PkqfZs/Y3yffDJ/vtybwMWXOxNbMEHubSyVZ",
-	"t6OG+4EJRYW6Zsba6VJIv4Hkm2aiPRaD2aT+XmskGcXPplUDyqtuqI8qfJz8K2nuw2DH1FO3Sm72jXFF",
-	"qxtcH1e4t+vox2bIrxLPBFZLpMtTJmiul3XqWCHxg4Cy+wftnGXdcv0ERxJXS0syZYIVmP+iq+MKS/BE",
-	"kcS/KNnuWrQruHuKZEhxnhUeDI++2ZQmuZ48IbWJ8IxYq8nrKmAn7a3ECNDKM8cJ51tP3qFCzwq54Ole",
-	"mtMyY/3D/tP+jPLLsg/Ga3vGCSjnKXukbUStpObvWBPWNycRNScKAeE9dsWE7lu1pqsYqm9Jns8Toum0",
-	"t8ZkYPOFIYeyYHcYe5ts03JxuuUV+3fhz5643Pa3nrGqsLIlXFiVXbZljrkcaa5VIK0gUqU9I2loNaWe",
-	"na81ssJgj7kTDa66MEQzaoK1q074CinMOtEF/5EZMTyG/FjzD6p4akwj87qDVkl8j3y1x8hN25CvDgVo",
-	"5GAwBF/HqBIQNE2ZUri4rrCFdLlN8ZwUTBnbZMwmrkZjt6HkVOl37vH7D+iaKiLHmnJxlxyl1fw0d3Bb",
-	"bq4SyjcN0MaRMB01NMHItKDGxAsdey1xrGb1CERQVj+aGD38iiUjUio6ztmAJAtUvhPS9SPqjYCUffI2",
-	"EVLHwkpGlkG8xdxw4Y5uMlqheOf0cK7XWNAp5WJUn5yzBlGVgO20O+MiaAQe60WxcHptW3SVyIJPuYiq",
-	"IxgRPFmYXDOHFApZkATeDo9gii+WIDZHb0sSXVxC5lksNC2MoWSUIZIVcrEwOtHp+/NwVFglHrwJ1HF7",
-	"0S4BuoDC9b1IZcZ6dbcYbhQoq7A/UAFbW/R2HT3M13vMjLt/3Q+ihJghYf3RwWwfKanOc1xPyPfLoKsE",
-	"xYtqjHf0wpxpqnla39LrgmvWR75iKUUxmrMsstIFY33mpHzPrxja2VLYk71GYtBLpkYkQapNSBf/YQgf",
-	"aTYhXRQRvciYvwzcYljh5qIf+ZIkC6rUtSyMhQ2CpNdqqKPQaRUeLsG/C2Nz4+ntkJEVdWBh3op8aQtb",
-	"oo4bTvu33FX3MRjxvb8Fy7QmCRyLTyxrsR+D3+79NbcF7R90VxszOyZCkmSU3OubtxtJ/F6JolDWUPGu",
-	"4xW9yCguFbkP/kBKqtba6siB0N0BtWNE6GqiGKTO8CnXu6eURSS5MOKGJP2kbkps0AG+noLPdQoeIach",
-	"MC++iLyGF+uNgZNK2LQZQ6QbGEOQZhpWiK9aQTuXKxlF0gzNqmetKusfUxuTcbXI6bIdWWe3V6xq/xsq",
-	"gHapn6j26K9fQmE1PEcYqOs9TL2z5HY3yfeDvF5RxszRMMMxsi+FzAUI3yA8RSAUQZ+bK5ZfGVPWSrkI",
-	"2WpU8TwIuVjWHhE0rtDH0IvFmOVSTI20qSSVMRYEGKiyFFgacExoQB4zmWeYCEqoiEVlQdYOb2RjJFyF",
-	"kjsWseiTREhhrD9XMMCxJmQA16yAHvm68yAnwyYWRM2cUjRv5CVnsSAkQZ20m3CR9CIL3hGm5yRY6p84",
-	"DC3wOpKkhwOwsmi0uXYY1tBVD+NzIFZaHjO/26cMxT076rrdGbmd6dXehD4XswToOnW+AZucCra4md+q",
-	"+ZZEhELo3qwD3H3644tX5Ozg6TMLcgOnzigOuFsXAUUlPYzgVtZpZF4DzwHs2pZy6tCnUc0nFt9xBhQz",
-	"IdTsuJH96J2igiTmnwkoeM4K7x4dHPQghIme/1hU9UMOlYUuFVFyzpB+quRXKNuAPI9Mtpoc4fAhkr4x",
-	"lz2sVB0eHG0TBtZZFqG3pMW6HhF2owu6mhKNRmws6g6P9+/euNTSj3GHlhlnImVY+zHTeqFGe3t0wQdW",
-	"BgxSOY87USziDm7FhRku3i4nE8gX7UQktsEGvJBKYTYXS0fOwyQdFYuza67T2VjSwpCAVqTr0kAu0Lth",
-	"iYhDHDzjBUv1RVnwCH1IUSwswZnJX6QzmudMTFf+vsBsx54rex4zCFYXPMuYaM2VPxi2cOLa4lmBf9f9",
-	"Ad9cbROYyBaSC026dKxkXmpGzNp3Vc/sTy8o5kA9i2p8feQJ2vy+etoaaieGIlb1E3jOiZa22YzIzEkR",
-	"5L914WGrmqzn085lFAvLrkgX0k2RRznu+u67F+TZ34+ek//9/xwMDgf7KIld+rdRTGKBGmQPWAnmcnUT",
-	"Tw3oEHB/o0AAPXSOJfaq4WZyzuY7ZFt5sfvCr9C39i1tl1z+FA6pDYHSrWawkjyrdre5XU+frd2tM5jv",
-	"Tl+wkBDkl9CXA04cJ/GuKCSYA9+LhXPpYJQlCb93xnTSpMZVqjuOhReD7R5A0l2U45yn9mFViZHegLwV",
-	"kIyDMAtGpNrUFVnYMmTM1rxkbIGKvndMwTzdUb6rfdeY5/rkN1pfWNAscARdUFhAevgMONyQ3sZ0t2PC",
-	"pwLegOn5Fs6mYDSrhtgW3gImsJkI4JbGluH1MESzukUdtyLhzt713HxvPl4T5y/w1fU78AyFnssPa1J2",
-	"UXEbBQlcTntrTBFvDKfo0y1d/iUqc3edkplNkEXZ+N2lXTZ+fmE/tbb2z81rJ/2TpLQolgGsEOnSWg1m",
-	"cCvo5yg0pGJViEA1UML+o39y+rqP8bmtLGgdgpmfBbuxKLoY7XLjdIqG1YVJV4BRoAuZBzVhvZ3YoFMF",
-	"3he5urcQbhG2CsRrLJLvXyEUWFWotPfRrOat+yXxmItGaXXjMQr/DU2hjFWns14U0Oq4kNfKO82Vg/yz",
-	"ZpGYIu/yrpvtkjvMMmgJja2Jxzn24GJw0uW2HPvk+qpIVi1oigm5reN6+mxr5Vk1yKCE1g8SlIZPpSU7",
-	"XRi0ghVVGDREwm4sto+NjsUC+V4/dA7bBVqrKQ8GA6/dBhnyiqxqt0CSTrWVGWtotbEAvfWKFXzCDRsI",
-	"1N+arhO5MOKFNcdhO3uxeJiC6+yyzVKlruptVVt300NdfveD8wa2c/Cf8dW13yzMVePXb91H67821UDz",
-	"I3gpDu6QLO2fvl9Eo3KX7A5+QX7Bcx0LsOyThlsOClSqUB06UQBTM3Si9NaZvXdzm5ptmsq++VJfXfJF",
-	"32mNfaAqVjjF56ZvdMDfWSG9thb4W1c8m0iJiSHF0d4ehjCcKZsYyrRGP6bOLKieYfQHa5tjoeWxq4kH",
-	"SQtVDHpGUOyRbrLGLt67OoDCbvQfWAs8wsRmX78cWmfkhMxchhqbFkypWExLwyrQrFNGsOdSLsY0vYzI",
-	"ouBXYOnmXFz2c5nS3LwR3R1qwVJO81jQLDNvAgcMtSBkeW5YHoKV2OvMVjyU6QxARY4ODogUaLNhokEp",
-	"ALMhwZENoFArId2zX16fv/jh27cn715evPr+3auzs4uTN2/e/tKLBRdpXmZM2Roo+DYstfeYFEzJ/IqR",
-	"JerNKECN5gxpMrFIZyy9ZBmmQlRJ+CnN816zzDTcBeuXdruxd7W/E8fZDa3j5PQ14TsCdWz2ugdwkTsq",
-	"PwBettYx/wkBJCrnWJ1DcGUTaghVUGCv2bSgiK6ykpF4BxSKWHgYCvJwFIoqTnF3EIoG93acZiMDf7xg",
-	"nCy+sFicxd7bnJ6n2pLmi1KQqlpiVAsAABGJbjLlelaOE4tuaG/vIW9Lqk4Z+HtCFpQX1WODnCt9wZUq",
-	"mUqMCW6rOi1T8U+Td6UQUIMilshOY+FKUZp1PMNDkkxkMQa1KqzgCXAX8dkoFra41a+V6oUWUTVbMx3/",
-	"vVxKwwLLBRxBKvxYZKkVz/BZMzNg28NDMx3hm5d4VstuuNID8gY0+mmAC4kljG7huSJToyeKCvGiWlc1",
-	"KhjNEu9pBb1yiVCoZgQNg6U6f6vr32Rrz+9gN7g2DHcAmo06r+ZjlkE+2Wppwz0SQsO3tVRo4z52c5gP",
-	"+Uc96TzjcyaUWW7b+MEtmP/2JJc0yKcI0o6bdcyN4gk2H9+tdsKlmq9q32vy620hQiqFKucVkXCjsoKl",
-	"v2tBQrWEVUmC3q3WwO/l2oKDbSn0WDzvh9CWIA8K1d6Mqlkf7usffnPUtoRmzu1UAH4PLfEziEQ/zqm4",
-	"7G3ns/DSTang0B3hW4tU16zUyVq0gZ+g9I31zQkGeX3JRTYiXICn6MKjPBwNh9BXJnTpZ+bnfaPLelZn",
-	"fjnsRVZPvciY4Hib+VFIfTGRpYAfjsxzGG25MBdchX/3aPi0Z2xeMcl5Cl9+3jNaLfO4Hxe2V0b3aP/A",
-	"vEVLeZHTYsrML4cwTFUuFrLQLLuYs4xTc8G8FSZF6+84wHfUAGLqV0lBNbuAslP8zQyoUaUZC/s7mCSC",
-	"5qT71CxZLMoFliNcIH5K9+nwAFfyivIclrz7FJbH36gdzM3T4ZHVZ1t0UhAo661BtInqm/0jF1kfTIAJ",
-	"T4l9hfNWLAo5ztlcJaT760eIjZhVh99uP/RA619dPoSJqNFKRBJ4OnFYAgh+VKYz1AUNBQ0g1hqRxNU3",
-	"/HrwYVDInKEZhqBFv8YdOhjHnQ9JOLpYGHFRQbbtD4eECV1wpo5DnApIS57Lwggk//RbDBLYLiozeU3m",
-	"RpjDvR620OU/27HFAqAEQK7Hna75nnsdSDeWoQL6M7ZViDu1HQtB4Hw9WosFcQ2JNoUE9SJDb6CrzaAe",
-	"r7vVwwmrjnGkzdzDOuyrkq/q2bW8xHdaWeEnzHXV2dosB/hRczD4eOt3r1hbuOIsCLJTTWZ0sWCCZcce",
-	"HdODXthmSlD9yvhVC5bnfXKtrJa++2mrNaoLss2cX5dr0p2AWwbr6xR4Zbgm11T1Nux9tVJtbU7OoDx9",
-	"vPQ9YoiZEcZNE7syfZ5BGZgx6GzrL4uaG6gMV7rWBWW48r8D+nxymO6P27uhtMMwnICtLjQ6jiB0CNt9",
-	"vlywHeQfaAgaM+HDDKm19ge8/BHMLqTJL8Lk8uu5dfUDfISgA8qCLnNJAQMgk6nac6dpMM+MMEosNhEX",
-	"V8YAMUzc/oIiwQbc83w+sOxl4AtlILsGwr59LhxsjjusOZoggKxA2M0i5yk3x9oeYvi9HquvTDNLC52g",
-	"Emxgs+Zqv8FRg9/smKsH7Q/VU/aHlUfsxKsfcN7Vd+rvDX6sXhX82CxiAU/2xSVbhmOzvwSDs78UzA3G",
-	"NfizNZqreADNHz2UQSfqmN1ytcwXxoy1v7m6pItSzBjN9WzZvGDUsitW+CcQjv/C1hJ1EDMfVKeBU5Xs",
-	"nSvUsaOH3tN3lVzhF2r12nu/ZKvXXvr98NdOXHUMbb3Q8ja8sPZVrz21NC5856imOa7271cXWz5VXXwH",
-	"1PSuIqbqq7UWKSsX2mYGF96xlQnYXobnSGn+5/eGuhDZ5cQSXNu1VwHd+etv3vz0naW/92rl0qmltvcB",
-	"FbZdfxcQY3gd7Dv1wtOkv+b7NLyqaDN80BqSLyoSvY0631nwxxc0z1fFCi2m5dw1s72bsuAfjcglW6IR",
-	"HSCEYatVyG3xxZuISwAiRMgQrqoddH99ZUKAaOnems6k2kEQuRo1P+82oRSuWdUWcM3KnVr1enWkr8Al",
-	"d02XxPXkrTxZxmKUxby2RGCY1J0pm6S8/XCbnPeD+3fzyvVpP35cCHZGK4w/v8Ku2Yt/pR+6ltgFxgeG",
-	"jwEp3bUkqF5xTTEXG2Om5h5jSK7PAPpkKB2TxlnYre9S7QStdi5yfTHD2QdkCfMOl2N1DVpcYJP0vugh",
-	"u83Jozq0TocqxZWmQlvkeuz9U7BFvvQ+2dWJhQtQ3SAF83kX1wVHpcl62FaWYb0n78+BP1IjoMeFI1k5",
-	"tFELi9nGrDZ5E93Yd4f+cG9+6SPxDRf2wVYQkD8L2kgLikiLD/RxcDXWg2JUW7DJK9qy7Kvm4E5BXs+B",
-	"Qex0K65UMJoZ4723sURqg9x1uBSNSORJ/z+H/ecX/Q8f96NnR/dHw2/TOUBdOAM6cblO/oCMXD3EP0iC",
-	"C2ksvWrJklh0G7qJliT5iBlLwXciYjT42+SYCMRFSoBsE2y7Eb7Rgbz2ogr1PCFdFKRYDhLc3Wt1s+3a",
-	"Zet7i/9zJ2iihnWPF8Cot3d7hKFu/8Asx8Exou3iFXLisHVcRRL2VRFNnI8/B/AReYlZ9nWEiicKPPLP",
-	"YNorE/IQsW5SW6CTHh3RCFJanYRoC9/Y5s/The4fyb4Z3o6ARus33wFIWhBFl7r9uWkABeXmkFMqheai",
-	"hG62iGPWyq7+aACmhkfT7B0qOf4u0h32D+6yZJvAmuqf+7lMc1YqotxnF4Uc0zHPuV6SOVXKfHt/27fv",
-	"hPJkt26TCLMMa2cMvtborDv8WXuDtHuj9NU/9hqyNyYcAaWhusAPvn4Yp0zcLyz9hwD0tS6prY3Be9f0",
-	"nVsbCfb70YyQh/H2T6+D16LKjw0A+AN4bFaJtkJkCpjz5VZvg32s7UuvxZVM1/T3eCsYyeV0CtVM7jYX",
-	"Y6n0p4iMZcYZwJ9h3KUN/8xDra3DIdtyGWMFmwEA1pTGV4PH9jl3KYPPSjyDP9WTStYVqkcYonvRmjZg",
-	"qBcuA0Jvxlz9cj3YnfTCAIcqoRR0exRz9VP/0beKWv+170RhrOE10qsd6wsAOOz4nihsboH3rnZBBQ+L",
-	"jTxkg7uBNln6qC34tlNS0e4jBKuCg/BFRKz+7Zcf72a4nBBbGAgWzC9sTH5kS+wD//en+38/Jq+yg6dP",
-	"95+TS7ZUgLdrLn0zPPx7G5BHPq1zoVfZy7OTdoTAq+ad8Jm2ey951nrIL1GbrN7x9sfTVpwM1cDUUHza",
-	"dt/NGggdXB+opsJK/7LId2gtrpcdHPuafTpbJU2zxjuTptnqFZpc7W/ezuB/WpdBYbg7NBNCQ0CKK1Yo",
-	"2t5CJcU+gWu0CPzCenFcyLw1g0MStWD0Uh1X5ZqQOI8QCCTx/r+k1hpgqTSbdxA1yHAOd1cLlF1jkWAg",
-	"kZ9N63K1a0snPubLhC6W5rhjGkvLWtEFKr5tPpLKKYK6VyaZGoEVVlUsUSUFAJlfcYW+AJdap6LQUOsC",
-	"ZoLPGszZlKbL4Abli4h6d8N9rHIqW4IJ9TQ/hYauzdHEFM2Ry8Cd8GmJ+enM9k3pUpJxZeNNrrm6LBC6",
-	"vnrAOWq57tmpQeqnlWFXQdozriLwU7sa0PVPQUMCxX+vWC8C+ptLE14oHeQrKi5SFoJQBErCqnxvU953",
-	"NLnvYVNv8FG8mFG9BzZquBPOKYFVZNj1oRsK6lJcCnktbALb6n702qe93hmHWwDOLNe9D5SubJ19AGu0",
-	"hgM7SM+tb2pTyf27PQZk7SyuPe4vIadv+6EHk901xIDGbS5byKiQ2znB7idwg1Z7Xvcr1YaAO+x2dElc",
-	"343qADbCQvYoCA37D7nnvguhnfsdVOWvbGMb2/gjjv/m89xyQIG+d4/hndoHVmN4P9cCkRLcUAhk63ZM",
-	"SH+enNLs3Y8rUbmQdTycG1Qz3WZmAI94BAsDVYu7GhfWMQrLmMCGJiQtta9UOQZ4MMJ1aII8wK6AUW4q",
-	"PEJyays6KqH9tOcchGcqFt1kldQTqDKyQRtlq/iTvyUE6vqNFiiwhElOYlEV8EUk2UuIrYTMiH/z35KI",
-	"JH9z2Pt/S3qRfZEtdlQawXOrcYVOLVc4CZ7+LiVjo4JiYzb7pd4gFvX6JiRScmIZSVv1ULO0KRbttU2W",
-	"m9kwDibdtPdIimIRVDjZ0T9RtkjVp1cbwWTvo2KJyb/QrIfZpqdeyHYpsT7nYLz2Ua5tq+HesRlMsmfX",
-	"+mo/wbccDQ/NY1yQtwsmTl4/UUTNKGRIQnnzghXQQl4K69ZABTcWCUwpLF9IIvQmEbyU9BDJyjJpSFxX",
-	"M3mNqY+Is2XrHpAWI1uGTYEvG6GwfluOhocDcgIlW44JeXdn2/3qki8WLFtbjeVIsAVX49PWYEFFPKK7",
-	"tOasIq6fw5Rahe3ENa5wdiwy28xIQAueYVWLVcVm7DuRbeJ3tl9Z6MLbvVLTcqDHc7Cfzzzg0gXPGqi7",
-	"Mq2lbbOnk2fDv+9/c/D8kB6Nn6bPsvZ0bSS/nfh+NZ+1krdweXXbXugT8N4iCAWrI5LsJIzOzO2toP8L",
-	"JrZ23T+DmzahhJ4B8zBq1T6czmlhyK5KmLbAIM4tCftiC45BNsBykW5y+h6hYgCPom8xrfY+8uw26d0H",
-	"OhRUA6sP2CWrp79swgoNzhzmhN4LKTs8mX/w2XoQAa8vwLfGpdONecpIqRyoUjXxsK21MVS4mPZ/k+OW",
-	"Kv0trPSxTs6apmTUqtNArNyjHHsQi51TJf2hC3j/s7uy/vZMUjuJnag22125D6XMbbQSQ92IlxdyXIch",
-	"2E3UOFUXg8HAaGkobUCsQ0gQ1BD0BG7XYGsfX533h9XD91updL9gU67Q3rX7CEzJWHiuaKi+Zo+g+ddX",
-	"8QsILgQDxhz3OzI6C0SqLWpsXRmBeLPl/1wQi0ZYbQAmOXkoJLBtELRYaQrYbJChjNmgHiQZcoCBR9kk",
-	"kViYn+wrJtJojL7DKS9w/Vw5BTlBYMuqnpGrWBRsLq9YNiBniOZl0Z9w6CPiKIlQbICAfK0FvufLYemf",
-	"ke/umnSGpIjzbOubXOvVZU64+xscWoUspzMf+TRa/oD8bGsEgTRaYx33D0dvaG71y+ZmVittrOrx1Xo3",
-	"J3rFiJDQitPowI/Y8arCk7fNZx+h09UmAbuhWRXpIrBilXzigTh4hvlhdNm7b0ur7fza08EZPrQpfB0Q",
-	"TbQp3aL9zasBBddPa2S4Zx3Q2OyBdTUC48NcOE2qzlq23hA6dNXbSlk+ei2LS2jqDJ0BgBroOGc9170u",
-	"Fmt6c21vueU6xwagKC0ttkh7E61uwLGvWcFiYVtk9Y5JrZOXP9k7QEk2GsX7Rli+N9bWjlitFXWNnTz1",
-	"721cOHGfafzeKDr74IjjlasQX61CBSgEazE1UQIDzOeng4OWiL2vPHcr0UAggBbr+AtKsuAHxMI1yqgj",
-	"RRbcFQJHVAiMweNwxs25AD/5RbOIPeCe5srF9qTyqu5/h2r/nUvoYfnP2xvfnLhEnEmZ27V3mmpj7ffb",
-	"siUsnPv6pjr/9st5jdMONnROvGhD731jRYHRqBSgfijofjfhU9uQYAAvPtd5Enks8OfDYR2s9vlwGO2S",
-	"5YRb2p6fZ7k3cvYIUU77ii2oz6IMgGHyOcHa4PY8vksmLtYUxdskAQSRbPhzPLLkZlqo7Uvtc7XFdtPd",
-	"TDRBVnyTdhzBWFiYgF6OBkeDg14EKKp9BvikbSkFzm21BgrMwZ1HLhfLpk6DZVMBxLd38AwNtI3vrxqD",
-	"3PUbAVdYzVu3LR7bGlrUN7UFM3udstHij6pTYRtAr4VyrPmjYK6oh+1OuA0qC2bfSkHgPt/aMnwmedrw",
-	"7zWKL7jgyogxqvAFPmFGy0Un6mA0FMhc5hfQlKbKhbmY8Fyzdq7MRcZu2ovdcjldFHIM319TUNmK5bI2",
-	"u2jNS8Kcx0mpaL7bvTbvyCOxb8gUqi3LznY9bN25lDkWZW7J0dqaftT0VcLCh/V99T1uo6Y1mQSrB+K9",
-	"4DdOUuzkSG3vLp/OF3n/06Wjt7ITO9tgZ81IBlXmU3tT010a2+OOvsfivzbXsf12tbBVCrg7ou5Tux72",
-	"tYLDB9agSifI/PIsC7txADPGdDTIn7MdD1bliK/PulhUNTp3Kpi6qEZxUaHabSlYoje739tWqbljLuIJ",
-	"wc2OsAC46487QeggkFTVKUekS0HgqBjGj3V4CLEfwf/fJujFaqsXl4JZ/2mT0taO3NU0rIX9WZUjW873",
-	"h43xpAb784mTGbtiuRlYWxIlMsLNHPJiTZ7uZ2Khu/C99SXcoWzc/9BGhEZHyHOWX9Tns1qB5Sre7nec",
-	"FGNZu1gFiT36uBuNbQgsH7XRS1WntjohW4eAYOEtFGwzIi48L22+opVk63Vqd6g0M6sPTLW+GE0Q+1LL",
-	"TkAmLaS7rgh9dYZrTtP6o1gNx7+0NQ+5GZ6wE9yo0a0dZcNEXls6/YCq55Xpmpekes2m7+TKvduCrcD8",
-	"R20PBOplHRBgtRnG4mJRo7/9LfQHrHFrrpmT/l5yrYwtwOLvjDq/KSkG7+h1ADFglYLPo/2vKvxb9ejH",
-	"MgDWyL92uFan/D5I5b2PUntvhXYHPdXM7eLPoqdu0E/voJt2se6g9yfRT3dWNB+iHzxI7Fcl5w8V7/ut",
-	"4v2rVrGtfv2TygG7vfeVAm1w3GtOXlUWdO8DV0/Z33xiwDvJxfTCMdWwi74DWfei3f6NZXRr3Eq2Mc9D",
-	"6XErLs+Hjef9btuLo36E3V2HELySWNII46wHy//OrDk2p8FGw40dS2xRI6HuHzhXY/vmXOuc9ZnIOBUE",
-	"du/wAOzeaneae7EWSX9lLT9sViJW5WQ1y62qod8ApzC0PXsfO3F1VOZEbRbZ9b1CVhCIpDVoYRvuaMW8",
-	"uNA1TAH351Z/ol8qoLFKIdjmrtoV03oX6PygaZthYRDSDGrhq9xwwLwPUeQ9anwA+g7P9zbA+bVi07Vb",
-	"Re0+SRe0wfQgqskEG7pCYEAKZrsXbf18e/CjEYPF+URhC2CfPx+RZkZ90BvA/RCuln3VglsMfVkQi5GP",
-	"P2wPlVZ+Z2t/4TpFuLVbyW1DpBXIypfatsKMb/ZYByhiTxRJfALvjknB963HWuUJTfCZ4N5rwbKL8XJL",
-	"paODMNuhoqlFp/cf2bLMj5HEGGxaCyPdmV1uZErrp+FdhHdwk9RgZTdAxxKqEBVhbQn7erfQnVFd1/lO",
-	"7+0cCfHdN3pIQqNxAx7SRoH16WXa6kC2yrmoc1pVLTbr54ytS7gg789eAqrFnOc5YPZ6uJ9m1W46Y5lv",
-	"G9ngQY2X4OA9VFx4sG1hKaScQnIq3gqvJ13cC/wrszOLKqAzvHBRMJpdgMrpb/meGeZkH3yBzhzIP3gh",
-	"S6FXswaXJIUcdkXm2E2EJPDCpB2La0W34/dYiB1fLUu907sDz8Id3r8STDXf8h9tJyJEMm5xrrG8RSBV",
-	"jVps2oCcTDANDNWFdQXw7iObjzV+tHqgbcSrebV3y9N2j6mgjvkJgL8ELXqxjFiRLpafKgdCr05Z8RMX",
-	"pWZJFAt3EXeoutTDtugirBY9hrgb0ikqVlXHeWtTtuVRr3x3dUus1aws/ZibqlrKehsmqKkkXczNGZfp",
-	"JdMRGZeFeRqbOlL7hieQMalnroGkNZJ9T49tiI2NJVmH3ehgMO1RCqHJeo35mIV68+YnnIO617DafCrv",
-	"ytDhdxc6EjWULUz6p2l79WAFBdYikuGa6zxZy7iZyIKlVOnWJKZaznbllnD/itY3UISUWsgzDptSa0lK",
-	"xUjXek6gNUzV5A+xG0tjY0MX3zVQeFs6b69FtHdrEPS6Hi9XV+RjJ+V6aVZf5bJzu00dp+sVA9j3dnz5",
-	"Ov5ZfbA/yGuSS1vWFWy/lvIyIvXmYL6Yekf9vPDjaQHmrL35ibLNgcgVzcsA4sK2dpxRAMA4jgUUSl9z",
-	"hRW+zoiE9kcjs9iKZagGujxzjmohFKfEAsAW/DuiAGYcwPORY62gFtwdWK22yQfD4daaRrtW/ls1ELW2",
-	"/T5rz5E7CUxMQsPq/pQWBWdqRBKazblISBc4KhSXR3Zrjdi7ZMtYzKmgU2YU4F602vCy/tN1wTX0NMNc",
-	"uoR0i9J35VTmeQBB7WJq0Mnpa/OT635jn64neMMAw/41+N36L/AgZihjBl+ez6t2MO76bongsJgn9qvw",
-	"R9WT9B1+ufHrL/br8PNrNwT4682bn9w/bcMQe/cHs218KriY/siW65NMFd5jdsJwEEQ0mzNNjXn1MBy3",
-	"O5dhXzaNbHV5rzLrgmlD6mvLVaD+ihVmzq7lcYZ9smuFcZjwb+7atXSlibGGcPj5dsiQaqcewfAOtn1b",
-	"esxaG/rMVXW3yEF/zJ8oAtXfDp8V69aeKF8LtGAFl5nRUAJQEq6BxVJ7e29dSfN7lbXj2a9GyOAzoTGc",
-	"QS3sNWOX4LYUNo9V03bXC74AStDXVKb7RN/GzN6fv+gdN7BNQpSlCRauaJonu9c/FWxOudlCuwT18fjV",
-	"IX1YfvPPyJY1jFkur8lwR3vK7IreWNRlpwm9GanI7HYrW6sPlTVgr/7OCumPz73m7GbSlokNyeqiZf0j",
-	"qNIDa32S8+lME3bTojXsaPFZMqqTQxRQYzDKxia1HSHwm3xfyHLx7TKkzUu2DHzpSKkzWbbnUsNL3kG1",
-	"+wO5Ar5JXrf54swerim3A+Kni0UOLWYLWYqMZSST10Ztgy0xY+/tvtHTakV2H7dbxtu2PJ3dBQxygF0+",
-	"eG7uVC2p+TgOHxJp8pTG9pv13rl2vvbhqAUBdBs/Jl3sz28GiTbIJVu22xpbs6p5tvq2Fby/Jgfdwjzf",
-	"n78gGV0SWQDRrH4guNi7g8zdVslvrE34CnJqG/O2g6pC2uFIaMGIsrX94b7sBAu/g7mSStXO7V5IpZ33",
-	"0VWfOyAqo6Ch3zIi7iRqSfZZf38ID3QRKoXmIIPAjScy68xQ5bwHXewhX55r20yF2vZZfE7zEUmGg+Fw",
-	"OPz78GkC0aLqh6Pnwf++2dUZ2ER338mQQ4/MOq8HcPwdjcKH4rrfFSzGj/0e+O6WINpYidXs25R4a4E8",
-	"DLDJnLlC6nVYvvdo47sl3TTjyti8mwvKLUqiuxd+c/0374AxiU+/83mOza8tt33s2DcbwVaqM54za+wH",
-	"t1NNrumyvQxTwE3tuU7QyuOOaJ8TynMupmdcpGzNAlYNh33tt33Ko15SV6KKyJRBIMBM0PaA3H2lm7bb",
-	"9exettuiYFdclgpxWl6th0d4D0CbVccJQ78s65uZWZpXmuc5GLhhA+bKyrPobZRMC5o6XXf3Cds+sXc5",
-	"F2XRnjqyFhXrtUgLhiFH75V2SHR4dC0uSpfmSq5SssNQsqRsTZVX53R6bywsMwdPthVx10GxqrXZDJBl",
-	"OdsDwLECjnCHVmMefEoiDm+IYzI8ONp8iL27uM0hG7aodMzZtjhQ2BdatXfnqRjBJh3RLtgrvBnSN10d",
-	"7g6PWfCjihIbqzJWMi81IzOtF13VI+/fvQk5iVGKTt+enYPacUyErLnAu0mpWPF/IlbnpKDT+UoRrHmv",
-	"Gu3tYatr+/sglfM9VaX5NJARIVlvs5+lRpIbyOwlTmWNHm0nCqVdUjDXxFtiK8h1ZEa1ZvNFm7pyYq+Q",
-	"Oc2YUbwmtIjInIqS5qRgGpY09HI/Sq8gGPW6Dh9w8YkiPGtpVT9jNMNuQjb6heMfrP3KeXsVWjuc4nvA",
-	"JQPhY035YEkrCsnyqwc1xM+p0nbh77Jq5rGXGyIX7pozGgAzK1igHXRR88garA6nhIRvtU2TSLeOV0GE",
-	"hfN6/+5NuyWGiD2Ye9feViYIHbTNp54RwDWZSuh73IK0FuJDs5v6wq/R6gBGy83RqFAlI10LsgIKVu8Y",
-	"sImNOLumgKMta9z0iSKMFjlnBXGPVSzqDv6mnYB9GozDAft4z//rbEdw6er+6oiGxyiIxXiOss1p3Bjc",
-	"I3iOm3zyi8Cea9+j9RBJpGsM2yXTjm5Ydkyujao4Zo4ysT8m6McsgwaZlBzc3NQaFoGcS/CYJqTrOLrv",
-	"+N8btMII+Zd2UJHfGUCoMc8KQKi5AMEHGpdsO/wP1aq9umpPd3uFwm/psLaaqswxSeLO3+JOQuaMCmVF",
-	"BiA5s5uULTRiOsmF7nNBEhvax/AZxPTsL275qMggdOdyRQYenSpxPRznFvgD6xRiwW4WOU+5zpekm/wK",
-	"o4lI3Km9OO58SAyXmXDBeg1M5lW8JD9n7Knoe9TjTv+tCS/i4nODKr1yQ9XB4cHdMZvtJj3eyf6iTvQ7",
-	"DM3d2SyoBAXALIbm0gPMBD/RNGe0AAfL5zYcjol5kBSsjy9V2I4FXRCBOvUJjIvdPNgNM2MVUtWSSkFK",
-	"4TDcqkwu/NoxTGoyYQVSlTPtAdYTIRmqrK+G6f4ohs3g0xkg65BvT8iZpiKjRUZcFN8H5nFVRiS5nimW",
-	"XiQWmhTd1Mo+FgtbodPFnjMUClp6Rr07ODI2zLMjUlCRyTkZLzVTAwJZAn2jcNl0iMBxY77z0+TH//m8",
-	"+Ob7H//XP4vz69/en7785vWb0/98LQ/e0Df07Lq+SM+Patifh9/UWmzjG3896f8n7f8+7D//170P//qP",
-	"j8PooL3Tdm2x3lm/5B25wA/yGrCagHQIDXiCozKUWJhNyBXBYkOar3IIILFTDAliMcGWzCaZZ05bR+J2",
-	"W9l1VOszUgZ43/fVJ5KIfPPsaDjsHZMhxl250b6vazl7z4ZH39Ty9YatmGuPfHrPge9f+xWsGqvWUK9a",
-	"MwXtu3/henZ2v2G1hMTu5ftotjq9Ax60Y8sVAHTtjG7Bp77FLSkLrpfQD94mOwD03EmJ7VtXlJKT09eQ",
-	"p9JN1BhhsC0MDUIkNzEAYdLA/BuIdobzdW5vIUF7IjfWWZnjYOzNfNKfSagJnVLNrik24s6pmJZ06vu6",
-	"QF+rUmk5N2MNYDzVgJzkOUmgBQgmnhJNLxlJTkJ80hFB8D2C7c8qj5JtghaLLq2Wwa3C2kXowYAQDsom",
-	"53E9i0VK5yx/QZUP/5nb3n33ghweHj6HyKSxFJWm84UaGNXPMAfK87LwCbSCan7FYmHGMrMBF2xhIick",
-	"qRW9JY6/eNBHmxFHkrDLajKIxU9sPrZlPZDI4ArIbI9cI5rYDU31iFAEr8b4HdbsZizNacGyKIZ+qlwQ",
-	"ilmLJDVT7SZnL96evjpDvS1BDLsEl8jcP+VXxiy/5imzCRaxUNBRAQ5BRABZa0kyttCzCMbSaFMzhEy8",
-	"sCYtiYWgc3MqzAnxKe8Yjaq1hbE0gSmzpBRuMrgWUSyoqnrFnL380fBukREl5ywi41LbsSDPRd3pWhKa",
-	"80s2iMUJQva5smZplsb2lIL0UuX66GfHPksRkPecMQOPo3DUXINoDA/JyenrwLk96gwH+4MhVCmYGS54",
-	"Z9Q5HAwHh1AGp2dw1vcG1yzP+9BQb++360s1+M1GpabrsBRtElqQpmd2L7IRPOrjdpEtJsHoCfZkhV5k",
-	"sbC2GaT7QYGHeRlDIGBErcxcWrsDiCaLvFQkZ+bUG7vpR/M6s/2u52s3udTLEXn74ykkaBZXI3cJjLt8",
-	"av5+eXZi/ioVG5lvJr1Y2C72ySXPbPcmF6LAbPYn1g05ICfEKGfQ4Bwofs6YNqc2FrYjoX2Jmskyzwwt",
-	"MJ3OkOlmMoWCKtw9v+mvs86o8z3T0GIV0p+wiahZ+YPhsAEWBkkvmKG857YJZcoO/VfPkNeu7qfZQIW4",
-	"szhT+PoLms5Y/4UUupB5m+8C8jIjMqc3fTpl/zgcDhPP7mmbD+o2FDed0a8foo4q53NaLFea1ypcYEMV",
-	"NVaqSLfW+vfMiDjX/hedj3QKrgnAi+18MJ/cw8Dh72uJ+hS/a1gQwgP7CosBOQG2rcjBcAgdU41GRX2Z",
-	"FMYqWXHFVCx+OD8/jcj1jGrwj2rMVdK+Q4zSsmDHkJSf7BWMZsvfE9QIjR2gCzqZ8HQNffxgp/AJScQ2",
-	"bG8hkhNjlYAp8xS/1/YaP649J3aMXblpy98YVm8WcFHIsTFm7VJjtDdc4aK0Te3t5loYONzdOdMFT9W2",
-	"3S1FDmTkGzQamlcksY8PLOuFvOXEtTVHJtwbQS8HQShBHaaW4OT0ACP+a1LfWoaGjoHtcxULYcu/oSfk",
-	"0XB/D5p5/YRjiPARI2DOWc7MyMzJnFNDjn1obyzMpECcMdd0zkjNCddqFItY9Eli1KoLi1PtirJdMv2F",
-	"rT3+CDe5q3OmZzKLCP4Ifdrsv+2eXqAn+CKVGbtNRrEgZMaVltOCzqvojAcHNlI2uUhlKXRC4D8e3kP1",
-	"ju0I4TuJeRVXNlwOx4DNFzk1I0hAgKKeUArXDQ8E1wAmOmXignIL4n3hj8zqZO2NSDURsX9WD2C/H/uz",
-	"XxRsaod43oaV2Yn7mgszSpFCbM4poP15lQ9kbOGqTV1SG0M47aCLW62gutc2SYR3BrCDB83K/lqhRdvJ",
-	"WSa7AG0tz32GHfBGdEPa0kuzP1CGmJgdvVDlPHEzgiwiHH0QQ73wWvhFVWejLuDmj/5aRGSpUzlntwn2",
-	"UCHbX7K64f6u22R1HNZkuqicLXYQ1Ze7ic1DMdMszDE0/7CO4Z4ZFDiHN7x1uTKolpEEUAcWE9gNBX6M",
-	"AjZzcclFBiOz/TO5MiPDM5VUvQhU0lv9DshCW317wZUqoVy3NmV4yGze99JwW1C4zBwdB05lntvKsW4y",
-	"lRfQr9JevPhb0lsjtixj2y62NLvRe4uc8obAWtEhotbu7cjCjYQ6Gu7fUUKZZw7v/MxDJeHH26huaP/6",
-	"4bYmHU8LafgyK5WbH+lC+Ra7WUjFXSr/nGoyHAwHRzXtx8lElJDewNlLZ1TvBe3VwYUvN0I0Jadvz2x/",
-	"isbDyYCcYdcEZahP5nBcAshLqKltQSI1tyktF/BfhsGXUrHC/LcCQEvIXiySVsBefIHhwjZMU4fnGtTQ",
-	"uMBcJxMuaE7SWSmsswQK3khikeTwPVBTZ57pDcg7mRvb2DJsMxOPOZuQrrItKfFyL5hA1fEfh2amnQzI",
-	"ObvR4InQUCuA1QoFI79JLoy9x+d0ikeOlhmXwR3OvO0eDYfmnL0V+ZIkYkT2gQv4xhVtR/At7DzmMjXg",
-	"2X1a67cyWz6aErkJHPq27uiyAaVPps+2gtLfWgzHPfCM9yvIt+qdDTsno5qOrCeo7ZUvDElZx5ANioDh",
-	"K4h99NeXb39+9aG1n/Fte1Gve3WAg+WpnSQrw0/A2QMfS5DCFbFpCPhwYxzA8XbgXnXkJM8r9+/95OG9",
-	"nzy675P79/7m/tP7Pnnw/J5PPr33rjwdHtz7ycN7P3m/XWnIwboQhCrWhiTEd/TN+6nm45w1weRrtiEK",
-	"u86HqHPTD5Sg/iKngmEKDu00xeJ9JWIgDEegD80XqJtRB0zXrSO0o1MUr/UGBHtlVzHEpHpjQnyvd2hL",
-	"Xm98DcUU/uO+idIxLo31g9tYrTOl5wsQWVKwWBhpRSw4VijGd5eqW8XNZxI1fxIx88gixr/OSRbk659d",
-	"snyVI1/lyF9XjnjgZzCsHlGgVLi2d5In1WNGnKCjpSZNGu0+ykUstCQHw6Nv7B3KhU3gnpoB0TtugVPl",
-	"KhYJYKUmPhcAc8sweyMh3VZcVfOyqkwR37OgSmH5n5NSzo2P4oVwvU1oeHDZTyozVgCK/xCRsQqku4Zt",
-	"V1QRES4IkAWRRcaKrzz4Kw/+0nlwRd0PZbpV22gbB2rjM2+40qh1dz75Ca9gS1tONuZzoHfdIXlgTfXg",
-	"Dzubn53aH4F+cAVzrvTj0M/eR/jv7RY6+p4hGXXqDWl+3QhfkKCO78Qj6vZ7+KOgc2aV/Yi8f/fGtdIE",
-	"VZ2SsZHkkGxjQTnHS4j8uXdBD2moIaeALINorx7Toy7cNkXpP3yeY7HWl28uDr5A6fTlnh0sE7miOely",
-	"m0WV7BnTD+gPcu3/5eC7JHJ5D1XeE9e9xzp0jo5vbe/r7cfv1D6x8zH04dVFAADizuaa8+OeudMRitYz",
-	"ATjBd/i+hWP+eny/Ht/txxcz2QQphTu7OwocS3/3PMcLvjlnEBNwMNsSJnH6mhz6hLgQIcDF4L6XrmEz",
-	"LVgsqqzuSSHnEYFMGACQ0BLSOddEn+3HHqroNTFJWwnfTczn+T16utT5jAO4XcondqwO831tahQmmd0r",
-	"7+1dKRShgMiDYKUWihQQ1pSuEtpiAcmfkG+fFCzjalAWOYYmmY7IArwS78wF0lUzyKY1m+kgmSHLAwHN",
-	"VO+YPB0ekqQU9IpyACFNLDwph2zaCeW5S5Oizn8NTgaXE4WVOAsmMkjO6RpaHVPFSJpLxTIs9DGzMi+P",
-	"7LgAO0wWsYBL6cxcW5fS8A7X9A9JxINv35OydjQPd6VGMxTelr13MBxWEChAIZjXDguNN9n0t6fDw7WU",
-	"e7W/Rxe8f8mW6w06Y1mdnL7+0dyzIv7bZlndsgeI41C/seVGW4b4SeUqTmKdofjWaPmGzOUEUmOPSVLV",
-	"R6J7cF25467eofv4hR4hh2YnofvYeTcNQYtYuw1Ra7bC1Xcoh3egZ4wXtq5G9SIi8wy76hR105MuOJDk",
-	"WvGZ2pzq22iNZxh9oYb9XrJlFRzE0gjb9b+7vkCghzzVlY9hQv0S5e9K8UdV5UiSS7ZMju2ZxRKvUSy4",
-	"JikVQkKhs9U1jFVg5ECEhUUFgxrqAXlv0+BxjJHRRTDNxvBWecWKPuRPgxKMNTF2cA5LcwGgDys1HQcH",
-	"YOBzMY0F4MnZhgJtLBoXD4/UJ/Ii48stQtBOvuP9T/LtbENGfxSUhAXba0QwAGUaZUKKlPXulvZ/kl/T",
-	"pSKJkH2gkwRRW8YyW5KZhCIm+71ttQB/cta0f59nnt6DBR78ddgmUiWpauOOQ/bCHcg9lD611iPeh4k2",
-	"tIW9jzy7RbrNWXt7DQ/yzxXh8znLOI46A+x4alZlVCEKuKx2z4YBIN5oq+RouI9cFUSu4dXmCLjqIceg",
-	"Mfk/5KHALWPRPRo+D/AvQzsITxmW6lJB4E1c6YJqWRwjSCIo3lhjBpfh+yiMWrjiS1iNgCvW2NNR+zIZ",
-	"nv5ZD90u5vvKM8//OgcIF712gLg2AtmQQdBQT0wJ1cC+76t4tCrU3zO9jkIeW9ndILkaAunVOZ2ue6e9",
-	"bQ/usTLlT0yqf1ay+54hqoUv7HZ4nJX20Av1CUBcd44A8wua7/dWgrc5brERBM9I1+gwWHKOWMDVANf4",
-	"T3l2V+9pazsvi/uibNH1nEUkKVzjKkhbBzd2vTOIzaLDxXFZ6CzPSM4mgPWJInEuAbmJQtMCj62Z2DLe",
-	"pIGZG4sKp8Q8gjLiWhaXXEyPrdi6JguZ83RpUdJVBdssIA3dIRqRM9zKHBxFWKrFsnZge6I0XapYuJvc",
-	"/lPihmOpgJyhhQI4z6jdW+GHN45i4cq+MZ9laUulXRGtB8BoreUmWMptDJMI0xld+ZksNRuQE0HsI24R",
-	"zJsqC8LebS2IWHTt3v26/8Fsn50EzVmhT/Svww9JD96ZvJ70f6I6nSW1andIynQLZdgQfG3/oE0GvwcE",
-	"Us9h7+aweD2Br1tHxKeyaXCInzsfZrNIqFB5Hioa/sTmxn3Eyf7BV7Pms5g1iGdcaWW2txuaDJbHCAIS",
-	"ombxAMfEH1yH3PuaN+kM29W3O4zOAJUnsf5wlZBuUa9eaitP6mF/wCphHDz51kbDYfuboUHZIl8OyC8Q",
-	"Ho47mCAcd0YAAJbg7QhxYoTUhjoVlmvqKmXQC2SLs5JMCldDE4uUFsXS2VL1khvEwgMbC1praTpt9dab",
-	"pz6RC8i8+g/KHnxwRRPcOCJ2I/ZcXvfHGN5jtnQwGNw2i5ncU7BH3hhubIws/I1QOJ34mGQNi2b3jPV6",
-	"oUeQtr5KgVxbUDqCV/787u97Mf3/7gx8xwTJB8e+dkyKfFhM3x4d5vgwRraVB4Z08gIe3R6Oh5IkZ35s",
-	"jJtVnfy+7NCZn8cu0bNqbb7G0B6TsJt9Kj+s1LavNq5si7gF7Wm5QBXLprlXJyGg78cIsPnXEaqJNbnJ",
-	"/oAktNSzASahIExfQrqAo3DQAwVHMZpXpvIVYCgaZQZjhc7Rfeyd2wqQ+GKx+uIz825jSjOaDciJVS2t",
-	"Sc4F1P6BMfz82Fm2scAigE2W7frYmD8zn0o3cu/HBvSfOUBWzW6dToGxs2rr721VRp03NpSwpg2a+8IT",
-	"Rd6/exMB8GDAoVcTsb7woNl9fPFfLdJdeWsr43Qxtzo534tbrmgQQSruumgaxpU8kpED8aF5Dvq4bYIM",
-	"3addSp81jn0bONvU2v0+ZrkUUzD8JOEWTapqdK6ehB1eelARBRXNQZIaRO8KVnUYC/n8jOYTgtPJBuQd",
-	"S2WRIYifA4C3F60BBGBIeMWZQtVSu1sH5MS8YK2PkOzoIsTlDBn0Q7yE22J8L+0qdL56x76Y8457VqNo",
-	"H5ixpw3b4mKe0gNUp3Uhwrr68Kn1+vW17A+V3l/DhZ9Fs3fBxYpebT7dikjoPUTPvxOb9NT1M52zzm5R",
-	"v+uZzAHknwsE3+pa1GYfzQMkacwStJXUKgLgSOzdakTBJVvoXmSDdonvpZNsjv7FYiyz5RNFEiOPEzKn",
-	"S+g6Yj98jPm2mB7INXYlYf8sae7aMj1RsegG1lWYjGJemWGMS865Nppxm/EDQ4bZYIJg5jHXIT5j5DU+",
-	"ZpTWhFDA5i7knCRoNSVW5qpYcG3MnIoeQFZmkqG0ZDfGFASD54h0T9+fV5dwvXrHsaCbAnKtwhaxnsdU",
-	"sfeYnR6LdMbSyyCSaR5l04IpRaYlLTIbXcSvkq6xtKSo3tEbxCIWf/vbT/LKzD7QSgZ/+xs5qXI3k+YR",
-	"SdwGmDMVC7uewQsgKahKvIRaKz1jcwCaRtRPwa5tUvyAnMSiQFLFpcCImccHLchMXhNPh+Dn+P/+r/8b",
-	"HehuNoZEZMGnXJAuIrZHZCYVdMZYyMJQbbC/kNqJQQxDllwkkSVO8xaSLAo24TdJZAELkAQsRCGsv/l+",
-	"VkjbZiPs2YerEQvX1kXmGdG0mDLfcB3gwGvqnu9CaZVEW1wVIL+TMUvlnAFoIqAhOoMU2iQZHRBiykn1",
-	"jsHKjbiZBbRtHVX0e2EDlEkvwsTbohQAjG2WCIdjJbQ14xEEG/lfMHHYmxLbmscCO9l3E3MAWrXyvUAn",
-	"3vtY/XELqx6LxN2ACKo0BLgHIFdz5gFO1TXslMHyIinEwrdCmeMJsjtZV+UhlTRfImXZFuyw1bFwwETQ",
-	"KYUqy6QmshhBcUkL0QZE0jWmxAQmY/FPg/VKIjKXV5Y5VwdbS483j3Poue6ybb6XxLlQLD58yx3Hbvei",
-	"9mGEtglE/LCR1BVDpo4Q4Oa0InRhm9Zv5cxjqf1/Do/OZ9QFLR1lj6YUfjWFvrplHmam2SMd2mlPVKA9",
-	"PrqTZs8af5urpew9X3a1FExil3iPXZK/ULDnv68ZCQGi+mly7o5HixU91IbcHGvy2mA90rTdEorF0fDo",
-	"OHhBa4TIFlNUL7tHzCiyzZ9Be/VQ/E45wkYnviWOXwubxAMaOeKKcThZ4VzMGvKcxaLrvVU5F5hClcq8",
-	"nIvehmKu9BPCSOLL/5BQlZ3XljiV9Up/qiAVvn7XCJUTM/YC/vUXCV4dfQ14fUEBL88NjaD/hNEvT/Ef",
-	"8R8bw2End/ZLravUcizva/zna/ynLf4jArnwyAGeQNx+UhV+neB7oMD7Gtf5rHGdB5Phg9Tu7SYp0toD",
-	"Aj3bwzWxaFRr3TlcE4tGvAbiMVbA7RofiYULkJC7x0fWuyUfRRT9CfT2z8W+vDfyUfjYV6n8VWF+JFek",
-	"qGy9T+mItL+sRR0707KA3FvFxTRnfeiHCY0yEzKWpcgwhFTzZaCbwMVZYtHFAs/9IZlzUWqmeg4T7PTH",
-	"F6/I2cHTZ75Xa2Qt6VqSGrwFHsHWhiRZYKuDhPCJ4coNftsFqBrrMwnfgbIB6pDxRYBhh230MM6HyL55",
-	"PqbpJYG+cixTLlboULMOhwc2vuis9YQo5qNpQduPWiDPCItYdBPfqNFY3f9IZcagFBmjVTzDNnYZL1iq",
-	"L8qCQ/8saHQZxcKuPZQuZ+windE8Z2La8ottFPkPs7y+YVYQZDUirza8UyMOVNIbkBeYEYgpAUtZFsQs",
-	"BxNZFZ2byDyX12Z93VBdJpNFBRwX8lqxwqxJtUrQVrnhQbOizsYqYVkBJaklCIoR6lj45UnInCtDmThU",
-	"aGUJQUF3w/sCYo9YnnxM5rKAAKaIxf5wOKx/AnyTi0JiUoGFbEAP3PNWdxfOA1qIv/BEtgu2aRD77tIU",
-	"arShvs/+fuy9SQvX0SPsj29L5/9ZsmJZ1c6n4QjCajLIbemM/L+gnbRmhXnHf/1K+78P+88/2P9e9D98",
-	"HEbPDm//R0vN1wpQ6i+QsRBu9tScQ9dZ2nZlnJS5P1HHQboLNtdxYNpNqqzv4ID8Uq2ApWN3SN2h5Fqx",
-	"fEK6lKiZLLSNK2APd+uubFs3953aqs3pzRsmpoZlHwyPvom2ArceYpVTfX2+l7twhAdCOm32423zJ24a",
-	"mAWRwK7I5mwDt/b85b+hA/EvqnOcaVr4eh6fCwNsqUKKNDJvR2qudfXuBxkXjwMwEvIKc4iPK76fIH8Z",
-	"syqRLRAoyapESR4NyXmbhrU13PsiuO+vUOW3Y9g3WJ6vod+/Zug3zLmqhX/rYJ1hpUiLoXNfBvJIkWFr",
-	"CKETDXjjk3pGoEuB9DMfkQSTLqucvli4nyKbOofXElxjB/2AnqguABItqFLXssiSnk2uG1PF02RAvsOE",
-	"5qb2ZD5T2UOaXrLIK8mOnYHqpQCa2yyakekFTc1ygJy/onlppmq25mj4/BkZLyEm3kD6jEUtNB0gfbp9",
-	"/WcpUZ7gK3vHK5UQMSBZG3VGsARGa8YdKsgWedTz81UejopkZYEyY4AUspzOSPL9qy0JmQnpjqWdi8UO",
-	"cl9aTR8MTRcYKl2xUGWpa1QBBVHWwjQLCBmGDiq1sXexqGfYj1w2s5kf6NpjNjEWjM9ZtYcKrWlv20Gc",
-	"DZIqjalDEqv5V/AOCRdX8pIlfUgEvWQWbhYCx8Jlw4Pl5h41Owfntlbi6iuy6rm41npJGiC2SBOG5igX",
-	"K6nEWytgP11SQfWBP7IGdlNyQWAvhmhvTY75KetifdrB18SBr37Qz18p6xPzjTnK0zqPhTcAM3uA4rCL",
-	"Al9L3b9jpS0EpxACEcAIatUEIOSWBHxJVlxEDuEJa15DBhsWsj4G1l2tkPVzZzJ8zUr4o6tSnZrVECkP",
-	"0cFbYwnfycJS+MFgWLMKsFANPPJd79uPfG1GBC7feoFPL0KYfWPZs8yD2CcAYsmUjfvGIjFW4zs2KZia",
-	"YTjYuhwpeCfxsB370nP4c00zkYYi8snN5+3qwNe0iy+qnBYUuKCe9s9g8Ea7PnC3vIxQuskJCQNyToI3",
-	"BDsILGOX2mQLjBpiUm1Q2rkee/fYhoYahYDh2gfoFMYApQByD+WKLOu5qkOLLQE1YVPKBZRsBm+5cwUs",
-	"4lU8VobHo4npT2lIvai2/w8qQNvNnPL57YJduzz/rzkgX3NA/lzlaGh710yeQmJYjlyyT2L0cOEab6i1",
-	"uSHQTENOiS87Rg99UEE/qF7zRk7P+O8sIcGbiZzYFkEB3oR1OZH94bA38lg+oRFVLhAz1KqMUSyyEvlk",
-	"hECmJJUZhixdPxCeORWvYocRGcuMMwUF2A6BhbwOhoceT2N/IXjcnM1lsYQXm43TTJhfx4anMnUcC8iD",
-	"yUEeQGUOysI5oXnextDfcKWDz33ZUZ9qIrtEfQIi+Br1+Qsous247FwqbY6O2cdgryMjZ1v7sHGh2bSg",
-	"nyvKY/le1c5+PVz3uwBi298P4Nia3egEM4+gd5q7hm11Mbe45Lnuc6P/5TKl+d6Mqlkfbu0ffnOUQC8I",
-	"wwcnORdsRLgm5g4GTSIyFcF/yILywvbe9KEaIvrTgs4V4UJLcvjNEcn4nAkFjKv75qAvZDGnOVeAF/Ma",
-	"FM6c3fCU5lFsgUrmVGiejoiZiCJqRgtINgJ/k0plYftwRsA0F7OCKqZs2CbjkwkDrRVvz6RRZ9c78V+5",
-	"1flEPnz//j8I57ua3xql05PHV6Trr0jXf3aka6BmKCq+0cb6puRqpV5vd5RrhKZf39iYTkFRwpAtsFmA",
-	"cjSqJWbZQvNh26AntXpCF/wFNdXBOvYWBbvislSgNGBbS3gfN4wwgcSDf2A70ASUNRWLWndQkiAqFqq1",
-	"UrjxmF+Pof9BrhnWVE+NAiwvFYGWxrLKLyVPo+FwGPZNmNMlYSIjjBb50uU/h8NfpyG+wtXbkhj1VuRL",
-	"9zlYB65gwOvSRSFuF+3K3Mx7z80TLVmgCYr0xGvuPWgs4FbYS/q2UcBmrMlXxdd2og4T5dwQnP8BX22I",
-	"rx59NMRobu5fUUihADKFsb813/nZPV/99Na+6XYHJfpPpW3DFHZRtJEk/koI6l+mzX/NxjPDKTYkTRVM",
-	"Uy5Y5lt5hLoyGS8dTmHIhC1r3dnQx/t92811RaVAXp1PTb9rVSVzMSLshqY6Xxr5k7GcXxmeO/hqzz2U",
-	"1lxMok5u9yKqHZJ1negl3YRdadcNkOYKU4kTO9Y+z0B+c+03mzP1SG0CLe1PSgEOpH5K89xc2tKhycbu",
-	"fYsPV0NDPKhK4l6pktX2TF2qyNsFEyeviZYyVxE5EUbJWfAUfzBi8ns254IT956X8Ga0gm1j8LDDk7sN",
-	"/oDPkHQmFavc2AktpiXERRIix7+x1Jhkv7gG//YRmueQZedeF1UTeUFzwNskosxzVLhsn6okFtgy2nzG",
-	"tpc6t8VSkHzXgs+ZVdMZxaIa27/T3Oy3UVGKkiEc4bUbpJ/kNRx8u9Q2Ph0L/xJoir507QQtNVTuPdvt",
-	"fBUAR0XW52jVRX+HoRv07XE94wLX0+gTyTGm011zxSww5ITmimGCRjWtU8x+VFatrKVEAnSQWSqAPCQV",
-	"Mk8s/IQ9AjpEvgbkO3ehKgBEh6Ji+RUmZMaiipKhnOhCImObHU7z3L3xExnh3wVU9MeZ4uEoPMNsFTR+",
-	"5WFnujaBF07JE0Us4fe+GuxfDfY/u8H+hum6UDBSgVYE7tJ7PK+6nyU/ZcKwFLa1ueGikPOFDqUiRGV8",
-	"6zkcZzeUmOAu5oavcR0LipZ3qVjhDyJpdjx0w8nAUYHtDmOxrd8h2bHdIbL3tn6HpNbu8HscxR1aHX7v",
-	"lvHTsGH3+j+I/1br8Qe3Oww25rFbHU79q792OfwqSv5SosRxD3T+YnSLID+/n9AIQ3s+gVoWt3tFCVzl",
-	"zgWfa8zCtNEpbfcm8luMQA/E4bIJ8LgvEC/Bm4Vhsgag+9hsjUAqhEsB4gGqvyzgf5WsoDBuGMUCWhtY",
-	"86dguuCu+bwryzXPuXyIJx7WokqoK4AMRojyXsP8hPkYWYrFWZUBZoGMZiiCjbWUK1vmL7Ml6S5ooVgG",
-	"dfX4EJpE5u+I4L3sRh+jCWluiAWbL/SyNyDvbdP4sPlU6hh0tX4jcjQ8glQM7AwPCw29CgABH+vTRtBx",
-	"vr2bHnln69QyZi5T99LDWCTYNOIiY4JDCv17l00ipOgf3NxEpBSFMd3oOAcAAWlLFIniv7NYQDBiRJ4O",
-	"D0jiVv4ChcqxMeyJyuW1uX4UXNd8zmSpk0EsvqM8B9WhthsjwHlN6j9eTCjPMc+/VmjmEghb2iMYiePq",
-	"s321HhIXpEBjgnMEi1nLhnyiAlx+W67ourmDR19ITZZMV1V2o1gcDZ9HDnAWqFhiU4Tlar8EzKR8KyBJ",
-	"cwMyP9BEWO2QtNay2UVYTcN00BlSWIO4VNbDYI6aMfTMscEgdkuvD2MEJtBYPLHIXLVaOXyeTJmGhM9Y",
-	"dG2JHndc4fTt2Q49IJJWvfBdKT4peu67UvxBOiF8eZMpHvBYBT7ur3VkX5WrL1y5Qs6xkt1Zigrd6xh4",
-	"8w/n56eGPc0xNa7SEQYI3OxZCWI3D4pSdF1iJArH3t1zqWo6Gljg60P0b8CfmUox4dOyYFnkE5tAGcm4",
-	"SiXEZ9CUV0TJwjDh8ZLwbAB959GbDTqlvQf9t8mc3pxDwVsSNXOoFEmqpKbkmCwKnkLnH8wECBAeC8vj",
-	"XdMhBCtzfgVr3IF/QJbaJRTEArUGvI2roBGw6yIDQVFFEO1qp3D9T7iSu4Tr7RxduN6J7WPUt1GEw0Ag",
-	"swDu7YIgxooSuxdmkUEWGiHTg+IJhfloC70E/Whd9N19ZDOC0KahWz3TiF26oGOec708hkpGlNmoWYLL",
-	"xShriUW3v7DCzZZCoLcckdfsW8LgTxPoyn+pNm6XJZDOqO5EnVRm6F6hSgpMDrjiCkVrkPVnbnROqdWE",
-	"gpbZn9IpKoKku9/fHw6HRkvIc78g24G6gPaaaFN8bkZv3hd15lzYP/144ESzonP7J0k/ACJfl35w7vyQ",
-	"6ms/9nt6c7kK3LnKg6RRTXM5vZ8Vjq9qRv4b3jcHl2FvlgsmKP+Xg++mC90/kn1DmRi2c53HqIpF+1N7",
-	"4TPGIKvctshvfczSc/Xu+7OX0MB3zvMcwpwgFwJLkgRQH5b99UhDGKwp3gSS3QWcz0qDjCQofB2XtC0V",
-	"VrqAR+T9uzd9JgzHyR4pYv2pj+5LpinPNx7er5kW93WfYXoFktEYLWGeRZVbOtlLiCUXQhVJ/uXgu+Rh",
-	"Z9qR6G3QA7z1gG8/hWT7IYzFLqeQnCBgDPoqEJvRY78ke0ksumwwHZBEyykzysLenGnaz3M6p3tvzP/3",
-	"D/vfjJOeh3SzazYyFn0skmABWl7xLwffBS8hNrQLa+3OqlFN23nFqV3PnXmGV9cWtNCOXTtGsoYnBNrX",
-	"7pwhWs+xYLXv8P27Q9x95Up/Ha7kKdacW+dUvzsHshCP4M7bDG+IMLn2xi+60i2YyU4Ahzjnv1IK7h9P",
-	"4uChbVWbEWDELnodYNDWePYiUsv3byKW7pb4uKZWbMoV4ui5rrsg/+QY5V6IORJGafDefugwtxjYOvAo",
-	"w+j2EDZwYDHBFTo/4C1QdBfgzc3pEp0sxyQpqGZvsIxCwmhpni8htFFwW6caC8WKK4B1XbAiGAwBkxUR",
-	"DoPXdzGdDf6NbZ1gFrFQM/THMDIusynTvQYQnBkTZ8pBnvvWvQBoTLgmQl6PbPdyGJEvxbCBhbMfTvoH",
-	"T58h0Lztuj2T1+ZRG2ewjCYWZiR8Pi81HedsBCDbrn8yi0hh94tQAACwWwYuLcTIsT2t19e1BczgEznt",
-	"gy/gJz83Pt3KALK1wApwUxSko9bbN3fNLtnWh1KkrPdA7OvjKiqJuanUnvEvHKPuK37C3Zn/O3+URU0G",
-	"HFvMNdf73Pl4A38x/BokAN1RGLSpQt7Psg4grjouhoMRIUkuxZQVVlQ4DDifXGD5rOFw2ErUpWOHqKzd",
-	"o+F+D1M2zDNG3/BJBVKsR35rMrG/DIDbn5VYq75wq6Rqd1ppuYAgvJHBhm+LqetJcT+NZV2tz8bN/yRa",
-	"82bx8RXT7HNTozMOQ1qsA81aQOJAsqsFE1Wxh/kFdb17atNbU8BgUE8UVhLJFAqJolDHuOBZ0ns09+t2",
-	"gDPz6ijUqyOSoDsKW/G45A9btoyrk8SiS8mEszzzHeZQKM3llfOitWGboQbtpVgsSmFzc+AR1I+vZXHJ",
-	"xfTYMv9rspA5T5cEDi1TdcEQCysZIo9c7mCqXa9qpUqWES3lgJzhdtsrAH+OkDghftmCFVxmRGm6VLFw",
-	"NzkaoS6byFEKOQMDxmnweHVU2TWyiEUVSixt6hguHjb0aQko2mQkriNEjXMx3kKWmgFeKndZZbg4mzps",
-	"x6Jr9/TX/Q//P3tfu9y2ka55K13aSpn0gSiKljwxWVOnFFtJPLFjlT7Wp2owZTTJlogIbHDQgCgej//u",
-	"BexNnNqfewuzd7JXsvV+dTco0tI4cTKT9fyYWCQBNPrj/X6fB5aVR64LU9VH9Z/7f8m6vxQG68Viesed",
-	"+OdCd4vGRoP9tYuIHqJCeIv9IqrkC5LbF0/kE9TpcwowrBl3XLuM4lpEj1WoUEhgs3BH6ekTrD/XH9kT",
-	"mqzt6BvNuEAMoFkg9ovMTtZ2LE966vnMTK4dSTlB7TWpzZ1C8ZyoxqIrgmFlrMtcYF9mh0kBXTPHDp9u",
-	"oswtnVZHzHUZU/zBXZFpSigBFT8K1ZMydrooc1sniKPtWs6RpaDRDeLHEehGdb0Owu1RhUfUPBL46zpP",
-	"+oOuqku6S0QyR4CkdamyQBtB1Z5ezws6SShbTa2eTlF/opmCVSCJKqtESPQoBCWF3IN+Pw4IxsB/VNTd",
-	"S21qjxTVLeNUopmWYenxHymyKFXNWOuMrIWiPn0W2xJCXuewP4AfCDdIIgo2Ubh+ZeWXjgjAOgf9Ppee",
-	"p5bqkglmT5YRb5koSuqJXsYoZhZqy/EKMjdS215lX8o7By3W5WigLetZbq961KfjvD/M5HKpxTA7OMHf",
-	"n79+FR4kbi/MywIsKWxDmtXzIlMdLYR1XSpYT+2fzt78OFI0l70p5qEcGhNmjWElWd9NnlgxYsWKQAg7",
-	"RCeCo8+6ND6c582MgliLZD6BUpAWiU228SraqdvqkPCKbax3h/uD5GHJxzYDGLzzdobC6dbnHfSfPX3g",
-	"A7fM8+m3z9XTPxw8U3//r4Pefm/Q2+/KZmyfjW3Dw5ttZQE8/IThRV9KTpY22MdG8C6+5c/iJPzlTS+p",
-	"/A99fXCg2ne5t33O30V1bBlL2aVm6GfquN5IqegvHqmrEllJhZQuerdHLrrtmg34ca6TaDTlZXSGkvvF",
-	"vWLEAFzTXyj+TLPOGhxFyIMNxm2XHnzypQ8xtzZfevjp7/qg0u9tl37iu7ZNvjswl9EBl93ClKesk0fS",
-	"6LxGEHUPNWLbbnP5lc3t1e61WX08r35GP/wBfvcZBUB4zMfKPhdgTLqZmSoYt+rg3xOsSqH0Xbf3JVMd",
-	"F3iGCSPrlpcdpy/x3Xg3lE395HT11p21RzDS29v5zwNzGVwXE5dZs4RhUlTJlktVWopSefy9a7NKravL",
-	"hfPvJazK3KeW34DVgkVLueOc6zTEqW4ITm7c1HAf8IvCfOVWZXu9pSmKXbSn9n5aXrsebOosiWm981pG",
-	"DndgvJQksH2v1EzfGKzhZoOX/YI8jsxt7NbCuQsHY+cz5mCjp2w5erAcvFeuzerLMWu1MlN6/84Rk7ba",
-	"nGmsJVRX2p/veOPDPnKw7ji0YHGIEcvgwSVGYbEzSIoWU9vJ4m10u7tcLnfxF01V8I8yJtjP0P1imvm7",
-	"LZcMcGF9RYhyCz0xu86AuwEnkXnnkVS7GTvjawslppFaitZSEwR9OY+7ILj2QyorWoEFHOP35+cnqf1G",
-	"u3yiOtlR7E0MFX081s48Pej4OP+Q/8VZiSxhpCVdITF9mCySmN2A0BBSBWy/xTfKJJ4N856klkqHxmU9",
-	"o3eIAUT+9Pa8VcxD/sez/tOvE0XWZmqzerUYKl3/209LsCBj+Xk8fXF2tHc8HRwe7j9L2AfGfmNuTN0i",
-	"2XhdJ4XO505lucNkg2vGhIcq05xPu0lqM91MM2JEgv/kGnMUdnwJ//mpzjFPsTYhtN49dWYQMIbq+9cX",
-	"BQ+eokJ49q1wErggfgQXSo0P5ooozs94fqkt8msMjx2dvPTkk5WhoHm7T3kY/Hg8wXAwU5vaC7oHOfrO",
-	"78qjk5fMAOCILxNFO4YLZnph4hOW2r//12FvoDrZ+5Qcr3RnqNIdCVxwLdNOotK7fhn9tNfrpTsfsu4w",
-	"tVn7sgwz8eI0vH37dvco2vi8rYnQ1XOzllVql1Vpr3xZQDipyYZEB8VjkFhWzXUB295MfVJHdeS+kQwA",
-	"xagqs6AG6QgprV6WvngrTjmXVs1NPSunrpuorLGuWSywse9ddFMaSRJNggiNaIT4USQ5QrRndn95FRoh",
-	"9wVBsofJihEIAwe7Gw52fOK9V07nN7jlre2/c2+F9EMSLxul9j/ojeOs/Ebt3NGybO3nXheOHJw57O3/",
-	"3LKvj3vXyc5Jpa82gQtFN5rAI7MHu+m/3KSJj3ln0o6sl00kwoZq7cyD0brpBMKObh292Pj7FUbeln3D",
-	"OxFlVL9bJNvaTlgXlRta1OiYV0YX8z+mO5E9lu48ZD0pofUrzgov3jCUKprbiTFTx1W1Pfjsm1VtuFuS",
-	"sme/6QA5e32vwOpFhvyvMGCqBX7HIdSPhWneUA0ddtlHYihwbm8rt25HkQ+6G7wAsfIbp6/M1qzaWTNn",
-	"bB7HbQDwx6tXr6kQwQVaoYWJme8T7tDAZvmL8+dqVjaVt4JcwkBMSYylR85urYtW0eAEi8HBVjp7ETxq",
-	"QYDFRtJHUddX1NBdNrX/HO/S7/ZSexSNMuplI6gU1u/OGEcVFKU1jxy/PKPfp5aA8zE7cW1WWdwoHt0b",
-	"b+JLvUF+dDRdkNoICUa+RB89kNJj4qunLvDJMXeT9Fgg1VNpp86nKFem9nROdammubuGuzKF07YeMXzC",
-	"fUbJWa0r3lVPnjx51k1g+S2MaIqF0BS6hjUeqcaO+bsHNJHDgraEHWEGUXuO2a1z7O26N2FxbKdhdJiR",
-	"LRqX35jutuGo19yMRxHPDMaxNaNSl7/AEJ+X87mOXNKI5aYusfBJafD8hrRH2A/y22mYWnYzsAmzVeKW",
-	"TwkX8LYekjOD6TNu9OWPXDNmt6YrBV5IRzvVK+wqzGDxMtW5OH/epTw+7lEOmTXzuZlil0VPvWBeM74J",
-	"bStzuyjKqdkZIqDw5mm8qspm8U0b7SCvzdzdJ05xi37HV39Idub69iVd98RPvK4qjV+6elXgziqr+c4W",
-	"1AdCevBz6094B6WAG8m7z/VKLbTjY0zNN3hWp91te+XarH5e7i0MUPB7eWyZBOz34FHZ1hHMudnz4WP4",
-	"nAk3XLtTA8beNhOb3q8qly6J8FaoCC+BHc/KxBeR5xXsyC8UD58nBLke4tf2qtFXAkLDmzEoctHVoGG7",
-	"icJDTiu40RrYKyte2tgmISPkwZFJIQb4aELprfzoX7pJk9/iIQ2aMitfOjR/ZcIT+ck/2qXpt/GnN2qe",
-	"NWP4c2ycypqqQKBqAgh2UmvNaYJMgsOdbDlzZvIuU//GUabUlpdqcADXPj1QY/DhurBtAiw1Y5bUXEEW",
-	"8KvFJs0dQnRSXyRoyxFZVktdIdUC3A4nEOEHe+pIXZy+UkskfZiVhHiorXp5gtVmFfo6M6MI41Iheiib",
-	"x44s5Z+o9AKjo0gVMKL7YKkTtUsKkwPZfULHsVLTnOvt5j11VBPF436/H5YRMRi3x/L4SH6mNkm++2/T",
-	"IskPf5vXM+p13Kazea7iFkn3z9UcmfyeyqS/lC//DBlNR0lp2bTcScly8VM6Kv8Bwb1msdzbT0kseZjj",
-	"F2/fswgS8F/UpJFwqYF3UHQt5O+qgwjGB/sDPH+buiWDHPs5/Rm/mx7L/d/j3pcGzSCwQxtcErNUrZCm",
-	"Uug1FsYiemWbwuqT7JZt7ZqxFv28tvM9OmykMtACWSvVy6foSw/nb07vxr/a2Mf56cb0PyTweB+9fLFz",
-	"f0slWuGJt8ETlUU/5OIEY/W4QJRzdsz8J6mdG22JTqzbCzYVmFJc2zL03lylzF8bjJavF/2klhop83oE",
-	"hq+nuEa6PKz2QptciAmL/NqkNuCztJQVl9btylB8yJwRzNVVpSeGffrUdjAdzb4PKtlIiGASXajyXI9+",
-	"9R1cf4KXZ0lq5baDAzXr9tQxzAxW3Klp7nCW/JaYFEZXiK1LX5wiSCqFNfmjI6HbvSS0+rPcTkzGDoz0",
-	"8Di10Iyy78Vdau/oWqrSwHX2raikd8utqndTuR3d4pfRvp/N/+BR/toJ+XtENk+/3wJfGiO/NEb+hjrq",
-	"VKSB7MdHAUtSr5fK/0ynYS8Ip63Z2jfWKGPrCqPn7Dd4ylniBSzlg67ojZYrn9q8lka9ROm6NvNF7RKK",
-	"GQbgq3JK6VDMYVNcHkFa+IJeao9tjRJfV0ZdmwWyrxclyHHH8TGia92CPs5y4EV454cAkUeaJiB6c9fh",
-	"R7rHGvdgBvH2uFZndPW/HO322ms8JLoc5vZ3FF/+XVrOkW/zqO3ftam4fwPr+R7BtvdeRvtRVu+13bvz",
-	"6x2UbXaJDPsLktQv5vf5fYuQjJG99+tu2fvlteyNf3CD71WmrlYbeOM+29i25ZBe62vuDvdzLvEfxLxJ",
-	"1LQx0vGUqOVM15jmCpYCogFhJ7uZBjcKC/BQMfBtvOuIkPsxZXq3p17WwWt1hCchAdAgzMpqaqpEuRLc",
-	"16vSODU2l6XghobfFbo21aYoljroPwvN9eJI5s47l0goFqKuVMvPkHbCNL/Zq6ur1b2CafBbCaZEJqP3",
-	"uySX+leIw8I6yEmw5ZKPg1bUJoLSQMHqTpvil0w2tOM3P0ve3CNBQgZwLXHMHVTMaBSnXShFXRZTrGas",
-	"TM0IYPKryKAfG5dPje/YBBXRqZcl/lTXTWUIN8VLFf8596dkVyHOdEaVk5nqcLQpXLcxKoXBqJHqK2oC",
-	"zWuRhl1uwExtJt2ilDc9xhZMd4QNU6VQQlcIEqZoDX2NalFig4tOrTcj1BHF6ZA0v6ko/hUH2iQSQnLb",
-	"d6ryrG5t8uTF5NzuP2noiUZ3yu/PBe+f28J7cMo7ZLxhG37Jen+Jgf1/HgNDwdIKgbVlfIBx/A1S7Xu1",
-	"cZ9J6Z1iUT6y8It3UmNHI1mOVNuEtO+eakpEiLZT9dfGNMZRvM0bzBiSy134YYF6rmVyS2qpm6ixmeV2",
-	"SvcwuiryLUbvEWNzCWqBN8T5x0HzjIQi0PPACinWA1yaDNsr7qZpCBdzbBTMD8E7P9uYGjk3bnte+Fe3",
-	"nXGFpv9Cvv3v0nLGDu4QAIAtxCds/bBgZeEnio4HVERj1xZJj6YqdoY7s7peDPf29gd/6PV7/d7+8Ov+",
-	"130UGDyCOxCFVTk2EfTbwkyYUaoXBaRXrjabOhe4/cO1wAc8EXRnS3e7GyPEcBdMSmwecanN3Phdxged",
-	"SrUHh09Vpe20nKtxXjsBckTOCrRH7pJWpHam3Qyt2wj1kXpX9GKBmVkKGOSCZMfZA8yVEsMW2NK91L7W",
-	"Vl8JXIyy2FV4pyurp37At99GhKFTe21WDE+ZSLO+4P+tEn4kd+AH1Iyb8trzY3BjflgNvcgRkWhDnwZ2",
-	"4Ax6/TUylIidu6eOsJ8k0HO0SF1GqfXsKgFDcg0KeiO+A/aip9bNyqreBek0vQvksJVxJbWdbX2DhIvo",
-	"jKWaXe3U5l0Fgp4RdYj8to2MgAUFKuxXOMCVEYREj6S8HR6iB6+DZCzmtjaV1QUhAlYxVRu5e/hmPfnZ",
-	"S/oVcckQZCIhP6uOVAMLjDMlof709oezEeJk5pVaVLmd5At8WtxOFUgS7zZTtXYLtVZuaE9D5R6f26kH",
-	"hEB4aeeHBfq+vFyjnX/kVL0sPSiC212Yanee26YWahqXqAkYHJZYdI1CEUfNhaJi1dgUpb1yqa1L1ck2",
-	"iMRMlZYwSMJFwuo7LSfNHNz4YWpTu4sPefwYzBt61uPHhKXuhOwTlr1ZuLoyeu6GCnnuJDCQJalV9NFk",
-	"Rnge8O9AaCufXDYWccV24Ujl9ko+F4RyuA02aiK6pmrs1FQqE+rOm30+P/4gxJTSe+89DN6HvaqxsKuV",
-	"+gbnc8jcyq4nc35iqtc44yFqoJ72+91ELWf5ZBbhgDxycJ+yWofNDRjrm27qKYxGYXZZP/kJzl38slhl",
-	"QgC2GH/R7XZBFcA+XcI03din47HaEl/ynpBKdYk/tdxiiLchcZVQ70/vzgzxKE9gkKd3XgzuEE8YzJiP",
-	"AYMgI6TyaOhK0yzGoPRwFw+1wQI/r1n7ICk3b1mQjItFsYIJmjV2WoEuKS/h+nNTVRrZySvjyqaawO1M",
-	"jq24S41HxSpbVrKP0QHHd8VnwC0WVVkjxG4gtUUcl+OIfxt2qtKFK9eP9t0zjSI0Osyp5ed1ZG7pJ2E2",
-	"E192NejD/0apjbbV+q+7slikNkkxjJvJNXwyKwt0FLBejJ7/yCkNRoFGvV2Zy7wgeFxb57YpG1eshq1t",
-	"hh2S46ZytWoWKFeoetRLJ3yNnjpqMWzd4Wggoq2IQeyR0DDE04v3QsnZ5t8KwP88eyw/y6Wlk5OkNjuV",
-	"Sdpl9rAO+T/tkXYTFf3y1Mx1Dp4s6Ew5srTf8L0NZTeq/GqGXF/rVzsKDFGwMbUeqk3GmTt12cBmgQ3C",
-	"zKPh+hME14ZHM4EvjpD0zmj5x6d9WN7Xfss53nOgj1Ob/cfu2hvvenL61nf+HeV7atlf+40z/nowJKON",
-	"Xhk0E8luWZawEybamdR2qMNfGVfnc9R4ulbcXaQ07YZELYrGtanz9/uDA6Znlbgx53gk5SNKhaqVnXKm",
-	"rosY0U9P6kZzq2JqlwyCB2d6KLDeYqyBqzvWk2sWbmpsViWb5/RmpATBap7MdHVFONielAgnHqO1wk6E",
-	"UFt+edsd/YNnicBWYwUNntx3vK1hYTCJtHt0WZsqbBzeGALmnNr3eIXqZHe1CDF2fEQaIzxTdkdOJGwv",
-	"dDheUVb+RvAlPtD/PAFDhHdNQokLHDJH1T+MlFayQky0AXZ8jUwbIHJhjiZNndry8rKnCLhd8CQ0YWXL",
-	"YW+ZV17QbbLHN/apegCJNjoFQTkQD6u/O/WgbmDKr8q5qWemcWpu6iqfuOgi/mRnM4Zy0R7T0cnLoaph",
-	"37AdlJcW7DZdJyqYPokSoye1bPV4l7EFe5HQbmP9GexiT4naebMw9uglwePRv3fBWdd1Pi7Ev3PKNWC+",
-	"OHXz6tXrRL1B2mF8Iv6rN1ksktQe2XpWlYt8kqjvzDy3edcPatzkRb2bg6l4WeTWqKwoJ7rI/EBYTOHi",
-	"+v4+Jo1+GDf5SK2Rs2dIdCJdfKgfUhuM1siFLIq5OJBBlbR9UQL695PLpI4kv0QupTYLUCWRqFQZQpbI",
-	"Jx1NgXzfpQ7Wjga1K9AlLYB1UFHc/o4t8iNpVvRrSJ87JIxP1FkEE2TZvCCkQsol4sHO/xPWvs6v8S9a",
-	"p6K84l9qF0RyL7UX7XPS8Qgrd7BVErWZUbtLy7oFCCY6ajj9CGo3VAf9A5XZsn53WTZ2mgn+GxFAl7Vn",
-	"5KFBjNRBvx8Bs3nwuPiyQk+u4ayQcMZChIle6HFe5PVKEUn3BO04xJoJJ46u746QPyfDJ+AuekfsAJnn",
-	"1EGHk+Vwj6l1XMYHUHDqiNcHiyOpfKWpd8vL3QpN1mtbjkGh12aOe7WpTKb6u4MEttHiBP69n6jsEl/Q",
-	"TlYnxuqiXolSXoBOshPjP94dgDqCy4MKpZ22L3qKUSRSG/2k21MXokThJZvKuCHMiVetB/2+GptJOTdE",
-	"UBQYHaLdOzcOds+ofeXgWbhy8GxNyW2+UUvxtW93eHurcJEjqgIecmrlOYf9gcrkEgJWykbKlgJ1CQ/l",
-	"HRU9tc7npgQ1FG5zEN2Gvw4Gz6NW9CG7ZLRtijakWO+K3dBYpAK+BCh8eIFkw+A5DEjPoIBb6KCGKSF0",
-	"lYi6gXY5ezvwWnh+U3uGw83t1VBl6Q4NPt0ZYg8JOvRXHj0WTnm4HvYEgt+j77dLV2Y9dawnM84yDNXU",
-	"FGAQeKn4PkXA/BZyZEKjR4tokZsJ4USZW07vYz2oL6fxNy6tofuu5NSCS5jacvwTQpGDyONBIYITWZvE",
-	"+4/G+3JWFob0aVnJZkyEQvjOZHl9hQK3mxBmDg2GtkwYjYaTLiFsXJKI+8PLZlhKp+b5lIfZU29neWFi",
-	"0nqXWpcX8OogqvYPlWNJpFWF3Spe/ijYoiDAkM0kG2IlxK4u8hvwoSflfI5doKBfpaxKnN9FVd7C4kxL",
-	"co8bobShQT2nAgNig4l24gTcPGae8edNCHJiu6soNiLp3DEo2IS7G4QJfjpdBJrv8jKf5LpI7dmLH4jy",
-	"TXkuuKEiJGEY2dmLH8Ab1M4gZADI74wj7xyMi3QimQ9r0Z/GGaVj1dlST0wZLeBK2+LoxNNH8GBoU3jn",
-	"K5+yYRM94dGDLRskcUGjV89xZX3UEvebx5oFn9lvPHa5RPNhiE4T9kG3p8Tqly4nyshwvD+1fgnglSuD",
-	"rWETM1QZiIa9YOQ44Qaqy5LIAOEf7yazMp9gAC9jicGIuyQ1qU3N9Rh17B0eNvJLwo0TlUWhPqoexAoG",
-	"FPVWIZgTvBZ96uD3dlLCz98R+lYGrpvGg08YFl2ycoW6sKcuGLRRPDPUy5w+uLJlZabIrOdnA7Zhas3t",
-	"wkxqz9KDuLv+JwS+m9HfbekASp0A/VgO4TviB4xYy39hkjn8iYRR3ZHgXqY2JKFFeYH6ZWCRg8FAELHp",
-	"PkITCAcFX7An+sCBv8u/BZ9uqP784s2Px38B9dqWYE1lIhkmwiW1GlPbdG2MLfy+1+t9+MBp7tGapFIs",
-	"qBg3DG+0vCMU1ZpMbAfR8fTubEJQk3AmM9KMTcgPfH9+fgI72o0k1KnkVE0TVB56XJgQQmfziC3nqZkU",
-	"uorBhF0Ca1JixsCh6RkCxz06xT68Ske5VzW2I2DS6L7hxwkDTOOdHX3WzVBznxo9pXRXTLQ5BJc5w26d",
-	"+FNMjoIzjv+gy9ApWfsFe0Mh+Ev5FxH5rMaFjzO1nX2wESg3lqh/2/cpAK4wY64sriCgDXV8rq9A/9Ob",
-	"8b3o1dKdbJRax7DbSGwDbl7glSytOrk4x5u+OH51fH4MKzE2ysE+XJUNR3dh2+gaP4D5UJ2D/QH4ZBhj",
-	"yFvmOYK1LXMHsu9HNJdQHEdJQo2PbJXMkfEwNZe5xbux1oKvLk5fcRYRV+mF/w1tKXYQREI7fQM7DBQv",
-	"/l01Fh54MBikdpsz4dr0nMgBcdevwH33Ho91Ij/94Cl88PNMafWnszc/qoWuZ96RzzAnht7ZRUUwf2Ff",
-	"9yZ5vSKhRLh/VBPW+4/do0W++9+FpxXe/NzMF4Wu2TfQQuOWwcMywYeH+WjirDYJ8sJoUFHlJVWnZONy",
-	"usowbDopLaKaZu/f05norStFkC64VLOymGJyezmDPb/QE1hX6wtBxxWup6ZEdrcH98wUu+AgR0CERXdK",
-	"1KQoHaa8yRpCkzX78AGlYoZSrXBmKTDuRV6bShdoYzIooi1WqipLIq+laXX+zEWPUvOG0YgQemhdvOD8",
-	"UixryDZ+s2AApslMV3oCazXC3uZFoVewrzO1P/g6/ja1kYAEP+3Z09bFF6evnBr0D76mqOuIV46cUzji",
-	"gvCPS0jXU3y2U/PSK5f/p+mOZP2eHh4+kd9op4ht7ulBrLZG6smAb+xGiKtkbDPnXTJSWV1p60iJY0d8",
-	"dMvUduh15KlPBpwnEHKGjB2m1y7j+QqFCujjBnHYA3eXXbiQgNrHtEmXnRz0ShOxtKh7IUESSNQbEoU4",
-	"GAzk/LU0VXjYpnKN2NTGolDMSJcNZjfi1Ptl7N+W1TBKJYJpBO+fUR1Chr4BY5FnVKOSdck/bhwoQiHm",
-	"1M4tywpZNsYE0t9TjIPjK7t8UjS8x957uMWHvShJmI34qMC9eRpRe2b8R3aHShAUJxVmOTS+KZqPHDV4",
-	"FzBmcTh+CkCuBniwIVJihvm/oRLtztHx2e7g8Onud89fd7nn9IbaMrCYMFFFeXUF/100GEHSlt3OslJ/",
-	"bcqaawbgYzBmRlHxCJgCie/uD4bBycV5T4VSj2heCGNsrlEUVWVzFdXKbZ3QTOXW1aDPsNBiBvZ4xkV4",
-	"YBQyoycK5srA0r+T3vsQOskrqtYwU6m7wOgQs7BwsQtNDW+WnkIcGCojD4aBgAfltYuZOh24EJ9gmaSW",
-	"TZMNRsmGY4NsYXfPzWljiWGJfjF8aPIedGW6w5YX0l2wxYX/Ds9Mdz5kqsOOHJl4Gaek0YbEBDGorc9i",
-	"8j1+fB6x0D5+TKQycldQruDOgNYGmfFTmdu1xBaqYJC39QxcR/zvojKX+S1aEfHV12ZRj3xNDsgfV2g3",
-	"U2NTLw2fyLmIwqCNb0ENSrQMbp87ZdxELyhiH98PvgZj72pOFK5ajTP1f//H/1SZ/mrQH8OO/mrwLX/0",
-	"1eBw8C189H/+l3zy/MlXR8/A/eEXQSUB4yLqcTNf1KtEZeB5Y84MDQensj24DTrk2b/D//23zMcI66os",
-	"KFeHWnADrHa/p06Ck3VVKlL3KJ7gSIuyBtmZ2yGO7G/YNf43Umt/Q13YHfkGjiy32TDMVwgU4fT4CN4c",
-	"+37wYVi6waF+NqPAky2nK+U1b3RdarnWwxAtI6qM747PEzahE/X98dELlClvTs5fvvnxjIx2sg3htqmd",
-	"g8dd+VQ5Ixx3NG14fLQfeDD1nlO97e452Iup5bHmYGPeT97UU0fgyDvZTTh2cMEWhqmQr81qhJJaZoHE",
-	"G6JC42LEJwAXXYnN1cZ4jKq6eAFZ/3SEvAGnM1GZl6cJMRuRb26beUY6xXNIlRamX1NxYF4FfTdcJ9dH",
-	"S9FxihsLrPGV0HG/a9cn7K1XDDvJZFOjDbmFN5Q1zVRI9SBPEFZzxuY3Yzc8P03Uq28piMJ49FxBdM+B",
-	"+Da3uiCI6zXO5ihUljtFTNB6jUtYOVjkjhgp+PayVxLesd5ApJNcXucmwo4kCZaBnUlGDSc8sKBukH2k",
-	"EnGk2MCB36AAR2KN7kjZMrX+ME209dodS05FFMcIoyCP3zT1VQn6Jw4UFGW5oCoBpvpLLaLN7z/b/zpR",
-	"l5N+fzjc+wMmyu31LmY/VYciYHCr/afPeoPDgx7/t5uo59/9eHSepHbeFHU+0cyJsjATLJBM1Lgq9ZQ+",
-	"l7o7zhaPjZ3M5rq65rSwcAngxbrYXTTVonRGSZbVqc7Lk5sD3NovT26eJiqMC78Aiwi+wDTeHQoCldEE",
-	"CelwHHASoNZJoZ1LUtvYQnBbQy0WuGa8cYlcm2/Yw2/wEJ69fXn+/Ptv3hydvnh3/N3p8dnZu6NXr968",
-	"zYRzDc44+NVOECYq48riBnYiD0HXfttiToUgSVohX/oWl1NUWD2LBAjdKUmtK9WLH89UZcY5d1JI3RlY",
-	"1SM+/J4yNXf+HiGHsdSrgC17GKjZE3j8rK4XOD74hxO03HBHKjZjBxpns8qvcqS1m8wMvBwi3RIBPzFO",
-	"+lpuUUl0kP3Z5Q1/J+nnLRBd4PkWqgQuIg32Rux4eWcq9rb4M/G4EvWkr1yiJnqxYH97i2/WBQ2L1XHJ",
-	"RxJwEsZOLWoqLHxYu6HEYpGDJlOd/b56nX+DQMaH/UFq1xOEcFtb2t3B7W1EibcplShkdiKeqek9a9Xl",
-	"9MhBRj5Qlu3qh/ybRKDQsGamvMEoBWpu0NiJqOtkPSZGZ5FSij6T2B8kqT3sP8EfwlyRCxzPA13jMjwF",
-	"LizVoJtgjSNKDVjPVqkRym+pk9Lumn1S2r93Vu7UV/zQLLsRN8gPifeurlbMR6+0whr11IL0LC8vRfC2",
-	"YgDu8WM43aQ0nbbTcXkLynVinBv6Buk/6Rt9hn5CaqvGwvtRqQFsXRRXQtKgjp+/PqKf+toUJyTdqPwz",
-	"ZEWsl2V1najLvADDAG5YYb8APxp97aUuit1JUU6uKVgARmE0Gz6YEfY9qPQ5XTw381LqFrdd+Frfvsaf",
-	"0bZN1NMD2LaJMvayrCbhLF6bypqC0xwa0esKCpQoqQfbcv83Tb1oarn/Pp6KXmrJEcG7YMy/ynWRu9jd",
-	"4GnmOpUMjMkehffyyxXMIVW2BAgGxeEblNUd0reIPQ6Xkle7dpPUSt8D6DHOfhLPjrLIlygA3Um/31eF",
-	"uTEF1pBqsixJA2LGGOvweABUFT0jTgkcTV0SjEOCKinwdlIBAIi9xGeX4bfzZjKDActnfsYt9bBNjVkI",
-	"hQ8JbMoGS+Fp2JZYVdKOevlgcMdnrcneEWFS5NZke/7PSVk0c8spaDRnExX9dp7XL8yinmE9TGrXhwqv",
-	"A8MtVmgVRcXjYNFdXiKSOp9MaoF2jx8PW9qTogns3se1GI+cx3rMbV2C3SeiOlESaCHnrCivKH0dynNh",
-	"xVqlQiEPbSYzhPfQk2syWQn4L7XkCvz59PjF0fPz4xd/yaL+InhpLAqVB4/LaW7ccC1ABQqNo9YdDrQl",
-	"viCVI2eJr00mqFEf35Zwt8MsR606CC5ANiiZ9pSQROJ9CcoN5bZZl0letVM5WBsXp692xbsuK3TY5G+w",
-	"fnJHhNKXht2KKSy0d3e0Ta2eTHKYQV3gpFEqQpMq19Uq/JaCcxrNaMdV9qLa7kRsKDUCh4TL6/lyag5C",
-	"6wW7RF2QIan1uxyTq1SdW1cN7kJcN9/I2qo5kOQSnoFWr2v72CBZWFNjR+v6V3jiK7jQGYcgLpVh+tx2",
-	"ZwSouMscO5wsnWqqBOxQ6lkGxVEIOf5YP4xubVdhPX1eS9hvhKQIG4JeqRV00OWsxFcCqeYM84dG4U8h",
-	"Iw6BMYrJSSYTtCPMH8dqQnwVkxQY9AT9sj38GEVkmXsXydGiZCedFJw4PtCtmF0cC9sQtBOuFWmWVe1a",
-	"CGougZlYlU1FbprQRdM7hQ5k4iXGoF8mE0NRXKS4zafpTpIi7gH+gxKX06Ma/5rqWmNFUmqz9f7grCvU",
-	"xey//vms1nBEpkqG/5cOmuTDvb3lcglmHn7tkUEm5Xyvm4qfxisAthPWt2i7UnfuqIp8XMEp5OY3WFhu",
-	"oIrxj4Yx5NAUnKSbmvo2o2aZ0nrfo0ZcrNSqcN0QQ+15zdRvExjFtKEp4KYi/0Q0Dms9X2RDdWHzWyVU",
-	"cjzfDOPYvigAqgxVdrOfUIyThd33r4+e7559fzQ4fCqFLTQ+LoMJ78qR0/bHfkCtbzFwxXe7NqvYNKHH",
-	"7k4Nk4krIt/n8XMzKnO7Md1JT70QJBX+XiBWHjnCVsHbELzKGrKMFDMkxCyuPI3biOt1FPURccI42sm1",
-	"Kox2gp0lmQKtpk2FPNllU4O5K7x9pMtSiwuOIk7ENsdc0FoabujyV66pbkAQVTCTVc3idFJpNwOJiZJD",
-	"WqUZj4bMFT6drEapehGjoTNw3qyZDsGm8OeTWqVCM4sAD2C8TBYAhi8P88BgKF3I9OmpIyvbTH6A7j2c",
-	"IvDIqGQzxuXhX2/I6R0q1x0FJ9v3EIhXjAVGT25vSbSw79vtqW9xKB7ltOV00d45BB/2UM1zm6T2SR//",
-	"oQZqBh/OwNZXM9Rz+I8OKva//+9B/yv1EyxnNQposLDW6Hj598FTfMaAT3zQbRuGLXcEXG2m6K1Gn4OZ",
-	"Jd5hseLVENtTUKTUsmyKKRUxGfTrOxhINFOqEaa8DwhQDC1hL87g8CvlCj257g4xxI9aEJbcTAm/lTAn",
-	"WqueWlSJl2ZJ2ThqyhJmSK1cbq8KL1VIWKJlBybhtMKYPs437DN8SNnU2Gp4FFB3EE4jhhKnxRNdJk9J",
-	"Le4mt441zqgU4rbK3jlUU70itiPBrRimNiC0S2kw0hpKOVUbbpzDAAFwfEQTu+GIwgZjqPGAQO4d79wp",
-	"fi7ZbOCj6erK1JTIRyLCO6RIne2BPy7Lp4AeB+fa0TfhBqU0QzdqkNjYStEGahCyVEwHUqN+d4jFOlhs",
-	"6tmUuBTe1tLZjzqqTGDBYuxkjtGiYGJFF0EEsx3iMR02N9x4qpQh2a0iwTDTe083LMnL0P8K45ah1cah",
-	"f8kJ5UduDdhFGkpb5aSR7diRdKwQFyjmefHwyOi5tYQDGIewvfxefdKnzZp4pzj8fq5v6Y5ZaoNg7CfU",
-	"b4shg4C/rFvgmpjszj3nRw9MJ5yRHhfA8Q7nD8V1hZGXi3o3t8M4d8Zg0wnFKaQpJCExRQVT5dz4jS4T",
-	"HLp5lLkFoyXHqtdOlu48TneyEIPlHes3bNgatMe21w1SUlkyKeXdrH6JMBpUO7VamKHi7AM8JnaGF6YC",
-	"v4NWXrLuAkKBL00RK4L2GHqIDjCIgiNFOwK8AUnSkwfeSnNgn+Djx6qTYcZ/yN4bf/sOq0cTKXiigoUf",
-	"nh+n9mxw+FTKcnVt4GCi5Q1C19gp9S2m9v6ChX8PB+SP62Va8P+Dp6J2+eumKthkY1cdlJIUV8OI/Eoy",
-	"0BDam+gADlkIavWkPyCBn9rsFTsu/qxFHRyt2QApOUL/lKv8qSRoXJVLRxZNBRoF9fqkJOe9Vc4fDAiq",
-	"LePrytRKLTd2Kl7IGwZgjQm3gmQCBhDgPMivmxriLyHhAGskDkEll9B+iKL+VNXUTbAYJtpszhuJWBeT",
-	"qLmurt16DY4vJaEdue3NcFdk8r1UfPvtIPAj/r4ZpwC50xtze73UngrAyYNnSgxan/W4OH2pdN1uDRqp",
-	"zN8JS4tBE/sGNTStMHxLXa1xHunk4ptXL5+/uzh9lbEkD0q2sc5whwTmU+gdvy9dnSETIuq6ULEjBeQg",
-	"31CVdi5zS9AFlOlrnIF9V6c2Hi3bSVhsfbviVBYfRyqBRqMImxNAQxJgZGrJ8NxHW5NiHdHyYFEhsb4w",
-	"UEjdrh8B4Q0CTC65qAonlSfPKaAVBR5iycIQM9G3IDUkXAh7hR8z8iVoOdh8NRibkpijzEcUn8CWI40/",
-	"YaBMTAgUq6ipm1+dR3lK0vPx42H8HJapJiwkXxUchSj6jXuNb3R2bZYtyA7lRmqmi8twoh6Bm35pwAlN",
-	"LRZI0DnDofog7zKfkDnc7annpRW6nbjYjXAMEFCBRs57J6HefD2pSuckv2Do95JNBXsCvFpMBSKm3hSt",
-	"N1Qlfh4QjGkah9ytWbaBf3IsukMPK7VRQ9++mmjkz0QWIL4xVjxYcntWPfV2vcdJDEg5rPFwOr4fE7eQ",
-	"xCoiIcTWc2rvFLMlUcAjEi+9O0VvuPZsRJBNEU84GCOSq36GN7oscjgoUZo6Gg9vQRID/LlY26GKzx99",
-	"LtJvNQy0GghJ93MgS12V/h7rZjqNnEQ86z0vk0eK+vFPqK7FxxpCsAP0R2pbNsYGBKdAyYy16HCxnBp3",
-	"F6Vot1WF95cP/y8AAP//",
+	"7L37dhs3ly/4KlicPstkukhRFzsxtb41o9iO444T61jySZ9OuVVgFUgiKgL8CihJjEdrzUPMO8zf8wrn",
+	"UeZJZmFvAIUqFi+SZSdO+/vji8W64bKx7/u3P3RSOV9IwYRWndGHzozRjBXwzxfndGr+mzGVFnyhuRSd",
+	"Ued8xkjBlCyLlJErViguRUQmsiCvJv2fqU5ng07UUemMzal5Wi8XrDPqKF1wMe3c3kadf++/Zf8smdL9",
+	"V9m698P1R4rwjHT1jJGU5jkrHqmIXM+YIFwTxYQmlFyzPO9PZDFnGZGC9TZ//DbqLGhB50zbOZ6k5rO/",
+	"0DlrHwmF648UEXTOyDXXMy4IDEgKwVItC/NBbm5fUD3rRB0B7+rgg52oY+bCC5Z1Rroo2eaVeYYv3Tii",
+	"1N/jRtVlg+mAJBmb0DLXSW/NiKoH7zcqWWwdlCzsmNYMAf5zx4+XhZJF+1cTwW403pAQOYF9WRTsistS",
+	"kQWdVsP4Z8mKZbAU+NLNX37Ocn7FiuWr5+1fz+x1S6VJll9dDAaDpBeRUvB/lp5cuFbkmo1nUl6uWRf3",
+	"qjuuzasJnLfV4Z0sFvmSSJEvCcdlcSf2kSLmWBOleZ6TuXmcKdJluWLkaP+goh3kA9UQ3eHesmiv+Zzr",
+	"1QGd0ikjiv/BSHe/vz8cRsRSKzkY9tbtUg7vCr9nH+qMDoZRZ05v+Lycd0bmfZ05F/avyA2LC82mrIBx",
+	"nUuZK6bXU7DGGx6cfn/FjV9HRJYuHA1dz5CE1nyfZ3f6+q25WS2kUAwZelHI4i1TsISG8QvNBPyTLhY5",
+	"T6kZ2N7vyozuQ/DefynYpDPq/G97lajYw6tqz70TvoLfbNCiIMzcc0wS+O8glRlLiKJLRa5nHMVFIHWa",
+	"0qHt4/b2vdq98O03J6WePaN5PqbpJYztk8006mh2o/dmep7XX9KyDS0c046RTCjPWUaoyIjSsmAZEdKw",
+	"jWn7gi0H5CQWaiYLTX48//k18DnChdKMZoYJ/tvZm19QSOpKkhKapmyhFUn8mJNBLB505RdMnLz6FCRW",
+	"f/NWQiNcEHzkkSJqRheMdKUgyZ5cMEH53tV+QgpZaqZ6D0h6t+4golpx+uontmxhzIKcnL4il2xJqIIN",
+	"Mn+qmbxWhOsBMZShWFowTbgigl2xAq4KQieaFSQtGKygGfiikAtWaI5ne1xmU6a3LeX3eNdtFGoDW9QM",
+	"0mUiI6VihaEiWQrdI2ZgS+CZQMhAvajxkKIUZLwkesYVzLNUTB3DVM+uuU5nY0mLrF9pOgRXlKRUCKmJ",
+	"vGJFwTMGy3EyBi3PU7N5n1kXqclYliIzy9A4bX5mEvd002p4xeZU5jxdwsNmgVl2Aitp1EqqjXymmvU1",
+	"B+a/8j12s+AFUyctYq9t/Lip9iEzgd2+wteoypfMKSBmVailHqBsdkPni9y85pItL4b7Tw/o/vggPcyO",
+	"2OPJk+G3+98dPD2kR+PH6ZPs29aPzmXG8q3L+LO5q1pCYWXsytsWBZvwm/ZpTHihNElntKCp0c2dOofT",
+	"iYiWpGCpnAquGKGwkN1EjS8SIL0jMpcFa0xajS/+fXn4z7Z5FVQzr6lsmtpbd+MbS5YdOOdygYeOazbf",
+	"ujxn5nbznB0GLQoKC6UWTGRbn4abbqOONbVWl+9M00IrQjXZh8WYFoabGN2TMJrOzKKKKXMLivRi9igi",
+	"C9gzIovaaU9O352Tvav9Pbrg/Uu2VHsfeHaLOomnVS70k6NOq6pV6Se/ocJitSa7bJ4OwsNWTe+9f6cc",
+	"/85S4FXITZ/B3SBKsoybsdL8NOCBE5ortiIUiGDXjuf+tblmLO7PNmNR55vhQNBGpCSX16zop1QxkjNt",
+	"pIksSManXEex0IZFlQtzzp4crt6qIrxTGdvGyL9UFkwRWcQio2rGVO/Y2OSCofpC2A1XmiyZ5+EjUlnx",
+	"JJ1JqZhCBaQ6sGaxLo4OzCZR81GzqP/5G+3/Mew/fW//e9F//2EYPTm8/ZcHZ/0b+PivIQNXWi4UuZbF",
+	"JRdT0n37wzNyeHj4NCLWMzApdVmw3rHl9MD8KSzC7tz+oxhv8wTMyjkV9siDq8CMMlDHSKnMTOz86kx0",
+	"zPOci2lfseKKp2asc3rzmompnnVG+wffgeHl//7LsNo5vXmFD+w/gSG6vxpcOOqgqW4vG4OqycLq3Gsb",
+	"ewJ+TvP8zaQz+m3zYK2OeBt9aDClyzbNMdAMQfBZTwMqh2jpC+QezuQbkDPDgrg2qmZi7CJZ8D9gx0fk",
+	"e0YLVpC4HA4P00u2hH+wpEWhaiyHGdzqIrxf5bu/l0r3LYeHcwMSiWtlpzGolu41V0Ae9WXIqKY777xf",
+	"zBUpW/mI2twSSsHqpNaJNJEFnAPzEFhWx/boEomHO6dKe9fS5pWC8a+nl3eL7O7izFDBAsS9nBBaGRN6",
+	"RrUT9FyQRU5TFgUKFFGaLu0hj4WiczaCrUCmYP5ldQEKFKMC+WGkyYSzPCM5m2giS2OaxKJgc3nFrHfW",
+	"Pjyhea4IWLVa2q8XV6x4pJy7R41QCMYCOFxkRaLn2xERkqBQPq5r/CSXYsoK1Pt7AwJHXcF4gXEvnQGB",
+	"qzBCU8noikYBMHwNpM1X8f8nin/czFiUAnYxghX4y+sFHyWLP6O0bJNbrexnDQGfCEeNba6J1bMjszVi",
+	"ylwhms0XOdUVAwU9SEjBBrUd2T2eUBHENaN6Bs7p1Z2+u/1e+/omC57NF3rZ6nIIfEjtzPzDls92fsTj",
+	"7FZNkfHSnVz7YYI7WK1jLxhKtbtzpmdyq1WJNPAz3huQa7XGE1mwlCrdNt16CG3djLd//9S9Z3U9/KX7",
+	"rwS4zttW3hCCLPXParvDpim/UG1Gv03T9I06uqBCIdFtJSY8CS2LW4JekG00Q+w5vaYKFRKnZsmCFAyE",
+	"f7a7rbHWsbBvlB58tTFu0oLNmTCfGS/Rs2C/hXIKwkpckSTuoFZp34uaZdxJ7uM/qNiEdyNYAo9caCQg",
+	"xuog1n0L1ZJu8TPAsr4Si1Lf1c3geWfGJlzAY5Hho053dNqIyNyq7cpRT9CjX2OqI0LFEn+/onnJyPVM",
+	"KkZwT0nO6BVTZE6XsUil0NRphDOZm9UxCoK9FfRGrgi7oamGkCELb41FN4k7Hz7AGqsBBORub+NO0iNg",
+	"aCCpobsXFFPciUfKDYvrWSyMPgljNQt+7A4X1dUDZEZBx4OnjFrgjviczcdmGGY4ZrwcRusVUcMSQNEn",
+	"LAfiJGOWyjlTRJR53huQN0ZOxAJnq8iUaaTcYI4r04BBPFJEGxugawYeC2MXCCn69kWRi9GAwUDJnCsw",
+	"oeHR3oC8ZZNSQUICefni3Ox6LH58cfLcEonZAU3mUmny5PHjwydkvDQsn+IyNdSfDzYOOlrZh05kI6bB",
+	"pX/e3nZutwm1X83iB3wkk8jRAmXlaPj0yWcTdFaXrTwUsUg+xJ1/778ztBN3RiQgwtL8ZojwNhmQX6jZ",
+	"7HmpzM6b5eeZfVsszOtAcVWai1STgk1pkeVMgfFktFtUQCHqIBgsyI/n56ckzTkTOhZzKuiUKdL9USod",
+	"kWcYy+rjEkXkHLg9K/ovRCoNdcItVu2OyGAw6A1i8T8MSYB3FvbbrCtudwSnw1Dxs7cRef2DYd6/vHtd",
+	"kcbhAVLCnN6EK3x48OBSv8lwVvR/MCV3MhDAJghsBHMWkJ1XXPCY8Pm81HScs5H51R5Ac7jndEnGLBbu",
+	"hOMOAceY8ismcKvZP0uaw369e/vaaYgNoyHQXxpWgzcZNlkMf4qKYxgzqDpcERpYadV6hhsRC7MTK8tf",
+	"s9C6yX/+dtL/D9r/4+K9/Uc486QXxUJJKwY0ODXRIWIPG0pyMybrIAKhRgnwHQxjGiNWERqL4BQH/O2o",
+	"lYifHG1Q2BrmgOUUPsGHmsP3u+SCZc7NEJoLyZgq9q7IkxFREBmJBXiekr0kIuCsffrdE3hLGG4y01iw",
+	"IjUHnKmULox5K/Kl4fSxgOlGZFLQKUgZYzlLTRSDPxXpZizNacHsulTEYyVgwsUIryW9AXlhJFDiGVpz",
+	"jW9vkzbpCrIlFjg4WPMFLbRZFRDaZj52PMeEBqLV2OUhl4yFHWyGHrnE6VsjoouSJdXeVbyqebj23Ona",
+	"87NIuV6CSNpi4W5Qvs/5nBGQbW5W4Cbhgsx5nnPFUiky6xVZUcy7lY0/sL+d46cicjgcDoe90BN/7Bly",
+	"8Nic3thHzIbia/cP4NlBZ3OG0Xbd/9/oFT2DvyFCLoVTodFZiw6S7988/5/g2SOTUqBshqOpGFOxSDKq",
+	"aWI9brQwCkb1eDPtA383hGSuRITlisXC6DQ9IPbE3ZKQbvJBaapLFVnZqW6TnlVVdVkIhV7DArI6bAgh",
+	"wUvkgxHkI2JGNkjLomBCD8xPF+ntcTIgz+R8AektXKAWZnQ6mTEcqaJXhuwoUUuh6Y1L3zAM5ujgwJAt",
+	"6nyK5FywWJghpTIv56JVgWpS6dYhRkSV8zktlo2rhs6A3w/Met0eb3X11m2S9abFQzi60XvzZTi6Q32j",
+	"1c8D+haunuPvstRTafbdpS51y8UCPJ3KRviFOYS/dV6+OO9EndM3Z/Cfd/D/J+fPfuxEnecvXr84f9GJ",
+	"Okbp7kSdN6fnr978chYM0k4l6tz0zfv6V7QALmleHA4bPxL+Yj9Y++ndyi92IOFvflDhj3aA4U9+sH4F",
+	"KyXirsFvz+oreYCBA9T8V21Qn2HZtlto1OEL5AIHEbzZGZNGoVYlOEqy40psV8ah2QOMNAiSmOVPPOcq",
+	"gGVJwWpGlKO2QLIOWlx32+0XpJ3WRO/cKLUZzlFFyJ03jd3ZFZCqaU9uPfI4HK4eUt5qjplpexlPpsYc",
+	"I79W0mqEAb5rfx/qQFbhMhp3zTugSGk4f0MPENLfANEF+IyNWVsNx3kFDHN4+eI8IkiyMF0wX7teG9dN",
+	"P28s7M57472HQgcVRjTkUbaBqLIGvnnHwKibepa4bVZ+jtWItbSascZB0FiEhGdvt4oOtbnPY2bf3Dsm",
+	"CapfhGaZEaVNpesf1mcFShaquk65DJfmmCS46glRTGRmZqG5mZGcX7I6zRyTxEwSv1ythH15sBa4i2jx",
+	"gP7X9CGQ0IVAVrbCSHe7Ws2tsJLRMk7rOHPZ1j7TG/xPd2GRni+9Eqf4zpXf/7v9yMqFH91XV658D8Oo",
+	"yZiWE2N4hY0bWdUWWM4S6N45BIxCa10066hlQE7ya7pUZFEwkH9ceO0pdPOOpcwZDQRvGxPxXi7LRnAg",
+	"M3rFSNfqiq4o4H/9vwf/+fiwNyBm5UKLwZgRuPQREaWhlYi4Z2VB7DhCQeg3Cm+H1HHUSyM/7MgnPFjx",
+	"fK99PnO3Nn7/xX14ZTPdOBoXvvfDalw4saNs/PzGDrqpesAU2lSP731k907yElLyrA3CBXl39hwSUg39",
+	"sILLLCIQy2UZmRRybmOXmuZy+kjFYlHwFHKCUprOjLQq5HyhiZaXTIALSM8YL4i8FsTcykKOXsgrDnyk",
+	"YAtZaOCB8x7YCRA2higk5i0PyBuRMpKUKgNL0QxaR16ds7F1azxVjASsvaODpyTBsPcFu0kZy1iWGHNH",
+	"U56rkY29v1NZFAt4r/mnn7w5IvpEH5PkLdPFsn8y0YYVlkJz9MfgjcSwxt6xYdJKF4zOCc0LRrMlodmc",
+	"a7N8Prs5LbW1iINRm+8UV0Y8gfkuC6XR25Qalf96xnOQBEUpVESUNEac1d3heQWbpmZSapRuOCtjSTuz",
+	"z1mXjxS8c0CeFRJ9uNSY+Wh7GfWE5qzQJzoxG5PKIlNm3Y1abBcRridEmh0xaqp/2HoUuMyOSWG0CS6m",
+	"EGi3a0za38duZrRU2uyKfye+pi2BwY5ulRv9UDg5ISeWUrpof+VLQlXKBHosQc0ZM33NmCBDGPQ+YTdp",
+	"Xip+xXpmvaBIo33WQF1mFhhv8qbXb8PB42g4+O59pRp1/Et/dnU7WL5S/e7sa/y9Cl7JcpzbzDNvgHtj",
+	"vNKxLPdr6GCrKhiu5uqSvTt/ZkiCiYwWJKPLiLw6e0OuGbskXTjtP0uR0WUvqu6aS2EUMWtLpQXLmNCc",
+	"Gqq6nsmckZxPWMiqM2Bu5p1mPuZpI2GkpvkqQ76NOqVaYzcBDde/CWoP8q+KZiLLxWq7c/D4fqs+dP/b",
+	"uPwNDm2m4Ne8jVM/m1H9TJqROTW+TuKpv3YOfDSIMQTul3vE/TGjvnIXpDOqLx5PhukTtp8d0MPxUfo4",
+	"e8K+nXw3fLrfmqTJlDkTWzND7G0ulWTdjhruByYUFeqaGWunSyGlChKqmhU9WO5qq4d6rZFkFD+bVg0o",
+	"r7qhPqrwcfKvpLkPgx2zv90qudk3xhWtbnB9XOHerqMfW4qzSjwTWC2RLk+ZoLle1qljhcQPAsruH7Rz",
+	"lnXL9TMcSVwtLcmUCVZg/ouujisswSNFEv+iZLtr0a7g7mmwIcV5VngwPPpuUyrsevKE1CbCM2KtJq+r",
+	"gJ20txIjQCvPHCecbz15hwo9K+SCp3tpTsuM9Q/7j/szyi/LPhiv7RknoJyn7IG2EbWSmr9jTVjfnETU",
+	"nCgEhPfYFRO6b9WarmKoviV5Pk+IptPeGpOBzReGHMqC3WHsbbJNy8Xpllfs34U/e+Jy2996xjbkPdaS",
+	"DVsyx1wePGSVemkFkSrtGUlDqyn17HytkRUGe8ydaHDVhSGaUROsznfCV0hh1oku+E/MiOEx5ECbf1DF",
+	"U2MamdcdtErie+SrPURu2oaaBKh0JQeDIfg6RpWAoGnKlMLFdXVmpIuZEwWbFEwZ22TMJq5kareh5FTp",
+	"t+7x+w/omioix5pycZccpdX8NHdwW26uigY2DdDGkTCNODTByLSgxsQLHXstcaxmMRdEUFY/mhg9/Iol",
+	"I1IqOs7ZgCQLVL4T0vUj6o2AlH2CPoGkXisZWQbxFnPDhTu6yWiF4p3Tw7leY0GnlItRfXLOGkRVArbT",
+	"7oyLoBF4rBfFwum1bdFVIgs+5SKqjmBE8GRhcs0cUihkQRJ4OzyCqdlZlfYbjN7WPru4hMyzWGhaGEPJ",
+	"KEMkK+RiYXSi03fn4agQByN4UxTUs9klQBdQuL4XqcxYr+4Ww40CZRX2B0rta4verqOH+XoPmXH3r/tB",
+	"lBAzJKw/OpjtAyXVeY7rCfl+GXSVoHhWjfGOXpgzTTVP61t6XXDN+shXLKUoRnOWRVa6YKzPnJSX/Iqh",
+	"nS2FPdlrJAa9ZGpEEqTahHTxH4bwkWYT0kUR0YuM+cvALYYFpy76kS9JsqBKXcvCWNggSHqthjoKnVbh",
+	"4Yo4ujA2N57eDhlZUQcW5o3Il7Z4Keq44bR/y111H4MR3/tbsExrksCxwMiyFvsx+O3eX3Nb0P5Bd7Ux",
+	"s2MiJElGyb2+ebuRxO+VKArlKBXvOl7Ri4ziUpH74E+kpGqtrY4cCN0dcIlGZGPRCdm95iS5MOKGJP2k",
+	"bkps0AG+noLPdQoeIKchMC++iLyGZ+uNgZNK2LQZQ6QbGEOQZhoCNqxaQTuXKxlF0gzNqmetKuufUxuT",
+	"cbXI6bIdeWm3V6xq/xsqgHapn6j26O9fQmE1PEcYqOt9nHpnye1uku9Heb2ijJmjYYZjZF8KmQsQvkEc",
+	"nEAogj43Vyy/MqaslXIRstWo4nkQcrGsPSJoXKGPoReLMculmBppU0kqYywI5io0YUeOCQ3IYybzDBNB",
+	"CRWxqCzI2uGNbIyEq1ByxyIWfZIIKYz15woGONaEDOCaFdBVdWSQk2ETC6JmTimaN/KSs1gQkqBO2k24",
+	"SHqRRQkK03MSRNtIHEogeB1J0sMBWFk02lwfDmvoKsTxORArLY+Z3+1ThuKeHHXd7ozczvRqb0Kfi1kC",
+	"dJ0634BNTgVb3Mxv1XxLIkIhdG/WAe4+/enZC3J28PiJRdOCU2cUB9yti4Cikh5GcCvrNDKvgecAWHJL",
+	"yXzo06jmE4sfOAOKmRBqdtzIfvROUUES888EFDxnhXePDg56EMJEz38sqvohB/9El4ooOWdIP1XyK5Rt",
+	"QJ5HJltNjnD4EEnfmMseVqoOD462CQPrLIvQW9JiXY8Iu9EFXU2JRiM2FnWHx7u3r11q6Ye4Q8uMM5Ey",
+	"rP2Yab1Qo709uuADKwMGqZzHnSgWcQe34sIMF2+Xkwnki3YiEttgA15IpTCbi6Uj52GSjopFUGdNFNOK",
+	"dF0ayAV6NywRcYiDZ7xgqb4oCx6hDymKhSU4M/mLdEbznInpyt8XmO3Yc+XqY+YgrzImWnPlD4YtnLi2",
+	"eFbg33V/wDdX2wQmsoXkQpMuHSuZl5oRs/Zd1TP70wuKOVDPohpfH3mCNr+vnraG2omhiFX9BJ5zoqVt",
+	"NiMyc1IE+W9deNiqJuv5tHMZxcKyK9KFdFPkUY67vv3hGXny7dFT8r/+n4PB4WAfJbFL/zaKSSxQg+wB",
+	"K8Fcrm7iqQEdAu5vFAigh84RNkE13EzO2XyHbCsvdp/5FfrevqXtksufwiG1Yey61QxWkmfV7ja36/GT",
+	"tbt1BvPd6QsW9oP8GvpywInjJN4VhQRz4HuxcC4djLIk4ffOmE6a1LhKdcex8GKw3QNIuotynPPUPqwq",
+	"MdIbkDcCknEQSsOIVJu6IgtbhozZmpeMLVDR944pmKc7yne17xrzXJ/8RusLC5oFjqALCgtID58BhxvS",
+	"25judkz4VMAbMD3fQhYVjGbVENvCW8AENhMB3NLYMrwehmhWt6jjViTc2buem5fm4zVx/gxfXb8Dz1Do",
+	"uXy/JmUXFbdRkMDltLfGFPHGcIo+3dLlX6Iyd9cpmdkEWZSN313aZePnZ/ZTa2v/3Lx20j9JSotiGUBH",
+	"kS6t1WAGt4J+jkJDKlaFCFQDtO/f+yenr/oYn9vKgtYBCvpZsBuLE47RLjdOp2hYXZh0BRgFupB5UBPW",
+	"24kNOlXgXZGrewvhFmGrQLzGInn5AtH4qkKlvQ9mNW/dL4kHdzVKqxuPUfhvaAplrDqd9aKAVseFvFbe",
+	"aa4ctqg1i8QUeZd33WyX3GGWQUtobE08zrEHF4OTLrfl2CfXV0WyakFTTMhtHdfjJ1srz6pBBiW0fpCg",
+	"NHwqLdnpwqAVrKjCoCESdmPxm2x0LBbI9/qhc9gu0FpNeTAYeO02yJBXZFW7BZJ0qq3MWEOrjQXorVes",
+	"4BNu2ECg/tZ0nciFES+sOQ7b2YvFxym4zi7bLFXqqt5WtXU3PdTld3903sB2Dv4Lvrr2m4Uya/z6vfto",
+	"/demGmh+BC/FwR2Spf3T94toVO6S3cEvyK94rmMBln3ScMtBgUoVqkMnCkDchk6U3jqz925uU7NNU9k3",
+	"X+qrS77oO62xD1TFCqf43PSNDvgHK6TX1gJ/64pnEykxMaQ42tvDEIYzZRNDmdbox9SZBdUzjP5gbXMs",
+	"tDx2NfEgaaGKQc8Iij3STdbYxXtXB1DYjf4Da4FHmNjs65dD64yckJnLUGPTgikVi2lpWAWadQrxw+Ri",
+	"TNPLiCwKfgWWbs7FZT+XKc3NG9HdoRYs5TSPBc0y8yZwwFCU/zTPDctDsBJ7ndmKhzKdAajI0cEBkQJt",
+	"Nkw0KAVgNiQ4sgEUaiWke/brq/NnP37/5uTt84sXL9++ODu7OHn9+s2vvVhwkeZlxpStgYJvw1J7j0nB",
+	"lMyvGFmi3owC1GjOHNHt0hlLL1mGqRBVEn5K87zXLDMNd8H6pd1u7F3t78RxdkPrODl9RfiOQB2bve4B",
+	"JOiOyg+Al611zH9CAInKOVbnEFzZhBpCFRTYazYtKKKrrGQk3gGFIhYehoJ8PApFFae4OwhFg3s7TrOR",
+	"gT9cME4WX1gszmLvbU7PU21J80UpSFUtMaoFAICIRDeZcj0rx4kDrMTbe8jbkqoXEP6ekAXlRfXYIOdK",
+	"X3ClSqaSXoWJ2AC/HJC3pRBQgyKWyE5j4UpRmnU8w0OSTGQxBrUqrOAJsDTx2SgWtrjVr5XqhRZRNVsz",
+	"Hf+9XErDAssFHEEq/FhkqRXP8FkzM2Dbw0MzHeHbM3lWC1iQA/IaNPopIFK5vagAMJV5x9ToiaJCvKjW",
+	"VY0KRrPEe1pBr7RomWYEDYOlOn+r699ka0/vYDe4RjN3ABOOOi/mY5ZBPtlqacM9EkLDt7VUaOM+dnOY",
+	"D/lHPek843MmlFlu22HGLZj/9iSXNMinCNKOm3XMjeIJNh/frXbCpZqvat9r8uttIUIqhSrnFZFwo7KC",
+	"pb9rQUK1hFVJgt6t1sDv5dqCg20p9Fg874fQliAPCtXejKpZH+7rH3531LaEZs5rehkZhqslfgYbQ4xz",
+	"Ki572/ksvHRTKji0YfneItU1K3WyFm3gZyh9Y31zgkFeX3KRjQgX4Cm68CgPR8MhdM4KXfqZ+Xnf6LKe",
+	"1ZlfDnuR1VMvMiY43mZ+FFJfTGQp4Icj8xxGWy7MBVfh3z0aPu4Zm1dMcp7Cl5/2jFbLPO7HhW3K0z3a",
+	"PzBv0VJe5LSYMvPLIQxTlYuFLDTLLuYs49RcMG+FSdH6Ow7wHTWAmPpVUlDNLqDsFH8zA2pUacbC/g4m",
+	"iaA56T42SxaLcoHlCBeIn9J9PDzAlbyiPIcl7z6G5fE3agdz83h4ZPXZFp0UBMp6axBtovpm/8RF1gcT",
+	"YMJTYl/hvBWLQo5zNlcJ6f72AWIjZtXht9v3PdD6V5cPYSJqtBKRBJ5OHJYAgh+V6Qx1QUNBA4i1RiRx",
+	"9Q2/HbwfFDJnaIYhaNFvcYcOxnHnfRKOLhZGXFSQbfvDIWFCF5yp4xCnAtKS57IwAsk//QaDBLZd00xe",
+	"k7kR5nCvhy10+c92bLEAKAGQ63Gna77nXgfSjVmk5F+wy0ncqe1YCALn69FaLIhrSLQpJKgXGXoDXW0G",
+	"9ZjsrR5OWHWMI23mHtZhX5V8Vc+u5SW+pdMKP2GufdfWrlzAj5qDwcdbv3vF2sIVZ0GQnWoyo4sFEyw7",
+	"9uiYHvTCdm2D6lfGr1qwPO+Ta2W19N1PW60VZ5Bt5vy6XJPuBNwyWF+nwCvDNbmmqrdh76uVaus6dAbl",
+	"6eOlb0ZFzIwwbprYlenzDMrAjEFnmxta1NxAZbjStaZEw5X/HdCnk8N0f9zenKgdhuEEbHWh0XEEoUPY",
+	"7vPlgu0g/0BD0JgJH2ZIrbU/4OUPYHYhTX4RJpdfz62rH+AjBA2JFnSZSwoYAJlM1Z47TYN5ZoRRYrGJ",
+	"uLgyBohh4vYXFAk24J7n84FlLwNfKAPZNRD27XPhYHPcYc3RBAFkBcJuFjlPuTnW9hDD7/VYfWWaWVro",
+	"BJVgA5s1V/sNjhr8ZsdcPWh/qJ6yP6w8Yide/YDz7oT9B1YHVH9V8GOziAU82ReXbBmOzf4SDM7+UjA3",
+	"GNfC1NVoYsPM4CXul+ol7pdqXKsoAs0fPQBCJ+qYPXYV0BfG+LW/uWqmi1LMGM31bNm8YJS5K1b4JxDE",
+	"/8JWIHUQaR8UroFTsOydKzS1o1/fn4oqJcOvzOq1d36NVq8996vlr524mhraeqHlbXhh7ateeRprXPjB",
+	"0VpzXO3fry62fKq6+BZo8G1FgtVXa81zVi60zQwuvGUrE7CtVs+RPv3PtvVryyfslZZv2Cstc3pnaBXR",
+	"ZU4s+bZdexFQsb/++vXPP1hqfqdWLp1a2n0X0HTb9bcBaYfXwcZUzzyF+2u+V8SLitLDB60x+6wi+Nuo",
+	"84MFoHxG83xVtNFiWs5dy/C7KSz+0YhcsiUa8gFKGTa0hvwaX0CK2AggxoQMIbPagf/XV0cEqJrurelM",
+	"qh2EoauT8/NuE4zhmlU9UNes3KlV8VdH+gLcgtd06XujVN40Y7XKYl5bIjCO6g6dTZqG/XCbruEH9z/M",
+	"K9enHvlxIeAarXAG/Qq7RkL+lX7oWmLDIR+cPga0dtcWoXrFNcV8cIzbmnuMMbs+C+mTIYVMGmdht/5e",
+	"tRO02iHLNQEOZx+QJcw7XI7VNWhxw03S+yKY7DYnjyzROh2qFFeaCm3R87HHVMEW+dL7hVcnFi5AdYMU",
+	"zOd+XBccFTfr5VtZhvXexL8GBkqNgB4WEmXl0EYtLGYbs9rk0XRj3x1+xL35uc8GaLjRD7YCkfxVEE9a",
+	"kExa/LAPg+2xHpij2oJNntmWZV81SXcKNHsODGKnW3GlgtFMEa57G8u0Nshdh43RiIae9P/D9vDaj54c",
+	"3R+Rv03nAHXhDOjE5Vv5AzJyNRn/IAkupLE2qyVLYtFt6CZakuQDZk0F34mIsQduk2MiEJspAbJNsPVH",
+	"+EYHNNuLKuT1hHRRkGJJSnB3r9XVt2unr5cWg+hO8EgNDwNeAMeCvdujHHX7B2Y5Do4R8RevkBOH7+Oq",
+	"orC3i2hijfw1wJfIc8z0r6NkPFIQFXgC016ZkIepdZPaAt/04KhKkFbrJERbCMl2up8udP9I9s3wdgRV",
+	"Wr/5DsTSAjm69PHPTQMoKDeHvVIpNBclg3A2IDi1sqs/GwSq4VU1e4dKjr+LdIf9g7ss2SbAqPrnfinT",
+	"nJWKKPfZRSHHdMxzrpdkTpUy397f9u07IU3ZrdskwizD2hkHsDVC7A5/1t6k7d5IgfWPvYIMkglHUGuo",
+	"cPCDrx/GKRP3C43/KSCBrUtq63Pw3jW979ZGo/1+NKP0Ycz/0+vgtcj2Q4MQ/ggem1WirVChAuZ8udXb",
+	"YB9r+9IrcSXTNT1G3ghGcjmdQkWVu83FeSr9KSJjmXHo32pjP20YbB7ubR0W2pbLGK/YDEKwpjy/Gjy2",
+	"8LlLKX5W4hn8uZ7Ysq5YPsIw4bPW1AVDvXAZUIIz5mqo6wH3pBcGWVQJ5ajbI6mrn/r3vlXU+q98Nwxj",
+	"Da+RXu14YwACYsf3SGGDDbx3tRMreFhs9CMb3A04ytJHbcG3nZKKdh8gYBYchC8iavZvv/50N8PlhNji",
+	"RLBgfmVj8hNbku7bH56Rbx/vf3tMXmQHjx/vPyWXbKkA89dc+m54+G0bmEg+rXOhF9nzs5N2lMKr5p3w",
+	"mbZ7L3nWesgvUZus3vHmp9NWrA7VwPVQfNp2380aGB9cH6joQrSBssh3aGGvlx0c+5p9OlslTbPGO5Om",
+	"2eoVmlzto9/O4H9el8VhuDs0NEJDQIorVija3sYlxV6Fa7QI/MJ6cVzIvDWLRBK1YPRSHVclo5C8jzAM",
+	"JPH+v6TWnmCpNJt3ELnIcA53VwucXmORYCCRn03rcrVrSyc+7syELpbmuGMqTcta0QUqvm0+ksopgrpX",
+	"JpkagRVWVU1RJQWAqV9xhb4Al96notBQ6wJug89czNmUpsvgBuULmXp3w56s8jpbggn1VEOFhq7NE8U0",
+	"0ZHLAp7waYk58sz2bulSknFl403E9uyXBcLnVw84Ry3XPTs1SD+1MuwqSL3GVQR+alcDOg8qaIqg+B8V",
+	"68WmAubShBdKBzmTiouUhUAYgZKwKt/blPcdTe572NQbfBTPZlTvgY0a7oRzSmAlG3ae6IaCuhSXQl4L",
+	"m0S3uh+99mmvd8bhFoAzy3UQBKUrW2cfwBqt4cAOVnTrm9pUcv9uj0NZO4trj/tzyCvcfujBZHdNOaB5",
+	"nMtYMirkdk6w+wncoNWe1/1KtSHgDrsdXRLX+6M6gI2wkD0KQsP+Q/6774Ro534HVfkr29jGNv6M47/5",
+	"PLccUKDv3WN4p/aB1RjeL7VApAQ3FILpuh0T0p8npzR79+NKVC5kHR/PDaqZbjMzgEc8gIWBqsVdjQvr",
+	"GIVlTGBDE5KW2lfLHANEGeE6NEE+wq6AUW4qfkJyayt8KqEFtucchGcqFt1kldQTqHSyQRtlkQSSbxIC",
+	"2AJGCxRYRiUnsaiKCCOS7CXEVmNmxL/5myQiyTcO//+bpBfZF9mCS6URwLcaV+jUcsWb4OnvUjI2Kig2",
+	"h7Nf6g1iUa+xQiIlJ5aRtFUwNcurYtFeX2W5mQ3jYNJNe5+mKBZBlZUd/SNlC2V9ircRTPY+KpaYgAwN",
+	"g5htvOqFbJcS63MOxmsf5dq2O+4dm8Eke3atr/YTfMvR8NA8xgV5s2Di5NUjRdSMQpYmlFgvWAFt7KWw",
+	"bg1UcGORwJTCEookQm8SwUtJD9G0LJOG5Hk1k9eYfolYX7b2AmkxsqXgFPiyEQrrt+VoeDggJ1A25piQ",
+	"d3e23a8u+WLBsrUVYY4EW7A9Pm0dGFTlI8JMa94sYgs6XKtV6FBc4wrrx6LDzYwEtAAeVrVYVWzGvhva",
+	"Jn5ne6aFLrzdq0UtB3o4B/v5zIM+XfCsgfwr01rqOHs8eTL8dv+7g6eH9Gj8OH2StaeMI/ntxPer+ayV",
+	"vIXLq9v2Qp+A9waBMFgdFWUnYXRmbm9tPLBgYmvn/zO4aRNS6RkwD6NW7cPpnBaG7KqkbQtO4tySsC+2",
+	"6BlkAywX6San7xCuBjAx+hZXa+8Dz26T3n3gS0E1sPqAXbJ6+ssmvNLgzGH6573QusOT+SefrY8i4PUg",
+	"ANa4dLoxTxkplQN2qiYettY2hgoX0/7vctyCFLCFlT7UyVnTGI1adRqIlXukZQ+ksXOqpD90Ae9/clfW",
+	"355JaiexE9Vmuyv3oZS5jVZiqBsx+0KO63AMu4kap+piMBgYLQ2lDYh1CAmCGoKewO0abO3jq/N+v3r4",
+	"fi+V7hdsyhXau3YfgSkZC88VLtXX7AE0//oqfgHBhWDAmM1+R0ZnwVC1Ra6tKyMQb7b8nwtiERGrDcAk",
+	"Jw/HBLYNAicrTQEfDjKUMRvUAzVDDjDwKJskEgvzk33FRBqN0XdZ5QWunyvOICcIrlnVVHIVi4LN5RXL",
+	"BuQMEcUsAhUOfUQcJRGKTRiQr7VACH05LP0z8t1dk86QFHGebb2ba/3CzAl3f4NDq5DldOYjn0bLH5Bf",
+	"bJ0ikEZrrOP+4egNDbZ+3dxQa6WVVj2+Wu8oRa8YERLagRod+AG7blWY9rYB7gN029okYDc0zCJdBHes",
+	"kk88GAjPMD+MLnv3bau1nV97OjjDhzaFrwOiiTalW7S/eTWg4Hp6jQz3rIMqmz2wrkZgfJgLp0nV3cvW",
+	"PEKXsHprK8tHr2VxCY2loTsBUAMd56znOujFYk1/sO1tv1z32gCYpaXNF2lv5NUNOPY1K1gsbJuu3jGp",
+	"dRPzJ3sHOMtGs3rfjMv359ralau1Pq+xk6f+vY0LJ+4zjd8bJWzvHXG8cFXqq5WwAMdgLaYmUmGAO/14",
+	"cNASsffV724lGigI0OYdf0FJFvyAeLxGGXWkyIK7QvCKCgUyeBzOuDkX4Ce/aBbSB9zTXLnYnlReYQ/s",
+	"gDiwcxk/LP95e/OdE5eIMylzu/ZOU22s/X5btoSFlF/f2Offfj2vcdrBhu6NF20Iwq+tKDAalQLkEQUd",
+	"+CZ8apsiDODF5zpPIo9H/nQ4rAPmPh0Oo12ynHBL2/PzLPdGzh4h0mpfsQX1WZQBOE0+J1if3J7Hd8nE",
+	"xZrCfJskgECWDX+OR7fcTAu1fal9rrbYbrqbiSbIim/SjiMYC00T0MvR4Ghw0IsAybXPACO1LaXAua3W",
+	"wJE5yPXI5WLZ1GmwbCqQ+vYuoqGBtvH9VXOSu34j4Aqreeu2zWRbU436prbgdq9TNlr8UXUqbAMJtnCS",
+	"NX8UzBX1sN0Jt0FlwexbKQjc51vbls8kTxv+vUbxBRdcGTFGFb7AJ8xouehEHYyG2ir6C2iMU+XCXEx4",
+	"rlk7V+YiYzftxW65nC4KOYbvrymobMWTWZtdtOYlYc7jpFQ03+1em3fk0eA3ZArVlmVnux627lzKHIsy",
+	"t+RobU0/avoqYeHD+r76HrdR05pMgtUD8U7wGycpdnKktne4T+eLvP/p0tFb2YmdbbCzZiSDKvOpvbHq",
+	"Ls31cUffYfFfm+vYfrta2CoF3B1R96ldD/taweEDa1ClE2R+eZaFHUGAGWM6GuTP2a4Lq3LE12ddLKoa",
+	"nTsVTF1Uo7iokPW2FCzRm93vbavU3DEX8YTgZkdYANz1x50gfBFIquqUI9qmIHBUDOPHOjyE+Y/g/28T",
+	"9GK11YtLwaz/tElpa0fuahrWQg+typEt5/v9xnhSg/35xMmMXbHcDKwtiRIZ4WYOebEmT/czsdBd+N76",
+	"Eu5QNu6/byNCoyPkOcsv6vNZrcByFW/3O06KsaxdrILEHn3YjcY2BJaP2uilqlNbnZCtQ0DA8hYKthkR",
+	"F56XNl/RSrL1OrU7VJqZ1QemWl+MJpB+qWUnIJMW0l1XhL46wzWnaf1RrIbjX9qah9wMT9gJbtTo1o6y",
+	"YSKvLZ3+iKrnlemal6R6zabv5Mq924KttBqI2h4I1Ms6IMBqQ47FxaJGf/tb6A9Y49ZcMyf9veRaGVvQ",
+	"D6Az6vyupBi8pdcBxIBVCj6P9r+q8G/Vox/KAFgj/9ohY53y+1Eq732U2nsrtDvoqWZuF38VPXWDfnoH",
+	"3bSLdQe9v4h+urOi+TH6wUeJ/ark/GPF+36reP+qVWyrX/+kcsBu732lQBsk+JqTV5UF3fvA1VP2N58Y",
+	"8E5yMb1wTDXs5O+A3r1ot39jGd0at5JtDvSx9LgVl+f9xvN+t+3FUT/A7q5DKV5JLGmEcdYD9v9g1hwb",
+	"5GCz48aOJbaokVD3D5yrsX1zrnXO+kxknAoCu3d4AHZvtTvNvViL5r+ylu83KxGrcrKa5VbV0G+AUxja",
+	"nr2Pnbg6KnOiNovs+l4hKwhE0hq0sA13tGJeXOgapoD7c6s/0S8V0FilEGxzV+2Kq70LfH/QOM6wMAhp",
+	"BrXwVW444O6HSPYeuT4Anofnexvg/Fqx6dqtonafpAvaYHoQ1WSCTWUhMCAFsx2Utn6+PfjRiMHifKKw",
+	"DbHPn49IM6M+6E/gfghXy75qwS2OvyyIxenHH7aHSiu/s7W/cJ0i3Nqt5LYh0gpk5UttW6HON3usAxSx",
+	"R4okPoF3x6Tg+9ZjrfKEJvhMcO+1YNnFeLml0tFBmO1Q0dSi0/uPbFnmh0hiDDathZHuzC43MqX10/Au",
+	"wju4SWqwshugYwlViIqwtoR9vVvozqiu63yn93aOhBjzGz0kodG4AQ9po8D69DJtdSBb5VzUOa2qFpv1",
+	"c8bWJVyQd2fPAdVizvMcMHs93E+zajedscy3rmzwoMZLcPAeKi482LawFFJOITkVb4XXky7uBf6V2ZlF",
+	"FdAZXrgoGM0uQOX0t7xkhjnZB5+hMwfyD57JUujVrMElSSGHXZE5djQhCbwwacfiWtHt+D0WYsdXy1Lv",
+	"9O7As3CH968EU823/EfbiQiRjFucayxvEUhVsxibNiAnE0wDQ3VhXQG8+8jmY40frR5oG/FqXu3d8rTd",
+	"YyqoY34E4C9Bm2AsI1aki+WnykHaq1NW/MxFqVkSxcJdxB2qLvWwNbsIq0WPIe6GdIqKVdX13tqUbXnU",
+	"K99d3RJrNStLP+amqpay3goKaipJF3NzxmV6yXRExmVhnsbGktS+4RFkTOqZa2JpjWTfV2QbYmNjSdZh",
+	"NzoYTHuUQmiyXmM+ZqFev/4Z56DuNaw2n8rbMnT43YWORA1lC5P+adpePVhBgbWIZLjmul/WMm4msmAp",
+	"Vbo1iamWs125Jdy/ovVNHCGlFvKMw8bYWpJSMdK1nhNoT1M1GkTsxtLY2NBJeA0U3pbu32sR7d0aBP22",
+	"x8vVFfnQSblemtVXuezcblPH6XrFAPa9HV++jn9WH+yP8prk0pZ1BduvpbyMSL1BmS+m3lE/L/x4WoA5",
+	"a29+pGyDInJF8zKAuLDtJWcUADCOYwGF0tdcYYWvMyKhBdPILLZiGaqBLs+co1oIxSmxALAF/44ogBkH",
+	"8HzkWCuoBXcHVqtt8sFwuLWm0a6V/1YNRK1tv8/ac+ROAhOT0LC6P6VFwZkakYRmcy4S0gWOCsXlkd1a",
+	"I/Yu2TIWcyrolBkFuBetNt2s/3RdcA191TCXLiHdovSdQZV5HkBQu5gadHL6yvzkOvDYp+sJ3jDAsIcO",
+	"frf+CzyIGcqYwZfn86oljbu+WyI4LOaJ/Sr8UfVFfYtfbvz6q/06/PzKDQH+ev36Z/dP237E3v3ebBuf",
+	"Ci6mP7Hl+iRThfeYnTAcBBHN5kxTY159HI7bncuwL5tGtrq8V5l1wbQh9bXlKlB/xQozZ9d2OcNe3bXC",
+	"OEz4N3ftWrrSxFhDOPx8O2RItVMPYHgH274tPWatDX3mqrpb5KA/5o8Ugepvh8+KdWuPlK8FWrCCy8xo",
+	"KAEoCdfAYqm9vbeupPmdytrx7FcjZPCZ0BjOoBb2mrFLcFsKm8eqabvrBV8AJehrKtN9om9jZu/On/WO",
+	"G9gmIcrSBAtXNM2T3eufCjan3GyhXYL6ePzqkD4sv/lnZMsaxiyX12S4oz1ldkVvLOqy04T+kFRkdruV",
+	"rdWHyhqwV/9ghfTH515zdjNpy8SGZHXRsv4RVOmBtT7J+XSmCbtp0Rp2tPgsGdXJIQqoMRhlY5PajpDt",
+	"4dTOeuFSK8zGPVo5Gnn1RuTLdmdyEGrqq0u+6GNcleZ9KAVihVc9NhbSnARuAtRfNvm9Ah6OtT6dNfmB",
+	"azQd2/DUrBC0vI8cAcgCKv7Mb3er5LNd4TaSu9uXa6qwLNquPYG6NxQUa0n6oXZhLUTGvhFMOCLQoQrQ",
+	"mdDYAIwMO0TkRy/O6dQopEncQWBB+17EFow7SativWYSTpPcdRbtfk7c7zp8RrUtm6E07GnybrY7oWjY",
+	"fQWwKSfhcRAWCQjWrSXcvVO7Ekc1XAHr6wpsAVDInFRYVGRcaqLpGPmoYNc5F0w5D4Ermj4aPn2yc2eT",
+	"E5LLa1b0U6oYyZnWrIjMgIR1Rzw5XL1BRSTjU0CuK2JRiowVKpUFU8fNqVQ4d8nePF2solMOiCtGhNbJ",
+	"uJ7HhM/npTYWzYhAZg8srRH6c7ok46oLceTaAAs8zbGYl0oT9s+S5jCWd29fO7seFfYWltLo4/Le/N+w",
+	"//Ti/Ydh9OSwvZHLBq5jzYjaUsjJBJYNTlhligzw3oR0pWDOAKnZL4NvsNez/8FZQc7QRJUiKHwNLSM3",
+	"FMeBcqpZ0RuQF5YxmtWEzRCBn8GsaDUHqkkmIbWD3XClSXfJdG+EPl7FcpbqWBgb13wOYQvhUiYH5CQ0",
+	"5pTmeU4Ug44jtg0xrA6aubYyCvAt3VAcHg/gbjW277fONaPGKh4EHpq0mA++MQe/SmPYvLXdOB502y78",
+	"n3H8Ta/3v/9LZyOElgPcuj+OCpLRBlb1AJq8UyG+CAwQiBO9LGS5+H4Z6uKXbBnkDqBmPpNle+0YvOQt",
+	"oPt85Nrhm+R12+IZnXUNvAAo+3SxyKGtfyENi8xIJq+FYalmrczYe7srttNqRXYft1vG27a85N0NarR4",
+	"dvngublTtZQi4jh8CkjThmpsv1nvnbGCah+OWhDPt9mfpIviwwwS1aBLtmz3rW6tIuPZ6ttW8I2bFuMW",
+	"Y/Hd+TOS0aWRAoZoVj8QXOzdwcewDbnojWD4FRTqNsfPDqpK4QtHQgtGlMUyCvdlpzY4O7hnU6narbtn",
+	"UmkXbXVoOw5485FyaK8RcSdRS7LP+vtDeKCL0HA0B5sbwpYis8EbVc57EVESBSHXtnkcte1C+ZzmI5IM",
+	"B8PhcPjt8HEC2THVD0dPg/99t2vws9nNZifHNUag1kV5wMLd0Qn+sX1s7gqO58d+j342liDaWIn1ZLZp",
+	"vNbj+nEAlWDOSb2ud8HdHZfbymsyroxGvNn4tKjQ7l74zfU8vwOmNj791td1NL+23PaxY99cDdvXz3jO",
+	"bHAjuJ0aK7ndB8AE3NSe2w2ty+6Ibj6hPOdiesZFytYsYMZyfsVAM3ZYN/Ypj/JNHSQHInEHiQ9mgrbn",
+	"9e4r3fRVX8/u5ateFOyKy1IhLt2L9XBQ70BDrzpsGfplWd/MzNK81dP5VKhgPSpVz6LVUjItjEmGImz3",
+	"CdccKDs+UrSnyq51cbxyXg1VReEd8i4eXYsD16W5kquU7DAjLSn3KlfIvbE/zRw82VbEfT8vhuVsHwEG",
+	"GnCEO/gqPNimxL4DIW7b8OBo8yH24fG2AHTYktsxZ9vSSRFctfZuhBUj2KQj2gV7gTdDuYrDHdnhMQv2",
+	"WFHiiktT5qVmZKb1oqt65N3b1yEnMUrR6Zuzc1A7jomQtZB/NykVK/4PxCafFHQ6XwH9MO9Vo709iMsN",
+	"7O+DVM73VJXW3ECChuKEzSZYjSQ3kNlznMoaPdpOFErZpWC4WUa/gs5c68jMWOXzRZu6cmKvkDnNmFG8",
+	"JrSIyJyKkuakYOi2CKP6D9IbEUa9rqMZXHykCM+QEbhIcJ9nieH4GXZPtF4ZHP9g7VfO26vu2+Gj34H/",
+	"AISP9VwHS1pRSJZf1cTGcOV/B/Tp5DDdH3+7Fp/PLvxdVs089nxDpoa75owG8A8EC7SDLmoeWYNN5pSQ",
+	"8K22SSTp1vG5iLCui3dvX7dbYohQiLUG7W30glSJtvnUMyC5JlNpPtuGLBv2w2A39YVfo9WBy8XN0ahQ",
+	"JSNdCyoHClbvGHoxGHF2TaFviKxx00eKMFrknBXEPVaxqDvE13YCMmwwDgdk6DMdXmU7NtOo7q+OaHiM",
+	"gtwTz1G2Bckbg3sA/1qTT34Rfrb2PVoPCUm6xrBdMu3ohmXH5NqoimPmKBP7gYN+zDJoCE7Jwc1NrUEj",
+	"yLkEj2lCuo6js5sZLZW2/V1XYRP9SzuoyO8MmNiYZwWY2FyA4AONSz/Y71Wr9uKqPb3/BQq/pcMWbaoy",
+	"xySJO9/EnYTMGRXKigzoXMFuUrbQ6MqXC93ngiQ2lRHThSCHyf7ilo+KDFKVXG7swKNxJq5n9dwCnWFd",
+	"ZizYzSLnKdf5knST32A0EYk7tRfHnfcJxKG4YL1GD4pVfEg/Z+wh/cKdTtzpb5pwaj6wUZWTbPCwHx7c",
+	"vUeF3aSHO9lf1Il+i7GyO5sFlaAAWOnQXPoIM8FPNM0ZLVxqwmc1HI6JeZAUrI8vVdh+Dl0QgTr1CYyL",
+	"3TzYDTNjFULekkpBSuEwa6vMdfzaMUxqMmEFUpUz7QHGHCGoqiz3hun+IIbN4NMZIOuQ/k/ImaYio0VG",
+	"XNaiT0TEVRmR5HqmWHqRWCh2dFMr+1gsbEVyF3vsUSjg7Rn17uAIYt9HpKAik3MyXmqmBgSyIvtG4WpG",
+	"k/E7P09++u9Pi+9e/vQ//1mcX//+7vT5d69en/7HK3nwmr6mZ9f1RXp6VMM6P/yuForGN/520v8PDE3+",
+	"6977f/3Hh2F00B6Qri3WW+uXvCMX+FFeAzYlkA6hAU9wVIYSC6snuCIucWOVQwCJnWIKFBZPbsnklnnm",
+	"tHUkbreVXUe1PgN3gPe9rD6RROS7J0fDYe+YDDHPjBvt+7pWo/BkePRdrT5h2Iox+8Cn9xz4/rVfwaqR",
+	"fA3ls7Uywr77V65nZ/cbVktI7F6+j2Zr9zv0v3BsuWp4UTujW/px3OKWlAXXyzMzNpvcCVC7JyW2q19R",
+	"Sk5OX0FebjdRY2z7YWH3sCVEE/MYJg3Mv4Hgazhf5/YWCtImcmNduTkOxt7MJ/2ZBAyMKdXsmi5B+udU",
+	"TEs69X3sIM+hVFrOzVjD9IsBOclzkkDLMyy0IZpeMpKchHjsI4JgwwQTaiqPkk2riUWXVsvgVmHtIvQw",
+	"6QPgL20xAtezWKR0zvJnVPnwn7nt7Q/PyOHh4VOITBpLUWk6X6iBUf0Mc6A8LwtfMCSo5lcsFmYsMxtw",
+	"wZZtckKSWpF/4viLB7m2FQAkCbvKJ4NY/MzmY1vGDImbrmB+LDMnmtgNTfWIUGzWgfE7xCjJWJrTgmVR",
+	"DP3juSAUqzQI5Dh1k7Nnb05fnKHelmBmSoJLZO6HRCOir3nKbD5hLBR0kIJDEBFAEl2SjC30LIKxNNry",
+	"DaHyIKzBT2Ih6NycCnNCfIkfRqNqbfAsTWCJECmFmwyuRRQLqqreeGfPf4JctYwoOWcRpI/hWJDnou50",
+	"LQnN+SUbxOIEIYodjIs0S2N7aEI5DYK+cLD+XFUGIA07YwYeR+GouQbRGB6Sk9NXgXN71BkO9gdDqMo0",
+	"M1zwzqhzOBgODjErawZnfW9wzfK8Dw2E936/vlSD321UaroOO9om3QdlCWb3IhvBoz5uF9niWYyeYA96",
+	"SGKKhbXNoLwBk534VDBsfIAo3Zkr43MNMcgiLxXJmTn1xm76ybzObL/rcd9NLvVyRN78dAoFKcXVyF0C",
+	"4y6fmr+fn52Yv0rFRuabSS8WWPlFkkue2W6VLkSB1XuPrBtyQE6IUc4mHFRiqsmcMW1ObSxsB2b7EjWT",
+	"ZZ4ZWmA6nSHTzWQKBeS4e37TX2WdUecl09BSHtK9sWm6WfmD4bABjgpJL1iRtee2CWXKDv3mz5DXru7n",
+	"JSSbge2AM4WvP6PpjPWfYZZkm+8C6lAiMqc3fTpl/zgcDhPP7mmbD+o2FDed0W/vo44q53NaLFea9dvc",
+	"OEMVNVaqSBeO769sTH5iS3JmRJxhmd8+3v8WnY90Cq4JwMfvvDef3MPA4R9rifoUv2tYELZD8BWlA3IC",
+	"bFuRg+EQOsQbjYr6snCMVbLiiqlY/Hh+fhqR6xnV4B/VmKukfUc8pWXBjqEIMdkrGM2WfySoERo7QBd0",
+	"MuHpGvr40U7hE5IIfqKNSE6MVQKmzGP8Xttr/Lj2nNgxduWmLX9tWL1ZwEUhx8aYtUuN0d5whYsSkx/c",
+	"5lrYW9zdOdMFT9W23S1FDmTkG1IbmlcksY8PLOuFOq3EQtdYJtwbQe8qQShBHaaW4OT0ACP+a1LfWoaG",
+	"joHtcxULYeFuoAf20XB/D5qX/oxjiPARI2DOWc7MyMzJnFNDjv1UCmPNcSlAnDHXZNdIzQnXahSLWPRJ",
+	"YtSqC9uXw4HQuOLBC4u18gFuclfnTM9kFhH8EfrS2n/bPb1AT/BFKjN2m4xiQciMKy2nBZ1X0RnfDMFI",
+	"2eQilaXQCYH/eDgz1Tu2I4TvJOZVXNlwORwDNl/kkD6fgABFPaEUrvsvCK4BTHTKxAXltmnJhT8yq5O1",
+	"NyLVRMT+WT2A/Q3tz35RsIkv9i8xrMxO3NeYmlGKFGJzTgHtz6t8IGMLV215k9oYwmkHXWtrADK9tkli",
+	"OwsAd/qoWdlfq+4YdnKWyS5AW8tzn2EHvBHdkBZqwuwPwC4kZkcvVDlP3IwgiwhHH8RQL7wWflHVFasL",
+	"uPlDkF8tS53KObtNsGcc2f6S1Q33d90mq+OwJtNF5Wyxg6i+3E1sHoqZZmGOofmHdQz3zKDAObzhrcuV",
+	"QbWMJIB2sj0Q3FDgxyhgMxeXXGQwMtsvnCszMjxTSdV7SSW91e+ALLRoIxdcqRLgSWpThofM5r2UhtuC",
+	"wmXm6DhwKvPcZrB3k6m8gP7c9uLFN0lvjdiyjG272NLsRu8tcsobAmtFh2hTYBwLNxLqaLh/Rwllnjm8",
+	"8zMfKwk/3EZ1Q/u397c16XhaSMOXWanc/EgXytXZzUIq7koX51ST4WA4OKppP04mooT0Bs5eOqN6r0r8",
+	"w+RRuRGSMjl9c2b7cTUeTgbkDMs8lKE+mcNxCSC+AUOkBXnd3Ka0XMB/GQZfSsUK898K8DUhe7FIWhsU",
+	"4AsMF7Zhmjoc6aCGPgrmOplwQXOSzkphnSVQIEcSi5yL7wEMAfNMb0DeytzYxpZhm5l4jP2EdJVtwY2X",
+	"e8EEPOy+HZqZdjIg5+xGgydCQ20kVmcWjPwuuTD2Hp/TKR45WmZcBnc487Z7NByac/ZG5EuSiBHZBy7g",
+	"G3W1HcE3sPOYy9RoR+PTWr+X2fLBlMhNzTBu644uG1D6ZPpsaxOeW4tZvQee8X4FcVu9s2HnZFTTkfUE",
+	"tb3ymSEp6xiyQRFb4mUf/e35m19evE/agk+37SAm7tUB7qendpKsDD8BZw98LEEKV8SmIeDDjXEAx9uB",
+	"e9WRIj2v3L/3k4f3fvLovk/u3/ub+4/v++TB03s++fjeu/J4eHDvJw/v/eT9dqUhB+tCEFA7GpIQ39E3",
+	"76eaj3PWbJ5Tsw1R2HXeR52bfqAE9Rc5FQxTcGinKRbvKxEDYTgCfWi+QN2MOiDebr0jDTpF8VpvQH5G",
+	"h7WPISbVGxOS0gUd85zrJbE+xVg4EwGKKfzHfdPIY1wa6we3sVpnSs8XILKgGNJIK2LBQEMxvrtU3Spu",
+	"PpOo+YuImQcWMf51TrIgX//skuWrHPkqR/6+csQ3ugDD6gEFSoXjfyd5Uj1mxAk6WmrSpNHerFzEQkty",
+	"MDz6zt6hXNgE7qkZEL3jFvh4rmKRADZ84nMBMLcMszcS0m3FkTcvq8oU8T0LqhSW/zkp5dz4KF4I19uE",
+	"hgfT/6QyY6Uhw58iMlYbB6xh2xVVAMQKkAWCrHzlwV958JfOgyvq/limi1pvEAdq4zOvudKodXc++Qmv",
+	"YNpbTjbmc6B33SGXYU314E87m5+d2h+AfnAFc670w9DP3gf47+0WOnrJkIw69QZ8v22EL0hQx3fiEXX7",
+	"VdieiLx7+9q1DgdVnZKxkeSQbGNRf8ZLiPy5dwHSFtSQU0DSQzwij+lRF26bovTvP8+xWOvLNxcHX6B0",
+	"+nLPDpaJXNGcdLnNokr2jOkH9Ae59v/t4IckcnkPVd4T172HOnSOjm/3PhjS3eH4ndondj6GPry6CABA",
+	"3Nlcc37cM3c6QtF6JgAn+A7ft7BsX4/v1+O7/fhiJpsgpXBnd0eBY+nvnud4wTfnDGICDmZbwiROX5FD",
+	"nxAXIgS4GNxLSTDhwdivsaiyuieFnEcEMmEAQEJLSOdcE322H/tYRa+Jwd5K+G5iPs/vwdOlzmccwHxT",
+	"PrFjdT1u1qZGYZLZvfLe3pZCEQqIPAjObhHxAFFW6SqhLRaQ/An59knBMq4GZZFjaJLpiCzAK/HWXCBd",
+	"NYNsWrOZrgUFZHkggKvqHZPHw0OSlIJeUQ6g64mFM+WQTTuhPHdpUtT5r8HJ4HKisBJnwUQGyTldQ6tj",
+	"qhhJc6kQJrQUZlbm5ZEdF2CHIdpiwWg6M9fWpTS8xTX9UxLx4Nv3pKwdzcNdqdEMhbdl7x0MhxUEClAI",
+	"5rXDQuNNNv3t8fBwLeVe7e/RBe9fsuV6g85YVienr34y96yI/7ZZVrfsQYcVqN/YcqMtQ/ykchUnsc5Q",
+	"fGO0fEPmcgKpscckqeoj0T24rtxxV+/QffxCD5BDs5PQfei8m4agxd4CDVFrtsLVdyiHd6BnjBe2rkb1",
+	"IiLzDLsIFnXTky44kORa8WmRZwFaqNUzjL5Qw34v2bIKDmJphMXy7K4vEOghT3XlY5hQv0T5u1L8UVU5",
+	"kuSSLZNje2axxGsUC65JSoWQUOhsdQ1jFRg5EGFhUcGghnpA3tk0eBxjZHQRTLMxvFVesaIP+dOgBGNN",
+	"jB2cg45eAOjDSk3HwQEY+FxMYwF4craBUhuLxsXDI/WJvMj4cosQtJPveP+TfDvbkNEfBSVhwfYaEQxA",
+	"mUaZkCJlvbul/Z/k13SpSCJkH+gkQdSWscyWZCahiMl+b1stwF+cNe3f55nH92CBB38ftvnM4XU73nkc",
+	"shfumvpA6VNrPeJ9mGhDW9j7wLNbpNuctbcT802NuCJ8PmcZdyjjC1bMqVmVUYUo4LLaPRuGhjhGWyVH",
+	"w33kqiByDa82R8BVDzkGjcn/IQ8FbhmL7tHwaYB/GdpBeMqwVJcKAm/iShdUy+LYAk4bxRtrzOAyfB+F",
+	"UQtXfA6rEXDFGns6al8mw9M/66HbxXxfeebp3+cA4aLXDhDXRiAbMggaCIspoRrY930Vj1aF+iXT6yjk",
+	"oZXdDZKrIZBenNPpunfa2/bgHitT/sKk+lclu5cMUS18YbfD46y0h16oT0CHGecIML+g+X5vJXib4xYb",
+	"X/GMdI0OgyXniAVcDXCN/5Rnd/WetrYvtbgvyhZdz1lEksI16oS0dXBj1zuhmb9wZWwtS1L1JwT4JkR6",
+	"cN0WUEDOJeA4UWjZ5JE2E1vUmzQQdGNRoZaYR1BiXMvikovpsRVi1x7qHzDTVQXiLCAp3eEbkTPc2Bzc",
+	"Rli4xbL2tj5EabpUsXA3OWqgxA3H0gQ5q3oPWF3fikK8cRQLVwSO2S1LWzjtSmo9HEZrZTfBwm5jpkSY",
+	"3OiK0WSp2YCcCGIfcYtg3lTZE/Zua0/Eomt38rf999X2DWjOCn2ifxu+T3rwzuTVpP8z1eksqdW+Y68I",
+	"u1Cuu8vR/kGbRH4HeKSe397NffFqAl+3bolPZeHgED93dsxmAVFh9HysoPgLGx/3ES77B1+NnM9i5CC6",
+	"caWj2Q44keeyVZcVbJJKgpZPHgeaLq3vxbaAvbfhk86oXp9keAZ4PYn1lKuEdIt6XVNb4VIPOyVXqeTg",
+	"47fWGw7b3wytWhf5ckB+hcBx3MHU4bgzAmiwBG9H8BMjsDZUsLBcU1dDg/4hW7aVZFK46ppYpLQols7K",
+	"qhfjIEoeWF/QZFTTaasf3zz1iZxD5tV/Ul7hR9c6wY0jYjdiz2V8f4jhPWZLB4PBbbPMyT0Fe+TN5MbG",
+	"yMLfCCXViY9W1lBqds9lr5eABAntqxTItYWrI3jlr+8Yv5cA+K/OzHdMnfzoqNiO6ZIfF+23R4c5Powx",
+	"b+UhI528gEe3B+qhWMkZJhsjalVP4y87qObnsUtcrVqbr9G1hyTsZsfu9ytV76stvNticUEDPS4wfmQT",
+	"4KuTEND3Q4TeqkZ5VBNrfpP9AUloqWcDTE9BAL+EdAFh4aAHCo5iNK/M5itAV8SGkles8C7wY+/2VoDR",
+	"F4vVF5+ZdxuzmtFsQE5s3Mya51xAVSAYxk+PnZUbCywP2GTlro+a+TPzqXQj937sEfqZQ2fV7NbpFLaR",
+	"YwWjfF8LM+q8tkGGNQ3S3BceKfLu7esIIAkDDt3SyvPLDqfdx0v/1Trdlbe2Mk4XjauT87245YoGESTp",
+	"rouzYcTJYxw5eB+a56CP2x6oEfxhk/2scewbxMU2vmV/H7NciikYfpJwizNVWdrqUdj7pQe1UlDrHKSv",
+	"QVyvYFXvsZDPz2g+ITidbEDeslQWGcL7OWh4e9EaQACThFecKVQttbt1QE7MC9b6C8mO7kJczpBBf4zH",
+	"cFv077ldhc5XT9kXc95xz2oU7UM2ruOwOVo2g+kjVKd1wcO6+vCp9fr1Ve4fK72/BhI/i2bvwo4VvdpM",
+	"uxWR0PsYPf9ObNJT1y90zjq7xQOvZzIH+H8uEJara/GcfWQPMKYxf9DWWKsIICWxq6sRBZdsoXuRDeAl",
+	"vstOsjkSGIuxzJaPFEmMPE6aDdyPg+bt0N+9pX17LLqBdRWmqZhXZhjvknOujWbcZvzAkGE2mDqYeTR2",
+	"iNUYeY2PGaU1IRRQuws5JwlaTYmVuSoWXENfc08PtkE6U0GLdDB4jkj39N15dQnXq3ccC7opONcqbBEF",
+	"ekwVe4d567FIZyy9DKKa5lE2LZhSZFrSIrORRvwq6RpLS4rqHb1BLGLxzTc/yysz+0ArGXzzDTmpsjqT",
+	"5hFJ3AaYMxULu57BCyBdqErJhCosPWNzgKBGPFDBrm26/ICcxMK194elwOiZRw4tyExeE0+H4Of4//6v",
+	"/xsd6G42hkRkwadckC5iuUdkJhX0zFjIwlBtsL+Q9IlBDEOWXCSRJU7zFpIsCjbhN0lkoQyQBCx4Iay/",
+	"+X5WSNuAI+zmh6sRC9fwReYZ0bSYMu2MbQAKr6l7vj+lC8esdPQnY5bKOQM4RcBJdAYpNFAyOiDEl4PY",
+	"/WDlRtzMAhq6jir6vbDByqQXYQJAUQqAzDZLhMOxEtqa8bbHP/C/YOKwNyU2PI8FECXpJuYAtGrle4FO",
+	"vPeh+uMWVj0WibsBsVVpCH0PEK/mzAPQqmvlKYPlRVKIhW+SMscTZHeyrspDkmm+RMqyzdlhq2PhIIug",
+	"hwpVlklNZDGCspMWog2IpGtMiQlMxiKjBuuVRGQuryxzrg62lh6JHufQc31n23wviXOhWOT4ljuO3e5F",
+	"7cMIbROI+GGLqSuGTB3Bwc1pRVDDNq3fypmHUvv/Gh6dz6gLWjrKHkwp/GoKfXXLfJyZZo90aKc9UoH2",
+	"+OBOmj1r/G2uo7L3fNl1VDCJXeI9dkn+RsGe/7pmJASI6qfJuTseLFb0sTbk5liT1wbrkabtllAsjoZH",
+	"x8ELWiNEtsyietk9YkaRbQsN2qsH6XfKEbZA8c1y/FrYJB7QyBFxjMPJCudi1pDnLBZd763KuWA2jSov",
+	"56K3ocwr/YQAk/jyPyVUZee1JU5lvdKfKkiFr981QuXEjL2Af/1NgldHXwNeX1DAy3NDI+g/YfTLU/wH",
+	"/MfGcNjJnf1S62q4HMv7Gv/5Gv9pi/+IQC48cIAnELefVIVfJ/g+UuB9jet81rjOR5PhR6nd201SpLWP",
+	"CPRsD9fEolG5dedwTSwa8RqIx1gBt2t8JBYuQELuHh9Z75Z8EFH0F9DbPxf78t7IB+FjX6XyV4X5gVyR",
+	"orL1PqUj0v6yFo/sTMsCcm8VF9Oc9aFTJrTQTMhYliLDEFLNl1GvtopFF4s994dkzkWpmeo5tLDTn569",
+	"IGcHj5/4Lq6RtaRrSWrwFngEmx6SZIFNEBLCJ4YrN/htF0BsrM8kfAfKBqhQxhcBuh022MM4H2L+5vmY",
+	"ppcEOs6xTLlYocPTOhwe2Piis9YTopiPpgUNQWqBPCMsYtFNfAtHY3X/I5UZgyJljFbxDBvcZbxgqb4o",
+	"Cw6dtaAFZhQLu/ZQ1Jyxi3RG85yJacsvtoXkP8zy+lZaQZDViLza8E6NOFBJb0CeYUYgpgQsZVkQsxxM",
+	"ZFV0biLzXF6b9XVDdZlMFi9wXMhrxQqzJtUqQcPlhgfNijobq4RlBfykliAoRqhj4ZcnIXOuDGXiUKHJ",
+	"JQQF3Q3vCog9YqnyMZnLAgKYIhb7w+Gw/gnwTS4KiUkFFswBPXBPW91dOA9oLv7ME9kuqKdB7LtLU6jX",
+	"hvo++/ux9yYtXK+PsHO+Lar/Z8mKZVVVn4YjCKvJILelM/L/gkbTmhXmHf/5G+3/Mew/fW//e9F//2EY",
+	"PTm8/ZeWmq8VCNVfIWMh3OypOYeu57Tt1zgpc3+ijoN0F2y742C2m1RZ38EB+bVaAUvH7pC6Q8m1YvmE",
+	"dClRM1loG1fA7u7WXdm2bu47tVWb05vXTEwNyz4YHn0XbYV0PcQqp/r6vJS7cISPBHva7Mfb5k/cNDAL",
+	"L4H9ks3ZBm7t+ct/QQfi31TnONO08PU8PhcG2FKFIWlk3o7UXOv33Q8yLh4GeiTkFeYQH1d8P0H+MmZV",
+	"IlsgUJJViZI8GMbzNg1ra7j3WXDf36HKb8ewb7A8X0O/f8/Qb5hzVQv/1mE8w0qRFkPnvgzkgSLD1hBC",
+	"Jxrwxkf1jECXAulnPiIJJl1WOX2xcD9FNnUOryW4xg76AT1RXWj4t6BKXcsiS3o2uW5MFU+TAfkBE5qb",
+	"2pP5TGUPaXrJIq8kO3YGqpcC0G6zaEamFzQ1ywFy/ormpZmq2Zqj4dMnZLyEmHgDAzQWtdB0gAHq9vWf",
+	"pUR5gq/sHa9UQsSAcW3UGcESGK0Zd6ggW0xSz89XeTgqkpUFyowBUshyOiPJyxdbEjIT0h1LOxeLI+S+",
+	"tJo+GJouMFS6YqHKUteoAgqirIVpFhAyDB2IamPvYlHPsB+5bGYzP9C1x2xiLBifs2oPFVrT3raDOBsk",
+	"VRpThyRW86/gHRIuruQlS/qQCHrJLBAtBI6Fy4YHy809anYOzm2txNVXZNVzca31kjTgbZEmDM1RLlZS",
+	"ibdWwH66pILqA39mDeym5ILAXgxx4Joc81PWxfq0g6+JA1/9oJ+/UtYn5htzlKd1HgtvAGb2EYrDLgp8",
+	"LXX/jpW2EJxCcEQAI6hVE4CQWxLwJVlxETmEJ6x5DRlsWMj6ELh3tULWz53J8DUr4c+uSnVqVkOkfIwO",
+	"3hpL+EEWlsIPBsOaVYCFauCR73rffuRrMyJw+dYLfHoRAvAby55lHt4+AUBLpk48wKexGt+yScHUDMPB",
+	"1uVIwTuJh+3Yl57Dn2vajDQUkU9uPm9XB76mXXxR5bSgwAX1tH8Fgzfa9YG75WWE0k1OSBiQcxK8IdhB",
+	"YBm71CZbYNQQk2qD0s71OLzHNjTUKAQM1z5ApzAGKAX4eyhXZFnPVR1abAmoCZtSLqBkM3jLnStgEa/i",
+	"oTI8HkxMf0pD6lm1/X9SAdpu5pTPbxfs2uX5f80B+ZoD8tcqR0Pbu2byFBLDcuSSfRKjhwvXkkOtzQ2B",
+	"NhtySnzZMXrogwr6QfWa13J6xv9gCQneTOTENg8K8Casy4nsD4e9kcfyCY2ocoGYoVZljGKRlcgnIwQy",
+	"JanMMGTpOoXwzKl4FTuMyFhmnCkowHYILORVMDz0eBr7C8Hj5mwuC0QTNhunGUAJjw1PZeo4FpAHk4M8",
+	"gMoclIVzQvO8jaG/5koHn/uyoz7VRHaJ+gRE8DXq8zdQdJtx2blU2hwds4/BXkdGzrZ2aONCs2lBP1eU",
+	"x/K9qtH9erjutwHEtr8fwLE1u9EJZh5BVzV3DRvuYm5xyXPd50b/y2VK870ZVbM+3No//O4ogb4Qhg9O",
+	"ci7YiHBNzB0MGkZkKoL/kAXlhe3K6UM1RPSnBZ0rwoWW5PC7I5LxORMKGFf39UFfyGJOc64AL+YVKJw5",
+	"u+EpzaPYApXMqdA8HREzEUXUjBaQbAT+JpXKwnbojIBpLmYFVUzZsE3GJxMGWivenkmjzq534r9wq/OJ",
+	"fPj+/X8Sznc1vzVKpyePr0jXX5Gu/+pI10DNUFR8o431TcnVSr3e7ijXCE2/vuUxnYKihCFbYLMA5WhU",
+	"S8yyhbbEmMOapFZP6IK/oKY6WMfeomBXXJYKlAZseAnv44YRJpB48A9sFJqAsqZiUesbShJExUK1Vgo3",
+	"HvPrMfQ/yDXDmuqpUYDlpSLQ7FhW+aXkcTQcDsO+CXO6JExkhNEiX7r853D46zTEF7h6WxKj3oh86T4H",
+	"68AVDHhduijE7aJdmZt577l5oiULNEGRnnjNvQeNBdwKe0nfNgrYjDX5qvjaTtRhopwbgvM/4KsN8dWj",
+	"j4YYzc39KwopFECmMPY35ju/uOern97YN93uoET/pbRtmMIuijaSxN8JQf3LtPmv2XhmOMWGpKmCacoF",
+	"y3wrj1BXJuOlwykMmbBlrTsb+ni/b8i5rqgUyKvzqel3rapkLkaE3dBU50sjfzKW8yvDcwdf7bmPpTUX",
+	"k6iT272IaodkXSd6STdhV9r1CaS5wlTixI61zzOQ31z7zeZMPVADQUv7k1KAA6mf0jw3l7Z0aLKxe9/i",
+	"w9XQEA+qkrhXqmS1PVOXKvJmwcTJK6KlzFVEToRRchY8xR+MmHzJ5lxw4t7zHN6MVrBtGR52eHK3wR/w",
+	"GZLOpGKVGzuhxbSEuEhC5Ph3lhqT7FfX+t8+QvMcsuzc66JqIs9oDnibRJR5jgqX7VOVxAKbSZvP2PZS",
+	"57ZYCpLvWvA5s2o6o1hUY/sfNDf7bVSUomQIR3jtBukneQ0H3y61jU/Hwr8E2qUvXWtBSw2Ve8/2QV8F",
+	"wFGR9TladdHfYegGfXtcz7jA9TT6RHKM6XTXXDELDDmhuWKYoFFN6xSzH5VVK2spkQAdZJYKIA9JhcwT",
+	"Cz9hj4AOka8B+cFdqAoA0aGoWH6FCZmxqKJkKCe6kMjYZofTPHdv/ERG+A8BFf15png4Cs8wWwWNX3nY",
+	"ma5N4IVT8kgRS/i9rwb7V4P9r26wv2a6LhSMVKAVgbv0Hs+r7mfJT5kwLIVtbW64KOR8oUOpCFEZ33oO",
+	"x9kNJSa4i7nha1zHgqLlXSpW+INImh0P3XAycFRgu8NYbOt3SHZsd4jsva3fIam1O3yJo7hDq8OXbhk/",
+	"DRt2r/+T+G+1Hn9yu8NgYx661eHUv/prl8OvouRvJUoc90DnL0a3CPLz+wmNMLTnE6hlcbtXlMBV7lzw",
+	"ucYsTBud0nZvL7/FCPRAHC6bAI/7AvESvFkYJmsAuo/N1gikQrgUIB6g+ssC/lfJCgrjhlEsoLWBNX8K",
+	"pgvuGtG7slzznMuHeORhLaqEugLIYIQo7zXMT5iPkaVYnFUZYBbIaIYi2FhLubJl/jJbku6CFoplUFeP",
+	"D6FJZP6OCN7LbvQxmpDmhliw+UIvewPyzjaQD5tPpY5BV+s3IkfDI0jFwC7xsNDQqwAQ8LE+bQTd59u7",
+	"6ZG3tk4tY+YydS89jEWCTSMuMiY4pNC/c9kkQor+wc1NREpRGNONjnMAEJC2RJEo/geLBQQjRuTx8IAk",
+	"buUvUKgcG8OeqFxem+tHwXXN50yWOhnE4gfKc1AdarsxApzXpP7jxYTyHPP8a4VmLoGwpT2CkTiuPttX",
+	"6yFxQQo0JjhHsJi1bMhHKsDlt+WKrrM7ePSF1GTJdFVlN4rF0fBp5ABngYolNkVYrvZLwEzKNwKSNDcg",
+	"8wNNhNUOSWstm12E1TRMB50hhTWIS2U9DOaoGUPPHBsMYrf0+jBGYAJNxhOLzFWrlcPnyZRpSPiMRdeW",
+	"6HHHFU7fnO3QAyJp1QvfluKToue+LcWfpBPClzeZ4gGPVeDj/lpH9lW5+sKVK+QcK9mdpajQvY6BN/94",
+	"fn5q2NMcU+MqHWGAwM2elSB286AoRdclRqJw7N09l6qmo4EFvj5E/xr8makUEz4tC5ZFPrEJlJGMq1RC",
+	"fAZNeUWULAwTHi8JzwbQdx692aBT2nvQf5vM6c05FLwlUTOHSpGkSmpKjsmi4Cl0/sFMgADhsbA83jUd",
+	"QrAy51ewxh34B2SpXUJBLFBrwNu4ChoBuy4yEBRVBNGudgrX/4wruUu43s7Rheud2D5GfRtFOAwEMgvg",
+	"3i4IYqwosXthFhlkoREyPSieUJiPttBL0I/WRd/dRzYjCG0autUzjdilCzrmOdfLY6hkRJmNmiW4XIyy",
+	"llh0+wsr3GwpBHrLEXnNviUM/jSBrvyXauN2WQLpjOpO1Ellhu4VqqTA5IArrlC0Bll/5kbnlFpNKGiZ",
+	"/SmdoiJIuvv9/eFwaLSEPPcLsh2oC2iviTbF52b05n1RZ86F/dOPB040Kzq3f5H0AyDydekH584Pqb72",
+	"Y7+nN5erwJ2rPEga1TSX0/tZ4fiqZuS/4X1zcBn2ZrlggvL/dvDDdKH7R7JvKBPDdq7zGFWxaH9qL3zG",
+	"GGSV2xb5rY9Zeq7efXf2HBr4znmeQ5gT5EJgSZIA6sOyvx5pCIM1xZtAsruA81lpkJEEha/jkralwkoX",
+	"8Ii8e/u6z4ThONkDRaw/9dF9zjTl+cbD+zXT4r7uM0yvQDIaoyXMs6hySyd7CbHkQqgiyX87+CH5uDPt",
+	"SPQ26AHeesC3n0Ky/RDGYpdTSE4QMAZ9FYjN6LFfkr0kFl02mA5IouWUGWVhb8407ec5ndO91+b/+4f9",
+	"78ZJz0O62TUbGYs+Fsn/z963LbdtrGu+SpemUia9IYiiJe+YrFW7FNtJvGLHKkue7KogZTSJlogI7OZG",
+	"A6K4s3w7DzAvsWsu5xXWvMk8ydR/6AMo0pKPOYzWxYpFEkCjD//5/75oAjbc4qvht9FNBKd2ca7dWQXT",
+	"dLOsOOb5vLXM8ObaQtaNE9dOkGyRCZH1dXvJkGyXWDjb7/H894e4u5NKfx2p5HcsnFsXVH9/CcQQjxjO",
+	"eze8IcHk8g//1J1u0ZvcCuCQ3vmvVIL7+29xjNBuNJsJYIQnvQswyD2e/UR06v3XEUtvV/i4pVfsvLSE",
+	"o+dYd1H/mQnpvRhzJM7S0G9344A5Y2A3UUQZR7dHsIEpY4JbCn7gXbDpLsKbm8sVBVnGIq9lo55TG4XB",
+	"0cqqWmFqoy65TzXTVtWXCOu6UHU0GIEuKyEcRrfvUTkb/ptonfAtMm1nFI9RYtIW56rprwHBwZhKZR3k",
+	"uafuRUBjUTZCm+WI2ctxRL4VgxMLJ98f7Q4PHxLQPLNuz8wSLuU8AwuaTMNIyvm8beSkUiME2Xb8ySoR",
+	"Na+XkAgAwEuGIS3CyGFO6+19bZEw+ExB++gJ9MgvjU93bQDFVmAF/FESlaN26Zt7sEpMfWj0VPU/Evt6",
+	"HLKSVJsq+Yz/yTHq7vAT3l/4v/JHWXd0wJgx1xz3uYvxRvFi/DQqAHpPZbDJFPJxlm0AceG4gAQT2ojK",
+	"6HNVs6pwGHC+uIDlLEg4ohJ15dgxKmvvYLDfp5INuAbsDV9UYPR25Ld1IfaXAXD7o27WwAt3favyStvG",
+	"LDAJDzoY5LY+d5wUH2axbOv1eefifxar+d3q4w7T7EvvRuccxnuxCzTLgMSRZrcLpUOzB3xCtt4HWtM3",
+	"loDhoO5Z6iQyU2wkSmIb401Z5P1PFn69GeAMbp3EdnUicgpHERWPK/6Av2hqHCBhXNrSk+KsVFXh+eZI",
+	"Rc3NpYupbUI6I3va67RMt5ordfASspaXpr4o9fmYVcFSLExVTlcCj7CyXTWRadYTiccxd6DVjrna2lYV",
+	"ojEmFSe0+PwNgqETQE6MZrZQdWkKYRu5spl2P3I7RrraIrdvxAm6M86ep29HwcsxdaZDYrHlQjKaPKL3",
+	"2ZBe5NKkskkIQ85lfGvTNgrRU0tXY0aT8y6+7Uz3eIV/3v8lLGsqK1U3R83Pg1/y/qdCZH29KK45F38s",
+	"rLdobDTYL11SdBuFwlvskyiWO1y3O7/kA5TrYwo3rJl6XMmM4tqJHi1QvZDAZuGO0tOnWz/WO9lzpFnb",
+	"sTjaSYWIQLNA8xcZoaz7WJ6k4vFMTS8sSTmH4asyXVqB4jkRrUbHBIPMWKW5wC7NHlME2naO/T79RKgr",
+	"Oq2WeOxyJvyDuyLvlCMIFPwoVE9C6WJhSt0kiKptO66SphDSJaLJEQRHfbEOye0xhsfUShLY7HoPBsO+",
+	"aAzdJaKcI3jSxog8kEhQ7afX+g6rJGj6TMuiQP2JRgvWhCTC1Imj1KOAlCvrHg4GcXgwhgGkEu8005k+",
+	"ElTFjFOJRluOhch/ozijq3HGymfkMHTq0+e0NeHl9Q4HQ/iBYwpJnIJNBK6fqf3SER1Y72Aw4EL0TFOV",
+	"MoHuuWXEWyaCUnxOL2NMMw+V5ngFmRuZ7q6yL+ydgxbrc2xQm2ZW6vOUunas946Zai7TGHQHl/j70xfP",
+	"w4OcEwzzsgBLCpuSZs28QhOM6ev6VL6e6b+fvPxxLGgu0wKzUhaNCbXGt5Ks7yZPsxhxZEWQhD0iF8HR",
+	"530aH87zZn5BrExSH0AwSIvEJttkFe3UbVVJeMU2DrzD/WFyu1Rklw8M3nk7X2Gx9XkHg0cPb/nALfP8",
+	"6tvH4uG/HjwS//yvg3Q/Hab7fbcZu2dj2/DwZls5AQ8/YHjRly5DSxvsXSN4E9/yoxgKP73p5foAQpcf",
+	"HKjuXW5spvN3ET1tYim7lAwETf3XGwkW/cVjcW6Qo9RR1EXvds9Gt12zAd/NfBKNxpxFZyi5WdwLxg/A",
+	"Nf1E0WiaddbgKEJubTBuu/Tggy+9jbm1+dLDD3/XWxWCb7v0A9+1a/JdA72MDrjbLUyAyjp57Nqe1+ii",
+	"biBK7NpttjzXpT7fvVCrd2fZT+iHP8DvPqMACI95VxHoAoxJO1OFgHGLHv49xRoVSub107u8dVzuGSaM",
+	"rFtedpy+xPfmXVJu9YOT11t31h6BSm9v7j8NPGZwXUxjptUShklRJW2WwmiKUnk0vgu1yrRtzML693Ic",
+	"y9y1Vl6C1YIlTKXlDGwR4lSXBC43aRu4D/hFYb5KLfK9dKmqahftqb1flxc2hU2dJzHJd9m4kcMdGD0l",
+	"CdzfKzGTlworutngZb+gjCNzG3u3cO7Cwdj5jBnZ6Clbjh4sB++VC7W6O2adxmZK9l87Yq7JtmRSaxeq",
+	"M/rjHW982DsO1jWHFiwOZ8QylLDBKCz2CbkSxkz38ngbXe0ul8td/EVbV/yjnOn2c3S/mHT+egMmw11o",
+	"Xx8i7EJO1a5V4G7ASWQWeqTYbidW+UpDF9PINEVrqSWCvpzHPRFcCeLqLDqBBRzj96enx5n+RtpyKnr5",
+	"UexNjAR9PJFWPTzo+aj/iP/FOYo8YdwlWSNNfZgskpj9gNcQEgdsv8U3yl08G+Y9yTQVEk1MM6N3iOFE",
+	"/v7Taae0h/yPR4OHXyeCrM1M581qMRKy+Zdfl2BBxvLzafHk5GjvaTE8PNx/lLAPjN3H3Ka6RbLxuk4r",
+	"Wc6tyEuLyQbbTggd1U1zWfSTTOeyLXLiR4L/lBIzFnpyBv/5tSkxa7E2IbTeqThRCB9D1f7ri4IHT1BZ",
+	"PPtWOAlcHj+GC13FD2aOKM7P6H6ZrsoLDI8dHT/zVJS1oqB5t2t5FPx4PMFwMDOd6dd0D3L0rd+VR8fP",
+	"mA/AEnsminYMF8zkQsUnLNP//K/DdCh6+W8ZOV7ZzkhkOy5wwZVNO4nIrvtl9NM0TbOdt3l/lOm8e1mO",
+	"eXnnNPz000+7R9HG521N9K6eqdXUmV7WRp/7IoFwUpMNiQ6KxyDNrJjLCra9KnxSR/TcfSMZAIpR1GpB",
+	"7dIRblqzNL6UK05AGy3mqpmZwvYTkbfatosFtvm9iW5KI0miSXBCIxohfhRJjhDtmd1cbIVGyE1BkPx2",
+	"smIMwsDC7oaDHZ9475XT+Q1ueWf779xYL32bxMtGqf2e3jjOyu/U3B0ty9bu7nXhyMGZw3T/Y4vA3u1d",
+	"JzvHtTzfBDUU3WgKj8xv7aZ/uklzPua1STvSXjaRCBuJtTMPRuumEwg7unP0YuPvC4y8K/tG1yLKqH63",
+	"SLa1nbAuKjc0rNExr5Ws5n/LdiJ7LNu5zXpSQusLzgov3igULqqrqVKF5RrbFD77ZtUo7p2k7NnvOkDO",
+	"Xt8osNLIkP8CA6bK4DccQn1XmOYlVdRhz30khgID97bi624U+aC/wQtwVj4CuqobWiBO3Y/+1O0P/Ba3",
+	"aX1ws3LX+/AHo+uhiBOvDpg9mIxGNP54k/td/eEdEWS4WWRWxZsJ2TiiPbEvOgzH/IuIP/6IOel9EVLM",
+	"Pj/2xTulXlDl1Dtrd+BW4OVEA4Q/8an+Hz/v/7IZm4dehDf/Zyr157v/Liz07s22ldIwrJJbo8/FNs/3",
+	"J6r5ROSxcL3ee/1n56K/wwP63Xjlo438AeJuTe1Hfde3YYT3onCT9HPk7mOR782nC7517mPnqr6kmkZf",
+	"Di4CgBZGuOGCAqP0rW5MO52pIhVHn4SDlt4iSMEvRxN/V373p6KW/7jjtb1bIVbAn9fA3aYJP1YD3rUp",
+	"fFHq9Y/diO8n4XjvvAdR+nJmqqARerJrn27sC0gyTSX+Ed5GsrFRINYwmfYqpsWC7SIPiaV7VpB9jE3D",
+	"E+WfO6b0DdU8lk2mEY1D/UcrMV8KVto9K3rel+Dy/YkStUI91Acr3r0eaJ1Mvyd3+oZ6eiKw3KK3Es9F",
+	"MlFnpladUIany3gHw/qnUW9/BPfgiwnFmmau+ETS8U7Z39n5n4pDPXiUcQUm1YSYyn6cA9Baea62VtOf",
+	"tHNG6LYuIjZT4vnzF9SAZAO5+ELVUSA8YZwW7Bd7ffpYzExb++ynTRiOPYkZNeiFGll1WoenCAmhM/36",
+	"5EmopHE8UAgndy/CfopgHUHnuM/xLoN+mumjaJQRohUBJnNezyplKfpitLpn+eWZAzPTRJ+JVckXapXH",
+	"cJHRvfEmHvDBLDWqRrgg0xEetPsStSM1QeOoDgYP+ql4jU+OGdxdtBEJ340urG9NWKnGk7o3RhSlvYC7",
+	"MpH7NqQofMJNyciTRtYcTX7w4MGjfgLLr2FEBcIhUMkqrPFYtHrC390CShIWtBMBIeRwAulRu02JCE83",
+	"Fio/1UUYHXZiVK0tL0H7bh6OeMGQXFTpmMM4tlZSN+YTDPGxmc9lVIoScV03BhsehVzIuhnRHuH6B7+d",
+	"Rpnm8gKEYus0upYFsYNcNSOKL2HZPMP98Ue2nXDEqe/aPPMk03khV4gtlsPi5aL3+vRxn/p3cI9yqVw7",
+	"B3/cXKo6FU8Iv9zdhLaVulpUplA7I6QV2zyN57VpF990MU/LRs3tTZobt+h3fPXbZGcur57RdQ/8xMu6",
+	"lvilbVYV7ixTz3e2YL8S3qufW3/CeygF7Ni9O1iSC2n5GBMED57Vor9tr1yo1cfV3IcBOhYvHlvuCnX3",
+	"0MzdOoI5Q77dfgyfM9eCa/dKLUy91fKi96vN0iYR6jI13yaw41mZeCiJsoYdeUf0+nkMk/VEi9TnrTx3",
+	"UNS8GYMid7oaNGw/EXjIaQU3WgN7pualjc0WMkJubbM4etB35ip/cj/6U+cq+S1uk6t0s3KXq/zCtMfu",
+	"J++L1ea38YcnJ0/aCfw5UVbkbV0hXR3RhFmHscDlwbkrCu3ly5lV0ze5+BeuLsu0ORPDA7j24YGYrBpl",
+	"+7BtAjkdIxc3HEUJLHbOJi0tEvUQOhpoyzFZVktZI+Eq3A4nEElIUnEkXr96LpZI/TozFEKRWjw7xi7T",
+	"GmscZkoQ041ADiE2jy1Zyr9SyxVWRSJh6Jjugy2OBJrmYihk9zlS3pUoSu6znafiqBGIObc/GIRlxKDO",
+	"9gwqH8nPlEHlu/8+QGn88J/KZkaIZ9t0Ns9VDJRm/1gQaclfKWRzF0r5CBntE6b8M8ZTY7n4Ibhq7yG4",
+	"1yyWG1HVkFYeW+Q9FQjRL1bmnOg/omBywi1G3kGJKlN6yGN2sD/E87cpBxrk2JfLgd7lM7/s3vfZTC+w",
+	"AxhWEnPVr2CDeZLdhdLIYdMlsv8gu2VbGjTWop/Xdr5Bh41FDlog77R48Cm6S5H+bjvXZT/5VxvR3D7c",
+	"mH4vgcf76NmTWyRE0QpPvA2+VqxHTUlKy0mFXIfsmPlPMj1XUlvk3u2nwaYCU4p72kbem6tdEtOsN/u5",
+	"7GrZjMHwLc/OlPtKUIcs2uTcwCSq8kJlOqA0d5QVt9TuuqH4kDnzGIrzWk4V+/SZ7mEbCvs+qGQjIYLN",
+	"M7m7fUq/+g6uP8bL8yTT7rbDAzHrp+IpzAx22oqitDhLfktMKyVrZNiiL14hVRKFNfmjo4bn/Iw4K09K",
+	"PVUuqeywe6xYSOba9OIu09d0bROyhB6CjvSu2ap6t6doP432/Wz+B4/ySydpbxDZPknLW+AuSXuXpP0d",
+	"dVRI0fLv7gVGGbkOkfGRTsNeEE5bs7UvtRJKNzVGz9lv4MtUgcx7jXEf9J3e6LjymS4bB9CVCNk0ar5o",
+	"bEIxwwB/bwpKh2LvCsXlEaqZL0gz/VQ3KPFlrcSFWjRCWsSHhv9SfAyHt42DkOXAk/DOt6EjjDRN4PVj",
+	"tLF3oEa1thNJuIV84nGtTujq25Da/RGjyu41bhNdDnP7F4ov/yUt58i3udf17xKh1fIThKI/2Hq+QbDt",
+	"/eZG+3Zraie4jm737ny5g7LNLnHDvsOT/2R+n9+3SMwS2XtfdsveLK/d3njPDb5Xq6ZGs/1LjW1bDumF",
+	"vOBKXj/nLv6DWNeJKFrlWjUSsZzJBtNcwVLINAKqTKdKFcGNwmpVVAx8G+86IvGm8wN3EfZcPGuC12oJ",
+	"R9YFQIMww/6+RFgD7uu5UTYqkM10+F0lG1VvimKJg8GjAKrpHMnSeucy0wweTtYTYXgwsUWtGlnqbYW3",
+	"Tb26UTANfy/BlLjJSP+SFPN/hjgsrIM7Cdos+ThIQfAwKA0ErG7RVp8y2dCN33yUvLlBgoQM4FrimJGT",
+	"mNc8TrtQitpUBVYz1qph5H/3q8ignyhbFsojtYGK6DVLgz+VTVsrwkv2UsV/zrg0+XmIM51Q5WQuehxt",
+	"CtdtjEphMGosBoIa2ELjWp+B1zKdO5Q4yps+Reg1i20N1ohaTRW8CHYXCFpDX6NaGQS2kZn2ZoQ4ojhd",
+	"abQo2priX3GgzUVCSG57hDqe1a3gbryYnNv9g4aeaHSv+P25C/ZzW3i3TnmHjDdsw7us910M7P/zGBgK",
+	"lk4IrCvjA33L75Bq32uU/UxK7xW3PUtvyaYNIpmR5Ui1TXkhG+kJ550IkboQ/9GqVlmKt3mDGUNypQ0/",
+	"rFDPdUxul1rqJ2KiZqUu6B5K1lW5xeg9Ykx+h1bqDXH+cdA8Y3FmqoqIKAntzVHj38KlybG94nqaxjfU",
+	"wfwQydujjamRU2W354W/uO2MK1T8iXz7v6TljMiNIQAAW4hP2PphwcrCDxQdt6iIRrQmkh5tXe2MdmZN",
+	"sxjt7e0P/zUdpIN0f/T14OsBCgwewTVqktpMVET5sFBT5pVPo4D0yjZqU+cCt3/YDuiomMqqgqPd24Jq",
+	"aSdINIY9rNg8YjOd28mbnA86lWoPDx+KWurCzMWkbKwjcEHmWrRHrlPXZnom7Qyt24jthXpX5GKBmVkK",
+	"GJSOwYKzB5grnTKqTgnW6gup5bmDiRYa0cSudWWl4gd8+210uDLTF2rFtDSJA+l0vB+rhB/JyJsBLffS",
+	"XHiWXAbkDKshFyUikW/o08AOnGE6WKNEBl+DFyUVR9hPEkh6O9TO40x7juXAHbNGCLcR1xUxKDNtZ6Zu",
+	"dkE6FdcBXLfyLme6tw0vjPhQrNJUsyut2LyrQNAzkjayM68homJBgQj7VROUBzOjeAa17bCwKbwOUjKr",
+	"q0bVWlbEBFKH9BoWHmea2EhS97Nn9CtilCaqFOroFT1XDezo2ygJ9feffjgZIz9OWYtFXeppucCnxe1U",
+	"Aa7nejNVZ7cQpNqG9jRU7vG5LTwQLNLKWT8s0PfmDHdBp0GpWRoPhmp3F6renZe6bRxBtU3EFAwODacZ",
+	"NTuIOGoudCpWTFRl9LnNdGNEL98gEnNhNGEPh4uw5bO0ojDTdg5u/CjTmd7Fh9y/D+YNPev+fWJU5L4l",
+	"WvZ2YZtaybkdEQ6SCwzkSaYFfTSdEY4v/FvNJ6oAg8S6T85ajagwu3CkSn3uPnc8hXAbbNREVh3R6kLV",
+	"It8zC6VluXe5z+fHH4RSN+qc3szu/eZbcN/u1a2GXS3ENzifI5EznKGb82NVv8AZD1ED8XAw6CdiOSun",
+	"swj/956F+5h6nS4rMC1uuqknMh+H2WX95Ce4tPHLYpUJEVdh/EV22wVFIPmxiQPXSSL+Bpv4kveEVKpN",
+	"/KnlFkO8DYmrhHp/0mszxKM8hkG+uvZicId4wmDGfAwYBBmhnEVDF5JmMaamhLsEZAUS+GXD2kc2BPoN",
+	"Wwsk42JRrWCCZq0uatAl5gyuP1V1Lc9MPQdVZNp6CrdTJbbiLiUeFS20qd0+Rgcc35VRH4RY1KZBai3f",
+	"g0w0VnTAXVNyVQlZWbN+tK+faRSh0WHOND+v5+aWfhJmM/FlV8MB/G+c6Whbrf+67xaL1CYphkk7vYBP",
+	"ZqZCRwHrxej596yQYBRI1Nu1OisrosXSTalb09pqNepsM8LaaGvbiHaBcoWqR710wtdIxVGHZ/8aUyvR",
+	"7RNRmDstLNei6cV7oeTssvAHwk+ePZafZqnp5CSZzl+5SdqlDUX9tesj7Sci+uUrNZcleLKgM92Rpf3G",
+	"GCOY3ajL8xky/q9fbSkwRMHGTHuKBjfO0oqzFjYLbBDSvdH1x0iqB4/OSevgCEnvjJd/eziA5X3ht5zl",
+	"PQf6ONP5v++uvfEuKWwQoPF3/h3d90zx2v2NVf56MCSjjV4rNBPJblka2AlTaVWme9ThL5RtyjlqPNkI",
+	"7i5CTIMLpROxqFor8rm88qPbHwwPMGycaRc35hyPS/k4pULVylZY1TRVzOQhp00ruVUx00smv4AzPXJ0",
+	"fs5YA1d3IqcXLNzERK0Mm+f0ZqQEwWqezmR9Tvx3npocJx6jtY6jHCH2/fJ2O/qHjxJHV4cVNHhy3/C2",
+	"hoXBJNLu0Vmj6rBxeGM4ErdM/4ZXiF5+XYsQb+87pDHCsufX5ETC9kKP4xWm9jeCL/GB/ucJGCK8axJK",
+	"XOCQOar+diykcCvEqJdgxzfIsAsiF+Zo2jaZNmdnqSDCRocnIYkjzx32jnnlBd0me3xjn6oHkOiiUxCU",
+	"A/wucryoB/X6jY9rM1fNTLVWzFVTl1MbXcSf7GzmTqu6Yzo6fjYSDewbtoNKo8Fuk00igumTCGf0ZJqt",
+	"Hu8ydmAvEtptrD+DXez6xEXv5ULpo2dEi0H/3gVnXTblpHL+nRW2BfPFisvnz18k4mVVybnEJ+K/0uli",
+	"kWT6SDez2izKaSK+U/NSl30/qElbVs1uCabiWVVqJfLKTGWV+4GwmMLF9f19IBCsYNHm2RxRul1HyRyH",
+	"OBRbfgiS6rr4UD9kOhitkQtZVXPnQAZV0vVFieDTTy51AeQkv5xcQtZrB1USiUqRI2SJ+6QnKZDvu9TB",
+	"2pGgdh10SYdYEVQUt79ji/zYNSv6NaTPwe7RKhEnETy4ZvOCGEool4gHu/xPWPumvMC/aJ0qc86/lDaI",
+	"5DTTr7vnpOcRVq5hqyTi9ckTPEjzsqpglkmM9GlZtwDBREcNpx/JLEYIl5Vr07w5M60ucsf7gCsAx98x",
+	"cdMgxuJgMIgIGTxpRHxZJacXcFZIOGMhwlQu5KSsymYlekidOEU7DrFmwomj6/tjxN7NGV6rNPoNsYLm",
+	"Ho8XHU6WwynD8tqcD6DjpyA+byyOpPKVttk1Z7s1mqwX2kxAoTdqjnu1rVUuBrtDxO5dHMO/9xORn+EL",
+	"6unqWGlZNSunlBegk/RU+Y93h6CO4PKgQmmn7Ts9xSgSmY5+0k/Fa6dE4SXbWtkRzIlXrQeDgZioqZkr",
+	"IiYPTK7R7p0rC7tn3L1y+ChcOXy0puQ236ij+Lq3O7y6ErjIEUUpDznT7jmHg6HI3SUEqJ6PhTaO4gYe",
+	"yjsqempTzpUBNRRucxDdhr8OBs+9TvQhP2OWPYo2ZFjvit3QWKQCvgQofHiBZMPgOQxIz6CAW+ighikh",
+	"dJWIspV2OXs78Fp4fjN9gsMt9flI5NkODT7bGWEPCTr05541Ck55uB7x9NRVs4e+3y5dmafiqZzOOMsw",
+	"EoWqwCDwUvG3DIkyO4wxCY0eLaJFqaaEE6WuOL2P9aC+nMbf2GhF9125U2sRKdtMfkUKQhB5PChEcCJr",
+	"s2lrbcl4Z9xBeKqp3WbksWyYLK+vUOD2E8LMocHQlgmjkXDSXQgblyTi/PWyGZbSinlZ8DBT8dOsrFS0",
+	"WmA32rKCVwdRtX8oLEsiKWrsVvHyR8AWBQGGLMb5CCshdmVVXoIPPTXzOXaBgn51ZVXO+V3U5goWpzDk",
+	"HreOypoG9ZgKDIgFOtqJU3DzmHHanzdHjB3bXVW1EUnnmkHBJtz1IEzw0+ki0HxnZ+W0lFWmT578gJ7D",
+	"hWg1092PBDGIwchOnvwA3qC0iNQoQH7nHHnnYFykE8l8WIv+tFYJGavOjnqytGEcuNK2OHqapjkHlcmm",
+	"8M5XWbBhEz3h3q0tGyRvRqNXznFlfdQS95vnmAKf2W88drmc5sMQnSTsg34qnNXvupwoI8Px/kz7JYBX",
+	"rhW2hk3VSOQgGvaCkWMdJ3gHXv7NdGbKKQbwcpYYzLRFUpPa1GzKqGNv8LCRXxJunIg8CvVR9SBWMKCo",
+	"1wLBnOC16FMLv9dTAz9/Q+hbObhuEg8+YVj0ycrN2TxMxWsma3GeGeplTh+ca1OrIoHF97MB2zDT6mqh",
+	"po1n50a+Lf8TIt3K6e+udAClTkQeLIfwHfEDZqrivzDJHP5Eovi+5wHIdEhCO+UF6peBRQ6GQ8eER/eB",
+	"JXfSE18wdfrAgr/LvwWfbiR+fvLyx6e/gHrtSrC2VpEMc8Il0xJT23RtzCn2W5qmb99ymnu8JqkECyrG",
+	"DcMbLa8JRbEmE7tBdDy9O5sQ1Fw4k3EQJyrkB74/PT2GHW3HHkfcnaoiQeUhJ5UKIXQ2j9hyLtS0knVM",
+	"ImYTWBODGQOLpmcIHKd0in14lY5yWre650jk0H3DjxMmlsM7W/qsn6PmfqVkQemuiImZ8IJz7NbJ1zEi",
+	"wRnHf9Bl6JSs/YK9oRD8pfyLE/msxh28bqZ7+2AjUG4sEf+y71MAXGHGHPlcQUAb6umpPAf9T2/G96JX",
+	"y3bycaYt0+0hoTW4eQH/1mhx/PoUb/rk6fOnp09hJSZKWNiHK9NydBe2jWzwA5gP0TvYH4JPhjGGsmOe",
+	"I1jbsrQg+35EcwnFcZQklPjI+jpocaHOSo13Y60VAIFh5+AqPfG/oS3l8XdJQlt5CTsMFC/+XbcaHngw",
+	"HGZ6mzNhu9QeyP163a/AffcbHuvE/fStp+7Gz3Mhxd9PXv4oFrKZeUc+x5wYemeva4L5C/s6nZbNioQS",
+	"4f5RTVj677tHi3L3v/O+wDc/VfNFJRv2DWgLgWaDh+WOFxLmo42z2iTIKyVBRZkzqk7JJ6ZYETTz1Ghk",
+	"M8p/+43ORLquFEG64FLNTFVgcns5gz2/kFNYV+0LQSc1rqekRHY/hXvmgl1wkCMgwqI7JWJaGYspb7KG",
+	"0GTN375FqZijVKusWjr6xqpsVC0rtDEZFFFXK1EbQxDONK3Wn7noUQJRplGpyw3iBeeXYlkjtvHbBQMw",
+	"TWeyllNYqzH2Ni8qufoRka33h1/H32Y6EpBIKPOwc/HrV8+tGA4Ovqao65hXjpxTOOKO2ROXkK6n+Gyv",
+	"4aUXtvxP1R+79Xt4ePjA/UZa3Hpj8fAgVltj8WDIN7ZjxFVSup3zLhmLvKmltqTEsSM+umWme/Q67qkP",
+	"hpwncKSsOTtML2zO8xUKFdDHDeIwBXeXXbiQgNrHtEmfnRz0ShNnaVH3QpLp0jIBBfuMB8OhO38dTRUe",
+	"tqlcIza1sSgUM9KmxexGnHo/i/1bU4+iVCKYRvD+OdUh5OgbMAdhTjUqeZ/849aCIpyTl7eQ1i5Njey6",
+	"EyLnTAXj4PjKLp8UDe/BVB17UZIwH/NRgXvzNKL2zPkP7oyP31ZfMkOOReObovnITY13AWMWh+OnAORq",
+	"gAcbCatkFeb/kkq0e0dPT3aHhw93v3v8os89p5fUloHFhImozPk5/Be5lCjIc8lQCf/RmoZrBuBjMGbG",
+	"UfEImAKJ7+4PhsHx69NUhFKPaF4IY2wuURTVpj2PauW2TmguSm0b0GdYaDEDezznIjwwConwmgRzrWDp",
+	"37je+xA6KWuq1lCFq7vA6BCzL3OxC00Nb5ZUIA4MlZEHw8CBB5WNBQ/Tvxq4EB9gmWSaTZMNRsmGYwNP",
+	"2nBuXrWamNXpF6PbJu9BV2Y7bHkhzS1bXPjv8Mxs520ueuzIkYmXc0oabUhMEIPa+iwm3/37BGNATvb9",
+	"+0Qm7e4KyhXcGdDaIDN+NaVeS2yhCgZ528zAdcT/Lmp1Vl6hFRFffaEWzdjX5ID8sZW0MzFRzVLxiZw7",
+	"URi08RWoQRctg9uXVig7lQuK2Mf3g6/B2DvH2EQvl2KSi//7P/6nyOVXw8EEdvRXw2/5o6+Gh8Nv4aP/",
+	"87/cJ48ffHX0CNwffhFUEjAuYvZR80WzSkQOnjfmzNBwsCLfg9ugQ57/G/zff8t9jLCpTUW5OtSCG2C1",
+	"B6k4Dk7WuRGk7lE8wZF2yhpkZ6lHOLJ/YNf4P0it/QN1YX/sGzjyUuejMF8hUITT4yN4c+z7wYdh6QaH",
+	"+tmMAk/WFCvhNW90Xaa51gOLUusVqozvnp4mbEIn4vunR09Qprw8Pn328scTMtrJNoTbZnoOHnftU+WM",
+	"cNyTtOHx0X7gwdR7TPW2u6dgL2aax1qCjXkzaXsqjsCRt2434djBBVsoScGdC7Uao6R2s0DiDVGhcTHi",
+	"E4CLLpzN1cV4jKq6eAFZ//QcaStOZyJyL08TYjQn31y385x0iueONxqmX1JxYFkHfTdaJ+ZDS9FyihsL",
+	"rPGV0HG/btcn7K3XDDvJJPPjDbmFl5Q1zUVI9SA/OFZzxuY3Yzc8fpWI599SEIXx6LmC6IYD8W2pZUUQ",
+	"17Em6BgqGJwqCpICTSy2hIVF7jkjBd/e7ZWEd6w3EOkkm4tSRdiRJMFysDPJqOGEBxbUDfN3VCKOBRs4",
+	"8BsU4Eio2x8LbTLtD9NUaq/dseTUieIYYRTk8cu2OTegf+JAQWXMgqoEFnV5KRuVaUSb33+0/3UizqaD",
+	"wWi096+YKNcXu5j9FD2KgMGt9h8+SoeHByn/t5+Ix9/9eHSaZHreVk05lcyFvFBTLJBMxKQ2sqDPXd0d",
+	"Z4snSk9nc1lfcFrYcQngxbLaXbT1wlglXJbVit6z48sD3NrPji8fJiKMC78Aiwi+wDTeNQoCkdMEvSmU",
+	"LmEnRgEnB9Q6raS1SaZbXTnc1lCLBa4Zb1w0tHp8wxS/wUN48tOz08fff/Py6NWTN0+/e/X05OTN0fPn",
+	"L38CAYLqEc44+NXWIUzUyprqEnYiD0E2fttiToUgSTohX/oWl9OpsGYWCRC6U5Jpa8STH09ErSYld1K4",
+	"ujOwqsd8+GtVlDU8rrT+HiGHsZSrgC176H+McNli1jQLHB/8wzq03HBHKjZjBxpnsy7P4YBieyi8HCLd",
+	"op1vaiojcrXcTiXRQfZnlzf8taSft0BkhefbUSVwEWmwN2LHyztTsbfFnzmPKxEPBsImYioXC/a3t/hm",
+	"fdCwWB2XvCMB58LYmUZNhYUPazd0sVjkns5Fb38gXpTfIJDx4WCY6fUEIXKzGr07vLpyodZycyqRpasX",
+	"z9T0nnfqclJykHsgzli2ix/KbxIHhYY1M8h9lZLmBo2dOHWdrMfE6CxSStFnEgfDJNOHgwf4Q5grcoHj",
+	"eaBrbI6nwIalGvYTrHFEqQHr2Sk1Qvnt6qSkvWCflPbvtZV75St+aJbtmBvkR0IbqgfqJ2TiSIE16pkG",
+	"6WnOzpzg7cQA7P37cLpJaVqpi4m5AuU6VdaOfIP03+WlPEE/IdN1q+H9qNQAti6KK0fSIJ4+fnFEP/W1",
+	"KVb0tPHKH8SOVs3S1BeJOCsrMAzghjX2C/Cj0ddeyqranVZmekHBAjAKo9nwwYyw70Glz+niuZobV7e4",
+	"7cIX8uoF/oy2bSIeHsC2TYTSZ6aehrN4oWqtKk5zSESvqyhQIlw92Jb7v2ybRdu4++/jqUgzTY4I3gVj",
+	"/nUpq9LG7gZPM9ep5GBMphTeK89WMIdU2RJxlHH4BmV1j/QtYo/DpeTVrt0k067vAfQYZz+JZ0doZRu3",
+	"CcV+MhgMRKUuVYU1pJIsS9KAmDHGOjweAFVFz4hTAkfTGIJxSFAlTbH3hIVlRgwxic8uw2/n7XQGA3af",
+	"+RnX1MNWKLVwFD4ksCkb7ApPw7bEqpJu1MsHg3s+a032jhMmValVvuf/nJqqnWtOQaM5m4jot/OyeaIW",
+	"zQzrYTK9PlR4HRhutUKrKCoeB4vu7AyR1PlkUgu0vX9/1NGeFE1g9z6uxbhnPdZjqRsDdp8T1YlwgRZy",
+	"zipzTunrUJ4LK9YpFQp5aDWdIbyHnF6QyUrAf5kmV+DnV0+fHD0+ffrklzzqL4KXxqJQ9+CJKUplR2sB",
+	"KlBoHLXucaAt8QWpHDlLfG0yQY36+LYLd1vMcjSih+ACZIOSaU8JSXjN3AXlRu62OUhGSWH6EqyN16+e",
+	"7zrv2tTosLm/wfopEe6+UGeK3YoCFtq7O1JnWk6nJcygrHDSKBUhSZXLehV+S8E5iWa05Sp7p9quRWwo",
+	"NQKHhMvr+XJqDkLrBbtEbZAhmfa7HJOrVJ3b1C3uQlw338jaqTlwySU8A51e1+6xQbKwtsGO1vWv8MTX",
+	"cKFVFkFcarVLnmi3MwJU3FmJHU6aTjVVAvYo9ewGxVEId/yxfhjd2r7AevqycWG/MZIibAh6Zdqhgy5n",
+	"Bl8JpJpVJCrjCDDTqkWBMYrJuUwmaEeYP47VhPgqJikw6An6ZXv4MYrI5v1AjhYlO+mk4MTxge7E7OJY",
+	"2MZgt+PHBJHC0XOrKg4Ig7zmV+nlSyXBY0lBaYCLQ7WV9Ty9D4cDY/noYjpJ+uLxsVC6oIoQ2ThOaX7g",
+	"W3YVW2w6dq6pexpiR7niLbgCXbk4vtnd+7dLvW6Mb54G/tC6Xq0RmEZ1aIw2PRZrOdIOt/X1JCnmP+NM",
+	"52PWm1R3GVGjMqOqK9iI2VJdwWqXpruz0J5A8PoiO0Id1xEtugUv1EEE231l2pp8cbdutHFDmzltE4zs",
+	"5m73U6i+l/+W7ZRFtpNkCG6B//AksfhXIRuJZWeZztebwPM+og+EIMXPJ40EOVgIN/xfeuh3jfb2lssl",
+	"2PL4tYd/mZr5Xj9zzjgfMzCQsYhJ6pW4dkdRlZMaRC13OMLe5S65GORqFONKFeAJXzbUnBt1RBntHcwG",
+	"wc8yLcJ1I8ynlA3z+01hFEVLU8CdY/6J6AE0cr7IR+K1Lq+E4wvk+Waszu5FATVnJPLL/YQC2azRvn9x",
+	"9Hj35Puj4eFDV71E4+Nap/CuHB7vfuwH1PkWo5N8twu1iu1PeuxuoVDwYv+VrBs3fu44ZgI/5rRJxRMH",
+	"l8PfOxyde5YAdPA2hKGzBh/kKlYSgZlm4bn6xlyUJahZjKsCop3ciEpJ6wDSXDpIiqKtUSqZtgGfxpEz",
+	"ksGSaVxw1GNON3NgDY/2aAOUg7BtfQnapoaZrBvWmdNa2hmoRVQPrh+eQYdIkvLpZFuJSlQx5D0DD12r",
+	"YgSGoz+f1A8XOpYcugQGRd0CwPDdwzz6G6oQsm9TcaTdNnM/wBgOnCJwu6kuNwZf4l9vSNweCtsfh0iK",
+	"bxRxoQ+sIntwdUWihQMc/VR8i0PxULYdz5r2zqGwiTgU81InmX4wwH+IoZjBhzNw6MQMBSf+o4fW2z//",
+	"93DwlfgVlrMeB8hf0kDx++ApPmFULz7ouou1V1pCJ0c266P4c7ClXQigWvFqOLXooMLE0rRVQZVqCoM3",
+	"PYwWq4IKwSm5BwIU44fYcDU8/ErYSk4v+iNiGAdTB5ZcFQTSS8AinVXPNNo9Z2pJKVfqvHP0n1LYUp9X",
+	"XqqQsETdBnZ/UWPiBucb9hk+xLQN9pMeBWglxEyJ8eJp8ZzB4p6SadxNdh1QnqFHXGzC7Z1DUcgVUVo5",
+	"cJJRpgMMv6v/Ru5KVzPXxZTnWE9AlR/TxG44orDBGE8+wMz76EppBT+XDHOwHGR9rhqq1kC2yWvMV73t",
+	"0V3uvaCoLUdguyFWRwBLuaR+1AWzsV+mi8bhGHHRJCI0hv4IK7KwothTZnG/g24cfAPqKJPAgsUA2RyI",
+	"R8HEii7CgWYbxAN3bO6q8nw4I3JOnATDdP5NLc+Z9kTvMObQ7gx/uUE2ymI4gesH7tk1HB/XP9ypHo5c",
+	"hZ7LvjueCsG0Ph4NGx31jpgAXwA2mt+1Dwa0bRMfAwm/n8srumOe6SAiBwm1V6PFGeC2ZQdLFWsbSk/x",
+	"koIRhXOTcr0j73X+0EUqYORm0eyWehSnShlbPKGwlOsBSkhgUX2cmSu/5d0Eh+Ytoa7AfCmxyLmXZzv3",
+	"s508hNx57/qtGzYJ7bbtZaJUQ+ASZ+Z6EYdB1BQqlVst1EhwsgkeE8c+FqoGN5NW3hVZOMwRfGkKUBKS",
+	"y8gjsoBpFPxm2hHg/LmaDAq4dLJa2BZ6/77o5VjgMWJnnb99g8XCiatvo/qUHx4/zfTJ8PChq8KW4KqM",
+	"yAYH8QteBrapZvrm+pR/C0flb+tVefD/w4dOAfPXbV2x8caRGVBPrpYeRuRXknGl0PJEb2jE4lCKB4Mh",
+	"if5M58/ZT/VnLWrY6cwGyEt2oqipgyrAJrVZWrJtatAtqOGnhmI1ne6NYEpQKSFfZzLtSvexMfW1e8OA",
+	"ozLlzp/cYT8E9BZy4wtFdDUkHGCNnGtQu0toP0RJHipiQw+Y6Qldk7IzF7EMKhFzWV/Y9ZIrXzlEO3Lb",
+	"m+GuyN33rsDfbweHNuPvm3PGlxv7MZWbZvqVw7O59Uw509YnuV6/eiZk0+0EG4vc3wkryUEn+35ENLIw",
+	"Wk9NzHHa8Pj1N8+fPX7z+tXznCV5ULettoobYjB9Ru/4vbFNjsSXqPVCgZbrFwD5hkq1d1ZqQqqgxG5r",
+	"Fey7JtPxaNliwtr6qxVnLvk4UsU7mkfYiwK6kvBBM00m6D5anRTaipYHa0iJ5IdxYZpuuRAIbxBg7pLX",
+	"dWVdodFjil9GcaZYsjCiUPQtSA0XHYa9wo8Z+4rDEqy/BsxOl4elRFcUjsIOM4k/YVxUzP9Uq6iHn1+d",
+	"R/mKpOf9+6P4OSxTVVhIviq4DFGyA/ca3+jkQi07CC3CjsVMVmfhRN0Dh/1MgTuaaayHoXOGQ/Ux/WU5",
+	"JcO4n4rHRjt2pbi2kWArED+DRs57JyEoBjmtjbUunaTo9y55DvYE+LeY+UUIxQLtOFQlfh4Qe6uIMyxa",
+	"Lbs4TyXWWKKvlemof3NfTCXSpSLpE98YC1w0OUCrVPy03tLmTEl3WOPh9Hz7LW4hF7WIhBDb0Zm+VruY",
+	"RKGPSLyk12ocSxuMCLIp4gkHY8SVJjzCG51VJRyUqCohGg9vQRID/Lmzu0PRpj/63JPR6Q/p9IuS7neh",
+	"yHPj77FusNPIScSz3vMyeSwIfuGYyph81CGEPUB/ZLpjY2wA7AoM3Nh6ABe7U2Ovg1Ltdoouf3n7/wIA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -21,6 +21,9 @@ const (
 	APIKeyRevoked            = "api_key.revoked"
 	APIKeyUpdated            = "api_key.updated"
 	WebhookTest              = "webhook.test"
+	ToolsetCreated           = "toolset.created"
+	ToolsetUpdated           = "toolset.updated"
+	ToolsetDeleted           = "toolset.deleted"
 
 	// Model-service events.
 	BudgetAlert         = "usage.budget_alert"
