@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -50,15 +49,12 @@ func (r *toolsetRecorder) Record(tx store.Tx, typ string, data any) error {
 	return nil
 }
 
-// newToolsets is a Toolsets on a fresh bbolt store whose transactions run
-// as after serialization failures (storetest.Retried), with a ticking clock.
+// newToolsets is a Toolsets on a fresh store (bbolt, or PostgreSQL with
+// SWITCHBOARD_TEST_STORE=postgres) whose transactions run as after
+// serialization failures (storetest.Retried), with a ticking clock.
 func newToolsets(t *testing.T) (*tools.Toolsets, *toolsetRecorder) {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "test.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Shared(t)
 	rec := &toolsetRecorder{}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	return &tools.Toolsets{Store: storetest.Retried(st), Events: rec, Now: func() time.Time { now = now.Add(time.Second); return now }}, rec
