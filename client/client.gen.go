@@ -832,6 +832,9 @@ type APIKey struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -879,7 +882,7 @@ type APIKey struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -896,6 +899,16 @@ type APIKeyCreate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -949,6 +962,9 @@ type APIKeyCreated struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -999,7 +1015,7 @@ type APIKeyCreated struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -1012,9 +1028,9 @@ type APIKeyList struct {
 }
 
 // APIKeyUpdate The parts of an API key that change in place, the secret staying the
-// same: its name and its policy. A field left out is removed (the
-// policy falls back to the server's defaults: every model, every
-// connector, no budget). Scopes and expiry cannot change: create a new key.
+// same: its name, its policy and its connection. A field left out is
+// removed (the policy falls back to the server's defaults: every
+// model, every connector, no budget; the key is no longer bound). Scopes and expiry cannot change: create a new key.
 type APIKeyUpdate struct {
 	// Budget A spend limit in USD over a period, counted from the catalog's
 	// pricing (cached prompt tokens at their own price where the provider
@@ -1027,6 +1043,17 @@ type APIKeyUpdate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the key is
+	// unbound, and the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -2723,6 +2750,60 @@ type ToolLoopStepError struct {
 	Message string `json:"message"`
 }
 
+// Toolset A toolset as the API shows it.
+type Toolset struct {
+	CreatedAt time.Time `json:"createdAt,omitempty"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// Name Example: support
+	Name string `json:"name"`
+
+	// Tools The entries as given, in the order given.
+	Tools []string `json:"tools"`
+
+	// UpdatedAt When the toolset was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt,omitempty"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version,omitempty"`
+}
+
+// ToolsetInput A toolset, as sent on create and replace.
+type ToolsetInput struct {
+	// Description What the toolset is for (no control characters but tabs and newlines).
+	Description *string `json:"description,omitempty"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores; the toolset is served at `/mcp/<name>`. Required on
+	// create; immutable: on replace it may be left out, and when given
+	// must equal the URL's name.
+	//
+	//
+	// Example: support
+	Name *string `json:"name,omitempty"`
+
+	// Tools The actions the toolset offers, each `connector.action` (one
+	// action), `connector.*` or `connector` (every action of the
+	// connector, including actions created later). Entries may name
+	// connectors and actions that do not exist (yet): they select
+	// nothing until they do. A credential still sees only the tools its
+	// scopes and connector policy allow.
+	//
+	//
+	// Example: ["weather.forecast","crm.*"]
+	Tools []string `json:"tools"`
+}
+
+// ToolsetList defines model for ToolsetList.
+type ToolsetList struct {
+	Data []Toolset `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2978,6 +3059,9 @@ type IfMatch = string
 // Limit defines model for Limit.
 type Limit = int
 
+// ToolsetName defines model for ToolsetName.
+type ToolsetName = string
+
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
@@ -3160,6 +3244,27 @@ type CreateOAuthTokenParams struct {
 	Authorization *string `json:"Authorization,omitempty"`
 }
 
+// ListToolsetsParams defines parameters for ListToolsets.
+type ListToolsetsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteToolsetParams defines parameters for DeleteToolset.
+type DeleteToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceToolsetParams defines parameters for ReplaceToolset.
+type ReplaceToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // GetUsageParams defines parameters for GetUsage.
 type GetUsageParams struct {
 	// From Start (RFC 3339), rounded down to the hour; unbounded when absent.
@@ -3278,6 +3383,12 @@ type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
 
 // ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
 type ImportOpenAPIJSONRequestBody = OpenAPIImportRequest
+
+// CreateToolsetJSONRequestBody defines body for CreateToolset for application/json ContentType.
+type CreateToolsetJSONRequestBody = ToolsetInput
+
+// ReplaceToolsetJSONRequestBody defines body for ReplaceToolset for application/json ContentType.
+type ReplaceToolsetJSONRequestBody = ToolsetInput
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
@@ -3790,10 +3901,10 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateAPIKeyWithBody Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKeyWithBody Change an API key's name, policy and connection in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes and expiry cannot change:
@@ -3807,10 +3918,10 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
 	UpdateAPIKeyWithBody(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes and expiry cannot change:
@@ -4422,8 +4533,8 @@ type ClientInterface interface {
 
 	// UpdateOAuthClientWithBody Change an OAuth client's name and policy in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes cannot change: `scopes` or
@@ -4439,8 +4550,8 @@ type ClientInterface interface {
 
 	// UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes cannot change: `scopes` or
@@ -4603,6 +4714,75 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
 	ImportOpenAPI(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListToolsets List toolsets in name order.
+	//
+	// Corresponds with GET /v1/toolsets (the `ListToolsets` operationId).
+	ListToolsets(ctx context.Context, params *ListToolsetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToolsetWithBody Create a toolset.
+	//
+	// Creates a toolset at version 1 and records `toolset.created`. A name
+	// already in use is 409; invalid input is 422 listing every problem
+	// (`name`, `description`, `tools`, `tools[1]`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+	CreateToolsetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateToolset Create a toolset.
+	//
+	// Creates a toolset at version 1 and records `toolset.created`. A name
+	// already in use is 409; invalid input is 422 listing every problem
+	// (`name`, `description`, `tools`, `tools[1]`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+	CreateToolset(ctx context.Context, body CreateToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteToolset Delete a toolset.
+	//
+	// Deletes the toolset and records `toolset.deleted`; `/mcp/{name}`
+	// stops serving it at once. The actions it named are untouched. An
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Corresponds with DELETE /v1/toolsets/{name} (the `DeleteToolset` operationId).
+	DeleteToolset(ctx context.Context, name ToolsetName, params *DeleteToolsetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetToolset Get one toolset.
+	//
+	// Corresponds with GET /v1/toolsets/{name} (the `GetToolset` operationId).
+	GetToolset(ctx context.Context, name ToolsetName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceToolsetWithBody Replace a toolset's description and tools.
+	//
+	// Replaces the whole toolset (a `description` left out is removed),
+	// keeps `createdAt`, increments `version` and records
+	// `toolset.updated`. The body's `name` may be left out; when given it
+	// must equal the URL's (toolsets cannot be renamed). A toolset that
+	// does not exist is 404 (PUT does not create); an `If-Match` that is
+	// not the current ETag is 412, checked before the body is validated.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+	ReplaceToolsetWithBody(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplaceToolset Replace a toolset's description and tools.
+	//
+	// Replaces the whole toolset (a `description` left out is removed),
+	// keeps `createdAt`, increments `version` and records
+	// `toolset.updated`. The body's `name` may be left out; when given it
+	// must equal the URL's (toolsets cannot be renamed). A toolset that
+	// does not exist is 404 (PUT does not create); an `If-Match` that is
+	// not the current ETag is 412, checked before the body is validated.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+	ReplaceToolset(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, body ReplaceToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	//
@@ -5204,10 +5384,10 @@ func (c *Client) GetAPIKey(ctx context.Context, id string, reqEditors ...Request
 	return c.Client.Do(req)
 }
 
-// UpdateAPIKeyWithBody Change an API key's name and policy in place; the secret stays the same.
+// UpdateAPIKeyWithBody Change an API key's name, policy and connection in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
 // counted against a changed budget. Scopes and expiry cannot change:
@@ -5231,10 +5411,10 @@ func (c *Client) UpdateAPIKeyWithBody(ctx context.Context, id string, params *Up
 	return c.Client.Do(req)
 }
 
-// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
 // counted against a changed budget. Scopes and expiry cannot change:
@@ -6286,8 +6466,8 @@ func (c *Client) GetOAuthClient(ctx context.Context, id string, reqEditors ...Re
 
 // UpdateOAuthClientWithBody Change an OAuth client's name and policy in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
 // counted against a changed budget. Scopes cannot change: `scopes` or
@@ -6313,8 +6493,8 @@ func (c *Client) UpdateOAuthClientWithBody(ctx context.Context, id string, param
 
 // UpdateOAuthClient Change an OAuth client's name and policy in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
 // counted against a changed budget. Scopes cannot change: `scopes` or
@@ -6548,6 +6728,145 @@ func (c *Client) ImportOpenAPIWithBody(ctx context.Context, contentType string, 
 // Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
 func (c *Client) ImportOpenAPI(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewImportOpenAPIRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListToolsets List toolsets in name order.
+//
+// Corresponds with GET /v1/toolsets (the `ListToolsets` operationId).
+func (c *Client) ListToolsets(ctx context.Context, params *ListToolsetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListToolsetsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToolsetWithBody Create a toolset.
+//
+// Creates a toolset at version 1 and records `toolset.created`. A name
+// already in use is 409; invalid input is 422 listing every problem
+// (`name`, `description`, `tools`, `tools[1]`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+func (c *Client) CreateToolsetWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateToolsetRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateToolset Create a toolset.
+//
+// Creates a toolset at version 1 and records `toolset.created`. A name
+// already in use is 409; invalid input is 422 listing every problem
+// (`name`, `description`, `tools`, `tools[1]`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+func (c *Client) CreateToolset(ctx context.Context, body CreateToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateToolsetRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteToolset Delete a toolset.
+//
+// Deletes the toolset and records `toolset.deleted`; `/mcp/{name}`
+// stops serving it at once. The actions it named are untouched. An
+// `If-Match` that is not the current ETag is 412.
+//
+// Corresponds with DELETE /v1/toolsets/{name} (the `DeleteToolset` operationId).
+func (c *Client) DeleteToolset(ctx context.Context, name ToolsetName, params *DeleteToolsetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteToolsetRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetToolset Get one toolset.
+//
+// Corresponds with GET /v1/toolsets/{name} (the `GetToolset` operationId).
+func (c *Client) GetToolset(ctx context.Context, name ToolsetName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetToolsetRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceToolsetWithBody Replace a toolset's description and tools.
+//
+// Replaces the whole toolset (a `description` left out is removed),
+// keeps `createdAt`, increments `version` and records
+// `toolset.updated`. The body's `name` may be left out; when given it
+// must equal the URL's (toolsets cannot be renamed). A toolset that
+// does not exist is 404 (PUT does not create); an `If-Match` that is
+// not the current ETag is 412, checked before the body is validated.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+func (c *Client) ReplaceToolsetWithBody(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceToolsetRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplaceToolset Replace a toolset's description and tools.
+//
+// Replaces the whole toolset (a `description` left out is removed),
+// keeps `createdAt`, increments `version` and records
+// `toolset.updated`. The body's `name` may be left out; when given it
+// must equal the URL's (toolsets cannot be renamed). A toolset that
+// does not exist is 404 (PUT does not create); an `If-Match` that is
+// not the current ETag is 412, checked before the body is validated.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+func (c *Client) ReplaceToolset(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, body ReplaceToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplaceToolsetRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9471,6 +9790,257 @@ func NewImportOpenAPIRequestWithBody(server string, contentType string, body io.
 	return req, nil
 }
 
+// NewListToolsetsRequest constructs an http.Request for the ListToolsets method
+func NewListToolsetsRequest(server string, params *ListToolsetsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/toolsets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateToolsetRequest calls the generic CreateToolset builder with application/json body
+func NewCreateToolsetRequest(server string, body CreateToolsetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateToolsetRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateToolsetRequestWithBody constructs an http.Request for the CreateToolset method, with any body, and a specified content type
+func NewCreateToolsetRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/toolsets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteToolsetRequest constructs an http.Request for the DeleteToolset method
+func NewDeleteToolsetRequest(server string, name ToolsetName, params *DeleteToolsetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/toolsets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetToolsetRequest constructs an http.Request for the GetToolset method
+func NewGetToolsetRequest(server string, name ToolsetName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/toolsets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplaceToolsetRequest calls the generic ReplaceToolset builder with application/json body
+func NewReplaceToolsetRequest(server string, name ToolsetName, params *ReplaceToolsetParams, body ReplaceToolsetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplaceToolsetRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewReplaceToolsetRequestWithBody constructs an http.Request for the ReplaceToolset method, with any body, and a specified content type
+func NewReplaceToolsetRequestWithBody(server string, name ToolsetName, params *ReplaceToolsetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/toolsets/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetUsageRequest constructs an http.Request for the GetUsage method
 func NewGetUsageRequest(server string, params *GetUsageParams) (*http.Request, error) {
 	var err error
@@ -10386,10 +10956,10 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/api-keys/{id} (the `GetAPIKey` operationId).
 	GetAPIKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetAPIKeyResponse, error)
 
-	// UpdateAPIKeyWithBodyWithResponse Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKeyWithBodyWithResponse Change an API key's name, policy and connection in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes and expiry cannot change:
@@ -10403,10 +10973,10 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/api-keys/{id} (the `UpdateAPIKey` operationId).
 	UpdateAPIKeyWithBodyWithResponse(ctx context.Context, id string, params *UpdateAPIKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateAPIKeyResponse, error)
 
-	// UpdateAPIKeyWithResponse Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKeyWithResponse Change an API key's name, policy and connection in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes and expiry cannot change:
@@ -11056,8 +11626,8 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateOAuthClientWithBodyWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes cannot change: `scopes` or
@@ -11073,8 +11643,8 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateOAuthClientWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
 	//
-	// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-	// (a field left out is removed) and increments `version`. The secret is
+	// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+	// `connection` (a field left out is removed) and increments `version`. The secret is
 	// unchanged and keeps working; the new policy applies from the next
 	// request, for the tokens already issued too. Spend already counted in the current period stays
 	// counted against a changed budget. Scopes cannot change: `scopes` or
@@ -11243,6 +11813,81 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/openapi/import (the `ImportOpenAPI` operationId).
 	ImportOpenAPIWithResponse(ctx context.Context, body ImportOpenAPIJSONRequestBody, reqEditors ...RequestEditorFn) (*ImportOpenAPIResponse, error)
+
+	// ListToolsetsWithResponse List toolsets in name order.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/toolsets (the `ListToolsets` operationId).
+	ListToolsetsWithResponse(ctx context.Context, params *ListToolsetsParams, reqEditors ...RequestEditorFn) (*ListToolsetsResponse, error)
+
+	// CreateToolsetWithBodyWithResponse Create a toolset.
+	//
+	// Creates a toolset at version 1 and records `toolset.created`. A name
+	// already in use is 409; invalid input is 422 listing every problem
+	// (`name`, `description`, `tools`, `tools[1]`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+	CreateToolsetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateToolsetResponse, error)
+
+	// CreateToolsetWithResponse Create a toolset.
+	//
+	// Creates a toolset at version 1 and records `toolset.created`. A name
+	// already in use is 409; invalid input is 422 listing every problem
+	// (`name`, `description`, `tools`, `tools[1]`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+	CreateToolsetWithResponse(ctx context.Context, body CreateToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateToolsetResponse, error)
+
+	// DeleteToolsetWithResponse Delete a toolset.
+	//
+	// Deletes the toolset and records `toolset.deleted`; `/mcp/{name}`
+	// stops serving it at once. The actions it named are untouched. An
+	// `If-Match` that is not the current ETag is 412.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/toolsets/{name} (the `DeleteToolset` operationId).
+	DeleteToolsetWithResponse(ctx context.Context, name ToolsetName, params *DeleteToolsetParams, reqEditors ...RequestEditorFn) (*DeleteToolsetResponse, error)
+
+	// GetToolsetWithResponse Get one toolset.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/toolsets/{name} (the `GetToolset` operationId).
+	GetToolsetWithResponse(ctx context.Context, name ToolsetName, reqEditors ...RequestEditorFn) (*GetToolsetResponse, error)
+
+	// ReplaceToolsetWithBodyWithResponse Replace a toolset's description and tools.
+	//
+	// Replaces the whole toolset (a `description` left out is removed),
+	// keeps `createdAt`, increments `version` and records
+	// `toolset.updated`. The body's `name` may be left out; when given it
+	// must equal the URL's (toolsets cannot be renamed). A toolset that
+	// does not exist is 404 (PUT does not create); an `If-Match` that is
+	// not the current ETag is 412, checked before the body is validated.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+	ReplaceToolsetWithBodyWithResponse(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceToolsetResponse, error)
+
+	// ReplaceToolsetWithResponse Replace a toolset's description and tools.
+	//
+	// Replaces the whole toolset (a `description` left out is removed),
+	// keeps `createdAt`, increments `version` and records
+	// `toolset.updated`. The body's `name` may be left out; when given it
+	// must equal the URL's (toolsets cannot be renamed). A toolset that
+	// does not exist is 404 (PUT does not create); an `If-Match` that is
+	// not the current ETag is 412, checked before the body is validated.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+	ReplaceToolsetWithResponse(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, body ReplaceToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceToolsetResponse, error)
 
 	// GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	//
@@ -18810,6 +19455,730 @@ func (r ImportOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// ListToolsetsResponse400Headers the declared response headers of an HTTP 400 response for ListToolsets
+type ListToolsetsResponse400Headers struct {
+	XRequestId *string
+}
+
+// ListToolsetsResponse401Headers the declared response headers of an HTTP 401 response for ListToolsets
+type ListToolsetsResponse401Headers struct {
+	XRequestId *string
+}
+
+// ListToolsetsResponse403Headers the declared response headers of an HTTP 403 response for ListToolsets
+type ListToolsetsResponse403Headers struct {
+	XRequestId *string
+}
+
+// ListToolsetsResponse429Headers the declared response headers of an HTTP 429 response for ListToolsets
+type ListToolsetsResponse429Headers struct {
+	XRequestId *string
+}
+
+// ListToolsetsResponse500Headers the declared response headers of an HTTP 500 response for ListToolsets
+type ListToolsetsResponse500Headers struct {
+	XRequestId *string
+}
+
+type ListToolsetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ToolsetList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListToolsetsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListToolsetsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListToolsetsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListToolsetsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListToolsetsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListToolsetsResponse) GetJSON200() *ToolsetList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListToolsetsResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListToolsetsResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListToolsetsResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListToolsetsResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListToolsetsResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListToolsetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListToolsetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListToolsetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListToolsetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateToolsetResponse201Headers the declared response headers of an HTTP 201 response for CreateToolset
+type CreateToolsetResponse201Headers struct {
+	ETag     *string
+	Location *string
+}
+
+// CreateToolsetResponse400Headers the declared response headers of an HTTP 400 response for CreateToolset
+type CreateToolsetResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse401Headers the declared response headers of an HTTP 401 response for CreateToolset
+type CreateToolsetResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse403Headers the declared response headers of an HTTP 403 response for CreateToolset
+type CreateToolsetResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse409Headers the declared response headers of an HTTP 409 response for CreateToolset
+type CreateToolsetResponse409Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse413Headers the declared response headers of an HTTP 413 response for CreateToolset
+type CreateToolsetResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse415Headers the declared response headers of an HTTP 415 response for CreateToolset
+type CreateToolsetResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse422Headers the declared response headers of an HTTP 422 response for CreateToolset
+type CreateToolsetResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse429Headers the declared response headers of an HTTP 429 response for CreateToolset
+type CreateToolsetResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateToolsetResponse500Headers the declared response headers of an HTTP 500 response for CreateToolset
+type CreateToolsetResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateToolsetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Toolset
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateToolsetResponse201Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateToolsetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateToolsetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateToolsetResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *CreateToolsetResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateToolsetResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateToolsetResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateToolsetResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateToolsetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateToolsetResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateToolsetResponse) GetJSON201() *Toolset {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateToolsetResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateToolsetResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateToolsetResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateToolsetResponse) GetJSON409() *ErrorResult {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateToolsetResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateToolsetResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateToolsetResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateToolsetResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateToolsetResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateToolsetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateToolsetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateToolsetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateToolsetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteToolsetResponse400Headers the declared response headers of an HTTP 400 response for DeleteToolset
+type DeleteToolsetResponse400Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse401Headers the declared response headers of an HTTP 401 response for DeleteToolset
+type DeleteToolsetResponse401Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse403Headers the declared response headers of an HTTP 403 response for DeleteToolset
+type DeleteToolsetResponse403Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse404Headers the declared response headers of an HTTP 404 response for DeleteToolset
+type DeleteToolsetResponse404Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse412Headers the declared response headers of an HTTP 412 response for DeleteToolset
+type DeleteToolsetResponse412Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse429Headers the declared response headers of an HTTP 429 response for DeleteToolset
+type DeleteToolsetResponse429Headers struct {
+	XRequestId *string
+}
+
+// DeleteToolsetResponse500Headers the declared response headers of an HTTP 500 response for DeleteToolset
+type DeleteToolsetResponse500Headers struct {
+	XRequestId *string
+}
+
+type DeleteToolsetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *DeleteToolsetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteToolsetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *DeleteToolsetResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *DeleteToolsetResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *DeleteToolsetResponse412Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteToolsetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *DeleteToolsetResponse500Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteToolsetResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteToolsetResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteToolsetResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteToolsetResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r DeleteToolsetResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteToolsetResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteToolsetResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteToolsetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteToolsetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteToolsetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteToolsetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetToolsetResponse200Headers the declared response headers of an HTTP 200 response for GetToolset
+type GetToolsetResponse200Headers struct {
+	ETag *string
+}
+
+// GetToolsetResponse401Headers the declared response headers of an HTTP 401 response for GetToolset
+type GetToolsetResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetToolsetResponse403Headers the declared response headers of an HTTP 403 response for GetToolset
+type GetToolsetResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetToolsetResponse404Headers the declared response headers of an HTTP 404 response for GetToolset
+type GetToolsetResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetToolsetResponse429Headers the declared response headers of an HTTP 429 response for GetToolset
+type GetToolsetResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetToolsetResponse500Headers the declared response headers of an HTTP 500 response for GetToolset
+type GetToolsetResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetToolsetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Toolset
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetToolsetResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetToolsetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetToolsetResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetToolsetResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetToolsetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetToolsetResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetToolsetResponse) GetJSON200() *Toolset {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetToolsetResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetToolsetResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetToolsetResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetToolsetResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetToolsetResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetToolsetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetToolsetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetToolsetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetToolsetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplaceToolsetResponse200Headers the declared response headers of an HTTP 200 response for ReplaceToolset
+type ReplaceToolsetResponse200Headers struct {
+	ETag *string
+}
+
+// ReplaceToolsetResponse400Headers the declared response headers of an HTTP 400 response for ReplaceToolset
+type ReplaceToolsetResponse400Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse401Headers the declared response headers of an HTTP 401 response for ReplaceToolset
+type ReplaceToolsetResponse401Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse403Headers the declared response headers of an HTTP 403 response for ReplaceToolset
+type ReplaceToolsetResponse403Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse404Headers the declared response headers of an HTTP 404 response for ReplaceToolset
+type ReplaceToolsetResponse404Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse412Headers the declared response headers of an HTTP 412 response for ReplaceToolset
+type ReplaceToolsetResponse412Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse413Headers the declared response headers of an HTTP 413 response for ReplaceToolset
+type ReplaceToolsetResponse413Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse415Headers the declared response headers of an HTTP 415 response for ReplaceToolset
+type ReplaceToolsetResponse415Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse422Headers the declared response headers of an HTTP 422 response for ReplaceToolset
+type ReplaceToolsetResponse422Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse429Headers the declared response headers of an HTTP 429 response for ReplaceToolset
+type ReplaceToolsetResponse429Headers struct {
+	XRequestId *string
+}
+
+// ReplaceToolsetResponse500Headers the declared response headers of an HTTP 500 response for ReplaceToolset
+type ReplaceToolsetResponse500Headers struct {
+	XRequestId *string
+}
+
+type ReplaceToolsetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Toolset
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON412 the response for an HTTP 412 `application/json` response
+	JSON412 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ReplaceToolsetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ReplaceToolsetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReplaceToolsetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ReplaceToolsetResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ReplaceToolsetResponse404Headers
+	// Headers412 the parsed response headers for an HTTP 412 response
+	Headers412 *ReplaceToolsetResponse412Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ReplaceToolsetResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ReplaceToolsetResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *ReplaceToolsetResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplaceToolsetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ReplaceToolsetResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON200() *Toolset {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON412 returns the response for an HTTP 412 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON412() *ErrorResult {
+	return r.JSON412
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceToolsetResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplaceToolsetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplaceToolsetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplaceToolsetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplaceToolsetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetUsageResponse400Headers the declared response headers of an HTTP 400 response for GetUsage
 type GetUsageResponse400Headers struct {
 	XRequestId *string
@@ -20693,10 +22062,10 @@ func (c *ClientWithResponses) GetAPIKeyWithResponse(ctx context.Context, id stri
 	return ParseGetAPIKeyResponse(rsp)
 }
 
-// UpdateAPIKeyWithBodyWithResponse Change an API key's name and policy in place; the secret stays the same.
+// UpdateAPIKeyWithBodyWithResponse Change an API key's name, policy and connection in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
 // counted against a changed budget. Scopes and expiry cannot change:
@@ -20716,10 +22085,10 @@ func (c *ClientWithResponses) UpdateAPIKeyWithBodyWithResponse(ctx context.Conte
 	return ParseUpdateAPIKeyResponse(rsp)
 }
 
-// UpdateAPIKeyWithResponse Change an API key's name and policy in place; the secret stays the same.
+// UpdateAPIKeyWithResponse Change an API key's name, policy and connection in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request. Spend already counted in the current period stays
 // counted against a changed budget. Scopes and expiry cannot change:
@@ -21633,8 +23002,8 @@ func (c *ClientWithResponses) GetOAuthClientWithResponse(ctx context.Context, id
 
 // UpdateOAuthClientWithBodyWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
 // counted against a changed budget. Scopes cannot change: `scopes` or
@@ -21656,8 +23025,8 @@ func (c *ClientWithResponses) UpdateOAuthClientWithBodyWithResponse(ctx context.
 
 // UpdateOAuthClientWithResponse Change an OAuth client's name and policy in place; the secret stays the same.
 //
-// Replaces the name, `rateLimit`, `models`, `connectors` and `budget`
-// (a field left out is removed) and increments `version`. The secret is
+// Replaces the name, `rateLimit`, `models`, `connectors`, `budget` and
+// `connection` (a field left out is removed) and increments `version`. The secret is
 // unchanged and keeps working; the new policy applies from the next
 // request, for the tokens already issued too. Spend already counted in the current period stays
 // counted against a changed budget. Scopes cannot change: `scopes` or
@@ -21873,6 +23242,123 @@ func (c *ClientWithResponses) ImportOpenAPIWithResponse(ctx context.Context, bod
 		return nil, err
 	}
 	return ParseImportOpenAPIResponse(rsp)
+}
+
+// ListToolsetsWithResponse List toolsets in name order.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/toolsets (the `ListToolsets` operationId).
+func (c *ClientWithResponses) ListToolsetsWithResponse(ctx context.Context, params *ListToolsetsParams, reqEditors ...RequestEditorFn) (*ListToolsetsResponse, error) {
+	rsp, err := c.ListToolsets(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListToolsetsResponse(rsp)
+}
+
+// CreateToolsetWithBodyWithResponse Create a toolset.
+//
+// Creates a toolset at version 1 and records `toolset.created`. A name
+// already in use is 409; invalid input is 422 listing every problem
+// (`name`, `description`, `tools`, `tools[1]`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+func (c *ClientWithResponses) CreateToolsetWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateToolsetResponse, error) {
+	rsp, err := c.CreateToolsetWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateToolsetResponse(rsp)
+}
+
+// CreateToolsetWithResponse Create a toolset.
+//
+// Creates a toolset at version 1 and records `toolset.created`. A name
+// already in use is 409; invalid input is 422 listing every problem
+// (`name`, `description`, `tools`, `tools[1]`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/toolsets (the `CreateToolset` operationId).
+func (c *ClientWithResponses) CreateToolsetWithResponse(ctx context.Context, body CreateToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateToolsetResponse, error) {
+	rsp, err := c.CreateToolset(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateToolsetResponse(rsp)
+}
+
+// DeleteToolsetWithResponse Delete a toolset.
+//
+// Deletes the toolset and records `toolset.deleted`; `/mcp/{name}`
+// stops serving it at once. The actions it named are untouched. An
+// `If-Match` that is not the current ETag is 412.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/toolsets/{name} (the `DeleteToolset` operationId).
+func (c *ClientWithResponses) DeleteToolsetWithResponse(ctx context.Context, name ToolsetName, params *DeleteToolsetParams, reqEditors ...RequestEditorFn) (*DeleteToolsetResponse, error) {
+	rsp, err := c.DeleteToolset(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteToolsetResponse(rsp)
+}
+
+// GetToolsetWithResponse Get one toolset.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/toolsets/{name} (the `GetToolset` operationId).
+func (c *ClientWithResponses) GetToolsetWithResponse(ctx context.Context, name ToolsetName, reqEditors ...RequestEditorFn) (*GetToolsetResponse, error) {
+	rsp, err := c.GetToolset(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetToolsetResponse(rsp)
+}
+
+// ReplaceToolsetWithBodyWithResponse Replace a toolset's description and tools.
+//
+// Replaces the whole toolset (a `description` left out is removed),
+// keeps `createdAt`, increments `version` and records
+// `toolset.updated`. The body's `name` may be left out; when given it
+// must equal the URL's (toolsets cannot be renamed). A toolset that
+// does not exist is 404 (PUT does not create); an `If-Match` that is
+// not the current ETag is 412, checked before the body is validated.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+func (c *ClientWithResponses) ReplaceToolsetWithBodyWithResponse(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplaceToolsetResponse, error) {
+	rsp, err := c.ReplaceToolsetWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceToolsetResponse(rsp)
+}
+
+// ReplaceToolsetWithResponse Replace a toolset's description and tools.
+//
+// Replaces the whole toolset (a `description` left out is removed),
+// keeps `createdAt`, increments `version` and records
+// `toolset.updated`. The body's `name` may be left out; when given it
+// must equal the URL's (toolsets cannot be renamed). A toolset that
+// does not exist is 404 (PUT does not create); an `If-Match` that is
+// not the current ETag is 412, checked before the body is validated.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/toolsets/{name} (the `ReplaceToolset` operationId).
+func (c *ClientWithResponses) ReplaceToolsetWithResponse(ctx context.Context, name ToolsetName, params *ReplaceToolsetParams, body ReplaceToolsetJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplaceToolsetResponse, error) {
+	rsp, err := c.ReplaceToolset(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplaceToolsetResponse(rsp)
 }
 
 // GetUsageWithResponse Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
@@ -30042,6 +31528,796 @@ func ParseImportOpenAPIResponse(rsp *http.Response) (*ImportOpenAPIResponse, err
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ImportOpenAPIResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListToolsetsResponse parses an HTTP response from a ListToolsetsWithResponse call
+func ParseListToolsetsResponse(rsp *http.Response) (*ListToolsetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListToolsetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ToolsetList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers ListToolsetsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListToolsetsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListToolsetsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListToolsetsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListToolsetsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateToolsetResponse parses an HTTP response from a CreateToolsetWithResponse call
+func ParseCreateToolsetResponse(rsp *http.Response) (*CreateToolsetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateToolsetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Toolset
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateToolsetResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 400:
+		var headers CreateToolsetResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateToolsetResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateToolsetResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers CreateToolsetResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateToolsetResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateToolsetResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateToolsetResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateToolsetResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateToolsetResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteToolsetResponse parses an HTTP response from a DeleteToolsetWithResponse call
+func ParseDeleteToolsetResponse(rsp *http.Response) (*DeleteToolsetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteToolsetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers DeleteToolsetResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers DeleteToolsetResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers DeleteToolsetResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers DeleteToolsetResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers DeleteToolsetResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteToolsetResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers DeleteToolsetResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetToolsetResponse parses an HTTP response from a GetToolsetWithResponse call
+func ParseGetToolsetResponse(rsp *http.Response) (*GetToolsetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetToolsetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Toolset
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetToolsetResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetToolsetResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetToolsetResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetToolsetResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetToolsetResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetToolsetResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplaceToolsetResponse parses an HTTP response from a ReplaceToolsetWithResponse call
+func ParseReplaceToolsetResponse(rsp *http.Response) (*ReplaceToolsetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplaceToolsetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Toolset
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON412 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ReplaceToolsetResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ReplaceToolsetResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ReplaceToolsetResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ReplaceToolsetResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ReplaceToolsetResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 412:
+		var headers ReplaceToolsetResponse412Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers412 = &headers
+	case rsp.StatusCode == 413:
+		var headers ReplaceToolsetResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers ReplaceToolsetResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers ReplaceToolsetResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReplaceToolsetResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ReplaceToolsetResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

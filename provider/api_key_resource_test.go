@@ -135,6 +135,8 @@ func TestAccAPIKeyResource_validation(t *testing.T) {
 			policy(`connectors = ["github.list.issues"]`, `connector.action pair`),
 			policy(`rate_limit = {}`, `set at least\s+one`),
 			policy(`rate_limit = { requests_per_minute = 0 }`, `between 1 and`),
+			policy(`bound_connection = "User 42"`, `lower-case letter or digit`),
+			policy(`bound_connection = ""`, `lower-case letter or digit`),
 		},
 	})
 }

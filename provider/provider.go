@@ -162,6 +162,7 @@ func (p *switchboardProvider) Resources(context.Context) []func() resource.Resou
 		NewWebhookResource,
 		NewConnectionResource,
 		NewOAuthClientResource,
+		NewToolsetResource,
 	}
 }
 

@@ -156,6 +156,7 @@ var eventTypes = []string{
 	string(client.EventTypeConnectionCreated), string(client.EventTypeConnectionDeleted), string(client.EventTypeConnectionReauthRequired),
 	string(client.EventTypeAPIKeyCreated), string(client.EventTypeAPIKeyRevoked), string(client.EventTypeAPIKeyUpdated),
 	string(client.EventTypeWebhookTest),
+	string(client.EventTypeToolsetCreated), string(client.EventTypeToolsetUpdated), string(client.EventTypeToolsetDeleted),
 	string(client.EventTypeUsageBudgetAlert), string(client.EventTypeUsageBudgetExhausted),
 	string(client.EventTypeLLMFallbackUsed), string(client.EventTypeLLMProviderUnhealthy), string(client.EventTypeLLMProviderRecovered),
 	string(client.EventTypeLLMModelsChanged), string(client.EventTypeRateLimitExceeded), string(client.EventTypeLLMRequestCompleted),

@@ -29,7 +29,7 @@ func pageLimit(limit *int) (int, error) {
 
 func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequestObject) (api.CreateAPIKeyResponseObject, error) {
 	b := req.Body
-	in := auth.NewAPIKeyInput{Name: b.Name, ExpiresAt: b.ExpiresAt, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)}
+	in := auth.NewAPIKeyInput{Name: b.Name, ExpiresAt: b.ExpiresAt, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget), Connection: deref(b.Connection)}
 	for _, s := range b.Scopes {
 		in.Scopes = append(in.Scopes, string(s))
 	}
@@ -47,7 +47,7 @@ func (h *handlers) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest
 			Id: pub.Id, Name: pub.Name, Scopes: pub.Scopes, Prefix: pub.Prefix,
 			CreatedAt: pub.CreatedAt, ExpiresAt: pub.ExpiresAt, Version: pub.Version,
 			RateLimit: pub.RateLimit, Models: pub.Models, Connectors: pub.Connectors, Budget: pub.Budget, Spend: pub.Spend,
-			Key: secret,
+			Connection: pub.Connection, Key: secret,
 		},
 		Headers: api.CreateAPIKey201ResponseHeaders{CacheControl: &noStore},
 	}, nil
@@ -98,7 +98,7 @@ func (h *handlers) UpdateAPIKey(ctx context.Context, req api.UpdateAPIKeyRequest
 	}
 	b := req.Body
 	key, err := h.s.keys.Update(ctx, req.Id, version, auth.UpdateAPIKeyInput{
-		Name: b.Name, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget)})
+		Name: b.Name, Policy: policyFromAPI(b.RateLimit, b.Models, b.Connectors, b.Budget), Connection: deref(b.Connection)})
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +129,9 @@ func toAPIKey(k auth.APIKey) api.APIKey {
 	if k.ExpiresAt != nil {
 		t := k.ExpiresAt.UTC()
 		out.ExpiresAt = &t
+	}
+	if k.Connection != "" {
+		out.Connection = &k.Connection
 	}
 	return out
 }

@@ -838,6 +838,9 @@ type APIKey struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -885,7 +888,7 @@ type APIKey struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -902,6 +905,16 @@ type APIKeyCreate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -955,6 +968,9 @@ type APIKeyCreated struct {
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
 
+	// Connection The connection (end user account) every tool call and action run by this key uses; the Switchboard-Connection header cannot override it. Absent when the key is not bound.
+	Connection *string `json:"connection,omitempty"`
+
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
 	// (`github.list_issues`). Absent: every connector. Running any other
@@ -1005,7 +1021,7 @@ type APIKeyCreated struct {
 	// Spend The credential's spend in the budget's current period (present when it has a budget).
 	Spend *Spend `json:"spend,omitempty"`
 
-	// Version Starts at 1 and grows with each change of the key's name or policy (`PUT /v1/api-keys/{id}`).
+	// Version Starts at 1 and grows with each change of the key's name, policy or connection (`PUT /v1/api-keys/{id}`).
 	Version int64 `json:"version"`
 }
 
@@ -1018,9 +1034,9 @@ type APIKeyList struct {
 }
 
 // APIKeyUpdate The parts of an API key that change in place, the secret staying the
-// same: its name and its policy. A field left out is removed (the
-// policy falls back to the server's defaults: every model, every
-// connector, no budget). Scopes and expiry cannot change: create a new key.
+// same: its name, its policy and its connection. A field left out is
+// removed (the policy falls back to the server's defaults: every
+// model, every connector, no budget; the key is no longer bound). Scopes and expiry cannot change: create a new key.
 type APIKeyUpdate struct {
 	// Budget A spend limit in USD over a period, counted from the catalog's
 	// pricing (cached prompt tokens at their own price where the provider
@@ -1033,6 +1049,17 @@ type APIKeyUpdate struct {
 	// records `usage.budget_alert` once per fraction and period; reaching
 	// the budget records `usage.budget_exhausted` once per period.
 	Budget *Budget `json:"budget,omitempty"`
+
+	// Connection The connection (end user account) every tool call and action run
+	// by this key uses; the Switchboard-Connection header cannot
+	// override it. A connection name (a lower-case letter or digit,
+	// then up to 63 lower-case letters, digits, underscores or
+	// dashes); it need not exist yet. Absent: the key is
+	// unbound, and the caller chooses.
+	//
+	//
+	// Example: user_42
+	Connection *string `json:"connection,omitempty"`
 
 	// Connectors The connectors the credential may run actions of: a connector name
 	// (`github`, every action) or a `connector.action` pair
@@ -2729,6 +2756,60 @@ type ToolLoopStepError struct {
 	Message string `json:"message"`
 }
 
+// Toolset A toolset as the API shows it.
+type Toolset struct {
+	CreatedAt time.Time `json:"createdAt,omitempty"`
+
+	// Description Absent when empty.
+	Description *string `json:"description,omitempty"`
+
+	// Name Example: support
+	Name string `json:"name"`
+
+	// Tools The entries as given, in the order given.
+	Tools []string `json:"tools"`
+
+	// UpdatedAt When the toolset was last created or replaced.
+	UpdatedAt time.Time `json:"updatedAt,omitempty"`
+
+	// Version 1 on create, incremented by each replace; the ETag is `"<version>"`.
+	Version int64 `json:"version,omitempty"`
+}
+
+// ToolsetInput A toolset, as sent on create and replace.
+type ToolsetInput struct {
+	// Description What the toolset is for (no control characters but tabs and newlines).
+	Description *string `json:"description,omitempty"`
+
+	// Name A lower-case letter, then up to 63 lower-case letters, digits or
+	// underscores; the toolset is served at `/mcp/<name>`. Required on
+	// create; immutable: on replace it may be left out, and when given
+	// must equal the URL's name.
+	//
+	//
+	// Example: support
+	Name *string `json:"name,omitempty"`
+
+	// Tools The actions the toolset offers, each `connector.action` (one
+	// action), `connector.*` or `connector` (every action of the
+	// connector, including actions created later). Entries may name
+	// connectors and actions that do not exist (yet): they select
+	// nothing until they do. A credential still sees only the tools its
+	// scopes and connector policy allow.
+	//
+	//
+	// Example: ["weather.forecast","crm.*"]
+	Tools []string `json:"tools"`
+}
+
+// ToolsetList defines model for ToolsetList.
+type ToolsetList struct {
+	Data []Toolset `json:"data"`
+
+	// NextCursor Pass as `cursor` for the next page; absent on the last page.
+	NextCursor *string `json:"nextCursor,omitempty"`
+}
+
 // UsageGroupBy defines model for UsageGroupBy.
 type UsageGroupBy string
 
@@ -2984,6 +3065,9 @@ type IfMatch = string
 // Limit defines model for Limit.
 type Limit = int
 
+// ToolsetName defines model for ToolsetName.
+type ToolsetName = string
+
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
@@ -3166,6 +3250,27 @@ type CreateOAuthTokenParams struct {
 	Authorization *string `json:"Authorization,omitempty"`
 }
 
+// ListToolsetsParams defines parameters for ListToolsets.
+type ListToolsetsParams struct {
+	// Limit Page size (1-100, default 20).
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `nextCursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// DeleteToolsetParams defines parameters for DeleteToolset.
+type DeleteToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// ReplaceToolsetParams defines parameters for ReplaceToolset.
+type ReplaceToolsetParams struct {
+	// IfMatch Apply only if the resource's ETag still matches (else 412).
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
 // GetUsageParams defines parameters for GetUsage.
 type GetUsageParams struct {
 	// From Start (RFC 3339), rounded down to the hour; unbounded when absent.
@@ -3284,6 +3389,12 @@ type CreateOAuthTokenFormdataRequestBody = OAuthTokenRequest
 
 // ImportOpenAPIJSONRequestBody defines body for ImportOpenAPI for application/json ContentType.
 type ImportOpenAPIJSONRequestBody = OpenAPIImportRequest
+
+// CreateToolsetJSONRequestBody defines body for CreateToolset for application/json ContentType.
+type CreateToolsetJSONRequestBody = ToolsetInput
+
+// ReplaceToolsetJSONRequestBody defines body for ReplaceToolset for application/json ContentType.
+type ReplaceToolsetJSONRequestBody = ToolsetInput
 
 // CreateWebhookJSONRequestBody defines body for CreateWebhook for application/json ContentType.
 type CreateWebhookJSONRequestBody = WebhookCreate
@@ -3551,7 +3662,7 @@ type ServerInterface interface {
 	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx echo.Context, id string) error
-	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 	// (PUT /v1/api-keys/{id})
 	UpdateAPIKey(ctx echo.Context, id string, params UpdateAPIKeyParams) error
 	// Chat Complete a chat conversation.
@@ -3665,6 +3776,21 @@ type ServerInterface interface {
 	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
 	// (POST /v1/openapi/import)
 	ImportOpenAPI(ctx echo.Context) error
+	// ListToolsets List toolsets in name order.
+	// (GET /v1/toolsets)
+	ListToolsets(ctx echo.Context, params ListToolsetsParams) error
+	// CreateToolset Create a toolset.
+	// (POST /v1/toolsets)
+	CreateToolset(ctx echo.Context) error
+	// DeleteToolset Delete a toolset.
+	// (DELETE /v1/toolsets/{name})
+	DeleteToolset(ctx echo.Context, name ToolsetName, params DeleteToolsetParams) error
+	// GetToolset Get one toolset.
+	// (GET /v1/toolsets/{name})
+	GetToolset(ctx echo.Context, name ToolsetName) error
+	// ReplaceToolset Replace a toolset's description and tools.
+	// (PUT /v1/toolsets/{name})
+	ReplaceToolset(ctx echo.Context, name ToolsetName, params ReplaceToolsetParams) error
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx echo.Context, params GetUsageParams) error
@@ -4851,6 +4977,128 @@ func (w *ServerInterfaceWrapper) ImportOpenAPI(ctx echo.Context) error {
 	return err
 }
 
+// ListToolsets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListToolsets(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListToolsetsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListToolsets(ctx, params)
+	return err
+}
+
+// CreateToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateToolset(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateToolset(ctx)
+	return err
+}
+
+// DeleteToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteToolsetParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteToolset(ctx, name, params)
+	return err
+}
+
+// GetToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) GetToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetToolset(ctx, name)
+	return err
+}
+
+// ReplaceToolset converts echo context to params.
+func (w *ServerInterfaceWrapper) ReplaceToolset(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name ToolsetName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceToolsetParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch IfMatch
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for If-Match, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter If-Match: %s", err))
+		}
+
+		params.IfMatch = &IfMatch
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReplaceToolset(ctx, name, params)
+	return err
+}
+
 // GetUsage converts echo context to params.
 func (w *ServerInterfaceWrapper) GetUsage(ctx echo.Context) error {
 	var err error
@@ -5258,6 +5506,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/connectors/:name/invocations", wrapper.ListInvocations, options.OperationMiddlewares["listInvocations"]...)
 	router.POST(options.BaseURL+"/v1/openapi/import", wrapper.ImportOpenAPI, options.OperationMiddlewares["importOpenAPI"]...)
 	router.POST(options.BaseURL+"/v1/integrations/:connector/run", wrapper.RunAction, options.OperationMiddlewares["runAction"]...)
+	router.GET(options.BaseURL+"/v1/toolsets", wrapper.ListToolsets, options.OperationMiddlewares["listToolsets"]...)
+	router.POST(options.BaseURL+"/v1/toolsets", wrapper.CreateToolset, options.OperationMiddlewares["createToolset"]...)
+	router.DELETE(options.BaseURL+"/v1/toolsets/:name", wrapper.DeleteToolset, options.OperationMiddlewares["deleteToolset"]...)
+	router.GET(options.BaseURL+"/v1/toolsets/:name", wrapper.GetToolset, options.OperationMiddlewares["getToolset"]...)
+	router.PUT(options.BaseURL+"/v1/toolsets/:name", wrapper.ReplaceToolset, options.OperationMiddlewares["replaceToolset"]...)
 	router.GET(options.BaseURL+"/v1/webhooks", wrapper.ListWebhooks, options.OperationMiddlewares["listWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/webhooks", wrapper.CreateWebhook, options.OperationMiddlewares["createWebhook"]...)
 	router.DELETE(options.BaseURL+"/v1/webhooks/:id", wrapper.DeleteWebhook, options.OperationMiddlewares["deleteWebhook"]...)
@@ -15335,6 +15588,976 @@ func (response ImportOpenAPI500JSONResponse) VisitImportOpenAPIResponse(w http.R
 	return err
 }
 
+type ListToolsetsRequestObject struct {
+	Params ListToolsetsParams
+}
+
+type ListToolsetsResponseObject interface {
+	VisitListToolsetsResponse(w http.ResponseWriter) error
+}
+
+type ListToolsets200JSONResponse ToolsetList
+
+func (response ListToolsets200JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ListToolsets400JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets401ResponseHeaders
+}
+
+func (response ListToolsets401JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets403ResponseHeaders
+}
+
+func (response ListToolsets403JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets429ResponseHeaders
+}
+
+func (response ListToolsets429JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListToolsets500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ListToolsets500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ListToolsets500ResponseHeaders
+}
+
+func (response ListToolsets500JSONResponse) VisitListToolsetsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolsetRequestObject struct {
+	Body *CreateToolsetJSONRequestBody
+}
+
+type CreateToolsetResponseObject interface {
+	VisitCreateToolsetResponse(w http.ResponseWriter) error
+}
+
+type CreateToolset201ResponseHeaders struct {
+	ETag     *string
+	Location *string
+}
+
+type CreateToolset201JSONResponse struct {
+	Body    Toolset
+	Headers CreateToolset201ResponseHeaders
+}
+
+func (response CreateToolset201JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateToolset400JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset401ResponseHeaders
+}
+
+func (response CreateToolset401JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset403ResponseHeaders
+}
+
+func (response CreateToolset403JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset409ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset409JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset409ResponseHeaders
+}
+
+func (response CreateToolset409JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset413ResponseHeaders
+}
+
+func (response CreateToolset413JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset415ResponseHeaders
+}
+
+func (response CreateToolset415JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset422ResponseHeaders
+}
+
+func (response CreateToolset422JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset429ResponseHeaders
+}
+
+func (response CreateToolset429JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateToolset500ResponseHeaders
+}
+
+func (response CreateToolset500JSONResponse) VisitCreateToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolsetRequestObject struct {
+	Name   ToolsetName `json:"name"`
+	Params DeleteToolsetParams
+}
+
+type DeleteToolsetResponseObject interface {
+	VisitDeleteToolsetResponse(w http.ResponseWriter) error
+}
+
+type DeleteToolset204Response struct {
+}
+
+func (response DeleteToolset204Response) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response DeleteToolset400JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset401ResponseHeaders
+}
+
+func (response DeleteToolset401JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset403ResponseHeaders
+}
+
+func (response DeleteToolset403JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset404ResponseHeaders
+}
+
+func (response DeleteToolset404JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset412JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset412ResponseHeaders
+}
+
+func (response DeleteToolset412JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset429ResponseHeaders
+}
+
+func (response DeleteToolset429JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type DeleteToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers DeleteToolset500ResponseHeaders
+}
+
+func (response DeleteToolset500JSONResponse) VisitDeleteToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolsetRequestObject struct {
+	Name ToolsetName `json:"name"`
+}
+
+type GetToolsetResponseObject interface {
+	VisitGetToolsetResponse(w http.ResponseWriter) error
+}
+
+type GetToolset200ResponseHeaders struct {
+	ETag *string
+}
+
+type GetToolset200JSONResponse struct {
+	Body    Toolset
+	Headers GetToolset200ResponseHeaders
+}
+
+func (response GetToolset200JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetToolset401JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset403ResponseHeaders
+}
+
+func (response GetToolset403JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset404ResponseHeaders
+}
+
+func (response GetToolset404JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset429ResponseHeaders
+}
+
+func (response GetToolset429JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetToolset500ResponseHeaders
+}
+
+func (response GetToolset500JSONResponse) VisitGetToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolsetRequestObject struct {
+	Name   ToolsetName `json:"name"`
+	Params ReplaceToolsetParams
+	Body   *ReplaceToolsetJSONRequestBody
+}
+
+type ReplaceToolsetResponseObject interface {
+	VisitReplaceToolsetResponse(w http.ResponseWriter) error
+}
+
+type ReplaceToolset200ResponseHeaders struct {
+	ETag *string
+}
+
+type ReplaceToolset200JSONResponse struct {
+	Body    Toolset
+	Headers ReplaceToolset200ResponseHeaders
+}
+
+func (response ReplaceToolset200JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response ReplaceToolset400JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset401JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset401ResponseHeaders
+}
+
+func (response ReplaceToolset401JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset403JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset403ResponseHeaders
+}
+
+func (response ReplaceToolset403JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset404JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset404ResponseHeaders
+}
+
+func (response ReplaceToolset404JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset412ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset412JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset412ResponseHeaders
+}
+
+func (response ReplaceToolset412JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(412)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset413JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset413ResponseHeaders
+}
+
+func (response ReplaceToolset413JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset415JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset415ResponseHeaders
+}
+
+func (response ReplaceToolset415JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset422JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset422ResponseHeaders
+}
+
+func (response ReplaceToolset422JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset429JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset429ResponseHeaders
+}
+
+func (response ReplaceToolset429JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReplaceToolset500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type ReplaceToolset500JSONResponse struct {
+	Body    ErrorResponse
+	Headers ReplaceToolset500ResponseHeaders
+}
+
+func (response ReplaceToolset500JSONResponse) VisitReplaceToolsetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetUsageRequestObject struct {
 	Params GetUsageParams
 }
@@ -17358,7 +18581,7 @@ type StrictServerInterface interface {
 	// GetAPIKey Get one API key (without its secret), with its spend against its budget.
 	// (GET /v1/api-keys/{id})
 	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
-	// UpdateAPIKey Change an API key's name and policy in place; the secret stays the same.
+	// UpdateAPIKey Change an API key's name, policy and connection in place; the secret stays the same.
 	// (PUT /v1/api-keys/{id})
 	UpdateAPIKey(ctx context.Context, request UpdateAPIKeyRequestObject) (UpdateAPIKeyResponseObject, error)
 	// Chat Complete a chat conversation.
@@ -17472,6 +18695,21 @@ type StrictServerInterface interface {
 	// ImportOpenAPI Create a connector and its actions from an OpenAPI description.
 	// (POST /v1/openapi/import)
 	ImportOpenAPI(ctx context.Context, request ImportOpenAPIRequestObject) (ImportOpenAPIResponseObject, error)
+	// ListToolsets List toolsets in name order.
+	// (GET /v1/toolsets)
+	ListToolsets(ctx context.Context, request ListToolsetsRequestObject) (ListToolsetsResponseObject, error)
+	// CreateToolset Create a toolset.
+	// (POST /v1/toolsets)
+	CreateToolset(ctx context.Context, request CreateToolsetRequestObject) (CreateToolsetResponseObject, error)
+	// DeleteToolset Delete a toolset.
+	// (DELETE /v1/toolsets/{name})
+	DeleteToolset(ctx context.Context, request DeleteToolsetRequestObject) (DeleteToolsetResponseObject, error)
+	// GetToolset Get one toolset.
+	// (GET /v1/toolsets/{name})
+	GetToolset(ctx context.Context, request GetToolsetRequestObject) (GetToolsetResponseObject, error)
+	// ReplaceToolset Replace a toolset's description and tools.
+	// (PUT /v1/toolsets/{name})
+	ReplaceToolset(ctx context.Context, request ReplaceToolsetRequestObject) (ReplaceToolsetResponseObject, error)
 	// GetUsage Language-model usage (requests, tokens, cost), grouped by credential, model and/or period.
 	// (GET /v1/usage)
 	GetUsage(ctx context.Context, request GetUsageRequestObject) (GetUsageResponseObject, error)
@@ -19344,6 +20582,177 @@ func (sh *strictHandler) ImportOpenAPI(ctx echo.Context) error {
 	return nil
 }
 
+// ListToolsets operation middleware
+func (sh *strictHandler) ListToolsets(ctx echo.Context, params ListToolsetsParams) error {
+	var request ListToolsetsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListToolsets(ctx.Request().Context(), request.(ListToolsetsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListToolsets")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListToolsetsResponseObject); ok {
+		return validResponse.VisitListToolsetsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateToolset operation middleware
+func (sh *strictHandler) CreateToolset(ctx echo.Context) error {
+	var request CreateToolsetRequestObject
+
+	var body CreateToolsetJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateToolset(ctx.Request().Context(), request.(CreateToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateToolsetResponseObject); ok {
+		return validResponse.VisitCreateToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DeleteToolset operation middleware
+func (sh *strictHandler) DeleteToolset(ctx echo.Context, name ToolsetName, params DeleteToolsetParams) error {
+	var request DeleteToolsetRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteToolset(ctx.Request().Context(), request.(DeleteToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DeleteToolsetResponseObject); ok {
+		return validResponse.VisitDeleteToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetToolset operation middleware
+func (sh *strictHandler) GetToolset(ctx echo.Context, name ToolsetName) error {
+	var request GetToolsetRequestObject
+
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetToolset(ctx.Request().Context(), request.(GetToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetToolsetResponseObject); ok {
+		return validResponse.VisitGetToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReplaceToolset operation middleware
+func (sh *strictHandler) ReplaceToolset(ctx echo.Context, name ToolsetName, params ReplaceToolsetParams) error {
+	var request ReplaceToolsetRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body ReplaceToolsetJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceToolset(ctx.Request().Context(), request.(ReplaceToolsetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceToolset")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReplaceToolsetResponseObject); ok {
+		return validResponse.VisitReplaceToolsetResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetUsage operation middleware
 func (sh *strictHandler) GetUsage(ctx echo.Context, params GetUsageParams) error {
 	var request GetUsageRequestObject
@@ -19700,665 +21109,688 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3rchu3ti+KvwqK//0vk1lNirrYiaWaVUdRnMQrdqwtyTtzrbSXGuwGSUw1Ac4GKInTparzEOcdzufz",
-	"CvtRzpOcwhgAGt3sJqmLnTjL88OMxb7hMjDu4zc+dlI5m0vBhFadw4+dKaMZK+Cfry7oxPw3Yyot+Fxz",
-	"KTqHnYspIwVTclGkjFyzQnEpIjKWBXk97r+lOp0OOlFHpVM2o+ZpvZyzzmFH6YKLSefuLur8vX/G/rlg",
-	"SvdfZ23vh+vPFOEZ6eopIynNc1Y8UxG5mTJBuCaKCU0ouWF53h/LYsYyIgXrrf/4XdSZ04LOmLZzPE7N",
-	"Z3+lM9Y8EgrXnyki6IyRG66nXBAYkBSCpVoW5oPc3D6netqJOgLe1cEHO1HHzIUXLOsc6mLB1q/MCb50",
-	"7YhSf48bVZcNJgOSZGxMF7lOei0jKh982KhksXFQsrBjahkC/OeeH18UShbNX00Eu9V4Q0LkGPZlXrBr",
-	"LheKzOmkHMY/F6xYBkuBL13/5R9Yzq9ZsXz9Q/PXM3vdUmmS5deXg8Eg6UVkIfg/F55cuFbkho2mUl61",
-	"rIt71T3X5vUYztvq8I7n83xJpMiXhOOyuBP7TBFzrInSPM/JzDzOFOmyXDFysLtX0g7ygXKI7nBvWLQ3",
-	"fMb16oBO6YQRxf/FSHe3vzscRsRSK9kb9tp2KYd3hd+zD3UO94ZRZ0Zv+Wwx6xya93VmXNi/IjcsLjSb",
-	"sALG9Ruuf9te2u1xW3kzxZ1s2S6e3Wuj7szNai6FYshXi0IWZ0zBTAz/FZoJ+Cedz3OeUjOwnX8oM7qP",
-	"wXv/R8HGncPO/2+n5Ng7eFXtuHfCV/CbNZIQhJl7jkgC/x2kMmMJUXSpyM2UI9cOmH+dSTd93N6+U7kX",
-	"vv3ueKGnJzTPRzS9grF9splGHc1u9c5Uz/LqSxq2oYFx2TGSMeU5ywgVGVFaFiwjQprTO2lesOWAHMdC",
-	"TWWhyc8Xb98AuyFcKM1oZnjRv5+/+xVllS4FGqFpyuZakcSPORnE4klXfs7E8etPQWLVN28kNMIFwUee",
-	"KaKmdM5IVwqS7Mg5E5TvXO8mpJALzVTvCUnvzh1ElO6nr39hywb+KMjx6WtyxZaEKtgg86eayhtFuB4Q",
-	"QxmKpQXThCsi2DUr4KogdKxZQdKCwQqagc8LOWeF5ni2R4tswvSmpfwe77qLOl5wqk3PeCl8KnOeLuFh",
-	"MwyWHcP3jA5EtREmVLO+5iBpa2cg6rDbOS+YOm7g0ccjUKk8zZrVwanbh8xst/sKb9HrrpiTlkIa5Q3X",
-	"GPaf3dLZPDevuWLLy+Huyz26O9pL97MD9nz8Yvjt7nd7L/fpweh5+iL7tvGjM5mxfOMyvjV3lUsorEqz",
-	"8rZ5wcb8tnkaY14oTdIpLWhqFEmne+B0IqIlKVgqJ4IrRigsZDdRo8sE2MsBmcmC1SatRpd/X+7/s2le",
-	"BdXMi9V1UztzN767ZkXBM9aB0yDnSJpcs9nG5Tk3t5vn7DBoUVBYKDVnItv4NNx0F3WsXbC6fOeaFloR",
-	"qskuLMakMGfOKEqE0XRqFlVMmFtQpBdQcmVB5rBrpJucvr8gO9e7O3TO+1dsqXY+8uwOpbWnTy70i4NO",
-	"oy5QSu7fUZRbtdQuld/78ICVU/rg3ylH/2ApnGLkMydwNzDZLONmwjQ/DbjDmOaKrbBLItiN40Z/MD9Z",
-	"wxx+C7mC0nKuyI0srriYkO7Zjydkf3//ZUSsbTRe6EXBekeWfQBHocBdtmchjzrN9SWeLmZUAB1FBIwl",
-	"M8pAEpKFMjOx86uezBHPcy4mfcWKa56asc7o7RsmJnraOdzd+w5UT//3n+b8zujta3xg9wUM0f1VO9pR",
-	"B40Ve9nosvUzUj0em+gfmATN83fjzuHv6wdrxfNd9LFG9VdNQjsQysBNra2FchltHUN+XBGnbQ/IORMZ",
-	"4dpI+cSopLLg/4IdPyTfM1qwgsSL4XA/vWJL+AdLBqvEWFsOM7jVRfiwerD/sVC6b1kInBtgc8YaxGkM",
-	"yqV7wxWQR3UZMqrp1jvvF3OFdZdWcpNhphSsTmrN6LEs4ByYh0CpPbJHl0g83DlV2hvX61cKxt9OL+/n",
-	"2f35paGCOcgQOSa01OP0lGonPbgg85ymLAqkMlGaLu0hj4WiM3YIWwHChQKVKCthBuSYjDnLM5KzsSZy",
-	"AVpgwWbymqE7KhZWFo1pnisCBoSW9mvFNSueKWfgqkNimOCSAEOL8I9YeD4dESEJcvnegMDxVTAeYMZL",
-	"klJhdCWc2SFqnkapMFLD8CqwHv5AmfEoPv0ZOWkTT2skTfSQNZkM6NJrtBhW90BmLSzMXCGazeY51eXh",
-	"AhkppGCDyo5s720rBdYNo3oKrpuVBXyAwVD5+jqTgc3mejloekVg2jUf9I8bPtv5Gd7gV02R0dK6Pqn9",
-	"MMEdLNexFwyl3N0Z01O5UY1FGniL9wbkWq7xWBYspUo3TbfqYG6b8ebvn7r3rK6Hv/TwlQCPVtPKG0KQ",
-	"C/1WbbYQ67wOVSo0FOt6d9TRBRUKiW4jMeFJaFjcBciMbK2Kas/pDVUorJwIlgUpGAiGbHs9tNWS2TUC",
-	"EV9tFN+0YDMmzGdGSzRl7LeOYEzgdOWKJHEHNQ77XtQ64k7yEOOlZBPehrEEHjmPZUCM5UGsGjblkm4w",
-	"cmBZX4v5Qt/XxvG8M2NjLuCxyPBRp1c4qSYyt2rbctRjdLRVmOohoWKJv1/TfMHIzVQqRnBPSc7oNVNk",
-	"RlEKa+q0hanMzeoY6W9vBZ2CK8JuaarBoc7CW2PRTeLOx4+wxmoA7uq7u7iT9FBfQFIz9KBRacGdeKbc",
-	"sLiexsLoHTBWs+BH7nBRXT5AplQZLQGeiozSY4/4jM1GZhhmOGa8HEbrlRbDEkAJJCwH4iQjlsoZU0Qs",
-	"8rw3IO+MnIgFzlaRCdNIucEcV6YBg3imiDb6YdcMPBZGZxRS9O2LIuc6BWWSkhlXYF7Bo70BOWPjhYJw",
-	"Hfnp1YXZ9Vj8/Or4B0skZgc0mUmlyYvnz/dfkNHSsHyKy4QKj+fEH22U4HBlHzqRjScEl/55d9e52yTU",
-	"fjOLH/CRTCJHC5SVg+HLF59N0OFbA+s1FsnHuPP3/ntDO3HnkAREuDC/GSK8SwbkV2o2e7ZQZufN8vPM",
-	"vi0W5nUqIhlXmotUk4JNaJHlTIFinVIFlAZecKB7syA/X1yckjTnTOhYzKigE6ZI92epdERO0MXcxyWK",
-	"yAVwe1b0X4lUGuqEW2wAMiKDwaA3iMX/MiQB7iDYb7OuuN0RnA5DxSdnEXnzo2Hev75/U5LG/h5Swoze",
-	"hiu8v/fkUr/OcHJ5w4q+WSGSM61ZAWaGIIu5sQFe7K/eAOs8MQddFrFYCEMkqSyYMmcB2XnJBY8In80W",
-	"mo5ydmh+tQfQHO4ZXZIRi4U74bhDwDEm/JoJ3Gr2zwXNYb/en71xGmL11IT6y5yaIZqp/dfvtP+vD+b/",
-	"hv2Xlx8+DqMX+3f/40+j4hjGDKoOV4TalTVkUa5nuBGxMDuxsvzB3Yp0k//6/bj/n7T/r8sP9h/hzJNe",
-	"FAslrRjQ4PBCY9keNpTkZkzWeQBCjRLgOxhdEBn8FIvgFAf87aCRiF8crFHYauaA5RQ+/E3N4fuH5IJl",
-	"ziQNzYVkRBV7X+TJoTGIC61iAV6JZCeJCDjyXn73At4S+rfNNOasSM0BZyqlxkaVIl8aTh8LmG5ExgWd",
-	"gJSRBcmkJorBn4p0M5bmtGB2XUrisRIw4eIQryW9AXllJFDiGVp9je/ukibpCrIlFjg4WPM5LbRZFRDa",
-	"Zj52PEeEBqKVa9gSzyVjYQebobcmcfrWIdHFgiXl3pW8qn64dtzp2vGzSLlegkjaYOGuUb4v+IwRkG1u",
-	"VinNc8IFmfE854qlUmTqqFkx75Y2/sD+doGfisj+cDgc9kIv7ZFnyMFjM3prHzEbiq/d3YNnB5318ffN",
-	"uv+/02t6Dn+TYiEM27MqNDryDmFW37/74T/A60PGC4GyGY6mYkzFIsmopglmC81pYRSM8vF6NBZ/N4Rk",
-	"rkSE5YrFwug0PSD2xN2SkG7yUWmqFyqyslPdJT2rqupFIRR6lAoItlr3coKXyEcjyA+JGdkgXRQFE3pg",
-	"frpM746SATmRszlEnblALczodDJjOFJFrw3ZUaKWQtNbF1U1DOZgb8+QLep8iuRcsFiYIaUyX8xEowJV",
-	"p9KNQ4yIWsxmtFjWrho6A34/MOt1d7TRDVi1SdpNi6dwgqL35stwgob6RqOfB/QtXD3H3+VCT6TZd5dR",
-	"0F3M56wAhQ1DisIcwt87P7266ESd03fn8J/38P/HFyc/d6LOD6/evLp41Yk6RunuRJ13pxev3/16HgzS",
-	"TiXq3PbN+/rXtAAuaV4cDhs/Ev5iP1j56f3KL3Yg4W9+UOGPdoDhT36wfgVLJeK+kTfP6kt5gE5l1PxX",
-	"bVCff9S0W2jU4QvkHAcRvNkZk0ahVgtwlGRHpdgujUOzB+iRFiQxy594zlUAy5KCVYwoR22BZB00uO42",
-	"2y9IO41pkLlRajOco4qQO68bu7MrIIPKntxqVGo4XD2kvNEcM9P2Mp5MjDlGfiul1SEGf278fagDWYXL",
-	"aNwV74AiC8P5a3qAkP4Gc13BZ2w802o4zitgmMNPry4igiQL0wXzteu1cV3388bC7rw33nsodFBhREMe",
-	"ZRuIKmvgm3cMjLqpp4nbZuXnWI5YS6sZaxwEjUVIePZ2q+hQmxk4YvbNvSOSoPpFaJYZUVpXuv5mfVag",
-	"ZKGq65TLcGmOSIKrnhDFRGZmFpqbGcn5FavSzBFJzCTxy+VK2JcHa4G7iBYP6H91HwIJXQhkZSuMdLer",
-	"Vd8KKxkt47SOM5eL6PMgwf90Hxbp+dJrcYrvXPn9f9qPrFz42X115cr3MIyKjGk4MYZX2Jxpq9oCy1kC",
-	"3TuHgFForYumjVoG5Di/oUtF5gUD+ceF155CN+9IypzRQPA2MRHv5bJsBAcypdeMdK2u6FJm//f/s/df",
-	"z/d7A2JWLrQYjBmBSx8RsTC0EhH3rCyIHUcoCP1G4e2Q0Yl6aeSHHflguBXPD9rnc3dr7fdf3YdXNtON",
-	"o3bhez+s2oVjO8raz+/soOuqB0yhSfX43kcI7yUvIQfI2iBckPfnPxB5zYB+WMFlFpFULsAHPi7kDG1P",
-	"qmkuJ89ULOYFTyFfJKXp1EirQs7mmmh5xQS4gPSU8YLIG0HMrSzk6IW85sBHCjaXhQYeOOuBnVAGVzGd",
-	"cEDeiZSRZKEysBTNoHXk1blY4L1oPJWMBKy9g72XJMHw6SW7TRnLWJYYc0dTnqtDG6d9r7IoFvBe808/",
-	"eXNE9LE+IskZ08WyfzzWhhUuhOboj8EbiWGNvSPDpJUuGJ0RmheMZktCsxnXZvl80mG60NYiDkZtvlNc",
-	"G/EE5rsslEZvU2pU/pspz0ESFAuhIqKkMeKs7g7PK9g0NZVSo3TDWRlL2pl9zrp8puCdA3JSSPThUmPm",
-	"o+1l1BOas0If68RsTCqLTJl1N2qxXUS4nhBpdsSoqf5h61HgMjsihdEmuJjEApg1jqb5fex2ShdKm13x",
-	"78TXNAXC7ehWudGPhZMTcmwppYv2V74kVKVMoMcS1JwR0zeMCTKEQe8SdpvmC8WvWc+sF+RON88aqMvM",
-	"AuNN3vT6fTh4Hg0H330oVaOOf+lbl9WOWeXl786+xt/L4JVcjHKbleQNcG+MlzqW5X41HWxVBcPVXF2y",
-	"9xcnhiSYyGhBMrqMyOvzd+SGsSvShdP+VoqMLntReddMCqOIWVsqLVjGhObUUNXNVOaM5HzMQladAXMz",
-	"7zTzMU8bCSM1zVcZ8l3UWagWuwlouPpNUHuQf5U0E1kuVtmdvecPW/Wh+9/a5a9xaDMFv+ZNnPpkSvWJ",
-	"NCNzanyVxFN/7QL4aBBjCNwvD4j7OxfLCc3z7TO6fgyfWs2J+g1cavbsJYfEVXbBP5DDzWgGCTzg1zBW",
-	"NngpwHg6v+E6nY4kLYx9gaGJYiFIVzFGEqXl/IxRJYVRaJ25bhShG64wrQLTkksXSDql+vL5eJi+YLvZ",
-	"Ht0fHaTPsxfs2/F3w5e7jUmJTJlzvjHbxd7m0mPaqNTMF2ZGhbphxoLrUkgpgoSievEAFrjZQoXeoDVp",
-	"0qx9g//wZ3lDZlQsA0mCpoSWMie5lHNc+65T9dAhaPmkGR6R47EZZe/IPnfFBEp81MtQfqvFrDn+j/J+",
-	"HZkqzeaqebH8IJ8pF5dD+cYFMRy2qI07YbcsXWiWQBqAOb290BRdu30XUuZvpJyfazZvTIX2lNakey9r",
-	"i8pEZjZ286oexiJBQkii4EB42nABMbNzVhTb03YUi8T9+9JcTiKjAID+n4Xu0soJMgauPUKx6FJfYulv",
-	"B9ZtKMYlVFQXlisCemIvMtLfHFN0vCch60iOSDKjt5ewtXZecKyN4J3R23P4PVTKlK1Nc6PHpYqsoIUV",
-	"8wdfu2R8sK/bB9Grmni4pJ2SycGiITfHkTbKG5BEJf1WNz6kbvJvpM6XB1umojsO4zhH7dhEqwy/Oq6Q",
-	"17fJE1sxsypM7Fo3BD29tgSk6sxzS6AlxSjSRUMfc+R4AedARd6l4OMJ6EXo46/4XR9DA1Vch8W3wWhc",
-	"rmbg4VDP0LQ8h/PbOyRJWZyLr0ii8LdvEvAKlb8kpItmhCV069jy13vGpsjNwZaKoc5c0WZsMig4yZAV",
-	"2oU6skEkWAWmLf0vBJdiEItfGcuQBSdcXMsrlhDIsR6QY0GY0IXNakW/jZBueC4EEAuqvTT9nX9IjggV",
-	"hN3Oc55y3bAKRC604pmdghs1ORjuH0ExTs78/PG0NehQ5tzZ9I5YwLOke7C3F5Rlm7eEwzXyLc/tEQwU",
-	"3lq+4mBdTl2ps+49f7HKkS1PqrhoG23Ys0WYIqYCKkbWAzGUqkJCJ5QLG6lEmsZQj4qsZced/FarLNon",
-	"PgHBeX5X+SawNCN6raVnVhi8j3payMVkagnOceeyjJt0jZI0kgsI/JS5FeBXhIeSgOH3y/SLxLrl7K1l",
-	"5XhkSRk4OjAJ1Z+zoj/jYqFd9LFrtBAXfjDKdLEQGBCDbxpStlUVuZwMyI9mHw7LBTVTMCscetpJwL1j",
-	"scK+fTwmLNnQ0nwYqWrVCzWGAYp0ecoEzfWyqviuaO97gdLe32s2ms5L7cSS2PM6eb01hke4t5aTgCLQ",
-	"3e3vDY98SPZ57yg4j1STAnLX4WQPKmMbboquzuhtm1iCEVkXi5ZkwgQrMO9Yl2aS25fEvyjZHNK1kmr7",
-	"0pRQKy6P8/Dgu3XlKe0qNKSUE54RK1q8jwjEyM5KbgZ6143Kj/OtJk1TYU7bnKc7aU4XGevv95/3p5Rf",
-	"LfoQNGjO9AWdLmVPRGPoDdrMxI6B26BooZCIt8OumdB9604CewjESp7PEqLppNfiqmWzuSGHRcHuMfYm",
-	"n4IVcE3pUraa2t5BusnO9e6O/UslPZuc6f32pfCEZBpvLB6RhbgS8kYcQvTbSD4nVRtNIS3npxsmtXsf",
-	"S92TuyPIRu2qhNhoWImAczfUELhqOcPTS5kLOUvaq5A1fW2hpxet7vYw7cfcia73qkjHBR8jiolTj4UU",
-	"Zp3onP/Clp2oM4JKKfMPqnjaiTrSvG6vUUd+QOXCU1QprKlcBCgCsjcYQtTrsDSraZoypawZa19gRKr1",
-	"ChdMTVlGRmzsqnW3G4qxbs7c4w8fkDFb5UhTLu6Trb5aqeBYScPNZWnhugHajCIsTAqd8WRSUKFxdF4A",
-	"rJ7DFeOZ6kXDR+GgX7PkkCwUHeVsQJI5umET0vUj6h0CKfsyPqOKxsLaRCyDzBtzw6U7us7JFFC8C3+5",
-	"IHwsQMU7rE7OxQXQAQPbaXfG5VKhZmisX+fhbMqzI7LgEy6i8ghGBE8WplnPIJlWFoadXTEBj2CxV+Z0",
-	"qsroLTt1GpHMs1hoWkyYRkUyK+R8zjLSPX1/EY4KDangTWDd24t2CTAYGK7vZSozVreeYaPAbQn7A1go",
-	"lUVv9taGlRtPWXvxb7tBvhjmyjoDrpztE5VXeI7rCflhtRSloDgpx3jPeNy5ppqn1S29KbhmfeQrllIU",
-	"o7kRpihdnJY9ID/xa4YRFynsyW6RGPSKqUOSINUmpIv/MISPNJuQLoqIXkSShWIQIEWsA5cHky9JMqdK",
-	"3cgiM7cbQdJrDNmg0GkUHq7Uswtjc+PpbZGbH3VgYYwRb0uco44bTvO33FX3MRjxg78Fy9RSDohlyJa1",
-	"2I/Bbw/+mtuC5g+6q7WZHRmLPTlMHvTNu7Uk/qCSIShwLXnX0YpeZBSXktwHfyAllWtttfZA6G6B33ZI",
-	"6GrJACRR8wnX2xcXRCS5NOKGJP2katys0QG+noLPdQqeILs1MC++iAzXk3Zj4LgUNk3GEOkGxhAUHIVY",
-	"QatW0NaF60aRNEOz6lmjyvrHVElnXM1zumzGWNzuFava/5pa8G0qacs9+usX01oNzxEG6nqPU+8sud1P",
-	"8v0sb1aUMXM0zHCM7EshhxXciwhUFghF0OdmiuXXxpS1Ui5CthqVPA+SbyxrjwgaV+hj6MVixHIpJkba",
-	"lJLKGAsCDFS5EFgkekRoQB5TmWdYEkSoiEVpQVYOrwvicRVK7ljEok8SIYWx/lzpKMfq4AFcswL60CMQ",
-	"Bdm53pddqy5C80ZecRYLQhLUSbsJF0kvsjBuYaJ2gqBPiUNTBT8ogchh38uiw/UoMrCGDkcGnwOx0vCY",
-	"+d0+ZSjuxUHX7c6h25le5U3oczFLgM5c5xuwESawxc38Vs23JCIUkjjNOsDdp7+cvCLne89fWLhDOHVG",
-	"ccDdugwoKulhLl9pnUbmNfAcAPBuANYJfRrlfGLxI2dAMWNCBSRpOO8UFSQx/0xAwXNWePdgb68HyWyY",
-	"LxGLspLc4fPRpSJKzhjST1kGVUa6M9locoTDh5zKtVWNIWbJcO9gkzCwzrIIvSUN1vUhYbe6oKvFcWjE",
-	"xqLq8Hh/9sYVGX2MO3SRcSZShlXAU63n6nBnh875wMqAQSpncSeKRdzBrbg0w8Xb5XgMlUOdiMQ2zIwX",
-	"UinM5mIR8UWYrq1iEeYQKKYV6bqE4Ev0blgi4pARmfGCpfpyUfAIfUhRLCzBmclfplOa50xMVv6+xLqX",
-	"ngPAGTFIWyx4ljHRWDW5N2zgxJXFswL/vvsDvrnKJjCRzSUXmnTpSMl8oRkxa99VPbM/vaCsF/UsqvH1",
-	"kSdo8/vqaaupnRgcWdVP4DknWppmc0imToog/60KD1vfbj2fdi6HsbDsinSh8Ah5lOOuZz+ekBffHrwk",
-	"//v/3hvsD3ZRErtgllFMYoEaZA9YCWb1dxNPDegQcH+jQAA9dIZgS6rmZnLO5nvk3Xuxe+JX6Hv7lqZL",
-	"LpMeh9SERe5WM1hJnpW7W9+u5y9ad+sc5rvVFyw4GPkt9OWAE8dJvGsKpYbA94LcG8yDC793znRSp8ZV",
-	"qjuKhReDzR5A0p0vRjlP7cOqFCOQGgFp2Qi4ZUSqTWKWhQWkwbqdK8bmqOh7xxTM0x3l+9p3tXm2l0HQ",
-	"6sKCZoEj6ILCAtLD10LghvTWFj4cET4R8AYs1LTAhgWjWTnEpoAbMIH1RAC31LYMr4chmtUt6rgVCXf2",
-	"vufmJ/Pxijg/wVdX78AzFHouP7QUb6Hidhik8jvtrTZFvDGcoi+8cZU4qMzdd0pmNkE9Te13V4BT+/nE",
-	"fqoVBcLNayv9k6S0KJYBwCTp0goaR3Ar6OcoNKRiZYhA1fBi/94/Pn3dx/jcRhbUhmXrZ8FubT8FjHa5",
-	"cTpFw+rCpCvAKNCFzAN0gN5WbNCpAu+LpuTULYVwg7BVIF5jkfz0CkFhy5L1nY9mNe/cL4lH3zZKqxuP",
-	"UfhvaQqAJjqd9qKAVkeFvFHeaa4c+LM1i8SkltK0WXKHeQ8NobGWeJxjDy4GJ132zZEvsyzhUtScplia",
-	"1Tiu5y82YhCUgwzAVPwgQWn4VFqy04VBK1hRhUFDJOzWojz6jCPke/3QOWwXqFVTHgwGXrsNMwnJqnYL",
-	"JOlUW5mxmlYbC9Bbr1nBx9ywgUD9reg6kQsjXlpzHLazF4vHKbjOLlsvVaqq3ka1dTs91FX6PTpvYDMH",
-	"/xVfXfnNAp7Wfv3efbT6a10NND+Cl2LvHmVz/umHRTRKd8n2MGjkNzzXsQDLPqm55aBUuQzVoRMF0NVD",
-	"J0qvzey9n9vUbNNE9s2X+uqKz/tOa+wDVbHCKT63faMD/osV0mtrgb91xbOJlJgYUjzc2cEQhjNlE0OZ",
-	"1ujH1Jk51VOM/iDKTSy0PHLoSCBpoZ5VTwmKPdJNWuzines9gPhB/4G1wCMscfNINqF1Ro7J1OXMsUnB",
-	"lIrFZGFYBZp1ygj2XMr5iKZXEZkX/Bos3ZyLq34uU5qbN6K7Q81ZymkeC5pl5k2YbG/haDE90mZG4XVm",
-	"a18X6RTg5Q729ogUaLNhosFCAHpXgiMbQDZyQrrnv72+OPn5+3fHZz9cvvrp7NX5+eXxmzfvfuvFgos0",
-	"X2RM2Wp4+DYsdVkbwJTMrxlZot6MAtRozpAmE4t0ytIrltkkWV+OmZYJv6XKEu6Cy/m1V3eud7fiONvh",
-	"th2fviZ8S8i29V73ADh8S+UHYGxbHfOfEEqsdI5VOQRXNqGGUAVQS5pNCoo4eys5kvfAI4uFByQjj8cj",
-	"K+MU94cjq3Fvx2nWMvCnC8bJ4guLxVkU5vXpeaot9b+smz2sBACAiEQ3mXA9XYwSi3Ntb+8hb2soSJhT",
-	"XpSPDXKu9CVXasFUYkxwi+9hmYp/mpwthMD8+iWy01iEieRhRfdwnyRjWYxArQpruQMEbnw2ioWFOfFr",
-	"pXqhRVTO1kzHfy+X0rDAxRyOIBV+LEG1BTEzA7Y93DfTEb5ewrNadsuVHpA3oNFPAoRwrEpwC88VmRg9",
-	"UZTYZ+W6qsOC0SzxnlbQK5cIim9G0FqDsbr+dbb28h52g2vIdY+WA1Hn1WzEMsgnWy1yfUBCaPi2Bqwe",
-	"3MduDvMhf6umwWd8xoSCtONq1aD/9jiXNMinCBKh64g2tZJTNhvdr+LUJb83JDg3Z/zbErRUCrWYlUTC",
-	"jcoKlv62pWjlEpbFaHq7KjO/l62lZpuS+rE6xA+hKWUfFKqdKVXTPtzX3//uoDETnN22IDaB30NL/Az2",
-	"JBrlVFz1NvNZeOm6VHDok/W9xSyu12xnDdrAWwBBYH1zgkFeX3GRHRIuwFN06fG+DoZD6DAYuvQz8/Ou",
-	"0WU9qzO/7Pciq6deZkxwvM38KKS+HEPdUPdgeGCew2jLpbngsJ66B8PnPWPzinHOU/jyy57RaplHgLu0",
-	"XdO6B7t75i1aysucFhNmftmHYarFfC4LzbLLGcs4NRfMW2FStPqOPXxHBSqwepUUVLNLKEPC38yAangd",
-	"sbC/g0kiaE66z82SxWIxxwKJS0TS6z4f7uFKXlOew5J3n8Py+Bu1Azx8PjzoVUqNQp0UBEq7NYg2UXWz",
-	"f+Ei64MJMOYpsa9w3op5IUc5m6mEdH//CLERs+rw292HHmj9q8uHgGEVWolIAk8nDlUKYTAX6RR1QUNB",
-	"A4i1RiRx9Q2/730YFDJnaIYhfOXvcYcORnHnQxKOLhZGXJTgvbvDIVQtcqaOQsQyrG+ThRFI/ul3GCSw",
-	"/fSmrjYd7vUA1i7/2Y4tFgAqBXI97nTN99zrQLpByYjIyK/YYCvuVHYshAP2VfwNFsQNJNoUEtSLDL2B",
-	"rjaD+s4tjR5OWHWMI63nHtZhXxb7ls+28hLfc2+FnzDXX3Fj20TgR/XB4OON371mTeGK8yDITjWZ0vmc",
-	"CZYdeZx0D39m22oCDgrj1w2o7g/JtbJa+vanrdKyOMg2c35drkl3DG4ZrKxW4JXhmtxQ1Vuz9+VKNTW8",
-	"OwegotHSdwskZkYYN03syvR5BoVpxqCzTWBt/4RAZbjWlX54w5X/7dGX4/10d9TcF68ZkOsYbHWh0XEE",
-	"oUPY7ovlnG0h/0BD0JgJH2ZItdof8PInMLuQJr8Ik8uv58bVD5Cygl54c7rMJQU0qEymasedpsEsM8LI",
-	"lsYNsHY8M0zc/oIiwQbc83w2sOxl4AtlILsGwr59LhyAojusOZoggLHly8nzpTvE8Hs1Vl+aZpYWOkEl",
-	"2MBmzVV+g6MGv9kxlw/aH8qn7A8rj9iJlz/gvDu+HDF4qfulfKv7pXxtme+2Oo3qAIIf66Uv4P++vGLL",
-	"cEb2l2BK9peCuSm4BtG21nQVT6r+o4fC6kQds8cON+bSGL/2N1fNdLkQU0ZzPV3WLxhl7poV/gls53Rp",
-	"K5A62HMJFK6BU7DsnSs0taVf35+KMiXDL9Tqtfd+yVav/eD3w187djU1tPFCw9vwQuurXnsaq1340dGa",
-	"//0CCarh4/ZKw9ftlYbPVyqEaOvFtU+eAW2elaRZzqHSsG/lQtM6wYUztrIctrP2BdKt//m9oVXEGTy2",
-	"5Nt07VVAxf76mzdvf7TU/F6tXDq1tPs+oOmm62cBaYfXwcZUJ57C/TXfNexVSenhg9aYPSkJ/i7q/FjD",
-	"yaoFWYrJAsL391dY/KMRuWJLNOQDvFps/A/5Nb6AFJEHQIwJGYKnNreAaq+OCPDVPT7GVKothKGrk/Pz",
-	"bhKM4ZqVTapbVu7UqvirI30FbsEbuixxxLw3zVitsphVlgiMo+1hoOyHm3QNP7j/ZV7Znnrkx4UQLrRE",
-	"nPYr7FoP+lf6oWuJPQl9cPoI+va4BlnlK26osmhJA4A5zcGYbc9C+rIw41yX9nD2VdgW6NXul2N1DRrc",
-	"cOP0obhv283JY100TocqxZWmQts+StiJsmDzfOn9wqsTCxegvEEK5nM/bgqOipv18q0sQ7s38Sty3Ffk",
-	"uK/IcV8yclyF+T4tkNyKwIsaxPMmQb8uGvAVeO4r8NxX4LmvwHN/BeA5x5HWW1aqAnm8tBou1SRn1AKw",
-	"u3wuh4BFECQGDzQedKh3I10fgdn7rs7DVA+6mTsxHrThoMJzVc/uQPdwp3xrrcdx+R98VmMtHSDIiXIZ",
-	"AFtlEv7pcff+LBB4DdB2DWHwvyrY20OQ2hpodjUusVW2oT9boBZ3y2NdMJopwnVvba3+GueLA0irpcQd",
-	"9/9z2H952f/wcTd6cfDwBp1NjqdAnXFnyGt6h64w928kwYU02k25ZEksujUHlZYk+Yip88F3ImLU6bvk",
-	"iAiENU/g8CTYCTh8o+s71YvKRowJqnrK1iUHd/ca473bNv7/yUJjtiqpTZCitTATXgCpYe/24Jvd/p5Z",
-	"jr0jbACGV8ixg510Vgq2ehZ1wLkHAZY+OSYo+QF5aBUq7ZmC1JAXMO2VCfmuVW5SG1jqk4N9Qm2VM3Wa",
-	"8ojknAnKdyZz3T+QRuPgW2J9tm++62lj+7o4C/5z0wBafOtzn1IpNBcLhha70SYb2dUfjU1aC62bvUNP",
-	"l7+LdIf9vfssWbNoQ9TQ6ud+XaQ5Wyii3GfnhRzREc+5XpIZVcp8e3fTt+8FN2q3bp0Iswxr67YgjWmC",
-	"7vBnzZ63BziBm/zhr8GQG3PscQdlrn7w1cM4YeJh+ZGfpb9G3RHZuKS2SBvvbV7W9pREvx/1VM3P60yq",
-	"pDc+dQ+CnyFst0q0JTRowJyvNup79rGmL72ezWWhz6/4fI6N8qoflPPgANXgSN++uvj53Q9kBzokVmn0",
-	"9N35BdmZ0eIqkzdip6A3TdvkX94ELBDiOQEEo7vZM/+WFDPnOy5HE1AwJl1xDCrszHOsycmXR17jVkxk",
-	"6LMayYyDjrx+ccsl8l9vX2iWHafN/Ij637fr3uu049VVXehUziplh2WehQOkggxzl8KwXVZCdQJlYLz6",
-	"+1n5geqF9+XnWiKibuAuWaV5Gb0LowGVVxh7djIBGAh3m0tOK/X9yO6skeeYsNYEHO23ow3AecNlTLJa",
-	"j5zWgikWuGmgA/198MOyBRLj22o2fhvCV4S5jSeN+daG28JlcG1lzAE/VbOEw15SgqgFYOhsTv9c/dTf",
-	"+9aw6L/2zZxTmuct2lYzSDIgF9rxPVPYHxrv9aO00WHBIHxlU7aywf3Qbi19VBZ8E1cvafcJsvyCg/BF",
-	"pPr9+2+/3M/QPiYWUQWY8W9sRH5hS9I9+/GEfPt899sj8irbe/589yW5YksFzk5z6bvh/rdNCIj5pCoT",
-	"XmU/nB83Q6tf1++EzzTde8WzxkN+hdZP+Y53v5w2AgyqGhih4pOm+25bsEdxfQCGAiHSFkW+eYvM6HDs",
-	"Lft0vkqaZo23Jk2z1Ss0WR+EeWHT99+2pZ4b7g6d7tBwleKaFYo2dyE3JltjYvZFmSvfrj4WMm9MfZdE",
-	"zRm9Ukclzg046BA7jiQ+aSGpdNddKs1mHYRbNZzD3dUQB60tEgwk8rNpXK5m7f7YJ8tisIq6/P+GtaJz",
-	"NNSafHqlEw9thUwydQhegxLqwag80Av0miv0XbmaJBWFjoUugM35cqucTWi6DG5QHn2hdz/A/LIYrSED",
-	"qlofpdAxY4vbsLbt0EUUx3yywMJeZsMvXUoyrmySHL4BAvfQ/bV8wMWWuO7ZqUHNnJVh10G9KK4i8FO7",
-	"GlRDaou8EUTxf5Ws1wWwFAbhg0IvxUXKQvS+QElYle9NxuaWLqIH+IDW+NROplTvgE8l3AnnRMOEFxvF",
-	"CgW1dXPbyp/V/eg1T7vdeYxbAM7XOS202yWetdmzsEYtHNj1Qtj4piYT0r/bg+dXzmLrcf8BiqE2H3pw",
-	"Mbme0hA+dWUWRoXczAm2P4FrtNqLqh+0MgTcYbejS+JaV5cHsJbLZo+C0JjqMAX0DnMGIHIJc7+HqvyV",
-	"bWxiG3/E8V9/nhsOKND39omHp/aB1cTDXyvZk2jXYwcQt2NC+vPklGbvLl9JJQxZx+O5QTnTTWYG8Ign",
-	"sDBQtbivcVFJFIQNTUi60L7E/whwlSEzozRBHmFXwCjXITYguTXlyywUg6Cq45o8U7HoJqukngA8gw0y",
-	"Kgt/lnyTEABEM1qgwOwbOY5FiXwSkWQnIRZCJiP+zd8kEUm+cW3Uvkl6kX2RRYlRGruOlOMKnbAOcQYi",
-	"U11KRkYFBXHmvtQbxKIKDIFESo4tI2mCXahjQsSiGRTCcjMbdsRKgV6Ja2MDu3KhWRSLABrCjv6Zsug+",
-	"vi7VCCZ7HxVLrJqEfvfYciUWXsh2KbExkmC89lGukZ+p3pEZTLJj1/p6N8G3HAz3zWNckHdzJo5fP1NE",
-	"TSmUlgEu1JwVM66MOLBuDVRwY5HAlMK67yRCbxLBS0kPIYAtk4aKXzWVN1gzhgDFtmAcaTGy+FUU+LIR",
-	"Cu3bcjDcH5BjwLpwTMi755vuV+jJbc3ociTYAEj4acErAEoMYTEbi/0QEN2B8a72O8A1LgFKLaT11EhA",
-	"izpoVYtVxQbrwTbxOyy3qbjwtoe4sRzo6QJCF1OPVHvJs5p/XaaVelf2fPxi+O3ud3sv9+nB6Hn6Imuu",
-	"c0Xy24rvl/NplbyFKwba9EJfNfQO0ftYFcpxK2F0bm5vTBifM5FtfBpuWtde4RyYh1GrduF0TgpDdmWl",
-	"qUVUdG5J2BeL1ASyARM2u8npe8TYBCC/vgUD3vnIs7uk95CeC6AaWH3ALlk173hdk4XgzKG//kEthsKT",
-	"+QefrUcRcDtymTUunW7MU0YWyqHRlhMvzx8aKlxM+v+QowZ4sw2s9KlOTpOyozShVp0GYuW+PYxH/9s6",
-	"bdEfuoD3v7gv628O9thJbEW12fbKfShl7qKVmP9aoPGQ4zrw9W6iRqm6HAwGRktDaQNiHULYoIagJ3Cz",
-	"Blv5+Oq8P6wevn8slO4XbMIV2rt2H4EpGQvPoS1U1+wJNP/qKn4BwYVgwFiYe09GZzs4aNtuo6qMQH6E",
-	"5f9cEAvjXm4AJuX5qi2wbbDbi9IUQK2hrBJL2Hx3GShcxIxuTGqKhfnJvmIsjcaICXyY2Q7r5yrKyTF2",
-	"BCiBYLiKRcFm8pplA3KOMMgWNheHfkgcJRGKneOQrzXgnn45LP0z8t1tkySRFHGeLNvQ5NiccPc3OLR8",
-	"VQFEPo2WPyC/WnAVII3GWMfDw9FrugL/tr4L8Er/32p8tdoGl14zIiTJ+ZgZHfgJWwWXjbgWRQGmw+Nb",
-	"BK8TsGu6/JIuFiGVyVIewZBnmM9Il72H9gLezK89HZzjQ+vC1wHRROvSg5rfvBpQcI2ID6FwpNIJxuyB",
-	"dTUC48P0HU3KlsQWqAVaG1f78Vo+eiOLK8NHu9BSDaiBjnLWc22/Y9HS1Hhzr2Lwy2IVz5rexKS5+3A3",
-	"4Ng3rGCxsL2Fe0ek0gLZn+wtMPir5ZRlB2HfVHhjK+HG9J3aTp7699YuHLvP1H6vIWV8cMTxykFrrcL3",
-	"AIactZjq8OpBs5zng72GiL2H7HIrUYNuM8fI/oKSLPgBm4gYZdSRIgvuChH3Suj64HE44+ZcgJ/8so7+",
-	"FXBPc+VycxFECZi2BUza1thjsPwXzR1Dj10izniR27V3mmpt7XebsiVsH6z2bqT//ttFhdMO1rScv2xq",
-	"e/LGigKjUSmAS1TQNnzMJ7aT2wBefKHzJPKVSS+Hw2qXj5fDYbRNlhNuaXM+qeXeyNkjbA/RV2xOfdZv",
-	"gKiZzwgWhDbnnV4xcdmCJmaTBBB9v+bP8ZD862mhsi+Vz1UW2013PdEEVRx12nEEY/E0A3o5GBwM9noR",
-	"tJ/oM2js0JRS4NxWLRjKrk9U5HKxbKo/WDZlZ61GoqoYaGvfX3ZUvO83Aq6wWmdhe+M3dQKsbmpDs6E2",
-	"ZaPBH1WlwqbOJrZSs+KPQgSEkVrxWKwj3BqVBbNvpCBwn59MqYP5aU6vn0qe1vx7tWIhLrgyYswn7LqE",
-	"GS3nnaiD0VALQwYgAqrMhbkc81yzZq7MRcZum0EwcjmZF3IE329BgWkEwWzNLmp5SZjzOF4omm93r807",
-	"8lAKazKFKsuytV0PW3chZY5IMhtytDamH9V9lbDwIbBCdY+bqKklk2D1QLwX/NZJiq0cqasx7HRKdTqb",
-	"5/1PVz7RyE7sbMOE7Cn1sHBV522YHGiJb/OOvseS2SbXsf12FOSAu5IFd0Tdp7Y97K2CwwfWoKosyPzy",
-	"LAvbGAIzxnQ0yJ+zreJW5YivJ7yclzVl9yrwuyxHcVnCgW8osKO329/bVN+8ZS7iMcHNjhC1qOuPO0HM",
-	"VaxT96ccWwQIAkcFIF6gbhR7k0Xw/3cJerGaQK6kYNZ/Wqe01pG7GpxWvNRVObLhfH9YG0+qsT+fOJmx",
-	"a5abgTUlUSIjXM8hL1vydD8TC92G77XjToWycfdDI/gTLWies/yyOp/VikFXofmw46QYy9qwpeQcqoW2",
-	"obE1geWDJnop6ypXJ2TrEBAboYGCbUbEpeel9Vc0kmy1rvJeRf+XyFSri1Hv/rXQshOQSQPpruhKtuB9",
-	"dYYtp6n9KJbD8S9tzEOuhyccqsE6ja51lDUTubXU/xFV+ivTNS9Jdcumb+XKvd+CrfRHi5oeCNTLNegf",
-	"WGd7Oa/Q3+4G+gPWuDHXzEl/L7lWxhZAj3QOO/9QUgzO6E0AzGGVgs+j/a8q/Bv16KcyAFrkX3OfC6f8",
-	"PkrlfYhS+2CFdgs91czt8s+ip67RT++hm3ax7qD3J9FPt1Y0H6MfPErslxAJjxXvu43i/atWsQlv4ZPK",
-	"Abu9D5UCTX2MWk5eWRb04ANXTdlff2LAO8nF5NIx1QCYw3en8qLd/o1ldC1uJdvR9LH0uBHN6sPa836/",
-	"7cVRP8HutrVWWUksqYVx2ruM/WjWHLt6IhRjbccSW9RIqPsHztXYvjnXOmd9JjJOBYHd298Du7fcnfpe",
-	"tLYgW1nLD+uViFU5Wc5yo2roN8ApDE3PPsROXB2VOVHrRXZ1r5AVBCKpAZZDapqvuaMRo+VSVzAw3J8b",
-	"/Yl+qYDGSoVgk7tq22ZA2/QcC1AaDQuDkGZQC1/mhkOzsLD9lm+3FXTLgud7azDIGwG1m62iZp+kC9pg",
-	"ehDVBDieDYJIwWzb142fbw5+1GKwOJ+IBI3WfP58ROoZ9UFTNfdDuFr2VXNum4/JgtjmYvjD1rB2Zdsd",
-	"XKcIt3Yjua2JtAJZ+VLbxv5M6z3WAerdM0USn8C7ZVLwQ+uxVnlCHSwpuPdGsOxytNxQ6egg97aoaGrQ",
-	"6f1HNizzUyQxBpvWwEi3ZpdrmVL7NLyL8B5ukkovjDX9LghViIrQWsLe7ha6dyuKNt/pg50jYWOstR6S",
-	"0Ghcg9+1VmB9epm2OpCNcs5O7fQ1QuQEqvN9kvNtJdPp6woGt5aEw1tdq2mqsX3a4En626/piPzM9tnn",
-	"QmlGPYQL1DfR+ZxlFo9SsXRRcL0EEE2mEpd9L6ElNqDumvfsuRD7a9enK8ygTiDtubVnfn1g9sb62IKH",
-	"nrmKWera7dsy2fdnbwZbtV6vZFquH445eEe2e3jWHrTHnsMPavkddbJiebZoyLw5g9oFJIwbucgzMmKW",
-	"ZGyG3k3BNXNI4s3Ygx70qoFVIVGb9VUBbJeKyGhJAsivoEW0kylbORGGw2FjFVDavOzBL5Cc6M7M/mBo",
-	"RrA/2DX/Ob+hkwkryN5gSDKZAjsEtGsaNgnCpg3ODJnKHAr4sJQVbyvIfxy/fTOIxRkbs4KJFHM2sORx",
-	"zHNEnXp/9gaRQ4zdi6neWLJnuBGdrF3TYEXRbDLnC8lZMWKeJl00p8obzRHjMARbsNq7x2pviHCFWaWw",
-	"C1uwu5Z+RutQwS0HCSbPBXZrhQ4lW5e01GDYmtyx4THeur29f+pdCb9Wy5G1xz0BKko8/FpSbRMPW2k7",
-	"C2DHc9e6VpErNte27yaq8asAb/dFdfOTwIUpYd1qF0L4tpC3rLIGIXUrkAxiOtgEYNxSB+whwk7IxMkI",
-	"AovN7pk0XaIZNiRwQxOEKilhhQfwQuhw7cjtnlTlUBTv7nFkVugm8uegnIhf8KazdVoCINRL8blhP1yQ",
-	"9+c/AEDWjOc56ggO6bIOAJJOWfbaObpq5kztJagHeZTk0EawGBUg7qHOBW+F15MuqnX4V2aVpKjE+MUL",
-	"lwWj2SV4r/wtPzFj59gHTzAuBKmMJ3Ih9GoBwpKkUA6nyAw7OpMEXpg0w9CuuIn4AxZiy1fLhd7q3UGQ",
-	"4h7vX8nLMt/yH20mIuzk1hCnY3nDSSqbZTstbzzGjHL0PLRh6biPrLcQ8KPlAy0j1nCQz2zb4rdMU2cg",
-	"1jzQUM1lRPvcPVQ2O57ZxzDN9eW3e9/1mjVlX9FwiYphk5RWagG9RiyGf5kfrWzlgeuwnKZsjnk627O1",
-	"ESQJX2IfenXpmeX9oHrcGNrcR3aEvMQjhiqH92dvei2gjvjEpVObaGuU39/aGu7HLNeHTa2eeePm2UQ8",
-	"q/Vd97O93GMqwNN5BiCE/QBjBBxbinQRBkW5frDqlBVvoWtLEsXCXUQyKS/1oHISEIP8G6GJkGVy6OC7",
-	"YmyurCkDnr6mer6V7zYZBXiLZT7QUsZjegTuPXNypLnYxRzx0SK9Yjoio0Vhnl7MjbZL7RueQeWOnvYq",
-	"TUN2fVPuTUj3tSVpw7x37QMsHw4hnXu1+ZiFevPmLc5BPWhYTbG9s4V4mA3/TlTQXsO+O+sgaRtcQ64/",
-	"jTOlgkaOa3o3VWsHy/CY+9caex+b1hk+FyS4m91fKEa6NoIHvd19pZPFvDfMOBFSsKQFQpwWdPaQdrBu",
-	"DcqkIfP9lRX52Em5XprVV7ns3G1yC68BI4Z9bzZmqji8q90ic2nhBYLt11JeRUQXVCgU8dB+yYL6bOkn",
-	"Lvx4GhoaVN78zPV1Itc0XwRQa9Yon1IAYjuKBVivNxw7V/lgBkBpH5rFVswiZrt6R47mcITN4AD0y78j",
-	"Cnp0QudZ5Fgr6Fn3B/itbPJeYLi2efLsWvlvVcB8m/b7vLlW4zgIdRhbrpQAKS0KztQhSWg248I1swPH",
-	"SmS31uhMV2wZixkVdMKMCO2FPfHUoVGFk+pP4KIxv7nudF3oNOk6WkW2eUQXU9SPT1+bn1z7evt0rW+j",
-	"GWBokOB3q7/Ag1gph5UkeT4rO7O769tZnrCYx/ar8Ic3OdUZfrn262/26/DzazcE+OvNm7fun7bbtr3b",
-	"WKvnfCK4mPzClu3FTgrvMTthOAgi6zrd8HF4wveGA7qqB3vU1YPgfgqmDam3lk0DDgArzJyJA4YnXNcB",
-	"GrDw1Ny1bQl1HesX+2Hmm6Hryp16ggBQsO2blMXWWM65QxdqkINhm0lAIXJ9LRA/4ZnyNelzVnBZ71PL",
-	"NbBYam/vtUHrvFdZczey1Uwt+EwYlMkAk+WGsSsInwtbT6VpcwgQXwBQSC0ISb7grDaz9xcntnNxZVk8",
-	"2ucYC6g1zZPt6/ALNqPcbKFdgup4/OqQPiy/+Wdky2tHLJc3ZLilMW52Ra8FF7DTZCJDvDrcbmUxo6DC",
-	"G5wd/2KF9MfnQXN2M2mqCISiSdGw/pHt6WeGkfPJVBN226A1bOkusGRUJYcooMZglLVNajpClY7Pjaje",
-	"Zc/pslrcdnjeXgtebal6RBqb/692bgb3H4e+qNV+j1VFeptmqOblbf0NXPSfZ5VptrY42FqFNAtndMct",
-	"VUSf/7IdpFK4f1jsv4pV5Dpzm5FgdyAP4lz2hLAMwrX+w7YLJPkY44jiziH5iJjiNpHj7i5xSICoqg0e",
-	"ZR746Hk5ijlVRnntVgllWXbCroR/QnMlrDN4bCeKUqVuKCOs2MMyX9PBHfsJ1ui8kYT760jYmATr6h2h",
-	"Q2wX2N1uz1Y/qiuWeaSnYiG2aKYBnwn6aMDk/O5uVMVXqbKxXXzZxraJu1habcLUacoF85gWkABmXyYo",
-	"aEfHp69Jt5rnFSHuE/oM8UsRGQwGzVZve77XSvQgY0GRbdPiQMrET4VczL9fhurAFVsGaXSoHEzlormM",
-	"Gl6CweJHKmL4JnnT5I40dNQSqAF9A9oKmyNayAU0+8/kjXBNzs3Ye9vL1km5ItuP2y3jXVOJzvY6PSpd",
-	"23zwwtypGqrycRw+G7KuxtW236z31jy+8uGoofnHJhWYdIGXwSDR7XPFli2Evqmgmmerb1uB+q8rrRv0",
-	"1fcXJySjSyILIJrVDwQXe/cwczaB+Bn1Br6Css+mu7vsE5/NHo6EFowoC+sX7stWHQy3EP+pVM0K5olU",
-	"2kULHfCcw6A2NjHGGSPiTqKWZJf1d4fwQBdRUmkOaj+E3URm/cdqMetFREmraGnb9xeMn4ylfEbzQ5IM",
-	"B8PhcPjt8HkCiaLlDwcvg/99t23wrt6IcCvfGTrB2xzNoGRvqWQ9tgXhfXFi/dgf0IrQEkQTK7HOlCa/",
-	"iXX6PA6r2Zy5Quq2Nj73951sqjTNuKKjfAOWnM38cvfCb3a692kvgU+f+RLHZp15zceOfF9cwBy9mfKc",
-	"Wf9qcDvV5IYumxGYBNzUnKgBXWfv2ejDqDFcTM65SFnLAmYs59es4KyEfbNP+YYX1JkE2JQi0IfNBKfQ",
-	"/HK5/UrX3WU30we5y+YFu+ZyoTDB8FU7MuJ76LFRNkc19MuyvpmZpXmleZ6DT1EF61E61ixwOyWTgqbO",
-	"vbD9hBeAcXqvc7EomqtGWgGxX4u0YGgv+UCgA6HHo2shUbs0V3KVkh18siVla/y9uqCTB8Ngmzl4si2J",
-	"u4qHXa7Nemxsy9kegYsdcIR7dMX3uNMSW/CEEKbDvYP1h9hH6JqM3N+mDHL8glV3ZrYiuGrNyZwlI1in",
-	"I9oFe4U3Q+Wmg+Da4jGLe1xS4kq3V0y6nWo976oeeX/2JuQkRik6fXd+AWrHkbGZw6hjN1koVvwf2KZj",
-	"XNDJbCWV1rxXHe7sQGhgYH8fpHK2o8oKny3SfGt0WSHJNWT2A05l2ZajileNYigFw82CvFHB2smMas1m",
-	"8yZ15dheITOaMaN4jWkRkRkVC5qTgmlY0jCw+CRtrWHUbc4vuAjOL2QELhjV51liOH6Gja9twgGOf9D6",
-	"lYtmAJrmTgrvAZIchI/1ngZLWlJIll9XxMZw5X979OV4P90dfdsKVWsX/j6rZh77YY2nz11zRgPAZQcL",
-	"tIUuah5Z4yOpv9V78KpQlURY/05rKhCC9WLZXXNH2cAJ1jSfqmOMazKR5rNNIOthayh2W134Fq0OELTd",
-	"HI0KtWCka/FVQcHqHUEutxFnNxRaaMkKN32mCKNFzllB3GMli7qHi38rTN8a43CYvj7Y+jrbsq9UeX95",
-	"RMNjFIS/PUfZFKerDe4JgnV1PvlFwM4371E7OjLpGsN2ybSjG5YdkRujKo6Yo0yW9SKSgH7MMpYlpEvJ",
-	"3u1tpVcxyLkEj2lCuo6js9spXShtW/OvIgj7l3ZQkd86Sbw2zxI7uL4AwQdql3603ytX7dV1c6XbKxR+",
-	"SwezXVdljkgSd76JOwmZMSqUFRnQxIndpmyuEc5ZznWfC5LYSA5mLEAahf3FLR+UFuX5zKXnDTwwdWKR",
-	"+cnMYn4iREEs2O085ynX+ZJ0k99hNBGJO5UXx50PieEyYy5Yr9aOadWt7OdMuoox8sqdTtzpb+rIoj7U",
-	"VSb+ryni2N+7f7smu0lPd7K/qBNtu9jf2ywoBQV0WAjNpUeYCX6iac5ooWwt32c1HI6IeZAUrI8vVdiJ",
-	"FV0QgTr1CYyL7TzYNTNjtZuKJZWC+AqZIHkWv3YEk4IIMFCVM+2h4AbRGMtE25rp/iSGzeDTGSBtTW+O",
-	"ybmmIqNFRlzilM+FwlU5JMnNVLH0MvGlamS0NFocPBYLC86BVWdzClgWPaPe7R0YG+bFASmoyOSMjJaa",
-	"qQGBxKy+UbhsBlrguDHfeTv+5X++LL776Zf/+GdxcfOP96c/fPf6zel/vpZ7b+gben5TXaSXB5W2H/vf",
-	"Vaol8Y2/H/f/Eysm/23nw7/97eMw2muumaws1pksc9nvwQV+ljcA0wykQ2jAExyVocTCBG6uCOIM0XyV",
-	"QwCJnWIWBuIIbMgEkHnmtHUkbreVXUe1PglwgPf9VH4iich3Lw6Gw94RGWKqCzfa900lTfrF8OC7Sor0",
-	"sBFu/YlP7wXw/Ru/ghMmWLFaO9uYnG3f/RvX0/OHDashJPYg30ft6Kp7tIJybLns/VQ5oxtaU93hloRV",
-	"15BfBgUlx7YKfEUpOT59DamB3USNsAOWRaDFepo6/D9W6hnmXwOzN5yvc3cHBVVjuRZixRwHY2/m4/5U",
-	"QuXjhGp2Q5cg/XMqJgs68S1doaX1Qmk5M2MNOnioATnOc5JA90/M9SeaXjGSHIeFPIcEcfcJdj4vPUq2",
-	"/3ksurRcBrcKrYvQgwFhCofNh+Z6GouUzlh+QpUP/5nbzn48Ifv7+y8hMmksRaXpbK4GRvUzzIHyfFH4",
-	"mgVMMoihcHlqAy7YvVSOSVLBu0kcf/H9HmwSMkn+3rdVCv3XWTKIxVs2G1lED8gdc9gxI5k50cRuaaoP",
-	"CXXJJS5RylgwaU4LlkWxAFgZQSgmipPUTLWbnJ+8O311jnpbgoU9CS6RuX/Cr41ZfsNTZnPaYqGgmaKt",
-	"tAZQ7SXJ2FxPIxhLrUPtEJKfQziaJBaCzrAk2xZkz6meYjSq0hHW0gRWKZCFcJPBtYig8tvjlp3/8Ivh",
-	"3SIjSs5YREYLbceCPBd1pxtJaM6v2CAWx4jW7xDNpABMA1duis1rkQ0c+cRwAN13xgw8jsJRcw2iMTwk",
-	"x6evA+f2YWc42B0MbVW+oHPeOezsD4aDfQQOmMJZ3xncsDzvQy/9nX/cXKnBP2xUatLWRsHm/QaZ0Wb3",
-	"IhvBoz5uF9niT4yemPsUtiGPhbXNIMMaEqvMyxj2AMKGFZmrJHK9ocg8XyiSM3Pqjd30i3md2f5X2d7z",
-	"57svSTe50stD8u6XU8iJL64P3SUw7vKJ+fuH82Pz10KxQ/PNpBcLLD4hyRXPbONmF6LAAqJn1g05IMfE",
-	"KGdQ+wYUP2NMm1Mbi4WABbQvUVMoGS7YmOl0ikzXVcHh7gVwB53Dzk9M//tvv5xD0iSeTdiaveGwhhMO",
-	"SS9YFLLjtgllyiaJA+8HXru6n2YDFbacwZnC109oOmX9Eyl00ZRdlmAqfERm9LZPJ+xv+8Nh4tk9bfJB",
-	"3YXipnP4+4eooxazGS2WDksIs+uBUGCBDVXUyiW7cHx/YyPyC1uScyPiDMv89vnut+h8BJiE3zsAFdL5",
-	"YD5ZIXHsv+rrPfth2WMjxf8KXLAK94WUyaGqk3QN66q1/Ge3RtGkeSzwJtVz4fBqDyxbMdpaGAriyxaF",
-	"RqWpYZt+cE3MpNSAJG4a4FqwewMtqbqujVXZZxsFMvbckkr3WkiyvZD2E9Jp+0dbiLcsxVhHXfet9HVO",
-	"6OPT1yFRIdD19kS1M0vnrYR1rEiy1VuSqEyhdGNOUDXxG42aifleElkp40qABk2b+/bk9K+0v6f32tW3",
-	"J6e+49hjt3fnIzzF9N3n3ujyy1tv+QU+8N9z5ymx6/VMbaSAKsD8722p1fgyj1IEKVwUammwkr1jbwpR",
-	"/a2nrV1Mmq/vYK7Lv1pp6hRFpeHh2MzO12EPyDFYGorsDYdG6oATgHokDkyvMXJHxeLni4vTCCCfIKSn",
-	"Mb1W+yRmpWXBjqB0N9kpGM2W/0rQibHQUDc6HvO0RX78bKfwCWkKP9FEQMc5v2bgfXuO32t6jR/XjrOU",
-	"FrleS21vjHViFnBeyBE7skadsglK4QoXC8zXc5Rlm5Ygc0GxYP9V5SB/MN3NmC54qjbR3ULkoKl4rcco",
-	"kIok9vGB/SrUXSYWEtVaNL1D6IksCCXoEKhkCzujGjDAQhPa6j5GKQRWx1UshIVRBfSgg+HuzsFwf0De",
-	"4hisumSstQuWMzMyo+bOqDko/VSKa/NNKcA2ZNAhrUBQujHX6jAWseiTZKr13OJ6eHBTV4FwaTE8P8JN",
-	"7irCcEQEfzTnxP3bUtslhlUvU5mxu+QwFoRMudJyUtBZmergm+wZkzW5TOVC6ITAfzxMtuod2RHCdxLz",
-	"Km7rYvCAstk8p2YECVijaHQvBKJ9ZWAFqwFMdMLEJeW2GealP8yrk7U3Ij1HxP5ZPoB98+3PflFkxvII",
-	"qySgg5yduC9wMaMUKSS6OG9OvywrgXp9jyLUTSpjCKcdqOAVYNJe0ySxTSKABj9qVvbXsuuinZzV4+fg",
-	"+shzn64OXBtjehZ3yOwPYPAkZkcv1WKWuBlBSi6OPkhIuvQurcsSJ0Bdws0f/bWISASPukuwFznZ/JLV",
-	"Dfd33SWr47D+x8sycmEHUX65m9ikTjPNwhxD8w8bZe2ZQUGkdc1blyuDahhJABlse+u5ocCPUcBmLq+4",
-	"yGBkcAltJnemkrKnr0p6q98B5c1CT12CdZfVpwwPmc37SRo5AN4LM0cnG1KZ5xb5optM5OU3ZkHsxctv",
-	"kjaDzDK2zQJVs1u9M88pr4nSFYO8Re0CFm5k58Fw956y0zyzf+9nHiujP95FVa/17x/u6lqi4ctsodz8",
-	"SBfgJ9jtXCruSpFnVJPhYDg4qLgSnExE2e29hTvplOqdMoseKzHk2lYHyem7c9vnufZwMiDniG6kDPXJ",
-	"HI5L0DoKMIEaOnqZ25SWc/gvw0yGhWKF+W/ZSCQhO7FIGhvf4QsMF7Y5D9U2F4NKVwvwfZMxFzQn6XQh",
-	"bOQB6yQT25EF3wOYIOaZ3oCcyZwpkliGbWbie7clpAsRWKoIXu4FE/Dt3OzQzLSTAblgtxrc+hpqnbHa",
-	"umDkH5ILlh0RPqMTPHJ0kXEZ3OF8xd2D4dCcs3ciX5JEHJJd4AIeYKrpCL6DncfE4FqbU18j8r3Mlk+m",
-	"3q5rsnhXjRrZ7IxPpmk3Nne9s72QdiDM3C9bp5TvrDkNjVl2aMMqTa88MSRloyw2wwC8yILYR3//4d2v",
-	"rz4kTZkcd82gRO7VQT8JT+0kWRl+ApET+FiCFK6IzenDh2vjAI63BfeqdiDwvHL3wU/uP/jJg4c+ufvg",
-	"b+4+f+iTey8f+OTzB+/K8+Heg5/cf/CTD9uVmhysCkFA4alJQnxH37yfaj7KWb0pa8VqRWHX+RB1bvuB",
-	"EtSf51QwzGelnbpYfKhEDIThIehDsznqZh5ZuVvtdIoRRrzWG5C3GP31XvKkfGNCUjqnI55zvSQ2QBcL",
-	"ZyJAZaL/uHcMHeHS2KCyTXxyRv4MEXelYLEw0sphE4RifHupulHcfCZR8ycRM08sYvzrnGRBvv7ZJctX",
-	"OfJVjvx15YhvoAiG1RMKlLI/3L3kSfmYESfoaKlIk1rb7MU8FlqSveHBd/YO5XIQ4J6KAdE7amhLxlUs",
-	"Eug5lvjEOkzUxlTIhHQb+5OZl5U1//gei0CjpXdkuZg4ihfC9Sah4Zu0fVKZsdLo7w8RGasN6VrYdkkV",
-	"EeGCAFm4VgFfefBXHvxl8+CSuh/LdFHrDeJATXzmDVcate7OJz/hZfuvhpONyZHoXXdIhAhQMvjDzuZn",
-	"p/YnoB9cwZwr/TT0s/MR/nu3gY5+YkhGnS3i7h4LyGVGWPFoEyPwR0FnzCr7EXl/9qYPsppltlHPCHrs",
-	"0BlzHSlGS4j8uXe1RFUdQNY9Yqqf51i0+vLNxcEXKJ2+3LODNZfXNCddblOSkx1j+gH9QeHa/3/vxyRy",
-	"GRllEjHXvac6dI6O73Y+GtLd4vid2ie2PoY+vDoP0LTc2Ww5P+6Zex2hqJ0JwAm+x/dtW8Ovx/fr8d18",
-	"fDEtXJCFcGd3S4Fj6e+B53jO1yfgYwIOli74lnU+uzyE23ExuJ8kwYQHY7/GoiyRGhdyFhHIhAE0Ji2h",
-	"NqIl+mw/9lhFr95ToZHwff9KlzT/5IlcF1MO4NwpH9uxul59rUlbmP72oIy8s4VQhAK8HTZbsNijgBCt",
-	"dJlqFwuopIDitaRgGVeDRZFjaJLpiMzBK3FmLpCumkJpitlM11IGsjwQkFn1jsjz4T5JFoJeUw5NFBLb",
-	"XgF7/o0pz12aFHX+a3AyuJwoLGudM5FBck7X0OqIKkbSXCqWYdWsmZV5eWTHBUCcsogFXEqn5lpbSsMZ",
-	"rukfkiII334gZW1pHm5LjWYovCmvcG84LPHEgEKwSAwWGm+y6W/Ph/utlHu9u0PnvH/Flu0GnbGsjk9f",
-	"/2LuWRH/TbMsb9mBjklQDLnhRlvT/0nlKk6izVB8Z7R8Q+ZyDHUmRyQpwQbQPdiGHbCtd+ghfqEnyKHZ",
-	"Sug+dd5NTdBir5CaqDVb4YollQMP0lPGC1ukqnoRkXmG3emLqulJ5xxIslV8prZA6S5q8QyjL9Sw3yu2",
-	"LIODWGdoC2m67dV2PeSprhYbq9OWKH9XKilLyACSXLFlcmTPLNZLH8aCa5JSYXtJWl3DWAVGDkRYpVsw",
-	"ACQZkPe2pgzHGBldBNNsDG+V16zoQ2Y3KMFYYGoH53oBzAFBaaVAcm8PDHwuJrEAcFbbTa+JRePi4ZH6",
-	"RF5kfLmF29vKd7z7Sb6drSmPi4L66mB7jQgG1GmjTEiRst79auiO8xu6VCQRsg90kiAE2khmS2girDzG",
-	"1qbCuj85a9p9yDPPH8AC9/46bBOpkpSF5kche+GuSRfUETcW9z+Eida0hZ2PPLtDus1Zc3tA36SMK8Jn",
-	"M5ZxHHUGva+oWZXDEp7HZbV7NgwNroy2Sg6Gu8hVQeQaXu36aEMuh2XQmPwf8lDglrHoHgxfBmDSoR2E",
-	"pwxxL6gg8CaudEG1LFyzdaN4Y8E2XIbvozBq4Io/wGoEXLHCng6al8nw9M966LYx31eeefnXOUC46JUD",
-	"xLURyIYMSvvMUBjVwL4fqng0KtQ/Md1GIU+t7K6RXDWB9OqCTtreaW/bgXusTPkTk+qflex+YggR5VFS",
-	"HLh1qT30Qn0COkY5R4D5Bc33ByvBmxy32MiOZ6RrdBjEb0Fg/XKALf5Tnt3Xe9rYy9qCqCmLYDJjEUkK",
-	"13gX0tbBjV3tbGiz6HBxXBY6yzOSszEAZ6NInEmAQYS++CVQdWIxMZIaAH0sStAv8wjKiBtZXHExObJi",
-	"64bMZc7TpW05osoeCALS0B08IDnHrczBUYSlWixrbsxFlKZLFQt3k9t/StxwLBWQc7RQoGkCavdW+OGN",
-	"h7FwGCqYz7K0uCMOkcKjSTUCoxDERTGGSYTpjK78TC40G5BjQewjbhHMm0oLwt5tLYhYdO3e/b77wWyf",
-	"nQTNWaGP9e/DD0kP3pm8HvffUp1Okwp0DCRluoUybAi+trvXJIPfA5y357D3c1i8HsPXrSPiU9k0OMTP",
-	"nQ+zXiSUEHePFQ1/YnPjIeJkd++rWfNZzBpsDlBqZbaQGU0Gy2MEAQlRsXiAY+IPtu75weZNOqW6PZXw",
-	"HCDuEusPVwnpFtXqpabypB72Ny8TxsGTb200i/ziboYGy/N8OSC/QXg47mCCcNw5BDTNBG9HvDAjpNbU",
-	"qbBcU1cpg14gW5yVZFK4GppYpLQols6WqpbcILAs2FjQGljTSW8Qi1jg4GznYFcVCWXlid2XHIEX7C3g",
-	"anJ9ErERVyxswavyTRUVztoI7ITdshS63ZuVo3nuYO5D45ZCTqV9+ITmeWIBJaHoDXuoHPq3Q0mcETK/",
-	"AcJaEnfsN8q1DQGzioVQBHxg1HV8DLvZKdKF/H5ntbrMorCTqSsb7c9Z0bcN5SEYA++NSC4nE9ACoOo9",
-	"7Oqdy0kvImPGsrCVoSIjml4hhB0MwQ8pFtZNiM30kxm9PddsrpJwxEdmXeBHI6GV67unXDQwFpjRagvJ",
-	"1WJmRXj5jgE5dkjvxUKUzeuwejuKhdcIvEDF9nW4b1g/5zqx+f3nULZuZmi0hEpvxxha1yFUsj11cefu",
-	"LnFqHCqmms2PIIYGtb1ktLTqQrgZGAWLrPJkSNZyFDjSuMiBA8K8V96IWMBYUDcMutiXtfgL4QvMw8+N",
-	"5EJkHl4QKgEgFgOHKaCz/om/w/U0sHcmNku4sQDEnNNP5HQ1r/6D8nUfXUMINx4Sy/p2XCXFxxjeYyhq",
-	"MBjceaZouUXAa3IliXuLISvzEkrCxpGGYEO2YAjAoX+rnqsbcQMBRus9WjXuatimvRGoLPGJBRV0xu3L",
-	"TqrVWkHtyaoY4drCNBO88uePYT1Ic/vvroVtmeX86AD2lpnNj0vMsUeHOWUK01OUh0p3Sh88ujmnBuoK",
-	"nQ9hbfD7pLzti45/+3lsEwIv1+ZrIPwpCbtc18OCUWhvseaWm4Jr1hg2L28yehDYSbZWpTwJAX0/RZTc",
-	"v45QTazfjOwOSEIXejrATDIErk5IF8BQ9npgpShG89LfdQ2o4kaBw4C/U+iPfIRKATZ1LFZffG7ezYXS",
-	"jGZGG0X70PrVuIACXvBovTxy7imjlc7RCdjqnmoPcPsz86nULff+12aQnzvKXc6uTafAAHi59Q92DUWd",
-	"N9a8aWkM7L7wTJH3Z28igOIOOPRqNuUXHvl+SEDtq1tpW97ayDhd4LxKzg/ilisaRJBP3xYSx+CwhyNz",
-	"SFw0z0Eft86SCP6webnWw+UbI8c2FG1/H7Fcigl4byThFhKuNDrVs7DnYQ/KGsFtEWSaQgi+YGXP3ZDP",
-	"T2k+JjidbEDOWCqLDGGtXUske9HaVIBoRlMP8S2COI2/dUCOzQtaHf1kSz8/LmfIoB/j6t8UqP/BrkLn",
-	"q4v7iznvuGcVivbeHe+aFK7/iXqE6tQW56+qD59ar28HpHis9P4a8/8smr3LECjp1SbFroiE3mP0/Hux",
-	"SU9dv9IZ62wXur+ZyhzaXnGBCHpd28fEh+Shtwqm+lpHp4rAD76EYIERBVdsrnuRjbwnvrtksj6EH4uR",
-	"zJbPFEmMPE7IjC6hD5/98BEmzWOOL9fYp4/9c0Fz16j0mYpFN7Cuwowy88oMA9VyxrXRjJuMHxgyevUh",
-	"ezPzXYggyGrkNT5mlNaEUOhWU8gZSdBqSqzMVbHg2pg5JT2ArMwkQ2nJbo0pCAbPAemevr8oL+F69Y5i",
-	"QddF1RuFLXY/GVHF3mOJSSzSKUuvgnQE8yibFEwpMlnQIrMpAvhV0jWWlhTlOzBu9M03b+W1mX2glQy+",
-	"+YYclwnYSf2IJG4DzJmKhV3P4AWQ2VdmT0PBpJ6yGbReQehewW5sZcuAHMeiQFLFpcCwtwf5LchU3hBP",
-	"h+Dn+H//z/8LHfduNoZEZMEnXJAutkyIoF8ChhUKQ7XB/kJ+NkYiDVlykUSWOM1bSDIv2JjfJpFFHUES",
-	"sDijsP7m+1kh5/U4g7LUFQuHDS/zjGhaTJh2xjY0yKmoe74vexDMwHiJJ7IRS+WMAfIpQJo6gxQahxod",
-	"EBJDkvIdg5UbcTMLG4Qr4WRtlkHSizB7vlgIaBVjlgiHYyW0NeOxLQzyv2DisDcLyLrJbPSLdBNzABq1",
-	"8p1AJ975WP5xB6sei8TdgDDIlU4cgMZszjxgIrsW9jJYXiSFWPjmgDM8QXYnq6o85IPnS6QsGwqDrY6F",
-	"QxeD3oFUWSY1lsUhRLcaiDYgkq4xJcYwGQtiHKxXEpGZvLbMuTzYWvoOTDgHBNOWC93ke0mcC8V2TGq4",
-	"48jtXtQ8jNA2gbA9RpGvGTJ1bIpjTivijzZp/VbOPJXa/+fw6HxGXdDSUfZkSuFXU+irW+ZxZpo90qGd",
-	"9kwF2uOTO2l2rPG3vuTR3vNllzzCJLaJ99gl+QsFe/77mpEQIKqeJufueLJY0WNtyPWxJq8NViNNmy2h",
-	"WBwMD46CFzRGiGxFVPmyB8SMIoJAraC9+n4aTjnC1n++SaRfC5uJBxo5ggNiclk4F7OGPGex6HpvVc4F",
-	"5kGmMl/MRG9NRWb6CbFg8eV/SKjKzmtDnMp6pT9VkApfv22EyokZewH/+osErw6+Bry+oICX54bQ7OzT",
-	"Rb88xX/Ef6wNhx3f2y/VVm7pWN7X+M/X+E9T/EcEcuGJAzyBuP2kKnyb4HukwPsa1/mscZ1Hk+Gj1O7N",
-	"JinS2iMCPZvDNbGolVzeO1wTi1q8BuIxvkxju/gIlAdAgITcPz7S7pZ8ElH0J9DbPxf78t7IJ+FjX6Xy",
-	"V4X5iVyRorT1PqUj0v7SCh14rmUBubeKi0nO+tBuF/rwJlhjhCGkii8D3QQuzhKLLtZk7Q4JFqGpngP2",
-	"O/3l5BU533v+glyzgo85KyJrSVeS1OAt8Aj2JyXJHPuVJISPDVeu8dsu4E1Zn0n4DpQNWLMFL4LSM+yF",
-	"iXE+hOfOc6h0g+aQLFMuVuig7/aHeza+6Kz1hCjmo2lB755qS/33Z29i0U18t1Vjdf8tlRkDPAGMVvEM",
-	"e1FmvGCpvlwUHJrgQbfaKBZ27QF/IGOX6ZTmOROThl9st9e/meVNyhq70CeXVIZ3asSBSnoDcoIZgZgS",
-	"sJSLAgr/mMjK6NxY5rm8MevrhuoymSy056iQN4oVUA7oV2kQixUPmhV1NlYJywpQZw1BUIxQx8IvT0Jm",
-	"XBnKxKFCP1oICrob3hcQe0SMgSMykwUEMEUsdofDYfUT4JucFxKTCizuCnrgXja6u3Ae0L+/rKLbBqA4",
-	"iH13aQr1jlCka38/8t6kuWvLA02JwQ/u8S/+uWDFsgTASMMRhAVqkNvSOfT/MuPTmhXmHf/1O+3/a9h/",
-	"+cH+97L/4eMwerF/9z8aar5W0I5/g4yFcLMn5hzSMbgZiW2tOl7k/kQdBeku2CHL1a3WqbK6gwPyW7kC",
-	"lo7dIXWHkmvF8jHpUqKmstA2rlAAcKp1Vzatm/tOZdVm9PYNExPDsveGB99FG9GX97HKqbo+P8ltOMIj",
-	"cdnW+/E2+RPXDcwiwWDTdXO2gVt7/vLf0IH4F9U5zjUtfD2Pz4UBtlTCvRqZtyU1e3hpc7UfZFw8DUpQ",
-	"yCvMIT4q+X6C/GXEykS2QKAkqxIleTI49k0a1sZw70lw31+hym/LsG+wPF9Dv3/N0G+Yc1UJ/1YRd8NK",
-	"kQZD56EM5Ikiw9YQQica8MZn1YxAlwLpZ35IEky6LHP6YuF+imzqHF5LcI0dfgt6orqAKjanSt3IIkt6",
-	"NrluRBVPkwH5EROa69qT+UxpD2l6xSKvJDt2BqqXAnx9s2hGphc0NcsBcv6a5gszVbM1B8OXL8hoCTHx",
-	"GlxvLCqh6QCu1+3rPxcS5Qm+sne0UgkRAxy9UWcES2C0Ztyhgmzhgz0/X+XhqEiWFigzBkghF5MpSX56",
-	"tSEhMyHdkbRzsQBg7kur6YOh6QJDpSsWqlzoClVAQZS1MM0CQoahwzuu7V0sqhn2hy6b2cwPdO0RGxsL",
-	"xues2kOF1nSI9mGR1oypUwJ5eHiHhItrecWSPiSCXjGLGQ2BY+Gy4cFyc4+anYNzWylx9RVZ1Vxca70k",
-	"NSRqpAlDc5SLlVTijRWwny6poPzAH1kDuy65ILAXQ8jGOsf8lHWxPu3ga+LAVz/o56+U9Yn5xhzlaZXH",
-	"whuAmT1CcdhGga+k7t+z0haCU4hjCmAElWoCEHJLAr4kKy4iB9OGNa8hgw0LWZ8CsLJSyPq5Mxm+ZiX8",
-	"0VWpTs2qiZTH6OCNsYQfZWEpfG8wrFgFWKgGHvmu9+1HvjYjApdvtcAHoa7QsmeZ70SRABItUzbuG4vE",
-	"WI1nbFwwNcVwsHU5UvBO4mE78qXn8GdLR6CaIvLJzefN6sDXtIsvqpwWFLignvbPYPBG2z5wv7yMULrJ",
-	"MQkDck6C1wQ7CCxjl9pkC4waYlJtUNrZDqB9ZENDtULAcO0DdApjgFIA84RyRZb1XNWhxZaAmrAJ5QJK",
-	"NoO33LsCFvEqnirD48nE9Kc0pE7K7f+DCtC2M6d8frtgNy7P/2sOyNcckD9XORra3hWTp5AYliNX7JMY",
-	"PSUYsGrNDYGOOHJCfNkxeuiDCvpB+Zo3cnLO/8WSAGbYSAbb5yvAm7AuJ7I7HPYOPZZPaER51F9UGaNY",
-	"ZAvkkxECmZJUZhiydJi6PHMqXogMPJIZZwoKsB0CC3kdDA89nsb+QvC4GZvJYgkvNhunmTC/jgxPZeoo",
-	"FpAHk4M8gMoclIUzQvO8iaG/4UoHn/uyoz7lRLaJ+gRE8DXq8xdQdOtx2ZlU2hwds4/BXkdGzjY2U+RC",
-	"s0lBP1eUx/I9NhuxzBibqh1z/yzAyff3A8K9Zrc6wcwjaIDormFvbMwtXvBc97nR/3KZ0nxnStW0D7f2",
-	"9787SKChi+GD45wLdki4JuYOBp1eMhXBf8ic8sI20PWhGiL6k4LOFOFCS7L/3QHJ+IwJBYyr+2avL2Qx",
-	"ozlXgBfzGhTOnN3ylOZRbIFKZlRonh4SMxFF1JQWkGwE/iaVysI2042Aac6nBVVM2bBNxgFNX2h7eyaN",
-	"OtvuxH/lVucT+fD9+/8g6PByfi1KpyePr0jXX5Gu/+xI10DNUFR8q431Tcn1Sr3e9ijXiHbf3p2cTkBR",
-	"wpAtsFmAcjSqJWbZQu8E22UrtXpCF/wFFdXBOvbmBbvmcqFAacDetPA+bhhhAokHf8OevrYTRSwqLX5J",
-	"gqhYqNZK4cZjfj2CJia5ZlhTPTEKsLxSBPqSyzK/lDyPhsNh2PxkRqHVA2G0yJcu/zkcfpuG+ApXb0Ni",
-	"1DuRL93nYB24ggG3pYtC3C7alrmZ916YJxqyQBMU6YnX3HvQWMCtsJf0TaOAzWjJV8XXdqIOE4uZITj/",
-	"A77aEF81+miI0dzcv6aQQgFkCmN/Z77zq3u+/OmdfdPdFkr0n0rbhilso2gjSfyVENS/TJv/5v9j712X",
-	"20bSNOFbydAXFSY9IEXRkqdNRseEynZVucsuKyR5aiIaHUaSSJEogZkcJCCKU+O/3wXsTUzsz72F2TvZ",
-	"K9l4D3kARUoqH+q06h9dFgkkE4nM9/w+j5rMQVLcUjRVqVoWWuX8ztq2spisHU5hLIRZtN7b0afrPXfu",
-	"rqZS3F57X3r/7jSV4MtEqGs5rcs16J9clcUVyNz+gz/3qXvN5STa2+2jNtU9inWd6hWdTF3VjtITeW4Q",
-	"Co7n2ity1N9F7V92oexn4vrkve+IuHpTWZbw1R00a5y79xQfrodGeFAVT/5ls5scax1pxdul0sevBHKT",
-	"JeJYg5GzLKb0AajJb9Wi0IXnCHuBI5MXzOz+MU2buyzmApsbq0IYO5PVrMG8SCbM5Cc1BZcMeyc26cO0",
-	"8cMlYoPFrLBCN2VJBhfTXmWpJt53YstCjrhzbpbC4rst+Jx5eJxRqsPc/lWW8L7BRKkaRXCEKzdJ/5Ar",
-	"PPi81JyfTrUfRCBxnKPB4t0QwnsJDXsTAMcmHHNkc9FfAfuGYntFPWdqrwzsiWxM5XSrwioGhryQpVVU",
-	"oBEe64SqHz3BWVwSidBBsFQIeSgCMk+q/QN7BHTMfPXFN+6L0ABIAUWryisqyEx1yJKRnuhgIeNnIMkz",
-	"yL5HILKefg/XJzdTu49D9Rd5N1AF3sZnh0CbtxPabeGVE45WjjE4fQtewldyC1F8EDsRP9/Gxk4oyeie",
-	"FzeArAVcjsm4qtFkvG7lrxMrVSmxkLkaYx/eLVR24m4mu22RElmW7p1/oTDJN9Fy/HbBkngWXqVtNQX8",
-	"2cCz0+ESa1zGR1awaOo+hFQeQiq/95DKa1W31TbobRk2uCvA8trk42ItM6VBpKg7OWSXlVks69huwbyZ",
-	"JwekeXZimwYD+gVoHpTEJH0bqyp/EMUmsaybTo6hpIj79FZaWXFPVllSwNtoZUWLVfZbmsVuRtkt1V68",
-	"jF9GDLvhfyP5G9bji3Nc3k5IGb2Yz01GOfNDP/BQPqiSP5UqcdKDwvOUfxQkzz9OacTJV1/ibqoP+1WD",
-	"UuUXt+TucNynG1x29/TfkzvddA+V0uJQzpaEaOGt8ricJqZnjrRCvBTk8VwESoZQTmIps5ukGskn2EGt",
-	"VF0VKu9yPT81TsN9rmLlkQceCSWPxDw9Irehhcr6yHGNU/tccJHZgZqTCgZ/1lE7T0y+Fp2lrKzKEfmA",
-	"biKnFf52NNDquh6Tkw8XpFotlvW62xfv9KU2K92iB5s6AR3WbyQOB4dYLBPotpGTgjgKqIMQLhrs4DsU",
-	"p9xJmCv4WrpBn6Q6I1qP97nSBTY5vHP1Ptro3vD6GvzBCjxJOSkR4sFwE6mwxX+oVGO6aCSOBkORuZV/",
-	"T0pljI6tLc0Kvj+Mvq+LhTINsl1/I4sSTYfW2xghEm/W/vA9sZFnETIwtgK6Es8tBBagcVwHve+npM2F",
-	"RerkOya4mK161Uc2Yk7ghlImYsjRbQUXdq3q0Ac5SvXh4FniIIFxFxuirVjfZLSgWte3Gstob+FOwD0R",
-	"96NkW7sNeRFuFso6cBOjOWTRWI4BwVEDRw+ODZUZbGFjAScwk/mi0Bljp7W6Gel+MVM1luSmusNNlIWT",
-	"Cidvz+7B0pFttQtPG/1F8Y1PG/0b2YT4y7e54pGMtZiFeOj0ezCu/uDGFUmOG/W3jQ74a2OUzd+dn5+A",
-	"eFpQ8WKwEfoEre1FCaFr96tGd1zpKinH7i+vdmvZaOiB7y6ieI1xyKnRF8WsqVSe+NIzCtkWdmowg0au",
-	"vBXWVCCEJ2tR5H3xHEQ15hvQpuRrKMKeLeT1ObYkZslmlZsVWSg7y8ZiWRVT5GaiWo0Ig7NiGe9ooQhO",
-	"zsUV2LnD+IBpalfykeo4blrYiKrZ8fxg2toKwiO7V0HFG1rJ+xRU8DO6ggqntsdkb5MKx4lg7Qde20FF",
-	"TD0//C5gkVEXgpLpYnuLpYrBZb1G+2hXfYT7kdsxnm6bOtuZoHblUk6KsqjXY+w1JZ1NliWGXMBYy5h/",
-	"4D0rN25WCVFuP0qcntuEIvO/1Jq3q+OYzmW9l+xNTU7hFWmNpvKNq8KSao3qMuFCF5S6WfKx5elP5IwM",
-	"QdE56B0MBgOwEsrSL8jdUGq49zbxwIoFzB7GS/YWheY//XzwRKtq78PvpEAEN/muApFzF4e0D4z5HxnN",
-	"LWwUzrUexk7WsjSzj/PCaajN2oyN6JsDNOGLzVJpWXw1/Ga2rHuHpgc7kxKrjhtO2lRvv2s/vgccshC2",
-	"JXnrs8peqnfenb1AiuVFUZaYw0O9EHmSIgJjYfHXFRvKYEd7LW7Z+8AnsjbIRUbK10lJJr24wdOeiHen",
-	"r3tKg8TJP1NNwZc+ui9ULYvy1sP7UAvzseEzKoChbTQhT7jIkxCWzvYzwdsFk8hfDb/JPu1Muy36IWJp",
-	"33rA7z6F4u5DmOr7nEJxTJA+FKsg9EyPzpPtZ6nuqP6sL7LazBQYC/sLVcteWcqF3H8N/9970vvLJOt6",
-	"0D1esxF49KnOogXYMsRXw2+iQQSndnGt3VkF03S7rDjh9by3zPDm2lJWtRPXTpDskAmR9XV/yZDslli4",
-	"2r/g9385COGDVPrzSCW/Y+HcuqD6L5dADMKJ4bzbASgJyJgv/EP3IkZPci8ISnrmP1OR9G+/xTFCu9Vs",
-	"JggYXvQ2BCR34XYT0erI2MSUvV9p6o5uvllhCenQ8SKj/jMT0nsxKkycpaFre3HAnFHK6yiijLPbJ2DH",
-	"PqO2Wwp+4CjYFhkhAi7kmoIsY5FVslavqdHF4GxlWa4xtVEV3EmcaquqKwTeXaoqmoxAl5UwKKPhO1Rw",
-	"iP8m4i18ilTbOcVjlJg0+UzV3Q2oPphToawDpffkygg5LYpaaLMaMb88zsg3y3Bi4ey7497w6CnX9FG7",
-	"4dys4FbOM7CgSTXMpFgsmlpOSjVCGHTHcK0SUfH7EhIhGviVYUiLUIyYdXx352EkDL5Q0D76BfrJXxtB",
-	"8MYE8p3QF3hREhUMtwm2O/CWmJzS6KnqfiI6+ThkJal6WPIZ/4OjCD4gXPxy4X/qj7Ju6YAxo+I5dnpf",
-	"vxvixfhpVAD0C5XBNlPIx1l2QfiF4wISTGgjSqNnqmJV4VD62iW/FiUckb26gvkYN7dzODjoUskG3AP2",
-	"hi8qMHo3Nt+mEPvTQOz9XjdrYO67uVX5TdvaLDEJDzoY5LaeOdaQj7NYdnVj3fryv4jVfLv6eECd+7V3",
-	"o3MO473YhgJmyOhIs9ul0qEdBz4hW+8jrek7S8BwUo8s9XqZKbZ6JbGN8b7Is+5nC7/eDUEHQyexXZ2I",
-	"jMJRRJbkij+4sZxWJ0t1R4qLQpW55wAkpbQwVy6Ktg19jixor8VS3WiuzcFbyD5emeqy0LMxC/+VWJqy",
-	"mK4FHlpl24oh1awZEo8t74DEHZu4tQ316vTFGb1u/gY7Twi0KEaYW6qqMLmwtVzbVLuL3B6RrprI7RRx",
-	"hg6Ms+Dp21Hwa0yV6pBKbLh0jBaPKJe2JBS5GKmoE8L1czneyjS1QkTbwlWV0eLcxoGe6g6/078f/ANe",
-	"K89clqqqj+u/D/6RdT8XSu67ZX7Dnfh94e9Fc6PJ/tpFRPdRIbzFPosqecDae/BEPkKdPqcAw4Zxx7XL",
-	"KK6d6NECFcqYGyZRuKP09AnWT/VH9h2R2W58lGZSIkrTPFAvRmYnazuWJ33xfK6ml5Y7GxlXWaW6sALF",
-	"cyIaja4IhpWxLnOJnbMdpm20zQI7fLqJUNd0Wi1xC2ZMwgijIheYI20U/FPU9ah0vjSFrhNEOrct50hT",
-	"0OgKEf4IFqW63IRJ97jPY2oeCQyDnSeDYVfUhrtSAw0gQcbWRmSB2IOqPb2ed/gxoWw11TLPUX+imYJV",
-	"IIkwVeJoDikE5Qq5h4NBHBCMoRmpqBu7bo8F1S3jUqKZlmHp8V8psuiqmrHWGXklnfr0WWxNGIado8EQ",
-	"LnDsLYlTsInA92cq/+qIoq1zOBhw6XmqqS6ZgBDda8QhE0FJPaeXMYqZhdpyvIPMjVS337Iv5V2AFuty",
-	"NFCbel7oWZ/6dEILLNP/pRrD7OAEf3f+5nX4Ief2wroswZLCNqR5vSgz0ZGOUrBLBeup/tvZ2x/Ggtay",
-	"n2MeyqIxoTY4cJLN3eSpLyPesggmskOELzj7rEvzw3XezvmItUjqI0gf6SWxyTZZRzt1Vx0S3rGLl/Do",
-	"YJjcL/nY5miDZ97NIZnv/L3DwbOn9/zBHet8+s1z8fSfD5+J//6vw/5Bf9g/6LrN2D4bu6aHg+3kaTz6",
-	"iOlFX7qcLG2w22bwPh7yk1gjP7/p5Sr/Q18fHKj2KHe2z/lRREebWMquJINzU8f1VtJLf/NYzAzyxjra",
-	"wOjZHtlo2A0b8HY2mmg25iI6Q8nd4l4wpgO+088Uf6ZVZw2OIuTeBuOuWw8/+tb7mFvbbz36+Ge9V+n3",
-	"rls/8lnbJt8NINLogLvdwqS0rJPHrtF5g8LrDvLKtt1mi5ku9Kx3qda359XP6MLv4bovKADCz9xW9rkE",
-	"Y9LOVS5g3qKDf0+xKoXSd93+Q6Y6LvAMC0bWLb92XL7Ed+NdUTb1o9PVO3fWPgF9727nPw/ccnBfTC2n",
-	"1QqmSVElbVbCaIpSeYTES7VOta3N0vrncrzX3KdWXIHVgkVLheWcax7iVFcE+DdpahgH/KKwXoUW2X5/",
-	"pcqyh/bU/k+rS9uHTZ0lMfF6UbuZwwiMaJMEPva1mMsrhTXcbPCyX1DEkbmt3Vq4duFg7H3BHGz0KzuO",
-	"HrwO3iuXav1wzFqtzJTev3HEXFttwUTjLlRn9Kc73vhjtxysGw4tWBzOiGV4Z4NRWOwMckWLqe5k8Ta6",
-	"7q1Wqx5e0VQlXwSOBtor6H69B/vjr1taLhngQvuKEGGXcqp6VoG7ASeRYrHoMdlmYpWvLXQxjVRTtJaa",
-	"IOjLRdwFwbUfrrKiFVjAOX53fn6S6q+lLaaikx3H3sRI0McTadXTw46P84/4X5yVyBLGwpJVnep4sUhi",
-	"dgNCQ0gVsP0WD5S5eDase5JqKh2amHpOzxADiPztx/NWMQ/5H88GT/+SCLI2U53V6+VIyPqfflqBBRnL",
-	"z5f5i7Pj/Zf58Ojo4FnCPjD2G3Nj6g7Jxu91WspiYUVWWEw22GZCiLVumYu8m6Q6k02eEWcV/KeQmKPQ",
-	"kwv4z091gXmKjQWh990XZwoBY6i+f/Ol4METVAjPvhUuAhfEj+FGV+ODuSKK8zPiYqrL4hLDY8cnrzw9",
-	"aKUoaN7uUx4FPx5PMBzMVKf6HY1Bjr71u/L45BVzNFhiNEXRjuGCuVyq+ISl+r//66g/FJ3s55Qcr3Rv",
-	"JNI9F7jgWqa9RKQ3/TK6tN/vp3sfsu4o1Vn7tgwz8c5p+PHHH3vH0cbnbU2Uu54911SpXlVGz3xZQDip",
-	"yZZEB8VjkPpXLGQJ217lPqkjOm7cSAaAYhSVWlKDdIRlV6+ML96KU85Gi4Wq5ya33URkjbbNcomNfe+j",
-	"QWkmSbQITmhEM8SPIskRoj3zu8ur0Ai5KwiS3U9WjEEYWNjdcLDjE++9cjq/wS1vbf+9Oyuk75N42Sq1",
-	"f6E3jqvyG7VzR69lZz/3pnDk4MxR/+BTy75u966TvZNKzraBC0UDTeEns3u76Z9v0ZyPeWPRjrWXTSTC",
-	"RmLjzIPRuu0Ewo5uHb3Y+PsVZt6WfaMbEWVUvzsk28ZO2BSVW1rU6JhXSpaLv6Z7kT2W7t3nfVJC61dc",
-	"FX55o1CqqK6nSuWWq2r78NnX61pxtyRlz37TCXL2+k6B1Y8M+V9hwlQL/J5DqLeFad5SDR122UdiKLCi",
-	"7yq3bkeRD7tbvABv5S+Vlstiv1jAgdxt6L+RS2zHRrDek1fiSX+QiCf9AzgVZys5m6kKCUvjYDGh5vmm",
-	"fzTTjfbIPEtVCa8ssc4hi86B4JkJmlmGqjbVCELUwlYF0+aYwUrR5eYppntd8qBR2jLJVKFhBqlGgBrJ",
-	"KD2tzEgMvtLoEpad8VN9d3qqEabFik7M2Nga4VItkROCvG/yz0jipTrzRS9Zd9wCew0/nSB6sJyCpU1e",
-	"vI0Abh2zjBWdS6WWVCliN6B4KHpAgD1vsFugwmKd1gTIJWhsI8soLOzJ6RMHjes/Yb5Y/rTBAoo88xwO",
-	"EReYg7zNq/VpozOXAsOyHyYGG8WIhhaU2grWeGWaMhdzuVwiy2yq37pdwhlbLrWZKLGAi3L83bKwXMyT",
-	"2csCPs5aAFLSGt0Xx+0d2gLfQUQoV5NjJSIjrsAAJ3JKV3ET0bBhYkYbcBJN2dS+0P/d6WtOHQc0ogRt",
-	"Yzx+Q587zeDPPh3kV+DwoplJ5BmUQYRJhKUTh8PhONWBQuNgAHN1IMUmLBQXBHV4LLLhQQhQRVIWLs3Y",
-	"uY0XhkF5XdFTtinks1R3DsSb4usIcr875rMqSllhDbBWoTtEPH/9CtfkXFWVhF2KrxYjbRJMWHoHjc5V",
-	"JbIN5KFsFEsS7AiZUO0abEaWEHTaN2914oM2lZ3LHDssLJVS2W02+yu8hcXIl2qHoNHpp34r87c9h124",
-	"Rj/imQRhtiARJjou/S/ocCe8upM/AsrwQy3QJ/FukkPbOo4elTfWwpGtEG2nLSScpvoF1ByNlTO1swjo",
-	"rFkwlKDlrkX44/XrN3zYA08l2B7BbkockDrotnfnz8XcNJUP2tiEcSOTGPqXYvO1LFs9DlPsXdOpfnf2",
-	"IiQAHKI54l48iprUI/wZ0Abucxxl0O2n+jiaZdR6T8huHI6wSlkq+DRaPbL88EynlGpWAJO1yC7VOotx",
-	"baKxcRDfmQbuTkfSDamOgOvcl5hSoG4NnNXh4Em3L97hL8dkoK4lFLlDjc6tr6haq9rzg9ZG5IW9hFGZ",
-	"E3RXSzv+wl0xlLNaVmwEP3ny5Fk3gdevYUY59m1Rph3e8Vg0esLf3QPzBl5oyzcjY4u6iVUPjK29e9RX",
-	"vNR5mB0WkJWNLa5Ud9d0xBvGDqAEbQbz2FkAUpvPMMXnZrGQUQQ9ok2sDdZpC7mUVT2iPcJhW7+dRqnm",
-	"qChiRrQq8oucYIyv6xHFXrHah3FJ+CPbTDgK23X16FmS6iyXa+JogJeXic678+ddKjvEPcoZvmaxAFvo",
-	"SlV98YKJcnkQ2lbqelmaXO2NkKFi+zLOKtMsv26DMxW1Wti7tCpu0W/57g/J3kJev6L7nviFl1Ul8Utb",
-	"r0vcWaZa7O0AqSJgKr+2/oR3UArYsXt2sIqW0vIxpl5hPKt5d9deuVTrTysVChN0dAM8t8zVF+zDT2U7",
-	"Z7BgbIr7z+FL1gfhuztFT21XRJCerzIrm0TwcNQzkMCOZ2Xie96KCnbkA2fYl7FXNisSpJ41cuYw83gz",
-	"BkXudDVo2G4i8JDTG9xqDeybil9tbLiQEXJvm8UxTd1a//Kju+gPjSnBT3EfPAm3Kg+AEr8yg5675JeC",
-	"Svht/PG4EmfNBP6cKCuypiqRV4P4DKxrDeOqhszlsjvZam7V9H0m/omTYqk2F2J4CPc+PRSTda1sF7ZN",
-	"YNFgiLWaC94D3YazSQuLiOIE4wDackyW1UpWuYvZ4QIiWnJfHGNAZ4UsYnNjOaYnXp1gcXyFodm5EgTJ",
-	"LRDsnM1jS5byTxSewWQuck+NaRyszCZ0B0cNRnaf43dbi7zg9oBFXxzXxBl+MBiE14gByN2pRz6SXyiM",
-	"waP/NogO/OM/FvWcoBl26WxeqxjRwf6+sBySP1NX10OE5RNktI+v8GUM/MBy8WMAIH6B4N6wWO6EfyDa",
-	"ZSxJdN6+p6V28X/fU5pwZaR3UGQtuDFYdJBw4fBgiOdvG7hDkGOf0k76p4GEOPgz7n2HJxEEdujaT2La",
-	"0zXynru441JpBNtuc6J+lN2yC10i1qJf1na+Q4eNRQZaIGtVpvEpeoCc+M35gvmqrbATH29M/yKBx/vo",
-	"1Yu9uxEg0ApPvA2eiCy6kGsplZaTEklZ2DHzn6R6oaQmftpuP9hUYEpxKe7Ie3OVUP/eYLR8s0Y51YT7",
-	"UNRjMHwxs81fCSrsR5vcMV2XxaVKdYCTaykr7gTouan4kDnnKMWsklPFPn2qO1g9x74PKtlIiGDNn+Ne",
-	"tn266lu4/wRvz5JUu2GHh2Le7YuXsDLYICDywuIq+S0xLZWskAqAvjjFjDSFNfkj5ACANb8gcp2zQk9V",
-	"xg6Mazm2YimZFMiLO8djG+laKirF9+yRM0jvmp2qd1t3AA3xebTvF/M/eJa/dgL1DpEdSjjougcchwcc",
-	"h99QR506aeD246MAfS03k7Of6DTsB+G0M1v7ViuhdF1h9Jz9Br6NagwwL0gfdJ3eaLnyqS5qhyuQCFnX",
-	"arGsbUIxw4DTaXJKh2LJHcXlEVOOb+in+qWuUeLLSvnSrdKAHLccHyP+/x1kKSwHXoRnvg9vSqRpAgEJ",
-	"gyTc0uze2FYk4R7yiee1PqO778O+8XuMKrvHuE90Oaztnyi+/Ke0nCPf5lHbv0uEVqvPEIr+aOv5DsG2",
-	"/7Ob7YedqZ3gOrrdu/frHZRddomb9gPw5Wfz+/y+RQTpyN77dbfs3fLa7Y1fuMH3K1VX6y00t19sbsnO",
-	"QvRLBrPxa+7iP1itmoi8Ua5BO8GCYkxzBUsBwQsReEflwY3CfgFUDDyMdx2RIcj5gT3EZxSv6uC1WoK/",
-	"cgHQIMxMlasqEdaA+zozyoqJujAO5jxcV8paVduiWOJw8CxgATlHsrDeuUT+0xB1pdZDRuCtVC0LvaPn",
-	"G97mnYJp+FsJpsQtRv9PyYX5R4jDwntwJ0GbFR8HKairFaWBgLebN+XnTDa04zefJG/ukCAhA7iROOaG",
-	"byZgjNMulKI2ZY7VjJWqGbDUXRUZ9BNli1x5gAlQEZ16ZfBSWTeVIpg3L1X859xOm81CnOmMKicz0eFo",
-	"U7hva1QKg1FjMRCEWVHUThp2GS8i1ZkDt6C86UtEjLDH2N9tRKWmCh4EMU0FvUNfo1oa7MeVqfZmhDim",
-	"OF1htMibiuJfcaDNRUJIbntgDV7VnZgU/DI5t/s7DT3R7E75+bk/70tbePdOeYeMN2zDh6z3Qwzs//EY",
-	"GAqWVgisLeMD6vRvkGrfr5X9QkrvFIvy4WA63dGvEYCBLEeqbcpyWUvPjOlEiNS5+PdGNcpSvM0bzBiS",
-	"K2y4sEQ91zK5XWqpm4iJmhc6pzGUrMpih9F7zFCiDmTJG+J8cdA8Y8do7GnrHYfnPVyaDNsrbqZpfG8h",
-	"rA+xUTzbmho5V3Z3XvhXt53xDeV/IN/+T2k5I+BMCADAFuITtnlYsLLwI0XHPSqisQ+VpEdTlXujvXld",
-	"L0f7+wfDf+4P+oP+wegvg78MUGDwDG4gKldmoiKk2qWaMgFmPwpIr22ttnUucPuHbWEliaksS2xb3gHG",
-	"YyfIiNAFkxKbR2yqMzt5n/FBp1Lt4dFTUUmdm4WYFLV1uNPYecvN3pscW6meSztH6zYCqabeFblcYmaW",
-	"AgaFA97l7AE1HGNRFtjS/VS/kVrOHLqd0AiCcKMrqy++x6ffxdslU32p1oymnThsIQdXvE74JxkwKIB8",
-	"XZlLT+fFOELhbchlgQCKW/o0sANn2B9scLeBr8EvpS+OsZ8ksIm1OOjGqfZkcAHyeoO5YiscFULnpNrO",
-	"TVX3QDrlN3GndhLEpbqzC+aAYJyt0lSzK63YvqtA0DMAIHH1t4GcsKBAhP2qqZ2cAZ098cNuNKs+PA5y",
-	"x6nrWlValgRgXMXMsuTu4ZP13WWv6CqiviOEZyKqEB1XDewasCkJ9bcfvz8bI6x3UYllVehpscRfi9up",
-	"AqfzzWaq1m4hJIgt7Wmo3ONzm3v8qo2+cEZGgF3QalCqV8ZjONneUlW9RaGb2jHp2URMweDQRPqvBIo4",
-	"ai50KlZMVGn0zKa6NqKTbRGJmTCa4BPCTdjyWViRm2mzADd+lOpU9/BHHj8G84Z+6/Fjon6xjpscXnuz",
-	"tHWl5MKOqIvcBQayJNWCG8vnBD8G/w78++6Ti0ZjC2wPjlShZ+5zR6gCw2CjJrXzu153Zhq/OuDz4w8C",
-	"8uVzl/7+z75f9sN+1WjY1UJ8jes58g36bs1PVPUGVzxEDcTTwaCbiNW8mM4j2LJHFsYx1SbKf6CE2Tao",
-	"Z1wch9Vl/eQXuLDxw2KVCeHtY/xFttsFRegntonrJE4i2Fmb+JL3hOEmEn9qucUQhyFxlVDvT//GCvEs",
-	"T2CSpzceDEaIFwxWzMeAQZARsUo0dSFpFWMOHRjFo0qwwC9q1j6yJqxC2FogGZfLEpEm5o3OK9Al5gLu",
-	"9zAJoIpMU01hOFVgK+5K4lHRQpvK7WN0wPFZ8TdgiGVlamQECBz8iLlAB9w1JZelkKU1m0f75plGERod",
-	"5lTz73Xc2tIlYTUTX3Y1HMD/xqmOttXm1V33skhtkmKYNNNL+GRuSnQUsF6Mfv+RFRKMAol6u1IXRUlo",
-	"/roudGMaW65HrW1GuBFNZWvRLFGuUPWol074GH1x3CIEvUEpRbygEeHpI8caFS8vjoWSs00XGniKePVY",
-	"fpqVppOTpDo7dYvUY7LTDvk/7Zl2ExFdeaoWsgBPFnSmO7K03xgvA7MbVTGbIzXp5t2WAkMUbEy1R5Z1",
-	"8yysuGhgs8AGYaL0cP8JcoHAT2ekdXCGpHfGq78+HcDrfeO3nOU9B/o41dm/9TaeuEcKGwRo/J1/Rvc9",
-	"w9G0r7HK3w+GZLTRK4VmItktKwM7YSqtSnWHOvyFsnWxQI0na8HdRULSbkjEsmysyBby2s/uYDA8ZDZ5",
-	"FzfmHI9L+TilQtXKVlhV12UMQCyndSO5VTHVjPYj4EyPHAuJM9bA1Z3I6SULNzFRa8PmOT2ZZBihVE/n",
-	"spoRbYfnUMSFx2itI1NEZFD/etsd/cNniWPZwAoaPLnveVvDi8EkUu/4olZV2Di8MRz3RKp/xjtEJ7up",
-	"RYhg7BZpTEg1N+REwvZCh+MVpvIDwZf4g/7yBAwR3jUJJS5wyhxV/zAWUrg3xLxgYMfXiCUEIhfWaNrU",
-	"qTYXF31BPDMOT0IStYc77C3zygu6bfb41j5VDyDRRqcgKAeijfejUw/qzYFPKrNQ9Vw1VixUXRVTG93E",
-	"n+xtp3wo23M6Pnk1EjXsG7aDEKULDKBEBNMnEc7oSTVbPd5lbMFeJLTbWH8Gu9gzuHcQLuQVwYTRv3vg",
-	"rMu6mJTOv7PCNmC+WHH1+vWbRLwtS7mQ+Iv4r/50uUxSfazreWWWxTQR36pFoYuun9SkKcq6V4CpeFEW",
-	"WomsNFNZZn4iLKbw5fr+PhAIVrBo8yQ0KN32N83ubBziUGz5ITiV6+JD/ZDqYLRGLmRZLpwDGVRJ2xcl",
-	"XiK/uMxBTfLLyaVUZwGqJBKVIkPIEvdJR1Ig33epg7UjQe066JIWHwyoKG5/xxb5sWtW9O+QPge7R6tE",
-	"nEWohprNCwJWplwiHuziP+Dd18Ul/kXvqTQzvlLaIJL7qX7XPicdj7ByA1slEe/OXuBBWhRlSWh08NBd",
-	"eq07gGCio4bLjxi8I3E4OBSZNvX7C9PoPHNwtfgG4Pg7AkGaxFgcDgYRjqzHuo1vK+X0Es4KCWcsRJjK",
-	"pZwUZVGvGVhsinYcYs2EE0f3d8eI7pXhL+Auek9kRpmnAESHk+Vwn5kAbcYH0MHqEg0hFkdS+UpT98xF",
-	"r0KT9VKbCSj0Wi1wrzaVysSgN0xgGy1P4N8Hicgu8AH1dH2itCzrtVPKS9BJeqr8x70hqCO4PahQ2mkH",
-	"Tk8xikSqo0u6ffHOKVF4yKZSdgRr4lXr4WAgJmpqFoqw2wLsW7R7F8rC7hm37xw+C3cOn20oue0DtRRf",
-	"e7ij62tCcIuYlXjKqXa/czQYiszdQjiQ2RhR5AgID36Ud1T0q4zkFw9zGA3DXweD51Er+pBdMDkIRRtS",
-	"rHfFbmgsUgFfAhQ+PECyZfI2BhOkgFvooIYlIXSViGmKdjl7O/BYeH5TfYbTLfRsJLJ0jyaf7o2whwQd",
-	"+pkHu4dTHu6HPYFcPej79ejOrC9eyumcswwjkasSDAIvFX9Okd+nBXSd0OzRIloWako4Ueqa0/tYD+rL",
-	"afzARisad+1OrUUkSDP5CZlTQOTxpBDBiazNuqm0JeN9NTelIn1qKrcZeS5bFsvrKxS4hN7oJkNbJsxG",
-	"wkl3IWx8JRFVmZfN8CqtWBQ5T7MvfpwXpYreFtiNtijh0UFUHRwJy5JICsJP9PJHwBYFAYbka9kIKyF6",
-	"siyuwIeemsUCu0BBv7qyKuf8LitzDS8nN+QeN46Bjyb1nAoMiLwu2olTcPOYKM+fN8fn55AEeW7GlKI0",
-	"ZjmKgjYBHPBGlAZ1nge1RL1I0B+SwsmoNk0JDlKX31IFu+YCX1QsuRBo3o1vx5yUSvfUtZqCx+w3eqQa",
-	"RdVo24IBjfYE+0pwFPBf0S+BGxa8iAqTFzYRzRKp/0B+ntVqaTMRj9RpQadinJ2WUvFhY+D+LVP2Dht1",
-	"Eim/HW2tlsitcG5M+dqYJfxuF5cifqqq0YFRCOPseEhQ/lAIP+Pjy2CiFKzFxaBjc+GUVxS5iOEaavDR",
-	"yP3wx7UgeZTq53NZPw/wbX7hLgoty9Z5FJmlhWsdwVRHuFI3JtKy/MtyK5bTDZOWnYibYcAQKaKbwPa6",
-	"uCimhSxTffbie+JIFh7GdSSIegMme/bi+0cWoTIIhbROdca5Hw4HR1YZGbAb8cfGKiFbOzQ2kHg5HbzX",
-	"rkwOEVsTQB1atd79L3I2raNfeHRv2xpZD9HtkguULT5ujhLPkzPABvWij51+Z3vFWL7dvnB+p+uzo5wg",
-	"Z5wQfJZeATxypbA5capGIoPzsh/MbOvINPF0ZQn94/10boophpAz1llMUUF6mxolbZ9x797jXiPPOAyc",
-	"iCwKNlP9KtbQoLGhBcKJwWPRpxau11MDl78n/LdMXJRGouohFJUu+VmO67sv3jHKuYsNoGXICayZBimI",
-	"EM1+NWAbplpdL9W09rSWSFThLyG2ioz+busnMCsJAZtPHj4jfsAUD/wXljmEP5FhtTt2QPGpDmUQznwC",
-	"A5ChbQ6HQ0chQ+M4Xm06+AopG8gisUJpjnxgVGEk/v7i7Q8v/wEGXluHNpWKtKhTb6mWWFxB98ZkHD/3",
-	"+/0PH1iqjTd0pWBVych1ONDqhloWG1q5ncbB07u3DcPPBdQZgXOiQobqu/PzE9jRduxhO92pyhMUaXJS",
-	"qpDEYTXHvluupqWsYvYNlOhXBnNWFp2fkLro0ykOSOB4lPtVozuOfQUDCPhxwowsOLKlz7oZavhTJXNK",
-	"uMbM9KNKyTzDfrFsE7w06yYE5EO3oVu8cQX74xtwptIZHWxIOgJ7hD2GLzA7m4h/OvBJKK5xZHJZrmGh",
-	"DfXyXM7AAqUn47Ho0dK9bJxqyzw1yAQpbUzEbrQ4eXeOg754+frl+Ut4ExMlLOzDtWk4vwDbRtb4AayH",
-	"6BweDAW4YFOj86LlICJc4KqwIPt+QIMdxXGUppb4k62iTTJfAwQ5ay346t3pa85j41t64a+hLcUuqpPQ",
-	"Vl7BDgPTD/+uGg0/eDgcpnqXO2vbfPaI8X3Ts8V99zMe68Rd+sFzXuLnmZDib2dvfyDIaRdKIhBujA8g",
-	"UDf4rn5f96dFvSahRMiTVJXY/7fe8bLo/SvvC7JA1WJZypq9U+l4jzP4scwRKsF6NHFdBQnyUklQUeaC",
-	"6qOyicnXGQbup0YjDUD28890JvqbShGkC76quSlzLK9YzWHPL+UU3qv2pciTCt+npFKKbh/GBMMOg0Ag",
-	"R0CERSMlYloai0UXZI+j05R9+IBSMUOpVlq1crxHZVGrSpbo5TAspy7XojKmplIOegB/5qKfEouG8bAQ",
-	"/GpTvOD6UjR1xF4mGrri6SEcgEpO4V2Nsbt+Wco17OtMHAz/En+b6khAWnE4ePa0dfO709dWDAeHf6G4",
-	"/5jfHIVH4Ig7Six8hXQ/ZQg6Nb96YYv/UN2xe39Pj46euGukFUTP/PQwVltj8WTIA9sxInsp3Sx4l4xF",
-	"1gb1bw2Z6g49jvvVJ0POVDk2s8zj/2e8XqFUBqMsQRz2F/L6nIMIIQV6gIm7LrvZGBdJnKVF/TMJsqaj",
-	"3nBxsMPh0J2/lqaKAJ+3FAzFzl5hmSgCo4aP4kyk5TCaH2wUJbPBNILnz6gSJkPvlMl7MqqSchj7jQVF",
-	"6JjspbUrUyEt3YRYrfqCkZh8baFPy0fo8j/DEB/2ozR1NuajAmPzMqL2zPiP7Ab3NijOKcP2g/FN+SQk",
-	"dcRRwJjF6fglALkaAOpGyCEf1v+KmgQ6xy/PesOjp71vn7/pctfzFTUGYTlrIkozm8F/lw3GMKXmwIep",
-	"xL83puaqFfgYjJlxVL4EpoDnqIgMg5N3530Rio2idSGUu4VEUVSZZhZVa+5c0EwU2tagz7DUZw72eMZl",
-	"oI6c4ooFc6Xg1b936A8heFdUVC+kclf5g/FJpi3kcitaGt4sfYFIRNTIEAwDB19V1DamtrfgQnyEZUI0",
-	"GGBd3DRKthwbpNfdcm6c9WYx7sHHYwY2JdFrvHl+EsgZs/3FdEkBDvr3/s8c2viQsUtAlKZYOUDpayw+",
-	"EAtVSzBu++Jsk4GlNVv8cMs8TxtN1Kk039F9y1xAp6d7bCEijx1bhvjvsDbp3odMdNjhJFM04+INtHWx",
-	"lALU6xcxTR8/Pg9s/f3Hj4kt0o0KRoCjAQHZ9pMp9EYKGE0F0Av1HFxc/O+yUhfFNVo78d2XalmPffUa",
-	"yElbSjsXE1WvFEuOhRPZwWq4BnXt4srMuKHsVC4ptxWPB1+DUTrDKF4nk2KSif/z//8PkcmvhoMJnLyv",
-	"ht/wR18Nj4bfwEf/+3+6T54/+er4Gbhp/CCozGBeEmM1arGs14nI+siJ4gwcK7J9GAYDB9m/wP/9f5mP",
-	"pteVKSmrjdp6CwD9oC9OgjM4M0TdQty4IHqcUQEyvtAjnNl/Ir7Cf5L6/U/U2d1xIGcpdDYK6xVCqrg8",
-	"Pta9wA45/DEscuKkGJt74HGbfC28hRDdl2quilLEt45n99uX5wmb+on47uXxC5R9b0/OX7394YycC7Jh",
-	"YdhUL9RiAp4pF5UwFnhH0obHn/YTDybpc6pM752DXZtqnmsBtvDdrKx9cVxVYDLybsK5g6u4VJKCUJdq",
-	"PUaN4laBxDDip+PLiE8AvnThbMM2GmpU/8gvkPVkx7Gy4XImIvNyPyHKUooh6GaRke7z5LDISlNLKqMt",
-	"qqCXR20vA+0aJhVyrQj4SBhguOl/JBxVqBiglVlkx1uycG+pviATISmKBKAYj43dBA7HPj9NxOtvKNjD",
-	"zA1ca3fHgfim0LIsOYgaZGXLoMIgWp6TFGhTYSElU8cZU/j0bq8kvGO9IUsn2VwWKkJZJQmWgT1Mxhen",
-	"BokFKbulZncs2BCDa1CAI2Nedyy0SbU/TFOpvRVS1JEojrF4QR6/beqZAf0TBzRKY5ZUT8Mc3qlGXoaD",
-	"Zwd/ScTFdDAYjfb/GUtK9GUP6wREhyJ1MNTB02f94dFhn//bTcTzb384Pk9SvWjKuphKJjtcqimWEidi",
-	"UhmZ0+euQpXrKiZKT+cLWV1yAYVj3cCbZdlbNtXSWCVcPYIVnVcnV4e4tV+dXD1NRJgXfgGWG3zRZVKu",
-	"NlmHyGiB3udKF7ATo8CYgzSeltLaJNXMgobSxVctggvJGxcNwg4P2Mdv8BCe/fjq/Pl3X789Pn3x/uW3",
-	"py/Pzt4fv3799kfHN4VnnLIfxhfdm/IKdiJPQdZ+22L2kcL7rdA0fYuv06mweh4JEBopSbU14sUPZ6JS",
-	"k4J7jgLvl7VjPvyVyosKfq6wfoyQ7VvJdUBhPvIXI7C8mNf1EucH/7AOVzqMSGWZ7OjjalbFDLMP2Oqj",
-	"EsKERn/EEJW873pwKokOsj+7vOFvpMe9BSJLPN+OVITLrYO9ETuI3umLvUL+zHmGiXgyEDYRU+Jdm6x3",
-	"+pBd0LBYR5rckqp24fZUo6bC3MrGgC5mTLxjonMwEG+KrxHy+2gwTPVmKh2G1Ub3htfXEdf1tqS7S3Y5",
-	"8UzwEFmrgq1PjjwS/bNsF98XXycONBCry8wVRlNQc4PGTpy6TjZjd3QWKfnuc+6DYZLqo8ETvBDWilz1",
-	"eB3oHpvhKbDhVQ27CVYDo9SA99kqymNKPaoolPaSnQPavzfe3KmvjaNVtmOGkhgRoXVdrbsJmThSYDdH",
-	"qkF6mosLJ3hbsQr7+DEm/VBpWqnzibkG5TpV1o48lMDf5JU8Qz8h1VWj4fmoKAe2LoorR2ciXj5/c0yX",
-	"+iouKzraeOWfId15vTLVZSIuihIMAxiwws4a/mmMCaxkWfampZleUlADjMJoNXzQJex7UOkLunmhFsZV",
-	"+O668Y28foOX0bZNxNND2LaJUPrCVNNwFi9VpVXJvpfkPC4GdISrnNwx/tumXja1Gx/Z+Lp9yoPzKJib",
-	"qApZFjZ2N3iZuaIrA2OyT2HI4mINa0g1YAGsRHCYCWV1h/QtovTDreR9bwySatchxNyFzMW5kGuhkQjd",
-	"Qdkng8FAlOpKlVhtLcmyJA2ItRVYscoToP6BObGv4GxqQ4AnCaqkQMhPpTIg9hJfhwHXLprpHCbsPvMr",
-	"rqnbM1dq6ciuSGBT3YQr0Q7bEuuv2tE5H7Tu+Hwy2TtOmJSFVtm+/3NqymahuVgDzdlERNcuivqFWtZz",
-	"rBxL9eZU4XFguuUaraKozQIsuosLdOD5ZBJYgH38eNTSnhT14DBEXLX0yHpU1ELXBuw+J6oT4QJC5JyV",
-	"ZkaFHqGQHd5Yq6guVGyo6RyBcOT0kkxWgshMNbkCfz99+eL4+fnLF//Iok48eGgMTbgfnpi8UHa0EUgD",
-	"hcbR9Q4HBBNfus0RvsRX8RMor4/Du7C8xWxMLToIw0E2KJn2lDiFx8xc8HDkhs1AMkpKJxRgbbw7fd1z",
-	"3rWp0GFzf4P1UyAxRK4uFLsVObxo7+5InWo5nRawgrLERaOUiSRVLqt1uJaCiBLNaMv9KE613YgsUQpH",
-	"MdOqT1NwGx1aL44f08kQZsslav7E1bHXVYO7EN+bb/luVee4JBiegVZX+AZT7dQslkjGKY43v8ITX8GN",
-	"VlmEO6pUjzzRdg8RqLiLAnsBNZ1qqpntUIrcTYqjEO74Y6U9urVdgZ0nRe3Ck2OkD9kSnEu1w9FdzQ0+",
-	"Ekg1q0hUxpFqJiCMAngUO3QZV9COsH4cqwlxYEymYHAW9MvuMGkUOc66gUYwSsrSScGF4wPditbFsbAt",
-	"QTvHSuTaykW7ZoMLdWoj1qapyE1zoUZ6ptCrj0KJgn6ZWxiKNneyn9O9Ik/3khQRQvAfzDd8XONfuawl",
-	"1u6lOtvspM+6COEQ/Ne/n9USjkgu3PT/0UGTfLS/v1qtwMzDrz2GztQs9rup89P4DYDthHU4Uq/FjRFF",
-	"WUwqOIXcJgovllsNY6SwUQzOlYOTdFVTh3PUVma09z1qRJBLtQj3jTAlUNRMkjiFWeQNLQG33/lfROOw",
-	"lotlNhLvdHEtHOkirzcDnrZvCtBDI5FdHSQU42Rh992b4+e9s++Oh0dPXQEOzY/LdcKzcuS0/bGfUOtb",
-	"DFzxaJdqHZsm9LO9XOGZxCY2WdVu/ty2zSyITAzUFy8c5hB/78CIHllCIcJhCIhoA4PJFV0kApOlwhMe",
-	"jrmuSFDHHSe2o51ci1JJ61DmXEZDiryp5KRUwjQ1mLuO4bLgqj584RH5uI+5oLU02oKHIWxTXYEgqmAl",
-	"q5rF6bSSdg4SEyWHAxVg5CYyV/h0shqlOl+MhhKztspHYFP480lNhaHty0F0YLzMvQCYvvsxD6GH0oVM",
-	"n7441m6buQvQvYdTBB4ZFTfHCFZ89Zbc45Gw3XFwsn23jfOKsRDqyfU1iRb2fbt98Q1OxeMBt5wu2jtH",
-	"4MMeiUWhk1Q/GeA/xFDM4cM52PpijnoO/9FBxf7f/2s4+Er8BK+zGgfcZHjX6Hj558FTfMbQaHzQdRuw",
-	"sLAE8Y4E7Mfx52BmOe+wXPPbcLanw1vzBOlXCsStykUHA4kqp2p6yk+BAMXQEnatDY++EraU08vuCEP8",
-	"NZE6Y4siIh0TOkvrracaVeKFWlHWkNoXHYeqFLbQs9JLFRKWaNmBSZhXGNPH9YZ9hj9imhqbco8DPhUC",
-	"z8Sg+/TynC5zv5Jq3E12E5Wf8Vuc2+r2zpHI5Zp4wRzCyyjVgcvAFdEjAagr+2oD83MYIEDzj2lhtxxR",
-	"2GAMyh+w+r3jXVjBv0s2G/hospqpmgoOkLLzBn1YZ3fgjxtYKKDHwbl29M2x6FKaoRu1Em1tOmpDmjha",
-	"YUxbEqRFd4RFRViW7XnHuGlE1w4DA3WUSeCFxSjjHKNFwcSKLgLTZjvEo59sb03zpEIjsludBMOM9B19",
-	"4yQvQ6c4zNtNrVYW/UtOfD+yGxBIPvsZl71GtmPHpY0dxYdgRiQPJI6eW0s4gHEI28vv1ScD2qyJd4rD",
-	"9Qt5TSNmqQ6CcZBQZzqGDAJSuWzB0GJSvvDsOH1f4N7nQj3e4fyhc12xtH1Z9wo9inNnDMueUJzCtU8l",
-	"JKaosMsslN/oboFD35tQ12C0FFid28nSvcfpXhZisLxj/YYNW4P22O76Rkoqu0yKuVl9YBBwhmq81ks1",
-	"Epx9gJ+JneGlqsDvoDfvqgMcXAs+NEWsCARn5MFswCAKjhTtCPAGXDEBeeCtNAd21D5+LDoZViaM2Hvj",
-	"b99jlWviCrOosOL75y9TfTY8eurKh2Wt4GCi5Q1CV7kmgVTfXVjxL+GA/HWznAz+f/jUqV3+uqlKNtnY",
-	"VQel5IrAYUb+TTIkF9qb6ACOWAhK8WQwJIGf6uw1Oy7+rEW9Tq3VACk5Rv+Ui/GpdGlSmZUli6YCjYJ6",
-	"fWrIeW81vgQDgmrg+D6Taldzjj2979wTBgiaKTdNZQ42IwDfkF+XK2L6IeEA78g5BJW7hfZDFPWn6qtu",
-	"gkU70Waz3kjE+p1ELGR1aTdrhXzJC+3IXU+GuyJz37vKdL8dHFCPHzfjFCBjImBur5/qUwcFdO+Vcgat",
-	"z3q8O30lZN1uohuLzI+EJdCgiX0rJ5pWGL6l/u84j3Ty7uvXr56/f3f6OmNJHpRso63iXiLMp9Azfmds",
-	"nSFnKOq6UFnkCt1BvqEq7VwUmkA+KNPXWAX7rk51PFu2k7Ao/HrNqSw+jlSqjUYRNlGAhiRo1VST4XmA",
-	"tibFOqLXg8WPxI/EkDp1u34EhDcIMHfLu6q0rvLkOQW0osBDLFkYjCn6FqSGCxfCXuGfGftSuQJsvhqM",
-	"TZeYo8xHFJ+gjiS8hCFlMSFQriP4A350nuUpSc/Hj0fx77BMVeFF8l3BUYii37jXeKCzS7VqgdsIOxZz",
-	"WV6EE/UI3PQLBU5oqrFAgs4ZTtUHeVfFlMzhbl88N9oRU8VFeYT4gdAjNHPeOwk1RclpZax1+QVF17ts",
-	"KtgT4NViKhDRJ3O03lCV+HXgPrMo5K7Vqg2RVWBxIHpYqY5aXw/EVCLTLPJl8cBY8aDJ7Vn3xY+b3YDO",
-	"gHSHNZ5Ox3cu4xZysYpICLH1nOobRXdJFPCIxEv/RnEevns2IrjuLFpwMEZcrvoZDnRRFnBQojR1NB/e",
-	"giQG+HNnbYdqQ3/0uZmg1djQarUl3e9q5mbGj7FpptPMScSz3vMyeSwIueKE6lp8rCEEO0B/pLplY2zB",
-	"Ogvk5VgzDze7U2Nv4nn1WtWC//jwfwMAAP//",
+	"7P3pdhu5li+IvwoW//VfJrOCFDXYmZbWWd1KpTPTlXZaV5KvqyrDpQAjQDKOggBPACGJx621+iH6Hfpz",
+	"v8J9lH6SXtgbQCAmkhrsHMrnw0mLMWHY2PP+7U+9WCyWgjOuZO/wU2/OaMJy+OerCzrT/02YjPN0qVLB",
+	"e4e9izkjOZOiyGNGrlkuU8EDMhU5eT0dvqUqno96QU/Gc7ag+mm1WrLeYU+qPOWz3t1d0Pv34Rn7R8Gk",
+	"Gr5Out4P159Jkiakr+aMxDTLWP5MBuRmzjhJFZGMK0LJDcuy4VTkC5YQwdlg/cfvgt6S5nTBlJnjcaw/",
+	"+ytdsPaRULj+TBJOF4zcpGqecgIDEpyzWIlcfzDVty+pmveCHod39fDBXtDTc0lzlvQOVV6w9Stzgi9d",
+	"O6LY3WNH1Wej2YhECZvSIlPRoGNE5YMPG5XINw5K5GZMHUOA/9zz40UuRd7+1YizW4U3RERMYV+WObtO",
+	"RSHJks7KYfyjYPnKWwp86fov/8Cy9Jrlq9c/tH89MdcNlUZJdn05Go2iQUAKnv6jcOSSKklu2GQuxFXH",
+	"uthX3XNtXk/hvDWHd7xcZisieLYiKS6LPbHPJNHHmkiVZhlZ6MeZJH2WSUYOdvdK2kE+UA7RHu4Ni/Ym",
+	"XaSqOaBTOmNEpv9kpL873B2PA2KoleyNB127lMG7/O+Zh3qHe+Ogt6C36aJY9A71+3qLlJu/AjuslCs2",
+	"YzmM60KITDLVTcEKb3hy+v2AG99FRIYuLA3dzJGEOr6fJvf6+p2+WS4FlwwZep6L/IxJWELN+LliHP5J",
+	"l8ssjake2M7fpR7dJ++9/5Kzae+w9//bKUXFDl6VO/ad8BX8Zo0WOWH6niMSwX9HsUhYRCRdSXIzT1Fc",
+	"eFKnLh3aPm5u36ncC99+d1yo+QnNsgmNr2Bsn22mQU+xW7UzV4us+pKWbWjhmGaMZErTjCWE8oRIJXKW",
+	"EC4025i1L9hqRI5DLuciV+Tni7dvgM+RlEvFaKKZ4L+dv/sVhaQqJSmhccyWSpLIjTkahfxJV37J+PHr",
+	"z0Fi1TdvJDSScoKPPJNEzumSkb7gJNoRS8ZpunO9G5FcFIrJwROS3p09iKhWnL7+ha1aGDMnx6evyRVb",
+	"ESphg/Sfci5uJEnViGjKkCzOmSKpJJxdsxyuckKniuUkzhmsoB74MhdLlqsUz/akSGZMbVrK7/Guu8DX",
+	"BjaoGaTPeEIKyXJNRaLgakD0wFbAM4GQgXpR4yF5wclkRdQ8lTDPQjJ5BFM9v0lVPJ8ImifDUtMhuKIk",
+	"ppwLRcQ1y/M0YbAcxxPQ8hw16/fpdRGKTETBE70MtdPmZiZwT9ethlNsTkWWxit4WC8wS45hJbVaSZWW",
+	"z1SxoUqB+Te+x26Xac7kcYvYaxs/bqp5SE9gu6+kHaryFbMKiF4VaqgHKJvd0sUy06+5YqvL8e7LPbo7",
+	"2Yv3kwP2fPpi/O3ud3sv9+nB5Hn8Ivm29aMLkbBs4zK+1XeVS8iNjG28bZmzaXrbPo1pmktF4jnNaax1",
+	"c6vO4XQCogTJWSxmPJWMUFjIfiQnlxGQ3gFZiJzVJi0nl/++2v9H27xyqpjTVNZN7cze+M6QZQ/OuVji",
+	"oUsVW2xcnnN9u37ODIPmOYWFkkvGk41Pw013Qc+YWs3lO1c0V5JQRXZhMWa55iZa9ySMxnO9qHzG7IIi",
+	"veg9CsgS9oyIvHLao9P3F2TneneHLtPhFVvJnU9pcoc6iaPVlKsXB71WVavUT35DhcVoTWbZHB34h62c",
+	"3kf3TjH5O4uBVyE3PYG7QZQkSarHSrNTjwdOaSZZQygQzm4sz/1jc82QP5xthrzKN/2BoI1ISSZuWD6M",
+	"qWQkY0pLE5GTJJ2lKgi50iyqWOpz9mK/easM8E6pbRst/2KRM0lEHvKEyjmTgyNtk3OG6gtht6lUZMUc",
+	"Dz8kpRVP4rkQkklUQMoDqxfr8mBPbxLVH9WL+l+/0eE/x8OXH81/L4cfP42DF/t3//LkrH8NH//gM3Cp",
+	"xFKSG5FfpXxG+mc/npD9/f2XATGegWmhipwNjgynB+ZPYRG25/aPYrz1EzAvFpSbIw+uAj1KTx0jhdQz",
+	"MfOrMtFJmmUpnw0ly6/TWI91QW/fMD5T897h7t53YHi5v/8wrHZBb1/jA7svYIj2rxoXDnpoqpvL2qCq",
+	"s7Aq99rEnoCf0yx7N+0d/rZ+sEZHvAs+1ZjSVZvm6GmGIPiMpwGVQ7T0OXIPa/KNyLlmQanSqmak7SKR",
+	"p/+EHT8k3zOas5yExXi8H1+xFfyDRS0KVW059OCai/CxyXf/Xkg1NBwezg1IpFRJM41RuXRvUgnkUV2G",
+	"hCq69c67xWxI2dJH1OaWkBJWJzZOpKnI4Rzoh8CyOjJHlwg83BmVyrmW1q8UjL+bXt4vk/uLM00FSxD3",
+	"YkpoaUyoOVVW0KecLDMas8BToIhUdGUOecglXbBD2ApkCvpfRhegQDHSkx9amkxTliUkY1NFRKFNk5Dn",
+	"bCGumfHOmoenNMskAatWCfP1/Jrlz6R198hDFIIhBw4XGJHo+HZAuCAolI+qGj/JBJ+xHPX+wYjAUZcw",
+	"XmDcK2tA4CocoqmkdUWtAGi+BtLmq/j/HcU/bmbICw67GMAK/OH1gkfJ4i8oLdvkViv76SDgY26psc01",
+	"0Tw7IukQU/oKUWyxzKgqGSjoQVxwNqrsyPbxhJIgbhhVc3BON3f6/vZ75evrLHi2WKpVq8vB8yG1M/NP",
+	"Gz7b+xmPs101SSYre3LNhwnuYLmOA28o5e4umJqLjVYl0sBbvNcj13KNpyJnMZWqbbrVEFrXjDd//9S+",
+	"p7ke7tLDVwJc520rrwlBFOqt3OywqcsvVJvRb1M3fYOeyimXSHQbiQlPQsviFqAXJGvNEHNOb6hEhcSq",
+	"WSInOQPhn2xva3Q6Fna10oOv1sZNnLMF4/ozkxV6Fsy3UE5BWCmVJAp7qFWa96JmGfaih/gPSjbh3AiG",
+	"wAMbGvGIsTyIVd9CuaQb/AywrK/5slD3dTM43pmwacrhsUDzUas7Wm2EJ3bVtuWox+jRrzDVQ0L5Cn+/",
+	"plnByM1cSEZwT0nG6DWTZEFXIY8FV9RqhHOR6dXRCoK5FfTGVBJ2S2MFIUPm3xryfhT2Pn2CNZYjCMjd",
+	"3YW9aEDA0EBSQ3cvKKa4E8+kHVaq5iHX+iSMVS/4kT1cVJUPkDkFHQ+e0mqBPeILtpjoYejh6PGmMFqn",
+	"iGqWAIo+YRkQJ5mwWCyYJLzIssGIvNNyIuQ4W0lmTCHlenNsTAMG8UwSpW2Avh54yLVdwAUfmhcFNkYD",
+	"BgMli1SCCQ2PDkbkjE0LCQkJ5KdXF3rXQ/7zq+MfDJHoHVBkIaQiL54/339BJivN8ikuU039+WTioIeN",
+	"fegFJmLqXfrH3V3vbpNQ+6AX3+MjiUCO5ikrB+OXL76YoDO6bOmhCHn0Kez9+/C9pp2wd0g8Iiz0b5oI",
+	"76IR+ZXqzV4UUu+8Xv40MW8LuX4dKK5SpTxWJGczmicZk2A8ae0WFVCIOnAGC/LzxcUpibOUcRXyBeV0",
+	"xiTp/yykCsgJxrKGuEQBuQBuz/LhKx4LTZ1wi1G7AzIajQajkP9PTRLgnYX91uuK2x3A6dBUfHIWkDc/",
+	"aub96/s3JWns7yElLOitv8L7e08u9esMp6H/gym5lYEANoFnI+izgOy85IJHJF0sCkUnGTvUv5oDqA/3",
+	"gq7IhIXcnnDcIeAYs/Sacdxq9o+CZrBf78/eWA2xZjR4+kvNanAmwzqL4XdRcTRjBlUnlYR6Vlq5nv5G",
+	"hFzvRGP5KxZaP/qv346H/0mH/7z8aP7hzzwaBCGXwogBBU5NdIiYw4aSXI/JOIhAqFECfAfDmNqIlYSG",
+	"3DvFHn87aCXiFwdrFLaaOWA4hUvwofrw/V2knCXWzeCbC9GESvY+z6JDIiEyEnLwPEU7UUDAWfvyuxfw",
+	"Fj/cpKexZHmsDziTMV1q85ZnK83pQw7TDcg0pzOQMtpyFopIBn9K0k9YnNGcmXUpicdIwCjlh3gtGozI",
+	"Ky2BIsfQ6mt8dxe1SVeQLSHHwcGaL2mu9KqA0NbzMeM5ItQTrdou97lkyM1gE/TIRVbfOiQqL1hU7l3J",
+	"q+qHa8eerh03izhVKxBJGyzcNcr3RbpgBGSbnRW4SVJOFmmWpZLFgifGK9JQzPuljT8yv13gpwKyPx6P",
+	"xwPfE3/kGLL32ILemkf0huJrd/fg2VFvfYbRZt3/3+g1PYe/IUIuuFWh0VmLDpLv3/3wH+DZI9OCo2yG",
+	"oykZkyGPEqpoZDxuNNcKRvl4Pe0Df9eEpK8EhGWShVzrNAMg9sjeEpF+9EkqqgoZGNkp76KBUVVVkXOJ",
+	"XsMcsjpMCCHCS+STFuSHRI9sFBd5zrga6Z8u47ujaEROxGIJ6S0pRy1M63QiYThSSa812VEiV1zRW5u+",
+	"oRnMwd6eJlvU+STJUs5CrocUi6xY8FYFqk6lG4cYEFksFjRf1a5qOgN+P9LrdXe00dVbtUm6TYuncHSj",
+	"9+bP4ej29Y1WPw/oW7h6lr+LQs2E3nebutQvlkvwdEoT4ef6EP7W++nVRS/onb47h/+8h/8/vjj5uRf0",
+	"fnj15tXFq17Q00p3L+i9O714/e7Xc2+QZipB73ao3ze8pjlwSf1if9j4Ef8X88HKT+8bv5iB+L+5Qfk/",
+	"mgH6P7nBuhUslYj7Br8dqy/lAQYOUPNv2qAuw7Jtt9CowxeIJQ7Ce7M1JrVCLQtwlCRHpdgujUO9Bxhp",
+	"4CTSyx85zpUDyxKcVYwoS22eZB21uO422y9IO62J3plWahOcowyQO68bu7UrIFXTnNxq5HE8bh7StNUc",
+	"09N2Mp7MtDlGPpTS6hADfDfuPtSBjMKlNe6Kd0CSQnP+mh7AhbsBogvwGROzNhqO9Qpo5vDTq4uAIMnC",
+	"dMF87TttXNX9vCE3O++M9wEKHVQY0ZBH2Qaiyhj4+h0jrW6qeWS3Wbo5liNWwmjGCgdBQ+4TnrndKDrU",
+	"5D5PmHnz4IhEqH4RmiRalNaVrr8ZnxUoWajqWuXSX5ojEuGqR0QynuiZ+eZmQrL0ilVp5ohEepL45XIl",
+	"zMu9tcBdRIsH9L+6D4H4LgTS2Aot3c1q1bfCSEbDOI3jzGZbu0xv8D/dh0U6vvSan+I7G7//D/ORxoWf",
+	"7VcbV76HYVRkTMuJ0bzCxI2MagssZwV0bx0CWqE1LpouahmR4+yGriRZ5gzkX8qd9uS7eSdCZIx6greN",
+	"iTgvl2EjOJA5vWakb3RFWxTwv/6fvf96vj8YEb1yvsWgzQhc+oDwQtNKQOyzIidmHL4gdBuFt0PqOOql",
+	"gRt24BIejHh+0D6f21trv/9qP9zYTDuO2oXv3bBqF47NKGs/vzODrqseMIU21eN7F9m9l7yElDxjg6Sc",
+	"vD//ARJSNf2wPBVJQCCWyxIyzcXCxC4VzcTsmQz5Mk9jyAmKaTzX0ioXi6UiSlwxDi4gNWdpTsQNJ/pW",
+	"5nP0XFynwEdythS5Ah64GICdAGFjiEJi3vKIvOMxI1EhE7AU9aBV4NQ5E1s3xlPJSMDaO9h7SSIMe1+y",
+	"25ixhCWRNncUTTN5aGLv72UShBzeq//pJq+PiDpWRyQ6YypfDY+nSrPCgqsU/TF4I9GscXCkmbRUOaML",
+	"QrOc0WRFaLJIlV4+l90cF8pYxN6o9Xfyay2ewHwXuVTobYq1yn8zTzOQBHnBZUCk0Eac0d3heQmbJudC",
+	"KJRuOCttSVuzz1qXzyS8c0ROcoE+XKrNfLS9tHpCM5arYxXpjYlFnki97lotNosI1yMi9I5oNdU9bDwK",
+	"qUiOSK61iZTPINBu1pi0v4/dzmkhld4V9058TVsCgxldkxv9mFs5IaaGUvpof2UrQmXMOHosQc2ZMHXD",
+	"GCdjGPQuYbdxVsj0mg30ekGRRvusgbr0LDDe5Eyv38aj58F49N3HUjXquZe+tXU7WL5S/m7ta/y9DF6J",
+	"YpKZzDNngDtjvNSxDPer6WBNFQxXs7lk7y9ONEkwntCcJHQVkNfn78gNY1ekD6f9reAJXQ2C8q6F4FoR",
+	"M7ZUnLOEcZVSTVU3c5ExkqVT5rPqBJibfqeej35aSxihaNZkyHdBr5AddhPQcPWboPYg/yppJjBcrLI7",
+	"e88ftupj+7+1y1/j0HoKbs3bOPXJnKoToUdm1fgqicfu2gXwUS/G4LlfHhD3ty6WE5pl22ft/eg/1cx7",
+	"+wAuNXP2ojLrFf6BHG5BE0jSAr+GtrLBSwHGk5frQ5IUQxN5wUlfMkYiqcTyjFEpuFZorbmuFaGbVGJa",
+	"BVYJlC6QeE7V5fPpOH7BdpM9uj85iJ8nL9i30+/GL3dbE0+Z1Od8Y7aLuc2mx3RRqZ4vzIxyecO0Bden",
+	"kCYGSWL1KiUs4TUVUYNRZ2KsXvsW/+HP4oYsKF95kgRNCUi5yoRY4tr3raqHDkHDJ/XwiJhO9SgHR+a5",
+	"K8ZR4qNehvJbFov2+D/K+3VkKhVbyu4CRBjkM+llhUk4wZrD5rVxR+yWxYViEaQB6NM78E3Rtdt3IUT2",
+	"RojluWLL1soER2ltuveqtqiMJ3pjN6/qYcgjJIQo8A6Eow0bENM7Z0SxOW1HIY/svy/15SjQCgDo/4nv",
+	"Lq2cIG3gmiMU8j51ReTudmDdmmJsQkV1YVNJQE8cBFr662OKjvfIZx3REYkW9PYSttbMC461FrwLensO",
+	"v/tKmTTVt3b0uFSBEbSwYu7gK1sbA/Z19yAGVRMPl7RXMjlYNOTmONJWeQOSqKTf6sb71E3+ldT58mjL",
+	"ahDLYSznqB2boMnwq+PyeX2XPDGleU1hYta6JejptCUgVWueGwItKUaSPhr6mCOX5lg4HDiXgosnoBdh",
+	"iL/id10MDVRx5cMLeKOxObieh0M+Q9PyHM7v4JBEJfwAviIK/N++icArVP4SkT6aEYbQjWPLXR9omyLT",
+	"B1tIhjpzRZux2cFZJm6QFZqFOjJBJFM+bei/4Kngo5D/yliCLDhK+bW4YhGBPPoROeaEcZWbzGX023Bh",
+	"h2dDACGnyknT39KP0RGhnLDbZZbGqWpZBSIKJdPETMGOmhyM94+gNi5jbv542lp0KH3uTHpHyOFZ0j/Y",
+	"2/OAJ/Rb/OFq+ZZl5gh6Cm8tX3G0Lqeu1Fn3nr9ocmTDkyou2lYb9qzwU8SkR8XIeiCGUlVI6Iym3EQq",
+	"kaYx1APZvtqyS638lk0W7RKfgOAcv6t8E1iaFr3G0tMrDN5HNc9FMZsbgrPc2c+i1koSJAt7vxq/IjwU",
+	"tadHR8YtZ24tsTFs0RtwdGAScrhk+XCR8kLZ6GNfayE2/KCV6bzgA5usHHJNyqZyJhOzEflR78NhuaB6",
+	"CnqFfU878bh3yBvs28Vj/LIcJfSHkaqaXqgpDJDHq1PGaaZWVcW3ob3veUr7cK/daDovtRNDYs/r5PVW",
+	"Gx7+3hpOAopAf3e4Nz5yIdnngyPvPFJFcqhPgJM9qoxtvCm6uqC3XWIJRmRcLEqQGeMsx7xjVZpJdl8i",
+	"96Joc0jXSKrty498rbg8zuOD79aVIHWr0JBSTtKEGNHifEQgRnYauRnoXdcqP863mjRNuT5tyzTeiTNa",
+	"JGy4P3w+nNP0qhhC0KA90xd0upg9EY2hN2gzEzsGboOihUIi3g67ZlwNjTsJ7CEQK1m2iIiis0GHq5Yt",
+	"lpocipzdY+xtPgUj4NrSpQxsg7mD9KOd690d85eMBiY50/ntS+EJyTTOWDwiBb/i4oYfQvRbSz4rVVtN",
+	"ISWWpxsmtXsfS92RuyXIVu1qTQVMpeykpYbAVkRCfZGTuZCzpJwKWdPXCjW/6HS3+2k/+k50vVdFOi74",
+	"FHGarHrMBdfrRJfpL2zVC3oTqIbT/6AyjXtBT+jX7bXqyA+oXHiKKoU11amAeUL2RmOIeh2WZjWNYyal",
+	"MWPNC7RINV7hnMk5S8iETW3x/HZD0dbNmX384QPSZquYKJry+2SrNysVLCtpubksH103QJNRhAVlvjOe",
+	"zHLKFY7OCYDmOWwYz1QVLR+Fg37NokNSSDrJ2IhES3TDRqTvRjQ4BFJ2pZoEyruMTcQSyLzRN1zao2ud",
+	"TB7F2/CXDcKHHFS8w+rkbFwAHTCwnWZnbC4Vaoba+rUezrY8OyLydJbyoDyCAcGThWnWC0imFblmZ1eM",
+	"wyNYpJeUBWDe6A07tRqRyJKQK5rPmEJFMsnFcskS0j99f+GPCg0p702Bh2xglgCDgf76XsYiYXXrGTYK",
+	"3JawPwC6VFn0dm+tX7nxlLUX/7rr5Ythrqw14MrZPlF5heO4jpAfVktRCoqTcoz3jMedK6rSuLqlN3mq",
+	"2BD5iqEUyWimhSlKF6tlj8hP6TXDiIvg5mR3SAx6xeQhiZBqI9LHf2jCR5qNSB9FxCAgUSEZBEgResTm",
+	"wWQrEi2plDciT/TtWpAMWkM2KHRahYct5+3D2Ox4Blvk5gc9WBhtxJsy9qBnh9P+LXvVfgxG/OBvwTJ1",
+	"lANiqblhLeZj8NuDv2a3oP2D9mptZkfaYo8Oowd9824tiT+oZAgKk0veddTQi7TiUpL76HekpHKtjdbu",
+	"Cd0tECoPydryY7J99XF0qcUNiYZR1bhZowN8PQVf6hQ8QXarZ178KTJcT7qNgeNS2LQZQ6TvGUNQcORD",
+	"dzWtoK0L17UiqYdm1LNWlfX3qZJOUrnM6Kodg3O7VzS1/zW14NtU0pZ79NcvpjUaniUM1PUep94Zcruf",
+	"5PtZ3DSUMX009HC07IshhxXci4iI6AlF0OcWkmXX2pQ1Ui5AthqUPA+SbwxrDwgaV+hjGIR8wjLBZ1ra",
+	"lJJKGwucWawO2JEjQj3ymIsswZIgQnnISwuycnhtEC+VvuQOeciHJOKCa+vPlo6mWB08gmtGQJc4GV52",
+	"rvNl16qL0LwRVykLOSER6qT9KOXRIDB4kX6idoS4a5HFiwY/KIHI4dDJosP1SEGwhhYrCJ8DsdLymP7d",
+	"PKUp7sVB3+7Ood2ZQeVN6HPRS4DOXOsbMBEmsMX1/JrmWxQQCkmceh3g7tNfTl6R873nLwyuKpw6rTjg",
+	"bl16FBUNMJevtE4D/Rp4DiDGN4An+T6Ncj4h/zFlQDFTQjkkaVjvFOUk0v+MQMGzVnj/YG9vAMlsmC8R",
+	"8rKS3AKB0pUkUiwY0k9ZBlVGuhPRanL4w4ecyrVVjT5myXjvYJMwMM6yAL0lLdb1IWG3KqfN4jg0YkNe",
+	"dXi8P3tji4w+hT1aJCnjMcMq4LlSS3m4s0OX6cjIgFEsFmEvCHnYw6241MPF28V0CpVDvYCEJsyMF2LB",
+	"9eZiEfGFn64tQ+7nEEimJOnbhOBL9G4YIkohIzJJcxaryyJPA/QhBSE3BKcnfxnPaZYxPmv8fYl1LwML",
+	"XDRhFvw0Yby1anJv3MKJK4tnBP599wd8c5VNYDxZipQr0qcTKbJCMaLXvi8Hen8GXlkv6llU4esDR9D6",
+	"9+Zpq6mdGBxp6ifwnBUtbbM5JHMrRZD/VoWHqW83nk8zl8OQG3ZF+lB4hDzKctezH0/Ii28PXpL/9X/v",
+	"jfZHuyiJbTBLKyYhRw1yAKwEs/r7kaMGdAjYv1EggB66QAAtWXMzWWfzPfLundg9cSv0vXlL2yWbSY9D",
+	"auu2YFfTW8k0KXe3vl3PX3Tu1jnMd6svGAA48sH35YATx0q8awqlhsD3vNwbzIPzv3fOVFSnxibVHYXc",
+	"icF2DyDpL4tJlsbmYVmKEUiNgLRsBFXTItUkMYvcANJg3c4VY0tU9J1jCuZpj/J97bvaPLvLIGh1YUGz",
+	"wBH0QWEB6eFqIXBDBmsLH45IOuPwBizUNOCVOaNJOcS2gBswgfVEALfUtgyv+yGa5hb17Ir4O3vfc/OT",
+	"/nhFnJ/gq6t34BnyPZcfO4q3UHE79FL5rfZWmyLe6E/RFd7YShxU5u47JT0br56m9rstwKn9fGI+1YkC",
+	"Yee1lf5JYprnKw9ElPRpBY3DuxX0cxQaQrIyRCBr8M3/Pjw+fT3E+NxGFtQFLe1mwW5NxxiMdtlxWkXD",
+	"6MKkz8EoULnIPHSAwVZs0KoC7/O25NQthXCLsJUgXkMe/fQKcZnLkvWdT3o17+wvkYP510qrHY9W+G9p",
+	"DIAmKp4PAo9WJ7m4kc5pLi3KvDGL+KyW0rRZcvt5Dy2hsY54nGUPNgYnbPbNkSuzLOFS5JLGWJrVOq7n",
+	"LzZiEJSD9MBU3CBBafhcWrLVhUEraKjCoCESdmuQPF3GEfK9oe8cNgvUqSmPRiOn3fqZhKSp3QJJWtVW",
+	"JKym1YYc9NZrlqfTVLMBT/2t6DqBDSNeGnMctnMQ8scpuNYuWy9VqqreRrV1Oz3UVvo9Om9gMwf/FV9d",
+	"+c2A2tZ+/d5+tPprXQ3UP4KXYu8eZXPu6YdFNEp3yfYwaOQDnuuQg2Uf1dxyUKpchurQiQLNDnwnyqDL",
+	"7L2f21Rv00wM9ZeG8ipdDq3WOASqYrlVfG6HWgf8J8uF09Y8f2vDs4mUGGlSPNzZwRCGNWUjTZnG6MfU",
+	"mSVVc4z+IMpNyJU4suhIIGmhnlXNCYo90o867OKd6z2A+EH/gbHAAyxxc0g2vnVGjsnc5syxWc6kDPms",
+	"0KwCzTqJSLJiOaHxVUCWeXoNlm6W8qthJmKa6Teiu0MuWZzSLOQ0SfSbMNke5b9JjzSZUXidmdrXIp4D",
+	"vNzB3h4RHG02TDQoOKB3RTiyEWQjR6R//uH1xcnP3787Pvvh8tVPZ6/Ozy+P37x592EQ8pTHWZEwaarh",
+	"4duw1GVtAJMiu2ZkhXozClCtOaeIcxzPWXzFEpMk68ox4zLht1RZ/F2wOb/m6s717lYcZzvctuPT1yTd",
+	"ErJtvdfdA4ffUvkBGNtOx/xnhBIrnWNVDpFKk1BDqASoJcVmOUWcvUaO5D3wyELuAMnI4/HIyjjF/eHI",
+	"atzbcpq1DPzpgnEi/5PF4gwK8/r0PNmV+l/WzR5WAgBARLwfzVI1LyaRhS7H2wfI21oKEpY0zcvHRlkq",
+	"1WUqZcFkNCjRsWsw6CNyVnCO+fUrZKch9xPJ/Yru8T6JpiKfgFrl13J7qOr4bBByA3Pi1koOfIuonK2e",
+	"jvteJoRmgcUSjiDlbixetQXRMwO2Pd7X0+GuXsKxWkAFH5E3oNHPAJvU7kUJhS71O2ZaT+Ql9lm5rvIw",
+	"ZzSJnKcV9EqDm65H0FmD0Vz/Olt7eQ+7wbYcvEdbiaD3ajFhCeSTNYtcH5AQ6r+tBasH97GfwXzI36pp",
+	"8Em6YFxC2nG1atB9e5oJ6uVTeInQdUSbWskpW0zuV3Fqk99bEpzbM/5NCVosuCwWJZGkWmUFS3/bUrRy",
+	"CctiNLVdlZnby85Ss01J/Vgd4obQlrIPCtXOnMr5EO4b7n930JoJzm47EJvA76EEfgZbhE0yyq8Gm/ks",
+	"vHRdKjg05PveYBbXa7aTFm3gLYAgsKE+wSCvr1KeHJKUg6fo0uF9HYzH0EPVd+kn+uddrcs6Vqd/2R8E",
+	"Rk+9TBhP8Tb9Ixfqcgp1Q/2D8YF+DqMtl/qCxXrqH4yfD7TNy6dZGsOXXw60VsscAtylac/YP9jd029R",
+	"QlxmNJ8x/cs+DFMWy6XIFUsuFyxJqb6g3wqTotV37OE7KlCB1askp4pdQhkS/qYHVMPrCLn5HUwSTjPS",
+	"f66XLOTFEgskLhFJr/98vIcreU3TDJa8/xyWx92oLODh8/HBoFJq5OukIFC6rUG0iaqb/UvKkyGYANM0",
+	"JuYV1luxzMUkYwsZkf5vnyA2olcdfrv7OACtv7l8CBhWoZWARPB0ZFGlEAaziOeoC2oKGkGsNSCRrW/4",
+	"be/jKBcZQzMM4St/C3t0NAl7HyN/dCHX4qIE790dj6FqMWXyyEcsw/o2kWuB5J5+h0EC07hzbmvT4V4H",
+	"YG3zn83YQg6gUiDXw15ff8++DqQbMz0zfsV+d2GvsmM+HLCr4m+xIG4g0SYXoF4k6A20tRnUdedp9XDC",
+	"qmMcaT33MA77sti3fLaTl7jmng1+wmwj1439WYEf1QeDj7d+95q1hSvOvSA7VWROl0vGWXLkcNId/Jnp",
+	"3ws4KCy9bkF1f0iuldHStz9tlabsXraZ9eumivSn4JbBymoJXplUkRsqB2v2vlyptv6T5wBUNFm5tqRE",
+	"zwjjppFZmWGaQGGaNuhMm2vTP8FTGa5VpT3luPG/Pfpyuh/vTtrbVLYDch2Drc4VOo4gdAjbfbFasi3k",
+	"H2gICjPh/QypTvsDXv4EZhfS5J/C5HLruXH1PaQsrzXlkq4yQQENKhGx3LGnabRItDAypXEjrB1PNBM3",
+	"v6BIMAH3LFuMDHsZuUIZyK6BsO8w5RZA0R7WDE0QwNhy5eTZyh5i+L0aqy9NM0MLPa8SbGSy5iq/wVGD",
+	"38yYywfND+VT5ofGI2bi5Q84757fiao5oOqrvB/rRSzgyb68Yit/bOYXb3Dml5zZwdhm9rZqFKsUvZfY",
+	"X8qX2F/KcTXxpOo/OiisXtDTe2xxYy618Wt+s9VMlwWfM5qp+ap+QStz1yx3T2A7p0tTgdTDnkugcI2s",
+	"gmXubNDUln59dyrKlAy3Ms1r790aNa/94FbLXTu2NTW09ULL2/BC56teOxqrXfjR0lp9XO3fLy+2fKq8",
+	"eAY0eFaSYPnVShvFxoW2mcGFM9aYgGm6f4H06X6+QCJs+YS50vINc6VlTu81rSLO4LEh37Zrrzwqdtff",
+	"vHn7o6Hm97Jx6dTQ7nuPptuun3mk7V8HG1OeOAp311zXsFclpfsPGmP2pCT4u6D3Yw0nqxZkyWcFhO/v",
+	"r7C4RwNyxVZoyHt4teCSxvwaV0CKyAMgxrjwwVPbW0B1V0d4+OoOH2Mu5BbC0NbJuXm3CUZ/zcpu+B0r",
+	"d2pU/OZIX4Fb8IauShwx503TVqvIF5UlAuNoexgo8+E2XcMN7n/qV3anHrlxIYQLLRGn3QrblpLulW7o",
+	"SmDrSRecPoK+PbZBVvmKGyoNWtIIYE4zMGa7s5D+XJhxF2YN/dlXYVugraJbjuYatLjhpvFDcd+2m5PD",
+	"umidDpUylYpyZfooYbfRnC2zlfMLNyfmL0B5g+DM5X7c5CkqbsbL11iGbm/iV+S4r8hxX5Hj/szIcRXm",
+	"+7RAcg2BF7SI502Cfl004Cvw3Ffgua/Ac1+B5/4KwHOWI623rGQF8nhlNFyqSMaoAWC3+VwWAYsgSAwe",
+	"aDzoUO9G+i4Cs/ddnYfJAXSot2Lca8NBueOqjt2B7mFP+dZaj+XyP7isxlo6gJcTZTMAtsok/MPj7v1R",
+	"IPBaoO1awuB/VbC3hyC1tdBsMy6xVbahO1ugFvfLY50zmkiSqsHaWv01zhcLkFZLiTse/qdp6b8bvDh4",
+	"eIPONseTp87YM+Q0vUNbmPs3EuFCau2mXLIo5P2ag0oJEn3C1HnvOwHR6vRddEQ4wppHcHgi7ATsv9H2",
+	"nRoEZSPGCFU9aeqSvbsHrfHebRv//2SgMTuV1DZI0VqYCS+A1DB3O/DN/nBPL8feETYAwyvk2MJOWisF",
+	"Wz3zOuDcgwBLnxwTlPyAPLQKlfZMQmrIC5h2Y0Kua5Wd1AaW+uRgn1BbZU2dtjwisWScpjuzpRoeCK1x",
+	"pFtifXZvvu1pY/q6WAv+S9MAWnzrc59iwVXKC4YWu9YmW9nV741NWgut671DT5e7i/THw737LFm7aEPU",
+	"0Ornfi3ijBWSSPvZZS4mdJJmqVqRBZVSf3t307fvBTdqtm6dCDMMa+u2IK1pgvbwJ+2etwc4gdv84a/B",
+	"kJum2OMOylzd4KuHccb4w/Ijv0h/jbojsnVJTZE23tu+rN0piW4/6qmaX9aZVElvfOoeBD9D2K5JtCU0",
+	"qMecrzbqe+axti+9XixFrs6v0uUSG+VVPyiW3gGqwZG+fXXx87sfyA50SKzS6Om78wuys6D5VSJu+E5O",
+	"b9q2yb28DVjAx3MCCEZ7s2P+HSlm1ndcjsajYEy6SjGosLPMsCYnWx05jVsynqDPaiKSFHTk9YtbLpH7",
+	"evdCs+Q4budH1P2+Xfdeqx03V7VQsVhUyg7LxAoLSAUZ5jaFYbushOoEyhh49fez8gPVC+/Lz3VERO3A",
+	"bbJK+zI6F0YLKi/X9uxsBjAQ9jabnFbq+4HZWS3PMWGtDTjabUcXgPOGy5hktR45rQNTzHPTQAf6++CH",
+	"JQUS49tqNn4XwleAuY0nrfnWmtvCZXBtJcwCP1WzhP1eUpzIAjB0Nqd/Nj/170NjWAxfu2bOMc2yDm2r",
+	"HSQZkAvN+J5J7A+N97pRmugwZxC+Milbyeh+aLeGPioLvomrl7T7BFl+3kH4U6T6/duHX+5naB8Tg6gC",
+	"zPgDm5Bf2Ir0z348Id8+3/32iLxK9p4/331JrthKgrNTX/puvP9tGwJiNqvKhFfJD+fH7dDq1/U74TNt",
+	"916lSeshv0Lrp3zHu19OWwEGZQ2MUKaztvtuO7BHcX0AhgIh0oo827xFenQ49o59Om+Spl7jrUlTb3WD",
+	"JuuD0C9s+/7brtRzzd2h0x0aroJfs1zS9i7k2mRrTcy+KHPlu9XHXGStqe+CyCWjV/KoxLkBBx1ix5HI",
+	"JS1Ele66K6nYoodwq5pz2Lta4qC1RYKBBG42rcvVrt0fu2RZDFZRm//fslZ0iYZam0+vdOKhrZAIJg/B",
+	"a1BCPWiVB3qBXqcSfVe2JkkGvmOhD2BzrtwqYzMar7wbpENfGNwPML8sRmvJgKrWR0l0zJjiNqxtO7QR",
+	"xWk6K7Cwl5nwS5+SJJUmSQ7fAIF76P5aPmBjS6kamKlBzZyRYddevSiuIvBTsxpUQWqLuOFEpv8sWa8N",
+	"YEkMwnuFXjLlMfPR+zwloSnf24zNLV1ED/ABrfGpncyp2gGfir8T1omGCS8miuULauPmNpU/zf0YtE+7",
+	"23mMWwDO1yXNld2lNOmyZ2GNOjiw7YWw8U1tJqR7twPPr5zFzuP+AxRDbT704GKyPaUhfGrLLLQKuZkT",
+	"bH8C12i1F1U/aGUIuMN2R1fEtq4uD2Atl80cBa4w1WEO6B36DEDkEuZ+D1X5K9vYxDZ+j+O//jy3HFCg",
+	"7+0TD0/NA83Ew18r2ZNo12MHELtjXLjzZJVm5y5vpBL6rOPx3KCc6SYzA3jEE1gYqFrc17ioJArChkYk",
+	"LpQr8T8CXGXIzChNkEfYFTDKdYgNSG5t+TKFZBBUtVwzTWTI+1GT1COAZzBBRmngz6JvIgKAaFoL5Jh9",
+	"I6YhL5FPAhLtRMRAyCTEvfmbKCDRN7aN2jfRIDAvMigxUmHXkXJcvhPWIs5AZKpPyUSroCDO7JcGo5BX",
+	"gSGQSMmxYSRtsAt1TIiQt4NCGG5mwo5YKTAocW1MYFcUigUh96AhzOifSYPu4+pStWAy91G+wqpJ6HeP",
+	"LVdC7oRsnxITI/HGax5NFfIzOTjSg4l2zFpf70b4loPxvn4s5eTdkvHj188kkXMKpWWAC7Vk+SKVWhwY",
+	"twYquCGPYEp+3XcUoDeJ4KVogBDAhklDxa+cixusGUOAYlMwjrQYGPwqCnxZC4XubTkY74/IMWBdWCbk",
+	"3PNt90v05HZmdFkSbAEk/LzgFQAlhrCYrcV+CIhuwXib/Q5wjUuAUgNpPdcS0KAOGtWiqdhgPdgmfofl",
+	"NhUX3vYQN4YDPV1A6GLukGov06TmXxdxpd6VPZ++GH+7+93ey316MHkev0ja61yR/Lbi++V8OiVvbouB",
+	"Nr3QVQ29Q/Q+VoVy3EoYnevbWxPGl4wnG5+Gm9a1VzgH5qHVql04nbNck11ZaWoQFa1bEvbFIDWBbMCE",
+	"zX50+h4xNgHIb2jAgHc+pcldNHhIzwVQDYw+YJasmne8rsmCd+bQX/+gFkP+yfydz9ajCLgbucwYl1Y3",
+	"TmNGCmnRaMuJl+cPDZWUz4Z/F5MWeLMNrPSpTk6bsiMVoUadBmJNXXsYh/63ddqiO3Qe739xX9bfHuwx",
+	"k9iKapPtlXtfytwFjZj/WqBxn+Na8PV+JCexvByNRlpLQ2kDYh1C2KCGoCdwswZb+Xhz3h+bh+/vhVTD",
+	"nM1Sifau2UdgStrCs2gL1TV7As2/uop/guCCN2Aswb0nozMdHJRpt1FVRiA/wvD/lBMD415uACbluaot",
+	"sG2w24tUFECtoawSS9hcdxkoXMSMbkxqCrn+ybxiKrTGiAl8mNkO62cryskxdgQogWBSGfKcLcQ1S0bk",
+	"HGGQDWwuDv2QWEoiFDvHIV9rwT3987D0L8h3t02SRFLEebJkQ5NjfcLt3+DQclUFEPnUWv6I/GrAVYA0",
+	"WmMdDw9Hr+kK/GF9F+BG/99qfLXaBpdeM8IFydIp0zrwE7YKLhtxFXkOpsPjWwSvE7BruvySPhYhlclS",
+	"DsEwTTCfka4GD+0FvJlfOzo4x4fWha89ognWpQe1v7kZULCNiA+hcKTSCUbvgXE1AuPD9B1FypbEBqgF",
+	"WhtX+/EaPnoj8ivNR/vQUg2ogU4yNrBtv0Pe0dR4c69i8MtiFc+a3sSkvftw3+PYNyxnITe9hQdHpNIC",
+	"2Z3sLTD4q+WUZQdh11R4Yyvh1vSd2k6euvfWLhzbz9R+r+FufLTE8cpCazXhewBDzlhMdXh1r1nO89Fe",
+	"S8TeQXbZlahBt+ljZH5BSeb9gE1EtDJqSZF5d/mIeyV0vfc4nHF9LsBPfllH//K4p75yubkIogRM2wIm",
+	"bWvsMVj+i/aOocc2EWdaZGbtraZaW/vdtmwJ0weruxvpv324qHDa0ZqW85dtbU/eGFGgNSoJcIkS2oZP",
+	"05np5DaCF1+oLApcZdLL8bja5ePleBxsk+WEW9qeT2q4N3L2ANtDDCVbUpf16yFqZguCBaHteadXjF92",
+	"oImZJAFE36/5cxwk/3paqOxL5XOVxbbTXU80XhVHnXYswRg8TY9eDkYHo71BAO0nhgwaO7SlFFi3VQeG",
+	"su0TFdhcLJPqD5ZN2VmrlagqBtra95cdFe/7DY8rNOssTG/8tk6A1U1taTbUpWy0+KOqVNjW2cRUalb8",
+	"UYiAMJENj8U6wq1RmTf7VgoC9/nJnFqYn/b0+rlI45p/r1YslPJUajHmEnZtwowSy17Qw2iogf4CEAFZ",
+	"5sJcTtNMsXaunPKE3baDYGRitszFBL7fgQLTCoLZmV3U8RI/53FaSJptd6/JO3JQCmsyhSrLsrVdD1t3",
+	"IUSGSDIbcrQ2ph/VfZWw8D6wQnWP26ipI5OgeSDe8/TWSoqtHKnNGHY8pypeLLPh5yufaGUnZrZ+Qvac",
+	"Oli4qvPWTw40xLd5R99jyWyb69h8O/BywG3Jgj2i9lPbHvZOweECa1BV5mV+OZaFbQyBGWM6GuTPmVZx",
+	"TTni6gkvl2VN2b0K/C7LUVyWcOAbCuzo7fb3ttU3b5mLeExwswNELeq7404QcxXr1N0pxxYBnMBRAYgX",
+	"qBvF3mQB/P9dhF6sNpArwZnxn9YprXPktganEy+1KUc2nO+Pa+NJNfbnEicTds0yPbC2JEpkhOs55GVH",
+	"nu4XYqHb8L1u3ClfNu5+bAV/ojnNMpZdVufTrBi0FZoPO06SsaQLW0osoVpoGxpbE1g+aKOXsq6yOSFT",
+	"h4DYCC0UbDIiLh0vrb+ilWSrdZX3Kvq/RKZaXYx6969CiZ5HJi2k29CVTMF7c4Ydp6n7KJbDcS9tzUOu",
+	"hycsqsE6ja5zlDUTubPU/xFV+o3p6pfEqmPTt3Ll3m/BGv3RgrYHPPVyDfoH1tleLiv0t7uB/oA1bsw1",
+	"s9LfSa7G2Dzokd5h7+9S8NEZvfGAOYxS8GW0/6bCv1GPfioDoEP+tfe5sMrvo1Tehyi1D1Zot9BT9dwu",
+	"/yh66hr99B66aR/rDgZ/EP10a0XzMfrBo8R+CZHwWPG+2yrev2oVm/AWPqscMNv7UCnQ1seo4+SVZUEP",
+	"PnDVlP31Jwa8kymfXVqm6gFzuO5UTrSbv7GMrsOtZDqaPpYeN6JZfVx73u+3vTjqJ9jdrtYqjcSSWhin",
+	"u8vYj3rNsasnQjHWdiwyRY2E2n/gXLXtm6VKZWzIeJJSTmD39vfA7i13p74XnS3IGmv5cb0S0ZST5Sw3",
+	"qoZuA6zC0PbsQ+zE5qj0iVovsqt7hazAE0ktsBxC0WzNHa0YLZeqgoFh/9zoT3RLBTRWKgSb3FXbNgPa",
+	"pueYh9KoWRiENL1a+DI3HJqF+e23XLstr1sWPD9Yg0HeCqjdbhW1+yRt0AbTg6giwPFMEERwZtq+bvx8",
+	"e/CjFoPF+QTEa7Tm8ucDUs+o95qq2R/81TKvWqam+ZjIiWkuhj9sDWtXtt3BdQpwazeS25pIK5CVK7Vt",
+	"7c+03mPtod49kyRyCbxbJgU/tB6ryRPqYEnevTecJZeT1YZKRwu5t0VFU4tO7z6yYZmfIonR27QWRro1",
+	"u1zLlLqn4VyE93CTVHphrOl3QahEVITOEvZut9C9W1F0+U4f7BzxG2Ot9ZD4RuMa/K61Auvzy7TmQDbK",
+	"OTO109cIkeOpzvdJzjeVTKevKxjcSpAU3mpbTVOF7dNGT9Lffk1H5Gemz37KpWLUQbhAfRNdLlli8Cgl",
+	"i4s8VSsA0WQystn3AlpiA+qufs+eDbG/tn26/AzqCNKeO3vm1wdmbqyPzXvoma2YpbbdvimTfX/2ZrRV",
+	"6/VKpuX64eiDd2S6hyfdQXvsOfyglt9BL8lXZ0VL5s0Z1C4gYdyIIkvIhBmSMRl6N3mqmEUSb8cedKBX",
+	"LawKiVqvr/Rgu2RAJiviQX55LaKtTNnKiTAej1urgOL2Zfd+geREe2b2R2M9gv3Rrv7P+Q2dzVhO9kZj",
+	"kogY2CGgXVO/SRA2bbBmyFxkUMCHpax4W07+4/jtm1HIz9iU5YzHmLOBJY/TNEPUqfdnbxA5RNu9mOqN",
+	"JXuaG9HZ2jX1VhTNJn2+kJwlI/pp0kdzqrxRH7EUhmAKVgf3WO0NES4/qxR2YQt219HPaB0quOEg3uRT",
+	"jt1aoUPJ1iUtNRi2Nnesf4y3bm/vnnpXwq/VcmTNcY+AiiIHvxZV28TDVprOAtjx3LauleSKLZXpu4lq",
+	"fBPg7b6obm4SuDAlrFvtgg/f5vOWJmvgQnUCySCmg0kAxi21wB7c74RMrIwgsNjsnknTJZphSwI3NEGo",
+	"khJWeAAvhA7XltzuSVUWRfHuHkemQTeBOwflRNyCt52t0xIAoV6Kn2r2k3Ly/vwHAMhapFmGOoJFuqwD",
+	"gMRzlry2jq6aOVN7CepBDiXZtxEMRgWIe6hzwVvh9aSPah3+lRglKSgxfvHCZc5ocgneK3fLT0zbOebB",
+	"E4wLQSrjiSi4ahYgrEgM5XCSLLCjM4nghVE7DG3DTZQ+YCG2fLUo1Fbv9oIU93h/Iy9Lf8t9tJ2IsJNb",
+	"S5yOZS0nqWyWbbW86RQzytHz0IWlYz+y3kLAj5YPdIxYwUE+M22L3zJFrYFY80BDNZcW7Uv7UNnseGEe",
+	"wzTXl9/ufTdo15RdRcMlKoZtUlrKAnqNGAz/Mj9amsoD22E5jtkS83S2Z2sTSBK+xD708tIxy/tB9dgx",
+	"dLmPzAjTEo8Yqhzen70ZdIA64hOXVm2inVF+d2tnuB+zXB82tXrmjZ1nG/E067vuZ3vZx6SHp/MMQAiH",
+	"HsYIOLYk6SMMirT9YOUpy99C15YoCLm9iGRSXhpA5SQgBrk3QhMhw+TQwXfF2FIaUwY8fW31fI3vthkF",
+	"eIthPtBSxmF6eO49fXKEvtjHHPFJEV8xFZBJkeuni6XWdql5wzOo3FHzQaVpyK5ryr0J6b62JF2Y97Z9",
+	"gOHDPqTzoDYfvVBv3rzFOcgHDasttndW8IfZ8O94Be3V77uzDpK2xTVk+9NYU8pr5Limd1O1drAMj9l/",
+	"rbH3sWmd5nNegrve/UIy0jcRPOjt7iqdDOa9ZsYRF5xFHRDiNKeLh7SDtWtQJg3p7zdW5FMvTtVKr77M",
+	"RO9uk1t4DRgx7Hu7MVPF4W12i8yEgRfwtl8JcRUQlVMuUcRD+yUD6rOlnzh342lpaFB58zPb14lc06zw",
+	"oNaMUT6nAMR2FHKwXm9S7FzlghkApX2oF1syg5ht6x1TNIcDbAYHoF/uHYHXoxM6zyLHaqBn3R/gt7LJ",
+	"e57h2uXJM2vlvlUB823b7/P2Wo1jL9ShbblSAsQ0z1MmD0lEk0XKbTM7cKwEZmu1znTFViFfUE5nTIvQ",
+	"gd8TTx5qVTiq/gQuGv2b7U7Xh06TtqNVYJpH9DFF/fj0tf7Jtq83T9f6NuoB+gYJfrf6CzyIlXJYSZJl",
+	"i7Kfu72+neUJi3lsvgp/OJNTnuGXa79+MF+Hn1/bIcBfb968tf80vbvN3dpaPU9nPOWzX9iqu9hJ4j16",
+	"JzQHQWRdqxs+Dk/43nBAV/Vgj7x6ENxPzpQm9c6yacABYLmeM7HA8CRVdYAGLDzVd21bQl3H+sV+mNlm",
+	"6Lpyp54gAORt+yZlsTOWc27RhVrkoN9mElCIbF8LxE94Jl1N+pLlqaj3qU0VsFhqbh90Qeu8l0l7N7Jm",
+	"phZ8xg/KJIDJcsPYFYTPuamnUrQ9BIgvACikDoQkV3BWm9n7ixPTubiyLA7tc4oF1Ipm0fZ1+Dlb0FRv",
+	"oVmC6njc6pAhLL/+Z2DKaycsEzdkvKUxrndFrQUXMNNkPEG8OtxuaTCjoMIbnB3/ZLlwx+dBc7YzaasI",
+	"hKJJ3rL+genpp4eRpbO5Iuy2RWvY0l1gyKhKDoFHjd4oa5vUdoQqHZ9bUb3LntNltbjp8Ly9FtxsqXpE",
+	"Wpv/Nzs3g/svhb6o1X6PVUV6m2ao+uVd/Q1s9D9NKtPsbHGwtQqpF07rjluqiC7/ZTtIJX//sNi/iVVk",
+	"O3PrkWB3IAfiXPaEMAzCtv7Dtgsk+hTiiMLeIfmEmOImkePuLrJIgKiqjR5lHrjoeTmKJZVaee1XCWVV",
+	"dsKuhH98c8WvM3hsJ4pSpW4pI6zYwyJb08Ed+wnW6LyVhIfrSFibBOvqHaFDbB/Y3e7AVD/KK5Y4pKe8",
+	"4Fs004DPeH00YHJudzeq4k2qbG0XX7axbeMuhlbbMHXacsEcpgUkgJmXcQra0fHpa9Kv5nkFiPuEPkP8",
+	"UkBGo1G71dud79WIHiTMK7LtWpyO9qO272gbwmZzGTbqrtpEeMezVXse2fZNbNdiaPitoNBkXJfy4qnN",
+	"6EbsdZQGdpxZxpW22fQKzdJrxgMrcyHQiL/dz3FbACTZevgiuy83VCIimk0OAMgb1M07tYin2oVOdMxd",
+	"zcZxRGC25mCmon8H4DHNEJHDv7qgMy1Po7CHPQXMe7GtQNiLWgVVxyQs/9h2Fu0pTrjfVeTMclvWo2ia",
+	"0+TCYvcC0DT7CjjTVh7iIAwIMKxbS6b7Vp11LdWkErhvn2O3ylyrFQ6GmkwKRRSdoOrK2U2WcpMC4CW1",
+	"HIxfvti6Ce8xycQNy4cxlYxkTCmWQ/98bjzAL/abN8iAJOkMQOvzkBc8YbmMRc7kUX0qJcR9tLOIl83G",
+	"FCNicYiI4NDwH5qzpotFoegkY4cEinpgabWdtaArMmEOLM9mRjGOpznki0Iqwv5RUOwu//7sjXWloo+k",
+	"haU8JCVnDdfxu97bpQBlVAZ4wpr6LXR7tz6fisto9A22Qnc/WMeTa3k/rWFe+c4oOxTLgTKqWD4YkVeG",
+	"MerVhM3gnmtXr2g5B6pIIkCBggwG0l8xNThE3QoD8CE3+UWmYwFcSsSIHPv+M6nSLCOSQXNcBNPG1UHP",
+	"ogFFoWWT/RKKFyC3a9v3W5sOH+eL0Tf64JcVDOu3th+Go37bhf8jDL8ZDP63f+mtRc+2WNsPh1BFMlrD",
+	"qp7AeWJViD8F/CekiP6Ui2L5/cp3f1yxlVc2gM6QuSjaYWPgJZgc98i1wzeJm7bF03pzR2IK+Ffocpml",
+	"2iTJhWaRCUnEDSR16rXSYx9s70uYlSuy/bjtMt61lSRv78NEJ9M2H7zQd8oWFCIch6v+qLutatuv13tr",
+	"m7by4aCl2dkmlx/po/jQg0Q16IqtOhT7TQAyadJ8W6O1Ud1Jt8E/9/7ihCR0paWAJprmB7yLg3u4dTeB",
+	"Fr/jDL+CQt2U99lsW1e954+E5oxIA2Ps78tWHZu3cHfEQrY71E6EVDY7ygLt2p4bz6Rt9BIQexKVILts",
+	"uDuGB/qICk8zcHNCmhFPTLxcFotBQKQwjiUFrR6ALVKSsDhd0OyQROPReDwefzt+HkFhTPnDwUvvf99t",
+	"m6xUb7y8VawQg/5dgXVwKm7pVHpsy+X74uK7sT+g9bIhiDZWYoJHbRqvCXI9rjcFmHNCdbUtvH+saBOy",
+	"RpJKrRGvNz5Npru9F34z071POy18+sxBOrT7CNd87IjYCAloezfzNGMmnuzdTrWV3O4DYBxuak9MhS77",
+	"92xsNqVplvLZecpj1rGACcvSawaasYW5NU+5Bl/UukCxCZfn/9MTnEOz79X2K10PD97MHxQeXObsOhWF",
+	"xIKKV91I0O9BQy+bwWv6ZclQz8zQvNHT0xmX3nqUqp5pVEPJLNcmGYqw7SdccaBs+UjeXiXb6eJ4bb0a",
+	"skx8sk138OgaCPg+zaRoUrJtF2FIeVC6Qh7c9kPPwZFtSdwP82IYzvaIPiAeR7iHr8L12RDYctCHbB/v",
+	"Haw/xC4jqc2p/2HOoKbBW3UbVpAEV629eKVkBOt0RLNgr/BmQKqwkKNbPGb6PJSU2HBpYpHRXKllXw7I",
+	"+7M3PifRStHpu/MLUDuOCBeVLKt+VEiW/+/Ylmya09miUTqk3ysPd3YgFWJkfh/FYrEjy4rmLcqaanRZ",
+	"Ick1ZPYDTmXVVZODV7ViKDjDzYI6Gc66yUxb5Ytlm7pybK6QBU2YVrymNA/IgvKCZiRn6LbwE6latMT7",
+	"i14YdVewDy5CsA8ZgU2+GaZJpDl+wqDUw3hlcPyjzq9ctAPutXeOeg/+AxA+xnPtLWlJIUl2XREb48b/",
+	"9ujL6X68O/m2E5rfLPx9Vk0/9sOayKa9Zo0G8A94C7SFLqofWRMTqr/VRSyr0NyEG9dFZ+ozNidAmIH2",
+	"Dvpe0K9tPtVAYKrITOjPtjWV8VthstvqwndodeBysXPUKlTBSN/gyYOCNTiC2jUtzm4otAwVFW76TBJG",
+	"8yxlObGPlSzqHikNW/UwqDEO28PAJZe9Trbso1neXx5R/xh56X6Oo2zKS6oN7gn8a3U++afws7XvUXc3",
+	"CNLXhu2KKUs3LDkiN1pVnDBLmSwZBCQC/ZglLIlIn5K921sIhNkkAZBzER7TiPQtR2e3c1pI/YZRa8cE",
+	"99IeKvJbF8XV5ln2SqgvgPeB2qUfzffKVXt13V7Z/wqF38q2FamrMkckCnvfhL2ILBjl0ogMaFrJbmO2",
+	"VOjKF0s1TDmJTOYKZmhC2qj5xS4flFJn2cKWI4xcI47IdCIiC4NxjpBMIWe3yyyNU5WtSD/6DUYTkLBX",
+	"eXHY+xhBHCrlbFBrP9kMo7s5k75kjLyypxN3+ps6kroLbJSFjms87Pt7929PaTbp6U72n+pEn2Gs7N5m",
+	"QSkooKOUby49wkxwE40zRnObmvBFDYcjoh8kORviSyV2nkcXhKdOfQbjYjsPds3MaHaPM6SSE1cR7BUL",
+	"4deOYFKQ8QZUZU17KDBG9OmysKhmuj+JYTP6fAZIV5O/Y3KuKE9onhCbKO5yv3FVDkl0M5csvoxcaT6Z",
+	"rLQWB4+F3ICRYZX9kgJ210Crd3sHEPs+IDnliViQyUoxOSKQiD7UClc9mozfeTv95X+8zL/76Zf/+Ed+",
+	"cfP396c/fPf6zel/vhZ7b+gben5TXaSXB5U2Z/vfVULR+Mbfjof/iaHJf935+K9/+zQO9toD0pXFOhNl",
+	"7d49uMDP4gbaUgDpEOrxBEtlKLGwYC2VxCZuNDkEkNgpZp0ibtKGzEeRJVZbR+K2W9m3VOuKHkZ430/l",
+	"J6KAfPfiYDweHJExpvamWvu+qZSFvRgffFcpCRu3tpd54tN7AXz/xq3gjHGWN7FCWovRzLs/pGp+/rBh",
+	"tYTEHuT7qB1deY/Wl5Ytl70uK2d0QyvOO9wSH2UG8umhgPbYoN40lJLj09dQCtGP5AQ7fhrEfawfrrc7",
+	"QmQCzfxrzXs05+vd3UEB+VSshZTTx0Hbm9l0OBeA9DCjit3QFUj/jPJZQWeuhT3kORRSiYUeq59+MSLH",
+	"WUYi6HaOtY1E0StGomO/cPmQYJ8hggk1pUfJpNWEvE/LZbCr0LkIA0z6gJRVU/+VqnnIY7pg2QmVLvyn",
+	"bzv78YTs7++/hMikthSlooulHGnVTzMHmmZF7mo0MakyBKCWuQm4YLd2MSVRBd8vsvzF9bcyRVck+veh",
+	"qcocvk6iUcjfssXEIJhBrrzFypuIxIomdktjdUioTaa1ieHagokzmrMkCDnA6HFCsTCOQI5TPzo/eXf6",
+	"6hz1tggzUyJcIn0/JBoRdZPGzOQThlxC82iDLANNRFYkYUs1D2AstY78Yyj28uH3opBzukAIGgNAs6Rq",
+	"jtGoSgd8QxNYlUkKbieDaxEA0o3DaT3/4RfIVUuIFAsWQPoYjgV5LupON4LQLL1io5AfY3cii+AqOGA4",
+	"WXgNbNaPbODIFcJBkyFrzMDjKBxVqkA0+ofk+PS159w+7I1Hu6OxQSHidJn2Dnv7o/FoH7Oy5nDWd0Y3",
+	"LMuGV1zc8J2/31zJ0d9NVGrW1TbK1Dl5lWB69wITwaMubhcYsAuMnuj7JCYxhdzYZlBRhslO6Ywz7HmI",
+	"DboSWzlte2GSZVZIkjF96rXd9It+nd7+V8ne8+e7L0k/ulKrQ/Lul1OoAcyvD+0lMO6ymf77h/Nj/Vch",
+	"2aH+ZjQIORbbkugqTSLE/bEhCiyYfmbckCNyTLRyBrX+QPELxpQ+tSEvOCygeYmcA0RKzqZMxXNkurbq",
+	"H3fPg3fqHfZ+YurfPvxyDrmdeDZha/bG41pfFEh6wSLYHbtNKFM2SRx4P/Da5n5eQbIZ2A44U/j6CY3n",
+	"bHiCWZJtvgso/QvIgt4O6Yz9bX88jhy7p20+qDtf3PQOf/sY9GSxWNB8ZbETsZoQCAUWWFNFDR6iD8f3",
+	"A5uQX9iKnGsRp1nmt893v0XnI8BC/dYDaLTeR/3JColjv3mHbzH0YR5aKf5X4IJVeFOkzBRQLEhfsy7T",
+	"jhPMOpYQdqsVTZqFHG+SAxsOr/b8NAgZnUAYIL4MCEZQmhomny9VRE9KjkhkpwGuBbM30IKzb9t2Gl6o",
+	"1U0QyNhjVEg16CDJbuCQz0in3R/tIN6y9HQddd0X2cQ6oY9PX/tEZRIKtyaqnUW87CSsY0mird4SBWXJ",
+	"iB1zhKqJ22jUTPT3osBIGVvyPGrb3Lcnp3+l/T29166+PTl1HVYfu707n0wW8t2X3ujyy1tvuUlW/e+5",
+	"89Tmiz+TGymg2lDnt65SMnyZQ2WEFC4KtcNYDtAzN/ldjIynrVtM6q/vYK7LPztp6hRFpebh2LzX4c6M",
+	"yDFYGpLsjcda6oATgDrkMUyv0XJHhvzni4vTACAuIaSnML1WuaItqUTOjgCqJNrJGU1W/4zQiVEowMmY",
+	"TtO4Q378bKbwGWkKP9FGQMdZes3A+/Ycv9f2GjeuHWspFZlaS21vtHWiF3CZiwk7MkadNAlK/grnBebr",
+	"WcoyTdqQuaBYMP+qcpDfme4WTOVpLDfRXcEz0FSc1qMVSEki8/jIfBVwJiIDAW8smsFhyBWiKqBDoJIt",
+	"bI1qwDz1TWij+2ilEFhdKkPODWw8oCUejHd3Dsb7I/IWx2DUJW2tXbCM6ZFpNXdB9UEZxoJf628KDrYh",
+	"g46wOYLwTlMlD0Me8iGJ5kotDY6ZA3O3FZeXBrP8E9xkryLsWEDwR31O7L8NtV1iWPUyFgm7iw5DTsg8",
+	"lUrMcrooUx1cU2FtskaXsSi4igj8x7UFkYMjM0L4TqRflZo6YDygbLHMoBYtAmsUje6CI7ppAlawHMFE",
+	"Z4xf0tQ0/750h7k5WXMj0nNAzJ/lA3o13c9uUUTCsgCrQqFjrpm4K+jVo+QxJLpYb86wLKMFfCKHmtiP",
+	"KmPwp+2p4BUg9kHbJLEtNDRJeNSszK9ll2kzOaPHL8H1kWUuXR24Nsb0DM6i3h/AHIz0jl7KYhHZGUFK",
+	"Lo7eS0i6dC6tyxIXSV7CzZ+8YiWBYJl3EM3UY9r4kuaGu7vuouY4jP/xsoxcmEGUX+5HJqlTTzPXx1D/",
+	"w0RZB3pQEGld89ZVY1AtI/FaJJhewnYo8GPgsZnLq5QnMDK4hDaTPVNYEYZ7Fw2a3wHlzUBtXoJ1l9Sn",
+	"DA/pzftJaDkA3gs9RysbYpFlphysH83E5Td6QczFy2+iLoPMMLbNAlWxW7WzzGhaE6UNg7xD7QIWrmXn",
+	"wXj3nrJTP7N/72ceK6M/3QVVr/VvH+/qWqLmy6yQdn6kD3Bb7HYpZGqhVxZUkfFoPDqouBKsTETZ7byF",
+	"O/Gcqp0yix4rMcTa1k7R6bvzC9L2cDQi51gzKTX1iQyOi9cqEzAQWzqY6tukEkv4L8NMhkKyXP+3bJwW",
+	"kZ2QR62NfvEFmgubnIdqW69RpYsX+L7JNOU0I/G84CbygLgQkelAh+8BDDT9zGBEzkTGJIkMw9Yzcb1q",
+	"I9KHCCyVBC8PvAm49rVmaHra0YhcsFsFbn0F2C6ILpMz8neRcpYckXRBZ3jkaJGkwrvD+or7B+OxPmfv",
+	"eLYiET8ku8AFHKBm2xF8BzuPicG1tu6uRuR7kayeTL1d11T6rho1MtkZn03Tbm1mf2d6P+5AmHlYtoor",
+	"31lzGmqz7NCEVdpeeaJJykRZTIaBqZc2j/72w7tfX32M2jI57tpBGO2rvf5ZjtpJ1Bh+BJET+FiEFC6J",
+	"yenDh2vjAI63BfeqdlxyvHL3wU/uP/jJg4c+ufvgb+4+f+iTey8f+OTzB+/K8/Heg5/cf/CTD9uVmhys",
+	"CkFAHaxJQnzHUL+fqnSSsXoT+orVisKu9zHo3Q49JWi4zChnmM9Ke3Wx+FCJ6AnDQ9CHFkvUzVwniX61",
+	"sztGGPHaYETeYvTXecmj8o0RiemSTtIsVStiAnQhtyYCVCa6jzvH0BEujQkqm8Qna+QvsMMAIAtoaWWx",
+	"mHwxvr1U3ShuvpCo+YOImScWMe51VrIgX//ikuWrHPkqR/66csQ1jAbD6gkFStkP917ypHxMixN0tFSk",
+	"SVWYkGIZciXI3vjgO3OHtDkIcE/FgBgctbRhTWXII+ixGrnEOkzUxlTIiPRb+7Hql5U1//geg7inhHNk",
+	"2Zg4iheSqk1CwzWl/awyo9HY+HcRGc0GvB1su6QKwCsDsrCtkb7y4K88+M/Ng0vqfizTRa3XiwO18Zk3",
+	"qVSodfc++wkv2522nGxMjkTvukVeRoCS0e92Nr84tT8B/eAKZqlUT0M/O5/gv3cb6OgnhmTU2yLu7rCA",
+	"bGaEEY8mMaKBgReQ92dvhiCrWWIaE06gpyBdMAuhN1lB5M++qyOqagGy7hFT/TLHotOXry+O/oTS6c97",
+	"drDm8ppmpJ+alORoR5t+QH9QuPb/3/sxCmxGRplEnKrBUx06S8d3O5806W5x/E7NE1sfQxdeXXpoWvZs",
+	"dpwf+8y9jlDQzQTgBN/j+wbj9Ovx/Xp8Nx9fTAvnpOD27G4pcAz9PfAcL9P1CfiYgIOlC65Fr8su9+F2",
+	"bAzuJ0Ew4UHbryEvS6SmuVgEBDJhAI1JCaiN6Ig+m489VtGr95BqJXzXr9smzT95ItfFPIVmJHE6NWO1",
+	"vYk7k7Yw/e1BGXlnBZeEArwdNpcy8LLQEUOqMtUu5FBJAcVrUc6SVI6KPMPQJFMBWYJX4kxfIH05h9IU",
+	"vZm2hR5keWADCjk4Is/H+yQqOL2mKTSNigw2OPY4ntI0s2lS1Pqvwclgc6KwrHXJeALJOX1NqxMqGYkz",
+	"IRFzu+B6VvrlgRkXAHEidHHOaDzX17pSGs5wTX+XFEH49gMpa0vzcFtq1ENJ2/IK98bjEk8MKASLxGCh",
+	"8SaT/vZ8vN9Jude7O3SZDq/Yqtug05bV8enrX/Q9DfHfNsvylh3oEAnFkBtuNDX9n1Wu4iS6DMV3WsvX",
+	"ZC6mUGdyRKISbADdg13YAdt6hx7iF3qCHJqthO5T593UBC32RquJWr0VtlhSWvAgNWdpbopU5SAgIkuY",
+	"VGSa5lXTky5TIMlO8Wlg3AGnr9UzjL5QzX6v2KoMDmKdoSmk6XdX2w2Qp9pabKxOW6H8bVRSlpABJLpi",
+	"q+jInFmslz4MeapITLnpnW10DW0VaDkQYJVuzgCQZETem5oyHGOgdRFMs9G8VVyzfAiZ3aAEY4GpGZzt",
+	"w7AEBKVGgeTeHhj4KZ+FHMBZTffgNhaNi4dH6jN5kfHlBm5vK9/x7mf5drKmPC7w6qu97dUiGFCntTIh",
+	"eMwG96uhO85u6EqSiIsh0EmEEGgTkazIXEBFsPnepsK6Pzhr2n3IM88fwAL3/jps88Q2v7C888hnL6lt",
+	"Sgp1xK3F/Q9hojVtYedTmtwh3WasvR2ya8qaSpIuFixJbcuOJcsXVK/KYQnPY7PaHRuGhp5aWyUH413k",
+	"qiByNa/WR8CW4loGjcn/Pg8Fbhny/sH4pQcm7dtBeMoQ94JyAm9KpcqpEvmR6d6gFW8s2IbL8H0URi1c",
+	"8QdYDY8rVtjTQfsyaZ7+RQ/dNuZ745mXf50DhIteOUCp0gJZk0Fpn0EnDwXs+6GKR6tC/RNTXRTy1Mru",
+	"GslVE0ivLuis653mth24x8iUPzCp/lHJ7ieGEFEOJcWCW5faw8DXJ6BDpnUE6F/QfH+wErzJcYuNe9OE",
+	"9LUOg/gtCKxfDrDDf5om9/Wemk5QdW4IIGrSIJgsWECinCoGZiSkrYMbu9rJWf+FK2NqWaKyvzpgISJs",
+	"km1dhAJyIQAUkULLWQdbHRmEjKgGRx/yEgJMP4IS40bkVymfHRkhduP65kADEll2ROCQlG7BAsk5bmwG",
+	"biMs3GJJe1tSIhVdyZDbmyw1UGKHY2iCnJeNfIyub0Qh3ngYcouogtktK4NCYvEpHLZUK0wKQZQUbaYE",
+	"mNxoi9FEodiIHHNiHrGLoN9U2hPmbmNPhLxvdvK33Y/l9o1oxnJ1rH4bf4wG8M7o9XT4lqp4HlWAZLDx",
+	"klko2yrtYHevTSK/B3Bvx2/v5754PYWvG7fE57JwcIhfOjtmvYAoAe8eKyj+wMbHQ4TL7t5XI+eLGDnY",
+	"KqDU0UxZc+C4bNmyDIwMTrz+ia6pAl0Z34upiH6w4RPPqepOMjwH8LvIeMplRPp5ta6prXBpQJRATm5S",
+	"ycHHb6w3gwljb34moRvfakQ+QOA47GHqcNg7BJzNCG9HJDEtsNZUsLBMUVtDg/4hU7YVJYLb6pqQxzTP",
+	"V9bKqhbjIOQsWF9ZtoiIorPBKOQhx8GZLna2XhIKziOzLxlCMthGdzRnrmM0tugKuSmFla69tMRZa+Ed",
+	"sVsWF4pFgV45mmUWAN83eylkW5qHT2iWRQZqEsrhsLvKoXs7FMtpgfMBsNeisGe+Ua6tD6WVF1xiP0Fq",
+	"e1/7fX2l6Slo7Vmbc+T3dLcFpcMly4eLlBc2TAPvDUgmZjPQCKAenpQluPrKICBTxhK/qbMkExpf4YmA",
+	"Ibghhdw4ELGpZLSgt+eKLWXkj/hIrwv8qKW1tB2IpY0ThhxzXU2JuSwWRpyX7xiRY4sBnxe8bOOLdd1B",
+	"yJ124IQrNvLFfcPKOtujze1/CgXteoZaY6h0uQ6hiS+CKJtTF/bu7iKr0qHKqtjyCKJrUPVLJiujOvib",
+	"gfGxwChSpGx/CEcaF9lzTUD3zRsechgL6okeGyqr9AvuSs/9z01EoXXU8hETpYHD5NHZ8MRTYlGumjsj",
+	"kz/cWhqiz+lncsfqV/9OmbyPri6EGw+JYX07tsbiUwjv0RQ1Go3uHFM03MLjNZkUxL5Fk5V+CSV+C21N",
+	"sD5b0ARgccHlwFaU2IEAo3W+rhp31WzT3AhUFrmUgwpu4/YFKdU6Lq8qpSlGUmUAnAle+eNHtx6kxf13",
+	"18i2zH9+dGh7y5znx6XsmKPDrDKFiSvSgahbpQ8e3ZxtAxWH1ruwNix+Ut72p46Mu3lsExwv1+ZriPwp",
+	"Cbtc18OcUWh8seaWmzxVrDWg7rWUTjkGgU0VS3kSPPp+ivh52TqaKmJ8aGR3RCJaqPkIc8wQ0joifYBJ",
+	"2RuAlSIZzUrf1zXgjWOL9WuWO4X+yMWuJKBWh7z54nP97pRLxWiitVEMfhsfW8qhtBe8Wy+PrKtKa6VL",
+	"dAh2uqq6Q9/uzHwudcu+H7vmf+H4dzm7Lp3CtDYvG4s81E0U9N4Y86ajZbD9wjNJ3p+9CQCk2+PQLc3t",
+	"/9wx8YeE2r66mLblra2M04bUq+T8IG7Z0CC8TPuuYDmGjR1QmcXoolkG+rhxlgTwh8nYNR4u1zI5NEFq",
+	"8/uEZYLPwHsjSGrA4kqjUz7zuyEOoOAR3BZeDioE53NWduP1+fycZlOC00lG5IzFIk8Q8No2SzIXjU0F",
+	"WGc0duDf3IvguFtH5Fi/oNPpT7b0+eNy+gz6MW7/TSH8H8wq9L66u/805x33rELRzrvjXJPcdkaRj1Cd",
+	"ujIAqurD59bru6EqHiu9v2YDfBHN3uYOlPRq0mUbImHwGD3/XmzSUdevdMF62wX1b+Yig4ZYKUdsvb7p",
+	"cOLC89B1BZOAjaNTBuAHX0GwQIuCK7ZUg8BE4SPXdzJaH84P+UQkq2eSRFoeR2RBV9Chz3z4CNPpMfs3",
+	"VdjBj/2joJltYfpMhrzvWVd+rpl+ZYJBa7FIldaM24wfGDJ69SGvM3H9iSDgquU1PqaV1ohQ6GOTiwWJ",
+	"0GqKjMyVIU+VNnNKegBZmQiG0pLdalMQDJ4D0j99f1FewvUaHIWcrouwtwpb7IsyoZK9x+KTkMdzFl95",
+	"qQn6UTbLmZRkVtA8MekC+FXS15aW4OU7MG70zTdvxbWevaeVjL75hhyXqdlR/YhEdgP0mQq5WU/vBZDz",
+	"V+ZVQymlmrMFNGVBUF/ObkzNy4gchzxHUsWlwBC4g//NyVzcEEeH4Of4f//P/wsd93Y2mkREns5STvrY",
+	"TCGATgoYVsg11Xr7C5nbGInUZJnyKDDEqd9ComXOpultFBg8EiQBg0AK66+/n+RiWY8zSENdIbeo8SJL",
+	"iKL5jClrbEPrnIq65zq2e8EMjJc4IpuwWCwYYKIC2Kk1SKGlqNYBIUnES8AZNW7EzcxNEK4EmjUZB9Eg",
+	"wCyevODQREYvEQ7HSGhjxmPDGOR/3sRhbwrIwElM9Iv0I30AWrXyHU8n3vlU/nEHqx7yyN6AAMmVHh2A",
+	"06zPPKAl2+b2wlteJIWQu7aBCzxBZierqjxkimcrpCwTCoOtDrnFHYOuglQaJjUV+SFEt1qI1iOSvjYl",
+	"pjAZA2/srVcUkIW4Nsy5PNhKuN5MOAeE2RaFavO9RNaFYnoptdxxZHcvaB+Gb5tA2B6jyNcMmTq2y9Gn",
+	"FZFJ27R+I2eeSu3/Y3h0vqAuaOgoeTKl8Ksp9NUt8zgzzRxp3057Jj3t8cmdNDvG+FtfDGnu+XMXQ8Ik",
+	"ton3mCX5CwV7/vuakRAgqp4m6+54sljRY23I9bEmpw1WI02bLaGQH4wPjrwXtEaITK1U+bIHxIwCghCu",
+	"oL26ThtWOcKmgK59pFsLk4kHGjnCBmJymT8XvYZpxkLed96qLOXM5EJmxYIP1tRqxp8RJRZf/ruEqsy8",
+	"NsSpjFf6cwWp8PXbRqismDEX8K+/SPDq4GvA608U8HLcENqgfb7ol6P4T/iPteGw43v7pboKMS3L+xr/",
+	"+Rr/aYv/cE8uPHGAxxO3n1WF7xJ8jxR4X+M6XzSu82gyfJTavdkkRVp7RKBnc7gm5LXyy3uHa0Jei9dA",
+	"PMaVaWwXH4HyAAiQkPvHR7rdkk8iiv4AevuXYl/OG/kkfOyrVP6qMD+RK5KXtt7ndESaXzpBBc+VyCH3",
+	"VqZ8lrEhNOKFDr0R1hhhCKniy6iWTIa8jzVZu2OCRWhyYCH/Tn85eUXO956/INcsT6cpywNjSVeS1OAt",
+	"8Ah2LiXREjuZRCSdaq5c47d9QKIyPhP/HSgbsGYLXgSlZ9glE+N8CNydZVDpBm0jWSJtrNCC4u2P90x8",
+	"0VrrEZHMRdO8rj7VZvvvz96EvB+5Pqza6v5bLBIGSAMYrUoT7FKZpDmL1WWRp9AeD/rYBiE3aw/IBAm7",
+	"jOc0yxiftfxi+sD+TS9vVNbY+T65qDK8Uy0OZDQYkRPMCMSUgJUocij8Yzwpo3NTkWXiRq+vHarNZDKg",
+	"n5Nc3EiWQzmgW6VRyBseNCPqTKwSlhVA0FqCoBihDrlbnogsUqkpE4cKnWohKGhveJ9D7BHxBo7IQuQQ",
+	"wOQh3x2Px9VPgG9ymQtMKjCILOiBe9nq7sJ5QGf/sopuG+hiL/bdpzHUO0KRrvn9yHmTlrZhD7QrBj+4",
+	"Q8b4R8HyVQmNEfsj8AvUILeld+j+pcenFMv1O/7rNzr853j48qP57+Xw46dx8GL/7l9aar4aOMgfIGPB",
+	"3+yZPod0Cm5GYpquTovMnagjL90Fe2fZutU6VVZ3cEQ+lCtg6NgeUnsoUyVZNiV9SuRc5MrEFXKAVDXu",
+	"yrZ1s9+prNqC3r5hfKZZ9t744LtgIy7zPlY5VdfnJ7ENR3gkYtt6P94mf+K6gRmMGGzHrs82cGvHX/4b",
+	"OhD/ojrHuaK5q+dxuTDAlkogWC3ztqRmBzytrw69jIunwQ/yeYU+xEcl34+Qv0xYmcjmCZSoKVGiJwNq",
+	"36RhbQz3nnj3/RWq/LYM+3rL8zX0+9cM/fo5V5XwbxWL168UaTF0HspAnigybAwhdKIBb3xWzQi0KZBu",
+	"5ockwqTLMqcv5PanwKTO4bUI19jit6Anqg9dO5dUyhuRJ9HAJNdNqEzjaER+xITmuvakP1PaQ4pescAp",
+	"yZadgeolAXlfL5qW6TmN9XKAnL+mWaGnqrfmYPzyBZmsICZeA/INeSU07QH52n39RyFQnuArB0eNSogQ",
+	"gOq1OsNZBKPV4/YVZAMs7Ph5k4ejIllaoEwbILkoZnMS/fRqQ0JmRPoTYeZiwMDsl5rpg77pAkOlDQtV",
+	"FKpCFVAQZSxMvYCQYWiRkGt7F/Jqhv2hzWbW8wNde8Km2oJxOavmUKE17aN9GNQ1beqUQB4O3iFK+bW4",
+	"YtEQEkGvmEGThsAxt9nwYLnZR/XOwbmtlLi6iqxqLq6xXqIaRjXShKY5mvJGKvHGCtjPl1RQfuD3rIFd",
+	"l1zg2Ys+mGOdY37OuliXdvA1ceCrH/TLV8q6xHxtjqZxlcfCG4CZPUJx2EaBr6Tu37PSFoJTiHAKYASV",
+	"agIQcisCviQjLgIL04Y1rz6D9QtZnwK8slLI+qUzGb5mJfzeValWzaqJlMfo4K2xhB9Fbih8bzSuWAVY",
+	"qAYe+b7z7QeuNiMAl2+1wAehrtCyZ4nrUREBKi2Txw6lV1uNZ2yaMznHcLBxOVLwTuJhO3Kl5/BnR6+g",
+	"miLy2c3nzerA17SLP1U5LShwXj3tH8HgDbZ94H55Gb50E1PiB+SsBK8JdhBY2i41yRYYNcSkWq+0sxtM",
+	"+8iEhmqFgP7ae+gU2gClAOYJ5YosGdiqQ4MtATVhM5pyKNn03nLvCljEq3iqDI8nE9Of05A6Kbf/dypA",
+	"286ccvntnN3YPP+vOSBfc0D+WOVoaHtXTJ5cYFiOXLHPYvSUYMCyMzcEeuWIGXFlx+ih9yroR+Vr3ojZ",
+	"efpPFnkww1oymA5gHt6EcTmR3fF4cOiwfHwjyqH+osoYhDwpkE8GCGRKYpFgyNJi6qaJVfF8ZODJ/8fe",
+	"uy63jaRpwreSoS8qTHpAiqIlT5mMjgmV7apyt11WWPLURDQ6jCSRIlECMzlIQBSnxn+/C9ibmNifewuz",
+	"d7JXsvEe8gCKlORjHVb9o8sigWQikfme3+cxeaEsNmA7BBbxIpoeRTzB/yLwuIVamIogweHF1QrxwCcg",
+	"U5UdpxrrYErUB9iZQ7pwIWRZbhPoLwtbRz/3x876hAe5S9Yn2gT3WZ8/gaG7mZddGFvD0YH3GL3rBPTs",
+	"VprFQtdqVsmvleVhuacWE5WDs2l3Y+6/iXDy/fWIcF+rqzqjyiOkRnTfEWs21RY3RVn3CrD/SjOV5f5c",
+	"2nkPL+09+vYwQ3IXkIPnZaHVSBS1gCsUsr7kNsH/iKUsKqbW9akaoXuzSi6sKHRtxKNvD0VeLJS2KLg6",
+	"L4c9baqFLAuLeDEv0OAs1VUxlWWSMlDJQuq6mI4EPIgVdi4rLDbCeJOdmoppdhMUmst5Ja2ynLbJC0TT",
+	"1zVfnhswZ3cH8Z+71flCMXw//m8EHR6eb4fR6bfHPdL1PdL17x3pGnczNhVf1eB9S3F5rV/v7ijXhHa/",
+	"m7dcztBQopQtilmEcgTTkqpskTuBalizKdsJHYwXtEwHDuwtK3VZmMai0UCstTheAYIww8KDvxDbLzNR",
+	"pLpF/isyQsUis9ZoNx/4dIwkJmWtqKd6BgawubACGctNqC8VR8lgMIjJTxYSqR6EklW5dvXP8fR3WYjP",
+	"afVuKYx6rcu1+zlch8LihHeVi2LeLrmrcINxz+COLVWgGan0zFvuXSQWcCvsNf22WeDL2FGvSsPuJXtK",
+	"NwvYcP4DGho2Xzv7CJsRLu5dSiyhwG2Kc38Nv/OTuz989JpHen8HI/p3ZW3jI9zF0KYt8WdCUP9j+vwr",
+	"NZmDpLihaKpStSy0yvmdtW1lMVk7nMJYCLNovbOjT9d7Vt1dTaW4vfa+9P7daSrBl4lQV3Jal2vQP7kq",
+	"i0uQuf17f+5T95rLSbS320dtqjsU6zrVKzqZuqwd2Sfy3CAUHM+1V+Sov4vav+xC2c/EAsp73xFx9aay",
+	"LOGrW2jWOHfvKT5cD43woCqe/Mtm1znWOtKK10ulj18I5CZLxLEGI2dZTOkDUJM/qEWhC88R9gxHJi+Y",
+	"ef9jmjZ3WcwFNjdWhTB2JqtZg3mRTJjJL2oKLhn2TmzSh2njh0vEBotZYYVuypIMLqa9ylJNjPDEloUc",
+	"cWfcLIXFd1vwOfPwOKNUh7n9qyzhfYOJUjWK4AhXbpL+IVd48HmpOT+daj+IQOI4R4PFuyGE9xIa9joA",
+	"jk045sjmor8C9g3F9op6ztReGdgT2ZjK6VaFVQwMeS5Lq6hAIzzWCVU/eoKzuCQSoYNgqRDyUARknlT7",
+	"B/YI6Jj56ovv3RehAZACilaVl1SQmeqQJSM90cFCxs9AkmeQfY9AZD39Hq5PbqZ2H4fqL/JuoAq8ic8O",
+	"gTZvJrTbwisnHK0cY3D6FryEr+QWovggdiJ+vo2NnVCS0T0vbgBZC7gck3FVo8l43cpfJ1aqUmIhczXG",
+	"PrwbqOzE7Ux22yIlsizdO/9CYZLvo+X47YIl8Sy8SttqCvizgWenwyXWuIwPrGDR1L0PqdyHVH7vIZWX",
+	"qm6rbdDbMmxwV4DltcnHxVpmSoNIUbdyyC4rs1jWsd2CeTNPDkjz7MQ2DQb0C9A8KIlJ+jZWVf4gik1i",
+	"WTedHENJEffpjbSy4o6ssqSAt9HKihar7A80i92MsluqvXgZv4wYdsP/RvI3rMcX57i8mZAyejGfm4xy",
+	"5oe+56G8VyV/KlXipAeF5yn/KEief5zSiJOvvsTdVO/3qwalyge35O5w3KcbXHZ39N+TW910D5XS4lDO",
+	"loRo4a3yuJwmpmeOtEK8FOTxnAdKhlBOYimzm6QaySfYQa1UXRUq73I9PzVOw32uYuWBBx4JJY/EPD0i",
+	"t6GFyvrAcY1T+1xwkdmBmpMKBn/WUTtPTL4WnaWsrMoR+YBuIqcV/nY00OqqHpOTDxekWi2W9brbF2/1",
+	"hTYr3aIHmzoBHdZvJA4Hh1gsE+i2kZOCOAqogxAuGuzgOxRvuJMwV/C1dIM+SnVGtB7vcqULbHJ46+p9",
+	"tNG94dUV+IMVeJJyUiLEg+EmUmGL/1CpxnTRSBwNhiJzK/+OlMoYHVtbmhV8fxh9XxcLZRpku/5eFiWa",
+	"Dq23MUIk3qz94TtiI88iZGBsBXQlnlsILEDjuA56309JmwuL1Ml3THAxW/WqD2zEnMANpUzEkKPbCi7s",
+	"WtWhD3KU6sPBk8RBAuMuNkRbsb7OaEG1rq81ltHewJ2AeyLuR8m2dhvyIlwvlHXgJkZzyKKxHAOCowaO",
+	"HhwbKjPYwsYCTmAm80WhM8ZOa3Uz0v1ipmosyU11h5soCycVTl6f3oGlI9tqF75p9BfFN37T6N/IJsRf",
+	"vskVj2SsxSzEfaffvXH1BzeuSHJcq79tdMBfG6Ns/vHs7ATE04KKF4ON0CdobS9KCF27XzW640pXSTl2",
+	"P7zarWWjoQe+u4jiJcYhp0afF7OmUnniS88oZFvYqcEMGrnyVlhTgRCerEWR98VTENWYb0Cbkq+hCHu2",
+	"kFdn2JKYJZtVblZkoewsG4tlVUyRm4lqNSIMzoplvKOFIjg5F1dg5w7jA6apXclHquO4aWEjqmbH84Np",
+	"aysIj+xOBRWvaCXvUlDBz+gKKpzaHpO9TSocJ4K1H3htBxUx9fzwu4BFRl0ISqaL7S2WKgaX9Rrto131",
+	"Ee5HbsZ4umnqbGeC2pVLOSnKol6PsdeUdDZZlhhyAWMtY/6Bd6zcuFklRLn9KHF6bhOKzP9Sa96ujmM6",
+	"l/Vesjc1OYVXpDWayjcuC0uqNarLhAtdUOp6yceWpz+RMzIEReegdzAYDMBKKEu/ILdDqeHe28QDKxYw",
+	"exgv2VsUmv/088ETraq997+TAhHc5LsKRM5cHNLeM+Z/ZDS3sFE413oYO1nL0sw+zgunoTZrMzaibw7Q",
+	"hC82S6Vl8c3w+9my7h2aHuxMSqw6bjhpU739rv34HnDIQtiW5K3PKnup3nl7+gwplhdFWWIOD/VC5EmK",
+	"CIyFxV9XbCiDHe21uGXvAp/I2iAXGSlfJyWZ9OIaT3si3r552VMaJE7+mWoKvvTRfaZqWZQ3Ht77WpiP",
+	"DZ9RAQxtowl5wkWehLB0tp8J3i6YRP5m+H32aWfabdH3EUv71gN++ykUtx/CVN/lFIpjgvShWAWhZ3p0",
+	"nmw/S3VH9Wd9kdVmpsBY2F+oWvbKUi7k/kv4/96j3reTrOtB93jNRuDRpzqLFmDLEN8Mv48GEZzaxbV2",
+	"ZxVM0+2y4oTX884yw5trS1nVTlw7QbJDJkTW190lQ7JbYuFqf8DvfzgI4b1U+vNIJb9j4dy6oPqHSyAG",
+	"4cRw3s0AlARkzBf+oXsRoye5EwQlPfOfqUj6t9/iGKHdajYTBAwvehsCkrtwu4lodWRsYsrerTR1Rzff",
+	"rLCEdOh4kVH/mQnpvRgVJs7S0LW9OGDOKOV1FFHG2e0TsGOfUdstBT9wFGyLjBABF3JNQZaxyCpZq5fU",
+	"6GJwtrIs15jaqAruJE61VdUlAu8uVRVNRqDLShiU0fAdKjjEfxPxFj5Fqu2c4jFKTJp8puruBlQfzKlQ",
+	"1oHSe3JlhJwWRS20WY2YXx5n5JtlOLFw+uNxb3j0mGv6qN1wblZwK+cZWNCkGmZSLBZNLSelGiEMumO4",
+	"Vomo+H0JiRAN/MowpEUoRsw6vrvzMBIGXyhoH/0C/eTXRhC8NoF8J/QFXpREBcNtgu0OvCUmpzR6qrqf",
+	"iE4+DllJqh6WfMb/4CiC9wgXHy783/ijrFs6YMyoeI6d3tfvhngxfhoVAH2gMthmCvk4yy4Iv3BcQIIJ",
+	"bURp9ExVrCocSl+75NeihCOyV1cwH+Pmdg4HB10q2YB7wN7wRQVG78bm2xRifxqIvd/rZg3Mfde3Kr9p",
+	"W5slJuFBB4Pc1jPHGvJxFsuubqwbX/4XsZpvVh/3qHNfezc65zDei20oYIaMjjS7XSod2nHgE7L1PtKa",
+	"vrUEDCf1wFKvl5liq1cS2xjvijzrfrbw6+0QdDB0EtvVicgoHEVkSa74A/6ipXGQkXFpS0eK80KVuWcE",
+	"JBW1MJcuprYNi47saa/TUt1ortTBW8haXpnqotCzMauClViaspiuBR5hZdtqItWsJxKPNO9gxR23uLUN",
+	"de70xSm9fP4G+1AIwijGm1uqqjC5sLVc21S7i9yOka62yO0bcYrujLPn6dtR8HJMleqQWGy4kIwWjwiY",
+	"tqQXuTSpqBNC+XMZ38o0tUJ828LVmNHi3MSInuoOv+G/H/wjvNa+LFVVH9d/H/wj634uzNy3y/yac/H7",
+	"QuOL5kaT/dolRXdRKLzFPotiuUfeu/dLPkK5PqVww4apx5XMKK6d6NEC1cuY2ydRuKP09OnWT/VO9h2t",
+	"2W60lGZSImbTPBAxRkYo6z6WJ33xdK6mF5b7HBllWaW6sALFcyIajY4JBpmxSnOJfbQdJnG0zQL7fbqJ",
+	"UFd0Wi0xDWZMyQijIjOYo3AU/FPUA6l0vjSFrhPEPbctV0lTCOkS8f4IJKW62ARN9yjQY2olCXyDnUeD",
+	"YVfUhntUAykgAcjWRmSB5oNqP73Wd2gyQdOnWuY56k80WrAmJBGmShzpIQWkXFn3cDCIw4MxUCOVeGMP",
+	"7rGgKmZcSjTaMixE/gvFGV2NM1Y+I8ukU58+p60J0bBzNBjCBY7LJXEKNhH4/kzlXx0RtnUOBwMuRE81",
+	"VSkTLKJ7jThkIijF5/QyxjSzUGmOd5C5ker2W/aFvQvQYl2ODWpTzws961PXTmiIZTLAVGPQHVziH89e",
+	"vQw/5JxgWJclWFLYlDSvFyWaYEww2KXy9VT/9fT1T2NBa9nPMStl0ZhQG4w4yeZu8kSYEYtZBBrZIfoX",
+	"nH3WpfnhOm9ngMTKJPURFJD0kthkm6yjnbqrKgnv2MVSeHQwTO6WimwztsEz72aUzHf+3uHgyeM7/uCO",
+	"dX7z/VPx+J8Pn4j//q/D/kF/2D/ous3YPhu7poeD7WRtPPqI6UVfugwtbbCbZvAuHvKTOCQ/v+nl+gBC",
+	"lx8cqPYotzbT+VFER5tYyq4kQ3VT//VWCkx/81jMDLLIOhLB6Nke2GjYDRvwZm6aaDbmPDpDye3iXjDC",
+	"A77TzxSNplVnDY4i5M4G465bDz/61ruYW9tvPfr4Z71TIfiuWz/yWdsm3zVY0uiAu93CFLWsk8eu7XmD",
+	"0OsWKsu23WaLmS70rHeh1jdn2U/pwr/BdV9QAISfuakIdAnGpJ2rXMC8RQf/nmKNCiXzuv37vHVc7hkW",
+	"jKxbfu24fInvzbuk3OpHJ6937qx9gv3e3dx/Fpjm4L6YaE6rFUyTokrarITRFKXyeIkXap1qW5ul9c/l",
+	"WLC5a624BKsFS5gKyxnYPMSpLgn+b9LUMA74RWG9Ci2y/f5KlWUP7an9X1YXtg+bOktiGvaidjOHERjf",
+	"Jgns7Gsxl5cKK7rZ4GW/oIgjc1t7t3DtwsHY+4IZ2ehXdhw9eB28Vy7U+v6YtRqbKdl/7Yi5JtuCacdd",
+	"qM7oT3e88cduOFjXHFqwOJwRy2DPBqOw2CfkShhT3cnibXTVW61WPbyiqUq+CBwNtFfQ/XoH9sdftjRg",
+	"MtyF9vUhwi7lVPWsAncDTiLFYtFjss3EKl9p6GIaqaZoLbVE0JeLuCeCK0FcnUUrsIBz/PHs7CTV30lb",
+	"TEUnO469iZGgjyfSqseHHR/1H/G/OEeRJYyMJas61fFikcTsBryGkDhg+y0eKHPxbFj3JNVUSDQx9Zye",
+	"IYYT+evPZ63SHvI/ngwef5sIsjZTndXr5UjI+p9+WYEFGcvP5/mz0+P95/nw6OjgScI+MHYfc5vqDsnG",
+	"73VaymJhRVZYTDbYZkL4tW6Zi7ybpDqTTZ4RgxX8p5CYsdCTc/jPL3WBWYuNBaH33RenCuFjqNp/86Xg",
+	"wRNUFs++FS4Cl8eP4UZX8YOZI4rzM/5iqsviAsNjxycvPFlopSho3u5aHgU/Hk8wHMxUp/otjUGOvvW7",
+	"8vjkBTM2WOI3RdGO4YK5XKr4hKX6v//rqD8UnezXlByvdG8k0j0XuODKpr1EpNf9Mrq03++ne++z7ijV",
+	"Wfu2DPPyzmn4+eefe8fRxudtTQS8nkvXVKleVUbPfJFAOKnJlkQHxWOQCFgsZAnbXuU+qSM6btxIBoBi",
+	"FJVaUrt0hGxXr4wv5YoT0EaLharnJrfdRGSNts1yiW1+76JBaSZJtAhOaEQzxI8iyRGiPfPbi63QCLkt",
+	"CJLdTVaMQRhY2N1wsOMT771yOr/BLW9t/71b66XvknjZKrU/0BvHVfmNmruj17Kzu3tTOHJw5qh/8KlF",
+	"YDd718neSSVn26CGooGm8JPZnd30z7dozse8tmjH2ssmEmEjsXHmwWjddgJhR7eOXmz8fYWZt2Xf6FpE",
+	"GdXvDsm2sRM2ReWWhjU65pWS5eIv6V5kj6V7d3mflND6iqvCL28UChfV1VSp3HKNbR8++25dK+6dpOzZ",
+	"bzpBzl7fKrD6kSH/FSZMlcHvOIR6U5jmNVXUYc99JIYCR/qu4ut2FPmwu8UL8Fb+Umm5LPaLBRzI3Yb+",
+	"K7nE5myE7j15IR71B4l41D+AU3G6krOZqpC+NA4WE4aehwBAM91oj9OzVJXwyhLrHLLoHAiemaCZZahq",
+	"U42QRC2kVTBtjhm6FF1unmK61yUPGqUtU04VGmaQaoSrkYzZ08qMxFAsjS5h2RlN1feqpxpBW6zoxPyN",
+	"rREu1BIZIsj7Jv+MJF6qM1/0knXHLejX8NMJYgnLKVja5MXbCO7W8cxY0blQakmVInYDmIeiBwTf8wp7",
+	"Byos1mlNgFyCxjayjMLCnqo+cUC5/hMuBeJPGyygyDPP6BAxgzkA3Lxav2l05lJgWPbDNGGjGN/QglJb",
+	"wRqvTFPmYi6XS+ScTfVrt0s4Y8ulNhMlFnBRjr9bFpaLeTJ7UcDHWQtOSlqj++K4vUNbUDyID+VqcqxE",
+	"nMQVGOBEVekqbiJSNkzMaANOoimb2pf9v33zklPHAZsoQdsYj9/Q504z+LNPB/kFOLxoZhKVBmUQYRJh",
+	"6cThcDhOdSDUOBjAXB1ksQkLxQVBHR6LbHgQAlSRlIVLM3Zu44VhiF5X9JRtCvks1Z0D8ar4LgLg7475",
+	"rIpSVlgRrFXoFRFPX77ANTlTVSVhl+KrxUibBBOW3kGjc1WJbAOHKBvFkgT7QyZUyQabkSUEnfbNW534",
+	"oE1l5zLHfgtLpVR2m83+Am9hMfKlmiNodPqp38r8bc9hF8rRz3gmQZgtSISJjkv/CzrcCa/u5I+AOXxf",
+	"C/RJLJzk0LaOo8fojbVwZCtE22kLJaepPoCog5Hab84lnbmL/tDdmvwUd+nUdKty36r5O+N/pAQZvx0w",
+	"TbB2Dumd4pPgd/XHN3DSsbRI1Y+DCVk75mZxwBboFDkJHd2Bt+kc5EGqfc20RvRBNIWejH2tcaGXVOh9",
+	"Y6kxDAWWYzRB+BN/1f/j7wf/2A4lSA/Cm/8LKV8e/QU8ztduSnRPtqvyl10P944+tvQ3uaVEhMd/YMFW",
+	"TchqctvwOlTMH7wt8R6+8LczE6KN/BHibkPtRzAxu/oTqUPNFdSyKNwm/ThNn41Ftr+YLnnozKf6VXVJ",
+	"jrXvXhMB7xM9e/Q/0PdsdG2a6Ryc3mOd6t19FOKObRT0FEEKfkoLxYc1Rd53C/wRjpfrw/zE47W7uTJW",
+	"wF/WwN2lCT9VA953VX4VE9f1YH7qRvwwCcd7h2nL79L2uJqbMmiEjmzbp1vbGJNUU0diBA+WbO1rjDVM",
+	"qr2KceHRUAfzwAqyj10My/3umOK81KJR1KlG8DD1743E8i6w0h5Y0fG+RAiBVgr1UBesePd4oHVSfR1j",
+	"/HBwKDonb89CzJOejBHDr6ktYkTfobcST243UeemUq3Mi+df21pyRi/m86i334N78NWEos8KfB7peK/s",
+	"7+38TzNE+CgHS2SjYYRKWE1pP80BaKycqZ3Nf6fNgglFrIuIzZV4+fIVB/l9TgpzjiFfmjg6RZ2n+u3Z",
+	"UzE3TeWLtWzC7DFJTABGD1TLsoV0MkUEK53qt6fPQuGv4zVE9NsHEVRlhEINOsd9jqMMuv1UH0ezjAA4",
+	"id+By5CsUpaiL0arB5YfnknVU82Jn8laZBdqncXo1tHYOIjHpzIrjaoRbkh1RF/hvkTtSJgtOKvDwaNu",
+	"X7zFX/aLXIRoY6qtmhqdW99JuVa14PSfqI3IC3sBoxZ6Wja52gVsib9wW+3UaS0rTn4/evToSTeB169h",
+	"RjmiN1GHDbzjsWj0hL+7A/I1vNBWBISSrIQpqHp1gYCUt/ZVPdd5mB02jpaNLS5B+26fjnjFCKLUmJHB",
+	"PHY2ftXmM0zxqVksZFQ5G1DsYfnAGhJyKat6RHuEyzX9dhqlmqshETm2hctR5ERmdlWPKL6EXX6MTswf",
+	"2WbCEaeuQ6XIklRnuVwTUyu8vEx03p497VK7Me5RruxvFuCPm0tV9cUzykm6QWhbqatlaXK1N0Ke2u3L",
+	"OKtMs/yuDdFe1Gphb9PcuEV/4LvfJ3sLefWC7nvkF15WlcQvbb0ucWeZarG3A6qe4On92voT3kEpYMfu",
+	"2cGSXErLx5gQA/Gs5t1de+VCrT+tRTBM0JGO8twy11e0j2buzhksGKH27nP4krkWfHdvsEJjl+VFz1eZ",
+	"lU0ikgjCCklgx7My8chXRQU78g+QaflDGiabiRapZ42cOeYM3oxBkTtdDRq2mwg85PQGt1oD+6biVxub",
+	"LWSE3NlmcXzzN+Yqf3YX/aFzlfwUd8lVulW5z1V+TjPdreoNaUh3yYdCy/pt/PHJydNmAn9OlBVZU5XI",
+	"rkusptZBQnE3U+Z6WDrZam7V9F0m/omL4VNtzsXwEO59fCgm61rZLmybwKXLRAs1R1EC6a6zSQuLvIIE",
+	"5grackyW1UpWuavVwwVEzrS+OMZCrtXcWDAbLdfyiRcnCIpRYUnmXAki5hNIecjmsSVL+Rcqy8ImDmSg",
+	"H9M4iMhAGK8uhkJ2n8hVWWBCNS8YFmTRF8e1QIjcg8EgvEYM6uzOoPKR/EIZVB79t8F15R//uajnBNC6",
+	"S2fzWsW4rvb3heia/JlCNvehlE+Q0T5hypcx/CvLxY+Bgf0Awb1hsdwKAvucyn1tLT1zGbFFl2bm6n59",
+	"MDnhjmjvoESVKR2kXT08GOL525YDDXLs6+VA7/OZX3fv+2ymF9gBuzPh2ndWi6WZ+XrDpdJIucdfMvXa",
+	"R9ktu9KgsRb9srbzLTpsLDLQAlmrI5VP0X2K9DfbuS77yVdtBZ/9eGP6gwQe76MXz+6QEEUrPPE2+Eax",
+	"HtXRKy0nJVIzs2PmP0n1QkltBdh53X6wqcCU4hb8kffmKpfENJvYBC67WtRjMHyxo4W/EgTogTY591uL",
+	"srhQqQ6kEi1lxQggPTcVHzLn3gQxq+RUsU+f6g52zbLvg0o2EiLY65u54ft01Q9w/wneniWpdsMOD8W8",
+	"2xfPYWUQGETkhcVV8ltiWipZISEoffEGO1EorMkfHde85udEsX1a6KlySWUHNWjFUjI1uBd3qb6ma+uQ",
+	"JfSIuaR3zU7VuztF+3m07xfzP3iWXztJe4vIDq1bdN19kvY+Sfsb6qiQouXrHgQCPLnZlPGJTsN+EE47",
+	"s7WvtRJK1xVGz9lv4NuotwjzgvRB1+mNliuf6qJ2eKKJkHWtFsvaJhQzDGw9Jqd0KLbaUlwemSX4hn6q",
+	"n+saJb6slG/ZLA3IccvxMZzeLspklgPPwjPfhT050jSBhpjBUW8AuWxsK5JwB/nE81qf0t134eD9PUaV",
+	"3WPcJboc1vZPFF/+U1rOkW/zoO3fJUKr1WcIRX+09XyLYNv/1c32/c7UTnAd3e7d+3oHZZdd4qZ9T3/z",
+	"2fw+v2+RRy6y977ulr1dXru98YEbfL9SdYVm+9eaW7ITgOKCK3n9mrv4D3apJyJvlGvVSBBIANNcwVJI",
+	"NeK/TadK5cGNwmpVVAw8jHcdkSfc+YE9ZGkRL+rgtVqCvXcB0CDMsL8vEdaA+zozykYFsqkO15WyVtW2",
+	"KJY4HDwJGODOkSysdy5TzVwnZD0R5BjzcFWqloXeVXhbV+tbBdPwtxJMiVuM37+E+piWsj9CHBbegzsJ",
+	"2qz4OEhBaHYoDQS83bwpP2eyoR2/+SR5c4sECRnAjcQxAz3S0W+lXShFbcocqxkrVTNRkbsqMugnyha5",
+	"8sCyoCI69crgpbJuKkX0Dl6q+M8ZRi+bhTjTKVVOZqLD0aZw39aoFAajxmIgqIEtNK51GSc21ZkDtaW8",
+	"6XNEirXY1mCNqNRUwYNgd4Ggd+hrVEuDOHwy1d6MEMcUpyuMFnlTUfwrDrS5SAjJbQ+oy6u6E4uWXybn",
+	"dn+noSea3Rt+fu6C/dIW3p1T3iHjDdvwPut9HwP7fzwGhoKlFQJry/jANvcbpNr3a2W/kNJ7w23P0luy",
+	"/RqBV8lypNqmLJe1xBhJbG9KnYt/b1SjLMXbvMGMIbnChgtL1HMtk9ullrqJmKh5oXMaQ8mqLHYYvcdM",
+	"IeTA1b0hzhcHzTMW56YsiTebgK1+eL4tKbTVpcmwveJ6msY31MH6ECftk62pkTNld+eFv7rtjG8o/wP5",
+	"9n9KyxmBpkMAALYQn7DNw4KVhR8pOu5QEY34cyQ9mqrcG+3N63o52t8/GP5zf9Af9A9G3w6+HaDA4Blc",
+	"Y1KrzERFDFVLNYUTrcrzfhSQXttabetc4PYP28JIF1NZlghXuAOE206QFxV7WLF5xKY6s5N3GR90KtUe",
+	"Hj0WldS5WYhJUVvHN4eIewzyuMm0n+q5tHO0biNyOupdkcslZmYpYFA4wi3OHhDQIKPqFGCtvpJazhyr",
+	"hdAIfnqtK6sv/oZPv4u9X6b6Qq2ZRS9xmOKOpmyd8E8yUHgA9780F57Un/HDw9uQywKJU7b0aWAHzrA/",
+	"aEGIUoqbX0pfHGM/iagcEXnctmPHqZauhSdQ3W3w126FoUfI7FTbuanqHkin/DrevKxFyOhHjANZqju7",
+	"4E2Jvs0qTTW70ortuwoEPRN/TGWFfmsM4I4FBSLsV01QHkzk5glfd6PY9+FxrDDnQl3VqtKyJOKyKqTX",
+	"sPA41USe1neXvaCrMvw9Ynajjl7RcdXADniRklB//flvp2Ok8ysqsawKPS2W+GtxO1WA67neTNXaLYQA",
+	"u6U9DZV7fG5zj1u/gQfJiKiwC1oNSvXKeOx221uqqrcodFMr5sq1iZiCwaHhNKNmBxFHzYVOxYqJKo2e",
+	"2VTXRnSyLSIxE0YTbGq4CVs+CytyM20W4MaPUp3qHv7Iw4dg3tBvPXxIBNDct0SvvVnaulJyYUeEg+QC",
+	"A1mSasGAknOiHYB/q8VE5WCQWPfJeaMRFaYHR6rQM/e5o1WGYbBRk2A8HcYlItwW+5cHfH78QSh0rWaM",
+	"zrn/q2/Bfb9fNRp2tRDf4XqOPDCnW/MTVb3CFQ9RA/F4MOgmYjUvpvOIruCBhXFMtcnuGYihtw1qLlVV",
+	"FbkCseBWl/WTX+DCxg+LVSbEs4nxF9luFxQBR9AmDlwnieimbOJL3hOGmU38qeUWQxyGxFVCvT/9ayvE",
+	"szyBSb659mAwQrxgsGI+BgyCjFDOoqkLSasYM2nDKAFZgQR+UbP2kTVxlMDWAsm4XJaIMDtvdF6BLjHn",
+	"cL+HRwVVZJpqCsOpAltxVxKPihbaVG4fowOOz8qoD0IsK1MjE6jvQSbWTTrgrim5LIUsrdk82tfPNIrQ",
+	"6DCnmn+v49aWLgmrmfiyq+EA/jdOdbStNq/uupdFapMUw6SZXsAnc1Oio4D1YvT7D6yQYBRI1NuVOi9K",
+	"YvHUdaEb09hyPWptM8LaaCpbi2aJcoWqR710wsfoi+PSNXWDPLlGLG/n0sXw/WlhuRYtL46FktOVIVDB",
+	"ZuAn59Vj+WlWmk5OkursjVukHm0o6q/dnGk3EdGVb9RCFuDJgs50R5b2G2OMYHajKmbzWmiz2rzbUmCI",
+	"go2p9oxSbp6FFecNbBbYIKR7o/tPkAMYfjojrYMzJL0zXv3l8QBe7yu/5SzvOdDHqc7+rbfxxD1S2CBA",
+	"4+/8M7rvGYa6fY1V/n4wJKONXik0E8luWRnYCVNpVao71OEvlK2LBWo8WQvuLkJMgwulE7EsGyuyhbzy",
+	"szsYDA8xbJxqFzfmHI9L+TilQtXKVlhV12VMPCandSO5VTHVjPIt4EyPHPuwM9bA1Z3I6QULNzFRa8Pm",
+	"OT2ZZPjwVE/nspoRXa+jyKeFx2gta3ODjED+9bY7+odPEseuixU0eHLf8baGF4NJpN7xea2qsHF4YzjO",
+	"2VT/ineITnZdiyQINX6DNCaE6mtyImF7ocPxClP5geBL/EF/eQKGCO+ahBIXOGWOqr8fCyncG2LUS7Dj",
+	"a8QQB5ELazRt6lSb8/O+IH5phychidLXHfaWeeUF3TZ7fGufqgeQaKNTEJQDXBc5XtSDen3gk8osVD1X",
+	"jRULVVfF1EY38Sd726ley/acjk9ejEQN+4btIETnBwMoEcH0SYQzelLNVo93GVuwFwntNtafwS52feKi",
+	"gzDBL4gegP7dA2dd1sWkdP6dFbYB88WKy5cvXyXidVnKhcRfxH/1p8tlkupjXc8rsyymifhBLQpddP2k",
+	"Jk1R1r0CTMXzstBKZKWZyjLzE2ExhS/X9/eBQLCCRZsnn0bpdh0lcxziUGz5IUiq6+JD/ZDqYLRGLmRZ",
+	"LpwDGVRJ2xclPnK/uNQFkJH8cnIp1VmAKolEpcgQssR90pEUyPdd6mDtSFC7DrqkxQMNKorb37FFfuya",
+	"Ff07pM/B7tEqEacRm4lm84II1SiXiAe7+A9493VxgX/ReyrNjK+UNojkfqrfts9JxyOsXMNWScTb02d4",
+	"kBZFWRILBTx0l17rDiCY6Kjh8iP31gjhsjJt6nfnptF55miq8A3A8eeYAU9iLA4Hg4g/ynNcxbeVcnoB",
+	"Z4WEMxYiTOVSToqyqNdMKDBFOw6xZsKJo/u7Y8TezRheqzD6HZGYZx6PFx1OlsN9huW1GR9AR6d1XqiS",
+	"2O3pc9PUPXPeq9BkvdBmAgq9Vgvcq02lMjHoDRG7d3kC/z5IRHaOD6in6xOlZVmvnVJegk7SU+U/7g1B",
+	"HcHtQYXSTjtweopRJFIdXdLti7dOicJDNpWyI1gTr1oPBwMxUVOzUMTZEOgeot27UBZ2z7h95/BJuHP4",
+	"ZEPJbR+opfjawx1dXRFzQ8SozlNOtfudo8FQZO4W4n/JxsgeQQQY8KO8o6JfZQaPeJjDaBj+Ohg8D1rR",
+	"h+ycSYEp2pBivSt2Q2ORCvgSoPDhAZItk7cxiQgF3EIHNSwJoatEDPO0y9nbgcfC85vqU5xuoWcjkaV7",
+	"NPl0b4Q9JOjQzzzJJZzycD/i6amreh99vx7dmfXFczmdc5ZhJHJVgkHgpeKvKfJ6twjuEpo9WkTLQk0J",
+	"J0pdcXof60F9OY0f2GhF467dqbWIlG0mvyBjMog8nhQiOJG1WTeVtmS8M+4g/Kqp3GbkuWxZLK+vUOAS",
+	"a4ubDG2ZMBsJJ92FsPGVZKFqyMtmeJVWLIqcp9kXP8+LUkVvC+xGW5Tw6CCqDo6EZUkkBfGmePkjYIuC",
+	"AOsmQopshJUQPVkWl+BDT81igV2goF9dWZVzfpeVuYKXkxtyjxsCFnSTekoFBhjlinfiFNy8kuG93Hlj",
+	"0eoZRHhuxpSiNGY5ioI2gRTkWpQGdZ4ns0G9SNAfksLJuQcLzrr8lirYNef4omLJhQSTbnw75qRUuqeu",
+	"1BQ8Zr/RI9UoqkbbFv1PtCfYV4KjgP+KfgncsOBFVJi8sIlolqI2JD9Pa7W0mYhH6rQokzDOTkup+LAx",
+	"YeeWKXuHjTqJlN+OtlZL5FQ9M6Z8acwSfreLSxE/VdXowCSOcXY8JCh/KISf8fFlEiEK1uJi0LE5d8or",
+	"ilzEcA01+GjkfvjjWpA8SvXTuayfBvg2v3DnhZZl6zyKzNLCtY5gqiNcqWsTaVn+ZbkVy+maSctOxPUw",
+	"YIgU0U1ge52fF9NClqk+ffY39F0vhKdvGgmi3IXJnj772wOLUBnEPlSnOuPcD4eDI6uMDNiN+GNjlZCt",
+	"HRobSLycDt5rVyan3+9nnNYgq9a7/0XOpnX0Cw/ubFvDPpug2yUXKFt83BwlnidlhQ3qRR87/c72ijm8",
+	"un3h/E7XZ0c5Qc44IekUvQJ45Ephc+JUjUQG52U/mNk2c+RKMcHBu+ncFFMMIWess5ialvQ2NUraPuPe",
+	"vcO9Rp5xGDgRWRRspvpVrKFBY0MLhBODx6JPLVyvpwYuf0f4b5k4L41E1UMoKl3yszJ2UPriLbMbutgA",
+	"WoacwJppkIJIzeZXA7ZhqtXVUk3rvnjOLLXyUoVLiKU2o7/b+gnMSmK+45OHz4gfMLUr/4VlDuHPqclV",
+	"1vVMFKkOZRDOfAIDkKFtDodDRx1N48Ard/obH7DvLBIrlObIB0YVRuLvz17/9PwfYOC1dWhTqUiLOvWW",
+	"aonFFXRvTML7a7/ff/+epdp4Q1cKVpWMXIcDra6pZbGhldtpHDy9e9sw/FxAnZE4JypkqH48OzuBHW3H",
+	"Hsnenao8QZEmJ6UKSRxWc+y75Wpayipm3UWJfmkwZ2XR+Qmpiz6d4sAAiEe5XzW641iXMYCAHyfMxIwj",
+	"W/qsm6GGf6NkTgnXiKOOEKsz7BfLNlFKs25CQD50G7rFG1ewP75BYySd0cGGpAN4Rroz+AKzs4n4pwOf",
+	"hOIaR/Jg2WblDfX8TM7AAqUn47Ho0dK9bJxqy/zUYKFjoCEgMBstTt6e4aDPnr98fvYc3sRECQv7cG0a",
+	"zi/AtpE1fgDrITqHB0MBLtjU6LxoOYgIF7gqLMi+n9BgR3Ecpakl/mR1HTY7UA+y1gqQ1LBz8C0989fQ",
+	"lvII0CShrbyEHQamH/5dNRp+8HA4TPUud9a2yWWQ2++6Z4v77lc81om7FMx9egf4eSak+Ovp65+Ias6F",
+	"koh8D+MDSNAHvqvf1/1pUa9JKBHyJFUl9v+td7wsev/K+4IsULVYlrJm75S2EGg2+LHMEanDejRxXQUJ",
+	"8lJJUFHmnOqjsonJ1wQOPjUa6T+zX3+lM9HfVIogXfBVzU2ZY3nFag57fimn8F61L0WeVPg+JZVSdPsw",
+	"Jhh2GAQCOQIiLBopEdPSWCy6IHscnabs/XuUihlKtdKqleM7L4taVbJEL4dhOXW5FpUxBCJOy2r9mYt+",
+	"SiDOOSp1uUW84PpSNHXEXiYauuLxIRyASk7hXY2xu35ZyvVPiK1+MPw2/jbVkYBESqPHrZvfvnlpxXBw",
+	"+C3F/cf85ig8AkfcUeHjK6T7KUPQqfnVC1v8h+qO3ft7fHT0yF0jLW69sXh8GKutsXg05IHtGJG9lG4W",
+	"vEvGImuTebaGTHWHHsf96qMhZ6qowgHudryfGa9XKJXBKEsQh/2FvDrjIEJIgR5g4q7LbjbGRRJnaVH/",
+	"TJLqwjIFCkctDodDd/5amioiettSMBQ7e4VlgliMGj6IM5GWw2h+sFGUzAbTCJ4/o0qYDL1TJu3OqErK",
+	"cWs2FhThguIMS2ntylQ5mCUTYrPvC0Zi8rWFPi0fsUoSWcx+lKbOxnxUYGxeRtSeGf/B2Azx0+pL5miy",
+	"aHxTPqmeqzWNAsYsTscvAcjVAFA3ElbJMqz/JTUJdI6fn/aGR497Pzx91eWu50tqDMJy1kSUZjaD/yKb",
+	"F4UZLxms498bU3PVCnwMxsw4Kl8CU8Bz00aGwcnbs74IxUbRuhDK3UKiKKpMM4uqNXcuaCYKbWvQZ1jq",
+	"Mwd7POMyUEdKe8mCuVLw6t859IcQvCsqqhdSuav8wfgkbQtXbkVLw5ulLxCJiBoZgmHg4KuK2qY6ejRw",
+	"IT7CMiH6W7AurhslW44N/NK2c+OsN0v46nQ8ZmBTEq3uq6cnYNuSh4gURxTgcHRHHNp4n7FLgDlxqhyg",
+	"9DUWH4iFqiUYt31xusm83Jotfrhlnm8ajeEjtjZHdy1zAZ2e7rGFuJeIdI8tQ/x3WJt0730mOuxwkima",
+	"cfEG2rpYSgHq9YuYpg8fEuAHhaMePsRQoh8VjABH/wuy7RdT6I0UMJoKoBfqObi4+N9lpc6LK7R24rsv",
+	"1LIe++o1kJO2lHYuJqpeKZYcCyeyg9VwBeraxZWZaVfZqVxSbiseD74Go3SGUbxOJsUkE//n//8fIpPf",
+	"DAcTOHnfDL/nj74ZHg2/h4/+9/90nzx99M3xE3DT+EFQmcG8iANLLZb1OhFZH7mQnYFjRbYPw2DgIPsX",
+	"+L//L/PR9LoyJWW1UVtvAaAf9MVJcAZnhiibBYpRED3OqAAZX+gRzuw/EV/hP0n9/ifq7O44kDIXOhuF",
+	"9QohVVweH+teYIcc/hgWOXFSjM098LhNvhbeQojuSzVXRWH5drXGs/vD87OETf1E/Pj8+BnKvtcnZy9e",
+	"/3RKzgXZsDBsqhdqMQHPlItKGAu8I2nD40/7iQeT9ClVpvfOwK5NNc+1AFv4Npp8rM6tKjAZeTfh3MFV",
+	"XCpJQagLtR6jRnGrQGIY8dPxZcQnAF+6cLZhGw01qn/kF8h6stNwvAKXMxGZl/tgvvsYgm4WGek+h0hF",
+	"bNS1pDLaogp6ebRJYYkWreViEGxFwEfCAMN1/yPhqELFAK3EPrEYb8nCvab6gkyEpCgI2hrjsbGbwOHY",
+	"p28S8fJ7CvYwcwPX2t1yIL4vtCxLDqIGWdkyqDCIluckBdoU+EjF3nHGFD692ysJ71hvyNJJNheFilBW",
+	"SYJlYA+T8cWpQWI/z26o2R0LNsTgGhTg38Gf3bHQJtX+ME2l9lZIUUeiOMbiBXn8uqlnBvRPHNAojVlS",
+	"Pc2yKi5lrVKNvAwHTw6+TcT5dDAYjfb/GUtK9EUP6wREhyJ1MNTB4yf94dFhn//bTcTTH346PktSvWjK",
+	"uphKWyei0XapplhKnIhJZWROn7sKVa6rmCg9nS9kdcEFFI51A2+WZW/ZVEtjlXD1CFZ0XpxcHuLWfnFy",
+	"+TgRYV74BVhu8EWXyfjbZB0iowV6lytdwE6MAmMO0nhaSmuTVDe6dAjHoWoRXEjeuGgQdnjAPn6Dh/D0",
+	"5xdnT3/87vXxm2fvnv/w5vnp6bvjly9f/+x45vGMU/bD+KJ7U17CTuQpyNpvW8w+Uni/FZqmb/F1OhVW",
+	"zyMBQiMlqbZGPPvpVFRqUnDPUeD7t3bMh79SeVHBzxXWjxGyfSu5DijMR/5iBJYX87pe4vzgH9bhSocR",
+	"qSyTHX1czaqYYfYBW31UQpjQ6I+YigruXNeDU0l0kP3Z5Q1/LT3uLRBZ4vl2pCJcbh3sjdhB9E5f7BXy",
+	"Z84zTMSjgbCJmMrlkuMCO3zILmhYrCNNbkhVu3B7qlFTYW5lY0AXM/4OXN5MdA4G4lXxHUJ+Hw2Gqd5M",
+	"pSOLsdG94dWVCwkX25PuLtnlxDPBQ2StCrY+OfIdEGcs28Xfiu8SBxqI1WXIEtcnzQ0aO3HqOtmM3dFZ",
+	"pOS7z7kPhkmqjwaP8EJYK3LV43Wge2yGp8CGVzXsJlgNjFID3merKA/lt6solPaCnQPav9fe3BtfG0er",
+	"bMcMJTES2lDlXDchE0cK7OZINUhPc37uBG8rVmEfPsSkHypNK3U+MVegXKfK2pGHEvirvJSn6Cekumo0",
+	"PB8V5cDWRXHl6EzE86evjulSX8VlRUcbr/xB7GhVr0x1kYjzogTDAAassLOGfxpjAitZlr1paaYXFNQA",
+	"ozBaDR90CfseVPqCbl6ohXEVvrtufCWvXuFltG0T8fgQtm0ilD431TScxQtVaVWy7yU5j4sBHeEqJ3eM",
+	"/7qpl03txj/AU9GnPDiPgrmJqpBlYWN3g5eZK7oyMCb7FIYsztewhlQDFrH5cZgJZXWH9C2i9MOt5H1v",
+	"DJJq1yEEeozrBIiRSmhla7cJxUEyGAxEqS5VidXWkixL0oBYW4EVqzwB6h+YE/sKzqY2BHiSoEqaYpcW",
+	"C8uUuJQSX4cB1y6a6Rwm7D7zK66p2zNXaunIrkhgU92EK9EO2xLrr9rROR+07vh8Mtk7TpiUhVbZvv9z",
+	"aspmoblYA83ZRETXLor6mVrWc6wcS/XmVOFxYLrlGq2iqM0CLLrzc3Tg+WQSWIB9+HDU0p4U9eAwRFy1",
+	"9MB6VNRC1wbsPieqE+ECQuSclWZGhR6hkB3eWKuoLlRsqOkcgXDk9IJMVoLITDW5An9/8/zZ8dOz58/+",
+	"kUWdePDQGJpwPzwxeaE4vhFPmkOzVnQ4IJj40m2O8CW+ip9AeX0c3oXlLWZjatFBGA6yQcm0p8QpPGbm",
+	"gocjN2wGklFSOqEAa+Ptm5c9512bCh029zdYPwUSQ+TqXLFbkcOL9u6O1KmW02kBKyhLXDRKmUhS5bJa",
+	"h2spiCjRjLbcj+JU27XIEqVw4JBwIwrfTm10aL1gP7UNMiTVfpdjEpjq2OuqwV2I7823fLeqc1wSDM9A",
+	"qyu8fWywLKSpsfd78ys88RXcaJVFuKNK9cgTbfcQgYo7L7AXUNOppprZDqXI3aQ4CuGOP1bao1vbFdh5",
+	"UtQuPDlG+pAtwblUOxzd1dzgI4FUs4pEZRypZgLCKIBHsUOXcQXtCOvHsZoQB8ZkCgZnQb/sDpNGkeOs",
+	"G2gEo6QsnRRcOD7QrWhdHAvbGpR3TLIgUjjKb1XJgWuQ1/wonWylJHgsfVAa4OJQFXK16D+Ew4E5h5zq",
+	"dUiStuKSsr4WjqRt02B7vnNN3a8hyporc/TlXnEctr3375Yi3hqHPQtMu1W13qD6jSo2GZd9LDZyuS0W",
+	"+OvJXMzTxhnZp6w3qUI5IhFm7mFXWBLzCrvS7jah/fWwrNrai+Copxx2gGgX5nA1Vm3E2jQV+eLuvdHG",
+	"DYAMtE0wspu53U8phU72a7pX5OlekiIMDP7D0ynjX7msJRZopjrbhEvIuojTEYIUfz+tJcjBXLjp/6OD",
+	"ftdof3+1WoEtj197oKSpWex3U+eM8zEDAxmLraRei2sjirKYVCBquRcY9i73k8ZwcKMYgS0HT/iypjb2",
+	"qHfQaO9g1ggTmGoR7hth3qeomQlzCrPIG1oC7rH0v4geQC0Xy2wk3uriSjhmTV5vRrVt3xTwpUYiuzxI",
+	"KJDNGu3HV8dPe6c/Hg+PHrsqK5of12SFZ+XwePtjP6HWtxid5NEu1Dq2P+lne7lCwYudirKq3fy5N5+p",
+	"Lpn9qS+eOWAp/t4hTj2wBDWFwxDa1AbQlqusSQRmxIVntRxz8ZigtkquXoh2ci1KJa2DEnRpKynypkKp",
+	"ZJoafBpHY1pw6Sa+cNRjTjdzYA2P9mgL6ImwTXUJ2qaClaxq1pnTSto5qEVUDw45guG5SJLy6WRbiYq5",
+	"MeQ9Bw9dq3wEhqM/n9Q5Gnr7HA4LBkXdC4Dpux/zOImoQsi+7Ytj7baZuwBjOHCKwO2mCvYYpoyv3pJg",
+	"PhK2Ow6RFN9S5UIfWO326OqKRAsHOLp98T1OxYM+tzxr2jtHwibiSCwKnaT60QD/IYZiDh/OwaETcxSc",
+	"+I8OWm///b+Gg2/EL/A6q3EAxyYNFD8PnuJTxr/jg67bqJSFJRx/5H0/jj8HW9qFAMo1vw2nFh2onliZ",
+	"psypok5h8KaD0WKVU8sEJSFBgGL8EFsTh0ffCFvK6UV3RFz8WNErsQ8V4awJgqf11lONds+5WlFqmHpU",
+	"HVGuFLbQs9JLFRKWqNvA7s8rTNzgesM+wx8xTY2d18cBhAzRhWJmBXp5zmBxv5Jq3E12k3qBQXpcbMLt",
+	"nSORyzWRvzkYn1GqA2GF65RAlldX29dmX+BYT+BfGNPCbjmisMGYeSEQMvjoSmEF/y4Z5mA5yGqmaqoq",
+	"QV7Waxxxnd3RXe5SoqgtR2DbIVZHlUy5pG7UL7a1s6yNW+O4o9EkItyS7ggrx7D23pPLcWeQrh3QCeoo",
+	"k8ALi6HkORCPgokVXYSYzjaIh7jZ3n/omaNG5Jw4CYZlB7eBA6TaWTg45wAMAH+5SdbKYjiB6xwe2A3E",
+	"K5/sjqucI1eh46oEHKOLYAIsjxuPjnpLTIAvABvN79pHA9q2iY+BhOsX8opGzFIdROQgISACtDgDML1s",
+	"oQ5jDUbhyZD6vp+hz3WZvNf5QxepwE6GZd0r9ChOlTIKf0JhKdctl5DAojo+s1B+y7sFDm2OQl2B+VJg",
+	"MXYnS/cepntZCLnz3vVbN2wS2m27y1mphsAlzsz1YhOD+EJU0rdeqpHgZBP8TBz7WKoK3Ex6864YxKHz",
+	"4ENTgJIwj0YeuwhMo+A3044A58/VjlDApZXVwgbqhw9FJ8NClBE76/ztOyxqTlwdHtXR/O3p81SfDo8e",
+	"u2pxCa7KiGxwEL/K9YSk+vY6mn8JR+Uvm9WD8P/Dx04B89dNVbLxxpEZUE+u5h9m5N8kI7Ch5Yne0IjF",
+	"oRSPBkMS/anOXrKf6s9a1NrWWg2Ql+xEUe8FVapNKrOyZNtUoFtQw08NxWpafU7BlKCSR77PpNq1GGAL",
+	"91v3hAFxaMo9cplDSQk4R+TG54qInUg4wDtyrkHlbqH9ECV5qNgOPWAm8nTt/M5cxHKtRCxkdWE3S8N8",
+	"hRPtyF1Phrsic9+7RgS/HRwukx8344wvQ2BgKref6jcO+enOK+VMW5/kevvmhZB1u2dyLDI/Ela8g072",
+	"nbtoZGG0ntr947ThydvvXr54+u7tm5cZS/KgbhttFbeOYfqMnvFHY+sMKWJR64VCMtfXAPINlWrnvNCE",
+	"6UKJ3cYq2Hd1quPZssWEPQBXa85c8nGkynw0j7BnBnQlIemmmkzQA7Q6KbQVvR6sdSU6LEZQqtvlQiC8",
+	"QYC5W95WpXWFRk8pfhnFmWLJwthb0bcgNVx0GPYK/8zYV0YWYP3VYHa6PCwluqJwFDWg4SWMIIz5n3Id",
+	"oV3wo/Ms35D0fPhwFP8Oy1QVXiTfFVyGKNmBe40HOr1QqxaWkbBjMZfleThRD8BhP1fgjqYa62HonOFU",
+	"fUx/VUzJMO72xVOjHQ9ZXINJAC+INEMz572TUA+cnFbGWpdOUnS9S56DPQH+LWZ+EWw0RzsOVYlfB24r",
+	"jDIsWq3aiGgF1oKir5XqqNP5QEwlEgsjPRoPjAUumhygdV/8vNn86UxJd1jj6XR8ozpuIRe1iIQQ29Gp",
+	"vlZjmUShj0i89K/VYhY2GBFcZhgtOBgjrjThCQ50XhZwUKKqhGg+vAVJDPDnzu4OxaX+6HPvSKuPpdVZ",
+	"TbrfhSJnxo+xabDTzEnEs97zMnksCKjkhMqYfNQhhD1Af6S6ZWNsgbYLXPXYIgE3u1Njr8O39VrFof94",
+	"/38DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

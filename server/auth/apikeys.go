@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,7 +99,8 @@ type NewAPIKeyInput struct {
 	ExpiresAt *time.Time
 	// Policy optionally limits what the key may use and spend.
 	Policy Policy
-	// Connection optionally binds the key's tool calls to one connection.
+	// Connection optionally binds the key to one connection (see
+	// APIKey.Connection); it must match ConnectionNamePattern.
 	Connection string
 	// Secret, when set, is used as the key instead of a random one (the
 	// bootstrap admin key from SWITCHBOARD_ADMIN_KEY).
@@ -129,6 +131,7 @@ func (k *Keys) Create(ctx context.Context, in NewAPIKeyInput) (APIKey, string, e
 		ps = append(ps, errs.Problem{Field: "expiresAt", Problem: "must be in the future (now is " + now.Format(time.RFC3339) + ")"})
 	}
 	ps = append(ps, in.Policy.Problems()...)
+	ps = append(ps, ConnectionProblems(in.Connection)...)
 	if err := errs.Problems("invalid API key", ps); err != nil {
 		return APIKey{}, "", err
 	}
@@ -204,18 +207,40 @@ func ScopeProblems(scopes []string) []errs.Problem {
 	return ps
 }
 
-// UpdateAPIKeyInput is what changes in place on a key: its name and policy.
+// UpdateAPIKeyInput is what changes in place on a key: its name, policy
+// and bound connection ("" unbinds it).
 type UpdateAPIKeyInput struct {
-	Name   string
-	Policy Policy
+	Name       string
+	Policy     Policy
+	Connection string
 }
 
-// Update replaces a key's name and policy, keeping its secret, and
-// increments its version. version, when not 0, must be the key's current
-// version (errs.PreconditionFailed otherwise). The change applies from the
-// next request: the authentication cache is emptied when it commits.
+// ConnectionNamePattern is the syntax of a key's bound connection: the
+// syntax of connection names, connectors.ConnectionNamePattern, repeated
+// here because server/connectors imports this package (a test keeps the
+// two equal).
+const ConnectionNamePattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
+
+var connectionNameRE = regexp.MustCompile(ConnectionNamePattern)
+
+// ConnectionProblems checks a key's bound connection: empty (unbound) or
+// a connection name. The connection need not exist yet: a key may be made
+// before its end user connects an account.
+func ConnectionProblems(connection string) []errs.Problem {
+	if connection == "" || connectionNameRE.MatchString(connection) {
+		return nil
+	}
+	return []errs.Problem{{Field: "connection", Problem: fmt.Sprintf("connection name %q must match %s: a lower-case letter or digit, then up to 63 lower-case letters, digits, underscores or dashes", connection, ConnectionNamePattern)}}
+}
+
+// Update replaces a key's name, policy and bound connection, keeping its
+// secret, and increments its version. version, when not 0, must be the
+// key's current version (errs.PreconditionFailed otherwise). The change
+// applies from the next request: the authentication cache is emptied when
+// it commits.
 func (k *Keys) Update(ctx context.Context, id string, version int64, in UpdateAPIKeyInput) (APIKey, error) {
 	ps := append(NameProblems(in.Name), in.Policy.Problems()...)
+	ps = append(ps, ConnectionProblems(in.Connection)...)
 	if err := errs.Problems("invalid API key", ps); err != nil {
 		return APIKey{}, err
 	}
@@ -230,6 +255,7 @@ func (k *Keys) Update(ctx context.Context, id string, version int64, in UpdateAP
 		}
 		key.Name = in.Name
 		key.Policy = in.Policy.Normalized()
+		key.Connection = in.Connection
 		key.Version++
 		if err := store.PutJSON(tx, bucketKeys, id, key); err != nil {
 			return err

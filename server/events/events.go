@@ -14,9 +14,6 @@ const (
 	ActionDeleted            = "action.deleted"
 	ActionInvoked            = "action.invoked"
 	ActionFailed             = "action.failed"
-	ToolsetCreated           = "toolset.created"
-	ToolsetUpdated           = "toolset.updated"
-	ToolsetDeleted           = "toolset.deleted"
 	ConnectionCreated        = "connection.created"
 	ConnectionDeleted        = "connection.deleted"
 	ConnectionReauthRequired = "connection.reauth_required"
@@ -24,6 +21,9 @@ const (
 	APIKeyRevoked            = "api_key.revoked"
 	APIKeyUpdated            = "api_key.updated"
 	WebhookTest              = "webhook.test"
+	ToolsetCreated           = "toolset.created"
+	ToolsetUpdated           = "toolset.updated"
+	ToolsetDeleted           = "toolset.deleted"
 
 	// Model-service events.
 	BudgetAlert         = "usage.budget_alert"

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
@@ -89,7 +91,8 @@ func (s *Selection) Has(connector, action string) bool {
 type Toolsets struct {
 	// Store holds them.
 	Store store.Store
-	// Events records toolset.created, .updated and .deleted; none when nil.
+	// Events records events.ToolsetCreated, ToolsetUpdated and
+	// ToolsetDeleted; none when nil.
 	Events events.Recorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -120,8 +123,11 @@ func validate(t Toolset, naming bool) []errs.Problem {
 	if naming && !nameRE.MatchString(t.Name) {
 		add("name", "toolset name %q must match %s", t.Name, connectors.NamePattern)
 	}
-	if n := len([]rune(t.Description)); n > MaxToolsetDescription {
+	if n := utf8.RuneCountInString(t.Description); n > MaxToolsetDescription {
 		add("description", "is %d characters; the limit is %d", n, MaxToolsetDescription)
+	}
+	if strings.IndexFunc(t.Description, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) >= 0 {
+		add("description", "must not contain control characters other than tabs and newlines")
 	}
 	switch {
 	case len(t.Tools) == 0:
@@ -202,19 +208,27 @@ func (s *Toolsets) List(ctx context.Context, cursor string, limit int) ([]Toolse
 }
 
 // Replace validates t and stores it as the next version of the toolset
-// name: errs.NotFound, errs.PreconditionFailed when ifMatch (0 for any)
-// is not the current version, errs.Validation.
+// name. t.Name may be empty; otherwise it must be name (toolsets are not
+// renamed). What can fail, in this order: errs.NotFound,
+// errs.PreconditionFailed when ifMatch (0 for any) is not the current
+// version (RFC 9110 §13.2.2: before the body is judged), errs.Validation
+// listing every problem.
 func (s *Toolsets) Replace(ctx context.Context, name string, t Toolset, ifMatch int64) (Toolset, error) {
+	renamed := t.Name != "" && t.Name != name
 	t.Name = name
-	if err := errs.Problems("invalid toolset", validate(t, false)); err != nil {
-		return Toolset{}, err
-	}
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		old, err := load(tx, name)
 		if err != nil {
 			return err
 		}
 		if err := checkVersion(name, old.Version, ifMatch); err != nil {
+			return err
+		}
+		ps := validate(t, false)
+		if renamed {
+			ps = append([]errs.Problem{{Field: "name", Problem: fmt.Sprintf("must equal the toolset name in the URL (%q); a toolset cannot be renamed: create the new one and delete the old", name)}}, ps...)
+		}
+		if err := errs.Problems("invalid toolset", ps); err != nil {
 			return err
 		}
 		t.CreatedAt, t.UpdatedAt, t.Version = old.CreatedAt, s.now(), old.Version+1

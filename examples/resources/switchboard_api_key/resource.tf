@@ -32,3 +32,12 @@ resource "switchboard_api_key" "support_bot" {
     alert_at = [0.5, 0.8] # usage.budget_alert events at 50% and 80%
   }
 }
+
+# A key for one end user of an agent: every tool call and action run it
+# makes uses that user's connection, whatever the Switchboard-Connection
+# header says. The connection may be created later (when the user connects).
+resource "switchboard_api_key" "support_user_42" {
+  name             = "support agent for user 42"
+  scopes           = ["invoke"]
+  bound_connection = "user-42"
+}

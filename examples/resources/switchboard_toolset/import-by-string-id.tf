@@ -1,0 +1,4 @@
+import {
+  to = switchboard_toolset.support
+  id = "support"
+}

@@ -1,0 +1,2 @@
+# A toolset is imported by its name.
+terraform import switchboard_toolset.support support
