@@ -27,38 +27,12 @@ import (
 //
 //	go test ./server -run '^$' -bench InvokeOverhead -benchtime 5000x
 func BenchmarkInvokeOverhead(b *testing.B) {
-	body := []byte(`{"name":"Oslo","main":{"temp":-3.5,"humidity":80},"list":[{"id":1,"t":1.5},{"id":2,"t":2.5},{"id":3,"t":3.5}]}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
-	}))
-	defer up.Close()
-	env := servertest.New(b, func(c *config.Config) {
-		c.Egress.Allow = []string{"127.0.0.0/8"}
-		c.Limits.RequestsPerMinute = 1 << 30
-	})
-	ctx := context.Background()
-	if _, err := env.Server.Connectors().CreateConnector(ctx, connectors.Connector{Name: "bench", BaseURL: up.URL,
-		Auth: connectors.Auth{Type: connectors.AuthAPIKey, Name: "X-API-Key", In: connectors.InHeader}}); err != nil {
-		b.Fatal(err)
-	}
 	params := map[string]connectors.Parameter{"city": {Type: connectors.TypeString, Required: true}}
-	for _, a := range []connectors.Action{
-		{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params},
-		{Name: "transform", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params,
+	env, up, key := newInvokeBench(b,
+		connectors.Action{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params},
+		connectors.Action{Name: "transform", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params,
 			Transformation: "return {city: data.name, celsius: data.main.temp, ids: data.list.map(x => x.id)}"},
-	} {
-		if _, err := env.Server.Connectors().CreateAction(ctx, "bench", a); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := env.Server.Connections().Create(ctx, "bench", connectors.ConnectionInput{Credentials: connectors.Credentials{APIKey: "bench-key"}}); err != nil {
-		b.Fatal(err)
-	}
-	_, key, err := env.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "bench", Scopes: []string{auth.ScopeInvoke}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 
 	call := func(req *http.Request) {
@@ -112,6 +86,41 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 			b.ReportMetric(float64((vp50 - dp50).Microseconds()), "added-p50-µs")
 		})
 	}
+}
+
+// newInvokeBench starts a server with the connector "bench" (an API key
+// in X-API-Key, its default connection stored) whose upstream answers a
+// fixed JSON body, creates actions, and returns the server, the upstream
+// and an invoke key. The requests-per-minute limit is out of the way.
+func newInvokeBench(b *testing.B, actions ...connectors.Action) (*servertest.Env, *httptest.Server, string) {
+	body := []byte(`{"name":"Oslo","main":{"temp":-3.5,"humidity":80},"list":[{"id":1,"t":1.5},{"id":2,"t":2.5},{"id":3,"t":3.5}]}`)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(up.Close)
+	env := servertest.New(b, func(c *config.Config) {
+		c.Egress.Allow = []string{"127.0.0.0/8"}
+		c.Limits.RequestsPerMinute = 1 << 30
+	})
+	ctx := context.Background()
+	if _, err := env.Server.Connectors().CreateConnector(ctx, connectors.Connector{Name: "bench", BaseURL: up.URL,
+		Auth: connectors.Auth{Type: connectors.AuthAPIKey, Name: "X-API-Key", In: connectors.InHeader}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, a := range actions {
+		if _, err := env.Server.Connectors().CreateAction(ctx, "bench", a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := env.Server.Connections().Create(ctx, "bench", connectors.ConnectionInput{Credentials: connectors.Credentials{APIKey: "bench-key"}}); err != nil {
+		b.Fatal(err)
+	}
+	_, key, err := env.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "bench", Scopes: []string{auth.ScopeInvoke}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return env, up, key
 }
 
 func percentiles(ds []time.Duration) (p50, p99 time.Duration) {

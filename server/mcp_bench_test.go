@@ -5,16 +5,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/gcfloor"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
 
 // BenchmarkMCPToolCallOverhead measures what an MCP tools/call adds to
@@ -29,35 +25,12 @@ import (
 //
 //	go test ./server -run '^$' -bench MCPToolCallOverhead -benchtime 5000x
 func BenchmarkMCPToolCallOverhead(b *testing.B) {
-	body := []byte(`{"name":"Oslo","main":{"temp":-3.5,"humidity":80}}`)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
-	}))
-	defer up.Close()
-	env := servertest.New(b, func(c *config.Config) {
-		c.Egress.Allow = []string{"127.0.0.0/8"}
-		c.Limits.RequestsPerMinute = 1 << 30
-	})
+	env, _, key := newInvokeBench(b, connectors.Action{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}",
+		Parameters: map[string]connectors.Parameter{"city": {Type: connectors.TypeString, Required: true}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Pace the collector as switchboard serve does.
 	go gcfloor.Run(ctx, 0, 0)
-	if _, err := env.Server.Connectors().CreateConnector(ctx, connectors.Connector{Name: "bench", BaseURL: up.URL,
-		Auth: connectors.Auth{Type: connectors.AuthAPIKey, Name: "X-API-Key", In: connectors.InHeader}}); err != nil {
-		b.Fatal(err)
-	}
-	params := map[string]connectors.Parameter{"city": {Type: connectors.TypeString, Required: true}}
-	if _, err := env.Server.Connectors().CreateAction(ctx, "bench", connectors.Action{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}", Parameters: params}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := env.Server.Connections().Create(ctx, "bench", connectors.ConnectionInput{Credentials: connectors.Credentials{APIKey: "bench-key"}}); err != nil {
-		b.Fatal(err)
-	}
-	_, key, err := env.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "bench", Scopes: []string{auth.ScopeInvoke}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	call := func(req *http.Request, want string) time.Duration {
 		req.Header.Set("Authorization", "Bearer "+key)
