@@ -131,7 +131,9 @@ func transformationFailed(t *testing.T, err error, want ...string) *errs.Error {
 }
 
 func TestSandboxFailures(t *testing.T) {
-	s := newSandbox(t, transform.Options{Workers: 1, Timeout: 100 * time.Millisecond, MaxOutputBytes: 1000})
+	// The time limit stops the runaway scripts; it is long enough that the
+	// others (building 20000 levels) finish on a loaded CI machine.
+	s := newSandbox(t, transform.Options{Workers: 1, Timeout: time.Second, MaxOutputBytes: 1000})
 	tests := []struct {
 		name      string
 		script    string
@@ -142,7 +144,7 @@ func TestSandboxFailures(t *testing.T) {
 		{"type error", "const a = data.missing;\nreturn a.b", []string{"at line 2", "TypeError"}, 2, 10},
 		{"throw string", "throw 'plain'", []string{"plain"}, 1, 1},
 		{"throw hostile toString", "throw {toString: function () { while (true) {} }}", []string{"time limit"}, 0, 0},
-		{"infinite loop", "let i = 0;\nwhile (true) { i++ }", []string{"exceeded its time limit of 100ms", "connectors.transformTimeout", "line 2"}, 2, 0},
+		{"infinite loop", "let i = 0;\nwhile (true) { i++ }", []string{"exceeded its time limit of 1s", "connectors.transformTimeout", "line 2"}, 2, 0},
 		{"infinite loop in callback", "return [1].map(function () { for (;;) {} })", []string{"time limit"}, 1, 0},
 		{"runaway recursion", "function f(n) { return f(n + 1) + 1 }\nreturn f(0)", []string{"maximum call stack size exceeded"}, 1, 0},
 		{"output too large", "return 'x'.repeat(2000)", []string{"2002 bytes as JSON, over the limit of 1000 bytes", "connectors.transformMaxOutputBytes"}, 0, 0},
