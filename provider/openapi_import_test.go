@@ -30,18 +30,12 @@ func largeSpec(t *testing.T, name string) []byte {
 	return b
 }
 
-// fullImportEnv=1 also plans the whole configuration of each description
-// (every action through Terraform's validation and the provider's
-// plan-time checks), which takes minutes.
-const fullImportEnv = "SWITCHBOARD_TEST_FULL_IMPORT"
-
 // TestAccOpenAPIImport: the Terraform configuration `switchboard openapi
-// import` prints for large real-world descriptions, tag-filtered, passes
-// Terraform's validation and the provider's plan-time checks and applies
-// against a real server, which then holds every action as defined. (Every
-// action of the whole descriptions passes the server's validation in
-// server/openapiimport's tests; with SWITCHBOARD_TEST_FULL_IMPORT=1 this
-// test also plans the whole configurations.)
+// import` prints for large real-world descriptions passes Terraform's
+// validation and the provider's plan-time checks whole (every action; about
+// 100 s a description on 2 cores, left out under -short), and a
+// tag-filtered part of it applies against a real server, which then holds
+// every action as defined.
 func TestAccOpenAPIImport(t *testing.T) {
 	tests := []struct {
 		name, file string
@@ -75,9 +69,8 @@ func TestAccOpenAPIImport(t *testing.T) {
 				Config: s.config(string(openapiimport.HCL(subset))),
 				Check:  s.checkImported(subset),
 			}}
-			if os.Getenv(fullImportEnv) == "1" {
-				// The whole description: validated and planned, not
-				// applied (about 100 s each on 2 cores, so not by default).
+			if !testing.Short() {
+				// The whole description: validated and planned, not applied.
 				steps = append([]resource.TestStep{{
 					Config:             s.config(string(openapiimport.HCL(full))),
 					PlanOnly:           true,
