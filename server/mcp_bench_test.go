@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/gcfloor"
 )
@@ -23,6 +24,11 @@ import (
 //
 // The collector is paced as `switchboard serve` paces it (gcfloor).
 //
+// Calibration rows of the same run: what the MCP SDK costs on its own, an
+// MCP ping against the lightest authenticated native request
+// (GET /v1/toolsets?limit=1), as sdk-floor-p50-µs: no tools/call can add
+// less than that.
+//
 //	go test ./server -run '^$' -bench MCPToolCallOverhead -benchtime 5000x
 func BenchmarkMCPToolCallOverhead(b *testing.B) {
 	env, _, key := newInvokeBench(b, connectors.Action{Name: "raw", Method: "GET", Path: "/weather/{{params.city}}",
@@ -32,8 +38,14 @@ func BenchmarkMCPToolCallOverhead(b *testing.B) {
 	// Pace the collector as switchboard serve does.
 	go gcfloor.Run(ctx, 0, 0)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	_, readKey, err := env.Server.Keys().Create(ctx, auth.NewAPIKeyInput{Name: "read", Scopes: []string{auth.ScopeConnectorsRead}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	call := func(req *http.Request, want string) time.Duration {
-		req.Header.Set("Authorization", "Bearer "+key)
+		if req.Header.Get("Authorization") == "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
 		req.Header.Set("Content-Type", "application/json")
 		start := time.Now()
 		res, err := hc.Do(req)
@@ -59,18 +71,40 @@ func BenchmarkMCPToolCallOverhead(b *testing.B) {
 		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 		return call(req, `\"status\":200`)
 	}
+	ping := func() time.Duration {
+		req, _ := http.NewRequest("POST", env.URL+"/mcp", bytes.NewReader([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)))
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		return call(req, `"result":{}`)
+	}
+	light := func() time.Duration {
+		req, _ := http.NewRequest("GET", env.URL+"/v1/toolsets?limit=1", nil)
+		req.Header.Set("Authorization", "Bearer "+readKey)
+		return call(req, `"data"`)
+	}
 	for range 200 { // warm connections, workers and caches
 		run()
 		mcpCall()
+		ping()
+		light()
 	}
 	r := make([]time.Duration, 0, b.N)
 	m := make([]time.Duration, 0, b.N)
+	p := make([]time.Duration, 0, b.N)
+	l := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		r = append(r, run())
 		m = append(m, mcpCall())
+		p = append(p, ping())
+		l = append(l, light())
 	}
 	b.StopTimer()
+	pp50, _ := percentiles(p)
+	lp50, _ := percentiles(l)
+	b.ReportMetric(float64(pp50.Microseconds()), "ping-p50-µs")
+	b.ReportMetric(float64(lp50.Microseconds()), "light-p50-µs")
+	b.ReportMetric(float64((pp50 - lp50).Microseconds()), "sdk-floor-p50-µs")
 	rp50, rp99 := percentiles(r)
 	mp50, mp99 := percentiles(m)
 	b.ReportMetric(float64(rp50.Microseconds()), "run-p50-µs")

@@ -234,6 +234,14 @@ func decodeCursor(c string) (connector, action string, err error) {
 	return connector, action, nil
 }
 
+// runOutput is a tool's structuredContent: what POST
+// /v1/integrations/{connector}/run answers.
+type runOutput struct {
+	Result     json.RawMessage `json:"result"`
+	Status     int             `json:"status"`
+	DurationMs int64           `json:"durationMs"`
+}
+
 // outputSchema is the shape of every tool's structuredContent: what
 // POST /v1/integrations/{connector}/run answers.
 var outputSchema = map[string]any{
@@ -275,9 +283,12 @@ func (s *Server) call(ctx context.Context, c Caller, p *sdk.CallToolParamsRaw) (
 	})
 	switch kind := errs.KindOf(err); {
 	case err == nil:
-		out := map[string]any{"result": res.Result, "status": res.Status, "durationMs": res.DurationMs}
-		text, _ := json.Marshal(out)
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}, StructuredContent: out}, nil
+		out, err := json.Marshal(runOutput{Result: res.Result, Status: res.Status, DurationMs: res.DurationMs})
+		if err != nil {
+			return nil, err
+		}
+		// Encoded once: the text copy and the structured content are the same JSON.
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(out)}}, StructuredContent: json.RawMessage(out)}, nil
 	case kind == errs.Internal || kind == errs.Unavailable:
 		return nil, err
 	case t.Name == "":
