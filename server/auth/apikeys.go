@@ -215,22 +215,36 @@ type UpdateAPIKeyInput struct {
 	Connection string
 }
 
-// ConnectionNamePattern is the syntax of a key's bound connection: the
-// syntax of connection names, connectors.ConnectionNamePattern, repeated
-// here because server/connectors imports this package (a test keeps the
-// two equal).
+// ConnectionNamePattern is the syntax of connection names (one end user's
+// account on a connector; server/connectors uses this one): a key's bound
+// connection is one.
 const ConnectionNamePattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
 
 var connectionNameRE = regexp.MustCompile(ConnectionNamePattern)
+
+// ValidConnectionName reports whether s is a connection name.
+func ValidConnectionName(s string) bool { return connectionNameRE.MatchString(s) }
+
+// ConnectionNameProblem says what is wrong with the connection name s, ""
+// when nothing.
+func ConnectionNameProblem(s string) string {
+	if ValidConnectionName(s) {
+		return ""
+	}
+	return fmt.Sprintf("connection name %q must match %s: a lower-case letter or digit, then up to 63 lower-case letters, digits, underscores or dashes", s, ConnectionNamePattern)
+}
 
 // ConnectionProblems checks a key's bound connection: empty (unbound) or
 // a connection name. The connection need not exist yet: a key may be made
 // before its end user connects an account.
 func ConnectionProblems(connection string) []errs.Problem {
-	if connection == "" || connectionNameRE.MatchString(connection) {
+	if connection == "" {
 		return nil
 	}
-	return []errs.Problem{{Field: "connection", Problem: fmt.Sprintf("connection name %q must match %s: a lower-case letter or digit, then up to 63 lower-case letters, digits, underscores or dashes", connection, ConnectionNamePattern)}}
+	if p := ConnectionNameProblem(connection); p != "" {
+		return []errs.Problem{{Field: "connection", Problem: p}}
+	}
+	return nil
 }
 
 // Update replaces a key's name, policy and bound connection, keeping its

@@ -4,16 +4,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
-	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 )
-
-// TestConnectionNamePattern_IsConnectors: the pattern is repeated in auth
-// (connectors imports auth); both must stay the same.
-func TestConnectionNamePattern_IsConnectors(t *testing.T) {
-	if auth.ConnectionNamePattern != connectors.ConnectionNamePattern {
-		t.Errorf("auth.ConnectionNamePattern = %s, connectors.ConnectionNamePattern = %s", auth.ConnectionNamePattern, connectors.ConnectionNamePattern)
-	}
-}
 
 func TestConnectionProblems(t *testing.T) {
 	for _, tc := range []struct {

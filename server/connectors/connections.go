@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
@@ -52,9 +52,7 @@ const MaxCredentialBytes = 4096
 
 // ConnectionNamePattern is the syntax of connection names (the same as the
 // OAuth flow's `connection` parameter).
-const ConnectionNamePattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
-
-var connectionNameRE = regexp.MustCompile(ConnectionNamePattern)
+const ConnectionNamePattern = auth.ConnectionNamePattern
 
 // Connection is a connection as the API shows it: never its credentials.
 type Connection struct {
@@ -148,8 +146,8 @@ func (s *Connections) events() events.Recorder {
 // connector sends them. Problems never quote a value.
 func validateCredentials(c Connector, in ConnectionInput) []errs.Problem {
 	var ps problems
-	if !connectionNameRE.MatchString(in.Name) {
-		ps.add("name", "connection name %q must match %s: a lower-case letter or digit, then up to 63 lower-case letters, digits, underscores or dashes", in.Name, ConnectionNamePattern)
+	if p := auth.ConnectionNameProblem(in.Name); p != "" {
+		ps.add("name", "%s", p)
 	}
 	given := map[string]string{"apiKey": in.APIKey, "token": in.Token, "username": in.Username, "password": in.Password}
 	var needed, allowed []string
@@ -260,7 +258,7 @@ func (s *Connections) Replace(ctx context.Context, connector, name string, in Co
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("connection", connector+"/"+name, cur.Version, ifMatch); err != nil {
+		if err := CheckVersion("connection", connector+"/"+name, cur.Version, ifMatch); err != nil {
 			return err
 		}
 		if err := errs.Problems("invalid connection", validateCredentials(c, in)); err != nil {
@@ -370,7 +368,7 @@ func (s *Connections) Delete(ctx context.Context, connector, name string, ifMatc
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("connection", connector+"/"+name, c.Version, ifMatch); err != nil {
+		if err := CheckVersion("connection", connector+"/"+name, c.Version, ifMatch); err != nil {
 			return err
 		}
 		return s.deleteTx(tx, c)

@@ -207,7 +207,7 @@ func (s *Service) ReplaceConnector(ctx context.Context, name string, c Connector
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("connector", name, old.Version, ifMatch); err != nil {
+		if err := CheckVersion("connector", name, old.Version, ifMatch); err != nil {
 			return err
 		}
 		ps := validateConnector(c, old.Auth.HasClientSecret)
@@ -250,7 +250,7 @@ func (s *Service) DeleteConnector(ctx context.Context, name string, ifMatch int6
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("connector", name, c.Version, ifMatch); err != nil {
+		if err := CheckVersion("connector", name, c.Version, ifMatch); err != nil {
 			return err
 		}
 		var actions []Action
@@ -405,7 +405,7 @@ func (s *Service) ReplaceAction(ctx context.Context, connector, name string, a A
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("action", connector+"/"+name, old.Version, ifMatch); err != nil {
+		if err := CheckVersion("action", connector+"/"+name, old.Version, ifMatch); err != nil {
 			return err
 		}
 		if err := errs.Problems("invalid action", problems); err != nil {
@@ -430,7 +430,7 @@ func (s *Service) DeleteAction(ctx context.Context, connector, name string, ifMa
 		if err != nil {
 			return err
 		}
-		if err := checkVersion("action", connector+"/"+name, a.Version, ifMatch); err != nil {
+		if err := CheckVersion("action", connector+"/"+name, a.Version, ifMatch); err != nil {
 			return err
 		}
 		if err := tx.Delete(BucketActions, actionKey(connector, name)); err != nil {
@@ -440,8 +440,10 @@ func (s *Service) DeleteAction(ctx context.Context, connector, name string, ifMa
 	})
 }
 
-// checkVersion enforces an If-Match version (0: none).
-func checkVersion(what, id string, current, ifMatch int64) error {
+// CheckVersion is nil when ifMatch (an If-Match version, 0 for none) is
+// the current version of the resource what/id, else errs.PreconditionFailed
+// naming the current version.
+func CheckVersion(what, id string, current, ifMatch int64) error {
 	if ifMatch == 0 || ifMatch == current {
 		return nil
 	}

@@ -153,30 +153,25 @@ func callerFrom(ctx context.Context) (Caller, bool) {
 // caller in ctx; other methods go to the SDK.
 func (s *Server) serveTools(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-		switch method {
-		case "tools/list":
-			c, ok := callerFrom(ctx)
-			if !ok {
-				return nil, errNoCaller
-			}
-			params, _ := req.GetParams().(*sdk.ListToolsParams)
+		if method != "tools/list" && method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		c, ok := callerFrom(ctx)
+		if !ok {
+			return nil, errNoCaller
+		}
+		if method == "tools/list" {
 			var cursor string
-			if params != nil {
+			if params, _ := req.GetParams().(*sdk.ListToolsParams); params != nil {
 				cursor = params.Cursor
 			}
 			return s.list(ctx, c, cursor)
-		case "tools/call":
-			c, ok := callerFrom(ctx)
-			if !ok {
-				return nil, errNoCaller
-			}
-			params, _ := req.GetParams().(*sdk.CallToolParamsRaw)
-			if params == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params with a name"}
-			}
-			return s.call(ctx, c, params)
 		}
-		return next(ctx, method, req)
+		params, _ := req.GetParams().(*sdk.CallToolParamsRaw)
+		if params == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params with a name"}
+		}
+		return s.call(ctx, c, params)
 	}
 }
 
@@ -195,12 +190,7 @@ func (s *Server) list(ctx context.Context, c Caller, cursor string) (*sdk.ListTo
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: pass the nextCursor of the previous page"}
 		}
 		// The first tool after the cursor's, even when that one is gone.
-		start, _ = slices.BinarySearchFunc(all, [2]string{conn, action}, func(t tools.Tool, k [2]string) int {
-			if c := strings.Compare(t.Connector, k[0]); c != 0 {
-				return c
-			}
-			return strings.Compare(t.Action, k[1])
-		})
+		start, _ = slices.BinarySearchFunc(all, [2]string{conn, action}, func(t tools.Tool, k [2]string) int { return t.Compare(k[0], k[1]) })
 		if start < len(all) && all[start].Connector == conn && all[start].Action == action {
 			start++
 		}

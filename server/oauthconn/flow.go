@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -74,9 +75,9 @@ func newState() string {
 // returns the provider's authorization URL with the state and the PKCE S256
 // challenge. A connection without an OAuth record is created pending.
 func (m *Manager) Begin(ctx context.Context, in BeginInput) (Begun, error) {
-	if !ValidConnectionName(in.Connection) {
+	if !auth.ValidConnectionName(in.Connection) {
 		return Begun{}, errs.Problems("invalid connection name", []errs.Problem{{Field: "connection",
-			Problem: "must match ^[a-z0-9][a-z0-9_-]{0,63}$"}})
+			Problem: "must match " + auth.ConnectionNamePattern}})
 	}
 	if u, err := url.Parse(in.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Begun{}, errs.E(errs.Internal, "callback URL %q is not an absolute http(s) URL; set publicUrl (SWITCHBOARD_PUBLIC_URL)", in.CallbackURL)

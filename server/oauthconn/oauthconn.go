@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -448,9 +447,3 @@ func (m *Manager) drop(key string) {
 	delete(m.cache, key)
 	m.mu.Unlock()
 }
-
-// nameRE is the syntax of connection names.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// ValidConnectionName reports whether name is a well-formed connection name.
-func ValidConnectionName(name string) bool { return nameRE.MatchString(name) }

@@ -5,12 +5,12 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -54,6 +54,12 @@ type Tool struct {
 
 // Ref is the tool's "connector.action" reference.
 func (t Tool) Ref() string { return t.Connector + "." + t.Action }
+
+// Compare orders t against connector's action as the catalog does: by
+// connector, then action.
+func (t Tool) Compare(connector, action string) int {
+	return cmp.Or(strings.Compare(t.Connector, connector), strings.Compare(t.Action, action))
+}
 
 // Name is the tool name of connector's action: "<connector>-<action>" when
 // that fits MaxNameLength, else its first 55 characters, "-" and 8
@@ -100,7 +106,7 @@ func (c *Catalog) view(ctx context.Context) (*catalogView, error) {
 			if err := json.Unmarshal(b, &cn); err != nil {
 				return false, err
 			}
-			titles[cn.Name] = cmpOr(cn.DisplayName, cn.Name)
+			titles[cn.Name] = cmp.Or(cn.DisplayName, cn.Name)
 			return true, nil
 		})
 		if err != nil {
@@ -120,9 +126,7 @@ func (c *Catalog) view(ctx context.Context) (*catalogView, error) {
 	}
 	// Keys are "<connector>/<action>": sort by the pair, not the key,
 	// so that "a_b/x" and "a/x" order as the connector names do.
-	slices.SortFunc(v.tools, func(a, b Tool) int {
-		return cmpPair(a.Connector, a.Action, b.Connector, b.Action)
-	})
+	slices.SortFunc(v.tools, func(a, b Tool) int { return a.Compare(b.Connector, b.Action) })
 	for i := range v.tools {
 		name := v.tools[i].Name
 		// Two truncated names sharing 55 characters and 32 bits of hash:
@@ -139,13 +143,6 @@ func (c *Catalog) view(ctx context.Context) (*catalogView, error) {
 	}
 	c.cache.Put(struct{}{}, v, changes)
 	return v, nil
-}
-
-func cmpPair(a1, a2, b1, b2 string) int {
-	if c := strings.Compare(a1, b1); c != 0 {
-		return c
-	}
-	return strings.Compare(a2, b2)
 }
 
 // For lists the tools the caller p may run, in catalog order, narrowed to
@@ -190,8 +187,8 @@ func fromAction(title string, a connectors.Action) Tool {
 		Name:        Name(a.Connector, a.Name),
 		Connector:   a.Connector,
 		Action:      a.Name,
-		Title:       cmpOr(title, a.Connector) + ": " + a.Name,
-		Description: cmpOr(a.Description, fmt.Sprintf("%s %s on %s", a.Method, a.Path, a.Connector)),
+		Title:       cmp.Or(title, a.Connector) + ": " + a.Name,
+		Description: cmp.Or(a.Description, fmt.Sprintf("%s %s on %s", a.Method, a.Path, a.Connector)),
 		Method:      a.Method,
 		InputSchema: InputSchema(a.Parameters),
 	}
@@ -240,13 +237,6 @@ func InputSchema(params map[string]connectors.Parameter) map[string]any {
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // ConnectionHeader is the request header that picks the connection (the
 // end user's account) a tool call uses.
 const ConnectionHeader = "Switchboard-Connection"
@@ -256,8 +246,8 @@ const ConnectionHeader = "Switchboard-Connection"
 // else connectors.DefaultConnection. A bound credential asking for another
 // connection is Forbidden.
 func Connection(p *auth.Principal, requested string) (string, error) {
-	if requested != "" && !connectionRE.MatchString(requested) {
-		return "", errs.E(errs.Invalid, "connection %q is not a connection name (%s)", requested, connectors.ConnectionNamePattern).
+	if requested != "" && !auth.ValidConnectionName(requested) {
+		return "", errs.E(errs.Invalid, "connection %q is not a connection name (%s)", requested, auth.ConnectionNamePattern).
 			WithDetails(map[string]any{"connection": requested})
 	}
 	switch {
@@ -272,8 +262,6 @@ func Connection(p *auth.Principal, requested string) (string, error) {
 	}
 	return connectors.DefaultConnection, nil
 }
-
-var connectionRE = regexp.MustCompile(connectors.ConnectionNamePattern)
 
 // Runner runs actions (*connectors.Invoker).
 type Runner interface {

@@ -221,7 +221,7 @@ func (s *Toolsets) Replace(ctx context.Context, name string, t Toolset, ifMatch 
 		if err != nil {
 			return err
 		}
-		if err := checkVersion(name, old.Version, ifMatch); err != nil {
+		if err := connectors.CheckVersion("toolset", name, old.Version, ifMatch); err != nil {
 			return err
 		}
 		ps := validate(t, false)
@@ -250,7 +250,7 @@ func (s *Toolsets) Delete(ctx context.Context, name string, ifMatch int64) error
 		if err != nil {
 			return err
 		}
-		if err := checkVersion(name, old.Version, ifMatch); err != nil {
+		if err := connectors.CheckVersion("toolset", name, old.Version, ifMatch); err != nil {
 			return err
 		}
 		if err := tx.Delete(BucketToolsets, name); err != nil {
@@ -258,14 +258,6 @@ func (s *Toolsets) Delete(ctx context.Context, name string, ifMatch int64) error
 		}
 		return s.events().Record(tx, events.ToolsetDeleted, old)
 	})
-}
-
-func checkVersion(name string, current, ifMatch int64) error {
-	if ifMatch == 0 || ifMatch == current {
-		return nil
-	}
-	return errs.E(errs.PreconditionFailed, "toolset %q is at version %d, not %d (If-Match); fetch it again and retry", name, current, ifMatch).
-		WithDetails(map[string]any{"currentVersion": current})
 }
 
 // Selection returns the Selection of the toolset name, kept in memory
