@@ -372,8 +372,7 @@ func (n *nativeStream) write(w http.ResponseWriter) error {
 		return nil // Close cancels the upstream and records what was used
 	case err != nil:
 		n.s.streamFailed(n.ctx, err)
-		e := classify(err)
-		data, _ := json.Marshal(errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(n.ctx), Details: e.Details}})
+		data, _ := json.Marshal(nativeError(n.ctx, classify(err)))
 		send(llm.AppendEvent(buf[:0], "error", data))
 		return nil
 	}

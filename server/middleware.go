@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -443,12 +444,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 
 // writeNativeError writes e in the native API's shape.
 func writeNativeError(c echo.Context, status int, e *errs.Error) {
-	_ = c.JSON(status, errorBody{Error: errorFields{
-		Code:      string(e.Kind),
-		Message:   e.Message,
-		RequestID: requestid.From(c.Request().Context()),
-		Details:   e.Details,
-	}})
+	_ = c.JSON(status, nativeError(c.Request().Context(), e))
+}
+
+// nativeError is e in the native API's shape, for the request in ctx.
+func nativeError(ctx context.Context, e *errs.Error) errorBody {
+	return errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(ctx), Details: e.Details}}
 }
 
 // errorWriters lets a route family (the OpenAI-compatible API) answer errors

@@ -263,7 +263,7 @@ func writeCallbackError(c echo.Context, status int, e *errs.Error) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	if !wantsHTML(c.Request().Header.Get("Accept")) {
-		_ = c.JSON(status, errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: rid, Details: e.Details}})
+		writeNativeError(c, status, e)
 		return
 	}
 	title := "Connection failed"

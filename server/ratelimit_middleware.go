@@ -50,13 +50,22 @@ func (s *Server) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		res.SetHeaders(c.Response().Header())
-		if !res.Allowed {
-			err := res.Err()
-			s.limitEvents.refused(p, err)
+		if err := s.refusal(p, res); err != nil {
 			return err
 		}
 		return next(c)
 	}
+}
+
+// refusal is nil when res admits p's request, else its 429 rate_limited,
+// reported as ratelimit.exceeded.
+func (s *Server) refusal(p *auth.Principal, res ratelimit.Result) error {
+	if res.Allowed {
+		return nil
+	}
+	err := res.Err()
+	s.limitEvents.refused(p, err)
+	return err
 }
 
 // deferredRequest is a model call's request count, left by rateLimit to

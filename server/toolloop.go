@@ -124,12 +124,7 @@ func (s *Server) admitRun(ctx context.Context, p *auth.Principal) error {
 	if err != nil {
 		return err
 	}
-	if !res.Allowed {
-		err := res.Err()
-		s.limitEvents.refused(p, err)
-		return err
-	}
-	return nil
+	return s.refusal(p, res)
 }
 
 // gatewayModel makes a loop's model calls through the gateway (validation,
@@ -141,11 +136,15 @@ type gatewayModel struct {
 }
 
 func (m gatewayModel) Call(ctx context.Context, turn int, r *llm.Request) (*llm.Result, error) {
-	op := m.first
+	return m.g.Complete(ctx, m.op(turn), r)
+}
+
+// op is the operation of the loop's model call turn (from 1).
+func (m gatewayModel) op(turn int) llm.Op {
 	if turn > 1 {
-		op = m.next
+		return m.next
 	}
-	return m.g.Complete(ctx, op, r)
+	return m.first
 }
 
 // loopSteps is the wire form of a loop's steps.
@@ -242,11 +241,7 @@ func (m *streamModel) send(name string, v any) bool {
 }
 
 func (m *streamModel) Call(ctx context.Context, turn int, r *llm.Request) (*llm.Result, error) {
-	op := m.first
-	if turn > 1 {
-		op = m.next
-	}
-	st, err := m.g.Stream(ctx, op, r)
+	st, err := m.g.Stream(ctx, m.op(turn), r)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +283,7 @@ func (ls *loopStream) VisitChatResponse(w http.ResponseWriter) error {
 		return nil
 	case err != nil:
 		ls.s.streamFailed(ls.ctx, err)
-		e := classify(err)
-		data, _ := json.Marshal(errorBody{Error: errorFields{Code: string(e.Kind), Message: e.Message, RequestID: requestid.From(ls.ctx), Details: e.Details}})
+		data, _ := json.Marshal(nativeError(ls.ctx, classify(err)))
 		m.buf = llm.AppendEvent(m.buf[:0], "error", data)
 		_, _ = w.Write(m.buf)
 		if m.fl != nil {
