@@ -73,22 +73,6 @@ func (s *Server) writeMCPError(c echo.Context, status int, e *errs.Error) {
 	writeNativeError(c, status, e)
 }
 
-// publicBase is publicUrl without its trailing slash, or else the scheme
-// and host the request came to.
-func (s *Server) publicBase(r *http.Request) string {
-	if base := strings.TrimRight(s.cfg.PublicURL, "/"); base != "" {
-		return base
-	}
-	scheme, host := "http", "127.0.0.1"
-	if r != nil {
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		host = r.Host
-	}
-	return scheme + "://" + host
-}
-
 // protectedResource is the RFC 9728 metadata of the resource at path
 // (relative to the public base), accepting the scopes listed.
 func (s *Server) protectedResource(ctx context.Context, path string, scopes []string) api.ProtectedResourceMetadata {

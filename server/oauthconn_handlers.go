@@ -155,20 +155,26 @@ func requestFrom(ctx context.Context) *http.Request {
 	return r
 }
 
-// callbackURL is <publicUrl>/v1/oauth/callback, or, without publicUrl, the
-// scheme and Host of the request.
-func (s *Server) callbackURL(ctx context.Context) string {
+// publicBase is publicUrl without its trailing slash, or else the scheme
+// and host the request came to.
+func (s *Server) publicBase(r *http.Request) string {
 	if base := strings.TrimRight(s.cfg.PublicURL, "/"); base != "" {
-		return base + callbackRoute
+		return base
 	}
 	scheme, host := "http", "127.0.0.1"
-	if r := requestFrom(ctx); r != nil {
+	if r != nil {
 		if r.TLS != nil {
 			scheme = "https"
 		}
 		host = r.Host
 	}
-	return scheme + "://" + host + callbackRoute
+	return scheme + "://" + host
+}
+
+// callbackURL is <publicUrl>/v1/oauth/callback, or, without publicUrl, the
+// scheme and Host of the request.
+func (s *Server) callbackURL(ctx context.Context) string {
+	return s.publicBase(requestFrom(ctx)) + callbackRoute
 }
 
 // ConnectOAuthConnection implements GET /v1/connectors/{name}/connect.
