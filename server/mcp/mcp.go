@@ -299,17 +299,11 @@ func safeMessage(err error) string {
 	return "internal error"
 }
 
-// toolError is err as a tool result: the error's code, message and
-// details, as the native API's error body has them.
+// toolError is err as a tool result, the same a model reads in the tool
+// loop (tools.ErrorResult).
 func toolError(err error) *sdk.CallToolResult {
-	var e *errs.Error
-	body := map[string]any{"code": string(errs.KindOf(err)), "message": safeMessage(err)}
-	if errors.As(err, &e) && len(e.Details) > 0 {
-		body["details"] = e.Details
-	}
-	out := map[string]any{"error": body}
-	text, _ := json.Marshal(out)
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(text)}}, StructuredContent: out}
+	text := tools.ErrorResult(err)
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: json.RawMessage(text)}
 }
 
 // watchedBuckets are the buckets whose changes may change a tool list.

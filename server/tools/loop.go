@@ -291,16 +291,13 @@ func (l *Loop) runCall(ctx context.Context, in LoopInput, turn int, actions map[
 		if ends(ctx, err) {
 			r.err = err
 		}
-		var e *errs.Error
-		if errors.As(err, &e) {
-			if s, ok := e.Details["status"].(int); ok && r.step.Status == 0 {
-				r.step.Status = s
-			}
-			r.step.Error = &StepError{Code: string(e.Kind), Message: e.Message}
-			r.result = errorResult(r.step.Error, e.Details)
-			return r
+		se, details := failure(err)
+		if s, ok := details["status"].(int); ok && r.step.Status == 0 {
+			r.step.Status = s
 		}
-		return fail(string(errs.KindOf(err)), "%s", err.Error())
+		r.step.Error = &se
+		r.result = errorResult(r.step.Error, details)
+		return r
 	}
 	result := bytes.TrimSpace(res.Result)
 	if len(result) == 0 {
@@ -322,6 +319,23 @@ func ends(ctx context.Context, err error) bool {
 		return true
 	}
 	return false
+}
+
+// failure is err as a failed run: its code, its message as the API would
+// send it (never its cause) and its details.
+func failure(err error) (StepError, map[string]any) {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return StepError{Code: string(e.Kind), Message: e.Message}, e.Details
+	}
+	return StepError{Code: string(errs.KindOf(err)), Message: "internal error"}, nil
+}
+
+// ErrorResult is a run's error as the tool result a model reads (MCP's
+// tool errors too): {"error": {"code", "message", "details"}}.
+func ErrorResult(err error) string {
+	se, details := failure(err)
+	return errorResult(&se, details)
 }
 
 // errorResult is the tool result of a failed run: {"error": {"code",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
@@ -96,10 +97,7 @@ func Offered(ctx context.Context, c *Catalog, ts *Toolsets, p *auth.Principal, o
 	if err != nil {
 		return nil, nil, err
 	}
-	offered, err := c.For(ctx, p, sel)
-	if err != nil {
-		return nil, nil, err
-	}
+	offered := slices.DeleteFunc(slices.Clone(all), func(t Tool) bool { return p != nil && !p.AllowsAction(t.Connector, t.Action) })
 	switch {
 	case len(all) == 0:
 		return nil, nil, errs.Problems("invalid tool selection", []errs.Problem{{Field: "toolset", Problem: fmt.Sprintf("toolset %q selects no action that exists", o.Toolset)}})
