@@ -129,19 +129,10 @@ func (s *Service) Import(ctx context.Context, c Connector, actions []Action, dry
 		}
 		for _, a := range actions {
 			prev, err := LoadAction(tx, c.Name, a.Name)
+			outcome, event := OutcomeCreated, events.ActionCreated
 			switch {
 			case errs.KindOf(err) == errs.NotFound:
 				a.CreatedAt, a.UpdatedAt, a.Version = now, now, 1
-				out.Actions = append(out.Actions, ImportedAction{Action: a, Outcome: OutcomeCreated})
-				if dryRun {
-					continue
-				}
-				if err := store.PutJSON(tx, BucketActions, actionKey(c.Name, a.Name), a); err != nil {
-					return err
-				}
-				if err := s.events().Record(tx, events.ActionCreated, a); err != nil {
-					return err
-				}
 			case err != nil:
 				return err
 			default:
@@ -156,16 +147,17 @@ func (s *Service) Import(ctx context.Context, c Connector, actions []Action, dry
 					continue
 				}
 				a.CreatedAt, a.UpdatedAt, a.Version = prev.CreatedAt, now, prev.Version+1
-				out.Actions = append(out.Actions, ImportedAction{Action: a, Outcome: OutcomeReplaced})
-				if dryRun {
-					continue
-				}
-				if err := store.PutJSON(tx, BucketActions, actionKey(c.Name, a.Name), a); err != nil {
-					return err
-				}
-				if err := s.events().Record(tx, events.ActionUpdated, a); err != nil {
-					return err
-				}
+				outcome, event = OutcomeReplaced, events.ActionUpdated
+			}
+			out.Actions = append(out.Actions, ImportedAction{Action: a, Outcome: outcome})
+			if dryRun {
+				continue
+			}
+			if err := store.PutJSON(tx, BucketActions, actionKey(c.Name, a.Name), a); err != nil {
+				return err
+			}
+			if err := s.events().Record(tx, event, a); err != nil {
+				return err
 			}
 		}
 		return nil
