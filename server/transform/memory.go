@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -66,8 +67,14 @@ func (g *memoryGuard) watch(vm *goja.Runtime) (stop func() bool) {
 		}
 		used := readHeap() - g.base
 		if used > g.budget && !tripped {
-			tripped = true
-			vm.Interrupt(errMemoryLimit)
+			// The heap metric counts garbage until a collection frees it
+			// (an earlier script's runtime, say): only live memory past
+			// the budget stops the script.
+			runtime.GC()
+			if used = readHeap() - g.base; used > g.budget {
+				tripped = true
+				vm.Interrupt(errMemoryLimit)
+			}
 		}
 		if used > g.budget+headroom(g.budget) {
 			fmt.Fprintf(os.Stderr, "fatal error: out of memory: the script's heap passed %d bytes\n", used)
