@@ -32,6 +32,7 @@ type connectorDataModel struct {
 	Description types.String      `tfsdk:"description"`
 	BaseURL     types.String      `tfsdk:"base_url"`
 	Auth        *authDataModel    `tfsdk:"auth"`
+	ConnectPage *connectPageModel `tfsdk:"connect_page"`
 	Version     types.Int64       `tfsdk:"version"`
 	CreatedAt   timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt   timetypes.RFC3339 `tfsdk:"updated_at"`
@@ -100,7 +101,7 @@ func (d *connectorDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 						Computed:            true,
 					},
 					"redirect_urls": schema.ListAttribute{
-						MarkdownDescription: "`oauth2`: where the browser may return after connecting an account.",
+						MarkdownDescription: "`apiKey`, `bearer`, `basic`, `oauth2` (authorization_code): where the browser may return after connecting an account.",
 						ElementType:         types.StringType,
 						Computed:            true,
 					},
@@ -113,6 +114,15 @@ func (d *connectorDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 						MarkdownDescription: "`oauth2`: whether a client secret is stored (the secret itself is never shown).",
 						Computed:            true,
 					},
+				},
+			},
+			"connect_page": schema.SingleNestedAttribute{
+				MarkdownDescription: "How the hosted connect page presents the connector; null when the server's plain page is used.",
+				Computed:            true,
+				Attributes: map[string]schema.Attribute{
+					"logo_url":    computed("The logo shown on the page."),
+					"help_text":   computed("Plain text shown under the form."),
+					"test_action": computed("The action the page runs with entered credentials before storing them."),
 				},
 			},
 			"version":    schema.Int64Attribute{MarkdownDescription: "The server's version of the connector.", Computed: true},
@@ -153,6 +163,7 @@ func (d *connectorDataSource) Read(ctx context.Context, req datasource.ReadReque
 	rm.fill(ctx, c, &resp.Diagnostics)
 	m.ID, m.DisplayName, m.Description, m.BaseURL = rm.ID, rm.DisplayName, rm.Description, rm.BaseURL
 	m.Version, m.CreatedAt, m.UpdatedAt = rm.Version, rm.CreatedAt, rm.UpdatedAt
+	m.ConnectPage = rm.ConnectPage
 	a := authFromAPI(ctx, c.Auth, &authModel{}, &resp.Diagnostics)
 	m.Auth = &authDataModel{
 		Type: a.Type, Name: a.Name, In: a.In, Prefix: a.Prefix, AuthorizationURL: a.AuthorizationURL,

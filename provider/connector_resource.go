@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -153,6 +154,7 @@ type connectorModel struct {
 	Description types.String      `tfsdk:"description"`
 	BaseURL     types.String      `tfsdk:"base_url"`
 	Auth        *authModel        `tfsdk:"auth"`
+	ConnectPage *connectPageModel `tfsdk:"connect_page"`
 	Version     types.Int64       `tfsdk:"version"`
 	CreatedAt   timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt   timetypes.RFC3339 `tfsdk:"updated_at"`
@@ -176,6 +178,16 @@ type authModel struct {
 	ClientSecretWO        types.String `tfsdk:"client_secret_wo"`
 	ClientSecretWOVersion types.Int64  `tfsdk:"client_secret_wo_version"`
 }
+
+// connectPageModel is a connector's connect_page attribute.
+type connectPageModel struct {
+	LogoURL    types.String `tfsdk:"logo_url"`
+	HelpText   types.String `tfsdk:"help_text"`
+	TestAction types.String `tfsdk:"test_action"`
+}
+
+// maxHelpText is the server's limit on connect_page.help_text, in characters.
+const maxHelpText = 2000
 
 // singleLine refuses control characters; multiLine allows tabs and newlines.
 var (
@@ -242,6 +254,13 @@ func (r *connectorResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 					"OAuth 2.0 client secret. Attributes of another `type` are refused.",
 				Optional:   true,
 				Attributes: authSchemaAttributes(),
+			},
+			"connect_page": schema.SingleNestedAttribute{
+				MarkdownDescription: "How the hosted connect page (`POST /v1/connect-sessions`) presents the connector to the end " +
+					"users who connect their accounts on it; the server's plain page when unset. Removing it clears it on the server.",
+				Optional:   true,
+				Validators: []validator.Object{notEmptyObject()},
+				Attributes: connectPageSchemaAttributes(),
 			},
 			"version": schema.Int64Attribute{
 				MarkdownDescription: "The server's version of the connector, 1 on create and incremented by every change; " +
@@ -342,8 +361,10 @@ func authSchemaAttributes() map[string]schema.Attribute {
 			Validators:  oauthParamsValidators(reservedTokenParams),
 		},
 		"redirect_urls": schema.ListAttribute{
-			MarkdownDescription: "`oauth2` with grant `authorization_code`: the URLs (exact match) that " +
-				"`GET /v1/connectors/{name}/connect` accepts as `redirect`, where the browser returns after connecting an account (at most 20).",
+			MarkdownDescription: "`apiKey`, `bearer`, `basic`, and `oauth2` with grant `authorization_code`: the absolute " +
+				"http(s) URLs (exact match, at most 20) where the browser may return after connecting an account: " +
+				"`GET /v1/connectors/{name}/connect` accepts them as `redirect` and `POST /v1/connect-sessions` (the hosted " +
+				"connect page) as `redirectUrl`. Refused for auth type `none` and the `client_credentials` grant.",
 			ElementType: types.StringType,
 			Optional:    true,
 			Validators: []validator.List{
@@ -372,50 +393,113 @@ func authSchemaAttributes() map[string]schema.Attribute {
 	}
 }
 
-// authFields says which auth type each type-specific attribute belongs to.
+// connectPageSchemaAttributes are the attributes of a connector's connect_page.
+func connectPageSchemaAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"logo_url": schema.StringAttribute{
+			MarkdownDescription: "An absolute `https://` URL (`http://` only on a loopback host) of a logo shown on the page, " +
+				"without credentials or fragment (at most 2048 bytes). End users' browsers load it from there.",
+			Optional: true,
+			Validators: append(endpointValidators(), httpsOrLoopback(),
+				notMatching(regexp.MustCompile(`[\x00-\x20\x7f]`), "must not contain spaces or control characters"),
+				notMatching(regexp.MustCompile(`#`), "must not have a fragment")),
+		},
+		"help_text": schema.StringAttribute{
+			MarkdownDescription: fmt.Sprintf("Plain text shown under the form, e.g. where users find their API key "+
+				"(1-%d characters; newlines and tabs allowed, no other control characters; never rendered as HTML or Markdown).", maxHelpText),
+			Optional:   true,
+			Validators: []validator.String{stringvalidator.UTF8LengthBetween(1, maxHelpText), multiLine},
+		},
+		"test_action": schema.StringAttribute{
+			MarkdownDescription: "The name of an action of this connector, taking no required parameters, that the page runs " +
+				"with the credentials the user entered before storing them: the connection is stored only when the upstream " +
+				"answers 2xx. Write the name itself: the action's resource depends on this connector, so " +
+				"`switchboard_action.<x>.name` here would be a cycle. Not for auth type `none` or oauth2 `client_credentials` " +
+				"(their connections take no credentials from users).",
+			Optional:   true,
+			Validators: identifierValidators(),
+		},
+	}
+}
+
+// redirectAuthTypes are the auth types whose connections users make in a
+// browser, which may then return to one of auth.redirect_urls.
+var redirectAuthTypes = []string{"apiKey", "bearer", "basic", "oauth2"}
+
+// authFields says which auth types each type-specific attribute belongs to.
 var authFields = []struct {
-	attr, typ string
-	get       func(a *authModel) attr.Value
+	attr string
+	typs []string
+	get  func(a *authModel) attr.Value
 }{
-	{"name", "apiKey", func(a *authModel) attr.Value { return a.Name }},
-	{"in", "apiKey", func(a *authModel) attr.Value { return a.In }},
-	{"prefix", "apiKey", func(a *authModel) attr.Value { return a.Prefix }},
-	{"authorization_url", "oauth2", func(a *authModel) attr.Value { return a.AuthorizationURL }},
-	{"token_url", "oauth2", func(a *authModel) attr.Value { return a.TokenURL }},
-	{"client_id", "oauth2", func(a *authModel) attr.Value { return a.ClientID }},
-	{"scopes", "oauth2", func(a *authModel) attr.Value { return a.Scopes }},
-	{"grant", "oauth2", func(a *authModel) attr.Value { return a.Grant }},
-	{"client_auth", "oauth2", func(a *authModel) attr.Value { return a.ClientAuth }},
-	{"authorization_params", "oauth2", func(a *authModel) attr.Value { return a.AuthorizationParams }},
-	{"token_params", "oauth2", func(a *authModel) attr.Value { return a.TokenParams }},
-	{"redirect_urls", "oauth2", func(a *authModel) attr.Value { return a.RedirectURLs }},
-	{"client_secret_wo", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWO }},
-	{"client_secret_wo_version", "oauth2", func(a *authModel) attr.Value { return a.ClientSecretWOVersion }},
+	{"name", []string{"apiKey"}, func(a *authModel) attr.Value { return a.Name }},
+	{"in", []string{"apiKey"}, func(a *authModel) attr.Value { return a.In }},
+	{"prefix", []string{"apiKey"}, func(a *authModel) attr.Value { return a.Prefix }},
+	{"authorization_url", []string{"oauth2"}, func(a *authModel) attr.Value { return a.AuthorizationURL }},
+	{"token_url", []string{"oauth2"}, func(a *authModel) attr.Value { return a.TokenURL }},
+	{"client_id", []string{"oauth2"}, func(a *authModel) attr.Value { return a.ClientID }},
+	{"scopes", []string{"oauth2"}, func(a *authModel) attr.Value { return a.Scopes }},
+	{"grant", []string{"oauth2"}, func(a *authModel) attr.Value { return a.Grant }},
+	{"client_auth", []string{"oauth2"}, func(a *authModel) attr.Value { return a.ClientAuth }},
+	{"authorization_params", []string{"oauth2"}, func(a *authModel) attr.Value { return a.AuthorizationParams }},
+	{"token_params", []string{"oauth2"}, func(a *authModel) attr.Value { return a.TokenParams }},
+	{"redirect_urls", redirectAuthTypes, func(a *authModel) attr.Value { return a.RedirectURLs }},
+	{"client_secret_wo", []string{"oauth2"}, func(a *authModel) attr.Value { return a.ClientSecretWO }},
+	{"client_secret_wo_version", []string{"oauth2"}, func(a *authModel) attr.Value { return a.ClientSecretWOVersion }},
 }
 
 // ValidateConfig checks what depends on auth.type, as the server does:
-// the fields each type requires, and no field of another type.
+// the fields each type requires, no field of another type, and a
+// connect_page.test_action only where users enter credentials.
 func (r *connectorResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var obj types.Object
+	var testAction types.String
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth"), &obj)...)
-	if resp.Diagnostics.HasError() || obj.IsNull() || obj.IsUnknown() {
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("connect_page").AtName("test_action"), &testAction)...)
+	if resp.Diagnostics.HasError() || obj.IsUnknown() {
 		return
 	}
 	var a authModel
-	resp.Diagnostics.Append(obj.As(ctx, &a, objectAsOptions)...)
-	if resp.Diagnostics.HasError() || a.Type.IsUnknown() {
-		return
+	if obj.IsNull() {
+		a.Type = types.StringValue(string(client.ConnectorAuthNone))
+	} else {
+		resp.Diagnostics.Append(obj.As(ctx, &a, objectAsOptions)...)
+		if resp.Diagnostics.HasError() || a.Type.IsUnknown() {
+			return
+		}
+		validateAuth(&a, path.Root("auth"), &resp.Diagnostics)
 	}
-	validateAuth(&a, path.Root("auth"), &resp.Diagnostics)
+	if !testAction.IsNull() && !testAction.IsUnknown() && !a.Grant.IsUnknown() && !takesUserCredentials(&a) {
+		what := a.Type.ValueString()
+		if what == "oauth2" {
+			what += " " + a.Grant.ValueString()
+		}
+		resp.Diagnostics.AddAttributeError(path.Root("connect_page").AtName("test_action"), "Attribute not applicable",
+			fmt.Sprintf("test_action does not apply to auth %s: its connections take no credentials from users, so the "+
+				"connect page has nothing to test. Remove test_action.", what))
+	}
+}
+
+// takesUserCredentials reports whether users enter credentials for a
+// connector of auth a (on the connect page or as a connection): every type
+// but none and the oauth2 client_credentials grant.
+func takesUserCredentials(a *authModel) bool {
+	switch a.Type.ValueString() {
+	case "none":
+		return false
+	case "oauth2":
+		return a.Grant.ValueString() != "client_credentials"
+	}
+	return true
 }
 
 // validateAuth reports the type-dependent problems of a known auth type.
 func validateAuth(a *authModel, at path.Path, diags *diag.Diagnostics) {
 	typ := a.Type.ValueString()
 	for _, f := range authFields {
-		if v := f.get(a); f.typ != typ && !v.IsNull() {
+		if v := f.get(a); !slices.Contains(f.typs, typ) && !v.IsNull() {
 			diags.AddAttributeError(at.AtName(f.attr), "Attribute not applicable",
-				fmt.Sprintf("%s applies only to auth type %s, not %s.", f.attr, f.typ, typ))
+				fmt.Sprintf("%s applies only to auth %s, not %s.", f.attr, typeList(f.typs), typ))
 		}
 	}
 	need := func(attr string, v attr.Value, why string) {
@@ -456,6 +540,15 @@ func validateAuth(a *authModel, at path.Path, diags *diag.Diagnostics) {
 			}
 		}
 	}
+}
+
+// typeList names auth types in a message: "type oauth2", "types apiKey,
+// bearer, basic or oauth2".
+func typeList(ts []string) string {
+	if len(ts) == 1 {
+		return "type " + ts[0]
+	}
+	return "types " + strings.Join(ts[:len(ts)-1], ", ") + " or " + ts[len(ts)-1]
 }
 
 // httpToken is an RFC 9110 token: a valid header or cookie name.
@@ -511,6 +604,9 @@ func (m *connectorModel) input(ctx context.Context, diags *diag.Diagnostics) cli
 		in.Auth.AuthorizationParams = stringMap(ctx, a.AuthorizationParams, diags)
 		in.Auth.TokenParams = stringMap(ctx, a.TokenParams, diags)
 	}
+	if p := m.ConnectPage; p != nil {
+		in.ConnectPage = &client.ConnectPage{LogoUrl: strPtr(p.LogoURL), HelpText: strPtr(p.HelpText), TestAction: strPtr(p.TestAction)}
+	}
 	return in
 }
 
@@ -527,6 +623,31 @@ func (m *connectorModel) fill(ctx context.Context, c *client.Connector, diags *d
 	m.CreatedAt = timetypes.NewRFC3339TimeValue(c.CreatedAt.UTC())
 	m.UpdatedAt = timetypes.NewRFC3339TimeValue(c.UpdatedAt.UTC())
 	m.Auth = authFromAPI(ctx, c.Auth, m.Auth, diags)
+	m.ConnectPage = connectPageFromAPI(c.ConnectPage)
+}
+
+// connectPageFromAPI is the state of a connector's connect_page: null when
+// the server has none (absent, or with no field set), as an unset
+// connect_page is (notEmptyObject refuses an empty one), so that a plan
+// and an import agree with the configuration.
+func connectPageFromAPI(p *client.ConnectPage) *connectPageModel {
+	if p == nil || emptyStr(p.LogoUrl) && emptyStr(p.HelpText) && emptyStr(p.TestAction) {
+		return nil
+	}
+	return &connectPageModel{LogoURL: optNonEmpty(p.LogoUrl), HelpText: optNonEmpty(p.HelpText), TestAction: optNonEmpty(p.TestAction)}
+}
+
+// emptyStr reports whether s is nil or "".
+func emptyStr(s *string) bool { return s == nil || *s == "" }
+
+// optNonEmpty is a *string as a state value, null for nil or "" (which a
+// configuration cannot hold: the attributes' validators require 1 or more
+// characters).
+func optNonEmpty(s *string) types.String {
+	if emptyStr(s) {
+		return types.StringNull()
+	}
+	return types.StringValue(*s)
 }
 
 // authFromAPI is the state of a connector's auth given the prior state.

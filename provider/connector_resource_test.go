@@ -2,9 +2,12 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -362,4 +365,245 @@ func (s *testServer) checkConnectionStatus(connector, name, want string) resourc
 		}
 		return nil
 	}
+}
+
+// TestAccConnectorResource_connectPage: connect_page is sent, changed in
+// place, partly set, removed (null again, and gone on the server) and
+// imported at each stage without a diff.
+func TestAccConnectorResource_connectPage(t *testing.T) {
+	s := testAccServer(t)
+	const res = "switchboard_connector.test"
+	cfg := func(page string) string {
+		return s.config(fmt.Sprintf(`
+resource "switchboard_connector" "test" {
+  name     = "tickets"
+  base_url = "https://api.tickets.example"
+  auth = {
+    type = "apiKey"
+    name = "X-API-Key"
+    in   = "header"
+  }
+%s
+}
+`, page))
+	}
+	const logo = "https://cdn.tickets.example/logo.svg"
+	full := func(help string) string {
+		return fmt.Sprintf(`
+  connect_page = {
+    logo_url    = %q
+    help_text   = %q
+    test_action = "whoami"
+  }`, logo, help)
+	}
+	const help1, help2 = "Find your key under Settings > API.", "Find your key under Settings > API.\n\tIt starts with tk_."
+	// Only an http logo on loopback: allowed, and the other fields stay null.
+	const loopbackLogo = "http://127.0.0.1:8080/logo.png"
+	partial := fmt.Sprintf("  connect_page = {\n    logo_url = %q\n  }", loopbackLogo)
+
+	page := func(logoURL, help, action string) statecheck.StateCheck {
+		str := func(v string) knownvalue.Check {
+			if v == "" {
+				return knownvalue.Null()
+			}
+			return knownvalue.StringExact(v)
+		}
+		return statecheck.ExpectKnownValue(res, tfjsonpath.New("connect_page"), knownvalue.ObjectExact(map[string]knownvalue.Check{
+			"logo_url": str(logoURL), "help_text": str(help), "test_action": str(action),
+		}))
+	}
+	version := func(v int64) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue(res, tfjsonpath.New("version"), knownvalue.Int64Exact(v))
+	}
+	update := resource.ConfigPlanChecks{
+		PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(res, plancheck.ResourceActionUpdate)},
+	}
+	importStep := resource.TestStep{ResourceName: res, ImportState: true, ImportStateVerify: true}
+	ptr := func(s string) *string { return &s }
+
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             s.checkConnectorsGone,
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg(full(help1)),
+				ConfigStateChecks: []statecheck.StateCheck{page(logo, help1, "whoami"), version(1)},
+				Check:             s.checkConnectPage("tickets", &client.ConnectPage{LogoUrl: ptr(logo), HelpText: ptr(help1), TestAction: ptr("whoami")}),
+			},
+			{
+				// Newlines and tabs survive the round trip.
+				Config:            cfg(full(help2)),
+				ConfigPlanChecks:  update,
+				ConfigStateChecks: []statecheck.StateCheck{page(logo, help2, "whoami"), version(2)},
+				Check:             s.checkConnectPage("tickets", &client.ConnectPage{LogoUrl: ptr(logo), HelpText: ptr(help2), TestAction: ptr("whoami")}),
+			},
+			importStep,
+			{
+				Config:            cfg(partial),
+				ConfigPlanChecks:  update,
+				ConfigStateChecks: []statecheck.StateCheck{page(loopbackLogo, "", ""), version(3)},
+				Check:             s.checkConnectPage("tickets", &client.ConnectPage{LogoUrl: ptr(loopbackLogo)}),
+			},
+			importStep,
+			{
+				// Removed from the configuration: cleared on the server.
+				Config:           cfg(""),
+				ConfigPlanChecks: update,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(res, tfjsonpath.New("connect_page"), knownvalue.Null()), version(4),
+				},
+				Check: s.checkConnectPage("tickets", nil),
+			},
+			importStep,
+		},
+	})
+}
+
+// checkConnectPage checks the connectPage the server holds for a connector
+// (want nil: none).
+func (s *testServer) checkConnectPage(name string, want *client.ConnectPage) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		c, ok := s.getConnector(name)
+		if !ok {
+			return fmt.Errorf("connector %s not found", name)
+		}
+		if !reflect.DeepEqual(c.ConnectPage, want) {
+			got, _ := json.Marshal(c.ConnectPage)
+			exp, _ := json.Marshal(want)
+			return fmt.Errorf("connector %s: connectPage is %s, want %s", name, got, exp)
+		}
+		return nil
+	}
+}
+
+// TestAccConnectorResource_redirectURLs: connectors whose users enter
+// credentials (apiKey, bearer, basic) take redirect_urls, and a connect
+// session accepts exactly those as its redirectUrl; removing them refuses
+// the URL again.
+func TestAccConnectorResource_redirectURLs(t *testing.T) {
+	s := testAccServer(t)
+	const back = "https://app.example.com/integrations/connected"
+	kinds := []struct{ name, auth string }{
+		{"key_api", `type = "apiKey"` + "\n    name = \"X-API-Key\"\n    in   = \"header\""},
+		{"bearer_api", `type = "bearer"`},
+		{"basic_api", `type = "basic"`},
+	}
+	cfg := func(withRedirects bool) string {
+		var b strings.Builder
+		for _, k := range kinds {
+			redirects := ""
+			if withRedirects {
+				redirects = fmt.Sprintf("\n    redirect_urls = [%q, \"http://localhost:3000/done\"]", back)
+			}
+			fmt.Fprintf(&b, `
+resource "switchboard_connector" %q {
+  name     = %q
+  base_url = "https://%s.example.com"
+  auth = {
+    %s%s
+  }
+}
+`, k.name, k.name, k.name, k.auth, redirects)
+		}
+		return s.config(b.String())
+	}
+	var withChecks, withoutChecks []statecheck.StateCheck
+	var sessionsAccepted, sessionsRefused []resource.TestCheckFunc
+	for _, k := range kinds {
+		addr := "switchboard_connector." + k.name
+		withChecks = append(withChecks, statecheck.ExpectKnownValue(addr, tfjsonpath.New("auth").AtMapKey("redirect_urls"),
+			knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(back), knownvalue.StringExact("http://localhost:3000/done")})))
+		withoutChecks = append(withoutChecks, statecheck.ExpectKnownValue(addr, tfjsonpath.New("auth").AtMapKey("redirect_urls"), knownvalue.Null()))
+		sessionsAccepted = append(sessionsAccepted,
+			s.checkConnectSession(k.name, back, true),
+			s.checkConnectSession(k.name, "https://elsewhere.example.com/", false))
+		sessionsRefused = append(sessionsRefused, s.checkConnectSession(k.name, back, false))
+	}
+	steps := []resource.TestStep{{
+		Config:            cfg(true),
+		ConfigStateChecks: withChecks,
+		Check:             resource.ComposeTestCheckFunc(sessionsAccepted...),
+	}}
+	for _, k := range kinds {
+		steps = append(steps, resource.TestStep{
+			ResourceName: "switchboard_connector." + k.name, ImportState: true, ImportStateVerify: true,
+		})
+	}
+	steps = append(steps, resource.TestStep{
+		Config: cfg(false),
+		ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+			plancheck.ExpectResourceAction("switchboard_connector.key_api", plancheck.ResourceActionUpdate),
+		}},
+		ConfigStateChecks: withoutChecks,
+		Check:             resource.ComposeTestCheckFunc(sessionsRefused...),
+	})
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             s.checkConnectorsGone,
+		Steps:                    steps,
+	})
+}
+
+// checkConnectSession creates a connect session for connector returning to
+// redirect and checks that the server creates it (201) or, when !created,
+// refuses the redirect (400 or 422).
+func (s *testServer) checkConnectSession(connector, redirect string, created bool) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		res, err := s.api.CreateConnectSessionWithResponse(context.Background(), client.ConnectSessionInput{
+			Connector: connector, RedirectUrl: &redirect,
+		})
+		if err != nil {
+			return err
+		}
+		got := res.StatusCode()
+		if ok := got == http.StatusCreated; created != ok || !created && got != http.StatusBadRequest && got != http.StatusUnprocessableEntity {
+			want := "201"
+			if !created {
+				want = "400 or 422"
+			}
+			return fmt.Errorf("connect session for %s returning to %s: %d %s, want %s", connector, redirect, got, res.Body, want)
+		}
+		return nil
+	}
+}
+
+// TestAccConnectorResource_connectPageValidation: what the server would
+// refuse about connect_page and redirect_urls fails the plan already.
+func TestAccConnectorResource_connectPageValidation(t *testing.T) {
+	s := testAccServer(t)
+	const (
+		apiKey = `auth = { type = "apiKey"` + "\n" + `name = "k"` + "\n" + `in = "query" }`
+		ccAuth = `auth = { type = "oauth2"` + "\n" + `grant = "client_credentials"` + "\n" + `token_url = "https://a.example.com/token"` +
+			"\n" + `client_id = "c"` + "\n" + `client_secret_wo = "x"`
+	)
+	tests := []struct{ name, body, want string }{
+		{"empty connect_page", apiKey + "\nconnect_page = {}", `sets none of`},
+		{"logo over http", apiKey + "\n" + `connect_page = { logo_url = "http://cdn.example.com/logo.png" }`, `must be an https:// URL`},
+		{"relative logo", apiKey + "\n" + `connect_page = { logo_url = "cdn.example.com/logo.png" }`, `absolute http:// or https:// URL`},
+		{"logo with fragment", apiKey + "\n" + `connect_page = { logo_url = "https://cdn.example.com/logo.png#x" }`, `must not have a fragment`},
+		{"long help_text", apiKey + "\n" + fmt.Sprintf(`connect_page = { help_text = %q }`, strings.Repeat("é", maxHelpText+1)), `between 1 and 2000`},
+		{"control character in help_text", apiKey + "\n" + `connect_page = { help_text = "ring \u0007" }`, `must not contain control characters`},
+		{"test_action not a name", apiKey + "\n" + `connect_page = { test_action = "Who-Am-I" }`, `lower-case letter`},
+		{"test_action without auth", `connect_page = { test_action = "whoami" }`, `does not apply to auth none`},
+		{"test_action for client_credentials", ccAuth + " }\n" + `connect_page = { test_action = "whoami" }`, `does not apply to auth oauth2 client_credentials`},
+		{"redirect_urls for none", `auth = { type = "none"` + "\n" + `redirect_urls = ["https://app.example.com/"] }`, `applies only to auth types apiKey, bearer, basic or oauth2, not none`},
+		{"redirect_urls for client_credentials", ccAuth + "\n" + `redirect_urls = ["https://app.example.com/"] }`, `applies only to the authorization_code grant`},
+	}
+	var steps []resource.TestStep
+	for _, tc := range tests {
+		steps = append(steps, resource.TestStep{
+			Config: s.config("# " + tc.name + "\nresource \"switchboard_connector\" \"bad\" {\nname = \"w\"\nbase_url = \"https://api.example.com\"\n" +
+				tc.body + "\n}"),
+			PlanOnly: true,
+			// Terraform wraps long messages: any run of spaces may be a line break.
+			ExpectError: regexp.MustCompile(strings.ReplaceAll(regexp.QuoteMeta(tc.want), " ", `\s+`)),
+		})
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		Steps:                    steps,
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"time"
@@ -72,6 +73,47 @@ func (v httpURLValidator) ValidateString(_ context.Context, req validator.String
 	case u.User != nil:
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid URL", fmt.Sprintf("%s must not carry credentials (user:password@); configure them as the connector's auth.", req.Path))
 	}
+}
+
+// httpsOrLoopbackValidator accepts https URLs, and http URLs only on a
+// loopback host, as the server does for what it shows end users' browsers.
+type httpsOrLoopbackValidator struct{}
+
+var _ validator.String = httpsOrLoopbackValidator{}
+
+// httpsOrLoopback refuses an http:// URL whose host is not loopback
+// (localhost, 127.0.0.0/8, ::1); combine it with httpURL.
+func httpsOrLoopback() validator.String { return httpsOrLoopbackValidator{} }
+
+func (httpsOrLoopbackValidator) Description(context.Context) string {
+	return "must be an https:// URL (http:// only on a loopback host)"
+}
+
+func (v httpsOrLoopbackValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (httpsOrLoopbackValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	s := req.ConfigValue.ValueString()
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" || loopbackHost(u.Hostname()) {
+		return // not a URL, or not http: httpURL says so
+	}
+	resp.Diagnostics.AddAttributeError(req.Path, "Insecure URL",
+		fmt.Sprintf("%s must be an https:// URL (http:// only on a loopback host such as localhost), got %q: end users' browsers load it.", req.Path, s))
+}
+
+// loopbackHost reports whether host names this machine: localhost or a
+// loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // sameInstantModifier plans the prior value of an RFC 3339 attribute when

@@ -297,3 +297,83 @@ resource "switchboard_webhook" "spend" {
 		}},
 	})
 }
+
+// TestAccWebhookResource_connectionUpdated: a webhook may subscribe to
+// connection.updated, and receives it when a connection's credentials are
+// replaced (credentials_wo_version changed), after connection.created.
+func TestAccWebhookResource_connectionUpdated(t *testing.T) {
+	s := testAccServer(t, allowLoopback)
+	rcv := newReceiver(t)
+	cfg := func(keyVersion int) string {
+		return s.config(fmt.Sprintf(`
+resource "switchboard_webhook" "connections" {
+  url    = "%s/hooks"
+  events = ["connection.created", "connection.updated"]
+}
+
+resource "switchboard_connector" "crm" {
+  name       = "crm"
+  base_url   = "https://api.crm.example"
+  depends_on = [switchboard_webhook.connections]
+  auth = {
+    type = "bearer"
+  }
+}
+
+resource "switchboard_connection" "acme" {
+  connector              = switchboard_connector.crm.name
+  name                   = "acme"
+  token_wo               = "token-%d"
+  credentials_wo_version = %d
+}
+`, rcv.URL, keyVersion, keyVersion))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: testAccProtoV6ProviderFactories,
+		CheckDestroy:             s.checkWebhooksGone,
+		Steps: []resource.TestStep{
+			{
+				Config: cfg(1),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("switchboard_webhook.connections", tfjsonpath.New("events"), knownvalue.SetExact([]knownvalue.Check{
+						knownvalue.StringExact("connection.created"), knownvalue.StringExact("connection.updated"),
+					})),
+				},
+				Check: func(*terraform.State) error { return rcv.waitForEvent("connection.created", "crm", "acme") },
+			},
+			{
+				Config: cfg(2),
+				Check:  func(*terraform.State) error { return rcv.waitForEvent("connection.updated", "crm", "acme") },
+			},
+		},
+	})
+}
+
+// waitForEvent waits up to 20 s for a delivery of an event of type typ
+// about the connection connector/name.
+func (r *receiver) waitForEvent(typ, connector, name string) error {
+	deadline := time.After(20 * time.Second)
+	for {
+		r.mu.Lock()
+		for _, d := range r.got {
+			var ev struct {
+				Type string `json:"type"`
+				Data struct {
+					Connector string `json:"connector"`
+					Name      string `json:"name"`
+				} `json:"data"`
+			}
+			if jsonUnmarshal(d.body, &ev) == nil && ev.Type == typ && ev.Data.Connector == connector && ev.Data.Name == name {
+				r.mu.Unlock()
+				return nil
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.new:
+		case <-deadline:
+			return fmt.Errorf("no %s delivery for connection %s/%s within 20s", typ, connector, name)
+		}
+	}
+}

@@ -12,6 +12,28 @@ resource "switchboard_connector" "weather" {
   }
 }
 
+# An API whose users connect their own tokens on the hosted connect page
+# (POST /v1/connect-sessions), which then returns to the application.
+resource "switchboard_connector" "tickets" {
+  name         = "tickets"
+  display_name = "Tickets"
+  base_url     = "https://api.tickets.example.com/v1"
+
+  auth = {
+    type          = "bearer"
+    redirect_urls = ["https://app.example.com/integrations/connected"]
+  }
+
+  connect_page = {
+    logo_url  = "https://app.example.com/logos/tickets.svg"
+    help_text = "Create a token under Settings > API tokens.\nRead access is enough."
+    # An action of this connector without required parameters (a
+    # switchboard_action named "whoami"): the page runs it with the token the
+    # user entered and stores the token only when it succeeds.
+    test_action = "whoami"
+  }
+}
+
 # An API behind OAuth 2.0: accounts connect through the browser.
 variable "crm_client_secret" {
   type      = string
