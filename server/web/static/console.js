@@ -258,7 +258,6 @@
         more.hidden = !cursor;
         status.replaceChildren();
         if (!count) status.append(h('p', { class: 'empty' }, cursor ? 'Nothing found yet; load more to look further back.' : opts.empty));
-        if (opts.onLoad) opts.onLoad(items);
       } catch (e) {
         if (mine === gen) status.replaceChildren(errorBox(e));
       } finally {
