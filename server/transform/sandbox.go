@@ -61,7 +61,8 @@ type Options struct {
 // `'x'.repeat(1e9)` inside one built-in call — ends the worker and fails
 // that call only, while the server's memory stays untouched. A script
 // that runs too long is interrupted at Timeout; one stuck in a long
-// built-in call is killed with its worker. Dead workers are replaced on
+// built-in call is killed with its worker, and a worker that stopped a
+// script at the memory limit is retired. Dead workers are replaced on
 // the next call. Compiled programs are cached in each worker, keyed by a
 // hash of the action's name and script (so per action version). The
 // caller waits for an outcome by polling briefly before it parks (see
@@ -144,7 +145,13 @@ func (s *Sandbox) Run(ctx context.Context, in Input) (json.RawMessage, error) {
 		return nil, err
 	}
 	out, err := w.call(ctx, j, backstop)
-	s.release(w)
+	if err == nil && out.Kind == outcomeMemory {
+		// A worker that held a runaway script keeps its address space
+		// reserved near the kernel's limit: a fresh one takes its place.
+		s.drop(w)
+	} else {
+		s.release(w)
+	}
 	if err != nil {
 		return nil, s.workerFailure(ctx, w, err)
 	}

@@ -77,11 +77,6 @@ func workerMain(r io.Reader, w io.Writer) int {
 		if err := writeOutcome(out, &o); err != nil {
 			return exitProtocol
 		}
-		if o.Kind == outcomeMemory {
-			// Give back what the stopped script held before the next job,
-			// while this worker is idle.
-			debug.FreeOSMemory()
-		}
 	}
 }
 
