@@ -149,6 +149,27 @@ func (e ChatCompletionStopReason) Valid() bool {
 	}
 }
 
+// Defines values for ConnectSessionStatus.
+const (
+	ConnectSessionCompleted ConnectSessionStatus = "completed"
+	ConnectSessionExpired   ConnectSessionStatus = "expired"
+	ConnectSessionPending   ConnectSessionStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the ConnectSessionStatus enum.
+func (e ConnectSessionStatus) Valid() bool {
+	switch e {
+	case ConnectSessionCompleted:
+		return true
+	case ConnectSessionExpired:
+		return true
+	case ConnectSessionPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -294,6 +315,7 @@ const (
 	EventTypeConnectionCreated        EventType = "connection.created"
 	EventTypeConnectionDeleted        EventType = "connection.deleted"
 	EventTypeConnectionReauthRequired EventType = "connection.reauth_required"
+	EventTypeConnectionUpdated        EventType = "connection.updated"
 	EventTypeConnectorCreated         EventType = "connector.created"
 	EventTypeConnectorDeleted         EventType = "connector.deleted"
 	EventTypeConnectorUpdated         EventType = "connector.updated"
@@ -335,6 +357,8 @@ func (e EventType) Valid() bool {
 	case EventTypeConnectionDeleted:
 		return true
 	case EventTypeConnectionReauthRequired:
+		return true
+	case EventTypeConnectionUpdated:
 		return true
 	case EventTypeConnectorCreated:
 		return true
@@ -764,6 +788,24 @@ func (e WebhookDeliveryStatus) Valid() bool {
 	case WebhookDeliveryPending:
 		return true
 	case WebhookDeliverySucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReturnToConnectPageParamsOutcome.
+const (
+	Connected ReturnToConnectPageParamsOutcome = "connected"
+	Error     ReturnToConnectPageParamsOutcome = "error"
+)
+
+// Valid indicates whether the value is a known member of the ReturnToConnectPageParamsOutcome enum.
+func (e ReturnToConnectPageParamsOutcome) Valid() bool {
+	switch e {
+	case Connected:
+		return true
+	case Error:
 		return true
 	default:
 		return false
@@ -1273,6 +1315,12 @@ type Budget struct {
 // BudgetPeriod UTC calendar day, ISO week (from Monday), calendar month, or the credential's whole life.
 type BudgetPeriod string
 
+// CSRFForm defines model for CSRFForm.
+type CSRFForm struct {
+	// Csrf The page's CSRF token.
+	Csrf string `json:"csrf"`
+}
+
 // ChatCompletion defines model for ChatCompletion.
 type ChatCompletion struct {
 	CompletionTokens int       `json:"completionTokens"`
@@ -1363,6 +1411,87 @@ type ChatRequest struct {
 	// Toolset A stored toolset (`/v1/toolsets`) whose actions are offered, as `actions`; unknown: 422 at `toolset`.
 	Toolset *string  `json:"toolset,omitempty"`
 	TopP    *float64 `json:"topP,omitempty"`
+}
+
+// ConnectForm defines model for ConnectForm.
+type ConnectForm struct {
+	// ApiKey apiKey connectors.
+	ApiKey *string `json:"apiKey,omitempty"`
+
+	// Csrf The page's CSRF token.
+	Csrf string `json:"csrf"`
+
+	// Password basic connectors.
+	Password *string `json:"password,omitempty"`
+
+	// Token bearer connectors.
+	Token *string `json:"token,omitempty"`
+
+	// Username basic connectors.
+	Username *string `json:"username,omitempty"`
+}
+
+// ConnectPage How the hosted connect page presents the connector to end users.
+type ConnectPage struct {
+	// HelpText Plain text shown under the form, e.g. where users find their key.
+	HelpText *string `json:"helpText,omitempty"`
+
+	// LogoUrl An absolute https URL (http only on loopback) of a logo shown on the page.
+	LogoUrl *string `json:"logoUrl,omitempty"`
+
+	// TestAction An action of this connector, taking no required parameters, that
+	// the page runs with the entered credentials before storing them:
+	// the connection is stored only when the upstream answers 2xx.
+	TestAction *string `json:"testAction,omitempty"`
+}
+
+// ConnectSession defines model for ConnectSession.
+type ConnectSession struct {
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	Connection  string     `json:"connection"`
+	Connector   string     `json:"connector"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	ExpiresAt   time.Time  `json:"expiresAt"`
+	Id          string     `json:"id"`
+	RedirectUrl *string    `json:"redirectUrl,omitempty"`
+
+	// Status `pending` until the end user connects; `completed` once (the url no longer works); `expired` past `expiresAt`.
+	Status ConnectSessionStatus `json:"status"`
+}
+
+// ConnectSessionStatus `pending` until the end user connects; `completed` once (the url no longer works); `expired` past `expiresAt`.
+type ConnectSessionStatus string
+
+// ConnectSessionCreated defines model for ConnectSessionCreated.
+type ConnectSessionCreated struct {
+	Connection string    `json:"connection"`
+	Connector  string    `json:"connector"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+
+	// Id The session's id (`cs_...`), for `GET /v1/connect-sessions/{id}`; not a secret.
+	Id          string  `json:"id"`
+	RedirectUrl *string `json:"redirectUrl,omitempty"`
+
+	// Url The page to send the end user to. It holds the session's secret token: shown once, single-use.
+	Url string `json:"url"`
+}
+
+// ConnectSessionInput defines model for ConnectSessionInput.
+type ConnectSessionInput struct {
+	// Connection The connection to create or replace (`^[a-z0-9][a-z0-9_-]{0,63}$`); `default` when absent.
+	Connection *string `json:"connection,omitempty"`
+
+	// Connector The connector the end user connects an account of.
+	Connector string `json:"connector"`
+
+	// ExpiresIn Seconds until the session expires; 1800 (30 minutes) when absent.
+	ExpiresIn *int `json:"expiresIn,omitempty"`
+
+	// RedirectUrl Where the browser goes when the session completes, with
+	// `connector`, `connection` and `status=connected` added to its
+	// query; one of the connector's `auth.redirectUrls` (exact match).
+	// Without it the page shows the outcome.
+	RedirectUrl *string `json:"redirectUrl,omitempty"`
 }
 
 // Connection A connection as the API shows it; never its credentials or tokens.
@@ -1475,9 +1604,12 @@ type Connector struct {
 	//
 	// Fields of another type than `type` are refused (422), so that a
 	// definition never says something the server does not do.
-	Auth      ConnectorAuth `json:"auth"`
-	BaseUrl   string        `json:"baseUrl"`
-	CreatedAt time.Time     `json:"createdAt"`
+	Auth    ConnectorAuth `json:"auth"`
+	BaseUrl string        `json:"baseUrl"`
+
+	// ConnectPage How the hosted connect page presents the connector to end users.
+	ConnectPage *ConnectPage `json:"connectPage,omitempty"`
+	CreatedAt   time.Time    `json:"createdAt"`
 
 	// Description Absent when empty.
 	Description *string `json:"description,omitempty"`
@@ -1553,9 +1685,11 @@ type ConnectorAuth struct {
 	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
 	Prefix *string `json:"prefix,omitempty"`
 
-	// RedirectUrls oauth2, grant authorization_code: the absolute http(s) URLs that
-	// `GET /v1/connectors/{name}/connect` accepts as `redirect` (exact
-	// match), where the browser returns after connecting.
+	// RedirectUrls apiKey, bearer, basic, and oauth2 with grant authorization_code:
+	// the absolute http(s) URLs that `GET /v1/connectors/{name}/connect`
+	// accepts as `redirect` and `POST /v1/connect-sessions` as
+	// `redirectUrl` (exact match), where the browser returns after
+	// connecting.
 	RedirectUrls *[]string `json:"redirectUrls,omitempty"`
 
 	// Scopes oauth2: scopes to request; distinct, without spaces.
@@ -1621,6 +1755,9 @@ type ConnectorInput struct {
 	// Example: https://api.weather.example/v1
 	BaseUrl string `json:"baseUrl"`
 
+	// ConnectPage How the hosted connect page presents the connector to end users.
+	ConnectPage *ConnectPage `json:"connectPage,omitempty"`
+
 	// Description What the API is.
 	Description *string `json:"description,omitempty"`
 
@@ -1685,8 +1822,8 @@ type EmbeddingRequest struct {
 type ErrorBody struct {
 	// Code Machine-readable kind: invalid_request (400), unauthenticated (401),
 	// forbidden (403), egress_denied (403), not_found (404),
-	// method_not_allowed (405), conflict (409), precondition_failed (412),
-	// too_large (413), unsupported_media (415), validation_failed (422),
+	// method_not_allowed (405), conflict (409), gone (410: a connect
+	// session expired or used), precondition_failed (412), too_large (413), unsupported_media (415), validation_failed (422),
 	// transformation_failed (422), rate_limited (429), budget_exceeded
 	// (429), internal (500),
 	// upstream_error (502), unavailable (503), upstream_timeout (504).
@@ -3074,6 +3211,23 @@ type OAuthCallbackError = ErrorResponse
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
 
+// ReturnToConnectPageParams defines parameters for ReturnToConnectPage.
+type ReturnToConnectPageParams struct {
+	Outcome *ReturnToConnectPageParamsOutcome `form:"outcome,omitempty" json:"outcome,omitempty"`
+
+	// Code The error code, when `outcome=error`.
+	Code *string `form:"code,omitempty" json:"code,omitempty"`
+}
+
+// ReturnToConnectPageParamsOutcome defines parameters for ReturnToConnectPage.
+type ReturnToConnectPageParamsOutcome string
+
+// SignInConsoleFormdataBody defines parameters for SignInConsole.
+type SignInConsoleFormdataBody struct {
+	Csrf string `form:"csrf" json:"csrf"`
+	Key  string `form:"key" json:"key"`
+}
+
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
 	// Limit Page size (1-100, default 20).
@@ -3324,6 +3478,18 @@ type RotateWebhookSecretParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// SubmitConnectPageFormdataRequestBody defines body for SubmitConnectPage for application/x-www-form-urlencoded ContentType.
+type SubmitConnectPageFormdataRequestBody = ConnectForm
+
+// AuthorizeConnectPageFormdataRequestBody defines body for AuthorizeConnectPage for application/x-www-form-urlencoded ContentType.
+type AuthorizeConnectPageFormdataRequestBody = CSRFForm
+
+// SignInConsoleFormdataRequestBody defines body for SignInConsole for application/x-www-form-urlencoded ContentType.
+type SignInConsoleFormdataRequestBody SignInConsoleFormdataBody
+
+// SignOutConsoleFormdataRequestBody defines body for SignOutConsole for application/x-www-form-urlencoded ContentType.
+type SignOutConsoleFormdataRequestBody = CSRFForm
+
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
 type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
 
@@ -3341,6 +3507,9 @@ type UpdateAPIKeyJSONRequestBody = APIKeyUpdate
 
 // ChatJSONRequestBody defines body for Chat for application/json ContentType.
 type ChatJSONRequestBody = ChatRequest
+
+// CreateConnectSessionJSONRequestBody defines body for CreateConnectSession for application/json ContentType.
+type CreateConnectSessionJSONRequestBody = ConnectSessionInput
 
 // CreateConnectorJSONRequestBody defines body for CreateConnector for application/json ContentType.
 type CreateConnectorJSONRequestBody = ConnectorInput
@@ -3709,6 +3878,138 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
 	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ReturnToConnectPage Where the OAuth 2.0 callback sends the browser back to.
+	//
+	// Completes the session when the authorization connected the
+	// connection (checking it with `connectPage.testAction` first) and
+	// redirects (303) to `redirectUrl` with `connector`, `connection` and
+	// `status=connected`, or shows the outcome; a failed authorization
+	// shows its error, and the page offers to try again while the session
+	// lasts.
+	//
+	// Corresponds with GET /connect/sessions/{id}/return (the `ReturnToConnectPage` operationId).
+	ReturnToConnectPage(ctx context.Context, id string, params *ReturnToConnectPageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ShowConnectPage The hosted connect page of a connect session (HTML).
+	//
+	// Asks for the credentials the connector takes, naming the connector
+	// (its display name, logo and help text from `connectPage`) and where
+	// the key goes, or offers a button into the OAuth 2.0 authorization.
+	// An unknown, expired or used session answers a page saying so (404
+	// or 410). Sets the CSRF cookie the page's forms must echo.
+	//
+	// Corresponds with GET /connect/{token} (the `ShowConnectPage` operationId).
+	ShowConnectPage(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitConnectPageWithBody Store the credentials the end user entered (a form post).
+	//
+	// Checks the CSRF token, validates the credentials against the
+	// connector's auth, runs `connectPage.testAction` with them when the
+	// connector names one (nothing is stored when it fails), then creates
+	// or replaces the connection and completes the session: 303 to
+	// `redirectUrl` with `connector`, `connection` and `status=connected`,
+	// or a success page without one. A failure re-renders the form with a
+	// precise error (422); the session stays usable until it expires.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+	SubmitConnectPageWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SubmitConnectPageWithFormdataBody Store the credentials the end user entered (a form post).
+	//
+	// Checks the CSRF token, validates the credentials against the
+	// connector's auth, runs `connectPage.testAction` with them when the
+	// connector names one (nothing is stored when it fails), then creates
+	// or replaces the connection and completes the session: 303 to
+	// `redirectUrl` with `connector`, `connection` and `status=connected`,
+	// or a success page without one. A failure re-renders the form with a
+	// precise error (422); the session stays usable until it expires.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+	SubmitConnectPageWithFormdataBody(ctx context.Context, token string, body SubmitConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthorizeConnectPageWithBody Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+	//
+	// Checks the CSRF token and answers 303 to the provider's authorization
+	// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+	// the callback the browser comes back to
+	// `/connect/sessions/{id}/return`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+	AuthorizeConnectPageWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AuthorizeConnectPageWithFormdataBody Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+	//
+	// Checks the CSRF token and answers 303 to the provider's authorization
+	// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+	// the callback the browser comes back to
+	// `/connect/sessions/{id}/return`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+	AuthorizeConnectPageWithFormdataBody(ctx context.Context, token string, body AuthorizeConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ShowConsole The operator console (HTML), or its sign-in page.
+	//
+	// Without a console session, a sign-in form asking for an API key;
+	// with one, the console: connectors and actions (with a try-it form),
+	// connections (with connect links), the invocation and event logs,
+	// webhook deliveries (retry, test), API keys with policies and spend,
+	// the model catalog and usage charts. The console calls the API with
+	// the session cookie (and the `X-CSRF-Token` header on writes), every
+	// call checked against the key's scopes.
+	//
+	// Corresponds with GET /console (the `ShowConsole` operationId).
+	ShowConsole(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInConsoleWithBody Sign in to the console with an API key (a form post).
+	//
+	// Checks the CSRF token and the key, then sets the session cookie
+	// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+	// expiring after 8 hours) and answers
+	// 303 to `/console`. The key itself is sealed in the store, never in
+	// the cookie; revoking the key ends its sessions. A wrong key
+	// re-renders the form (401).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+	SignInConsoleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignInConsoleWithFormdataBody Sign in to the console with an API key (a form post).
+	//
+	// Checks the CSRF token and the key, then sets the session cookie
+	// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+	// expiring after 8 hours) and answers
+	// 303 to `/console`. The key itself is sealed in the store, never in
+	// the cookie; revoking the key ends its sessions. A wrong key
+	// re-renders the form (401).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+	SignInConsoleWithFormdataBody(ctx context.Context, body SignInConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignOutConsoleWithBody End the console session (a form post).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+	SignOutConsoleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignOutConsoleWithFormdataBody End the console session (a form post).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+	SignOutConsoleWithFormdataBody(ctx context.Context, body SignOutConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetHealthz Liveness probe; answers while the process runs.
 	//
 	// Public and unauthenticated. Answers 200 as long as the process serves
@@ -3855,6 +4156,11 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetStaticFile The pages' scripts and styles (embedded in the binary).
+	//
+	// Corresponds with GET /static/{file} (the `GetStaticFile` operationId).
+	GetStaticFile(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAPIKeys List API keys (never their secrets), oldest first.
 	//
 	// Corresponds with GET /v1/api-keys (the `ListAPIKeys` operationId).
@@ -3986,6 +4292,43 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
 	Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnectSessionWithBody Create a connect session; send the end user to its url.
+	//
+	// Creates a single-use session bound to `connector` and `connection`
+	// and answers its `url` (shown once: only its hash is stored) and
+	// `expiresAt`. The connector must take credentials from its users
+	// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+	// `authorization_code` grant). `redirectUrl`, when given, must be one
+	// of the connector's `auth.redirectUrls` (exact match), as for
+	// `GET /v1/connectors/{name}/connect`. The connection may exist
+	// already: completing the session replaces its credentials.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+	CreateConnectSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateConnectSession Create a connect session; send the end user to its url.
+	//
+	// Creates a single-use session bound to `connector` and `connection`
+	// and answers its `url` (shown once: only its hash is stored) and
+	// `expiresAt`. The connector must take credentials from its users
+	// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+	// `authorization_code` grant). `redirectUrl`, when given, must be one
+	// of the connector's `auth.redirectUrls` (exact match), as for
+	// `GET /v1/connectors/{name}/connect`. The connection may exist
+	// already: completing the session replaces its credentials.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+	CreateConnectSession(ctx context.Context, body CreateConnectSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetConnectSession A connect session's status (never its url).
+	//
+	// Corresponds with GET /v1/connect-sessions/{id} (the `GetConnectSession` operationId).
+	GetConnectSession(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListConnectors List connectors in name order.
 	//
@@ -5012,6 +5355,248 @@ func (c *Client) GetMCPToolsetProtectedResourceMetadata(ctx context.Context, too
 	return c.Client.Do(req)
 }
 
+// ReturnToConnectPage Where the OAuth 2.0 callback sends the browser back to.
+//
+// Completes the session when the authorization connected the
+// connection (checking it with `connectPage.testAction` first) and
+// redirects (303) to `redirectUrl` with `connector`, `connection` and
+// `status=connected`, or shows the outcome; a failed authorization
+// shows its error, and the page offers to try again while the session
+// lasts.
+//
+// Corresponds with GET /connect/sessions/{id}/return (the `ReturnToConnectPage` operationId).
+func (c *Client) ReturnToConnectPage(ctx context.Context, id string, params *ReturnToConnectPageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReturnToConnectPageRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ShowConnectPage The hosted connect page of a connect session (HTML).
+//
+// Asks for the credentials the connector takes, naming the connector
+// (its display name, logo and help text from `connectPage`) and where
+// the key goes, or offers a button into the OAuth 2.0 authorization.
+// An unknown, expired or used session answers a page saying so (404
+// or 410). Sets the CSRF cookie the page's forms must echo.
+//
+// Corresponds with GET /connect/{token} (the `ShowConnectPage` operationId).
+func (c *Client) ShowConnectPage(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewShowConnectPageRequest(c.Server, token)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitConnectPageWithBody Store the credentials the end user entered (a form post).
+//
+// Checks the CSRF token, validates the credentials against the
+// connector's auth, runs `connectPage.testAction` with them when the
+// connector names one (nothing is stored when it fails), then creates
+// or replaces the connection and completes the session: 303 to
+// `redirectUrl` with `connector`, `connection` and `status=connected`,
+// or a success page without one. A failure re-renders the form with a
+// precise error (422); the session stays usable until it expires.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+func (c *Client) SubmitConnectPageWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitConnectPageRequestWithBody(c.Server, token, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SubmitConnectPageWithFormdataBody Store the credentials the end user entered (a form post).
+//
+// Checks the CSRF token, validates the credentials against the
+// connector's auth, runs `connectPage.testAction` with them when the
+// connector names one (nothing is stored when it fails), then creates
+// or replaces the connection and completes the session: 303 to
+// `redirectUrl` with `connector`, `connection` and `status=connected`,
+// or a success page without one. A failure re-renders the form with a
+// precise error (422); the session stays usable until it expires.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+func (c *Client) SubmitConnectPageWithFormdataBody(ctx context.Context, token string, body SubmitConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSubmitConnectPageRequestWithFormdataBody(c.Server, token, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthorizeConnectPageWithBody Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+//
+// Checks the CSRF token and answers 303 to the provider's authorization
+// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+// the callback the browser comes back to
+// `/connect/sessions/{id}/return`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+func (c *Client) AuthorizeConnectPageWithBody(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthorizeConnectPageRequestWithBody(c.Server, token, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AuthorizeConnectPageWithFormdataBody Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+//
+// Checks the CSRF token and answers 303 to the provider's authorization
+// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+// the callback the browser comes back to
+// `/connect/sessions/{id}/return`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+func (c *Client) AuthorizeConnectPageWithFormdataBody(ctx context.Context, token string, body AuthorizeConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAuthorizeConnectPageRequestWithFormdataBody(c.Server, token, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ShowConsole The operator console (HTML), or its sign-in page.
+//
+// Without a console session, a sign-in form asking for an API key;
+// with one, the console: connectors and actions (with a try-it form),
+// connections (with connect links), the invocation and event logs,
+// webhook deliveries (retry, test), API keys with policies and spend,
+// the model catalog and usage charts. The console calls the API with
+// the session cookie (and the `X-CSRF-Token` header on writes), every
+// call checked against the key's scopes.
+//
+// Corresponds with GET /console (the `ShowConsole` operationId).
+func (c *Client) ShowConsole(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewShowConsoleRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInConsoleWithBody Sign in to the console with an API key (a form post).
+//
+// Checks the CSRF token and the key, then sets the session cookie
+// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+// expiring after 8 hours) and answers
+// 303 to `/console`. The key itself is sealed in the store, never in
+// the cookie; revoking the key ends its sessions. A wrong key
+// re-renders the form (401).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+func (c *Client) SignInConsoleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInConsoleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignInConsoleWithFormdataBody Sign in to the console with an API key (a form post).
+//
+// Checks the CSRF token and the key, then sets the session cookie
+// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+// expiring after 8 hours) and answers
+// 303 to `/console`. The key itself is sealed in the store, never in
+// the cookie; revoking the key ends its sessions. A wrong key
+// re-renders the form (401).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+func (c *Client) SignInConsoleWithFormdataBody(ctx context.Context, body SignInConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignInConsoleRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignOutConsoleWithBody End the console session (a form post).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+func (c *Client) SignOutConsoleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignOutConsoleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignOutConsoleWithFormdataBody End the console session (a form post).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+func (c *Client) SignOutConsoleWithFormdataBody(ctx context.Context, body SignOutConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignOutConsoleRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetHealthz Liveness probe; answers while the process runs.
 //
 // Public and unauthenticated. Answers 200 as long as the process serves
@@ -5288,6 +5873,21 @@ func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
+// GetStaticFile The pages' scripts and styles (embedded in the binary).
+//
+// Corresponds with GET /static/{file} (the `GetStaticFile` operationId).
+func (c *Client) GetStaticFile(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStaticFileRequest(c.Server, file)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListAPIKeys List API keys (never their secrets), oldest first.
 //
 // Corresponds with GET /v1/api-keys (the `ListAPIKeys` operationId).
@@ -5500,6 +6100,73 @@ func (c *Client) ChatWithBody(ctx context.Context, contentType string, body io.R
 // Corresponds with POST /v1/chat (the `Chat` operationId).
 func (c *Client) Chat(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewChatRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnectSessionWithBody Create a connect session; send the end user to its url.
+//
+// Creates a single-use session bound to `connector` and `connection`
+// and answers its `url` (shown once: only its hash is stored) and
+// `expiresAt`. The connector must take credentials from its users
+// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+// `authorization_code` grant). `redirectUrl`, when given, must be one
+// of the connector's `auth.redirectUrls` (exact match), as for
+// `GET /v1/connectors/{name}/connect`. The connection may exist
+// already: completing the session replaces its credentials.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+func (c *Client) CreateConnectSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateConnectSession Create a connect session; send the end user to its url.
+//
+// Creates a single-use session bound to `connector` and `connection`
+// and answers its `url` (shown once: only its hash is stored) and
+// `expiresAt`. The connector must take credentials from its users
+// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+// `authorization_code` grant). `redirectUrl`, when given, must be one
+// of the connector's `auth.redirectUrls` (exact match), as for
+// `GET /v1/connectors/{name}/connect`. The connection may exist
+// already: completing the session replaces its credentials.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+func (c *Client) CreateConnectSession(ctx context.Context, body CreateConnectSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateConnectSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetConnectSession A connect session's status (never its url).
+//
+// Corresponds with GET /v1/connect-sessions/{id} (the `GetConnectSession` operationId).
+func (c *Client) GetConnectSession(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConnectSessionRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -7284,6 +7951,314 @@ func NewGetMCPToolsetProtectedResourceMetadataRequest(server string, toolset str
 	return req, nil
 }
 
+// NewReturnToConnectPageRequest constructs an http.Request for the ReturnToConnectPage method
+func NewReturnToConnectPageRequest(server string, id string, params *ReturnToConnectPageParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/connect/sessions/%s/return", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Outcome != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "outcome", *params.Outcome, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Code != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "code", *params.Code, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewShowConnectPageRequest constructs an http.Request for the ShowConnectPage method
+func NewShowConnectPageRequest(server string, token string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/connect/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSubmitConnectPageRequestWithFormdataBody calls the generic SubmitConnectPage builder with application/x-www-form-urlencoded body
+func NewSubmitConnectPageRequestWithFormdataBody(server string, token string, body SubmitConnectPageFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewSubmitConnectPageRequestWithBody(server, token, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewSubmitConnectPageRequestWithBody constructs an http.Request for the SubmitConnectPage method, with any body, and a specified content type
+func NewSubmitConnectPageRequestWithBody(server string, token string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/connect/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAuthorizeConnectPageRequestWithFormdataBody calls the generic AuthorizeConnectPage builder with application/x-www-form-urlencoded body
+func NewAuthorizeConnectPageRequestWithFormdataBody(server string, token string, body AuthorizeConnectPageFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewAuthorizeConnectPageRequestWithBody(server, token, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewAuthorizeConnectPageRequestWithBody constructs an http.Request for the AuthorizeConnectPage method, with any body, and a specified content type
+func NewAuthorizeConnectPageRequestWithBody(server string, token string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/connect/%s/authorize", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewShowConsoleRequest constructs an http.Request for the ShowConsole method
+func NewShowConsoleRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/console")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSignInConsoleRequestWithFormdataBody calls the generic SignInConsole builder with application/x-www-form-urlencoded body
+func NewSignInConsoleRequestWithFormdataBody(server string, body SignInConsoleFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewSignInConsoleRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewSignInConsoleRequestWithBody constructs an http.Request for the SignInConsole method, with any body, and a specified content type
+func NewSignInConsoleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/console/sign-in")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSignOutConsoleRequestWithFormdataBody calls the generic SignOutConsole builder with application/x-www-form-urlencoded body
+func NewSignOutConsoleRequestWithFormdataBody(server string, body SignOutConsoleFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewSignOutConsoleRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewSignOutConsoleRequestWithBody constructs an http.Request for the SignOutConsole method, with any body, and a specified content type
+func NewSignOutConsoleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/console/sign-out")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetHealthzRequest constructs an http.Request for the GetHealthz method
 func NewGetHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -7614,6 +8589,40 @@ func NewGetReadyzRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetStaticFileRequest constructs an http.Request for the GetStaticFile method
+func NewGetStaticFileRequest(server string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/static/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListAPIKeysRequest constructs an http.Request for the ListAPIKeys method
 func NewListAPIKeysRequest(server string, params *ListAPIKeysParams) (*http.Request, error) {
 	var err error
@@ -7886,6 +8895,80 @@ func NewChatRequestWithBody(server string, contentType string, body io.Reader) (
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCreateConnectSessionRequest calls the generic CreateConnectSession builder with application/json body
+func NewCreateConnectSessionRequest(server string, body CreateConnectSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateConnectSessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateConnectSessionRequestWithBody constructs an http.Request for the CreateConnectSession method, with any body, and a specified content type
+func NewCreateConnectSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connect-sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetConnectSessionRequest constructs an http.Request for the GetConnectSession method
+func NewGetConnectSessionRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/connect-sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -10744,6 +11827,144 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
 	GetMCPToolsetProtectedResourceMetadataWithResponse(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*GetMCPToolsetProtectedResourceMetadataResponse, error)
 
+	// ReturnToConnectPageWithResponse Where the OAuth 2.0 callback sends the browser back to.
+	//
+	// Completes the session when the authorization connected the
+	// connection (checking it with `connectPage.testAction` first) and
+	// redirects (303) to `redirectUrl` with `connector`, `connection` and
+	// `status=connected`, or shows the outcome; a failed authorization
+	// shows its error, and the page offers to try again while the session
+	// lasts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /connect/sessions/{id}/return (the `ReturnToConnectPage` operationId).
+	ReturnToConnectPageWithResponse(ctx context.Context, id string, params *ReturnToConnectPageParams, reqEditors ...RequestEditorFn) (*ReturnToConnectPageResponse, error)
+
+	// ShowConnectPageWithResponse The hosted connect page of a connect session (HTML).
+	//
+	// Asks for the credentials the connector takes, naming the connector
+	// (its display name, logo and help text from `connectPage`) and where
+	// the key goes, or offers a button into the OAuth 2.0 authorization.
+	// An unknown, expired or used session answers a page saying so (404
+	// or 410). Sets the CSRF cookie the page's forms must echo.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /connect/{token} (the `ShowConnectPage` operationId).
+	ShowConnectPageWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*ShowConnectPageResponse, error)
+
+	// SubmitConnectPageWithBodyWithResponse Store the credentials the end user entered (a form post).
+	//
+	// Checks the CSRF token, validates the credentials against the
+	// connector's auth, runs `connectPage.testAction` with them when the
+	// connector names one (nothing is stored when it fails), then creates
+	// or replaces the connection and completes the session: 303 to
+	// `redirectUrl` with `connector`, `connection` and `status=connected`,
+	// or a success page without one. A failure re-renders the form with a
+	// precise error (422); the session stays usable until it expires.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+	SubmitConnectPageWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitConnectPageResponse, error)
+
+	// SubmitConnectPageWithFormdataBodyWithResponse Store the credentials the end user entered (a form post).
+	//
+	// Checks the CSRF token, validates the credentials against the
+	// connector's auth, runs `connectPage.testAction` with them when the
+	// connector names one (nothing is stored when it fails), then creates
+	// or replaces the connection and completes the session: 303 to
+	// `redirectUrl` with `connector`, `connection` and `status=connected`,
+	// or a success page without one. A failure re-renders the form with a
+	// precise error (422); the session stays usable until it expires.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+	SubmitConnectPageWithFormdataBodyWithResponse(ctx context.Context, token string, body SubmitConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*SubmitConnectPageResponse, error)
+
+	// AuthorizeConnectPageWithBodyWithResponse Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+	//
+	// Checks the CSRF token and answers 303 to the provider's authorization
+	// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+	// the callback the browser comes back to
+	// `/connect/sessions/{id}/return`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+	AuthorizeConnectPageWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthorizeConnectPageResponse, error)
+
+	// AuthorizeConnectPageWithFormdataBodyWithResponse Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+	//
+	// Checks the CSRF token and answers 303 to the provider's authorization
+	// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+	// the callback the browser comes back to
+	// `/connect/sessions/{id}/return`.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+	AuthorizeConnectPageWithFormdataBodyWithResponse(ctx context.Context, token string, body AuthorizeConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*AuthorizeConnectPageResponse, error)
+
+	// ShowConsoleWithResponse The operator console (HTML), or its sign-in page.
+	//
+	// Without a console session, a sign-in form asking for an API key;
+	// with one, the console: connectors and actions (with a try-it form),
+	// connections (with connect links), the invocation and event logs,
+	// webhook deliveries (retry, test), API keys with policies and spend,
+	// the model catalog and usage charts. The console calls the API with
+	// the session cookie (and the `X-CSRF-Token` header on writes), every
+	// call checked against the key's scopes.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /console (the `ShowConsole` operationId).
+	ShowConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ShowConsoleResponse, error)
+
+	// SignInConsoleWithBodyWithResponse Sign in to the console with an API key (a form post).
+	//
+	// Checks the CSRF token and the key, then sets the session cookie
+	// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+	// expiring after 8 hours) and answers
+	// 303 to `/console`. The key itself is sealed in the store, never in
+	// the cookie; revoking the key ends its sessions. A wrong key
+	// re-renders the form (401).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+	SignInConsoleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInConsoleResponse, error)
+
+	// SignInConsoleWithFormdataBodyWithResponse Sign in to the console with an API key (a form post).
+	//
+	// Checks the CSRF token and the key, then sets the session cookie
+	// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+	// expiring after 8 hours) and answers
+	// 303 to `/console`. The key itself is sealed in the store, never in
+	// the cookie; revoking the key ends its sessions. A wrong key
+	// re-renders the form (401).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+	SignInConsoleWithFormdataBodyWithResponse(ctx context.Context, body SignInConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignInConsoleResponse, error)
+
+	// SignOutConsoleWithBodyWithResponse End the console session (a form post).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+	SignOutConsoleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignOutConsoleResponse, error)
+
+	// SignOutConsoleWithFormdataBodyWithResponse End the console session (a form post).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+	SignOutConsoleWithFormdataBodyWithResponse(ctx context.Context, body SignOutConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignOutConsoleResponse, error)
+
 	// GetHealthzWithResponse Liveness probe; answers while the process runs.
 	//
 	// Public and unauthenticated. Answers 200 as long as the process serves
@@ -10904,6 +12125,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
 
+	// GetStaticFileWithResponse The pages' scripts and styles (embedded in the binary).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /static/{file} (the `GetStaticFile` operationId).
+	GetStaticFileWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*GetStaticFileResponse, error)
+
 	// ListAPIKeysWithResponse List API keys (never their secrets), oldest first.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -11041,6 +12269,45 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/chat (the `Chat` operationId).
 	ChatWithResponse(ctx context.Context, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+
+	// CreateConnectSessionWithBodyWithResponse Create a connect session; send the end user to its url.
+	//
+	// Creates a single-use session bound to `connector` and `connection`
+	// and answers its `url` (shown once: only its hash is stored) and
+	// `expiresAt`. The connector must take credentials from its users
+	// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+	// `authorization_code` grant). `redirectUrl`, when given, must be one
+	// of the connector's `auth.redirectUrls` (exact match), as for
+	// `GET /v1/connectors/{name}/connect`. The connection may exist
+	// already: completing the session replaces its credentials.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+	CreateConnectSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectSessionResponse, error)
+
+	// CreateConnectSessionWithResponse Create a connect session; send the end user to its url.
+	//
+	// Creates a single-use session bound to `connector` and `connection`
+	// and answers its `url` (shown once: only its hash is stored) and
+	// `expiresAt`. The connector must take credentials from its users
+	// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+	// `authorization_code` grant). `redirectUrl`, when given, must be one
+	// of the connector's `auth.redirectUrls` (exact match), as for
+	// `GET /v1/connectors/{name}/connect`. The connection may exist
+	// already: completing the session replaces its credentials.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+	CreateConnectSessionWithResponse(ctx context.Context, body CreateConnectSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectSessionResponse, error)
+
+	// GetConnectSessionWithResponse A connect session's status (never its url).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/connect-sessions/{id} (the `GetConnectSession` operationId).
+	GetConnectSessionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetConnectSessionResponse, error)
 
 	// ListConnectorsWithResponse List connectors in name order.
 	//
@@ -12229,6 +13496,279 @@ func (r GetMCPToolsetProtectedResourceMetadataResponse) ContentType() string {
 	return ""
 }
 
+// ReturnToConnectPageResponse303Headers the declared response headers of an HTTP 303 response for ReturnToConnectPage
+type ReturnToConnectPageResponse303Headers struct {
+	Location *string
+}
+
+type ReturnToConnectPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *ReturnToConnectPageResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ReturnToConnectPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReturnToConnectPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReturnToConnectPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReturnToConnectPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ShowConnectPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r ShowConnectPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ShowConnectPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ShowConnectPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ShowConnectPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SubmitConnectPageResponse303Headers the declared response headers of an HTTP 303 response for SubmitConnectPage
+type SubmitConnectPageResponse303Headers struct {
+	Location *string
+}
+
+type SubmitConnectPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SubmitConnectPageResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r SubmitConnectPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SubmitConnectPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SubmitConnectPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SubmitConnectPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AuthorizeConnectPageResponse303Headers the declared response headers of an HTTP 303 response for AuthorizeConnectPage
+type AuthorizeConnectPageResponse303Headers struct {
+	Location *string
+}
+
+type AuthorizeConnectPageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *AuthorizeConnectPageResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r AuthorizeConnectPageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AuthorizeConnectPageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AuthorizeConnectPageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AuthorizeConnectPageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ShowConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r ShowConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ShowConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ShowConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ShowConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignInConsoleResponse303Headers the declared response headers of an HTTP 303 response for SignInConsole
+type SignInConsoleResponse303Headers struct {
+	Location *string
+}
+
+type SignInConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignInConsoleResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r SignInConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignInConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignInConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignInConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SignOutConsoleResponse303Headers the declared response headers of an HTTP 303 response for SignOutConsole
+type SignOutConsoleResponse303Headers struct {
+	Location *string
+}
+
+type SignOutConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers303 the parsed response headers for an HTTP 303 response
+	Headers303 *SignOutConsoleResponse303Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r SignOutConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignOutConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignOutConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignOutConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthzResponse500Headers the declared response headers of an HTTP 500 response for GetHealthz
 type GetHealthzResponse500Headers struct {
 	XRequestId *string
@@ -13388,6 +14928,40 @@ func (r GetReadyzResponse) ContentType() string {
 	return ""
 }
 
+type GetStaticFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStaticFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStaticFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStaticFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStaticFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListAPIKeysResponse400Headers the declared response headers of an HTTP 400 response for ListAPIKeys
 type ListAPIKeysResponse400Headers struct {
 	XRequestId *string
@@ -14286,6 +15860,284 @@ func (r ChatResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ChatResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateConnectSessionResponse400Headers the declared response headers of an HTTP 400 response for CreateConnectSession
+type CreateConnectSessionResponse400Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse401Headers the declared response headers of an HTTP 401 response for CreateConnectSession
+type CreateConnectSessionResponse401Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse403Headers the declared response headers of an HTTP 403 response for CreateConnectSession
+type CreateConnectSessionResponse403Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse404Headers the declared response headers of an HTTP 404 response for CreateConnectSession
+type CreateConnectSessionResponse404Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse413Headers the declared response headers of an HTTP 413 response for CreateConnectSession
+type CreateConnectSessionResponse413Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse415Headers the declared response headers of an HTTP 415 response for CreateConnectSession
+type CreateConnectSessionResponse415Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse422Headers the declared response headers of an HTTP 422 response for CreateConnectSession
+type CreateConnectSessionResponse422Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse429Headers the declared response headers of an HTTP 429 response for CreateConnectSession
+type CreateConnectSessionResponse429Headers struct {
+	XRequestId *string
+}
+
+// CreateConnectSessionResponse500Headers the declared response headers of an HTTP 500 response for CreateConnectSession
+type CreateConnectSessionResponse500Headers struct {
+	XRequestId *string
+}
+
+type CreateConnectSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ConnectSessionCreated
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *ErrorResult
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *CreateConnectSessionResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateConnectSessionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *CreateConnectSessionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *CreateConnectSessionResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *CreateConnectSessionResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateConnectSessionResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *CreateConnectSessionResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateConnectSessionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *CreateConnectSessionResponse500Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON201() *ConnectSessionCreated {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON400() *ErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON413() *ErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON415() *ErrorResult {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON422() *ErrorResult {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateConnectSessionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateConnectSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateConnectSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateConnectSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateConnectSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetConnectSessionResponse401Headers the declared response headers of an HTTP 401 response for GetConnectSession
+type GetConnectSessionResponse401Headers struct {
+	XRequestId *string
+}
+
+// GetConnectSessionResponse403Headers the declared response headers of an HTTP 403 response for GetConnectSession
+type GetConnectSessionResponse403Headers struct {
+	XRequestId *string
+}
+
+// GetConnectSessionResponse404Headers the declared response headers of an HTTP 404 response for GetConnectSession
+type GetConnectSessionResponse404Headers struct {
+	XRequestId *string
+}
+
+// GetConnectSessionResponse429Headers the declared response headers of an HTTP 429 response for GetConnectSession
+type GetConnectSessionResponse429Headers struct {
+	XRequestId *string
+}
+
+// GetConnectSessionResponse500Headers the declared response headers of an HTTP 500 response for GetConnectSession
+type GetConnectSessionResponse500Headers struct {
+	XRequestId *string
+}
+
+type GetConnectSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConnectSession
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConnectSessionResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetConnectSessionResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetConnectSessionResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConnectSessionResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetConnectSessionResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConnectSessionResponse) GetJSON200() *ConnectSession {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetConnectSessionResponse) GetJSON401() *ErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConnectSessionResponse) GetJSON403() *ErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetConnectSessionResponse) GetJSON404() *ErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConnectSessionResponse) GetJSON429() *ErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetConnectSessionResponse) GetJSON500() *ErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConnectSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConnectSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConnectSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConnectSessionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -21742,6 +23594,210 @@ func (c *ClientWithResponses) GetMCPToolsetProtectedResourceMetadataWithResponse
 	return ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp)
 }
 
+// ReturnToConnectPageWithResponse Where the OAuth 2.0 callback sends the browser back to.
+//
+// Completes the session when the authorization connected the
+// connection (checking it with `connectPage.testAction` first) and
+// redirects (303) to `redirectUrl` with `connector`, `connection` and
+// `status=connected`, or shows the outcome; a failed authorization
+// shows its error, and the page offers to try again while the session
+// lasts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /connect/sessions/{id}/return (the `ReturnToConnectPage` operationId).
+func (c *ClientWithResponses) ReturnToConnectPageWithResponse(ctx context.Context, id string, params *ReturnToConnectPageParams, reqEditors ...RequestEditorFn) (*ReturnToConnectPageResponse, error) {
+	rsp, err := c.ReturnToConnectPage(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReturnToConnectPageResponse(rsp)
+}
+
+// ShowConnectPageWithResponse The hosted connect page of a connect session (HTML).
+//
+// Asks for the credentials the connector takes, naming the connector
+// (its display name, logo and help text from `connectPage`) and where
+// the key goes, or offers a button into the OAuth 2.0 authorization.
+// An unknown, expired or used session answers a page saying so (404
+// or 410). Sets the CSRF cookie the page's forms must echo.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /connect/{token} (the `ShowConnectPage` operationId).
+func (c *ClientWithResponses) ShowConnectPageWithResponse(ctx context.Context, token string, reqEditors ...RequestEditorFn) (*ShowConnectPageResponse, error) {
+	rsp, err := c.ShowConnectPage(ctx, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseShowConnectPageResponse(rsp)
+}
+
+// SubmitConnectPageWithBodyWithResponse Store the credentials the end user entered (a form post).
+//
+// Checks the CSRF token, validates the credentials against the
+// connector's auth, runs `connectPage.testAction` with them when the
+// connector names one (nothing is stored when it fails), then creates
+// or replaces the connection and completes the session: 303 to
+// `redirectUrl` with `connector`, `connection` and `status=connected`,
+// or a success page without one. A failure re-renders the form with a
+// precise error (422); the session stays usable until it expires.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+func (c *ClientWithResponses) SubmitConnectPageWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitConnectPageResponse, error) {
+	rsp, err := c.SubmitConnectPageWithBody(ctx, token, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitConnectPageResponse(rsp)
+}
+
+// SubmitConnectPageWithFormdataBodyWithResponse Store the credentials the end user entered (a form post).
+//
+// Checks the CSRF token, validates the credentials against the
+// connector's auth, runs `connectPage.testAction` with them when the
+// connector names one (nothing is stored when it fails), then creates
+// or replaces the connection and completes the session: 303 to
+// `redirectUrl` with `connector`, `connection` and `status=connected`,
+// or a success page without one. A failure re-renders the form with a
+// precise error (422); the session stays usable until it expires.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /connect/{token} (the `SubmitConnectPage` operationId).
+func (c *ClientWithResponses) SubmitConnectPageWithFormdataBodyWithResponse(ctx context.Context, token string, body SubmitConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*SubmitConnectPageResponse, error) {
+	rsp, err := c.SubmitConnectPageWithFormdataBody(ctx, token, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSubmitConnectPageResponse(rsp)
+}
+
+// AuthorizeConnectPageWithBodyWithResponse Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+//
+// Checks the CSRF token and answers 303 to the provider's authorization
+// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+// the callback the browser comes back to
+// `/connect/sessions/{id}/return`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+func (c *ClientWithResponses) AuthorizeConnectPageWithBodyWithResponse(ctx context.Context, token string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AuthorizeConnectPageResponse, error) {
+	rsp, err := c.AuthorizeConnectPageWithBody(ctx, token, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthorizeConnectPageResponse(rsp)
+}
+
+// AuthorizeConnectPageWithFormdataBodyWithResponse Start the OAuth 2.0 authorization of an oauth2 connect session (a form post).
+//
+// Checks the CSRF token and answers 303 to the provider's authorization
+// URL (state and PKCE, as `GET /v1/connectors/{name}/connect`). After
+// the callback the browser comes back to
+// `/connect/sessions/{id}/return`.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /connect/{token}/authorize (the `AuthorizeConnectPage` operationId).
+func (c *ClientWithResponses) AuthorizeConnectPageWithFormdataBodyWithResponse(ctx context.Context, token string, body AuthorizeConnectPageFormdataRequestBody, reqEditors ...RequestEditorFn) (*AuthorizeConnectPageResponse, error) {
+	rsp, err := c.AuthorizeConnectPageWithFormdataBody(ctx, token, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAuthorizeConnectPageResponse(rsp)
+}
+
+// ShowConsoleWithResponse The operator console (HTML), or its sign-in page.
+//
+// Without a console session, a sign-in form asking for an API key;
+// with one, the console: connectors and actions (with a try-it form),
+// connections (with connect links), the invocation and event logs,
+// webhook deliveries (retry, test), API keys with policies and spend,
+// the model catalog and usage charts. The console calls the API with
+// the session cookie (and the `X-CSRF-Token` header on writes), every
+// call checked against the key's scopes.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /console (the `ShowConsole` operationId).
+func (c *ClientWithResponses) ShowConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ShowConsoleResponse, error) {
+	rsp, err := c.ShowConsole(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseShowConsoleResponse(rsp)
+}
+
+// SignInConsoleWithBodyWithResponse Sign in to the console with an API key (a form post).
+//
+// Checks the CSRF token and the key, then sets the session cookie
+// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+// expiring after 8 hours) and answers
+// 303 to `/console`. The key itself is sealed in the store, never in
+// the cookie; revoking the key ends its sessions. A wrong key
+// re-renders the form (401).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+func (c *ClientWithResponses) SignInConsoleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignInConsoleResponse, error) {
+	rsp, err := c.SignInConsoleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInConsoleResponse(rsp)
+}
+
+// SignInConsoleWithFormdataBodyWithResponse Sign in to the console with an API key (a form post).
+//
+// Checks the CSRF token and the key, then sets the session cookie
+// `sb_console` (HttpOnly, SameSite=Strict, Secure over TLS, path `/`,
+// expiring after 8 hours) and answers
+// 303 to `/console`. The key itself is sealed in the store, never in
+// the cookie; revoking the key ends its sessions. A wrong key
+// re-renders the form (401).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /console/sign-in (the `SignInConsole` operationId).
+func (c *ClientWithResponses) SignInConsoleWithFormdataBodyWithResponse(ctx context.Context, body SignInConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignInConsoleResponse, error) {
+	rsp, err := c.SignInConsoleWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignInConsoleResponse(rsp)
+}
+
+// SignOutConsoleWithBodyWithResponse End the console session (a form post).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+func (c *ClientWithResponses) SignOutConsoleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignOutConsoleResponse, error) {
+	rsp, err := c.SignOutConsoleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignOutConsoleResponse(rsp)
+}
+
+// SignOutConsoleWithFormdataBodyWithResponse End the console session (a form post).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /console/sign-out (the `SignOutConsole` operationId).
+func (c *ClientWithResponses) SignOutConsoleWithFormdataBodyWithResponse(ctx context.Context, body SignOutConsoleFormdataRequestBody, reqEditors ...RequestEditorFn) (*SignOutConsoleResponse, error) {
+	rsp, err := c.SignOutConsoleWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignOutConsoleResponse(rsp)
+}
+
 // GetHealthzWithResponse Liveness probe; answers while the process runs.
 //
 // Public and unauthenticated. Answers 200 as long as the process serves
@@ -21980,6 +24036,19 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 	return ParseGetReadyzResponse(rsp)
 }
 
+// GetStaticFileWithResponse The pages' scripts and styles (embedded in the binary).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /static/{file} (the `GetStaticFile` operationId).
+func (c *ClientWithResponses) GetStaticFileWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*GetStaticFileResponse, error) {
+	rsp, err := c.GetStaticFile(ctx, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStaticFileResponse(rsp)
+}
+
 // ListAPIKeysWithResponse List API keys (never their secrets), oldest first.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -22170,6 +24239,63 @@ func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, body ChatJSO
 		return nil, err
 	}
 	return ParseChatResponse(rsp)
+}
+
+// CreateConnectSessionWithBodyWithResponse Create a connect session; send the end user to its url.
+//
+// Creates a single-use session bound to `connector` and `connection`
+// and answers its `url` (shown once: only its hash is stored) and
+// `expiresAt`. The connector must take credentials from its users
+// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+// `authorization_code` grant). `redirectUrl`, when given, must be one
+// of the connector's `auth.redirectUrls` (exact match), as for
+// `GET /v1/connectors/{name}/connect`. The connection may exist
+// already: completing the session replaces its credentials.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+func (c *ClientWithResponses) CreateConnectSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateConnectSessionResponse, error) {
+	rsp, err := c.CreateConnectSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectSessionResponse(rsp)
+}
+
+// CreateConnectSessionWithResponse Create a connect session; send the end user to its url.
+//
+// Creates a single-use session bound to `connector` and `connection`
+// and answers its `url` (shown once: only its hash is stored) and
+// `expiresAt`. The connector must take credentials from its users
+// (`apiKey`, `bearer`, `basic`, or `oauth2` with the
+// `authorization_code` grant). `redirectUrl`, when given, must be one
+// of the connector's `auth.redirectUrls` (exact match), as for
+// `GET /v1/connectors/{name}/connect`. The connection may exist
+// already: completing the session replaces its credentials.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/connect-sessions (the `CreateConnectSession` operationId).
+func (c *ClientWithResponses) CreateConnectSessionWithResponse(ctx context.Context, body CreateConnectSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateConnectSessionResponse, error) {
+	rsp, err := c.CreateConnectSession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateConnectSessionResponse(rsp)
+}
+
+// GetConnectSessionWithResponse A connect session's status (never its url).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/connect-sessions/{id} (the `GetConnectSession` operationId).
+func (c *ClientWithResponses) GetConnectSessionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetConnectSessionResponse, error) {
+	rsp, err := c.GetConnectSession(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConnectSessionResponse(rsp)
 }
 
 // ListConnectorsWithResponse List connectors in name order.
@@ -23730,6 +25856,183 @@ func ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp *http.Response) (*G
 	return response, nil
 }
 
+// ParseReturnToConnectPageResponse parses an HTTP response from a ReturnToConnectPageWithResponse call
+func ParseReturnToConnectPageResponse(rsp *http.Response) (*ReturnToConnectPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReturnToConnectPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers ReturnToConnectPageResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseShowConnectPageResponse parses an HTTP response from a ShowConnectPageWithResponse call
+func ParseShowConnectPageResponse(rsp *http.Response) (*ShowConnectPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ShowConnectPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseSubmitConnectPageResponse parses an HTTP response from a SubmitConnectPageWithResponse call
+func ParseSubmitConnectPageResponse(rsp *http.Response) (*SubmitConnectPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SubmitConnectPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers SubmitConnectPageResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAuthorizeConnectPageResponse parses an HTTP response from a AuthorizeConnectPageWithResponse call
+func ParseAuthorizeConnectPageResponse(rsp *http.Response) (*AuthorizeConnectPageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AuthorizeConnectPageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers AuthorizeConnectPageResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseShowConsoleResponse parses an HTTP response from a ShowConsoleWithResponse call
+func ParseShowConsoleResponse(rsp *http.Response) (*ShowConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ShowConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseSignInConsoleResponse parses an HTTP response from a SignInConsoleWithResponse call
+func ParseSignInConsoleResponse(rsp *http.Response) (*SignInConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignInConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers SignInConsoleResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSignOutConsoleResponse parses an HTTP response from a SignOutConsoleWithResponse call
+func ParseSignOutConsoleResponse(rsp *http.Response) (*SignOutConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignOutConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 303:
+		var headers SignOutConsoleResponse303Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers303 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
 func ParseGetHealthzResponse(rsp *http.Response) (*GetHealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -24937,6 +27240,22 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 	return response, nil
 }
 
+// ParseGetStaticFileResponse parses an HTTP response from a GetStaticFileWithResponse call
+func ParseGetStaticFileResponse(rsp *http.Response) (*GetStaticFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStaticFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
 // ParseListAPIKeysResponse parses an HTTP response from a ListAPIKeysWithResponse call
 func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -25917,6 +28236,302 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateConnectSessionResponse parses an HTTP response from a CreateConnectSessionWithResponse call
+func ParseCreateConnectSessionResponse(rsp *http.Response) (*CreateConnectSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateConnectSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ConnectSessionCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers CreateConnectSessionResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateConnectSessionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers CreateConnectSessionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers CreateConnectSessionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers CreateConnectSessionResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateConnectSessionResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers CreateConnectSessionResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateConnectSessionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers CreateConnectSessionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetConnectSessionResponse parses an HTTP response from a GetConnectSessionWithResponse call
+func ParseGetConnectSessionResponse(rsp *http.Response) (*GetConnectSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConnectSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConnectSession
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetConnectSessionResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetConnectSessionResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetConnectSessionResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConnectSessionResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetConnectSessionResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
 	}
 
 	return response, nil

@@ -236,7 +236,21 @@ func connectorFromAPI(in api.ConnectorInput) connectors.Connector {
 		Description: deref(in.Description),
 		BaseURL:     in.BaseUrl,
 		Auth:        auth,
+		ConnectPage: connectPageFromAPI(in.ConnectPage),
 	}
+}
+
+// connectPageFromAPI is the connect page's presentation; nil when it says
+// nothing.
+func connectPageFromAPI(in *api.ConnectPage) *connectors.ConnectPage {
+	if in == nil {
+		return nil
+	}
+	p := connectors.ConnectPage{LogoURL: deref(in.LogoUrl), HelpText: deref(in.HelpText), TestAction: deref(in.TestAction)}
+	if p == (connectors.ConnectPage{}) {
+		return nil
+	}
+	return &p
 }
 
 // toAPIConnector is the wire form of a connector: never its client secret.
@@ -271,10 +285,18 @@ func toAPIConnector(c connectors.Connector) api.Connector {
 		Description: ptrIf(c.Description),
 		BaseUrl:     c.BaseURL,
 		Auth:        auth,
+		ConnectPage: connectPageToAPI(c.ConnectPage),
 		CreatedAt:   c.CreatedAt.UTC(),
 		UpdatedAt:   c.UpdatedAt.UTC(),
 		Version:     c.Version,
 	}
+}
+
+func connectPageToAPI(p *connectors.ConnectPage) *api.ConnectPage {
+	if p == nil {
+		return nil
+	}
+	return &api.ConnectPage{LogoUrl: ptrIf(p.LogoURL), HelpText: ptrIf(p.HelpText), TestAction: ptrIf(p.TestAction)}
 }
 
 func actionFromAPI(in api.ActionInput) connectors.Action {

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/web"
 )
 
 // TestContractErrors_ProblemsAreCapped: 60,000 unknown params used to
@@ -92,6 +93,14 @@ func TestContractErrors_EmptyPathParameter(t *testing.T) {
 				if strings.HasPrefix(path, "/openai/") {
 					if res.StatusCode != 404 && res.StatusCode != 400 || !strings.Contains(string(body), `"type":"invalid_request_error"`) {
 						t.Fatalf("%d %s, want 400 or 404 in OpenAI's shape", res.StatusCode, body)
+					}
+					return
+				}
+				if web.Owns(path) {
+					// Pages answer errors as pages, naming the problem.
+					if res.StatusCode != 400 && res.StatusCode != 404 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") ||
+						!strings.Contains(string(body), res.Header.Get("X-Request-Id")) {
+						t.Fatalf("%d %s, want a 400 or 404 page with the request id", res.StatusCode, body)
 					}
 					return
 				}

@@ -193,6 +193,15 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		h := c.Request().Header.Get("Authorization")
+		if h == "" {
+			key, ok, err := s.consoleCredential(c.Request())
+			if err != nil {
+				return err
+			}
+			if ok {
+				h = "Bearer " + key
+			}
+		}
 		scheme, cred, _ := strings.Cut(h, " ")
 		challenge := c.Response().Header()
 		if h == "" {
@@ -220,6 +229,27 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(c.Request().WithContext(auth.WithPrincipal(ctx, p)))
 		return next(c)
 	}
+}
+
+// consoleCredential is the API key of the console session whose cookie r
+// carries, for the console's own calls to /v1: ok is false without the
+// cookie. A write must carry the session's CSRF token (web.CSRFHeader).
+func (s *Server) consoleCredential(r *http.Request) (key string, ok bool, err error) {
+	if s.console == nil || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return "", false, nil
+	}
+	sess, ok, err := s.console.FromRequest(r)
+	if !ok || err != nil {
+		return "", ok, err
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if err := sess.CheckWrite(r); err != nil {
+			return "", true, err
+		}
+	}
+	return sess.Key, true, nil
 }
 
 // routeRequirement is an operation's security: public, or any one of

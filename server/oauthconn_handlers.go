@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthconn"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/web"
 )
 
 // callbackRoute is the provider's redirect target.
@@ -135,7 +136,7 @@ type requestKey struct{}
 // the code and state) out of Referer headers and caches.
 func withHTTPRequest(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
 	browser := operationID == "ConnectOAuthConnection" || operationID == "CompleteOAuthConnection"
-	if !browser && !strings.HasSuffix(operationID, "ProtectedResourceMetadata") {
+	if !browser && !strings.HasSuffix(operationID, "ProtectedResourceMetadata") && operationID != "CreateConnectSession" {
 		return f
 	}
 	return func(c echo.Context, request any) (any, error) {
@@ -202,6 +203,11 @@ func (h *handlers) CompleteOAuthConnection(ctx context.Context, req api.Complete
 	p := req.Params
 	res, err := h.s.oauthConns.Complete(ctx, oauthconn.CallbackInput{State: deref(p.State), Code: deref(p.Code),
 		Error: deref(p.Error), ErrorDescription: deref(p.ErrorDescription)})
+	if res.ReturnTo != "" {
+		// A connect session's authorization: its page shows the outcome.
+		loc := web.ReturnURL(res.ReturnTo, err)
+		return api.CompleteOAuthConnection302Response{Headers: api.CompleteOAuthConnection302ResponseHeaders{Location: &loc}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

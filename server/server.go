@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/budget"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/connect"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/connectors"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/events"
@@ -34,6 +35,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/tools"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/web"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/webhooks"
 )
 
@@ -77,9 +79,12 @@ type Server struct {
 	catalog       *tools.Catalog
 	toolsets      *tools.Toolsets
 	mcp           *mcp.Server
-	version       string
-	scopes        routeScopes
-	errorWriters  map[string]errorWriter
+	// connectSessions and console serve the pages (server/web).
+	connectSessions *connect.Sessions
+	console         *web.Console
+	version         string
+	scopes          routeScopes
+	errorWriters    map[string]errorWriter
 	// closers run in reverse order on Close (workers, flushers).
 	closers []func(context.Context) error
 
@@ -154,6 +159,10 @@ func New(o Options) (*Server, error) {
 	h := &handlers{s: s}
 	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest, withConnectionHeader}))
 	s.initMCP(e)
+	s.initWeb(e)
+	s.errorWriters[web.ConnectPrefix] = web.WriteError
+	s.errorWriters[web.ConsoleRoute] = web.WriteError
+	s.errorWriters[web.StaticPrefix] = web.WriteError
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err
 	}

@@ -155,6 +155,27 @@ func (e ChatCompletionStopReason) Valid() bool {
 	}
 }
 
+// Defines values for ConnectSessionStatus.
+const (
+	ConnectSessionCompleted ConnectSessionStatus = "completed"
+	ConnectSessionExpired   ConnectSessionStatus = "expired"
+	ConnectSessionPending   ConnectSessionStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the ConnectSessionStatus enum.
+func (e ConnectSessionStatus) Valid() bool {
+	switch e {
+	case ConnectSessionCompleted:
+		return true
+	case ConnectSessionExpired:
+		return true
+	case ConnectSessionPending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionAuthType.
 const (
 	ApiKey ConnectionAuthType = "apiKey"
@@ -300,6 +321,7 @@ const (
 	EventTypeConnectionCreated        EventType = "connection.created"
 	EventTypeConnectionDeleted        EventType = "connection.deleted"
 	EventTypeConnectionReauthRequired EventType = "connection.reauth_required"
+	EventTypeConnectionUpdated        EventType = "connection.updated"
 	EventTypeConnectorCreated         EventType = "connector.created"
 	EventTypeConnectorDeleted         EventType = "connector.deleted"
 	EventTypeConnectorUpdated         EventType = "connector.updated"
@@ -341,6 +363,8 @@ func (e EventType) Valid() bool {
 	case EventTypeConnectionDeleted:
 		return true
 	case EventTypeConnectionReauthRequired:
+		return true
+	case EventTypeConnectionUpdated:
 		return true
 	case EventTypeConnectorCreated:
 		return true
@@ -1371,6 +1395,69 @@ type ChatRequest struct {
 	TopP    *float64 `json:"topP,omitempty"`
 }
 
+// ConnectPage How the hosted connect page presents the connector to end users.
+type ConnectPage struct {
+	// HelpText Plain text shown under the form, e.g. where users find their key.
+	HelpText *string `json:"helpText,omitempty"`
+
+	// LogoUrl An absolute https URL (http only on loopback) of a logo shown on the page.
+	LogoUrl *string `json:"logoUrl,omitempty"`
+
+	// TestAction An action of this connector, taking no required parameters, that
+	// the page runs with the entered credentials before storing them:
+	// the connection is stored only when the upstream answers 2xx.
+	TestAction *string `json:"testAction,omitempty"`
+}
+
+// ConnectSession defines model for ConnectSession.
+type ConnectSession struct {
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	Connection  string     `json:"connection"`
+	Connector   string     `json:"connector"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	ExpiresAt   time.Time  `json:"expiresAt"`
+	Id          string     `json:"id"`
+	RedirectUrl *string    `json:"redirectUrl,omitempty"`
+
+	// Status `pending` until the end user connects; `completed` once (the url no longer works); `expired` past `expiresAt`.
+	Status ConnectSessionStatus `json:"status"`
+}
+
+// ConnectSessionStatus `pending` until the end user connects; `completed` once (the url no longer works); `expired` past `expiresAt`.
+type ConnectSessionStatus string
+
+// ConnectSessionCreated defines model for ConnectSessionCreated.
+type ConnectSessionCreated struct {
+	Connection string    `json:"connection"`
+	Connector  string    `json:"connector"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+
+	// Id The session's id (`cs_...`), for `GET /v1/connect-sessions/{id}`; not a secret.
+	Id          string  `json:"id"`
+	RedirectUrl *string `json:"redirectUrl,omitempty"`
+
+	// Url The page to send the end user to. It holds the session's secret token: shown once, single-use.
+	Url string `json:"url"`
+}
+
+// ConnectSessionInput defines model for ConnectSessionInput.
+type ConnectSessionInput struct {
+	// Connection The connection to create or replace (`^[a-z0-9][a-z0-9_-]{0,63}$`); `default` when absent.
+	Connection *string `json:"connection,omitempty"`
+
+	// Connector The connector the end user connects an account of.
+	Connector string `json:"connector"`
+
+	// ExpiresIn Seconds until the session expires; 1800 (30 minutes) when absent.
+	ExpiresIn *int `json:"expiresIn,omitempty"`
+
+	// RedirectUrl Where the browser goes when the session completes, with
+	// `connector`, `connection` and `status=connected` added to its
+	// query; one of the connector's `auth.redirectUrls` (exact match).
+	// Without it the page shows the outcome.
+	RedirectUrl *string `json:"redirectUrl,omitempty"`
+}
+
 // Connection A connection as the API shows it; never its credentials or tokens.
 type Connection struct {
 	// AuthType The connector's auth type the credentials are for.
@@ -1481,9 +1568,12 @@ type Connector struct {
 	//
 	// Fields of another type than `type` are refused (422), so that a
 	// definition never says something the server does not do.
-	Auth      ConnectorAuth `json:"auth"`
-	BaseUrl   string        `json:"baseUrl"`
-	CreatedAt time.Time     `json:"createdAt"`
+	Auth    ConnectorAuth `json:"auth"`
+	BaseUrl string        `json:"baseUrl"`
+
+	// ConnectPage How the hosted connect page presents the connector to end users.
+	ConnectPage *ConnectPage `json:"connectPage,omitempty"`
+	CreatedAt   time.Time    `json:"createdAt"`
 
 	// Description Absent when empty.
 	Description *string `json:"description,omitempty"`
@@ -1559,9 +1649,11 @@ type ConnectorAuth struct {
 	// Prefix apiKey: text sent before the key, e.g. `Token ` (no control characters).
 	Prefix *string `json:"prefix,omitempty"`
 
-	// RedirectUrls oauth2, grant authorization_code: the absolute http(s) URLs that
-	// `GET /v1/connectors/{name}/connect` accepts as `redirect` (exact
-	// match), where the browser returns after connecting.
+	// RedirectUrls apiKey, bearer, basic, and oauth2 with grant authorization_code:
+	// the absolute http(s) URLs that `GET /v1/connectors/{name}/connect`
+	// accepts as `redirect` and `POST /v1/connect-sessions` as
+	// `redirectUrl` (exact match), where the browser returns after
+	// connecting.
 	RedirectUrls *[]string `json:"redirectUrls,omitempty"`
 
 	// Scopes oauth2: scopes to request; distinct, without spaces.
@@ -1627,6 +1719,9 @@ type ConnectorInput struct {
 	// Example: https://api.weather.example/v1
 	BaseUrl string `json:"baseUrl"`
 
+	// ConnectPage How the hosted connect page presents the connector to end users.
+	ConnectPage *ConnectPage `json:"connectPage,omitempty"`
+
 	// Description What the API is.
 	Description *string `json:"description,omitempty"`
 
@@ -1691,8 +1786,8 @@ type EmbeddingRequest struct {
 type ErrorBody struct {
 	// Code Machine-readable kind: invalid_request (400), unauthenticated (401),
 	// forbidden (403), egress_denied (403), not_found (404),
-	// method_not_allowed (405), conflict (409), precondition_failed (412),
-	// too_large (413), unsupported_media (415), validation_failed (422),
+	// method_not_allowed (405), conflict (409), gone (410: a connect
+	// session expired or used), precondition_failed (412), too_large (413), unsupported_media (415), validation_failed (422),
 	// transformation_failed (422), rate_limited (429), budget_exceeded
 	// (429), internal (500),
 	// upstream_error (502), unavailable (503), upstream_timeout (504).
@@ -3348,6 +3443,9 @@ type UpdateAPIKeyJSONRequestBody = APIKeyUpdate
 // ChatJSONRequestBody defines body for Chat for application/json ContentType.
 type ChatJSONRequestBody = ChatRequest
 
+// CreateConnectSessionJSONRequestBody defines body for CreateConnectSession for application/json ContentType.
+type CreateConnectSessionJSONRequestBody = ConnectSessionInput
+
 // CreateConnectorJSONRequestBody defines body for CreateConnector for application/json ContentType.
 type CreateConnectorJSONRequestBody = ConnectorInput
 
@@ -3668,6 +3766,12 @@ type ServerInterface interface {
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
 	Chat(ctx echo.Context) error
+	// CreateConnectSession Create a connect session; send the end user to its url.
+	// (POST /v1/connect-sessions)
+	CreateConnectSession(ctx echo.Context) error
+	// GetConnectSession A connect session's status (never its url).
+	// (GET /v1/connect-sessions/{id})
+	GetConnectSession(ctx echo.Context, id string) error
 	// ListConnectors List connectors in name order.
 	// (GET /v1/connectors)
 	ListConnectors(ctx echo.Context, params ListConnectorsParams) error
@@ -4094,6 +4198,31 @@ func (w *ServerInterfaceWrapper) Chat(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Chat(ctx)
+	return err
+}
+
+// CreateConnectSession converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateConnectSession(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateConnectSession(ctx)
+	return err
+}
+
+// GetConnectSession converts echo context to params.
+func (w *ServerInterfaceWrapper) GetConnectSession(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetConnectSession(ctx, id)
 	return err
 }
 
@@ -5525,6 +5654,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/events/:id", wrapper.GetEvent, options.OperationMiddlewares["getEvent"]...)
 	router.GET(options.BaseURL+"/v1/connectors/:name/connect", wrapper.ConnectOAuthConnection, options.OperationMiddlewares["connectOAuthConnection"]...)
 	router.GET(options.BaseURL+"/v1/oauth/callback", wrapper.CompleteOAuthConnection, options.OperationMiddlewares["completeOAuthConnection"]...)
+	router.POST(options.BaseURL+"/v1/connect-sessions", wrapper.CreateConnectSession, options.OperationMiddlewares["createConnectSession"]...)
+	router.GET(options.BaseURL+"/v1/connect-sessions/:id", wrapper.GetConnectSession, options.OperationMiddlewares["getConnectSession"]...)
 
 }
 
@@ -8440,6 +8571,372 @@ func (response Chat504JSONResponse) VisitChatResponse(w http.ResponseWriter) err
 		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
 	}
 	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSessionRequestObject struct {
+	Body *CreateConnectSessionJSONRequestBody
+}
+
+type CreateConnectSessionResponseObject interface {
+	VisitCreateConnectSessionResponse(w http.ResponseWriter) error
+}
+
+type CreateConnectSession201JSONResponse ConnectSessionCreated
+
+func (response CreateConnectSession201JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession400JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response CreateConnectSession400JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession401JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession401ResponseHeaders
+}
+
+func (response CreateConnectSession401JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession403JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession403ResponseHeaders
+}
+
+func (response CreateConnectSession403JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession404JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession404ResponseHeaders
+}
+
+func (response CreateConnectSession404JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession413JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession413ResponseHeaders
+}
+
+func (response CreateConnectSession413JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession415JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession415ResponseHeaders
+}
+
+func (response CreateConnectSession415JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession422ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession422JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession422ResponseHeaders
+}
+
+func (response CreateConnectSession422JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession429JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession429ResponseHeaders
+}
+
+func (response CreateConnectSession429JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateConnectSession500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type CreateConnectSession500JSONResponse struct {
+	Body    ErrorResponse
+	Headers CreateConnectSession500ResponseHeaders
+}
+
+func (response CreateConnectSession500JSONResponse) VisitCreateConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSessionRequestObject struct {
+	Id string `json:"id"`
+}
+
+type GetConnectSessionResponseObject interface {
+	VisitGetConnectSessionResponse(w http.ResponseWriter) error
+}
+
+type GetConnectSession200JSONResponse ConnectSession
+
+func (response GetConnectSession200JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSession401JSONResponse struct{ ErrorResultJSONResponse }
+
+func (response GetConnectSession401JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSession403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnectSession403JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnectSession403ResponseHeaders
+}
+
+func (response GetConnectSession403JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSession404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnectSession404JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnectSession404ResponseHeaders
+}
+
+func (response GetConnectSession404JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSession429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnectSession429JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnectSession429ResponseHeaders
+}
+
+func (response GetConnectSession429JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetConnectSession500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type GetConnectSession500JSONResponse struct {
+	Body    ErrorResponse
+	Headers GetConnectSession500ResponseHeaders
+}
+
+func (response GetConnectSession500JSONResponse) VisitGetConnectSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -18587,6 +19084,12 @@ type StrictServerInterface interface {
 	// Chat Complete a chat conversation.
 	// (POST /v1/chat)
 	Chat(ctx context.Context, request ChatRequestObject) (ChatResponseObject, error)
+	// CreateConnectSession Create a connect session; send the end user to its url.
+	// (POST /v1/connect-sessions)
+	CreateConnectSession(ctx context.Context, request CreateConnectSessionRequestObject) (CreateConnectSessionResponseObject, error)
+	// GetConnectSession A connect session's status (never its url).
+	// (GET /v1/connect-sessions/{id})
+	GetConnectSession(ctx context.Context, request GetConnectSessionRequestObject) (GetConnectSessionResponseObject, error)
 	// ListConnectors List connectors in name order.
 	// (GET /v1/connectors)
 	ListConnectors(ctx context.Context, request ListConnectorsRequestObject) (ListConnectorsResponseObject, error)
@@ -19365,6 +19868,77 @@ func (sh *strictHandler) Chat(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(ChatResponseObject); ok {
 		return validResponse.VisitChatResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateConnectSession operation middleware
+func (sh *strictHandler) CreateConnectSession(ctx echo.Context) error {
+	var request CreateConnectSessionRequestObject
+
+	var body CreateConnectSessionJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateConnectSession(ctx.Request().Context(), request.(CreateConnectSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateConnectSession")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateConnectSessionResponseObject); ok {
+		return validResponse.VisitCreateConnectSessionResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetConnectSession operation middleware
+func (sh *strictHandler) GetConnectSession(ctx echo.Context, id string) error {
+	var request GetConnectSessionRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetConnectSession(ctx.Request().Context(), request.(GetConnectSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetConnectSession")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetConnectSessionResponseObject); ok {
+		return validResponse.VisitGetConnectSessionResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -21109,688 +21683,711 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3pdhu5li+IvwoW//VfJrOCFDXYmZbWWd1KpTPTlXZaV5KvqyrDpQAjQDKOggBPACGJx621+iH6Hfpz",
-	"v8J9lH6SXtgbQCAmkhrsHMrnw0mLMWHY2PP+7U+9WCyWgjOuZO/wU2/OaMJy+OerCzrT/02YjPN0qVLB",
-	"e4e9izkjOZOiyGNGrlkuU8EDMhU5eT0dvqUqno96QU/Gc7ag+mm1WrLeYU+qPOWz3t1d0Pv34Rn7R8Gk",
-	"Gr5Out4P159Jkiakr+aMxDTLWP5MBuRmzjhJFZGMK0LJDcuy4VTkC5YQwdlg/cfvgt6S5nTBlJnjcaw/",
-	"+ytdsPaRULj+TBJOF4zcpGqecgIDEpyzWIlcfzDVty+pmveCHod39fDBXtDTc0lzlvQOVV6w9Stzgi9d",
-	"O6LY3WNH1Wej2YhECZvSIlPRoGNE5YMPG5XINw5K5GZMHUOA/9zz40UuRd7+1YizW4U3RERMYV+WObtO",
-	"RSHJks7KYfyjYPnKWwp86fov/8Cy9Jrlq9c/tH89MdcNlUZJdn05Go2iQUAKnv6jcOSSKklu2GQuxFXH",
-	"uthX3XNtXk/hvDWHd7xcZisieLYiKS6LPbHPJNHHmkiVZhlZ6MeZJH2WSUYOdvdK2kE+UA7RHu4Ni/Ym",
-	"XaSqOaBTOmNEpv9kpL873B2PA2KoleyNB127lMG7/O+Zh3qHe+Ogt6C36aJY9A71+3qLlJu/AjuslCs2",
-	"YzmM60KITDLVTcEKb3hy+v2AG99FRIYuLA3dzJGEOr6fJvf6+p2+WS4FlwwZep6L/IxJWELN+LliHP5J",
-	"l8ssjake2M7fpR7dJ++9/5Kzae+w9//bKUXFDl6VO/ad8BX8Zo0WOWH6niMSwX9HsUhYRCRdSXIzT1Fc",
-	"eFKnLh3aPm5u36ncC99+d1yo+QnNsgmNr2Bsn22mQU+xW7UzV4us+pKWbWjhmGaMZErTjCWE8oRIJXKW",
-	"EC4025i1L9hqRI5DLuciV+Tni7dvgM+RlEvFaKKZ4L+dv/sVhaQqJSmhccyWSpLIjTkahfxJV37J+PHr",
-	"z0Fi1TdvJDSScoKPPJNEzumSkb7gJNoRS8ZpunO9G5FcFIrJwROS3p09iKhWnL7+ha1aGDMnx6evyRVb",
-	"ESphg/Sfci5uJEnViGjKkCzOmSKpJJxdsxyuckKniuUkzhmsoB74MhdLlqsUz/akSGZMbVrK7/Guu8DX",
-	"BjaoGaTPeEIKyXJNRaLgakD0wFbAM4GQgXpR4yF5wclkRdQ8lTDPQjJ5BFM9v0lVPJ8ImifDUtMhuKIk",
-	"ppwLRcQ1y/M0YbAcxxPQ8hw16/fpdRGKTETBE70MtdPmZiZwT9ethlNsTkWWxit4WC8wS45hJbVaSZWW",
-	"z1SxoUqB+Te+x26Xac7kcYvYaxs/bqp5SE9gu6+kHaryFbMKiF4VaqgHKJvd0sUy06+5YqvL8e7LPbo7",
-	"2Yv3kwP2fPpi/O3ud3sv9+nB5Hn8Ivm29aMLkbBs4zK+1XeVS8iNjG28bZmzaXrbPo1pmktF4jnNaax1",
-	"c6vO4XQCogTJWSxmPJWMUFjIfiQnlxGQ3gFZiJzVJi0nl/++2v9H27xyqpjTVNZN7cze+M6QZQ/OuVji",
-	"oUsVW2xcnnN9u37ODIPmOYWFkkvGk41Pw013Qc+YWs3lO1c0V5JQRXZhMWa55iZa9ySMxnO9qHzG7IIi",
-	"veg9CsgS9oyIvHLao9P3F2TneneHLtPhFVvJnU9pcoc6iaPVlKsXB71WVavUT35DhcVoTWbZHB34h62c",
-	"3kf3TjH5O4uBVyE3PYG7QZQkSarHSrNTjwdOaSZZQygQzm4sz/1jc82QP5xthrzKN/2BoI1ISSZuWD6M",
+	"7P3rdhu3ti+IvwoG/+c/TGYXKepiJ5bGGt2K7CTesWMdST5ZZ6e8VWAVSFZUBLgKKElcbo3RD9Hv0J/7",
+	"Fc6j9JP0wJwACnUjqYudZG2vDysW64bLxLzP3/zUi8ViKTjjSvYOP/XmjCYsh3++vqAz/d+EyThPlyoV",
+	"vHfYu5gzkjMpijxm5JrlMhU8IFORkzfT4Tuq4vmoF/RkPGcLqp9WqyXrHfakylM+693dBb2/D8/YPwom",
+	"1fBN0vV+uP5MkjQhfTVnJKZZxvJnMiA3c8ZJqohkXBFKbliWDaciX7CECM4G6z9+F/SWNKcLpswcj2P9",
+	"2V/ogrWPhML1Z5JwumDkJlXzlBMYkOCcxUrk+oOpvn1J1bwX9Di8q4cP9oKenkuas6R3qPKCrV+ZE3zp",
+	"2hHF7h47qj4bzUYkStiUFpmKBh0jKh982KhEvnFQIjdj6hgC/OeeHy9yKfL2r0ac3Sq8ISJiCvuyzNl1",
+	"KgpJlnRWDuMfBctX3lLgS9d/+RXL0muWr968av96Yq4bKo2S7PpyNBpFg4AUPP1H4cglVZLcsMlciKuO",
+	"dbGvuufavJnCeWsO73i5zFZE8GxFUlwWe2KfSaKPNZEqzTKy0I8zSfosk4wc7O6VtIN8oByiPdwbFu1t",
+	"ukhVc0CndMaITP/JSH93uDseB8RQK9kbD7p2KYN3+d8zD/UO98ZBb0Fv00Wx6B3q9/UWKTd/BXZYKVds",
+	"xnIY14UQmWSqm4IV3vDk9PsrbnwXERm6sDR0M0cS6vh+mtzr63f6ZrkUXDJk6Hku8jMmYQk14+eKcfgn",
+	"XS6zNKZ6YDu/Sz26T957/1vOpr3D3v9vpxQVO3hV7th3wlfwmzVa5ITpe45IBP8dxSJhEZF0JcnNPEVx",
+	"4UmdunRo+7i5fadyL3z7/XGh5ic0yyY0voKxfbaZBj3FbtXOXC2y6ktatqGFY5oxkilNM5YQyhMilchZ",
+	"QrjQbGPWvmCrETkOuZyLXJGfLt69BT5HUi4Vo4lmgv9+/v4XFJKqlKSExjFbKkkiN+ZoFPInXfkl48dv",
+	"PgeJVd+8kdBIygk+8kwSOadLRvqCk2hHLBmn6c71bkRyUSgmB09Ienf2IKJacfrmZ7ZqYcycHJ++IVds",
+	"RaiEDdJ/yrm4kSRVI6IpQ7I4Z4qkknB2zXK4ygmdKpaTOGewgnrgy1wsWa5SPNuTIpkxtWkpv8e77gJf",
+	"G9igZpA+4wkpJMs1FYmCqwHRA1sBzwRCBupFjYfkBSeTFVHzVMI8C8nkEUz1/CZV8XwiaJ4MS02H4IqS",
+	"mHIuFBHXLM/ThMFyHE9Ay3PUrN+n10UoMhEFT/Qy1E6bm5nAPV23Gk6xORVZGq/gYb3ALDmGldRqJVVa",
+	"PlPFhioF5t/4HrtdpjmTxy1ir238uKnmIT2B7b6SdqjKV8wqIHpVqKEeoGx2SxfLTL/miq0ux7sv9+ju",
+	"ZC/eTw7Y8+mL8be73+293KcHk+fxi+Tb1o8uRMKyjcv4Tt9VLiE3MrbxtmXOpult+zSmaS4Viec0p7HW",
+	"za06h9MJiBIkZ7GY8VQyQmEh+5GcXEZAegdkIXJWm7ScXP59tf+PtnnlVDGnqayb2pm98b0hyx6cc7HE",
+	"Q5cqtti4POf6dv2cGQbNcwoLJZeMJxufhpvugp4xtZrLd65oriShiuzCYsxyzU207kkYjed6UfmM2QVF",
+	"etF7FJAl7BkReeW0R6cfLsjO9e4OXabDK7aSO5/S5A51EkerKVcvDnqtqlapn/yGCovRmsyyOTrwD1s5",
+	"vY/unWLyO4uBVyE3PYG7QZQkSarHSrNTjwdOaSZZQygQzm4sz/1zc82QP5xthrzKN/2BoI1ISSZuWD6M",
 	"qWQkY0pLE5GTJJ2lKgi50iyqWOpz9mK/easM8E6pbRst/2KRM0lEHvKEyjmTgyNtk3OG6gtht6lUZMUc",
-	"Dz8kpRVP4rkQkklUQMoDqxfr8mBPbxLVH9WL+l+/0eE/x8OXH81/L4cfP42DF/t3//LkrH8NH//gM3Cp",
-	"xFKSG5FfpXxG+mc/npD9/f2XATGegWmhipwNjgynB+ZPYRG25/aPYrz1EzAvFpSbIw+uAj1KTx0jhdQz",
-	"MfOrMtFJmmUpnw0ly6/TWI91QW/fMD5T897h7t53YHi5v/8wrHZBb1/jA7svYIj2rxoXDnpoqpvL2qCq",
-	"s7Aq99rEnoCf0yx7N+0d/rZ+sEZHvAs+1ZjSVZvm6GmGIPiMpwGVQ7T0OXIPa/KNyLlmQanSqmak7SKR",
-	"p/+EHT8k3zOas5yExXi8H1+xFfyDRS0KVW059OCai/CxyXf/Xkg1NBwezg1IpFRJM41RuXRvUgnkUV2G",
-	"hCq69c67xWxI2dJH1OaWkBJWJzZOpKnI4Rzoh8CyOjJHlwg83BmVyrmW1q8UjL+bXt4vk/uLM00FSxD3",
-	"YkpoaUyoOVVW0KecLDMas8BToIhUdGUOecglXbBD2ApkCvpfRhegQDHSkx9amkxTliUkY1NFRKFNk5Dn",
-	"bCGumfHOmoenNMskAatWCfP1/Jrlz6R198hDFIIhBw4XGJHo+HZAuCAolI+qGj/JBJ+xHPX+wYjAUZcw",
-	"XmDcK2tA4CocoqmkdUWtAGi+BtLmq/j/HcU/bmbICw67GMAK/OH1gkfJ4i8oLdvkViv76SDgY26psc01",
-	"0Tw7IukQU/oKUWyxzKgqGSjoQVxwNqrsyPbxhJIgbhhVc3BON3f6/vZ75evrLHi2WKpVq8vB8yG1M/NP",
-	"Gz7b+xmPs101SSYre3LNhwnuYLmOA28o5e4umJqLjVYl0sBbvNcj13KNpyJnMZWqbbrVEFrXjDd//9S+",
-	"p7ke7tLDVwJc520rrwlBFOqt3OywqcsvVJvRb1M3fYOeyimXSHQbiQlPQsviFqAXJGvNEHNOb6hEhcSq",
-	"WSInOQPhn2xva3Q6Fna10oOv1sZNnLMF4/ozkxV6Fsy3UE5BWCmVJAp7qFWa96JmGfaih/gPSjbh3AiG",
-	"wAMbGvGIsTyIVd9CuaQb/AywrK/5slD3dTM43pmwacrhsUDzUas7Wm2EJ3bVtuWox+jRrzDVQ0L5Cn+/",
-	"plnByM1cSEZwT0nG6DWTZEFXIY8FV9RqhHOR6dXRCoK5FfTGVBJ2S2MFIUPm3xryfhT2Pn2CNZYjCMjd",
-	"3YW9aEDA0EBSQ3cvKKa4E8+kHVaq5iHX+iSMVS/4kT1cVJUPkDkFHQ+e0mqBPeILtpjoYejh6PGmMFqn",
-	"iGqWAIo+YRkQJ5mwWCyYJLzIssGIvNNyIuQ4W0lmTCHlenNsTAMG8UwSpW2Avh54yLVdwAUfmhcFNkYD",
-	"BgMli1SCCQ2PDkbkjE0LCQkJ5KdXF3rXQ/7zq+MfDJHoHVBkIaQiL54/339BJivN8ikuU039+WTioIeN",
-	"fegFJmLqXfrH3V3vbpNQ+6AX3+MjiUCO5ikrB+OXL76YoDO6bOmhCHn0Kez9+/C9pp2wd0g8Iiz0b5oI",
-	"76IR+ZXqzV4UUu+8Xv40MW8LuX4dKK5SpTxWJGczmicZk2A8ae0WFVCIOnAGC/LzxcUpibOUcRXyBeV0",
-	"xiTp/yykCsgJxrKGuEQBuQBuz/LhKx4LTZ1wi1G7AzIajQajkP9PTRLgnYX91uuK2x3A6dBUfHIWkDc/",
-	"aub96/s3JWns7yElLOitv8L7e08u9esMp6H/gym5lYEANoFnI+izgOy85IJHJF0sCkUnGTvUv5oDqA/3",
-	"gq7IhIXcnnDcIeAYs/Sacdxq9o+CZrBf78/eWA2xZjR4+kvNanAmwzqL4XdRcTRjBlUnlYR6Vlq5nv5G",
-	"hFzvRGP5KxZaP/qv346H/0mH/7z8aP7hzzwaBCGXwogBBU5NdIiYw4aSXI/JOIhAqFECfAfDmNqIlYSG",
-	"3DvFHn87aCXiFwdrFLaaOWA4hUvwofrw/V2knCXWzeCbC9GESvY+z6JDIiEyEnLwPEU7UUDAWfvyuxfw",
-	"Fj/cpKexZHmsDziTMV1q85ZnK83pQw7TDcg0pzOQMtpyFopIBn9K0k9YnNGcmXUpicdIwCjlh3gtGozI",
-	"Ky2BIsfQ6mt8dxe1SVeQLSHHwcGaL2mu9KqA0NbzMeM5ItQTrdou97lkyM1gE/TIRVbfOiQqL1hU7l3J",
-	"q+qHa8eerh03izhVKxBJGyzcNcr3RbpgBGSbnRW4SVJOFmmWpZLFgifGK9JQzPuljT8yv13gpwKyPx6P",
-	"xwPfE3/kGLL32ILemkf0huJrd/fg2VFvfYbRZt3/3+g1PYe/IUIuuFWh0VmLDpLv3/3wH+DZI9OCo2yG",
-	"oykZkyGPEqpoZDxuNNcKRvl4Pe0Df9eEpK8EhGWShVzrNAMg9sjeEpF+9EkqqgoZGNkp76KBUVVVkXOJ",
-	"XsMcsjpMCCHCS+STFuSHRI9sFBd5zrga6Z8u47ujaEROxGIJ6S0pRy1M63QiYThSSa812VEiV1zRW5u+",
-	"oRnMwd6eJlvU+STJUs5CrocUi6xY8FYFqk6lG4cYEFksFjRf1a5qOgN+P9LrdXe00dVbtUm6TYuncHSj",
-	"9+bP4ej29Y1WPw/oW7h6lr+LQs2E3nebutQvlkvwdEoT4ef6EP7W++nVRS/onb47h/+8h/8/vjj5uRf0",
-	"fnj15tXFq17Q00p3L+i9O714/e7Xc2+QZipB73ao3ze8pjlwSf1if9j4Ef8X88HKT+8bv5iB+L+5Qfk/",
-	"mgH6P7nBuhUslYj7Br8dqy/lAQYOUPNv2qAuw7Jtt9CowxeIJQ7Ce7M1JrVCLQtwlCRHpdgujUO9Bxhp",
-	"4CTSyx85zpUDyxKcVYwoS22eZB21uO422y9IO62J3plWahOcowyQO68bu7UrIFXTnNxq5HE8bh7StNUc",
-	"09N2Mp7MtDlGPpTS6hADfDfuPtSBjMKlNe6Kd0CSQnP+mh7AhbsBogvwGROzNhqO9Qpo5vDTq4uAIMnC",
-	"dMF87TttXNX9vCE3O++M9wEKHVQY0ZBH2Qaiyhj4+h0jrW6qeWS3Wbo5liNWwmjGCgdBQ+4TnrndKDrU",
-	"5D5PmHnz4IhEqH4RmiRalNaVrr8ZnxUoWajqWuXSX5ojEuGqR0QynuiZ+eZmQrL0ilVp5ohEepL45XIl",
-	"zMu9tcBdRIsH9L+6D4H4LgTS2Aot3c1q1bfCSEbDOI3jzGZbu0xv8D/dh0U6vvSan+I7G7//D/ORxoWf",
-	"7VcbV76HYVRkTMuJ0bzCxI2MagssZwV0bx0CWqE1LpouahmR4+yGriRZ5gzkX8qd9uS7eSdCZIx6greN",
-	"iTgvl2EjOJA5vWakb3RFWxTwv/6fvf96vj8YEb1yvsWgzQhc+oDwQtNKQOyzIidmHL4gdBuFt0PqOOql",
-	"gRt24BIejHh+0D6f21trv/9qP9zYTDuO2oXv3bBqF47NKGs/vzODrqseMIU21eN7F9m9l7yElDxjg6Sc",
-	"vD//ARJSNf2wPBVJQCCWyxIyzcXCxC4VzcTsmQz5Mk9jyAmKaTzX0ioXi6UiSlwxDi4gNWdpTsQNJ/pW",
-	"5nP0XFynwEdythS5Ah64GICdAGFjiEJi3vKIvOMxI1EhE7AU9aBV4NQ5E1s3xlPJSMDaO9h7SSIMe1+y",
-	"25ixhCWRNncUTTN5aGLv72UShBzeq//pJq+PiDpWRyQ6YypfDY+nSrPCgqsU/TF4I9GscXCkmbRUOaML",
-	"QrOc0WRFaLJIlV4+l90cF8pYxN6o9Xfyay2ewHwXuVTobYq1yn8zTzOQBHnBZUCk0Eac0d3heQmbJudC",
-	"KJRuOCttSVuzz1qXzyS8c0ROcoE+XKrNfLS9tHpCM5arYxXpjYlFnki97lotNosI1yMi9I5oNdU9bDwK",
-	"qUiOSK61iZTPINBu1pi0v4/dzmkhld4V9058TVsCgxldkxv9mFs5IaaGUvpof2UrQmXMOHosQc2ZMHXD",
-	"GCdjGPQuYbdxVsj0mg30ekGRRvusgbr0LDDe5Eyv38aj58F49N3HUjXquZe+tXU7WL5S/m7ta/y9DF6J",
-	"YpKZzDNngDtjvNSxDPer6WBNFQxXs7lk7y9ONEkwntCcJHQVkNfn78gNY1ekD6f9reAJXQ2C8q6F4FoR",
-	"M7ZUnLOEcZVSTVU3c5ExkqVT5rPqBJibfqeej35aSxihaNZkyHdBr5AddhPQcPWboPYg/yppJjBcrLI7",
-	"e88ftupj+7+1y1/j0HoKbs3bOPXJnKoToUdm1fgqicfu2gXwUS/G4LlfHhD3ty6WE5pl22ft/eg/1cx7",
-	"+wAuNXP2ojLrFf6BHG5BE0jSAr+GtrLBSwHGk5frQ5IUQxN5wUlfMkYiqcTyjFEpuFZorbmuFaGbVGJa",
-	"BVYJlC6QeE7V5fPpOH7BdpM9uj85iJ8nL9i30+/GL3dbE0+Z1Od8Y7aLuc2mx3RRqZ4vzIxyecO0Bden",
-	"kCYGSWL1KiUs4TUVUYNRZ2KsXvsW/+HP4oYsKF95kgRNCUi5yoRY4tr3raqHDkHDJ/XwiJhO9SgHR+a5",
-	"K8ZR4qNehvJbFov2+D/K+3VkKhVbyu4CRBjkM+llhUk4wZrD5rVxR+yWxYViEaQB6NM78E3Rtdt3IUT2",
-	"RojluWLL1soER2ltuveqtqiMJ3pjN6/qYcgjJIQo8A6Eow0bENM7Z0SxOW1HIY/svy/15SjQCgDo/4nv",
-	"Lq2cIG3gmiMU8j51ReTudmDdmmJsQkV1YVNJQE8cBFr662OKjvfIZx3REYkW9PYSttbMC461FrwLensO",
-	"v/tKmTTVt3b0uFSBEbSwYu7gK1sbA/Z19yAGVRMPl7RXMjlYNOTmONJWeQOSqKTf6sb71E3+ldT58mjL",
-	"ahDLYSznqB2boMnwq+PyeX2XPDGleU1hYta6JejptCUgVWueGwItKUaSPhr6mCOX5lg4HDiXgosnoBdh",
-	"iL/id10MDVRx5cMLeKOxObieh0M+Q9PyHM7v4JBEJfwAviIK/N++icArVP4SkT6aEYbQjWPLXR9omyLT",
-	"B1tIhjpzRZux2cFZJm6QFZqFOjJBJFM+bei/4Kngo5D/yliCLDhK+bW4YhGBPPoROeaEcZWbzGX023Bh",
-	"h2dDACGnyknT39KP0RGhnLDbZZbGqWpZBSIKJdPETMGOmhyM94+gNi5jbv542lp0KH3uTHpHyOFZ0j/Y",
-	"2/OAJ/Rb/OFq+ZZl5gh6Cm8tX3G0Lqeu1Fn3nr9ocmTDkyou2lYb9qzwU8SkR8XIeiCGUlVI6Iym3EQq",
-	"kaYx1APZvtqyS638lk0W7RKfgOAcv6t8E1iaFr3G0tMrDN5HNc9FMZsbgrPc2c+i1koSJAt7vxq/IjwU",
-	"tadHR8YtZ24tsTFs0RtwdGAScrhk+XCR8kLZ6GNfayE2/KCV6bzgA5usHHJNyqZyJhOzEflR78NhuaB6",
-	"CnqFfU878bh3yBvs28Vj/LIcJfSHkaqaXqgpDJDHq1PGaaZWVcW3ob3veUr7cK/daDovtRNDYs/r5PVW",
-	"Gx7+3hpOAopAf3e4Nz5yIdnngyPvPFJFcqhPgJM9qoxtvCm6uqC3XWIJRmRcLEqQGeMsx7xjVZpJdl8i",
-	"96Joc0jXSKrty498rbg8zuOD79aVIHWr0JBSTtKEGNHifEQgRnYauRnoXdcqP863mjRNuT5tyzTeiTNa",
-	"JGy4P3w+nNP0qhhC0KA90xd0upg9EY2hN2gzEzsGboOihUIi3g67ZlwNjTsJ7CEQK1m2iIiis0GHq5Yt",
-	"lpocipzdY+xtPgUj4NrSpQxsg7mD9KOd690d85eMBiY50/ntS+EJyTTOWDwiBb/i4oYfQvRbSz4rVVtN",
-	"ISWWpxsmtXsfS92RuyXIVu1qTQVMpeykpYbAVkRCfZGTuZCzpJwKWdPXCjW/6HS3+2k/+k50vVdFOi74",
-	"FHGarHrMBdfrRJfpL2zVC3oTqIbT/6AyjXtBT+jX7bXqyA+oXHiKKoU11amAeUL2RmOIeh2WZjWNYyal",
-	"MWPNC7RINV7hnMk5S8iETW3x/HZD0dbNmX384QPSZquYKJry+2SrNysVLCtpubksH103QJNRhAVlvjOe",
-	"zHLKFY7OCYDmOWwYz1QVLR+Fg37NokNSSDrJ2IhES3TDRqTvRjQ4BFJ2pZoEyruMTcQSyLzRN1zao2ud",
-	"TB7F2/CXDcKHHFS8w+rkbFwAHTCwnWZnbC4Vaoba+rUezrY8OyLydJbyoDyCAcGThWnWC0imFblmZ1eM",
-	"wyNYpJeUBWDe6A07tRqRyJKQK5rPmEJFMsnFcskS0j99f+GPCg0p702Bh2xglgCDgf76XsYiYXXrGTYK",
-	"3JawPwC6VFn0dm+tX7nxlLUX/7rr5Ythrqw14MrZPlF5heO4jpAfVktRCoqTcoz3jMedK6rSuLqlN3mq",
-	"2BD5iqEUyWimhSlKF6tlj8hP6TXDiIvg5mR3SAx6xeQhiZBqI9LHf2jCR5qNSB9FxCAgUSEZBEgResTm",
-	"wWQrEi2plDciT/TtWpAMWkM2KHRahYct5+3D2Ox4Blvk5gc9WBhtxJsy9qBnh9P+LXvVfgxG/OBvwTJ1",
-	"lANiqblhLeZj8NuDv2a3oP2D9mptZkfaYo8Oowd9824tiT+oZAgKk0veddTQi7TiUpL76HekpHKtjdbu",
-	"Cd0tECoPydryY7J99XF0qcUNiYZR1bhZowN8PQVf6hQ8QXarZ178KTJcT7qNgeNS2LQZQ6TvGUNQcORD",
-	"dzWtoK0L17UiqYdm1LNWlfX3qZJOUrnM6Kodg3O7VzS1/zW14NtU0pZ79NcvpjUaniUM1PUep94Zcruf",
-	"5PtZ3DSUMX009HC07IshhxXci4iI6AlF0OcWkmXX2pQ1Ui5AthqUPA+SbwxrDwgaV+hjGIR8wjLBZ1ra",
-	"lJJKGwucWawO2JEjQj3ymIsswZIgQnnISwuycnhtEC+VvuQOeciHJOKCa+vPlo6mWB08gmtGQJc4GV52",
-	"rvNl16qL0LwRVykLOSER6qT9KOXRIDB4kX6idoS4a5HFiwY/KIHI4dDJosP1SEGwhhYrCJ8DsdLymP7d",
-	"PKUp7sVB3+7Ood2ZQeVN6HPRS4DOXOsbMBEmsMX1/JrmWxQQCkmceh3g7tNfTl6R873nLwyuKpw6rTjg",
-	"bl16FBUNMJevtE4D/Rp4DiDGN4An+T6Ncj4h/zFlQDFTQjkkaVjvFOUk0v+MQMGzVnj/YG9vAMlsmC8R",
-	"8rKS3AKB0pUkUiwY0k9ZBlVGuhPRanL4w4ecyrVVjT5myXjvYJMwMM6yAL0lLdb1IWG3KqfN4jg0YkNe",
-	"dXi8P3tji4w+hT1aJCnjMcMq4LlSS3m4s0OX6cjIgFEsFmEvCHnYw6241MPF28V0CpVDvYCEJsyMF2LB",
-	"9eZiEfGFn64tQ+7nEEimJOnbhOBL9G4YIkohIzJJcxaryyJPA/QhBSE3BKcnfxnPaZYxPmv8fYl1LwML",
-	"XDRhFvw0Yby1anJv3MKJK4tnBP599wd8c5VNYDxZipQr0qcTKbJCMaLXvi8Hen8GXlkv6llU4esDR9D6",
-	"9+Zpq6mdGBxp6ifwnBUtbbM5JHMrRZD/VoWHqW83nk8zl8OQG3ZF+lB4hDzKctezH0/Ii28PXpL/9X/v",
-	"jfZHuyiJbTBLKyYhRw1yAKwEs/r7kaMGdAjYv1EggB66QAAtWXMzWWfzPfLundg9cSv0vXlL2yWbSY9D",
-	"auu2YFfTW8k0KXe3vl3PX3Tu1jnMd6svGAA48sH35YATx0q8awqlhsD3vNwbzIPzv3fOVFSnxibVHYXc",
-	"icF2DyDpL4tJlsbmYVmKEUiNgLRsBFXTItUkMYvcANJg3c4VY0tU9J1jCuZpj/J97bvaPLvLIGh1YUGz",
-	"wBH0QWEB6eFqIXBDBmsLH45IOuPwBizUNOCVOaNJOcS2gBswgfVEALfUtgyv+yGa5hb17Ir4O3vfc/OT",
-	"/nhFnJ/gq6t34BnyPZcfO4q3UHE79FL5rfZWmyLe6E/RFd7YShxU5u47JT0br56m9rstwKn9fGI+1YkC",
-	"Yee1lf5JYprnKw9ElPRpBY3DuxX0cxQaQrIyRCBr8M3/Pjw+fT3E+NxGFtQFLe1mwW5NxxiMdtlxWkXD",
-	"6MKkz8EoULnIPHSAwVZs0KoC7/O25NQthXCLsJUgXkMe/fQKcZnLkvWdT3o17+wvkYP510qrHY9W+G9p",
-	"DIAmKp4PAo9WJ7m4kc5pLi3KvDGL+KyW0rRZcvt5Dy2hsY54nGUPNgYnbPbNkSuzLOFS5JLGWJrVOq7n",
-	"LzZiEJSD9MBU3CBBafhcWrLVhUEraKjCoCESdmuQPF3GEfK9oe8cNgvUqSmPRiOn3fqZhKSp3QJJWtVW",
-	"JKym1YYc9NZrlqfTVLMBT/2t6DqBDSNeGnMctnMQ8scpuNYuWy9VqqreRrV1Oz3UVvo9Om9gMwf/FV9d",
-	"+c2A2tZ+/d5+tPprXQ3UP4KXYu8eZXPu6YdFNEp3yfYwaOQDnuuQg2Uf1dxyUKpchurQiQLNDnwnyqDL",
-	"7L2f21Rv00wM9ZeG8ipdDq3WOASqYrlVfG6HWgf8J8uF09Y8f2vDs4mUGGlSPNzZwRCGNWUjTZnG6MfU",
-	"mSVVc4z+IMpNyJU4suhIIGmhnlXNCYo90o867OKd6z2A+EH/gbHAAyxxc0g2vnVGjsnc5syxWc6kDPms",
-	"0KwCzTqJSLJiOaHxVUCWeXoNlm6W8qthJmKa6Teiu0MuWZzSLOQ0SfSbMNke5b9JjzSZUXidmdrXIp4D",
-	"vNzB3h4RHG02TDQoOKB3RTiyEWQjR6R//uH1xcnP3787Pvvh8tVPZ6/Ozy+P37x592EQ8pTHWZEwaarh",
-	"4duw1GVtAJMiu2ZkhXozClCtOaeIcxzPWXzFEpMk68ox4zLht1RZ/F2wOb/m6s717lYcZzvctuPT1yTd",
-	"ErJtvdfdA4ffUvkBGNtOx/xnhBIrnWNVDpFKk1BDqASoJcVmOUWcvUaO5D3wyELuAMnI4/HIyjjF/eHI",
-	"atzbcpq1DPzpgnEi/5PF4gwK8/r0PNmV+l/WzR5WAgBARLwfzVI1LyaRhS7H2wfI21oKEpY0zcvHRlkq",
-	"1WUqZcFkNCjRsWsw6CNyVnCO+fUrZKch9xPJ/Yru8T6JpiKfgFrl13J7qOr4bBByA3Pi1koOfIuonK2e",
-	"jvteJoRmgcUSjiDlbixetQXRMwO2Pd7X0+GuXsKxWkAFH5E3oNHPAJvU7kUJhS71O2ZaT+Ql9lm5rvIw",
-	"ZzSJnKcV9EqDm65H0FmD0Vz/Olt7eQ+7wbYcvEdbiaD3ajFhCeSTNYtcH5AQ6r+tBasH97GfwXzI36pp",
-	"8Em6YFxC2nG1atB9e5oJ6uVTeInQdUSbWskpW0zuV3Fqk99bEpzbM/5NCVosuCwWJZGkWmUFS3/bUrRy",
-	"CctiNLVdlZnby85Ss01J/Vgd4obQlrIPCtXOnMr5EO4b7n930JoJzm47EJvA76EEfgZbhE0yyq8Gm/ks",
-	"vHRdKjg05PveYBbXa7aTFm3gLYAgsKE+wSCvr1KeHJKUg6fo0uF9HYzH0EPVd+kn+uddrcs6Vqd/2R8E",
-	"Rk+9TBhP8Tb9Ixfqcgp1Q/2D8YF+DqMtl/qCxXrqH4yfD7TNy6dZGsOXXw60VsscAtylac/YP9jd029R",
-	"QlxmNJ8x/cs+DFMWy6XIFUsuFyxJqb6g3wqTotV37OE7KlCB1askp4pdQhkS/qYHVMPrCLn5HUwSTjPS",
-	"f66XLOTFEgskLhFJr/98vIcreU3TDJa8/xyWx92oLODh8/HBoFJq5OukIFC6rUG0iaqb/UvKkyGYANM0",
-	"JuYV1luxzMUkYwsZkf5vnyA2olcdfrv7OACtv7l8CBhWoZWARPB0ZFGlEAaziOeoC2oKGkGsNSCRrW/4",
-	"be/jKBcZQzMM4St/C3t0NAl7HyN/dCHX4qIE790dj6FqMWXyyEcsw/o2kWuB5J5+h0EC07hzbmvT4V4H",
-	"YG3zn83YQg6gUiDXw15ff8++DqQbMz0zfsV+d2GvsmM+HLCr4m+xIG4g0SYXoF4k6A20tRnUdedp9XDC",
-	"qmMcaT33MA77sti3fLaTl7jmng1+wmwj1439WYEf1QeDj7d+95q1hSvOvSA7VWROl0vGWXLkcNId/Jnp",
-	"3ws4KCy9bkF1f0iuldHStz9tlabsXraZ9eumivSn4JbBymoJXplUkRsqB2v2vlyptv6T5wBUNFm5tqRE",
-	"zwjjppFZmWGaQGGaNuhMm2vTP8FTGa5VpT3luPG/Pfpyuh/vTtrbVLYDch2Drc4VOo4gdAjbfbFasi3k",
-	"H2gICjPh/QypTvsDXv4EZhfS5J/C5HLruXH1PaQsrzXlkq4yQQENKhGx3LGnabRItDAypXEjrB1PNBM3",
-	"v6BIMAH3LFuMDHsZuUIZyK6BsO8w5RZA0R7WDE0QwNhy5eTZyh5i+L0aqy9NM0MLPa8SbGSy5iq/wVGD",
-	"38yYywfND+VT5ofGI2bi5Q84757fiao5oOqrvB/rRSzgyb68Yit/bOYXb3Dml5zZwdhm9rZqFKsUvZfY",
-	"X8qX2F/KcTXxpOo/OiisXtDTe2xxYy618Wt+s9VMlwWfM5qp+ap+QStz1yx3T2A7p0tTgdTDnkugcI2s",
-	"gmXubNDUln59dyrKlAy3Ms1r790aNa/94FbLXTu2NTW09ULL2/BC56teOxqrXfjR0lp9XO3fLy+2fKq8",
-	"eAY0eFaSYPnVShvFxoW2mcGFM9aYgGm6f4H06X6+QCJs+YS50vINc6VlTu81rSLO4LEh37Zrrzwqdtff",
-	"vHn7o6Hm97Jx6dTQ7nuPptuun3mk7V8HG1OeOAp311zXsFclpfsPGmP2pCT4u6D3Yw0nqxZkyWcFhO/v",
-	"r7C4RwNyxVZoyHt4teCSxvwaV0CKyAMgxrjwwVPbW0B1V0d4+OoOH2Mu5BbC0NbJuXm3CUZ/zcpu+B0r",
-	"d2pU/OZIX4Fb8IauShwx503TVqvIF5UlAuNoexgo8+E2XcMN7n/qV3anHrlxIYQLLRGn3QrblpLulW7o",
-	"SmDrSRecPoK+PbZBVvmKGyoNWtIIYE4zMGa7s5D+XJhxF2YN/dlXYVugraJbjuYatLjhpvFDcd+2m5PD",
-	"umidDpUylYpyZfooYbfRnC2zlfMLNyfmL0B5g+DM5X7c5CkqbsbL11iGbm/iV+S4r8hxX5Hj/szIcRXm",
-	"+7RAcg2BF7SI502Cfl004Cvw3Ffgua/Ac1+B5/4KwHOWI623rGQF8nhlNFyqSMaoAWC3+VwWAYsgSAwe",
-	"aDzoUO9G+i4Cs/ddnYfJAXSot2Lca8NBueOqjt2B7mFP+dZaj+XyP7isxlo6gJcTZTMAtsok/MPj7v1R",
-	"IPBaoO1awuB/VbC3hyC1tdBsMy6xVbahO1ugFvfLY50zmkiSqsHaWv01zhcLkFZLiTse/qdp6b8bvDh4",
-	"eIPONseTp87YM+Q0vUNbmPs3EuFCau2mXLIo5P2ag0oJEn3C1HnvOwHR6vRddEQ4wppHcHgi7ATsv9H2",
-	"nRoEZSPGCFU9aeqSvbsHrfHebRv//2SgMTuV1DZI0VqYCS+A1DB3O/DN/nBPL8feETYAwyvk2MJOWisF",
-	"Wz3zOuDcgwBLnxwTlPyAPLQKlfZMQmrIC5h2Y0Kua5Wd1AaW+uRgn1BbZU2dtjwisWScpjuzpRoeCK1x",
-	"pFtifXZvvu1pY/q6WAv+S9MAWnzrc59iwVXKC4YWu9YmW9nV741NWgut671DT5e7i/THw737LFm7aEPU",
-	"0Ornfi3ijBWSSPvZZS4mdJJmqVqRBZVSf3t307fvBTdqtm6dCDMMa+u2IK1pgvbwJ+2etwc4gdv84a/B",
-	"kJum2OMOylzd4KuHccb4w/Ijv0h/jbojsnVJTZE23tu+rN0piW4/6qmaX9aZVElvfOoeBD9D2K5JtCU0",
-	"qMecrzbqe+axti+9XixFrs6v0uUSG+VVPyiW3gGqwZG+fXXx87sfyA50SKzS6Om78wuys6D5VSJu+E5O",
-	"b9q2yb28DVjAx3MCCEZ7s2P+HSlm1ndcjsajYEy6SjGosLPMsCYnWx05jVsynqDPaiKSFHTk9YtbLpH7",
-	"evdCs+Q4budH1P2+Xfdeqx03V7VQsVhUyg7LxAoLSAUZ5jaFYbushOoEyhh49fez8gPVC+/Lz3VERO3A",
-	"bbJK+zI6F0YLKi/X9uxsBjAQ9jabnFbq+4HZWS3PMWGtDTjabUcXgPOGy5hktR45rQNTzHPTQAf6++CH",
-	"JQUS49tqNn4XwleAuY0nrfnWmtvCZXBtJcwCP1WzhP1eUpzIAjB0Nqd/Nj/170NjWAxfu2bOMc2yDm2r",
-	"HSQZkAvN+J5J7A+N97pRmugwZxC+Milbyeh+aLeGPioLvomrl7T7BFl+3kH4U6T6/duHX+5naB8Tg6gC",
-	"zPgDm5Bf2Ir0z348Id8+3/32iLxK9p4/331JrthKgrNTX/puvP9tGwJiNqvKhFfJD+fH7dDq1/U74TNt",
-	"916lSeshv0Lrp3zHu19OWwEGZQ2MUKaztvtuO7BHcX0AhgIh0oo827xFenQ49o59Om+Spl7jrUlTb3WD",
-	"JuuD0C9s+/7brtRzzd2h0x0aroJfs1zS9i7k2mRrTcy+KHPlu9XHXGStqe+CyCWjV/KoxLkBBx1ix5HI",
-	"JS1Ele66K6nYoodwq5pz2Lta4qC1RYKBBG42rcvVrt0fu2RZDFZRm//fslZ0iYZam0+vdOKhrZAIJg/B",
-	"a1BCPWiVB3qBXqcSfVe2JkkGvmOhD2BzrtwqYzMar7wbpENfGNwPML8sRmvJgKrWR0l0zJjiNqxtO7QR",
-	"xWk6K7Cwl5nwS5+SJJUmSQ7fAIF76P5aPmBjS6kamKlBzZyRYddevSiuIvBTsxpUQWqLuOFEpv8sWa8N",
-	"YEkMwnuFXjLlMfPR+zwloSnf24zNLV1ED/ABrfGpncyp2gGfir8T1omGCS8miuULauPmNpU/zf0YtE+7",
-	"23mMWwDO1yXNld2lNOmyZ2GNOjiw7YWw8U1tJqR7twPPr5zFzuP+AxRDbT704GKyPaUhfGrLLLQKuZkT",
-	"bH8C12i1F1U/aGUIuMN2R1fEtq4uD2Atl80cBa4w1WEO6B36DEDkEuZ+D1X5K9vYxDZ+j+O//jy3HFCg",
-	"7+0TD0/NA83Ew18r2ZNo12MHELtjXLjzZJVm5y5vpBL6rOPx3KCc6SYzA3jEE1gYqFrc17ioJArChkYk",
-	"LpQr8T8CXGXIzChNkEfYFTDKdYgNSG5t+TKFZBBUtVwzTWTI+1GT1COAZzBBRmngz6JvIgKAaFoL5Jh9",
-	"I6YhL5FPAhLtRMRAyCTEvfmbKCDRN7aN2jfRIDAvMigxUmHXkXJcvhPWIs5AZKpPyUSroCDO7JcGo5BX",
-	"gSGQSMmxYSRtsAt1TIiQt4NCGG5mwo5YKTAocW1MYFcUigUh96AhzOifSYPu4+pStWAy91G+wqpJ6HeP",
-	"LVdC7oRsnxITI/HGax5NFfIzOTjSg4l2zFpf70b4loPxvn4s5eTdkvHj188kkXMKpWWAC7Vk+SKVWhwY",
-	"twYquCGPYEp+3XcUoDeJ4KVogBDAhklDxa+cixusGUOAYlMwjrQYGPwqCnxZC4XubTkY74/IMWBdWCbk",
-	"3PNt90v05HZmdFkSbAEk/LzgFQAlhrCYrcV+CIhuwXib/Q5wjUuAUgNpPdcS0KAOGtWiqdhgPdgmfofl",
-	"NhUX3vYQN4YDPV1A6GLukGov06TmXxdxpd6VPZ++GH+7+93ey316MHkev0ja61yR/Lbi++V8OiVvbouB",
-	"Nr3QVQ29Q/Q+VoVy3EoYnevbWxPGl4wnG5+Gm9a1VzgH5qHVql04nbNck11ZaWoQFa1bEvbFIDWBbMCE",
-	"zX50+h4xNgHIb2jAgHc+pcldNHhIzwVQDYw+YJasmne8rsmCd+bQX/+gFkP+yfydz9ajCLgbucwYl1Y3",
-	"TmNGCmnRaMuJl+cPDZWUz4Z/F5MWeLMNrPSpTk6bsiMVoUadBmJNXXsYh/63ddqiO3Qe739xX9bfHuwx",
-	"k9iKapPtlXtfytwFjZj/WqBxn+Na8PV+JCexvByNRlpLQ2kDYh1C2KCGoCdwswZb+Xhz3h+bh+/vhVTD",
-	"nM1Sifau2UdgStrCs2gL1TV7As2/uop/guCCN2Aswb0nozMdHJRpt1FVRiA/wvD/lBMD415uACbluaot",
-	"sG2w24tUFECtoawSS9hcdxkoXMSMbkxqCrn+ybxiKrTGiAl8mNkO62cryskxdgQogWBSGfKcLcQ1S0bk",
-	"HGGQDWwuDv2QWEoiFDvHIV9rwT3987D0L8h3t02SRFLEebJkQ5NjfcLt3+DQclUFEPnUWv6I/GrAVYA0",
-	"WmMdDw9Hr+kK/GF9F+BG/99qfLXaBpdeM8IFydIp0zrwE7YKLhtxFXkOpsPjWwSvE7BruvySPhYhlclS",
-	"DsEwTTCfka4GD+0FvJlfOzo4x4fWha89ognWpQe1v7kZULCNiA+hcKTSCUbvgXE1AuPD9B1FypbEBqgF",
-	"WhtX+/EaPnoj8ivNR/vQUg2ogU4yNrBtv0Pe0dR4c69i8MtiFc+a3sSkvftw3+PYNyxnITe9hQdHpNIC",
-	"2Z3sLTD4q+WUZQdh11R4Yyvh1vSd2k6euvfWLhzbz9R+r+FufLTE8cpCazXhewBDzlhMdXh1r1nO89Fe",
-	"S8TeQXbZlahBt+ljZH5BSeb9gE1EtDJqSZF5d/mIeyV0vfc4nHF9LsBPfllH//K4p75yubkIogRM2wIm",
-	"bWvsMVj+i/aOocc2EWdaZGbtraZaW/vdtmwJ0weruxvpv324qHDa0ZqW85dtbU/eGFGgNSoJcIkS2oZP",
-	"05np5DaCF1+oLApcZdLL8bja5ePleBxsk+WEW9qeT2q4N3L2ANtDDCVbUpf16yFqZguCBaHteadXjF92",
-	"oImZJAFE36/5cxwk/3paqOxL5XOVxbbTXU80XhVHnXYswRg8TY9eDkYHo71BAO0nhgwaO7SlFFi3VQeG",
-	"su0TFdhcLJPqD5ZN2VmrlagqBtra95cdFe/7DY8rNOssTG/8tk6A1U1taTbUpWy0+KOqVNjW2cRUalb8",
-	"UYiAMJENj8U6wq1RmTf7VgoC9/nJnFqYn/b0+rlI45p/r1YslPJUajHmEnZtwowSy17Qw2iogf4CEAFZ",
-	"5sJcTtNMsXaunPKE3baDYGRitszFBL7fgQLTCoLZmV3U8RI/53FaSJptd6/JO3JQCmsyhSrLsrVdD1t3",
-	"IUSGSDIbcrQ2ph/VfZWw8D6wQnWP26ipI5OgeSDe8/TWSoqtHKnNGHY8pypeLLPh5yufaGUnZrZ+Qvac",
-	"Oli4qvPWTw40xLd5R99jyWyb69h8O/BywG3Jgj2i9lPbHvZOweECa1BV5mV+OZaFbQyBGWM6GuTPmVZx",
-	"TTni6gkvl2VN2b0K/C7LUVyWcOAbCuzo7fb3ttU3b5mLeExwswNELeq7404QcxXr1N0pxxYBnMBRAYgX",
-	"qBvF3mQB/P9dhF6sNpArwZnxn9YprXPktganEy+1KUc2nO+Pa+NJNfbnEicTds0yPbC2JEpkhOs55GVH",
-	"nu4XYqHb8L1u3ClfNu5+bAV/ojnNMpZdVufTrBi0FZoPO06SsaQLW0osoVpoGxpbE1g+aKOXsq6yOSFT",
-	"h4DYCC0UbDIiLh0vrb+ilWSrdZX3Kvq/RKZaXYx6969CiZ5HJi2k29CVTMF7c4Ydp6n7KJbDcS9tzUOu",
-	"hycsqsE6ja5zlDUTubPU/xFV+o3p6pfEqmPTt3Ll3m/BGv3RgrYHPPVyDfoH1tleLiv0t7uB/oA1bsw1",
-	"s9LfSa7G2Dzokd5h7+9S8NEZvfGAOYxS8GW0/6bCv1GPfioDoEP+tfe5sMrvo1Tehyi1D1Zot9BT9dwu",
-	"/yh66hr99B66aR/rDgZ/EP10a0XzMfrBo8R+CZHwWPG+2yrev2oVm/AWPqscMNv7UCnQ1seo4+SVZUEP",
-	"PnDVlP31Jwa8kymfXVqm6gFzuO5UTrSbv7GMrsOtZDqaPpYeN6JZfVx73u+3vTjqJ9jdrtYqjcSSWhin",
-	"u8vYj3rNsasnQjHWdiwyRY2E2n/gXLXtm6VKZWzIeJJSTmD39vfA7i13p74XnS3IGmv5cb0S0ZST5Sw3",
-	"qoZuA6zC0PbsQ+zE5qj0iVovsqt7hazAE0ktsBxC0WzNHa0YLZeqgoFh/9zoT3RLBTRWKgSb3FXbNgPa",
-	"pueYh9KoWRiENL1a+DI3HJqF+e23XLstr1sWPD9Yg0HeCqjdbhW1+yRt0AbTg6giwPFMEERwZtq+bvx8",
-	"e/CjFoPF+QTEa7Tm8ucDUs+o95qq2R/81TKvWqam+ZjIiWkuhj9sDWtXtt3BdQpwazeS25pIK5CVK7Vt",
-	"7c+03mPtod49kyRyCbxbJgU/tB6ryRPqYEnevTecJZeT1YZKRwu5t0VFU4tO7z6yYZmfIonR27QWRro1",
-	"u1zLlLqn4VyE93CTVHphrOl3QahEVITOEvZut9C9W1F0+U4f7BzxG2Ot9ZD4RuMa/K61Auvzy7TmQDbK",
-	"OTO109cIkeOpzvdJzjeVTKevKxjcSpAU3mpbTVOF7dNGT9Lffk1H5Gemz37KpWLUQbhAfRNdLlli8Cgl",
-	"i4s8VSsA0WQystn3AlpiA+qufs+eDbG/tn26/AzqCNKeO3vm1wdmbqyPzXvoma2YpbbdvimTfX/2ZrRV",
-	"6/VKpuX64eiDd2S6hyfdQXvsOfyglt9BL8lXZ0VL5s0Z1C4gYdyIIkvIhBmSMRl6N3mqmEUSb8cedKBX",
-	"LawKiVqvr/Rgu2RAJiviQX55LaKtTNnKiTAej1urgOL2Zfd+geREe2b2R2M9gv3Rrv7P+Q2dzVhO9kZj",
-	"kogY2CGgXVO/SRA2bbBmyFxkUMCHpax4W07+4/jtm1HIz9iU5YzHmLOBJY/TNEPUqfdnbxA5RNu9mOqN",
-	"JXuaG9HZ2jX1VhTNJn2+kJwlI/pp0kdzqrxRH7EUhmAKVgf3WO0NES4/qxR2YQt219HPaB0quOEg3uRT",
-	"jt1aoUPJ1iUtNRi2Nnesf4y3bm/vnnpXwq/VcmTNcY+AiiIHvxZV28TDVprOAtjx3LauleSKLZXpu4lq",
-	"fBPg7b6obm4SuDAlrFvtgg/f5vOWJmvgQnUCySCmg0kAxi21wB7c74RMrIwgsNjsnknTJZphSwI3NEGo",
-	"khJWeAAvhA7XltzuSVUWRfHuHkemQTeBOwflRNyCt52t0xIAoV6Kn2r2k3Ly/vwHAMhapFmGOoJFuqwD",
-	"gMRzlry2jq6aOVN7CepBDiXZtxEMRgWIe6hzwVvh9aSPah3+lRglKSgxfvHCZc5ocgneK3fLT0zbOebB",
-	"E4wLQSrjiSi4ahYgrEgM5XCSLLCjM4nghVE7DG3DTZQ+YCG2fLUo1Fbv9oIU93h/Iy9Lf8t9tJ2IsJNb",
-	"S5yOZS0nqWyWbbW86RQzytHz0IWlYz+y3kLAj5YPdIxYwUE+M22L3zJFrYFY80BDNZcW7Uv7UNnseGEe",
-	"wzTXl9/ufTdo15RdRcMlKoZtUlrKAnqNGAz/Mj9amsoD22E5jtkS83S2Z2sTSBK+xD708tIxy/tB9dgx",
-	"dLmPzAjTEo8Yqhzen70ZdIA64hOXVm2inVF+d2tnuB+zXB82tXrmjZ1nG/E067vuZ3vZx6SHp/MMQAiH",
-	"HsYIOLYk6SMMirT9YOUpy99C15YoCLm9iGRSXhpA5SQgBrk3QhMhw+TQwXfF2FIaUwY8fW31fI3vthkF",
-	"eIthPtBSxmF6eO49fXKEvtjHHPFJEV8xFZBJkeuni6XWdql5wzOo3FHzQaVpyK5ryr0J6b62JF2Y97Z9",
-	"gOHDPqTzoDYfvVBv3rzFOcgHDasttndW8IfZ8O94Be3V77uzDpK2xTVk+9NYU8pr5Limd1O1drAMj9l/",
-	"rbH3sWmd5nNegrve/UIy0jcRPOjt7iqdDOa9ZsYRF5xFHRDiNKeLh7SDtWtQJg3p7zdW5FMvTtVKr77M",
-	"RO9uk1t4DRgx7Hu7MVPF4W12i8yEgRfwtl8JcRUQlVMuUcRD+yUD6rOlnzh342lpaFB58zPb14lc06zw",
-	"oNaMUT6nAMR2FHKwXm9S7FzlghkApX2oF1syg5ht6x1TNIcDbAYHoF/uHYHXoxM6zyLHaqBn3R/gt7LJ",
-	"e57h2uXJM2vlvlUB823b7/P2Wo1jL9ShbblSAsQ0z1MmD0lEk0XKbTM7cKwEZmu1znTFViFfUE5nTIvQ",
-	"gd8TTx5qVTiq/gQuGv2b7U7Xh06TtqNVYJpH9DFF/fj0tf7Jtq83T9f6NuoB+gYJfrf6CzyIlXJYSZJl",
-	"i7Kfu72+neUJi3lsvgp/OJNTnuGXa79+MF+Hn1/bIcBfb968tf80vbvN3dpaPU9nPOWzX9iqu9hJ4j16",
-	"JzQHQWRdqxs+Dk/43nBAV/Vgj7x6ENxPzpQm9c6yacABYLmeM7HA8CRVdYAGLDzVd21bQl3H+sV+mNlm",
-	"6Lpyp54gAORt+yZlsTOWc27RhVrkoN9mElCIbF8LxE94Jl1N+pLlqaj3qU0VsFhqbh90Qeu8l0l7N7Jm",
-	"phZ8xg/KJIDJcsPYFYTPuamnUrQ9BIgvACikDoQkV3BWm9n7ixPTubiyLA7tc4oF1Ipm0fZ1+Dlb0FRv",
-	"oVmC6njc6pAhLL/+Z2DKaycsEzdkvKUxrndFrQUXMNNkPEG8OtxuaTCjoMIbnB3/ZLlwx+dBc7YzaasI",
-	"hKJJ3rL+genpp4eRpbO5Iuy2RWvY0l1gyKhKDoFHjd4oa5vUdoQqHZ9bUb3LntNltbjp8Ly9FtxsqXpE",
-	"Wpv/Nzs3g/svhb6o1X6PVUV6m2ao+uVd/Q1s9D9NKtPsbHGwtQqpF07rjluqiC7/ZTtIJX//sNi/iVVk",
-	"O3PrkWB3IAfiXPaEMAzCtv7Dtgsk+hTiiMLeIfmEmOImkePuLrJIgKiqjR5lHrjoeTmKJZVaee1XCWVV",
-	"dsKuhH98c8WvM3hsJ4pSpW4pI6zYwyJb08Ed+wnW6LyVhIfrSFibBOvqHaFDbB/Y3e7AVD/KK5Y4pKe8",
-	"4Fs004DPeH00YHJudzeq4k2qbG0XX7axbeMuhlbbMHXacsEcpgUkgJmXcQra0fHpa9Kv5nkFiPuEPkP8",
-	"UkBGo1G71dud79WIHiTMK7LtWpyO9qO272gbwmZzGTbqrtpEeMezVXse2fZNbNdiaPitoNBkXJfy4qnN",
-	"6EbsdZQGdpxZxpW22fQKzdJrxgMrcyHQiL/dz3FbACTZevgiuy83VCIimk0OAMgb1M07tYin2oVOdMxd",
-	"zcZxRGC25mCmon8H4DHNEJHDv7qgMy1Po7CHPQXMe7GtQNiLWgVVxyQs/9h2Fu0pTrjfVeTMclvWo2ia",
-	"0+TCYvcC0DT7CjjTVh7iIAwIMKxbS6b7Vp11LdWkErhvn2O3ylyrFQ6GmkwKRRSdoOrK2U2WcpMC4CW1",
-	"HIxfvti6Ce8xycQNy4cxlYxkTCmWQ/98bjzAL/abN8iAJOkMQOvzkBc8YbmMRc7kUX0qJcR9tLOIl83G",
-	"FCNicYiI4NDwH5qzpotFoegkY4cEinpgabWdtaArMmEOLM9mRjGOpznki0Iqwv5RUOwu//7sjXWloo+k",
-	"haU8JCVnDdfxu97bpQBlVAZ4wpr6LXR7tz6fisto9A22Qnc/WMeTa3k/rWFe+c4oOxTLgTKqWD4YkVeG",
-	"MerVhM3gnmtXr2g5B6pIIkCBggwG0l8xNThE3QoD8CE3+UWmYwFcSsSIHPv+M6nSLCOSQXNcBNPG1UHP",
-	"ogFFoWWT/RKKFyC3a9v3W5sOH+eL0Tf64JcVDOu3th+Go37bhf8jDL8ZDP63f+mtRc+2WNsPh1BFMlrD",
-	"qp7AeWJViD8F/CekiP6Ui2L5/cp3f1yxlVc2gM6QuSjaYWPgJZgc98i1wzeJm7bF03pzR2IK+Ffocpml",
-	"2iTJhWaRCUnEDSR16rXSYx9s70uYlSuy/bjtMt61lSRv78NEJ9M2H7zQd8oWFCIch6v+qLutatuv13tr",
-	"m7by4aCl2dkmlx/po/jQg0Q16IqtOhT7TQAyadJ8W6O1Ud1Jt8E/9/7ihCR0paWAJprmB7yLg3u4dTeB",
-	"Fr/jDL+CQt2U99lsW1e954+E5oxIA2Ps78tWHZu3cHfEQrY71E6EVDY7ygLt2p4bz6Rt9BIQexKVILts",
-	"uDuGB/qICk8zcHNCmhFPTLxcFotBQKQwjiUFrR6ALVKSsDhd0OyQROPReDwefzt+HkFhTPnDwUvvf99t",
-	"m6xUb7y8VawQg/5dgXVwKm7pVHpsy+X74uK7sT+g9bIhiDZWYoJHbRqvCXI9rjcFmHNCdbUtvH+saBOy",
-	"RpJKrRGvNz5Npru9F34z071POy18+sxBOrT7CNd87IjYCAloezfzNGMmnuzdTrWV3O4DYBxuak9MhS77",
-	"92xsNqVplvLZecpj1rGACcvSawaasYW5NU+5Bl/UukCxCZfn/9MTnEOz79X2K10PD97MHxQeXObsOhWF",
-	"xIKKV91I0O9BQy+bwWv6ZclQz8zQvNHT0xmX3nqUqp5pVEPJLNcmGYqw7SdccaBs+UjeXiXb6eJ4bb0a",
-	"skx8sk138OgaCPg+zaRoUrJtF2FIeVC6Qh7c9kPPwZFtSdwP82IYzvaIPiAeR7iHr8L12RDYctCHbB/v",
-	"Haw/xC4jqc2p/2HOoKbBW3UbVpAEV629eKVkBOt0RLNgr/BmQKqwkKNbPGb6PJSU2HBpYpHRXKllXw7I",
-	"+7M3PifRStHpu/MLUDuOCBeVLKt+VEiW/+/Ylmya09miUTqk3ysPd3YgFWJkfh/FYrEjy4rmLcqaanRZ",
-	"Ick1ZPYDTmXVVZODV7ViKDjDzYI6Gc66yUxb5Ytlm7pybK6QBU2YVrymNA/IgvKCZiRn6LbwE6latMT7",
-	"i14YdVewDy5CsA8ZgU2+GaZJpDl+wqDUw3hlcPyjzq9ctAPutXeOeg/+AxA+xnPtLWlJIUl2XREb48b/",
-	"9ujL6X68O/m2E5rfLPx9Vk0/9sOayKa9Zo0G8A94C7SFLqofWRMTqr/VRSyr0NyEG9dFZ+ozNidAmIH2",
-	"Dvpe0K9tPtVAYKrITOjPtjWV8VthstvqwndodeBysXPUKlTBSN/gyYOCNTiC2jUtzm4otAwVFW76TBJG",
-	"8yxlObGPlSzqHikNW/UwqDEO28PAJZe9Trbso1neXx5R/xh56X6Oo2zKS6oN7gn8a3U++afws7XvUXc3",
-	"CNLXhu2KKUs3LDkiN1pVnDBLmSwZBCQC/ZglLIlIn5K921sIhNkkAZBzER7TiPQtR2e3c1pI/YZRa8cE",
-	"99IeKvJbF8XV5ln2SqgvgPeB2qUfzffKVXt13V7Z/wqF38q2FamrMkckCnvfhL2ILBjl0ogMaFrJbmO2",
-	"VOjKF0s1TDmJTOYKZmhC2qj5xS4flFJn2cKWI4xcI47IdCIiC4NxjpBMIWe3yyyNU5WtSD/6DUYTkLBX",
-	"eXHY+xhBHCrlbFBrP9kMo7s5k75kjLyypxN3+ps6kroLbJSFjms87Pt7929PaTbp6U72n+pEn2Gs7N5m",
-	"QSkooKOUby49wkxwE40zRnObmvBFDYcjoh8kORviSyV2nkcXhKdOfQbjYjsPds3MaHaPM6SSE1cR7BUL",
-	"4deOYFKQ8QZUZU17KDBG9OmysKhmuj+JYTP6fAZIV5O/Y3KuKE9onhCbKO5yv3FVDkl0M5csvoxcaT6Z",
-	"rLQWB4+F3ICRYZX9kgJ210Crd3sHEPs+IDnliViQyUoxOSKQiD7UClc9mozfeTv95X+8zL/76Zf/+Ed+",
-	"cfP396c/fPf6zel/vhZ7b+gben5TXaSXB5U2Z/vfVULR+Mbfjof/iaHJf935+K9/+zQO9toD0pXFOhNl",
-	"7d49uMDP4gbaUgDpEOrxBEtlKLGwYC2VxCZuNDkEkNgpZp0ibtKGzEeRJVZbR+K2W9m3VOuKHkZ430/l",
-	"J6KAfPfiYDweHJExpvamWvu+qZSFvRgffFcpCRu3tpd54tN7AXz/xq3gjHGWN7FCWovRzLs/pGp+/rBh",
-	"tYTEHuT7qB1deY/Wl5Ytl70uK2d0QyvOO9wSH2UG8umhgPbYoN40lJLj09dQCtGP5AQ7fhrEfawfrrc7",
-	"QmQCzfxrzXs05+vd3UEB+VSshZTTx0Hbm9l0OBeA9DCjit3QFUj/jPJZQWeuhT3kORRSiYUeq59+MSLH",
-	"WUYi6HaOtY1E0StGomO/cPmQYJ8hggk1pUfJpNWEvE/LZbCr0LkIA0z6gJRVU/+VqnnIY7pg2QmVLvyn",
-	"bzv78YTs7++/hMikthSlooulHGnVTzMHmmZF7mo0MakyBKCWuQm4YLd2MSVRBd8vsvzF9bcyRVck+veh",
-	"qcocvk6iUcjfssXEIJhBrrzFypuIxIomdktjdUioTaa1ieHagokzmrMkCDnA6HFCsTCOQI5TPzo/eXf6",
-	"6hz1tggzUyJcIn0/JBoRdZPGzOQThlxC82iDLANNRFYkYUs1D2AstY78Yyj28uH3opBzukAIGgNAs6Rq",
-	"jtGoSgd8QxNYlUkKbieDaxEA0o3DaT3/4RfIVUuIFAsWQPoYjgV5LupON4LQLL1io5AfY3cii+AqOGA4",
-	"WXgNbNaPbODIFcJBkyFrzMDjKBxVqkA0+ofk+PS159w+7I1Hu6OxQSHidJn2Dnv7o/FoH7Oy5nDWd0Y3",
-	"LMuGV1zc8J2/31zJ0d9NVGrW1TbK1Dl5lWB69wITwaMubhcYsAuMnuj7JCYxhdzYZlBRhslO6Ywz7HmI",
-	"DboSWzlte2GSZVZIkjF96rXd9It+nd7+V8ne8+e7L0k/ulKrQ/Lul1OoAcyvD+0lMO6ymf77h/Nj/Vch",
-	"2aH+ZjQIORbbkugqTSLE/bEhCiyYfmbckCNyTLRyBrX+QPELxpQ+tSEvOCygeYmcA0RKzqZMxXNkurbq",
-	"H3fPg3fqHfZ+YurfPvxyDrmdeDZha/bG41pfFEh6wSLYHbtNKFM2SRx4P/Da5n5eQbIZ2A44U/j6CY3n",
-	"bHiCWZJtvgso/QvIgt4O6Yz9bX88jhy7p20+qDtf3PQOf/sY9GSxWNB8ZbETsZoQCAUWWFNFDR6iD8f3",
-	"A5uQX9iKnGsRp1nmt893v0XnI8BC/dYDaLTeR/3JColjv3mHbzH0YR5aKf5X4IJVeFOkzBRQLEhfsy7T",
-	"jhPMOpYQdqsVTZqFHG+SAxsOr/b8NAgZnUAYIL4MCEZQmhomny9VRE9KjkhkpwGuBbM30IKzb9t2Gl6o",
-	"1U0QyNhjVEg16CDJbuCQz0in3R/tIN6y9HQddd0X2cQ6oY9PX/tEZRIKtyaqnUW87CSsY0mird4SBWXJ",
-	"iB1zhKqJ22jUTPT3osBIGVvyPGrb3Lcnp3+l/T29166+PTl1HVYfu707n0wW8t2X3ujyy1tvuUlW/e+5",
-	"89Tmiz+TGymg2lDnt65SMnyZQ2WEFC4KtcNYDtAzN/ldjIynrVtM6q/vYK7LPztp6hRFpebh2LzX4c6M",
-	"yDFYGpLsjcda6oATgDrkMUyv0XJHhvzni4vTACAuIaSnML1WuaItqUTOjgCqJNrJGU1W/4zQiVEowMmY",
-	"TtO4Q378bKbwGWkKP9FGQMdZes3A+/Ycv9f2GjeuHWspFZlaS21vtHWiF3CZiwk7MkadNAlK/grnBebr",
-	"WcoyTdqQuaBYMP+qcpDfme4WTOVpLDfRXcEz0FSc1qMVSEki8/jIfBVwJiIDAW8smsFhyBWiKqBDoJIt",
-	"bI1qwDz1TWij+2ilEFhdKkPODWw8oCUejHd3Dsb7I/IWx2DUJW2tXbCM6ZFpNXdB9UEZxoJf628KDrYh",
-	"g46wOYLwTlMlD0Me8iGJ5kotDY6ZA3O3FZeXBrP8E9xkryLsWEDwR31O7L8NtV1iWPUyFgm7iw5DTsg8",
-	"lUrMcrooUx1cU2FtskaXsSi4igj8x7UFkYMjM0L4TqRflZo6YDygbLHMoBYtAmsUje6CI7ppAlawHMFE",
-	"Z4xf0tQ0/750h7k5WXMj0nNAzJ/lA3o13c9uUUTCsgCrQqFjrpm4K+jVo+QxJLpYb86wLKMFfCKHmtiP",
-	"KmPwp+2p4BUg9kHbJLEtNDRJeNSszK9ll2kzOaPHL8H1kWUuXR24Nsb0DM6i3h/AHIz0jl7KYhHZGUFK",
-	"Lo7eS0i6dC6tyxIXSV7CzZ+8YiWBYJl3EM3UY9r4kuaGu7vuouY4jP/xsoxcmEGUX+5HJqlTTzPXx1D/",
-	"w0RZB3pQEGld89ZVY1AtI/FaJJhewnYo8GPgsZnLq5QnMDK4hDaTPVNYEYZ7Fw2a3wHlzUBtXoJ1l9Sn",
-	"DA/pzftJaDkA3gs9RysbYpFlphysH83E5Td6QczFy2+iLoPMMLbNAlWxW7WzzGhaE6UNg7xD7QIWrmXn",
-	"wXj3nrJTP7N/72ceK6M/3QVVr/VvH+/qWqLmy6yQdn6kD3Bb7HYpZGqhVxZUkfFoPDqouBKsTETZ7byF",
-	"O/Gcqp0yix4rMcTa1k7R6bvzC9L2cDQi51gzKTX1iQyOi9cqEzAQWzqY6tukEkv4L8NMhkKyXP+3bJwW",
-	"kZ2QR62NfvEFmgubnIdqW69RpYsX+L7JNOU0I/G84CbygLgQkelAh+8BDDT9zGBEzkTGJIkMw9Yzcb1q",
-	"I9KHCCyVBC8PvAm49rVmaHra0YhcsFsFbn0F2C6ILpMz8neRcpYckXRBZ3jkaJGkwrvD+or7B+OxPmfv",
-	"eLYiET8ku8AFHKBm2xF8BzuPicG1tu6uRuR7kayeTL1d11T6rho1MtkZn03Tbm1mf2d6P+5AmHlYtoor",
-	"31lzGmqz7NCEVdpeeaJJykRZTIaBqZc2j/72w7tfX32M2jI57tpBGO2rvf5ZjtpJ1Bh+BJET+FiEFC6J",
-	"yenDh2vjAI63BfeqdlxyvHL3wU/uP/jJg4c+ufvgb+4+f+iTey8f+OTzB+/K8/Heg5/cf/CTD9uVmhys",
-	"CkFAHaxJQnzHUL+fqnSSsXoT+orVisKu9zHo3Q49JWi4zChnmM9Ke3Wx+FCJ6AnDQ9CHFkvUzVwniX61",
-	"sztGGPHaYETeYvTXecmj8o0RiemSTtIsVStiAnQhtyYCVCa6jzvH0BEujQkqm8Qna+QvsMMAIAtoaWWx",
-	"mHwxvr1U3ShuvpCo+YOImScWMe51VrIgX//ikuWrHPkqR/66csQ1jAbD6gkFStkP917ypHxMixN0tFSk",
-	"SVWYkGIZciXI3vjgO3OHtDkIcE/FgBgctbRhTWXII+ixGrnEOkzUxlTIiPRb+7Hql5U1//geg7inhHNk",
-	"2Zg4iheSqk1CwzWl/awyo9HY+HcRGc0GvB1su6QKwCsDsrCtkb7y4K88+M/Ng0vqfizTRa3XiwO18Zk3",
-	"qVSodfc++wkv2522nGxMjkTvukVeRoCS0e92Nr84tT8B/eAKZqlUT0M/O5/gv3cb6OgnhmTU2yLu7rCA",
-	"bGaEEY8mMaKBgReQ92dvhiCrWWIaE06gpyBdMAuhN1lB5M++qyOqagGy7hFT/TLHotOXry+O/oTS6c97",
-	"drDm8ppmpJ+alORoR5t+QH9QuPb/3/sxCmxGRplEnKrBUx06S8d3O5806W5x/E7NE1sfQxdeXXpoWvZs",
-	"dpwf+8y9jlDQzQTgBN/j+wbj9Ovx/Xp8Nx9fTAvnpOD27G4pcAz9PfAcL9P1CfiYgIOlC65Fr8su9+F2",
-	"bAzuJ0Ew4UHbryEvS6SmuVgEBDJhAI1JCaiN6Ig+m489VtGr95BqJXzXr9smzT95ItfFPIVmJHE6NWO1",
-	"vYk7k7Yw/e1BGXlnBZeEArwdNpcy8LLQEUOqMtUu5FBJAcVrUc6SVI6KPMPQJFMBWYJX4kxfIH05h9IU",
-	"vZm2hR5keWADCjk4Is/H+yQqOL2mKTSNigw2OPY4ntI0s2lS1Pqvwclgc6KwrHXJeALJOX1NqxMqGYkz",
-	"IRFzu+B6VvrlgRkXAHEidHHOaDzX17pSGs5wTX+XFEH49gMpa0vzcFtq1ENJ2/IK98bjEk8MKASLxGCh",
-	"8SaT/vZ8vN9Jude7O3SZDq/Yqtug05bV8enrX/Q9DfHfNsvylh3oEAnFkBtuNDX9n1Wu4iS6DMV3WsvX",
-	"ZC6mUGdyRKISbADdg13YAdt6hx7iF3qCHJqthO5T593UBC32RquJWr0VtlhSWvAgNWdpbopU5SAgIkuY",
-	"VGSa5lXTky5TIMlO8Wlg3AGnr9UzjL5QzX6v2KoMDmKdoSmk6XdX2w2Qp9pabKxOW6H8bVRSlpABJLpi",
-	"q+jInFmslz4MeapITLnpnW10DW0VaDkQYJVuzgCQZETem5oyHGOgdRFMs9G8VVyzfAiZ3aAEY4GpGZzt",
-	"w7AEBKVGgeTeHhj4KZ+FHMBZTffgNhaNi4dH6jN5kfHlBm5vK9/x7mf5drKmPC7w6qu97dUiGFCntTIh",
-	"eMwG96uhO85u6EqSiIsh0EmEEGgTkazIXEBFsPnepsK6Pzhr2n3IM88fwAL3/jps88Q2v7C888hnL6lt",
-	"Sgp1xK3F/Q9hojVtYedTmtwh3WasvR2ya8qaSpIuFixJbcuOJcsXVK/KYQnPY7PaHRuGhp5aWyUH413k",
-	"qiByNa/WR8CW4loGjcn/Pg8Fbhny/sH4pQcm7dtBeMoQ94JyAm9KpcqpEvmR6d6gFW8s2IbL8H0URi1c",
-	"8QdYDY8rVtjTQfsyaZ7+RQ/dNuZ745mXf50DhIteOUCp0gJZk0Fpn0EnDwXs+6GKR6tC/RNTXRTy1Mru",
-	"GslVE0ivLuis653mth24x8iUPzCp/lHJ7ieGEFEOJcWCW5faw8DXJ6BDpnUE6F/QfH+wErzJcYuNe9OE",
-	"9LUOg/gtCKxfDrDDf5om9/Wemk5QdW4IIGrSIJgsWECinCoGZiSkrYMbu9rJWf+FK2NqWaKyvzpgISJs",
-	"km1dhAJyIQAUkULLWQdbHRmEjKgGRx/yEgJMP4IS40bkVymfHRkhduP65kADEll2ROCQlG7BAsk5bmwG",
-	"biMs3GJJe1tSIhVdyZDbmyw1UGKHY2iCnJeNfIyub0Qh3ngYcouogtktK4NCYvEpHLZUK0wKQZQUbaYE",
-	"mNxoi9FEodiIHHNiHrGLoN9U2hPmbmNPhLxvdvK33Y/l9o1oxnJ1rH4bf4wG8M7o9XT4lqp4HlWAZLDx",
-	"klko2yrtYHevTSK/B3Bvx2/v5754PYWvG7fE57JwcIhfOjtmvYAoAe8eKyj+wMbHQ4TL7t5XI+eLGDnY",
-	"KqDU0UxZc+C4bNmyDIwMTrz+ia6pAl0Z34upiH6w4RPPqepOMjwH8LvIeMplRPp5ta6prXBpQJRATm5S",
-	"ycHHb6w3gwljb34moRvfakQ+QOA47GHqcNg7BJzNCG9HJDEtsNZUsLBMUVtDg/4hU7YVJYLb6pqQxzTP",
-	"V9bKqhbjIOQsWF9ZtoiIorPBKOQhx8GZLna2XhIKziOzLxlCMthGdzRnrmM0tugKuSmFla69tMRZa+Ed",
-	"sVsWF4pFgV45mmUWAN83eylkW5qHT2iWRQZqEsrhsLvKoXs7FMtpgfMBsNeisGe+Ua6tD6WVF1xiP0Fq",
-	"e1/7fX2l6Slo7Vmbc+T3dLcFpcMly4eLlBc2TAPvDUgmZjPQCKAenpQluPrKICBTxhK/qbMkExpf4YmA",
-	"Ibghhdw4ELGpZLSgt+eKLWXkj/hIrwv8qKW1tB2IpY0ThhxzXU2JuSwWRpyX7xiRY4sBnxe8bOOLdd1B",
-	"yJ124IQrNvLFfcPKOtujze1/CgXteoZaY6h0uQ6hiS+CKJtTF/bu7iKr0qHKqtjyCKJrUPVLJiujOvib",
-	"gfGxwChSpGx/CEcaF9lzTUD3zRsechgL6okeGyqr9AvuSs/9z01EoXXU8hETpYHD5NHZ8MRTYlGumjsj",
-	"kz/cWhqiz+lncsfqV/9OmbyPri6EGw+JYX07tsbiUwjv0RQ1Go3uHFM03MLjNZkUxL5Fk5V+CSV+C21N",
-	"sD5b0ARgccHlwFaU2IEAo3W+rhp31WzT3AhUFrmUgwpu4/YFKdU6Lq8qpSlGUmUAnAle+eNHtx6kxf13",
-	"18i2zH9+dGh7y5znx6XsmKPDrDKFiSvSgahbpQ8e3ZxtAxWH1ruwNix+Ut72p46Mu3lsExwv1+ZriPwp",
-	"Cbtc18OcUWh8seaWmzxVrDWg7rWUTjkGgU0VS3kSPPp+ivh52TqaKmJ8aGR3RCJaqPkIc8wQ0joifYBJ",
-	"2RuAlSIZzUrf1zXgjWOL9WuWO4X+yMWuJKBWh7z54nP97pRLxWiitVEMfhsfW8qhtBe8Wy+PrKtKa6VL",
-	"dAh2uqq6Q9/uzHwudcu+H7vmf+H4dzm7Lp3CtDYvG4s81E0U9N4Y86ajZbD9wjNJ3p+9CQCk2+PQLc3t",
-	"/9wx8YeE2r66mLblra2M04bUq+T8IG7Z0CC8TPuuYDmGjR1QmcXoolkG+rhxlgTwh8nYNR4u1zI5NEFq",
-	"8/uEZYLPwHsjSGrA4kqjUz7zuyEOoOAR3BZeDioE53NWduP1+fycZlOC00lG5IzFIk8Q8No2SzIXjU0F",
-	"WGc0duDf3IvguFtH5Fi/oNPpT7b0+eNy+gz6MW7/TSH8H8wq9L66u/805x33rELRzrvjXJPcdkaRj1Cd",
-	"ujIAqurD59bru6EqHiu9v2YDfBHN3uYOlPRq0mUbImHwGD3/XmzSUdevdMF62wX1b+Yig4ZYKUdsvb7p",
-	"cOLC89B1BZOAjaNTBuAHX0GwQIuCK7ZUg8BE4SPXdzJaH84P+UQkq2eSRFoeR2RBV9Chz3z4CNPpMfs3",
-	"VdjBj/2joJltYfpMhrzvWVd+rpl+ZYJBa7FIldaM24wfGDJ69SGvM3H9iSDgquU1PqaV1ohQ6GOTiwWJ",
-	"0GqKjMyVIU+VNnNKegBZmQiG0pLdalMQDJ4D0j99f1FewvUaHIWcrouwtwpb7IsyoZK9x+KTkMdzFl95",
-	"qQn6UTbLmZRkVtA8MekC+FXS15aW4OU7MG70zTdvxbWevaeVjL75hhyXqdlR/YhEdgP0mQq5WU/vBZDz",
-	"V+ZVQymlmrMFNGVBUF/ObkzNy4gchzxHUsWlwBC4g//NyVzcEEeH4Of4f//P/wsd93Y2mkREns5STvrY",
-	"TCGATgoYVsg11Xr7C5nbGInUZJnyKDDEqd9ComXOpultFBg8EiQBg0AK66+/n+RiWY8zSENdIbeo8SJL",
-	"iKL5jClrbEPrnIq65zq2e8EMjJc4IpuwWCwYYKIC2Kk1SKGlqNYBIUnES8AZNW7EzcxNEK4EmjUZB9Eg",
-	"wCyevODQREYvEQ7HSGhjxmPDGOR/3sRhbwrIwElM9Iv0I30AWrXyHU8n3vlU/nEHqx7yyN6AAMmVHh2A",
-	"06zPPKAl2+b2wlteJIWQu7aBCzxBZierqjxkimcrpCwTCoOtDrnFHYOuglQaJjUV+SFEt1qI1iOSvjYl",
-	"pjAZA2/srVcUkIW4Nsy5PNhKuN5MOAeE2RaFavO9RNaFYnoptdxxZHcvaB+Gb5tA2B6jyNcMmTq2y9Gn",
-	"FZFJ27R+I2eeSu3/Y3h0vqAuaOgoeTKl8Ksp9NUt8zgzzRxp3057Jj3t8cmdNDvG+FtfDGnu+XMXQ8Ik",
-	"ton3mCX5CwV7/vuakRAgqp4m6+54sljRY23I9bEmpw1WI02bLaGQH4wPjrwXtEaITK1U+bIHxIwCghCu",
-	"oL26ThtWOcKmgK59pFsLk4kHGjnCBmJymT8XvYZpxkLed96qLOXM5EJmxYIP1tRqxp8RJRZf/ruEqsy8",
-	"NsSpjFf6cwWp8PXbRqismDEX8K+/SPDq4GvA608U8HLcENqgfb7ol6P4T/iPteGw43v7pboKMS3L+xr/",
-	"+Rr/aYv/cE8uPHGAxxO3n1WF7xJ8jxR4X+M6XzSu82gyfJTavdkkRVp7RKBnc7gm5LXyy3uHa0Jei9dA",
-	"PMaVaWwXH4HyAAiQkPvHR7rdkk8iiv4AevuXYl/OG/kkfOyrVP6qMD+RK5KXtt7ndESaXzpBBc+VyCH3",
-	"VqZ8lrEhNOKFDr0R1hhhCKniy6iWTIa8jzVZu2OCRWhyYCH/Tn85eUXO956/INcsT6cpywNjSVeS1OAt",
-	"8Ah2LiXREjuZRCSdaq5c47d9QKIyPhP/HSgbsGYLXgSlZ9glE+N8CNydZVDpBm0jWSJtrNCC4u2P90x8",
-	"0VrrEZHMRdO8rj7VZvvvz96EvB+5Pqza6v5bLBIGSAMYrUoT7FKZpDmL1WWRp9AeD/rYBiE3aw/IBAm7",
-	"jOc0yxiftfxi+sD+TS9vVNbY+T65qDK8Uy0OZDQYkRPMCMSUgJUocij8Yzwpo3NTkWXiRq+vHarNZDKg",
-	"n5Nc3EiWQzmgW6VRyBseNCPqTKwSlhVA0FqCoBihDrlbnogsUqkpE4cKnWohKGhveJ9D7BHxBo7IQuQQ",
-	"wOQh3x2Px9VPgG9ymQtMKjCILOiBe9nq7sJ5QGf/sopuG+hiL/bdpzHUO0KRrvn9yHmTlrZhD7QrBj+4",
-	"Q8b4R8HyVQmNEfsj8AvUILeld+j+pcenFMv1O/7rNzr853j48qP57+Xw46dx8GL/7l9aar4aOMgfIGPB",
-	"3+yZPod0Cm5GYpquTovMnagjL90Fe2fZutU6VVZ3cEQ+lCtg6NgeUnsoUyVZNiV9SuRc5MrEFXKAVDXu",
-	"yrZ1s9+prNqC3r5hfKZZ9t744LtgIy7zPlY5VdfnJ7ENR3gkYtt6P94mf+K6gRmMGGzHrs82cGvHX/4b",
-	"OhD/ojrHuaK5q+dxuTDAlkogWC3ztqRmBzytrw69jIunwQ/yeYU+xEcl34+Qv0xYmcjmCZSoKVGiJwNq",
-	"36RhbQz3nnj3/RWq/LYM+3rL8zX0+9cM/fo5V5XwbxWL168UaTF0HspAnigybAwhdKIBb3xWzQi0KZBu",
-	"5ockwqTLMqcv5PanwKTO4bUI19jit6Anqg9dO5dUyhuRJ9HAJNdNqEzjaER+xITmuvakP1PaQ4pescAp",
-	"yZadgeolAXlfL5qW6TmN9XKAnL+mWaGnqrfmYPzyBZmsICZeA/INeSU07QH52n39RyFQnuArB0eNSogQ",
-	"gOq1OsNZBKPV4/YVZAMs7Ph5k4ejIllaoEwbILkoZnMS/fRqQ0JmRPoTYeZiwMDsl5rpg77pAkOlDQtV",
-	"FKpCFVAQZSxMvYCQYWiRkGt7F/Jqhv2hzWbW8wNde8Km2oJxOavmUKE17aN9GNQ1beqUQB4O3iFK+bW4",
-	"YtEQEkGvmEGThsAxt9nwYLnZR/XOwbmtlLi6iqxqLq6xXqIaRjXShKY5mvJGKvHGCtjPl1RQfuD3rIFd",
-	"l1zg2Ys+mGOdY37OuliXdvA1ceCrH/TLV8q6xHxtjqZxlcfCG4CZPUJx2EaBr6Tu37PSFoJTiHAKYASV",
-	"agIQcisCviQjLgIL04Y1rz6D9QtZnwK8slLI+qUzGb5mJfzeValWzaqJlMfo4K2xhB9Fbih8bzSuWAVY",
-	"qAYe+b7z7QeuNiMAl2+1wAehrtCyZ4nrUREBKi2Txw6lV1uNZ2yaMznHcLBxOVLwTuJhO3Kl5/BnR6+g",
-	"miLy2c3nzerA17SLP1U5LShwXj3tH8HgDbZ94H55Gb50E1PiB+SsBK8JdhBY2i41yRYYNcSkWq+0sxtM",
-	"+8iEhmqFgP7ae+gU2gClAOYJ5YosGdiqQ4MtATVhM5pyKNn03nLvCljEq3iqDI8nE9Of05A6Kbf/dypA",
-	"286ccvntnN3YPP+vOSBfc0D+WOVoaHtXTJ5cYFiOXLHPYvSUYMCyMzcEeuWIGXFlx+ih9yroR+Vr3ojZ",
-	"efpPFnkww1oymA5gHt6EcTmR3fF4cOiwfHwjyqH+osoYhDwpkE8GCGRKYpFgyNJi6qaJVfF8ZODJ/8fe",
-	"uy63jaRpwreSoS8qTHpAiqIlT5mMjgmV7apyt11WWPLURDQ6jCSRIlECMzlIQBSnxn+/C9ibmNifewuz",
-	"d7JXsvEe8gCKlORjHVb9o8sigWQikfme3+cxeaEsNmA7BBbxIpoeRTzB/yLwuIVamIogweHF1QrxwCcg",
-	"U5UdpxrrYErUB9iZQ7pwIWRZbhPoLwtbRz/3x876hAe5S9Yn2gT3WZ8/gaG7mZddGFvD0YH3GL3rBPTs",
-	"VprFQtdqVsmvleVhuacWE5WDs2l3Y+6/iXDy/fWIcF+rqzqjyiOkRnTfEWs21RY3RVn3CrD/SjOV5f5c",
-	"2nkPL+09+vYwQ3IXkIPnZaHVSBS1gCsUsr7kNsH/iKUsKqbW9akaoXuzSi6sKHRtxKNvD0VeLJS2KLg6",
-	"L4c9baqFLAuLeDEv0OAs1VUxlWWSMlDJQuq6mI4EPIgVdi4rLDbCeJOdmoppdhMUmst5Ja2ynLbJC0TT",
-	"1zVfnhswZ3cH8Z+71flCMXw//m8EHR6eb4fR6bfHPdL1PdL17x3pGnczNhVf1eB9S3F5rV/v7ijXhHa/",
-	"m7dcztBQopQtilmEcgTTkqpskTuBalizKdsJHYwXtEwHDuwtK3VZmMai0UCstTheAYIww8KDvxDbLzNR",
-	"pLpF/isyQsUis9ZoNx/4dIwkJmWtqKd6BgawubACGctNqC8VR8lgMIjJTxYSqR6EklW5dvXP8fR3WYjP",
-	"afVuKYx6rcu1+zlch8LihHeVi2LeLrmrcINxz+COLVWgGan0zFvuXSQWcCvsNf22WeDL2FGvSsPuJXtK",
-	"NwvYcP4DGho2Xzv7CJsRLu5dSiyhwG2Kc38Nv/OTuz989JpHen8HI/p3ZW3jI9zF0KYt8WdCUP9j+vwr",
-	"NZmDpLihaKpStSy0yvmdtW1lMVk7nMJYCLNovbOjT9d7Vt1dTaW4vfa+9P7daSrBl4lQV3Jal2vQP7kq",
-	"i0uQuf17f+5T95rLSbS320dtqjsU6zrVKzqZuqwd2Sfy3CAUHM+1V+Sov4vav+xC2c/EAsp73xFx9aay",
-	"LOGrW2jWOHfvKT5cD43woCqe/Mtm1znWOtKK10ulj18I5CZLxLEGI2dZTOkDUJM/qEWhC88R9gxHJi+Y",
-	"ef9jmjZ3WcwFNjdWhTB2JqtZg3mRTJjJL2oKLhn2TmzSh2njh0vEBotZYYVuypIMLqa9ylJNjPDEloUc",
-	"cWfcLIXFd1vwOfPwOKNUh7n9qyzhfYOJUjWK4AhXbpL+IVd48HmpOT+daj+IQOI4R4PFuyGE9xIa9joA",
-	"jk045sjmor8C9g3F9op6ztReGdgT2ZjK6VaFVQwMeS5Lq6hAIzzWCVU/eoKzuCQSoYNgqRDyUARknlT7",
-	"B/YI6Jj56ovv3RehAZACilaVl1SQmeqQJSM90cFCxs9AkmeQfY9AZD39Hq5PbqZ2H4fqL/JuoAq8ic8O",
-	"gTZvJrTbwisnHK0cY3D6FryEr+QWovggdiJ+vo2NnVCS0T0vbgBZC7gck3FVo8l43cpfJ1aqUmIhczXG",
-	"PrwbqOzE7Ux22yIlsizdO/9CYZLvo+X47YIl8Sy8SttqCvizgWenwyXWuIwPrGDR1L0PqdyHVH7vIZWX",
-	"qm6rbdDbMmxwV4DltcnHxVpmSoNIUbdyyC4rs1jWsd2CeTNPDkjz7MQ2DQb0C9A8KIlJ+jZWVf4gik1i",
-	"WTedHENJEffpjbSy4o6ssqSAt9HKihar7A80i92MsluqvXgZv4wYdsP/RvI3rMcX57i8mZAyejGfm4xy",
-	"5oe+56G8VyV/KlXipAeF5yn/KEief5zSiJOvvsTdVO/3qwalyge35O5w3KcbXHZ39N+TW910D5XS4lDO",
-	"loRo4a3yuJwmpmeOtEK8FOTxnAdKhlBOYimzm6QaySfYQa1UXRUq73I9PzVOw32uYuWBBx4JJY/EPD0i",
-	"t6GFyvrAcY1T+1xwkdmBmpMKBn/WUTtPTL4WnaWsrMoR+YBuIqcV/nY00OqqHpOTDxekWi2W9brbF2/1",
-	"hTYr3aIHmzoBHdZvJA4Hh1gsE+i2kZOCOAqogxAuGuzgOxRvuJMwV/C1dIM+SnVGtB7vcqULbHJ46+p9",
-	"tNG94dUV+IMVeJJyUiLEg+EmUmGL/1CpxnTRSBwNhiJzK/+OlMoYHVtbmhV8fxh9XxcLZRpku/5eFiWa",
-	"Dq23MUIk3qz94TtiI88iZGBsBXQlnlsILEDjuA56309JmwuL1Ml3THAxW/WqD2zEnMANpUzEkKPbCi7s",
-	"WtWhD3KU6sPBk8RBAuMuNkRbsb7OaEG1rq81ltHewJ2AeyLuR8m2dhvyIlwvlHXgJkZzyKKxHAOCowaO",
-	"HhwbKjPYwsYCTmAm80WhM8ZOa3Uz0v1ipmosyU11h5soCycVTl6f3oGlI9tqF75p9BfFN37T6N/IJsRf",
-	"vskVj2SsxSzEfaffvXH1BzeuSHJcq79tdMBfG6Ns/vHs7ATE04KKF4ON0CdobS9KCF27XzW640pXSTl2",
-	"P7zarWWjoQe+u4jiJcYhp0afF7OmUnniS88oZFvYqcEMGrnyVlhTgRCerEWR98VTENWYb0Cbkq+hCHu2",
-	"kFdn2JKYJZtVblZkoewsG4tlVUyRm4lqNSIMzoplvKOFIjg5F1dg5w7jA6apXclHquO4aWEjqmbH84Np",
-	"aysIj+xOBRWvaCXvUlDBz+gKKpzaHpO9TSocJ4K1H3htBxUx9fzwu4BFRl0ISqaL7S2WKgaX9Rrto131",
-	"Ee5HbsZ4umnqbGeC2pVLOSnKol6PsdeUdDZZlhhyAWMtY/6Bd6zcuFklRLn9KHF6bhOKzP9Sa96ujmM6",
-	"l/Vesjc1OYVXpDWayjcuC0uqNarLhAtdUOp6yceWpz+RMzIEReegdzAYDMBKKEu/ILdDqeHe28QDKxYw",
-	"exgv2VsUmv/088ETraq997+TAhHc5LsKRM5cHNLeM+Z/ZDS3sFE413oYO1nL0sw+zgunoTZrMzaibw7Q",
-	"hC82S6Vl8c3w+9my7h2aHuxMSqw6bjhpU739rv34HnDIQtiW5K3PKnup3nl7+gwplhdFWWIOD/VC5EmK",
-	"CIyFxV9XbCiDHe21uGXvAp/I2iAXGSlfJyWZ9OIaT3si3r552VMaJE7+mWoKvvTRfaZqWZQ3Ht77WpiP",
-	"DZ9RAQxtowl5wkWehLB0tp8J3i6YRP5m+H32aWfabdH3EUv71gN++ykUtx/CVN/lFIpjgvShWAWhZ3p0",
-	"nmw/S3VH9Wd9kdVmpsBY2F+oWvbKUi7k/kv4/96j3reTrOtB93jNRuDRpzqLFmDLEN8Mv48GEZzaxbV2",
-	"ZxVM0+2y4oTX884yw5trS1nVTlw7QbJDJkTW190lQ7JbYuFqf8DvfzgI4b1U+vNIJb9j4dy6oPqHSyAG",
-	"4cRw3s0AlARkzBf+oXsRoye5EwQlPfOfqUj6t9/iGKHdajYTBAwvehsCkrtwu4lodWRsYsrerTR1Rzff",
-	"rLCEdOh4kVH/mQnpvRgVJs7S0LW9OGDOKOV1FFHG2e0TsGOfUdstBT9wFGyLjBABF3JNQZaxyCpZq5fU",
-	"6GJwtrIs15jaqAruJE61VdUlAu8uVRVNRqDLShiU0fAdKjjEfxPxFj5Fqu2c4jFKTJp8puruBlQfzKlQ",
-	"1oHSe3JlhJwWRS20WY2YXx5n5JtlOLFw+uNxb3j0mGv6qN1wblZwK+cZWNCkGmZSLBZNLSelGiEMumO4",
-	"Vomo+H0JiRAN/MowpEUoRsw6vrvzMBIGXyhoH/0C/eTXRhC8NoF8J/QFXpREBcNtgu0OvCUmpzR6qrqf",
-	"iE4+DllJqh6WfMb/4CiC9wgXHy783/ijrFs6YMyoeI6d3tfvhngxfhoVAH2gMthmCvk4yy4Iv3BcQIIJ",
-	"bURp9ExVrCocSl+75NeihCOyV1cwH+Pmdg4HB10q2YB7wN7wRQVG78bm2xRifxqIvd/rZg3Mfde3Kr9p",
-	"W5slJuFBB4Pc1jPHGvJxFsuubqwbX/4XsZpvVh/3qHNfezc65zDei20oYIaMjjS7XSod2nHgE7L1PtKa",
-	"vrUEDCf1wFKvl5liq1cS2xjvijzrfrbw6+0QdDB0EtvVicgoHEVkSa74A/6ipXGQkXFpS0eK80KVuWcE",
-	"JBW1MJcuprYNi47saa/TUt1ortTBW8haXpnqotCzMauClViaspiuBR5hZdtqItWsJxKPNO9gxR23uLUN",
-	"de70xSm9fP4G+1AIwijGm1uqqjC5sLVc21S7i9yOka62yO0bcYrujLPn6dtR8HJMleqQWGy4kIwWjwiY",
-	"tqQXuTSpqBNC+XMZ38o0tUJ828LVmNHi3MSInuoOv+G/H/wjvNa+LFVVH9d/H/wj634uzNy3y/yac/H7",
-	"QuOL5kaT/dolRXdRKLzFPotiuUfeu/dLPkK5PqVww4apx5XMKK6d6NEC1cuY2ydRuKP09OnWT/VO9h2t",
-	"2W60lGZSImbTPBAxRkYo6z6WJ33xdK6mF5b7HBllWaW6sALFcyIajY4JBpmxSnOJfbQdJnG0zQL7fbqJ",
-	"UFd0Wi0xDWZMyQijIjOYo3AU/FPUA6l0vjSFrhPEPbctV0lTCOkS8f4IJKW62ARN9yjQY2olCXyDnUeD",
-	"YVfUhntUAykgAcjWRmSB5oNqP73Wd2gyQdOnWuY56k80WrAmJBGmShzpIQWkXFn3cDCIw4MxUCOVeGMP",
-	"7rGgKmZcSjTaMixE/gvFGV2NM1Y+I8ukU58+p60J0bBzNBjCBY7LJXEKNhH4/kzlXx0RtnUOBwMuRE81",
-	"VSkTLKJ7jThkIijF5/QyxjSzUGmOd5C5ker2W/aFvQvQYl2ODWpTzws961PXTmiIZTLAVGPQHVziH89e",
-	"vQw/5JxgWJclWFLYlDSvFyWaYEww2KXy9VT/9fT1T2NBa9nPMStl0ZhQG4w4yeZu8kSYEYtZBBrZIfoX",
-	"nH3WpfnhOm9ngMTKJPURFJD0kthkm6yjnbqrKgnv2MVSeHQwTO6WimwztsEz72aUzHf+3uHgyeM7/uCO",
-	"dX7z/VPx+J8Pn4j//q/D/kF/2D/ous3YPhu7poeD7WRtPPqI6UVfugwtbbCbZvAuHvKTOCQ/v+nl+gBC",
-	"lx8cqPYotzbT+VFER5tYyq4kQ3VT//VWCkx/81jMDLLIOhLB6Nke2GjYDRvwZm6aaDbmPDpDye3iXjDC",
-	"A77TzxSNplVnDY4i5M4G465bDz/61ruYW9tvPfr4Z71TIfiuWz/yWdsm3zVY0uiAu93CFLWsk8eu7XmD",
-	"0OsWKsu23WaLmS70rHeh1jdn2U/pwr/BdV9QAISfuakIdAnGpJ2rXMC8RQf/nmKNCiXzuv37vHVc7hkW",
-	"jKxbfu24fInvzbuk3OpHJ6937qx9gv3e3dx/Fpjm4L6YaE6rFUyTokrarITRFKXyeIkXap1qW5ul9c/l",
-	"WLC5a624BKsFS5gKyxnYPMSpLgn+b9LUMA74RWG9Ci2y/f5KlWUP7an9X1YXtg+bOktiGvaidjOHERjf",
-	"Jgns7Gsxl5cKK7rZ4GW/oIgjc1t7t3DtwsHY+4IZ2ehXdhw9eB28Vy7U+v6YtRqbKdl/7Yi5JtuCacdd",
-	"qM7oT3e88cduOFjXHFqwOJwRy2DPBqOw2CfkShhT3cnibXTVW61WPbyiqUq+CBwNtFfQ/XoH9sdftjRg",
-	"MtyF9vUhwi7lVPWsAncDTiLFYtFjss3EKl9p6GIaqaZoLbVE0JeLuCeCK0FcnUUrsIBz/PHs7CTV30lb",
-	"TEUnO469iZGgjyfSqseHHR/1H/G/OEeRJYyMJas61fFikcTsBryGkDhg+y0eKHPxbFj3JNVUSDQx9Zye",
-	"IYYT+evPZ63SHvI/ngwef5sIsjZTndXr5UjI+p9+WYEFGcvP5/mz0+P95/nw6OjgScI+MHYfc5vqDsnG",
-	"73VaymJhRVZYTDbYZkL4tW6Zi7ybpDqTTZ4RgxX8p5CYsdCTc/jPL3WBWYuNBaH33RenCuFjqNp/86Xg",
-	"wRNUFs++FS4Cl8eP4UZX8YOZI4rzM/5iqsviAsNjxycvPFlopSho3u5aHgU/Hk8wHMxUp/otjUGOvvW7",
-	"8vjkBTM2WOI3RdGO4YK5XKr4hKX6v//rqD8UnezXlByvdG8k0j0XuODKpr1EpNf9Mrq03++ne++z7ijV",
-	"Wfu2DPPyzmn4+eefe8fRxudtTQS8nkvXVKleVUbPfJFAOKnJlkQHxWOQCFgsZAnbXuU+qSM6btxIBoBi",
-	"FJVaUrt0hGxXr4wv5YoT0EaLharnJrfdRGSNts1yiW1+76JBaSZJtAhOaEQzxI8iyRGiPfPbi63QCLkt",
-	"CJLdTVaMQRhY2N1wsOMT771yOr/BLW9t/71b66XvknjZKrU/0BvHVfmNmruj17Kzu3tTOHJw5qh/8KlF",
-	"YDd718neSSVn26CGooGm8JPZnd30z7dozse8tmjH2ssmEmEjsXHmwWjddgJhR7eOXmz8fYWZt2Xf6FpE",
-	"GdXvDsm2sRM2ReWWhjU65pWS5eIv6V5kj6V7d3mflND6iqvCL28UChfV1VSp3HKNbR8++25dK+6dpOzZ",
-	"bzpBzl7fKrD6kSH/FSZMlcHvOIR6U5jmNVXUYc99JIYCR/qu4ut2FPmwu8UL8Fb+Umm5LPaLBRzI3Yb+",
-	"K7nE5myE7j15IR71B4l41D+AU3G6krOZqpC+NA4WE4aehwBAM91oj9OzVJXwyhLrHLLoHAiemaCZZahq",
-	"U42QRC2kVTBtjhm6FF1unmK61yUPGqUtU04VGmaQaoSrkYzZ08qMxFAsjS5h2RlN1feqpxpBW6zoxPyN",
-	"rREu1BIZIsj7Jv+MJF6qM1/0knXHLejX8NMJYgnLKVja5MXbCO7W8cxY0blQakmVInYDmIeiBwTf8wp7",
-	"Byos1mlNgFyCxjayjMLCnqo+cUC5/hMuBeJPGyygyDPP6BAxgzkA3Lxav2l05lJgWPbDNGGjGN/QglJb",
-	"wRqvTFPmYi6XS+ScTfVrt0s4Y8ulNhMlFnBRjr9bFpaLeTJ7UcDHWQtOSlqj++K4vUNbUDyID+VqcqxE",
-	"nMQVGOBEVekqbiJSNkzMaANOoimb2pf9v33zklPHAZsoQdsYj9/Q504z+LNPB/kFOLxoZhKVBmUQYRJh",
-	"6cThcDhOdSDUOBjAXB1ksQkLxQVBHR6LbHgQAlSRlIVLM3Zu44VhiF5X9JRtCvks1Z0D8ar4LgLg7475",
-	"rIpSVlgRrFXoFRFPX77ANTlTVSVhl+KrxUibBBOW3kGjc1WJbAOHKBvFkgT7QyZUyQabkSUEnfbNW534",
-	"oE1l5zLHfgtLpVR2m83+Am9hMfKlmiNodPqp38r8bc9hF8rRz3gmQZgtSISJjkv/CzrcCa/u5I+AOXxf",
-	"C/RJLJzk0LaOo8fojbVwZCtE22kLJaepPoCog5Hab84lnbmL/tDdmvwUd+nUdKty36r5O+N/pAQZvx0w",
-	"TbB2Dumd4pPgd/XHN3DSsbRI1Y+DCVk75mZxwBboFDkJHd2Bt+kc5EGqfc20RvRBNIWejH2tcaGXVOh9",
-	"Y6kxDAWWYzRB+BN/1f/j7wf/2A4lSA/Cm/8LKV8e/QU8ztduSnRPtqvyl10P944+tvQ3uaVEhMd/YMFW",
-	"TchqctvwOlTMH7wt8R6+8LczE6KN/BHibkPtRzAxu/oTqUPNFdSyKNwm/ThNn41Ftr+YLnnozKf6VXVJ",
-	"jrXvXhMB7xM9e/Q/0PdsdG2a6Ryc3mOd6t19FOKObRT0FEEKfkoLxYc1Rd53C/wRjpfrw/zE47W7uTJW",
-	"wF/WwN2lCT9VA953VX4VE9f1YH7qRvwwCcd7h2nL79L2uJqbMmiEjmzbp1vbGJNUU0diBA+WbO1rjDVM",
-	"qr2KceHRUAfzwAqyj10My/3umOK81KJR1KlG8DD1743E8i6w0h5Y0fG+RAiBVgr1UBesePd4oHVSfR1j",
-	"/HBwKDonb89CzJOejBHDr6ktYkTfobcST243UeemUq3Mi+df21pyRi/m86i334N78NWEos8KfB7peK/s",
-	"7+38TzNE+CgHS2SjYYRKWE1pP80BaKycqZ3Nf6fNgglFrIuIzZV4+fIVB/l9TgpzjiFfmjg6RZ2n+u3Z",
-	"UzE3TeWLtWzC7DFJTABGD1TLsoV0MkUEK53qt6fPQuGv4zVE9NsHEVRlhEINOsd9jqMMuv1UH0ezjAA4",
-	"id+By5CsUpaiL0arB5YfnknVU82Jn8laZBdqncXo1tHYOIjHpzIrjaoRbkh1RF/hvkTtSJgtOKvDwaNu",
-	"X7zFX/aLXIRoY6qtmhqdW99JuVa14PSfqI3IC3sBoxZ6Wja52gVsib9wW+3UaS0rTn4/evToSTeB169h",
-	"RjmiN1GHDbzjsWj0hL+7A/I1vNBWBISSrIQpqHp1gYCUt/ZVPdd5mB02jpaNLS5B+26fjnjFCKLUmJHB",
-	"PHY2ftXmM0zxqVksZFQ5G1DsYfnAGhJyKat6RHuEyzX9dhqlmqshETm2hctR5ERmdlWPKL6EXX6MTswf",
-	"2WbCEaeuQ6XIklRnuVwTUyu8vEx03p497VK7Me5RruxvFuCPm0tV9cUzykm6QWhbqatlaXK1N0Ke2u3L",
-	"OKtMs/yuDdFe1Gphb9PcuEV/4LvfJ3sLefWC7nvkF15WlcQvbb0ucWeZarG3A6qe4On92voT3kEpYMfu",
-	"2cGSXErLx5gQA/Gs5t1de+VCrT+tRTBM0JGO8twy11e0j2buzhksGKH27nP4krkWfHdvsEJjl+VFz1eZ",
-	"lU0ikgjCCklgx7My8chXRQU78g+QaflDGiabiRapZ42cOeYM3oxBkTtdDRq2mwg85PQGt1oD+6biVxub",
-	"LWSE3NlmcXzzN+Yqf3YX/aFzlfwUd8lVulW5z1V+TjPdreoNaUh3yYdCy/pt/PHJydNmAn9OlBVZU5XI",
-	"rkusptZBQnE3U+Z6WDrZam7V9F0m/omL4VNtzsXwEO59fCgm61rZLmybwKXLRAs1R1EC6a6zSQuLvIIE",
-	"5grackyW1UpWuavVwwVEzrS+OMZCrtXcWDAbLdfyiRcnCIpRYUnmXAki5hNIecjmsSVL+Rcqy8ImDmSg",
-	"H9M4iMhAGK8uhkJ2n8hVWWBCNS8YFmTRF8e1QIjcg8EgvEYM6uzOoPKR/EIZVB79t8F15R//uajnBNC6",
-	"S2fzWsW4rvb3heia/JlCNvehlE+Q0T5hypcx/CvLxY+Bgf0Awb1hsdwKAvucyn1tLT1zGbFFl2bm6n59",
-	"MDnhjmjvoESVKR2kXT08GOL525YDDXLs6+VA7/OZX3fv+2ymF9gBuzPh2ndWi6WZ+XrDpdJIucdfMvXa",
-	"R9ktu9KgsRb9srbzLTpsLDLQAlmrI5VP0X2K9DfbuS77yVdtBZ/9eGP6gwQe76MXz+6QEEUrPPE2+Eax",
-	"HtXRKy0nJVIzs2PmP0n1QkltBdh53X6wqcCU4hb8kffmKpfENJvYBC67WtRjMHyxo4W/EgTogTY591uL",
-	"srhQqQ6kEi1lxQggPTcVHzLn3gQxq+RUsU+f6g52zbLvg0o2EiLY65u54ft01Q9w/wneniWpdsMOD8W8",
-	"2xfPYWUQGETkhcVV8ltiWipZISEoffEGO1EorMkfHde85udEsX1a6KlySWUHNWjFUjI1uBd3qb6ma+uQ",
-	"JfSIuaR3zU7VuztF+3m07xfzP3iWXztJe4vIDq1bdN19kvY+Sfsb6qiQouXrHgQCPLnZlPGJTsN+EE47",
-	"s7WvtRJK1xVGz9lv4NuotwjzgvRB1+mNliuf6qJ2eKKJkHWtFsvaJhQzDGw9Jqd0KLbaUlwemSX4hn6q",
-	"n+saJb6slG/ZLA3IccvxMZzeLspklgPPwjPfhT050jSBhpjBUW8AuWxsK5JwB/nE81qf0t134eD9PUaV",
-	"3WPcJboc1vZPFF/+U1rOkW/zoO3fJUKr1WcIRX+09XyLYNv/1c32/c7UTnAd3e7d+3oHZZdd4qZ9T3/z",
-	"2fw+v2+RRy6y977ulr1dXru98YEbfL9SdYVm+9eaW7ITgOKCK3n9mrv4D3apJyJvlGvVSBBIANNcwVJI",
-	"NeK/TadK5cGNwmpVVAw8jHcdkSfc+YE9ZGkRL+rgtVqCvXcB0CDMsL8vEdaA+zozykYFsqkO15WyVtW2",
-	"KJY4HDwJGODOkSysdy5TzVwnZD0R5BjzcFWqloXeVXhbV+tbBdPwtxJMiVuM37+E+piWsj9CHBbegzsJ",
-	"2qz4OEhBaHYoDQS83bwpP2eyoR2/+SR5c4sECRnAjcQxAz3S0W+lXShFbcocqxkrVTNRkbsqMugnyha5",
-	"8sCyoCI69crgpbJuKkX0Dl6q+M8ZRi+bhTjTKVVOZqLD0aZw39aoFAajxmIgqIEtNK51GSc21ZkDtaW8",
-	"6XNEirXY1mCNqNRUwYNgd4Ggd+hrVEuDOHwy1d6MEMcUpyuMFnlTUfwrDrS5SAjJbQ+oy6u6E4uWXybn",
-	"dn+noSea3Rt+fu6C/dIW3p1T3iHjDdvwPut9HwP7fzwGhoKlFQJry/jANvcbpNr3a2W/kNJ7w23P0luy",
-	"/RqBV8lypNqmLJe1xBhJbG9KnYt/b1SjLMXbvMGMIbnChgtL1HMtk9ullrqJmKh5oXMaQ8mqLHYYvcdM",
-	"IeTA1b0hzhcHzTMW56YsiTebgK1+eL4tKbTVpcmwveJ6msY31MH6ECftk62pkTNld+eFv7rtjG8o/wP5",
-	"9n9KyxmBpkMAALYQn7DNw4KVhR8pOu5QEY34cyQ9mqrcG+3N63o52t8/GP5zf9Af9A9G3w6+HaDA4Blc",
-	"Y1KrzERFDFVLNYUTrcrzfhSQXttabetc4PYP28JIF1NZlghXuAOE206QFxV7WLF5xKY6s5N3GR90KtUe",
-	"Hj0WldS5WYhJUVvHN4eIewzyuMm0n+q5tHO0biNyOupdkcslZmYpYFA4wi3OHhDQIKPqFGCtvpJazhyr",
-	"hdAIfnqtK6sv/oZPv4u9X6b6Qq2ZRS9xmOKOpmyd8E8yUHgA9780F57Un/HDw9uQywKJU7b0aWAHzrA/",
-	"aEGIUoqbX0pfHGM/iagcEXnctmPHqZauhSdQ3W3w126FoUfI7FTbuanqHkin/DrevKxFyOhHjANZqju7",
-	"4E2Jvs0qTTW70ortuwoEPRN/TGWFfmsM4I4FBSLsV01QHkzk5glfd6PY9+FxrDDnQl3VqtKyJOKyKqTX",
-	"sPA41USe1neXvaCrMvw9Ynajjl7RcdXADniRklB//flvp2Ok8ysqsawKPS2W+GtxO1WA67neTNXaLYQA",
-	"u6U9DZV7fG5zj1u/gQfJiKiwC1oNSvXKeOx221uqqrcodFMr5sq1iZiCwaHhNKNmBxFHzYVOxYqJKo2e",
-	"2VTXRnSyLSIxE0YTbGq4CVs+CytyM20W4MaPUp3qHv7Iw4dg3tBvPXxIBNDct0SvvVnaulJyYUeEg+QC",
-	"A1mSasGAknOiHYB/q8VE5WCQWPfJeaMRFaYHR6rQM/e5o1WGYbBRk2A8HcYlItwW+5cHfH78QSh0rWaM",
-	"zrn/q2/Bfb9fNRp2tRDf4XqOPDCnW/MTVb3CFQ9RA/F4MOgmYjUvpvOIruCBhXFMtcnuGYihtw1qLlVV",
-	"FbkCseBWl/WTX+DCxg+LVSbEs4nxF9luFxQBR9AmDlwnieimbOJL3hOGmU38qeUWQxyGxFVCvT/9ayvE",
-	"szyBSb659mAwQrxgsGI+BgyCjFDOoqkLSasYM2nDKAFZgQR+UbP2kTVxlMDWAsm4XJaIMDtvdF6BLjHn",
-	"cL+HRwVVZJpqCsOpAltxVxKPihbaVG4fowOOz8qoD0IsK1MjE6jvQSbWTTrgrim5LIUsrdk82tfPNIrQ",
-	"6DCnmn+v49aWLgmrmfiyq+EA/jdOdbStNq/uupdFapMUw6SZXsAnc1Oio4D1YvT7D6yQYBRI1NuVOi9K",
-	"YvHUdaEb09hyPWptM8LaaCpbi2aJcoWqR710wsfoi+PSNXWDPLlGLG/n0sXw/WlhuRYtL46FktOVIVDB",
-	"ZuAn59Vj+WlWmk5OkursjVukHm0o6q/dnGk3EdGVb9RCFuDJgs50R5b2G2OMYHajKmbzWmiz2rzbUmCI",
-	"go2p9oxSbp6FFecNbBbYIKR7o/tPkAMYfjojrYMzJL0zXv3l8QBe7yu/5SzvOdDHqc7+rbfxxD1S2CBA",
-	"4+/8M7rvGYa6fY1V/n4wJKONXik0E8luWRnYCVNpVao71OEvlK2LBWo8WQvuLkJMgwulE7EsGyuyhbzy",
-	"szsYDA8xbJxqFzfmHI9L+TilQtXKVlhV12VMPCandSO5VTHVjPIt4EyPHPuwM9bA1Z3I6QULNzFRa8Pm",
-	"OT2ZZPjwVE/nspoRXa+jyKeFx2gta3ODjED+9bY7+odPEseuixU0eHLf8baGF4NJpN7xea2qsHF4YzjO",
-	"2VT/ineITnZdiyQINX6DNCaE6mtyImF7ocPxClP5geBL/EF/eQKGCO+ahBIXOGWOqr8fCyncG2LUS7Dj",
-	"a8QQB5ELazRt6lSb8/O+IH5phychidLXHfaWeeUF3TZ7fGufqgeQaKNTEJQDXBc5XtSDen3gk8osVD1X",
-	"jRULVVfF1EY38Sd726ley/acjk9ejEQN+4btIETnBwMoEcH0SYQzelLNVo93GVuwFwntNtafwS52feKi",
-	"gzDBL4gegP7dA2dd1sWkdP6dFbYB88WKy5cvXyXidVnKhcRfxH/1p8tlkupjXc8rsyymifhBLQpddP2k",
-	"Jk1R1r0CTMXzstBKZKWZyjLzE2ExhS/X9/eBQLCCRZsnn0bpdh0lcxziUGz5IUiq6+JD/ZDqYLRGLmRZ",
-	"LpwDGVRJ2xclPnK/uNQFkJH8cnIp1VmAKolEpcgQssR90pEUyPdd6mDtSFC7DrqkxQMNKorb37FFfuya",
-	"Ff07pM/B7tEqEacRm4lm84II1SiXiAe7+A9493VxgX/ReyrNjK+UNojkfqrfts9JxyOsXMNWScTb02d4",
-	"kBZFWRILBTx0l17rDiCY6Kjh8iP31gjhsjJt6nfnptF55miq8A3A8eeYAU9iLA4Hg4g/ynNcxbeVcnoB",
-	"Z4WEMxYiTOVSToqyqNdMKDBFOw6xZsKJo/u7Y8TezRheqzD6HZGYZx6PFx1OlsN9huW1GR9AR6d1XqiS",
-	"2O3pc9PUPXPeq9BkvdBmAgq9Vgvcq02lMjHoDRG7d3kC/z5IRHaOD6in6xOlZVmvnVJegk7SU+U/7g1B",
-	"HcHtQYXSTjtweopRJFIdXdLti7dOicJDNpWyI1gTr1oPBwMxUVOzUMTZEOgeot27UBZ2z7h95/BJuHP4",
-	"ZEPJbR+opfjawx1dXRFzQ8SozlNOtfudo8FQZO4W4n/JxsgeQQQY8KO8o6JfZQaPeJjDaBj+Ohg8D1rR",
-	"h+ycSYEp2pBivSt2Q2ORCvgSoPDhAZItk7cxiQgF3EIHNSwJoatEDPO0y9nbgcfC85vqU5xuoWcjkaV7",
-	"NPl0b4Q9JOjQzzzJJZzycD/i6amreh99vx7dmfXFczmdc5ZhJHJVgkHgpeKvKfJ6twjuEpo9WkTLQk0J",
-	"J0pdcXof60F9OY0f2GhF467dqbWIlG0mvyBjMog8nhQiOJG1WTeVtmS8M+4g/Kqp3GbkuWxZLK+vUOAS",
-	"a4ubDG2ZMBsJJ92FsPGVZKFqyMtmeJVWLIqcp9kXP8+LUkVvC+xGW5Tw6CCqDo6EZUkkBfGmePkjYIuC",
-	"AOsmQopshJUQPVkWl+BDT81igV2goF9dWZVzfpeVuYKXkxtyjxsCFnSTekoFBhjlinfiFNy8kuG93Hlj",
-	"0eoZRHhuxpSiNGY5ioI2gRTkWpQGdZ4ns0G9SNAfksLJuQcLzrr8lirYNef4omLJhQSTbnw75qRUuqeu",
-	"1BQ8Zr/RI9UoqkbbFv1PtCfYV4KjgP+KfgncsOBFVJi8sIlolqI2JD9Pa7W0mYhH6rQokzDOTkup+LAx",
-	"YeeWKXuHjTqJlN+OtlZL5FQ9M6Z8acwSfreLSxE/VdXowCSOcXY8JCh/KISf8fFlEiEK1uJi0LE5d8or",
-	"ilzEcA01+GjkfvjjWpA8SvXTuayfBvg2v3DnhZZl6zyKzNLCtY5gqiNcqWsTaVn+ZbkVy+maSctOxPUw",
-	"YIgU0U1ge52fF9NClqk+ffY39F0vhKdvGgmi3IXJnj772wOLUBnEPlSnOuPcD4eDI6uMDNiN+GNjlZCt",
-	"HRobSLycDt5rVyan3+9nnNYgq9a7/0XOpnX0Cw/ubFvDPpug2yUXKFt83BwlnidlhQ3qRR87/c72ijm8",
-	"un3h/E7XZ0c5Qc44IekUvQJ45Ephc+JUjUQG52U/mNk2c+RKMcHBu+ncFFMMIWess5ialvQ2NUraPuPe",
-	"vcO9Rp5xGDgRWRRspvpVrKFBY0MLhBODx6JPLVyvpwYuf0f4b5k4L41E1UMoKl3yszJ2UPriLbMbutgA",
-	"WoacwJppkIJIzeZXA7ZhqtXVUk3rvnjOLLXyUoVLiKU2o7/b+gnMSmK+45OHz4gfMLUr/4VlDuHPqclV",
-	"1vVMFKkOZRDOfAIDkKFtDodDRx1N48Ard/obH7DvLBIrlObIB0YVRuLvz17/9PwfYOC1dWhTqUiLOvWW",
-	"aonFFXRvTML7a7/ff/+epdp4Q1cKVpWMXIcDra6pZbGhldtpHDy9e9sw/FxAnZE4JypkqH48OzuBHW3H",
-	"Hsnenao8QZEmJ6UKSRxWc+y75Wpayipm3UWJfmkwZ2XR+Qmpiz6d4sAAiEe5XzW641iXMYCAHyfMxIwj",
-	"W/qsm6GGf6NkTgnXiKOOEKsz7BfLNlFKs25CQD50G7rFG1ewP75BYySd0cGGpAN4Rroz+AKzs4n4pwOf",
-	"hOIaR/Jg2WblDfX8TM7AAqUn47Ho0dK9bJxqy/zUYKFjoCEgMBstTt6e4aDPnr98fvYc3sRECQv7cG0a",
-	"zi/AtpE1fgDrITqHB0MBLtjU6LxoOYgIF7gqLMi+n9BgR3Ecpakl/mR1HTY7UA+y1gqQ1LBz8C0989fQ",
-	"lvII0CShrbyEHQamH/5dNRp+8HA4TPUud9a2yWWQ2++6Z4v77lc81om7FMx9egf4eSak+Ovp65+Ias6F",
-	"koh8D+MDSNAHvqvf1/1pUa9JKBHyJFUl9v+td7wsev/K+4IsULVYlrJm75S2EGg2+LHMEanDejRxXQUJ",
-	"8lJJUFHmnOqjsonJ1wQOPjUa6T+zX3+lM9HfVIogXfBVzU2ZY3nFag57fimn8F61L0WeVPg+JZVSdPsw",
-	"Jhh2GAQCOQIiLBopEdPSWCy6IHscnabs/XuUihlKtdKqleM7L4taVbJEL4dhOXW5FpUxBCJOy2r9mYt+",
-	"SiDOOSp1uUW84PpSNHXEXiYauuLxIRyASk7hXY2xu35ZyvVPiK1+MPw2/jbVkYBESqPHrZvfvnlpxXBw",
-	"+C3F/cf85ig8AkfcUeHjK6T7KUPQqfnVC1v8h+qO3ft7fHT0yF0jLW69sXh8GKutsXg05IHtGJG9lG4W",
-	"vEvGImuTebaGTHWHHsf96qMhZ6qowgHudryfGa9XKJXBKEsQh/2FvDrjIEJIgR5g4q7LbjbGRRJnaVH/",
-	"TJLqwjIFCkctDodDd/5amioiettSMBQ7e4VlgliMGj6IM5GWw2h+sFGUzAbTCJ4/o0qYDL1TJu3OqErK",
-	"cWs2FhThguIMS2ntylQ5mCUTYrPvC0Zi8rWFPi0fsUoSWcx+lKbOxnxUYGxeRtSeGf/B2Azx0+pL5miy",
-	"aHxTPqmeqzWNAsYsTscvAcjVAFA3ElbJMqz/JTUJdI6fn/aGR497Pzx91eWu50tqDMJy1kSUZjaD/yKb",
-	"F4UZLxms498bU3PVCnwMxsw4Kl8CU8Bz00aGwcnbs74IxUbRuhDK3UKiKKpMM4uqNXcuaCYKbWvQZ1jq",
-	"Mwd7POMyUEdKe8mCuVLw6t859IcQvCsqqhdSuav8wfgkbQtXbkVLw5ulLxCJiBoZgmHg4KuK2qY6ejRw",
-	"IT7CMiH6W7AurhslW44N/NK2c+OsN0v46nQ8ZmBTEq3uq6cnYNuSh4gURxTgcHRHHNp4n7FLgDlxqhyg",
-	"9DUWH4iFqiUYt31xusm83Jotfrhlnm8ajeEjtjZHdy1zAZ2e7rGFuJeIdI8tQ/x3WJt0730mOuxwkima",
-	"cfEG2rpYSgHq9YuYpg8fEuAHhaMePsRQoh8VjABH/wuy7RdT6I0UMJoKoBfqObi4+N9lpc6LK7R24rsv",
-	"1LIe++o1kJO2lHYuJqpeKZYcCyeyg9VwBeraxZWZaVfZqVxSbiseD74Go3SGUbxOJsUkE//n//8fIpPf",
-	"DAcTOHnfDL/nj74ZHg2/h4/+9/90nzx99M3xE3DT+EFQmcG8iANLLZb1OhFZH7mQnYFjRbYPw2DgIPsX",
-	"+L//L/PR9LoyJWW1UVtvAaAf9MVJcAZnhiibBYpRED3OqAAZX+gRzuw/EV/hP0n9/ifq7O44kDIXOhuF",
-	"9QohVVweH+teYIcc/hgWOXFSjM098LhNvhbeQojuSzVXRWH5drXGs/vD87OETf1E/Pj8+BnKvtcnZy9e",
-	"/3RKzgXZsDBsqhdqMQHPlItKGAu8I2nD40/7iQeT9ClVpvfOwK5NNc+1AFv4Npp8rM6tKjAZeTfh3MFV",
-	"XCpJQagLtR6jRnGrQGIY8dPxZcQnAF+6cLZhGw01qn/kF8h6stNwvAKXMxGZl/tgvvsYgm4WGek+h0hF",
-	"bNS1pDLaogp6ebRJYYkWreViEGxFwEfCAMN1/yPhqELFAK3EPrEYb8nCvab6gkyEpCgI2hrjsbGbwOHY",
-	"p28S8fJ7CvYwcwPX2t1yIL4vtCxLDqIGWdkyqDCIluckBdoU+EjF3nHGFD692ysJ71hvyNJJNheFilBW",
-	"SYJlYA+T8cWpQWI/z26o2R0LNsTgGhTg38Gf3bHQJtX+ME2l9lZIUUeiOMbiBXn8uqlnBvRPHNAojVlS",
-	"Pc2yKi5lrVKNvAwHTw6+TcT5dDAYjfb/GUtK9EUP6wREhyJ1MNTB4yf94dFhn//bTcTTH346PktSvWjK",
-	"uphKWyei0XapplhKnIhJZWROn7sKVa6rmCg9nS9kdcEFFI51A2+WZW/ZVEtjlXD1CFZ0XpxcHuLWfnFy",
-	"+TgRYV74BVhu8EWXyfjbZB0iowV6lytdwE6MAmMO0nhaSmuTVDe6dAjHoWoRXEjeuGgQdnjAPn6Dh/D0",
-	"5xdnT3/87vXxm2fvnv/w5vnp6bvjly9f/+x45vGMU/bD+KJ7U17CTuQpyNpvW8w+Uni/FZqmb/F1OhVW",
-	"zyMBQiMlqbZGPPvpVFRqUnDPUeD7t3bMh79SeVHBzxXWjxGyfSu5DijMR/5iBJYX87pe4vzgH9bhSocR",
-	"qSyTHX1czaqYYfYBW31UQpjQ6I+YigruXNeDU0l0kP3Z5Q1/LT3uLRBZ4vl2pCJcbh3sjdhB9E5f7BXy",
-	"Z84zTMSjgbCJmMrlkuMCO3zILmhYrCNNbkhVu3B7qlFTYW5lY0AXM/4OXN5MdA4G4lXxHUJ+Hw2Gqd5M",
-	"pSOLsdG94dWVCwkX25PuLtnlxDPBQ2StCrY+OfIdEGcs28Xfiu8SBxqI1WXIEtcnzQ0aO3HqOtmM3dFZ",
-	"pOS7z7kPhkmqjwaP8EJYK3LV43Wge2yGp8CGVzXsJlgNjFID3merKA/lt6solPaCnQPav9fe3BtfG0er",
-	"bMcMJTES2lDlXDchE0cK7OZINUhPc37uBG8rVmEfPsSkHypNK3U+MVegXKfK2pGHEvirvJSn6Cekumo0",
-	"PB8V5cDWRXHl6EzE86evjulSX8VlRUcbr/xB7GhVr0x1kYjzogTDAAassLOGfxpjAitZlr1paaYXFNQA",
-	"ozBaDR90CfseVPqCbl6ohXEVvrtufCWvXuFltG0T8fgQtm0ilD431TScxQtVaVWy7yU5j4sBHeEqJ3eM",
-	"/7qpl03txj/AU9GnPDiPgrmJqpBlYWN3g5eZK7oyMCb7FIYsztewhlQDFrH5cZgJZXWH9C2i9MOt5H1v",
-	"DJJq1yEEeozrBIiRSmhla7cJxUEyGAxEqS5VidXWkixL0oBYW4EVqzwB6h+YE/sKzqY2BHiSoEqaYpcW",
-	"C8uUuJQSX4cB1y6a6Rwm7D7zK66p2zNXaunIrkhgU92EK9EO2xLrr9rROR+07vh8Mtk7TpiUhVbZvv9z",
-	"aspmoblYA83ZRETXLor6mVrWc6wcS/XmVOFxYLrlGq2iqM0CLLrzc3Tg+WQSWIB9+HDU0p4U9eAwRFy1",
-	"9MB6VNRC1wbsPieqE+ECQuSclWZGhR6hkB3eWKuoLlRsqOkcgXDk9IJMVoLITDW5An9/8/zZ8dOz58/+",
-	"kUWdePDQGJpwPzwxeaE4vhFPmkOzVnQ4IJj40m2O8CW+ip9AeX0c3oXlLWZjatFBGA6yQcm0p8QpPGbm",
-	"gocjN2wGklFSOqEAa+Ptm5c9512bCh029zdYPwUSQ+TqXLFbkcOL9u6O1KmW02kBKyhLXDRKmUhS5bJa",
-	"h2spiCjRjLbcj+JU27XIEqVw4JBwIwrfTm10aL1gP7UNMiTVfpdjEpjq2OuqwV2I7823fLeqc1wSDM9A",
-	"qyu8fWywLKSpsfd78ys88RXcaJVFuKNK9cgTbfcQgYo7L7AXUNOppprZDqXI3aQ4CuGOP1bao1vbFdh5",
-	"UtQuPDlG+pAtwblUOxzd1dzgI4FUs4pEZRypZgLCKIBHsUOXcQXtCOvHsZoQB8ZkCgZnQb/sDpNGkeOs",
-	"G2gEo6QsnRRcOD7QrWhdHAvbGpR3TLIgUjjKb1XJgWuQ1/wonWylJHgsfVAa4OJQFXK16D+Ew4E5h5zq",
-	"dUiStuKSsr4WjqRt02B7vnNN3a8hyporc/TlXnEctr3375Yi3hqHPQtMu1W13qD6jSo2GZd9LDZyuS0W",
-	"+OvJXMzTxhnZp6w3qUI5IhFm7mFXWBLzCrvS7jah/fWwrNrai+Copxx2gGgX5nA1Vm3E2jQV+eLuvdHG",
-	"DYAMtE0wspu53U8phU72a7pX5OlekiIMDP7D0ynjX7msJRZopjrbhEvIuojTEYIUfz+tJcjBXLjp/6OD",
-	"ftdof3+1WoEtj197oKSpWex3U+eM8zEDAxmLraRei2sjirKYVCBquRcY9i73k8ZwcKMYgS0HT/iypjb2",
-	"qHfQaO9g1ggTmGoR7hth3qeomQlzCrPIG1oC7rH0v4geQC0Xy2wk3uriSjhmTV5vRrVt3xTwpUYiuzxI",
-	"KJDNGu3HV8dPe6c/Hg+PHrsqK5of12SFZ+XwePtjP6HWtxid5NEu1Dq2P+lne7lCwYudirKq3fy5N5+p",
-	"Lpn9qS+eOWAp/t4hTj2wBDWFwxDa1AbQlqusSQRmxIVntRxz8ZigtkquXoh2ci1KJa2DEnRpKynypkKp",
-	"ZJoafBpHY1pw6Sa+cNRjTjdzYA2P9mgL6ImwTXUJ2qaClaxq1pnTSto5qEVUDw45guG5SJLy6WRbiYq5",
-	"MeQ9Bw9dq3wEhqM/n9Q5Gnr7HA4LBkXdC4Dpux/zOImoQsi+7Ytj7baZuwBjOHCKwO2mCvYYpoyv3pJg",
-	"PhK2Ow6RFN9S5UIfWO326OqKRAsHOLp98T1OxYM+tzxr2jtHwibiSCwKnaT60QD/IYZiDh/OwaETcxSc",
-	"+I8OWm///b+Gg2/EL/A6q3EAxyYNFD8PnuJTxr/jg67bqJSFJRx/5H0/jj8HW9qFAMo1vw2nFh2onliZ",
-	"psypok5h8KaD0WKVU8sEJSFBgGL8EFsTh0ffCFvK6UV3RFz8WNErsQ8V4awJgqf11lONds+5WlFqmHpU",
-	"HVGuFLbQs9JLFRKWqNvA7s8rTNzgesM+wx8xTY2d18cBhAzRhWJmBXp5zmBxv5Jq3E12k3qBQXpcbMLt",
-	"nSORyzWRvzkYn1GqA2GF65RAlldX29dmX+BYT+BfGNPCbjmisMGYeSEQMvjoSmEF/y4Z5mA5yGqmaqoq",
-	"QV7Waxxxnd3RXe5SoqgtR2DbIVZHlUy5pG7UL7a1s6yNW+O4o9EkItyS7ggrx7D23pPLcWeQrh3QCeoo",
-	"k8ALi6HkORCPgokVXYSYzjaIh7jZ3n/omaNG5Jw4CYZlB7eBA6TaWTg45wAMAH+5SdbKYjiB6xwe2A3E",
-	"K5/sjqucI1eh46oEHKOLYAIsjxuPjnpLTIAvABvN79pHA9q2iY+BhOsX8opGzFIdROQgISACtDgDML1s",
-	"oQ5jDUbhyZD6vp+hz3WZvNf5QxepwE6GZd0r9ChOlTIKf0JhKdctl5DAojo+s1B+y7sFDm2OQl2B+VJg",
-	"MXYnS/cepntZCLnz3vVbN2wS2m27y1mphsAlzsz1YhOD+EJU0rdeqpHgZBP8TBz7WKoK3Ex6864YxKHz",
-	"4ENTgJIwj0YeuwhMo+A3044A58/VjlDApZXVwgbqhw9FJ8NClBE76/ztOyxqTlwdHtXR/O3p81SfDo8e",
-	"u2pxCa7KiGxwEL/K9YSk+vY6mn8JR+Uvm9WD8P/Dx04B89dNVbLxxpEZUE+u5h9m5N8kI7Ch5Yne0IjF",
-	"oRSPBkMS/anOXrKf6s9a1NrWWg2Ql+xEUe8FVapNKrOyZNtUoFtQw08NxWpafU7BlKCSR77PpNq1GGAL",
-	"91v3hAFxaMo9cplDSQk4R+TG54qInUg4wDtyrkHlbqH9ECV5qNgOPWAm8nTt/M5cxHKtRCxkdWE3S8N8",
-	"hRPtyF1Phrsic9+7RgS/HRwukx8344wvQ2BgKref6jcO+enOK+VMW5/kevvmhZB1u2dyLDI/Ela8g072",
-	"nbtoZGG0ntr947ThydvvXr54+u7tm5cZS/KgbhttFbeOYfqMnvFHY+sMKWJR64VCMtfXAPINlWrnvNCE",
-	"6UKJ3cYq2Hd1quPZssWEPQBXa85c8nGkynw0j7BnBnQlIemmmkzQA7Q6KbQVvR6sdSU6LEZQqtvlQiC8",
-	"QYC5W95WpXWFRk8pfhnFmWLJwthb0bcgNVx0GPYK/8zYV0YWYP3VYHa6PCwluqJwFDWg4SWMIIz5n3Id",
-	"oV3wo/Ms35D0fPhwFP8Oy1QVXiTfFVyGKNmBe40HOr1QqxaWkbBjMZfleThRD8BhP1fgjqYa62HonOFU",
-	"fUx/VUzJMO72xVOjHQ9ZXINJAC+INEMz572TUA+cnFbGWpdOUnS9S56DPQH+LWZ+EWw0RzsOVYlfB24r",
-	"jDIsWq3aiGgF1oKir5XqqNP5QEwlEgsjPRoPjAUumhygdV/8vNn86UxJd1jj6XR8ozpuIRe1iIQQ29Gp",
-	"vlZjmUShj0i89K/VYhY2GBFcZhgtOBgjrjThCQ50XhZwUKKqhGg+vAVJDPDnzu4OxaX+6HPvSKuPpdVZ",
-	"TbrfhSJnxo+xabDTzEnEs97zMnksCKjkhMqYfNQhhD1Af6S6ZWNsgbYLXPXYIgE3u1Njr8O39VrFof94",
-	"/38DAAD//w==",
+	"Dz8kpRVP4rkQkklUQMoDqxfr8mBPbxLVH9WL+p+/0eE/x8OXH81/L4cfP42DF/t3/+3JWf8aPv6rz8Cl",
+	"EktJbkR+lfIZ6Z/9cEL29/dfBsR4BqaFKnI2ODKcHpg/hUXYnts/ivHWT8C8WFBujjy4CvQoPXWMFFLP",
+	"xMyvykQnaZalfDaULL9OYz3WBb19y/hMzXuHu3vfgeHl/v7TsNoFvX2DD+y+gCHav2pcOOihqW4ua4Oq",
+	"zsKq3GsTewJ+TrPs/bR3+Nv6wRod8S74VGNKV22ao6cZguAzngZUDtHS58g9rMk3IueaBaVKq5qRtotE",
+	"nv4TdvyQfM9oznISFuPxfnzFVvAPFrUoVLXl0INrLsLHJt/9vZBqaDg8nBuQSKmSZhqjcunephLIo7oM",
+	"CVV06513i9mQsqWPqM0tISWsTmycSFORwznQD4FldWSOLhF4uDMqlXMtrV8pGH83vXxYJvcXZ5oKliDu",
+	"xZTQ0phQc6qsoE85WWY0ZoGnQBGp6Moc8pBLumCHsBXIFPS/jC5AgWKkJz+0NJmmLEtIxqaKiEKbJiHP",
+	"2UJcM+OdNQ9PaZZJAlatEubr+TXLn0nr7pGHKARDDhwuMCLR8e2AcEFQKB9VNX6SCT5jOer9gxGBoy5h",
+	"vMC4V9aAwFU4RFNJ64paAdB8DaTNV/H/B4p/3MyQFxx2MYAV+NPrBY+SxV9QWrbJrVb200HAx9xSY5tr",
+	"onl2RNIhpvQVothimVFVMlDQg7jgbFTZke3jCSVB3DCq5uCcbu70/e33ytfXWfBssVSrVpeD50NqZ+af",
+	"Nny29xMeZ7tqkkxW9uSaDxPcwXIdB95Qyt1dMDUXG61KpIF3eK9HruUaT0XOYipV23SrIbSuGW/+/ql9",
+	"T3M93KWHrwS4zttWXhOCKNQ7udlhU5dfqDaj36Zu+gY9lVMukeg2EhOehJbFLUAvSNaaIeac3lCJColV",
+	"s0ROcgbCP9ne1uh0LOxqpQdfrY2bOGcLxvVnJiv0LJhvoZyCsFIqSRT2UKs070XNMuxFD/EflGzCuREM",
+	"gQc2NOIRY3kQq76Fckk3+BlgWd/wZaHu62ZwvDNh05TDY4Hmo1Z3tNoIT+yqbctRj9GjX2Gqh4TyFf5+",
+	"TbOCkZu5kIzgnpKM0WsmyYKuQh4LrqjVCOci06ujFQRzK+iNqSTslsYKQobMvzXk/SjsffoEayxHEJC7",
+	"uwt70YCAoYGkhu5eUExxJ55JO6xUzUOu9UkYq17wI3u4qCofIHMKOh48pdUCe8QXbDHRw9DD0eNNYbRO",
+	"EdUsARR9wjIgTjJhsVgwSXiRZYMRea/lRMhxtpLMmELK9ebYmAYM4pkkStsAfT3wkGu7gAs+NC8KbIwG",
+	"DAZKFqkEExoeHYzIGZsWEhISyI+vL/Suh/yn18evDJHoHVBkIaQiL54/339BJivN8ikuU039+WTioIeN",
+	"fegFJmLqXfrH3V3vbpNQ+1UvvsdHEoEczVNWDsYvX3wxQWd02dJDEfLoU9j7+/CDpp2wd0g8Iiz0b5oI",
+	"76IR+YXqzV4UUu+8Xv40MW8LuX4dKK5SpTxWJGczmicZk2A8ae0WFVCIOnAGC/LTxcUpibOUcRXyBeV0",
+	"xiTp/ySkCsgJxrKGuEQBuQBuz/Lhax4LTZ1wi1G7AzIajQajkP8PTRLgnYX91uuK2x3A6dBUfHIWkLc/",
+	"aOb9y4e3JWns7yElLOitv8L7e08u9esMp6H/gym5lYEANoFnI+izgOy85IJHJF0sCkUnGTvUv5oDqA/3",
+	"gq7IhIXcnnDcIeAYs/Sacdxq9o+CZrBfH87eWg2xZjR4+kvNanAmwzqL4Q9RcTRjBlUnlYR6Vlq5nv5G",
+	"hFzvRGP5KxZaP/rP346H/0GH/7z8aP7hzzwaBCGXwogBBU5NdIiYw4aSXI/JOIhAqFECfAfDmNqIlYSG",
+	"3DvFHn87aCXiFwdrFLaaOWA4hUvwofrw/S5SzhLrZvDNhWhCJfuQZ9EhkRAZCTl4nqKdKCDgrH353Qt4",
+	"ix9u0tNYsjzWB5zJmC61ecuzleb0IYfpBmSa0xlIGW05C0Ukgz8l6ScszmjOzLqUxGMkYJTyQ7wWDUbk",
+	"tZZAkWNo9TW+u4vapCvIlpDj4GDNlzRXelVAaOv5mPEcEeqJVm2X+1wy5GawCXrkIqtvHRKVFywq967k",
+	"VfXDtWNP146bRZyqFYikDRbuGuX7Il0wArLNzgrcJCknizTLUsliwRPjFWko5v3Sxh+Z3y7wUwHZH4/H",
+	"44HviT9yDNl7bEFvzSN6Q/G1u3vw7Ki3PsNos+7/7/SansPfECEX3KrQ6KxFB8n371/9T/DskWnBUTbD",
+	"0ZSMyZBHCVU0Mh43mmsFo3y8nvaBv2tC0lcCwjLJQq51mgEQe2RviUg/+iQVVYUMjOyUd9HAqKqqyLlE",
+	"r2EOWR0mhBDhJfJJC/JDokc2ios8Z1yN9E+X8d1RNCInYrGE9JaUoxamdTqRMByppNea7CiRK67orU3f",
+	"0AzmYG9Pky3qfJJkKWch10OKRVYseKsCVafSjUMMiCwWC5qvalc1nQG/H+n1ujva6Oqt2iTdpsVTOLrR",
+	"e/PXcHT7+karnwf0LVw9y99FoWZC77tNXeoXyyV4OqWJ8HN9CH/r/fj6ohf0Tt+fw38+wP8fX5z81At6",
+	"r16/fX3xuhf0tNLdC3rvTy/evP/l3BukmUrQux3q9w2vaQ5cUr/YHzZ+xP/FfLDy04fGL2Yg/m9uUP6P",
+	"ZoD+T26wbgVLJeK+wW/H6kt5gIED1PybNqjLsGzbLTTq8AViiYPw3myNSa1QywIcJclRKbZL41DvAUYa",
+	"OIn08keOc+XAsgRnFSPKUpsnWUctrrvN9gvSTmuid6aV2gTnKAPkzuvGbu0KSNU0J7caeRyPm4c0bTXH",
+	"9LSdjCczbY6RX0tpdYgBvht3H+pARuHSGnfFOyBJoTl/TQ/gwt0A0QX4jIlZGw3HegU0c/jx9UVAkGRh",
+	"umC+9p02rup+3pCbnXfG+wCFDiqMaMijbANRZQx8/Y6RVjfVPLLbLN0cyxErYTRjhYOgIfcJz9xuFB1q",
+	"cp8nzLx5cEQiVL8ITRItSutK19+MzwqULFR1rXLpL80RiXDVIyIZT/TMfHMzIVl6xao0c0QiPUn8crkS",
+	"5uXeWuAuosUD+l/dh0B8FwJpbIWW7ma16lthJKNhnMZxZrOtXaY3+J/uwyIdX3rDT/Gdjd//u/lI48JP",
+	"9quNK9/DMCoypuXEaF5h4kZGtQWWswK6tw4BrdAaF00XtYzIcXZDV5IscwbyL+VOe/LdvBMhMkY9wdvG",
+	"RJyXy7ARHMicXjPSN7qiLQr4X//P3n8+3x+MiF4532LQZgQufUB4oWklIPZZkRMzDl8Quo3C2yF1HPXS",
+	"wA07cAkPRjw/aJ/P7a2133+xH25sph1H7cL3bli1C8dmlLWf35tB11UPmEKb6vG9i+zeS15CSp6xQVJO",
+	"Ppy/goRUTT8sT0USEIjlsoRMc7EwsUtFMzF7JkO+zNMYcoJiGs+1tMrFYqmIEleMgwtIzVmaE3HDib6V",
+	"+Rw9F9cp8JGcLUWugAcuBmAnQNgYopCYtzwi73nMSFTIBCxFPWgVOHXOxNaN8VQyErD2DvZekgjD3pfs",
+	"NmYsYUmkzR1F00wemtj7B5kEIYf36n+6yesjoo7VEYnOmMpXw+Op0qyw4CpFfwzeSDRrHBxpJi1VzuiC",
+	"0CxnNFkRmixSpZfPZTfHhTIWsTdq/Z38WosnMN9FLhV6m2Kt8t/M0wwkQV5wGRAptBFndHd4XsKmybkQ",
+	"CqUbzkpb0tbss9blMwnvHJGTXKAPl2ozH20vrZ7QjOXqWEV6Y2KRJ1Kvu1aLzSLC9YgIvSNaTXUPG49C",
+	"KpIjkmttIuUzCLSbNSbt72O3c1pIpXfFvRNf05bAYEbX5EY/5FZOiKmhlD7aX9mKUBkzjh5LUHMmTN0w",
+	"xskYBr1L2G2cFTK9ZgO9XlCk0T5roC49C4w3OdPrt/HoeTAeffexVI167qXvbN0Olq+Uv1v7Gn8vg1ei",
+	"mGQm88wZ4M4YL3Usw/1qOlhTBcPVbC7Zh4sTTRKMJzQnCV0F5M35e3LD2BXpw2l/J3hCV4OgvGshuFbE",
+	"jC0V5yxhXKVUU9XNXGSMZOmU+aw6Aeam36nno5/WEkYomjUZ8l3QK2SH3QQ0XP0mqD3Iv0qaCQwXq+zO",
+	"3vOHrfrY/m/t8tc4tJ6CW/M2Tn0yp+pE6JFZNb5K4rG7dgF81IsxeO6XB8T9rYvlhGbZ9ll7P/hPNfPe",
+	"fgWXmjl7UZn1Cv9ADregCSRpgV9DW9ngpQDjycv1IUmKoYm84KQvGSORVGJ5xqgUXCu01lzXitBNKjGt",
+	"AqsEShdIPKfq8vl0HL9gu8ke3Z8cxM+TF+zb6Xfjl7utiadM6nO+MdvF3GbTY7qoVM8XZka5vGHagutT",
+	"SBODJLF6lRKW8JqKqMGoMzFWr32L//AncUMWlK88SYKmBKRcZUIsce37VtVDh6Dhk3p4REynepSDI/Pc",
+	"FeMo8VEvQ/kti0V7/B/l/ToylYotZXcBIgzymfSywiScYM1h89q4I3bL4kKxCNIA9Okd+Kbo2u27ECJ7",
+	"K8TyXLFla2WCo7Q23XtVW1TGE72xm1f1MOQREkIUeAfC0YYNiOmdM6LYnLajkEf235f6chRoBQD0/8R3",
+	"l1ZOkDZwzREKeZ+6InJ3O7BuTTE2oaK6sKkkoCcOAi399TFFx3vks47oiEQLensJW2vmBcdaC94FvT2H",
+	"332lTJrqWzt6XKrACFpYMXfwla2NAfu6exCDqomHS9ormRwsGnJzHGmrvAFJVNJvdeN96ib/Rup8ebRl",
+	"NYjlMJZz1I5N0GT41XH5vL5LnpjSvKYwMWvdEvR02hKQqjXPDYGWFCNJHw19zJFLcywcDpxLwcUT0Isw",
+	"xF/xuy6GBqq48uEFvNHYHFzPwyGfoWl5Dud3cEiiEn4AXxEF/m/fROAVKn+JSB/NCEPoxrHlrg+0TZHp",
+	"gy0kQ525os3Y7OAsEzfICs1CHZkgkimfNvRf8FTwUch/YSxBFhyl/FpcsYhAHv2IHHPCuMpN5jL6bbiw",
+	"w7MhgJBT5aTpb+nH6IhQTtjtMkvjVLWsAhGFkmlipmBHTQ7G+0dQG5cxN388bS06lD53Jr0j5PAs6R/s",
+	"7XnAE/ot/nC1fMsycwQ9hbeWrzhal1NX6qx7z180ObLhSRUXbasNe1b4KWLSo2JkPRBDqSokdEZTbiKV",
+	"SNMY6oFsX23ZpVZ+yyaLdolPQHCO31W+CSxNi15j6ekVBu+jmueimM0NwVnu7GdRayUJkoW9X41fER6K",
+	"2tOjI+OWM7eW2Bi26A04OjAJOVyyfLhIeaFs9LGvtRAbftDKdF7wgU1WDrkmZVM5k4nZiPyg9+GwXFA9",
+	"Bb3CvqedeNw75A327eIxflmOEvrDSFVNL9QUBsjj1SnjNFOrquLb0N73PKV9uNduNJ2X2okhsed18nqn",
+	"DQ9/bw0nAUWgvzvcGx+5kOzzwZF3HqkiOdQnwMkeVcY23hRdXdDbLrEEIzIuFiXIjHGWY96xKs0kuy+R",
+	"e1G0OaRrJNX25Ue+Vlwe5/HBd+tKkLpVaEgpJ2lCjGhxPiIQIzuN3Az0rmuVH+dbTZqmXJ+2ZRrvxBkt",
+	"EjbcHz4fzml6VQwhaNCe6Qs6XcyeiMbQG7SZiR0Dt0HRQiERb4ddM66Gxp0E9hCIlSxbRETR2aDDVcsW",
+	"S00ORc7uMfY2n4IRcG3pUga2wdxB+tHO9e6O+UtGA5Oc6fz2pfCEZBpnLB6Rgl9xccMPIfqtJZ+Vqq2m",
+	"kBLL0w2T2r2Ppe7I3RJkq3aFLPbU2Ij3cK5q60xv2VyAoWfYOcJXGNNBVpUSfZxtFY1shirnLFtesNs2",
+	"tJlMCzTI38T6OEiJwuJMkS9MCgM6X+HlZJoic09zWwLpxRL3xl4kr1z/TMzEhzxrL6SYSJFpgTJXainJ",
+	"h7O3pK//iXEpEBxiqW3gAR5a/S5Xy2ciFBh6r4xDc5ImHTCpNtd0AJ9OpV9qpShUsHLRFl8NgGWjwxL2",
+	"SBujpeLKuAI9udSdJJkwreDAcTClZotDfIEn0VNpz4uNaeJ8i6V1FRtNY+/21qWO2RXw0sa8XIQuIj1n",
+	"Uq5zKd3PXVSt/eouMWq/+khYiftgRDSLiliS5ixWhlgb1zH5p0k80RK9xL6D31W1mfnKI62Fm+U0Lmsw",
+	"Wos886r2ILFwcKRtaz2rJCJLbSJHbpKR7yU13y1tQZb07IIkW0auqjRw6t5Y/f3Ee3/1ymv7tVYj1q9L",
+	"qOCqmbWs1h+UW/lxI7V6ZcR1on0E/T2YmNqKkGGcFrEqlrYUWauw0Y+vETvCDGdo7jYYEkfEBylplWqb",
+	"iLXIO5yNwKSUgLh8lVSVGJE3isxFZozRcgqmOhbUx0PHgGMWEJnyWcaGhdwiAQpIQg9sDWHchwa2q0BZ",
+	"Rx5rS1OVsOUoZb0QZAp3lVRC/oQ1oeqABuvZ8/aVfu3sBS0ocMESMd3me2ah37QhpWAGqcfODCVYOJ4j",
+	"svvdeEz6+2OCBqEctEwX9anvXhxUIiEvxm02RI2cuxJ/Jrm40dMGq9irPsPRWS5oagYqjp3S7wNmL6R2",
+	"IhP6m/ldc1uaJOjUAr8SZH4cga+97gjSNhIt1HzkDVxGpA8FQogXOBiF/FfjBkiVU1ZMqahJ4YuFTcnf",
+	"pMB0VnytOSftuo5P4y0lrBaQA8rbPbUFFE3rway5Cws1v+jM9vAXTd+JmR9VjxLq+1OECbXyjQuuWS5d",
+	"pj+zVS/oTQCMQf+DyjTuBT2hX7fX6qJ9QOHsk2sj1c8C5B7ZG41BozssyZfGMZPSRFHMC0gfS7hyNs2Z",
+	"nLPEaI2D7esVMyrVmX384QO6oZKIiaIpv0+xZLNQ1lqyLTeX6CXrBmgS2hHPwM8FIbOccoWjc/6Hpvrf",
+	"iN10aHPaELhm0SEpJJ1kbERK/a7vRjQ4BFJ2SCEE0AWcGgaJ3/qGS3tmbYzTo3ibfWVzQEMOHsbD6uRs",
+	"WgrG/2A7zc7YVH50TA6CkNsAe1uZBxF5Okt5UB7BgODJwiq/BdRyad0E3g6PIEZEUuIPeKM31ol1yIks",
+	"Cbmi+Ywp9GMmuVguWUL6px8uiKoD8npvCjxgLbMEmIvmr+9lLBJWD97ARkHU3GqttUVvTxbwC4efsvT3",
+	"33a9cgXUFqzYKGf7RNW9juN2qNLblvKWguKkHOM9PRbniqo0rm7pTZ4qNkS+YihFMpqxJDDSxTp5R+TH",
+	"9Jqh+Ss4kw0C9iQGvWLykERItRHp4z804SPNRqSPImIQkEirR3qxUNbbNOxsRaIllfJG5Im+XQuSQWvG",
+	"EAqdVuFh0WT6MDY7nsEWpaFBDxbmPc9WBkUp6NnhdKnreNV+DEb84G/BMnWgUSDSkWEt5mPw24O/Zreg",
+	"/YP2am1m2vYh0WH0oG/erSXxB1WsAy5OybuOGnqRVlxKch/9gZRUrrVxGntCdwuA9EOyFv2GbA9+E11q",
+	"cUOiYVT1ra/RAb6egi91Cp6guMozL/4SBVYn3cbAsWdZtxhDpO8ZQ1Dv7iPHNq2grXGTtCKph2bUs3W+",
+	"qtMtEs38eMMfBu+TpHKZ0VU7ePx2r2jaDWtAjLaBgCl3918fBcbohpakUEt8nGJoCPVhISxfjdOHSg9H",
+	"S80Yiq8gLo5Q3p44BU1wIVl2rY1gIx8DZMhByS0ha9wIhYCgWYbeiUHIJywTfAb+O8eotJnBmfOR6R05",
+	"ItQjD3R7QrCF8pCXtmfl2Nvss1T6Mj/kIR+SiAuu7UaLeZIirM0IrhnRXgK8eWVlLgmjVhaPhpG4SlnI",
+	"CYlQm+1HKY8GgQE69ysMIwQMjmyjEwjgE0h5Gzopdrge4hLW0IJc4nMgkFoe07+bpzTFvTjo2905tDsz",
+	"qLwJvTV6CTALwXoVTGoUWPF6fk3DLwoIheojvQ5w9+nPJ6/J+d7zF6YhAJw6rXLgbl16FBUNsAiltGsD",
+	"/Rp4DnrjbED99L0h5XxC/kPKgGKmhHLILrZ+LcpJpP8ZgWpo7ff+wd7eAKowMNE35CUEkkWwpytJpFgw",
+	"pJ+yfr9M0UxEq7HiDx+KgdbCcfhge+O9g03CwLjZAvSztNjlh4Tdqpw2UR3Q/A151VXy4eytrY7/FPZo",
+	"kaSMxwzhayAOfLizQ5fpyMiAUSwWYS8IedjDrbjUw8XbxXQKJe+9gIQmPxIvxILrzUX0mwu/zlCG3E9+",
+	"lUxJ0reVbJfoFzFElEIpD/p3L4s8DdD7FITcEJye/GU8p1nG+Kzx9yUWbA8s4uaEWdT+hPFWuI+9cQsn",
+	"rixeq3988/6AV6+yCYwnS5FyRfqVGHxfDvT+DDw8GtTQqMLXB46g9e/N07ZdLB6fs6KlbTaHZG6lCPLf",
+	"qvAwwEzGZ2rmchhyw65IHyrmkUdZ7nr2wwl58e3BS/K//u+90f5oFyWxzcLSiknIUfccACvBctR+5KjB",
+	"hA3M3ygQQINdIPKrrDmorJv6HgWjTuyeuBX63ryl7ZItAcUhtbUJs6vprWSalLtb367nLzp36xzmu9UX",
+	"TNyS/Op7gcD9YyXeNQWMDOB7XtI4FnD43ztnKqpTY5PqjkLuxGC775D0l8UkS2PzsCzFCOT0Qj0hogFr",
+	"kWqq70RukBSx4PyKsaWJjFqXFsyzHr/Z1jKszbO7fpdWF9ZLDumDwgLSwxXx4oYM1lbsHpF0xuENiDBi",
+	"onY5o0k5xLZMMWAC64kAbqltGV73gzvNLerZFfF39r7n5kf98Yo4P8FXV+/AM+T7PD92oA6g4nbo1aBa",
+	"7a02RbzRn6KrGLcl5KjM3XdKejZeIXjtd1s5Xvv5xHyqE77Mzmsr/ZPENM9XHvo96dMKjJx3K+jnKDSE",
+	"ZGVwQdb6jvx9eHz6ZoiRvY0sqKsnipsFJLEhsiFkV5lxWkXD6MKkz8EoULnIPFirwVZs0A/1do0kMB6k",
+	"gADzR5QCJH7kOJ0yGl3gbcJYovit54yIXO580ot9Z3+JQm77V2ml1o7XiK3T9+ftOScRoTLkkTe9WiA7",
+	"8IjfRuAt5BGYIYCfCYYWn9Wy+zfrAn4KcEuYriM2aBmOjQcKm4h+5BBHSuRAuaQxohS0juv5i41wXOUg",
+	"PVxBN0hQQz6X3m21a9AzGso16JyE3RpQe5d8j5x06DuqzQJ16t6j0cjpy35RDWnqy0DFVlkWCavpyZoe",
+	"EnZ5zfJ0murD4CnUFe0psCHNS2Pgw3YOQv44ldlaeuvlVFV53KgIb5llatIgHp3DsFkm/IKvrvxm+jvU",
+	"fv3efrT6a12x1D+C32PvHggS7umHRVdKB8z2iMDEpNWEHHwFUc3RB6g9ZdgQ3TLQ98t3ywy6DOn7uXD1",
+	"Ns3EUH9pKK/S5dDqoUOgKpZbVep2qLXKf7JcOP3P8/02fKVIiZEmxcOdHQynWOM4gkRpdCNgGs+SqjlG",
+	"ohDwMeRKHFmgUJDdAO2i5gQFKelHHZb2zvUeoF2iR8LY9AGiPThQR9/eI8eQqo5pabOcSRnyWaFZBRqK",
+	"EpsqYBp3QJZ5eg22c5byq2EmYprpN6IDRS5ZnNIs5DRJ9Juw7hQ1ClMpZIoE8DozMDBFPAek5YO9PSI4",
+	"WoGY9FBwALKNcGQjKMyLSP/81zcXJz99//747NXl6x/PXp+fXx6/ffv+10HIUx5nRcKkAYaCb8NSl2Wy",
+	"TIrsmpEVauIocrUunmLLj3jO4iuWmHoxh0wSl7VvpRLk74ItfzNXd653t7OlHxwl2A78+Pj0DUm3xD1e",
+	"HwHwOixtqYhBL4jOIMFnxOMtHXVV3pJKkxaEOhN44nOKYNWNQqN7gPqG3KH6kseD+pYxk/tj+tb4vuVR",
+	"a1n/04UURf4XiyiaVibrkwxlV/1sCT5zWAlGABHxfjRL1byYRLb/D94+QK7YUtW7pGlePjbKUqkuUykL",
+	"JqNB2WKm1ktoRM4KzrFIdYWMWNsRZTWmD4s03ifRVOQTUMh8QCSvXgafDUJusALdWsmBb52Vs9XTcd/L",
+	"hNDMs1jCEaTcjcUrWSZ6ZsDwx/t6OtwVHTsmDa11RuQt2AIzZ6AIg2FsFz6VZKY1TF4CCJfrKg9zRpPI",
+	"eX1BIzXNh/QIOguZm+tfZ2sv72Fx2L7d9+jNFvReLyYsgay4ZoXEA9Ja/be1AF7iPvYzmA/5W7WWNEkX",
+	"jKOlWYXecN+eZoJ6WSFeNWEdFrKG28IWk/vBttgK0pYqwfayWYPjEAsui0VJJKlWdsHrsC2eQ7mEJaKD",
+	"2g6qwe1lJ17DpspYLLF2Q2irewVVbGdO5XwI9w33vztoLadsLSUEZBbNcJXAz2Cf3UlG+dVgM5+Fl66r",
+	"p4Su1t+bxh/1io6kRRt4B0hibKhPMMjrq5QnhyTl4LW6dKC5B+PxICAF98MLif55V2vBjtXpX/YHgdFw",
+	"LxPGU7xN/8iFupxC8X3/YHygn8PIz6W+YAFT+wfj5wNtLfNplsbw5ZeDgMwEZ6R/sDv2BEDIq/UW4IjW",
+	"THig9WfmYJcvTU/0/sHu3iAgSojLjOYzeN8+zEoWy6XIFUsuFyxJqb6gBwFrQKuv2NvTA6/Cc1evkpwq",
+	"dgml//ibHn8NIy/k5newfTjNSP+5XuGQ28LFS0Sv7j8f7+HCX9M0gx3qP4fVdDcqCzL+fHwwqJT3+w4T",
+	"kD/dZicaX1Xa+DnlyRBsjWkaE/MK6xZZ5mKSsYWMSP+3TxDW0YsOv919HIB50Vw+BOmtkFZAIng6skiu",
+	"CD1fxHNUHaF6BMLEAYlsTfFvex9HucgY2nsIGf9b2KOjSdj7GPmjC7mWLmXDjN3xGJBCUiaPfJRgxJQQ",
+	"uZZf7un3GN8wzfLnFg8K7nVNY2zStxlbyAHIFdSAsNfX37OvA2HITJ+6X7DHdNir7JjfgsMhZ7UYHDeQ",
+	"I5QL0EYS9DvagpQN9XCw6m/aSjsb6dQJqwDslM92sh7XUL/BfoCcN2m3JfuqDwYfb/3uNWuLtJx7+QFU",
+	"kTldLhlnyZHrTeQgh2/YZC7EFWAPsvS6pZPSQ9LEjFK//Wm7QJx9UeQx81PsrAc5VaQ/Bf8PohlJcP+k",
+	"itxQOViz9+VKtZVgngM46GSFZheU86ULk3wVmZUZpgmAQWj7L2FZes1y07PM0zCuVaUl/Ljxvz36crof",
+	"707aW8O3g+Aeg1OAK/RQQdQTtvtitWSDLQspFab/+8ldneYKvPwJrDSkyb+EhebWc+Pqe+i0Xjv4JV1l",
+	"ggICayJiuWNP02iRaGFk4ChGiNeUaCZufkGRYIIuWbYYGfYy8uq/ac4gYj1MuQUtt4c1Q4sFYAEchFO2",
+	"socYfq+mGZSWnKEFv752ZBL+Kr/BUYPfzJjLB80P5VPmh8YjZuLlDzjvSj1vc0DVd3s/lu/3fqyX84Af",
+	"/fKKrfwBm1+8EZtfcmZHaBZ3ZOFbEC7Ee4n9pXyJ/aUcVxPYtf6jw6TtBT298RbA8VLrbuY3W9d1WfA5",
+	"o5mar+oXtIJ3zXL3BPZVvTS1WD1sfgpa2MhqXebOBqFtGVVwR6VMMXEr07z2wa1R89ort1ru2rGtLqKt",
+	"F1rehhc6X/XGEV7twg+WAOvjav9+ebF7Ru3jKC+eAYGelfRZDqnS7LxxoW3acOGMNWb3K1LvBRKv+/kC",
+	"KbTlE+ZKyzfMlZY5fdCEjGjgx4a226699kjcXX/79t0PhtQ/yMalU0PYHzyCb7t+5tG9fx2MWHniyN9d",
+	"c719X5fHwH/QWMsldsXHu6D3Qw3Nthb/yWcF5CrcX8Vxjwbkiq3QU+B1lQCfNyYTuTpbxAcDwceF3+Kg",
+	"vVFrdxGJ1wXJodjNxTaQDLac0M27TZT6a3YGkHdrVu7UGAXNkb4Gv+MNXZVov85dp81ikS8qSwTm1PZg",
+	"rebDbdqJG9z/0K/szrNy40KgRVr2hXErbBu/u1e6oSNqgBehP4LumraNbfmKGyoNpukImhFkYP52p1z9",
+	"tZCdL8wa+rOvgitC83O3HM01aPHzTeOHojNvNyeHSNc6HSplKhXlynQ7PYSNztnSAjOVELvexPwFKG8Q",
+	"nLm0lJs8RVXPuBEby9DtrvyK7/wV3/krvvNfGd+5wnyfFu65IfCCFvG8SdCvCzd8hYf+Cg/9FR76Kzz0",
+	"vwI8tOVI6y0rWWlMsjIaLlUkY9S0SbKpZhanliCWDh5oPOhQ3Ef6Lmaz912dh8nBiByXYtxrlke546qO",
+	"3YHuYU/51lqP5fKvXMJlLd/AS7qyKQZbJTn+6dGx/yxA1S0A1C1x9n9VSOaH4Cm30GwzkrFVOqM7W6AW",
+	"98tjnTOaSJKqwVpggjXOF4sjV8u5Ox7+h0GJ3A1eHDy8jX6b48lTZ+wZcpreoa1C/huJcCG1dlMuWRTy",
+	"fs1BpQSJPmFWv/edgGh1GlBJsflQBIcHIhwYVLZvtN1hB0HZLj1CVU+aImzv7kFrhLjNQdVGET8aAPtO",
+	"JbUN+L8WmMILIDXM3Q4ivz/c08uxh1CsEq+QYwsOb62UOdUaDK/j8j2orcCTI/eTV8hDq4hyzyTknryA",
+	"aTcm5HrL2kltYKlPDskPhWTW1GlLVBJLxmm6M1uq4YHQGke6JSJ/9+bbzpOm+6K14L80DaDFtz65KhZc",
+	"pbxgaLFrbbKVXf3RHQRqwXi9d+jpcneR/ni4d58laxdtiO1f/dwvRZyxQhJpP7vMxYRO0ixVK7KgUupv",
+	"72769r2aApitWyfCDMPaunlfax6iPfxJu+ftAU7gNn/4GzDkpil2ooaaXjf46mGcMf6wBMwv0gWv7ohs",
+	"XVJTkY73ti9rd86j2496LuiXdSZV8iefulPYTxC2axJtiaDqMeerjfqeeaztS28WS5Gr86t0uWyDdhdL",
+	"7wDVUFvfvb746f0rsgN9zKs0ioWvC5pfJeKG7+T0pm2b3MvbUBR88CpAqrQ3O+bfkZRmfcflaDwKxjSt",
+	"FIMKO8sMy4Wy1ZHTuAGkHZS8iUhS0JHXL265RO7r3QvNkrIfRpuDb5N5dOwg4Kx23FxVhLj2KyLLrAuL",
+	"vgUp7Da/YbuUheoEyhh49fez8gPVCx/Kz3VERO3AbXpL+zI6F0YLeDHX9uxsBpgX9jabzub3D8Gd1fIc",
+	"U9za8LU39jN4gnYbHQBqnptGKpqr+4ClJQUS47tqun8XnFmA2ZAnrQndmtvCZXBtJcyiXFXziv2Or5zI",
+	"AgCDNieMNj/196ExLIZvEufnpVnWoW21Y0lfeA1bnkkCmDR4rxuliQ5zBuErk+SVjO4HCkxt9wRvwTdx",
+	"9ZJ2nyAv0DsIf4nkwH//9ef7GdrHxMDHADP+lU3Iz2xF+mc/nJBvn+9+e0ReJ3vPn+++JFdsJcHZqS99",
+	"N97/tg0oMptVZcLr5NX5cTsC/XX9TvhM271XHW1trtD6Kd/x/ufTVjRFWUNelOms7b7bDohWXB/A3EA8",
+	"uCLPNm+RHh2OvWOfzpukqdd4a9LUW92gyfog9Avbvv+uK1ldc3foR42Gq+DXLJdOP260HFGtqdwXZXZ9",
+	"t/qYi6w1WV4QuWT0Sh6VoD7goEOgPBK5pIVKyyC5kooteohKqzmHvaslDlpbJBhI4GbTulzt2v2xS6/F",
+	"YBW1FQMta0WXaKi1+fRKJx7aColg8hC8BiUKhVZ5oGP/dSrRd2WLnmTgOxb6gKzn6rkyNqPxyrtBOmCI",
+	"wf36CpTVbi0ZUNUCLImOGVM9h8VzhzaiOE1nBVYOMxN+6VOSpNIkyeEbIHCvhYf3wI3rOTIwU4OiPCPD",
+	"rr2CVFxF4KdmNaiC1BZxw4lM/1myXhvAkhiE9yrJZMpj5kMVekpCU763GZtbuoge4ANa41M7mVO1Az4V",
+	"fyesEw0TXkwUyxfUxs1taoWa+zFon3a38xi3AJyvS5oru0tp0mXPwhp1cGDbMmLjm9pMSPdu12OgchY7",
+	"j/srKJ/afOjBxbTM0zg1tT2uMEOrkJs5wfYncI1We1H1g1aGgDtsd3RFcraEGpLyANZy2cxRMB3+oCoY",
+	"zwBELmHu91CVv7KNTWzjjzj+689zywEF+t4+8fDUPNBMPPylkj2Jdj02SrE7xoU7T1Zpdu7yRiqhzzoe",
+	"zw3KmW4yM4BHPIGFgarFfY2LSqIgbGhE4kI5DIEjAJGGzIzSBHmEXQGjXAcJgeTWli9TSAZBVcs100SG",
+	"vB81ST0C/AcTZJQGmi36JkKwNq0Fcsy+EdOQl9AqAYl2ImLQbRLi3vxNFJDoG9vs+JtoEJgXGQAbaZqb",
+	"luPynbAWDAciU31KJloFBXFmvzQYhbyKPIFESo4NI2nDdaiDToS8HXXCcDMTdsRKgUEJuWMCu6JQLAi5",
+	"hz1hRv9MGuAhV8mqBZO5j/IV1lnmjMK6YjKUFbJ9SkyMxBuveTRVyM/k4EgPJtoxa329G+FbDsb7+rGU",
+	"k/dLxo/fPJNEzikUowFk1ZLlixRKwI1bAxXckEcwJb+wPArQm0TwUjRAvGPDpKFGWM7FDVaZIRqzqUhH",
+	"WgwMtBYFvqyFQve2HIz3R+QYwDQsE3Lu+bb7JXpyOzO6LAm2oC9+XnQMQDlDDNDW8kBEf7fIw822ELjG",
+	"JRqrwe+GvpgIzG5Vi6Zig8Vim/gdlttUXHjbY+gYDvR0AaGLuYPlvUyTmn9dxJUKWfZ8+mL87e53ey/3",
+	"6cHkefwiaa+MRfLbiu+X8+mUvLktBtr0Qlc19B6BBVkVZXIrYXSub29NGF8ynmx8Gm5a10viHJiHVqt2",
+	"4XTOck12ZW2qAXu0bknYFwMFBbIBEzb70ekHRPwEjMGhQT7GFrODhzSYANXA6ANmyap5x+s6SnhnDv31",
+	"D+rE5J/MP/hsPYqAu6HRjHFpdeM0ZqSQFnq3nHh5/tBQSfls+LuYtOCnbWClT3Vy2pQdqQg16rRrrI5M",
+	"1QETbp226A6dx/tf3Jf1twd7zCS2otpke+XelzJ3QSPmvxZV3ee4Fmm+H8lJ2UfadmHOVhjCBjUEPYGb",
+	"NdjKx5vz/tg8fL8XUg1zNkul6WiP+whMSVt4Fp+humZPoPlXV/EvEFzwBowluPdkdKZdhTK9RarKCORH",
+	"GP6fcmIw68sNwKQ8V7UFtg22tpGKAoI3lFViCZtrpQOFi5jRjUlNIdc/mVdMhdYYMYEPM9th/Wy5OTnG",
+	"9gcldEwqQ56zhbhmyYicI0KzQfTFoR8SS0mEYoM95GstkKx/HZb+BfnutkmSSIq2v/WGXtD6hBPXDNuv",
+	"KoDIp9byR+QXA8cCpNEa63ii7vsd4ej2ZsmNNsnV+Gq1WzC9ZoQLkqVTpnXgJ+yoXHYdK/IcTIfHd1Je",
+	"J2DXNEMmfSxCKpOlHERimmA+I10NHtoyeTO/dnRwjg+tC197RBOsSw9qf3MzoGD7NR9C4Uil7Y3eA+Nq",
+	"BMaH6TuKlJ2bDbQLdICuti02fPRG5Feaj/ahfxxQA51kbGC7owOUflvv580tncEvi1U8a1o4k/YmzX2P",
+	"Y9+wnIXctGAeHJFKp2h3srfoKFAtpywbLbveyxs7Lrem79R28tS9t3bh2H6m9nsNd+OjJY7XFoyrCfgD",
+	"qHPGYqojv3udgZ6P9loi9g7ky65EDexNHyPzC0oy7wfsmKKVUUuKzLvLx+grUfW9x+GM63MBfvLLOl6Y",
+	"xz31lcvNRRAlxNoWwGpbo5XB8l+0N1Y9tok40yIza2811dra77ZlS5imX91NW//914sKpx2t6cx/2dbj",
+	"5a0RBVqjkoCvKKG7+jSdmbZ1I3jxhcqiwFUmvRyPqy1NXo7HwTZZTril7fmkhnsjZw+wc8VQsiV1Wb8e",
+	"ZGe2IFgQ2p53esX4ZQf+mEkSwMYANX+O6xawnhYq+1L5XGWx7XTXE41XxVGnHUswBrDTo5eD0cFobxBA",
+	"Z4whg54TbSkF1m3VAdJsm2IFNhfLpPqDZVO2EWslqoqBtvb9ZfvI+37D4wrNOgutsk1Ya9vD6qa2dFbq",
+	"UjZa/FFVKmxrumIqNSv+KERAmMiGx2Id4daozJt9KwWB+/xkTi3MT3t6/Vykcc2/VysWSnkqtRhzCbs2",
+	"YUaJZS/oYTTU4IIBiIAsc2Eup2mmWDtXTnnCbttBMDIxW+ZiAt/vQIFphc3szC7qeImf8zgtJM22u9fk",
+	"HTkohTWZQpVl2dquh627ECJDJJkNOVob04/qvkpYeB9YobrHbdTUkUnQPBAfeHprJcVWjtRmDDueUxUv",
+	"ltnw85VPtLITM1s/IXtOHWZc1XnrJwdu0V4Cd/QDlsy2uY7NtwMvB9yWLNgjaj+17WHvFBwusAZVZV7m",
+	"l2NZ2LMRmDGmo0H+nOmL15Qjrp7wclnWlN2rwO+yHMVliTe+ocCO3m5/b1t985a5iMcENztA1KK+O+4E",
+	"UVqxTt2dcuxBwAkcFYB4gbpRbMQWwP/fRejFagO5EpwZ/2md0jpHbmtwOhFWm3Jkw/n+uDaeVGN/LnEy",
+	"Ydcs0wNrS6JERrieQ1525Ol+IRa6Dd/rxp3yZePux1bwJ5rTLGPZZXU+zYpBW6H5sOMkGUu6sKXEEqqF",
+	"tqGxNYHlgzZ6KesqmxMydQiIjdBCwSYj4tLx0vorWkm2Wld5r6L/S2Sq1cWoNyYrlOh5ZNJCug1dyRS8",
+	"N2fYcZq6j2I5HPfS1jzkenjCohqs0+g6R1kzkTtL/R9Rpd+Yrn5JrDo2fStX7v0WrNG6LWh7wFMv16B/",
+	"YJ3t5bJCf7sb6A9Y48ZcMyv9neRqjM2DHukd9n6Xgo/O6I0HzGGUgi+j/TcV/o169FMZAB3yr72RhlV+",
+	"H6XyPkSpfbBCu4Wequd2+WfRU9fop/fQTftYdzD4k+inWyuaj9EPHiX2S4iEx4r33Vbx/lWr2IS38Fnl",
+	"gNneh0qBtkZJHSevLAt68IGrpuyvPzHgnUz57NIyVQ+Yw7W/cqLd/I1ldB1uJdNs9bH0uBHN6uPa836/",
+	"7cVRP8HudjVjaSSW1MI43W3MftBrjg1HEYqxtmORKWok1P4D56pt3yxVKmNDxpOUcgK7t78Hdm+5O/W9",
+	"6Oxx1ljLj+uViKacLGe5UTV0G2AVhrZnH2InNkelT9R6kV3dK2QFnkhqgeUQimZr7mjFaLlUFQwM++dG",
+	"f6JbKqCxUiHY5K7atn3QNk3NPJRGzcIgpOnVwpe54dCNzG/Y5Rp0ef214PnBGgzyVkDtdquo3SdpgzaY",
+	"HkQVAY5ngiCCM9NXduPn24MftRgszicgXic3lz8fkHpGvde1zf7gr5Z51TI17cpETkw7Mvxha1i7slEP",
+	"rlOAW7uR3NZEWoGsXKlta0en9R5rD/XumSSRS+DdMin4ofVYTZ5QB0vy7r3hLLmcrDZUOlrIvS0qmlp0",
+	"eveRDcv8FEmM3qa1MNKt2eVaptQ9DecivIebpNILY02/C0IloiJ0lrB3u4Xu3Yqiy3f6YOeI30prrYfE",
+	"NxrX4HetFVifX6Y1B7JRzpmpnb5BiBxPdb5Pcr6pZDp9U8HgVoKk8Fbby5oqbLg2epLW+2taLj+TIAhI",
+	"yqVi1EG4QH0TXS5ZYvAoJYuLPFUrANFkMrLZ9wJ6bgPqrn7Png2xv7GdvfwM6gjSnjvb+dcHZm6sj817",
+	"6JmtmKUTKbJCuTLZD2dvR/fpCi/yzcPRB+/ItCdPuoP22NT4QT3Fg16Sr86KlsybM6hdQMK4EUWWkAkz",
+	"JGMy9G7yVDGLJN6OPehAr1pYFRK1Xl/pwXbJgExWxIP88npQW5mylRNhPB63VgHF7cvu/QLJifbM7I/G",
+	"egT7o139n/MbOpuxnOyNxiQRMbBDQLumfpMgbNpgzZC5yKCAD0tZ8bac/M/jd29HIT9jU5YzHmPOBpY8",
+	"TtMMUac+nL1F5BBt92KqN5bsaW5EZ2vX1FtRNJv0+UJylozop0kfzanyRn3EUhiCKVgd3GO1N0S4/KxS",
+	"2IUt2F1HP6N1qOCGg3iTTzn2d4UOJVuXtNRg2Nrcsf4x3rp/vnvqfQm/VsuRNcc9AiqKHPxaVO1DD1tp",
+	"OgtgS3Xb7FaSK7ZUplMnqvFNgLf7orq5SeDClLButQs+fJvPW5qsgQvVCSSDmA4mARi31AJ7cL93MrEy",
+	"gsBis3smTZdohi0J3NAEoUpKWOEBvBBaaFtyuydVWRTFu3scmQbdBO4clBNxC952tk5LAIR6KX6q2U/K",
+	"yYfzVwCQtUizDHUEi3RZBwCJ5yx5Yx1dNXOm9hLUgxxKsm8jGIwKEPdQ54K3wutJH9U6/CsxSlJQYvzi",
+	"hcuc0eQSvFfulh+ZtnPMgycYF4JUxhNRcNUsQFiRGMrhJFlgD2gSwQujdhjahpsofcBCbPlqUait3u0F",
+	"Ke7x/kZelv6W+2g7EWEnt5Y4HctaTlLZXttqedMpZpSj56ELS8d+ZL2FgB8tH+gYsYKDfGYaHb9jiloD",
+	"seaBhmouLdqX9qGyPfLCPIZpri+/3ftu0K4pu4qGS1QM26S0lAX0GjEY/mV+tDSVB7YncxyzJebpbM/W",
+	"JpAkfImN7uWlY5b3g+qxY+hyH5kRpiUeMVQ5fDh7O+gAdcQnLq3aRDuj/O7WznA/Zrk+bGr1zBs7zzbi",
+	"adZ33c/2so9JD0/nGYAQDj2MEXBsSdJHGBRpm8XKU5a/g64tURByexHJpLw0gMpJQAxyb4QmQobJoYPv",
+	"irGlNKYMePra6vka320zCvAWw3ygpYzD9PDce/rkCH2xjznikyK+YiogkyLXTxdLre1S84ZnULmj5oNK",
+	"05Bd18Z7E9J9bUm6MO9t+wDDh31I50FtPnqh3r59h3OQDxpWW2zvrOAPs+Hf8wraq993Zx0kbYtryPan",
+	"saaU18hxTe+mau1gGR6z/1pj72PTOs3nvAR3vfuFZKRvInjQDd5VOhnMe82MIy44izogxGlOFw9pB2vX",
+	"oEwa0t9vrMinXpyqlV59mYne3Sa38BowYtj3dmOmisPb7BaZCQMv4G2/EuIqICqnXKKIh/ZLBtRnSz9x",
+	"7sbT0tCg8uZntq8TuaZZ4UGtGaN8TgGI7SjkYL3epNi5ygUzAEr7UC+2ZAYx29Y7pmgOB9gMDkC/3DsC",
+	"r0cndJ5FjtVAz7o/wG9lk/c8w7XLk2fWyn2rAubbtt/n7bUax16oQ9typQSIaZ6nTB6SiCaLlNtmduBY",
+	"CczWap3piq1CvqCczpgWoQO/J5481KpwVP0JXDT6N9udrg+dJm1Hq8A0j+hjivrx6Rv9k214b56u9W3U",
+	"A/QNEvxu9Rd4ECvlsJIkyxZls3d7fTvLExbz2HwV/nAmpzzDL9d+/dV8HX5+Y4cAf719+87+0/TuNndr",
+	"a/U8nfGUz35mq+5iJ4n36J3QHASRda1u+Dg84XvDAV3Vgz3y6kFwPzlTmtQ7y6YBB4Dles7EAsOTVNUB",
+	"GrDwVN+1bQl1HesX+2Fmm6Hryp16ggCQt+2blMXOWM65RRdqkYN+m0lAIbJ9LRA/4Zl0NelLlqei3qc2",
+	"VcBiqbl90AWt80Em7d3Impla8Bk/KJMAJssNY1cQPuemnkrR9hAgvgCgkDoQklzBWW1mHy5OTOfiyrI4",
+	"tM8pFlArmkXb1+HnbEFTvYVmCarjcatDhrD8+p+BKa+dsEzckPGWxrjeFbUWXMBMk/EE8epwu6XBjIIK",
+	"b3B2/JPlwh2fB83ZzqStIhCKJnnL+gemp58eRpbO5oqw2xatYUt3gSGjKjkEHjV6o6xtUtsRqnR8bkX1",
+	"LntOl9XipsPz9lpws6XqEWlt/t/s3AzuvxT6olb7PVYV6W2aoeqXd/U3sNH/NKlMs7PFwdYqpF44rTtu",
+	"qSK6/JftIJX8/cNi/yZWke3MrUeC3YEciHPZE8IwCNv6D9sukOhTiCMKe4fkE2KKm0SOu7vIIgGiqjZ6",
+	"lHngouflKJZUauW1XyWUVdkJuxL+8c0Vv87gsZ0oSpW6pYywYg+LbE0Hd+wnWKPzVhIeriNhbRKsq3eE",
+	"DrF9YHe7A1P9KK9Y4pCe8oJv0UwDPuP10YDJud3dqIo3qbK1XXzZxraNuxhabcPUacsFc5gWkABmXsYp",
+	"aEfHp29Iv5rnFSDuE/oM8UsBGY1G7VZvd75XI3qQMK/ItmtxOtqP2r6jbQibzWXYqLtqE+E9z1bteWTb",
+	"N7Fdi6Hht4JCk3FdyounNqMbsddRGthxZhlX2mbTKzRLrxkPrMyFQCP+dj/HbQGQZOvhi+y+3FCJiGg2",
+	"OQAgb1A379QinmoXOtExdzUbxxGB2ZqDmYr+HYDHNENEDv/6gs60PI3CHvYUMO/FtgJhL2oVVB2TsPxj",
+	"21m0pzjhfleRM8ttWY+iaU6TC4vdC0DT7CvgTFt5iIMwIMCwbi2Z7lt11rVUk0rgvn2O3SpzrVY4GGoy",
+	"KRRRdIKqK2c3WcpNCoCX1HIwfvli6ya8xyQTNywfxlQykjGlWA7987nxAL/Yb94gA5KkMwCtz0Ne8ITl",
+	"MhY5k0f1qZQQ99HOIl42G1OMiMUhIoJDw39ozpouFoWik4wdEijqgaXVdtaCrsiEObA8mxnFOJ7mkC8K",
+	"qQj7R0Gxu/yHs7fWlYo+khaW8pCUnDVcx+96b5cClFEZ4Alr6rfQ7d36fCouo9E32Ard/WAdT67l/bSG",
+	"eeU7o+xQLAfKqGL5YEReG8aoVxM2g3uuXb2i5RyoIokABQoyGEh/xdTgEHUrDMCH3OQXmY4FcCkRI3Ls",
+	"+8+kSrOMSAbNcRFMG1cHPYsGFIWWTfZLKF6A3K5t329tOnycL0bf6INfVjCs39p+GI76bRf+jzD8ZjD4",
+	"3/5bby16tsXafjiEKpLRGlb1BM4Tq0L8JeA/IUX0x1wUy+9Xvvvjiq28sgF0hsxF0Q4bAy/B5LhHrh2+",
+	"Sdy0LZ7WmzsSU8C/QpfLLNUmSS40i0xIIm4gqVOvlR77YHtfwqxcke3HbZfxrq0keXsfJjqZtvnghb5T",
+	"tqAQ4Thc9UfdbVXbfr3eW9u0lQ8HLc3ONrn8SB/Fhx4kqkFXbNWh2G8CkEmT5tsarY3qTroN/rkPFyck",
+	"oSstBTTRND/gXRzcw627CbT4PWf4FRTqprzPZtu66j1/JDRnRBoYY39fturYvIW7Ixay3aF2IqSy2VEW",
+	"aNf23HgmbaOXgNiTqATZZcPdMTzQR1R4moGbE9KMeGLi5bJYDAIihXEsKWj1AGyRkoTF6YJmhyQaj8bj",
+	"8fjb8fMICmPKHw5eev/7bttkpXrj5a1ihRj07wqsg1NxS6fSY1su3xcX3439Aa2XDUG0sRITPGrTeE2Q",
+	"63G9KcCcE6qrbeH9Y0WbkDWSVGqNeL3xaTLd7b3wm5nufdpp4dNnDtKh3Ue45mNHxEZIQNu7macZM/Fk",
+	"73aqreR2HwDjcFN7Yip02b9nY7MpTbOUz85THrOOBUxYll4z0IwtzK15yjX4otYFik24PP+fnuAcmn2v",
+	"tl/penjwZv6g8OAyZ9epKCQWVLzuRoL+ABp62Qxe0y9LhnpmhuaNnp7OuPTWo1T1TKMaSma5NslQhG0/",
+	"4YoDZctH8vYq2U4Xxxvr1ZBl4pNtuoNH10DA92kmRZOSbbsIQ8qD0hXy4LYfeg6ObEvifpgXw3C2R/QB",
+	"8TjCPXwVrs+GwJaDPmT7eO9g/SF2GUltTv1f5wxqGrxVt2EFSXDV2otXSkawTkc0C/YabwakCgs5usVj",
+	"ps9DSYkNlyYWGc2VWvblgHw4e+tzEq0Unb4/vwC144hwUcmy6keFZPn/jm3JpjmdLRqlQ/q98nBnB1Ih",
+	"Rub3USwWO7KsaN6irKlGlxWSXENmr3Aqq66aHLyqFUPBGW4W1Mlw1k1m2ipfLNvUlWNzhSxowrTiNaV5",
+	"QBaUFzQjOUO3hZ9I1aIl3l/0wqi7gn1wEYJ9yAhs8s0wTSLN8RMGpR7GK4PjH3V+5aIdcK+9c9QH8B+A",
+	"8DGea29JSwpJsuuK2Bg3/rdHX073493Jt53Q/Gbh77Nq+rFXayKb9po1GsA/4C3QFrqofmRNTKj+Vhex",
+	"rEJzE25cF52pz9icAGEG2jvoe0G/tvlUA4GpIjOhP9vWVMZvhcluqwvfodWBy8XOUatQBSN9gycPCtbg",
+	"CGrXtDi7odAyVFS46TNJGM2zlOXEPlayqHukNGzVw6DGOGwPA5dc9ibZso9meX95RP1j5KX7OY6yKS+p",
+	"Nrgn8K/V+eRfws/Wvkfd3SBIXxu2K6Ys3bDkiNxoVXHCLGWyZBCQCPRjlrAkIn1K9m5vIRBmkwRAzkV4",
+	"TCPStxyd3c5pIfUbRq0dE9xLe6jIb10UV5tn2SuhvgDeB2qXfjDfK1ft9XV7Zf9rFH4r21akrsockSjs",
+	"fRP2IrJglEsjMqBpJbuN2VKhK18s1TDlJDKZK5ihCWmj5he7fFBKnWULW44wco04ItOJiCwMxjlCMoWc",
+	"3S6zNE5VtiL96DcYTUDCXuXFYe9jBHGolLNBrf1kM4zu5kz6kjHy2p5O3Olv6kjqLrBRFjqu8bDv792/",
+	"PaXZpKc72X+pE32GsbJ7mwWloICOUr659AgzwU00zhjNbWrCFzUcjoh+kORsiC+V2HkeXRCeOvUZjIvt",
+	"PNg1M6PZPc6QSk5cRbBXLIRfO4JJQcYbUJU17aHAGNGny8Kimun+JIbN6PMZIF1N/o7JuaI8oXlCbKK4",
+	"y/3GVTkk0c1csvgycqX5ZLLSWhw8FnIDRoZV9ksK2F0Drd7tHUDs+4DklCdiQSYrxeSIQCL6UCtc9Wgy",
+	"fufd9Of//jL/7sef/+c/8oub3z+cvvruzdvT/3gj9t7St/T8prpILw8qbc72v6uEovGNvx0P/wNDk/+2",
+	"8/Hf/vZpHOy1B6Qri3Umytq9e3CBn8QNtKUA0iHU4wmWylBiYcFaKolN3GhyCCCxU8w6RdykDZmPIkus",
+	"to7Ebbeyb6nWFT2M8L4fy09EAfnuxcF4PDgiY0ztTbX2fVMpC3sxPviuUhI2bm0v88Sn9wL4/o1bwRnj",
+	"LG9ihbQWo5l3/5qq+fnDhtUSEnuQ76N2dOU9Wl9atlz2uqyc0Q2tOO9wS3yUGcinhwLaY4N601BKjk/f",
+	"QClEP5IT7PhpEPexfrje7giRCTTzrzXv0Zyvd3cHBeRTsRZSTh8HbW9m0+FcANLDjCp2Q1cg/TPKZwWd",
+	"uRb2kOdQSCUWeqx++sWIHGcZiaDbOdY2EkWvGImO/cLlQ4J9hggm1JQeJZNWE/I+LZfBrkLnIgww6QNS",
+	"Vk39V6rmIY/pgmUnVLrwn77t7IcTsr+//xIik9pSlIoulnKkVT/NHGiaFbmr0cSkyhCAWuYm4ILd2sWU",
+	"RBV8v8jyF9ffyhRdkejvQ1OVOXyTRKOQv2OLiUEwg1x5i5U3EYkVTeyWxuqQUJtMaxPDtQUTZzRnSRBy",
+	"gNHjhGJhHIEcp350fvL+9PU56m0RZqZEuET6fkg0IuomjZnJJwy5hObRBlkGmoisSMKWah7AWGod+cdQ",
+	"7OXD70Uh53SBEDQGgGZJ1RyjUZUO+IYmsCqTFNxOBtciAKQbh9N6/upnyFVLiBQLFkD6GI4FeS7qTjeC",
+	"0Cy9YqOQH2N3IovgKjhgOFl4DWzWj2zgyBXCQZMha8zA4ygcVapANPqH5Pj0jefcPuyNR7ujsUEh4nSZ",
+	"9g57+6PxaB+zsuZw1ndGNyzLhldc3PCd32+u5Oh3E5WadbWNMnVOXiWY3r3ARPCoi9sFBuwCoyf6PolJ",
+	"TCE3thlUlGGyUzrjDHseYoOuxFZO216YZJkVkmRMn3ptN/2sX6e3/3Wy9/z57kvSj67U6pC8//kUagDz",
+	"60N7CYy7bKb/fnV+rP8qJDvU34wGIcdiWxJdpUmEuD82RIEF08+MG3JEjolWzqDWHyh+wZjSpzbkBYcF",
+	"NC+Rc4BIydmUqXiOTNdW/ePuefBOvcPej0z9+68/n0NuJ55N2Jq98bjWFwWSXrAIdsduE8qUTRIH3g+8",
+	"trmfV5BsBrYDzhS+fkLjORueYJZkm+8CSv8CsqC3Qzpjf9sfjyPH7mmbD+rOFze9w98+Bj1ZLBY0X1ns",
+	"RKwmBEKBBdZUUYOH6MPx/ZVNyM9sRc61iNMs89vnu9+i8xFgoX7rATRa76P+ZIXEsd+8w7cY+jAPrRT/",
+	"C3DBKrwpUmYKKBakr1mXaccJZh1LCLvViibNQo43yYENh1d7fhqEjE4gDBBfBgQjKE0Nk8+XKqInJUck",
+	"stMA14LZG2jB2bdtOw0v1OomCGTsMSqkGnSQZDdwyGek0+6PdhBvWXq6jrrui2xindDHp298ojIJhVsT",
+	"1c4iXnYS1rEk0VZviYKyZMSOOULVxG00aib6e1FgpIwteR61be67k9N/pf09vdeuvjs5dR1WH7u9O59M",
+	"FvLdl97o8stbb7lJVv2vufPU5os/kxspoNpQ57euUjJ8mUNlhBQuCrXDWA7QMzf5XYyMp61bTOqv2ybH",
+	"O5IBWoLc+ZQmdzuIQ4Gp15XhtXw6TdZ+1fOUvGj6CKuD+AQS6a7lu22wcQjvgCLSVkGbHs/m4jNJijzr",
+	"XDJs2rrV0P2OQGvHvuMaHG+3ek83Cond2ry/drRaM4Rmv41fBZTO6J8x2+mfnVzlFJUlLcWxfbNDHhqR",
+	"Y7A1Jdkbj7XeAW4g6rDnMMFKax4y5D9dXJwGAHIKQV2FCdbKle1JJXJ2BGA10U7OaLL6Z4RurEIBUsp0",
+	"msYdGsRPZgqfkavgJ9pYyHGWXjPwvz7H77W9xo1rx9rKRabW8pu32j7VC7jMxYQdGbNemhQ1f4XzAjM2",
+	"LW8xbfpQvKBiYP5VlSF/MOdZMJWnsdxEdwXPQFd1eq82ISSJzOMj81VAGolMEwBj0w4OQ64QVwNdQpV8",
+	"cetWAdRb34litF9tFoCwS2XIuWkcAHiZB+PdnYPx/oi8wzEYhVnb6xcsY3pk2tBZUH1QhrHg1/qbgoN3",
+	"gEFP4BxhmKepkochD/mQRHOllgbJzsH525rbS4Na/wluslcReC4g+KM+J/bfhtouMbB+GYuE3UWHISdk",
+	"nkolZjldlMkurq10qtf1MhYFVxGB/7jGMHJwZEYI34n0q1JTCY4HlC2WGVQjRuCPQLdLwRHfNgE/iBzB",
+	"RGeMX9LUtH+/dIe5OVlzI9JzQMyf5QN6Nd3PblFEwrIA64KhZ7KZuCvp1qPkMaQ6WX/esCykBoQqh5vZ",
+	"jypj8KftGWEVKP5B2ySxMTi0yXjUrMyvZZ9xMzljyS3B+ZVlrmABuDZGdQ3Spt4fQJ2M9I5eymIR2RlB",
+	"UjaO3ktJu3ROzcsSGUtews2fvHI1gXCpdxDP1mPa+JLmhru77qLmOIwH+rKMXZlBlF/uRyatV08z18dQ",
+	"/8PE2Qd6UBBrX/PWVWNQLSPxmmSYbtJ2KPBj4LGZy6uUJzAyuIRWsz1TWBOIexcNmt8B9d2ArV6CfZ/U",
+	"pwwP6c37UWg5AP4rPUcrG2KRZaYgsB/NxOU3ekHMxctvoi6T3DC2zQJVsVu1s8xoWhOlDZdMh+INLFzL",
+	"zoPx7j1lp35m/97PPFZGf7oLqnGL3z7e1e0EzZdZIe38SB8A19jtUsjUgu8sqCLj0Xh0UHEmWZmIstv5",
+	"i3fiOVU7ZR0F1uKItc29otP35xek7eFoRM6xalZq6hMZHBevWSqgYLb0sNW3SSWW8F+GuSyFZLn+b9k6",
+	"LyI7IY9aWz3jCzQXNlkv1cZuo0ofN4h+kGnKaUbiecFN7AmRQSLTgxDfAyh4+pnBiJyJjEkSGYatZ+K6",
+	"FUekDzF4KgleHngTcA2MzdD0tKMRuWC3CgI7CtB9EF8oZ+R3kXKWHJF0QWd45GiRpMK7w0YL+gfjsT5n",
+	"73m2IhE/JLvABRykatsRfA87j6nhtcb+rkroe5Gsnky9XddW/K4aNzT5OZ9N024bCgZWNa+BRINh2Syw",
+	"fGfNbawN80MTWGt75YkmKRNnMzkmpmLePPrbq/e/vP4YteXy3LXDcNpXex3UHLWTqDH8CGJn8LEIKVwS",
+	"k9WJD9fGARxvC+5V7bnleOXug5/cf/CTBw99cvfB39x9/tAn914+8MnnD96V5+O9Bz+5/+AnH7YrNTlY",
+	"FYKAO1mThPiOoX4/VekkYyRGWH8niSpxFGB5vY9B73boKUHDZUY5w4xm2quLxYdKRE8YHoI+tFiibuZ6",
+	"ifSrvf0xxozXBiPyDuP/Lk4SlW+MSEyXdJJmqVoRE6INuTURoDbVfdy5Bo9waUxagUl9s0b+AntMALaE",
+	"llYWjcsX49tL1Y3i5guJmj+JmHliEeNeZyUL8vUvLlm+ypGvcuRfV464luFgWD2hQCk7It9LnpSPaXGC",
+	"jpaKNKkKE1IsQ64E2RsffGfukDYLBe6pGBCDo5ZGvKkMeQRddiOXWomp+pgMG5F+a0de/bIS9QHfYzAX",
+	"lXCOLJsVgeKFpGqT0HBtiT+rzGi0tv5DREazBXMH2y6pAhDrgCxsc6yvPPgrD/5r8+CSuh/LdFHr9eJA",
+	"bXzmbSoVat29z37Cy4a3LScb02PRu26jzghRM/rDzuYXp/YnoB9cwSyV6mnoZ+cT/PduAx39yJCMeltk",
+	"Xjg0KJsbY8SjSY1poCAG5MPZ2yHIapaY1pQT6CpJF8yCKE5WEPmz7+qIqlqItHvEVL/Msej05euLo7+g",
+	"dPrrnh2sur2mGemnJik92tGmH9AflC7+//d+iAKbkVGmkadq8FSHztLx3c4nTbpbHL9T88TWx9CFV5ce",
+	"npo9mx3nxz5zryMUdDMBOMH3+L5Buf16fL8e383HFwsDOCm4PbtbChxDfw88x8t0fQkGJuBg8Ypr0uzq",
+	"C3zAJRuD+1EQTHjQ9mvIyyK5aS4WAYFMGMDjUgKqYzqiz+Zjj1X06l3EWgnfdWy3ZRNPnsh1MU+hHU2c",
+	"Ts1YbXfqzqQtTH97UEbeWcEloQBwiO3FDMAw9ESRqky1CznU0kD5YpSzJJWjIs8wNMlUQJbglTjTF0hf",
+	"zqE4SW+mbaIIWR7YgkQOjsjz8T6JCk6vaQptwyKDDo9drqc0zWyaFLX+a3Ay2JwoLGxeMp5Ack5f0+qE",
+	"SkbiTEhEXS+4npV+eWDGBVCsCF6dMxrP9bWulIYzXNM/JEUQvv1AytrSPNyWGvVQ0ra8wr3xuESUAwrB",
+	"MkFYaLzJpL89H+93Uq5UVKXxzqdpmrG77TJg9a2PT4C93t2hy3R4xVbdlqQ26Y5P3/ys72noHW3LW96y",
+	"A81JoQ53w40GTuKzCnScRJeF+l6bF/p8iSmUOB2RqMS5QL9kF2zFtm6phzikniB5Zytp/9QJPzUJj235",
+	"ajJeb4Wt05UWt0rNWZqb+mg5CIjIEiYVmaZ51ealyxRIslNumw4CABHZ6pJGJ6zm+1dsVUYlscTV1HD1",
+	"uws9B8jMLQwAFkauUPA3inhLtAoSXbFVdGSYBZbqH4Y8VSSm3LRtN0qONke0AAqwQDxngIUzIh9MOSOO",
+	"MdBKEOb3aKYurlk+hJRy0L6xttkMzrYAWQJ4V6M2d28PPAspn4UccIFN4+o22YCLh0fqM7mv8eUG6XEr",
+	"p/XuZ/l2sqYyM/BK+73t1bIfAM+1FiN4zAb3K988zm7oSpKIiyHQSYToexORrMhcQDG6+d6mms4/OWva",
+	"fcgzzx/AAvf+ddjmie27Ynnnkc9eUtsPF0rYW3ElHsJEa9oCFDwh3WasvRO36wecSpIuFixJbbeYJcsX",
+	"VK/KYYkMZdPpHRuGXrJaTSYH413kqiByNa/WR8BWgVsGjVUHPg8Fbhny/sH4pYdj7htgeMoQcoVyAm9K",
+	"pcqpEvmRaRyiNX7ECoDL8H0URi1c8RWshscVK+zpoH2ZNE//ooduG79B45mX/zoHCBe9coBSpQWyJoPS",
+	"MIQmMgrY90MVj1aF+kemuijkqZXdNZKrJpBeX9BZ1zvNbTtwj5Epf2JS/bOS3Y8M0ckcQI/FVS+1h4Gv",
+	"T0BzVuuB0L+g3+DBSvAmjzH2jE4T0tc6DEIHYU+HcoAdjtsN1awtblvThKzODQG/TxrwnAULSJRTxcCM",
+	"hHx58J9Xm4jrv3BlTBFNVLb2BxhOROyyXbNQQC4E4HFS6HbsENMjA84S1TohhLxEn9OPoMS4EflVymdH",
+	"RojduJZN0PtGls04OGTDW5xKco4bm4G/CivGWNLeEZdIRVcy5PYmSw2U2OEYmiDnZQ8po+sbUYg3Hobc",
+	"gvlgWs3KAOBYaBQHa9aK0EMQoEebKQFmVdoqOFEoNiLHnJhH7CLoN5X2hLnb2BMh75ud/G33Y7l9I5qx",
+	"XB2r38YfowG8M3ozHb6jKp5HFQwj7PllFsp26TvY3WuTyB8AV97x2/u5L95M4evGLfG5LBwc4pdOy1kv",
+	"IEqsxccKij+x8fEQ4bK799XI+SJGDnapKHU0U08dOC5bdssDI4MTr3Wn6+dBV8b3YkqxH2z4xHOqurMb",
+	"zwF3MTIuehmRfl4tqGqrmBoQJZCTmxx2CC4Y683AEdmbn0loBLkakV8hYh32MGc57B0CxGuEtyOInRZY",
+	"a0pnWKaoLd5B/5CpF4sSwW1ZT8hjmucra2VVq4AQ7RisryxbRETR2WAU8pDj4EwDRVuoCZXukdmXDNFA",
+	"bI9FmjPXrBy7w4Xc1OBK19lc4qy18I7YLYsLxaJArxzNMtt7wTd7KaR5modPaJZFBuUU6vCwsc+heztU",
+	"6WmB8yvA/kVhz3yjXFsfxS0vuMRWltS2XfdbSkvTztLaszbZydW2Piurw4dLlg8XKS9sfAjeG5BMzGag",
+	"EUAhPilrf/WVQUCmjCV+P3FJJjS+whMBQ3BDCrlxIGI/02hBb88VW8rIH/GRXhf4UUtraZtfSxugDDkm",
+	"2ZradlksjDgv3zEix7b9QF7wsoM0FpQHIXfagROu2EMa9w1L+mx7QLf/KVTS6xlqjaHSYD2E/tGI321O",
+	"Xdi7u4usSocqq2LLIwjrQbkxmayM6uBvBgbmAqNIkbLzJhxpXGTPNQGNX294yGEsqCd6bKiEByi4q3n3",
+	"PzcRhdZRy0dMeAgOk0dnwxNPiUW5au6MTOJya02KPqefyR2rX/0HpRA/uqwRbjwkhvXt2OKOTyG8R1PU",
+	"aDS6c0zRcAuP12RSEPsWTVb6JZT43ds1wfpsQROAhaSXA1vKYgcCjNb5umrcVbNNcyNQWeRyHSqQodtX",
+	"wlQLyLxymKYYSZXBDid45c8f3XqQFvdfXSPbMvH60TH1LZOtH5crZI4Os8oUZsxIh99vlT54dHOaD5Q6",
+	"AvMdWnyvbs2vDCLKlM8yNixkibIFzB4Er9fCGooNPRcFan02oQDQZCClpG+xoWNoBJ6t4NqcyjlkmyiR",
+	"Gw9GyCNmu95FFYkkcuyBASDKfuctcE3o12mtVGrpigoxGOOw3PAvKtM4AnYRAarGXsmzQh5VsDIBLceE",
+	"SQcjzI3JWaw+5FkUeE3KA9eVA9SkKgKZyJ9JAu8dec9rdRoAjRH+dQAeiKnIQx79+NqWplpvkEmotL9E",
+	"DQm9oCvs5h1y44I5dLzRKLt2+3LrjtIr5S1fdzzUCO1zfMHnEsSVj2A//y8cHq0OYUOY1Cyn59oEeLmv",
+	"cuW/nKVfHtPDmzxVrCuyWUckPMIEbH029X+hnFuJkpRKFh9XCPM+9n2N47sAZ1cIp3HUPzvm4+dUsKuT",
+	"WX+Q//zByj8XqWshU6f04xbQTdNgz+RBGeIePCV1i3x9mt9JedtfOtPPzWObZL9ybb6m/H3eExDcVx5A",
+	"gmB5E0k5JrWZcuDGwdCE+xT5gKX6TBUxMUGyOzKqKSbrY3eYiPRRMx6A11UympWxvGto3aO1ezzS1kF5",
+	"5HJxJDSAMbp05cXn+t0pl4rRZESOTTKfiRmmHDBSIFr38siG3kKOxdLrQm8bVVeRf16tVeR/pMKqGU+H",
+	"jwR12HLrHxz2Cnpvjbu2vT+Hb+t8OHsbQL8b34JpFKz8xXP8HpI69FWRflJFWjycWzY0CK9ksSv5D9Pg",
+	"ZNW0DwjNMlBrTPAnQLsaS59MxA7yFzTDCk3Snfl9wjLBZ2Cga70fUXdLq14+8+3zASBHgH/BK+aBZMMc",
+	"uKbtkFzy+TnNpgSnk4zIGYtFnmDvGNt31Fw0PmIAjaWx66PDPRePu3VEjvULOpMYyJY5DLicPoN+TBrD",
+	"ppTEV2YVel/D93+Z8457VqFo52xxoVZumwzKR6hOG8xhoz58br2+G/PrsdL7a3bjF9HsbS5kSa+e2VsR",
+	"CYPH6Pn3YpOOun6hC9bbLknxZi4y6C2bcgQp7ptmgS7dEHzvWNRkArcygLj+CpIftCi4Yks1CExWYeRa",
+	"uEfr0xNDPhHJ6pkkkZbHETi2J8x9+MhzumuJCW539o+CZjDwD2dvn8mQ9z3rys+d169MMAlPLFKlNeM2",
+	"4weGjFkKGJBwrT4hgUzLa3xMK60RodASMheLMp6AslKGPFXazCnpAWRlIhhKS/DYo8FzQPqnHy7KS7he",
+	"g6OQ03UZg63CFlsMTqhkH7CKN+TxnMVXXqolOB1nOZOSzAqaJyb9Eb9K+trSErx8B+bBfPPNO3GtZ+9H",
+	"Db75hhyXpWZR/YhEdgP0mQq5WU/vBVDDUNaJWZfoAvobYncEzm5M8fCIHIfcBDBwKTClz/VRyMlc3BBH",
+	"h+Dn+H//z/8LExHsbDSJiDydpZz0sS9ZAE3JME0i11Tr7S9UomEgSZNlyqPAEKd+C4mWOZumtxhQopwg",
+	"CRgod1h//f0kF8t63oQNd4XcNmASWUIUzWdMWWMbulBW1D00fKvJGZj/4YhswmKxYAAuD6jx1iCF7vxa",
+	"B4SkVy9aN2rciJuZm6SiErHfZFBGgwBjdHnBoR+jXiIcjpHQxozH3ov1UBPuTQEZxYnJ5iH9SB+AtXEv",
+	"dGGXf9zBqoc8coEx6DTRDOHpMw9tJwy9WN8XNvkEUgi568C9wBNkdrKqykPlW7ZCyjKpPbDVIbcArtCg",
+	"m0rDpKYiP4RsnRai9Yikr00JDP+ZPhHeekUBWYhrw5zLg62Ea3OKc8B+JaJQbb6XyLpQTFvSljuO7O4F",
+	"7cPwbRNIQ8SsuGuGTB07T+rTihDvbVq/kTNPpfb/OTw6X1AXNHSUPJlS+NUU+uqWeZyZZo60b6c9k572",
+	"+OROmh1j/K0HdzD3/LXBHWAS28R7zJL8CwV7/uuakRAgqp4m6+54sljRY23I9bEmpw1WI02bLaGQH4wP",
+	"jrwXtEaITO13+bIHxIwCglj4oL26lmVWOcL+2q4Tu1sLU1kAGjniL2OyvD8XvYZpxkLed96qLOXM1HZk",
+	"xYIP1mBPxJ8Rbh9f/oeEqsy8NsSpjFf6cwWp8PXbRqismDEX8K9/keDVwdeA118o4OW4IXQU/nzRL0fx",
+	"n/Afa8Nhx/f2S3UBS1iW9zX+8zX+0xb/4Z5ceOIAjyduP6sK3yX4HinwvsZ1vmhc59Fk+Ci1e7NJirT2",
+	"iEDP5nBNyGtwEvcO14S8Fq+BeIwrO90uPgLljhAgIfePj3S7JZ9EFP0J9PYvxb6cN/JJ+NhXqfxVYX4i",
+	"VyQvbb3P6Yg0v3SiM58rkdfL6CKpqGJRWUZX82VUISBC3sca890xwaJ6ObDYyac/n7wm53vPX5BrlqfT",
+	"lOWBsaQrSWrwFnjE5OJHS2wJF5F0qrlyjd/2AVnT+Ez8d6BswBp0eBGU0mO7cYzzYQeULIPKfei/zRJp",
+	"Y4W2GHB/vGfii9Zaj4hkLprmtUesBPK0sAh5P3IN7bXV/Tco0AuIjValCbb7xjK7yyJPoc9wLJbYyRjX",
+	"HpCWEnYZz2mWMT5r+cU01P+bXt6oxAxolPS54Z1qcSCjwYicYEYgpgSsRJEDkAHjSRmdm4osEzd6fe1Q",
+	"bSaTKQia5OLG1AOVqzQKecODZkSdiVXCskK1YksQFCPUIXfLE5FFKjVllpWTLWWKgcFPOiILkUMAk4d8",
+	"dzweVz8BvsllLjCpwCDMoQfuZau7C+fx/v9j792W20bS/MFXydBuhUkPSFG05CmT0TGhku0qd9tlhSRP",
+	"zUaj1kgSSRIlMJONBESxa3y7D7AvMbGX+wqzb7JP8o/vkIkED5J8LteoL7osEkgmEpnf+fv94GjXqAB3",
+	"4YAIct8tOUb8BgQd4c+HPpq0cMyHYINQHNwjff2jUsWqbmIahzMIG+6xtmVv4P8F8ytLVcAY/+ffZeef",
+	"vc6TX/m/bzu//t6LHj96979v6WHfIJT4BSsWwpc9hXMoJxhmFMxeP6lyf6KGQbkLkZDerdG0K36pV4D3",
+	"sTukQYeuyieiJYWdmaLkvEKB2PQcrty2bu539na0fPV7h9/f3vT1iLq2m+vzo7mLRPhIBNqb43i3xRNv",
+	"mhg3hqLAwbON0trLl/+BAcQ/qc1xXsrC9/P4WhgUSzWiPui8O+5mz+AB33aCiotPg4cYygo4xMNa7ie+",
+	"i73ZGE8KZVtn/CdjvLnNwro13XsSXPdn6PK7Y9o3WJ771O+fM/Ub1lw10r9NboGwU2SLo/OhAuQTZYbZ",
+	"EaIgGsrGB82KQFcC6Z98IBx6h6/pi3UA6IF+B30XgHtUVhUUiWohIslCWrs0RZq0ubiO0D+64jkVNK9b",
+	"T/AztT9UyksVeSPZiTM0vSxSGMGigU4v5BiWA/X8lcwreFR4NYe9J4/FaIU58TViglg3UtMBMYF7r/+o",
+	"DOkTGrI93OiEiJHxB8wZrRKcLcw7NJCZKMHL800ZToZk7YEqcEAKU01n4g5AJKI1MvwsDG7qfmmzfDB0",
+	"XXCqcsNDNVXZ2BXYEMUeJiwgVhg6Zoe1dxfrZoX9wFUzw/OhrT1SE/BgfM0qHyrypkP0MkaRBVenBibz",
+	"cFVJpq/MpUo6WAh6qZgdAxPH2lXDo+fmboU3h+e20eLqO7KatbjsvSRrnBu0J2DPyUxvlBLf2gH72YFb",
+	"vjJoy03FBYG/GIJTr0vMz9kX68sO7gsH7uOgX75T1hfmEydXU8biCCjMPsJwuIsB3yjdf89OW0xOEWI7",
+	"ghE0uglQya0ExpJYXUQOdpZ6XkMBGzayfgow7kYj65euZLivSvjaXanOzFqHU/sIG3xrLuG5KXiH97u9",
+	"hldAjWoEs+Nj+5HvzYgw5Nts8CHoTvLsVeo5twLIPcbgA6/xTE0KZWeUDuaQo8ToJB22oW89xz93kC6u",
+	"GSKf3X2+3Ry4L7v4ptpp0YAL+mn/CA5vdNcb3q8uI9RuZiLChJzT4GuKHRUW+KVcbEFZQyqqDVo7d5OD",
+	"DDk1tNYIGK59gE4BDqhEcHJsV1Rp23UdMrYE9oRNZaaxZTMY5b07YAmv4lNVeHwyNf05HamT+vV/pQa0",
+	"u7lTvr5dq6Wr87+vAbmvAfljtaOR791weQpDaTlxqT6L01OTG9idtSHI/WemwrcdU4Q+6KDv1sO8NNPz",
+	"7J8qCWgTQDMwo2mAN8EhJ3HQ67UHHssndKI8iwGZjFGs04rkZETA7GJsUkpZOo6ALHUmXsh0MDJppiw2",
+	"YDsEFvEimB5FPMH/IvC4uZqbgihO4MWVCvlNRiBTlR3GGutgctQH2JlDunAuZJ5vE+gvM1sGP/dtZ33q",
+	"B7lL1ifYBPdZnz+Bobuel50bW8LRgfcYvOsI9OxW2uhMl2payC+V5WG5p+YjlYKzeQOS/FnA++OvR8ae",
+	"Ul2XCVUeIdWz+w6JUri2uMryspOB/Zebscz3Z9LOOnhp59H3hwmS1YEcnOSZVgORlYgkr5DFLrUR/kcs",
+	"ZEapmVj7VI3QnWkh51ZkujTi0feHIs3mSiMArWi97He0KeYyzyzixbxAgzNX19lY5lHMQCVzqctsPBDw",
+	"IFbYmSyw2AjjTXZsCiXGubEqQqG5mBXSKstpmzRDdiBd8uWpAXN2dxD/mVudzxTD9+N/JSqU+vl2GJ1+",
+	"e9wjrN8zd/zRmTtwN2NT8XUJ3rcUVxv9endn7SD2np1m5KmcoqFEKVsUswjlCKYlVdkiF5Rj6GA7oUVk",
+	"F6HpwIG9RaGuMlNZNBqIhR/Hy0AQJlh48BeTp8ificxasaY/WSuJhFCxyKw12s0HPh0iKVteKuqpnoIB",
+	"bC6tkCXI1Lq+VBxFvV4vJHNDfgudCiWLfOXqn8Pp77IQn9Hq3VIY9VrnK/dzuA6ZxQnvKhfFvF10V+EG",
+	"417AHVuqQBNS6Ym33NtETMIr7DX9tlngy9hRr0rD7kV7Sldz2HD+AxoaNl8z+wibES7uXEksocBtinN/",
+	"Db/zs7u//ug1j/TuDkb0H8raxke4i6FNW+LPhKD+bfr8SzWagaS4oWiqUKXMtEr5nTVtZTFaOZzCUAiz",
+	"aL2zo0/X30qigdtr73Pv352mEnwZCeQWylegf1KVZ1cgc+85Lj56r7mcRHO7fdCmukOxrlO9opWoq9KR",
+	"lyNvH0LB8Vw7WYr6Oyv9y86U/USs5rz3HbFoZyzzHL66hTaWc/eessz10AgPquLJTG2yyRnbkla8Xih9",
+	"/EIg12okjjUYOYtsTB+AmvxRzTOdec7TpzgyecHMIRbSzrrLQm7TmbGqDmMnsphWmBdJhBn9psbgkmHv",
+	"xDodqjZ+uEissbJmVugqz8ngYhrPJNYzk6eO/RM5by+4WQqL77bgc6b14wxiXc/t32UO7xtMlKJSBEe4",
+	"dJP0D7nEg89LzfnpWPtBBBLhOlpP3g11eC+iYTcBcGzEMUc2F/0VsG8otpeVM6YqTcCeSIZUTrfMrGJg",
+	"yInMraICjfqxTqn60RO2hiWRCB0ES4WQh6JG5om1f2CPgI6Zr6547r6oGwApoGhVfkUFmbGus2SkJ1pY",
+	"yPgJSH8NsgkTiKynE8b1Sc3Y7uNQ3XnarqmPb+LnRaDNmwl6t/DkCkeTyxicvgUv4iu5hSg8iK2Ab3ht",
+	"Y0eUZHTPixtAlgIux2RcUWkyXrfy8YqlKpSYy1QNsQ/vBmpecTsz77ZIicxz984/U5jkebAcXy9YEs7C",
+	"q7StpoA/G3h2Wlxijcv4wAoWTe37kMp9SOWPHlJ5qcqm2ga9LesN7gqwvDb5sFjLVGkQKepWTvxFYeaL",
+	"MrRbMG/myY5pnq3QpsGAfnaFxJuxliR9kfTPHUSxTpTvppNiKCngcr+RJl/ckSWfKVq30OSLBkv+jzSL",
+	"3Qz5W6q9eBk/jxh2w38l+Vuvx2fn7L6ZYDt4MZ+aXHvqh77n1b5XJX8qVeKkB4XnKf8oSJ5/mNIIk6++",
+	"xN0U7/aLCqXKe7fk7nDcx2tcdnf036Nb3XQPleLqPei4LwjRwlvlYTkN4i9xPU2gFcKlII9nUlMy1OUk",
+	"ljK7UayRfIId1EKVRcbs375xGu5zFSs1m2hd8ljgNhiQ29BAZcXnQecE2+dqF5kdqBmpYPBnc8tADCZd",
+	"idZCFlaliHxAN5HTCn9Hgq5V1+WQnHy4INZqvihX7a54oy+1WeoGPdjYCeh6/QbisHeIxTII7UILjWwS",
+	"yFFAHYRwUW8H36E4407CVMHX0g36KNYJ0Xq8TZXOsMnhjav30UZ3+tfX4A8W4EnKUY4QD4abSIXN/qli",
+	"jemigTjq9UXiVv4tKZUhOrY2N0v4/jD4vszmylRl0o31c5nlaDo03sYAkXiT5odvJzLLqROj0QroSjy3",
+	"EFiAxnEd9L6fkjYXFqmT7xjhYjbqVR/YgDmBG0qZiCFFtxVc2JUq6z7IQawPe08iBwmMu9gQbcVqk9GC",
+	"al1fayyjvYE7AfdEgyp/a7chL8JmoawDNzGaQxaV5RgQHDVw9ODYUJnBFjYWcAITmc4znTB2WqObke4X",
+	"U1ViSW6sW9xEmTmpcPr6/A4sHclWu/Cs0p8V3/is0l/JJsRfvskVD2SsxSzEfaffvXH1jRtXJDk26m8r",
+	"XeOvDVE2/3RxcQriaU7Fi7WN0CVobS9KCF27W1S65UpXSTm237/arWGjoQe+u4jiJcYhx0ZPsmlVqDTy",
+	"pWcUss3s2GAGjVx5K6wpQAiPViJLu+IERDXmG9Cm5Gsowp7M5fUFtiQm0XqVmxVJXXaWDMWiyMbIzUS1",
+	"GgEGZ8Ey3tFCEZyciyuwc4fxAVOVruQj1mHcNLMBVbPj+cG0tRWER3angopXtJJ3KajgZ3QFFU5tD8ne",
+	"JhWOE8HaD7y2hYqYen74XcAioy4EJdPG9hZLFYOLcoX20a76CPcjN2M83TR1tjNB7cqFHGV5Vq6G2GtK",
+	"OpssSwy5gLGWMP/AW1Zu3KxSR7n9KGF6bh2KzP9SY96ujmM8k+VetDc2KYVXpDWayjeuMkuqNajLhAtd",
+	"UGqz5GPL05/KKRmConXQOej1emAl5LlfkNuh1HDvreOBZXOYPYwX7c0zzX/6+eCJVsXeuz9IgQhu8l0F",
+	"IhcuDmnvGfM/MJqb2SCcaz2MnSxlbqYf5oXTUOu1GWvRNwdowhebhdIy+67/fLooO4emAzuTEquOG07a",
+	"WG+/az+8BxyyOmxL8tZnlb1Ub705f4oUy/MszzGHh3oh8CRFAMbC4q8t1pTBjvZa3LJ3gU9kbZCKhJSv",
+	"k5JMerHB0x6JN2cvO0qDxEk/UU3B5z66T1Ups/zGw3tfC/Oh4TMqgKFtNCJPOEujOiyd7CeCtwsmkb/r",
+	"P08+7ky7LfouYGnfesBvP4Xi9kMY67ucQnFMkD4UqyD0TI/Ok+wnsW6p7rQrktJMFRgL+3NVyk6ey7nc",
+	"fwn/33nU+X6UtD3oHq/ZADz6WCfBAmwZ4rv+82AQwaldXGt3VsE03S4rTnk97ywzvLm2kEXpxLUTJDtk",
+	"QmB93V0yRLslFq72e/z++4MQ3kulP49U8jsWzq0Lqr+/BGIQTgzn3QxASUDGfOE33YsYPMmdICjpmf9M",
+	"RdJff4tjhHar2UwQMLzoTQhI7sJtR6LRkbGOKXu30tQd3XzTzBLSoeNFRv1nRqT3QlSYMEtD13bCgDmj",
+	"lJdBRBlnt0/Ajl1GbbcU/MBRsC0yQAScyxUFWYYiKWSpXlKji8HZyjxfYWqjyLiTONZWFVcIvLtQRTAZ",
+	"gS4rYVAGw7eo4BD/TcRb+BSxtjOKxygxqtKpKttrUH0wp0xZB0rvyZURclpkpdBmOWB+eZyRb5bhxML5",
+	"T8ed/tFjrumjdsOZWcKtnGdgQRNrmEk2n1elHOVqgDDojuFaRaLg9yUkQjTwK8OQFqEYMev47s7DQBh8",
+	"pqB98Av0k18aQXBjAulO6Au8KAoKhpsE2y14S0xOafRYtT8SnXxYZyWpeljyGf/GUQTvES7eX/if+aOs",
+	"GzpgyKh4jp3e1+/W8WL8NCgAek9lsM0U8nGWXRB+9XEBCSa0EbnRU1WwqnAofc2SX4sSjsheXcF8iJvb",
+	"OuwdtKlkA+4Be8MXFRi9G5tvXYj9aSD2/qibtWbu29yq/KZtaRaYhAcdDHJbTx1ryIdZLLu6sW58+Z/F",
+	"ar5Zfdyjzn3p3eicw3AvNqGAGTI60Ox2oXTdjgOfkK33gdb0rSVgOKkHlnq9zBhbvaLQxnibpUn7k4Vf",
+	"b4egg6Gj0K6ORELhKCJLcsUf8BctjYOMDEtbWlJMMpWnnhGQVNTcXLmY2jYsOrKnvU6LdaW5UgdvIWt5",
+	"aYrLTE+HrAqWYmHybLwSeISVbaqJWLOeiDzSvIMVd9zi1lbUudMV5/Ty+RvsQyEIoxBvbqGKzKTClnJl",
+	"Y+0ucjtGutoit2/EObozzp6nbwe1l2OKWNeJxYoLyWjxiIBpS3qRS5OyMiKUP5fxLUxVKsS3zVyNGS3O",
+	"TYzosW7xG/77wa/1a+3KXBXlcfn33q9J+1Nh5r5ZpBvOxR8LjS+YG032S5cU3UWh8Bb7JIrlHnnv3i/5",
+	"AOV6QuGGNVOPK5lRXDvRowWqlyG3T6JwR+np060f653sO1qz3Wgp1ShHzKZZTcQYGKGs+1iedMXJTI0v",
+	"Lfc5MsqyinVmBYrnSFQaHRMMMmOV5gL7aFtM4mirOfb7tCOhrum0WmIaTJiSEUZFZjBH4Sj4p6gHUul0",
+	"YTJdRoh7bhuukqYQ0hXi/RFISnG5DpruUaCH1EpS8w22HvX6bVEa7lGtSQEJQLY0IqlpPqj202t9hyZT",
+	"a/pYyzRF/YlGC9aERMIUkSM9pICUK+vu93pheDAEaqQSb+zBPRZUxYxLiUZbgoXIf6E4o6txxspnZJl0",
+	"6tPntDUhGraOen24wHG5RE7BRgLfnyn8qyPCttZhr8eF6LGmKmWCRXSvEYeMBKX4nF7GmGZSV5rjHWRu",
+	"xLr5ln1h7xy0WJtjg9qUs0xPu9S1UzfEMhlgrDHoDi7xTxevXtY/5JxgWJcFWFLYlDQr5zmaYEww2Kby",
+	"9Vj/9fz1z0NBa9lNMStl0ZhQa4w40fpu8kSYAYtZABrZIvoXnH3SpvnhOm9ngMTKJPUBFJD0kthkG62C",
+	"nbqrKgnv2MVSeHTQj+6WimwytsEz72aUTHf+3mHvyeM7/uCOdT57fiIe/+vhE/Hf/3XYPej2uwdttxmb",
+	"Z2PX9HCwnayNRx8wveBLl6GlDXbTDN6GQ34Uh+SnN71cH0Dd5QcHqjnKrc10fhTR0iaUskvJUN3Uf72V",
+	"AtPfPBRTgyyyjkQweLYHNhh2zQa8mZsmmI2ZBGcoul3cC0Z4wHf6iaLRtOqswVGE3Nlg3HXr4Qffehdz",
+	"a/utRx/+rHcqBN916wc+a9Pk24AlDQ642y1MUcs6eejantcIvW6hsmzabTab6kxPO5dqdXOW/Zwu/Btc",
+	"9xkFQP0zNxWBLsCYtDOVCpi3aOHfY6xRoWReu3uftw7LPesFI+uWXzsuX+R7864ot/rByeudO2ufYL93",
+	"N/df1ExzcF9INKfVEqZJUSVtlsJoilJ5vMRLtYq1Lc3C+udyLNjctZZdgdWCJUyZ5QxsWseprgj+b1SV",
+	"MA74RfV6ZVok+92lyvMO2lP7vy0vbRc2dRKFNOxZ6WYOIzC+TVSzs6/ETF4prOhmg5f9giyMzG3t3cK1",
+	"qw/G3mfMyAa/suPowevgvXKpVvfHrNHYTMn+jSPmmmwzph13oTqjP97xxh+74WBtOLRgcTgjlsGeDUZh",
+	"sU/IlTDGupWE2+i6s1wuO3hFVeR8ETgaaK+g+/UW7I+/bGnAZLgL7etDhF3IsepYBe4GnESKxaLHZKuR",
+	"Vb7S0MU0Yk3RWmqJoC/nYU8EV4K4OotGYAHn+NPFxWmsf5A2G4tWchx6EwNBH4+kVY8PWz7qP+B/cY4i",
+	"iRgZSxZlrMPFIonZrvEa6sQB22/hQImLZ8O6R7GmQqKRKWf0DCGcyF9/uWiU9pD/8aT3+PtIkLUZ66Rc",
+	"LQZClv/y2xIsyFB+Pkufnh/vP0v7R0cHTyL2gbH7mNtUd0g2fq/jXGZzK5LMYrLBViPCr3XLnKXtKNaJ",
+	"rNKEGKzgP5nEjIUeTeA/v5UZZi3WFoTed1ecK4SPoWr/9ZeCB09QWTz7VrgIXB4/hBtdxQ9mjijOz/iL",
+	"sc6zSwyPHZ++8GShhaKgebNreVD78XiC4WDGOtZvaAxy9K3flcenL5ixwRK/KYp2DBfM5EKFJyzW//1f",
+	"R92+aCW/x+R4xXsDEe+5wAVXNu1FIt70y+jSbrcb771L2oNYJ83bEszLO6fhl19+6RwHG5+3NRHwei5d",
+	"U8R6WRg99UUC9UmNtiQ6KB6DRMBiLnPY9ir1SR3RcuMGMgAUoyjUgtqlA2S7cml8KVeYgDZazFU5M6lt",
+	"RyKptK0WC2zzexsMSjOJgkVwQiOYIX4USI462jO7vdgKjZDbgiDJ3WTFEISBhd0NBzs88d4rp/Nbu+WN",
+	"7b93a730XRIvW6X2e3rjuCpfqbk7eC07u7vXhSMHZ466Bx9bBHazdx3tnRZyug1qKBhoDD+Z3NlN/3SL",
+	"5nzMjUU71l42kQgbiLUzD0brthMIO7px9ELj7wvMvCn7BhsRZVS/OyTb2k5YF5VbGtbomBdK5vO/xHuB",
+	"PRbv3eV9UkLrC64Kv7xBXbiorsdKpZZrbLvw2Q+rUnHvJGXPvuoEOXt9q8DqBob8F5gwVQa/5RDqTWGa",
+	"11RRhz33gRiqOdJ3FV83o8iH7S1egLfyF0rLRbafzeFA7jb0X8kFNmcjdO/pC/Go24vEo+4BnIrzpZxO",
+	"VYH0pWGwmDD0PAQAmulGe5yehSqEV5ZY55AE50DwzATNLEFVG2uEJGogrYJpc8zQpehy8xTjvTZ50Cht",
+	"mXIq0zCDWCNcjWTMnkZmJIRiqXQOy85oqr5XPdYI2mJFK+RvbIxwqRbIEEHeN/lnJPFinfiil6Q9bEC/",
+	"1j8dIZawHIOlTV68DeBuHc+MFa1LpRZUKWLXgHkoekDwPa+wd6DAYp3GBMglqGwl8yAs7KnqIweU6z/h",
+	"UiD+tMICijTxjA4BM5gDwE2L1VmlE5cCw7IfpgkbhPiGFpTaEtZ4aao8FTO5WCDnbKxfu13CGVsutRkp",
+	"MYeLUvzdPLNczJPYyww+ThpwUtIa3RXHzR3agOJBfChXk2Ml4iQuwQAnqkpXcROQsmFiRhtwEk1elb7s",
+	"/83ZS04d19hEEdrGePz6PneawJ9dOsgvwOFFM5OoNCiDCJOol04c9vvDWNeEGgc9mKuDLDb1QnFBUIvH",
+	"IhsehABVJCX1pQk7t+HCMESvK3pK1oV8EuvWgXiV/RAA8LeHfFZFLgusCNaq7hURJy9f4JpcqKKQsEvx",
+	"1WKkTYIJS++g0qkqRLKGQ5QMQkmC/SEjqmSDzcgSgk77+q1OfNCmsjOZYr+FpVIqu81mf4G3sBj5XM0R",
+	"NDr91Ncyf5tz2IVy9AueSRBmcxJhouXS/4IOd8SrO/oWMIfva4E+ioWTHNrGcfQYvaEWDmyFYDttoeQ0",
+	"xXsQdTBS+825pAt30TfdrclPcZdOTbcq962afzD+R0qQ8dsB0wRr55DeKTwJfld/eAMnHUuLVP04mJCl",
+	"Y24WB2yBjpGT0NEdeJvOQR7E2tdMa0QfRFPoydDXGmd6QYXeN5Yaw1BgOQYThD/xV/0//n7w63YoQXoQ",
+	"3vyfSfny6C/gcb50U6J7sl2Vv+x6uHf0oaW/0S0lIjz+Awu2akRWk9uGm1Ax33hb4j184dczE4KN/AHi",
+	"bk3tBzAxu/oTqUPNFdSyKNwm/ThNnwxFsj8fL3joxKf6VXFFjrXvXhM13id69uh/oO9Z6dJU4xk4vcc6",
+	"1rv7KMQd2yjoKWop+DEtFO/XFHnfLfAtHC/Xh/mRx2t3c2WogD+vgbtLE36sBrzvqvwiJq7rwfzYjfh+",
+	"Eo73DtOW36XtcTkzea0RWrJpn25tY4xiTR2JATxYtLWvMdQwsfYqxoVH6zqYB1aQfexiWO53hxTnpRaN",
+	"rIw1goepf1QSy7vASntgRcv7EnUItFCoh9pgxbvHA60T602M8cPeoWidvrmoY570ZIwYvqG2iBF9h96K",
+	"PLndSE1MoRqZF8+/trXkjF7Mp1FvfwT34IsJRZ8V+DTS8V7Z39v5H2eI8FGuLZG1hhEqYTW5/TgHoLJy",
+	"qnY2/51XcyYUsS4iNlPi5ctXHOT3OSnMOdb50sjRKeo01m8uTsTMVIUv1rIRs8dEIQEYPVAp8wbSyRgR",
+	"rHSs35w/rQt/Ha8hot8+CKAqAxRq0Dnucxyl1+7G+jiYZQDASfwOXIZklbIUfTFaPbD88EyqHmtO/IxW",
+	"IrlUqyREtw7GxkE8PpVZalSNcEOsA/oK9yVqR8JswVkd9h61u+IN/rJf5KyONsbaqrHRqfWdlCtVCk7/",
+	"idKINLOXMGqmx3mVql3AlvgLt9VOnZey4OT3o0ePnrQjeP0aZpQiehN12MA7HopKj/i7OyBfwwttREAo",
+	"yUqYgqpTZghIeWtf1TOd1rPDxtG8stkVaN/t0xGvGEGUGjMSmMfOxq/SfIIpnpj5XAaVszWKPSwfWENC",
+	"LmRRDmiPcLmm306DWHM1JCLHNnA5spTIzK7LAcWXsMuP0Yn5I1uNOOLUdqgUSRTrJJUrYmqFl5eI1puL",
+	"kza1G+Me5cr+ag7+uLlSRVc8pZykG4S2lbpe5CZVewPkqd2+jNPCVIsfmhDtWanm9jbNjVv0R777XbQ3",
+	"l9cv6L5HfuFlUUj80parHHeWKeZ7O6DqCZ7er60/4S2UAnbonh0syYW0fIwJMRDPatretVcu1erjWgTr",
+	"CTrSUZ5b4vqK9tHM3TmDOSPU3n0OnzPXgu/uDCs0dlle9HyFWdooIIkgrJAIdjwrE498lRWwI7+BTMs3",
+	"aZisJ1qknlZy6pgzeDPWitzpatCw7UjgIac3uNUa2DcFv9rQbCEj5M42i+ObvzFX+Yu76JvOVfJT3CVX",
+	"6VblPlf5Kc10t6o3pCHdJe8LLeu38YcnJ8+rEfw5UlYkVZEjuy6xmloHCcXdTInrYWkly5lV47eJ+Bcu",
+	"ho+1mYj+Idz7+FCMVqWybdg2NZcuEy2UHEWpSXedTZpZ5BUkMFfQlkOyrJaySF2tHi4gcqZ1xTEWci1n",
+	"xoLZaLmWT7w4RVCMAksyZ0oQMZ9AykM2jy1Zyr9RWRY2cSAD/ZDGQUQGwnh1MRSy+0Sq8gwTqmnGsCDz",
+	"rjguBULkHvR69WvEoM7uDCofyc+UQeXRvw6uK//4L1k5I4DWXTqb1yrEdbV/LETX6M8UsrkPpXyEjPYJ",
+	"U76M4V9ZLn4IDOx7CO41i+VWENhnVO5rS+mZy4gtOjdTV/frg8kRd0R7ByWoTGkh7erhQR/P37YcaC3H",
+	"vlwO9D6f+WX3vs9meoFdY3dGXPvOajE3U19vuFAaKff4S6Ze+yC7ZVcaNNSin9d2vkWHDUUCWiBpdKTy",
+	"KbpPkX61neuyn3zVVvDZDzem30vg8T568fQOCVG0wiNvg68V61EdvdJylCM1Mztm/pNYz5XUVoCd1+7W",
+	"NhWYUtyCP/DeXOGSmGYdm8BlV7NyCIYvdrTwV4IAPdAm535rkWeXKtY1qURDWTECSMdNxYfMuTdBTAs5",
+	"VuzTx7qFXbPs+6CSDYQI9vombvguXfUj3H+KtydRrN2w/UMxa3fFM1gZBAYRaWZxlfyWGOdKFkgISl+c",
+	"YScKhTX5o+OS13xCFNvnmR4rl1R2UINWLCRTg3txF+sNXVvWWUKPmEt61+xUvbtTtJ9G+342/4Nn+aWT",
+	"tLeI7Lp1i667T9LeJ2m/oo6qU7R83YOaAE+uN2V8pNOwXwunndna11oJpcsCo+fsN/Bt1FuEeUH6oO30",
+	"RsOVj3VWOjzRSMiyVPNFaSOKGdZsPSaldCi22lJcHpkl+IZurJ/pEiW+LJRv2cwNyHHL8TGc3i7KZJYD",
+	"T+tnvgt7cqBpahpiBke9AeSyso1Iwh3kE89rdU5334WD948YVXaPcZfocr22f6L48p/Scg58mwdN/y4S",
+	"Wi0/QSj6g63nWwTb/u9utu92pnZq19Ht3r0vd1B22SVu2vf0N5/M7/P7FnnkAnvvy27Z2+W12xvvucH3",
+	"C1UWaLZ/qblFOwEoLrmS16+5i/9gl3ok0kq5Vo0IgQQwzVVbCrFG/LfxWKm0dqOwWhUVAw/jXUfkCXd+",
+	"YAdZWsSLsvZaLcHeuwBoLcywvy8S1oD7OjXKBgWysa6vy2Wpim1RLHHYe1JjgDtHMrPeuYw1c52Q9USQ",
+	"Y8zDVahSZnpX4W1ZrG4VTP2vJZgitxh/fAn1IS1l30IcFt6DOwnaLPk4SEFodigNBLzdtMo/ZbKhGb/5",
+	"KHlziwSpM4BriWMGeqSj30i7UIra5ClWMxaqZKIid1Vg0I+UzVLlgWVBRbTKpcFLZVkViugdvFTxnzOM",
+	"XjKt40znVDmZiBZHm+r7tkalMBg1FD1BDWx141qbcWJjnThQW8qbPkOkWIttDdaIQo0VPAh2Fwh6h75G",
+	"NTeIwydj7c0IcUxxusxokVYFxb/CQJuLhJDc9oC6vKo7sWj5ZXJu9w8aeqLZnfHzcxfs57bw7pzyrjPe",
+	"sA3vs973MbD/4TEwFCyNEFhTxtdsc18h1b5fKvuZlN4Ztz1Lb8l2SwReJcuRapuSVJYSYyShvSl1Kv5R",
+	"qUpZird5gxlDcpmtL8xRzzVMbpdaakdipGaZTmkMJYs822H0HjOFkANX94Y4X1xrnqGYmDwn3mwCtvrx",
+	"2bak0FaXJsH2is00jW+og/UhTtonW1MjF8ruzgt/cdsZ31D6Dfn2f0rLGYGm6wAAbCE+YeuHBSsLP1B0",
+	"3KEiGvHnSHpURb432JuV5WKwv3/Q/9dur9vrHgy+733fQ4HBM9hgUivMSAUMVQs1hhOt8kk3CEivbKm2",
+	"dS5w+4dtYKSLscxzhCvcAcJtR8iLij2s2DxiY53Y0duEDzqVavePHotC6tTMxSgrreObQ8Q9BnlcZ9qP",
+	"9UzaGVq3ATkd9a7IxQIzsxQwyBzhFmcPCGiQUXUysFZfSS2njtVCaAQ/3ejK6oq/4dPvYu+Xsb5UK2bR",
+	"ixymuKMpW0X8kwwUXoP7X5lLT+rP+OH125CLDIlTtvRpYAdOv9trQIhSiptfSlccYz+JKBwRedi2Y4ex",
+	"lq6Fp6a6W+Ov3QpDj5DZsbYzU5QdkE7pJt68LEWd0Q8YB5JYt3bBmxJ9m1WaanalFdt3FQh6Jv4YywL9",
+	"1hDAHQsKRL1fNUF5MJGbJ3zdjWLfhcexwkyEui5VoWVOxGVFnV7DwuNYE3la1132gq5K8PeI2Y06ekXL",
+	"VQM74EVKQv31l7+dD5HOLyvEosj0OFvgr4XtVDVcz2YzVWO3EALslvY0VO7huU09bv0aHiQjosIuaDQo",
+	"lUvjsdttZ6GKzjzTVamYK9dGYgwGh4bTjJodRBw1FzoVK0YqN3pqY10a0Uq2iMREGE2wqfVN2PKZWZGa",
+	"cTUHN34Q61h38EcePgTzhn7r4UMigOa+JXrt1cKWhZJzOyAcJBcYSKJYCwaUnBHtAPxbzUcqBYPEuk8m",
+	"lUZUmA4cqUxP3eeOVhmGwUZNgvF0GJeIcJvtXx3w+fEHIdOlmjI65/7vvgX33X5RadjVQvyA6znwwJxu",
+	"zU9V8QpXvI4aiMe9XjsSy1k2ngV0BQ8sjGOKdXbPmhh626DmShVFlioQC251WT/5Bc5s+LBYZUI8mxh/",
+	"kc12QVHjCNrIgetEAd2UjXzJe8Qws5E/tdxiiMOQuIqo96e7sUI8y1OY5NnGg8EI4YLBivkYMAgyQjkL",
+	"pi4krWLIpA2j1MgKJPCzkrWPLImjBLYWSMbFIkeE2Vml0wJ0iZnA/R4eFVSRqYoxDKcybMVdSjwqWmhT",
+	"uH2MDjg+K6M+CLEoTIlMoL4HmVg36YC7puQ8FzK3Zv1ob55pFKHBYY41/17LrS1dUq9m5Muu+j343zDW",
+	"wbZav7rtXhapTVIMo2p8CZ/MTI6OAtaL0e8/sEKCUSBRbxdqkuXE4qnLTFemsvlq0NhmhLVRFbYU1QLl",
+	"ClWPeumEj9EVx7lr6gZ5skEsb2fSxfD9aWG5FiwvjoWS05UhUMFmzU/Oq8fy0yw1nZwo1smZW6QObSjq",
+	"r12faTsSwZVnai4z8GRBZ7ojS/uNMUYwu1Fk01kptFmu320pMETBxlh7Rik3z8yKSQWbBTYI6d7g/lPk",
+	"AIafTkjr4AxJ7wyXf3ncg9f7ym85y3sO9HGsk//orD1xhxQ2CNDwO/+M7nuGoW5eY5W/HwzJYKMXCs1E",
+	"sluWBnbCWFoV6xZ1+Atly2yOGk+WgruLENPgUulILPLKimQur/3sDnr9Qwwbx9rFjTnH41I+TqlQtbIV",
+	"VpVlHhKPyXFZSW5VjDWjfAs40wPHPuyMNXB1R3J8ycJNjNTKsHlOTyYZPjzW45kspkTX6yjyaeExWsva",
+	"3CAjkH+9zY7+/pPIsetiBQ2e3Le8reHFYBKpczwpVVFvHN4YjnM21r/jHaKVbGqRCKHGb5DGhFC9ISci",
+	"thdaHK8whR8IvsQf9JdHYIjwrokocYFT5qj6u6GQwr0hRr0EO75EDHEQubBG46qMtZlMuoL4pR2ehCRK",
+	"X3fYG+aVF3Tb7PGtfaoeQKKJTkFQDnBd4HhRD+rmwKeFmatypior5qossrENbuJP9rZTvebNOR2fvhiI",
+	"EvYN20GIzg8GUCRq0ycSzuiJNVs93mVswF5EtNtYf9Z2sesTFy2ECX5B9AD07w4467LMRrnz76ywFZgv",
+	"Vly9fPkqEq/zXM4l/iL+qzteLKJYH+tyVphFNo7Ej2qe6aztJzWqsrzsZGAqTvJMK5HkZizzxE+ExRS+",
+	"XN/fBwLBChZtnnwapdsmSuawjkOx5Ycgqa6LD/VDrGujNXAh83zuHMhalTR9UeIj94tLXQAJyS8nl2Kd",
+	"1FAlgagUCUKWuE9akgL5vksdrB0JatdBlzR4oEFFcfs7tsgPXbOif4f0Odg9WkXiPGAz0WxeEKEa5RLx",
+	"YGf/hHdfZpf4F72n3Ez5SmlrkdyN9ZvmOWl5hJUNbJVIvDl/igdpnuU5sVDAQ7fpte4AggmOGi4/cm8N",
+	"EC4r0aZ8OzGVThNHU4VvAI4/xwx4EkNx2OsF/FGe4yq8LZfjSzgrJJyxEGEsF3KU5Vm5YkKBMdpxiDVT",
+	"nzi6vz1E7N2E4bUyo98SiXni8XjR4WQ53GVYXpvwAXR0WpNM5cRuT5+bquyYSadAk/VSmxEo9FLNca9W",
+	"hUpEr9NH7N7FKfz7IBLJBB9Qj1enSsu8XDmlvACdpMfKf9zpgzqC22sVSjvtwOkpRpGIdXBJuyveOCUK",
+	"D1kVyg5gTbxqPez1xEiNzVwRZ0NN9xDs3rmysHuGzTv7T+o7+0/WlNz2gRqKrznc0fU1MTcEjOo85Vi7",
+	"3znq9UXibiH+l2SI7BFEgAE/yjsq+FVm8AiHOQyG4a9rg+dBI/qQTJgUmKINMda7Yjc0FqmALwEKHx4g",
+	"2jJ5G5KIUMCt7qCGJSF0lYBhnnY5ezvwWHh+Y32O0830dCCSeI8mH+8NsIcEHfqpJ7mEU17fj3h66rrc",
+	"R9+vQ3cmXfFMjmecZRiIVOVgEHip+HuMvN4NgruIZo8W0SJTY8KJUtec3sd6UF9O4wc2WtG4K3dqLSJl",
+	"m9FvyJgMIo8nhQhOZG2WVaEtGe+MOwi/agq3GXkuWxbL6ysUuMTa4iZDW6aejYST7kLY+EqSumrIy2Z4",
+	"lVbMs5Sn2RW/zLJcBW8L7Eab5fDoIKoOjoRlSSQF8aZ4+SNgi4IAa0dCimSAlRAdmWdX4EOPzXyOXaCg",
+	"X11ZlXN+F4W5hpeTGnKPKwIWdJM6oQIDjHKFO3EMbl7O8F7uvLFo9QwiPDdjcpEbsxgEQZuaFGQjSoM6",
+	"z5PZoF4k6A9J4eTUgwUnbX5LBeyaCb6oUHIhwaQb3w45KRXvqWs1Bo/Zb/RANYqi0rZB/xPsCfaV4Cjg",
+	"v4JfAjes9iIKTF7YSFQLURqSn+elWthEhCO1GpRJGGenpVR82Jiwc8uUvcNGnUTKb0dbqgVyql4Yk780",
+	"ZgG/28alCJ+qqHTNJI5xdjwkKH8ohJ/w8WUSIQrW4mLQsZk45RVELkK4hhJ8NHI//HHNSB7F+mQmy5Ma",
+	"vs0v3CTTMm+cR5FYWrjGEYx1gCu1MZGG5Z/nW7GcNkxadiI2w4B1pIhuAttrMsnGmcxjff70b+i7XgpP",
+	"3zQQRLkLkz1/+rcHFqEyiH2ojHXCuR8OBwdWGRmwa/HHyiohGzs0NJB4OR28165MTrfbTTitQVatd/+z",
+	"lE3r4Bce3Nm2hn02QrdLzlG2+Lg5SjxPygob1Is+dvqd7RVyeLW7wvmdrs+OcoKccULSKXoF8MiFwubE",
+	"sRqIBM7Lfm1m28SRK4UEB2/HM5ONMYScsM5ialrS29QoabuMe/cW9xp5xvXAkUiCYDPVr2INDRobWiCc",
+	"GDwWfWrhej02cPlbwn9LxCQ3ElUPoai0yc9K2EHpijfMbuhiA2gZcgJrqkEKIjWbXw3YhrFW1ws1Lrvi",
+	"GbPUyitVX0IstQn93dRPYFYS8x2fPHxG/ICpXfkvLHOo/xybVCVtz0QR67oMwplPYAAytM1hv++oo2kc",
+	"eOVOf+MDdp1FYoXSHPnAqMJA/P3p65+f/QoGXlOHVoUKtKhTb7GWWFxB94YkvL93u91371iqDdd0pWBV",
+	"ych1ONByQy2LNa3cTOPg6d3bhuHnAuqMxDlSdYbqp4uLU9jRduiR7N2pSiMUaXKUqzqJw2qOfbdUjXNZ",
+	"hKy7KNGvDOasLDo/deqiS6e4ZgDEo9wtKt1yrMsYQMCPI2ZixpEtfdZOUMOfKZlSwjXgqCPE6gT7xZJ1",
+	"lNKkHRGQD92GbvHaFeyPr9EYSWd0sCHpAJ6R7gy+wOxsJP7lwCehuMaRPFi2WXlDPbuQU7BA6cl4LHq0",
+	"eC8ZxtoyPzVY6BhoqBGYjRanby5w0KfPXj67eAZvYqSEhX24MhXnF2DbyBI/gPUQrcODvgAXbGx0mjUc",
+	"RIQLXGYWZN/PaLCjOA7S1BJ/stiEza6pB1lr1ZDUsHPwLT3119CW8gjQJKGtvIIdBqYf/l1UGn7wsN+P",
+	"9S531jbJZZDbb9OzxX33Ox7ryF0K5j69A/w8EVL89fz1z0Q150JJRL6H8QEk6APf1e/r7jgrVySUCHmS",
+	"qhK7/9E5XmSdf+d9QRaomi9yWbJ3SlsINBv8WOKI1GE9qrCuggR5riSoKDOh+qhkZNIVgYOPjUb6z+T3",
+	"3+lMdNeVIkgXfFUzk6dYXrGcwZ5fyDG8V+1LkUcFvk9JpRTtLowJhh0GgUCOgAgLRorEODcWiy7IHken",
+	"KXn3DqViglItt2rp+M7zrFSFzNHLYVhOna9EYQyBiNOyWn/mgp8SiHOOSl1uES+4vhRNHbCXiYaueHwI",
+	"B6CQY3hXQ+yuX+Ry9TNiqx/0vw+/jXUgIJHS6HHj5jdnL63o9w6/p7j/kN8chUfgiDsqfHyFdD9lCFol",
+	"v3phs3+q9tC9v8dHR4/cNdLi1huKx4eh2hqKR30e2A4R2Uvpas67ZCiSJplnY8hYt+hx3K8+6nOmiioc",
+	"4G7H+5nwetWlMhhlqcVhdy6vLziIUKdADzBx12Y3G+MikbO0qH8minVmmQKFoxaH/b47fw1NFRC9bSkY",
+	"Cp29zDJBLEYNH4SZSMthND/YIEhmg2kEz59QJUyC3imTdidUJeW4NSsLinBOcYaFtHZpihTMkhGx2XcF",
+	"IzH52kKflg9YJYksZj9IUydDPiowNi8jas+E/2BshvBp9RVzNFk0vimfVM7UikYBYxan45cA5GoNUDcQ",
+	"Vsm8Xv8rahJoHT877/SPHnd+PHnV5q7nK2oMwnLWSORmOoX/IpsXhRmvGKzjH5UpuWoFPgZjZhiUL4Ep",
+	"4LlpA8Pg9M1FV9TFRsG6EMrdXKIoKkw1Dao1dy5oIjJtS9BnWOozA3s84TJQR0p7xYK5UPDq3zr0hzp4",
+	"lxVUL6RSV/mD8UnaFq7cipaGN0tXIBIRNTLUhoGDr8pKG+vg0cCF+ADLhOhvwbrYNEq2HBv4pW3nxllv",
+	"lvDV6XhMwaYkWt1XJ6dg25KHiBRHFOBwdEcc2niXsEuAOXGqHKD0NRYfiLkqJRi3XXG+zrzcmC1+uGWe",
+	"Z5XG8BFbm4O7lrmATo/32ELci0S8x5Yh/rtem3jvXSJa7HCSKZpw8QbaulhKAer1s5imDx8S4AeFox4+",
+	"xFCiHxWMAEf/C7LtN5PptRQwmgqgF8oZuLj430WhJtk1Wjvh3ZdqUQ599RrISZtLOxMjVS4VS465E9m1",
+	"1XAN6trFlZlpV9mxXFBuKxwPvgajdIpRvFYixSgR////9X+LRH7X743g5H3Xf84ffdc/6j+Hj/6//8d9",
+	"cvLou+Mn4Kbxg6Ayg3kRB5aaL8pVJJIuciE7A8eKZB+GwcBB8m/wf/9b4qPpZWFyymqjtt4CQN/ritPa",
+	"GZwaomwWKEZB9DijAmR8pgc4s/9EfIX/JPX7n6iz28OalDnTyaBerzqkisvjY91z7JDDH8MiJ06KsbkH",
+	"HrdJV8JbCMF9seaqKCzfLlZ4dn98dhGxqR+Jn54dP0XZ9/r04sXrn8/JuSAbFoaN9VzNR+CZclEJY4G3",
+	"JG14/Gk/8dokPaHK9M4F2LWx5rlmYAvfRpOP1blFASYj7yacO7iKCyUpCHWpVkPUKG4VSAwjfjq+jPAE",
+	"4EsXzjZsoqEG9Y/8AllPtiqOV+ByRiLxch/Mdx9D0NU8Id3nEKmIjbqUVEabFbVeHqxTWKJFa7kYBFsR",
+	"8JEwwLDpf0QcVSgYoJXYJ+bDLVm411RfkIg6KQqCtsR4bOgmcDj25CwSL59TsIeZG7jW7pYD8TzTMs85",
+	"iFrLyoZBhUG0NCUp0KTARyr2ljOm8OndXol4x3pDlk6yucxUgLJKEiwBe5iML04NEvt5ckPN7lCwIQbX",
+	"oAD/Af5sD4U2sfaHaSy1t0KyMhDFIRYvyOPXVTk1oH/CgEZuzILqaRZFdiVLFWvkZTh4cvB9JCbjXm8w",
+	"2P9XLCnRlx2sExAtitTBUAePn3T7R4dd/m87Eic//nx8EcV6XuVlNpa2jESl7UKNsZQ4EqPCyJQ+dxWq",
+	"XFcxUno8m8vikgsoHOsG3izzzqIqFsYq4eoRrGi9OL06xK394vTqcSTqeeEXYLnBF20m42+SdYiEFuht",
+	"qnQGOzEIjDlI43EurY1iXencIRzXVYvgQvLGRYOwxQN28Rs8hOe/vLg4+emH18dnT98++/Hs2fn52+OX",
+	"L1//4njm8YxT9sP4onuTX8FO5CnI0m9bzD5SeL8RmqZv8XU6FVbOAgFCI0WxtkY8/flcFGqUcc9Rzfdv",
+	"7ZAPf6HSrICfy6wfo872LeWqRmE+8hcjsLyYleUC5wf/sA5Xuh6RyjLZ0cfVLLIpZh+w1UdFhAmN/ogp",
+	"qODOdT04lUQH2Z9d3vAb6XFvgcgcz7cjFeFy69reCB1E7/SFXiF/5jzDSDzqCRuJsVwsOC6ww4dsg4bF",
+	"OtLohlS1C7fHGjUV5lbWBnQx4x/A5U1E66AnXmU/IOT3Ua8f6/VUOrIYG93pX1+7kHC2Penukl1OPBM8",
+	"RNKoYOuSI98CccayXfwt+yFyoIFYXYYscV3S3KCxI6euo/XYHZ1FSr77nHuvH8X6qPcIL4S1Ilc9XAe6",
+	"xyZ4Cmz9qvrtCKuBUWrA+2wU5aH8dhWF0l6yc0D7d+PNnfnaOFplO2QoiYHQhirn2hGZOFJgN0esQXqa",
+	"ycQJ3kaswj58iEk/VJpW6nRkrkG5jpW1Aw8l8Fd5Jc/RT4h1UWl4PirKga2L4srRmYhnJ6+O6VJfxWVF",
+	"Sxuv/EHsaFUuTXEZiUmWg2EAAxbYWcM/jTGBpczzzjg340sKaoBRGKyGD7rU+x5U+pxunqu5cRW+u258",
+	"Ja9f4WW0bSPx+BC2bSSUnphiXJ/FS1VolbPvJTmPiwEd4Sond4z/uioXVenGP8BT0aU8OI+CuYkik3lm",
+	"Q3eDl5kruhIwJrsUhswmK1hDqgEL2Pw4zISyukX6FlH64VbyvtcGibXrEAI9xnUCxEgltLKl24TiIOr1",
+	"eiJXVyrHamtJliVpQKytwIpVngD1D8yIfQVnUxoCPIlQJY2xS4uFZUxcSpGvw4Br59V4BhN2n/kV19Tt",
+	"mSq1cGRXJLCpbsKVaNfbEuuvmtE5H7Ru+Xwy2TtOmOSZVsm+/3Ns8mquuVgDzdlIBNfOs/KpWpQzrByL",
+	"9fpU4XFguvkKraKgzQIsuskEHXg+mQQWYB8+HDS0J0U9OAwRVi09sB4VNdOlAbvPiepIuIAQOWe5mVKh",
+	"R13IDm+sUVRXV2yo8QyBcOT4kkxWgsiMNbkCfz979vT45OLZ01+ToBMPHhpDE+6HRybNFMc3wklzaNaK",
+	"FgcEI1+6zRG+yFfxEyivj8O7sLzFbEwpWgjDQTYomfaUOIXHTFzwcOCGTUAySkonZGBtvDl72XHetSnQ",
+	"YXN/g/WTITFEqiaK3YoUXrR3d6SOtRyPM1hBmeOiUcpEkiqXxaq+loKIEs1oy/0oTrVtRJYohQOHhBtR",
+	"+HZqo0PrBfupbS1DYu13OSaBqY69LCrchfjefMt3ozrHJcHwDDS6wpvHBstCqhJ7v9e/whNfwI1WWYQ7",
+	"KlSHPNFmDxGouEmGvYCaTjXVzLYoRe4mxVEId/yx0h7d2rbAzpOsdOHJIdKHbAnOxdrh6C5nBh8JpJpV",
+	"JCrDSDUTEAYBPIoduowraEdYP47V1HFgTKZgcBb0y+4waRA5Tto1jWCQlKWTggvHB7oRrQtjYVuD8o5J",
+	"FkQKR/mtyjlwDfKaH6WVLJUEj6ULSgNcHKpCLubdh3A4MOeQUr0OSdJGXFKWG+FI2jYVtuc719T9GqKs",
+	"uTJHX+4VxmGbe/9uKeKtcdiLmmm3KFZrVL9BxSbjsg/FWi63wQK/mczFPG2YkT1hvUkVygGJMHMPu8KS",
+	"kFfYlXY3Ce03w7Jqay+Co55y2AGiWZjD1VilEStTFeSLu/dGG7cGZKBtgpHdxO1+Sim0kt/jvSyN96IY",
+	"YWDwH55OGf9KZSmxQDPWyTpcQtJGnI46SPH381KCHEyFm/6vLfS7Bvv7y+USbHn82gMljc18vx07Z5yP",
+	"GRjIWGwl9UpsjCjybFSAqOVeYNi73E8awsENQgS2FDzhq5La2IPeQaO9g1kiTGCsRX3fAPM+WclMmGOY",
+	"RVrREnCPpf9F9ABKOV8kA/FGZ9fCMWvyejOqbfOmGl9qIJKrg4gC2azRfnp1fNI5/+m4f/TYVVnR/Lgm",
+	"q35WDo83P/YTanyL0Uke7VKtQvuTfraTKhS82Kkoi9LNn3vzmeqS2Z+64qkDluLvHeLUA0tQUzgMoU2t",
+	"AW25yppIYEZceFbLIRePCWqr5OqFYCeXIlfSOihBl7aSIq0KlEqmKsGncTSmGZdu4gtHPeZ0MwfW8GgP",
+	"toCeCFsVV6BtCljJomSdOS6knYFaRPXgkCMYnoskKZ9OtpWomBtD3jPw0LVKB2A4+vNJnaN1b5/DYcGg",
+	"qHsBMH33Yx4nEVUI2bddcazdNnMXYAwHThG43VTBHsKU8dVbEsxHwraHdSTFt1S50AdWuz26vibRwgGO",
+	"dlc8x6l40OeGZ01750jYSByJeaajWD/q4T9EX8zgwxk4dGKGghP/0ULr7b//337vO/EbvM5iWINjkwYK",
+	"nwdP8Tnj3/FB101UyswSjj/yvh+Hn4Mt7UIA+YrfhlOLDlRPLE2Vp1RRpzB408JosUqpZYKSkCBAMX6I",
+	"rYn9o++EzeX4sj0gLn6s6JXYh4pw1gTB03jrsUa7Z6KWlBqmHlVHlCuFzfQ091KFhCXqNrD70wITN7je",
+	"sM/wR0xVYuf1cQ1ChuhCIbMCvTxnsLhfiTXuJrtOvcAgPS424fbOkUjlisjfHIzPINY1YYXrlECWV1fb",
+	"12Rf4FhPzb8wpIXdckRhgzHzQk3I4KMrmRX8u2SYg+Ugi6kqqaoEeVk3OOJau6O73KVEUVuOwDZDrI4q",
+	"mXJJ7aBfbGtnWRO3xnFHo0lEuCXtAVaOYe29J5fjziBdOqAT1FEmghcWQslzIB4FEyu6ADGdbRAPcbO9",
+	"/9AzRw3IOXESDMsObgMHiLWzcHDONTAA/OUmWSqL4QSuc3hg1xCvfLI7rHIOXIWWqxJwjC6CCbA8bjw6",
+	"6g0xAb4AbDS/ax/1aNtGPgZSXz+X1zRiEutaRPYiAiJAi7MGppcN1GGswcg8GVLX9zN0uS6T9zp/6CIV",
+	"2MmwKDuZHoSpUkbhjygs5brlIhJYVMdn5spvebfAdZujUNdgvmRYjN1K4r2H8V5Sh9x57/qtW28S2m27",
+	"y1mFVZaIqHNFDmxtKj6gKl7wzq3weQNHhIwuNSXcDHYtyqlqREOoTJzMueaoIO8UaWQCAuIAKMHZRCy+",
+	"OmDE8fRQgoEMbtSVhkk40dqoKOq4Z6tL5zfdFRrHetAHeFrBWAbI50PZFXw6H/OFC5shEeyt3loEhUKB",
+	"zRC4L8AOClN17YgSJIgKVxt3jaIH/uMU9AEcPipW4YCXcc1BZRRrxm1aq4zysU/Yss4BEoEbB587L6jt",
+	"NquL9onEmRVYOkEKwM+P2895FJeZ5BxAUOXC16zXufDH5/zGtrViS/Dj2PEtjRgVZgk7c8D08xg+cbt0",
+	"4RpbwzQbbhdrcoWvdOXczZ8uXr2MnD/qMvnnDAjmkBgihEV4Xsi56rxecM3N02c//x/Uuj9RRaEKvngg",
+	"tOkU/JlbiQYGKF5BWJ8Rd+YpcG/FyfnZc7ehnIszMcV8XfDvPtBUFOQy4WazeswgYBjV6K4WaiA4ewxy",
+	"Izy+C1XAL9MmctVdDm4LNwZlHAjEbODByMDXqQNhJOKtUr4YjCKojTQ1IiI8fChaCVaWDZon4y12KUSu",
+	"sJYK4/528izW5/2jx679Q8JhHpBTzfKFmrRifXth3L/VO/cv6+XA8P/9x27r89dVkbM3xqFWEBeuiQdm",
+	"5EUzQyqiEMT9NmD7RopHvT7ZcrFOXnLgySvPoFe1sRpgAHFUxImrBzbWfBrgswKMRTTZYbsrbmQKmsqd",
+	"b0A1zHyfibXrGUJMhjfuCWsIsTE3vSYO9qgGLiNBkypiaiNtD+/I+fqFu4X2Q5C1pepZDGkxM6/D53D+",
+	"H9ZfRmIui8sNieZLFmlH7noy3BVefG3KLgZaC8UXlnCwHsDajG6szxyU251XyvmqPmv95uyFkGWzCXoo",
+	"Ej8StrCAke1b8dFrwvQb4XeEdQCnb354+eLk7ZuzlyxHAvu50lZxLyjmw+kZfzK2TJDzGc3YujLUNSqB",
+	"wYJWcmuSaQJpokqNyirYd2Wsw9myC4RNPdcrLkXg40itNujvYBMcGL8EjR1r8ikP0I2kWHXwerB4nfjt",
+	"GBJtTRWCNQYCLFBI1lUOnlBCIggch5KFwfSCb0FquHQP7BX+maEvdc7AnSvBj3SFFZS5DuLL1FGKlzAk",
+	"ONoz+SqAr+FH51mekfR8+HAQ/g7LVFW/SL6rjgEE2UvcazzQ+aVaNsDJhB2Kmcwn9Yl6YEWeTVSZzVWs",
+	"0Yqhc4ZT9Um6ZTYmT7fdFSdGO2LBsKiaEJsQOopmznsnoqZWOS6MtS4/rOh6Vw0DDsJIwlaSzEaYomOG",
+	"qsSvA/cJBylTrZZNiMMMi7sxeBLrALrgQIwlMoUj3yEPjBVrmiIaq674Zb2b2/mG7rCG02l55AncQi4M",
+	"GQghdoxjvVE0HQWxzNDG2iiuzmztFXDdcLDg4F24WqMnONAkz+CgBGVGwXx4C5IY4M+dI11Xi/ujz81g",
+	"jca0BlQC6X6XW5gaP8a6B04zJxHPes/L5KEg5KFTqkv0YcTQ1E1VrBs2xhasSldwxj1PcLM7NXYTj7HT",
+	"qPb+9d3/CgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

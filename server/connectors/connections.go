@@ -113,7 +113,8 @@ type Connections struct {
 	Store store.Store
 	// Vault seals the credentials.
 	Vault *vault.Vault
-	// Events records connection.created and connection.deleted; none when nil.
+	// Events records connection.created, connection.updated and
+	// connection.deleted; none when nil.
 	Events events.Recorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -266,12 +267,61 @@ func (s *Connections) Replace(ctx context.Context, connector, name string, in Co
 		}
 		out = cur
 		out.AuthType, out.Status, out.UpdatedAt, out.Version = c.Auth.Type, ConnectionActive, s.now(), cur.Version+1
-		return s.put(tx, out, in.Credentials)
+		if err := s.put(tx, out, in.Credentials); err != nil {
+			return err
+		}
+		return s.events().Record(tx, events.ConnectionUpdated, out)
 	})
 	if err != nil {
 		return Connection{}, err
 	}
 	return out, nil
+}
+
+// Check validates in against connector's auth without storing anything:
+// errs.NotFound for an unknown connector, errs.Validation listing every
+// problem of the credentials.
+func (s *Connections) Check(ctx context.Context, connector string, in ConnectionInput) error {
+	return s.Store.View(ctx, func(tx store.Tx) error {
+		c, err := LoadConnector(tx, connector)
+		if err != nil {
+			return err
+		}
+		return errs.Problems("invalid connection", validateCredentials(c, in))
+	})
+}
+
+// SaveTx creates connection in.Name of connector inside tx, or replaces
+// its credentials when it exists (recording connection.created or
+// connection.updated); created says which. Credentials that do not fit the
+// connector's auth are an errs.Validation error listing every problem.
+func (s *Connections) SaveTx(tx store.Tx, connector string, in ConnectionInput) (out Connection, created bool, err error) {
+	c, err := LoadConnector(tx, connector)
+	if err != nil {
+		return Connection{}, false, err
+	}
+	if err := errs.Problems("invalid connection", validateCredentials(c, in)); err != nil {
+		return Connection{}, false, err
+	}
+	now := s.now()
+	cur, err := LoadConnection(tx, connector, in.Name)
+	switch {
+	case errors.Is(err, errs.NotFound):
+		out, created = Connection{Connector: connector, Name: in.Name, AuthType: c.Auth.Type, Status: ConnectionActive, CreatedAt: now, UpdatedAt: now, Version: 1}, true
+	case err != nil:
+		return Connection{}, false, err
+	default:
+		out = cur
+		out.AuthType, out.Status, out.UpdatedAt, out.Version = c.Auth.Type, ConnectionActive, now, cur.Version+1
+	}
+	if err := s.put(tx, out, in.Credentials); err != nil {
+		return Connection{}, false, err
+	}
+	typ := events.ConnectionUpdated
+	if created {
+		typ = events.ConnectionCreated
+	}
+	return out, created, s.events().Record(tx, typ, out)
 }
 
 func (s *Connections) put(tx store.Tx, c Connection, cred Credentials) error {
@@ -410,11 +460,18 @@ func (s *Connections) SetStatusTx(tx store.Tx, connector, name, status string) e
 		return s.events().Record(tx, events.ConnectionCreated, conn)
 	case err != nil:
 		return err
-	case conn.Status == status:
+	case conn.Status == status && status != ConnectionActive:
 		return nil
 	}
 	conn.Status, conn.UpdatedAt, conn.AuthType = status, now, c.Auth.Type
-	return store.PutJSON(tx, BucketConnections, connectionKey(connector, name), conn)
+	if err := store.PutJSON(tx, BucketConnections, connectionKey(connector, name), conn); err != nil {
+		return err
+	}
+	if status == ConnectionActive {
+		// An authorization completed: the connection holds new tokens.
+		return s.events().Record(tx, events.ConnectionUpdated, conn)
+	}
+	return nil
 }
 
 // DeleteConnectorTx deletes every connection of connector inside tx (an

@@ -65,6 +65,8 @@ type Connector struct {
 	BaseURL string `json:"baseUrl"`
 	// Auth says how credentials are sent.
 	Auth Auth `json:"auth"`
+	// ConnectPage presents the connector on the hosted connect page.
+	ConnectPage *ConnectPage `json:"connectPage,omitempty"`
 	// CreatedAt is when the connector was created (UTC).
 	CreatedAt time.Time `json:"createdAt"`
 	// UpdatedAt is when it was last replaced (UTC).
@@ -72,6 +74,23 @@ type Connector struct {
 	// Version starts at 1 and increments on each replace (the ETag).
 	Version int64 `json:"version"`
 }
+
+// ConnectPage is how the hosted connect page presents a connector to the
+// end users connecting their accounts.
+type ConnectPage struct {
+	// LogoURL is an absolute https URL (http on loopback) of a logo.
+	LogoURL string `json:"logoUrl,omitempty"`
+	// HelpText is plain text shown under the form.
+	HelpText string `json:"helpText,omitempty"`
+	// TestAction is an action of the connector, taking no required
+	// parameters, run with entered credentials before they are stored.
+	TestAction string `json:"testAction,omitempty"`
+}
+
+// Connect page limits.
+const (
+	MaxHelpTextLength = 2000
+)
 
 // Auth is a connector's authentication configuration.
 type Auth struct {

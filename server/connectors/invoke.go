@@ -95,6 +95,10 @@ type RunInput struct {
 	Params     map[string]any
 	// RequestID is the caller's request id, for the log.
 	RequestID string
+	// Credentials, when set, are used instead of the stored connection's:
+	// the connect page checks credentials before it stores them. Not for
+	// OAuth 2.0 connectors, whose tokens are always the stored ones.
+	Credentials *Credentials
 	// MayCreateConnection says the caller may create connections
 	// (connectors:write): only then does a run on a client_credentials
 	// connector create a connection other than DefaultConnection that does
@@ -200,6 +204,9 @@ type loaded struct {
 }
 
 func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
+	if in.Credentials != nil {
+		return iv.loadWith(ctx, in)
+	}
 	key := loadKey{in.Connector, in.Action, in.Connection}
 	changes := iv.Store.Changes(loadBuckets...)
 	if l, ok := iv.loads.Get(key, changes); ok {
@@ -243,6 +250,25 @@ func (iv *Invoker) load(ctx context.Context, in RunInput) (loaded, error) {
 	}
 	iv.loads.Put(key, l, changes)
 	return l, l.check()
+}
+
+// loadWith reads the connector and action of a run with the caller's own
+// credentials (never cached: they are not the stored ones).
+func (iv *Invoker) loadWith(ctx context.Context, in RunInput) (loaded, error) {
+	var l loaded
+	err := iv.Store.View(ctx, func(tx store.Tx) error {
+		var err error
+		if l.connector, err = LoadConnector(tx, in.Connector); err != nil {
+			return err
+		}
+		l.action, err = LoadAction(tx, in.Connector, in.Action)
+		return err
+	})
+	if err == nil && l.connector.Auth.Type == AuthOAuth2 {
+		err = errs.E(errs.Invalid, "connector %q uses OAuth 2.0: its runs use the stored tokens, not given credentials", in.Connector)
+	}
+	l.cred = *in.Credentials
+	return l, err
 }
 
 // check refuses a run on a connection that is not active.

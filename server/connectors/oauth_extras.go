@@ -45,7 +45,10 @@ func validateOAuthExtras(ps *problems, a Auth, notFor func(field string, set boo
 	notFor("authorizationParams", len(a.AuthorizationParams) > 0, AuthOAuth2)
 	notFor("tokenParams", len(a.TokenParams) > 0, AuthOAuth2)
 	notFor("clientAuth", a.ClientAuth != "", AuthOAuth2)
-	notFor("redirectUrls", len(a.RedirectURLs) > 0, AuthOAuth2)
+	if len(a.RedirectURLs) > 0 && a.Type == AuthNone {
+		ps.add("auth.redirectUrls", "does not apply to auth type none: its connections take no credentials")
+	}
+	checkRedirectURLs(ps, a.RedirectURLs)
 	if a.Type != AuthOAuth2 {
 		return
 	}
@@ -62,12 +65,18 @@ func validateOAuthExtras(ps *problems, a Auth, notFor func(field string, set boo
 	}
 	checkOAuthParams(ps, "auth.authorizationParams", a.AuthorizationParams, reservedAuthorizationParams)
 	checkOAuthParams(ps, "auth.tokenParams", a.TokenParams, reservedTokenParams)
-	if len(a.RedirectURLs) > MaxRedirectURLs {
-		ps.add("auth.redirectUrls", "must list at most %d URLs, got %d", MaxRedirectURLs, len(a.RedirectURLs))
+}
+
+// checkRedirectURLs checks the URLs a browser may be sent back to after
+// connecting (the connect flow's redirect, a connect session's
+// redirectUrl).
+func checkRedirectURLs(ps *problems, urls []string) {
+	if len(urls) > MaxRedirectURLs {
+		ps.add("auth.redirectUrls", "must list at most %d URLs, got %d", MaxRedirectURLs, len(urls))
 	}
-	for i, u := range a.RedirectURLs {
+	for i, u := range urls {
 		field := "auth.redirectUrls[" + strconv.Itoa(i) + "]"
-		if slices.Contains(a.RedirectURLs[:i], u) {
+		if slices.Contains(urls[:i], u) {
 			ps.add(field, "duplicate URL %q", u)
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -182,7 +183,49 @@ func validateConnector(c Connector, secretStored bool) []errs.Problem {
 	checkText(&ps, "description", c.Description, MaxDescriptionLength, false)
 	checkURL(&ps, "baseUrl", c.BaseURL, true)
 	validateAuth(&ps, c.Auth, secretStored)
+	validateConnectPage(&ps, c)
 	return ps
+}
+
+// validateConnectPage checks the connect page's presentation: a logo over
+// https (http only on a loopback host), plain help text, and a test action
+// name on a connector whose connections the page makes.
+func validateConnectPage(ps *problems, c Connector) {
+	p := c.ConnectPage
+	if p == nil {
+		return
+	}
+	if p.LogoURL != "" {
+		checkURL(ps, "connectPage.logoUrl", p.LogoURL, false)
+		if u, err := url.Parse(p.LogoURL); err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			ps.add("connectPage.logoUrl", "must be an https:// URL (http:// only on a loopback host): the page is served to end users")
+		}
+	}
+	checkText(ps, "connectPage.helpText", p.HelpText, MaxHelpTextLength, false)
+	if p.TestAction != "" {
+		checkName(ps, "connectPage.testAction", p.TestAction, "action name")
+		if c.Auth.Type == AuthNone || c.Auth.Type == AuthOAuth2 && c.Auth.Grant == GrantClientCredentials {
+			ps.add("connectPage.testAction", "does not apply: connector %q takes no credentials from its users (auth %s)", c.Name, authLabel(c.Auth))
+		}
+	}
+}
+
+// loopbackHost reports whether host names this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authLabel names an auth configuration in messages: its type, and its
+// grant for oauth2.
+func authLabel(a Auth) string {
+	if a.Type == AuthOAuth2 && a.Grant != "" {
+		return a.Type + " " + a.Grant
+	}
+	return a.Type
 }
 
 func validateAuth(ps *problems, a Auth, secretStored bool) {

@@ -25,6 +25,7 @@ const (
 	NotFound             Kind = "not_found"             // 404
 	MethodNotAllowed     Kind = "method_not_allowed"    // 405
 	Conflict             Kind = "conflict"              // 409: already exists
+	Gone                 Kind = "gone"                  // 410: expired or used up (a connect session)
 	PreconditionFailed   Kind = "precondition_failed"   // 412: If-Match mismatch
 	TooLarge             Kind = "too_large"             // 413: body or other limit exceeded
 	UnsupportedMedia     Kind = "unsupported_media"     // 415: body is not JSON
@@ -53,6 +54,8 @@ func (k Kind) Status() int {
 		return http.StatusMethodNotAllowed
 	case Conflict:
 		return http.StatusConflict
+	case Gone:
+		return http.StatusGone
 	case PreconditionFailed:
 		return http.StatusPreconditionFailed
 	case TooLarge:

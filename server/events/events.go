@@ -15,6 +15,7 @@ const (
 	ActionInvoked            = "action.invoked"
 	ActionFailed             = "action.failed"
 	ConnectionCreated        = "connection.created"
+	ConnectionUpdated        = "connection.updated"
 	ConnectionDeleted        = "connection.deleted"
 	ConnectionReauthRequired = "connection.reauth_required"
 	APIKeyCreated            = "api_key.created"

@@ -31,6 +31,10 @@ type pending struct {
 	// CallbackURL is the redirect_uri sent to the provider; the code
 	// exchange must send the same.
 	CallbackURL string `json:"callbackUrl"`
+	// ReturnTo is a page of this server the browser goes back to whatever
+	// the outcome (the hosted connect page); it takes precedence over
+	// Redirect.
+	ReturnTo string `json:"returnTo,omitempty"`
 	// Verifier is the PKCE code verifier, sealed by the vault.
 	Verifier  []byte    `json:"verifier"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -47,6 +51,10 @@ type BeginInput struct {
 	Redirect string
 	// CallbackURL is this server's /v1/oauth/callback URL.
 	CallbackURL string
+	// ReturnTo is a page of this server to send the browser back to,
+	// success or failure (see Connected.ReturnTo); not checked against the
+	// connector's redirect list, so never taken from a caller.
+	ReturnTo string
 }
 
 // Begun is a started authorization.
@@ -89,7 +97,7 @@ func (m *Manager) Begin(ctx context.Context, in BeginInput) (Begun, error) {
 		return Begun{}, err
 	}
 	now := m.now().UTC()
-	p := pending{Connector: in.Connector, Connection: in.Connection, Redirect: in.Redirect,
+	p := pending{Connector: in.Connector, Connection: in.Connection, Redirect: in.Redirect, ReturnTo: in.ReturnTo,
 		CallbackURL: in.CallbackURL, Verifier: sealed, CreatedAt: now, ExpiresAt: now.Add(StateTTL)}
 	var c Client
 	err = m.store.Update(ctx, func(tx store.Tx) error {
@@ -180,6 +188,9 @@ type Connected struct {
 	Connector, Connection string
 	// Redirect is where the browser goes now ("" for none).
 	Redirect string
+	// ReturnTo is the BeginInput's ReturnTo: Complete sets it (with
+	// Connector and Connection) on failures too, once the state is known.
+	ReturnTo string
 	Status   Status
 }
 
@@ -232,35 +243,36 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 	if err == nil {
 		err = failed
 	}
+	back := Connected{Connector: p.Connector, Connection: p.Connection, ReturnTo: p.ReturnTo}
 	if err != nil {
-		return Connected{}, err
+		return back, err
 	}
 	retry := fmt.Sprintf("GET /v1/connectors/%s/connect?connection=%s", p.Connector, p.Connection)
 	details := map[string]any{"connector": p.Connector, "connection": p.Connection}
 	if expired {
-		return Connected{}, errs.E(errs.Invalid, "the authorization of connection %q of connector %q expired (it must complete within %s); start again with %s",
+		return back, errs.E(errs.Invalid, "the authorization of connection %q of connector %q expired (it must complete within %s); start again with %s",
 			p.Connection, p.Connector, StateTTL, retry).WithDetails(details)
 	}
 	if c.Grant != GrantAuthorizationCode {
-		return Connected{}, errs.E(errs.Invalid, "connector %q no longer uses the authorization_code grant", p.Connector).WithDetails(details)
+		return back, errs.E(errs.Invalid, "connector %q no longer uses the authorization_code grant", p.Connector).WithDetails(details)
 	}
 	if in.Error != "" {
 		details["oauthError"] = in.Error
 		if in.Error == "access_denied" {
-			return Connected{}, errs.E(errs.Forbidden, "consent was denied at the provider for connection %q of connector %q (access_denied); nothing was stored. To connect, start again with %s",
+			return back, errs.E(errs.Forbidden, "consent was denied at the provider for connection %q of connector %q (access_denied); nothing was stored. To connect, start again with %s",
 				p.Connection, p.Connector, retry).WithDetails(details)
 		}
 		msg := fmt.Sprintf("the provider refused the authorization of connection %q of connector %q (%s", p.Connection, p.Connector, clip(in.Error, 64))
 		if in.ErrorDescription != "" {
 			msg += ": " + clip(in.ErrorDescription, 300)
 		}
-		return Connected{}, errs.E(errs.Upstream, "%s); nothing was stored. Start again with %s", msg, retry).WithDetails(details)
+		return back, errs.E(errs.Upstream, "%s); nothing was stored. Start again with %s", msg, retry).WithDetails(details)
 	}
 	if in.Code == "" {
-		return Connected{}, errs.E(errs.Invalid, "the callback has neither code nor error; nothing was stored. Start again with %s", retry).WithDetails(details)
+		return back, errs.E(errs.Invalid, "the callback has neither code nor error; nothing was stored. Start again with %s", retry).WithDetails(details)
 	}
 	if p.Redirect != "" && !slices.Contains(c.RedirectURLs, p.Redirect) {
-		return Connected{}, errs.E(errs.Invalid, "redirect %q was removed from the redirect list of connector %q; nothing was stored", p.Redirect, p.Connector).WithDetails(details)
+		return back, errs.E(errs.Invalid, "redirect %q was removed from the redirect list of connector %q; nothing was stored", p.Redirect, p.Connector).WithDetails(details)
 	}
 
 	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(string(verifier))}
@@ -269,7 +281,7 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 	}
 	tok, err := c.config(p.CallbackURL).Exchange(m.clientCtx(ctx), in.Code, opts...)
 	if err != nil {
-		return Connected{}, m.tokenError(err, c, "exchanging the authorization code of connection "+p.Connection, "nothing was stored. Start again with "+retry,
+		return back, m.tokenError(err, c, "exchanging the authorization code of connection "+p.Connection, "nothing was stored. Start again with "+retry,
 			secret{}, in.Code, string(verifier))
 	}
 
@@ -302,11 +314,12 @@ func (m *Manager) Complete(ctx context.Context, in CallbackInput) (Connected, er
 		return nil
 	})
 	if err != nil {
-		return Connected{}, err
+		return back, err
 	}
 	m.log.InfoContext(ctx, "oauth connection connected", "connector", p.Connector, "connection", p.Connection,
 		"refreshable", tok.RefreshToken != "")
-	return Connected{Connector: p.Connector, Connection: p.Connection, Redirect: p.Redirect, Status: st}, nil
+	back.Redirect, back.Status = p.Redirect, st
+	return back, nil
 }
 
 // applyToken records a new token in rec: active, next generation, granted

@@ -65,7 +65,8 @@ var Buckets = []string{
 	"meta", "apikeys", "apikeys_by_hash", "connectors", "actions", "secrets",
 	"connections", "events", "webhooks", "deliveries", "outbox", "invocations",
 	"oauth_states", "oauth_clients", "usage", "signing_keys", "llm_models",
-	"oauth_tokens", "events_once", "leases", "toolsets",
+	"oauth_tokens", "events_once", "leases", "toolsets", "connect_sessions",
+	"connect_session_tokens", "console_sessions",
 }
 
 // GetJSON decodes the JSON value under key into v; errs.NotFound when absent.

@@ -95,6 +95,7 @@ var eventTypes = map[string]bool{
 	events.ActionInvoked:            true,
 	events.ActionFailed:             true,
 	events.ConnectionCreated:        false,
+	events.ConnectionUpdated:        false,
 	events.ConnectionDeleted:        false,
 	events.ConnectionReauthRequired: false,
 	events.APIKeyCreated:            false,
