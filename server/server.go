@@ -184,6 +184,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Keys returns the API key manager (bootstrap, tests).
 func (s *Server) Keys() *auth.Keys { return s.keys }
 
+// ConnectSessions returns the connect sessions service.
+func (s *Server) ConnectSessions() *connect.Sessions { return s.connectSessions }
+
 // Toolsets returns the toolsets service.
 func (s *Server) Toolsets() *tools.Toolsets { return s.toolsets }
 
