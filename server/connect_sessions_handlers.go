@@ -19,7 +19,7 @@ func (s *Server) initWeb(e *echo.Echo) {
 	s.connectSessions = &connect.Sessions{Store: s.store, Connections: s.connections, Runner: s.invoker, OAuth: s.oauthConns}
 	s.console = &web.Console{Store: s.store, Vault: s.vault, Authn: s.authn}
 	h := &web.Handler{
-		Sessions: s.connectSessions, Console: s.console, Logger: s.log,
+		Sessions: s.connectSessions, Console: s.console,
 		PublicBase:  s.publicBase,
 		CallbackURL: func(r *http.Request) string { return s.publicBase(r) + callbackRoute },
 	}
@@ -53,6 +53,6 @@ func (h *handlers) GetConnectSession(ctx context.Context, req api.GetConnectSess
 	}
 	return api.GetConnectSession200JSONResponse{
 		Id: sess.ID, Connector: sess.Connector, Connection: sess.Connection, RedirectUrl: ptrIf(sess.RedirectURL),
-		Status: api.ConnectSessionStatus(sess.Status(time.Now())), CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, CompletedAt: sess.CompletedAt,
+		Status: api.ConnectSessionStatus(h.s.connectSessions.StatusOf(sess)), CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt, CompletedAt: sess.CompletedAt,
 	}, nil
 }

@@ -81,6 +81,9 @@ func (s Session) Status(now time.Time) string {
 	return StatusPending
 }
 
+// StatusOf is sess's status now.
+func (s *Sessions) StatusOf(sess Session) string { return sess.Status(s.now()) }
+
 // Runner runs actions (*connectors.Invoker).
 type Runner interface {
 	Run(ctx context.Context, in connectors.RunInput) (connectors.RunResult, error)
@@ -516,20 +519,13 @@ func (s *Sessions) authorizedTx(tx store.Tx, sess Session) error {
 		return notYet
 	}
 	st, err := s.OAuth.Status(tx, sess.Connector, sess.Connection)
-	if err != nil || st == nil {
-		return cmpErr(err, notYet)
-	}
-	if st.Status != oauthconn.StatusActive || st.LastRefreshedAt == nil || st.LastRefreshedAt.Before(*sess.AuthorizingSince) {
+	switch {
+	case err != nil && !errors.Is(err, errs.NotFound):
+		return err
+	case st == nil || st.Status != oauthconn.StatusActive || st.LastRefreshedAt == nil || st.LastRefreshedAt.Before(*sess.AuthorizingSince):
 		return notYet
 	}
 	return nil
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil && !errors.Is(err, errs.NotFound) {
-		return err
-	}
-	return otherwise
 }
 
 // ReturnPath is the path of the page a session's authorization returns to.

@@ -30,8 +30,6 @@ type connectView struct {
 	Error     string
 	Problems  []errs.Problem
 	RequestID string
-	// Done says the connection is stored (no redirect to go back to).
-	Done bool
 }
 
 func (v connectView) LogoURL() string {

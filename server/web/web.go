@@ -13,7 +13,6 @@ import (
 	"errors"
 	"html/template"
 	"io/fs"
-	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -68,7 +67,6 @@ type Handler struct {
 	PublicBase func(r *http.Request) string
 	// CallbackURL is the OAuth 2.0 callback URL for r.
 	CallbackURL func(r *http.Request) string
-	Logger      *slog.Logger
 }
 
 // Register adds the pages' routes to e.
