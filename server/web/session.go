@@ -79,15 +79,17 @@ func (c csrfCookie) check(r *http.Request) error {
 // every POST) names another origin than the request's own host. A form
 // posted from a page under Referrer-Policy: no-referrer (every page here)
 // says "Origin: null" (the Fetch standard serializes a navigation's
-// origin so under that policy); then the browser's Sec-Fetch-Site must
-// say same-origin.
+// origin so under that policy); then the browser's Sec-Fetch-Site, when
+// it sends one, must say same-origin.
 func sameOrigin(r *http.Request) error {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return nil
 	}
 	if o == "null" {
-		if site := r.Header.Get("Sec-Fetch-Site"); site != "same-origin" {
+		// A browser without Fetch Metadata sends neither: the CSRF token
+		// alone decides then.
+		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 			return errs.E(errs.Forbidden, "cross-origin form posts are refused (Origin null, Sec-Fetch-Site %q, not same-origin)", site)
 		}
 		return nil
