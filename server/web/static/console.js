@@ -822,6 +822,7 @@
         const next = deliveryRow(d);
         tr.replaceWith(next);
         tr = next;
+        if (d.status !== 'pending') loadConfig();
       }
     }
 
@@ -836,7 +837,7 @@
           const next = deliveryRow(nd);
           next.classList.add('flash');
           tr.replaceWith(next);
-          watch(next, nd);
+          if (nd.status === 'pending') watch(next, nd); else loadConfig();
         } catch (e) {
           out.replaceChildren(errorBox(e));
         }
@@ -888,7 +889,9 @@
         button('Refresh', () => deliveries.reload())), deliveriesHolder));
     renderDeliveries();
 
-    api('GET', `/v1/webhooks/${enc(id)}`).then((w) => {
+    // loadConfig (re)draws the configuration: a delivery's outcome can
+    // change the webhook's state (failing since, disabled).
+    const loadConfig = () => api('GET', `/v1/webhooks/${enc(id)}`).then((w) => {
       root.h1.textContent = 'Webhook ';
       root.h1.append(h('span', { class: 'muted subtitle' }, w.url));
       config.replaceChildren(section('Configuration', dl([
@@ -907,6 +910,7 @@
       ]), h('p', { class: 'muted small' }, 'The signing secret is write-only and never shown.')));
       if (!w.enabled) testOut.replaceChildren(h('p', { class: 'note' }, 'This webhook is disabled; enable it (PUT /v1/webhooks/{id} with "enabled": true) before sending a test event.'));
     }, (e) => config.replaceChildren(errorBox(e)));
+    loadConfig();
     return root;
   }
 
