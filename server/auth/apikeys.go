@@ -2,11 +2,7 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -418,18 +414,9 @@ func (k *Keys) events() events.Recorder {
 }
 
 // NewKeySecret returns a fresh API key: sb_ and 256 random bits.
-func NewKeySecret() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
+func NewKeySecret() string { return ids.Secret(KeyPrefix) }
 
-func hashKey(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
+func hashKey(secret string) string { return ids.Digest(secret) }
 
 func notFound(err error, id string) error {
 	if errs.KindOf(err) == errs.NotFound {

@@ -8,10 +8,6 @@ package connect
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,7 +150,7 @@ func (s *Sessions) Create(ctx context.Context, in CreateInput) (Created, error) 
 	if err := errs.Problems("invalid connect session", ps); err != nil {
 		return Created{}, err
 	}
-	token := newToken()
+	token := ids.Secret(tokenPrefix)
 	now := s.now()
 	sess := Session{
 		ID: ids.New("cs_", now), Connector: in.Connector, Connection: in.Connection, RedirectURL: in.RedirectURL,
@@ -537,15 +533,4 @@ func PagePath(token string) string { return "/connect/" + token }
 // tokenPrefix marks session tokens, so that a leaked one is recognisable.
 const tokenPrefix = "sbcs_"
 
-func newToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-func hashToken(token string) string {
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return hex.EncodeToString(sum[:])
-}
+func hashToken(token string) string { return ids.Digest(strings.TrimSpace(token)) }

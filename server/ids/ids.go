@@ -1,10 +1,13 @@
 // Package ids makes the identifiers of stored records: a prefix, then 12
 // hex digits of Unix milliseconds and 20 of randomness, so that ids sort by
-// creation time (list pages are in id order).
+// creation time (list pages are in id order); and bearer secrets with the
+// digests their records are stored under.
 package ids
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"sync"
 	"time"
@@ -51,4 +54,22 @@ func increment(b []byte) {
 			return
 		}
 	}
+}
+
+// Secret returns a fresh bearer secret: prefix and 256 random bits,
+// base64url-encoded (API keys, client secrets, OAuth states, connect
+// session tokens, console cookies).
+func Secret(prefix string) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Digest is the hex SHA-256 of a secret: the key its record is stored
+// under, so that the store never holds the secret itself.
+func Digest(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
 }

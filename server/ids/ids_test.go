@@ -39,3 +39,13 @@ func TestIncrementCarries(t *testing.T) {
 		t.Fatalf("increment = %x, want 020000", b)
 	}
 }
+
+func TestSecret_PrefixAnd256RandomBits(t *testing.T) {
+	a, b := Secret("sb_"), Secret("sb_")
+	if !strings.HasPrefix(a, "sb_") || len(a) != len("sb_")+43 || a == b {
+		t.Fatalf("secrets %q, %q", a, b)
+	}
+	if d := Digest(a); len(d) != 64 || d != Digest(a) || d == Digest(b) {
+		t.Fatalf("digest %q", d)
+	}
+}

@@ -2,10 +2,6 @@ package oauthconn
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
@@ -66,18 +63,9 @@ type Begun struct {
 	ExpiresAt time.Time
 }
 
-func stateKey(state string) string {
-	sum := sha256.Sum256([]byte(state))
-	return hex.EncodeToString(sum[:])
-}
+func stateKey(state string) string { return ids.Digest(state) }
 
-func newState() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+func newState() string { return ids.Secret("") }
 
 // Begin stores a single-use state bound to connector and connection and
 // returns the provider's authorization URL with the state and the PKCE S256

@@ -2,11 +2,7 @@ package oauthserver
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
-	"encoding/hex"
 	"slices"
 	"strings"
 
@@ -226,18 +222,9 @@ func (x *clientIndex) lookup(ctx context.Context, st store.Store, id string) (Cl
 	return c, true, nil
 }
 
-func newSecret() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return SecretPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
+func newSecret() string { return ids.Secret(SecretPrefix) }
 
-func hashSecret(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
+func hashSecret(secret string) string { return ids.Digest(secret) }
 
 func clientNotFound(err error, id string) error {
 	if errs.KindOf(err) == errs.NotFound {

@@ -2,11 +2,8 @@ package web
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/vault"
 )
@@ -105,13 +103,7 @@ func equal(a, b string) bool {
 	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
-func randomToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+func randomToken() string { return ids.Secret("") }
 
 // validToken reports whether v looks like a randomToken.
 func validToken(v string) bool {
@@ -120,11 +112,6 @@ func validToken(v string) bool {
 	}
 	_, err := base64.RawURLEncoding.DecodeString(v)
 	return err == nil
-}
-
-func hashOf(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(sum[:])
 }
 
 // ConsoleBucket holds console sessions by the SHA-256 of their cookie.
@@ -186,7 +173,7 @@ func (c *Console) SignIn(ctx context.Context, key string) (cookie string, expire
 		return "", time.Time{}, errs.E(errs.Unauthenticated, "this API key is not valid (unknown, revoked or expired)")
 	}
 	cookie = randomToken()
-	h := hashOf(cookie)
+	h := ids.Digest(cookie)
 	sealed, err := c.Vault.Seal(sessionRef(h), []byte(key))
 	if err != nil {
 		return "", time.Time{}, err
@@ -239,7 +226,7 @@ func (c *Console) Resolve(ctx context.Context, cookie string) (Session, error) {
 	if !validToken(cookie) {
 		return Session{}, errNoSession
 	}
-	h := hashOf(cookie)
+	h := ids.Digest(cookie)
 	var s consoleSession
 	err := c.Store.View(ctx, func(tx store.Tx) error { return store.GetJSON(tx, ConsoleBucket, h, &s) })
 	if errors.Is(err, errs.NotFound) || err == nil && !c.now().Before(s.ExpiresAt) {
@@ -260,7 +247,7 @@ func (c *Console) SignOut(ctx context.Context, cookie string) error {
 	if !validToken(cookie) {
 		return nil
 	}
-	return c.Store.Update(ctx, func(tx store.Tx) error { return tx.Delete(ConsoleBucket, hashOf(cookie)) })
+	return c.Store.Update(ctx, func(tx store.Tx) error { return tx.Delete(ConsoleBucket, ids.Digest(cookie)) })
 }
 
 // FromRequest returns the console session of r's cookie; ok is false
