@@ -231,12 +231,8 @@ func (s *Connections) Create(ctx context.Context, connector string, in Connectio
 			return errs.E(errs.Conflict, "connection %q of connector %q already exists; replace its credentials with PUT /v1/connectors/%s/connections/%s or choose another name", in.Name, connector, connector, in.Name).
 				WithDetails(map[string]any{"name": in.Name})
 		}
-		now := s.now()
-		out = Connection{Connector: connector, Name: in.Name, AuthType: c.Auth.Type, Status: ConnectionActive, CreatedAt: now, UpdatedAt: now, Version: 1}
-		if err := s.put(tx, out, in.Credentials); err != nil {
-			return err
-		}
-		return s.events().Record(tx, events.ConnectionCreated, out)
+		out, err = s.write(tx, c, nil, in)
+		return err
 	})
 	if err != nil {
 		return Connection{}, err
@@ -265,12 +261,8 @@ func (s *Connections) Replace(ctx context.Context, connector, name string, in Co
 		if err := errs.Problems("invalid connection", validateCredentials(c, in)); err != nil {
 			return err
 		}
-		out = cur
-		out.AuthType, out.Status, out.UpdatedAt, out.Version = c.Auth.Type, ConnectionActive, s.now(), cur.Version+1
-		if err := s.put(tx, out, in.Credentials); err != nil {
-			return err
-		}
-		return s.events().Record(tx, events.ConnectionUpdated, out)
+		out, err = s.write(tx, c, &cur, in)
+		return err
 	})
 	if err != nil {
 		return Connection{}, err
@@ -303,25 +295,32 @@ func (s *Connections) SaveTx(tx store.Tx, connector string, in ConnectionInput) 
 	if err := errs.Problems("invalid connection", validateCredentials(c, in)); err != nil {
 		return Connection{}, false, err
 	}
-	now := s.now()
 	cur, err := LoadConnection(tx, connector, in.Name)
 	switch {
 	case errors.Is(err, errs.NotFound):
-		out, created = Connection{Connector: connector, Name: in.Name, AuthType: c.Auth.Type, Status: ConnectionActive, CreatedAt: now, UpdatedAt: now, Version: 1}, true
+		out, err = s.write(tx, c, nil, in)
+		return out, true, err
 	case err != nil:
 		return Connection{}, false, err
-	default:
-		out = cur
+	}
+	out, err = s.write(tx, c, &cur, in)
+	return out, false, err
+}
+
+// write stores in's (validated) credentials as connection in.Name of c: a
+// new one at version 1 (connection.created) when cur is nil, else cur with
+// its version bumped (connection.updated).
+func (s *Connections) write(tx store.Tx, c Connector, cur *Connection, in ConnectionInput) (Connection, error) {
+	now := s.now()
+	out, typ := Connection{Connector: c.Name, Name: in.Name, AuthType: c.Auth.Type, Status: ConnectionActive, CreatedAt: now, UpdatedAt: now, Version: 1}, events.ConnectionCreated
+	if cur != nil {
+		out, typ = *cur, events.ConnectionUpdated
 		out.AuthType, out.Status, out.UpdatedAt, out.Version = c.Auth.Type, ConnectionActive, now, cur.Version+1
 	}
 	if err := s.put(tx, out, in.Credentials); err != nil {
-		return Connection{}, false, err
+		return Connection{}, err
 	}
-	typ := events.ConnectionUpdated
-	if created {
-		typ = events.ConnectionCreated
-	}
-	return out, created, s.events().Record(tx, typ, out)
+	return out, s.events().Record(tx, typ, out)
 }
 
 func (s *Connections) put(tx store.Tx, c Connection, cred Credentials) error {
