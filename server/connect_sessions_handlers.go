@@ -13,8 +13,9 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/web"
 )
 
-// initWeb builds connect sessions and console sessions and registers the
-// pages (outside the strict server: they answer HTML and read forms).
+// initWeb builds connect sessions and console sessions, registers the
+// pages (outside the strict server: they answer HTML and read forms) and
+// has their errors answered as pages.
 func (s *Server) initWeb(e *echo.Echo) {
 	s.connectSessions = &connect.Sessions{Store: s.store, Connections: s.connections, Runner: s.invoker, OAuth: s.oauthConns}
 	s.console = &web.Console{Store: s.store, Vault: s.vault, Authn: s.authn}
@@ -24,6 +25,9 @@ func (s *Server) initWeb(e *echo.Echo) {
 		CallbackURL: func(r *http.Request) string { return s.publicBase(r) + callbackRoute },
 	}
 	h.Register(e)
+	for _, prefix := range []string{web.ConnectPrefix, web.ConsoleRoute, web.StaticPrefix} {
+		s.errorWriters[prefix] = web.WriteError
+	}
 }
 
 // CreateConnectSession implements POST /v1/connect-sessions.

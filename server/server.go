@@ -160,9 +160,6 @@ func New(o Options) (*Server, error) {
 	api.RegisterHandlers(e, api.NewStrictHandler(h, []api.StrictMiddlewareFunc{withHTTPRequest, withConnectionHeader}))
 	s.initMCP(e)
 	s.initWeb(e)
-	s.errorWriters[web.ConnectPrefix] = web.WriteError
-	s.errorWriters[web.ConsoleRoute] = web.WriteError
-	s.errorWriters[web.StaticPrefix] = web.WriteError
 	if err := s.checkRoutesInSpec(); err != nil {
 		return nil, err
 	}
