@@ -321,7 +321,7 @@ func (h *handlers) functionLoop(ctx context.Context, f loopFields, r *llm.Reques
 	}
 	r.Tools = make([]llm.Tool, len(fns))
 	for i, fn := range fns {
-		r.Tools[i] = llm.Tool(fn)
+		r.Tools[i] = fn.Tool()
 	}
 	loop, in, err := h.s.toolLoop(ctx, f, r, llm.OpFunctions, llm.OpFunctionsLoop)
 	if err != nil {

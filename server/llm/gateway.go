@@ -55,11 +55,19 @@ const (
 	// OpFunctionsLoop is a later model call of /v1/function-calling's
 	// tool loop (as OpChatLoop).
 	OpFunctionsLoop
+	// OpResponses is /openai/v1/responses: tool turns and tools.
+	OpResponses
+	// OpMessages is /anthropic/v1/messages: tool turns and tools.
+	OpMessages
 )
 
 // toolTurns reports whether op's conversations may carry tool turns.
 func (op Op) toolTurns() bool {
-	return op == OpCompatChat || op == OpChatLoop || op == OpFunctionsLoop
+	switch op {
+	case OpCompatChat, OpChatLoop, OpFunctionsLoop, OpResponses, OpMessages:
+		return true
+	}
+	return false
 }
 
 func (op Op) generation() bool { return op == OpGenerate || op == OpCompatCompletion }
@@ -673,7 +681,7 @@ func (g *Gateway) CallFunction(ctx context.Context, r *Request, fns []FunctionDe
 	}
 	r.Tools = make([]Tool, len(fns))
 	for i, f := range fns {
-		r.Tools[i] = Tool(f)
+		r.Tools[i] = f.Tool()
 	}
 	if r.ToolChoice == nil {
 		r.ToolChoice = &ToolChoice{Mode: ToolChoiceAuto}

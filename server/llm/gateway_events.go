@@ -56,6 +56,10 @@ func (op Op) OpName() string {
 		return "openai.chat.completions"
 	case OpCompatCompletion:
 		return "openai.completions"
+	case OpResponses:
+		return "openai.responses"
+	case OpMessages:
+		return "anthropic.messages"
 	}
 	return "unknown"
 }

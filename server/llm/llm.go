@@ -56,8 +56,12 @@ const (
 type Message struct {
 	// Role is system, user, assistant or tool.
 	Role string
-	// Content is the message text.
+	// Content is the message text (with Parts, their text parts joined by
+	// newlines, which is what token estimates count).
 	Content string
+	// Parts, when not nil, is the message's content in order: text and
+	// images. Adapters that map images read Parts; Content stays the text.
+	Parts []Part
 	// Name optionally names the author.
 	Name string
 	// ToolCalls are the calls an assistant turn made.
@@ -66,13 +70,80 @@ type Message struct {
 	ToolCallID string
 }
 
+// Part is one piece of a message's content: text or an image.
+type Part struct {
+	// Text is the text of a text part; empty for an image.
+	Text string
+	// Image is set for an image part.
+	Image *Image
+}
+
+// Image is an image in a message. Either Data (with MediaType) holds its
+// bytes (a data: URL, or an https URL the gateway fetched), or URL is an
+// https URL passed to a provider that fetches images itself.
+type Image struct {
+	// URL is an https URL left for the provider to fetch; empty when Data is set.
+	URL string
+	// MediaType is the image's type (image/png, image/jpeg, image/gif, image/webp).
+	MediaType string
+	// Data is the image's bytes.
+	Data []byte
+	// Detail is OpenAI's detail hint (auto, low, high); optional.
+	Detail string
+}
+
+// HasImages reports whether any message carries an image.
+func HasImages(msgs []Message) bool {
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Image != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Tool is a function the model may call.
 type Tool struct {
 	Name        string
 	Description string
 	// Parameters is the JSON Schema of the arguments object (may be nil).
 	Parameters json.RawMessage
+	// Strict asks the provider to guarantee arguments that conform to
+	// Parameters (OpenAI's strict function calling).
+	Strict bool
 }
+
+// Response format types.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// ResponseFormat asks for output in a format: any JSON object, or JSON
+// conforming to a schema (structured outputs).
+type ResponseFormat struct {
+	// Type is text, json_object or json_schema.
+	Type string
+	// Name names the schema (json_schema); providers that use a forced
+	// tool call it by this name.
+	Name        string
+	Description string
+	// Schema is the JSON Schema the output must conform to (json_schema).
+	Schema json.RawMessage
+	// Strict asks the provider to guarantee conformance.
+	Strict bool
+}
+
+// Reasoning effort levels (OpenAI's reasoning_effort).
+const (
+	EffortMinimal = "minimal"
+	EffortLow     = "low"
+	EffortMedium  = "medium"
+	EffortHigh    = "high"
+)
 
 // Tool choice modes.
 const (
@@ -120,6 +191,20 @@ type Request struct {
 
 	// User is an end-user id passed through to providers that take one.
 	User string
+
+	// N is the number of choices to generate (0 and 1 mean one).
+	N int
+	// ResponseFormat asks for JSON output; nil for free text.
+	ResponseFormat *ResponseFormat
+	// ReasoningEffort is minimal, low, medium or high for reasoning
+	// models; empty for the provider's default.
+	ReasoningEffort string
+	// Passthrough holds OpenAI request fields the gateway does not
+	// interpret but carries verbatim to OpenAI-compatible upstreams
+	// (logprobs, top_logprobs, logit_bias, service_tier, metadata,
+	// prediction, store), by their wire name. A request whose model's
+	// provider cannot carry one of them is refused naming it.
+	Passthrough map[string]json.RawMessage
 }
 
 // Usage counts tokens of one call.
@@ -147,12 +232,27 @@ type Response struct {
 	Text         string
 	ToolCalls    []ToolCall
 	FinishReason string
+	// Logprobs is the upstream's logprobs object of the first choice,
+	// verbatim, when asked for.
+	Logprobs json.RawMessage
+	// More are the choices after the first when N > 1.
+	More []Choice
 	// Usage is nil when the upstream reported none.
 	Usage *Usage
 }
 
+// Choice is one of several choices (Request.N > 1).
+type Choice struct {
+	Text         string
+	ToolCalls    []ToolCall
+	FinishReason string
+	Logprobs     json.RawMessage
+}
+
 // Chunk is one piece of a streamed response.
 type Chunk struct {
+	// Choice is the index of the choice this chunk extends (N > 1).
+	Choice int
 	// Text is the next text delta.
 	Text string
 	// ToolCalls are tool-call deltas: the first delta of a call carries its
@@ -160,6 +260,8 @@ type Chunk struct {
 	ToolCalls []ToolCallDelta
 	// FinishReason is set on the chunk that ends the response.
 	FinishReason string
+	// Logprobs is the upstream's logprobs of this chunk, verbatim.
+	Logprobs json.RawMessage
 	// Usage, when not nil, is the upstream's (cumulative) usage so far.
 	Usage *Usage
 }
@@ -182,6 +284,10 @@ type Stream interface {
 // EmbedRequest asks for the embeddings of one or more texts.
 type EmbedRequest struct {
 	Inputs []string
+	// Tokens, when not nil, are the inputs as token arrays (one per
+	// input, Inputs holding their decoded text): OpenAI-compatible
+	// upstreams receive the tokens themselves.
+	Tokens [][]int
 	// Dimensions asks models that support it for shorter vectors.
 	Dimensions *int
 	User       string

@@ -161,6 +161,11 @@ type FunctionDef struct {
 	Parameters json.RawMessage
 }
 
+// Tool is the function as a tool offered to the model.
+func (f FunctionDef) Tool() Tool {
+	return Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters}
+}
+
 // compiledFunction is a declared function with its parsed schema.
 type compiledFunction struct {
 	def    FunctionDef
