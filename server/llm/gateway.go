@@ -194,6 +194,9 @@ func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error
 			if need, ok := op.supportedBy(m); !ok && len(ps) == 0 {
 				return nil, capabilityError(m, need)
 			}
+			if fs := unsupportedFields(m, r); len(fs) > 0 && len(ps) == 0 {
+				return nil, unsupportedError(m, fs)
+			}
 			ps = append(ps, maxTokensProblem(m, r)...)
 		}
 	}
@@ -237,16 +240,32 @@ func messageProblems(op Op, msgs []Message) []errs.Problem {
 	return ps
 }
 
+// unsupportedFields lists the fields of r that m's provider cannot carry.
+func unsupportedFields(m *Model, r *Request) []string {
+	if fc, ok := m.provider.(FieldChecker); ok {
+		return fc.Unsupported(m, r)
+	}
+	return nil
+}
+
+// unsupportedError is the 400 for a request field m's provider would drop.
+func unsupportedError(m *Model, fields []string) error {
+	return errs.E(errs.Invalid, "%s is not supported by model %s (provider type %s); remove it or choose a model that supports it",
+		strings.Join(fields, ", "), m.ID, m.Type()).
+		WithDetails(map[string]any{"param": fields[0], "model": m.ID, "unsupported": fields})
+}
+
 // candidates returns m followed by its usable fallbacks (those outside the
-// caller's policy are skipped).
-func (g *Gateway) candidates(ctx context.Context, op Op, m *Model) []*Model {
+// caller's policy, or whose provider cannot carry every field of r, are
+// skipped).
+func (g *Gateway) candidates(ctx context.Context, op Op, m *Model, r *Request) []*Model {
 	out := []*Model{m}
 	for _, id := range m.Fallbacks {
 		f, err := g.Catalog.Lookup(id)
 		if err != nil {
 			continue
 		}
-		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil {
+		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil || len(unsupportedFields(f, r)) > 0 {
 			continue
 		}
 		out = append(out, f)
@@ -288,7 +307,7 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 	}
 	start := time.Now()
 	c := &callInfo{op: op.OpName(), requested: m.ID, start: start}
-	resp, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m), func(cand *Model) (*Response, error) {
+	resp, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m, r), func(cand *Model) (*Response, error) {
 		resp, err := cand.provider.Complete(ctx, cand, r)
 		if err != nil {
 			observe(cand, Usage{}, time.Since(start), err)
@@ -411,7 +430,7 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 	c := &callInfo{op: op.OpName(), requested: m.ID, stream: true, start: time.Now()}
 	// sctx lets Pump's stop abort a read blocked on the upstream.
 	sctx, cancel := context.WithCancel(ctx)
-	up, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m), func(cand *Model) (Stream, error) {
+	up, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m, r), func(cand *Model) (Stream, error) {
 		return cand.provider.Stream(sctx, cand, r)
 	})
 	if err != nil {

@@ -78,11 +78,15 @@ type Part struct {
 	Image *Image
 }
 
-// Image is an image in a message. Either Data (with MediaType) holds its
-// bytes (a data: URL, or an https URL the gateway fetched), or URL is an
-// https URL passed to a provider that fetches images itself.
+// Image is an image in a message. Wire translators set URL as the caller
+// sent it (a data: URL or an https URL), or Data and MediaType when the
+// wire carries bytes (Anthropic's base64 source). Before a provider sees
+// the request the gateway normalises every image: a data: URL is decoded
+// into Data and MediaType, and an https URL is either fetched (through the
+// egress guard, with size and type limits) or left in URL for a provider
+// that fetches images itself.
 type Image struct {
-	// URL is an https URL left for the provider to fetch; empty when Data is set.
+	// URL is a data: or https URL; empty when Data is set.
 	URL string
 	// MediaType is the image's type (image/png, image/jpeg, image/gif, image/webp).
 	MediaType string
@@ -307,6 +311,17 @@ type ModelInfo struct {
 	MaxTokens    int
 	Dimensions   int
 	CreatedAt    time.Time
+}
+
+// FieldChecker is implemented by providers that cannot carry every
+// Request field. Unsupported names, by OpenAI's wire name ("n",
+// "logprobs", "reasoning_effort", "response_format",
+// "tools[0].function.strict", a Passthrough key), each field of r the
+// provider would otherwise drop for model m. The gateway refuses such a
+// request with a 400 naming the first, and skips fallbacks that cannot
+// carry it, rather than drop a field silently.
+type FieldChecker interface {
+	Unsupported(m *Model, r *Request) []string
 }
 
 // Provider is one upstream language-model service. Implementations are safe
