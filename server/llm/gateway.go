@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -133,7 +135,14 @@ type Result struct {
 	Text         string
 	ToolCalls    []ToolCall
 	FinishReason string
-	Usage        Usage
+	// Logprobs is the upstream's logprobs of the first choice, verbatim.
+	Logprobs json.RawMessage
+	// More are the choices after the first (Request.N > 1).
+	More []Choice
+	// Output is the check of Text against the request's response format;
+	// nil when it asked for none or the model called tools.
+	Output *OutputCheck
+	Usage  Usage
 	CreatedAt    time.Time
 	// FallbackFrom lists the models that failed before Model answered.
 	FallbackFrom []string
@@ -170,6 +179,12 @@ func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error
 		ps = append(ps, messageProblems(op, r.Messages)...)
 	}
 	ps = append(ps, knobProblems(r)...)
+	r.format = nil
+	if r.ResponseFormat != nil {
+		f, fps := compileFormat(r.ResponseFormat)
+		ps = append(ps, fps...)
+		r.format = f
+	}
 	if r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceFunction {
 		found := false
 		for _, t := range r.Tools {
@@ -318,20 +333,13 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 		settle(nil, Usage{})
 		return nil, err
 	}
-	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
-	if res.FinishReason == "" {
-		res.FinishReason = FinishStop
-		if len(res.ToolCalls) > 0 {
-			res.FinishReason = FinishToolCalls
-		}
-	}
-	for i := range res.ToolCalls {
-		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
-			res.ToolCalls[i].Arguments = "{}"
-		}
-		if res.ToolCalls[i].ID == "" {
-			res.ToolCalls[i].ID = NewID("call_")
-		}
+	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Logprobs: resp.Logprobs,
+		More: resp.More, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
+	res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
+	completeCalls(res.ToolCalls)
+	for i := range res.More {
+		res.More[i].FinishReason = finishReason(res.More[i].FinishReason, res.More[i].ToolCalls)
+		completeCalls(res.More[i].ToolCalls)
 	}
 	if resp.Usage != nil {
 		res.Usage = *resp.Usage
@@ -341,10 +349,40 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 			CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
 			Estimated:        true,
 		}
+		for _, ch := range res.More {
+			res.Usage.CompletionTokens += estimateCompletionTokens(cand.Name, ch.Text, ch.ToolCalls)
+		}
 	}
 	g.account(ctx, c, cand, res.Usage)
 	settle(cand, res.Usage)
+	if res.Output = checkOutput(r, res.Text, res.ToolCalls); res.Output.Failed() {
+		return nil, outputError(cand, res.Output)
+	}
 	return res, nil
+}
+
+// finishReason is the upstream's finish reason, or the one implied by the
+// output when it gave none.
+func finishReason(upstream string, calls []ToolCall) string {
+	switch {
+	case upstream != "":
+		return upstream
+	case len(calls) > 0:
+		return FinishToolCalls
+	}
+	return FinishStop
+}
+
+// completeCalls gives every tool call arguments ("{}" when empty) and an id.
+func completeCalls(calls []ToolCall) {
+	for i := range calls {
+		if strings.TrimSpace(calls[i].Arguments) == "" {
+			calls[i].Arguments = "{}"
+		}
+		if calls[i].ID == "" {
+			calls[i].ID = NewID("call_")
+		}
+	}
 }
 
 // account records usage, logs the call and emits llm.request.completed.
@@ -407,6 +445,7 @@ type ResultStream struct {
 
 	text     strings.Builder
 	calls    []ToolCall
+	more     []Choice
 	finish   string
 	upUsage  *Usage
 	finished bool
@@ -508,12 +547,29 @@ func (s *ResultStream) Next() (Chunk, error) {
 		}
 		return Chunk{}, err
 	}
-	s.text.WriteString(c.Text)
-	for _, d := range c.ToolCalls {
-		for len(s.calls) <= d.Index {
-			s.calls = append(s.calls, ToolCall{})
+	if c.Choice > 0 {
+		s.addMore(c)
+	} else {
+		s.text.WriteString(c.Text)
+		s.calls = addCallDeltas(s.calls, c.ToolCalls)
+		if c.FinishReason != "" {
+			s.finish = c.FinishReason
 		}
-		tc := &s.calls[d.Index]
+	}
+	if c.Usage != nil {
+		u := *c.Usage
+		s.upUsage = &u
+	}
+	return c, nil
+}
+
+// addCallDeltas applies tool-call deltas to the calls accumulated so far.
+func addCallDeltas(calls []ToolCall, deltas []ToolCallDelta) []ToolCall {
+	for _, d := range deltas {
+		for len(calls) <= d.Index {
+			calls = append(calls, ToolCall{})
+		}
+		tc := &calls[d.Index]
 		if d.ID != "" {
 			tc.ID = d.ID
 		}
@@ -522,14 +578,20 @@ func (s *ResultStream) Next() (Chunk, error) {
 		}
 		tc.Arguments += d.Arguments
 	}
+	return calls
+}
+
+// addMore accumulates a chunk of a choice after the first.
+func (s *ResultStream) addMore(c Chunk) {
+	for len(s.more) < c.Choice {
+		s.more = append(s.more, Choice{})
+	}
+	ch := &s.more[c.Choice-1]
+	ch.Text += c.Text
+	ch.ToolCalls = addCallDeltas(ch.ToolCalls, c.ToolCalls)
 	if c.FinishReason != "" {
-		s.finish = c.FinishReason
+		ch.FinishReason = c.FinishReason
 	}
-	if c.Usage != nil {
-		u := *c.Usage
-		s.upUsage = &u
-	}
-	return c, nil
 }
 
 // Result returns what the stream produced so far, with usage (estimated
@@ -543,16 +605,29 @@ func (s *ResultStream) Result() *Result {
 			res.ToolCalls[i].Arguments = "{}"
 		}
 	}
-	if res.FinishReason == "" && s.finished {
-		res.FinishReason = FinishStop
-		if len(res.ToolCalls) > 0 {
-			res.FinishReason = FinishToolCalls
+	if s.finished {
+		res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
+		res.Output = checkOutput(s.req, res.Text, res.ToolCalls)
+	}
+	for _, ch := range s.more {
+		ch.ToolCalls = slices.Clone(ch.ToolCalls)
+		for i := range ch.ToolCalls {
+			if strings.TrimSpace(ch.ToolCalls[i].Arguments) == "" {
+				ch.ToolCalls[i].Arguments = "{}"
+			}
 		}
+		if s.finished {
+			ch.FinishReason = finishReason(ch.FinishReason, ch.ToolCalls)
+		}
+		res.More = append(res.More, ch)
 	}
 	if s.upUsage != nil && (s.finished || s.upUsage.CompletionTokens > 0) {
 		res.Usage = *s.upUsage
 	} else {
 		res.Usage = Usage{Estimated: true, CompletionTokens: estimateCompletionTokens(s.model.Name, res.Text, res.ToolCalls)}
+		for _, ch := range res.More {
+			res.Usage.CompletionTokens += estimateCompletionTokens(s.model.Name, ch.Text, ch.ToolCalls)
+		}
 		if s.upUsage != nil && s.upUsage.PromptTokens > 0 {
 			res.Usage.PromptTokens = s.upUsage.PromptTokens
 		} else {

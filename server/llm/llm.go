@@ -209,6 +209,9 @@ type Request struct {
 	// prediction, store), by their wire name. A request whose model's
 	// provider cannot carry one of them is refused naming it.
 	Passthrough map[string]json.RawMessage
+
+	// format is ResponseFormat compiled by the gateway.
+	format *compiledFormat
 }
 
 // Usage counts tokens of one call.

@@ -11,27 +11,90 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // ChatCompletionRequest is the body of POST /chat/completions.
 type ChatCompletionRequest struct {
-	Model               string         `json:"model"`
-	Messages            []Message      `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64       `json:"temperature,omitempty"`
-	TopP                *float64       `json:"top_p,omitempty"`
-	FrequencyPenalty    *float64       `json:"frequency_penalty,omitempty"`
-	PresencePenalty     *float64       `json:"presence_penalty,omitempty"`
-	Stop                StringList     `json:"stop,omitempty"`
-	N                   *int           `json:"n,omitempty"`
-	Seed                *int64         `json:"seed,omitempty"`
-	Stream              bool           `json:"stream,omitempty"`
-	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
-	Tools               []Tool         `json:"tools,omitempty"`
-	ToolChoice          *ToolChoice    `json:"tool_choice,omitempty"`
-	ParallelToolCalls   *bool          `json:"parallel_tool_calls,omitempty"`
-	User                string         `json:"user,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []Message       `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
+	Stop                StringList      `json:"stop,omitempty"`
+	N                   *int            `json:"n,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
+	Tools               []Tool          `json:"tools,omitempty"`
+	ToolChoice          *ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	User                string          `json:"user,omitempty"`
+	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
+	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
+
+	// Extra are further top-level fields, written verbatim after the
+	// others (fields the gateway carries to OpenAI-compatible upstreams
+	// without interpreting them: logprobs, logit_bias, service_tier, …).
+	// Decoding leaves it empty; callers that want the unknown fields read
+	// them with Fields.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// chatCompletionRequest has ChatCompletionRequest's fields without its
+// methods.
+type chatCompletionRequest ChatCompletionRequest
+
+// MarshalJSON writes the request with its Extra fields.
+func (r ChatCompletionRequest) MarshalJSON() ([]byte, error) {
+	b, err := fastjson.Marshal(chatCompletionRequest(r))
+	if err != nil || len(r.Extra) == 0 {
+		return b, err
+	}
+	keys := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = b[:len(b)-1] // drop the closing brace
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		b = append(b, ',')
+		b = append(b, kb...)
+		b = append(b, ':')
+		b = append(b, r.Extra[k]...)
+	}
+	return append(b, '}'), nil
+}
+
+// Fields returns the top-level members of a JSON object by name, values
+// undecoded.
+func Fields(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := fastjson.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ResponseFormat is response_format: {"type":"text"}, {"type":"json_object"}
+// or {"type":"json_schema","json_schema":{name, description, schema, strict}}.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema is response_format.json_schema.
+type JSONSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // StreamOptions configures a streamed response.
