@@ -144,7 +144,7 @@ func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingR
 	if req.Body.Text != "" {
 		inputs = []string{req.Body.Text}
 	}
-	res, err := h.s.llm.Embed(ctx, req.Body.Model, inputs, nil, "", "text")
+	res, err := h.s.llm.Embed(ctx, req.Body.Model, llm.EmbedRequest{Inputs: inputs}, "text")
 	if err != nil {
 		return nil, err
 	}

@@ -297,7 +297,7 @@ func (h *handlers) OpenaiCreateEmbedding(ctx context.Context, req api.OpenaiCrea
 	default:
 		return nil, invalidParam("encoding_format", "must be float or base64, got %q", b.EncodingFormat)
 	}
-	res, err := h.s.llm.Embed(ctx, b.Model, b.Input, b.Dimensions, b.User, "input")
+	res, err := h.s.llm.Embed(ctx, b.Model, llm.EmbedRequest{Inputs: b.Input.Texts, Tokens: b.Input.Tokens, Dimensions: b.Dimensions, User: b.User}, "input")
 	if err != nil {
 		return nil, err
 	}

@@ -658,29 +658,38 @@ type EmbedResult struct {
 	CreatedAt time.Time
 }
 
-// Embed validates and runs an embeddings request for inputs (field names
-// the request field for error messages: "text" or "input").
-func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dimensions *int, user, field string) (*EmbedResult, error) {
+// Embed validates and runs an embeddings request for in.Inputs, or for
+// in.Tokens (token arrays, decoded with the model's tokenizer for
+// providers that take text; OpenAI-compatible upstreams receive the
+// tokens). field names the request field for error messages: "text" or
+// "input".
+func (g *Gateway) Embed(ctx context.Context, model string, in EmbedRequest, field string) (*EmbedResult, error) {
 	var ps []errs.Problem
 	if strings.TrimSpace(model) == "" {
 		ps = append(ps, errs.Problem{Field: "model", Problem: "is required"})
 	}
+	n := len(in.Inputs)
+	if in.Tokens != nil {
+		n = len(in.Tokens)
+	}
 	switch {
-	case len(inputs) == 0:
+	case n == 0:
 		ps = append(ps, errs.Problem{Field: field, Problem: "is required"})
-	case len(inputs) > MaxEmbeddingInputs:
+	case n > MaxEmbeddingInputs:
 		ps = append(ps, errs.Problem{Field: field, Problem: fmt.Sprintf("at most %d inputs", MaxEmbeddingInputs)})
 	default:
-		for i, in := range inputs {
-			if strings.TrimSpace(in) == "" {
+		for i := 0; i < n; i++ {
+			empty := in.Tokens != nil && len(in.Tokens[i]) == 0 || in.Tokens == nil && strings.TrimSpace(in.Inputs[i]) == ""
+			if empty {
 				f := field
-				if len(inputs) > 1 {
+				if n > 1 {
 					f = fmt.Sprintf("%s[%d]", field, i)
 				}
 				ps = append(ps, errs.Problem{Field: f, Problem: "must not be empty"})
 			}
 		}
 	}
+	dimensions := in.Dimensions
 	if dimensions != nil && *dimensions < 1 {
 		ps = append(ps, errs.Problem{Field: "dimensions", Problem: "must be at least 1"})
 	}
@@ -694,6 +703,21 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 	if !m.Has(CapEmbeddings) {
 		return nil, capabilityError(m, CapEmbeddings)
 	}
+	if in.Tokens != nil {
+		in.Inputs = make([]string, len(in.Tokens))
+		for i, ids := range in.Tokens {
+			text, err := DecodeTokens(m.Name, ids)
+			if err != nil {
+				f := field
+				if len(in.Tokens) > 1 {
+					f = fmt.Sprintf("%s[%d]", field, i)
+				}
+				return nil, errs.Problems("invalid request", []errs.Problem{{Field: f, Problem: fmt.Sprintf("is not a token array of %s's encoding (%s): %v", m.ID, EncodingFor(m.Name), err)}})
+			}
+			in.Inputs[i] = text
+		}
+	}
+	inputs := in.Inputs
 	req := &Request{Model: m.ID, Prompt: strings.Join(inputs, "\n")}
 	settle, err := g.admit(ctx, m, req)
 	if err != nil {
@@ -711,7 +735,11 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 		}
 	}
 	resp, cand, err := attempt(ctx, g, c, cands, func(cand *Model) (*EmbedResponse, error) {
-		return cand.provider.Embed(ctx, cand, &EmbedRequest{Inputs: inputs, Dimensions: dimensions, User: user})
+		er := in
+		if EncodingFor(cand.Name) != EncodingFor(m.Name) {
+			er.Tokens = nil // a fallback with another encoding gets the decoded text
+		}
+		return cand.provider.Embed(ctx, cand, &er)
 	})
 	if err != nil {
 		settle(nil, Usage{})
@@ -725,8 +753,8 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 		res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}
 	} else {
 		n := 0
-		for _, in := range inputs {
-			n += CountTokens(cand.Name, in)
+		for _, text := range inputs {
+			n += CountTokens(cand.Name, text)
 		}
 		res.Usage = Usage{PromptTokens: n, Estimated: true}
 	}

@@ -300,7 +300,11 @@ func (s *openAIStream) Close() error { return s.sb.close() }
 
 // Embed implements Provider.
 func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (*EmbedResponse, error) {
-	body := openaiwire.EmbeddingRequest{Input: r.Inputs, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
+	input := openaiwire.EmbeddingInput{Texts: r.Inputs}
+	if p.official && r.Tokens != nil {
+		input = openaiwire.EmbeddingInput{Tokens: r.Tokens}
+	}
+	body := openaiwire.EmbeddingRequest{Input: input, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
 	var out openaiwire.EmbeddingResponse
 	if err := p.up.do(ctx, http.MethodPost, "/embeddings", body, &out); err != nil {
 		return nil, err

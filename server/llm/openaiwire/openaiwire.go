@@ -381,11 +381,66 @@ type CompletionChoice struct {
 
 // EmbeddingRequest is the body of POST /embeddings.
 type EmbeddingRequest struct {
-	Input          StringList `json:"input"`
-	Model          string     `json:"model"`
-	EncodingFormat string     `json:"encoding_format,omitempty"`
-	Dimensions     *int       `json:"dimensions,omitempty"`
-	User           string     `json:"user,omitempty"`
+	Input          EmbeddingInput `json:"input"`
+	Model          string         `json:"model"`
+	EncodingFormat string         `json:"encoding_format,omitempty"`
+	Dimensions     *int           `json:"dimensions,omitempty"`
+	User           string         `json:"user,omitempty"`
+}
+
+// EmbeddingInput is an embeddings input: a string, an array of strings,
+// an array of token ids, or an array of token-id arrays. Exactly one of
+// Texts and Tokens is set after decoding.
+type EmbeddingInput struct {
+	Texts  []string
+	Tokens [][]int
+}
+
+// MarshalJSON writes the texts, or the token arrays.
+func (in EmbeddingInput) MarshalJSON() ([]byte, error) {
+	if in.Tokens != nil {
+		return json.Marshal(in.Tokens)
+	}
+	return json.Marshal(in.Texts)
+}
+
+// UnmarshalJSON reads any of the four forms.
+func (in *EmbeddingInput) UnmarshalJSON(b []byte) error {
+	*in = EmbeddingInput{}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '[' {
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return errors.New("must be a string, an array of strings, an array of token ids or an array of token-id arrays")
+	}
+	if len(items) == 0 {
+		in.Texts = []string{}
+		return nil
+	}
+	switch first := bytes.TrimSpace(items[0]); {
+	case len(first) > 0 && first[0] == '"':
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	case len(first) > 0 && first[0] == '[':
+		if err := json.Unmarshal(b, &in.Tokens); err != nil {
+			return errors.New("an array of token-id arrays must hold only arrays of non-negative integers")
+		}
+	default:
+		var one []int
+		if err := json.Unmarshal(b, &one); err != nil {
+			return errors.New("an array of token ids must hold only non-negative integers")
+		}
+		in.Tokens = [][]int{one}
+	}
+	for _, ids := range in.Tokens {
+		for _, id := range ids {
+			if id < 0 {
+				return errors.New("token ids must be non-negative integers")
+			}
+		}
+	}
+	return nil
 }
 
 // EmbeddingResponse is the response of POST /embeddings (float encoding).
