@@ -375,7 +375,8 @@ type compatStream struct {
 	st           *llm.ResultStream
 	id           string
 	chat         bool
-	includeUsage bool}
+	includeUsage bool
+}
 
 func (c *compatStream) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
 	return c.write(w)

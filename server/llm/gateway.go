@@ -141,9 +141,9 @@ type Result struct {
 	More []Choice
 	// Output is the check of Text against the request's response format;
 	// nil when it asked for none or the model called tools.
-	Output *OutputCheck
-	Usage  Usage
-	CreatedAt    time.Time
+	Output    *OutputCheck
+	Usage     Usage
+	CreatedAt time.Time
 	// FallbackFrom lists the models that failed before Model answered.
 	FallbackFrom []string
 }

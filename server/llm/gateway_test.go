@@ -123,7 +123,10 @@ func TestRequestValidation(t *testing.T) {
 		}
 	})
 	t.Run("embedding input", func(t *testing.T) {
-		ps := problemsOf(t, func() error { _, err := g.Embed(ctx, "", EmbedRequest{Inputs: nil, Dimensions: nil}, "text"); return err }())
+		ps := problemsOf(t, func() error {
+			_, err := g.Embed(ctx, "", EmbedRequest{Inputs: nil, Dimensions: nil}, "text")
+			return err
+		}())
 		if ps["model"] == "" || ps["text"] == "" {
 			t.Errorf("problems %v", ps)
 		}
