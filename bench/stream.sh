@@ -6,6 +6,10 @@
 # p99, and the server's RSS under 200 MB while the streams are open.
 #
 #   bash bench/stream.sh     # ROUNDS=3 STREAMS=2000 CHUNKS=20 INTERVAL=50ms RAMP=500ms
+#   PROFILE=1 bash bench/stream.sh
+#                            # also: the server's heap profile and goroutine
+#                            # dump taken in round 1 when all streams are open,
+#                            # $OUT/heap.pprof and $OUT/goroutines.txt
 #
 # One wave: bench/streamload starts STREAMS streams, their starts spread
 # evenly over RAMP (shorter than a stream, so that all of them are open at
@@ -64,7 +68,13 @@ echo "== open-file limit $(ulimit -n); server maxConnections $MAX_CONNS"
 mkdir -p "$OUT"
 rm -rf "$OUT/data"
 echo "== build"
-go build -o "$OUT/switchboard" .
+PROFILE=${PROFILE:-}
+PPROF_ADDR=127.0.0.1:${PPROF_PORT:-18283}
+if [ -n "$PROFILE" ]; then
+  go build -tags pprof -o "$OUT/switchboard" .
+else
+  go build -o "$OUT/switchboard" .
+fi
 go build -o "$OUT/mockllm" ./bench/mockllm
 go build -o "$OUT/bareproxy" ./bench/bareproxy
 go build -o "$OUT/streamload" ./bench/streamload
@@ -94,7 +104,7 @@ trap cleanup EXIT
 
 taskset -c 1 "$OUT/mockllm" -addr "127.0.0.1:$MOCK_PORT" -chunks "$CHUNKS" -interval "$INTERVAL" & pids+=($!)
 MOCK_PID=$!
-SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
+SWITCHBOARD_PPROF_ADDR=${PROFILE:+$PPROF_ADDR} SWITCHBOARD_ADMIN_KEY=$KEY SWITCHBOARD_DATA_DIR="$OUT/data" SWITCHBOARD_ADDR="127.0.0.1:$SB_PORT" \
   SWITCHBOARD_CONFIG="$OUT/config.yaml" GOMAXPROCS=1 \
   taskset -c 0 "$OUT/switchboard" serve >"$OUT/server.log" 2>&1 & pids+=($!)
 SB_PID=$!
@@ -120,8 +130,12 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: $STREAMS streams over $RAMP, $CHUNKS chunks $INTERVAL apart (a warm-up wave, then the measured one)"
   for name in $NAMES; do
     IFS='|' read -r url pid <<<"${TARGETS[$name]}"
+    prof=()
+    if [ -n "$PROFILE" ] && [ "$name" = switchboard ] && [ "$round" = 1 ]; then
+      prof=(-pprof "http://$PPROF_ADDR" -pprof-dir "$OUT")
+    fi
     taskset -c 1 "$OUT/streamload" -url "$url" -key "$KEY" -streams "$STREAMS" -chunks "$CHUNKS" -ramp "$RAMP" \
-      -pid "$pid" >"$OUT/stream-$name-$round.json"
+      -pid "$pid" "${prof[@]}" >"$OUT/stream-$name-$round.json"
     python3 - "$OUT/stream-$name-$round.json" "$name" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -131,6 +145,9 @@ print(f"   {sys.argv[2]:12} ttft p50 {r['ttftMs']['p50']:8.2f} ms  p99 {r['ttftM
 PY
   done
 done
+if [ -n "$PROFILE" ] && [ -s "$OUT/heap.pprof" ]; then
+  echo "== with all streams open in round 1: $(head -1 "$OUT/goroutines.txt"); heap: go tool pprof -sample_index=inuse_space $OUT/switchboard $OUT/heap.pprof"
+fi
 python3 - "$OUT" "$ROUNDS" "$STREAMS" "$CHUNKS" "$NAMES" <<'PY'
 import json, statistics, sys
 out, rounds, streams, chunks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -9,7 +9,9 @@
 // /proc/<pid>/status) while the streams are open, and reads its peak
 // (VmHWM) at the end. -warmup waves run first and are not counted (they
 // open the connections the measured wave reuses, as a long-running client
-// would). It prints one JSON object (see result) on stdout.
+// would). With -pprof, when every stream of the measured wave is open it
+// saves that server's heap profile and goroutine dump (a server built
+// with -tags pprof). It prints one JSON object (see result) on stdout.
 package main
 
 import (
@@ -249,7 +251,10 @@ func shortErr(err error) string {
 
 // wave runs n streams, the i-th starting at i*ramp/n, and returns their
 // outcomes, the most open at once (as counted in open) and its wall time.
-func (s *streamer) wave(ctx context.Context, n int, ramp time.Duration, open *atomic.Int64, peak *atomic.Int64) ([]outcome, time.Duration) {
+// When all n are open at once (open reaches n, which happens once a wave),
+// it calls allOpen, if not nil, and waits for it before returning.
+func (s *streamer) wave(ctx context.Context, n int, ramp time.Duration, open *atomic.Int64, peak *atomic.Int64, allOpen func()) ([]outcome, time.Duration) {
+	var side sync.WaitGroup
 	out := make([]outcome, n)
 	var wg sync.WaitGroup
 	begin := time.Now()
@@ -261,12 +266,18 @@ func (s *streamer) wave(ctx context.Context, n int, ramp time.Duration, open *at
 			v := open.Add(1)
 			for p := peak.Load(); v > p && !peak.CompareAndSwap(p, v); p = peak.Load() {
 			}
+			if v == int64(n) && allOpen != nil {
+				side.Add(1)
+				go func() { defer side.Done(); allOpen() }()
+			}
 			out[i] = s.run(ctx)
 			open.Add(-1)
 		}()
 	}
 	wg.Wait()
-	return out, time.Since(begin)
+	wall := time.Since(begin)
+	side.Wait()
+	return out, wall
 }
 
 // memory reads VmRSS and VmHWM, in kB, from /proc/<pid>/status.
@@ -327,6 +338,32 @@ func cpuTime(pid int) (time.Duration, error) {
 // times: 100 on every Linux architecture Go runs on.
 const clockTicks = 100
 
+// saveProfiles saves a pprof server's heap profile and goroutine dump
+// into dir (heap.pprof, goroutines.txt).
+func saveProfiles(base, dir string) error {
+	for _, p := range []struct{ path, file string }{
+		{"/debug/pprof/heap", "heap.pprof"},
+		{"/debug/pprof/goroutine?debug=1", "goroutines.txt"},
+	} {
+		resp, err := http.Get(base + p.path)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s%s: %s", base, p.path, resp.Status)
+		}
+		if err := os.WriteFile(dir+"/"+p.file, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func main() {
 	url := flag.String("url", "http://127.0.0.1:18080/openai/v1/chat/completions", "chat completions URL")
 	key := flag.String("key", os.Getenv("SB_KEY"), "API key, sent as a Bearer token (default $SB_KEY)")
@@ -338,6 +375,8 @@ func main() {
 	timeout := flag.Duration("timeout", time.Minute, "bound on one stream")
 	pid := flag.Int("pid", 0, "process whose memory is sampled during the measured wave (0: none)")
 	every := flag.Duration("sample", 10*time.Millisecond, "memory sampling interval")
+	pprofURL := flag.String("pprof", "", "base URL of the server's net/http/pprof (http://host:port): profiles saved when all streams are open")
+	pprofDir := flag.String("pprof-dir", ".", "where -pprof's profiles are saved")
 	flag.Parse()
 	if *streams < 1 || *chunks < 1 || *ramp < 0 {
 		log.Fatal("streamload: -streams and -chunks must be at least 1, -ramp not negative")
@@ -363,7 +402,7 @@ func main() {
 	defer cancel()
 	var open, peak atomic.Int64
 	for range *warmup {
-		s.wave(ctx, *streams, *ramp, &open, &peak)
+		s.wave(ctx, *streams, *ramp, &open, &peak, nil)
 	}
 	peak.Store(0)
 	res := result{URL: *url, Streams: *streams, Failures: map[string]int{}}
@@ -396,7 +435,12 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	outs, wall := s.wave(ctx, *streams, *ramp, &open, &peak)
+	var allOpen func()
+	profiled := make(chan error, 1)
+	if *pprofURL != "" {
+		allOpen = func() { profiled <- saveProfiles(*pprofURL, *pprofDir) }
+	}
+	outs, wall := s.wave(ctx, *streams, *ramp, &open, &peak, allOpen)
 	close(stop)
 	<-sampled
 	if *pid != 0 {
@@ -411,6 +455,16 @@ func main() {
 		res.HWMKB, res.CPUMs = hwm, float64(cpu1-cpu0)/1e6
 	}
 	res.PeakOpen, res.WallMs = peak.Load(), float64(wall)/1e6
+	if *pprofURL != "" {
+		select {
+		case err := <-profiled:
+			if err != nil {
+				log.Printf("streamload: profiles: %v", err)
+			}
+		default:
+			log.Printf("streamload: no profiles: the %d streams were never all open at once", *streams)
+		}
+	}
 	var ttft, dur, gap []time.Duration
 	for _, o := range outs {
 		if o.TTFT > 0 {

@@ -127,7 +127,8 @@ func TestWave_SpreadsStartsAndCountsPeakOpen(t *testing.T) {
 	defer srv.Close()
 	s := &streamer{client: srv.Client(), url: srv.URL, body: []byte(`{}`), chunks: 1, timeout: 5 * time.Second}
 	var open, peak atomic.Int64
-	outs, wall := s.wave(context.Background(), 8, 80*time.Millisecond, &open, &peak)
+	var called atomic.Int32
+	outs, wall := s.wave(context.Background(), 8, 80*time.Millisecond, &open, &peak, func() { called.Add(1) })
 	for i, o := range outs {
 		if o.Err != "" {
 			t.Fatalf("stream %d: %s", i, o.Err)
@@ -135,6 +136,9 @@ func TestWave_SpreadsStartsAndCountsPeakOpen(t *testing.T) {
 	}
 	if peak.Load() != 8 || open.Load() != 0 {
 		t.Fatalf("peak %d, open after %d; want 8 and 0", peak.Load(), open.Load())
+	}
+	if called.Load() != 1 {
+		t.Fatalf("allOpen called %d times, want once", called.Load())
 	}
 	if wall < 70*time.Millisecond {
 		t.Fatalf("wave took %v, want the starts spread over 80ms", wall)
