@@ -19,8 +19,11 @@
 # usage chunk, [DONE]); any stream that fails a check is counted and
 # makes the run say FAILED. A warm-up wave before each measured one opens
 # the client connections that the measured wave reuses. During the
-# measured wave it samples the serving process's VmRSS every 10 ms and
-# reads its VmHWM (peak RSS since start) and CPU time.
+# measured wave it samples the serving process's VmRSS every 10 ms (the
+# target is read off the samples taken while all STREAMS were open) and
+# reads its VmHWM (peak RSS since start) and CPU time. The machine's load
+# average before each wave is printed: other work on the machine shows
+# there (these figures need the machine to itself).
 # Targets, each measured in every round, in turn:
 #   direct       the mock itself (calibration: the machine, the mock and
 #                the load generator alone)
@@ -130,18 +133,20 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: $STREAMS streams over $RAMP, $CHUNKS chunks $INTERVAL apart (a warm-up wave, then the measured one)"
   for name in $NAMES; do
     IFS='|' read -r url pid <<<"${TARGETS[$name]}"
+    load=$(cut -d' ' -f1 /proc/loadavg)
     prof=()
     if [ -n "$PROFILE" ] && [ "$name" = switchboard ] && [ "$round" = 1 ]; then
       prof=(-pprof "http://$PPROF_ADDR" -pprof-dir "$OUT")
     fi
     taskset -c 1 "$OUT/streamload" -url "$url" -key "$KEY" -streams "$STREAMS" -chunks "$CHUNKS" -ramp "$RAMP" \
       -pid "$pid" "${prof[@]}" >"$OUT/stream-$name-$round.json"
-    python3 - "$OUT/stream-$name-$round.json" "$name" <<'PY'
+    python3 - "$OUT/stream-$name-$round.json" "$name" "$load" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 bad = r["streams"] - r["ok"]
 print(f"   {sys.argv[2]:12} ttft p50 {r['ttftMs']['p50']:8.2f} ms  p99 {r['ttftMs']['p99']:8.2f} ms  "
-      f"peak open {r['peakOpen']}  rss {r['rssPeakKB']/1024:6.1f} MB  failed {bad}")
+      f"peak open {r['peakOpen']}  rss all open {r['rssAllOpenKB']/1024:6.1f} MB, wave peak {r['rssPeakKB']/1024:6.1f} MB  "
+      f"failed {bad}  (load average before: {sys.argv[3]})")
 PY
   done
 done
@@ -157,9 +162,11 @@ runs = {n: [json.load(open(f"{out}/stream-{n}-{i}.json")) for i in range(1, roun
 print(f"== median of {rounds} round(s): {streams} concurrent streams, {chunks} chunks each")
 print("   ttft: request sent to the first chunk with content; max gap: a stream's longest")
 print("   wait between two content chunks; cpu: the serving process's CPU time over the")
-print("   measured wave's wall time (1.00 = its core fully used); rss: peak VmRSS sampled")
-print("   while the streams were open (max over rounds), hwm: VmHWM (peak since start).")
-print(f"{'':12}{'ttft p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'gap p99':>9}{'wall s':>8}{'cpu':>6}{'peak open':>10}{'rss MB':>8}{'hwm MB':>8}{'failed':>8}")
+print("   measured wave's wall time (1.00 = its core fully used); rss open: peak VmRSS sampled")
+print("   while all streams were open; wave: peak VmRSS over the whole wave; before: at its")
+print("   start; hwm: VmHWM (peak since the process started); all maxima over the rounds.")
+print(f"{'':12}{'ttft p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'gap p99':>9}{'wall s':>8}{'cpu':>6}{'peak open':>10}"
+      f"{'rss open':>9}{'wave':>7}{'before':>7}{'hwm':>7}{'failed':>7}")
 q = lambda n, k, f: med(r[k][f] for r in runs[n])
 failed = 0
 for n in names:
@@ -168,7 +175,8 @@ for n in names:
     failed += bad
     print(f"{n:12}{q(n,'ttftMs','p50'):9.2f}{q(n,'ttftMs','p90'):9.2f}{q(n,'ttftMs','p99'):9.2f}{q(n,'ttftMs','max'):9.2f}"
           f"{q(n,'maxGapMs','p99'):9.2f}{med(r['wallMs'] for r in rs)/1000:8.2f}{med(r['cpuMs']/r['wallMs'] for r in rs):6.2f}"
-          f"{min(r['peakOpen'] for r in rs):10d}{max(r['rssPeakKB'] for r in rs)/1024:8.1f}{max(r['hwmKB'] for r in rs)/1024:8.1f}{bad:8d}")
+          f"{min(r['peakOpen'] for r in rs):10d}{max(r['rssAllOpenKB'] for r in rs)/1024:9.1f}{max(r['rssPeakKB'] for r in rs)/1024:7.1f}"
+          f"{max(r['rssBeforeKB'] for r in rs)/1024:7.1f}{max(r['hwmKB'] for r in rs)/1024:7.1f}{bad:7d}")
 for n in names[1:]:
     add = lambda f: med(runs[n][i]["ttftMs"][f] - runs["direct"][i]["ttftMs"][f] for i in range(rounds))
     per = ", ".join(f"{runs[n][i]['ttftMs']['p99'] - runs['direct'][i]['ttftMs']['p99']:.2f}" for i in range(rounds))
@@ -177,9 +185,12 @@ for n in names[1:]:
 sb = runs.get("switchboard")
 if sb:
     p99 = med(sb[i]["ttftMs"]["p99"] - runs["direct"][i]["ttftMs"]["p99"] for i in range(rounds))
-    rss = max(r["rssPeakKB"] for r in sb) / 1024
+    rss = max(r["rssAllOpenKB"] for r in sb) / 1024
     print(f"targets: ttft added at p99 {p99:.2f} ms (at most 2 ms: {'met' if p99 <= 2 else 'NOT met'}); "
-          f"switchboard peak RSS {rss:.1f} MB while open (under 200 MB: {'met' if rss < 200 else 'NOT met'})")
+          f"switchboard peak RSS {rss:.1f} MB while all {streams} were open (under 200 MB: {'met' if rss < 200 else 'NOT met'}; "
+          f"{max(r['rssPeakKB'] for r in sb) / 1024:.1f} MB over the whole wave)")
+    if min(r["allOpenSamples"] for r in sb) == 0:
+        print("note: in some round no RSS sample fell while all streams were open; its figure is 0")
     if min(r["peakOpen"] for r in sb) < streams:
         print(f"note: at most {min(r['peakOpen'] for r in sb)} of {streams} streams were open at once in some round (RAMP too long?)")
 for n in names:

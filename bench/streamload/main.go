@@ -57,6 +57,12 @@ type result struct {
 	RSSPeakKB     int64 `json:"rssPeakKB"`
 	OpenAtRSSPeak int64 `json:"openAtRssPeak"`
 	RSSSamples    int   `json:"rssSamples"`
+	// RSSAllOpenKB is the highest VmRSS sampled while all the wave's
+	// streams were open, and AllOpenSamples how many samples that was.
+	RSSAllOpenKB   int64 `json:"rssAllOpenKB"`
+	AllOpenSamples int   `json:"allOpenSamples"`
+	// RSSBeforeKB is VmRSS at the wave's start (the first sample).
+	RSSBeforeKB int64 `json:"rssBeforeKB"`
 	// HWMKB is the process's VmHWM after the wave: its peak RSS since it
 	// started.
 	HWMKB int64 `json:"hwmKB"`
@@ -416,10 +422,18 @@ func main() {
 		t := time.NewTicker(*every)
 		defer t.Stop()
 		for {
+			o := open.Load()
 			if rss, _, err := memory(*pid); err == nil {
+				if res.RSSSamples == 0 {
+					res.RSSBeforeKB = rss
+				}
 				res.RSSSamples++
 				if rss > res.RSSPeakKB {
-					res.RSSPeakKB, res.OpenAtRSSPeak = rss, open.Load()
+					res.RSSPeakKB, res.OpenAtRSSPeak = rss, o
+				}
+				if o == int64(*streams) && open.Load() == o {
+					res.AllOpenSamples++
+					res.RSSAllOpenKB = max(res.RSSAllOpenKB, rss)
 				}
 			}
 			select {
