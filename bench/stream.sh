@@ -162,10 +162,11 @@ runs = {n: [json.load(open(f"{out}/stream-{n}-{i}.json")) for i in range(1, roun
 print(f"== median of {rounds} round(s): {streams} concurrent streams, {chunks} chunks each")
 print("   ttft: request sent to the first chunk with content; max gap: a stream's longest")
 print("   wait between two content chunks; cpu: the serving process's CPU time over the")
-print("   measured wave's wall time (1.00 = its core fully used); rss open: peak VmRSS sampled")
+print("   measured wave's wall time (1.00 = its core fully used), and per stream (what a")
+print("   stream costs it, whatever else runs on the machine); rss open: peak VmRSS sampled")
 print("   while all streams were open; wave: peak VmRSS over the whole wave; before: at its")
 print("   start; hwm: VmHWM (peak since the process started); all maxima over the rounds.")
-print(f"{'':12}{'ttft p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'gap p99':>9}{'wall s':>8}{'cpu':>6}{'peak open':>10}"
+print(f"{'':12}{'ttft p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'gap p99':>9}{'wall s':>8}{'cpu':>6}{'ms/stream':>10}{'peak open':>10}"
       f"{'rss open':>9}{'wave':>7}{'before':>7}{'hwm':>7}{'failed':>7}")
 q = lambda n, k, f: med(r[k][f] for r in runs[n])
 failed = 0
@@ -174,7 +175,7 @@ for n in names:
     bad = sum(r["streams"] - r["ok"] for r in rs)
     failed += bad
     print(f"{n:12}{q(n,'ttftMs','p50'):9.2f}{q(n,'ttftMs','p90'):9.2f}{q(n,'ttftMs','p99'):9.2f}{q(n,'ttftMs','max'):9.2f}"
-          f"{q(n,'maxGapMs','p99'):9.2f}{med(r['wallMs'] for r in rs)/1000:8.2f}{med(r['cpuMs']/r['wallMs'] for r in rs):6.2f}"
+          f"{q(n,'maxGapMs','p99'):9.2f}{med(r['wallMs'] for r in rs)/1000:8.2f}{med(r['cpuMs']/r['wallMs'] for r in rs):6.2f}{med(r['cpuMs']/r['streams'] for r in rs):10.3f}"
           f"{min(r['peakOpen'] for r in rs):10d}{max(r['rssAllOpenKB'] for r in rs)/1024:9.1f}{max(r['rssPeakKB'] for r in rs)/1024:7.1f}"
           f"{max(r['rssBeforeKB'] for r in rs)/1024:7.1f}{max(r['hwmKB'] for r in rs)/1024:7.1f}{bad:7d}")
 for n in names[1:]:
