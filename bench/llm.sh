@@ -258,14 +258,14 @@ for n in names:
     rps = med(float(r[1]) for r in rs)
     cpu = med(int(r[3]) / tck / int(r[2]) for r in rs)  # seconds per request
     bad = sum(int(r[4]) for r in rs)
-    print(f"{n:8}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
+    print(f"{n:10}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
 ms = lambda ns: ns / 1e6
 lat = {n: [json.load(open(f"{out}/vegeta-{n}-{i}.json")) for i in range(1, rounds + 1)] for n in lnames}
-print(f"{'':8}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
+print(f"{'':10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
 for n in lnames:
     vs = lat[n]
     q = lambda k: med(ms(v["latencies"][k]) for v in vs)
-    print(f"{n:8}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
+    print(f"{n:10}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
 for n in lnames[1:]:
     # "added" per round against that round's direct run, then the median
     add = lambda k: med(ms(lat[n][i]["latencies"][k] - lat["direct"][i]["latencies"][k]) for i in range(rounds))
@@ -308,6 +308,6 @@ if "openai" in names:
               f"per core {per:+.1f}% (target: within 10%: {'met' if per >= -10 else 'NOT met'})")
 print("host steal during the latency runs, ms (core 0 / core 1), by round:")
 for n in lnames:
-    print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
+    print(f"  {n:10}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
 PY
 echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"
