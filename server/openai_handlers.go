@@ -249,16 +249,23 @@ func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCre
 	if err := decodeOpenAI(*req.Body, &b); err != nil {
 		return nil, err
 	}
-	if b.N != nil && *b.N != 1 {
-		return nil, invalidParam("n", "only n=1 is supported")
-	}
 	if len(b.Prompt) > 1 {
 		return nil, invalidParam("prompt", "only one prompt per request is supported")
 	}
 	r := &llm.Request{Model: b.Model, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP,
 		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty, Stop: b.Stop, Seed: b.Seed, User: b.User}
+	if b.N != nil {
+		if *b.N < 1 {
+			return nil, invalidParam("n", "must be at least 1, got %d", *b.N)
+		}
+		r.N = *b.N
+	}
 	if len(b.Prompt) == 1 {
 		r.Prompt = b.Prompt[0]
+	}
+	var err error
+	if r.Passthrough, err = passthrough(*req.Body, completionFieldsCarried, nil); err != nil {
+		return nil, err
 	}
 	id := llm.NewID("cmpl-")
 	if b.Stream {
@@ -273,11 +280,22 @@ func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCre
 		return nil, err
 	}
 	finish := res.FinishReason
+	choices := []openaiwire.CompletionChoice{{Text: res.Text, Index: 0, FinishReason: &finish, Logprobs: res.Logprobs}}
+	for i, ch := range res.More {
+		f := ch.FinishReason
+		choices = append(choices, openaiwire.CompletionChoice{Text: ch.Text, Index: i + 1, FinishReason: &f, Logprobs: ch.Logprobs})
+	}
 	return &openAIJSON{v: &openaiwire.Completion{
 		ID: id, Object: "text_completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
-		Choices: []openaiwire.CompletionChoice{{Text: res.Text, Index: 0, FinishReason: &finish}},
-		Usage:   compatUsage(res.Usage),
+		Choices: choices, Usage: compatUsage(res.Usage),
 	}}, nil
+}
+
+// completionFieldsCarried are the legacy completion request fields the
+// gateway translates (see chatFieldsCarried).
+var completionFieldsCarried = map[string]bool{
+	"model": true, "prompt": true, "max_tokens": true, "temperature": true, "top_p": true, "frequency_penalty": true,
+	"presence_penalty": true, "stop": true, "n": true, "seed": true, "stream": true, "stream_options": true, "user": true,
 }
 
 // compatEmbedding is an embedding in float or base64 encoding.
@@ -410,9 +428,9 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 			Choices: []openaiwire.ChunkChoice{{Index: choice, Delta: d, FinishReason: finish, Logprobs: logprobs}}}
 	}
 	started := 1 // choices whose first (role) delta was sent
-	textChunk := func(text string, finish *string) *openaiwire.Completion {
+	textChunk := func(choice int, text string, finish *string, logprobs json.RawMessage) *openaiwire.Completion {
 		return &openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
-			Choices: []openaiwire.CompletionChoice{{Text: text, Index: 0, FinishReason: finish}}}
+			Choices: []openaiwire.CompletionChoice{{Text: text, Index: choice, FinishReason: finish, Logprobs: logprobs}}}
 	}
 	if c.chat {
 		empty := ""
@@ -444,7 +462,7 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 			}
 			return send(chatChunk(ch.Choice, d, nil, ch.Logprobs))
 		}
-		return send(textChunk(ch.Text, nil))
+		return send(textChunk(ch.Choice, ch.Text, nil, ch.Logprobs))
 	})
 	switch {
 	case err == errClientGone:
@@ -468,7 +486,11 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 			send(chatChunk(i+1, openaiwire.Delta{}, &f, nil))
 		}
 	} else {
-		send(textChunk("", &finish))
+		send(textChunk(0, "", &finish, nil))
+		for i, ch := range res.More {
+			f := ch.FinishReason
+			send(textChunk(i+1, "", &f, nil))
+		}
 	}
 	if c.includeUsage {
 		if c.chat {

@@ -248,6 +248,19 @@ type Response struct {
 	Usage *Usage
 }
 
+// setChoice sets the choice at index i (the first, or one of More).
+func (r *Response) setChoice(i int, c Choice) {
+	switch {
+	case i == 0:
+		r.Text, r.ToolCalls, r.FinishReason, r.Logprobs = c.Text, c.ToolCalls, c.FinishReason, c.Logprobs
+	case i > 0 && i < MaxChoices:
+		for len(r.More) < i {
+			r.More = append(r.More, Choice{})
+		}
+		r.More[i-1] = c
+	}
+}
+
 // Choice is one of several choices (Request.N > 1).
 type Choice struct {
 	Text         string

@@ -108,7 +108,10 @@ func (p *openAIProvider) completionRequest(m *Model, r *Request, stream bool) *o
 	w := &openaiwire.CompletionRequest{
 		Model: m.Name, Prompt: openaiwire.StringList{r.Prompt}, MaxTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty,
-		Stop: r.Stop, Seed: r.Seed, User: r.User, Stream: stream,
+		Stop: r.Stop, Seed: r.Seed, User: r.User, Stream: stream, Extra: r.Passthrough,
+	}
+	if r.N > 1 {
+		w.N = &r.N
 	}
 	if stream {
 		w.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
@@ -129,11 +132,15 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 			return nil, err
 		}
 		resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
-		if len(out.Choices) > 0 {
-			resp.Text = out.Choices[0].Text
-			if out.Choices[0].FinishReason != nil {
-				resp.FinishReason = *out.Choices[0].FinishReason
+		for _, ch := range out.Choices {
+			c := Choice{Text: ch.Text}
+			if ch.FinishReason != nil {
+				c.FinishReason = *ch.FinishReason
 			}
+			if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
+				c.Logprobs = ch.Logprobs
+			}
+			resp.setChoice(ch.Index, c)
 		}
 		return resp, nil
 	}
@@ -143,20 +150,11 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 	}
 	resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
 	for _, ch := range out.Choices {
-		c := fromOpenAIChoice(ch)
-		if ch.Index == 0 {
-			resp.Text, resp.ToolCalls, resp.FinishReason, resp.Logprobs = c.Text, c.ToolCalls, c.FinishReason, c.Logprobs
-			continue
-		}
-		if ch.Index > 0 && ch.Index <= MaxChoices {
-			for len(resp.More) < ch.Index {
-				resp.More = append(resp.More, Choice{})
-			}
-			resp.More[ch.Index-1] = c
-		}
+		resp.setChoice(ch.Index, fromOpenAIChoice(ch))
 	}
 	return resp, nil
 }
+
 
 // fromOpenAIChoice translates one choice of a chat completion.
 func fromOpenAIChoice(ch openaiwire.Choice) Choice {

@@ -53,23 +53,33 @@ type chatCompletionRequest ChatCompletionRequest
 // MarshalJSON writes the request with its Extra fields.
 func (r ChatCompletionRequest) MarshalJSON() ([]byte, error) {
 	b, err := fastjson.Marshal(chatCompletionRequest(r))
-	if err != nil || len(r.Extra) == 0 {
-		return b, err
+	if err != nil {
+		return nil, err
 	}
-	keys := make([]string, 0, len(r.Extra))
-	for k := range r.Extra {
+	return appendFields(b, r.Extra), nil
+}
+
+// appendFields adds extra's members, in name order, to the JSON object b.
+func appendFields(b []byte, extra map[string]json.RawMessage) []byte {
+	if len(extra) == 0 {
+		return b
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	b = b[:len(b)-1] // drop the closing brace
 	for _, k := range keys {
 		kb, _ := json.Marshal(k)
-		b = append(b, ',')
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
 		b = append(b, kb...)
 		b = append(b, ':')
-		b = append(b, r.Extra[k]...)
+		b = append(b, extra[k]...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // Fields returns the top-level members of a JSON object by name, values
@@ -359,6 +369,22 @@ type CompletionRequest struct {
 	Stream           bool           `json:"stream,omitempty"`
 	StreamOptions    *StreamOptions `json:"stream_options,omitempty"`
 	User             string         `json:"user,omitempty"`
+
+	// Extra are further top-level fields, written verbatim after the
+	// others (see ChatCompletionRequest.Extra).
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// completionRequest has CompletionRequest's fields without its methods.
+type completionRequest CompletionRequest
+
+// MarshalJSON writes the request with its Extra fields.
+func (r CompletionRequest) MarshalJSON() ([]byte, error) {
+	b, err := fastjson.Marshal(completionRequest(r))
+	if err != nil {
+		return nil, err
+	}
+	return appendFields(b, r.Extra), nil
 }
 
 // Completion is the response (and, streamed, each chunk) of POST /completions.
