@@ -2579,7 +2579,7 @@ type OpenAIChatCompletionChoicesMessageRole string
 // OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
 type OpenAIChatCompletionObject string
 
-// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAIChatCompletionRequest = json.RawMessage
 
 // OpenAICompletion defines model for OpenAICompletion.
@@ -2605,7 +2605,7 @@ type OpenAICompletionChoicesFinishReason string
 // OpenAICompletionObject defines model for OpenAICompletion.Object.
 type OpenAICompletionObject string
 
-// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+// OpenAICompletionRequest OpenAI's (legacy) completion request; other fields (`logprobs`, `echo`, `suffix`, `best_of`, …) are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAICompletionRequest = json.RawMessage
 
 // OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.

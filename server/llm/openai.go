@@ -155,7 +155,6 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 	return resp, nil
 }
 
-
 // fromOpenAIChoice translates one choice of a chat completion.
 func fromOpenAIChoice(ch openaiwire.Choice) Choice {
 	c := Choice{FinishReason: ch.FinishReason}
