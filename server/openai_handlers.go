@@ -65,13 +65,19 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 	r.Messages = make([]llm.Message, len(b.Messages))
 	for i, m := range b.Messages {
 		if m.Content.NonText != "" {
-			return nil, invalidParam(fmt.Sprintf("messages[%d].content", i), "content parts of type %q are not supported; send text parts", m.Content.NonText)
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, m.Content.NonTextIndex),
+				"content parts of type %q are not supported; send text and image_url parts", m.Content.NonText)
 		}
 		role := m.Role
 		if role == "developer" {
 			role = llm.RoleSystem
 		}
 		msg := llm.Message{Role: role, Content: m.Content.Text, Name: m.Name, ToolCallID: m.ToolCallID}
+		parts, err := compatParts(i, m.Content.Parts)
+		if err != nil {
+			return nil, err
+		}
+		msg.Parts = parts
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -93,6 +99,33 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 		r.ToolChoice = &llm.ToolChoice{Mode: tc.Mode, Name: tc.Name}
 	}
 	return r, nil
+}
+
+// compatParts translates the content parts of messages[i] (nil when its
+// content has no image): text parts and image_url parts, in order. The
+// gateway checks and decodes the images themselves.
+func compatParts(i int, in []openaiwire.ContentPart) ([]llm.Part, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := make([]llm.Part, len(in))
+	for j, p := range in {
+		if p.Type == "text" {
+			out[j] = llm.Part{Text: p.Text}
+			continue
+		}
+		at := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
+		if p.ImageURL == nil || p.ImageURL.URL == "" {
+			return nil, invalidParam(at+".url", "is required on image_url parts")
+		}
+		switch p.ImageURL.Detail {
+		case "", "auto", "low", "high":
+		default:
+			return nil, invalidParam(at+".detail", "must be auto, low or high, got %q", p.ImageURL.Detail)
+		}
+		out[j] = llm.Part{Image: &llm.Image{URL: p.ImageURL.URL, Detail: p.ImageURL.Detail}}
+	}
+	return out, nil
 }
 
 func compatUsage(u llm.Usage) *openaiwire.Usage {
