@@ -73,7 +73,7 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 			role = llm.RoleSystem
 		}
 		msg := llm.Message{Role: role, Content: m.Content.Text, Name: m.Name, ToolCallID: m.ToolCallID}
-		parts, err := compatParts(i, m.Content.Parts)
+		parts, err := compatParts(i, role, m.Content.Parts)
 		if err != nil {
 			return nil, err
 		}
@@ -102,9 +102,10 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 }
 
 // compatParts translates the content parts of messages[i] (nil when its
-// content has no image): text parts and image_url parts, in order. The
-// gateway checks and decodes the images themselves.
-func compatParts(i int, in []openaiwire.ContentPart) ([]llm.Part, error) {
+// content has no image): text parts and image_url parts, in order; images
+// only in user messages, as on OpenAI's API. The gateway checks and
+// decodes the images themselves.
+func compatParts(i int, role string, in []openaiwire.ContentPart) ([]llm.Part, error) {
 	if in == nil {
 		return nil, nil
 	}
@@ -113,6 +114,9 @@ func compatParts(i int, in []openaiwire.ContentPart) ([]llm.Part, error) {
 		if p.Type == "text" {
 			out[j] = llm.Part{Text: p.Text}
 			continue
+		}
+		if role != llm.RoleUser {
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, j), "image_url parts are only accepted in user messages, not in %s messages", role)
 		}
 		at := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
 		if p.ImageURL == nil || p.ImageURL.URL == "" {
