@@ -4050,9 +4050,16 @@ type ClientInterface interface {
 	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
 	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+	// may be an array of `text` and `image_url` parts (images in user
+	// messages only, to models with the `vision` capability; others answer
+	// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+	// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+	// decoded) or an `https` URL, passed to providers that fetch images
+	// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+	// type) for those that need the bytes (Gemini); other schemes, types and
+	// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+	// `file` parts are refused (400). Only `n: 1` is supported.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4065,9 +4072,16 @@ type ClientInterface interface {
 	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
 	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+	// may be an array of `text` and `image_url` parts (images in user
+	// messages only, to models with the `vision` capability; others answer
+	// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+	// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+	// decoded) or an `https` URL, passed to providers that fetch images
+	// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+	// type) for those that need the bytes (Gemini); other schemes, types and
+	// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+	// `file` parts are refused (400). Only `n: 1` is supported.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5657,9 +5671,16 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 // `max_completion_tokens`, `stream` and `stream_options.include_usage`
 // (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+// may be an array of `text` and `image_url` parts (images in user
+// messages only, to models with the `vision` capability; others answer
+// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+// decoded) or an `https` URL, passed to providers that fetch images
+// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+// type) for those that need the bytes (Gemini); other schemes, types and
+// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+// `file` parts are refused (400). Only `n: 1` is supported.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5682,9 +5703,16 @@ func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, content
 // `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 // `max_completion_tokens`, `stream` and `stream_options.include_usage`
 // (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+// may be an array of `text` and `image_url` parts (images in user
+// messages only, to models with the `vision` capability; others answer
+// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+// decoded) or an `https` URL, passed to providers that fetch images
+// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+// type) for those that need the bytes (Gemini); other schemes, types and
+// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+// `file` parts are refused (400). Only `n: 1` is supported.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12009,9 +12037,16 @@ type ClientWithResponsesInterface interface {
 	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
 	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+	// may be an array of `text` and `image_url` parts (images in user
+	// messages only, to models with the `vision` capability; others answer
+	// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+	// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+	// decoded) or an `https` URL, passed to providers that fetch images
+	// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+	// type) for those that need the bytes (Gemini); other schemes, types and
+	// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+	// `file` parts are refused (400). Only `n: 1` is supported.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12024,9 +12059,16 @@ type ClientWithResponsesInterface interface {
 	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
 	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+	// may be an array of `text` and `image_url` parts (images in user
+	// messages only, to models with the `vision` capability; others answer
+	// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+	// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+	// decoded) or an `https` URL, passed to providers that fetch images
+	// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+	// type) for those that need the bytes (Gemini); other schemes, types and
+	// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+	// `file` parts are refused (400). Only `n: 1` is supported.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23854,9 +23896,16 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 // `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 // `max_completion_tokens`, `stream` and `stream_options.include_usage`
 // (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+// may be an array of `text` and `image_url` parts (images in user
+// messages only, to models with the `vision` capability; others answer
+// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+// decoded) or an `https` URL, passed to providers that fetch images
+// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+// type) for those that need the bytes (Gemini); other schemes, types and
+// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+// `file` parts are refused (400). Only `n: 1` is supported.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23875,9 +23924,16 @@ func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx
 // `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
 // `max_completion_tokens`, `stream` and `stream_options.include_usage`
 // (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// `developer` (sent as system), `user`, `assistant` and `tool`. Content
+// may be an array of `text` and `image_url` parts (images in user
+// messages only, to models with the `vision` capability; others answer
+// 400 naming the capability): `image_url.url` is a base64 `data:` URL
+// (`image/png`, `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB
+// decoded) or an `https` URL, passed to providers that fetch images
+// themselves and fetched through the egress guard (10 s, 20 MiB, an image
+// type) for those that need the bytes (Gemini); other schemes, types and
+// sizes answer 400 naming `messages[i].content[j]`. `input_audio` and
+// `file` parts are refused (400). Only `n: 1` is supported.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -123,9 +123,9 @@ func compatParts(i int, role string, in []openaiwire.ContentPart) ([]llm.Part, e
 			return nil, invalidParam(at+".url", "is required on image_url parts")
 		}
 		switch p.ImageURL.Detail {
-		case "", "auto", "low", "high":
+		case "", "auto", "low", "high", "original":
 		default:
-			return nil, invalidParam(at+".detail", "must be auto, low or high, got %q", p.ImageURL.Detail)
+			return nil, invalidParam(at+".detail", "must be auto, low, high or original, got %q", p.ImageURL.Detail)
 		}
 		out[j] = llm.Part{Image: &llm.Image{URL: p.ImageURL.URL, Detail: p.ImageURL.Detail}}
 	}
