@@ -191,11 +191,10 @@ func imageHost(t *testing.T) *httptest.Server {
 				}
 				w.(http.Flusher).Flush()
 			}
-		case "/slow.png":
-			select {
-			case <-r.Context().Done():
-			case <-time.After(2 * time.Second):
-			}
+		case "/slow.png": // answers after the fetch timed out
+			time.Sleep(time.Second)
+			w.Header().Set("Content-Type", "image/png")
+			_, _ = w.Write(pngBytes)
 		case "/to-http":
 			http.Redirect(w, r, "http://"+r.Host+"/cat.png", http.StatusFound)
 		case "/to-cat":
@@ -223,7 +222,7 @@ func testFetcher(t *testing.T, srv *httptest.Server, timeout time.Duration, allo
 func TestNormaliseImages_HTTPSURLs(t *testing.T) {
 	srv := imageHost(t)
 	g := imageGateway(t)
-	g.Images = testFetcher(t, srv, 300*time.Millisecond, "127.0.0.1/32")
+	g.Images = testFetcher(t, srv, 10*time.Second, "127.0.0.1/32")
 	ctx := context.Background()
 	const field = "messages[1].content[0]"
 	tests := []struct {
@@ -241,7 +240,6 @@ func TestNormaliseImages_HTTPSURLs(t *testing.T) {
 		{name: "declared too large", model: "gemini/gemini-vision", path: "/huge.png", kind: errs.Invalid, contains: "is 30000000 bytes"},
 		{name: "too large", model: "gemini/gemini-vision", path: "/endless.png", kind: errs.Invalid, contains: "more than 20971520 bytes"},
 		{name: "not found", model: "gemini/gemini-vision", path: "/missing.png", kind: errs.Invalid, contains: "answered 404"},
-		{name: "timeout", model: "gemini/gemini-vision", path: "/slow.png", kind: errs.Invalid, contains: "could not be fetched"},
 		{name: "redirect to http refused", model: "gemini/gemini-vision", path: "/to-http", kind: errs.Invalid, contains: "https only"},
 	}
 	for _, tc := range tests {
@@ -271,6 +269,12 @@ func TestNormaliseImages_HTTPSURLs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("timeout", func(t *testing.T) {
+		g := imageGateway(t)
+		g.Images = testFetcher(t, srv, 200*time.Millisecond, "127.0.0.1/32")
+		_, err := g.prepare(ctx, OpCompatChat, imageRequest("gemini/gemini-vision", imagePart(srv.URL+"/slow.png")))
+		wantImageError(t, err, errs.Invalid, field, "could not be fetched from https://127.0.0.1")
+	})
 	t.Run("loopback refused unless allowed", func(t *testing.T) {
 		g := imageGateway(t)
 		g.Images = testFetcher(t, srv, time.Second)
