@@ -544,8 +544,10 @@ func (p *geminiProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 		}
 		return nil, upstreamProtocol(p.up.provider, "sent no candidates")
 	}
-	cands := slices.Clone(out.Candidates)
-	slices.SortStableFunc(cands, func(a, b gemCandidate) int { return a.Index - b.Index })
+	cands := out.Candidates
+	if len(cands) > 1 {
+		slices.SortStableFunc(cands, func(a, b gemCandidate) int { return a.Index - b.Index })
+	}
 	for i, c := range cands {
 		ch := geminiChoice(c)
 		if i == 0 {
