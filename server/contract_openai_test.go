@@ -272,7 +272,7 @@ func TestContractOpenAIErrors(t *testing.T) {
 		status           int
 		param            string
 	}{
-		{"image parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, 400, "messages[0].content"},
+		{"audio parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, 400, "messages[0].content[0].type"},
 		{"n>1", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","n":3,"messages":[{"role":"user","content":"Hi"}]}`, 400, "n"},
 		{"unknown role", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"wizard","content":"Hi"}]}`, 400, "messages[0].role"},
 		{"malformed JSON", "/openai/v1/chat/completions", `{"model":`, 400, ""},
