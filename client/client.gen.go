@@ -4116,8 +4116,16 @@ type ClientInterface interface {
 	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
 	// `stream` and `stream_options.include_usage` (a final chunk with empty
 	// `choices` and the usage). Roles `system`, `developer` (sent as
-	// system), `user`, `assistant` and `tool`. Text content parts are
-	// joined; image and audio parts are refused (400).
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
 	//
 	// No field is dropped silently: every other field sent with a value
 	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -4140,8 +4148,16 @@ type ClientInterface interface {
 	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
 	// `stream` and `stream_options.include_usage` (a final chunk with empty
 	// `choices` and the usage). Roles `system`, `developer` (sent as
-	// system), `user`, `assistant` and `tool`. Text content parts are
-	// joined; image and audio parts are refused (400).
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
 	//
 	// No field is dropped silently: every other field sent with a value
 	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -5741,8 +5757,16 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 // see the `Switchboard-Output-Check` header), `reasoning_effort`,
 // `stream` and `stream_options.include_usage` (a final chunk with empty
 // `choices` and the usage). Roles `system`, `developer` (sent as
-// system), `user`, `assistant` and `tool`. Text content parts are
-// joined; image and audio parts are refused (400).
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
 //
 // No field is dropped silently: every other field sent with a value
 // (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -5775,8 +5799,16 @@ func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, content
 // see the `Switchboard-Output-Check` header), `reasoning_effort`,
 // `stream` and `stream_options.include_usage` (a final chunk with empty
 // `choices` and the usage). Roles `system`, `developer` (sent as
-// system), `user`, `assistant` and `tool`. Text content parts are
-// joined; image and audio parts are refused (400).
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
 //
 // No field is dropped silently: every other field sent with a value
 // (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -12111,8 +12143,16 @@ type ClientWithResponsesInterface interface {
 	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
 	// `stream` and `stream_options.include_usage` (a final chunk with empty
 	// `choices` and the usage). Roles `system`, `developer` (sent as
-	// system), `user`, `assistant` and `tool`. Text content parts are
-	// joined; image and audio parts are refused (400).
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
 	//
 	// No field is dropped silently: every other field sent with a value
 	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -12135,8 +12175,16 @@ type ClientWithResponsesInterface interface {
 	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
 	// `stream` and `stream_options.include_usage` (a final chunk with empty
 	// `choices` and the usage). Roles `system`, `developer` (sent as
-	// system), `user`, `assistant` and `tool`. Text content parts are
-	// joined; image and audio parts are refused (400).
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
 	//
 	// No field is dropped silently: every other field sent with a value
 	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -23995,8 +24043,16 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 // see the `Switchboard-Output-Check` header), `reasoning_effort`,
 // `stream` and `stream_options.include_usage` (a final chunk with empty
 // `choices` and the usage). Roles `system`, `developer` (sent as
-// system), `user`, `assistant` and `tool`. Text content parts are
-// joined; image and audio parts are refused (400).
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
 //
 // No field is dropped silently: every other field sent with a value
 // (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
@@ -24025,8 +24081,16 @@ func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx
 // see the `Switchboard-Output-Check` header), `reasoning_effort`,
 // `stream` and `stream_options.include_usage` (a final chunk with empty
 // `choices` and the usage). Roles `system`, `developer` (sent as
-// system), `user`, `assistant` and `tool`. Text content parts are
-// joined; image and audio parts are refused (400).
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
 //
 // No field is dropped silently: every other field sent with a value
 // (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,

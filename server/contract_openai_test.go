@@ -272,7 +272,7 @@ func TestContractOpenAIErrors(t *testing.T) {
 		status           int
 		param            string
 	}{
-		{"image parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, 400, "messages[0].content"},
+		{"audio parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, 400, "messages[0].content[0].type"},
 		{"n<1", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","n":0,"messages":[{"role":"user","content":"Hi"}]}`, 400, "n"},
 		{"audio output", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","audio":{"voice":"alloy","format":"mp3"},"modalities":["text","audio"],"messages":[{"role":"user","content":"Hi"}]}`, 400, "audio"},
 		{"deprecated functions", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","functions":[{"name":"f"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "functions"},

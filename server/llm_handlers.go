@@ -14,6 +14,7 @@ import (
 	fastjson "github.com/goccy/go-json"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
@@ -33,8 +34,15 @@ func (s *Server) initLLM() error {
 	s.usage = usage.New(s.store, usage.Options{Logger: s.log})
 	s.closers = append(s.closers, s.usage.Close)
 	s.closers = append(s.closers, cat.StartDiscovery(discoveryInterval))
+	// Image URLs a provider needs as bytes are fetched through the egress
+	// guard, with the operator's egress.allow.
+	images, err := egress.New(s.cfg.Egress.Allow)
+	if err != nil {
+		return err
+	}
 	s.llm = &llm.Gateway{Catalog: cat, Usage: s.usage, Log: s.log,
-		Events: s.eventQueue, Subscribed: s.webhooks.Subscribed, Breakers: llm.NewBreakers(s.cfg.Providers)}
+		Events: s.eventQueue, Subscribed: s.webhooks.Subscribed, Breakers: llm.NewBreakers(s.cfg.Providers),
+		Images: llm.NewImageFetcher(images)}
 	if s.errorWriters == nil {
 		s.errorWriters = map[string]errorWriter{}
 	}

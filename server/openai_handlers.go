@@ -152,13 +152,19 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest, body []byte) (*llm.R
 	r.Messages = make([]llm.Message, len(b.Messages))
 	for i, m := range b.Messages {
 		if m.Content.NonText != "" {
-			return nil, invalidParam(fmt.Sprintf("messages[%d].content", i), "content parts of type %q are not supported; send text parts", m.Content.NonText)
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, m.Content.NonTextIndex),
+				"content parts of type %q are not supported; send text and image_url parts", m.Content.NonText)
 		}
 		role := m.Role
 		if role == "developer" {
 			role = llm.RoleSystem
 		}
 		msg := llm.Message{Role: role, Content: m.Content.Text, Name: m.Name, ToolCallID: m.ToolCallID}
+		parts, err := compatParts(i, role, m.Content.Parts)
+		if err != nil {
+			return nil, err
+		}
+		msg.Parts = parts
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -181,6 +187,37 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest, body []byte) (*llm.R
 		r.ToolChoice = &llm.ToolChoice{Mode: tc.Mode, Name: tc.Name}
 	}
 	return r, nil
+}
+
+// compatParts translates the content parts of messages[i] (nil when its
+// content has no image): text parts and image_url parts, in order; images
+// only in user messages, as on OpenAI's API. The gateway checks and
+// decodes the images themselves.
+func compatParts(i int, role string, in []openaiwire.ContentPart) ([]llm.Part, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := make([]llm.Part, len(in))
+	for j, p := range in {
+		if p.Type == "text" {
+			out[j] = llm.Part{Text: p.Text}
+			continue
+		}
+		if role != llm.RoleUser {
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, j), "image_url parts are only accepted in user messages, not in %s messages", role)
+		}
+		at := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
+		if p.ImageURL == nil || p.ImageURL.URL == "" {
+			return nil, invalidParam(at+".url", "is required on image_url parts")
+		}
+		switch p.ImageURL.Detail {
+		case "", "auto", "low", "high", "original":
+		default:
+			return nil, invalidParam(at+".detail", "must be auto, low, high or original, got %q", p.ImageURL.Detail)
+		}
+		out[j] = llm.Part{Image: &llm.Image{URL: p.ImageURL.URL, Detail: p.ImageURL.Detail}}
+	}
+	return out, nil
 }
 
 func compatUsage(u llm.Usage) *openaiwire.Usage {

@@ -99,6 +99,10 @@ type Gateway struct {
 	// sends a keep-alive (DefaultKeepAlive when 0), so that proxies between
 	// the caller and Switchboard do not cut a slow model's stream.
 	KeepAlive time.Duration
+	// Images fetches the https image URLs of requests whose providers
+	// need image bytes (see images.go); nil fetches through a guard that
+	// refuses every special-purpose address range.
+	Images *ImageFetcher
 }
 
 // DefaultKeepAlive is the default of Gateway.KeepAlive.
@@ -218,6 +222,9 @@ func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error
 	if err := errs.Problems("invalid request", ps); err != nil {
 		return nil, err
 	}
+	if err := g.normaliseImages(ctx, op, m, r); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -271,8 +278,8 @@ func unsupportedError(m *Model, fields []string) error {
 }
 
 // candidates returns m followed by its usable fallbacks (those outside the
-// caller's policy, or whose provider cannot carry every field of r, are
-// skipped).
+// caller's policy, or whose provider cannot carry every field of r, or
+// without vision for a request with images, are skipped).
 func (g *Gateway) candidates(ctx context.Context, op Op, m *Model, r *Request) []*Model {
 	out := []*Model{m}
 	for _, id := range m.Fallbacks {
@@ -280,7 +287,7 @@ func (g *Gateway) candidates(ctx context.Context, op Op, m *Model, r *Request) [
 		if err != nil {
 			continue
 		}
-		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil || len(unsupportedFields(f, r)) > 0 {
+		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil || len(unsupportedFields(f, r)) > 0 || !visionOK(f, r) {
 			continue
 		}
 		out = append(out, f)

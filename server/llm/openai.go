@@ -78,7 +78,7 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 	}
 	w.Messages = make([]openaiwire.Message, len(msgs))
 	for i, msg := range msgs {
-		wm := openaiwire.Message{Role: msg.Role, Content: openaiwire.Text(msg.Content), Name: msg.Name, ToolCallID: msg.ToolCallID}
+		wm := openaiwire.Message{Role: msg.Role, Content: openAIContent(msg), Name: msg.Name, ToolCallID: msg.ToolCallID}
 		if msg.Role == RoleAssistant && msg.Content == "" && len(msg.ToolCalls) > 0 {
 			wm.Content.Null = true
 		}
@@ -101,6 +101,24 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 		w.ParallelToolCalls = r.ParallelToolCalls
 	}
 	return w
+}
+
+// openAIContent is a message's content: its text, or, when it carries
+// images, its parts in order, each image as an image_url part holding its
+// https URL or a data: URL of its bytes.
+func openAIContent(msg Message) openaiwire.Content {
+	if !msg.hasImages() {
+		return openaiwire.Text(msg.Content)
+	}
+	parts := make([]openaiwire.ContentPart, len(msg.Parts))
+	for i, p := range msg.Parts {
+		if p.Image == nil {
+			parts[i] = openaiwire.ContentPart{Type: "text", Text: p.Text}
+			continue
+		}
+		parts[i] = openaiwire.ContentPart{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: ImageDataURL(p.Image), Detail: p.Image.Detail}}
+	}
+	return openaiwire.Content{Text: msg.Content, Parts: parts}
 }
 
 // completionRequest translates a generation for the legacy endpoint.

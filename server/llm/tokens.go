@@ -67,7 +67,8 @@ func CountTokens(modelName, s string) int {
 
 // estimatePromptTokens counts a request's prompt the way OpenAI's chat
 // format does: 3 tokens of framing per message, 1 more for a name, and 3
-// priming the reply; tool definitions counted as their JSON text.
+// priming the reply; tool definitions counted as their JSON text; an image
+// as a fixed ImageTokensHigh (ImageTokensLow at low detail).
 func estimatePromptTokens(modelName string, r *Request) int {
 	if len(r.Messages) == 0 {
 		return CountTokens(modelName, r.Prompt)
@@ -80,6 +81,11 @@ func estimatePromptTokens(modelName string, r *Request) int {
 		}
 		for _, tc := range m.ToolCalls {
 			n += 3 + CountTokens(modelName, tc.Name) + CountTokens(modelName, tc.Arguments)
+		}
+		for _, p := range m.Parts {
+			if p.Image != nil {
+				n += imageTokens(p.Image)
+			}
 		}
 	}
 	for _, t := range r.Tools {

@@ -8,6 +8,7 @@ package openaiwire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,29 +122,59 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// Content is a message's content: a string, null, or (when decoding) an
-// array of content parts whose text parts are joined with newlines.
+// Content is a message's content: a string, null, or an array of content
+// parts (text and image_url).
 type Content struct {
+	// Text is the string content, or the text parts joined with newlines.
 	Text string
 	// Null is true for a JSON null (an assistant turn that only calls tools).
 	Null bool
-	// NonText names the first content part that is not text, if any
-	// (image_url, input_audio, file); callers decide whether to refuse it.
-	NonText string
+	// Parts, when not nil, is the content as an array of parts, in order:
+	// set when decoding an array that holds an image_url part, and encoded
+	// as that array (Text is then ignored).
+	Parts []ContentPart
+	// NonText names the first content part that is neither text nor
+	// image_url (input_audio, file), and NonTextIndex its index in the
+	// array; callers refuse it.
+	NonText      string
+	NonTextIndex int
+}
+
+// MissingType is NonText for a content part without a type.
+const MissingType = "(missing)"
+
+// ContentPart is one element of an array content: {"type":"text","text":...}
+// or {"type":"image_url","image_url":{"url":...,"detail":...}}.
+type ContentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *ImageURL `json:"image_url,omitempty"`
+}
+
+// ImageURL is an image_url part's image: an https or data: URL and an
+// optional detail (auto, low, high).
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Text returns content holding s.
 func Text(s string) Content { return Content{Text: s} }
 
-// MarshalJSON writes a string, or null.
+// MarshalJSON writes a string, null, or the array of Parts.
 func (c Content) MarshalJSON() ([]byte, error) {
-	if c.Null {
+	switch {
+	case c.Null:
 		return []byte("null"), nil
+	case c.Parts != nil:
+		return json.Marshal(c.Parts)
 	}
 	return json.Marshal(c.Text)
 }
 
-// UnmarshalJSON reads a string, null or an array of content parts.
+// UnmarshalJSON reads a string, null or an array of content parts. Text
+// parts are joined into Text; an array with an image_url part is also
+// kept whole in Parts; other part types are named in NonText.
 func (c *Content) UnmarshalJSON(b []byte) error {
 	*c = Content{}
 	b = bytes.TrimSpace(b)
@@ -154,29 +185,32 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	case len(b) > 0 && b[0] == '"':
 		return json.Unmarshal(b, &c.Text)
 	case len(b) > 0 && b[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+		var parts []ContentPart
 		if err := json.Unmarshal(b, &parts); err != nil {
 			return err
 		}
 		var buf []byte
-		n := 0
-		for _, p := range parts {
-			if p.Type != "text" {
-				if c.NonText == "" {
-					c.NonText = p.Type
+		n, images := 0, false
+		for i, p := range parts {
+			switch p.Type {
+			case "text":
+				if n > 0 {
+					buf = append(buf, '\n')
 				}
-				continue
+				buf = append(buf, p.Text...)
+				n++
+			case "image_url":
+				images = true
+			default:
+				if c.NonText == "" {
+					c.NonText, c.NonTextIndex = cmp.Or(p.Type, MissingType), i
+				}
 			}
-			if n > 0 {
-				buf = append(buf, '\n')
-			}
-			buf = append(buf, p.Text...)
-			n++
 		}
 		c.Text = string(buf)
+		if images {
+			c.Parts = parts
+		}
 		return nil
 	}
 	return errors.New("content must be a string, null or an array of content parts")
