@@ -214,7 +214,7 @@ func TestGeminiRequestFields(t *testing.T) {
 		},
 		{
 			name: "json_schema, the schema as JSON Schema",
-			req:  Request{Model: "gemini/gemini-2.5-flash", Messages: hi, ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "answer", Schema: schema, Strict: true}},
+			req:  Request{Model: "gemini/gemini-2.5-flash", Messages: hi, ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "answer", Schema: schema}},
 			want: `{"contents":[` + userHi + `],"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":` + string(schema) + `}}`,
 		},
 		{
