@@ -57,7 +57,7 @@ func parseOllamaName(s string) (base, tag string, ok bool) {
 	default:
 		return "", "", false
 	}
-	if !ollamaPart(model, ".") || (ns != "" && !ollamaPart(ns, "")) || (host != "" && !ollamaPart(host, ".:")) {
+	if !ollamaPart(model, ".") || (len(parts) > 1 && !ollamaPart(ns, "")) || (len(parts) > 2 && !ollamaPart(host, ".:")) {
 		return "", "", false
 	}
 	switch {
