@@ -4822,6 +4822,10 @@ type ClientInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 	GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7019,6 +7023,10 @@ func (c *Client) GetModel(ctx context.Context, id string, reqEditors ...RequestE
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 func (c *Client) GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12831,6 +12839,10 @@ type ClientWithResponsesInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -25030,6 +25042,10 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, id strin
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Returns a wrapper object for the known response body format(s).
 //
