@@ -695,6 +695,27 @@ func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ResponseFormatType.
+const (
+	ResponseFormatJSONObject ResponseFormatType = "json_object"
+	ResponseFormatJSONSchema ResponseFormatType = "json_schema"
+	ResponseFormatText       ResponseFormatType = "text"
+)
+
+// Valid indicates whether the value is a known member of the ResponseFormatType enum.
+func (e ResponseFormatType) Valid() bool {
+	switch e {
+	case ResponseFormatJSONObject:
+		return true
+	case ResponseFormatJSONSchema:
+		return true
+	case ResponseFormatText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin           Scope = "admin"
@@ -1404,6 +1425,15 @@ type ChatRequest struct {
 	Model           string   `json:"model"`
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
+
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
@@ -2004,6 +2034,15 @@ type GenerateRequest struct {
 
 	// Prompt The text to continue or answer.
 	Prompt string `json:"prompt"`
+
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
 
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream *bool `json:"stream,omitempty"`
@@ -2772,6 +2811,30 @@ type RateLimitOverride struct {
 	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
+
+// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+// `json_schema`: the output conforms to `schema` (JSON Schema draft
+// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+// receive it as `response_format`, Gemini as `responseJsonSchema`,
+// Anthropic as a forced tool. The output is checked either way (header
+// `Switchboard-Output-Check`); with `strict`, output that does not
+// conform is a 502.
+type ResponseFormat struct {
+	Description *string `json:"description,omitempty"`
+
+	// Name Names the schema (required for json_schema).
+	Name *string `json:"name,omitempty"`
+
+	// Schema The JSON Schema of the output (json_schema).
+	Schema *json.RawMessage `json:"schema,omitempty"`
+
+	// Strict Refuse (502) output that does not conform rather than return it marked invalid.
+	Strict *bool              `json:"strict,omitempty"`
+	Type   ResponseFormatType `json:"type"`
+}
+
+// ResponseFormatType defines model for ResponseFormat.Type.
+type ResponseFormatType string
 
 // RunRequest One invocation of an action.
 type RunRequest struct {
@@ -13912,6 +13975,11 @@ func (r GetMetricsResponse) ContentType() string {
 	return ""
 }
 
+// OpenaiCreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // OpenaiCreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateChatCompletion
 type OpenaiCreateChatCompletionResponse400Headers struct {
 	XRequestId *string
@@ -13994,6 +14062,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OpenaiCreateChatCompletionResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *OpenaiCreateChatCompletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -15669,6 +15739,11 @@ func (r UpdateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ChatResponse200Headers the declared response headers of an HTTP 200 response for Chat
+type ChatResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // ChatResponse400Headers the declared response headers of an HTTP 400 response for Chat
 type ChatResponse400Headers struct {
 	XRequestId *string
@@ -15758,6 +15833,8 @@ type ChatResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChatResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *ChatResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -19289,6 +19366,11 @@ func (r CallFunctionResponse) ContentType() string {
 	return ""
 }
 
+// GenerateResponse200Headers the declared response headers of an HTTP 200 response for Generate
+type GenerateResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // GenerateResponse400Headers the declared response headers of an HTTP 400 response for Generate
 type GenerateResponse400Headers struct {
 	XRequestId *string
@@ -19378,6 +19460,8 @@ type GenerateResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GenerateResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *GenerateResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -26272,6 +26356,16 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers OpenaiCreateChatCompletionResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers OpenaiCreateChatCompletionResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -28132,6 +28226,16 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ChatResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers ChatResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -32088,6 +32192,16 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GenerateResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers GenerateResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

@@ -106,7 +106,7 @@ func TestGeminiGenerateStreamEmbed(t *testing.T) {
 		}
 	})
 	t.Run("embed one and many", func(t *testing.T) {
-		one, err := g.Embed(ctx, "gemini/text-embedding-004", []string{"hello"}, nil, "", "text")
+		one, err := g.Embed(ctx, "gemini/text-embedding-004", EmbedRequest{Inputs: []string{"hello"}, Dimensions: nil}, "text")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestGeminiGenerateStreamEmbed(t *testing.T) {
 			t.Errorf("one %+v", one)
 		}
 		assertJSON(t, up.last(t).Body, []byte(`{"content":{"parts":[{"text":"hello"}]}}`))
-		many, err := g.Embed(ctx, "gemini/text-embedding-004", []string{"hello", "world"}, ptr(4), "", "input")
+		many, err := g.Embed(ctx, "gemini/text-embedding-004", EmbedRequest{Inputs: []string{"hello", "world"}, Dimensions: ptr(4)}, "input")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -209,6 +209,9 @@ type Request struct {
 	// prediction, store), by their wire name. A request whose model's
 	// provider cannot carry one of them is refused naming it.
 	Passthrough map[string]json.RawMessage
+
+	// format is ResponseFormat compiled by the gateway.
+	format *compiledFormat
 }
 
 // Usage counts tokens of one call.
@@ -288,9 +291,10 @@ type Stream interface {
 // EmbedRequest asks for the embeddings of one or more texts.
 type EmbedRequest struct {
 	Inputs []string
-	// Tokens, when not nil, are the inputs as token arrays (one per
-	// input, Inputs holding their decoded text): OpenAI-compatible
-	// upstreams receive the tokens themselves.
+	// Tokens, when not nil, are the inputs as token arrays of the model's
+	// tiktoken encoding, one per input, Inputs holding their decoded text.
+	// Only OpenAI's own API receives the tokens (they are its models'
+	// tokens); every other provider gets the text.
 	Tokens [][]int
 	// Dimensions asks models that support it for shorter vectors.
 	Dimensions *int

@@ -52,6 +52,18 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 		User:             r.User,
 		Stream:           stream,
 	}
+	if r.N > 1 {
+		w.N = &r.N
+	}
+	w.ReasoningEffort = r.ReasoningEffort
+	w.Extra = r.Passthrough
+	if rf := r.ResponseFormat; rf != nil {
+		w.ResponseFormat = &openaiwire.ResponseFormat{Type: rf.Type}
+		if rf.Type == FormatJSONSchema {
+			strict := rf.Strict
+			w.ResponseFormat.JSONSchema = &openaiwire.JSONSchema{Name: rf.Name, Description: rf.Description, Schema: rf.Schema, Strict: &strict}
+		}
+	}
 	if r.MaxTokens != nil {
 		if p.official || m.Has(CapReasoning) {
 			w.MaxCompletionTokens = r.MaxTokens
@@ -78,7 +90,11 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 		w.Messages[i] = wm
 	}
 	for _, t := range r.Tools {
-		w.Tools = append(w.Tools, openaiwire.Tool{Type: "function", Function: openaiwire.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		f := openaiwire.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		if t.Strict {
+			f.Strict = &t.Strict
+		}
+		w.Tools = append(w.Tools, openaiwire.Tool{Type: "function", Function: f})
 	}
 	if r.ToolChoice != nil && len(r.Tools) > 0 {
 		w.ToolChoice = &openaiwire.ToolChoice{Mode: r.ToolChoice.Mode, Name: r.ToolChoice.Name}
@@ -128,19 +144,37 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 		return nil, err
 	}
 	resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
-	if len(out.Choices) > 0 {
-		ch := out.Choices[0]
-		if ch.Message.Content != nil {
-			resp.Text = *ch.Message.Content
-		} else if ch.Message.Refusal != nil {
-			resp.Text = *ch.Message.Refusal
+	for _, ch := range out.Choices {
+		c := fromOpenAIChoice(ch)
+		if ch.Index == 0 {
+			resp.Text, resp.ToolCalls, resp.FinishReason, resp.Logprobs = c.Text, c.ToolCalls, c.FinishReason, c.Logprobs
+			continue
 		}
-		resp.FinishReason = ch.FinishReason
-		for _, tc := range ch.Message.ToolCalls {
-			resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		if ch.Index > 0 && ch.Index <= MaxChoices {
+			for len(resp.More) < ch.Index {
+				resp.More = append(resp.More, Choice{})
+			}
+			resp.More[ch.Index-1] = c
 		}
 	}
 	return resp, nil
+}
+
+// fromOpenAIChoice translates one choice of a chat completion.
+func fromOpenAIChoice(ch openaiwire.Choice) Choice {
+	c := Choice{FinishReason: ch.FinishReason}
+	if ch.Message.Content != nil {
+		c.Text = *ch.Message.Content
+	} else if ch.Message.Refusal != nil {
+		c.Text = *ch.Message.Refusal
+	}
+	if l := ch.Logprobs; len(l) > 0 && string(l) != "null" {
+		c.Logprobs = l
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		c.ToolCalls = append(c.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return c
 }
 
 func fromOpenAIUsage(u *openaiwire.Usage) *Usage {
@@ -177,6 +211,8 @@ type openAIStream struct {
 	sb     *streamBody
 	legacy bool
 	done   bool
+	// pending are chunks of an event that carried several choices.
+	pending []Chunk
 }
 
 // openAIChunk decodes both chat chunks and legacy completion chunks.
@@ -186,6 +222,7 @@ type openAIChunk struct {
 		Delta        openaiwire.Delta `json:"delta"`
 		Text         string           `json:"text"`
 		FinishReason *string          `json:"finish_reason"`
+		Logprobs     json.RawMessage  `json:"logprobs"`
 	} `json:"choices"`
 	Usage *openaiwire.Usage `json:"usage"`
 	Error json.RawMessage   `json:"error"`
@@ -194,6 +231,11 @@ type openAIChunk struct {
 // Next implements Stream.
 func (s *openAIStream) Next() (Chunk, error) {
 	for {
+		if len(s.pending) > 0 {
+			c := s.pending[0]
+			s.pending = s.pending[1:]
+			return c, nil
+		}
 		if s.done {
 			return Chunk{}, io.EOF
 		}
@@ -221,25 +263,35 @@ func (s *openAIStream) Next() (Chunk, error) {
 		if c.Usage != nil {
 			out.Usage = fromOpenAIUsage(c.Usage)
 		}
-		for _, ch := range c.Choices {
-			if ch.Index != 0 {
+		for i, ch := range c.Choices {
+			if ch.Index < 0 || ch.Index >= MaxChoices {
 				continue
 			}
+			oc := Chunk{Choice: ch.Index}
 			if s.legacy {
-				out.Text += ch.Text
+				oc.Text = ch.Text
 			} else if ch.Delta.Content != nil {
-				out.Text += *ch.Delta.Content
+				oc.Text = *ch.Delta.Content
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				idx := 0
 				if tc.Index != nil {
 					idx = *tc.Index
 				}
-				out.ToolCalls = append(out.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+				oc.ToolCalls = append(oc.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				out.FinishReason = *ch.FinishReason
+				oc.FinishReason = *ch.FinishReason
 			}
+			if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
+				oc.Logprobs = ch.Logprobs
+			}
+			if i == 0 {
+				oc.Usage = out.Usage
+				out = oc
+				continue
+			}
+			s.pending = append(s.pending, oc)
 		}
 		return out, nil
 	}
@@ -250,7 +302,11 @@ func (s *openAIStream) Close() error { return s.sb.close() }
 
 // Embed implements Provider.
 func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (*EmbedResponse, error) {
-	body := openaiwire.EmbeddingRequest{Input: r.Inputs, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
+	input := openaiwire.EmbeddingInput{Texts: r.Inputs}
+	if p.official && r.Tokens != nil {
+		input = openaiwire.EmbeddingInput{Tokens: r.Tokens}
+	}
+	body := openaiwire.EmbeddingRequest{Input: input, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
 	var out openaiwire.EmbeddingResponse
 	if err := p.up.do(ctx, http.MethodPost, "/embeddings", body, &out); err != nil {
 		return nil, err

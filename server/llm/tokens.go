@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -94,4 +95,23 @@ func estimateCompletionTokens(modelName, text string, calls []ToolCall) int {
 		n += 3 + CountTokens(modelName, tc.Name) + CountTokens(modelName, tc.Arguments)
 	}
 	return n
+}
+
+// DecodeTokens turns token ids of modelName's encoding back into text
+// (bytes that are not valid UTF-8, a character split between two inputs,
+// become U+FFFD). It fails on an id the encoding does not have.
+func DecodeTokens(modelName string, ids []int) (string, error) {
+	c := codecFor(EncodingFor(modelName))
+	if c == nil {
+		return "", fmt.Errorf("no tokenizer for %s", modelName)
+	}
+	u := make([]uint, len(ids))
+	for i, id := range ids {
+		u[i] = uint(id)
+	}
+	s, err := c.Decode(u)
+	if err != nil {
+		return "", err
+	}
+	return strings.ToValidUTF8(s, "\uFFFD"), nil
 }

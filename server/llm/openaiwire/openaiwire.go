@@ -11,27 +11,90 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // ChatCompletionRequest is the body of POST /chat/completions.
 type ChatCompletionRequest struct {
-	Model               string         `json:"model"`
-	Messages            []Message      `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64       `json:"temperature,omitempty"`
-	TopP                *float64       `json:"top_p,omitempty"`
-	FrequencyPenalty    *float64       `json:"frequency_penalty,omitempty"`
-	PresencePenalty     *float64       `json:"presence_penalty,omitempty"`
-	Stop                StringList     `json:"stop,omitempty"`
-	N                   *int           `json:"n,omitempty"`
-	Seed                *int64         `json:"seed,omitempty"`
-	Stream              bool           `json:"stream,omitempty"`
-	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
-	Tools               []Tool         `json:"tools,omitempty"`
-	ToolChoice          *ToolChoice    `json:"tool_choice,omitempty"`
-	ParallelToolCalls   *bool          `json:"parallel_tool_calls,omitempty"`
-	User                string         `json:"user,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []Message       `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
+	Stop                StringList      `json:"stop,omitempty"`
+	N                   *int            `json:"n,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
+	Tools               []Tool          `json:"tools,omitempty"`
+	ToolChoice          *ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	User                string          `json:"user,omitempty"`
+	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
+	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
+
+	// Extra are further top-level fields, written verbatim after the
+	// others (fields the gateway carries to OpenAI-compatible upstreams
+	// without interpreting them: logprobs, logit_bias, service_tier, …).
+	// Decoding leaves it empty; callers that want the unknown fields read
+	// them with Fields.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// chatCompletionRequest has ChatCompletionRequest's fields without its
+// methods.
+type chatCompletionRequest ChatCompletionRequest
+
+// MarshalJSON writes the request with its Extra fields.
+func (r ChatCompletionRequest) MarshalJSON() ([]byte, error) {
+	b, err := fastjson.Marshal(chatCompletionRequest(r))
+	if err != nil || len(r.Extra) == 0 {
+		return b, err
+	}
+	keys := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = b[:len(b)-1] // drop the closing brace
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		b = append(b, ',')
+		b = append(b, kb...)
+		b = append(b, ':')
+		b = append(b, r.Extra[k]...)
+	}
+	return append(b, '}'), nil
+}
+
+// Fields returns the top-level members of a JSON object by name, values
+// undecoded.
+func Fields(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := fastjson.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ResponseFormat is response_format: {"type":"text"}, {"type":"json_object"}
+// or {"type":"json_schema","json_schema":{name, description, schema, strict}}.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema is response_format.json_schema.
+type JSONSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // StreamOptions configures a streamed response.
@@ -318,11 +381,66 @@ type CompletionChoice struct {
 
 // EmbeddingRequest is the body of POST /embeddings.
 type EmbeddingRequest struct {
-	Input          StringList `json:"input"`
-	Model          string     `json:"model"`
-	EncodingFormat string     `json:"encoding_format,omitempty"`
-	Dimensions     *int       `json:"dimensions,omitempty"`
-	User           string     `json:"user,omitempty"`
+	Input          EmbeddingInput `json:"input"`
+	Model          string         `json:"model"`
+	EncodingFormat string         `json:"encoding_format,omitempty"`
+	Dimensions     *int           `json:"dimensions,omitempty"`
+	User           string         `json:"user,omitempty"`
+}
+
+// EmbeddingInput is an embeddings input: a string, an array of strings,
+// an array of token ids, or an array of token-id arrays. Exactly one of
+// Texts and Tokens is set after decoding.
+type EmbeddingInput struct {
+	Texts  []string
+	Tokens [][]int
+}
+
+// MarshalJSON writes the texts, or the token arrays.
+func (in EmbeddingInput) MarshalJSON() ([]byte, error) {
+	if in.Tokens != nil {
+		return json.Marshal(in.Tokens)
+	}
+	return json.Marshal(in.Texts)
+}
+
+// UnmarshalJSON reads any of the four forms.
+func (in *EmbeddingInput) UnmarshalJSON(b []byte) error {
+	*in = EmbeddingInput{}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '[' {
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return errors.New("must be a string, an array of strings, an array of token ids or an array of token-id arrays")
+	}
+	if len(items) == 0 {
+		in.Texts = []string{}
+		return nil
+	}
+	switch first := bytes.TrimSpace(items[0]); {
+	case len(first) > 0 && first[0] == '"':
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	case len(first) > 0 && first[0] == '[':
+		if err := json.Unmarshal(b, &in.Tokens); err != nil {
+			return errors.New("an array of token-id arrays must hold only arrays of non-negative integers")
+		}
+	default:
+		var one []int
+		if err := json.Unmarshal(b, &one); err != nil {
+			return errors.New("an array of token ids must hold only non-negative integers")
+		}
+		in.Tokens = [][]int{one}
+	}
+	for _, ids := range in.Tokens {
+		for _, id := range ids {
+			if id < 0 {
+				return errors.New("token ids must be non-negative integers")
+			}
+		}
+	}
+	return nil
 }
 
 // EmbeddingResponse is the response of POST /embeddings (float encoding).
