@@ -4109,13 +4109,22 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Text content parts are
+	// joined; image and audio parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4124,13 +4133,22 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Text content parts are
+	// joined; image and audio parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5720,13 +5738,22 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Text content parts are
+// joined; image and audio parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5745,13 +5772,22 @@ func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, content
 
 // OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Text content parts are
+// joined; image and audio parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -12076,13 +12112,22 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Text content parts are
+	// joined; image and audio parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12091,13 +12136,22 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Text content parts are
+	// joined; image and audio parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -23946,13 +24000,22 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 
 // OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Text content parts are
+// joined; image and audio parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -23967,13 +24030,22 @@ func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx
 
 // OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Text content parts are
+// joined; image and audio parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
