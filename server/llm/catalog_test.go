@@ -1,10 +1,12 @@
 package llm
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -182,6 +184,37 @@ func TestCatalogResolvesNamesAsOllamaDoes(t *testing.T) {
 			}
 			if base, tag, _ := parseOllamaName(tt.in[strings.IndexByte(tt.in, '/')+1:]); len(tt.candidates) == 1 && tag == "" && base != "" && !strings.Contains(e.Message, ":latest") {
 				t.Errorf("message %q does not say an untagged name means :latest", e.Message)
+			}
+		})
+	}
+}
+
+// BenchmarkCatalogResolve measures model resolution on the request path:
+// an exact id (every configured model), an untagged Ollama id resolved by
+// runtimeName, and a bare untagged name.
+//
+//	go test ./server/llm/ -run '^$' -bench CatalogResolve -benchmem
+func BenchmarkCatalogResolve(b *testing.B) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/models", serve(b, "ollama/models.json", 200))
+	mux.Handle("GET /api/version", serve(b, "ollama/version.json", 200))
+	mux.Handle("POST /api/show", serve(b, "ollama/show_tiny.json", 200))
+	up := httptest.NewServer(mux)
+	b.Cleanup(up.Close)
+	cat, err := NewCatalog(context.Background(), []config.Provider{discovering("ollama", up.URL+"/v1")}, CatalogOptions{Logger: quietLog})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cat.Refresh(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"ollama/tiny:latest", "ollama/tiny", "tiny"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if m, err := cat.Resolve(name); err != nil || m.ID != "ollama/tiny:latest" {
+					b.Fatal(m, err)
+				}
 			}
 		})
 	}
