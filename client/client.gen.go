@@ -4919,6 +4919,10 @@ type ClientInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 	GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -7150,6 +7154,10 @@ func (c *Client) GetModel(ctx context.Context, id string, reqEditors ...RequestE
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 func (c *Client) GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12996,6 +13004,10 @@ type ClientWithResponsesInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -25250,6 +25262,10 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, id strin
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Returns a wrapper object for the known response body format(s).
 //

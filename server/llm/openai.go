@@ -22,6 +22,8 @@ type openAIProvider struct {
 	up upstream
 	// official is true for api.openai.com, which wants max_completion_tokens.
 	official bool
+	// ollama, when set, asks an Ollama server what its models can do (Discover).
+	ollama *ollamaProbe
 }
 
 var _ Provider = (*openAIProvider)(nil)
@@ -343,7 +345,9 @@ func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (
 }
 
 // Discover implements Provider: GET /models, reading vLLM's max_model_len
-// and llama.cpp's meta when present.
+// and llama.cpp's meta when present. When the server is Ollama (see
+// ollamaProbe), each model's capabilities and lengths come from its
+// /api/show instead.
 func (p *openAIProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
 	var out openaiwire.ModelList
 	if err := p.up.do(ctx, http.MethodGet, "/models", nil, &out); err != nil {
@@ -362,6 +366,11 @@ func (p *openAIProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
 			in.Dimensions = d.Meta.NEmbd
 		}
 		infos = append(infos, in)
+	}
+	if p.ollama != nil && len(infos) > 0 {
+		if native, ok := p.ollama.native(p.up); ok && p.ollama.detect(ctx, native) {
+			p.ollama.describe(ctx, native, infos)
+		}
 	}
 	return infos, nil
 }
