@@ -342,6 +342,7 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 	}
 	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Logprobs: resp.Logprobs,
 		More: resp.More, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
+	res.ToolCalls = oneCallUnlessParallel(r, res.ToolCalls)
 	res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
 	completeCalls(res.ToolCalls)
 	for i := range res.More {
@@ -366,6 +367,16 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 		return nil, outputError(cand, res.Output)
 	}
 	return res, nil
+}
+
+// oneCallUnlessParallel keeps only the first of several tool calls when
+// the request turned parallel tool calls off, for providers (Gemini) that
+// have no such switch.
+func oneCallUnlessParallel(r *Request, calls []ToolCall) []ToolCall {
+	if len(calls) > 1 && r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
+		return calls[:1]
+	}
+	return calls
 }
 
 // finishReason is the upstream's finish reason, or the one implied by the
@@ -553,6 +564,10 @@ func (s *ResultStream) Next() (Chunk, error) {
 			s.err = err
 		}
 		return Chunk{}, err
+	}
+	if len(c.ToolCalls) > 0 && s.req.ParallelToolCalls != nil && !*s.req.ParallelToolCalls {
+		// One call only (see oneCallUnlessParallel): drop the deltas of later ones.
+		c.ToolCalls = slices.DeleteFunc(slices.Clone(c.ToolCalls), func(d ToolCallDelta) bool { return d.Index > 0 })
 	}
 	if c.Choice > 0 {
 		s.addMore(c)

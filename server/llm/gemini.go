@@ -421,6 +421,9 @@ func (p *geminiProvider) Unsupported(m *Model, r *Request) []string {
 			}
 		}
 	}
+	if r.User != "" {
+		out = append(out, "user") // Gemini has no end-user id
+	}
 	var keys []string
 	for k := range r.Passthrough {
 		if !slices.Contains(geminiPassthrough, k) {

@@ -2,6 +2,7 @@ package openaiwire
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -126,5 +127,91 @@ func TestToolChoice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestEmbeddingInput(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		texts   []string
+		tokens  [][]int
+		wantErr bool
+	}{
+		{`"a"`, []string{"a"}, nil, false},
+		{`["a","b"]`, []string{"a", "b"}, nil, false},
+		{`[1,2,3]`, nil, [][]int{{1, 2, 3}}, false},
+		{`[[1,2],[3]]`, nil, [][]int{{1, 2}, {3}}, false},
+		{`[]`, []string{}, nil, false},
+		{`[-1]`, nil, nil, true},
+		{`[[1],["a"]]`, nil, nil, true},
+		{`[1,"a"]`, nil, nil, true},
+		{`["a",1]`, nil, nil, true},
+		{`[1.5]`, nil, nil, true},
+		{`{"a":1}`, nil, nil, true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			var in EmbeddingInput
+			err := json.Unmarshal([]byte(tc.in), &in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v", err)
+			}
+			if err != nil {
+				return
+			}
+			if fmt.Sprint(in.Texts) != fmt.Sprint(tc.texts) || fmt.Sprint(in.Tokens) != fmt.Sprint(tc.tokens) || (in.Tokens == nil) != (tc.tokens == nil) {
+				t.Errorf("got %+v", in)
+			}
+			out, _ := json.Marshal(in)
+			var back EmbeddingInput
+			if json.Unmarshal(out, &back) != nil || fmt.Sprint(back) != fmt.Sprint(in) {
+				t.Errorf("round trip %s -> %s", tc.in, out)
+			}
+		})
+	}
+}
+
+func FuzzEmbeddingInput(f *testing.F) {
+	for _, s := range []string{`"a"`, `["a","b"]`, `[1,2]`, `[[1],[2,3]]`, `[]`, `[[]]`, `null`, `[-1]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var in EmbeddingInput
+		if json.Unmarshal([]byte(s), &in) != nil {
+			return
+		}
+		if in.Texts != nil && in.Tokens != nil {
+			t.Fatalf("%q decoded to both texts and tokens", s)
+		}
+		for _, ids := range in.Tokens {
+			for _, id := range ids {
+				if id < 0 {
+					t.Fatalf("%q decoded to a negative token id", s)
+				}
+			}
+		}
+		out, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back EmbeddingInput
+		if err := json.Unmarshal(out, &back); err != nil || fmt.Sprint(back) != fmt.Sprint(in) {
+			t.Fatalf("%q: round trip %s -> %+v, %v", s, out, back, err)
+		}
+	})
+}
+
+func TestChatCompletionRequestExtra(t *testing.T) {
+	r := ChatCompletionRequest{Model: "m", Messages: []Message{{Role: "user", Content: Text("hi")}},
+		Extra: map[string]json.RawMessage{"top_k": json.RawMessage(`40`), "logprobs": json.RawMessage(`true`)}}
+	out, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_k":40}`; string(out) != want {
+		t.Errorf("got  %s\nwant %s", out, want)
+	}
+	var empty CompletionRequest
+	if out, _ := json.Marshal(empty); string(out) != `{"model":"","prompt":null}` {
+		t.Errorf("empty completion request %s", out)
 	}
 }
