@@ -110,6 +110,111 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for AnthropicContentBlockSourceType.
+const (
+	Base64 AnthropicContentBlockSourceType = "base64"
+	Url    AnthropicContentBlockSourceType = "url"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicContentBlockSourceType enum.
+func (e AnthropicContentBlockSourceType) Valid() bool {
+	switch e {
+	case Base64:
+		return true
+	case Url:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicErrorResponseType.
+const (
+	Error AnthropicErrorResponseType = "error"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicErrorResponseType enum.
+func (e AnthropicErrorResponseType) Valid() bool {
+	switch e {
+	case Error:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageRole.
+const (
+	AnthropicMessageRoleAssistant AnthropicMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageRole enum.
+func (e AnthropicMessageRole) Valid() bool {
+	switch e {
+	case AnthropicMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageStopReason.
+const (
+	EndTurn      AnthropicMessageStopReason = "end_turn"
+	MaxTokens    AnthropicMessageStopReason = "max_tokens"
+	Refusal      AnthropicMessageStopReason = "refusal"
+	StopSequence AnthropicMessageStopReason = "stop_sequence"
+	ToolUse      AnthropicMessageStopReason = "tool_use"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageStopReason enum.
+func (e AnthropicMessageStopReason) Valid() bool {
+	switch e {
+	case EndTurn:
+		return true
+	case MaxTokens:
+		return true
+	case Refusal:
+		return true
+	case StopSequence:
+		return true
+	case ToolUse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageType.
+const (
+	AnthropicMessageTypeMessage AnthropicMessageType = "message"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageType enum.
+func (e AnthropicMessageType) Valid() bool {
+	switch e {
+	case AnthropicMessageTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicModelType.
+const (
+	AnthropicModelTypeModel AnthropicModelType = "model"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicModelType enum.
+func (e AnthropicModelType) Valid() bool {
+	switch e {
+	case AnthropicModelTypeModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetPeriod.
 const (
 	BudgetPeriodDay   BudgetPeriod = "day"
@@ -1274,6 +1379,124 @@ type ActionParameterIn string
 
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
+
+// AnthropicContentBlock A content block: text {text}, image {source}, tool_use {id, name, input}, tool_result {tool_use_id, content, is_error}.
+type AnthropicContentBlock struct {
+	CacheControl *map[string]interface{}        `json:"cache_control,omitempty"`
+	Content      *AnthropicContentBlock_Content `json:"content,omitempty"`
+	Id           *string                        `json:"id,omitempty"`
+	Input        *map[string]interface{}        `json:"input,omitempty"`
+	IsError      *bool                          `json:"is_error,omitempty"`
+	Name         *string                        `json:"name,omitempty"`
+	Source       *struct {
+		Data      *string                         `json:"data,omitempty"`
+		MediaType *string                         `json:"media_type,omitempty"`
+		Type      AnthropicContentBlockSourceType `json:"type"`
+		Url       *string                         `json:"url,omitempty"`
+	} `json:"source,omitempty"`
+	Text      *string `json:"text,omitempty"`
+	ToolUseId *string `json:"tool_use_id,omitempty"`
+	Type      string  `json:"type"`
+}
+
+// AnthropicContentBlockContent0 defines model for AnthropicContentBlock.Content.0.
+type AnthropicContentBlockContent0 = string
+
+// AnthropicContentBlockContent1 defines model for AnthropicContentBlock.Content.1.
+type AnthropicContentBlockContent1 = []map[string]interface{}
+
+// AnthropicContentBlock_Content defines model for AnthropicContentBlock.Content.
+type AnthropicContentBlock_Content struct {
+	union json.RawMessage
+}
+
+// AnthropicContentBlockSourceType defines model for AnthropicContentBlock.Source.Type.
+type AnthropicContentBlockSourceType string
+
+// AnthropicCountTokensRequest Anthropic's count_tokens request (a Messages request without `max_tokens`, `stream` and the sampling knobs).
+type AnthropicCountTokensRequest = json.RawMessage
+
+// AnthropicErrorResponse defines model for AnthropicErrorResponse.
+type AnthropicErrorResponse struct {
+	Error struct {
+		Message string `json:"message"`
+
+		// Type invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, timeout_error or overloaded_error.
+		Type string `json:"type"`
+	} `json:"error"`
+	RequestId *string                    `json:"request_id,omitempty"`
+	Type      AnthropicErrorResponseType `json:"type"`
+}
+
+// AnthropicErrorResponseType defines model for AnthropicErrorResponse.Type.
+type AnthropicErrorResponseType string
+
+// AnthropicMessage defines model for AnthropicMessage.
+type AnthropicMessage struct {
+	Content []AnthropicContentBlock `json:"content"`
+
+	// Id Example: msg_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model        string                      `json:"model"`
+	Role         AnthropicMessageRole        `json:"role"`
+	StopReason   *AnthropicMessageStopReason `json:"stop_reason"`
+	StopSequence *string                     `json:"stop_sequence"`
+	Type         AnthropicMessageType        `json:"type"`
+	Usage        AnthropicUsage              `json:"usage"`
+}
+
+// AnthropicMessageRole defines model for AnthropicMessage.Role.
+type AnthropicMessageRole string
+
+// AnthropicMessageStopReason defines model for AnthropicMessage.StopReason.
+type AnthropicMessageStopReason string
+
+// AnthropicMessageType defines model for AnthropicMessage.Type.
+type AnthropicMessageType string
+
+// AnthropicMessageRequest Anthropic's Messages request; names Anthropic does not declare are refused.
+type AnthropicMessageRequest = json.RawMessage
+
+// AnthropicModel defines model for AnthropicModel.
+type AnthropicModel struct {
+	CreatedAt   time.Time `json:"created_at"`
+	DisplayName string    `json:"display_name"`
+
+	// Id Example: anthropic/claude-sonnet-4-5
+	Id             string             `json:"id"`
+	MaxInputTokens *int               `json:"max_input_tokens,omitempty"`
+	Type           AnthropicModelType `json:"type"`
+}
+
+// AnthropicModelType defines model for AnthropicModel.Type.
+type AnthropicModelType string
+
+// AnthropicModelList defines model for AnthropicModelList.
+type AnthropicModelList struct {
+	Data    []AnthropicModel `json:"data"`
+	FirstId *string          `json:"first_id"`
+	HasMore bool             `json:"has_more"`
+	LastId  *string          `json:"last_id"`
+}
+
+// AnthropicTokenCount defines model for AnthropicTokenCount.
+type AnthropicTokenCount struct {
+	InputTokens int `json:"input_tokens"`
+}
+
+// AnthropicUsage defines model for AnthropicUsage.
+type AnthropicUsage struct {
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+
+	// CacheReadInputTokens Prompt tokens the provider served from its prompt cache.
+	CacheReadInputTokens int `json:"cache_read_input_tokens"`
+
+	// InputTokens Prompt tokens not read from the prompt cache.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
 
 // Budget A spend limit in USD over a period, counted from the catalog's
 // pricing (cached prompt tokens at their own price where the provider
@@ -3142,6 +3365,12 @@ type WebhookWithSecret struct {
 // ActionName defines model for ActionName.
 type ActionName = string
 
+// AnthropicBeta defines model for AnthropicBeta.
+type AnthropicBeta = string
+
+// AnthropicVersion defines model for AnthropicVersion.
+type AnthropicVersion = string
+
 // ConnectionName defines model for ConnectionName.
 type ConnectionName = string
 
@@ -3166,6 +3395,9 @@ type ToolsetName = string
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
+// AnthropicErrorResult defines model for AnthropicErrorResult.
+type AnthropicErrorResult = AnthropicErrorResponse
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
 
@@ -3174,6 +3406,51 @@ type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
+
+// AnthropicCreateMessageParams defines parameters for AnthropicCreateMessage.
+type AnthropicCreateMessageParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicCountTokensParams defines parameters for AnthropicCountTokens.
+type AnthropicCountTokensParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicListModelsParams defines parameters for AnthropicListModels.
+type AnthropicListModelsParams struct {
+	// Limit Models per page (1-1000, default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AfterId The page after this model id.
+	AfterId *string `form:"after_id,omitempty" json:"after_id,omitempty"`
+
+	// BeforeId The page before this model id.
+	BeforeId *string `form:"before_id,omitempty" json:"before_id,omitempty"`
+
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicGetModelParams defines parameters for AnthropicGetModel.
+type AnthropicGetModelParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
 
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
@@ -3425,6 +3702,12 @@ type RotateWebhookSecretParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// AnthropicCreateMessageJSONRequestBody defines body for AnthropicCreateMessage for application/json ContentType.
+type AnthropicCreateMessageJSONRequestBody = AnthropicMessageRequest
+
+// AnthropicCountTokensJSONRequestBody defines body for AnthropicCountTokens for application/json ContentType.
+type AnthropicCountTokensJSONRequestBody = AnthropicCountTokensRequest
+
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
 type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
 
@@ -3642,6 +3925,68 @@ func (a JWK) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsAnthropicContentBlockContent0 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent0
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent0() (AnthropicContentBlockContent0, error) {
+	var body AnthropicContentBlockContent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent0 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent0 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAnthropicContentBlockContent1 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent1
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent1() (AnthropicContentBlockContent1, error) {
+	var body AnthropicContentBlockContent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent1 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent1 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AnthropicContentBlock_Content) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AnthropicContentBlock_Content) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
 func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding0() (OpenAIEmbeddingResponseDataEmbedding0, error) {
 	var body OpenAIEmbeddingResponseDataEmbedding0
@@ -3718,6 +4063,18 @@ type ServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx echo.Context, toolset string) error
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx echo.Context) error
@@ -3975,6 +4332,209 @@ func (w *ServerInterfaceWrapper) GetMCPToolsetProtectedResourceMetadata(ctx echo
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetMCPToolsetProtectedResourceMetadata(ctx, toolset)
+	return err
+}
+
+// AnthropicCreateMessage converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCreateMessage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCreateMessageParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCreateMessage(ctx, params)
+	return err
+}
+
+// AnthropicCountTokens converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCountTokens(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCountTokensParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCountTokens(ctx, params)
+	return err
+}
+
+// AnthropicListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicListModels(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicListModelsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after_id", ctx.QueryParams(), &params.AfterId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "before_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before_id", ctx.QueryParams(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter before_id: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicListModels(ctx, params)
+	return err
+}
+
+// AnthropicGetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicGetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "model_id" -------------
+	var modelId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model_id", ctx.Param("model_id"), &modelId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model_id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicGetModelParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicGetModel(ctx, modelId, params)
 	return err
 }
 
@@ -5617,6 +6177,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/openai/v1/models", wrapper.OpenaiListModels, options.OperationMiddlewares["openaiListModels"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:model", wrapper.OpenaiGetModel, options.OperationMiddlewares["openaiGetModel"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:provider/:name", wrapper.OpenaiGetProviderModel, options.OperationMiddlewares["openaiGetProviderModel"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages", wrapper.AnthropicCreateMessage, options.OperationMiddlewares["anthropicCreateMessage"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages/count_tokens", wrapper.AnthropicCountTokens, options.OperationMiddlewares["anthropicCountTokens"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models", wrapper.AnthropicListModels, options.OperationMiddlewares["anthropicListModels"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models/:model_id", wrapper.AnthropicGetModel, options.OperationMiddlewares["anthropicGetModel"]...)
 	router.GET(options.BaseURL+"/v1/connectors", wrapper.ListConnectors, options.OperationMiddlewares["listConnectors"]...)
 	router.POST(options.BaseURL+"/v1/connectors", wrapper.CreateConnector, options.OperationMiddlewares["createConnector"]...)
 	router.DELETE(options.BaseURL+"/v1/connectors/:name", wrapper.DeleteConnector, options.OperationMiddlewares["deleteConnector"]...)
@@ -5657,6 +6221,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/connect-sessions", wrapper.CreateConnectSession, options.OperationMiddlewares["createConnectSession"]...)
 	router.GET(options.BaseURL+"/v1/connect-sessions/:id", wrapper.GetConnectSession, options.OperationMiddlewares["getConnectSession"]...)
 
+}
+
+type AnthropicErrorResultResponseHeaders struct {
+	XRequestId *string
+}
+type AnthropicErrorResultJSONResponse struct {
+	Body AnthropicErrorResponse
+
+	Headers AnthropicErrorResultResponseHeaders
 }
 
 type ErrorResultResponseHeaders struct {
@@ -5783,6 +6356,912 @@ func (response GetMCPToolsetProtectedResourceMetadata200JSONResponse) VisitGetMC
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessageRequestObject struct {
+	Params AnthropicCreateMessageParams
+	Body   *AnthropicCreateMessageJSONRequestBody
+}
+
+type AnthropicCreateMessageResponseObject interface {
+	VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCreateMessage200JSONResponse AnthropicMessage
+
+func (response AnthropicCreateMessage200JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnthropicCreateMessage200TexteventStreamResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type AnthropicCreateMessage400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCreateMessage400JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage401ResponseHeaders
+}
+
+func (response AnthropicCreateMessage401JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage403ResponseHeaders
+}
+
+func (response AnthropicCreateMessage403JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage404ResponseHeaders
+}
+
+func (response AnthropicCreateMessage404JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage413ResponseHeaders
+}
+
+func (response AnthropicCreateMessage413JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage415ResponseHeaders
+}
+
+func (response AnthropicCreateMessage415JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage429ResponseHeaders
+}
+
+func (response AnthropicCreateMessage429JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage500ResponseHeaders
+}
+
+func (response AnthropicCreateMessage500JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage502ResponseHeaders
+}
+
+func (response AnthropicCreateMessage502JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage504ResponseHeaders
+}
+
+func (response AnthropicCreateMessage504JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage529ResponseHeaders
+}
+
+func (response AnthropicCreateMessage529JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokensRequestObject struct {
+	Params AnthropicCountTokensParams
+	Body   *AnthropicCountTokensJSONRequestBody
+}
+
+type AnthropicCountTokensResponseObject interface {
+	VisitAnthropicCountTokensResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCountTokens200JSONResponse AnthropicTokenCount
+
+func (response AnthropicCountTokens200JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCountTokens400JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens401ResponseHeaders
+}
+
+func (response AnthropicCountTokens401JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens403ResponseHeaders
+}
+
+func (response AnthropicCountTokens403JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens404ResponseHeaders
+}
+
+func (response AnthropicCountTokens404JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens413ResponseHeaders
+}
+
+func (response AnthropicCountTokens413JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens415ResponseHeaders
+}
+
+func (response AnthropicCountTokens415JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens429ResponseHeaders
+}
+
+func (response AnthropicCountTokens429JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens500ResponseHeaders
+}
+
+func (response AnthropicCountTokens500JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens502ResponseHeaders
+}
+
+func (response AnthropicCountTokens502JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens504ResponseHeaders
+}
+
+func (response AnthropicCountTokens504JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens529ResponseHeaders
+}
+
+func (response AnthropicCountTokens529JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModelsRequestObject struct {
+	Params AnthropicListModelsParams
+}
+
+type AnthropicListModelsResponseObject interface {
+	VisitAnthropicListModelsResponse(w http.ResponseWriter) error
+}
+
+type AnthropicListModels200JSONResponse AnthropicModelList
+
+func (response AnthropicListModels200JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicListModels400JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels401ResponseHeaders
+}
+
+func (response AnthropicListModels401JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels403ResponseHeaders
+}
+
+func (response AnthropicListModels403JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels404ResponseHeaders
+}
+
+func (response AnthropicListModels404JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels429ResponseHeaders
+}
+
+func (response AnthropicListModels429JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels500ResponseHeaders
+}
+
+func (response AnthropicListModels500JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModelRequestObject struct {
+	ModelId string `json:"model_id"`
+	Params  AnthropicGetModelParams
+}
+
+type AnthropicGetModelResponseObject interface {
+	VisitAnthropicGetModelResponse(w http.ResponseWriter) error
+}
+
+type AnthropicGetModel200JSONResponse AnthropicModel
+
+func (response AnthropicGetModel200JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel401JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicGetModel401JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel403ResponseHeaders
+}
+
+func (response AnthropicGetModel403JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel404ResponseHeaders
+}
+
+func (response AnthropicGetModel404JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel429ResponseHeaders
+}
+
+func (response AnthropicGetModel429JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel500ResponseHeaders
+}
+
+func (response AnthropicGetModel500JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -19036,6 +20515,18 @@ type StrictServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, request GetMCPToolsetProtectedResourceMetadataRequestObject) (GetMCPToolsetProtectedResourceMetadataResponseObject, error)
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx context.Context, request AnthropicCreateMessageRequestObject) (AnthropicCreateMessageResponseObject, error)
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx context.Context, request AnthropicCountTokensRequestObject) (AnthropicCountTokensResponseObject, error)
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx context.Context, request AnthropicListModelsRequestObject) (AnthropicListModelsResponseObject, error)
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx context.Context, request AnthropicGetModelRequestObject) (AnthropicGetModelResponseObject, error)
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -19348,6 +20839,153 @@ func (sh *strictHandler) GetMCPToolsetProtectedResourceMetadata(ctx echo.Context
 		return err
 	} else if validResponse, ok := response.(GetMCPToolsetProtectedResourceMetadataResponseObject); ok {
 		return validResponse.VisitGetMCPToolsetProtectedResourceMetadataResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCreateMessage operation middleware
+func (sh *strictHandler) AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error {
+	var request AnthropicCreateMessageRequestObject
+
+	request.Params = params
+
+	var body AnthropicCreateMessageJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCreateMessage(ctx.Request().Context(), request.(AnthropicCreateMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCreateMessage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCreateMessageResponseObject); ok {
+		return validResponse.VisitAnthropicCreateMessageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCountTokens operation middleware
+func (sh *strictHandler) AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error {
+	var request AnthropicCountTokensRequestObject
+
+	request.Params = params
+
+	var body AnthropicCountTokensJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCountTokens(ctx.Request().Context(), request.(AnthropicCountTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCountTokens")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCountTokensResponseObject); ok {
+		return validResponse.VisitAnthropicCountTokensResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicListModels operation middleware
+func (sh *strictHandler) AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error {
+	var request AnthropicListModelsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicListModels(ctx.Request().Context(), request.(AnthropicListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicListModelsResponseObject); ok {
+		return validResponse.VisitAnthropicListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicGetModel operation middleware
+func (sh *strictHandler) AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error {
+	var request AnthropicGetModelRequestObject
+
+	request.ModelId = modelId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicGetModel(ctx.Request().Context(), request.(AnthropicGetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicGetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicGetModelResponseObject); ok {
+		return validResponse.VisitAnthropicGetModelResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -21683,711 +23321,758 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3rdhu3ti+IvwoG/+c/TGYXKepiJ5bGGt2K7CTesWMdST5ZZ6e8VWAVSFZUBLgKKElcbo3RD9Hv0J/7",
-	"Fc6j9JP0wJwACnUjqYudZG2vDysW64bLxLzP3/zUi8ViKTjjSvYOP/XmjCYsh3++vqAz/d+EyThPlyoV",
-	"vHfYu5gzkjMpijxm5JrlMhU8IFORkzfT4Tuq4vmoF/RkPGcLqp9WqyXrHfakylM+693dBb2/D8/YPwom",
-	"1fBN0vV+uP5MkjQhfTVnJKZZxvJnMiA3c8ZJqohkXBFKbliWDaciX7CECM4G6z9+F/SWNKcLpswcj2P9",
-	"2V/ogrWPhML1Z5JwumDkJlXzlBMYkOCcxUrk+oOpvn1J1bwX9Di8q4cP9oKenkuas6R3qPKCrV+ZE3zp",
-	"2hHF7h47qj4bzUYkStiUFpmKBh0jKh982KhEvnFQIjdj6hgC/OeeHy9yKfL2r0ac3Sq8ISJiCvuyzNl1",
-	"KgpJlnRWDuMfBctX3lLgS9d/+RXL0muWr968av96Yq4bKo2S7PpyNBpFg4AUPP1H4cglVZLcsMlciKuO",
-	"dbGvuufavJnCeWsO73i5zFZE8GxFUlwWe2KfSaKPNZEqzTKy0I8zSfosk4wc7O6VtIN8oByiPdwbFu1t",
-	"ukhVc0CndMaITP/JSH93uDseB8RQK9kbD7p2KYN3+d8zD/UO98ZBb0Fv00Wx6B3q9/UWKTd/BXZYKVds",
-	"xnIY14UQmWSqm4IV3vDk9PsrbnwXERm6sDR0M0cS6vh+mtzr63f6ZrkUXDJk6Hku8jMmYQk14+eKcfgn",
-	"XS6zNKZ6YDu/Sz26T957/1vOpr3D3v9vpxQVO3hV7th3wlfwmzVa5ITpe45IBP8dxSJhEZF0JcnNPEVx",
-	"4UmdunRo+7i5fadyL3z7/XGh5ic0yyY0voKxfbaZBj3FbtXOXC2y6ktatqGFY5oxkilNM5YQyhMilchZ",
-	"QrjQbGPWvmCrETkOuZyLXJGfLt69BT5HUi4Vo4lmgv9+/v4XFJKqlKSExjFbKkkiN+ZoFPInXfkl48dv",
-	"PgeJVd+8kdBIygk+8kwSOadLRvqCk2hHLBmn6c71bkRyUSgmB09Ienf2IKJacfrmZ7ZqYcycHJ++IVds",
-	"RaiEDdJ/yrm4kSRVI6IpQ7I4Z4qkknB2zXK4ygmdKpaTOGewgnrgy1wsWa5SPNuTIpkxtWkpv8e77gJf",
-	"G9igZpA+4wkpJMs1FYmCqwHRA1sBzwRCBupFjYfkBSeTFVHzVMI8C8nkEUz1/CZV8XwiaJ4MS02H4IqS",
-	"mHIuFBHXLM/ThMFyHE9Ay3PUrN+n10UoMhEFT/Qy1E6bm5nAPV23Gk6xORVZGq/gYb3ALDmGldRqJVVa",
-	"PlPFhioF5t/4HrtdpjmTxy1ir238uKnmIT2B7b6SdqjKV8wqIHpVqKEeoGx2SxfLTL/miq0ux7sv9+ju",
-	"ZC/eTw7Y8+mL8be73+293KcHk+fxi+Tb1o8uRMKyjcv4Tt9VLiE3MrbxtmXOpult+zSmaS4Viec0p7HW",
-	"za06h9MJiBIkZ7GY8VQyQmEh+5GcXEZAegdkIXJWm7ScXP59tf+PtnnlVDGnqayb2pm98b0hyx6cc7HE",
-	"Q5cqtti4POf6dv2cGQbNcwoLJZeMJxufhpvugp4xtZrLd65oriShiuzCYsxyzU207kkYjed6UfmM2QVF",
-	"etF7FJAl7BkReeW0R6cfLsjO9e4OXabDK7aSO5/S5A51EkerKVcvDnqtqlapn/yGCovRmsyyOTrwD1s5",
-	"vY/unWLyO4uBVyE3PYG7QZQkSarHSrNTjwdOaSZZQygQzm4sz/1zc82QP5xthrzKN/2BoI1ISSZuWD6M",
-	"qWQkY0pLE5GTJJ2lKgi50iyqWOpz9mK/easM8E6pbRst/2KRM0lEHvKEyjmTgyNtk3OG6gtht6lUZMUc",
-	"Dz8kpRVP4rkQkklUQMoDqxfr8mBPbxLVH9WL+p+/0eE/x8OXH81/L4cfP42DF/t3/+3JWf8aPv6rz8Cl",
-	"EktJbkR+lfIZ6Z/9cEL29/dfBsR4BqaFKnI2ODKcHpg/hUXYnts/ivHWT8C8WFBujjy4CvQoPXWMFFLP",
-	"xMyvykQnaZalfDaULL9OYz3WBb19y/hMzXuHu3vfgeHl/v7TsNoFvX2DD+y+gCHav2pcOOihqW4ua4Oq",
-	"zsKq3GsTewJ+TrPs/bR3+Nv6wRod8S74VGNKV22ao6cZguAzngZUDtHS58g9rMk3IueaBaVKq5qRtotE",
-	"nv4TdvyQfM9oznISFuPxfnzFVvAPFrUoVLXl0INrLsLHJt/9vZBqaDg8nBuQSKmSZhqjcunephLIo7oM",
-	"CVV06513i9mQsqWPqM0tISWsTmycSFORwznQD4FldWSOLhF4uDMqlXMtrV8pGH83vXxYJvcXZ5oKliDu",
-	"xZTQ0phQc6qsoE85WWY0ZoGnQBGp6Moc8pBLumCHsBXIFPS/jC5AgWKkJz+0NJmmLEtIxqaKiEKbJiHP",
-	"2UJcM+OdNQ9PaZZJAlatEubr+TXLn0nr7pGHKARDDhwuMCLR8e2AcEFQKB9VNX6SCT5jOer9gxGBoy5h",
-	"vMC4V9aAwFU4RFNJ64paAdB8DaTNV/H/B4p/3MyQFxx2MYAV+NPrBY+SxV9QWrbJrVb200HAx9xSY5tr",
-	"onl2RNIhpvQVothimVFVMlDQg7jgbFTZke3jCSVB3DCq5uCcbu70/e33ytfXWfBssVSrVpeD50NqZ+af",
-	"Nny29xMeZ7tqkkxW9uSaDxPcwXIdB95Qyt1dMDUXG61KpIF3eK9HruUaT0XOYipV23SrIbSuGW/+/ql9",
-	"T3M93KWHrwS4zttWXhOCKNQ7udlhU5dfqDaj36Zu+gY9lVMukeg2EhOehJbFLUAvSNaaIeac3lCJColV",
-	"s0ROcgbCP9ne1uh0LOxqpQdfrY2bOGcLxvVnJiv0LJhvoZyCsFIqSRT2UKs070XNMuxFD/EflGzCuREM",
-	"gQc2NOIRY3kQq76Fckk3+BlgWd/wZaHu62ZwvDNh05TDY4Hmo1Z3tNoIT+yqbctRj9GjX2Gqh4TyFf5+",
-	"TbOCkZu5kIzgnpKM0WsmyYKuQh4LrqjVCOci06ujFQRzK+iNqSTslsYKQobMvzXk/SjsffoEayxHEJC7",
-	"uwt70YCAoYGkhu5eUExxJ55JO6xUzUOu9UkYq17wI3u4qCofIHMKOh48pdUCe8QXbDHRw9DD0eNNYbRO",
-	"EdUsARR9wjIgTjJhsVgwSXiRZYMRea/lRMhxtpLMmELK9ebYmAYM4pkkStsAfT3wkGu7gAs+NC8KbIwG",
-	"DAZKFqkEExoeHYzIGZsWEhISyI+vL/Suh/yn18evDJHoHVBkIaQiL54/339BJivN8ikuU039+WTioIeN",
-	"fegFJmLqXfrH3V3vbpNQ+1UvvsdHEoEczVNWDsYvX3wxQWd02dJDEfLoU9j7+/CDpp2wd0g8Iiz0b5oI",
-	"76IR+YXqzV4UUu+8Xv40MW8LuX4dKK5SpTxWJGczmicZk2A8ae0WFVCIOnAGC/LTxcUpibOUcRXyBeV0",
-	"xiTp/ySkCsgJxrKGuEQBuQBuz/Lhax4LTZ1wi1G7AzIajQajkP8PTRLgnYX91uuK2x3A6dBUfHIWkLc/",
-	"aOb9y4e3JWns7yElLOitv8L7e08u9esMp6H/gym5lYEANoFnI+izgOy85IJHJF0sCkUnGTvUv5oDqA/3",
-	"gq7IhIXcnnDcIeAYs/Sacdxq9o+CZrBfH87eWg2xZjR4+kvNanAmwzqL4Q9RcTRjBlUnlYR6Vlq5nv5G",
-	"hFzvRGP5KxZaP/rP346H/0GH/7z8aP7hzzwaBCGXwogBBU5NdIiYw4aSXI/JOIhAqFECfAfDmNqIlYSG",
-	"3DvFHn87aCXiFwdrFLaaOWA4hUvwofrw/S5SzhLrZvDNhWhCJfuQZ9EhkRAZCTl4nqKdKCDgrH353Qt4",
-	"ix9u0tNYsjzWB5zJmC61ecuzleb0IYfpBmSa0xlIGW05C0Ukgz8l6ScszmjOzLqUxGMkYJTyQ7wWDUbk",
-	"tZZAkWNo9TW+u4vapCvIlpDj4GDNlzRXelVAaOv5mPEcEeqJVm2X+1wy5GawCXrkIqtvHRKVFywq967k",
-	"VfXDtWNP146bRZyqFYikDRbuGuX7Il0wArLNzgrcJCknizTLUsliwRPjFWko5v3Sxh+Z3y7wUwHZH4/H",
-	"44HviT9yDNl7bEFvzSN6Q/G1u3vw7Ki3PsNos+7/7/SansPfECEX3KrQ6KxFB8n371/9T/DskWnBUTbD",
-	"0ZSMyZBHCVU0Mh43mmsFo3y8nvaBv2tC0lcCwjLJQq51mgEQe2RviUg/+iQVVYUMjOyUd9HAqKqqyLlE",
-	"r2EOWR0mhBDhJfJJC/JDokc2ios8Z1yN9E+X8d1RNCInYrGE9JaUoxamdTqRMByppNea7CiRK67orU3f",
-	"0AzmYG9Pky3qfJJkKWch10OKRVYseKsCVafSjUMMiCwWC5qvalc1nQG/H+n1ujva6Oqt2iTdpsVTOLrR",
-	"e/PXcHT7+karnwf0LVw9y99FoWZC77tNXeoXyyV4OqWJ8HN9CH/r/fj6ohf0Tt+fw38+wP8fX5z81At6",
-	"r16/fX3xuhf0tNLdC3rvTy/evP/l3BukmUrQux3q9w2vaQ5cUr/YHzZ+xP/FfLDy04fGL2Yg/m9uUP6P",
-	"ZoD+T26wbgVLJeK+wW/H6kt5gIED1PybNqjLsGzbLTTq8AViiYPw3myNSa1QywIcJclRKbZL41DvAUYa",
-	"OIn08keOc+XAsgRnFSPKUpsnWUctrrvN9gvSTmuid6aV2gTnKAPkzuvGbu0KSNU0J7caeRyPm4c0bTXH",
-	"9LSdjCczbY6RX0tpdYgBvht3H+pARuHSGnfFOyBJoTl/TQ/gwt0A0QX4jIlZGw3HegU0c/jx9UVAkGRh",
-	"umC+9p02rup+3pCbnXfG+wCFDiqMaMijbANRZQx8/Y6RVjfVPLLbLN0cyxErYTRjhYOgIfcJz9xuFB1q",
-	"cp8nzLx5cEQiVL8ITRItSutK19+MzwqULFR1rXLpL80RiXDVIyIZT/TMfHMzIVl6xao0c0QiPUn8crkS",
-	"5uXeWuAuosUD+l/dh0B8FwJpbIWW7ma16lthJKNhnMZxZrOtXaY3+J/uwyIdX3rDT/Gdjd//u/lI48JP",
-	"9quNK9/DMCoypuXEaF5h4kZGtQWWswK6tw4BrdAaF00XtYzIcXZDV5IscwbyL+VOe/LdvBMhMkY9wdvG",
-	"RJyXy7ARHMicXjPSN7qiLQr4X//P3n8+3x+MiF4532LQZgQufUB4oWklIPZZkRMzDl8Quo3C2yF1HPXS",
-	"wA07cAkPRjw/aJ/P7a2133+xH25sph1H7cL3bli1C8dmlLWf35tB11UPmEKb6vG9i+zeS15CSp6xQVJO",
-	"Ppy/goRUTT8sT0USEIjlsoRMc7EwsUtFMzF7JkO+zNMYcoJiGs+1tMrFYqmIEleMgwtIzVmaE3HDib6V",
-	"+Rw9F9cp8JGcLUWugAcuBmAnQNgYopCYtzwi73nMSFTIBCxFPWgVOHXOxNaN8VQyErD2DvZekgjD3pfs",
-	"NmYsYUmkzR1F00wemtj7B5kEIYf36n+6yesjoo7VEYnOmMpXw+Op0qyw4CpFfwzeSDRrHBxpJi1VzuiC",
-	"0CxnNFkRmixSpZfPZTfHhTIWsTdq/Z38WosnMN9FLhV6m2Kt8t/M0wwkQV5wGRAptBFndHd4XsKmybkQ",
-	"CqUbzkpb0tbss9blMwnvHJGTXKAPl2ozH20vrZ7QjOXqWEV6Y2KRJ1Kvu1aLzSLC9YgIvSNaTXUPG49C",
-	"KpIjkmttIuUzCLSbNSbt72O3c1pIpXfFvRNf05bAYEbX5EY/5FZOiKmhlD7aX9mKUBkzjh5LUHMmTN0w",
-	"xskYBr1L2G2cFTK9ZgO9XlCk0T5roC49C4w3OdPrt/HoeTAeffexVI167qXvbN0Olq+Uv1v7Gn8vg1ei",
-	"mGQm88wZ4M4YL3Usw/1qOlhTBcPVbC7Zh4sTTRKMJzQnCV0F5M35e3LD2BXpw2l/J3hCV4OgvGshuFbE",
-	"jC0V5yxhXKVUU9XNXGSMZOmU+aw6Aeam36nno5/WEkYomjUZ8l3QK2SH3QQ0XP0mqD3Iv0qaCQwXq+zO",
-	"3vOHrfrY/m/t8tc4tJ6CW/M2Tn0yp+pE6JFZNb5K4rG7dgF81IsxeO6XB8T9rYvlhGbZ9ll7P/hPNfPe",
-	"fgWXmjl7UZn1Cv9ADregCSRpgV9DW9ngpQDjycv1IUmKoYm84KQvGSORVGJ5xqgUXCu01lzXitBNKjGt",
-	"AqsEShdIPKfq8vl0HL9gu8ke3Z8cxM+TF+zb6Xfjl7utiadM6nO+MdvF3GbTY7qoVM8XZka5vGHagutT",
-	"SBODJLF6lRKW8JqKqMGoMzFWr32L//AncUMWlK88SYKmBKRcZUIsce37VtVDh6Dhk3p4REynepSDI/Pc",
-	"FeMo8VEvQ/kti0V7/B/l/ToylYotZXcBIgzymfSywiScYM1h89q4I3bL4kKxCNIA9Okd+Kbo2u27ECJ7",
-	"K8TyXLFla2WCo7Q23XtVW1TGE72xm1f1MOQREkIUeAfC0YYNiOmdM6LYnLajkEf235f6chRoBQD0/8R3",
-	"l1ZOkDZwzREKeZ+6InJ3O7BuTTE2oaK6sKkkoCcOAi399TFFx3vks47oiEQLensJW2vmBcdaC94FvT2H",
-	"332lTJrqWzt6XKrACFpYMXfwla2NAfu6exCDqomHS9ormRwsGnJzHGmrvAFJVNJvdeN96ib/Rup8ebRl",
-	"NYjlMJZz1I5N0GT41XH5vL5LnpjSvKYwMWvdEvR02hKQqjXPDYGWFCNJHw19zJFLcywcDpxLwcUT0Isw",
-	"xF/xuy6GBqq48uEFvNHYHFzPwyGfoWl5Dud3cEiiEn4AXxEF/m/fROAVKn+JSB/NCEPoxrHlrg+0TZHp",
-	"gy0kQ525os3Y7OAsEzfICs1CHZkgkimfNvRf8FTwUch/YSxBFhyl/FpcsYhAHv2IHHPCuMpN5jL6bbiw",
-	"w7MhgJBT5aTpb+nH6IhQTtjtMkvjVLWsAhGFkmlipmBHTQ7G+0dQG5cxN388bS06lD53Jr0j5PAs6R/s",
-	"7XnAE/ot/nC1fMsycwQ9hbeWrzhal1NX6qx7z180ObLhSRUXbasNe1b4KWLSo2JkPRBDqSokdEZTbiKV",
-	"SNMY6oFsX23ZpVZ+yyaLdolPQHCO31W+CSxNi15j6ekVBu+jmueimM0NwVnu7GdRayUJkoW9X41fER6K",
-	"2tOjI+OWM7eW2Bi26A04OjAJOVyyfLhIeaFs9LGvtRAbftDKdF7wgU1WDrkmZVM5k4nZiPyg9+GwXFA9",
-	"Bb3CvqedeNw75A327eIxflmOEvrDSFVNL9QUBsjj1SnjNFOrquLb0N73PKV9uNduNJ2X2okhsed18nqn",
-	"DQ9/bw0nAUWgvzvcGx+5kOzzwZF3HqkiOdQnwMkeVcY23hRdXdDbLrEEIzIuFiXIjHGWY96xKs0kuy+R",
-	"e1G0OaRrJNX25Ue+Vlwe5/HBd+tKkLpVaEgpJ2lCjGhxPiIQIzuN3Az0rmuVH+dbTZqmXJ+2ZRrvxBkt",
-	"EjbcHz4fzml6VQwhaNCe6Qs6XcyeiMbQG7SZiR0Dt0HRQiERb4ddM66Gxp0E9hCIlSxbRETR2aDDVcsW",
-	"S00ORc7uMfY2n4IRcG3pUga2wdxB+tHO9e6O+UtGA5Oc6fz2pfCEZBpnLB6Rgl9xccMPIfqtJZ+Vqq2m",
-	"kBLL0w2T2r2Ppe7I3RJkq3aFLPbU2Ij3cK5q60xv2VyAoWfYOcJXGNNBVpUSfZxtFY1shirnLFtesNs2",
-	"tJlMCzTI38T6OEiJwuJMkS9MCgM6X+HlZJoic09zWwLpxRL3xl4kr1z/TMzEhzxrL6SYSJFpgTJXainJ",
-	"h7O3pK//iXEpEBxiqW3gAR5a/S5Xy2ciFBh6r4xDc5ImHTCpNtd0AJ9OpV9qpShUsHLRFl8NgGWjwxL2",
-	"SBujpeLKuAI9udSdJJkwreDAcTClZotDfIEn0VNpz4uNaeJ8i6V1FRtNY+/21qWO2RXw0sa8XIQuIj1n",
-	"Uq5zKd3PXVSt/eouMWq/+khYiftgRDSLiliS5ixWhlgb1zH5p0k80RK9xL6D31W1mfnKI62Fm+U0Lmsw",
-	"Wos886r2ILFwcKRtaz2rJCJLbSJHbpKR7yU13y1tQZb07IIkW0auqjRw6t5Y/f3Ee3/1ymv7tVYj1q9L",
-	"qOCqmbWs1h+UW/lxI7V6ZcR1on0E/T2YmNqKkGGcFrEqlrYUWauw0Y+vETvCDGdo7jYYEkfEBylplWqb",
-	"iLXIO5yNwKSUgLh8lVSVGJE3isxFZozRcgqmOhbUx0PHgGMWEJnyWcaGhdwiAQpIQg9sDWHchwa2q0BZ",
-	"Rx5rS1OVsOUoZb0QZAp3lVRC/oQ1oeqABuvZ8/aVfu3sBS0ocMESMd3me2ah37QhpWAGqcfODCVYOJ4j",
-	"svvdeEz6+2OCBqEctEwX9anvXhxUIiEvxm02RI2cuxJ/Jrm40dMGq9irPsPRWS5oagYqjp3S7wNmL6R2",
-	"IhP6m/ldc1uaJOjUAr8SZH4cga+97gjSNhIt1HzkDVxGpA8FQogXOBiF/FfjBkiVU1ZMqahJ4YuFTcnf",
-	"pMB0VnytOSftuo5P4y0lrBaQA8rbPbUFFE3rway5Cws1v+jM9vAXTd+JmR9VjxLq+1OECbXyjQuuWS5d",
-	"pj+zVS/oTQCMQf+DyjTuBT2hX7fX6qJ9QOHsk2sj1c8C5B7ZG41BozssyZfGMZPSRFHMC0gfS7hyNs2Z",
-	"nLPEaI2D7esVMyrVmX384QO6oZKIiaIpv0+xZLNQ1lqyLTeX6CXrBmgS2hHPwM8FIbOccoWjc/6Hpvrf",
-	"iN10aHPaELhm0SEpJJ1kbERK/a7vRjQ4BFJ2SCEE0AWcGgaJ3/qGS3tmbYzTo3ibfWVzQEMOHsbD6uRs",
-	"WgrG/2A7zc7YVH50TA6CkNsAe1uZBxF5Okt5UB7BgODJwiq/BdRyad0E3g6PIEZEUuIPeKM31ol1yIks",
-	"Cbmi+Ywp9GMmuVguWUL6px8uiKoD8npvCjxgLbMEmIvmr+9lLBJWD97ARkHU3GqttUVvTxbwC4efsvT3",
-	"33a9cgXUFqzYKGf7RNW9juN2qNLblvKWguKkHOM9PRbniqo0rm7pTZ4qNkS+YihFMpqxJDDSxTp5R+TH",
-	"9Jqh+Ss4kw0C9iQGvWLykERItRHp4z804SPNRqSPImIQkEirR3qxUNbbNOxsRaIllfJG5Im+XQuSQWvG",
-	"EAqdVuFh0WT6MDY7nsEWpaFBDxbmPc9WBkUp6NnhdKnreNV+DEb84G/BMnWgUSDSkWEt5mPw24O/Zreg",
-	"/YP2am1m2vYh0WH0oG/erSXxB1WsAy5OybuOGnqRVlxKch/9gZRUrrVxGntCdwuA9EOyFv2GbA9+E11q",
-	"cUOiYVT1ra/RAb6egi91Cp6guMozL/4SBVYn3cbAsWdZtxhDpO8ZQ1Dv7iPHNq2grXGTtCKph2bUs3W+",
-	"qtMtEs38eMMfBu+TpHKZ0VU7ePx2r2jaDWtAjLaBgCl3918fBcbohpakUEt8nGJoCPVhISxfjdOHSg9H",
-	"S80Yiq8gLo5Q3p44BU1wIVl2rY1gIx8DZMhByS0ha9wIhYCgWYbeiUHIJywTfAb+O8eotJnBmfOR6R05",
-	"ItQjD3R7QrCF8pCXtmfl2Nvss1T6Mj/kIR+SiAuu7UaLeZIirM0IrhnRXgK8eWVlLgmjVhaPhpG4SlnI",
-	"CYlQm+1HKY8GgQE69ysMIwQMjmyjEwjgE0h5Gzopdrge4hLW0IJc4nMgkFoe07+bpzTFvTjo2905tDsz",
-	"qLwJvTV6CTALwXoVTGoUWPF6fk3DLwoIheojvQ5w9+nPJ6/J+d7zF6YhAJw6rXLgbl16FBUNsAiltGsD",
-	"/Rp4DnrjbED99L0h5XxC/kPKgGKmhHLILrZ+LcpJpP8ZgWpo7ff+wd7eAKowMNE35CUEkkWwpytJpFgw",
-	"pJ+yfr9M0UxEq7HiDx+KgdbCcfhge+O9g03CwLjZAvSztNjlh4Tdqpw2UR3Q/A151VXy4eytrY7/FPZo",
-	"kaSMxwzhayAOfLizQ5fpyMiAUSwWYS8IedjDrbjUw8XbxXQKJe+9gIQmPxIvxILrzUX0mwu/zlCG3E9+",
-	"lUxJ0reVbJfoFzFElEIpD/p3L4s8DdD7FITcEJye/GU8p1nG+Kzx9yUWbA8s4uaEWdT+hPFWuI+9cQsn",
-	"rixeq3988/6AV6+yCYwnS5FyRfqVGHxfDvT+DDw8GtTQqMLXB46g9e/N07ZdLB6fs6KlbTaHZG6lCPLf",
-	"qvAwwEzGZ2rmchhyw65IHyrmkUdZ7nr2wwl58e3BS/K//u+90f5oFyWxzcLSiknIUfccACvBctR+5KjB",
-	"hA3M3ygQQINdIPKrrDmorJv6HgWjTuyeuBX63ryl7ZItAcUhtbUJs6vprWSalLtb367nLzp36xzmu9UX",
-	"TNyS/Op7gcD9YyXeNQWMDOB7XtI4FnD43ztnKqpTY5PqjkLuxGC775D0l8UkS2PzsCzFCOT0Qj0hogFr",
-	"kWqq70RukBSx4PyKsaWJjFqXFsyzHr/Z1jKszbO7fpdWF9ZLDumDwgLSwxXx4oYM1lbsHpF0xuENiDBi",
-	"onY5o0k5xLZMMWAC64kAbqltGV73gzvNLerZFfF39r7n5kf98Yo4P8FXV+/AM+T7PD92oA6g4nbo1aBa",
-	"7a02RbzRn6KrGLcl5KjM3XdKejZeIXjtd1s5Xvv5xHyqE77Mzmsr/ZPENM9XHvo96dMKjJx3K+jnKDSE",
-	"ZGVwQdb6jvx9eHz6ZoiRvY0sqKsnipsFJLEhsiFkV5lxWkXD6MKkz8EoULnIPFirwVZs0A/1do0kMB6k",
-	"gADzR5QCJH7kOJ0yGl3gbcJYovit54yIXO580ot9Z3+JQm77V2ml1o7XiK3T9+ftOScRoTLkkTe9WiA7",
-	"8IjfRuAt5BGYIYCfCYYWn9Wy+zfrAn4KcEuYriM2aBmOjQcKm4h+5BBHSuRAuaQxohS0juv5i41wXOUg",
-	"PVxBN0hQQz6X3m21a9AzGso16JyE3RpQe5d8j5x06DuqzQJ16t6j0cjpy35RDWnqy0DFVlkWCavpyZoe",
-	"EnZ5zfJ0murD4CnUFe0psCHNS2Pgw3YOQv44ldlaeuvlVFV53KgIb5llatIgHp3DsFkm/IKvrvxm+jvU",
-	"fv3efrT6a12x1D+C32PvHggS7umHRVdKB8z2iMDEpNWEHHwFUc3RB6g9ZdgQ3TLQ98t3ywy6DOn7uXD1",
-	"Ns3EUH9pKK/S5dDqoUOgKpZbVep2qLXKf7JcOP3P8/02fKVIiZEmxcOdHQynWOM4gkRpdCNgGs+SqjlG",
-	"ohDwMeRKHFmgUJDdAO2i5gQFKelHHZb2zvUeoF2iR8LY9AGiPThQR9/eI8eQqo5pabOcSRnyWaFZBRqK",
-	"EpsqYBp3QJZ5eg22c5byq2EmYprpN6IDRS5ZnNIs5DRJ9Juw7hQ1ClMpZIoE8DozMDBFPAek5YO9PSI4",
-	"WoGY9FBwALKNcGQjKMyLSP/81zcXJz99//747NXl6x/PXp+fXx6/ffv+10HIUx5nRcKkAYaCb8NSl2Wy",
-	"TIrsmpEVauIocrUunmLLj3jO4iuWmHoxh0wSl7VvpRLk74ItfzNXd653t7OlHxwl2A78+Pj0DUm3xD1e",
-	"HwHwOixtqYhBL4jOIMFnxOMtHXVV3pJKkxaEOhN44nOKYNWNQqN7gPqG3KH6kseD+pYxk/tj+tb4vuVR",
-	"a1n/04UURf4XiyiaVibrkwxlV/1sCT5zWAlGABHxfjRL1byYRLb/D94+QK7YUtW7pGlePjbKUqkuUykL",
-	"JqNB2WKm1ktoRM4KzrFIdYWMWNsRZTWmD4s03ifRVOQTUMh8QCSvXgafDUJusALdWsmBb52Vs9XTcd/L",
-	"hNDMs1jCEaTcjcUrWSZ6ZsDwx/t6OtwVHTsmDa11RuQt2AIzZ6AIg2FsFz6VZKY1TF4CCJfrKg9zRpPI",
-	"eX1BIzXNh/QIOguZm+tfZ2sv72Fx2L7d9+jNFvReLyYsgay4ZoXEA9Ja/be1AF7iPvYzmA/5W7WWNEkX",
-	"jKOlWYXecN+eZoJ6WSFeNWEdFrKG28IWk/vBttgK0pYqwfayWYPjEAsui0VJJKlWdsHrsC2eQ7mEJaKD",
-	"2g6qwe1lJ17DpspYLLF2Q2irewVVbGdO5XwI9w33vztoLadsLSUEZBbNcJXAz2Cf3UlG+dVgM5+Fl66r",
-	"p4Su1t+bxh/1io6kRRt4B0hibKhPMMjrq5QnhyTl4LW6dKC5B+PxICAF98MLif55V2vBjtXpX/YHgdFw",
-	"LxPGU7xN/8iFupxC8X3/YHygn8PIz6W+YAFT+wfj5wNtLfNplsbw5ZeDgMwEZ6R/sDv2BEDIq/UW4IjW",
-	"THig9WfmYJcvTU/0/sHu3iAgSojLjOYzeN8+zEoWy6XIFUsuFyxJqb6gBwFrQKuv2NvTA6/Cc1evkpwq",
-	"dgml//ibHn8NIy/k5newfTjNSP+5XuGQ28LFS0Sv7j8f7+HCX9M0gx3qP4fVdDcqCzL+fHwwqJT3+w4T",
-	"kD/dZicaX1Xa+DnlyRBsjWkaE/MK6xZZ5mKSsYWMSP+3TxDW0YsOv919HIB50Vw+BOmtkFZAIng6skiu",
-	"CD1fxHNUHaF6BMLEAYlsTfFvex9HucgY2nsIGf9b2KOjSdj7GPmjC7mWLmXDjN3xGJBCUiaPfJRgxJQQ",
-	"uZZf7un3GN8wzfLnFg8K7nVNY2zStxlbyAHIFdSAsNfX37OvA2HITJ+6X7DHdNir7JjfgsMhZ7UYHDeQ",
-	"I5QL0EYS9DvagpQN9XCw6m/aSjsb6dQJqwDslM92sh7XUL/BfoCcN2m3JfuqDwYfb/3uNWuLtJx7+QFU",
-	"kTldLhlnyZHrTeQgh2/YZC7EFWAPsvS6pZPSQ9LEjFK//Wm7QJx9UeQx81PsrAc5VaQ/Bf8PohlJcP+k",
-	"itxQOViz9+VKtZVgngM46GSFZheU86ULk3wVmZUZpgmAQWj7L2FZes1y07PM0zCuVaUl/Ljxvz36crof",
-	"707aW8O3g+Aeg1OAK/RQQdQTtvtitWSDLQspFab/+8ldneYKvPwJrDSkyb+EhebWc+Pqe+i0Xjv4JV1l",
-	"ggICayJiuWNP02iRaGFk4ChGiNeUaCZufkGRYIIuWbYYGfYy8uq/ac4gYj1MuQUtt4c1Q4sFYAEchFO2",
-	"socYfq+mGZSWnKEFv752ZBL+Kr/BUYPfzJjLB80P5VPmh8YjZuLlDzjvSj1vc0DVd3s/lu/3fqyX84Af",
-	"/fKKrfwBm1+8EZtfcmZHaBZ3ZOFbEC7Ee4n9pXyJ/aUcVxPYtf6jw6TtBT298RbA8VLrbuY3W9d1WfA5",
-	"o5mar+oXtIJ3zXL3BPZVvTS1WD1sfgpa2MhqXebOBqFtGVVwR6VMMXEr07z2wa1R89ort1ru2rGtLqKt",
-	"F1rehhc6X/XGEV7twg+WAOvjav9+ebF7Ru3jKC+eAYGelfRZDqnS7LxxoW3acOGMNWb3K1LvBRKv+/kC",
-	"KbTlE+ZKyzfMlZY5fdCEjGjgx4a226699kjcXX/79t0PhtQ/yMalU0PYHzyCb7t+5tG9fx2MWHniyN9d",
-	"c719X5fHwH/QWMsldsXHu6D3Qw3Nthb/yWcF5CrcX8Vxjwbkiq3QU+B1lQCfNyYTuTpbxAcDwceF3+Kg",
-	"vVFrdxGJ1wXJodjNxTaQDLac0M27TZT6a3YGkHdrVu7UGAXNkb4Gv+MNXZVov85dp81ikS8qSwTm1PZg",
-	"rebDbdqJG9z/0K/szrNy40KgRVr2hXErbBu/u1e6oSNqgBehP4LumraNbfmKGyoNpukImhFkYP52p1z9",
-	"tZCdL8wa+rOvgitC83O3HM01aPHzTeOHojNvNyeHSNc6HSplKhXlynQ7PYSNztnSAjOVELvexPwFKG8Q",
-	"nLm0lJs8RVXPuBEby9DtrvyK7/wV3/krvvNfGd+5wnyfFu65IfCCFvG8SdCvCzd8hYf+Cg/9FR76Kzz0",
-	"vwI8tOVI6y0rWWlMsjIaLlUkY9S0SbKpZhanliCWDh5oPOhQ3Ef6Lmaz912dh8nBiByXYtxrlke546qO",
-	"3YHuYU/51lqP5fKvXMJlLd/AS7qyKQZbJTn+6dGx/yxA1S0A1C1x9n9VSOaH4Cm30GwzkrFVOqM7W6AW",
-	"98tjnTOaSJKqwVpggjXOF4sjV8u5Ox7+h0GJ3A1eHDy8jX6b48lTZ+wZcpreoa1C/huJcCG1dlMuWRTy",
-	"fs1BpQSJPmFWv/edgGh1GlBJsflQBIcHIhwYVLZvtN1hB0HZLj1CVU+aImzv7kFrhLjNQdVGET8aAPtO",
-	"JbUN+L8WmMILIDXM3Q4ivz/c08uxh1CsEq+QYwsOb62UOdUaDK/j8j2orcCTI/eTV8hDq4hyzyTknryA",
-	"aTcm5HrL2kltYKlPDskPhWTW1GlLVBJLxmm6M1uq4YHQGke6JSJ/9+bbzpOm+6K14L80DaDFtz65KhZc",
-	"pbxgaLFrbbKVXf3RHQRqwXi9d+jpcneR/ni4d58laxdtiO1f/dwvRZyxQhJpP7vMxYRO0ixVK7KgUupv",
-	"72769r2aApitWyfCDMPaunlfax6iPfxJu+ftAU7gNn/4GzDkpil2ooaaXjf46mGcMf6wBMwv0gWv7ohs",
-	"XVJTkY73ti9rd86j2496LuiXdSZV8iefulPYTxC2axJtiaDqMeerjfqeeaztS28WS5Gr86t0uWyDdhdL",
-	"7wDVUFvfvb746f0rsgN9zKs0ioWvC5pfJeKG7+T0pm2b3MvbUBR88CpAqrQ3O+bfkZRmfcflaDwKxjSt",
-	"FIMKO8sMy4Wy1ZHTuAGkHZS8iUhS0JHXL265RO7r3QvNkrIfRpuDb5N5dOwg4Kx23FxVhLj2KyLLrAuL",
-	"vgUp7Da/YbuUheoEyhh49fez8gPVCx/Kz3VERO3AbXpL+zI6F0YLeDHX9uxsBpgX9jabzub3D8Gd1fIc",
-	"U9za8LU39jN4gnYbHQBqnptGKpqr+4ClJQUS47tqun8XnFmA2ZAnrQndmtvCZXBtJcyiXFXziv2Or5zI",
-	"AgCDNieMNj/196ExLIZvEufnpVnWoW21Y0lfeA1bnkkCmDR4rxuliQ5zBuErk+SVjO4HCkxt9wRvwTdx",
-	"9ZJ2nyAv0DsIf4nkwH//9ef7GdrHxMDHADP+lU3Iz2xF+mc/nJBvn+9+e0ReJ3vPn+++JFdsJcHZqS99",
-	"N97/tg0oMptVZcLr5NX5cTsC/XX9TvhM271XHW1trtD6Kd/x/ufTVjRFWUNelOms7b7bDohWXB/A3EA8",
-	"uCLPNm+RHh2OvWOfzpukqdd4a9LUW92gyfog9Avbvv+uK1ldc3foR42Gq+DXLJdOP260HFGtqdwXZXZ9",
-	"t/qYi6w1WV4QuWT0Sh6VoD7goEOgPBK5pIVKyyC5kooteohKqzmHvaslDlpbJBhI4GbTulzt2v2xS6/F",
-	"YBW1FQMta0WXaKi1+fRKJx7aColg8hC8BiUKhVZ5oGP/dSrRd2WLnmTgOxb6gKzn6rkyNqPxyrtBOmCI",
-	"wf36CpTVbi0ZUNUCLImOGVM9h8VzhzaiOE1nBVYOMxN+6VOSpNIkyeEbIHCvhYf3wI3rOTIwU4OiPCPD",
-	"rr2CVFxF4KdmNaiC1BZxw4lM/1myXhvAkhiE9yrJZMpj5kMVekpCU763GZtbuoge4ANa41M7mVO1Az4V",
-	"fyesEw0TXkwUyxfUxs1taoWa+zFon3a38xi3AJyvS5oru0tp0mXPwhp1cGDbMmLjm9pMSPdu12OgchY7",
-	"j/srKJ/afOjBxbTM0zg1tT2uMEOrkJs5wfYncI1We1H1g1aGgDtsd3RFcraEGpLyANZy2cxRMB3+oCoY",
-	"zwBELmHu91CVv7KNTWzjjzj+689zywEF+t4+8fDUPNBMPPylkj2Jdj02SrE7xoU7T1Zpdu7yRiqhzzoe",
-	"zw3KmW4yM4BHPIGFgarFfY2LSqIgbGhE4kI5DIEjAJGGzIzSBHmEXQGjXAcJgeTWli9TSAZBVcs100SG",
-	"vB81ST0C/AcTZJQGmi36JkKwNq0Fcsy+EdOQl9AqAYl2ImLQbRLi3vxNFJDoG9vs+JtoEJgXGQAbaZqb",
-	"luPynbAWDAciU31KJloFBXFmvzQYhbyKPIFESo4NI2nDdaiDToS8HXXCcDMTdsRKgUEJuWMCu6JQLAi5",
-	"hz1hRv9MGuAhV8mqBZO5j/IV1lnmjMK6YjKUFbJ9SkyMxBuveTRVyM/k4EgPJtoxa329G+FbDsb7+rGU",
-	"k/dLxo/fPJNEzikUowFk1ZLlixRKwI1bAxXckEcwJb+wPArQm0TwUjRAvGPDpKFGWM7FDVaZIRqzqUhH",
-	"WgwMtBYFvqyFQve2HIz3R+QYwDQsE3Lu+bb7JXpyOzO6LAm2oC9+XnQMQDlDDNDW8kBEf7fIw822ELjG",
-	"JRqrwe+GvpgIzG5Vi6Zig8Vim/gdlttUXHjbY+gYDvR0AaGLuYPlvUyTmn9dxJUKWfZ8+mL87e53ey/3",
-	"6cHkefwiaa+MRfLbiu+X8+mUvLktBtr0Qlc19B6BBVkVZXIrYXSub29NGF8ynmx8Gm5a10viHJiHVqt2",
-	"4XTOck12ZW2qAXu0bknYFwMFBbIBEzb70ekHRPwEjMGhQT7GFrODhzSYANXA6ANmyap5x+s6SnhnDv31",
-	"D+rE5J/MP/hsPYqAu6HRjHFpdeM0ZqSQFnq3nHh5/tBQSfls+LuYtOCnbWClT3Vy2pQdqQg16rRrrI5M",
-	"1QETbp226A6dx/tf3Jf1twd7zCS2otpke+XelzJ3QSPmvxZV3ee4Fmm+H8lJ2UfadmHOVhjCBjUEPYGb",
-	"NdjKx5vz/tg8fL8XUg1zNkul6WiP+whMSVt4Fp+humZPoPlXV/EvEFzwBowluPdkdKZdhTK9RarKCORH",
-	"GP6fcmIw68sNwKQ8V7UFtg22tpGKAoI3lFViCZtrpQOFi5jRjUlNIdc/mVdMhdYYMYEPM9th/Wy5OTnG",
-	"9gcldEwqQ56zhbhmyYicI0KzQfTFoR8SS0mEYoM95GstkKx/HZb+BfnutkmSSIq2v/WGXtD6hBPXDNuv",
-	"KoDIp9byR+QXA8cCpNEa63ii7vsd4ej2ZsmNNsnV+Gq1WzC9ZoQLkqVTpnXgJ+yoXHYdK/IcTIfHd1Je",
-	"J2DXNEMmfSxCKpOlHERimmA+I10NHtoyeTO/dnRwjg+tC197RBOsSw9qf3MzoGD7NR9C4Uil7Y3eA+Nq",
-	"BMaH6TuKlJ2bDbQLdICuti02fPRG5Feaj/ahfxxQA51kbGC7owOUflvv580tncEvi1U8a1o4k/YmzX2P",
-	"Y9+wnIXctGAeHJFKp2h3srfoKFAtpywbLbveyxs7Lrem79R28tS9t3bh2H6m9nsNd+OjJY7XFoyrCfgD",
-	"qHPGYqojv3udgZ6P9loi9g7ky65EDexNHyPzC0oy7wfsmKKVUUuKzLvLx+grUfW9x+GM63MBfvLLOl6Y",
-	"xz31lcvNRRAlxNoWwGpbo5XB8l+0N1Y9tok40yIza2811dra77ZlS5imX91NW//914sKpx2t6cx/2dbj",
-	"5a0RBVqjkoCvKKG7+jSdmbZ1I3jxhcqiwFUmvRyPqy1NXo7HwTZZTril7fmkhnsjZw+wc8VQsiV1Wb8e",
-	"ZGe2IFgQ2p53esX4ZQf+mEkSwMYANX+O6xawnhYq+1L5XGWx7XTXE41XxVGnHUswBrDTo5eD0cFobxBA",
-	"Z4whg54TbSkF1m3VAdJsm2IFNhfLpPqDZVO2EWslqoqBtvb9ZfvI+37D4wrNOgutsk1Ya9vD6qa2dFbq",
-	"UjZa/FFVKmxrumIqNSv+KERAmMiGx2Id4daozJt9KwWB+/xkTi3MT3t6/Vykcc2/VysWSnkqtRhzCbs2",
-	"YUaJZS/oYTTU4IIBiIAsc2Eup2mmWDtXTnnCbttBMDIxW+ZiAt/vQIFphc3szC7qeImf8zgtJM22u9fk",
-	"HTkohTWZQpVl2dquh627ECJDJJkNOVob04/qvkpYeB9YobrHbdTUkUnQPBAfeHprJcVWjtRmDDueUxUv",
-	"ltnw85VPtLITM1s/IXtOHWZc1XnrJwdu0V4Cd/QDlsy2uY7NtwMvB9yWLNgjaj+17WHvFBwusAZVZV7m",
-	"l2NZ2LMRmDGmo0H+nOmL15Qjrp7wclnWlN2rwO+yHMVliTe+ocCO3m5/b1t985a5iMcENztA1KK+O+4E",
-	"UVqxTt2dcuxBwAkcFYB4gbpRbMQWwP/fRejFagO5EpwZ/2md0jpHbmtwOhFWm3Jkw/n+uDaeVGN/LnEy",
-	"Ydcs0wNrS6JERrieQ1525Ol+IRa6Dd/rxp3yZePux1bwJ5rTLGPZZXU+zYpBW6H5sOMkGUu6sKXEEqqF",
-	"tqGxNYHlgzZ6KesqmxMydQiIjdBCwSYj4tLx0vorWkm2Wld5r6L/S2Sq1cWoNyYrlOh5ZNJCug1dyRS8",
-	"N2fYcZq6j2I5HPfS1jzkenjCohqs0+g6R1kzkTtL/R9Rpd+Yrn5JrDo2fStX7v0WrNG6LWh7wFMv16B/",
-	"YJ3t5bJCf7sb6A9Y48ZcMyv9neRqjM2DHukd9n6Xgo/O6I0HzGGUgi+j/TcV/o169FMZAB3yr72RhlV+",
-	"H6XyPkSpfbBCu4Wequd2+WfRU9fop/fQTftYdzD4k+inWyuaj9EPHiX2S4iEx4r33Vbx/lWr2IS38Fnl",
-	"gNneh0qBtkZJHSevLAt68IGrpuyvPzHgnUz57NIyVQ+Yw7W/cqLd/I1ldB1uJdNs9bH0uBHN6uPa836/",
-	"7cVRP8HudjVjaSSW1MI43W3MftBrjg1HEYqxtmORKWok1P4D56pt3yxVKmNDxpOUcgK7t78Hdm+5O/W9",
-	"6Oxx1ljLj+uViKacLGe5UTV0G2AVhrZnH2InNkelT9R6kV3dK2QFnkhqgeUQimZr7mjFaLlUFQwM++dG",
-	"f6JbKqCxUiHY5K7atn3QNk3NPJRGzcIgpOnVwpe54dCNzG/Y5Rp0ef214PnBGgzyVkDtdquo3SdpgzaY",
-	"HkQVAY5ngiCCM9NXduPn24MftRgszicgXic3lz8fkHpGvde1zf7gr5Z51TI17cpETkw7Mvxha1i7slEP",
-	"rlOAW7uR3NZEWoGsXKlta0en9R5rD/XumSSRS+DdMin4ofVYTZ5QB0vy7r3hLLmcrDZUOlrIvS0qmlp0",
-	"eveRDcv8FEmM3qa1MNKt2eVaptQ9DecivIebpNILY02/C0IloiJ0lrB3u4Xu3Yqiy3f6YOeI30prrYfE",
-	"NxrX4HetFVifX6Y1B7JRzpmpnb5BiBxPdb5Pcr6pZDp9U8HgVoKk8Fbby5oqbLg2epLW+2taLj+TIAhI",
-	"yqVi1EG4QH0TXS5ZYvAoJYuLPFUrANFkMrLZ9wJ6bgPqrn7Png2xv7GdvfwM6gjSnjvb+dcHZm6sj817",
-	"6JmtmKUTKbJCuTLZD2dvR/fpCi/yzcPRB+/ItCdPuoP22NT4QT3Fg16Sr86KlsybM6hdQMK4EUWWkAkz",
-	"JGMy9G7yVDGLJN6OPehAr1pYFRK1Xl/pwXbJgExWxIP88npQW5mylRNhPB63VgHF7cvu/QLJifbM7I/G",
-	"egT7o139n/MbOpuxnOyNxiQRMbBDQLumfpMgbNpgzZC5yKCAD0tZ8bac/M/jd29HIT9jU5YzHmPOBpY8",
-	"TtMMUac+nL1F5BBt92KqN5bsaW5EZ2vX1FtRNJv0+UJylozop0kfzanyRn3EUhiCKVgd3GO1N0S4/KxS",
-	"2IUt2F1HP6N1qOCGg3iTTzn2d4UOJVuXtNRg2Nrcsf4x3rp/vnvqfQm/VsuRNcc9AiqKHPxaVO1DD1tp",
-	"OgtgS3Xb7FaSK7ZUplMnqvFNgLf7orq5SeDClLButQs+fJvPW5qsgQvVCSSDmA4mARi31AJ7cL93MrEy",
-	"gsBis3smTZdohi0J3NAEoUpKWOEBvBBaaFtyuydVWRTFu3scmQbdBO4clBNxC952tk5LAIR6KX6q2U/K",
-	"yYfzVwCQtUizDHUEi3RZBwCJ5yx5Yx1dNXOm9hLUgxxKsm8jGIwKEPdQ54K3wutJH9U6/CsxSlJQYvzi",
-	"hcuc0eQSvFfulh+ZtnPMgycYF4JUxhNRcNUsQFiRGMrhJFlgD2gSwQujdhjahpsofcBCbPlqUait3u0F",
-	"Ke7x/kZelv6W+2g7EWEnt5Y4HctaTlLZXttqedMpZpSj56ELS8d+ZL2FgB8tH+gYsYKDfGYaHb9jiloD",
-	"seaBhmouLdqX9qGyPfLCPIZpri+/3ftu0K4pu4qGS1QM26S0lAX0GjEY/mV+tDSVB7YncxyzJebpbM/W",
-	"JpAkfImN7uWlY5b3g+qxY+hyH5kRpiUeMVQ5fDh7O+gAdcQnLq3aRDuj/O7WznA/Zrk+bGr1zBs7zzbi",
-	"adZ33c/2so9JD0/nGYAQDj2MEXBsSdJHGBRpm8XKU5a/g64tURByexHJpLw0gMpJQAxyb4QmQobJoYPv",
-	"irGlNKYMePra6vka320zCvAWw3ygpYzD9PDce/rkCH2xjznikyK+YiogkyLXTxdLre1S84ZnULmj5oNK",
-	"05Bd18Z7E9J9bUm6MO9t+wDDh31I50FtPnqh3r59h3OQDxpWW2zvrOAPs+Hf8wraq993Zx0kbYtryPan",
-	"saaU18hxTe+mau1gGR6z/1pj72PTOs3nvAR3vfuFZKRvInjQDd5VOhnMe82MIy44izogxGlOFw9pB2vX",
-	"oEwa0t9vrMinXpyqlV59mYne3Sa38BowYtj3dmOmisPb7BaZCQMv4G2/EuIqICqnXKKIh/ZLBtRnSz9x",
-	"7sbT0tCg8uZntq8TuaZZ4UGtGaN8TgGI7SjkYL3epNi5ygUzAEr7UC+2ZAYx29Y7pmgOB9gMDkC/3DsC",
-	"r0cndJ5FjtVAz7o/wG9lk/c8w7XLk2fWyn2rAubbtt/n7bUax16oQ9typQSIaZ6nTB6SiCaLlNtmduBY",
-	"CczWap3piq1CvqCczpgWoQO/J5481KpwVP0JXDT6N9udrg+dJm1Hq8A0j+hjivrx6Rv9k214b56u9W3U",
-	"A/QNEvxu9Rd4ECvlsJIkyxZls3d7fTvLExbz2HwV/nAmpzzDL9d+/dV8HX5+Y4cAf719+87+0/TuNndr",
-	"a/U8nfGUz35mq+5iJ4n36J3QHASRda1u+Dg84XvDAV3Vgz3y6kFwPzlTmtQ7y6YBB4Dles7EAsOTVNUB",
-	"GrDwVN+1bQl1HesX+2Fmm6Hryp16ggCQt+2blMXOWM65RRdqkYN+m0lAIbJ9LRA/4Zl0NelLlqei3qc2",
-	"VcBiqbl90AWt80Em7d3Impla8Bk/KJMAJssNY1cQPuemnkrR9hAgvgCgkDoQklzBWW1mHy5OTOfiyrI4",
-	"tM8pFlArmkXb1+HnbEFTvYVmCarjcatDhrD8+p+BKa+dsEzckPGWxrjeFbUWXMBMk/EE8epwu6XBjIIK",
-	"b3B2/JPlwh2fB83ZzqStIhCKJnnL+gemp58eRpbO5oqw2xatYUt3gSGjKjkEHjV6o6xtUtsRqnR8bkX1",
-	"LntOl9XipsPz9lpws6XqEWlt/t/s3AzuvxT6olb7PVYV6W2aoeqXd/U3sNH/NKlMs7PFwdYqpF44rTtu",
-	"qSK6/JftIJX8/cNi/yZWke3MrUeC3YEciHPZE8IwCNv6D9sukOhTiCMKe4fkE2KKm0SOu7vIIgGiqjZ6",
-	"lHngouflKJZUauW1XyWUVdkJuxL+8c0Vv87gsZ0oSpW6pYywYg+LbE0Hd+wnWKPzVhIeriNhbRKsq3eE",
-	"DrF9YHe7A1P9KK9Y4pCe8oJv0UwDPuP10YDJud3dqIo3qbK1XXzZxraNuxhabcPUacsFc5gWkABmXsYp",
-	"aEfHp29Iv5rnFSDuE/oM8UsBGY1G7VZvd75XI3qQMK/ItmtxOtqP2r6jbQibzWXYqLtqE+E9z1bteWTb",
-	"N7Fdi6Hht4JCk3FdyounNqMbsddRGthxZhlX2mbTKzRLrxkPrMyFQCP+dj/HbQGQZOvhi+y+3FCJiGg2",
-	"OQAgb1A379QinmoXOtExdzUbxxGB2ZqDmYr+HYDHNENEDv/6gs60PI3CHvYUMO/FtgJhL2oVVB2TsPxj",
-	"21m0pzjhfleRM8ttWY+iaU6TC4vdC0DT7CvgTFt5iIMwIMCwbi2Z7lt11rVUk0rgvn2O3SpzrVY4GGoy",
-	"KRRRdIKqK2c3WcpNCoCX1HIwfvli6ya8xyQTNywfxlQykjGlWA7987nxAL/Yb94gA5KkMwCtz0Ne8ITl",
-	"MhY5k0f1qZQQ99HOIl42G1OMiMUhIoJDw39ozpouFoWik4wdEijqgaXVdtaCrsiEObA8mxnFOJ7mkC8K",
-	"qQj7R0Gxu/yHs7fWlYo+khaW8pCUnDVcx+96b5cClFEZ4Alr6rfQ7d36fCouo9E32Ard/WAdT67l/bSG",
-	"eeU7o+xQLAfKqGL5YEReG8aoVxM2g3uuXb2i5RyoIokABQoyGEh/xdTgEHUrDMCH3OQXmY4FcCkRI3Ls",
-	"+8+kSrOMSAbNcRFMG1cHPYsGFIWWTfZLKF6A3K5t329tOnycL0bf6INfVjCs39p+GI76bRf+jzD8ZjD4",
-	"3/5bby16tsXafjiEKpLRGlb1BM4Tq0L8JeA/IUX0x1wUy+9Xvvvjiq28sgF0hsxF0Q4bAy/B5LhHrh2+",
-	"Sdy0LZ7WmzsSU8C/QpfLLNUmSS40i0xIIm4gqVOvlR77YHtfwqxcke3HbZfxrq0keXsfJjqZtvnghb5T",
-	"tqAQ4Thc9UfdbVXbfr3eW9u0lQ8HLc3ONrn8SB/Fhx4kqkFXbNWh2G8CkEmT5tsarY3qTroN/rkPFyck",
-	"oSstBTTRND/gXRzcw627CbT4PWf4FRTqprzPZtu66j1/JDRnRBoYY39fturYvIW7Ixay3aF2IqSy2VEW",
-	"aNf23HgmbaOXgNiTqATZZcPdMTzQR1R4moGbE9KMeGLi5bJYDAIihXEsKWj1AGyRkoTF6YJmhyQaj8bj",
-	"8fjb8fMICmPKHw5eev/7bttkpXrj5a1ihRj07wqsg1NxS6fSY1su3xcX3439Aa2XDUG0sRITPGrTeE2Q",
-	"63G9KcCcE6qrbeH9Y0WbkDWSVGqNeL3xaTLd7b3wm5nufdpp4dNnDtKh3Ue45mNHxEZIQNu7macZM/Fk",
-	"73aqreR2HwDjcFN7Yip02b9nY7MpTbOUz85THrOOBUxYll4z0IwtzK15yjX4otYFik24PP+fnuAcmn2v",
-	"tl/penjwZv6g8OAyZ9epKCQWVLzuRoL+ABp62Qxe0y9LhnpmhuaNnp7OuPTWo1T1TKMaSma5NslQhG0/",
-	"4YoDZctH8vYq2U4Xxxvr1ZBl4pNtuoNH10DA92kmRZOSbbsIQ8qD0hXy4LYfeg6ObEvifpgXw3C2R/QB",
-	"8TjCPXwVrs+GwJaDPmT7eO9g/SF2GUltTv1f5wxqGrxVt2EFSXDV2otXSkawTkc0C/YabwakCgs5usVj",
-	"ps9DSYkNlyYWGc2VWvblgHw4e+tzEq0Unb4/vwC144hwUcmy6keFZPn/jm3JpjmdLRqlQ/q98nBnB1Ih",
-	"Rub3USwWO7KsaN6irKlGlxWSXENmr3Aqq66aHLyqFUPBGW4W1Mlw1k1m2ipfLNvUlWNzhSxowrTiNaV5",
-	"QBaUFzQjOUO3hZ9I1aIl3l/0wqi7gn1wEYJ9yAhs8s0wTSLN8RMGpR7GK4PjH3V+5aIdcK+9c9QH8B+A",
-	"8DGea29JSwpJsuuK2Bg3/rdHX073493Jt53Q/Gbh77Nq+rFXayKb9po1GsA/4C3QFrqofmRNTKj+Vhex",
-	"rEJzE25cF52pz9icAGEG2jvoe0G/tvlUA4GpIjOhP9vWVMZvhcluqwvfodWBy8XOUatQBSN9gycPCtbg",
-	"CGrXtDi7odAyVFS46TNJGM2zlOXEPlayqHukNGzVw6DGOGwPA5dc9ibZso9meX95RP1j5KX7OY6yKS+p",
-	"Nrgn8K/V+eRfws/Wvkfd3SBIXxu2K6Ys3bDkiNxoVXHCLGWyZBCQCPRjlrAkIn1K9m5vIRBmkwRAzkV4",
-	"TCPStxyd3c5pIfUbRq0dE9xLe6jIb10UV5tn2SuhvgDeB2qXfjDfK1ft9XV7Zf9rFH4r21akrsockSjs",
-	"fRP2IrJglEsjMqBpJbuN2VKhK18s1TDlJDKZK5ihCWmj5he7fFBKnWULW44wco04ItOJiCwMxjlCMoWc",
-	"3S6zNE5VtiL96DcYTUDCXuXFYe9jBHGolLNBrf1kM4zu5kz6kjHy2p5O3Olv6kjqLrBRFjqu8bDv792/",
-	"PaXZpKc72X+pE32GsbJ7mwWloICOUr659AgzwU00zhjNbWrCFzUcjoh+kORsiC+V2HkeXRCeOvUZjIvt",
-	"PNg1M6PZPc6QSk5cRbBXLIRfO4JJQcYbUJU17aHAGNGny8Kimun+JIbN6PMZIF1N/o7JuaI8oXlCbKK4",
-	"y/3GVTkk0c1csvgycqX5ZLLSWhw8FnIDRoZV9ksK2F0Drd7tHUDs+4DklCdiQSYrxeSIQCL6UCtc9Wgy",
-	"fufd9Of//jL/7sef/+c/8oub3z+cvvruzdvT/3gj9t7St/T8prpILw8qbc72v6uEovGNvx0P/wNDk/+2",
-	"8/Hf/vZpHOy1B6Qri3Umytq9e3CBn8QNtKUA0iHU4wmWylBiYcFaKolN3GhyCCCxU8w6RdykDZmPIkus",
-	"to7Ebbeyb6nWFT2M8L4fy09EAfnuxcF4PDgiY0ztTbX2fVMpC3sxPviuUhI2bm0v88Sn9wL4/o1bwRnj",
-	"LG9ihbQWo5l3/5qq+fnDhtUSEnuQ76N2dOU9Wl9atlz2uqyc0Q2tOO9wS3yUGcinhwLaY4N601BKjk/f",
-	"QClEP5IT7PhpEPexfrje7giRCTTzrzXv0Zyvd3cHBeRTsRZSTh8HbW9m0+FcANLDjCp2Q1cg/TPKZwWd",
-	"uRb2kOdQSCUWeqx++sWIHGcZiaDbOdY2EkWvGImO/cLlQ4J9hggm1JQeJZNWE/I+LZfBrkLnIgww6QNS",
-	"Vk39V6rmIY/pgmUnVLrwn77t7IcTsr+//xIik9pSlIoulnKkVT/NHGiaFbmr0cSkyhCAWuYm4ILd2sWU",
-	"RBV8v8jyF9ffyhRdkejvQ1OVOXyTRKOQv2OLiUEwg1x5i5U3EYkVTeyWxuqQUJtMaxPDtQUTZzRnSRBy",
-	"gNHjhGJhHIEcp350fvL+9PU56m0RZqZEuET6fkg0IuomjZnJJwy5hObRBlkGmoisSMKWah7AWGod+cdQ",
-	"7OXD70Uh53SBEDQGgGZJ1RyjUZUO+IYmsCqTFNxOBtciAKQbh9N6/upnyFVLiBQLFkD6GI4FeS7qTjeC",
-	"0Cy9YqOQH2N3IovgKjhgOFl4DWzWj2zgyBXCQZMha8zA4ygcVapANPqH5Pj0jefcPuyNR7ujsUEh4nSZ",
-	"9g57+6PxaB+zsuZw1ndGNyzLhldc3PCd32+u5Oh3E5WadbWNMnVOXiWY3r3ARPCoi9sFBuwCoyf6PolJ",
-	"TCE3thlUlGGyUzrjDHseYoOuxFZO216YZJkVkmRMn3ptN/2sX6e3/3Wy9/z57kvSj67U6pC8//kUagDz",
-	"60N7CYy7bKb/fnV+rP8qJDvU34wGIcdiWxJdpUmEuD82RIEF08+MG3JEjolWzqDWHyh+wZjSpzbkBYcF",
-	"NC+Rc4BIydmUqXiOTNdW/ePuefBOvcPej0z9+68/n0NuJ55N2Jq98bjWFwWSXrAIdsduE8qUTRIH3g+8",
-	"trmfV5BsBrYDzhS+fkLjORueYJZkm+8CSv8CsqC3Qzpjf9sfjyPH7mmbD+rOFze9w98+Bj1ZLBY0X1ns",
-	"RKwmBEKBBdZUUYOH6MPx/ZVNyM9sRc61iNMs89vnu9+i8xFgoX7rATRa76P+ZIXEsd+8w7cY+jAPrRT/",
-	"C3DBKrwpUmYKKBakr1mXaccJZh1LCLvViibNQo43yYENh1d7fhqEjE4gDBBfBgQjKE0Nk8+XKqInJUck",
-	"stMA14LZG2jB2bdtOw0v1OomCGTsMSqkGnSQZDdwyGek0+6PdhBvWXq6jrrui2xindDHp298ojIJhVsT",
-	"1c4iXnYS1rEk0VZviYKyZMSOOULVxG00aib6e1FgpIwteR61be67k9N/pf09vdeuvjs5dR1WH7u9O59M",
-	"FvLdl97o8stbb7lJVv2vufPU5os/kxspoNpQ57euUjJ8mUNlhBQuCrXDWA7QMzf5XYyMp61bTOqv2ybH",
-	"O5IBWoLc+ZQmdzuIQ4Gp15XhtXw6TdZ+1fOUvGj6CKuD+AQS6a7lu22wcQjvgCLSVkGbHs/m4jNJijzr",
-	"XDJs2rrV0P2OQGvHvuMaHG+3ek83Cond2ry/drRaM4Rmv41fBZTO6J8x2+mfnVzlFJUlLcWxfbNDHhqR",
-	"Y7A1Jdkbj7XeAW4g6rDnMMFKax4y5D9dXJwGAHIKQV2FCdbKle1JJXJ2BGA10U7OaLL6Z4RurEIBUsp0",
-	"msYdGsRPZgqfkavgJ9pYyHGWXjPwvz7H77W9xo1rx9rKRabW8pu32j7VC7jMxYQdGbNemhQ1f4XzAjM2",
-	"LW8xbfpQvKBiYP5VlSF/MOdZMJWnsdxEdwXPQFd1eq82ISSJzOMj81VAGolMEwBj0w4OQ64QVwNdQpV8",
-	"cetWAdRb34litF9tFoCwS2XIuWkcAHiZB+PdnYPx/oi8wzEYhVnb6xcsY3pk2tBZUH1QhrHg1/qbgoN3",
-	"gEFP4BxhmKepkochD/mQRHOllgbJzsH525rbS4Na/wluslcReC4g+KM+J/bfhtouMbB+GYuE3UWHISdk",
-	"nkolZjldlMkurq10qtf1MhYFVxGB/7jGMHJwZEYI34n0q1JTCY4HlC2WGVQjRuCPQLdLwRHfNgE/iBzB",
-	"RGeMX9LUtH+/dIe5OVlzI9JzQMyf5QN6Nd3PblFEwrIA64KhZ7KZuCvp1qPkMaQ6WX/esCykBoQqh5vZ",
-	"jypj8KftGWEVKP5B2ySxMTi0yXjUrMyvZZ9xMzljyS3B+ZVlrmABuDZGdQ3Spt4fQJ2M9I5eymIR2RlB",
-	"UjaO3ktJu3ROzcsSGUtews2fvHI1gXCpdxDP1mPa+JLmhru77qLmOIwH+rKMXZlBlF/uRyatV08z18dQ",
-	"/8PE2Qd6UBBrX/PWVWNQLSPxmmSYbtJ2KPBj4LGZy6uUJzAyuIRWsz1TWBOIexcNmt8B9d2ArV6CfZ/U",
-	"pwwP6c37UWg5AP4rPUcrG2KRZaYgsB/NxOU3ekHMxctvoi6T3DC2zQJVsVu1s8xoWhOlDZdMh+INLFzL",
-	"zoPx7j1lp35m/97PPFZGf7oLqnGL3z7e1e0EzZdZIe38SB8A19jtUsjUgu8sqCLj0Xh0UHEmWZmIstv5",
-	"i3fiOVU7ZR0F1uKItc29otP35xek7eFoRM6xalZq6hMZHBevWSqgYLb0sNW3SSWW8F+GuSyFZLn+b9k6",
-	"LyI7IY9aWz3jCzQXNlkv1cZuo0ofN4h+kGnKaUbiecFN7AmRQSLTgxDfAyh4+pnBiJyJjEkSGYatZ+K6",
-	"FUekDzF4KgleHngTcA2MzdD0tKMRuWC3CgI7CtB9EF8oZ+R3kXKWHJF0QWd45GiRpMK7w0YL+gfjsT5n",
-	"73m2IhE/JLvABRykatsRfA87j6nhtcb+rkroe5Gsnky9XddW/K4aNzT5OZ9N024bCgZWNa+BRINh2Syw",
-	"fGfNbawN80MTWGt75YkmKRNnMzkmpmLePPrbq/e/vP4YteXy3LXDcNpXex3UHLWTqDH8CGJn8LEIKVwS",
-	"k9WJD9fGARxvC+5V7bnleOXug5/cf/CTBw99cvfB39x9/tAn914+8MnnD96V5+O9Bz+5/+AnH7YrNTlY",
-	"FYKAO1mThPiOoX4/VekkYyRGWH8niSpxFGB5vY9B73boKUHDZUY5w4xm2quLxYdKRE8YHoI+tFiibuZ6",
-	"ifSrvf0xxozXBiPyDuP/Lk4SlW+MSEyXdJJmqVoRE6INuTURoDbVfdy5Bo9waUxagUl9s0b+AntMALaE",
-	"llYWjcsX49tL1Y3i5guJmj+JmHliEeNeZyUL8vUvLlm+ypGvcuRfV464luFgWD2hQCk7It9LnpSPaXGC",
-	"jpaKNKkKE1IsQ64E2RsffGfukDYLBe6pGBCDo5ZGvKkMeQRddiOXWomp+pgMG5F+a0de/bIS9QHfYzAX",
-	"lXCOLJsVgeKFpGqT0HBtiT+rzGi0tv5DREazBXMH2y6pAhDrgCxsc6yvPPgrD/5r8+CSuh/LdFHr9eJA",
-	"bXzmbSoVat29z37Cy4a3LScb02PRu26jzghRM/rDzuYXp/YnoB9cwSyV6mnoZ+cT/PduAx39yJCMeltk",
-	"Xjg0KJsbY8SjSY1poCAG5MPZ2yHIapaY1pQT6CpJF8yCKE5WEPmz7+qIqlqItHvEVL/Msej05euLo7+g",
-	"dPrrnh2sur2mGemnJik92tGmH9AflC7+//d+iAKbkVGmkadq8FSHztLx3c4nTbpbHL9T88TWx9CFV5ce",
-	"npo9mx3nxz5zryMUdDMBOMH3+L5Buf16fL8e383HFwsDOCm4PbtbChxDfw88x8t0fQkGJuBg8Ypr0uzq",
-	"C3zAJRuD+1EQTHjQ9mvIyyK5aS4WAYFMGMDjUgKqYzqiz+Zjj1X06l3EWgnfdWy3ZRNPnsh1MU+hHU2c",
-	"Ts1YbXfqzqQtTH97UEbeWcEloQBwiO3FDMAw9ESRqky1CznU0kD5YpSzJJWjIs8wNMlUQJbglTjTF0hf",
-	"zqE4SW+mbaIIWR7YgkQOjsjz8T6JCk6vaQptwyKDDo9drqc0zWyaFLX+a3Ay2JwoLGxeMp5Ack5f0+qE",
-	"SkbiTEhEXS+4npV+eWDGBVCsCF6dMxrP9bWulIYzXNM/JEUQvv1AytrSPNyWGvVQ0ra8wr3xuESUAwrB",
-	"MkFYaLzJpL89H+93Uq5UVKXxzqdpmrG77TJg9a2PT4C93t2hy3R4xVbdlqQ26Y5P3/ys72noHW3LW96y",
-	"A81JoQ53w40GTuKzCnScRJeF+l6bF/p8iSmUOB2RqMS5QL9kF2zFtm6phzikniB5Zytp/9QJPzUJj235",
-	"ajJeb4Wt05UWt0rNWZqb+mg5CIjIEiYVmaZ51ealyxRIslNumw4CABHZ6pJGJ6zm+1dsVUYlscTV1HD1",
-	"uws9B8jMLQwAFkauUPA3inhLtAoSXbFVdGSYBZbqH4Y8VSSm3LRtN0qONke0AAqwQDxngIUzIh9MOSOO",
-	"MdBKEOb3aKYurlk+hJRy0L6xttkMzrYAWQJ4V6M2d28PPAspn4UccIFN4+o22YCLh0fqM7mv8eUG6XEr",
-	"p/XuZ/l2sqYyM/BK+73t1bIfAM+1FiN4zAb3K988zm7oSpKIiyHQSYToexORrMhcQDG6+d6mms4/OWva",
-	"fcgzzx/AAvf+ddjmie27Ynnnkc9eUtsPF0rYW3ElHsJEa9oCFDwh3WasvRO36wecSpIuFixJbbeYJcsX",
-	"VK/KYYkMZdPpHRuGXrJaTSYH413kqiByNa/WR8BWgVsGjVUHPg8Fbhny/sH4pYdj7htgeMoQcoVyAm9K",
-	"pcqpEvmRaRyiNX7ECoDL8H0URi1c8RWshscVK+zpoH2ZNE//ooduG79B45mX/zoHCBe9coBSpQWyJoPS",
-	"MIQmMgrY90MVj1aF+kemuijkqZXdNZKrJpBeX9BZ1zvNbTtwj5Epf2JS/bOS3Y8M0ckcQI/FVS+1h4Gv",
-	"T0BzVuuB0L+g3+DBSvAmjzH2jE4T0tc6DEIHYU+HcoAdjtsN1awtblvThKzODQG/TxrwnAULSJRTxcCM",
-	"hHx58J9Xm4jrv3BlTBFNVLb2BxhOROyyXbNQQC4E4HFS6HbsENMjA84S1TohhLxEn9OPoMS4EflVymdH",
-	"RojduJZN0PtGls04OGTDW5xKco4bm4G/CivGWNLeEZdIRVcy5PYmSw2U2OEYmiDnZQ8po+sbUYg3Hobc",
-	"gvlgWs3KAOBYaBQHa9aK0EMQoEebKQFmVdoqOFEoNiLHnJhH7CLoN5X2hLnb2BMh75ud/G33Y7l9I5qx",
-	"XB2r38YfowG8M3ozHb6jKp5HFQwj7PllFsp26TvY3WuTyB8AV97x2/u5L95M4evGLfG5LBwc4pdOy1kv",
-	"IEqsxccKij+x8fEQ4bK799XI+SJGDnapKHU0U08dOC5bdssDI4MTr3Wn6+dBV8b3YkqxH2z4xHOqurMb",
-	"zwF3MTIuehmRfl4tqGqrmBoQJZCTmxx2CC4Y683AEdmbn0loBLkakV8hYh32MGc57B0CxGuEtyOInRZY",
-	"a0pnWKaoLd5B/5CpF4sSwW1ZT8hjmucra2VVq4AQ7RisryxbRETR2WAU8pDj4EwDRVuoCZXukdmXDNFA",
-	"bI9FmjPXrBy7w4Xc1OBK19lc4qy18I7YLYsLxaJArxzNMtt7wTd7KaR5modPaJZFBuUU6vCwsc+heztU",
-	"6WmB8yvA/kVhz3yjXFsfxS0vuMRWltS2XfdbSkvTztLaszbZydW2Piurw4dLlg8XKS9sfAjeG5BMzGag",
-	"EUAhPilrf/WVQUCmjCV+P3FJJjS+whMBQ3BDCrlxIGI/02hBb88VW8rIH/GRXhf4UUtraZtfSxugDDkm",
-	"2ZradlksjDgv3zEix7b9QF7wsoM0FpQHIXfagROu2EMa9w1L+mx7QLf/KVTS6xlqjaHSYD2E/tGI321O",
-	"Xdi7u4usSocqq2LLIwjrQbkxmayM6uBvBgbmAqNIkbLzJhxpXGTPNQGNX294yGEsqCd6bKiEByi4q3n3",
-	"PzcRhdZRy0dMeAgOk0dnwxNPiUW5au6MTOJya02KPqefyR2rX/0HpRA/uqwRbjwkhvXt2OKOTyG8R1PU",
-	"aDS6c0zRcAuP12RSEPsWTVb6JZT43ds1wfpsQROAhaSXA1vKYgcCjNb5umrcVbNNcyNQWeRyHSqQodtX",
-	"wlQLyLxymKYYSZXBDid45c8f3XqQFvdfXSPbMvH60TH1LZOtH5crZI4Os8oUZsxIh99vlT54dHOaD5Q6",
-	"AvMdWnyvbs2vDCLKlM8yNixkibIFzB4Er9fCGooNPRcFan02oQDQZCClpG+xoWNoBJ6t4NqcyjlkmyiR",
-	"Gw9GyCNmu95FFYkkcuyBASDKfuctcE3o12mtVGrpigoxGOOw3PAvKtM4AnYRAarGXsmzQh5VsDIBLceE",
-	"SQcjzI3JWaw+5FkUeE3KA9eVA9SkKgKZyJ9JAu8dec9rdRoAjRH+dQAeiKnIQx79+NqWplpvkEmotL9E",
-	"DQm9oCvs5h1y44I5dLzRKLt2+3LrjtIr5S1fdzzUCO1zfMHnEsSVj2A//y8cHq0OYUOY1Cyn59oEeLmv",
-	"cuW/nKVfHtPDmzxVrCuyWUckPMIEbH029X+hnFuJkpRKFh9XCPM+9n2N47sAZ1cIp3HUPzvm4+dUsKuT",
-	"WX+Q//zByj8XqWshU6f04xbQTdNgz+RBGeIePCV1i3x9mt9JedtfOtPPzWObZL9ybb6m/H3eExDcVx5A",
-	"gmB5E0k5JrWZcuDGwdCE+xT5gKX6TBUxMUGyOzKqKSbrY3eYiPRRMx6A11UympWxvGto3aO1ezzS1kF5",
-	"5HJxJDSAMbp05cXn+t0pl4rRZESOTTKfiRmmHDBSIFr38siG3kKOxdLrQm8bVVeRf16tVeR/pMKqGU+H",
-	"jwR12HLrHxz2Cnpvjbu2vT+Hb+t8OHsbQL8b34JpFKz8xXP8HpI69FWRflJFWjycWzY0CK9ksSv5D9Pg",
-	"ZNW0DwjNMlBrTPAnQLsaS59MxA7yFzTDCk3Snfl9wjLBZ2Cga70fUXdLq14+8+3zASBHgH/BK+aBZMMc",
-	"uKbtkFzy+TnNpgSnk4zIGYtFnmDvGNt31Fw0PmIAjaWx66PDPRePu3VEjvULOpMYyJY5DLicPoN+TBrD",
-	"ppTEV2YVel/D93+Z8457VqFo52xxoVZumwzKR6hOG8xhoz58br2+G/PrsdL7a3bjF9HsbS5kSa+e2VsR",
-	"CYPH6Pn3YpOOun6hC9bbLknxZi4y6C2bcgQp7ptmgS7dEHzvWNRkArcygLj+CpIftCi4Yks1CExWYeRa",
-	"uEfr0xNDPhHJ6pkkkZbHETi2J8x9+MhzumuJCW539o+CZjDwD2dvn8mQ9z3rys+d169MMAlPLFKlNeM2",
-	"4weGjFkKGJBwrT4hgUzLa3xMK60RodASMheLMp6AslKGPFXazCnpAWRlIhhKS/DYo8FzQPqnHy7KS7he",
-	"g6OQ03UZg63CFlsMTqhkH7CKN+TxnMVXXqolOB1nOZOSzAqaJyb9Eb9K+trSErx8B+bBfPPNO3GtZ+9H",
-	"Db75hhyXpWZR/YhEdgP0mQq5WU/vBVDDUNaJWZfoAvobYncEzm5M8fCIHIfcBDBwKTClz/VRyMlc3BBH",
-	"h+Dn+H//z/8LExHsbDSJiDydpZz0sS9ZAE3JME0i11Tr7S9UomEgSZNlyqPAEKd+C4mWOZumtxhQopwg",
-	"CRgod1h//f0kF8t63oQNd4XcNmASWUIUzWdMWWMbulBW1D00fKvJGZj/4YhswmKxYAAuD6jx1iCF7vxa",
-	"B4SkVy9aN2rciJuZm6SiErHfZFBGgwBjdHnBoR+jXiIcjpHQxozH3ov1UBPuTQEZxYnJ5iH9SB+AtXEv",
-	"dGGXf9zBqoc8coEx6DTRDOHpMw9tJwy9WN8XNvkEUgi568C9wBNkdrKqykPlW7ZCyjKpPbDVIbcArtCg",
-	"m0rDpKYiP4RsnRai9Yikr00JDP+ZPhHeekUBWYhrw5zLg62Ea3OKc8B+JaJQbb6XyLpQTFvSljuO7O4F",
-	"7cPwbRNIQ8SsuGuGTB07T+rTihDvbVq/kTNPpfb/OTw6X1AXNHSUPJlS+NUU+uqWeZyZZo60b6c9k572",
-	"+OROmh1j/K0HdzD3/LXBHWAS28R7zJL8CwV7/uuakRAgqp4m6+54sljRY23I9bEmpw1WI02bLaGQH4wP",
-	"jrwXtEaITO13+bIHxIwCglj4oL26lmVWOcL+2q4Tu1sLU1kAGjniL2OyvD8XvYZpxkLed96qLOXM1HZk",
-	"xYIP1mBPxJ8Rbh9f/oeEqsy8NsSpjFf6cwWp8PXbRqismDEX8K9/keDVwdeA118o4OW4IXQU/nzRL0fx",
-	"n/Afa8Nhx/f2S3UBS1iW9zX+8zX+0xb/4Z5ceOIAjyduP6sK3yX4HinwvsZ1vmhc59Fk+Ci1e7NJirT2",
-	"iEDP5nBNyGtwEvcO14S8Fq+BeIwrO90uPgLljhAgIfePj3S7JZ9EFP0J9PYvxb6cN/JJ+NhXqfxVYX4i",
-	"VyQvbb3P6Yg0v3SiM58rkdfL6CKpqGJRWUZX82VUISBC3sca890xwaJ6ObDYyac/n7wm53vPX5BrlqfT",
-	"lOWBsaQrSWrwFnjE5OJHS2wJF5F0qrlyjd/2AVnT+Ez8d6BswBp0eBGU0mO7cYzzYQeULIPKfei/zRJp",
-	"Y4W2GHB/vGfii9Zaj4hkLprmtUesBPK0sAh5P3IN7bXV/Tco0AuIjValCbb7xjK7yyJPoc9wLJbYyRjX",
-	"HpCWEnYZz2mWMT5r+cU01P+bXt6oxAxolPS54Z1qcSCjwYicYEYgpgSsRJEDkAHjSRmdm4osEzd6fe1Q",
-	"bSaTKQia5OLG1AOVqzQKecODZkSdiVXCskK1YksQFCPUIXfLE5FFKjVllpWTLWWKgcFPOiILkUMAk4d8",
-	"dzweVz8BvsllLjCpwCDMoQfuZau7C+fx/v9j792W20bS/MFXydBuhUkPSFG05CmT0TGhku0qd9tlhSRP",
-	"zUaj1kgSSRIlMJONBESxa3y7D7AvMbGX+wqzb7JP8o/vkIkED5J8LteoL7osEkgmEpnf+fv94GjXqAB3",
-	"4YAIct8tOUb8BgQd4c+HPpq0cMyHYINQHNwjff2jUsWqbmIahzMIG+6xtmVv4P8F8ytLVcAY/+ffZeef",
-	"vc6TX/m/bzu//t6LHj96979v6WHfIJT4BSsWwpc9hXMoJxhmFMxeP6lyf6KGQbkLkZDerdG0K36pV4D3",
-	"sTukQYeuyieiJYWdmaLkvEKB2PQcrty2bu539na0fPV7h9/f3vT1iLq2m+vzo7mLRPhIBNqb43i3xRNv",
-	"mhg3hqLAwbON0trLl/+BAcQ/qc1xXsrC9/P4WhgUSzWiPui8O+5mz+AB33aCiotPg4cYygo4xMNa7ie+",
-	"i73ZGE8KZVtn/CdjvLnNwro13XsSXPdn6PK7Y9o3WJ771O+fM/Ub1lw10r9NboGwU2SLo/OhAuQTZYbZ",
-	"EaIgGsrGB82KQFcC6Z98IBx6h6/pi3UA6IF+B30XgHtUVhUUiWohIslCWrs0RZq0ubiO0D+64jkVNK9b",
-	"T/AztT9UyksVeSPZiTM0vSxSGMGigU4v5BiWA/X8lcwreFR4NYe9J4/FaIU58TViglg3UtMBMYF7r/+o",
-	"DOkTGrI93OiEiJHxB8wZrRKcLcw7NJCZKMHL800ZToZk7YEqcEAKU01n4g5AJKI1MvwsDG7qfmmzfDB0",
-	"XXCqcsNDNVXZ2BXYEMUeJiwgVhg6Zoe1dxfrZoX9wFUzw/OhrT1SE/BgfM0qHyrypkP0MkaRBVenBibz",
-	"cFVJpq/MpUo6WAh6qZgdAxPH2lXDo+fmboU3h+e20eLqO7KatbjsvSRrnBu0J2DPyUxvlBLf2gH72YFb",
-	"vjJoy03FBYG/GIJTr0vMz9kX68sO7gsH7uOgX75T1hfmEydXU8biCCjMPsJwuIsB3yjdf89OW0xOEWI7",
-	"ghE0uglQya0ExpJYXUQOdpZ6XkMBGzayfgow7kYj65euZLivSvjaXanOzFqHU/sIG3xrLuG5KXiH97u9",
-	"hldAjWoEs+Nj+5HvzYgw5Nts8CHoTvLsVeo5twLIPcbgA6/xTE0KZWeUDuaQo8ToJB22oW89xz93kC6u",
-	"GSKf3X2+3Ry4L7v4ptpp0YAL+mn/CA5vdNcb3q8uI9RuZiLChJzT4GuKHRUW+KVcbEFZQyqqDVo7d5OD",
-	"DDk1tNYIGK59gE4BDqhEcHJsV1Rp23UdMrYE9oRNZaaxZTMY5b07YAmv4lNVeHwyNf05HamT+vV/pQa0",
-	"u7lTvr5dq6Wr87+vAbmvAfljtaOR791weQpDaTlxqT6L01OTG9idtSHI/WemwrcdU4Q+6KDv1sO8NNPz",
-	"7J8qCWgTQDMwo2mAN8EhJ3HQ67UHHssndKI8iwGZjFGs04rkZETA7GJsUkpZOo6ALHUmXsh0MDJppiw2",
-	"YDsEFvEimB5FPMH/IvC4uZqbgihO4MWVCvlNRiBTlR3GGutgctQH2JlDunAuZJ5vE+gvM1sGP/dtZ33q",
-	"B7lL1ifYBPdZnz+Bobuel50bW8LRgfcYvOsI9OxW2uhMl2payC+V5WG5p+YjlYKzeQOS/FnA++OvR8ae",
-	"Ul2XCVUeIdWz+w6JUri2uMryspOB/Zebscz3Z9LOOnhp59H3hwmS1YEcnOSZVgORlYgkr5DFLrUR/kcs",
-	"ZEapmVj7VI3QnWkh51ZkujTi0feHIs3mSiMArWi97He0KeYyzyzixbxAgzNX19lY5lHMQCVzqctsPBDw",
-	"IFbYmSyw2AjjTXZsCiXGubEqQqG5mBXSKstpmzRDdiBd8uWpAXN2dxD/mVudzxTD9+N/JSqU+vl2GJ1+",
-	"e9wjrN8zd/zRmTtwN2NT8XUJ3rcUVxv9endn7SD2np1m5KmcoqFEKVsUswjlCKYlVdkiF5Rj6GA7oUVk",
-	"F6HpwIG9RaGuMlNZNBqIhR/Hy0AQJlh48BeTp8ificxasaY/WSuJhFCxyKw12s0HPh0iKVteKuqpnoIB",
-	"bC6tkCXI1Lq+VBxFvV4vJHNDfgudCiWLfOXqn8Pp77IQn9Hq3VIY9VrnK/dzuA6ZxQnvKhfFvF10V+EG",
-	"417AHVuqQBNS6Ym33NtETMIr7DX9tlngy9hRr0rD7kV7Sldz2HD+AxoaNl8z+wibES7uXEksocBtinN/",
-	"Db/zs7u//ug1j/TuDkb0H8raxke4i6FNW+LPhKD+bfr8SzWagaS4oWiqUKXMtEr5nTVtZTFaOZzCUAiz",
-	"aL2zo0/X30qigdtr73Pv352mEnwZCeQWylegf1KVZ1cgc+85Lj56r7mcRHO7fdCmukOxrlO9opWoq9KR",
-	"lyNvH0LB8Vw7WYr6Oyv9y86U/USs5rz3HbFoZyzzHL66hTaWc/eessz10AgPquLJTG2yyRnbkla8Xih9",
-	"/EIg12okjjUYOYtsTB+AmvxRzTOdec7TpzgyecHMIRbSzrrLQm7TmbGqDmMnsphWmBdJhBn9psbgkmHv",
-	"xDodqjZ+uEissbJmVugqz8ngYhrPJNYzk6eO/RM5by+4WQqL77bgc6b14wxiXc/t32UO7xtMlKJSBEe4",
-	"dJP0D7nEg89LzfnpWPtBBBLhOlpP3g11eC+iYTcBcGzEMUc2F/0VsG8otpeVM6YqTcCeSIZUTrfMrGJg",
-	"yInMraICjfqxTqn60RO2hiWRCB0ES4WQh6JG5om1f2CPgI6Zr6547r6oGwApoGhVfkUFmbGus2SkJ1pY",
-	"yPgJSH8NsgkTiKynE8b1Sc3Y7uNQ3XnarqmPb+LnRaDNmwl6t/DkCkeTyxicvgUv4iu5hSg8iK2Ab3ht",
-	"Y0eUZHTPixtAlgIux2RcUWkyXrfy8YqlKpSYy1QNsQ/vBmpecTsz77ZIicxz984/U5jkebAcXy9YEs7C",
-	"q7StpoA/G3h2Wlxijcv4wAoWTe37kMp9SOWPHlJ5qcqm2ga9LesN7gqwvDb5sFjLVGkQKepWTvxFYeaL",
-	"MrRbMG/myY5pnq3QpsGAfnaFxJuxliR9kfTPHUSxTpTvppNiKCngcr+RJl/ckSWfKVq30OSLBkv+jzSL",
-	"3Qz5W6q9eBk/jxh2w38l+Vuvx2fn7L6ZYDt4MZ+aXHvqh77n1b5XJX8qVeKkB4XnKf8oSJ5/mNIIk6++",
-	"xN0U7/aLCqXKe7fk7nDcx2tcdnf036Nb3XQPleLqPei4LwjRwlvlYTkN4i9xPU2gFcKlII9nUlMy1OUk",
-	"ljK7UayRfIId1EKVRcbs375xGu5zFSs1m2hd8ljgNhiQ29BAZcXnQecE2+dqF5kdqBmpYPBnc8tADCZd",
-	"idZCFlaliHxAN5HTCn9Hgq5V1+WQnHy4INZqvihX7a54oy+1WeoGPdjYCeh6/QbisHeIxTII7UILjWwS",
-	"yFFAHYRwUW8H36E4407CVMHX0g36KNYJ0Xq8TZXOsMnhjav30UZ3+tfX4A8W4EnKUY4QD4abSIXN/qli",
-	"jemigTjq9UXiVv4tKZUhOrY2N0v4/jD4vszmylRl0o31c5nlaDo03sYAkXiT5odvJzLLqROj0QroSjy3",
-	"EFiAxnEd9L6fkjYXFqmT7xjhYjbqVR/YgDmBG0qZiCFFtxVc2JUq6z7IQawPe08iBwmMu9gQbcVqk9GC",
-	"al1fayyjvYE7AfdEgyp/a7chL8JmoawDNzGaQxaV5RgQHDVw9ODYUJnBFjYWcAITmc4znTB2WqObke4X",
-	"U1ViSW6sW9xEmTmpcPr6/A4sHclWu/Cs0p8V3/is0l/JJsRfvskVD2SsxSzEfaffvXH1jRtXJDk26m8r",
-	"XeOvDVE2/3RxcQriaU7Fi7WN0CVobS9KCF27W1S65UpXSTm237/arWGjoQe+u4jiJcYhx0ZPsmlVqDTy",
-	"pWcUss3s2GAGjVx5K6wpQAiPViJLu+IERDXmG9Cm5Gsowp7M5fUFtiQm0XqVmxVJXXaWDMWiyMbIzUS1",
-	"GgEGZ8Ey3tFCEZyciyuwc4fxAVOVruQj1mHcNLMBVbPj+cG0tRWER3angopXtJJ3KajgZ3QFFU5tD8ne",
-	"JhWOE8HaD7y2hYqYen74XcAioy4EJdPG9hZLFYOLcoX20a76CPcjN2M83TR1tjNB7cqFHGV5Vq6G2GtK",
-	"OpssSwy5gLGWMP/AW1Zu3KxSR7n9KGF6bh2KzP9SY96ujmM8k+VetDc2KYVXpDWayjeuMkuqNajLhAtd",
-	"UGqz5GPL05/KKRmConXQOej1emAl5LlfkNuh1HDvreOBZXOYPYwX7c0zzX/6+eCJVsXeuz9IgQhu8l0F",
-	"IhcuDmnvGfM/MJqb2SCcaz2MnSxlbqYf5oXTUOu1GWvRNwdowhebhdIy+67/fLooO4emAzuTEquOG07a",
-	"WG+/az+8BxyyOmxL8tZnlb1Ub705f4oUy/MszzGHh3oh8CRFAMbC4q8t1pTBjvZa3LJ3gU9kbZCKhJSv",
-	"k5JMerHB0x6JN2cvO0qDxEk/UU3B5z66T1Ups/zGw3tfC/Oh4TMqgKFtNCJPOEujOiyd7CeCtwsmkb/r",
-	"P08+7ky7LfouYGnfesBvP4Xi9kMY67ucQnFMkD4UqyD0TI/Ok+wnsW6p7rQrktJMFRgL+3NVyk6ey7nc",
-	"fwn/33nU+X6UtD3oHq/ZADz6WCfBAmwZ4rv+82AQwaldXGt3VsE03S4rTnk97ywzvLm2kEXpxLUTJDtk",
-	"QmB93V0yRLslFq72e/z++4MQ3kulP49U8jsWzq0Lqr+/BGIQTgzn3QxASUDGfOE33YsYPMmdICjpmf9M",
-	"RdJff4tjhHar2UwQMLzoTQhI7sJtR6LRkbGOKXu30tQd3XzTzBLSoeNFRv1nRqT3QlSYMEtD13bCgDmj",
-	"lJdBRBlnt0/Ajl1GbbcU/MBRsC0yQAScyxUFWYYiKWSpXlKji8HZyjxfYWqjyLiTONZWFVcIvLtQRTAZ",
-	"gS4rYVAGw7eo4BD/TcRb+BSxtjOKxygxqtKpKttrUH0wp0xZB0rvyZURclpkpdBmOWB+eZyRb5bhxML5",
-	"T8ed/tFjrumjdsOZWcKtnGdgQRNrmEk2n1elHOVqgDDojuFaRaLg9yUkQjTwK8OQFqEYMev47s7DQBh8",
-	"pqB98Av0k18aQXBjAulO6Au8KAoKhpsE2y14S0xOafRYtT8SnXxYZyWpeljyGf/GUQTvES7eX/if+aOs",
-	"GzpgyKh4jp3e1+/W8WL8NCgAek9lsM0U8nGWXRB+9XEBCSa0EbnRU1WwqnAofc2SX4sSjsheXcF8iJvb",
-	"OuwdtKlkA+4Be8MXFRi9G5tvXYj9aSD2/qibtWbu29yq/KZtaRaYhAcdDHJbTx1ryIdZLLu6sW58+Z/F",
-	"ar5Zfdyjzn3p3eicw3AvNqGAGTI60Ox2oXTdjgOfkK33gdb0rSVgOKkHlnq9zBhbvaLQxnibpUn7k4Vf",
-	"b4egg6Gj0K6ORELhKCJLcsUf8BctjYOMDEtbWlJMMpWnnhGQVNTcXLmY2jYsOrKnvU6LdaW5UgdvIWt5",
-	"aYrLTE+HrAqWYmHybLwSeISVbaqJWLOeiDzSvIMVd9zi1lbUudMV5/Ty+RvsQyEIoxBvbqGKzKTClnJl",
-	"Y+0ucjtGutoit2/EObozzp6nbwe1l2OKWNeJxYoLyWjxiIBpS3qRS5OyMiKUP5fxLUxVKsS3zVyNGS3O",
-	"TYzosW7xG/77wa/1a+3KXBXlcfn33q9J+1Nh5r5ZpBvOxR8LjS+YG032S5cU3UWh8Bb7JIrlHnnv3i/5",
-	"AOV6QuGGNVOPK5lRXDvRowWqlyG3T6JwR+np060f653sO1qz3Wgp1ShHzKZZTcQYGKGs+1iedMXJTI0v",
-	"Lfc5MsqyinVmBYrnSFQaHRMMMmOV5gL7aFtM4mirOfb7tCOhrum0WmIaTJiSEUZFZjBH4Sj4p6gHUul0",
-	"YTJdRoh7bhuukqYQ0hXi/RFISnG5DpruUaCH1EpS8w22HvX6bVEa7lGtSQEJQLY0IqlpPqj202t9hyZT",
-	"a/pYyzRF/YlGC9aERMIUkSM9pICUK+vu93pheDAEaqQSb+zBPRZUxYxLiUZbgoXIf6E4o6txxspnZJl0",
-	"6tPntDUhGraOen24wHG5RE7BRgLfnyn8qyPCttZhr8eF6LGmKmWCRXSvEYeMBKX4nF7GmGZSV5rjHWRu",
-	"xLr5ln1h7xy0WJtjg9qUs0xPu9S1UzfEMhlgrDHoDi7xTxevXtY/5JxgWJcFWFLYlDQr5zmaYEww2Kby",
-	"9Vj/9fz1z0NBa9lNMStl0ZhQa4w40fpu8kSYAYtZABrZIvoXnH3SpvnhOm9ngMTKJPUBFJD0kthkG62C",
-	"nbqrKgnv2MVSeHTQj+6WimwytsEz72aUTHf+3mHvyeM7/uCOdT57fiIe/+vhE/Hf/3XYPej2uwdttxmb",
-	"Z2PX9HCwnayNRx8wveBLl6GlDXbTDN6GQ34Uh+SnN71cH0Dd5QcHqjnKrc10fhTR0iaUskvJUN3Uf72V",
-	"AtPfPBRTgyyyjkQweLYHNhh2zQa8mZsmmI2ZBGcoul3cC0Z4wHf6iaLRtOqswVGE3Nlg3HXr4Qffehdz",
-	"a/utRx/+rHcqBN916wc+a9Pk24AlDQ642y1MUcs6eejantcIvW6hsmzabTab6kxPO5dqdXOW/Zwu/Btc",
-	"9xkFQP0zNxWBLsCYtDOVCpi3aOHfY6xRoWReu3uftw7LPesFI+uWXzsuX+R7864ot/rByeudO2ufYL93",
-	"N/df1ExzcF9INKfVEqZJUSVtlsJoilJ5vMRLtYq1Lc3C+udyLNjctZZdgdWCJUyZ5QxsWseprgj+b1SV",
-	"MA74RfV6ZVok+92lyvMO2lP7vy0vbRc2dRKFNOxZ6WYOIzC+TVSzs6/ETF4prOhmg5f9giyMzG3t3cK1",
-	"qw/G3mfMyAa/suPowevgvXKpVvfHrNHYTMn+jSPmmmwzph13oTqjP97xxh+74WBtOLRgcTgjlsGeDUZh",
-	"sU/IlTDGupWE2+i6s1wuO3hFVeR8ETgaaK+g+/UW7I+/bGnAZLgL7etDhF3IsepYBe4GnESKxaLHZKuR",
-	"Vb7S0MU0Yk3RWmqJoC/nYU8EV4K4OotGYAHn+NPFxWmsf5A2G4tWchx6EwNBH4+kVY8PWz7qP+B/cY4i",
-	"iRgZSxZlrMPFIonZrvEa6sQB22/hQImLZ8O6R7GmQqKRKWf0DCGcyF9/uWiU9pD/8aT3+PtIkLUZ66Rc",
-	"LQZClv/y2xIsyFB+Pkufnh/vP0v7R0cHTyL2gbH7mNtUd0g2fq/jXGZzK5LMYrLBViPCr3XLnKXtKNaJ",
-	"rNKEGKzgP5nEjIUeTeA/v5UZZi3WFoTed1ecK4SPoWr/9ZeCB09QWTz7VrgIXB4/hBtdxQ9mjijOz/iL",
-	"sc6zSwyPHZ++8GShhaKgebNreVD78XiC4WDGOtZvaAxy9K3flcenL5ixwRK/KYp2DBfM5EKFJyzW//1f",
-	"R92+aCW/x+R4xXsDEe+5wAVXNu1FIt70y+jSbrcb771L2oNYJ83bEszLO6fhl19+6RwHG5+3NRHwei5d",
-	"U8R6WRg99UUC9UmNtiQ6KB6DRMBiLnPY9ir1SR3RcuMGMgAUoyjUgtqlA2S7cml8KVeYgDZazFU5M6lt",
-	"RyKptK0WC2zzexsMSjOJgkVwQiOYIX4USI462jO7vdgKjZDbgiDJ3WTFEISBhd0NBzs88d4rp/Nbu+WN",
-	"7b93a730XRIvW6X2e3rjuCpfqbk7eC07u7vXhSMHZ466Bx9bBHazdx3tnRZyug1qKBhoDD+Z3NlN/3SL",
-	"5nzMjUU71l42kQgbiLUzD0brthMIO7px9ELj7wvMvCn7BhsRZVS/OyTb2k5YF5VbGtbomBdK5vO/xHuB",
-	"PRbv3eV9UkLrC64Kv7xBXbiorsdKpZZrbLvw2Q+rUnHvJGXPvuoEOXt9q8DqBob8F5gwVQa/5RDqTWGa",
-	"11RRhz33gRiqOdJ3FV83o8iH7S1egLfyF0rLRbafzeFA7jb0X8kFNmcjdO/pC/Go24vEo+4BnIrzpZxO",
-	"VYH0pWGwmDD0PAQAmulGe5yehSqEV5ZY55AE50DwzATNLEFVG2uEJGogrYJpc8zQpehy8xTjvTZ50Cht",
-	"mXIq0zCDWCNcjWTMnkZmJIRiqXQOy85oqr5XPdYI2mJFK+RvbIxwqRbIEEHeN/lnJPFinfiil6Q9bEC/",
-	"1j8dIZawHIOlTV68DeBuHc+MFa1LpRZUKWLXgHkoekDwPa+wd6DAYp3GBMglqGwl8yAs7KnqIweU6z/h",
-	"UiD+tMICijTxjA4BM5gDwE2L1VmlE5cCw7IfpgkbhPiGFpTaEtZ4aao8FTO5WCDnbKxfu13CGVsutRkp",
-	"MYeLUvzdPLNczJPYyww+ThpwUtIa3RXHzR3agOJBfChXk2Ml4iQuwQAnqkpXcROQsmFiRhtwEk1elb7s",
-	"/83ZS04d19hEEdrGePz6PneawJ9dOsgvwOFFM5OoNCiDCJOol04c9vvDWNeEGgc9mKuDLDb1QnFBUIvH",
-	"IhsehABVJCX1pQk7t+HCMESvK3pK1oV8EuvWgXiV/RAA8LeHfFZFLgusCNaq7hURJy9f4JpcqKKQsEvx",
-	"1WKkTYIJS++g0qkqRLKGQ5QMQkmC/SEjqmSDzcgSgk77+q1OfNCmsjOZYr+FpVIqu81mf4G3sBj5XM0R",
-	"NDr91Ncyf5tz2IVy9AueSRBmcxJhouXS/4IOd8SrO/oWMIfva4E+ioWTHNrGcfQYvaEWDmyFYDttoeQ0",
-	"xXsQdTBS+825pAt30TfdrclPcZdOTbcq962afzD+R0qQ8dsB0wRr55DeKTwJfld/eAMnHUuLVP04mJCl",
-	"Y24WB2yBjpGT0NEdeJvOQR7E2tdMa0QfRFPoydDXGmd6QYXeN5Yaw1BgOQYThD/xV/0//n7w63YoQXoQ",
-	"3vyfSfny6C/gcb50U6J7sl2Vv+x6uHf0oaW/0S0lIjz+Awu2akRWk9uGm1Ax33hb4j184dczE4KN/AHi",
-	"bk3tBzAxu/oTqUPNFdSyKNwm/ThNnwxFsj8fL3joxKf6VXFFjrXvXhM13id69uh/oO9Z6dJU4xk4vcc6",
-	"1rv7KMQd2yjoKWop+DEtFO/XFHnfLfAtHC/Xh/mRx2t3c2WogD+vgbtLE36sBrzvqvwiJq7rwfzYjfh+",
-	"Eo73DtOW36XtcTkzea0RWrJpn25tY4xiTR2JATxYtLWvMdQwsfYqxoVH6zqYB1aQfexiWO53hxTnpRaN",
-	"rIw1goepf1QSy7vASntgRcv7EnUItFCoh9pgxbvHA60T602M8cPeoWidvrmoY570ZIwYvqG2iBF9h96K",
-	"PLndSE1MoRqZF8+/trXkjF7Mp1FvfwT34IsJRZ8V+DTS8V7Z39v5H2eI8FGuLZG1hhEqYTW5/TgHoLJy",
-	"qnY2/51XcyYUsS4iNlPi5ctXHOT3OSnMOdb50sjRKeo01m8uTsTMVIUv1rIRs8dEIQEYPVAp8wbSyRgR",
-	"rHSs35w/rQt/Ha8hot8+CKAqAxRq0Dnucxyl1+7G+jiYZQDASfwOXIZklbIUfTFaPbD88EyqHmtO/IxW",
-	"IrlUqyREtw7GxkE8PpVZalSNcEOsA/oK9yVqR8JswVkd9h61u+IN/rJf5KyONsbaqrHRqfWdlCtVCk7/",
-	"idKINLOXMGqmx3mVql3AlvgLt9VOnZey4OT3o0ePnrQjeP0aZpQiehN12MA7HopKj/i7OyBfwwttREAo",
-	"yUqYgqpTZghIeWtf1TOd1rPDxtG8stkVaN/t0xGvGEGUGjMSmMfOxq/SfIIpnpj5XAaVszWKPSwfWENC",
-	"LmRRDmiPcLmm306DWHM1JCLHNnA5spTIzK7LAcWXsMuP0Yn5I1uNOOLUdqgUSRTrJJUrYmqFl5eI1puL",
-	"kza1G+Me5cr+ag7+uLlSRVc8pZykG4S2lbpe5CZVewPkqd2+jNPCVIsfmhDtWanm9jbNjVv0R777XbQ3",
-	"l9cv6L5HfuFlUUj80parHHeWKeZ7O6DqCZ7er60/4S2UAnbonh0syYW0fIwJMRDPatretVcu1erjWgTr",
-	"CTrSUZ5b4vqK9tHM3TmDOSPU3n0OnzPXgu/uDCs0dlle9HyFWdooIIkgrJAIdjwrE498lRWwI7+BTMs3",
-	"aZisJ1qknlZy6pgzeDPWitzpatCw7UjgIac3uNUa2DcFv9rQbCEj5M42i+ObvzFX+Yu76JvOVfJT3CVX",
-	"6VblPlf5Kc10t6o3pCHdJe8LLeu38YcnJ8+rEfw5UlYkVZEjuy6xmloHCcXdTInrYWkly5lV47eJ+Bcu",
-	"ho+1mYj+Idz7+FCMVqWybdg2NZcuEy2UHEWpSXedTZpZ5BUkMFfQlkOyrJaySF2tHi4gcqZ1xTEWci1n",
-	"xoLZaLmWT7w4RVCMAksyZ0oQMZ9AykM2jy1Zyr9RWRY2cSAD/ZDGQUQGwnh1MRSy+0Sq8gwTqmnGsCDz",
-	"rjguBULkHvR69WvEoM7uDCofyc+UQeXRvw6uK//4L1k5I4DWXTqb1yrEdbV/LETX6M8UsrkPpXyEjPYJ",
-	"U76M4V9ZLn4IDOx7CO41i+VWENhnVO5rS+mZy4gtOjdTV/frg8kRd0R7ByWoTGkh7erhQR/P37YcaC3H",
-	"vlwO9D6f+WX3vs9meoFdY3dGXPvOajE3U19vuFAaKff4S6Ze+yC7ZVcaNNSin9d2vkWHDUUCWiBpdKTy",
-	"KbpPkX61neuyn3zVVvDZDzem30vg8T568fQOCVG0wiNvg68V61EdvdJylCM1Mztm/pNYz5XUVoCd1+7W",
-	"NhWYUtyCP/DeXOGSmGYdm8BlV7NyCIYvdrTwV4IAPdAm535rkWeXKtY1qURDWTECSMdNxYfMuTdBTAs5",
-	"VuzTx7qFXbPs+6CSDYQI9vombvguXfUj3H+KtydRrN2w/UMxa3fFM1gZBAYRaWZxlfyWGOdKFkgISl+c",
-	"YScKhTX5o+OS13xCFNvnmR4rl1R2UINWLCRTg3txF+sNXVvWWUKPmEt61+xUvbtTtJ9G+342/4Nn+aWT",
-	"tLeI7Lp1i667T9LeJ2m/oo6qU7R83YOaAE+uN2V8pNOwXwunndna11oJpcsCo+fsN/Bt1FuEeUH6oO30",
-	"RsOVj3VWOjzRSMiyVPNFaSOKGdZsPSaldCi22lJcHpkl+IZurJ/pEiW+LJRv2cwNyHHL8TGc3i7KZJYD",
-	"T+tnvgt7cqBpahpiBke9AeSyso1Iwh3kE89rdU5334WD948YVXaPcZfocr22f6L48p/Scg58mwdN/y4S",
-	"Wi0/QSj6g63nWwTb/u9utu92pnZq19Ht3r0vd1B22SVu2vf0N5/M7/P7FnnkAnvvy27Z2+W12xvvucH3",
-	"C1UWaLZ/qblFOwEoLrmS16+5i/9gl3ok0kq5Vo0IgQQwzVVbCrFG/LfxWKm0dqOwWhUVAw/jXUfkCXd+",
-	"YAdZWsSLsvZaLcHeuwBoLcywvy8S1oD7OjXKBgWysa6vy2Wpim1RLHHYe1JjgDtHMrPeuYw1c52Q9USQ",
-	"Y8zDVahSZnpX4W1ZrG4VTP2vJZgitxh/fAn1IS1l30IcFt6DOwnaLPk4SEFodigNBLzdtMo/ZbKhGb/5",
-	"KHlziwSpM4BriWMGeqSj30i7UIra5ClWMxaqZKIid1Vg0I+UzVLlgWVBRbTKpcFLZVkViugdvFTxnzOM",
-	"XjKt40znVDmZiBZHm+r7tkalMBg1FD1BDWx141qbcWJjnThQW8qbPkOkWIttDdaIQo0VPAh2Fwh6h75G",
-	"NTeIwydj7c0IcUxxusxokVYFxb/CQJuLhJDc9oC6vKo7sWj5ZXJu9w8aeqLZnfHzcxfs57bw7pzyrjPe",
-	"sA3vs973MbD/4TEwFCyNEFhTxtdsc18h1b5fKvuZlN4Ztz1Lb8l2SwReJcuRapuSVJYSYyShvSl1Kv5R",
-	"qUpZird5gxlDcpmtL8xRzzVMbpdaakdipGaZTmkMJYs822H0HjOFkANX94Y4X1xrnqGYmDwn3mwCtvrx",
-	"2bak0FaXJsH2is00jW+og/UhTtonW1MjF8ruzgt/cdsZ31D6Dfn2f0rLGYGm6wAAbCE+YeuHBSsLP1B0",
-	"3KEiGvHnSHpURb432JuV5WKwv3/Q/9dur9vrHgy+733fQ4HBM9hgUivMSAUMVQs1hhOt8kk3CEivbKm2",
-	"dS5w+4dtYKSLscxzhCvcAcJtR8iLij2s2DxiY53Y0duEDzqVavePHotC6tTMxSgrreObQ8Q9BnlcZ9qP",
-	"9UzaGVq3ATkd9a7IxQIzsxQwyBzhFmcPCGiQUXUysFZfSS2njtVCaAQ/3ejK6oq/4dPvYu+Xsb5UK2bR",
-	"ixymuKMpW0X8kwwUXoP7X5lLT+rP+OH125CLDIlTtvRpYAdOv9trQIhSiptfSlccYz+JKBwRedi2Y4ex",
-	"lq6Fp6a6W+Ov3QpDj5DZsbYzU5QdkE7pJt68LEWd0Q8YB5JYt3bBmxJ9m1WaanalFdt3FQh6Jv4YywL9",
-	"1hDAHQsKRL1fNUF5MJGbJ3zdjWLfhcexwkyEui5VoWVOxGVFnV7DwuNYE3la1132gq5K8PeI2Y06ekXL",
-	"VQM74EVKQv31l7+dD5HOLyvEosj0OFvgr4XtVDVcz2YzVWO3EALslvY0VO7huU09bv0aHiQjosIuaDQo",
-	"lUvjsdttZ6GKzjzTVamYK9dGYgwGh4bTjJodRBw1FzoVK0YqN3pqY10a0Uq2iMREGE2wqfVN2PKZWZGa",
-	"cTUHN34Q61h38EcePgTzhn7r4UMigOa+JXrt1cKWhZJzOyAcJBcYSKJYCwaUnBHtAPxbzUcqBYPEuk8m",
-	"lUZUmA4cqUxP3eeOVhmGwUZNgvF0GJeIcJvtXx3w+fEHIdOlmjI65/7vvgX33X5RadjVQvyA6znwwJxu",
-	"zU9V8QpXvI4aiMe9XjsSy1k2ngV0BQ8sjGOKdXbPmhh626DmShVFlioQC251WT/5Bc5s+LBYZUI8mxh/",
-	"kc12QVHjCNrIgetEAd2UjXzJe8Qws5E/tdxiiMOQuIqo96e7sUI8y1OY5NnGg8EI4YLBivkYMAgyQjkL",
-	"pi4krWLIpA2j1MgKJPCzkrWPLImjBLYWSMbFIkeE2Vml0wJ0iZnA/R4eFVSRqYoxDKcybMVdSjwqWmhT",
-	"uH2MDjg+K6M+CLEoTIlMoL4HmVg36YC7puQ8FzK3Zv1ob55pFKHBYY41/17LrS1dUq9m5Muu+j343zDW",
-	"wbZav7rtXhapTVIMo2p8CZ/MTI6OAtaL0e8/sEKCUSBRbxdqkuXE4qnLTFemsvlq0NhmhLVRFbYU1QLl",
-	"ClWPeumEj9EVx7lr6gZ5skEsb2fSxfD9aWG5FiwvjoWS05UhUMFmzU/Oq8fy0yw1nZwo1smZW6QObSjq",
-	"r12faTsSwZVnai4z8GRBZ7ojS/uNMUYwu1Fk01kptFmu320pMETBxlh7Rik3z8yKSQWbBTYI6d7g/lPk",
-	"AIafTkjr4AxJ7wyXf3ncg9f7ym85y3sO9HGsk//orD1xhxQ2CNDwO/+M7nuGoW5eY5W/HwzJYKMXCs1E",
-	"sluWBnbCWFoV6xZ1+Atly2yOGk+WgruLENPgUulILPLKimQur/3sDnr9Qwwbx9rFjTnH41I+TqlQtbIV",
-	"VpVlHhKPyXFZSW5VjDWjfAs40wPHPuyMNXB1R3J8ycJNjNTKsHlOTyYZPjzW45kspkTX6yjyaeExWsva",
-	"3CAjkH+9zY7+/pPIsetiBQ2e3Le8reHFYBKpczwpVVFvHN4YjnM21r/jHaKVbGqRCKHGb5DGhFC9ISci",
-	"thdaHK8whR8IvsQf9JdHYIjwrokocYFT5qj6u6GQwr0hRr0EO75EDHEQubBG46qMtZlMuoL4pR2ehCRK",
-	"X3fYG+aVF3Tb7PGtfaoeQKKJTkFQDnBd4HhRD+rmwKeFmatypior5qossrENbuJP9rZTvebNOR2fvhiI",
-	"EvYN20GIzg8GUCRq0ycSzuiJNVs93mVswF5EtNtYf9Z2sesTFy2ECX5B9AD07w4467LMRrnz76ywFZgv",
-	"Vly9fPkqEq/zXM4l/iL+qzteLKJYH+tyVphFNo7Ej2qe6aztJzWqsrzsZGAqTvJMK5HkZizzxE+ExRS+",
-	"XN/fBwLBChZtnnwapdsmSuawjkOx5Ycgqa6LD/VDrGujNXAh83zuHMhalTR9UeIj94tLXQAJyS8nl2Kd",
-	"1FAlgagUCUKWuE9akgL5vksdrB0JatdBlzR4oEFFcfs7tsgPXbOif4f0Odg9WkXiPGAz0WxeEKEa5RLx",
-	"YGf/hHdfZpf4F72n3Ez5SmlrkdyN9ZvmOWl5hJUNbJVIvDl/igdpnuU5sVDAQ7fpte4AggmOGi4/cm8N",
-	"EC4r0aZ8OzGVThNHU4VvAI4/xwx4EkNx2OsF/FGe4yq8LZfjSzgrJJyxEGEsF3KU5Vm5YkKBMdpxiDVT",
-	"nzi6vz1E7N2E4bUyo98SiXni8XjR4WQ53GVYXpvwAXR0WpNM5cRuT5+bquyYSadAk/VSmxEo9FLNca9W",
-	"hUpEr9NH7N7FKfz7IBLJBB9Qj1enSsu8XDmlvACdpMfKf9zpgzqC22sVSjvtwOkpRpGIdXBJuyveOCUK",
-	"D1kVyg5gTbxqPez1xEiNzVwRZ0NN9xDs3rmysHuGzTv7T+o7+0/WlNz2gRqKrznc0fU1MTcEjOo85Vi7",
-	"3znq9UXibiH+l2SI7BFEgAE/yjsq+FVm8AiHOQyG4a9rg+dBI/qQTJgUmKINMda7Yjc0FqmALwEKHx4g",
-	"2jJ5G5KIUMCt7qCGJSF0lYBhnnY5ezvwWHh+Y32O0830dCCSeI8mH+8NsIcEHfqpJ7mEU17fj3h66rrc",
-	"R9+vQ3cmXfFMjmecZRiIVOVgEHip+HuMvN4NgruIZo8W0SJTY8KJUtec3sd6UF9O4wc2WtG4K3dqLSJl",
-	"m9FvyJgMIo8nhQhOZG2WVaEtGe+MOwi/agq3GXkuWxbL6ysUuMTa4iZDW6aejYST7kLY+EqSumrIy2Z4",
-	"lVbMs5Sn2RW/zLJcBW8L7Eab5fDoIKoOjoRlSSQF8aZ4+SNgi4IAa0dCimSAlRAdmWdX4EOPzXyOXaCg",
-	"X11ZlXN+F4W5hpeTGnKPKwIWdJM6oQIDjHKFO3EMbl7O8F7uvLFo9QwiPDdjcpEbsxgEQZuaFGQjSoM6",
-	"z5PZoF4k6A9J4eTUgwUnbX5LBeyaCb6oUHIhwaQb3w45KRXvqWs1Bo/Zb/RANYqi0rZB/xPsCfaV4Cjg",
-	"v4JfAjes9iIKTF7YSFQLURqSn+elWthEhCO1GpRJGGenpVR82Jiwc8uUvcNGnUTKb0dbqgVyql4Yk780",
-	"ZgG/28alCJ+qqHTNJI5xdjwkKH8ohJ/w8WUSIQrW4mLQsZk45RVELkK4hhJ8NHI//HHNSB7F+mQmy5Ma",
-	"vs0v3CTTMm+cR5FYWrjGEYx1gCu1MZGG5Z/nW7GcNkxadiI2w4B1pIhuAttrMsnGmcxjff70b+i7XgpP",
-	"3zQQRLkLkz1/+rcHFqEyiH2ojHXCuR8OBwdWGRmwa/HHyiohGzs0NJB4OR28165MTrfbTTitQVatd/+z",
-	"lE3r4Bce3Nm2hn02QrdLzlG2+Lg5SjxPygob1Is+dvqd7RVyeLW7wvmdrs+OcoKccULSKXoF8MiFwubE",
-	"sRqIBM7Lfm1m28SRK4UEB2/HM5ONMYScsM5ialrS29QoabuMe/cW9xp5xvXAkUiCYDPVr2INDRobWiCc",
-	"GDwWfWrhej02cPlbwn9LxCQ3ElUPoai0yc9K2EHpijfMbuhiA2gZcgJrqkEKIjWbXw3YhrFW1ws1Lrvi",
-	"GbPUyitVX0IstQn93dRPYFYS8x2fPHxG/ICpXfkvLHOo/xybVCVtz0QR67oMwplPYAAytM1hv++oo2kc",
-	"eOVOf+MDdp1FYoXSHPnAqMJA/P3p65+f/QoGXlOHVoUKtKhTb7GWWFxB94YkvL93u91371iqDdd0pWBV",
-	"ych1ONByQy2LNa3cTOPg6d3bhuHnAuqMxDlSdYbqp4uLU9jRduiR7N2pSiMUaXKUqzqJw2qOfbdUjXNZ",
-	"hKy7KNGvDOasLDo/deqiS6e4ZgDEo9wtKt1yrMsYQMCPI2ZixpEtfdZOUMOfKZlSwjXgqCPE6gT7xZJ1",
-	"lNKkHRGQD92GbvHaFeyPr9EYSWd0sCHpAJ6R7gy+wOxsJP7lwCehuMaRPFi2WXlDPbuQU7BA6cl4LHq0",
-	"eC8ZxtoyPzVY6BhoqBGYjRanby5w0KfPXj67eAZvYqSEhX24MhXnF2DbyBI/gPUQrcODvgAXbGx0mjUc",
-	"RIQLXGYWZN/PaLCjOA7S1BJ/stiEza6pB1lr1ZDUsHPwLT3119CW8gjQJKGtvIIdBqYf/l1UGn7wsN+P",
-	"9S531jbJZZDbb9OzxX33Ox7ryF0K5j69A/w8EVL89fz1z0Q150JJRL6H8QEk6APf1e/r7jgrVySUCHmS",
-	"qhK7/9E5XmSdf+d9QRaomi9yWbJ3SlsINBv8WOKI1GE9qrCuggR5riSoKDOh+qhkZNIVgYOPjUb6z+T3",
-	"3+lMdNeVIkgXfFUzk6dYXrGcwZ5fyDG8V+1LkUcFvk9JpRTtLowJhh0GgUCOgAgLRorEODcWiy7IHken",
-	"KXn3DqViglItt2rp+M7zrFSFzNHLYVhOna9EYQyBiNOyWn/mgp8SiHOOSl1uES+4vhRNHbCXiYaueHwI",
-	"B6CQY3hXQ+yuX+Ry9TNiqx/0vw+/jXUgIJHS6HHj5jdnL63o9w6/p7j/kN8chUfgiDsqfHyFdD9lCFol",
-	"v3phs3+q9tC9v8dHR4/cNdLi1huKx4eh2hqKR30e2A4R2Uvpas67ZCiSJplnY8hYt+hx3K8+6nOmiioc",
-	"4G7H+5nwetWlMhhlqcVhdy6vLziIUKdADzBx12Y3G+MikbO0qH8minVmmQKFoxaH/b47fw1NFRC9bSkY",
-	"Cp29zDJBLEYNH4SZSMthND/YIEhmg2kEz59QJUyC3imTdidUJeW4NSsLinBOcYaFtHZpihTMkhGx2XcF",
-	"IzH52kKflg9YJYksZj9IUydDPiowNi8jas+E/2BshvBp9RVzNFk0vimfVM7UikYBYxan45cA5GoNUDcQ",
-	"Vsm8Xv8rahJoHT877/SPHnd+PHnV5q7nK2oMwnLWSORmOoX/IpsXhRmvGKzjH5UpuWoFPgZjZhiUL4Ep",
-	"4LlpA8Pg9M1FV9TFRsG6EMrdXKIoKkw1Dao1dy5oIjJtS9BnWOozA3s84TJQR0p7xYK5UPDq3zr0hzp4",
-	"lxVUL6RSV/mD8UnaFq7cipaGN0tXIBIRNTLUhoGDr8pKG+vg0cCF+ADLhOhvwbrYNEq2HBv4pW3nxllv",
-	"lvDV6XhMwaYkWt1XJ6dg25KHiBRHFOBwdEcc2niXsEuAOXGqHKD0NRYfiLkqJRi3XXG+zrzcmC1+uGWe",
-	"Z5XG8BFbm4O7lrmATo/32ELci0S8x5Yh/rtem3jvXSJa7HCSKZpw8QbaulhKAer1s5imDx8S4AeFox4+",
-	"xFCiHxWMAEf/C7LtN5PptRQwmgqgF8oZuLj430WhJtk1Wjvh3ZdqUQ599RrISZtLOxMjVS4VS465E9m1",
-	"1XAN6trFlZlpV9mxXFBuKxwPvgajdIpRvFYixSgR////9X+LRH7X743g5H3Xf84ffdc/6j+Hj/6//8d9",
-	"cvLou+Mn4Kbxg6Ayg3kRB5aaL8pVJJIuciE7A8eKZB+GwcBB8m/wf/9b4qPpZWFyymqjtt4CQN/ritPa",
-	"GZwaomwWKEZB9DijAmR8pgc4s/9EfIX/JPX7n6iz28OalDnTyaBerzqkisvjY91z7JDDH8MiJ06KsbkH",
-	"HrdJV8JbCMF9seaqKCzfLlZ4dn98dhGxqR+Jn54dP0XZ9/r04sXrn8/JuSAbFoaN9VzNR+CZclEJY4G3",
-	"JG14/Gk/8dokPaHK9M4F2LWx5rlmYAvfRpOP1blFASYj7yacO7iKCyUpCHWpVkPUKG4VSAwjfjq+jPAE",
-	"4EsXzjZsoqEG9Y/8AllPtiqOV+ByRiLxch/Mdx9D0NU8Id3nEKmIjbqUVEabFbVeHqxTWKJFa7kYBFsR",
-	"8JEwwLDpf0QcVSgYoJXYJ+bDLVm411RfkIg6KQqCtsR4bOgmcDj25CwSL59TsIeZG7jW7pYD8TzTMs85",
-	"iFrLyoZBhUG0NCUp0KTARyr2ljOm8OndXol4x3pDlk6yucxUgLJKEiwBe5iML04NEvt5ckPN7lCwIQbX",
-	"oAD/Af5sD4U2sfaHaSy1t0KyMhDFIRYvyOPXVTk1oH/CgEZuzILqaRZFdiVLFWvkZTh4cvB9JCbjXm8w",
-	"2P9XLCnRlx2sExAtitTBUAePn3T7R4dd/m87Eic//nx8EcV6XuVlNpa2jESl7UKNsZQ4EqPCyJQ+dxWq",
-	"XFcxUno8m8vikgsoHOsG3izzzqIqFsYq4eoRrGi9OL06xK394vTqcSTqeeEXYLnBF20m42+SdYiEFuht",
-	"qnQGOzEIjDlI43EurY1iXencIRzXVYvgQvLGRYOwxQN28Rs8hOe/vLg4+emH18dnT98++/Hs2fn52+OX",
-	"L1//4njm8YxT9sP4onuTX8FO5CnI0m9bzD5SeL8RmqZv8XU6FVbOAgFCI0WxtkY8/flcFGqUcc9Rzfdv",
-	"7ZAPf6HSrICfy6wfo872LeWqRmE+8hcjsLyYleUC5wf/sA5Xuh6RyjLZ0cfVLLIpZh+w1UdFhAmN/ogp",
-	"qODOdT04lUQH2Z9d3vAb6XFvgcgcz7cjFeFy69reCB1E7/SFXiF/5jzDSDzqCRuJsVwsOC6ww4dsg4bF",
-	"OtLohlS1C7fHGjUV5lbWBnQx4x/A5U1E66AnXmU/IOT3Ua8f6/VUOrIYG93pX1+7kHC2Penukl1OPBM8",
-	"RNKoYOuSI98CccayXfwt+yFyoIFYXYYscV3S3KCxI6euo/XYHZ1FSr77nHuvH8X6qPcIL4S1Ilc9XAe6",
-	"xyZ4Cmz9qvrtCKuBUWrA+2wU5aH8dhWF0l6yc0D7d+PNnfnaOFplO2QoiYHQhirn2hGZOFJgN0esQXqa",
-	"ycQJ3kaswj58iEk/VJpW6nRkrkG5jpW1Aw8l8Fd5Jc/RT4h1UWl4PirKga2L4srRmYhnJ6+O6VJfxWVF",
-	"Sxuv/EHsaFUuTXEZiUmWg2EAAxbYWcM/jTGBpczzzjg340sKaoBRGKyGD7rU+x5U+pxunqu5cRW+u258",
-	"Ja9f4WW0bSPx+BC2bSSUnphiXJ/FS1VolbPvJTmPiwEd4Sond4z/uioXVenGP8BT0aU8OI+CuYkik3lm",
-	"Q3eDl5kruhIwJrsUhswmK1hDqgEL2Pw4zISyukX6FlH64VbyvtcGibXrEAI9xnUCxEgltLKl24TiIOr1",
-	"eiJXVyrHamtJliVpQKytwIpVngD1D8yIfQVnUxoCPIlQJY2xS4uFZUxcSpGvw4Br59V4BhN2n/kV19Tt",
-	"mSq1cGRXJLCpbsKVaNfbEuuvmtE5H7Ru+Xwy2TtOmOSZVsm+/3Ns8mquuVgDzdlIBNfOs/KpWpQzrByL",
-	"9fpU4XFguvkKraKgzQIsuskEHXg+mQQWYB8+HDS0J0U9OAwRVi09sB4VNdOlAbvPiepIuIAQOWe5mVKh",
-	"R13IDm+sUVRXV2yo8QyBcOT4kkxWgsiMNbkCfz979vT45OLZ01+ToBMPHhpDE+6HRybNFMc3wklzaNaK",
-	"FgcEI1+6zRG+yFfxEyivj8O7sLzFbEwpWgjDQTYomfaUOIXHTFzwcOCGTUAySkonZGBtvDl72XHetSnQ",
-	"YXN/g/WTITFEqiaK3YoUXrR3d6SOtRyPM1hBmeOiUcpEkiqXxaq+loKIEs1oy/0oTrVtRJYohQOHhBtR",
-	"+HZqo0PrBfupbS1DYu13OSaBqY69LCrchfjefMt3ozrHJcHwDDS6wpvHBstCqhJ7v9e/whNfwI1WWYQ7",
-	"KlSHPNFmDxGouEmGvYCaTjXVzLYoRe4mxVEId/yx0h7d2rbAzpOsdOHJIdKHbAnOxdrh6C5nBh8JpJpV",
-	"JCrDSDUTEAYBPIoduowraEdYP47V1HFgTKZgcBb0y+4waRA5Tto1jWCQlKWTggvHB7oRrQtjYVuD8o5J",
-	"FkQKR/mtyjlwDfKaH6WVLJUEj6ULSgNcHKpCLubdh3A4MOeQUr0OSdJGXFKWG+FI2jYVtuc719T9GqKs",
-	"uTJHX+4VxmGbe/9uKeKtcdiLmmm3KFZrVL9BxSbjsg/FWi63wQK/mczFPG2YkT1hvUkVygGJMHMPu8KS",
-	"kFfYlXY3Ce03w7Jqay+Co55y2AGiWZjD1VilEStTFeSLu/dGG7cGZKBtgpHdxO1+Sim0kt/jvSyN96IY",
-	"YWDwH55OGf9KZSmxQDPWyTpcQtJGnI46SPH381KCHEyFm/6vLfS7Bvv7y+USbHn82gMljc18vx07Z5yP",
-	"GRjIWGwl9UpsjCjybFSAqOVeYNi73E8awsENQgS2FDzhq5La2IPeQaO9g1kiTGCsRX3fAPM+WclMmGOY",
-	"RVrREnCPpf9F9ABKOV8kA/FGZ9fCMWvyejOqbfOmGl9qIJKrg4gC2azRfnp1fNI5/+m4f/TYVVnR/Lgm",
-	"q35WDo83P/YTanyL0Uke7VKtQvuTfraTKhS82Kkoi9LNn3vzmeqS2Z+64qkDluLvHeLUA0tQUzgMoU2t",
-	"AW25yppIYEZceFbLIRePCWqr5OqFYCeXIlfSOihBl7aSIq0KlEqmKsGncTSmGZdu4gtHPeZ0MwfW8GgP",
-	"toCeCFsVV6BtCljJomSdOS6knYFaRPXgkCMYnoskKZ9OtpWomBtD3jPw0LVKB2A4+vNJnaN1b5/DYcGg",
-	"qHsBMH33Yx4nEVUI2bddcazdNnMXYAwHThG43VTBHsKU8dVbEsxHwraHdSTFt1S50AdWuz26vibRwgGO",
-	"dlc8x6l40OeGZ01750jYSByJeaajWD/q4T9EX8zgwxk4dGKGghP/0ULr7b//337vO/EbvM5iWINjkwYK",
-	"nwdP8Tnj3/FB101UyswSjj/yvh+Hn4Mt7UIA+YrfhlOLDlRPLE2Vp1RRpzB408JosUqpZYKSkCBAMX6I",
-	"rYn9o++EzeX4sj0gLn6s6JXYh4pw1gTB03jrsUa7Z6KWlBqmHlVHlCuFzfQ091KFhCXqNrD70wITN7je",
-	"sM/wR0xVYuf1cQ1ChuhCIbMCvTxnsLhfiTXuJrtOvcAgPS424fbOkUjlisjfHIzPINY1YYXrlECWV1fb",
-	"12Rf4FhPzb8wpIXdckRhgzHzQk3I4KMrmRX8u2SYg+Ugi6kqqaoEeVk3OOJau6O73KVEUVuOwDZDrI4q",
-	"mXJJ7aBfbGtnWRO3xnFHo0lEuCXtAVaOYe29J5fjziBdOqAT1FEmghcWQslzIB4FEyu6ADGdbRAPcbO9",
-	"/9AzRw3IOXESDMsObgMHiLWzcHDONTAA/OUmWSqL4QSuc3hg1xCvfLI7rHIOXIWWqxJwjC6CCbA8bjw6",
-	"6g0xAb4AbDS/ax/1aNtGPgZSXz+X1zRiEutaRPYiAiJAi7MGppcN1GGswcg8GVLX9zN0uS6T9zp/6CIV",
-	"2MmwKDuZHoSpUkbhjygs5brlIhJYVMdn5spvebfAdZujUNdgvmRYjN1K4r2H8V5Sh9x57/qtW28S2m27",
-	"y1mFVZaIqHNFDmxtKj6gKl7wzq3weQNHhIwuNSXcDHYtyqlqREOoTJzMueaoIO8UaWQCAuIAKMHZRCy+",
-	"OmDE8fRQgoEMbtSVhkk40dqoKOq4Z6tL5zfdFRrHetAHeFrBWAbI50PZFXw6H/OFC5shEeyt3loEhUKB",
-	"zRC4L8AOClN17YgSJIgKVxt3jaIH/uMU9AEcPipW4YCXcc1BZRRrxm1aq4zysU/Yss4BEoEbB587L6jt",
-	"NquL9onEmRVYOkEKwM+P2895FJeZ5BxAUOXC16zXufDH5/zGtrViS/Dj2PEtjRgVZgk7c8D08xg+cbt0",
-	"4RpbwzQbbhdrcoWvdOXczZ8uXr2MnD/qMvnnDAjmkBgihEV4Xsi56rxecM3N02c//x/Uuj9RRaEKvngg",
-	"tOkU/JlbiQYGKF5BWJ8Rd+YpcG/FyfnZc7ehnIszMcV8XfDvPtBUFOQy4WazeswgYBjV6K4WaiA4ewxy",
-	"Izy+C1XAL9MmctVdDm4LNwZlHAjEbODByMDXqQNhJOKtUr4YjCKojTQ1IiI8fChaCVaWDZon4y12KUSu",
-	"sJYK4/528izW5/2jx679Q8JhHpBTzfKFmrRifXth3L/VO/cv6+XA8P/9x27r89dVkbM3xqFWEBeuiQdm",
-	"5EUzQyqiEMT9NmD7RopHvT7ZcrFOXnLgySvPoFe1sRpgAHFUxImrBzbWfBrgswKMRTTZYbsrbmQKmsqd",
-	"b0A1zHyfibXrGUJMhjfuCWsIsTE3vSYO9qgGLiNBkypiaiNtD+/I+fqFu4X2Q5C1pepZDGkxM6/D53D+",
-	"H9ZfRmIui8sNieZLFmlH7noy3BVefG3KLgZaC8UXlnCwHsDajG6szxyU251XyvmqPmv95uyFkGWzCXoo",
-	"Ej8StrCAke1b8dFrwvQb4XeEdQCnb354+eLk7ZuzlyxHAvu50lZxLyjmw+kZfzK2TJDzGc3YujLUNSqB",
-	"wYJWcmuSaQJpokqNyirYd2Wsw9myC4RNPdcrLkXg40itNujvYBMcGL8EjR1r8ikP0I2kWHXwerB4nfjt",
-	"GBJtTRWCNQYCLFBI1lUOnlBCIggch5KFwfSCb0FquHQP7BX+maEvdc7AnSvBj3SFFZS5DuLL1FGKlzAk",
-	"ONoz+SqAr+FH51mekfR8+HAQ/g7LVFW/SL6rjgEE2UvcazzQ+aVaNsDJhB2Kmcwn9Yl6YEWeTVSZzVWs",
-	"0Yqhc4ZT9Um6ZTYmT7fdFSdGO2LBsKiaEJsQOopmznsnoqZWOS6MtS4/rOh6Vw0DDsJIwlaSzEaYomOG",
-	"qsSvA/cJBylTrZZNiMMMi7sxeBLrALrgQIwlMoUj3yEPjBVrmiIaq674Zb2b2/mG7rCG02l55AncQi4M",
-	"GQghdoxjvVE0HQWxzNDG2iiuzmztFXDdcLDg4F24WqMnONAkz+CgBGVGwXx4C5IY4M+dI11Xi/ujz81g",
-	"jca0BlQC6X6XW5gaP8a6B04zJxHPes/L5KEg5KFTqkv0YcTQ1E1VrBs2xhasSldwxj1PcLM7NXYTj7HT",
-	"qPb+9d3/CgAA//8=",
+	"7L37dhu3ljf4Klicb5bJdJGiLnZiaZ01ozhO4o4d65Pkzvk6dLNAFkhWVAR4CihJPB49z/w9r/A92Szs",
+	"DaBQRRRZlJXb6Zy1umOxqnDd2Dfs/dufOlOxXAnOuJKd00+dBaMJy+Gfr6/pXP83YXKapyuVCt457Vwv",
+	"GMmZFEU+ZeSW5TIVPCIzkZM3s/47qqaLQSfqyOmCLan+Wq1XrHPakSpP+bzz8BB1/t6/ZP8omFT9N0lT",
+	"+/D8mSRpQrpqwciUZhnLn8mI3C0YJ6kiknFFKLljWdafiXzJEiI4623v/CHqrGhOl0yZOZ5Pdbc/0iUL",
+	"j4TC82eScLpk5C5Vi5QTGJDgnE2VyHWHqX59RdWiE3U4tNXBDztRR88lzVnSOVV5wbavzDlXi1ys0unX",
+	"TNHNAbnHzySZMEXJjFFV5EwS3LUzQqdTtlIsiQgXitiuSZeLygcklWRK8zxlSc+NH9vwZmB76+tPOy1H",
+	"/h9IEdsHf37xxpLOzqFf3aVqupgImidErhi9keRoeHTcH77oDw/bjN50tGMCr3A/txLD1L1jCaLLBvMB",
+	"iRM2o0Wm4l4DMZQf7kkQryyV7RyUyM2YGoYA/9mz8yKXIg/3GnN2r/CFmIgZHIlVzm5TUUiyovNyGP8o",
+	"WL72lgIb3d7zNyxLb1m+fvNNuPfEPDcMIk6y2/FgMIh7ESl4+o/CndRUSXLHJgshbhrWxTa159q8mQGr",
+	"C5D5apWtieDZmqS4LJZZPpNEc1QiVZplZKk/Z5J0WSYZOTk8aiZly1d3LNrbdJmqzQFd0DkjMv0nI93D",
+	"/uFwGBFDreRo2GvapQza8vszH3VOj4ZRZ0nv02Wx7Jzq9jrLlJu/IjuslCs2ZzmM61qITDLVTMEKX3hy",
+	"+v0JN76JiAxdWBq6WyAJNfSfJnv1/qBflivBJUM5Y9nR6zwX+SWTsJZa+HLFOPyTrlZZOqV6hAe/SGSh",
+	"ZQf/I2ezzmnn/zgoxfUBPpUHG41DvziKOhMmTL9DUk58hiwXdMVIV3ASHzjOeXB7GJNcFIpJWBVPNaiL",
+	"8NDozOsHlXdhTL/GGrSe+hmJ4b+DqUhYTCRdS3K3SFFtebIpvj8v1OIVzbIJnd7A2H61mUYdxe7VwUIt",
+	"s2ojAZoMiA8zRjKjacYSQnlCpBJa9HKheeg8vGDrATkfcbkQuSLfX797C0yfpFwqRhMtEf796v2PqKyp",
+	"UqMzUl6S2I05Hoz4k678ivHzN78GiVVbbnXG8JPaARMrxmn6K52uB8uVkO1cvPmBrUPKGOhgN2xNqIQN",
+	"0n/KhbiTJFUDoilDsmnOlFYVObtlOTzlhM4Uy8k0Z7CCeuCrXKxYrlJkdJMimTO1aym/xrceIl812qFz",
+	"kS7jCSkkyzUViYKrHtEDW4MAAUIG6kXNm+QFJ5M1UYtUwjwLyeQZTNXTKPul2mcUUTKlXCug4pbleZow",
+	"WI7zCVgbjpp1e3pdhCITUfBEL0PttLmZCdzTbavhtLwLkaXTNXysF5gl57CS2ryhSisrVLG+SkESbvTH",
+	"7ldpzuR5QAcIjR831XykJ9Cul7TBZLthVhvTq0IN9QBls3u6XGW6mRu2Hg8PXx7Rw8nR9Dg5Yc9nL4Zf",
+	"Hn519PKYnkyeT18kXwY7XYqEZTuX8Z1+q1xCbhSOjdZWOZul9+FpzNJcKjJd0JxOtY1odVucTkSUIDmb",
+	"ijlPJSMUFrIby8k4BtI7IUuRs9qk5WT89/XxP0LzyqliTm3bNrVL++J7Q5YdOOdihYcuVWy5c3mu9Ov6",
+	"OzMMmucUFkquGE92fg0vPUSd2yYD70rRXElCFTmExZjnmptoRZwwOl3oReVzZhcU6UXvUURWsGdE5JXT",
+	"Hl98uCYHt4cHdJX2b9haHnxKkwdU0Bytply9OOkE9c5SWfsZtTejQpplc3TgH7Zyeh9dm2LyC5sCr0Ju",
+	"+greBlGSJKkeK80uPB44o5lkG0KBcHZnee4fm2uO+OPZ5ohX+aY/EDSYKcnEHcv7UyoZyZjS0kTkJEnn",
+	"qYpGXGkWVaz0OXtxvPmqjPBNqQ09Lf+mImeSiHzEEyoXTPbOSKoIZ6i+EHafSkXWzPHwU1J6k8h0IYRk",
+	"EhWQ8sDqxRqfHOlNorpTvaj/9TPt/3PYf/nR/Hfc//hpGL04fvgfT876t/Dxn3wGLpVYSXIn8puUz0n3",
+	"8ttX5Pj4+GVEjIdqVqgiZ70zw+mB+VNYhPbc/rMYb/0ELIol5ebIg99Ej9JTx0gh9UzM/KpMdJJmWcrn",
+	"fcny23Sqx7qk928Zn6tF5/Tw6CuwQt3ffxhWu6T3b/CDwxcwRPtXjQtHHfRbmMfauqyzsCr32sWegJ/T",
+	"LHs/65z+vMN6RB3xIfpUY0o3Ic3R0wxB8Bm3CyqH6PbgyD2s/TsgV5oFpUqrmrG2i0Se/hN2/JR8zWjO",
+	"cjIqhsPj6Q1bwz9YHFCoasuhB7e5CB83+e4vhVR9w+Hh3IBESpU00xiUS/c2lUAe1WVIKPpiW+28W8wN",
+	"KVs6zEI+GilhdabGozYTOZwD/RFYVmfm6BKBhzujUjk/2/aVgvE308uHVbK/ONNUsAJxL2aElsaEWlBl",
+	"BX3KySqjUxZ5ChSRiq7NIR9xSZfsFLYCmYL+l9EFKFCM9OSHliazlGUJydhMEVFo02TEc7YUt8zcEpiP",
+	"ZzTLJAGrVgnTe37L8mfS+r7kKQrBEQcOFxmR6Ph2RLggKJTPqho/yQSfsxz1/t6AwFGXMF5g3GtrQOAq",
+	"nKKppHVFrQBovgbS5i/x/zuKf9zMES847GIEK/CH1ws+Sxb/htIyJLeC7KeBgM+5pcaQa2Lz7IikQUzp",
+	"J0Sx5SqjqmSgoAdxwdmgsiPtL1dKgrhjVC3AU7+50/vb75Xet1nwbLlS66DLwfMhhZn5px3ddr7H42xX",
+	"TZLJ2p5c0zHBHSzXsecNpdzdJVMLsdOqRBp4h+965Fqu8UzkbEqlCk23epXbNOPd/V/YdjbXwz16/ErA",
+	"PUJo5TUhiEK9k7sdNnX5hWoz+m3qpm/UUTnlEoluJzHhSQgsbgF6QbLVDDHn9I5KVEismiVykjMQ/kl7",
+	"W6PRsXColR5sWhs305wtGdfdTNboWTB9oZyCO7ZUknjUQa3StIua5agTP8Z/ULIJ50YwBB7ZeyKPGMuD",
+	"WPUtlEu6w88Ay/qGrwq1r5vB8c6EzVIOn0Waj1rd0WojPLGr1pajnqNHv8JUTwnla/z9lmYFI3cLIRnB",
+	"PSUZo7dMkiVdj/hUcEWtRrgQmV4drSCYV0FvTCVh93Sq4P6U+a+OeDcedT59gjWWA7idfHgYdeIeAUMD",
+	"SQ3dvaCY4k48k3ZYqVqMuNYnYax6wc/s4aKq/IAsKOh48JVWC+wRX7LlRA9DD0ePN4XROkVUswRQ9AnL",
+	"gDjJhE3FkknCiyzrDch7LSdGHGcryZwppFxvjhvTgEE8k0RpG6CrBz7i2i7ggvdNQ5G9owGDgZJlKsGE",
+	"hk97A3LJZoWEwBjy3etrvesj/v3r828MkegdUGQppCIvnj8/fkEma83yKS5TTf35ZC6FTzf2oROZ62Pv",
+	"0T8eHjoPu4TaT3rxPT6SCORonrJyMnz54jcTdEaXLT0UIx5/GnX+3v+gaWfUOSUeERb6N02ED/GA/Ej1",
+	"Zi8LqXdeL3+amNZGXDcHiqtUKZ8qkrM5zZOMSTCetHaLCijcOnAGC/L99fUFmWYp42rEl5TTOZOk+72Q",
+	"KiKv8C6rj0sUkWvg9izvv+ZToakTXjFqd0QGg0FvMOL/oUkCvLOw33pdcbsjOB2ail9dRuTtt5p5//jh",
+	"bUkax0dICUt676/w8dGTS/06w9nQ/8GUbGUggE3g2Qj6LJiIIscFz0i6XBaKTjJ2qn81B1Af7iVdkwkb",
+	"cXvCcYeAY8zTW8Zxq9k/CprBfn24fGs1xJrR4OkvNavBmQzbLIbfRcXRjBlUnVQS6llp5Xr6GzHieic2",
+	"lr9ioXXj//r5vP+ftP/P8UfzD3/mcS8acSmMGFDg1ESHiDlsKMn1mIyDCIQaJcB38BpTG7GS0BH3TrHH",
+	"306CRPziZIvCVjMHDKdw0U5UH75fRMpZYt0MvrkQT6hkH/IsPiUSbkZGHDxP8UEcEXDWvvzqBbTiXzfp",
+	"aaxYPtUHnMkpXWnzlmdrzelHHKYbkVlO5yBltOUsFJEM/pSkm7BpRnNm1qUkHiMB45Sf4rO4NyCvtQSK",
+	"HUOrr/HDQxySriBbRhwHB2u+ornSqwJCW8/HjOeMUE+0arvc55IjbgaboEcutvrWKVF5weJy70peVT9c",
+	"B/Z0HbhZTFO1BpG0w8Ldonxfp0tGQLbZWYGbJOVkmWZZKtlU8MR4RTYU825p4w/Mb9fYVUSOh8PhsOd7",
+	"4s8cQ/Y+W9J784neUGz28Ai+HXS2h1vt1v3/nd7SK/gbbsgFtyo0OmvRQfL1+2/+F3j2yKzgKJvhaErG",
+	"5IjHCVU0Nh43mmsFo/y8HvaBv2tC0k8iwjLJRlzrND0g9ti+EpNu/EkqqgoZGdkpH+KeUVVVkXOJXsMc",
+	"ojrMFUKMj8gnLchPiR7ZYFrkOeNqoH8aTx/O4gF5JZYrCG9JOWphWqcTCcORSnqryY4SueaK3tvwDc1g",
+	"To6ONNmizidJlnI24npIU5EVSx5UoOpUunOIEZHFcknzde2ppjPg9wO9Xg9nO129VZuk2bR4Ckc3em/+",
+	"HI5uX98I+nlA38LVs/xdFGou9L7b0KVusVqBp1OaG36uD+HPne9eX3eizsX7K/jPB/j/59evvu9EnW9e",
+	"v319/boTdbTS3Yk67y+u37z/8cobpJlK1Lnv6/b6tzQHLqkb9oeNnfi/mA4rP33Y+MUMxP/NDcr/0QzQ",
+	"/8kN1q1gqUTse/ntWH0pD/DiADX/TRvUhZuGdguNOmxArHAQXsvWmNQKtSzAUZKclWK7NA71HuBNAyex",
+	"Xv7YcS6MkRecVYwoF5VeStZBwHW3235B2gkmHGRaqU1wjjJC7rxt7NaugLhVc3KrN4/D4eYhTYPmmJ62",
+	"k/Fkrs0x8lMprU7xgu/OvYc6kFG4tMZd8Q5IUmjOX9MDuHAvwO0CdGPurI2GY70Cmjl89/o6IkiyMF0w",
+	"X7tOG1d1P++Im513xnsPhQ4qjGjIo2wDUWUMfN3GQKubahHbbZZujuWIlTCascJB0BH3Cc+8bhQdagLB",
+	"J8y03DsjMapfhCaJFqV1petvxmcFShaqula59JfmjMS46jGRjCd6Zr65mZAsvWFVmjkjsZ4k9lyuhGnc",
+	"WwvcRbR4QP+r+xCI70IgG1uhpbtZrfpWGMloGKdxnNnQcxf2Dv6nfVik40tv+AW2ufH7/zSdbDz43va6",
+	"8eRrGEZFxgROjOYV5t7IqLbActZA99YhoBVa46JpopYBOc/u6FqSVc5A/qXcaU++m3ciRMaoJ3hDTMR5",
+	"uQwbwYEs6C0jXaMr2gyJ//3/Hf3X8+PegOiV8y0GbUbg0keEF5pWImK/FTkx4/AFodsofB3i6FEvjdyw",
+	"IxfwYMTzo/b5yr5a+/1H2/HGZtpx1B587YZVe3BuRln7+b0ZdF31gCkEVQ8bTG+8Nl9nYnoT8nWYCGUy",
+	"0S+cotPvE6h9EUmXdM7IJ0wjeYjg6naseeunNIns3TlfFco+QxWZfLIvjvV7poeIpHIMGu7Dptid0umC",
+	"jfWbuciapTxmP2xM1ouyFpyZ0JO67PP0y70ar0qwjy4UdTNCdbvfvKF5uyhek95Ra4wlxT1p1qU3I6pY",
+	"ktKxPbqbZql5YM/UhEoGFxRFnm2elQf8PZj90oo8NYGFx1FSztZxPrJf71gUXF2LG8aliWPfnjkIIQxj",
+	"BR+Umjkl75iU4CS1v1mnZryk9+b9OCKxVDmjy9jd+EttpGld44aLCQbiVzdyaRquGEafQbjmHj+4qKJQ",
+	"q0Lp4zdL53v3I9dSsWXrw9cqoajCtYKHUAuRG9343suiKWy6EOmUPerbJ9uRug0N2xOVG79Bv1pCzUXf",
+	"/PiLFHxwSe8MBVaou5orssEkHMMJktzWc1c9ISmHK4exIX7kZBGhhVowrkx4pf3VhFLaP1csh2uj8gUu",
+	"1HgmCp7YH2yzSohxRvM5i0hOFRuDj8x1tkrtP41vDf/UyoK4ZXkmaMJMk7tteXjqNiHIQ+yodnAoy0lx",
+	"sT+27Lj+doB1vSu3qSZESzH4lKfNCrzSsbSU8/Hz2XD6gh0mR/R4cjJ9nrxgX86+Gr48bIzmDWuM8Agt",
+	"Z8rlHctZOKklF1llVamUqVSUq6BwkkqsxjmjJs3KbQVPxqrIjT/ecOeOeV3qbeUQ4muFEGRezgpJQQTy",
+	"IsvoRA+jcrxrvbpmTj/t/qJOK5tk5wlcu+mttvQD8oRQOoKhNFjRyLEdSzzVxdtcm6LxXNQJtJVcrcvP",
+	"M2PDunfgchasOXvHoP/PGIdPrUh6VKH54VaHd1BANx7I31I01s9KIcEE2XZkanRiaMOO/2Mb7YIpapXP",
+	"6ipA+GKQWT6EtqC9llITarOZyMNKpY26qX9Spl8+Qoy3mE1ofiaRYKxSloc1e//AVamrgX94GVWgZYZN",
+	"id9JTWPLFcsB/MN4KPFIHXn3SaWb0BjwNfUuFLPsHdPNo5mkcpXRdTvxzDWH1nwxSaX9J03oSqW3rKXY",
+	"/rhbzaxZadjVeEVzmmUsGzuJs58VWJ8MLZTQw+drI8U6UYcL/rnz2MrjPovh1hzYYZt6/Mhz2mw8w0Vc",
+	"eK3Diu5rjLvMSTwtpBLL+MzcwCKIRF0mbV/rxsjk+nHWnCDgtLEXA92T4bB3Rrggq1zcpgnLyZwpSVJF",
+	"ZrlYgp05p4rd0XVDvKZYjVeVY3m49Vg2WSy+LvUU5ss7KwNqpIYhjWO6T3AzsoJxIy3UddsShWKa0SJh",
+	"fSk4Z6p/0n8eVG3p/RiJdBtD2tDzYIJtbYLUcKdyIpG/Ftt1Md3TU1y7VvcmQKyQwWzk/E7Fd0HleCny",
+	"Bn6X0bYthW5ivda9UZWtbl0vcAmBc2hzwXbtc13Z9l/f2umHBnsOWauBPGhBZvhBzmiy8XLtOjwXy5Ui",
+	"xp2FGEqGgwBbS5CBQF4UvgpNh7nIPl0hxBZNSga1u32j9z1u3eufR1tXtXkJQ/v3tcue2utOGtLeTZxP",
+	"ysmHq2/AT0EoWbE8FeAxLyDO3C3SlCqaifkzOeKrPJ1C3i2MNLHrZ9YX41rTnIg7TvSrzL81NXs84jlb",
+	"iVzBzi97EIsDqVlojAM2yIC851NG4kImEI2lB60iFzJh8tdMgFJ5WQcRVSdHL0ls1DR2P2UsYUlMuglT",
+	"NM3kqclv+yCTaMShXf1PN/mcSabO1RmJL5nK1/3zmWJ5TAquUox5xBcJ44nsnREKcTWMLgnN9LatCU2W",
+	"qdLL5xBEpoUyUWfeqHU/+S3T4lKO+J3IpcKIzqmQitwt0gxuW/OCy4hIQaaCm/gY+F7CpsmFEApvkHFW",
+	"ZLJ2oVU2ggvcx1INyKtcYJw0JbPcxB6nnMQ0Y7k6V7HemKnIE6nXnc7ZwCwiPI+J0DuyYnn5sYnaS0Vy",
+	"po/VdJHyOSSzmTUm4fbY/YIWUuldcW1iM6EkQTO6zaP9bW7vYsXMUEoXVatsTaicMo5RwRBKMGHqjjFO",
+	"hjDoQ8Lup1kh01vW0+sFQEjhWQN16VmgauUk9c/DwfNoOPjqYxl+0HGNvrMKDUqN8ner3ODvpQ4hiklm",
+	"srvbaELVOIdNYYirublkH65faZJgPKE5Seg6Im+u3pM7xm5IF077O8ETuu5F5VtLwdUiIiZeaZqzhHGV",
+	"Uk1VdwuRMZKlM+ZfhyZwgajbBPcOh4tpJRRtuMiRSZNrTqpanxBagPyrpJnIcLHK7hw9f9yqD+3/9lFE",
+	"9RTcmoc49asFVa+EHpm1NOqOGvvsept43T+3zoYxvqJZ1j4z/lv/q83c8p8gbNWcvbhEloB/IIdb0gQS",
+	"oSF2kOp9LHITS+njWiYphv/nBSddyRiJpRKrS/D9xb0yJE4tWH6XSkxdrGvM0wVV+7mDSwf21ozS0jLY",
+	"z4FMuhRSsSERu44EhnCtBnWsN2h0V+u1D6gz34s7sqR87UkSVKAgrTkTYoVr37XhFBh0a/ikHh4Rs5ke",
+	"Ze/MfHfDOEp8NCNRfstiGdaGUN5vI1Op2Eo2Ix7CIJ9JL/NawgnWHDavjTtm92xaKBZDqp0+vT0/3Gvr",
+	"9l0Lkb0VYnWl2Crsq7KUFopvWdcWlfFEb+zuVT0d8RgJIY68A+Fow97P6p0zotictrMRj+2/x/pxHGkF",
+	"AGJsEj8kuXKCrHcaMti71AEGu9eBdWuKsUmL1YVNJQE9sRdp6a+PKQa3xz7riM/wPhm21swLjrUWvEt6",
+	"fwW/+0qZNHCfdvS4VJERtLBi7uAriz8FMWzNg+hVw6hwSTslk4NFM/4AJMKQvAFJdN1gLfjUTf6N1Pny",
+	"oCXikuUw5fVG5dhEmwy/Oi6f1zfJE+96o6Yv4VoH7j2ctgSkakPgDIGWFCNJF4PpMA89NU6myIXtuZh9",
+	"jNTr46/Yr8tTAVVc+VDS3mgszoUXRSifYfjWFZzf3imJS6hpbCKO/N++iCHysvwlJl00Iwyhm+BR97yn",
+	"bYpMH2whGerMFW3GInBkmbhDVmgW6swkahi8VkP/BU8FH4z4j4wlyILjlN+KGxYTwKoZkHNOGFe5QQfB",
+	"eyUu7PBsmP2IU+Wk6c/px/iMUE7Y/SpLp6kKrAIRhZJpYqZgR01OhsdngD+XMTd/PG0BHUqfO5NCOeLw",
+	"LemeHB15IOO6FX+4Wr5lmTmCnsJbwwQYbMtbL3XWo+cvNjmy4UmVMOigDXtZ+GnY0qNiZD2Qp1BVSOic",
+	"ptxkAyFNY6wYIGpoyy618ltusmiXXAwE5/hdpU9gaVr0GktPrzBE+KpFLor5whCc5c4+UolWkgCQw/vV",
+	"xO7CR3EYgiQ2oa/m1RKM2wLLAUcHJiH7K5b3lykvlM3w6WotxAYNaWU6L3jPhgeNuCZlg06VifmAfKv3",
+	"4bRcUD0FvcJ+NDvxuPeIb7Bvl/PgQ18poTtGqtp0xM1yvIdaXzBOM7WuKr4b2rt/qdM/ChtNV6V2Ykjs",
+	"eZ283mnDw99bw0lAEege9o+GZy7t6XnvzDuPVJEcMIDgZA8qYxvuymBa0vsmsQQjst4yQeaMsxyxPVRp",
+	"Jtl9iV1D8e60qeAtclutuDzOw5OvtsF8NavQ4M4laUKMaHE+IhAjBxv5jxjBrlV+nG8VmGTDeX7cf95f",
+	"0PSm6ENgfhhNA3S6KXsiGivvQLczsXPgNihaKMS9HrBbxlXfuJPAHgKxkmXLmCg67zWEQ1evOFuOPXjp",
+	"iQIuFKZroJHNG6QbH9weHpi/ZNwzAAguNr4UnpCw6ozFM1LwGy7u+ClkmGnJZ6Vq0BRSYnWxY1L7XRlZ",
+	"co827kA87QpZ7IWxEfdwrmrrTG/ZQoChZ9g5QkQb00FWlRJ9nC1SldwMJ1mwbHVtYlVrfu1MCzQIl0YM",
+	"Okg7RgBEkS9NmiA6X6FxMkuRuae5hRn08nWOhl62TLn+mZiLD3kWBiuaSJFpgbJQaiXJh8u3pKv/ibkf",
+	"IDjEStvAPTy0ui2Hl2eyADC9rTIOzUk26YBJtRs3Cfh0Kn04M0UBJZKLUA5TBCwbHZawR9oYLRVXxhXo",
+	"yaXuJMmEaQUHjoOBc1ueYgOeRE+lPS82bwjnW6ysq9hoGkf39y49266Al5q9LU7FEOkVk3KbS2k/d1EV",
+	"X60Zxiv89DOhm/fBYd6Mz2NJmrOp+pBnDVfuVBUByRqv0EvsO/gdcpyZrzzTWrhZTuOyBqO1yDMPGQ+S",
+	"93tn2rbWs0pistImcuwmGfteUtNvaQtC4If5tGV2SJUGLlyL1d9fee1Xn7y2vQWNWB/7p1LIxaxlFeOn",
+	"3MqPO6nVg+rcCFh7PP09mphCQJ8wTlsiYyot3KdWYePvXiM+sxlO37xtcJrPiA8EHg4m3UGsRd7gbAQm",
+	"pQTkvlVJVYkBeaPIQmTGGC2nYBAoQX08dQx4yiIiUz7PWL+QLZKMgST0wLYQxj400A7laRt5bIV/VMJC",
+	"PpWYXIDG0QRbCDmK1oSqgwZvZ8/t0fTC7AUtKHDBEjFr059Z6DchNHJEafDYmaEEC3l/Rg6/Gg5J93hI",
+	"0CCUvcB0UZ/66sVJ5SbkxTBkQ9TIuSm5dpKLOz1tsIo9hDccneWCBpen4tgp/T5g9gJ8AjKhv5nfNbel",
+	"SYJOLfArQXblGfja644gbSPRQi0G3sBlTLoAwoUFinqDEf/JuAFS5ZQVA8do0uSnwsLe7FJgGlHVtpyT",
+	"sK7j03gAJtKCXgOErKe2gKJpPZg1d2GhFteNGZX+ouk3Mbuy6lFCfX+G6Q1WvkHYX9Shq/QHtu5EnQkA",
+	"Hut/UJlOO1FH6OaOgi7aR4BTPrk2Uu0WytqQo8EQNLrTknzpdMqkNLcopgHSRZi0nM1yJhcsMVpjrz0m",
+	"YEalurSfP35Ad1QSMVE05fsAEm6CUVpLNpR04BDCtw3QgMYgZnAl3meeU65wdPvEGTdoc9oQuGXxKSkg",
+	"wHVASv2u60bUOwVSdmjcBBB8nRoG4Cr6hbE9s/aO06N4m+FscRZGHDyMp9XJ2bAUvP+D7TQ7Y+Fy0DHZ",
+	"i0bcXrCHoJSIyNN5yqPyCELe0Q9sjUh6S8BL07oJtA6fIA5zUmL8eqM31ol1yIksGXFF8zlT6MdMcrFa",
+	"sYR0Lz5cE1WvAOi1FHnFK8wSYL63v77jqUhY/fIGNgpuza3WWlv0cLCAD875lPCa/3boQQKhtmDFRjnb",
+	"J0LQdBy3QZVuC5dZCopX5Rj39FhcKarSaXVL7/JUsT7yFUMpktEMSlSCdLFO3gH5Lr1laP4KzuQGAXsS",
+	"g94weUpipNqYdPEfmvCRZmPSRRHRi0is1SO9WCjrLdRJtibxikp5J/JEv64FSS8YMYRCJyg8LGJ7F8Zm",
+	"x9NrAb8YdWBh3vNsbSoVRB07nCZ1HZ/azmDEj+4LlqkB8RmrCRjWYjqD3x7dm92CcIf2aW1mEAwen8aP",
+	"6vNhK4k/ChUWsOdL3nW2oRdpxaUk98HvSEnlWhunsSd0W1RkPSVbEeZJe4D5eBxDokE/rvrWt+gAf52C",
+	"3+oUPEEkvWde/ClAzF41GwPnnmUdMIZI1zOGAFPWr862aQW1rk2gFUk9NKOebfNVXbQINPPvG343CH2T",
+	"3xGuVtuuiU27YUuhgDYw6+Xu/usjrRvd0JIUaomfpxgaQn3cFZavxulD5WEqMLz7l1gu0xOnoAkuJctu",
+	"tRFs5GOEDDkquSVEjRuhEBE0y9A70RvxCcsEn4P/zjEqbWZw5nxkekfOCPXIA92ecNlC+YiXtmfl2Nvo",
+	"s1T6Mn/ER7xPYi64thstrniK0PEDeGZEe1lExYNuc0EYNehZNIzETcpGnJAYtdlunPK4F5lioj6KX4xF",
+	"+WJbWR0u8AmEvPWdFDvdXkYK1tAWksLvQCAFPtO/m68Qaadrd+fU7kyv0hJ6a/QSYBSC9SqY0Ciw4vX8",
+	"Ng2/OCIUEL70OsDbFz+8ek2ujp6/MEV34dRBbiPs1tijqLiHSSilXRvpZuA7vbG7Kmv53pByPiP+bcqA",
+	"YmaEcogutn4tykms/xn7KZUQG9WDLAwM9B3xssyArRJL15JIsWRIPyVGrgcgIILGij98ANzaCnntF7QZ",
+	"Hp3sEgbGzRahnyVgl58Sdq9yuomcjObviFddJR8u31oE2k+jDi2SlPEpQ4h4uAc+PTigq3RgZMBgKpaj",
+	"TjTiow5uBSBA4etiNgNY2U5ERiY+Eh9MBdebiwjz1z6WnxxxP/hVMiVJ16LFjdEvYogohVQe9O+OizyN",
+	"0PsUjbghOD358XRBs4zx+cbfYwRF7dmqVhNmK+MmjAchtY+GAU5cWbygf3z3/oBXr7IJjCcrkXJFupU7",
+	"+K7s6f3peZjvqKFRhc1HjqD175unrd1dPH5nRUtoNqdkYaUI8t+q8DDFD4zP1MzldMQNuyJdQKVFHmW5",
+	"6+W3r8iLL09ekv/9/x4NjgeHKIltFJZWTEYcdc8esBKEfOzGjhrMtYH5GwUCaLBLrK4maw4q66beA5TR",
+	"id1XboW+Nq2EHlmYRRzSm6R5Nb2VTJNyd+vb9fxF425dwXxb9WDuLclPvhcI3D9W4t1SwKEGvucFjWMC",
+	"h9/fFVNxnRo3qe5sxJ0YDPsOSXdVTLJ0aj6WpRiBmF7IJ8SKe1qkmuw7kZtqRQjqesPYytyMWpcWzLN+",
+	"f9PWMqzNsxkjk1YX1gsO6YLCAtLDAWXihvS2omKekXTOoQVE8Ta3djmjSTnEUKQYMIHtRACv1LYMn/uX",
+	"O5tb1LEr4u/svufmO915RZy/wqarb+AZ8n2eHxuQfVFxO/VyUK32VpsivuhP0aGyWphWVOb2nZKejQe2",
+	"WvvdorPWfn5lumosEWLn1Ur/JFOa52uvwizp0kqpFu9V0M9RaAjJyssFWavt/ff++cWbPt7s7WRBTXXH",
+	"3SwgiA2rB0F0lRmnVTSMLky6HIwClYvMKx3Ra8UG/aveppFExoMUEWD+iASMxI8cp1FGows8JIwlit96",
+	"zIjI5cEnvdgP9pd4xLWGtFLoYrHjNWLr4v1VOOYkJlSOeOxNr3aRHXnEb2/gbVkBMEOgRhUYWnxei+7f",
+	"rQv4IcCBa7qGu0HLcOx9oCjRtyyqd1mdR67oFJGAg+N6/mJnyYtykF7tHg/k5Ib9anq31a5Bz9hQrkHn",
+	"JOzeFI51wffISfu+o9osUKPuPRgMnL7sJ9WQTX0ZqNgqyyJhNT1Z00PCxrcsT2epPgyeQl3RniJ7pTk2",
+	"Bj5sZ2/EP09ltpbedjlVVR53KsIto0xrMCmPjmHYLRN+xKYrv5kayrVfv7adVn+tK5b6R/B7HO2B0uy+",
+	"ftztSumAaV91j5iwmhEHX0Fcc/QBMn55bYhuGc35K26ZXpMhvZ8L10ME6subdNW3emgfqIrlVpW672ut",
+	"8p8sF07/83y/G75SpMRYk+LpwQFep1jjOIZAaXQjYBjPiqoF3kRhUaURV+LMFuMC2Q3w6WpBUJCSbtxg",
+	"aR/cHkFFKfRIGJs+QrQHVzjJt/fIOYSqY1jaPGdSjvi80KwCDUWJhYsxjDsiqzy9Bds5S/lNPxNTmgHK",
+	"Kei5csWmKc1GnCaJbgnzTlGjMJlCJkkAnzMDtV5MF1DN8OToiAiOViAGPRQcisXFOLIBJObFpHv105vr",
+	"V99//f788pvx6+8uX19djc/fvn3/U2/EUz7NioRJU3wB+oalLtNkmRTZLSNr1MRR5GpdPMWy2tMFm96w",
+	"xOSLOWSSaZn7VipB/i7Y9Dfz9OD2sJ0t/ehbgnYFBs8v3pC0ZW3B7TcAZFEsqa1m3UoRg3rLjZcEv2LN",
+	"u9JRV+UtqTRhQagzgSc+p1gQciPRaI/CeSPuKueRzy+cV96Z7F83r8b3LY/ayvqf7kpR5H+yG0VTLnx7",
+	"kKFsyp8twWdOK5cRQES8G89TtSgmsa2xj6/3kCsGsnpXNM3LzwZZKtU4lbJgMu6VZdxr9foH5LLgHJNU",
+	"18iItR1RZmP6sEjDYxLPRD4BhcwHRPLyZfDbaMRNPR63VrLnW2flbPV0XH+ZEJp5Fis4gpS7sXgpy0TP",
+	"DBj+8FhPh7ukY8ekoXz9gLwFW2DuDBRh6gTahU8lmWsNk5dF+sp1lac5o0nsvL6gkZoC/3oEjYnMm+tf",
+	"Z2sv97A4Dk38dENiZNQpePqPgpnHRrd4vZywJAmijz4mrNVvLVBUCvexm8F8yN+quaRJumQcLc0q9Ibr",
+	"e5YJ6kWFeNmEO1C82XLyOBTvQJZgOG3W4DhMBZfFsiQSAFYDr0NbPIdyCUtEB9UOqsHtZSNew67MWEyx",
+	"dkMI5b2CKnawoHLRh/f6x1+dBNMpg6mEgMyiGa4S2A3o22SSUX7TawFZrxvdlk8J1QC+NsW16xkdSUAb",
+	"eAdIYqyvTzDI65uUJ6ekhvaP+KMRKbh/vQCwpIdaC3asTv9y3IuMhjtOGE/xNf2jA/3XP5zo7/DmZ6wf",
+	"2KJk3ZPh8x5Ukpll6RR6ftmLyFxwRronh0NPAIx4Nd8CHNGaCfe0/sxcacMxIgDpz496UL4GSwzoH45h",
+	"VrJYrUSuWDKG2in6gR4ErAGtNnF0pAdeLYFZfeoVLsDf9PhrGHkjbn4H24fTjHSf6xUecZu4aCobdJ8P",
+	"j3Dhb2kK8Jj6Jxi1fVHZQp7Phye9Snq/7zAB+bMLV7dKGz+kPOmDrTFLp8Q0Yd0iq1xMMraUMen+/Amu",
+	"dfSiw28PH3tgXmwuHxbCq5BWRGL4OrbV0rC8azFdoOoI2SNwTRyR2OYU/3z0cZCLjKG9h2VZfx516GAy",
+	"6nyM/dGNuJYuZVHqw+EQkEJSJs/8SnyIKSFyLb/c1+/xfiPGG+eFxYOCd11hdhv0bcY24lAsDdSAUaer",
+	"+7PNgTCENG2ekB+ht96oU9kxv8y1Q84KGBx3ECOUC9BGEvQ72oSUHflwsOpvkt2VdcxdQwmwU37byHpa",
+	"FCLZpt2W7Ks+mOZiGa9vWeim5cqLD6CKLOhqxThLzlz9f1fW745NFkLcAPYgS29ZoNLAI8LEjFLf/rRd",
+	"Yy1bKPbkh9hZD3KqSHcG/h9EM5Lg/kkVuaOyt2XvvfpTSWiZcgVFuS1KKlRWwSvf2KxMP00ADELbfwnL",
+	"0lumj09VLLJbNR4evjyih5Oj6XFyMtz43xF9OTueHk6+DK5XGIv7HJwCXKGHCm49Ybuv1yvWa5lIaZCV",
+	"/eCuRnMFGn8CKw1p8k9hobn13Ln6HjotsjcI11vRdSYoILAmYioP7GkaLBMtjAwcxQDxmhLNxM0vKBLM",
+	"pUuWLQeGvQy8/G+aM7ix7qfcFga1hzVDiwVgARyEU7a2hxh+r4YZlJacoQU/v3ZgAv4qv8FRwyoBOOby",
+	"Q/ND+ZX5YeMTM/HyB5x3JZ93c0DVtr0fy/a9H+vpPOBHH9+wtT9g84s3YvNLzuwIzeIOLHwLwoV4jdhf",
+	"ykbsL+W4NoFd6z86TNpO1NEbbwEcx1p3M7/ZvK5xwReMZmqxrj/QCt4ty90XoBTLscnF0uKKKgZa2MBq",
+	"XebNDUJreavgjkoZYuJWZvPZB7dGm8++cavlnp3b7CIafBBoDR80NvXGEV7twbeWAOvjCvdfPmyeUXgc",
+	"5cNLINDLkj7LIcFFTGja8CA0bXhwyTZm9xNS7zUSr/v5Gik00IV5EujDPAnMCfDbEQ383NB26Nlrj8Td",
+	"87dv331rSP2D3Hh0YQj7g0fwoeeXHt37z8GIla8c+btnl1Sxt/ocvC6Pgf+hsZZL7IqPD1Hn2xqabe3+",
+	"J58XEKuwv4rjPo3IDVujp8Cr3Aw+bwwmcnm2iA8Ggo8Lv4xwL6jmNCeROFhPD8VuIdpAMth0QjfvkCj1",
+	"1+wSIO+2rNyFMQoCBUjA73hH1yXar3PXabNY5MvKEoE51R6s1XQc0k7c4P5DN9kcZ+XGhUCLtKy97lbY",
+	"gE6W2+2GjqgB3g39GeFFluFcuCibuKPSYJoOOo0l2byQqz8XsvO1WUN/9lVwRZb4y7G5BgE/32z6WHTm",
+	"dnNyiHTB6biqY88kOLlOYaNztrLATCXErjcxfwHKFwRnLizlLk9R1TNuxI1laHZX/oXv/Be+81/4zn9m",
+	"fOcK831auOcNgRcFxPMuQb/tuuEveOi/4KH/gof+Cx76XwEe2nKk7ZaVrBQmWRsNlyqSMWrKJNlQM4tT",
+	"SxBLBw80HnRI7iNdd2dz9FWdh8negJyXYhyZZJbeMEhLMVzVsTvQPewpb631WC7/jQu4rMUbeEFXNsSg",
+	"VZDjHx4d+48CVB0AoA7cs/+rQjI/Bk85QLObNxmtwhnd2QK1uFse65zRRJJU9bYCE2xxvlgcuVrM3Xn/",
+	"Pw1K5GH04iQUcqc/sSrKfo4nT52xZ8hpeqc2C/lvJMaF1NpNuWTxiHdrDiolSPwJo/q9fiKi1WlAJcXi",
+	"QzEcHrjhwEtl2yIxwQ69iMQO+AxVPWmSsL23e8Eb4raFZr8zAPaNSmoI+L92MYUPQGqYtx1Efrd/pJfj",
+	"CKFYJT4pS7pbK2VBtQbD67h8jyor8OTI/eQb5KFVRLlnEmJPXsC0NyZk1l4SO6kdLPXJIfkhkcyaOqFA",
+	"JbFinKYH85XqnwitcaQtEfmbN99WnjTVF60F/1vTAFp824OrpoKrlBcMLXatTQbZ1e9dQaB2Ga/3Dj1d",
+	"7i3SHfaP9lmysGhDbP9qdz8W04wVkkjb7SoXEzpJs1StyZJKqfs+3NX3XkUBzNZtE2GGYbUu3heMQ7SH",
+	"Pwl73h7hBA75w9+AITdLWW6lytwNvnoY54w/LgDzN6mCV3dEBpfUZKTjuw1FxhtjHt1+1GNBf1tnUiV+",
+	"8qkrhX0P13abRFsiqHrM+Wanvmc+C/X0ZrkSubq6SVerELS7WHkHqIba+u719ffvvyEHK6oWNdQ5THxd",
+	"0vwmEXf8IKd3oW1yjYdQFHzwKkCqtC875t8QlGZ9x+VoPArGMK0ULxUOVhmmC2XrM6dxA0g7KHkTkaSg",
+	"I29f3HKJXO/NC82Ssh5GyMG3s6C6g4BrLE1vIK79jMgy6sKib0EIu41vaBeyUJ1AeQde/f2y7KD64EPZ",
+	"XcONqB24DW8JL6NzYQTAi7m2Z+dzwLywr9lwNr9+CO6slucY4hbC195Zz+AJym00AKh5bhqpaK72AUtL",
+	"CiTGd9Vw/yY4swijIV8FA7o1t4XH4NpKmEW5qsYV+xVfOZEFAAbtDhjd7OrvfWNY9N8kzs9Ls6xB2wpj",
+	"SV97BVueSQKYNPiuG6W5HeYMrq9MkFcy2A8UmNrqCd6C7+LqJe0+QVygdxD+FMGB//7TD/sZ2ufEwMcA",
+	"M/6JTcgPbE26l9++Il8+P/zyjLxOjp4/P3xJbthagrNTP/pqePxlCCgym1dlwuvkm6vzMAL9bf1N6Cb0",
+	"7k1DWZsbtH7KNt7/cBFEU5Q15EWZzkPv3TdAtOL6AOYG4sEVebZ7i/TocOwN+3S1SZp6jVuTpt7qDZqs",
+	"D0I3GOr/XVOwuubuUI8aDVfBb1kunX68UXJEBUO5r8vo+mb1MRdZMFheELli9EaelaA+4KBDoDwSu6CF",
+	"SskguZaKLTuISqs5h30rcA9aWyQYSORmE1yusHZ/7sJr8bKK2oyBwFrRFRpqIZ9e6cRDWyERTJ6C16BE",
+	"odAqD1Tsv00l+q5s0pOMfMdCF5D1XD5XxuZ0uvZekA4YordfXYEy2y0QAVVNwJLomDHZc5g8d2pvFGfp",
+	"vMDMYWauX7qUJKk0QXLYAlzca+HhfXDnao70zNQgKc/IsFsvIRVXEfipWQ2qILRF3HEi03+WrNdeYEm8",
+	"hPcyyWTKp8yHKvSUhE35HjI2W7qIHuED2uJTe7Wg6gB8Kv5OWCcaBryYWyxfUBs3t8kV2tyPXnjazc5j",
+	"3AJwvq5oruwupUmTPQtr1MCBbcmInS2FTEjXtqsxUDmLjcf9G0if2n3owcW0ytNpanJ7XGKGViF3c4L2",
+	"J3CLVntd9YNWhoA7bHd0TXK2ghyS8gDWYtnMUTAV/iArGM8A3FzC3PdQlf9iG7vYxu9x/Lef58ABBfpu",
+	"H3h4YT7YDDz8sRI9iXY9FkqxO8aFO09WaXbu8o1QQp91fD43KGe6y8wAHvEEFgaqFvsaF5VAQdjQmEwL",
+	"5TAEzgBEGiIzShPkM+wKGOU2SAgkt1C8TCEZXKparpkmcsS78Sapx4D/YC4ZpYFmi7+IEaxNa4Eco2/E",
+	"bMRLaJWIxAcxMeg2CXEtfxFHJP7CFjv+Iu5FpiEDYCNNcdNyXL4T1oLhwM1Ul5KJVkFBnNmeeoMRryJP",
+	"IJGSc8NIQrgOddCJEQ+jThhuZq4dMVOgV0LumItdUSgWjbiHPWFG/0wa4CGXyaoFk3mP8jXmWeaMwrpi",
+	"MJQVsl1KzB2JN17zaaqQn8nemR5MfGDW+vYwxlZOhsf6s5ST9yvGz988k0QuKCSjAWTViuXLFFLAjVsD",
+	"FdwRj2FKfmJ5HKE3ieCjuId4x4ZJQ46wXIg7zDJDNGaTkY60GBloLQp8WQuF5m05GR4PyDmAaVgm5Nzz",
+	"ofclenIbI7osCQbQF39ddAxAOUMM0GB6IKK/W+ThzbIQuMYlGqvB74a6mAjMblWLTcUGk8V28TtMt6m4",
+	"8Npj6BgO9HQXQtcLB8s7TpOaf11MKxmy7PnsxfDLw6+OXh7Tk8nz6YsknBmL5NeK75fzaZS8uU0G2tWg",
+	"yxp6j8CCrIoy2UoYXenXgwHjK8aTnV/DS9tqSVwB89Bq1SGcznmuya7MTTVgj9YtCftioKBANmDAZje+",
+	"+ICIn4Ax2DfIx1hitveYAhOgGhh9wCxZNe54W0UJ78yhv/5RlZj8k/k7n63PIuBmaDRjXFrdOJ0yUkgL",
+	"vVtOvDx/aKikfN7/RUwC+Gk7WOlTnZyQsiMVoUaddoXVkak6YMLWYYvu0Hm8/8W+rD982WMm0Ypqk/bK",
+	"vS9lHqKNO/+tqOo+x7VI891YTso60rYKc7bGK2xQQ9ATuFuDrXS+Oe+Pm4fvl0Kqfs7mqTQV7XEfgSlp",
+	"C8/iM1TX7Ak0/+oq/gkuF7wBYwrunozOlKtQprZIVRmB+AjD/1NODGZ9uQEYlOeytsC2wdI2UlFA8Ia0",
+	"Skxhc6V0IHERI7oxqGnE9U+miZnQGiMG8GFkO6yfTTcn51j+oISOSeWI52wpblkyIFeI0GwQfXHop8RS",
+	"EqFYYA/5WgCS9c/D0n9Dvts2SBJJ0da33lELWp9w4oph+1kFcPOptfwB+dHAsQBpBO86nqj6fsN1dLhY",
+	"8kaZ5Or9arVaML1lhAuSpTOmdeAnrKhcVh0r8hxMh8+vpLxNwG4phky6mIRUBks5iMQ0wXhGuu49tmTy",
+	"bn7t6OAKP9p2fe0RTbQtPCjc8uaFgq3XfAqJI5WyN3oPjKsRGB+G7yhSVm420C5QAbpattjw0TuR32g+",
+	"2oX6cUANdJKxnq2ODlD6odrPu0s6g18Ws3i2lHAm4SLNXY9j37Gcjbgpwdw7I5VK0e5kt6goUE2nLAst",
+	"u9rLOysuB8N3ajt54dqtPTi33dR+r+FufLTE8dqCcW0C/gDqnLGY6sjvXmWg54OjwI29A/myK1EDe9PH",
+	"yPyCksz7ASumaGXUkiLz3vIx+kpUfe9zOOP6XICffFzHC/O4p34y3p0EUUKstQBWa41WBst/HS6sem4D",
+	"cWZFZtbeaqq1tT8MRUuYol/NRVv//afrCqcdbKnMPw7VeHlrRIHWqCTgK0qorj5L56Zs3QAavlZZHLnM",
+	"pJfDYbWkycvhMGoT5YRbGo4nNdwbOXuElSv6kq2oi/r1IDuzJcGE0HDc6Q3j4wb8MRMkgIUBav4cVy1g",
+	"Oy1U9qXSXWWx7XS3E42XxVGnHUswBrDTo5eTwcngqBdBZYw+g5oToZAC67ZqAGm2RbEiG4tlQv3BsinL",
+	"iAWJqmKgbW2/LB+5bx8eV9jMs9Aq24QFyx5WNzVQWalJ2Qj4o6pUGCq6YjI1K/4oRECYyA2PxTbCrVGZ",
+	"N/sgBYH7/NWCWpifcHj9QqTTmn+vliyU8lRqMeYCdm3AjBKrTtTB21CDCwYgArKMhRnP0kyxMFdOecLu",
+	"wyAYmZivcjGB/htQYIKwmY3RRQ2N+DGPs0LSrN27Ju7IQSlsiRSqLEtrux627lqIDJFkdsRo7Qw/qvsq",
+	"YeF9YIXqHoeoqSGSYPNAfODpvZUUrRypm3fY0wVV0+Uq6/966RNBdmJm6wdkL6jDjKs6b/3gwBblJXBH",
+	"P2DKbMh1bPqOvBhwm7Jgj6jtqu1hbxQc7mINssq8yC/HsrBmIzBjDEeD+DlTF29Tjrh8wvGqzCnbK8Fv",
+	"XI5iXOKN70iwo/ft3w3lN7eMRTwnuNkRohZ13XEniNKKeerulGMNAk7gqADEC+SNYiG2CP7/Q4xerBDI",
+	"leDM+E/rlNY4cpuD04iwuilHdpzvj1vvk2rszwVOJuyWZXpgoSBKZITbOeS4IU73N2KhbfheM+6ULxsP",
+	"PwbBn2hOs4xl4+p8NjMGbYbm446TZCxpwpYSK8gWakNjWy6WT0L0UuZVbk7I5CEgNkKAgk1ExNjx0noT",
+	"QZKt5lXulfQ/RqZaXYx6YbJCiY5HJgHS3dCVTML75gwbTlPzUSyH4xoNxiHXrycsqsE2ja5xlDUTuTHV",
+	"/zOy9DemqxuZqoZNb+XK3W/BNkq3RaEPPPVyC/oH5tmOVxX6O9xBf8Aad8aaWenvJNfG2Dzokc5p5xcp",
+	"+OCS3nnAHEYp+G20/02Ff6ce/VQGQIP8CxfSsMrvZ6m8j1FqH63QttBT9dzGfxQ9dYt+uodu2sW8g94f",
+	"RD9trWh+jn7wWWK/hEj4XPF+GBTvf2kVu/AWflU5YLb3sVIgVCip4eSVaUGPPnDVkP3tJwa8kymfjy1T",
+	"9YA5XPkrJ9rN35hG1+BWMsVWP5ced6JZfdx63vfbXhz1E+xuUzGWjcCS2jVOcxmzb/WaY8FRhGKs7Vhs",
+	"khoJtf/AuWrbN0uVylif8SSlnMDuHR+B3VvuTn0vGmucbazlx+1KxKacLGe5UzV0G2AVhtC3j7ETN0el",
+	"T9R2kV3dK2QFnkgKwHIIRbMtbwQxWsaqgoFh/9zpT3RLBTRWKgS73FVtywe1KWrmoTRqFgZXml4ufBkb",
+	"DtXI/IJdrkCXV18Lvu9twSAPAmqHraKwT9Je2mB4EFUEOJ65BBGcmbqyO7sPX37U7mBxPhHxKrm5+PmI",
+	"1CPqvapt9gd/tUxTq9SUKxM5MeXI8IfWsHZloR5cpwi3die5bblpBbJyqbbBik7bPdYe6t0zSWIXwNsy",
+	"KPix+VibPKEOluS9e8dZMp6sd2Q6Wsi9FhlNAZ3edbJjmZ8iiNHbtAAjbc0utzKl5mk4F+EebpJKLYwt",
+	"9S4IlYiK0JjC3uwW2rsURZPv9NHOEb+U1lYPiW80bsHv2iqwfn2ZtjmQnXLOTO3iDULkeKrzPsH5JpPp",
+	"4k0Fg1sJkkKrtpY1VVhwbfAkpfe3lFx+JkEQkJRLxaiDcIH8JrpascTgUUo2LfJUrQFEk8nYRt8LqLkN",
+	"qLu6nSN7xf7GVvbyI6hjCHtuLOdfH5h5sT4276NnNmOWTqTICuXSZD9cvh3sUxVe5LuHow/emSlPnjRf",
+	"2mNR40fVFI86Sb6+LAKRN5eQu4CEcSeKLCETZkjGROjd5aliFkk8jD3oQK8CrAqJWq+v9GC7ZEQma+JB",
+	"fnk1qK1MaeVEGA6HwSygaXjZvV8gONGemePBUI/geHCo/3N1R+dzlpOjwZAkYgrsENCuqV8kCIs2WDNk",
+	"ITJI4MNUVnwtJ//r/N3bwYhfshnLGZ9izAamPM7SDFGnPly+ReQQbfdiqDem7GluROdb19RbUTSb9PlC",
+	"cpaM6K9JF82p8kV9xFIYgklY7e2x2jtuuPyoUtiFFuyuoZ7RNlRww0G8yacc67tChZLWKS01GLaQO9Y/",
+	"xq3r57uv3pfwa7UYWXPcY6Ci2MGvxdU69LCVprIAllS3xW4luWErZSp1ohq/CfC2L6qbmwQuTAnrVnvg",
+	"w7f5vGWTNXChGoFkENPBBADjllpgD+7XTiZWRhBYbLZn0HSJZhgI4IYiCFVSwgwP4IVQQtuS255UZVEU",
+	"H/Y4Mht0E7lzUE7ELXjobF2UAAj1VPxUs5+Ukw9X3wBA1jLNMtQRLNJlHQBkumDJG+voqpkztUZQD3Io",
+	"yb6NYDAqQNxDngu+Cs2TLqp1+FdilKSoxPjFB+Oc0WQM3iv3yndM2znmw1d4LwShjK9EwdVmAsKaTCEd",
+	"TpIl1oAmMTQYh2FoN9xE6SMWomXTolCt2vYuKfZofyMuS/flOg0TEVZyC9zTsSxwksry2lbLm80wohw9",
+	"D01YOraT7RYCdlp+0DBiBQf50hQ6fscUtQZizQMN2VxatK/sR2V55KX5DMNcX3559FUvrCm7jIYxKoYh",
+	"KS1lAbVGDIZ/GR8tTeaBrck8nbIVxum0Z2sTCBIeY6F7OXbMcj+oHjuGJveRGWFa4hFDlsOHy7e9BlBH",
+	"/GJs1SbaeMvvXm287sco18dNrR55Y+cZIp7N/K79bC/7mfTwdJ4BCGHfwxgBx5YkXYRBkbZYrLxg+Tuo",
+	"2hJHI24fIpmUj3qQOQmIQa5FKCJkmBw6+G4YW0ljyoCnL5TPt9FvyCjAVwzzgZIyDtPDc+/pkyP0wy7G",
+	"iE+K6Q1TEZkUuf66WGltl5oWnkHmjlr0KkVDDl0Z711I97UlacK8t+UDDB/2IZ17tfnohXr79h3OQT5q",
+	"WKG7vcuCP86Gf88raK9+3Z1tkLQB15CtT2NNKa+Q45baTdXcwfJ6zP5ri72PRes0n/MC3PXuF5KRrrnB",
+	"g2rwLtPJYN5rZhxzwVncACFOc7p8TDlYuwZl0JDuf2NFPnWmqVrr1ZeZ6DzscgtvASOGfQ8bM1Uc3s1q",
+	"kZkw8ALe9ishbiKicsolingov2RAfVr6iXM3nkBBg0rLz2xdJ3JLs8KDWjNG+YICENvZiIP1epdi5Sp3",
+	"mQFQ2qd6sSUziNk23zFFczjCYnAA+uXaiLwanVB5FjnWBnrW/gC/lU0+8gzXJk+eWSvXVwXMN7TfV+Fc",
+	"jXPvqkPbcqUEmNI8T5k8JTFNlim3xezAsRKZrdU60w1bj/iScjpnWoT2/Jp48lSrwnH1J3DR6N9sdbou",
+	"VJq0Fa0iUzyiiyHq5xdv9E+24L35ula3UQ/QN0iw3+ov8CFmymEmSZYty2Lv9nk7yxMW89z0Cn84k1Ne",
+	"Ys+1X38yvcPPb+wQ4K+3b9/Zf5ra3eZtba1epXOe8vkPbN2c7CTxHb0TmoMgsq7VDT8PT3hvOKCb+mWP",
+	"vHkU3E/OlCb1xrRpwAFguZ4zscDwJFV1gAZMPNVvtU2hrmP9Yj3MbDd0XblTT3AB5G37LmWx8S7nyqIL",
+	"BeSgX2YSUIhsXQvET3gmXU76iuWpqNepTRWwWGpe7zVB63yQSbga2WakFnTjX8okgMlyx9gNXJ9zk0+l",
+	"aPgKEBsAKKQGhCSXcFab2YfrV6ZycWVZHNrnDBOoFc3i9nn4OVvSVG+hWYLqeNzqkD4sv/5nZNJrJywT",
+	"d2TY0hjXu6K2gguYaTKeIF4dbrc0mFGQ4Q3Ojn+yXLjj86g525mEMgIhaZIH1j8yNf30MLJ0vlCE3Qe0",
+	"hpbuAkNGVXKIPGr0RlnbpNARqlR8DqJ6lzWny2xxU+G5vRa8WVL1jASL/29Wbgb3Xwp1Uav1HquKdJti",
+	"qLrxpvoG9vY/TSrTbCxx0FqF1AundceWKqKLf2kHqeTvHyb7b2IV2crceiRYHciBOJc1IQyDsKX/sOwC",
+	"iT+NcESjzin5hJjiJpDj4SG2SICoqg0+yzxwt+flKFZUauW1WyWUdVkJu3L945srfp7B51aiKFXqQBph",
+	"xR4W2ZYK7lhPsEbnQRLubyNhbRJsy3eECrFdYHeHPZP9KG9Y4pCe8oK3KKYB3Xh1NGBybnd3quKbVBks",
+	"F1+WsQ1xF0OrIUydUCyYw7SAADDTGKegHZ1fvCHdapxXhLhP6DPEniIyGAzCVm9zvNfG7UHCvCTbpsVp",
+	"KD9q646GEDY3l2Gn7qpNhPc8W4fjyNoXsd2KoeGXgkKTcVvIi6c2oxux05Aa2HBmGVfaZtMrNE9vGY+s",
+	"zIWLRvxtP8dtAZBk2+GL7L7cUYmIaDY4ACBvUDdv1CKeahca0TEPNRvHEYHZmoOZiv4dgMc0Q0QO//qa",
+	"zrU8jUcdrClg2sWyAqNOHBRUDZOw/KPtLMIhTrjfVeTMclu2o2ia0+SuxfYC0DT7CjjTVh7iIAwIMKxb",
+	"INK9VWVdSzWpBO7b5VitMtdqhYOhJpNCEUUnqLpydpel3IQAeEEtJ8OXL1oX4T0nmbhjeX9KJSMZU4rl",
+	"UD+fGw/wi+PNF2REknQOoPX5iBc8YbmcipzJs/pUSoj7+GA5XW0WphgQi0NEBIeC/1CcNV0uC0UnGTsl",
+	"kNQDS6vtrCVdkwlzYHk2MopxPM0jviykIuwfBcXq8h8u31pXKvpIAizlMSE5W7iOX/XeLgUoozLCE7ap",
+	"30K1d+vzqbiMBl9gKXT3g3U8uZL3sxrmle+MskOxHCijiuW9AXltGKNeTdgM7rl29YqWc6CKJAIUKIhg",
+	"IN01U71T1K3wAn7ETXyRqVgAjxIxIOe+/0yqNMuIZFAcF8G0cXXQs2hAUWhZZL+E4gXI7dr2/RzS4af5",
+	"cvCFPvhlBsP2re2ORoNu6MH/Mxp90ev9X/+jsxU922JtPx5CFcloC6t6AueJVSH+FPCfECL6XS6K1ddr",
+	"3/1xw9Ze2gA6QxaiCMPGQCMYHPeZa4ctibvQ4mm9uSEwBfwrdLXKUm2S5EKzyIQk4g6COvVa6bH32vsS",
+	"5uWKtB+3XcaHUEpyex8mOpnadHit35QBFCIch8v+qLutatuv17u1TVvpOAoUO9vl8iNdFB96kKgG3bB1",
+	"g2K/C0AmTTZb2yhtVHfS7fDPfbh+RRK61lJAE81mB97D3h5u3V2gxe85w15QqJv0Phtt67L3/JHQnBFp",
+	"YIz9fWlVsbmFu2MqZNih9kpIZaOjLNCurbnxTNpCLxGxJ1EJcsj6h0P4oIuo8DQDNyeEGfHE3JfLYtmL",
+	"iBTGsaSg1AOwRUoSNk2XNDsl8XAwHA6HXw6fx5AYU/5w8tL731dtg5XqhZdb3RXipX/TxTo4FVs6lT63",
+	"5PK+uPhu7I8ovWwIIsRKzOVRSOM1l1yfV5sCzDmhmsoW7n9XtAtZI0ml1oi3G58m0t2+C7+Z6e5TTgu/",
+	"vnSQDmEf4ZbOzoi9IQFt726RZszcJ3uvU20lh30AjMNL4cBUqLK/Z2GzGU2zlM+vUj5lDQuYsCy9ZaAZ",
+	"W5hb85Ur8EWtCxSLcHn+Pz3BBRT7Xrdf6fr14N3iUdeDq5zdpqKQmFDxuhkJ+gNo6GUxeE2/LOnrmRma",
+	"N3p6OufSW49S1TOFaiiZ59okQxHWfsIVB0rLT/Jwlmyji+ON9WrIMvDJFt3Bo2sg4Ls0k2KTkm25CEPK",
+	"vdIV8uiyH3oOjmxL4n6cF8Nwts+oA+JxhD18Fa7OhsCSgz5k+/DoZPshdhFJIaf+TwsGOQ3eqttrBUlw",
+	"1cLJKyUj2KYjmgV7jS8DUoWFHG3xmanzUFLihksTk4wWSq26skc+XL71OYlWii7eX12D2nFGuKhEWXXj",
+	"QrL8/8ayZLOczpcbqUO6XXl6cAChEAPz+2AqlgeyzGhukdZUo8sKSW4hs29wKuumnBx8qhVDwRluFuTJ",
+	"cNZMZtoqX65C6sq5eUKWNGFa8ZrRPCJLyguakZyh28IPpApoifuLXhh102UfPITLPmQENvimnyax5vgJ",
+	"g1QP45XB8Q8ae7kOA+6FK0d9AP8BCB/jufaWtKSQJLutiI3hxv+O6MvZ8fRw8mUjNL9Z+H1WTX/2zZab",
+	"TfvMGg3gH/AWqIUuqj/ZcidUb9XdWFahuQk3rovG0GcsToAwA+EK+t6lX2g+1YvAVJG50N2Gisr4pTDZ",
+	"fXXhG7Q6cLnYOWoVqmCka/DkQcHqnUHumhZndxRKhooKN30mCaN5lrKc2M9KFrVHSEOrGgY1xmFrGLjg",
+	"sjdJyzqa5fvlEfWPkRfu5zjKrrik2uCewL9W55N/Cj9beI+aq0GQrjZs10xZumHJGbnTquKEWcpkSS8i",
+	"MejHLGFJTLqUHN3fw0WYDRIAORfjMY1J13J0dr+ghdQtDIIVE1yjHVTkWyfF1eZZ1kqoL4DXQe3Rt6a/",
+	"ctVe34Yz+1+j8FvbsiJ1VeaMxKPOF6NOTJaMcmlEBhStZPdTtlLoyhcr1U85iU3kCkZoQtio+cUuH6RS",
+	"Z9nSpiMMXCGO2FQiIkuDcY6QTCPO7ldZOk1Vtibd+GcYTURGnUrDo87HGO6hUs56tfKTm9fobs6kKxkj",
+	"r+3pxJ3+oo6k7i42ykTHLR7246P9y1OaTXq6k/2nOtGXeFe2t1lQCgqoKOWbS59hJriJTjNGcxua8Jsa",
+	"DmdEf0hy1sdGJVaeRxeEp079CsZFOw92zczYrB5nSCUnLiPYSxbC3s5gUhDxBlRlTXtIMEb06TKxqGa6",
+	"P4lhM/j1DJCmIn/n5EpRntA8ITZQ3MV+46qckvhuIdl0HLvUfDJZay0OPhtxA0aGWfYrCthdPa3eHZ3A",
+	"3fcJySlPxJJM1orJAYFA9L5WuOq3ydjPu9kP//Nl/tV3P/yvf+TXd798uPjmqzdvL/7zjTh6S9/Sq7vq",
+	"Ir08qZQ5O/6qchWNLf583v9PvJr8t4OP//a3T8PoKHwhXVmsS1Hm7u3BBb4Xd1CWAkiHUI8nWCpDiYUJ",
+	"a6kkNnBjk0MAiV1g1CniJu2IfBRZYrV1JG67lV1LtS7pYYDvfVd2EUfkqxcnw2HvjAwxtDfV2vddJS3s",
+	"xfDkq0pK2DBYXuaJT+818P07t4Jzxlm+iRUSTEYzbf+UqsXV44YVuBJ7lO+jdnTlHqUvLVsua11WzuiO",
+	"UpwPuCU+ygwsgk0xP1+l4WQQDm79G7aGwp9Y9tPA7mMScaW6nDSlql3q+jNJrr75AQJ9ElO28Yatz0y6",
+	"L0SrkPjADQOKk2MqIswEosr0ONA/YAv/nnbu+3SV9vE22+oUOAWXFnxusHw+Z0IDqBykl0uLtFpJIs3P",
+	"Ow8PkBY/E1uB8vQh11Z0NusvBOBXzKlid3QNOk1G+bygc1eYH6I3CqnEUo/VDyoZkPMsI7G/TIreMBKf",
+	"++nYpwSrJxEMEyr9ZCZYaMS7tFwGuwqNi9DDUBYIxDVZbalajPiULln2ikp3qalfu/z2FTk+Pn4J963a",
+	"/pWKLldyoBVazfJomhW5yzzFUNERwM8szDUS1qAXMxJXUAtjyzVd1S6TSkbiv/dNrmn/TRIPRvwdW04M",
+	"LhtkAFgEwIlIrMBl93SqTgm1IcI23F3bZdOM5iyJRhzAATmhmO5HIHKrG1+9en/x+gq10RjjbWJcIv0+",
+	"hE8RdZdOmYmSHHEJJbENXg6URlmThK3UIoKx2Ep8cLJPhkNIYfNBBeMR53SJwDoGVmdF1QLv2Cp1/Q1N",
+	"YK4pKbidDK5FBPg9Dn22PJhSLFkEQXE4FpQkqBHeCUKz9IYNRvwcay5ZXFrBAZnKgoaQFFFsU7BpbXof",
+	"lE6yJhp8jiJfpQoEvn9Izi/eeC77085wcDgYGmwlTldp57RzPBgOjjHWbAEc7GBwx7Ksf8PFHT/45e5G",
+	"Dn4xd23zpmJYJnvLy2/TuxeZe0nqbiMjA+GBd0L6PYmhWSNuLE7geRjClc45w0qOWHYssfngtsInWWWF",
+	"JBnTp15bgz/o5vT2v06Onj8/fEm68Y1an5L3P1xAZmN+e2ofgcmazfXf31yd678KyU51n3FvxDGFmMQ3",
+	"aRIjmpG9eME08GfGuTog50SrnIBgABS/ZEzpUzviBYcFNI3IBQC/5GzG1HSBosRiGeDueaBVndPOd0z9",
+	"+08/XEHEKp5N2Jqj4bBW7QVCeTC198BuE0rKXXIU2gdeu7mfNxBCBxYRzhR6f0WnC9Z/hbGfIY8MJDRG",
+	"ZEnv+3TO/nY8HMaO3dOQZ+3BF6Kd058/Rh1ZLJc0X1tESMyRBEKBBdZUUQO96MLx/YlNyA9sTa604NYs",
+	"88vnh1+iSxXArn7uAOBb56PuskLiWEXfoXb0ffCKIMX/CFywCtqKlJkCNgfpUhTNzlhlCWH3Wn2m2Yjj",
+	"S7JnL/mrlUwN7kcjvAeILwPtEZUGlIlSTBXRk5IDEttpgMPE7A0UFu3aYqSGF2olGgQyVk4VUvUaSLIZ",
+	"DuVXpNPmThuIt0yo3UZd++K1WNf6+cUbn6hMmGRrojpYTleNhHUuSdyqlTgqE2HsmGNUTdxGo2ai+4sj",
+	"I2VsIvcgtLnvXl38K+3vxV67+u7Vhasb+7nbe/DJxFY//NYbXfbcestNCO5/z52nNgr+mdxJAdUyQT83",
+	"JchhYw5rEgLTKGREGzPLvOTXZjL+w2YxqXuvWHQHfkm4lQgWWPXsxfji/RVWhLbfxUTANSRfYx09DBK1",
+	"edcYnjji3Rh+BwlSFXeWBg0YmyHBjRwKg2U5ARhKrbJj1sWIT9ag2tvvewMSl4VKYl/vHZBXYJQkpyTG",
+	"Ym0x6dIRtzD9OeATk0kmpjeASVFOEREq9WMAsVjSOYtJN0bXWjzigJCoJSJSif4YymsVkpkbDPgT00Jj",
+	"0wV0Xn2A/aQSM/JizC7BWIMyU3JJ8xuWQHwmH3HEaDcdyph0TTlZ+NOI9RiLS8VuXFijRtuaMS2UAB2W",
+	"r2PzWP8XAG8iEhsv8rhatE3PqxeNeCyVWI0llpUBbNzYKxyC7a3GWmzE7sQVkuXjNAEwKbVI+Q1evcXG",
+	"HW4XAfO37T4iCKV1aaNJN+IxQsSNUTmCRmYzkav4jMS2KIOmxLVmX5qjjPFk6IXABjABMh6QGGH8TDpS",
+	"TCY5ozdwhNEQcD4RrAl/ywgXI85mMzZVA6J5X1/bZmlitEvjLTB22kKb9N4xQuTgnI34Kmez9J4ZCinG",
+	"cUhhcp9iONQ7BxxfYyQhFlm+cuCa+Q9jxT1E7b/5mmlu+tGF4X4tkvWT8W/Xi5mahad6qDrlzOXXryZG",
+	"6sNAjyW7Vwfgwe+XVXjK9mqWC7x4apw7mvAM/yIHJNbkbx/Be/bZiqa5PLV55GOIy4yILSUG3CL8Y8Iy",
+	"RTffFCuXlG5fKdvWD1cQKd5Yp6BBZEILXgEUc3i0fbuxSHDwfJK3EW4PUecEtyy0E25ry72wjqYiU/jx",
+	"4ed8fPw5H598xseHn9Pz4fPP+Pjo5eM/fv45W/V8ePQ5H3/Gaj9//Jyr6uCnir/6ZwCQ+qjZ5oZz3j6r",
+	"KJCui74eAVXpJGPEMBdZNwBdk52PUee+7wU+9lcZ5QwDlygMMazDHUxFwf3qAY9R6CqNxKcG9W1VOOxc",
+	"re6OuJuFq7tvlSpfc3J6SU3zqAj/iNQEec9hEaCeYwbpWh1x+xjTGb5F73iJyWtLXTMCk9F6lD9pccdH",
+	"HHBC48pkIzLLGbi3pwuaz1nvDFEtEYscJHqZjDviFXi5KeVcKOwv8nVc/EmWd0PQWfpPlo94V6U31o0P",
+	"LhcmVbqEeUHVoAH50aSdgh47FXmCK4JPt6oKuleXRPIvpyh40/u9lYUS07lJdAIF/CX6/hJ9/91FH/q2",
+	"4TjYWh2fL/yAL2+9VJp6FlkV9A3QAQoJMCEVEZGlUuFtZzTinN1hkbJcqghi2MyFIKIhx6R72IdCHy76",
+	"6GiobW24tNK27oiDE2DCZiJn+oetrPttKtU7nNXvwLmjYHYlQi3rqQcn61xU/yhYvi59VLA+lYubCoLx",
+	"LuziYGkvPQa8DoTLL5uV3DQEuwlbr4+ae8I9a9eV29+tfX38TSxYV5YsIJPeczM5MTPH4r+vcPqdRMSv",
+	"z2uRWDUfe0o+e/AJa0imiX8n0cDIvmPIx/4QbKyCYNDa6/zh8m0fCr2ypMEFTWoe6AZvvV22/dz1vxmr",
+	"aPT66IeDvw74H/aAY3bJLc1IN7VayUFMDM2C9fx/Hn0bRzZGoAwsSlXv0ZzBRL0dSAYw4vLgU5o8HCBA",
+	"O2ISVY574DzsOAleCPGLzeB5vMeyg/gEauVDoN9QPSXEPUdN1F5TYUP24TNJijxrvHW7Ybzt0A+Pvmo3",
+	"9gMbusHard7TjUIKKDLg/XUg0znv6043fxWAKad/RhiAfzbq3RcYb6P13oJXSnIMyDmEK0pyNBxqsoT4",
+	"aOqKMiHygOatcsS/v76+iKD6H2Q7KkQeUg7PUiqRszOo4hAf5Iwm63/GGN9dKCghMJul04YglO/NFH5F",
+	"JotdhJjreZbeskFrJrOFt1Q4xdv0lnG9gKtcTNiZiQyVBrvBX+G8QCgTe/7Re2ciFDC2xPyrGobwO19e",
+	"LzW/m8pddFfwDMKdXOgUkUxJuIbUnw9MrwDBH5vq2CYssncKrj2uZT2G6vpASjYyF8pB+nG4JoCKKhMv",
+	"kUptOGJFbSgkdzI8PDgZHg/IOxyDuZx9v2L8mmVMj2xNJFtSfVD6U8FvdZ+CQ4Ap01vIcqxPOkuVPB3x",
+	"Ee+TeKHUypR4cnWuLRjt2JRz/gQv2adYkSki+KM+J/bfhtrGmHE61hLkIT4dcUIWqVRintNlmQXu/L7g",
+	"Rx2DUR9bZ6fFu+mdmRFCP7FuKjUQyXhA2XKVAUxnDF5WjNwtOBZ+TCCUVg5gonPGxzQd4/X22B3mzcma",
+	"F5GeI2L+LD/Qq+l+douiham5EhtrwjMTd/5dPUo+BQwAGxLeLxGGoXSLKyjXjStj8KftxfFValT3QpME",
+	"yhqDr/ezZmV+xea8yRmH/grip7PMIXkB18Z0R1OCzrnoY72jY1ksYzsjQCvC0Xs6w9jFxY/LkjFyDC9/",
+	"8nAcBdYRfIjxQp7sbmRzw91bD/HmOExqxrhM6jKDKHvuxgbvRk9T61MQCWESUHt6UOC92dLqemNQgZF4",
+	"1eMhkptmdijwY+SxmfFNyhMYmXEwpVKPDM8UgmWaK4veZj8QAWauNMYQIprUpwwf6c37Tmg5ACHQeo5W",
+	"NkxFlhmkzG48F+Mv9IKYh+Mv4qaoTsPYdgtUuC5eZTStidKWF9HIwlsbJY+xRR5jCGzT/7WuXzEBahr+",
+	"RS40X2aFtPMjXQhHYvcrIVNblWJJFRkOhoOTiupuZSLKbpdycDBdUHVQAoxtuRJ0eQflfWD943hArhBO",
+	"Vm651KvGCQFr1K9JJSAKSDJM8i4ky+Gi0AvVOhhx+HujQjk2YGIN4CQibDlm5smBgUpBRgkJNGSWcpqR",
+	"6aLgJikLIfNjHKnEduD+Tn/TG5BLkTHp4sL0TBJ2yzJN4jHp2tQpfNzzJkClTKWiWvS5OK94QK7ZvYLc",
+	"IAVlL7DwRs7ILyLlLDkjEEKGqTtFkgrvDZtw0j0ZDvU5e8+zNYn5KTnEcDBbazB0BN/DzmOQ0KsFVa/c",
+	"SnZ+nes4JJtqV7/TdVxoKI+I3/FjdEJNvtIkZeN2MKbFQEmbT3/+5v2Prz/GrcNqSmrfJ7IGO4uRwiUx",
+	"cCf4cW0cbR27ONvHeHUbvjx+9Jcnj/3y8NF9trlmDH/Zxr8U/PL5o3el1e1iw5fHj/7ycbvSxg9WTaeA",
+	"NnxH1xTrXTtJVEnFAZbXxmXlicXHSkRPGJ6CPrRcoW7miux3MRIFIDSImGGaIj7rDYi5SXOpNnHZYkym",
+	"dEUnaZYquJDEvBprIgBoq+vcRZefVW42DSaENfKXWHwdQNe1tLIBfL4Yby9Vd4qb30jU/EHEzBOLGNec",
+	"lSzI139zyfKXHPlLjvzrypFuxuZ0uu5hnscTChS2nDDAVdlPnpSfaXGCjpaKNKkKE1KsRlwJcjQ8+cq8",
+	"IW0iM7xTMSB6ZySGS6CUz8c2GSKVIx7PMqH/bTFHEMPKpLKQbpYqlbG+5gSUE3j3+Eg3VsKhYzumGJkS",
+	"zpFlE2tRvJBU7RIar+0C/Koyw/Xyu4oMbxTYTxPbLqkCgpIw9BaKOf3Fg//iwX92HlxS9+cy3Y24vxCf",
+	"qYTS/confGvIFSKshJIjB7/b2fzNqf0J6Ccc1fR4+jHxTA876Kg5kumPF2T0h4kw8o7FE4UX/XGk05/3",
+	"7DxZwNDnHDpLxw8HnzTptjh+F+aL1sfQXa+uvEJDGxG81fNjv9nrCG2JNIQTvEf/pvzjX8f3r+O7+/gi",
+	"thQnBbdnt6XAMfT3yHO8SrejeGEADuKfwSQu3pBjB1HlVyKxd3DfCWJACyAlvkSPnOViCdnNtwwK1SgB",
+	"AGsNt8+ms89V9Gpoj2HCtxNzyFtPHsh1vUglkSs2TWdmrJohw/SbgrYw/O1REXmXBZeEQuUvonLKpam8",
+	"Sec05VKVoXaQyRIhrmecsySVAwC+AKQKhZnlklzqB6QrF4BvpzeTQCCDxCgPxHaQvTPyfHhM4oLTW5pm",
+	"dJKx2JRNTiHlckZTh2FBrf8anAw2JgoRf1eMJxCc09W0OqGSkWkmJJYjLrielW48MuOCGoVY1TVndLrQ",
+	"z5pCGi5xTX+XEEHo+5GU1dI8bEuNeihpKK7waDgsSy0BhSDSJCw0vmTC354PjxspVyqq0unBp1masYd2",
+	"EbD61c8PgL09PDBYpc2WpDbpzi/e/KDf2TeR4S3kP7XIXjA4679uxD9Mok1SkF6PMxKXAPDol2zCc2/r",
+	"lnqMQ+oJgndaSfunDvipSXgILa3LeL0VFupV2oIuCMSLwMGyFxGRJS75sBKvDwkDslluGywbqJ0WdEmj",
+	"E1bz/Ru2Lm8lESXVwAB2m7FCDQiPxcdGbM01Cv4NHNgSxp3EN2wdnxlmgRjWpyOeKptCP2FWydHmiBZA",
+	"ESIn5wyKRAzIB4OIiWOMtBKE8T2aqYtblvchpBy0b4THNYOztfFXUNVmA9716Ag8CymfjzgUzNTMLmPL",
+	"kGzAxcMj9Su5r7FxUwKtldP68FfpO9kC7hl5mNfe9mrZD5WAtRYj+JT19kMAPc/u6FqSmIs+0EmMZakm",
+	"IlmThQA8Y9PfLljQPzhrOnzMN88fwQKP/nXYJlIlKWGyz3z2AkgZqsg5oCAHAdcfw0Rr2gIkPCHdZkwF",
+	"amldMhuwrEeULpcsSXHUCVmxfEk5AEW5kik2nN6x4Ru21raQkuRkeIhcFUSu5tX6CFggYcugMevA56HA",
+	"LUe8ezJ86RX49Q0wPGVYi4ByAi2lUuVUifzMVNTXGj8ioMBj6B+FUYArfgOr4XHFCns6CS+T5um/6aFr",
+	"4zfY+Oblv84BwkWvHKBUaYGsyaA0DDWFUQXs+7GKR1Ch/o6pJgp5amV3i+SqCaTX13Te1KZ57QDeMTLl",
+	"D0yqf1Sy+45h2R5X48EWHC61h56vT2iz3nkg9C/oN3i0ErzLY3zD1lACk3S1DoPVJ7DYeTnABsft/nnd",
+	"q0KFuCEUtpKm/sKSRSTOqWJgRkK8PPjPAYPe1Z3Qf+HKmCQa+wzCCiEYnmUJydgMShujgFwKKFSnpVFa",
+	"lhKODb5/XCsRPuJlWSb9CUqMO5HfpHx+ZoTYHVmJLJ2uCRxaJssq9Ryi4W0BN3KFG5uBvwozxlhiVfNp",
+	"kUN9J6zcRKSiazni9iVLDZTY4RiaIFdor0BZe9T1LSIXvHg64rYeBIbVrA2sl0XXd/V+gkUeCNZ40GZK",
+	"hFGVNgtOFIoNyDkn5hO7CLql0p4wbxt7wuHhyp8PP5bbN6AZy9W5+nn4Me5Bm/GbWf8dVdNFXCmDAbGh",
+	"dqE0U4LeDo9CEvkDFFx2/HY/98WbGfT+68F5wbBwiL85ftdWAVEWIftcQfEHNj4eI1wOj/4ycn4TIwfL",
+	"t5c6msmnjhyX5QkpGb1mnyA7KrYQcE/8waRiP9rwmS6oao5uvIKCZB5idjevJlSFMqZ6RAnk5CaGHWGy",
+	"0HozFS3sy8+00Fpl6wH5CW6sRx2MWR51TqH2YYyvYx0kLbC2pM6wTFGbvIP+IZMvFieC27SeEZ/SPF9b",
+	"K6uaBYRlQMH6yrJlTBSd9wYjPuI4OLw8cYmakOkem33JEFDevAJOKAE1DROD8j3iJgdXklnB8TWctRbe",
+	"8f/P3rstt42k64KvkqGZDpPeIEXJsleZjI4dKttV5dV22WHJu/ZEo8dIEikSLTCTjQREsWs5Yq7mASbm",
+	"HXbM5bzCmjfZTzLxH/IAHiT5IB+q1RddFgkkE4nM//x/n7pUk6ZWWQIrJ8vSkZLHbq/EMk+++Yksy4zp",
+	"/7AP742S1uihHx279EDh/IbMUVm6x78R1jaGs6wabQVGxzhHFPLa1AndwZYD58+6Yiff23ovdIf3Fqrq",
+	"zQvduPwQjpuI0kynaBEQxmbo/YVvuok4Uyq3jsqgKcEylJNzOhE4BT+lVHMAsVnA8mZzeXlSq4XN4hmP",
+	"YF3wQ9DWPDAmxChBmeoIt84K28xZnYcx+uLY8XJXjRYd3zaODeVJqr114JVrIvr9fpfeG7X0tWHeERDU",
+	"8hOCxfB7uoejwWv5Pd2bmFwRsS2funTv/fvMmXRkstZqMcK0HrYbi/GKTYf4ZVBiLmFDCrYsCxg80rTI",
+	"UWgCxkX8VEKPFqcBP4Vp0NkwarTveY9/bmwasFHDLZwewsMU7bPek8iIJb3KV2ZcuLy1JwXO6S2FY2Ho",
+	"r1RC/MltjQxLzqLPY5H/nuI4sKP6/f57LxRZWkSyprRGuFFgW8EgEnHvXxizgDMFGzYWC7ABHFez7bpW",
+	"FjcRFLQ+1rUmXUFs8oVMhOBqHVqsczfvhGk3kEXtMJtqpKgZq1zQN99+duujrLh/dYvshoXXn5xTv2Gx",
+	"9afVCvHRUc6YoooZ64mtndGHt15f5oOtjih8ew7fa7flF5KIttDTUiENhkPZQmGPiteHK7jZMApRkNXn",
+	"CgoQTQZLSjqONHWihhzJr62YSTvDapPaVBzBSHVGvH72uM5aGslURA6PPJxBDXFoAoYDq9QiDwoaxOiM",
+	"43Ljv6QtJsw9gqgah0FmpTpr0a0hWg6nSbt9qo2p1KR+W5UZ18tgYjXxdPVoJrURyEx1zwoctx/dD+Y0",
+	"cmISg2AXIxBnpkp19vMz15rqokFcUOk+yTY09FyuhLosbJ1qDsEMvWxkY9e9vsqFo2ClouXbnQ9lpX1C",
+	"A9yWIm79yHO9aOovnR5tT+GaNCkvZxTaRHi5O73yL+fph2M6XFZFrXZlNtcRCUeeoxmschRaIFX9Vgoi",
+	"ftLamB/i369JfJ/g3JXC2Tjqt475eJsGdvthrj7I336y8tva6qBkNhBNt4BuEuycq4Pizd39nLvbVFeX",
+	"+T0Jl33XlX7+OW5S7BfW5q7k73ZPQPKh+gALBMNFotBU1MbtwBsHAzbu56gHDOazrAXnBMVBn01TKtY/",
+	"wRBzJjpkGXcx6mqVLEMu7wLpAcC6pyPtApQjX4tjBRj5bEu3Bj6BsQttayXzvjjmYj7OGRYaMVIwW/d4",
+	"5FJvqaZm6atSb9earqa6XavVVF/TYAXBsyNGQjZsePUfnfZK9l5wuHYHG0fk67x98yIR2ZoHs9Gw8p3X",
+	"+H1M6dCdIf1ZDWnz8dJyw4KIWhZ3Ff9RGZxtu/aJkGWJZg0nfxLyq6n1iTN2WL8AAivlojv+fKxKo6fo",
+	"oIPdT6i7wau392L/vIvIERhfiJp5sNiwQqlJ4jiW8zNZngl6nLwv3iDVGBHMcjarz19yjBhBYyUH8Cm0",
+	"G5baXdoXxzDAziIGccMaBlrOWEB/ShnDdSWJT3kV9u7S99/Nead31trRPtjiU606d20Vn2A6XeMOs/lw",
+	"23b9bsyvT9Xed9WNX8Syd7WQYb9Gbm9LJXQ/xc7/IDHpd9evcq72blakuJyZUolcnRWaQIo7WEhnQ7kh",
+	"xt6pqYkTtzbBvP4Kix9AFZyrRd1NuKowY0v0mCF1d5Ynpnps8tU9KzLQxxkGtsfK//AoCrqDxsSwu/pH",
+	"I4kY9O2bF/dsqjuRdxXXzsOQORXhmXlRg2W8zfnBKVOVAiUk+KWNqIAM9DXdBkZrJuRSrij34PMJpCtt",
+	"qosa3JywH1BX5kaRtsSIPTk8R6Lz+u1p+IrWqztKtbyqYnCrssXkAIJ/vaUu3lRPZmpyHpVaYtBxWilr",
+	"xbSRVc7lj/SrogOeltFhDKqDuX//pbmAp4+zBvfvi+PQapatH5HMvQA4U6nm9YwGwB6G0CfmQqJzYc1c",
+	"ETuCVktuHu6L41RzAoOWgkr6PI9CJWZmKfw+xDjH//w//m8qRHBPA1vEVMW00KKDQlglYmYsl0lUNbL8",
+	"+feLnWiUSIJtWWhk0ofNCaOIjMjeKaEktaAtwFDuuP7w+3llFut1Ey7dleozQyQopsxFLaupqp2zbcFB",
+	"bpl75Pi2izOo/sNvsrGamLlCcHlEjXcOaSY6RDeLRa9Rtq6/cSG9zIqLigJiP1dQeq79qtEaOwq0qxBg",
+	"Dc1uvGh0XZTrqSZ6Nw1WFOdczSM6GRyAK/NeFMIOf7zHVU915hNjyDSxmcKDM4+0E7xfXOzLUtwFtkKq",
+	"SVLB3qMTxG+ybcpj51u5op3FpT34qlPtAFzh6ZfSspA6M9UQq3W2bNpok3TAlaD0H/NEROuVJWJuLlg4",
+	"h4NdG+G6eOgZiK/ENPW22EvmQihU9bxN8o3c20u2TyP2TbAMkariLhQJ9TNVT2Z4WgnifZvVz3rmc5n9",
+	"30ZE5wvagryP8s9mFN65QndhmU9z0/hIx37aPRtZj589SLPPzt/V4A58zfcN7oAPcZN8Dy/JHyjZ86/r",
+	"RmKCqH2aXLjjs+WKPtWHvDrX5K3Bdqbpek8o1UeDo1E0wNYMEfd+h8E+ImeUCMLCR+vVU5Y540jqVDc6",
+	"V5MSwY78WnBnAVrkhL9MxfLxs8AaFqVKdcdHq8pCK+7tKJu57l6BPTG5Rbh9GvyrpKr4ua7JU3FU+raS",
+	"VDT8TTNUTs3wF/TXHyR5dXSX8PqOEl5eGoKiv8Xsl9/xv9M/rkyHHX9wXGoXsIQTeXf5n7v8z7b8j470",
+	"wmdO8ETq9lZN+F2K7xMV3l1e54vmdT55G36S2X29S0p77RMSPdena1K9BifxwemaVK/lazAf49tOb5Yf",
+	"wXZHTJCID8+P7A5LfhZV9A3Y7V9KfPlo5GeRY3da+c5g/kyhSB18vdsMRPInO9GZT2pTrbfRZbaWtcpC",
+	"G91aLKMNAZHqDvWYHwwENdXbrsNOfv2XJ8/EyeHDR+JCVcVZoaqEPelWkRqOgrdwLX62IEq4TBRnIJXX",
+	"5G0HkTU5ZhKPQbqBetBxIGylJ7pxyvMRA0pZYuc+8m+r3LpcoWsGfDA45Pyi89YzYZXPpkX0iK1EHiiL",
+	"VHcyT2gPXvefsUEvES5bVeRE901tdu+aqkCe4YlZEJMxrT0iLeXq3WQmy1Lp6ZZPmFD/z7C8WcAM2Gjp",
+	"89N7DerAZt2+eEIVgVQSsDJNhUAGSuchO3dmytIsYX3dVF0lEzcEjSuz5H6gsEr9VG9E0FjVca4SlxW7",
+	"FbckQSlDnWq/PJmYFxZ2Zuic3NKmmDB+0kjMTYUJTJ3qg8Fg0P4JjE0uKkNFBYwwRxG4x1vDXfQcr+Bo",
+	"B1SAm3BARLnvjpwgfgOCjvDnIx9NWjjmQ7BBKA7ukb7+0ahqFZqYJvEM4oZ7rG3ZG/p/wfzqWlUwxv/+",
+	"V9n756D3+G/833e9v/0+SB49eP+/bulh3yCU+A0rFuKXPYVzKM8wzCiYvf6sKf2JGkXlLkRCerNG0774",
+	"LawA72N3SKMOXVWeiY4UdmaqmvMKFWLTc7hy27q539nb0fJ1ODj64fqmrwfUtd1en5/NTSTCJyLQXh3H",
+	"uy6eeNXEuDEUBQ6ebZTWXr78CwYQ/6A2x0ktK9/P42thUCwFRH3QeTfczZ7BA77tRRUXnwcPMZYVcIhH",
+	"Qe5nvou93RhPCmVbZ/xnY7y5zsK6Nt37JLruj9Dld8O0b7Q8d6nfP2bqN665aqV/29wCcafIFkfnYwXI",
+	"Z8oMsyNEQTSUjffaFYGuBNI/+VA49A5f05fqCNAD/Q76LgL3aKyqKBLVQUSShbR2aao863JxHaF/9MVP",
+	"VNC8bj3BzwR/qJbnKvFGshNnaHpZpDCCRQOdXskJLAfq+QtZNvCo8GqOBo8fifEKc+JrxASpbqWmI2IC",
+	"917/0RjSJzRkd7TRCZEi4w+YM1plOFuYd2wgM1GCl+ebMpwMyeCBKnBAKtNMZ+IGQCSiMzb8LAxu6n5p",
+	"s3wwdl1wqnLDQzVN3doV2BDFHiYsIFYYOmaHtXeX6naF/dBVM8Pzoa09VmfgwfiaVT5U5E3H6GWMIguu",
+	"TgAm83BVWaEvzLnKelgIeq6YHQMTx9pVw6Pn5m6FN4fnttXi6juy2rW47L1ka5wbtCdgz8lCb5QSX9sB",
+	"e+vALV8ZtOWq4oLIX4zBqdcl5m32xfqyg7vCgbs46JfvlPWF+cTJ1ZaxOAIKs08wHG5iwLdK9z+w0xaT",
+	"U4TYjmAErW4CVHIrgbEkVheJg52lntdYwMaNrJ8DjLvVyPqlKxnuqhK+dleqM7PW4dQ+wQbfmkv4yVS8",
+	"ww/7g5ZXQI1qBLPjY/uJ781IMOTbbvAh6E7y7FXuObciyD3G4AOv8Y06q5SdUTqYQ44So5N02Ea+9Rz/",
+	"3EG6uGaI3Lr7fL05cFd28V2106IBF/XTfgsOb3LTGz6sLiPWbuZMxAk5p8HXFDsqLPBLudiCsoZUVBu1",
+	"du4mBxlxamitETBe+widAhxQieDk2K6o8q7rOmRsCewJm8pCY8tmNMoHd8ASXsXnqvD4bGr6Nh2pJ+H1",
+	"f6UGtJu5U76+Xaulq/O/qwG5qwH5ttrRyPduuTyVobScOFe34vQEcgO7szYEuf/MVPi2Y4rQRx30/TDM",
+	"CzM9Kf6psog2ATQDM5pGeBMcchIHg0F36LF8YifKsxiQyZikOm9ITiYEzC4mJqeUpeMIKHJn4sVMB2OT",
+	"F8piA7ZDYBHPo+lRxBP8LwKPm6u5qYjiBF5crZDfZAwyVdlRqrEOpkR9gJ05pAvnQpblNoH+orB19HPf",
+	"d9YnPMhNsj7RJrjL+vwBDN31vOzc2BqODrzH6F0noGe30kYXulbTSn6pLA/LPTUfqxyczSuQ5N9EvD/+",
+	"emTsqdVlnVHlEVI9u++QKIVri5uirHsF2H+lmchyfybtrIeX9h78cJQhWR3IwbOy0GooihqR5BWy2OU2",
+	"wf+IhSwoNZNqn6oRujet5NyKQtdGPPjhSOTFXGkEoBWdF4c9baq5LAuLeDHP0eAs1WUxkWWSMlDJXOq6",
+	"mAwFPIgVdiYrLDbCeJOdmEqJSWmsSlBoLmaVtMpy2iYvkB1I13x5bsCc3R3Ef+ZW55Zi+H78r0SFEp5v",
+	"h9Hpt8cdwvodc8e3ztyBuxmbii9r8L6luNjo17s5awex9+w0I1/LKRpKlLJFMYtQjmBaUpUtckE5hg62",
+	"EzpEdhGbDhzYW1TqojCNRaOBWPhxvAIEYYaFB382ZY78mcislWr6k7WSyAgVi8xao9184NMRkrKVtaKe",
+	"6ikYwObcClmDTA31peJhMhgMYjI35LfQuVCyKleu/jme/i4L8Rmt3jWFUa90uXI/h+tQWJzwrnJRzNsl",
+	"NxVuMO4p3LGlCjQjlZ55y71LxCS8wl7Tb5sFvowd9ao07F6yp3Qzhw3nP6ChYfO1s4+wGeHi3oXEEgrc",
+	"pjj3V/A7v7r7w0eveKT3NzCivylrGx/hJoY2bYk/EoL69+nzL9V4BpLiiqKpStWy0Crnd9a2lcV45XAK",
+	"YyHMovXGjj5dfy2JBm6vvdvevztNJfgyEcgtVK5A/+SqLC5A5t5xXHzyXnM5ifZ2+6hNdYNiXad6RSdT",
+	"F7UjL0fePoSC47n2ihz1d1H7l10o+5lYzXnvO2LR3kSWJXx1DW0s5+49ZZnroREeVMWTmdpskzO2I614",
+	"tVD6+LlArtVEHGswchbFhD4ANfmzmhe68JynT3Fk8oKZQyymnXWXxdymM2NVCGNnspo2mBfJhBn/XU3A",
+	"JcPeiXU6VG38cIlYY2UtrNBNWZLBxTSeWapnpswd+ydy3p5ysxQW323B58zD4wxTHeb232QJ7xtMlKpR",
+	"BEe4dJP0D7nEg89LzfnpVPtBBBLhOlpP3g0hvJfQsJsAODbhmCObi/4K2DcU2yvqGVOVZmBPZCMqp1sW",
+	"VjEw5JksraICjfBYr6n60RO2xiWRCB0ES4WQhyIg86TaP7BHQMfMV1/85L4IDYAUULSqvKCCzFSHLBnp",
+	"iQ4WMn4G0l+DbMIEIuvphHF9cjOx+zhUf553A/XxVfy8CLR5NUHvFp5c4WhyGYPTt+AlfCW3EMUHsRPx",
+	"Da9t7ISSjO55cQPIWsDlmIyrGk3G61Y+XrFUlRJzmasR9uFdQc0rrmfm3RYpkWXp3vkthUl+ipbj6wVL",
+	"4ll4lbbVFPBnA89Oh0uscRnvWcGiqXsXUrkLqXzrIZUXqm6rbdDbMmxwV4DltcnHxVqmSoNIUddy4i8q",
+	"M1/Usd2CeTNPdkzz7MQ2DQb0iwsk3ky1JOmLpH/uIIp1onw3nRxDSRGX+5U0+eKGLPlM0bqFJl+0WPJ/",
+	"plnsZsjfUu3Fy3g7YtgN/5Xkb1iPW+fsvppgO3oxn5tce+qHvuPVvlMlfyhV4qQHhecp/yhInn+c0oiT",
+	"r77E3VTv96sGpcoHt+TucNwna1x2N/Tfk2vddA+V4uo96LgvCNHCW+VxOQ3iL3E9TaQV4qUgj+csUDKE",
+	"chJLmd0k1Ug+wQ5qpeqqYPZv3zgN97mKlcAmGkoeK9wGQ3IbWqis+DzonGD7XHCR2YGakQoGf7a0DMRg",
+	"8pXoLGRlVY7IB3QTOa3wdyLoWnVZj8jJhwtSreaLetXti7f6XJulbtGDTZyADus3FEeDIyyWQWgXWmhk",
+	"k0COAuoghIsGO/gOxRvuJMwVfC3doA9SnRGtx7tc6QKbHN66eh9tdO/w8hL8wQo8STkuEeLBcBOpsMU/",
+	"VaoxXTQUDweHInMr/46UyggdW1uaJXx/FH1fF3Nlmjrrp/onWZRoOrTexhCReLP2h+/OZFFSJ0arFdCV",
+	"eG4hsACN4zrofT8lbS4sUiffMcHFbNWr3rMRcwI3lDIRQ45uK7iwK1WHPshhqo8GjxMHCYy72BBtxWqT",
+	"0YJqXV9pLKO9gjsB90SLKn9rtyEvwmahrAM3MZpDFo3lGBAcNXD04NhQmcEWNhZwAjOZzwudMXZaq5uR",
+	"7hdTVWNJbqo73ERZOKnw+tXJDVg6sq124ZtG3yq+8ZtGfyWbEH/5Klc8krEWsxB3nX53xtV3blyR5Nio",
+	"v210wF8boWz+5fT0NYinORUvBhuhT9DaXpQQuna/anTHla6Scux+eLVby0ZDD3x3EcULjENOjD4rpk2l",
+	"8sSXnlHItrATgxk0cuWtsKYCITxeiSLviycgqjHfgDYlX0MR9mwuL0+xJTFL1qvcrMhC2Vk2EouqmCA3",
+	"E9VqRBicFct4RwtFcHIursDOHcYHTFO7ko9Ux3HTwkZUzY7nB9PWVhAe2Y0KKl7SSt6koIKf0RVUOLU9",
+	"InubVDhOBGs/8NoOKmLq+eF3AYuMuhCUTBfbWyxVDC7qFdpHu+oj3I9cjfF01dTZzgS1KxdyXJRFvRph",
+	"rynpbLIsMeQCxlrG/APvWLlxs0qIcvtR4vTcOhSZ/6XWvF0dx2Qm671kb2JyCq9IazSVb1wUllRrVJcJ",
+	"F7qg1GbJx5anfy2nZAiKzkHvYDAYgJVQln5BrodSw723jgdWzGH2MF6yNy80/+nngydaVXvvv5ECEdzk",
+	"uwpETl0c0t4x5n9kNLewUTjXehg7WcvSTD/OC6eh1msz1qJvDtCELzYLpWXxp8Ofpou6d2R6sDMpseq4",
+	"4aRN9fa79uN7wCELYVuStz6r7KV65+3JU6RYnhdliTk81AuRJykiMBYWf12xpgx2tNfilr0JfCJrg1xk",
+	"pHydlGTSiw2e9kS8ffOipzRInPwz1RTc9tF9qmpZlFce3rtamI8Nn1EBDG2jMXnCRZ6EsHS2nwneLphE",
+	"/tPhT9mnnWm3Rd9HLO1bD/j1p1BcfwhTfZNTKI4J0odiFYSe6dF5sv0s1R3Vn/ZFVpupAmNhf65q2StL",
+	"OZf7L+D/ew96P4yzrgfd4zUbgkef6ixagC1D/Onwp2gQwaldXGt3VsE03S4rXvN63lhmeHNtIavaiWsn",
+	"SHbIhMj6urlkSHZLLFztD/j9DwchvJNKfxyp5HcsnFsXVP9wCcQgnBjOuxqAkoCM+cLvuhcxepIbQVDS",
+	"M/+RiqS//hbHCO1Ws5kgYHjR2xCQ3IXbTUSrI2MdU/Zmpak7uvmmhSWkQ8eLjPrPjEnvxagwcZaGru3F",
+	"AXNGKa+jiDLObp+AHfuM2m4p+IGjYFtkhAg4lysKsoxEVslavaBGF4OzlWW5wtRGVXAncaqtqi4QeHeh",
+	"qmgyAl1WwqCMhu9QwSH+m4i38ClSbWcUj1Fi3ORTVXfXoPpgToWyDpTekysj5LQoaqHNcsj88jgj3yzD",
+	"iYWTX457hw8fcU0ftRvOzBJu5TwDC5pUw0yK+byp5bhUQ4RBdwzXKhEVvy8hEaKBXxmGtAjFiFnHd3ce",
+	"RsLgloL20S/QT35pBMGNCeQ7oS/woiQqGG4TbHfgLTE5pdET1f1EdPJRyEpS9bDkM/6dowjeIVx8uPB/",
+	"44+ybumAEaPiOXZ6X78b4sX4aVQA9IHKYJsp5OMsuyD8wnEBCSa0EaXRU1WxqnAofe2SX4sSjsheXcF8",
+	"jJvbORocdKlkA+4Be8MXFRi9G5tvXYj9YSD2vtXNGpj7Nrcqv2lbmwUm4UEHg9zWU8ca8nEWy65urCtf",
+	"/q1YzVerjzvUuS+9G51zGO/FNhQwQ0ZHmt0ulA7tOPAJ2XofaU1fWwKGk7pnqdfLTLDVK4ltjHdFnnU/",
+	"W/j1egg6GDqJ7epEZBSOIrIkV/wBf9HSOMjIuLSlI8VZocrcMwKSipqbCxdT24ZFR/a012mpbjRX6uAt",
+	"ZC0vTXVe6OmIVcFSLExZTFYCj7CybTWRatYTiUead7Dijlvc2oY6d/rihF4+f4N9KARhFOPNLVRVmFzY",
+	"Wq5sqt1FbsdIV1vk9o04QXfG2fP07TB4OaZKdUgsNlxIRotHBExb0otcmlTUCaH8uYxvZZpaIb5t4WrM",
+	"aHGuYkRPdYff8F8P/hZea1+WqqqP678O/pZ1Pxdm7ttFvuFcfFtofNHcaLJfuqToJgqFt9hnUSx3yHt3",
+	"fslHKNcnFG5YM/W4khnFtRM9WqB6GXH7JAp3lJ4+3fqp3sm+ozXbjZbSjEvEbJoFIsbICGXdx/KkL57M",
+	"1OTccp8joyyrVBdWoHhORKPRMcEgM1ZpLrCPtsMkjraZY79PNxHqkk6rJabBjCkZYVRkBnMUjoJ/inog",
+	"lc4XptB1grjntuUqaQohXSDeH4GkVOfroOkeBXpErSSBb7DzYHDYFbXhHtVACkgAsrURWaD5oNpPr/Ud",
+	"mkzQ9KmWeY76E40WrAlJhKkSR3pIASlX1n04GMThwRiokUq8sQf3WFAVMy4lGm0ZFiL/meKMrsYZK5+R",
+	"ZdKpT5/T1oRo2Hk4OIQLHJdL4hRsIvD9mcq/OiJs6xwNBlyInmqqUiZYRPcacchEUIrP6WWMaWah0hzv",
+	"IHMj1e237At756DFuhwb1KaeFXrap66d0BDLZICpxqA7uMS/nL58EX7IOcGwLguwpLApaVbPSzTBmGCw",
+	"S+Xrqf73k1e/jgStZT/HrJRFY0KtMeIk67vJE2FGLGYRaGSH6F9w9lmX5ofrvJ0BEiuT1EdQQNJLYpNt",
+	"vIp26q6qJLxjF0vhw4PD5GapyDZjGzzzbkbJfOfvHQ0eP7rhD+5Y5zc/PRGP/u3osfjP/3HUP+gf9g+6",
+	"bjO2z8au6eFgO1kbH37E9KIvXYaWNthVM3gXD/lJHJKf3/RyfQChyw8OVHuUa5vp/Ciio00sZZeSobqp",
+	"/3orBaa/eSSmBllkHYlg9Gz3bDTsmg14NTdNNBtzFp2h5HpxLxjhAd/pZ4pG06qzBkcRcmODcdetRx99",
+	"603Mre23Pvz4Z71RIfiuWz/yWdsm3wYsaXTA3W5hilrWySPX9rxG6HUNlWXbbrPFVBd62jtXq6uz7Cd0",
+	"4V/gulsUAOFnrioCXYAxaWcqFzBv0cG/J1ijQsm8bv8ubx2Xe4YFI+uWXzsuX+J78y4ot/rRyeudO2uf",
+	"YL93N/efBqY5uC8mmtNqCdOkqJI2S2E0Rak8XuK5WqXa1mZh/XM5FmzuWisuwGrBEqbCcgY2D3GqC4L/",
+	"Gzc1jAN+UVivQotsv79UZdlDe2r/78tz24dNnSUxDXtRu5nDCIxvkwR29pWYyQuFFd1s8LJfUMSRua29",
+	"W7h24WDs3WJGNvqVHUcPXgfvlXO1ujtmrcZmSvZvHDHXZFsw7bgL1Rn96Y43/tgVB2vDoQWLwxmxDPZs",
+	"MAqLfUKuhDHVnSzeRpe95XLZwyuaquSLwNFAewXdr3dgf/x5SwMmw11oXx8i7EJOVM8qcDfgJFIsFj0m",
+	"24yt8pWGLqaRaorWUksEfTmPeyK4EsTVWbQCCzjHX05PX6f6R2mLiehkx7E3MRT08Vha9eio46P+Q/4X",
+	"5yiyhJGxZFWnOl4skpjdgNcQEgdsv8UDZS6eDeuepJoKicamntEzxHAi//7baau0h/yPx4NHPySCrM1U",
+	"Z/VqMRSy/i9/X4IFGcvPZ/nTk+P9Z/nhw4cHjxP2gbH7mNtUd0g2fq+TUhZzK7LCYrLBNmPCr3XLXOTd",
+	"JNWZbPKMGKzgP4XEjIUen8F//l4XmLVYWxB6331xohA+hqr9118KHjxBZfHsW+EicHn8CG50FT+YOaI4",
+	"P+MvproszjE8dvz6uScLrRQFzdtdy8Pgx+MJhoOZ6lS/pTHI0bd+Vx6/fs6MDZb4TVG0Y7hgJhcqPmGp",
+	"/s//8bB/KDrZ7yk5XuneUKR7LnDBlU17iUg3/TK6tN/vp3vvs+4w1Vn7tgzz8s5p+O2333rH0cbnbU0E",
+	"vJ5L11SpXlZGT32RQDipyZZEB8VjkAhYzGUJ217lPqkjOm7cSAaAYhSVWlC7dIRsVy+NL+WKE9BGi7mq",
+	"Zya33URkjbbNYoFtfu+iQWkmSbQITmhEM8SPIskRoj2z64ut0Ai5LgiS3UxWjEAYWNjdcLDjE++9cjq/",
+	"wS1vbf+9a+ulb5J42Sq1P9Abx1X5Ss3d0WvZ2d29Lhw5OPOwf/CpRWBXe9fJ3utKTrdBDUUDTeAnsxu7",
+	"6Z9v0ZyPubFox9rLJhJhQ7F25sFo3XYCYUe3jl5s/H2Bmbdl33Ajoozqd4dkW9sJ66JyS8MaHfNKyXL+",
+	"53QvssfSvZu8T0pofcFV4Zc3DIWL6nKiVG65xrYPn/24qhX3TlL27KtOkLPX1wqsfmTIf4EJU2XwOw6h",
+	"XhWmeUUVddhzH4mhwJG+q/i6HUU+6m7xAryVv1BaLor9Yg4Hcreh/1IusDkboXtfPxcP+oNEPOgfwKk4",
+	"WcrpVFVIXxoHiwlDz0MAoJlutMfpWahKeGWJdQ5ZdA4Ez0zQzDJUtalGSKIW0iqYNscMXYouN08x3euS",
+	"B43SlimnCg0zSDXC1UjG7GllRmIolkaXsOyMpup71VONoC1WdGL+xtYI52qBDBHkfZN/RhIv1Zkvesm6",
+	"oxb0a/jpBLGE5QQsbfLibQR363hmrOicK7WgShG7BsxD0QOC73mJvQMVFuu0JkAuQWMbWUZhYU9Vnzig",
+	"XP8JlwLxpw0WUOSZZ3SImMEcAG5erd40OnMpMCz7YZqwYYxvaEGpLWGNl6YpczGTiwVyzqb6ldslnLHl",
+	"UpuxEnO4KMffLQvLxTyZPS/g46wFJyWt0X1x3N6hLSgexIdyNTlWIk7iEgxwoqp0FTcRKRsmZrQBJ9GU",
+	"Te3L/t++ecGp44BNlKBtjMfv0OdOM/izTwf5OTi8aGYSlQZlEGESYenE0eHhKNWBUONgAHN1kMUmLBQX",
+	"BHV4LLLhQQhQRVIWLs3YuY0XhiF6XdFTti7ks1R3DsTL4scIgL874rMqSllhRbBWoVdEPHnxHNfkVFWV",
+	"hF2KrxYjbRJMWHoHjc5VJbI1HKJsGEsS7A8ZUyUbbEaWEHTa12914oM2lZ3JHPstLJVS2W02+3O8hcXI",
+	"bTVH0Oj0U1/L/G3PYRfK0W94JkGYzUmEiY5L/ws63Amv7vh7wBy+qwX6JBZOcmhbx9Fj9MZaOLIVou20",
+	"hZLTVB9A1MFI7Vfnkk7dRd91tyY/xU06Nd2q3LVqfmP8j5Qg47cDpgnWziG9U3wS/K7++AZOOpYWqfpx",
+	"MCFrx9wsDtgCnSAnoaM78DadgzxIta+Z1og+iKbQ45GvNS70ggq9ryw1hqHAcowmCH/ir/p//PXgb9uh",
+	"BOlBePPfkvLl0Z/D43zppkT3ZLsqf9n1cO/oY0t/k2tKRHj8exZs1YSsJrcNN6FivvO2xDv4wq9nJkQb",
+	"+SPE3Zraj2BidvUnUoeaK6hlUbhN+nGaPhuJbH8+WfDQmU/1q+qCHGvfvSYC3id69uh/oO/Z6No0kxk4",
+	"vcc61bv7KMQN2yjoKYIU/JQWig9rirzrFvgejpfrw/zE47W7uTJWwLdr4O7ShJ+qAe+6Kr+Iiet6MD91",
+	"I36YhOO9w7TlN2l7XM5MGTRCR7bt061tjEmqqSMxggdLtvY1xhom1V7FuPBoqIO5ZwXZxy6G5X53RHFe",
+	"atEo6lQjeJj6RyOxvAustHtWdLwvEUKglUI91AUr3j0eaJ1Ub2KMHw2OROf129MQ86QnY8TwDbVFjOg7",
+	"9Fbiye3G6sxUqpV58fxrW0vO6MV8HvX2LbgHX0wo+qzA55GOd8r+zs7/NEOEj3KwRNYaRqiE1ZT20xyA",
+	"xsqp2tn8d9LMmVDEuojYTIkXL15ykN/npDDnGPKliaNT1Hmq354+ETPTVL5YyybMHpPEBGD0QLUsW0gn",
+	"E0Sw0ql+e/I0FP46XkNEv70XQVVGKNSgc9znOMqg20/1cTTLCICT+B24DMkqZSn6YrS6Z/nhmVQ91Zz4",
+	"Ga9Edq5WWYxuHY2Ng3h8KrPUqBrhhlRH9BXuS9SOhNmCszoaPOj2xVv8Zb/IRYg2ptqqidG59Z2UK1UL",
+	"Tv+J2oi8sOcwaqEnZZOrXcCW+AvX1U6d1LLi5PeDBw8edxN4/RpmlCN6E3XYwDseiUaP+bsbIF/DC21F",
+	"QCjJSpiCqlcXCEh5bV/VM52H2WHjaNnY4gK07/bpiJeMIEqNGRnMY2fjV20+wxSfmPlcRpWzAcUelg+s",
+	"ISEXsqqHtEe4XNNvp2GquRoSkWNbuBxFTmRml/WQ4kvY5cfoxPyRbcYcceo6VIosSXWWyxUxtcLLy0Tn",
+	"7emTLrUb4x7lyv5mDv64uVBVXzylnKQbhLaVulyUJld7Q+Sp3b6M08o0ix/bEO1Freb2Os2NW/Rnvvt9",
+	"sjeXl8/pvgd+4WVVSfzS1qsSd5ap5ns7oOoJnt6vrT/hHZQCduSeHSzJhbR8jAkxEM9q3t21V87V6tNa",
+	"BMMEHekozy1zfUX7aObunMGcEWpvPofbzLXgu3uDFRq7LC96vsosbRKRRBBWSAI7npWJR74qKtiR30Gm",
+	"5bs0TNYTLVJPGzl1zBm8GYMid7oaNGw3EXjI6Q1utQb2TcWvNjZbyAi5sc3i+OavzFX+5i76rnOV/BQ3",
+	"yVW6VbnLVX5OM92t6hVpSHfJh0LL+m388cnJk2YMf46VFVlTlciuS6ym1kFCcTdT5npYOtlyZtXkXSb+",
+	"CxfDp9qcicMjuPfRkRivamW7sG0Cly4TLdQcRQmku84mLSzyChKYK2jLEVlWS1nlrlYPFxA50/riGAu5",
+	"ljNjwWy0XMsnnr9GUIwKSzJnShAxn0DKQzaPLVnKf6eyLGziQAb6EY2DiAyE8epiKGT3iVyVBSZU84Jh",
+	"QeZ9cVwLhMg9GAzCa8Sgzu4MKh/JW8qg8uhfB9eVf/y3op4RQOsunc1rFeO62m8L0TX5I4Vs7kIpnyCj",
+	"fcKUL2P4V5aLHwMD+wGCe81iuRYE9hmV+9paeuYyYosuzdTV/fpgcsId0d5BiSpTOki7enRwiOdvWw40",
+	"yLEvlwO9y2d+2b3vs5leYAfszoRr31ktlmbq6w0XSiPlHn/J1GsfZbfsSoPGWvR2bedrdNhIZKAFslZH",
+	"Kp+iuxTpV9u5LvvJV20Fn/14Y/qDBB7vo+dPb5AQRSs88Tb4WrEe1dErLcclUjOzY+Y/SfVcSW0F2Hnd",
+	"frCpwJTiFvyh9+Yql8Q069gELrta1CMwfLGjhb8SBOiBNjn3W4uyOFepDqQSLWXFCCA9NxUfMufeBDGt",
+	"5ESxT5/qDnbNsu+DSjYSItjrm7nh+3TVz3D/a7w9S1Lthj08ErNuXzyDlUFgEJEXFlfJb4lJqWSFhKD0",
+	"xRvsRKGwJn90XPOanxHF9kmhJ8ollR3UoBULydTgXtylekPX1iFL6BFzSe+anap3d4r282jfW/M/eJZf",
+	"Okl7jcgOrVt03V2S9i5J+xV1VEjR8nX3AgGeXG/K+ESnYT8Ip53Z2ldaCaXrCqPn7DfwbdRbhHlB+qDr",
+	"9EbLlU91UTs80UTIulbzRW0TihkGth6TUzoUW20pLo/MEnxDP9XPdI0SX1bKt2yWBuS45fgYTm8XZTLL",
+	"gafhmW/CnhxpmkBDzOCoV4BcNrYVSbiBfOJ5rU7o7ptw8H6LUWX3GDeJLoe1/QPFl/+QlnPk29xr+3eJ",
+	"0Gr5GULRH209XyPY9n93s32/M7UTXEe3e/e+3EHZZZe4ad/R33w2v8/vW+SRi+y9L7tlr5fXbm984Abf",
+	"r1Rdodn+peaW7ASgOOdKXr/mLv6DXeqJyBvlWjUSBBLANFewFFKN+G+TiVJ5cKOwWhUVAw/jXUfkCXd+",
+	"YA9ZWsTzOnitlmDvXQA0CDPs70uENeC+To2yUYFsqsN1paxVtS2KJY4GjwMGuHMkC+udy1Qz1wlZTwQ5",
+	"xjxclaploXcV3tbV6lrBdPi1BFPiFuPbl1Af01L2PcRh4T24k6DNko+DFIRmh9JAwNvNm/JzJhva8ZtP",
+	"kjfXSJCQAVxLHDPQIx39VtqFUtSmzLGasVI1ExW5qyKDfqxskSsPLAsqolMvDV4q66ZSRO/gpYr/nGH0",
+	"smmIM51Q5WQmOhxtCvdtjUphMGokBoIa2ELjWpdxYlOdOVBbyps+Q6RYi20N1ohKTRQ8CHYXCHqHvka1",
+	"NIjDJ1PtzQhxTHG6wmiRNxXFv+JAm4uEkNz2gLq8qjuxaPllcm73Gw090eze8PNzF+xtW3g3TnmHjDds",
+	"w7us910M7F88BoaCpRUCa8v4wDb3FVLt+7Wyt6T03nDbs/SWbL9G4FWyHKm2KctlLTFGEtubUufiH41q",
+	"lKV4mzeYMSRX2HBhiXquZXK71FI3EWM1K3ROYyhZlcUOo/eYKYQcuLo3xPnioHlG4syUJfFmE7DVz8+2",
+	"JYW2ujQZtldspml8Qx2sD3HSPt6aGjlVdnde+IvbzviG8u/It/9DWs4INB0CALCF+IStHxasLPxI0XGD",
+	"imjEnyPp0VTl3nBvVteL4f7+weG/9Qf9Qf9g+MPghwEKDJ7BBpNaZcYqYqhaqAmcaFWe9aOA9MrWalvn",
+	"Ard/2BZGupjIskS4wh0g3HaMvKjYw4rNIzbVmR2/y/igU6n24cNHopI6N3MxLmrr+OYQcY9BHteZ9lM9",
+	"k3aG1m1ETke9K3KxwMwsBQwKR7jF2QMCGmRUnQKs1ZdSy6ljtRAawU83urL64i/49LvY+2Wqz9WKWfQS",
+	"hynuaMpWCf8kA4UHcP8Lc+5J/Rk/PLwNuSiQOGVLnwZ24Bz2By0IUUpx80vpi2PsJxGVIyKP23bsKNXS",
+	"tfAEqrs1/tqtMPQImZ1qOzNV3QPplG/izctahIx+xDiQpbqzC96U6Nus0lSzK63YvqtA0DPxx0RW6LfG",
+	"AO5YUCDCftUE5cFEbp7wdTeKfR8exwpzJtRlrSotSyIuq0J6DQuPU03kaX132XO6KsPfI2Y36ugVHVcN",
+	"7IAXKQn177/95WSEdH5FJRZVoSfFAn8tbqcKcD2bzVSt3UIIsFva01C5x+c297j1a3iQjIgKu6DVoFQv",
+	"jcdut72FqnrzQje1Yq5cm4gJGBwaTjNqdhBx1FzoVKwYq9LoqU11bUQn2yISM2E0waaGm7Dls7AiN5Nm",
+	"Dm78MNWp7uGP3L8P5g391v37RADNfUv02puFrSsl53ZIOEguMJAlqRYMKDkj2gH4t5qPVQ4GiXWfnDUa",
+	"UWF6cKQKPXWfO1plGAYbNQnG02FcIsJtsX9xwOdnX+p6VplFMYHPGM7Sn45C12rKkJ37v/u+3Pf7VaNh",
+	"qwvxIy7y0KN1uhfxWlUv8TWEUIJ4NBh0E7GcFZNZxGFwz8I4plqn/Axs0dsGNReqqopcgaxwS85Ky696",
+	"YeMVwNITIt/EoIxs9xCKAC5oE4e4k0QcVDbxdfAJY88m/ihz3yEOQzIsoYag/sYK8SxfwyTfbDwYjBAv",
+	"GKyYDwyDdCPos2jqQtIqxvTaMEqAWyAtUNSskmRNxCWw30BcLhYlws7OGp1XoGDMGdzvMVNBP5mmmsBw",
+	"qsD+3KXE86OFNpXb3OiV47MyFIQQi8rUSA/qG5OJipNOvetULkshS2vWz/vmQUe5Gp3wVPPvddza0iVh",
+	"NRNfi3U4gP+NUh1tq/Wru+5lkS4lbTFuJufwycyU6D1gERn9/j0rJFgKEpV5pc6Kkqg9dV3oxjS2XA1b",
+	"24wAOJrK1qJZoLChklIvsvAx+uK4dJ3eIGQ22ObtTLrAvj8tLOyi5cWxUJy62gSq4gyk5bx6LFTNUtPJ",
+	"SVKdvXGL1KMNRU236zPtJiK68o2aywLcW1Ck7sjSfmPgEUx5VMV0Vgttlut3W4oWUQQy1Z5mys2zsOKs",
+	"gc0CG4QUcnT/ayQGhp/OSBXhDEkZjZZ/fjSA1/vSbznLew6UdKqz/95be+IeaXGQqvF3/hnd94xN3b7G",
+	"Kn8/WJfRRq8U2o5kzCwN7ISJtCrVHWr7F8rWxRzVoKwFtxwh0MG50olYlI0V2Vxe+tkdDA6PMJacahdM",
+	"5sSPywM5TUMlzFZYVddlzEYmJ3UjuX8x1Qz9LeBMDx0lsbPgwP8dy8k5CzcxVivDNjs9mWRM8VRPZrKa",
+	"Eoev482nhccQLqt4gzRB/vW22/wPHyeOchfLavDkvuNtDS8GM0u947NaVWHj8MZwRLSp/h3vEJ1sU4sk",
+	"iD9+hTQm2OoNOZGwEdHhIIap/EDwJf6gvzwB64R3TULZDJwyh9rfj4QU7g0xFCYY9zUCi4PIhTWaNHWq",
+	"zdlZXxDptAOZkMTz6w57y+bygm6bkb61edWjSrQhKwjfAa6LvDFqTN0c+HVl5qqeqcaKuaqrYmKjm/iT",
+	"ve38r2V7Tsevnw9FDfuGjSOE7AerKBHBHkqEs4RSzaaQ9yNbWBgJ7TbWn8FYds3jooPYwc+JM4D+3QMP",
+	"XtbFuHROnxW2AfPFiosXL14m4lVZyrnEX8R/9SeLRZLqY2dVJeJnNS900fWTGjdFWfcKsB/PykIrkZVm",
+	"IsvMT4TFFL5c3/QHAsEKFm2ekRql2yZ05igEp9gcRORU19qH+iHVwZKN/MqynDuvMqiStoNKJOV+cak1",
+	"ICP55eRSqrOAXxKJSpEhjon7pCMpuu9b18HakaB2HZ5JixwaVBT3xGPf/Mh1MPp3SJ+D3aNVIk4iihPN",
+	"5gWxrFGCEQ928U9493Vxjn/ReyrNlK+UNojkfqrfts9Jx8OubACuJOLtyVM8SPOiLImaAh66S691BzpM",
+	"dNRw+ZGQa4gYWpk29bsz0+g8c9xV+Abg+HMggScxEkeDQUQq5Ymv4ttKOTmHs0LCGasTJnIhx0VZ1Ctm",
+	"GZigHYcANOHE0f3dEQLyZoy5VRj9jpjNMw/Si14oy+E+Y/XajA+g49g6K1RJlPf0uWnqnjnrVWiynmsz",
+	"BoVeqznu1aZSmRj0DhHQd/Ea/n2QiOwMH1BPVq+VlmW9ckp5ATpJT5T/uHcI6ghuDyqUdtqB01MMLZHq",
+	"6JJuX7x1ShQesqmUHcKaeNV6NBiIsZqYuSIih8ABEe3eubKwe0btOw8fhzsPH68pue0DtRRfe7iHl5dE",
+	"5xDRrPOUU+1+5+HgUGTuFiKFyUZIKUGsGPCjvKOiX2Vaj3iYo2gY/joYPPdaIYnsjJmCKQSRYhEstkhj",
+	"5Qr4EqDw4QGSLZO3MbMIReFCWzUsCUGuRLTztMvZ24HHwvOb6hOcbqGnQ5GlezT5dG+IjSXo5U898yWc",
+	"8nA/guypy3offb8e3Zn1xTM5mXHqYShyVYJB4KXi7ymSfbdY7xKaPVpEi0JNCDxKXXLOH4tEfY2NH9ho",
+	"ReOu3Km1CJ9txn9HGmUQeTwphHUia7NuKm3JeGcwQvhVU7nNyHPZslheX6HAJSoXNxnaMmE2Ek66i2vj",
+	"K8lCKZGXzfAqrZgXOU+zL36bFaWK3hbYjbYo4dFBVB08FJYlkRREpuLlj4AtCgKsmwgpsiGWR/RkWVyA",
+	"Dz0x8zm2hoJ+dbVWzvldVOYSXk5uyD1uCG3QTeoJVR1g6CveiRNw80rG/HLnjUWrpxXhuRlTitKYxTCK",
+	"5ASmkI3QDeo8z3CDepHwQCTFmHOPIJx1+S1VsGvO8EXFkgtZJ934dsSZqnRPXaoJeMx+o0eqUVSNti1O",
+	"oGhPsK8ERwH/Ff0SuGHBi6gwo2ET0SxEbUh+ntRqYTMRj9Rp8Shh8J2WUvFhYxbPLVP2Dhu1Fym/HW2t",
+	"Fki0empM+cKYBfxuF5cifqqq0YFeHIPveEhQ/lBcP+Pjy8xCFMHFxaBjc+aUVxS5iDEcavDRyP3wx7Ug",
+	"eZTqJzNZPwmYbn7hzgoty9Z5FJmlhWsdwVRHYFMbE2lZ/mW5FeBpw6RlJ2IzNhgiRXQT2F5nZ8WkkGWq",
+	"T57+BX3Xc+E5nYaCeHhhsidP/3LPIn4GURLVqc44IcQx4sgqIwN2LSjZWCVka4fGBhIvp8P82pXe6ff7",
+	"Gec6yKr17n+Rs2kd/cK9G9vWsM/G6HbJOcoWH0xHieeZWmGDetHHTr+zvWJir25fOL/TNd9RopDTUMhE",
+	"Ra8AHrlS2LE4UUORwXnZD2a2zRzjUsx68G4yM8UE48oZ6yzmqyW9Td2Tts9geO9wr5FnHAZORBZFoKmo",
+	"FQtr0NjQAjHG4LHoUwvX64mBy98RKFwmzkojUfUQtEqX/KyMHZS+eMuUhy42gJYhZ7WmGqQg8rX51YBt",
+	"mGp1uVCTui+eMXWtvFDhEqKuzejvtn4Cs5Lo8Pjk4TPiB8z3yn9h7UP4c2JylXU9PUWqQ22EM5/AAGS8",
+	"m6PDQ8cnTePAK3f6Gx+w7ywSK5TmyAdGFYbir09f/frsb2DgtXVoU6lIizr1lmqJFRd0b8zM+3u/33//",
+	"nqXaaE1XClaVDGeHAy031LJY08rt3A6e3m15WecEXyFz1tIPTuz4W8EUd6IHXznqRoL3DNF8kR3/evrL",
+	"m1evnz959+PxybN3b9+8yLoopFLtpZQPLcfC07Fyk+u0W5ClWtbiOkHmn+Z6QYbvi5mXCcqNCsKtyC57",
+	"clH0COtwubYatAZW6bxLwand0k902tLvFPPG/p3EONJge/gvxgp0IFfEtfOF1M6mCFWTA7pBftGJXhdg",
+	"rdm/pMNmKbiT8dkDi4f1PnrpxIltM47leRHxEoRQxUZ+PCwyPnG+I9W5mpQ4bWQGxJAiig5/hwdMAhd/",
+	"hEXznCpifxQ1zFTWailXrkqHrYHY2OrAUecTXdQJx+okn5ZU55VZdIforL47d9FGWWhVwR/zyeIdB5WQ",
+	"ZFyzZH83VQa5yRdK5dyzLafa2LqYWDeKuqzfzaWWU4QFR3rqDOkjJupdXagqEwFJFfnMa0NxSltLncsq",
+	"f2d0uYITR7UMeKASb1WLcWkm57YlV6OoVpCt/qM187+TgRh1rgI8xDbh6mTvhlgUshaYuEmEi9u+K/Ks",
+	"O4I9JhotL2RRIuu7e0vspImH4ESDiVQamauc3du+cFLWadX4WcjbshRFUKLj9uU7W0sk+cu4uuodLov7",
+	"GLdr/DmZj1suN0gj70ZlKzP49g2ZftHPmgUomWsFv9S8klmqnXhfoEcRkWNaKrr7IJnupcHeNrxWlydl",
+	"1OWxCtUIv5yevobjaEeetcQZS3mCliq8tZCw5wPFITk+uRHDOhrqFwbrEyzGtEJGuk9iOLC9ohDuV43u",
+	"OIZ9jAvjxwmz7uPIlj7rZui4vVEyp+KaiI+U2Aky7A3O1hGps25CoG10G22E9hUcZl2jrJPOl+T4gBPC",
+	"SG0JX2AlTiL+y4EvOOB6dpKFbpeTnfDsVE6HIt2jJ+Ox6NHSvWyUamRrL2rM2aBqCWj7RovXb09x0KfP",
+	"Xjw7fQZvAkQ67LKVaThtDNaArPEDWA/ROTo4FNmiwuRF0Yr7ocBZFhZM2l9RRKOVHZUkSfzJapMiIdDM",
+	"smEQ6Adg5+BbeuqvoS3l0f7J8LbyAnYYSGr8u2o0/ODR4WGqd0UpbZtIDHlcNwOWuO9+R7GUuEvfZ9yl",
+	"kuHnmZDi309e/Uq0oi5DQESrqMuQjDXVWdjX/UlRr0gcEsow6dv+f+8dL4ref+N9QYEFNV+UsuagI20h",
+	"cFjgx7KENTWsRxPX0JF9XioJnoc5o1rYbGzyFRFBsC4S2e+/05nor/s6YDTiq5qZEm2BznIGe34hJ/Be",
+	"tW87GVf4PiWVzXX7MCb46xjbB/MQLNNopERMSmOxwI7CLBgLy96/R2M3Q2O1tAp5cEFSlUWtKlli8Ioh",
+	"mHW5EpUxRBhBy2r9mYt+SiCnBfpqcot4wfWlJNmQ7QqMX4hHR3AAKjmBdzVCJJVFKVe/Io/GweEP8bdg",
+	"cXgBifR1j1o3v33zworDwdEPlM4d8ZujqDcccXqDqcZXSPdT4rdT86sXtvin6o7c+3v08OEDd420uPVG",
+	"4tFR7I2MxINDZ8SNEMVR6WbOu2QksjZxc2vIVHfocdyvPjjkAgSqZoO7HcdzxusVyiIxeB7EYX8uL085",
+	"NhwqWw6wHqPL0VMMdyfOgaZeySTVhWW6Kw5GHx0euvPXUlYRqecWJySO4RWWycDRzLwXF5hYzo74wYZR",
+	"jRJ4vPD8GVU9Zhh0pPqQTkYVsY5HubGgCOcUPl5Ia5emysHbHEtbTMAOZ9Q9X0fuq60iBmEiBtuPqo+y",
+	"ER8VGJuXEbVnxn8wDk/8tPqC+fgsuiJUJlDP1IpG0UYrnI5fApCrAYx0KKySZVj/C2oI6xw/O+kdPnzU",
+	"+/nJyy67BBfUBIqtC4kozXQK/0XmRsoeXTAw0z8aU3OFInwMtssoKlUFU8DzkEeGweu3p30RCkujdSFE",
+	"07lEUVSZZhpV5u9c0EyAHwj6DMs6Z2AQZlzy7wjIL1gwVwpe/TuH9BPstqKi2lCVuypP9KRoW7jSWucS",
+	"4Kd9gahz1LQWDAMHVViACxU9GnhWH2GZENU5WBebRsmWYwO/tO3cOOvNsrONx2MKViVRqL988loonZO/",
+	"jHR2FLd21HYcsX6fcaQHS52oIIyqkrCmTMxVLXNZy744WWfZb80WP9wyzzeNxqwAW5vDm1Yvgk5P99hC",
+	"3EtEuseWIf47rE269z540mSKZlyTh7YuVsiBer0V0/T+fQJ3oizD/fvoxPtRwQhwVO8g2/5uCr1W2YOm",
+	"AuiFeiY6kuyTRaXOiku0duK7z9WiHvlKZZCTtpR2JsaqXiqWHHMnsoPVcAnq2qULmVVd2YlcUMlCPB58",
+	"DUbpFJMznUyKcSb+5//5f4lM/ulwMIaT96fDn/ijPx0+PPwJPvr//h/3yZMHfzp+zI4R/BIqM5gX8R2q",
+	"+aJeJSLrI++9M3CsyPZhGIwHZ/8V/u9/yXyStK5MScVKqK23kI0M+uJ1iPFNDdHzCxSjIHqcUQEyvtBD",
+	"nNl/IJbOf5D6/Q/U2d1RIOAvdDYM6xUyZbg8PoU5x25o/DGsXeVaBzb3TEU9kN5CiO5LNRe7YqtOtcKz",
+	"+/Oz04RN/UT88uz4Kcq+V69Pn7/69YScC7JhYdhUzynW4moFmfehI2nD40/7iQeT9Ak5vr1TsGtTzXMt",
+	"wBaOmpIue8vlsgcD9ZqqxEixQqiD46oCk5F3E84dXMWFkhSSO1erEWoUtwokhpErA19GfALwpQtnG7aR",
+	"r6Nad36BrCc7DYehcTk5+oByH8x3H73QzZyjUw59EDa4pWAkTcrr5eE6XTFatJZr/LDtDB8J48ab/kfC",
+	"UZGKwbgpYDkfbSmueEVlY5kItS4gaGtMs8VuAmfZnrxJxIufKIbPLD1cQn3Ngfip0LIsOTcWZGXLoML4",
+	"RJ6TFKhjsSUsvOSOM6bw6d1eSXjHekOWTrI5L1SEqE0SLAN7mIwvDmJim8FhdkV/xkiwIQbXoAD/Ef7s",
+	"joQ2qfaHaSK1t0KKOhLFMe46yONXTT01oH/igEZpzILKJBdVcSFrlWrk4Dl4fPBDIs4mg8FwuP9vWCmo",
+	"z3tY/iU6lICBoQ4ePe4fPjzq83+7iXjy86/Hp0mq501ZFxNp60Q02i7UBNtGEjGujMzpc9eNwOVyY6Un",
+	"s7mszrkuzjEs4c2y7C2aamGsEq7MzIrO89cXR7i1n7++eJSIMC/8Aiw3+KIbh1c9MZPIaIHe5UoXsBOj",
+	"wJ6Dr5+U0tok1Y0uHZp9KEYHF5I3LhqEHR6wj9/gITz57fnpk19+fHX85um7Zz+/eXZy8u74xYtXv7kY",
+	"N55xSmob32BlygvYiTwFWftti0UllLVtBerpW3ydToXVs0iA0EhJqq0RT389EZUaF9xf6grvwfof8eGv",
+	"VF5U8HOF9WOEIo6lXAXE/Yf+YiQREbO6XuD84B/WcQiEEananh19XM2qmGJSGds6VUL4/+iPmIrqqF2H",
+	"m1NJdJD92eUNv1H15C0QWeL5dgRS3FoT7I3YQfROX+wV8mfOM0zEg4GwiZjIxYLjAjt8yC5oWGwPSK6o",
+	"QHJJiFSjpsKU+dqALlb9I7i8megcDMTL4kekd3g4OEz1eoUUMtYb3Tu8vHSZvmJ7LZWrYXDimaCAslZh",
+	"cp8c+Q6IM5bt4i/Fj4kDiMWiYWQE7ZPmBo2dOHWdrMfu6CxSTZUvpRocJql+OHiAF8JakaserwPdYzM8",
+	"BTa8qsNugk0eKDXgfbZqrVF+u0Jxac/ZOaD9u/Hm3viSZ1plO2LYoKHQhgqiuwmZOFJg516qQXqaszMn",
+	"eFuxCnv/PtZyoNK0UudjcwnKdaKsHXrYmH+XF/IE/YRUV42G56NaS9i6KK4cdZV49uTlMV3qi3Ot6Gjj",
+	"lT+IHa3qpanOE3FWlGAYwIAVdlHyT2NMYCnLsjcpzeScghpgFEar4YMuYd+DSp/TzXM1N65xY9eNL+Xl",
+	"S7yMtm0iHh3Btk2E0memmoSzeK4qrUr2vSSX52BAR7iC+B3jv2rqRVO78Q/wVPSpvIlHwZRzVciysLG7",
+	"wcvMhboZGJN9CkMWZytYQyrtjZhbOcyEsrpD+hYZWeBW8r7XBkm16wYFPcblX8Q+KLSytduE4iAZDAai",
+	"VBeqxCYaSZYlaUAsmcNGBJ4AJZJnxLSFs6kNgVslqJIm2JHLwjIl3rzEl9fBtfNmMoMJu8/8imvq7M+V",
+	"WjhiQxLYVA7nOm/CtsSy2nZ0zgetO75MiOwdJ0zKQqts3/85MWUz11yDh+ZsIqJr50X9VC3qGRYEp3p9",
+	"qvA4MN1yhVZR1D0HFt3ZGTrwfDIJGMbevz9saU+KenAYIi5GvWc9AnahawN2nxPViXABIXLOSjOl+r3Q",
+	"nwRvrFUrHQrx1GSGoGdyck4mK8Ehp5pcgb++efb0+Mnps6d/y6Kua3hoDE24Hx6bvFAc34gnzaFZKzo+",
+	"W+86cjjCl/jmLAJg93F4F5a3mI2pRQchl8gGJdOe6mHgMTMXPBy6YTOQjJLSCQVYG2/fvOg579pU6LC5",
+	"v8H6KZAEKFdnit2KHF60d3ekTrWcTApYQVniolHKRJIql9UqXEtBRIlmtOU2Q+HT9GuRJUrhwCHh/kK+",
+	"nVqm0XpB7AwbZEiq/S7HBD21J9VVg7sQ35uH92gVXbokGJ6BFgJI+9hgtV9TI87H+ld44iu40SqL0HaV",
+	"6pEn2m4NBRV3VmDft6ZTTa0QHap8cpPiKIQ7/thAhW5tV2BDYVG78OQIqaK2BOdS7TDTlzODjwRSzSoS",
+	"lXGk2tWshAAexQ5dxhW0I6wfx2pCHBiTKRicBf2yO0waRY6zbqCMjZKydFJw4fhAt6J1cSxsa1DesYaD",
+	"SOEov1UlB65BXvOjdLKlkuCx9EFpgItDefdq3r8PhwNzDjmVYZIkbcUlZb0RjqRt0yAUi3NN3a8hoqar",
+	"XvdVvHEctr33b5Yi3hqHPQ2s6lW1WqN1jwrxmYNjJNZyuam+MpmLedo4I/uE9SY1nkSE8cwz7+oFYw55",
+	"17FDn1KYOs82w7Jqa4uZoxl0ODGiXW/JFQq1ESvTVOSLu/dGGzeA79A2wchu5nY/pRQ62e/pXpGne0mK",
+	"kF/4D0+dj3/lspZYd5/qbB0aJ+siJlMIUvz1hOtjhJv+3zrodw3395fLZd+Vz3hQvImZ73dT54zzMQMD",
+	"GYvZpF6JjRFFWYwrELWM+wB7l7EDYujPYYy2mYMnfFETZEnUEm60dzBrhIRNtQj3DTHvU9TMejyBWeQN",
+	"LQG3zvtfRA+glvNFNhRvdXEpHIsyrzcjmLdvCliCQ5FdHCQUyGaN9svL4ye9k1+ODx8+csWzND8utQ3P",
+	"yuHx9sd+Qq1vMTrJo52rVWx/0s/2coWCFxvQZVW7+TMOC9MaM9NfXzx1IIL8vUMXvGcJVhCHIWTBNVBF",
+	"V1uTCMyIC89gPOKCOUHd8ly9EO3kWpRKWgcb69JWUuRNhVLJNDX4NI6yuuCKfHzhqMecbubAGh7t4RaA",
+	"K2Gb6gK0TaWwZol15qSSdgZqEdWDQwliKEaSpHw62VaiHh0Mec/AQ9cqH4Lh6M8nAQKElm2HuYVBUfcC",
+	"YPruxzwmLqoQsm/74li7beYuwBgOnCJwu6kxKYak5Ku3JJgfCtsdhUiK75R1oQ8sYn5weUmihQMc3b74",
+	"CafiAf5bnjXtnYfCJuKhmBc6SfWDAf5DHIoZfDgDh07MUHDiPzpovf3n/3s4+JP4O7zOahSIEEgDxc+D",
+	"p/iEsU75oOs2AnFhibMFJLE4jj8HW9qFAMoVvw2nFh2AqliapsypUFph8KaD0WKVUyccJSFBgGL8EDvO",
+	"Dx/+SdhSTs67Q8zjoKkDr1zlRF1AcGutt55qtHvO1JJSwwQ94EjRpbCFnpZeqpCwRN0Gdn9eYeIG1xv2",
+	"Gf6IaWoE1DgOgJOIJBez6NDLcwaL+5VU426y6zQ7DMjmYhNu7zwUuVwR0aeDbBumOpATuQY4ZPR2Jdtt",
+	"ph2O9QSunREt7JYjChuMWXYC+Y6PrhRW8O+SYQ6Wg6ymqqaqEuTg3uAD7eyO7nLzKUVtOQLbDrE6WnzK",
+	"JXWjNuCtDcNtjDLuHSaTiDCqukOsHMOWKk8kyg2funagVqijTAIvLKYN4UA8CiZWdBE7BtsgHs5se1u5",
+	"ZwkcknPiJBiWHVyH+ZJqZ+HgnAPeC/zlJlkri+EErnO4Z9fQDX2yO25eiVyFji8cZvYu8SyUbyJHCDrq",
+	"LTEBvgBsNL9rHwxo2yY+BhKun8tLGjFLdRCRg4TwZdDiDCQksoUwjzUYhSe+6/s2tT7XZfJe5w9dpAIb",
+	"1BZ1r9DDOFXKjCuJKxWnJuiEBBbV8Zm58lveLXDoXhfqEsyXAntsOlm6dz/dy0LInfeu37phk9Bu213O",
+	"KqyyFp2AUpEDG0zFe9ScAd65FT5v4Ejv0aWmhJvBZnQ5Va1oCHX/kDnXHhXknSKNTKBvHAAl6LKExVcP",
+	"jDieHkowkMGtutI4CSc6GxVFPfdsoSNq012hcazH8oGnFQxRg9xtlF3Bp/Mx31YDA1W+wE7dWgSFQoHN",
+	"ELgvwomLU3XdhBIkiAAajLtW0QP/8Rr0ARw+KlbhgJdxPZ91kmrG6FurjPKxT9iyzgESkRsHnzsvqOs2",
+	"q4v2icyZFVg6QQrAz4/rv3kUl5nkHEBU5cLXrNe58Mcn/Ma2IWxgAwU7vrUR48osYWfSBpsZDJ+4Xbpw",
+	"eAVxmg23izWlwlfqaufFL6cvXyTOH3WZ/BMGf3QAOwmi3fxUybnqvVpwzc3TZ7/+b4TIcqaqSlV88VBo",
+	"06v4M7cSLbxnvIJwnRNuuFbg3oonJ29+chvKuThnppqvC/7dB5qKglwm3GxWjxkEh6QaXexV4OwxyI34",
+	"+C5UBb9Mm8hVdzloRdwYlHEgwMqhB54EXycEwkjEW6V8MRhFUFtpagS6uX9fdDKsLBu2T8Y7bD5LXGEt",
+	"Fcb95cmzVJ8cPnzkuvokHOYhOdUsX6j3NtXXF8b917Bz/7xeDgz/f/jIbX3+uqlK9sY41AriwvVmwoy8",
+	"aOZuIBSCuN+GbN9I8WBwSLZcqrMXHHjyyjOCIGitBhhAHBVx4uqeTTWfBvisAmMRTXbY7orbuiKsEOcb",
+	"UA0z32dS7VpBEWrnrXvCABc5YSyDzKHZBZBKEjS5ooYm0vbwjpyvX7lbaD9EWVuqnsWQFrOwO9gl5/9d",
+	"UEPMXFbnGxLNlyzSjtz1ZLgrvPjalF0MqhmLLyzhYD2AtRn9VL9xsJ03Xinnq/qs9ds3z4Ws29gWI5H5",
+	"kbAzEYxsj7CCXhOm36jzLa4DeP32xxfPn2DbH5tmwX5utFXc4o/5cHrGX4ytM+T3RzM2VIa6/lMwWNBK",
+	"7pwVmrD3qFKjsQr2XZ3qeLbsAmHLzuXKtdvRcaRuG/R3sCUQjF+iQUg1+ZQH6EZSrDp6PVi8TlymDH+5",
+	"pgqptWvWjxSSdZWDTyghEQWOY8nCwKnRtyA1XLoH9gr/zMiXOhfgztXgR7rCCspcR/FlAgrAS5j+Ae2Z",
+	"chWhkvGj8yzfkPS8f38Y/w7LVBVeJN8VYgBR9hL3Gg90cq6WLcxJYUdiJsuzcKLuWVEWZ6ou5irVaMXQ",
+	"OcOp+iTdspiQp9vtiydGOxLZuKiagPgQEZBmznsnIawCOamMtS4/rOh6Vw0DDsJYwlaSzDybo2OGqsSv",
+	"A8M/RClTrZZtONsCi7sxeJLqCJHmQEwkNjkity0PjBVrmiIaq774bR2kw/mG7rDG0+l4QCHcQi4MGQkh",
+	"doxTvVE0nUSxzNjG2iiuLmzwCrhuOFpw8C5crdFjHOisLOCgRGVG0Xx4C5IY4M+dIx2qxf3R52awVmNa",
+	"CwGHdL/LLUyNH2PdA6eZk4hnvedl8kgQoNxrqkuMWvSCqZurVLdsjC24xK7gjHue4GZ3auwm9m6vVe39",
+	"t/f/fwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
