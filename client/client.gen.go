@@ -2211,7 +2211,7 @@ type FunctionDefinition struct {
 
 // GenerateRequest defines model for GenerateRequest.
 type GenerateRequest struct {
-	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
@@ -2222,7 +2222,7 @@ type GenerateRequest struct {
 	// Example: openai/gpt-4o-mini
 	Model string `json:"model"`
 
-	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	// PresencePenalty Penalty for tokens already present (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
 	// Prompt The text to continue or answer.
