@@ -800,6 +800,27 @@ func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ResponseFormatType.
+const (
+	ResponseFormatJSONObject ResponseFormatType = "json_object"
+	ResponseFormatJSONSchema ResponseFormatType = "json_schema"
+	ResponseFormatText       ResponseFormatType = "text"
+)
+
+// Valid indicates whether the value is a known member of the ResponseFormatType enum.
+func (e ResponseFormatType) Valid() bool {
+	switch e {
+	case ResponseFormatJSONObject:
+		return true
+	case ResponseFormatJSONSchema:
+		return true
+	case ResponseFormatText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin           Scope = "admin"
@@ -1627,6 +1648,15 @@ type ChatRequest struct {
 	Model           string   `json:"model"`
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
+
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
@@ -2228,6 +2258,15 @@ type GenerateRequest struct {
 	// Prompt The text to continue or answer.
 	Prompt string `json:"prompt"`
 
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
+
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream *bool `json:"stream,omitempty"`
 
@@ -2763,7 +2802,7 @@ type OpenAIChatCompletionChoicesMessageRole string
 // OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
 type OpenAIChatCompletionObject string
 
-// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAIChatCompletionRequest = json.RawMessage
 
 // OpenAICompletion defines model for OpenAICompletion.
@@ -2789,7 +2828,7 @@ type OpenAICompletionChoicesFinishReason string
 // OpenAICompletionObject defines model for OpenAICompletion.Object.
 type OpenAICompletionObject string
 
-// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+// OpenAICompletionRequest OpenAI's (legacy) completion request; other fields (`logprobs`, `echo`, `suffix`, `best_of`, …) are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAICompletionRequest = json.RawMessage
 
 // OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.
@@ -2995,6 +3034,30 @@ type RateLimitOverride struct {
 	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
+
+// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+// `json_schema`: the output conforms to `schema` (JSON Schema draft
+// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+// receive it as `response_format`, Gemini as `responseJsonSchema`,
+// Anthropic as a forced tool. The output is checked either way (header
+// `Switchboard-Output-Check`); with `strict`, output that does not
+// conform is a 502.
+type ResponseFormat struct {
+	Description *string `json:"description,omitempty"`
+
+	// Name Names the schema (required for json_schema).
+	Name *string `json:"name,omitempty"`
+
+	// Schema The JSON Schema of the output (json_schema).
+	Schema *json.RawMessage `json:"schema,omitempty"`
+
+	// Strict Refuse (502) output that does not conform rather than return it marked invalid.
+	Strict *bool              `json:"strict,omitempty"`
+	Type   ResponseFormatType `json:"type"`
+}
+
+// ResponseFormatType defines model for ResponseFormat.Type.
+type ResponseFormatType string
 
 // RunRequest One invocation of an action.
 type RunRequest struct {
@@ -4479,13 +4542,30 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4494,13 +4574,30 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5255,6 +5352,10 @@ type ClientInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 	GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6234,13 +6335,30 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6259,13 +6377,30 @@ func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, content
 
 // OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7600,6 +7735,10 @@ func (c *Client) GetModel(ctx context.Context, id string, reqEditors ...RequestE
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 func (c *Client) GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12974,13 +13113,30 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12989,13 +13145,30 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13800,6 +13973,10 @@ type ClientWithResponsesInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -15495,6 +15672,11 @@ func (r GetMetricsResponse) ContentType() string {
 	return ""
 }
 
+// OpenaiCreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // OpenaiCreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateChatCompletion
 type OpenaiCreateChatCompletionResponse400Headers struct {
 	XRequestId *string
@@ -15577,6 +15759,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OpenaiCreateChatCompletionResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *OpenaiCreateChatCompletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -17252,6 +17436,11 @@ func (r UpdateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ChatResponse200Headers the declared response headers of an HTTP 200 response for Chat
+type ChatResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // ChatResponse400Headers the declared response headers of an HTTP 400 response for Chat
 type ChatResponse400Headers struct {
 	XRequestId *string
@@ -17341,6 +17530,8 @@ type ChatResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChatResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *ChatResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -20872,6 +21063,11 @@ func (r CallFunctionResponse) ContentType() string {
 	return ""
 }
 
+// GenerateResponse200Headers the declared response headers of an HTTP 200 response for Generate
+type GenerateResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // GenerateResponse400Headers the declared response headers of an HTTP 400 response for Generate
 type GenerateResponse400Headers struct {
 	XRequestId *string
@@ -20961,6 +21157,8 @@ type GenerateResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GenerateResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *GenerateResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -25573,13 +25771,30 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 
 // OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25594,13 +25809,30 @@ func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx
 
 // OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26753,6 +26985,10 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, id strin
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -28659,6 +28895,16 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers OpenaiCreateChatCompletionResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers OpenaiCreateChatCompletionResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -30519,6 +30765,16 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ChatResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers ChatResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -34475,6 +34731,16 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GenerateResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers GenerateResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

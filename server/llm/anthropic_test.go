@@ -207,7 +207,9 @@ var weatherFormat = &ResponseFormat{Type: FormatJSONSchema, Name: "weather_repor
 
 func TestAnthropicCarriesRequestFields(t *testing.T) {
 	up := anthropicFake(t)
-	g, _ := newGateway(t, provider("anthropic", TypeAnthropic, up.URL+"/v1", chatModel("claude-3-5-haiku-latest")))
+	vision := chatModel("claude-3-5-haiku-latest")
+	vision.Capabilities = []string{CapChat, CapVision}
+	g, _ := newGateway(t, provider("anthropic", TypeAnthropic, up.URL+"/v1", vision))
 	ctx := context.Background()
 	const model = "anthropic/claude-3-5-haiku-latest"
 	user := func(s string) []Message { return []Message{{Role: RoleUser, Content: s}} }
@@ -305,7 +307,7 @@ func TestAnthropicRefusesFieldsItCannotCarry(t *testing.T) {
 		{"reasoning with a forced format tool", &Request{ReasoningEffort: EffortLow, ResponseFormat: weatherFormat}, "reasoning_effort"},
 		{"reasoning with a required tool", &Request{ReasoningEffort: EffortLow, Tools: []Tool{weatherTool}, ToolChoice: &ToolChoice{Mode: ToolChoiceRequired}}, "reasoning_effort"},
 		{"reasoning with a temperature other than 1", &Request{ReasoningEffort: EffortLow, Temperature: ptr(0.2)}, "temperature"},
-		{"a format named like a caller's tool", &Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "get_weather"}, Tools: []Tool{weatherTool}}, "response_format"},
+		{"a format named like a caller's tool", &Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "get_weather", Schema: json.RawMessage(`{"type":"object"}`)}, Tools: []Tool{weatherTool}}, "response_format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.requests())
