@@ -44,6 +44,7 @@ func BenchmarkLLMChat(b *testing.B) {
 		{"native", "/v1/chat", native, env.AdminKey},
 		{"native-budget", "/v1/chat", native, budgetKey},
 		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
+		{"anthropic", "/anthropic/v1/messages", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			body := []byte(tc.body)

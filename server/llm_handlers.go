@@ -47,6 +47,7 @@ func (s *Server) initLLM() error {
 		s.errorWriters = map[string]errorWriter{}
 	}
 	s.errorWriters["/openai/"] = writeOpenAIError
+	s.errorWriters[anthropicPrefix] = writeAnthropicError
 	return nil
 }
 
@@ -373,6 +374,12 @@ var keepAliveComment = []byte(": keep-alive\n\n")
 // the end of the stream, the stream's error, or errClientGone when a write
 // to the caller failed (the caller went away).
 func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn func(llm.Chunk) bool) error {
+	return eachChunkKeepAlive(w, fl, st, keepAliveComment, fn)
+}
+
+// eachChunkKeepAlive is eachChunk sending keepAlive (a wire format's own
+// keep-alive event, such as Anthropic's ping) instead of the comment.
+func eachChunkKeepAlive(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, keepAlive []byte, fn func(llm.Chunk) bool) error {
 	items, stop := st.Pump()
 	defer stop()
 	tick := time.NewTicker(st.KeepAlive())
@@ -391,7 +398,7 @@ func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn 
 			}
 			tick.Reset(st.KeepAlive())
 		case <-tick.C:
-			if _, err := w.Write(keepAliveComment); err != nil {
+			if _, err := w.Write(keepAlive); err != nil {
 				return errClientGone
 			}
 			if fl != nil {

@@ -110,6 +110,111 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for AnthropicContentBlockSourceType.
+const (
+	Base64 AnthropicContentBlockSourceType = "base64"
+	Url    AnthropicContentBlockSourceType = "url"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicContentBlockSourceType enum.
+func (e AnthropicContentBlockSourceType) Valid() bool {
+	switch e {
+	case Base64:
+		return true
+	case Url:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicErrorResponseType.
+const (
+	Error AnthropicErrorResponseType = "error"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicErrorResponseType enum.
+func (e AnthropicErrorResponseType) Valid() bool {
+	switch e {
+	case Error:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageRole.
+const (
+	AnthropicMessageRoleAssistant AnthropicMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageRole enum.
+func (e AnthropicMessageRole) Valid() bool {
+	switch e {
+	case AnthropicMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageStopReason.
+const (
+	EndTurn      AnthropicMessageStopReason = "end_turn"
+	MaxTokens    AnthropicMessageStopReason = "max_tokens"
+	Refusal      AnthropicMessageStopReason = "refusal"
+	StopSequence AnthropicMessageStopReason = "stop_sequence"
+	ToolUse      AnthropicMessageStopReason = "tool_use"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageStopReason enum.
+func (e AnthropicMessageStopReason) Valid() bool {
+	switch e {
+	case EndTurn:
+		return true
+	case MaxTokens:
+		return true
+	case Refusal:
+		return true
+	case StopSequence:
+		return true
+	case ToolUse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageType.
+const (
+	AnthropicMessageTypeMessage AnthropicMessageType = "message"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageType enum.
+func (e AnthropicMessageType) Valid() bool {
+	switch e {
+	case AnthropicMessageTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicModelType.
+const (
+	AnthropicModelTypeModel AnthropicModelType = "model"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicModelType enum.
+func (e AnthropicModelType) Valid() bool {
+	switch e {
+	case AnthropicModelTypeModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetPeriod.
 const (
 	BudgetPeriodDay   BudgetPeriod = "day"
@@ -1296,6 +1401,124 @@ type ActionParameterIn string
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
 
+// AnthropicContentBlock A content block: text {text}, image {source}, tool_use {id, name, input}, tool_result {tool_use_id, content, is_error}.
+type AnthropicContentBlock struct {
+	CacheControl *map[string]interface{}        `json:"cache_control,omitempty"`
+	Content      *AnthropicContentBlock_Content `json:"content,omitempty"`
+	Id           *string                        `json:"id,omitempty"`
+	Input        *map[string]interface{}        `json:"input,omitempty"`
+	IsError      *bool                          `json:"is_error,omitempty"`
+	Name         *string                        `json:"name,omitempty"`
+	Source       *struct {
+		Data      *string                         `json:"data,omitempty"`
+		MediaType *string                         `json:"media_type,omitempty"`
+		Type      AnthropicContentBlockSourceType `json:"type"`
+		Url       *string                         `json:"url,omitempty"`
+	} `json:"source,omitempty"`
+	Text      *string `json:"text,omitempty"`
+	ToolUseId *string `json:"tool_use_id,omitempty"`
+	Type      string  `json:"type"`
+}
+
+// AnthropicContentBlockContent0 defines model for AnthropicContentBlock.Content.0.
+type AnthropicContentBlockContent0 = string
+
+// AnthropicContentBlockContent1 defines model for AnthropicContentBlock.Content.1.
+type AnthropicContentBlockContent1 = []map[string]interface{}
+
+// AnthropicContentBlock_Content defines model for AnthropicContentBlock.Content.
+type AnthropicContentBlock_Content struct {
+	union json.RawMessage
+}
+
+// AnthropicContentBlockSourceType defines model for AnthropicContentBlock.Source.Type.
+type AnthropicContentBlockSourceType string
+
+// AnthropicCountTokensRequest Anthropic's count_tokens request (a Messages request without `max_tokens`, `stream` and the sampling knobs).
+type AnthropicCountTokensRequest = json.RawMessage
+
+// AnthropicErrorResponse defines model for AnthropicErrorResponse.
+type AnthropicErrorResponse struct {
+	Error struct {
+		Message string `json:"message"`
+
+		// Type invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, timeout_error or overloaded_error.
+		Type string `json:"type"`
+	} `json:"error"`
+	RequestId *string                    `json:"request_id,omitempty"`
+	Type      AnthropicErrorResponseType `json:"type"`
+}
+
+// AnthropicErrorResponseType defines model for AnthropicErrorResponse.Type.
+type AnthropicErrorResponseType string
+
+// AnthropicMessage defines model for AnthropicMessage.
+type AnthropicMessage struct {
+	Content []AnthropicContentBlock `json:"content"`
+
+	// Id Example: msg_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model        string                      `json:"model"`
+	Role         AnthropicMessageRole        `json:"role"`
+	StopReason   *AnthropicMessageStopReason `json:"stop_reason"`
+	StopSequence *string                     `json:"stop_sequence"`
+	Type         AnthropicMessageType        `json:"type"`
+	Usage        AnthropicUsage              `json:"usage"`
+}
+
+// AnthropicMessageRole defines model for AnthropicMessage.Role.
+type AnthropicMessageRole string
+
+// AnthropicMessageStopReason defines model for AnthropicMessage.StopReason.
+type AnthropicMessageStopReason string
+
+// AnthropicMessageType defines model for AnthropicMessage.Type.
+type AnthropicMessageType string
+
+// AnthropicMessageRequest Anthropic's Messages request; names Anthropic does not declare are refused.
+type AnthropicMessageRequest = json.RawMessage
+
+// AnthropicModel defines model for AnthropicModel.
+type AnthropicModel struct {
+	CreatedAt   time.Time `json:"created_at"`
+	DisplayName string    `json:"display_name"`
+
+	// Id Example: anthropic/claude-sonnet-4-5
+	Id             string             `json:"id"`
+	MaxInputTokens *int               `json:"max_input_tokens,omitempty"`
+	Type           AnthropicModelType `json:"type"`
+}
+
+// AnthropicModelType defines model for AnthropicModel.Type.
+type AnthropicModelType string
+
+// AnthropicModelList defines model for AnthropicModelList.
+type AnthropicModelList struct {
+	Data    []AnthropicModel `json:"data"`
+	FirstId *string          `json:"first_id"`
+	HasMore bool             `json:"has_more"`
+	LastId  *string          `json:"last_id"`
+}
+
+// AnthropicTokenCount defines model for AnthropicTokenCount.
+type AnthropicTokenCount struct {
+	InputTokens int `json:"input_tokens"`
+}
+
+// AnthropicUsage defines model for AnthropicUsage.
+type AnthropicUsage struct {
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+
+	// CacheReadInputTokens Prompt tokens the provider served from its prompt cache.
+	CacheReadInputTokens int `json:"cache_read_input_tokens"`
+
+	// InputTokens Prompt tokens not read from the prompt cache.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
 // Budget A spend limit in USD over a period, counted from the catalog's
 // pricing (cached prompt tokens at their own price where the provider
 // reports them) on every model route. Once `usd` is spent, the next
@@ -1982,7 +2205,7 @@ type FunctionDefinition struct {
 
 // GenerateRequest defines model for GenerateRequest.
 type GenerateRequest struct {
-	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
@@ -1993,7 +2216,7 @@ type GenerateRequest struct {
 	// Example: openai/gpt-4o-mini
 	Model string `json:"model"`
 
-	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	// PresencePenalty Penalty for tokens already present (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
 	// Prompt The text to continue or answer.
@@ -3205,6 +3428,12 @@ type WebhookWithSecret struct {
 // ActionName defines model for ActionName.
 type ActionName = string
 
+// AnthropicBeta defines model for AnthropicBeta.
+type AnthropicBeta = string
+
+// AnthropicVersion defines model for AnthropicVersion.
+type AnthropicVersion = string
+
 // ConnectionName defines model for ConnectionName.
 type ConnectionName = string
 
@@ -3229,6 +3458,9 @@ type ToolsetName = string
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
+// AnthropicErrorResult defines model for AnthropicErrorResult.
+type AnthropicErrorResult = AnthropicErrorResponse
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
 
@@ -3237,6 +3469,51 @@ type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
+
+// AnthropicCreateMessageParams defines parameters for AnthropicCreateMessage.
+type AnthropicCreateMessageParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicCountTokensParams defines parameters for AnthropicCountTokens.
+type AnthropicCountTokensParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicListModelsParams defines parameters for AnthropicListModels.
+type AnthropicListModelsParams struct {
+	// Limit Models per page (1-1000, default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AfterId The page after this model id.
+	AfterId *string `form:"after_id,omitempty" json:"after_id,omitempty"`
+
+	// BeforeId The page before this model id.
+	BeforeId *string `form:"before_id,omitempty" json:"before_id,omitempty"`
+
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicGetModelParams defines parameters for AnthropicGetModel.
+type AnthropicGetModelParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
 
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
@@ -3488,6 +3765,12 @@ type RotateWebhookSecretParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// AnthropicCreateMessageJSONRequestBody defines body for AnthropicCreateMessage for application/json ContentType.
+type AnthropicCreateMessageJSONRequestBody = AnthropicMessageRequest
+
+// AnthropicCountTokensJSONRequestBody defines body for AnthropicCountTokens for application/json ContentType.
+type AnthropicCountTokensJSONRequestBody = AnthropicCountTokensRequest
+
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
 type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
 
@@ -3705,6 +3988,68 @@ func (a JWK) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsAnthropicContentBlockContent0 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent0
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent0() (AnthropicContentBlockContent0, error) {
+	var body AnthropicContentBlockContent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent0 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent0 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAnthropicContentBlockContent1 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent1
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent1() (AnthropicContentBlockContent1, error) {
+	var body AnthropicContentBlockContent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent1 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent1 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AnthropicContentBlock_Content) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AnthropicContentBlock_Content) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
 func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding0() (OpenAIEmbeddingResponseDataEmbedding0, error) {
 	var body OpenAIEmbeddingResponseDataEmbedding0
@@ -3781,6 +4126,18 @@ type ServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx echo.Context, toolset string) error
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx echo.Context) error
@@ -4038,6 +4395,209 @@ func (w *ServerInterfaceWrapper) GetMCPToolsetProtectedResourceMetadata(ctx echo
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetMCPToolsetProtectedResourceMetadata(ctx, toolset)
+	return err
+}
+
+// AnthropicCreateMessage converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCreateMessage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCreateMessageParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCreateMessage(ctx, params)
+	return err
+}
+
+// AnthropicCountTokens converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCountTokens(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCountTokensParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCountTokens(ctx, params)
+	return err
+}
+
+// AnthropicListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicListModels(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicListModelsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after_id", ctx.QueryParams(), &params.AfterId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "before_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before_id", ctx.QueryParams(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter before_id: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicListModels(ctx, params)
+	return err
+}
+
+// AnthropicGetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicGetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "model_id" -------------
+	var modelId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model_id", ctx.Param("model_id"), &modelId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model_id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicGetModelParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicGetModel(ctx, modelId, params)
 	return err
 }
 
@@ -5680,6 +6240,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/openai/v1/models", wrapper.OpenaiListModels, options.OperationMiddlewares["openaiListModels"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:model", wrapper.OpenaiGetModel, options.OperationMiddlewares["openaiGetModel"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:provider/:name", wrapper.OpenaiGetProviderModel, options.OperationMiddlewares["openaiGetProviderModel"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages", wrapper.AnthropicCreateMessage, options.OperationMiddlewares["anthropicCreateMessage"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages/count_tokens", wrapper.AnthropicCountTokens, options.OperationMiddlewares["anthropicCountTokens"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models", wrapper.AnthropicListModels, options.OperationMiddlewares["anthropicListModels"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models/:model_id", wrapper.AnthropicGetModel, options.OperationMiddlewares["anthropicGetModel"]...)
 	router.GET(options.BaseURL+"/v1/connectors", wrapper.ListConnectors, options.OperationMiddlewares["listConnectors"]...)
 	router.POST(options.BaseURL+"/v1/connectors", wrapper.CreateConnector, options.OperationMiddlewares["createConnector"]...)
 	router.DELETE(options.BaseURL+"/v1/connectors/:name", wrapper.DeleteConnector, options.OperationMiddlewares["deleteConnector"]...)
@@ -5720,6 +6284,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/connect-sessions", wrapper.CreateConnectSession, options.OperationMiddlewares["createConnectSession"]...)
 	router.GET(options.BaseURL+"/v1/connect-sessions/:id", wrapper.GetConnectSession, options.OperationMiddlewares["getConnectSession"]...)
 
+}
+
+type AnthropicErrorResultResponseHeaders struct {
+	XRequestId *string
+}
+type AnthropicErrorResultJSONResponse struct {
+	Body AnthropicErrorResponse
+
+	Headers AnthropicErrorResultResponseHeaders
 }
 
 type ErrorResultResponseHeaders struct {
@@ -5846,6 +6419,912 @@ func (response GetMCPToolsetProtectedResourceMetadata200JSONResponse) VisitGetMC
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessageRequestObject struct {
+	Params AnthropicCreateMessageParams
+	Body   *AnthropicCreateMessageJSONRequestBody
+}
+
+type AnthropicCreateMessageResponseObject interface {
+	VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCreateMessage200JSONResponse AnthropicMessage
+
+func (response AnthropicCreateMessage200JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnthropicCreateMessage200TexteventStreamResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type AnthropicCreateMessage400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCreateMessage400JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage401ResponseHeaders
+}
+
+func (response AnthropicCreateMessage401JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage403ResponseHeaders
+}
+
+func (response AnthropicCreateMessage403JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage404ResponseHeaders
+}
+
+func (response AnthropicCreateMessage404JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage413ResponseHeaders
+}
+
+func (response AnthropicCreateMessage413JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage415ResponseHeaders
+}
+
+func (response AnthropicCreateMessage415JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage429ResponseHeaders
+}
+
+func (response AnthropicCreateMessage429JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage500ResponseHeaders
+}
+
+func (response AnthropicCreateMessage500JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage502ResponseHeaders
+}
+
+func (response AnthropicCreateMessage502JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage504ResponseHeaders
+}
+
+func (response AnthropicCreateMessage504JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage529ResponseHeaders
+}
+
+func (response AnthropicCreateMessage529JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokensRequestObject struct {
+	Params AnthropicCountTokensParams
+	Body   *AnthropicCountTokensJSONRequestBody
+}
+
+type AnthropicCountTokensResponseObject interface {
+	VisitAnthropicCountTokensResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCountTokens200JSONResponse AnthropicTokenCount
+
+func (response AnthropicCountTokens200JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCountTokens400JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens401ResponseHeaders
+}
+
+func (response AnthropicCountTokens401JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens403ResponseHeaders
+}
+
+func (response AnthropicCountTokens403JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens404ResponseHeaders
+}
+
+func (response AnthropicCountTokens404JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens413ResponseHeaders
+}
+
+func (response AnthropicCountTokens413JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens415ResponseHeaders
+}
+
+func (response AnthropicCountTokens415JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens429ResponseHeaders
+}
+
+func (response AnthropicCountTokens429JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens500ResponseHeaders
+}
+
+func (response AnthropicCountTokens500JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens502ResponseHeaders
+}
+
+func (response AnthropicCountTokens502JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens504ResponseHeaders
+}
+
+func (response AnthropicCountTokens504JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens529ResponseHeaders
+}
+
+func (response AnthropicCountTokens529JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModelsRequestObject struct {
+	Params AnthropicListModelsParams
+}
+
+type AnthropicListModelsResponseObject interface {
+	VisitAnthropicListModelsResponse(w http.ResponseWriter) error
+}
+
+type AnthropicListModels200JSONResponse AnthropicModelList
+
+func (response AnthropicListModels200JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicListModels400JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels401ResponseHeaders
+}
+
+func (response AnthropicListModels401JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels403ResponseHeaders
+}
+
+func (response AnthropicListModels403JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels404ResponseHeaders
+}
+
+func (response AnthropicListModels404JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels429ResponseHeaders
+}
+
+func (response AnthropicListModels429JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels500ResponseHeaders
+}
+
+func (response AnthropicListModels500JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModelRequestObject struct {
+	ModelId string `json:"model_id"`
+	Params  AnthropicGetModelParams
+}
+
+type AnthropicGetModelResponseObject interface {
+	VisitAnthropicGetModelResponse(w http.ResponseWriter) error
+}
+
+type AnthropicGetModel200JSONResponse AnthropicModel
+
+func (response AnthropicGetModel200JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel401JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicGetModel401JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel403ResponseHeaders
+}
+
+func (response AnthropicGetModel403JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel404ResponseHeaders
+}
+
+func (response AnthropicGetModel404JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel429ResponseHeaders
+}
+
+func (response AnthropicGetModel429JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel500ResponseHeaders
+}
+
+func (response AnthropicGetModel500JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -19141,6 +20620,18 @@ type StrictServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, request GetMCPToolsetProtectedResourceMetadataRequestObject) (GetMCPToolsetProtectedResourceMetadataResponseObject, error)
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx context.Context, request AnthropicCreateMessageRequestObject) (AnthropicCreateMessageResponseObject, error)
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx context.Context, request AnthropicCountTokensRequestObject) (AnthropicCountTokensResponseObject, error)
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx context.Context, request AnthropicListModelsRequestObject) (AnthropicListModelsResponseObject, error)
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx context.Context, request AnthropicGetModelRequestObject) (AnthropicGetModelResponseObject, error)
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -19453,6 +20944,153 @@ func (sh *strictHandler) GetMCPToolsetProtectedResourceMetadata(ctx echo.Context
 		return err
 	} else if validResponse, ok := response.(GetMCPToolsetProtectedResourceMetadataResponseObject); ok {
 		return validResponse.VisitGetMCPToolsetProtectedResourceMetadataResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCreateMessage operation middleware
+func (sh *strictHandler) AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error {
+	var request AnthropicCreateMessageRequestObject
+
+	request.Params = params
+
+	var body AnthropicCreateMessageJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCreateMessage(ctx.Request().Context(), request.(AnthropicCreateMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCreateMessage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCreateMessageResponseObject); ok {
+		return validResponse.VisitAnthropicCreateMessageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCountTokens operation middleware
+func (sh *strictHandler) AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error {
+	var request AnthropicCountTokensRequestObject
+
+	request.Params = params
+
+	var body AnthropicCountTokensJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCountTokens(ctx.Request().Context(), request.(AnthropicCountTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCountTokens")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCountTokensResponseObject); ok {
+		return validResponse.VisitAnthropicCountTokensResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicListModels operation middleware
+func (sh *strictHandler) AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error {
+	var request AnthropicListModelsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicListModels(ctx.Request().Context(), request.(AnthropicListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicListModelsResponseObject); ok {
+		return validResponse.VisitAnthropicListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicGetModel operation middleware
+func (sh *strictHandler) AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error {
+	var request AnthropicGetModelRequestObject
+
+	request.ModelId = modelId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicGetModel(ctx.Request().Context(), request.(AnthropicGetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicGetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicGetModelResponseObject); ok {
+		return validResponse.VisitAnthropicGetModelResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -21788,737 +23426,784 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3tdhs3tjeI3woW/+e/TOYUKerFTkytXjOK4iTu2LEeS37S54Q+LJAFkoiKALuAksT2aK25mpnPcwvP",
-	"pcyVzMLeAAr1RlKykk76pD90rGIVXjf2G/b+7U+dmVytpWBCq87oU2fJaMIy+OerK7ow/02YmmV8rbkU",
-	"nVHnaslIxpTMsxkjNyxTXIqIzGVGXs/7b6meLQedqKNmS7ai5mu9WbPOqKN0xsWic38fdS5vuZ4tp5Jm",
-	"ybtcr3N9vmSz63pPFxlTTGhyu2SCaOj27zlTmlB1zRLokpL4FyXFRE5/YTMdE5nZB9h/PBYZU2spFDOv",
-	"r6gmVCTQ1komLCVUqFuWsYTccr0kmt3pEYlvaMqT2Hc7FhJGSbgilPz18t2PBLsj3aDvnul7JoXpRhEt",
-	"oRMcxVh0gzH1IsJSxUjMBXR0SmIY1O2SQhe3mRSLATHLvKCa3dINmZn1UWPBbli2ITiaCD4wT6CndSZv",
-	"eMIy848VV0ydEkrMms80CTofC226MV/YSSWSKSKkJivG7BSfD48IF0ozmgzGorSZ7I6u1qnZTxh7J2rY",
-	"3r/13+M+9V8nbeQDvz9ThCekawYzo2nKsmcqwlXnmsDOU3LL0rRv1pQlRArW205b91FnTTO6YtqS8NnM",
-	"dPsjXbHmkVD4/Zkigq4YEAFHUptJIdhMy8x0yM3ra6qXnagjoK0OftiJOmYuPGNJZ6SznG0n/HNsdOuI",
-	"Zv4dN6ouGywGJE7YnOapjnstIyo+fNyoZLZzUDKzY2oZAvzngZ3nmZJZc6+xYHcaX4iJnFs6Zzdc5oqs",
-	"6aIYxt9zlm2CpcBGt/f8DUu5OU+vv2nuPbG/WyqNk/RmMhgM4l5EcsH/nnty4VqRWzZdSnndsi6uqQeu",
-	"zes5sNP68M7W63RDpEg3hM8tZ0SG/EwRw7WJ0jxNycp8zhTpAsM5OTwqaAfZfDFEx7t3LNobvuK6gVPT",
-	"BSOK/4OR7mH/cDiMiKVWcjTste1SCm2F/dmPOqOjYdRZ0Tu+yledkWmvs+LC/uVZDheaLVgG47qSMlVM",
-	"t1OwxheenH5/wo1vIyJLF46GbpdIQi39A0Pdv/d78zJKN5TXWSaz90zBEhq5LjQT8E+6Xqd8Rs3ADow0",
-	"MM+Kdv8tY/POqPP/Oyg0gQP8VR24NqEX7LNCi4Iw884pieG/g5lMWEwU3Shyu+SoDQRKRVU6NHVuXz8o",
-	"vQt9vzvL9fKcpumUzq5hbL/aTKOOUQcOlnqVlhtp2IYGjmnHSOaUpywBCa+0NKqGkIZtLJoXbDMgZ2Oh",
-	"ljLT5Purt2+AzzlpbJgg6B91jWg2Y2utSOzHHKPofrqVXzNx9vrXILFyyzsJjXBB8JNniqglXTPSlYLE",
-	"B3LNBOUHN4cxyWSumeo9Iendu4OIasXF6x/YpoExC3J28Zpcsw2hCjbI/KmW8lYRrlGpU2yWoaYF+hz8",
-	"Kgida5aRWcZgBc3A15lcs0xzPNvTPFkwvWspv8a37qNQG9ihZpAuEwnJFcsMFclc6B5BRdPwTCBkoF7U",
-	"eEiWCzLdEL3kCuaZg65pphqo9f1C0yG4omRGhdEy5Q3LMp4wWI6zaVm/N+1x1EanMhfJoK5f+plJ3NNt",
-	"q+EVmwuZ8tkGPjYLzJIzWEm0CIx8ppr1NQfmX+uP3a15xtRZg9hrGj9uqv3ITGC/XniLqnzNnAJiVoVa",
-	"6gHKLnTxa7aZDA9fHtHD6dHsODlhz+cvhl8efnX08pieTJ/PXiRfNnYKNtDOZXxr3iqWUFgZW2ttnbE5",
-	"v2uexpxnSpPZkmZ0ZnRzp87hdCJjL2VsJheCK0YoLGQ3VtMJmkYnZCUzVpm0mk7+tjn+e9O8MqqZ11S2",
-	"Te29e/GdJcsOnHO5xkPHNVvtXJ5L87r5zg6DZhmFhVJrJpKdX8NL91HHWtL15bvUNNOKUE0OYTEWmeEm",
-	"YK8yOluaRRUL5hYU6cXsUUTWsGfWLvWnPb74cEUObg4P6Jr3r9lGHXziyT3qJJ5WudAvTjqNqlahn/yM",
-	"CovVmuyyeToID1sxvY++TTSbzdSRm57D2yBKkoSbsdL0IuCBc5oqVhMKRLBbx3N/31xzLB7PNseizDfD",
-	"gaCNSEkqb1nWn1HFSMq0kSYyIwlfcB0Zq58Jkq/NOXtxXH9VRfimMraNkX8zmTFFZDYWCVVLpnqnxiYX",
-	"DNUXwu640mTDPA8fkcKKJ7OllIopVECKA2sWa3JyZDaJmk7Nov7Xz7T/j2H/5Uf730n/46dh9OL4/t+e",
-	"nPVv4eM/hQxcablW5FZm11wsSPf9t+fk+Pj4ZUSsZ2Ce6zxjvVPL6YH5U1iE/bn9ZzHe6glY5isq7JEH",
-	"V4EZZaCOkVyZmdj5lZnolKcpF4u+YtkNn5mxrujdGyYWetkZHR59BYaX//t3w2pX9O41fnD4Aobo/qpw",
-	"4aiDprr92RhUVRZW5l672BPwc5qm7+ad0c/bB2t1xPvoU4UpXTdpjoFmCILPehpQOURLXyD3cCbfgFwa",
-	"FsS1UTVjYxfJjP8DdnxEvmY0YxkZ58Ph8eyabeAfLB40OuzC5TCDqy/Cxzrf/SVXum85PJwbkEhcKzuN",
-	"QbF0b7gC8igvQ0I13Xvn/WLWpGzhI2pySygFqzOzTqS5RG+p+Qgsq1N7dInEw51Spb1raftKwfjb6eXD",
-	"Onm4ODNUsAZxL+eEFsYEOG2toOeCrFM6Y1GgQBGl6cYe8rFQdMVGsBXIFMy/rC5AgWJUID+MNJlzliYk",
-	"ZXNNJPi5xyJjK3nDrHfWfjynaaoIWLXOv82yG5Y9U87do0YoBMcCOFxkRaLn2xERkqBQPi1r/CSVYsEy",
-	"1Pt7AwJHXcF4gXFvnAGBqzBCU8noikYBMHwNpM2f4v+fKP5xM8ciF7CLkb9r+V3rBZ8li39DadkktxrZ",
-	"TwsBnwlHjU2uifrZkUmLmDK/EM1W65TqgoGCHiSkYIPSjux/n1AQxC2jegnO6fpOP9x+L/W+zYJnq7Xe",
-	"NLocAh9SMzP/tKPbzvd4nN2qKTLduJNrO3Z3in4de8FQit1dMb2UO61KpIG3+G5ArsUaz2XGZlTppumW",
-	"r9DaZry7/wvXTn09/E+PXwlwnTetvCEEmeu3arfDpiq/UG1Gv03V9I06OqNCIdHtJCY8CQ2Lm4NekGw1",
-	"Q+w5vaUKFRKnZsmMZAyEf7K/rdHqWDg0Sg82bYybWcZWTJhuphv0LNi+UE7BtRJXJB53UKu07aJmOe7E",
-	"j/EfFGzCuxEsgUfuaiQgxuIgln0LxZLu8DPAsr4W61w/1M3geWfC5lzAZ5Hho053dNqISNyq7ctRz9Cj",
-	"X2KqI0LFBp/f0DRn5HYpFSO4pyRl9IYpsqKbsZhJoanTCJcyNatjFAT7qrYxBeyOzjRcGbLw1bHoxuPO",
-	"p0+wxmoAF3L39+NO3CNgaCCpobsXFFPciWfKDYvr5VgYfRLGahb81B0uqosPyJKCjgdfGbXAHfEVW03N",
-	"MMxwzHg5jNYrooYlgKJPWArESaZsJldMEZGnaW9A3hk5MRY4W0UWTCPlBnOsTQMG8UxBsAfpmoGPhbEL",
-	"hBR921Dk7mhsjMmKKzCh4dPegLxn81xBQAL57tWV2fWx+P7V2TeWSMwOaLKSSpMXz58fvyDTjWH5FJep",
-	"ov58svego9o+dCJ7Yxr89Pf7+879LqH2kwvxcDQrkaMFysrJ8OWL30zQWV228FCMRfxp3Plb/4OhnXFn",
-	"RAIizM0zQ4T38YD8SM1mr3Jldp5AyIltbSxMc6C4Ks3FTJOMLWiWpEyB8WS0W1RA4dZBMFiQ76+uLsgs",
-	"5UzosVhRQRdMke73UumInONdVh+XKCJXwO1Z1n8lZtJQJ7xi1e6IDAaD3mAs/qchCfDOwn6bdcXtjuB0",
-	"GCo+fx+RN98a5v3jhzcFaRwfISWs6F24wsdHTy71qwynpv+DKbmXgQA2QWAjmLOA7LzggqeEr1a5ptOU",
-	"jcxTewDN4V7RDZmysXAnPLKRT0yQBb9hArea/T2nKezXh/dvnIZYMRoC/aViNXiTYZvF8E9RcQxjBlUH",
-	"oqwKK61Yz3AjxsLsRG35SxZaN/6vn8/6/0n7/5h8tP8IZx73orFQ0ooBDU5NdIjYw4aS3IzJOohAqFEC",
-	"fAevMY0Rqwgdi+AUB/ztpJGIX5xsUdgq5oDlFD7Ah5rD94vkgiXOzRCaC/GUKvYhS+MRUXAzMhbgeYoP",
-	"4oiAs/blVy+glfC6yUxjzbKZOeBMzejamLci3RhOPxYw3YjMM7oAKWMsZ6mJYvCnIt2EzVKaMbsuBfFY",
-	"CRhzMcLf4t6AvDISKPYMrbrG9/dxk3QF2TIWODhY8zXNtFkVENpmPnY8p4QGotXY5SGXHAs7WBvTGDt9",
-	"a0R0lrO42LuCV1UP14E7XQd+FjOuNyCSdli4W5TvK75iBGSbmxW4SbggK56mXLGZFIn1itQU825h4w/s",
-	"syvsKiLHw+Fw2As98aeeIQefreid/cRsKDZ7eATfDjrbI4x26/5/pTf0Ev6GG3IpnAqNzlp0kHz97pv/",
-	"AM8emecCZTMcTcWYGos4oZrG1uNGM6NgFJ9Xwz5sUCtHnQJDSsfC6DQ9IPbYvRKTbvxJaapzFVnZqe7j",
-	"nlVVdZ4JhV7DDKI67BVCjD+RT0aQj4gZ2WCWZxkTemAeTWb3p/GAnMvVGsJbuEAtzOh0MmE4UkVvDNlR",
-	"ojZC0zsXvmEYzMnRkSFb1PkUSblgY2GGNJNpvhKNClSVSncOMSIqX61otqn8augM+P3ArNf96U5Xb9km",
-	"aTctnsLRjd6bP4ajO9Q3Gv08oG/h6jn+LnO9kGbfXehSN1+vwdOp7A2/MIfw5853r646Uefi3SX85wP8",
-	"/9nV+fedqPPNqzevrl51oo5RujtR593F1et3P14Gg7RTiTp3fdNe/4ZmwCVNw+GwsZPwie2w9OhD7Ykd",
-	"SPjMDyp8aAcYPvKD9StYKBEPvfz2rL6QB3hxgJp/3Qb1EZZNu4VGHTYg1ziIoGVnTBqFWuXgKElOC7Fd",
-	"GIdmD/CmQZDYLH8RS58By5KClYwoR22BZB00uO522y9IO42B3qlRahOco4qQO28bu7MrIFTTntzyzeNw",
-	"WD+kvNEcM9P2Mp4sjDlGfiqk1Qgv+G79e6gDWYXLaNwl74AiueH8FT1ASP8C3C5AN/bO2mo4zitgmMN3",
-	"r64igiQL0wXzteu1cV31846F3XlvvLs8BlAY0ZBH2RZmSJg2Bkbd1MvYbbPycyxGrKXVjDUOgo5FSHj2",
-	"davoUBv7PGW25d4piVH9IjRJjCitKl1/sT4rULJQ1XXKZbg0pyTGVY+JYiIxMwvNzYSk/JqVaeaUxGaS",
-	"2HOxErbxYC1wF9HiAf2v6kMgoQuB1LbCSHe7WtWtsJLRMk7rOHPR1j7SG/xPD2GRni+9FhfYZu35/7Cd",
-	"1H743vVa++VrGEZJxjScGMMr7L2RVW2B5WyA7p1DwCi01kXTRi0Dcpbe0o0ia5tMxIXXnkI371TKlNFA",
-	"8DYxEe/lsmwEB7KkN4x0ra7okgL+1/9z9F/Pj3sDYlYutBiMGYFLHxGRG1qJiPtWZsSOIxSEfqPwdQgd",
-	"R7008sOOfMCDFc+P2udL92rl+Y+u49pmunFUfvjaD6vyw5kdZeXxOzvoquoBU2hSPb72N7sPkpcQkmdt",
-	"EC7Ih8tvICDV0A/LuEwiAne5LCHzTK7s3aWmqVw8U2OxzvgMYoJmdLY00iqTq7UmWl4zAS4gvWQ8I/JW",
-	"EPMqCzm6Tc8yavZaZhp44KoHdgJcG2M6GsQtD8g7MWMkzlUClqIZtI68Omfv1q3xVDASsPZOjl6SGK+9",
-	"J+xuxljCktiYO5ryVI3s3fsHlURjAe2af/rJmyOiz/Qpid8znW36Z3NtWGEuNEd/DL5IDGvsnRomrXTG",
-	"6IrQNGM02RCarLg2y+ejm2e5thZxMGrTT3ZjxBOY7zJTGr1NM6Py3y55CpIgy4WKiJLGiLO6O3yvYNPU",
-	"UkqN0g1nZSxpZ/Y56/KZgjYH5DyT6MOlxsxH28uoJzRlmT7TkCg4k1mizLobtdguIvweE2l2xKip/mPr",
-	"UeAyOSWZ0Sa4WMBFu11j0tweu1vSXGmzK75NbKYpgMGOrs6Nvs2cnJBzSyldtL/SDaFqxgR6LEHNmTJ9",
-	"y5ggQxj0IWF3szRX/Ib1zHpBkkbzrIG6zCzwvsmbXj8PB8+j4eCrj4Vq1PGNvnV5O5i+Ujx39jU+Ly6v",
-	"ZD5NbeSZN8C9MV7oWJb7VXSwugqGq1lfsg9X54YkmEhoRhK6icjry3fklrFr0oXT/laKhG56UfHWSgqj",
-	"iFlbapaxhAnNqaGq26VMGUn5nIWsOgHmZto08zFfGwkjNU3rDPk+6uSqxW4CGi73CWoP8q+CZiLLxUq7",
-	"c/T8cas+dP/buvwVDm2m4Ne8iVOfL6k+l2ZkTo0vk/jM/3YFfDS4YwjcL4+493culnOapvtH7X0bflWP",
-	"e/sJXGr27MVF1GuQUryiCQRpgV/DWNngpQDjKYj1IQnHq4ksF6SrGCOx0nL9nlElhVFonbluFKFbrjCs",
-	"ArMEChfIbEn15Pl8OHvBDpMjejw9mT1PXrAv518NXx42Bp4yZc75zmgX+5oLj2mjUjNfmJnPo+5SCBOD",
-	"ILFqlhKm8NqMqN6gNTDWrH2D//B7eUtWVGwCSYKmBIRcpVKuce276zBv3PFJMzwi53Mzyt6p/e6aCZT4",
-	"qJeh/Fb5qvn+H+X9NjJVmq1VewIiDPKZCqLCFJxgw2GzyrhjdsdmuWYxhAGY09sLTdGt23clZfpGyvWl",
-	"ZuvGzARPaU2696ayqEwkZmN3r+poLGIkhDhqy7GXOcpwK4rtaTsdi9j9e2J+jiOjAID+n4Tu0tIJcpnr",
-	"EF3XpT6J3L8OrNtQjAuoKC8sVwT0xF5kpL85puh4j0PWEZ+SeEXvJrC1dl5wrI3gXdG7S3geKmXKZt+6",
-	"0eNSRVbQwor5g69dbgzY1+2D6JVNPFzSTsHkYNGQm+NIG+UNSKKCfssbH1I3+XdS5cuDPbNBHIdxnKNy",
-	"bKI6wy+PK+T1bfLEpubVhYld64ZLT68tAak689wSaEExinTR0McYOZ5h4nDkXQr+PgG9CH18iv36OzQE",
-	"kwjhBYLRuBjcwMOhnqFpeYkAESMSF/AD2EQchc++iMErVDyJSRfNCEvo1rHlf+8ZmyI1B1sqhjpzSZtx",
-	"0cFpKm+RFdqFOrWXSDZ92tJ/LrgUg7H4kbEEWXDMxY28ZjGBOPoBOROECZ3ZyGX02wjphueuAMaCai9N",
-	"f+Yf41NCBWF365TPuG5YBSJzrXhip+BGTU6GxwB3wVLm54+nrUGHMufOhneMBXxLuidHRwHwhGklHK6R",
-	"b2lqj2Cg8FbiFQfbYuoKnfXo+Ys6R7Y8qeSibbRh3+dhiJgKqBhZD9yhlBUSuqBc2JtKpGm86oFoX2PZ",
-	"cSe/VZ1F+8AnIDjP70p9AkszotdaemaFwfuol5nMF0tLcI47h1HURkmCYOHgqfUrwkdxc3h0bN1yDkrF",
-	"Y2O4pDfg6MAkVH/Nsv6Ki1y728eu0ULc9YNRprNc9Fyw8lgYUraZM6lcDMi3Zh9GxYKaKZgVDj3tJODe",
-	"Y1Fj3/4+JkzL0dJ0jFRV90LNYYBitrlggqZ6U1Z8a9r7UaC094+ajabLQjuxJPa8Sl5vjeER7q3lJKAI",
-	"dA/7R8NTfyX7vHcanEeqSQb5CXCyB6WxDXfdrq7oXZtYghFZF4uWZMEEyzDuWBdmktuX2DcU777StZJq",
-	"//SjUCsujvPw5KttKUjtKjSElBOeECtavI8IxMhBLTYDvetG5cf5loOmqTCnbc1nB7OU5gnrH/ef95eU",
-	"X+d9uDRojvQFnW7GnojGnGP1W9vGjhj38tugl2aMrnYzwTPgViiaKATyHbAbJnTfuqPAngKxlKarmGi6",
-	"6LW4etlqbcgpz9gD5t7kk7ACsincysI+2DdINz64OTywf6m4Z4M7vd+/EL4QjOONzVOSi2shb8UIbs+N",
-	"5HRSudGU0nJ9sWNShw+x9P1xcQTdqJ0hi76wNuYDnLPGujNbtpRgKFpxgPAX1vRQZaXGsAOXhaPqV51L",
-	"lq6v2F0TWk1qBCLEf2J+HYRUYXKnzFY2BAKdt9A4mXMUDjxzKZTBXeTRMLgJLNY/lQv5IUubEzGmSqZG",
-	"IC21Xivy4f0b0jX/xHstEDxybWzoHh5605bPBbQ3HHh1XxqH4UR1OmBK784JAT7PVZiqpSlkwArZdD8b",
-	"ActHhyfskTFmC8WXCQ16dqF7KTJlRkGC42BT1VYjbCDQCLhy58XdieJ887VzNVtN5ejuzoeeuRUIws6C",
-	"WIY2Ir1kSm1zST3M3VTOHWtPUWr+9TNhKR6CMVFPSmIJz9hMW2Kt/Y7BQ3XiidfoZQ4vCHxWnJ2vOjVa",
-	"vF1O6/IGozfP0iDrDwITe6fGNjezSmKyNiZ27CcZh15W229hS7Kk4xYk2fPmq0wDF77F8vPzoP3yL69c",
-	"b41GcJjXUMJls2tZzl8otvLjTmoN0pCrRPsZ9PdoYmpKYoZxOsSrmXKpzEYFjr97hdgTdjh9+7bFoDgl",
-	"IchJo1TbRax51uKsBCalJdzrl0lVywF5rclSptaYLaZgs2tB/Rx5BjxjEVFcLFLWz9UeAVRAEmZgWwjj",
-	"ITSwXwbLNvLYmtqqpUtnKfKNINK4LSUT4i+cCVYFRNjOnvfPFGxmL2iBgQuXyPk+/dmFft2EtIIRqAE7",
-	"s5Tg4HxOyeFXwyHpHg8JGpSq1zBd1Ke+enFSukl5MWyyQSrk3BY4NM3krZk2WNVB9hqOznFBm3NQcgwV",
-	"fiMwmyE0FJnQX+xzw21pkqBTDPxSEDlyCr76qiPJ2Fg018tBMHAVky4kGCHeYG8wFj9ZNwLXXlmxqaY2",
-	"BHAmXUj/LgWmNWNsyzlp1nVCGm9IgXWAHpAeH6gtoGg6D2jF3Zjr5VVrtEi4aOZNjBwpe6RQ358jzKiT",
-	"b0IKw3Lpmv/ANp2oMwUwB/MPqvisE3Wkae6o0cX7iMTbJ9dGyt0CZB85GgxBoxsV5EtnM6aUvYWxDZAu",
-	"poBlbJ4xtWSJ1Rp7++c7plTp9+7zxw/olioip5py8ZBky3qirbNkG14u0E+2DdAGxCMeQgnqd5FRoXF0",
-	"3n9RV/9rdz8t2pwxBG5YPCK5otOUDUih33X9iHojIGWPNEIAncCrYRA4bl6YuDPr7kgDinfRWy6GdCzA",
-	"QzkqT86FteD9IWyn3RmXCoCOzV40Fu6CvilNhMiML7iIiiMYETxZmCW4glwwo5tA6/AJYkwkBX5BMHpr",
-	"nTiHnkyTsdA0WzCNftAkk+s1S0j34sMV0VVA36ClKADmskuAsWzh+k5mMmHVyx/YKLh1d1prZdGbgw3C",
-	"xOOnTB3+98Mg3QG1BSc2itk+UXaw57gtqvS+qcCFoDgvxvhAj8WlpprPylt6m3HN+shXLKUoRlOWRFa6",
-	"OCfxgHzHbxiav1IwVSPgQGLQa6ZGJEaqjUkX/2EIH2k2Jl0UEb2IxEY9MouFst6FcacbEq+pUrcyS8zr",
-	"RpD0GiOOUOg0Cg+HRtOFsbnx9PZILY06sDDvRLqxKExRxw2nTV3HX11nMOJH9wXL1IJmgUhJlrXYzuDZ",
-	"o3tzW9Dcofu1MjNj+5B4FD+qz/utJP6ojHfA1Sl412lNLzKKS0Hug38iJRVrbZ3GgdDdA2B9RLai55D9",
-	"wXPiCVYg6Mdl3/wWHeDPU/BbnYInSM4KzIs/RILWebsxcBZY1g3GEOkGxhDky4fIs3UraG/cJaNImqFZ",
-	"9Wybr+pij0C18L7hnwYPlHC1TummGXx+vybqdsMWEKR9IGSK3f3XR5GxuqEjKdQSP08xtIT6uCusUI0z",
-	"h8oMx0jNGSRvwb06QoEH4hQ0wZVi6Y0xgq18jJAhRwW3hKhzKxQigmYZeid6YzFlqRQL8N95RmXMDMG8",
-	"j8zsyCmhAXmg2xMuW6gYi8L2LB17F70G9Wm8zB+LseiTWEhh7EaHmcIRFmcAv1nRXgDEBWlpPoijklaP",
-	"hpG85mwsCIlRm+3GXMS9yAKlhxmKMQIOx65QCgQAEAiZ63spNtoOkQlr6EAy8TsQSA2fmef2K0NxL066",
-	"bndGbmd6pZbQW2OWAKMYnFfBhlaBFW/mVzf84ohQyF4y6wBvX/xw/opcHj1/YQsKwKkzKgfu1iSgqLiH",
-	"SSyFXRuZZuA7qK2zAzU09IYU8xmLbzkDipkTKiA62fm1qCCx+WcMqqGz37snR0c9yOLAQOGxKCCUHAI+",
-	"3Sii5Ioh/RT5/0WIZyIbjZVw+JBMtBXOIwTrGx6d7BIG1s0WoZ+lwS4fEXanM1pHhUDzdyzKrpIP79+4",
-	"7PpP4w7NE87EjCH8DdwDjw4O6JoPrAwYzORq3InGYtzBrZiY4eLrcj6HlPlORMY2vhJ/mElhNhfRc67C",
-	"PEU1FmHwrGJaka4L2JigX8QSEYdUIPTvTvKMR+h9isbCEpyZ/GS2pGnKxKL29wQTvnsOsXPKHOp/wkQj",
-	"XMjRsIETlxav0T++e3/Aq1faBCaSteRCk27pDr6remZ/egGeDWpoVGPzkSdo87x+2va7i8fvnGhpms2I",
-	"LJ0UQf5bFh4W2Mn6TO1cRmNh2RXpQsY98ijHXd9/e05efHnykvyv//tocDw4REnsoriMYjIWqHtCDTOb",
-	"ztqNPTXYawP7NwoE0GBXiByrKg4q56Z+QMKpF7vnfoW+tq00/eRSSHFITWXG3GoGK8mTYner2/X8Retu",
-	"XcJ89+rB3luSn0IvELh/nMS7oYCxAXwvCDrHBJCwv0um4yo11qnudCy8GGz2HZLuOp+mfGY/VoUYgZhg",
-	"yEdENGEjUm32nswsEiMmrF8ztrY3o86lBfOs3t/saxlW5tme/0vLCxsEh3RBYcHqdy4JGDektzXj95Tw",
-	"hYAWEKHE3tpljCbFEJsixYAJbCcCeKWyZfh7eLlT36KOW5FwZx96br4znZfE+Tk2XX4Dz1Do8/zYglqA",
-	"itsoyGF12ltlivhiOEWfce5S0FGZe+iUzGyCRPLKc5d5Xnl8brtqhT9z89pL/yQzmmWbAD2fdGkJhi54",
-	"FfRzFBpSseJyQVXqlvytf3bxuo83eztZUFtNFT8LCGJDZESIrrLjdIqG1YVJV4BRoDOZBrBYvb3YYHjV",
-	"2zaSyHqQIgLMH1EOkPiR47TKaHSBNwljheK3GjMiM3XwySz2vXsSj4Wrf2WUWjdeK7Yu3l02x5zEhKqx",
-	"iIPpVS6yo4D43Q28g0wCMwTwN8HQEotKdsBuXSAMIW64pmu5G3QMx90HShfIfuoRSwrkQbWmM0Q5aBzX",
-	"8xc74byKQQa4hH6QoIb8Wnq3065Bz6gp16BzEnZnQfF98D5y0n7oqLYL1Kp7DwYDry+HSTmkri8DFTtl",
-	"WSasoicbekjY5IZlfM7NYQgU6pL2FLkrzYk18GE7e2PxeSqzs/S2y6my8rhTEd4zytSGQXx2DMNumfAj",
-	"Nl16ZutDVJ5+7TotP60qluYh+D2OHoBA4b9+3O1K4YDZH1GY2LCasQBfQVxx9AHqT3FtiG4ZqBsWumV6",
-	"bYb0w1y4ZpsWsm966qtrvu47PbQPVMUyp0rd9Y1W+Q+WSa//Bb7fmq8UKTE2pDg6OMDrFGccxxAojW4E",
-	"DONZU73EmygEjBwLLU8d0CjIboCG0UuCgpR04xZL++DmCNAy0SNhbfoI0SI8KGRo75EzCFXHsLRFxpQa",
-	"i0VuWAUaigqLMmAYd0TWGb8B2znl4rqfyhlNTYvoQFFrNuM0HQuaJKYlzFtFjcJmGtkkAfydWRiZfLYE",
-	"pOaToyMiBVqBGPSQCwDCjXFkA0jsi0n38qfXV+fff/3u7P03k1ffvX91eTk5e/Pm3U+9seBiluYJUxZY",
-	"CvqGpS7SbJmS6Q0jG1snGkSu0cU5lgyBKtUssflmHtlkVuTOFUpQuAsufc7+enBzuJ8t/ehbgv3Ak88u",
-	"XhO+J27y9huAoELTnooY1JJovST4FfF8C0ddmbdwZcOCUGcCT3xGEey6lqj0AFDgsfCowOTzQYGLO5OH",
-	"YwJX+L7jUVtZ/9NdKcrsD3ajaEuhbA8yVG35twV4zah0GQFEJLrxgutlPo1d/SB8vYdcsSEreE15Vnw2",
-	"SLnSE65UzlTcK0rUVGoRDcj7XAhMct0gIzZ2RJHNGcIqDY9JPJfZFBSyEFApyJfBb6OxsFiDfq1UL7TO",
-	"itma6fj+UikN88zXcASp8GMJUp6JmRkw/OGxmY7wScueSUNpngF5A7bAwhso0mIgu4XniiyMhikKAOJi",
-	"XdUoYzSJvdcXNFJbvMiMoDURur7+Vbb28gEWh6v7/YDablHn1WrKEoiKq2dIPCKsNWytATAT97GbwnzI",
-	"X8q5qAlfMYGWZhm6w/c9TyUNokKCbMIqrGQF94Wtpg+DfXEZqA1Zgs1ptxYHYiaFylcFkXCj7ILXYV88",
-	"iGIJC0QIvR/Ug9/LVryHXZm1mKLth9CUNwuq2MGSqmUf3usff3XSmE7ZmEoIyC6G4WqJ3WCd3mlKxXVv",
-	"N5+FRrflU0JV7K9t4ZBqRkfSoA28BSQy1jcnGOT1NRfJiHABXquJB909GQ57EclFeL2QmMeHRgv2rM48",
-	"Oe5FVsOdJExwfM08FFJP5pC83z0Znpjv8OZnYn5wgKvdk+HznrGWxTzlM+j5ZS8iCykY6Z4cDgMBMBbl",
-	"fAtwRBsm3DP6M/OwzRNbU717cnjUi4iWcpLSbAHtHcOsVL5ey0yzZLJiCafmBzMIWANabuLoyAy8DO9d",
-	"/pVkVLMJQAfgMzP+CsbeWNjnYPsImpLuc7PCY+ESFyeIft19PjzChb+hPIUd6j6H1fQvagdS/nx40ivB",
-	"A4QOE5A/7WYnGl9l2viBi6QPtsacz4htwrlF1pmcpmylYtL9+RNc65hFh2f3H3tgXtSXD0F+S6QVkRi+",
-	"jh0SLELX57Mlqo6QPQLXxBGJXU7xz0cfB5lMGdp7CDn/87hDB9Nx52Mcjm4sjHQpCm4cDoeANMKZOg1R",
-	"hhGTQmZGfvmv3+H9hi22v3R4UvCuLzrjgr7t2MYCgGBBDRh3uqY/1xwIQ2br3P2INarHndKOhSU8PPJW",
-	"g8FxCzFCmQRtJEG/o0tI2ZEPB6v+uim1sxZOnbASQE/xbSvr8QX5a+wHyHmXdluwr+pg8PPGfm9Y003L",
-	"ZRAfQDVZ0vWaCZac+tpGHrL4lk2XUl4DdiHjNw2VmB4TJmaV+v1P2xXi9Ms8m7EwxM55kLkm3Tn4fxAN",
-	"SYH7h2tyS1Vvy94XK9WUgnkJ4KLTDZpdkM7HVzb4KrYr0+cJgEkY+y9hKb9hma15FmgYN7pUUn5Y+98R",
-	"fTk/nh1Om0vLN4PonoFTQGj0UMGtJ2z31WbNensmUmoM/w+Du1rNFWj8Caw0pMk/hIXm13Pn6gfotkE5",
-	"+TXdpJICgmsiZ+rAnabBKjHCyMJRDBDvKTFM3D5BkWAvXdJ0NbDsZRDkf9OMwY11nwsHeu4Oa4oWC8AC",
-	"eAiodOMOMTwvhxkUlpylhTC/dmAD/krP4KjBMzvm4kP7oPjKPqh9YidePMB5l/J56wMqtx08LNoPHlbT",
-	"ecCPPrlmm3DA9kkwYvskY26EdnEHDv4F4UKCRtyTohH3pBhXHRi2+tBj2naijtl4BwA5Mbqbfebyuia5",
-	"WDKa6uWm+oNR8G5Y5r/AuqwTm4vVweKpoIUNnNZl36wR2p63Cv6oFCEmfmXqv33wa1T/7Ru/Wv63M5dd",
-	"RBt/aGgNf2ht6rUnvMoP3zoCrI6ruf/ix/YZNY+j+PE9EOj7gj6LIZWKpdd+aJo2/PCe1Wb3E1LvFRKv",
-	"f3yFFNrQhf2loQ/7S8OcPhhCRjTxM0vbTb+9Ckjc//7mzdtvLal/ULWfLixhfwgIvun39wHdh7+DEavO",
-	"Pfn733xt4FfFMQg/tNZygV3x8T7qfFtBw63c/2SLHGIVHq7i+E8jcs026CkIqlKAzxuDiXyeLeKLgeAT",
-	"MiyR0FzotT2JJKii5FHwlnIfSAaXTujn3SRKwzV7D5B5W1buwhoF9ZG+Ar/jLd0UaMHeXWfMYpmtSksE",
-	"5tT+YK+24ybtxA/uf5om2+Os/LgQqJEWdWX8CrvC8b5JP3REDQhu6E+hOqcrg1s0cUuVxUQdQDGDFMzf",
-	"9pCrPxYy9JVdw3D2ZXBGKJ7ul6O+Bg1+vvnssejO+83JI9o1TocqxZWmQttqqSPY6IytHTBTAdEbTCxc",
-	"gOIFKZgPS7nNOKp61o1YW4Z2d+Wf+NB/4kP/iQ/9R8aHLjHfp4WLrgm8qEE87xL0264b/oSX/hNe+k94",
-	"6T/hpf8V4KUdR9puWalSYZON1XCpJimjtsySCzVzOLUEsXTwQONBh+Q+0vV3NkdfVXmY6g3IWSHGg2J7",
-	"VHiu6tkd6B7ulO+t9Tgu/40PuKzEGwRBVy7EYK8gx989uvbvBei6AcC64Z79XxWS+TF4yg00W7/J2Cuc",
-	"0Z8tUIu7xbHOGE0U4bq3FZhgi/PF4chVYu7O+v9pUSIPoxcnjy/D3+R4CtQZd4a8pjdyWch/ITEupNFu",
-	"iiWLx6JbcVBpSeJPGNUf9BMRo04DKikWL4rh8MANB14quxZdddleVJRbj1HVUzYJO3i713hD3OSgaqKI",
-	"7ywAfquS2lQ4oHIxhT+A1LBve4j9bv/ILMcRQrEq/IWcOXB5Z6UsqdFgRBWX71FlCZ4c+Z98gzy0jCj3",
-	"TEHsyQuYdm1Cvjatm9QOlvrkkP6QSOZMnaZAJblmgvKDxVr3T6TROPieiP7tm+8qV9rqjc6C/61pAC2+",
-	"7cFVMyk0FzlDi91oky3hEH/sCgSVy3yz9+gp82+R7rB/9JAlbxaNWBug3N2P+SxluSLKdbvO5JROecr1",
-	"hqyoUqbvw119P6iogN36bSLQMry9iwc2xjE65pE0e+4e4URu8qe/BkNwzrESNuQE+8GXD/OCiccFcP4m",
-	"VfiqjszGJbUZ7fhu87K2x0z6/ajGkv62zqhS/OVTVyr7Hq796kRbILAGzP16p75oP2vq6fVqLTN9ec3X",
-	"6yZoeLkODlAF9fXtq6vv331DDqCOeplGMXF2RbPrRN6Kg4zeNm2Tb7wJhSEEvwKkS/eyFx4tXNz5novR",
-	"BBSMYV4cLyUO1immG6WbU6+xA8g7KIlTmXDQsbcvbrFEvvf2hWZJUU+jyUG4S+yceQg5p13XVxUhssOM",
-	"yiJqw6F3QQi8i4/YL+ShPIHiDr38/H3RQfmHD0V3LTeqbuAuPKZ5Gb0LpAH8WBh7eLEAzAz3mguHC+uP",
-	"4M4afQBD5JrwuXfWQ3iCch0tAGyBm0dpmumHgK0lORLj23K6QBscWoTRlOeNAeGG28LP4BpLmEPJKscl",
-	"hxVnBVE5AA7tDjitd/W3vjVM+q8T7yemabOt34ZFfRUUfHmmCGDa4Lt+lPZ2WTC4/rJBYsngYaDC1FVf",
-	"CBZ8F1cvaPcJ4gqDg/CHCC78608/PMxQPyMWfgaY8U9sSn5gG9J9/+05+fL54Zen5FVy9Pz54UtyzTYK",
-	"nKXmp6+Gx182AU2mi7JMeJV8c3nWjGB/U30Tuml697qlLM41Wk9FG+9+uGhEY1QV5EbFF03v3bVAvOL6",
-	"AGYH4snlWbp7i8zocOwt+3RZJ02zxnuTptnqGk1WB2EabOr/bVuwu+HuUA8bDV8pblimvH5cK1miG0PB",
-	"r4ro/Hb1MZNpY7C9JGrN6LU6LUCBwMGHQHsk9kEPpZJDaqM0W3UQ1dZwDvdWwz1qZZFgIJGfTeNyNWv3",
-	"Zz48Fy+7qMs4aFgrukZDrcknWDgB0VZIJFMj8DoUKBZG5eFiEZEbrtD35ZKmVBQ6JrqAzOfzwVK2oLNN",
-	"8ILywBK9h9UlKLLlGiKoyglcCh07NvsOk+9G7kZyzhc5Zh4ze33TpSThygbZYQtw8W+ER/DBra9Z0rNT",
-	"g6Q+K8NugoRWXEXgp3Y1qIbQGHkriOL/KFivuwBTeIkfZKIpLmYshDoMlIS6fG8yNvd0MT3Ch7TFJ3e+",
-	"pPoAfDLhTjgnHAbM2FuwUFBbN7nNNarvR6952u3OZ9wCcN6uaabdLvGkzZ6FNWrhwK7kxM6WmkxI37av",
-	"UVA6i63H/RtIv9p96MHFtM74jNvcIJ/YYVTI3Zxg/xO4Rau9KvtRS0PAHXY7uiEZW0MOSnEAK7Fw9ijY",
-	"CoGQVYxnAG4+Ye4PUJX/ZBu72MY/4/hvP88NBxToe//AxQv7QT1w8cdS9CXa9Vhoxe2YkP48OaXZu9tr",
-	"oYgh6/h8blDMdJeZATziCSwMVC0ealyUAg1hQ2Myy7XHIDgFEGqI7ChMkM+wK2CU2yAlkNya4m1yxeBS",
-	"1nFNnqix6MZ1Uo8BP8JeUioL7RZ/ESPYm9ECBUbvyPlYFNAsEYkPYmLRcRLiW/4ijkj8hSu2/EXci2xD",
-	"FgBH2eKoxbhCJ6wD04GbrS4lU6OCgjhzPfUGY1FGrkAiJWeWkTThQlRBK8aiGbXCcjN7bYmZBr0Cssde",
-	"DMtcs2gsAuwKO/pnygIX+UxYI5jse1RsME8zYxTWFYOpnJDtUmLvSILx2k+5Rn6meqdmMPGBXeubwxhb",
-	"ORkem8+4IO/WTJy9fqaIWlJIZgPIqzXLVhxSyK1bAxXcsYhhSmFiehyhN4ngT3EP8ZItk4YcY7WUt5il",
-	"hmjONqMdaTGy0FwU+LIRCu3bcjI8HpAzAONwTMi755veV+jJbY0IcyTYgN7466JrAEoaYog2phcierxD",
-	"Lq6XlcA1LtBcLf431NVEYHenWtQVG0w228XvMF2n5MLbH4PHcqCnuxC6WnpY3wlPKv51OStl2LLn8xfD",
-	"Lw+/Onp5TE+mz2cvkubMWiS/vfh+MZ9WyZu5ZKKdd6XuxXcITMjKKJV7CaNL83pjwPmaiWTn1/DStloU",
-	"l8A8jFp1CKdzkRmyK3JbLVikc0vCvlgoKZANGPDZjS8+IGIoYBT2LXIylqjtPaZABagGVh+wS1aOW95W",
-	"kSI4c+ivf1Qlp/Bk/pPP1mcRcDu0mjUunW7MZ4zkykH3FhMvzh8aKlws+r/IaQP+2g5W+lQnp0nZUZpQ",
-	"q077wuzIVD2w4d5hj/7QBbz/xUNZf/Nlj53EXlSb7K/ch1LmPqrd+W9FZQ85rkOq78ZqWtShdlWc0w1e",
-	"YYMagp7A3RpsqfP6vD/WD98vudL9jC24shXxcR+BKRkLz+E7lNfsCTT/8ir+AS4XggFjCu8DGZ0td6Ft",
-	"bZKyMgLxEZb/c0Es5n2xARjU57O+wLbB0jhKU0AAh7RMTIHzpXgg8REjwjEoaizMI9vEXBqNEQMAMTIe",
-	"1s+lq5MzLJ9QQM9wNRYZW8kblgzIJSI8W0RgHPqIOEoiFAv0IV9rgHT947D035Dv7htkiaTo6mPvqCVt",
-	"TjjxxbTDrAS4+TRa/oD8aOFcgDQa7zqeqHp/y3V0c7HlWpnl8v1qudowvWFESJLyOTM68BNWZC6qluVZ",
-	"BqbD51di3iZgtxRTJl1MYiqCpTzEIk8wHpJueo8tubybX3s6uMSPtl1fB0QTbQsPam65fqHg6j2PIPGk",
-	"VDbH7IF1NQLjw/AdTYrKzxYaBipIl8seWz56K7Nrw0e7UH8OqIFOU9Zz1dUBir+pdvTuktDgl8UsoC0l",
-	"oElzkeduwLFvWcbGwpZw7p2SUqVpf7L3qEhQTscsCjX72s07KzY3hu9UdvLCt1v54cx1U3lewe346Ijj",
-	"lQPzqgMGAWqdtZiqyPFBZaHng6OGG3sPEuZWogIWZ46RfYKSLHiAFVeMMupIkQVvhRh/BSp/8DmccXMu",
-	"wE8+qeKNBdzT/DLZnURRQLTtAcy2N9oZLP9Vc2HWMxeIM89Tu/ZOU62s/WFTtIQtGtZe9PWvP12VOO1g",
-	"S2X/SVONmDdWFBiNSgE+o4Lq7HO+sGXvBtDwlU7jyGc2vRwOyyVRXg6H0T5RTrilzfGklnsjZ4+w8kVf",
-	"sTX1Ub8B5Ge6IphQ2hx3es3EpAW/zAYJYGGBij/HVxvYTgulfSl1V1psN93tRBNkgVRpxxGMBfwM6OVk",
-	"cDI46kVQWaPPoGZFU0iBc1u1gDy7olqRi8WyqQJg2RRlyBqJqmSgbW2/KD/50D4CrlDP0zAq25Q1lk0s",
-	"b2pDZaY2ZaPBH1WmwqaiLTbTs+SPQgSFqap5LLYRboXKgtk3UhC4z8+X1MEENYfXLyWfVfx7lWQjLrgy",
-	"YswH7LqAGS3XnaiDt6EWVwxACFQRCzOZ81SzZq7MRcLumkE0UrlYZ3IK/begyDTCbrZGF7U0EsY8znNF",
-	"0/3etXFHHophS6RQaVn2tuth666kTBGJZkeM1s7wo6qvEhY+BGYo73ETNbVEEtQPxAfB75yk2MuRWr/D",
-	"ni2pnq3Waf/XS59oZCd2tmFA9pJ6zLmy8zYMDtyjPAXu6AdMuW1yHdu+oyAG3KUsuCPqutr3sLcKDn+x",
-	"BllpQeSXZ1lY8xGYMYajQfzcmiqFyBfYQt98SjWfpkUsryI3LJtSzVfu9szViB0OiaArh//YA4eT0/tt",
-	"HTDnCIGqLoAGWRNZPvVxsi7S3/bPQ0vlguvJlNOt1azawNqL9Q4ZVN2xFroIti4WghDZDX5GXKtmTxgB",
-	"r0JjRtmK3k2KbZsUAO87Mhrp3f7vNiWU7xm8eUbwdEQIE9X1/JEgLC4CA3i2iEUfBAHeApg6kKiLle8i",
-	"+P97xByFMswuLlT1/It8RRdskmdpVPxzRD7BA7wQv7+P0XHYhEsmBbMu6+rhbp2776YpV9tFfQX1IKUR",
-	"lPK2E3WWfGGEJdqrNG1mKY2Vk2zsMIkTqukIKyXhymHFI3jSbKjU2blN22oF9d2njZJI+Lj1CrIiMX2s",
-	"bcJuWGpWrynuFmXndqE6aQnt/o2k7j6ish3qTDSFXwEvKGdDrzA4gwpyGNQr9E4TayYj3nSN20TkO2bO",
-	"es8GvVESsOJYxCWkCeed3cIZjKabpiydlJe4zqVcnvLjOLWPV56w+VxmJbEMX9LUn6kVS3i+cofr45ak",
-	"4cncZw1XPGMBz7mPI89aflFSTHBv7xH3JPwBSScK/xiRT3hVWYIZcC+aEc204UaQPlzOTm6w8IOGd6JC",
-	"tAI7NNgyrsFtaR41wsbBb1GR/ebv64SvlhS0yZrBoru/7JB3huK3mkOKsaQNsU+uIYdyHzGwJdzmpIkl",
-	"Ftnm9QNis7MQcaZJyGCc2MRrmA3L3MDZS9nmD4JSmaAmUl6MarlHFGbtXs36da6DEanPsIVC7/cgFd/o",
-	"xz0E3keHFbPNzm0d5aPP2f7YJ1vO2lOdre0LVjtDUdMHgdG9BVMJ0QcmoY7cDGU0bMwol+vJuvTN4Q7S",
-	"BcVhZ/CuM6e8ZlubVoAF1RkB2xm8p7cBUpK1sn4bd0rdg7LTMfFUHpUW7bC5spHzJnyWD+ExXoJHewj2",
-	"MPzN3Ca/F8N/i8H/AGO/i4lcvUaDH2N9rdnfjR21GEWIzZbS/Ffl8zm/M/+aMqUnch5H5P/9P/+v3r+K",
-	"a+BB1vFnqvTRDjX+wTr5Z6naBTjP56pAh40q0J+a1y6knl9V4Nntfay4ayrR18JiioTSXa5EvhAya7qS",
-	"Kid7bad6uNcyFmJo1FlIJ1940as/9m90orRcSNgy323urNBJhc9U+SFeyPHElneu/tLnCT5RpKv5tX/b",
-	"XQ+5LCs3sRFJGFzduVjCiLC7GVtr4JB+2eWtIGcXrwucM0BKUMhMzRJ/7vnajQsZtLNdu9uzkSdo7SHj",
-	"/7iVpz/suCEVPcFpayvLVgsRrQRktBc0/dacAaRNBGWunKDYuRip+wfO1dBnyrVOWZ+JhFNB4DQdH6ky",
-	"dVVpqbXaaW0tP27XXusKWjHLneaM3wCnqTZ9+xj3XX1UhsNt1xXLe4WsOVA7mswhTdMtbzSirU10Cc3K",
-	"/bnzZtAvFdBYoYnuunjat5DgPuVNA7xmwwohOClAtSmyvKAuaVi605fqDCptwve9LdVIGktrNFvyzbeL",
-	"LvwCA32pJiCBbDiDFMxWmN/ZfXMYQyWaCucTkaCmq8+Ei0g1Ny6o3+oehKtlm1pzW7hUZsQWJsUHewPc",
-	"FiX7cJ0i3Nqd5LYlZgrIyoNmNNZ23H73HODfPlMk9qk4e6b3PDazus4TqrCHwbu3giWT6WYHZoED390j",
-	"N7nBmPSd7Fjmp0hHCDatgZHuzS63MqX2afibmwe49kpVsbZUviJUIb5RKxhNuyvzwUWp2q60Hu3QC4tq",
-	"bvXqhd6KLUicWwXWry/T6gPZKefs1C5eI9hdYMo8JM3O5iRfvC5V49CScGg1soV9qcbSqw0BmzmiRe6V",
-	"e3GWgx+wIW4uiIA2LRIulGbUg7FBpjJdr1likakVm+UZ1xuA02Yqdnl0kiz4DeLvm3aOXLDca1fjM8yF",
-	"iiGByQZctwT0BQOzL1bHFnz0zGFf0KmSaa494IW9xg7znkGB354zsX045uCdEssW28PvFlwv82kd6fyj",
-	"+b9h/+Xk46dh9OK4Geo8yTbv8wYH0HvIQkTCuJV5mpApsyRjY+1vM66ZqynSHPPh4SsbWBUStVlfFQBw",
-	"qohMNyQA7wSbtAzovpdTZzgcNubzzpqXPXgCaQbuzBwPhmYEx4ND85/LW7pYsIwcDYYkkTNgh1D3gobl",
-	"AtGOdmbIUqaQio+gFPhaRv7j7O2bwVi8Z3OWMWE9bc6hmSJ+5If3bxADTEhtk7Yw+d5wI7rYuqbBiqLZ",
-	"ZM4XkrNixHxNumhOFS+aI8ZhCBZ6oveA1d4ReBDmh8Au7MHuWiobbqsPYjlIMHkusNI71CrbOzm1Aqja",
-	"dA8QHuO9WGPpq3cFkGrlTt8e9xioKPZAqvEIgenwc9xKW2OIsDvrpBJQH/marbWt2Y1qfB2q9aH4rH4S",
-	"uDAFQGvlhxCINeQtddYgpG6FhEN0JpvKg1vqILoECTIsiJMRGKrAHpj+VOASN6RiQTmkMimhTx94oRnY",
-	"1JHbA6nK4SHfP+DI1Ogm8uegmIhf8KazdVFAGVVBdcDRzwX5cPkNQF2ueJqijuAwq6tQXrMlS143Ox6r",
-	"jaAe5OsllO4OEG0KxD1krOKr0LyLCcK/EqskRQXaP/4wyRhNJuC98q9g5JD98BwvJCEp4VzmQtdTCTdk",
-	"Bontiqzy2RLyi6HBuBlQvuYm4o9YiD2blrneq+3gduwB7dcirE1fvtNmIsKarg0XxCxtOEkg7ZD9Wi1v",
-	"PsfcMPQ8tKHiuU62WwjYafFBy4g1HOT3TMk8m7G3TFNnIFZuBCAv24j2tfsI4JDMV2RlP8OElZdfHn3V",
-	"a9aUfW7iBBXDJimtVA5Vx2w1nyLTSdkcQtup+WmN4Z/7s7UppPtMVkwvZaImnlk+DHTPjaHNfWRHyIvK",
-	"ApCv+OH9m15bAQz4YuLUJtoameJf3RIKJtfskVOrBkS6eTYRTz1T+2G2l/tMBch4zwBOuB+ghYFjCy6w",
-	"4R+ubLy6YNlbqN8WR2PhfkQyKX7Ce2fA/vMtQjlBy+TQwXfN2FpZUwY8fU2Z+bV+m4wCfMUyHygu59G5",
-	"AveeOTnS/NjF66JpPrtmOiLTPDNf52uj7VLbwjPIwdXLXvkCeej+t+seubIkbdVvXCEhy4fD4gy9ynzM",
-	"Qr158xbnoB41rKa71ve1IjBVmKAsn2mEewQePCBxEFVo047xJ6PnmV0PzI7BWMRB2GH5dVsVG8yM2L5A",
-	"umG9qiSjcz0WR8OjYf/wyCif8KQ//PKUpHJGUxIb3SZWgFHSGzQETfjwh7Gw93kOiq8Syhp7KR3++Fcl",
-	"BQ7GUHwh6cG+mstsZkujIVpXsQ6zJZtds8QZL7d0Q7pYKLFSSfEdfNI/N+/HPVfkE6PWjL6NLYKa54r0",
-	"IjiazFZY1+/58Kjp6OwbbFeBhIQ6XMAacAu6jjPBoQ72svfIOmb7xcw2ZODW65jZxelWR/XAC8MiRHBH",
-	"wU+IsyHd58OjXuPG+DrvGbW14qmwtSgN0a1odo2lGmhawswNaxx9diBvo61UPuZX2Gj5oVnfd66H+k+X",
-	"tru944Tf5+Jx3sF3olQRIqztua1sRYPT2dXAdE6aoFj8lvqwZXyRIhDC/WuLJxELYxsNKkiCNewN6MbG",
-	"apDppjCarScEvI+xkILFLWWGaEZX6uGnxq9BEUJr+q+tyKfOjOuNWX2VyoZMrVpidqvrG/a92U1SrtVR",
-	"r0ifSgtBFmy/lvI6IjqjQiGfhhKvFvhzzxuozI+noWhaqeVnrnYsuaFpHsAxW3ffkoKIOx0L8IvdcqyO",
-	"669JodzOyCy2YraqjsNE4ehoi7DgNAAD+zZsghe8ylZrvUGGXkPYfXgRkNImHw2HO/H37Fr5vkoFP5r2",
-	"+7I5n/ssuEQlNESindEs40yNSEyTFReuYDa4bCO7tcYau2absVhRQRfMKOe9sO62GhkjOy4/AueveeYq",
-	"YHehmr2rmhvZAnNdTGM9u3htHt2y6VLKa/d1pTa8GWDo6sB+y0/gQ0TTwGzzNF11ok654T35NCzmme0V",
-	"/vDOLPUee648/cn2Do9fuyHAX2/evHX//MkOBt/+aLaNLwQXix/Yph0QQeE7ZicMB8HqG87q/LyaIw+G",
-	"DL2uXiOr60dBgmZMG1JvhVYCrDCWmTkTVzyKcF0FcUNwGvPWvjBL1XogWHM/3Q1vXezUE1wtB9u+ywxt",
-	"vSW+dAikDXIwLGUPSKWu9h1irD1THrdqzTIuE2P7BADaXAOLpfb1Xhv85geVNFc8rsfkQjehSpUAbuMt",
-	"Y9cQmCMs5oJuySHFBgAutQVF1YNSVGb24eq8d1rB4Q4rAswRZEnTNN4fqytjK8rNFtolKI/Hrw7pw/Kb",
-	"f0YWgmfKUnlLhnu6+cyu6K0AZHaaTCSIaY3brSyuLKBAgRv1HyyT/vg8as5uJk2oIQCsIhrWP7J1w80w",
-	"Ur5YasLuGrSGPR2RlozK5BAF1BiMsrJJTUfoSsr0jZTrS83WzZV/rMKBIOsWUUqmUP58fy24kI4DfCU+",
-	"Rf2iWmfCLBVLjEnrKlWDYcONWVOpKV9WpG8ZmDqDrQo1TdO2GmgurognpWm2lkHbW4U0C2d0xz1VRB9Z",
-	"tx/sarh/CAhWxzP9abnxI8EKor7QS1E3zjIIV14cS7OR+NMYRzTujMgnrDtkQ8Tu72OHFo6q2uCzzAMf",
-	"l1OMwqagdMuEsgHAN7BySxfLDQb3k1SrK1TqBqiRkqdNtgRRACFhzfIKnTeScH8bCRuTYBsmimmXdIHd",
-	"HfYsQoq6tk4TSwR7FNyDboJaezA5v7s7VfE6VTZw701hTjdyF0urTbibTVGmHvcOQkttY4KCdnR28Zp0",
-	"yxGkEWLD4m0E9hSRwWDQbPW2R5LW7iUTFgDxtC2OYi3wX/BTIwp/fRl26q7GRHgn0k1zhGrgjuqra77u",
-	"Y/IMTfuAFMgyb+1txdkLy8WiybgtmC5Qm/GCotOCBdFyZpnQxmYzK7TgN0xETuZCCAM+e9iVUA6wxdsh",
-	"Tt2+3FKFqMku7AhgMVE3b9UinmoXWhH0Dw0bxxGB2ZqBmYr+HYDQt0NEDv/qii6MPI3HHaw7ZtvF0mPj",
-	"TtwoqFom4fjHvrNoDp7E/S6j6xfbsh1p354mf+H+IJB9u69Qi8bJQxyEzWeEdRvscmm3FO5zVMMVcN+u",
-	"wIr4mVErfKkaMs010XSKqqtgtykXNrgoCJc7Gb58Ee3rOj8jqbxlWX9GFSMp05plkRmQsHdLL47rL6iI",
-	"JHwBha2yschFwjI1kxmzgEbBVIoyWPHBarauF68bEIdVSqQYC1zPU8JXq1zTacpGBPJUYWnRG70hU+YB",
-	"tV3MJRN4msdilStN2N9zmsJYPrx/41yp6CNpYCmPCfbbwnVciepwKUAZVRGesLp+S7pSMOfzKbmMBl8g",
-	"7Ih/4BxPThii7ApwcUNnlBuK40Ap1SzrDcgryxjNasJmiMC1a1a0mANcFIACBbFRpLthujdC3QpDe8bC",
-	"Ri7aqmbwUyIH5Cz0nynN05QoxpQvuIOrg55FC5wI5e98aJYt1wFleSrb93OTDj/LVoMvzMEvcqO2b213",
-	"PB50m374P8bjL3q9/+3fOlsr7Lh6PI8vs4BktIVVPYHzxKkQf4gSARB8/l0m8/XXm9D9cc02QUISOkOW",
-	"Mm+GloRGMOz2M9cOW5K3TYtn9OaWkDfwr9D1OuXGJMmkYZEJSeQthIubtTJj7+3vS1gUK7L/uN0y3jcB",
-	"dOzvw0Qn0z4dXpk3VQNSKY7D55VV3VaV7TfrvbdNW+o4aiiIvMvlR7ooPswgUQ26ZpsWxX4XyCRP6q3V",
-	"yp9WnXQ7/HMfrs5JQjdGChiiqXcQ/Nh7gFt3V2GTd4JhLyjUbSK3i+P3edrhSGjGiLKlTsJ92ZJLUtSh",
-	"3MPdMZOq2aF2LpV2cZeuGIery/dMuWKQEXEnUUtyyPqHQ/igi5WjaApuTghgFImNxFH5qhcRJa1jSUM5",
-	"OIVxFAmb8RVNRyQeDobD4fDL4fMYUu6KBycvg/99tW8YJMbVPGhlXMRRW8gOOBX3dCrB6WyrDxqOrRT5",
-	"c1WPltyzdpYfe2XmUZ1MyoMrCKKJldjLoyaN115yfV79OjDnpG4rbf7wu6JdoS8JV0Yj3m582hwa9y48",
-	"s9N9SMld/Pq9Rylq9hFu6eyUuBsS0PZulzxl9j45eJ0aK7nZB8AEvNQc8s5uXNLe/qb7nPKUi8UlFzPW",
-	"soAJS/kNA83YlcKwX/kiwNS5QLFQb+D/MxNcMprq5Wb/la5eD94uH3U9uM7YDZe5wlStV+3VYj6Ahu7d",
-	"6EC/LOmbmVmat3o6XwgVrEeh6tlilpQsMmOSoQjbf8IlB8qen2TN+fetLo7XzquhipBKV5gTj64tE9Wl",
-	"qZJ1SnYl5Swp9wpXyKNLA5o5eLItiPtxXgzL2T6jVmDAER7gq/C1+CSWJQ/LOg2PTrYfYh+R1OTU/2nJ",
-	"bOiZX/UCxwRXrTnwrGAE23REu2Cv8GXAJHJlCfb4zNaCawXmdemLS63XXdUDYN6Akxil6OLd5RWoHadE",
-	"yFKUVTfOFcv+dyxdPM/oYlVLSgR039HBAYRCDOzzwUyuDlQRkblHwmSFLkskuYXMvsGpbNqy/fBXoxhK",
-	"wXCzIANPsHYyM1b5at2krpzZX8iKJswoXnOaRWRFRU5TkjF0W4SBVA1a4sNFL4y67bIPfoTLPmQELvim",
-	"z5OYYHSsmb31yuD4B629XDUjLDdXl/0A/gMQPtZzHSxpQSFJelMSG8Pa/47oy/nx7HD6ZWv5LrvwD1k1",
-	"89k3W2423W/OaAD/QLBAe+ii5pMtd0LVVv2NZbl8DxHWddGaVIEFzDB69Lzxxii49GuaT/kikGuykKbb",
-	"psKTYbl8dlde+BatDlwubo5GhcoZ6dqaUxhEfgrx4Uac3VKulXfWWHp5pgijWcpZRtxnBYt6QEjDXnXO",
-	"KozD1TnzwWWvkz1r7RfvF0c0PEZBuJ/nKLvikiqDewL/WpVP/iH8bM171F4xjnSNYbth2tENS07JrVEV",
-	"p8xRJkt6ABQ5QxiemHQpObq7g4swFyQAci7GYxqTruPo7G5Jc2VaGDRWVfONdlCR3zvdtjLPop5adQGC",
-	"Dio/fWv7K1bt1U0zZsgrFH4bV3qwqsqcknjc+WLcicmKUaGsyIDC9hbYDVz5cq37XJDYRq5ghCaEjdon",
-	"bvkApCFNVy7RaeCL9cUODW5l6yAh+N5YsLt1ymdcpxvSjX+G0URk3Ck1PO58jOEeigvWq5Sor1+j+zkj",
-	"pvkrdzpxp7+oVlvyFxtFCvUWD/vx0cNL2NtNerqT/Yc60e/xruzBZkEhKKDqbGgufYaZ4Cc6SxnNAmzT",
-	"385wOCXmQ5KxPjYKrjvnggjUqV/BuNjPg10xM+oVpi2pZMRjDQRpiNjbKUwKIt6AqpxpD9AFWHClSFms",
-	"mO5PYtgMfj0DpK0Q+Bm51FQkNEuICxT3sd+4KiMS3y4Vm01iD/pBphujxcFnY2FhDhG/Y00BFbBn1Luj",
-	"E7j7PiEZFYlckelGMzUgEIjeNwpX9TYZ+3k7/+F/vMy++u6H//h7dnX7y4eLb756/ebiP1/Lozf0Db28",
-	"LS/Sy5NSKeTjr0pX0djiz2f9/8SryX8/+Pjvf/k0jI6aL6RLi/VeFlnBD+AC38tbKF0HpENowBMclaHE",
-	"wlRYrogL3KhzCCCxC4w6RUS2HZGPMk2cto7E7bay66jWJz0M8L3vii7iiHz14mQ47J2SIYb2cqN935YS",
-	"Tl8MT74a7sSff+rTewV8/9avoMOArqAQNaa52rZ/4np5+bhhNVyJPcr3UTm66gHl8R1bLurhl87ojnL9",
-	"97glIX4VxNNDav6ZxdOqKSVnF68hFaIbq+lkMBjErsgUIhNUS6Ii5olh/pUCn4bzde7vAZpiLreCVWJW",
-	"q2LpvL+UgCGzoJrd0g1I/5SKRU4X9p7QxjnkSsuVGWsYfjEgZ2lK4oObw9hmTRNNrxmJz0JIhBHBWqQE",
-	"A2oKj5INqxmLLi2Wwa1C6yL0MOgDQlZt/hfXy7GY0RVLz6ny13/mtfffnpPj4+OXcDNpLEWl6WqtBkb1",
-	"M8yB8jTPfPY3BlWOAQJqaS9c1JKuIeoyLiGHxo6/+Bq4NumKxH/r26zM/uskHozFW7aaWmxEiJV3KJxT",
-	"mTjRxO7oTI8IdcG0LjDcWDCzlGYsicYCADoFoZgYRyDGqRtfnr+7eHWJeluMkSkxLpF5HwKNiL7lM2bj",
-	"CcdCmT4cZhUUGtyQhK31MoKxOKx7OAMnwyEke4XAnvFYWAh8c0I82AfeRsUHFnwyoAnMyiS5cJPBtYgA",
-	"Q8tDQ19+8wPEqiVEyRWLIHwMx4I8F3WnW0loyq/ZYCzOsIKpw+qWAtDhHHAP4YjszcH6c4lwUIjUGTPw",
-	"OQpHzTWIxvCQnF28Dpzbo85wcDgYWnwzQde8M+ocD4aDY4zKWsJZPxjcsjTtXwt5Kw5+ub1Wg1/srdSi",
-	"rbSszXMKMsHM7kX2Bo/6e7vIwujg7Yl5T2EQ01hY2wwyyjDYiS8Ew7roWMQ3cZgMrl4+Wae5Iikzp97Y",
-	"TT+Y5sz2v0qOnj8/fEm68bXejMi7Hy4gBzC7GbmfwLhLF+bvby7PzF+5YiPTZ9wbC0y2JfE1T2JEFHNX",
-	"FAjF8My6IQfkjBjlDFBEgOJXjGlzasciF7CAthG1BPCljM2Zni2R6To8Edy9ADiuM+p8x/Rff/rhslOU",
-	"0oKtORoOK6UAIegFk2AP3DYVufPbJA60D7y2vp/XEGwGtgPOFHo/p7Ml659jlGST7wJS/yKyond9umB/",
-	"OR4OY8/uaZMP6j4UN53Rzx+jjspXK5ptHCorZhMCocACG6qoAM8gFsRPbEp+YBtyaUScYZlfPj/8Ep2P",
-	"ADj3cwdAFzE1vUTi8LzvkXP6IYBMI8Uj+kEZONmCywM+Duka1mVL9oNZxxLC7oyiSdOxwJdUz12Hl7B3",
-	"7M1YO8QOiC8LrxMVpoaN5+OamEmpAWBTwDTAtWD3Bsr0d11pf8sLjboJAhk4rhGmvRaSbIck+hXptL3T",
-	"FuItUk+3UddDMZOcE/rs4nVIVDagcG+iOljN1q2EdaZIvFcrcVSkjLgxx6ia+I1GzcT0F0dWyriU50HT",
-	"5r49v/hX2t+LB+3q2/MLY8dAPPznbu/BJxuFfP9bb3TR895bboNV/3vuPHXx4s/UTgool5f7uS2VDBvz",
-	"eK8QwkUhdxjTATr2pbCmn/W0tYtJ0/uBNVkOFAO0BHXwiSf3B4hDgaHXpeE1dM2Trb0GnpIXdR9heRCf",
-	"QCLdN/TbBEiJ8A4oIl0WNDbkfnymSJ6lrUt2zcS+Qw/r420d+4GTu2y/1Xu6USgszxv8dWDUmr7ptP5U",
-	"QuqMeYzRTv9o5SoXqCwZKZ6LEqbZgJyBranI0XBo9A5wA1GPaokBVkbzUGPx/dXVRQTwyXCpqzHAWvu0",
-	"PaVlxk4BrCY+yBhNNv+I0Y2Va0BKmc/5rEWD+N5O4VfkKthFEws5S/kNA//rc+yvqRk/rgNnK+ep3spv",
-	"3hj71CzgOpNTdmrNemVD1MIVznKM2HS8xdZlRvGCioH9V1mG/JM5z4rpjM/ULrrLRQq6qtd7jQmhSGw/",
-	"H9heAWkktuVFrE3bG42FRlwNdAmV4sWdWwXwtEMnitV+jVkAwo6rsRC2JAkg8Z4MDw9OhscD8hbHYBVm",
-	"Y69fsZSZkRlDZ0XNQenPpLgxfUoB3gGmbNk4KRiZc61GYzEWfSz/bTEyfaEQl3M7sfUwPsFL7leEtIwI",
-	"PjTnxP3bocvhxfpkJhN2H4/GgpAlV1ouMroqgl2c1wUAK+PJTOZCxwT+40uAqd6pHSH0E5umuM0ExwPK",
-	"VusUshFj8Eeg2yUXiJydgB9EDWCiCyYmlE8Qln7iD3N9svZFpOeI2D+LD7BEs33sF0UmLI0wL3hiCM9O",
-	"3Kd0m1GKGYQ6OX9ev0ikBoQqj8jbjUtjCKcdGGGlIh+9pkkCZWEhus+alX2KzQWTs5bcGpxfaeoTFoBr",
-	"462uxfA1+wPocbHZ0YnKV7GbEQRl4+iDkLSJd2pOCmQsNYGXPwXpahKBmLHIvxnTzkbqG+7fuo/r47Ae",
-	"6Elxd2UHUfTcjW1Yr5lmZo6h+Ye9Z++ZQcFd+5ZWN7VBNYwkKL8DbjiauqHAwyhgM5NrLhIYGfyEVrM7",
-	"U5gTiHsX9+r9gPpuYZwnYN8n1SnDR2bzvpNGDoD/yszRyYaZTFObENiNF3LyhVkQ++Pki7jNJLeMbbdA",
-	"1exOH6xTyiuitOaSaVG8gYUb2XkyPHyg7DTfHD/4m8+V0Z/uo/K9xc8f76t2guHLLFdufqQLgGvsbi0V",
-	"d+A7K6rJcDAcnJScSU4mouz2/uKD2ZLqgyKPAnNx5NYyjvHFu8sr0vRxPCCXrkppDOI7xrvTsXDYn70I",
-	"f7G1xIFoaEbTlKUTfG5YJRSU1XIN/2UsAVzeXLHMPCgqscbkAP+slXwx7wn4qoqHanE1nS++VJpfN4Gd",
-	"RmOhGOpF7RCn1sHaA+5AlRRcLCZsPpeZhlGghLAROeXyooNSNVEIippzQVMyW+bCXosBFMJYxLbkL7YD",
-	"CH3mm96AvJcpUyS2wiQiccJuWGpOX0y6EB5A1Vjgzz30HsNaUqW40tSIZRia2YJ4QCyWu8umDipVjkVs",
-	"aM6+zld0wSZ5lsZkDQBJXXgCVy6mCwfvgjm9kdG68YLL+qxhUW+4ghznGV3TKU+53tiCw8rdOJUrAI9F",
-	"8WZvFAxiAAOBezZ7cR8bI3oUQ2RCF188WIsFbAn+9cuaLQBcD/5a8DmyTvzzlk0NCVJNVlJpcjQkb/nX",
-	"ruhmD5LbqUDtRUEnUVDpuFKhGB3pdnn0kq0US28wo3ks4EfIeMlkvsB1YYvM8NlFTrOEdA+HREV2BFBU",
-	"FFoCCQzA1EYflcreYxmdEuHJNpop0kUE4J6r44zeUxXZSDRAueL/MKZUfb1jt4M/848Dy55//uVjPLDQ",
-	"/ROaJ1xacpjz1ChwSArhvVb3ZDg0EmEsfpRFdECSSaghonjKhE43I6s2BtWmEUjB3m8AeOVYlOtPh6Xk",
-	"zd+pXHA9mXKKTIRlN3zGJpobeh+L2HlWUFqxhGOCPfKbzPAjWsCHy1sBfnDMZIRq1kZlt3vsylXvKGtd",
-	"rmaNUxmLYIm5Jl1ggqu4V0GwgtxEqwKWSlxzwKDGtTeKiMW3Um4j7N/ATWPYCpre0o1y42iSzu9AKGDW",
-	"yPmS6qCQvU8g/FommyezfG2R8lJXDlz3vhxSYEP3fjUjvGkoGHNh1BCIQeoXFaOLNis3SsBu7J17U5Pn",
-	"hqXbK3gbfmbBNOynP3/z7sdXH+OmML/7ZoRe13RQttULGxLXhh/DtbpliyBhFLEB3/hxbRzBhVqb+Gtb",
-	"XfvpQfAdfoZfwZxO9lGbymVEvZJ2+Ogvjx/95cljvzx8dJ+Hzx/75dHLR375/NG78nx49Ogvjx/95eN2",
-	"paKAl7VvALytqOB1Nj/DSkVeBS5d4AJD7XyMOnf9wPrqr1MqGKZS0E5VH3+sKh5o4SMwxFZrbZUhWx6t",
-	"W645jsEt+FtvQN5i4FGhlhUthqoZsbEhY+EEEyTF+879ncQpLo2NZ3JFCqx3cYVlswDUJtQTQ/thf5V5",
-	"pzD7jQTZ70SIPbEA8805uYVS4zeXW9uk1J9y5E858seWI92ULehs04MKwk8pUHw1+4fJk+IzI07Qw1uS",
-	"JmVhQvL1WGhJjoYnX9k3lAt/g3dK9mDvlMRMzKRp3/tljGUVz1MJPhob0405QmjMx6Sbcq1T1jecgAoC",
-	"7x4fmcYKuJk4tNDqVrgFdUP7aavQeOUW4FeVGb6Xf6rICEZha/S3sO2CKgAqE8jC1fv8kwf/yYP/2Dy4",
-	"oO7PZbqo9QYX0E185g1XGrXuzq9+wosa/g0nG+Py8VrPhbsgNtbgn3Y2f3NqfwL6wRVMudJPQz8Hn+C/",
-	"9zvo6DuGZNTZI+TLw9C5oDwrHm1MXg1+NSIf3r/pg6xmia22PYVC2XTFHHrrdAMhB66tlnAOh834gGCO",
-	"3+ZYtF4imh8Hf0Dp9Mc9O5juf0NT0uXWVx4fGNMP6A9ypv//R9/GkQsFK/JXuO491aFzdHx/8MmQ7h7H",
-	"78J+sfcx9E79dQDk6M5my/lx3zzoCEXtTABO8AP6t/Dafx7fP4/v7uOL11yC5MKd3T0FjqW/R57jNd+e",
-	"+4WRf5g1B5O4eE2OfWJTiPTmLti/kwQjrYz9OhZFdu48k6uIQAgeAAFqCWl5LWEvtrPPVfSq5QsbCd9N",
-	"zOdrPXkE6dWSQx2sGZ/bsRqGDNNvixbFuNtHhQK/z4UiFJBVsa6hRTaHYkxKFzG+YwFJfHCFGmcs4cpH",
-	"BAAu/xq8Eu/ND6SrlpAVaTbT1YWGq3isfaR6p+T58JjEuaA3lEO9wtiWpcDat3PKUxefSZ3/GpwMLhgT",
-	"ERXWTCQQFdg1tDqlipFZKhWWe8iFmZVpPLLjAgxoRM3PGJ0tzW9tsVTvcU3/KbHJ0PcjKWtP83BfajRD",
-	"4U0BzUfDYXGfDhSC+cmw0PiSjbt9PjxupVylqeazg09znrL7/ULvzaufH3l/c3hA17x/zTbtlqQx6c4u",
-	"Xv9g3qnpHU3LW7xyAPXWAQBgx4sWx+ZXFeg4iTYL9Z0xL8z5knPIrTwlcQGwg37JNrycfd1Sj3FIPUHU",
-	"4F7S/qkjDSsSHuuBVmS82QoHEKAcYJ5eMp5ZYAbVi4hME6Y0mfOsbPPSNQeSbJXbtnQJYNM2uqTRCWv4",
-	"/jXbFLeSmFtvk0e77RnmPWTmDn8EM7I3KPhr6AEFTA6Jr9kmPrXMAjFCRmPBtYu+mTKn5BhzxAigCJEp",
-	"MgYgXAPyweZR4xghVAtLjhmmLm9Y1odcFtC+EVTBDs7VHloDamANFODoCDwLXCzGAgDJDbNL2apJNuDi",
-	"4ZH6ldzX2LiFmN3LaX34q/SdbEkJjwJMkWB7jeyHSgtLqOw/Y72H5Y2fYSRVLGQfY8YQ9nMqkw1ZSkDB",
-	"sP3tSib/nbOmw8d88/wRLPDoX4dtnruCT453nobshbtC3ICd0Qho8xgmWtEWINMS6TZlugGr9D3zhci5",
-	"Iny1Ygl3ZarWLFtRsyqjApLO5fF4NgxFrI2aTE6Gh8hVQeQaXm2OgIOfcAwa051CHgrcciy6J8OXQQGF",
-	"0ADDU4ZYT1QQaIkrnVEts1Nbscho/BgtCj9D/yiMGrjiN7AaAVcssaeT5mUyPP03PXT7+A1q37z81zlA",
-	"uOilA8S1EciGDArDEKpXaWDfj1U8GhXq75huo5CnVna3SK6KQHp1RRe7YizhHStTfsek+nslu+8YwiJ6",
-	"ZDBX0KHQHnqhPgFVoZ0HwjxBv8GjleBdHmMsVs8T0jU6DGKWYTGZYoAtjtsdafQNbltb/bDKDQE4VFnU",
-	"rhWLSJxRzcCMhLwc8J/HYXU6+AtXxmbvud+wqh21Uf6uXB8KyJUEIGAKZdZ9qYbYokLFlRIsY1HAXppP",
-	"UGLcyuyai8WpFWK3vlYcFN1SRRUgI+A8tMyAXOLGpuCvwlRVljSX4iZK040aC/eSowZK3HAsTZDLonid",
-	"1fVdMD+8OBoLhyKGYTUuBcJhMvmMiUZoMJtHYMyUCKMqXfqtzDUbkDNB7CduEUxLhT1h37b2xFh07U7+",
-	"fPix2L4BTVmmz/TPw49xD9qMX8/7b6meLeMSeBom6NiFcuVBTw6PmiTyByho4fntw9wXr+fQu3VL/FoW",
-	"Dg7xtw7L2S4gCpDXzxUUv2Pj4zHC5fDoTyPnNzFysDxOoaNZIIfIc9miTCcYGYIENYN9ISG6sb4XiwHx",
-	"aMNntqS6PbrxEgBffSJbTLpZNVuyng7ZI1oiJ7cx7HC5YK03i4PmXn6moALtZkB+ghvrcQdjlsedEWBL",
-	"x/g65tYZgbUlMYelmrrUIPQP2WzQOJHCJQ2NBWSBOSurnGOEMOtgfaXpKiaaLjD1DgdHXaIYZogDxEZs",
-	"9yVFGCJX3JVmDAvT4vUWcHab/K+ITznDWRvhHbM7Nss1JtEBWoAt+hKavRTCPO3H55Ce1nXh33KNFcVG",
-	"pJzA1sM+xiIed2wfxdqG8JFZLhTW0LV3ROUa+crW0XX2rAt28kn1zwpYiv6aZf0VF7m7H4J2I5LKxQI0",
-	"AkAAIQXogPmlF5E5Y4lyAFh5ajRDOrvGEwFD8EMaC+tAxELK8YreXWq2VnE44lOzLvDQSGvlqu4rd0E5",
-	"Fhhka0E1VL6y4rxoY0DOXN2TLBdF6XpEsojGwmsHXrhi8Xrct7V095vFYlKoymtnaDSGT+MOtGa25dMY",
-	"Ctdj4QB76sad+/vYqXSosmq2PoVrPcA5INONVR3CzcCLucgqUqQo+QtHGhc5cE1AxelbMRYwFtQTAzZU",
-	"4JLkwoNthN1NZW501OITez1Uy/0+D5RYlKv2zdgGLjfmpJhz+iu5Y03T/6QQ4s9OmoQXR8SyvgOX3PFp",
-	"DO0YihoMBveeKVpuEfCaVEniWjFkZRqh5ErK9I2Ua3OmDMGGbMEQgKuFoXoulcUNBBit93VVuKthm/ZF",
-	"oLLYxzqUsIr3z4QpJ5AF6TB1McK1LVpA8JffS3rmH0pH/O+u7+0Z1v3ZN/Z7hnJ/XiSSPZjMqWoYj6N8",
-	"WRKnUsKnu4OIIJESWHvfwRa265XFFaXiYpGyfq4K8EAQJSDWg8r8kMoYOEBQp3ThCgCSBQErXQd5P2Mj",
-	"e0+gFVlStYRYFi0z6x8Zi5i5Yp5xSd7JDEv7ADZ8WFAQHB+mOaPzKiO7Ud0GUx+WG/5FFZ/FwIxiAAs6",
-	"KjgiAA8EEMAAAmYvYXsDjLzJ2Ex/yNLYRuPAtW3kiw2BElYGVpTZM0Wg3UHwvVHWAacdUa174N8AtIv4",
-	"u1cu8dX5mmy4pnsS1+T/im4Iu+NKj4V18Iw857WqtNu+zDm7zEoFy9d+22pVgkts4NcS86VOXot1rn/r",
-	"y9fyEHZcwtrlDByngJr5p1z5b+dHKI7p6Pb/Y+9dl9tG0rTBW8nQboVJD0RRsuwpk9Hxhcp2VbnbLiss",
-	"+6vZaNQaSSJFogRmspGAKHaNI/bXXsDG3sPE/txbmL2TuZKN95AH8CDJtuRDjfpHl0WCiUQi8z2/z1MV",
-	"tdqWN10FWh1SeTcC4uicQIVqE7ZSEPHj1sb8kOjBisT36dNtCaK1o37rULa3ab63H+byg/z1p0K/rq0O",
-	"SmZ1px9twBJm3lCusuLN3b3J3W2qy4sIn4TLvuk6Qv8c1yklDGtzV1B4uycg+VB9gOWH4SJRaCqZ42bj",
-	"tYMBG/cmqg2D+SxrwRlHsd9j05RaAYj0KhMdsowJFMwqWYZM4TkykoF1T0fahT+HvtLHIq8V29KtgU9g",
-	"7ELbWsm8J464VJAzkgSsR7nAx0OX2Es1tWJflti70nQ11e1arab6kgYrCJ4tERiyYcOr/+ikWrLzgoPB",
-	"m2mHYl8H0QKzFQ9mrR3mG68g/JjCpDtD+kYNafPx0nLNgogaIreVFlKRnW279omQZYlmDaeWEvKrqbGK",
-	"84FYHQECK+WSPv58pEqjJ+igG8RKxJ96r97ei/3zLuJSYHwhahXCUsYKpaYjfg9yfirLU0GPk/fEazU2",
-	"VU6UWI5Omb/kCDRiYcuxpwfTUYjHX9oTRzDA1hIJcc0KCVrOWEB/SpHEVQWPT3kVdu6KA76Z807vrLWj",
-	"fbDFJ3K14061n2A6XeEOs/lw23b9dkSxT9Xed7WTn8Wyd5WWYb9Gbm9LJXQ/xc7/IDHpd9cvcqZ2rlcC",
-	"uZiaEimzC03Y6x3mQPXFjBh7p5YpTgvbBKsGllhaAargTM3rbsI1ixlbokcMr721+DHVI5Mv71mRgT7O",
-	"HEy3u/EwCrqDxsSwu/pHI0uc+NvXL+7ZVHci7yquzIchcyrxM7OiBst4k/ODU6YaCEpIeAZjLE9D7Gj8",
-	"GRitmZDIdFuZWcgnkK60qS5qcHPCfkBdmRtF2hIj9uTwHIrO8ds34Star+6QYLg/TNkSc+pIWvWWeoRT",
-	"zYDvrcbiFgo3FVfSXUUHPC2jwxhUZXP//ktzDk8fZw3u3xdHoZEtWz0imXsBcKZSzesZDYAdEqELzYVE",
-	"Z0jbSqQvWi24NbknjlLNCQxaCioY9PQwlZiahfD7EOMc//V//N9U5uCeBraIqYpJoUWHAMMT5FqkIowK",
-	"dm30frHPjRJJsC0LRNTGzQmjINT2aXFBCSWpBW0BZqjA9Yf755WZr1ZluHRXqh2vnClzUctqomrnbCO5",
-	"bsvcI8e3XfpB1SV+k43U2MwUcmYgGYZzSDPRqdAGxJLaKFvXW7uQXmbFJUuBiITrM7NuQjm6qtFIMwtL",
-	"RNNhDc1uPFHKrqaa6N00WK+cc62Q6GRwAC7Ne1EIO/zxHlc91ZlPjCGBznoKD848sunwfnGxL+Iuxq2Q",
-	"apJUsPfoBPGbbJvyBeH9087iwiF81al28LDw9AtpWUidmmqAtUAbNm20STrgSlD6j+lvovXKEjEz5yyc",
-	"w8GujWdvpmcgGibT1JtiL5kLoTj4+/Urhu7tJZunEfsmWORINXfnioQ68QDAaSWmik1WP+uZmzL7v46I",
-	"zme0BXkf5TdmFN65QndhmU9z0/hIx37aPRtZjzcepNlj5+9y6Ai+5tuGjsCHuE6+h5fkT5Ts+e/rRmKC",
-	"qH2aXLjjxnJFn+pDXp5r8tZgO9N0tSeU6sP+4TAaYGOGiDvLw2AfkTNKBCHto/XqmRidcSR1qhudq3GJ",
-	"UEp+LbhvAS1yQnemUvz4WWANi1KluuOjVWWhFXeOlM1Mdy9BthjfIpg/Df5FUlX8XFfkqTgqfVtJKhr+",
-	"uhkqp2b4C/rrT5K8OrxLeH1DCS8vDZEo/fayX37H/0H/uDQddvTBcaltsBVO5N3lf+7yP5vyPzrSCzec",
-	"4InU7a2a8NsU3ycqvLu8zmfN63zyNvwks/tql5T22ickeq5O16R6Bazig9M1qV7J12A+xje1Xi8/gs2U",
-	"mCARH54f2R6WvBFV9BXY7Z9LfPlo5I3IsTutfGcw31AoUgdf7zYDkfzJVuznk9pUq210ma1lrbLQRrcS",
-	"y2gDTKS6Qx3s+31BLfu265CZj//25Jk4OXj4SJyrqjgtVJWwJ90qUsNR8Cdci5/NiXAuE8UpSOUVedtB",
-	"3E6OmcRjkG6gDnccCBv1MdXDeT7iVylLxAWwzXisVG5drtA1Az7oH3B+0XnrmbDKZ9Mi8sVWIg+URao7",
-	"gfUcvO6/YINeIly2qsizJLTpvWuqAvmPx2aumKxc1nS9ydW78VSWpdKTDZ+8m6l6avK/wPJmAZFgraXP",
-	"T+8Y1IHNuj3xhCoCqSRgaZoKYRKUzkN27tSUpVnA+rqpukombggaVWbB/UBhlXqpXougsarjXCUuK3Yr",
-	"bkiCUoYaeePpnpmYFRZ2Zuic3NCmmDA601DMTIUJTJ3q/X6/374FxibnlaGiAsavowjc443hLnqOV3C0",
-	"A+bAdRgmotx3R44RHQIhTfjzoY8mzR2vItggFAf3OGL/aFS1DE1M43gGcTs/1rbsDPy/YH51rSoY43//",
-	"u9z9Z3/38W/833e7v/3RTx49eP+/buiQX6Or+BUrFuKXPYFzKE8xzEinx9rTpvQnahiVuxDF6fUaTXvi",
-	"17ACjmaeD2nUoavKU9GRwk5NVXNeoULkew5Xblo3d5+dLS1fB/3D769u+npAXdvt9fnJXEcifCK+7eVx",
-	"vKviiZdNjBtDUeDg2UZp7eXLf8MA4p/U5jipZeX7eXwtDIqlgNcPOu+au9nzg8C3u1HFxc2gLcayAg7x",
-	"MMj9zHextxvjSaFs6oy/MT6dqyysK9O9T6Lr/gxdftdM+0bLc5f6/XOmfuOaq1b6t81cEHeKbHB0PlaA",
-	"3FBmmB0hCqKhbLzXrgh0JZD+yQfCoXf4mr5UR4Ae6HfQdxG4R2NVRZGoDiKSzKW1C1PlWZeL6wj9oyd+",
-	"pILmVesJbhP8oVqeqcQbyU6coellkSAJFg10eiXHsByo589l2cCjwqs57D9+JEZLzImv0B6kupWajmgP",
-	"3Hv9R2NIn9CQ3eFaJ0SKfEJgzmiV4Wxh3rGBzDQMXp6vy3AyJIMHqsABqUwzmYprAJGIzsjwszB0qrvT",
-	"evlg7LrgVOWah2qaurUrsCGKPUxYQKwwdLwRK+8u1e0K+4GrZobnQ1t7pE7Bg/E1q3yoyJuOsdEYoxZc",
-	"nQB75sGwskKfmzOV7WIh6Jli7g1MHGtXDY+em/spvDk8t60WV9+R1a7FZe8lW2H0oD0Be04Weq2U+MoO",
-	"2FsHbvnCoC2XFRdE/mIMfb0qMW+zL9aXHdwVDtzFQT9/p6wvzCfGr7aMxRFQmH2C4XAdA75Vuv+BnbaY",
-	"nCI8eAQjaHUToJJbCowlsbpIHKgt9bzGAjZuZL0JqO9WI+vnrmS4q0r40l2pzsxahVP7BBt8Yy7hR1Px",
-	"Dj/o9VteATWqEcyOj+0nvjcjwZBvu8GHgEHJs1e5Z/SKIPcYgw+8xtfqtFJ2SulgDjlKjE7SYRv61nP8",
-	"cwul44ohcuvu89XmwF3ZxTfVTosGXNRP+zU4vMl1f/BhdRmxdjOnIk7IOQ2+othRYYFfysUWlDWkotqo",
-	"tXM79ciQU0MrjYDx2kfoFOCASoQ+x3ZFlXdd1yFjS2BP2EQWGls2o1E+uAOW8CpuqsLjxtT0bTpST8Lr",
-	"/0INaNdzp3x9u1YLV+d/VwNyVwPydbWjke/dcnkqQ2k5caZuxekJ1Al2a20IMguaifBtxxShjzroe2GY",
-	"F2ZyUvxTZREpA2gG5kuN8CY45CT2+/3uwGP5xE6U50ggkzFJdd6QnEwI9l2MTU4pS8dAUOTOxIt5FEYm",
-	"L5TFBmyHwCKeR9OjiCf4XwQeN1MzUxGBCry4WiF7yghkqrLDVGMdTIn6ADtzSBfOhCzLTQL9RWHr6Hbf",
-	"dtYnPMh1sj7RJrjL+vwJDN3VvOzM2BqODrzH6F0noGc3klIXulaTSn6uLA/LPTUbqRyczUuQ5F9HrEL+",
-	"euQDqtVFnVHlERJJu++QhoVri5uirHcLsP9KM5bl3lTa6S5euvvg+8MMqfBADp6WhVYDUdSIJK+QIy+3",
-	"Cf5HzGVBqZlU+1SN0LuTSs6sKHRtxIPvD0VezJRGAFrReXGwq001k2VhES/mORqcpbooxrJMUgYqmUld",
-	"F+OBgAexwk5lhcVGGG+yY1MpMS6NVQkKzfm0klZZTtvkBXIP6Zovzw2Ys9uD+M/c6txSDN+P/4WIVsLz",
-	"bTE6/fa4Q1i/Y+742pk7cDdjU/FFDd63FOdr/XrXZ+0gbqCtZuSxnKChRClbFLMI5QimJVXZItOUY+hg",
-	"O6FDZBex6cCBvXmlzgvTWDQaiOMfxytAEGZYePAXU+bIzom8XammP1kriYxQscisNdrNBz4dIuVbWSvq",
-	"qZ6AAWzOrJA1yNRQXyoeJv1+P6aKQ34LnQslq3Lp6p/j6W+zEJ/R6l1RGPVKl0t3O1yHwuKEt5WLYt4u",
-	"ua5wg3HfwC82VIFmpNIzb7l3iZiEV9hr+k2zwJexpV6Vht1JdpRuZrDh/Ac0NGy+dvYRNiNcvHsusYQC",
-	"tynO/RXc5xf3+/DRKx7p/TWM6K/K2sZHuI6hTVviz4Sg/m36/As1moKkuKRoqlK1LLTK+Z21bWUxWjqc",
-	"wlgIs2i9tqNP119JooHba+e29+9WUwm+TARyC5VL0D+5KotzkLl3HBefvNdcTqK93T5qU12jWNepXtHJ",
-	"1HntqNGRFRCh4Hiuu0WO+ruo/csulL0hznTe+462dHcsyxK+uoKUlnP3nrLM9dAID6riqVJtts5I25FW",
-	"vJorffRcIJNrIo40GDnzYkwfgJr8Sc0KXXhG1ac4MnnBzCEWk9q6y2Lm1KmxKoSxM1lNGsyLZMKMfldj",
-	"cMmwd2KVbFUbP1wiVjhfCyt0U5ZkcDFJaJbqqSlzxy2KjLpvuFkKi+824HPm4XEGqQ5z+5+yhPcNJkrV",
-	"KIIjXLhJ+odc4MHnpeb8dKr9IAJpdh1pKO+GEN5LaNh1ABybcMyRzUV/Bewbiu0V9ZSJUDOwJ7IhldMt",
-	"CqsYGPJUllZRgUZ4rGOqfvR0sHFJJEIHwVIh5KEIyDyp9g/sEdAx89UTP7ovQgMgBRStKs+pIDPVIUtG",
-	"eqKDhYw3QClskKuYQGQ9WTGuT27Gdg+H6s3ybiBWvoz9F4E2L6f/3cDCKxwJL2Nw+ha8hK/kFqL4IHYi",
-	"NuOVjZ1QktE9L24AWQu4HJNxVaPJeN3I9isWqlJiJnM1xD68S4h/xdW8v5siJbIs3Tu/pTDJj9FyfLlg",
-	"STwLr9I2mgL+bODZ6XCJNS7jPStYNHXvQip3IZWvPaTyQtVttQ16W4YN7gqwvDb5uFjLRGkQKepKxv15",
-	"ZWbzOrZbMG/mqZRpnp3YpsGAfnGOxJupliR9kfTPHUSxSsPvppNjKCliir+UhF9ck4OfKVo3kPCLFgf/",
-	"TzSL7fz7G6q9eBlvRwy74b+Q/A3rceuM4JfTd0cv5qapuyd+6DvW7jtFdaeorq2onGyi4D9lNwVpi49T",
-	"SXFq1xfQm+r9XtWgzPrght8tYYHxClPeNaMDyZVBAA/E4qpJSJjMCS/D2/xxsQ6iO3G1TqRz4qUgf+o0",
-	"ED6EYhVLeeMk1Uhtwe5vpeqqYG5x35YNv3P1MIGrNBRUVrgNBuSUtDBf8XnQ9cHmvOCAs3s2JQUP3nJp",
-	"GebB5EvRmcvKqhxxFehH5BLD34mga9VFPaQQAlyQajWb18tuT7zVZ9osdIt8bOzEf1i/gTjsH2IpDgLH",
-	"0EIjVwUyIFB/IlzU38KmKF5zn2Ku4GvpBn2Q6oxIQ97lShfYQvHWVRNpo3cPLi7A26zAT5WjEgEkDLeo",
-	"Clv8U6Uak1ED8bB/IDK38u9IZQ3RbbalWcD3h9H3dTFTpqmzXqp/lEWJhknrbQwQ5zdrf/juVBYl9Xm0",
-	"Gg1dAekGegzQZ64/33dr0ubCEnjyTBNczFY17D0b8TJwuyrTPOToFIODvFR16LIcpPqw/zhxgMO4iw2R",
-	"YizX+TKokvaVxiLdS5gZcE+0iPg39jLyIqyX4TroFKM5INJYjjDBUQM3Eo4NFTFs4HoBFzOT+azQGSOz",
-	"tXol6fdiomos+E11h1s0CycVjl+dXIMDJNtodb5u9K2iJ79u9BeyOPHOlzn6kYy1mOO46yO8M66+ceOK",
-	"JMdadW+jA7rbEGXzz2/eHIN4mlFpZLARegTc7UUJYXf3qkZ3XGEsKcfuh9fStWw09O+3l2i8wCjn2OjT",
-	"YtJUKk98YRsFhAs7Npifo0CBFdZUIIRHS1HkPfEERDVmM9Cm5Gsofp/N5MUbbHjMktUaOiuyUNSWDcW8",
-	"KsbI/ESVIBHCZ8Uy3pFOEVidi1qw64jRB9PUrqAk1XFUtrAREbRjEcKkuBWEdnatco2XtJLXKdfgZ3Tl",
-	"Gk5tD8neJhWOE8HKEry2g4qYOor4XcAioy4EJdPF5hlL9Yjzeon20bbqC3eTyxGkLps625mgduVcjoqy",
-	"qJdD7GQlnU2WJQZ0wFjLmN3gHSs3boUJMXQ/Spz8WwU683dqzdtViYynst5JdsYmp+CNtEZTcch5YUm1",
-	"RlWfcKELea0XlGx4+mM5IUNQdPZ39/v9PlgJZekX5GqgNtx7q2hjxQxmD+MlO7NC859+PniiVbXz/isp",
-	"P8FNvq385I2Lcto7Pv6PjBUXNgoWWw+SJ2tZmsnHeeE01Grlx0psz8Gl8MVmrrQsvjv4cTKvdw/NLuxM",
-	"Sts65jlpU735V3vxb8AhC0Fhkrc+Z+2leuftyVMkcJ4VZYkZQtQLkScpIqgXFn9dsaIMtjTv4pa9Djgj",
-	"a4NcZKR8nZRkSo01FvhEvH39YldpkDj5DVUs3PbRfapqWZSXHt67SpuPDZ9ReQ1toxF5wkWehKB3tpcJ",
-	"3i6Yov7u4Mfs086026LvIw74jQf86lMorj6Eqb7OKRRHBBhEsQrC5vTYP9leluqO6k16IqvNRIGxsDdT",
-	"tdwtSzmTey/g/3cf7H4/yroe0o/XbAAefaqzaAE2DPHdwY/RIIITx7jW7qyCaZpqP00vX0NQYSrPEb/I",
-	"ULmFFa9w7PARWIgUSsD4mpyIrJQ1WDYYFlF2LscKzM1RJatlxmG8SWHraom9yvTPnsFxe7LIxGlRltRt",
-	"1sno47260EsUu/EHA75Rd0g35+QZGNWFsq00uVloetZNcvGY98615aM3Teeyqp1qckJzi/yLLM3rS8Fk",
-	"u3TGV/YB9/9wOMc7CfznkcB+x8LxcwmED5e2DGeKocvLoTwJEpov/Ka7OqMnuRaYJz3zn6nc/MtvcYxG",
-	"b3QRCEyHF70Npsn9zN1EtHpbVtF5r1fku6UvEpQXYkY6hmnU9WZEOj7G14kzUnTtbpwcYLz3Ooqe4+z2",
-	"CCKzx/j3lgI9OAo2mEbYijO5pIDSUGSVrNULahkyOFtZlktM41QF92Sn2qrqHCGM56qKJiPQPSc0z2j4",
-	"DpVu4r+JwgyfItV2SrEnJUZNPlF1dwX00OnjbIWmGsG7RVELbRYDZurHGfm2I06inPx8tHvw8BFXR1Lj",
-	"5tQs4KecU2FBk2qYSTGbNbUclWqAgPKOK1wlbHcgyJFWC/fKMHxHeFDM3769hzMSBreUoIjuQLf83FiM",
-	"axPIt4KI4EVJVHrdpirvwFtimk+jx6r7iTjvw5CBpTpsyWf8G8djvMMK+XDh/9ofZd3SAUPGF3Q8/74S",
-	"OsTG8dOolOoDlcEmU8jHlLaBIYbjAhJMaCNKoyeqYlXh8A7bxdMWJRzR5rrWgxiBuHPY3+9SeQr8BuwN",
-	"X0Bh9HaUw1Uh9qcBK/xaN2vgQFzfqvymbW3mWHAAOhjktp44/pWPs1i29bVd+vJvxWq+XH3c4fd97t3o",
-	"nMN4L7ZBlRl8O9Lsdq50aGyCT8jW+0hr+spyN5zUPUtdc2aMTXNJbGO8K/Kse2Oh5qvB/GDoJLarE5FR",
-	"6I1op1yhC/xFS+PAN+Myno4Up4Uqc8+tSCpqZs5d/HATqh/Z016npbrRXJWEPyFreWGqs0JPhqwKFmJu",
-	"ymK8FHiElW2riVSznkg8Zr8DaHcs7dY21APVEyf08vkb7Oih8FyM3DdXVWFyYWu5tKl2F7kdI10dlds3",
-	"4gTdGWfP07eD4OWYKtUhidpw0RwtHlFZbUilchlWUSeEl+iy25VpaoVIwYWrp6PFuYxbPtUdfsN/3/8t",
-	"vNaeLFVVH9V/7/+WdW8KffjtPF9zLr4uXMNobjTZz10+dR2FwlvsRhTLHYbhnV/yEcr1CYUbVkw9rtpG",
-	"ce1EjxaoXobciIrCHaWnTy1/qney5wjituPONKMS0a+mgdIyMkJZ97E86Qns4LDcMcp41SrVhRUonhPR",
-	"aHRMMMiMFalz7EjuMB2mbWaYMeomQl3QabXE2ZgxuSWMihxrjgxT8K2om1TpfG4KXSeIIG9brpKmENI5",
-	"IicS3Ex1tgo/7/G0h9SUE5gbOw/6B11RG+72DfSKBMVbG5EFwhSqc/Va3+HyBE2fapnnqD/RaMH6l0SY",
-	"KnH0kRSQciXsB/1+HB6MIS+pnB27mY8EVWzjUqLRlmHR9V8ozujqubHKG/k6nfr0+XtN2JCdh/0DuMCx",
-	"4iROwSYC35+p/Ksj6rvOYb/PRfeppopsAph0rxGHTASlM51exphmFqrq8RdkbqS6/ZZ9vnEGWqzLsUFt",
-	"6mmhJz3qfwqtxUyrmGoMuoNL/PObly/CjZwTDOsyB0sK27um9axEE4ypGrtUqp/qv568+mUoaC17OWal",
-	"bEbJyzY/TbK6mzylaMQHF8FvdohIB2efdWl+uM6buTSxCkt9BJkmvSQ22UbLaKduq8DCX2zje3y4f5Bc",
-	"LxXZ5r6DZ97OzZlvvd9h//Gja95wyzq//vGJePSvh4/Ff/7HYW+/d9Db77rN2D4b26aHg23lv3z4EdOL",
-	"vnQZWtpgl83gXTzkJ7Fx3rzp5XoeQr8kHKj2KFe2JfpRREebWMouJIOeUyf7RjJR/+OhmBjk43V0jNGz",
-	"3bPRsCs24OUsP9FszGl0hpKrxb1grAx8pzcUjaZVZw2OIuTaBuO2nx5+9E+vY25t/unDj3/WaxW9b/vp",
-	"Rz5r2+RbA3iNDrjbLUz2yzp56BrIV6jRriAFbdtttpjoQk92z9Ty8iz7CV34N7juFgVAuM1lBa9zMCbt",
-	"VOUC5i06+PcYa1Qomdft3eWt49LWsGBk3fJrx+VLfB/iOeVWPzp5vXVn7RGA+naYhDeBsw9+F1P2abWA",
-	"aVJUSZuFMJqiVB558kwtU21rM7f+uRyfOHfoFedgtWAJU2E5A5uHONU5ASmOmhrGAb8orFehRbbXW6iy",
-	"3EV7au/3xZntwabOkpjQvqjdzGEERgpKAs/9kurbZFk6g5f9giKOzG3sU8O1Cwdj5xYzstFdthw9eB28",
-	"V87U8u6YtZq4Kdm/dsRcQ3HBBO4uVGf0pzveeLNLDtaaQwsWhzNiGTbbYBQWe6JcuWaqO1m8jS52F4vF",
-	"Ll7RVCVfBI4G2ivofr0D++MvG5pNGThE+/oQgZWau1aBuwEnkWKx6DHZZmSVrzR0MY1UU7SW2j/oy1nc",
-	"/8GVIK7OohVYwDn+/ObNcap/kLYYi052FHsTA0Efj6RVjw47Puo/4H9xjiJLGGNMVnWq48UiidkNyBch",
-	"ccD2WzxQ5uLZsO5JqqmQaGTqKT1DDMzy11/ftEp7yP943H/0fSLI2kx1Vi/nAyHrf/l9ARZkLD+f5U9P",
-	"jvae5QcPH+4/TtgHxk5rbsndItn4vY5LWcysyAqLyQbbjAgJ2C1zkXeTVGeyyTPiAoP/FBIzFnp0Cv/5",
-	"vS4wa7GyIPS+e+JEIRAPdTasvhQ8eIJaANi3wkXgVoAh/NBV/GDmiOL8jGSZ6rI4w/DY0fFzT7taKQqa",
-	"tzu0B8GPxxMMBzPVqX5LY5Cjb/2uPDp+ztwXlphiUbRjuGAq5yo+Yan+z/942DsQneyPlByvdGcg0h0X",
-	"uODKpp1EpOt+GV3a6/XSnfdZd5DqrP2zDPPyzmn49ddfd4+ijc/bmqiMPSuxqVK9qIye+CKBcFKTDYkO",
-	"iscgpbKYyRK2vcp9Ukd03LiRDADFKCo1p9bwCCOwXhhfyhUnoI0WM1VPTW67icgabZv5HFsa30WD0kyS",
-	"aBGc0IhmiB9FkiOqLr+62AqNkKuCINn1ZMUQhIGF3Q0HOz7x3iun8xvc8tb237myXvo6iZeNUvsDvXFc",
-	"lS/UyB69lq2d7KvCkYMzD3v7n1oEdrl3newcV3KyCbQpGmgMt8yu7abf3KI5H3Nt0Y60l00kwgZi5cyD",
-	"0brpBMKObh292Pj7DDNvy77BWkQZ1e8WybayE1ZF5YbmPDrmlZLl7C/pTmSPpTvXeZ+U0PqMq8IvbxAK",
-	"F9XFWKncco1tDz77YVkr7hOl7NkXnSBnr68UWL3IkP8ME6bK4HccQr0sTPOKKuoQXyASQ4FtflvxdTuK",
-	"fNjd4AV4K3+utJwXe8UMDuR2Q/+lnGMjOoIgHz8XD3r9RDzo7cOpOFnIyURVSAQbB4sJjdDDHaCZbrTH",
-	"JJqrSnhliXUOWXQOBM9M0MwyVLWpRvilFmYtmDZHDAKLLjdPMd3pkgeN0pbJuwoNM0g1QvNIxidqZUZi",
-	"2JlGl7DsjEvr+/JTjQA1VnRiJszWCGdqjlwb5H2Tf0YSL9WZL3rJusMWiG64dYKozHIMljZ58TYCDnaM",
-	"PVZ0zpSaU6WIXQEhougBQRW9xN6BCot1WhMgl6CxjSyjsLAn/U8c5LD/hEuB+NMGCyjyzHNjRBxrDko4",
-	"r5avG525FBiW/TDh2iBGirSg1BawxgvTlLmYyvkc2XtT/crtEs7YcqnNSIkZXJTjfcvCcjFPZs8K+Dhr",
-	"QWdJa3RPHLV3aAt2CLGwXE2OlYg4uQADnEg/XcVNRG+HiRltwEk0ZVP7sv+3r19w6jjgMCVoG+PxO/C5",
-	"0wz+7NFBfg4OL5qZREpCGUSYRFg6cXhwMEx1oCbZ78NcHfizCQvFBUEdHotseBACVJGUhUszdm7jhWGw",
-	"Y1f0lK0K+SzVnX3xsvghojLoDvmsilJWWBGsVegVEU9ePMc1eaOqSsIuxVeLkTYJJiy9g0bnqhLZCuZS",
-	"NoglCfaHjKiSDTYjSwg67as/deKDNpWdyhz7LSyVUtlNNvtz/AmLkdtqjqDR6VZfyvxtz2EbotOveCZB",
-	"mM1IhImOS/8LOtwJr+7oW0BvvqsF+iQ+U3JoW8fRox3HWjiyFaLttIHc1FQfQHnCmPeX55LeuIu+6W5N",
-	"forrdGq6Vblr1fzKmDQpQcZvB0wTrJ1Doqz4JPhd/fENnHQsrZDudkLWjgNb7LMFOkZ2R0cc4W06B++Q",
-	"al8zrRFpEU2hx0Nfa1zoORV6X1pqDEOB5RhNEP7Eu/p//H3/t82wifQgvPlvSfny6M/hcT53U6J7sm2V",
-	"v+x6uHf0saW/yRUlIjz+PQu2akJWk9uG67A433hb4h1U45czE6KN/BHibkXtR5A42/oTqUPNFdSyKNwk",
-	"/ThNnw1Ftjcbz3nozKf6VXVOjrXvXhMB2xQ9e/Q/0PdsdG2a8RSc3iOd6u19FOKabRT0FEEKfkoLxYc1",
-	"Rd51C3wLx8v1YX7i8dreXBkr4Ns1cLdpwk/VgHddlZ/FxHU9mJ+6ET9MwvHeYQL467Q9LqamDBqhI9v2",
-	"6cY2xiTV1JEYQaElG/saYw2Taq9iXHg01MHcs4LsYxfDcvcdUpyXWjSKOtUIlKb+0Ugs7wIr7Z4VHe9L",
-	"hBBopVAPdcGKd48HWifV63jqh/1D0Tl++ybEPOnJGB19TW0Rt/wWvZV4msCROjWVamVePJPdxpIzejE3",
-	"o96+BvfgswlFnxW4Gel4p+zv7PxPM0T4KAdLZKVhhEpYTWk/zQForJyorc1/J82MyVOsi4hNlXjx4iUH",
-	"+X1OCnOOIV+aOGJKnaf67ZsnYmqayhdr2YSZcpKYSo0eqJZlC+lkjAhWOtVvT56Gwl/HEIlIlPciWM4I",
-	"cRt0jvscR+l3EcgyQrEKYKPEZcFlSFYpS9EXo9U9yw/P9PSp5sTPaCmyM7XMYiTvaGwcxONTmYVG1Qg/",
-	"SHVE1eG+RO1ImC04q8P+g25PvMU7+0UuQrQx1VaNjc6t76Rcqlpw+k/URuSFPYNRCz0um1xtA7bEO1xV",
-	"O3VSy4qT3w8ePHjcTeD1a5hRjuhN1GED73goGj3i766B8g0vtBUBoSQrYQqq3bpAQMor+6qe6TzMDhtH",
-	"y8YW56B9N09HvGS0VGrMyGAeWxu/anMDU3xiZjMZVc4GxH5YPrCGhJzLqh7QHuFyTb+dBqnmakhEyW3h",
-	"chQ50cJd1AOKL2GXHyMx80e2GXHEqetQKbIk1Vkul8R5Cy8vE523b550qd0Y9yhX9jcz8MfNuap64inl",
-	"JN0gtK3Uxbw0udoZIOPv5mWcVKaZ/9CGoy9qNbNXaW7coj/xr98nOzN58Zx+98AvvKwqiV/aelnizjLV",
-	"bGcLLD9B8fu19Se8g1LADt2zgyU5l5aPMSEGEkpsd9teOVPLT2sRDBN0uLQ8t8z1Fe2hmbt1BjNGqL3+",
-	"HG4z14Lv7jVWaGyzvOj5KrOwSUSIQVghCex4ViYe+aqoYEd+A5mWb9IwWU20SD1p5MSxhPBmDIrc6WrQ",
-	"sN1E4CGnN7jRGtgzFb/a2GwhI+TaNotj7r80V/mru+ibzlXyU1wnV+lW5S5XeZNmulvVS9KQ7pIPhZb1",
-	"2/jjk5MnzQj+HCkrsqYqkaeY+GGtg4TibqbM9bB0ssXUqvG7TPwLF8On2pyKg0P47aNDMVrWynZh2wRW",
-	"YiaVqDmKEuiLnU1aWORQJDBX0JZDsqwWsspdrR4uIPLD9cQRFnItpsaC2Wi5lk88P0ZQjApLMqdKEAmh",
-	"QHpHNo8tWcq/U1kWNnEgl/+QxkFEBsJ4dTEUsvtErsoCE6p5wbAgs544qgVC5O73++E1YlBnewaVj+Qt",
-	"ZVB59C+D68o3/7WopwTQuk1n81rFuK7260J0Tf5MIZu7UMonyGifMOXLGP6V5eLHwMB+gOBesViuBIF9",
-	"RuW+tpaepY14t0szcXW/PpiccEe0d1CiypQOUswe7h/g+duUAw1y7PPlQO/ymZ937/tsphfYAbsz4dp3",
-	"Voulmfh6w7nSSC/IXzLN3EfZLdvSoLEWvV3b+QodNhQZaIGs1ZHKp+guRfrFdq7LfvJVG8FnP96Y/iCB",
-	"x/vo+dNrJETRCk+8Db5SrEd19ErLUYk01OyY+U9SPVNSWwF2XrcXbCowpbgFf+C9ucolMc0qNoHLrhb1",
-	"EAxf7GjhrwQBeqBNzv3WoizOVKoDqURLWTECyK6big+Zc2+CmFRyrNinT3UHu2bZ90ElGwkR7PXN3PA9",
-	"uuon+P0x/jxLUu2GPTgU025PPIOVQWAQkRcWV8lviXGpZIXkp/TFa+xEobAmf3RU85qfEp34SaHHyiWV",
-	"HdSgFXPJNOhe3KV6TdfWIUvoEXNJ75qtqnd7ivZmtO+t+R88y8+dpL1CZIfWLbruLkl7l6T9gjoqpGj5",
-	"unuB7E+uNmV8otOwF4TT1mztK62E0nWF0XP2G/hn1FuEeUH6oOv0RsuVT3VROzzRRMi6VrN5bROKGQa2",
-	"HpNTOhRbbSkuj8wS/INeqp/pGiW+rJRv2SwNyHHL8TGc3jZ6aJYDT8MzX4cpOtI0gXKZwVEvAblsbCuS",
-	"cA35xPNantCvr8M3/DVGld1jXCe6HNb2TxRf/lNazpFvc6/t3yVCq8UNhKI/2nq+QrDt/eFm+35raie4",
-	"jm737ny+g7LNLnHTvqO/uTG/z+9b5JGL7L3Pu2Wvltdub3zgBt+rVF2h2f655pZsBaA440pev+Yu/oNd",
-	"6onIG+VaNRIEEsA0V7AUUo34b+OxUnlwo7BaFRUDD+NdR+REd37gLrK0iOd18Fotwd67AGgQZtjflwhr",
-	"wH2dGGWjAtlUh+tKWatqUxRLHPYfBwxw50gW1juXqWauE7KeCHKMebgqVctCbyu8ravllYLp4EsJpsQt",
-	"xtcvoT6mpexbiMPCe3AnQZsFHwcpCM0OpYGAt5s35U0mG9rxm0+SN1dIkJABXEkcM9AjHf1W2oVS1KbM",
-	"sZqxUjUTFbmrIoN+pGyRKw8sCyqiUy8MXirrplJE7+Cliv+cYfSySYgznVDlZCY6HG0Kv9sYlcJg1FD0",
-	"BTWwhca1LuPEpjpzoLaUN32GSLEW2xqsEZUaK3gQ7C4Q9A59jWppEIdPptqbEeKI4nSF0SJvKop/xYE2",
-	"Fwkhue0BdXlVt2LR8svk3O5XGnqi2b3m5+cu2Nu28K6d8g4Zb9iGd1nvuxjYf/MYGAqWVgisLeMD29wX",
-	"SLXv1crektJ7zW3P0luyvRqBV8lypNqmLJe1xBhJbG9KnYt/NKpRluJt3mDGkFxhw4Ul6rmWye1SS91E",
-	"jNS00DmNoWRVFluM3iOmEHLg6t4Q54uD5hmKU1OWxJtNwFY/PduUFNro0mTYXrGepvENdbA+xEn7eGNq",
-	"5I2y2/PCn912xjeUf0O+/Z/Sckag6RAAgC3EJ2z1sGBl4UeKjmtURCP+HEmPpip3BjvTup4P9vb2D/61",
-	"1+/1e/uD7/vf91Fg8AzWmNQqM1IRQ9VcjeFEq/K0FwWkl7ZWmzoXuP3DtjDSxViWJcIVbgHhtiPkRcUe",
-	"VmwesanO7OhdxgedSrUPHj4SldS5mYlRUVvHN4eIewzyuMq0n+qptFO0biNyOupdkfM5ZmYpYFA4wi3O",
-	"HhDQIKPqFGCtvpRaThyrhdAIfrrWldUTf8On38beL1N9ppbMopc4THFHU7ZM+JYMFB7A/c/NmSf1Z/zw",
-	"8DbkvEDilA19GtiBc9DrtyBEKcXNL6UnjrCfRFSOiDxu27HDVEvXwhOo7lb4azfC0CNkdqrt1FT1Lkin",
-	"fB1vXtYiZPQjxoEs1Z1t8KZE32aVpppdacXmXQWCnok/xrJCvzUGcMeCAhH2qyYoDyZy84Sv21Hse/A4",
-	"VphToS5qVWlZEnFZFdJrWHicaiJP67nLntNVGd6PmN2oo1d0XDWwA16kJNRff/3byRDp/IpKzKtCj4s5",
-	"3i1upwpwPevNVK3dQgiwG9rTULnH5zb3uPUreJCMiAq7oNWgVC+Mx263u3NV7c4K3dSKuXJtIsZgcGg4",
-	"zajZQcRRc6FTsWKkSqMnNtW1EZ1sg0jMhNEEmxp+hC2fhRW5GTczcOMHqU71Lt7k/n0wb+he9+8TATT3",
-	"LdFrb+a2rpSc2QHhILnAQJakWjCg5JRoB+DfajZSORgk1n1y2mhEhdmFI1Xoifvc0SrDMNioSTCeDuMS",
-	"EW6LvfN9Pj/+IBS6VhNG59z7w7fgvt+rGg27WogfcD0HHpjTrfmxql7iioeogXjU73cTsZgW42lEV3DP",
-	"wjimWmX3DMTQmwY156qqilyBWHCry/rJL3Bh44fFKhPi2cT4i2y3C4qAI2gTB66TRHRTNvEl7wnDzCb+",
-	"1HKLIQ5D4iqh3p/e2grxLI9hkq/XHgxGiBcMVszHgEGQEcpZNHUhaRVjJm0YJSArkMAvatY+siaOEtha",
-	"IBnn8xIRZqeNzivQJeYUfu/hUUEVmaYaw3CqwFbchcSjooU2ldvH6IDjszLqgxDzytTIBOp7kIl1kw64",
-	"a0ouSyFLa1aP9vqZRhEaHeZU8/06bm3pkrCaiS+7OujD/4apjrbV6tVd97JIbZJiGDXjM/hkakp0FLBe",
-	"jO5/zwoJRoFEvV2p06IkFk9dF7oxjS2Xg9Y2I6yNprK1aOYoV6h61EsnfIyeOCpdUzfIkzVieTuVLobv",
-	"TwvLtWh5cSyUnK4MgQo2Az85rx7LT7PQdHKSVGev3SLt0oai/trVmXYTEV35Ws1kAZ4s6Ex3ZGm/McYI",
-	"ZjeqYjKthTaL1V9bCgxRsDHVnlHKzbOw4rSBzQIbhHRv9Ptj5ACGW2ekdXCGpHeGi7886sPrfem3nOU9",
-	"B/o41dm/7a488S4pbBCg8Xf+Gd33DEPdvsYq/3swJKONXik0E8luWRjYCWNpVao71OEvlK2LGWo8WQvu",
-	"LkJMgzOlEzEvGyuymbzws9vvHxxi2DjVLm7MOR6X8nFKhaqVrbCqrsuYeEyO60Zyq2KqGeVbwJkeOPZh",
-	"Z6yBqzuS4zMWbmKklobNc3oyyfDhqR5PZTUhul5HkU8Lj9Fa1uYGGYH862139B88Thy7LlbQ4Ml9x9sa",
-	"XgwmkXaPTmtVhY3DG8Nxzqb6D/yF6GTrWiRBqPFLpDEhVK/JiYTthQ7HK0zlB4Iv8Yb+8gQMEd41CSUu",
-	"cMocVX8/FFK4N8Sol2DH14ghDiIX1mjc1Kk2p6c9QfzSDk9CEqWvO+wt88oLuk32+MY+VQ8g0UanICgH",
-	"uC5yvKgHdX3g48rMVD1VjRUzVVfF2EY/4k92NlO9lu05HR0/H4ga9g3bQYjODwZQIoLpkwhn9KSarR7v",
-	"MrZgLxLabaw/g13s+sRFB2GCnxM9AP17F5x1WRej0vl3VtgGzBcrzl+8eJmIV2UpZxLviP/qjefzJNVH",
-	"up5WZl6ME/GTmhW66PpJjZqirHcLMBVPy0IrkZVmLMvMT4TFFL5c398HAsEKFm2efBql2zpK5jDEodjy",
-	"Q5BU18WH+iHVwWiNXMiynDkHMqiSti9KfOR+cakLICP55eRSqrMAVRKJSpEhZIn7pCMpkO+71MHakaB2",
-	"HXRJiwcaVBS3v2OL/NA1K/p3SJ+D3aNVIk4iNhPN5gURqlEuEQ928U9493Vxhn/ReyrNhK+UNojkXqrf",
-	"ts9JxyOsrGGrJOLtyVM8SLOiLImFAh66S691CxBMdNRw+ZF7a4BwWZk29btT0+g8czRV+Abg+HPMgCcx",
-	"FIf9fsQf5Tmu4p+VcnwGZ4WEMxYijOVcjoqyqJdMKDBGOw6xZsKJo993h4i9mzG8VmH0OyIxzzweLzqc",
-	"LId7DMtrMz6Ajk7rtFAlsdvT56apd83pboUm65k2I1DotZrhXm0qlYn+7gFi986P4d/7ichO8QH1eHms",
-	"tCzrpVPKc9BJeqz8x7sHoI7g50GF0k7bd3qKUSRSHV3S7Ym3TonCQzaVsgNYE69aD/t9MVJjM1PE2RDo",
-	"HqLdO1MWds+w/cuDx+GXB49XlNzmgVqKrz3cw4sLYm6IGNV5yql293nYPxCZ+wnxv2RDZI8gAgy4Ke+o",
-	"6K7M4BEPcxgNw18Hg+deK/qQnTIpMEUbUqx3xW5oLFIBXwIUPjxAsmHyNiYRoYBb6KCGJSF0lYhhnnY5",
-	"ezvwWHh+U32C0y30ZCCydIcmn+4MsIcEHfqJJ7mEUx5+j3h66qLeQ99vl36Z9cQzOZ5ylmEgclWCQeCl",
-	"4h8p8nq3CO4Smj1aRPNCjQknSl1weh/rQX05jR/YaEXjLt2ptYiUbUa/I2MyiDyeFCI4kbVZN5W2ZLwz",
-	"7iDc1VRuM/JcNiyW11cocIm1xU2GtkyYjYST7kLY+EqyUDXkZTO8SitmRc7T7Ilfp0WporcFdqMtSnh0",
-	"EFX7D4VlSSQF8aZ4+SNgi4IA6yZCimyAlRC7sizOwYcem9kMu0BBv7qyKuf8zitzAS8nN+QeNwQs6Cb1",
-	"hAoMMMoV78QxuHklw3u588ai1TOI8NyMKUVpzHwQBW0CKchalAZ1niezQb1I0B+Swsm5BwvOuvyWKtg1",
-	"p/iiYsmFBJNufDvkpFS6oy7UGDxmv9Ej1SiqRtsW/U+0J9hXgqOA/4ruBG5Y8CIqTF7YRDRzURuSnye1",
-	"mttMxCN1WpRJGGenpVR82Jiwc8OUvcNGnUTKb0dbqzlyqr4xpnxhzBzu28WliJ+qanRgEsc4Ox4SlD8U",
-	"ws/4+DKJEAVrcTHo2Jw65RVFLmK4hhp8NHI//HEtSB6l+slU1k8CfJtfuNNCy7J1HkVmaeFaRzDVEa7U",
-	"2kRaln9ZbsRyWjNp2YlYDwOGSBH9CGyv09NiXMgy1SdP/4a+65nw9E0DQZS7MNmTp3+7ZxEqg9iH6lRn",
-	"nPvhcHBklZEBuxJ/bKwSsrVDYwOJl9PBe23L5PR6vYzTGmTVeve/yNm0ju5w79q2NeyzEbpdcoayxcfN",
-	"UeJ5UlbYoF70sdPvbK+Yw6vbE87vdH12lBPkjBOSTtErgEeuFDYnjtVAZHBe9oKZbTNHrhQTHLwbT00x",
-	"xhByxjqLqWlJb1OjpO0x7t073GvkGYeBE5FFwWaqX8UaGjQ2tEA4MXgs+tTC9Xps4PJ3hP+WidPSSFQ9",
-	"hKLSJT8rYwelJ94yu6GLDaBlyAmsiQYpiNRsfjVgG6ZaXczVuO6JZ8xSK89VuIRYajP6u62fwKwk5js+",
-	"efiM+AFTu/JfWOYQ/hybXGVdz0SR6lAG4cwnMAAZ2ubw4MBRR9M48Mqd/sYH7DmLxAqlOfKBUYWB+PvT",
-	"V788+w0MvLYObSoVaVGn3lItsbiCfhuT8P7R6/Xev2epNlzRlYJVJSPX4UCLNbUsVrRyO42Dp3dnE4af",
-	"C6gzEudIhQzVz2/eHMOOtkOPZO9OVZ6gSJOjUoUkDqs59t1yNS5lFbPuokQ/N5izsuj8hNRFj05xYADE",
-	"o9yrGt1xrMsYQMCPE2ZixpEtfdbNUMO/VjKnhGvEUUeI1Rn2i2WrKKVZNyEgH/oZusUrV7A/vkJjJJ3R",
-	"wYakA3hGujP4ArOzifiXfZ+E4hpH8mDZZuUN9eyNnIAFSk/GY9GjpTvZMNWW+anBQsdAQ0BgNlocv32D",
-	"gz599uLZm2fwJkZKWNiHS9NwfgG2jazxA1gP0TncPxDggo2NzouWg4hwgYvCguz7BQ12FMdRmlriLat1",
-	"2OxAPchaK0BSw87Bt/TUX0NbyiNAk4S28hx2GJh++HfVaLjh4cFBqre5s7ZNLoPcfuueLe67P/BYJ+5S",
-	"MPfpHeDnmZDiryevfiGqORdKIvI9jA8gQR/4rn5f98ZFvSShRMiTVJXY+7fdo3mx+z95X5AFqmbzUtbs",
-	"ndIWAs0GN8sckTqsRxPXVZAgL5UEFWVOqT4qG5l8SeDgY6OR/jP74w86E71VpQjSBV/V1JQ5llcsprDn",
-	"53IM71X7UuRRhe9TUilFtwdjgmGHQSCQIyDCopESMS6NxaILssfRacrev0epmKFUK61aOL7zsqhVJUv0",
-	"chiWU5dLURlDIOK0rNafuehWAnHOUanLDeIF15eiqQP2MtHQFY8O4QBUcgzvaojd9fNSLn9BbPX9g+/j",
-	"b1MdCUikNHrU+vHb1y+sOOgffk9x/yG/OQqPwBF3VPj4Cun3lCHo1PzqhS3+qbpD9/4ePXz4wF0jLW69",
-	"oXh0GKutoXhwwAPbISJ7Kd3MeJcMRdYm82wNmeoOPY6764MDzlRRhQP82vF+ZrxeoVQGoyxBHPZm8uIN",
-	"BxFCCnQfE3dddrMxLpI4S4v6Z5JUF5YpUDhqcXhw4M5fS1NFRG8bCoZiZ6+wTBCLUcN7cSbSchjNDzaI",
-	"ktlgGsHzZ1QJk6F3yqTdGVVJOW7NxoIinFGcYS6tXZgqB7NkRGz2PcFITL620KflI1ZJIovZi9LU2ZCP",
-	"CozNy4jaM+M/GJshflp9zhxNFo1vyifVU7WkUcCYxen4JQC5GgDqBsIqWYb1P6cmgc7Rs5Pdg4ePdn96",
-	"8rLLXc/n1BiE5ayJKM1kAv9FNi8KM54zWMc/GlNz1Qp8DMbMMCpfAlPAc9NGhsHx2zc9EYqNonUhlLuZ",
-	"RFFUmWYSVWtuXdBMFNrWoM+w1GcK9njGZaCOlPacBXOl4NW/c+gPIXhXVFQvpHJX+YPxSdoWrtyKloY3",
-	"S08gEhE1MgTDwMFXFbVNdfRo4EJ8hGVC9LdgXawbJRuODdxp07lx1pslfHU6HhOwKYlW9+WTY7BtyUNE",
-	"iiMKcDi6Iw5tvM/YJcCcOFUOUPoaiw/ETNUSjNueOFllXm7NFj/cMM/XjcbwEVubg+uWuYBOT3fYQtxJ",
-	"RLrDliH+O6xNuvM+Ex12OMkUzbh4A21dLKUA9Xorpun9+wT4QeGo+/cxlOhHBSPA0f+CbPvdFHolBYym",
-	"AuiFegouLv53XqnT4gKtnfjXZ2peD331GshJW0o7FSNVLxRLjpkT2cFquAB17eLKzLSr7FjOKbcVjwdf",
-	"g1E6wSheJ5NilIn/+j//L5HJ7w76Izh53x38yB99d/Dw4Ef46P/7f9wnTx58d/QY3DR+EFRmMC/iwFKz",
-	"eb1MRNZDLmRn4FiR7cEwGDjI/gf83/+S+Wh6XZmSstqorTcA0Pd74jg4gxNDlM0CxSiIHmdUgIwv9ABn",
-	"9u+Ir/DvpH7/HXV2dxhImQudDcJ6hZAqLo+Pdc+wQw5vhkVOnBRjcw88bpMvhbcQot+lmquisHy7WuLZ",
-	"/enZm4RN/UT8/OzoKcq+V8dvnr/65YScC7JhYdhUz9RsBJ4pF5UwFnhH0obHW/uJB5P0CVWm774BuzbV",
-	"PNcCbOGraPKxOreqwGTk3YRzB1dxriQFoc7Ucogaxa0CiWHET8eXEZ8AfOnC2YZtNNSo/pFfIOvJTsPx",
-	"ClzORGRe7oP57mMIupllpPscIhWxUdeSymiLKujlwSqFJVq0lotBsBUBHwkDDOv+R8JRhYoBWol9Yjbc",
-	"kIV7RfUFmQhJURC0NcZjYzeBw7FPXifixY8U7GHmBq61u+JA/FhoWZYcRA2ysmVQYRAtz0kKtCnwkYq9",
-	"44wpfHq3VxLesd6QpZNszgoVoaySBMvAHibji1ODxH6eXVKzOxRsiME1KMB/gD+7Q6FNqv1hGkvtrZCi",
-	"jkRxjMUL8vhVU08M6J84oFEaM6d6mnlVnMtapRp5GfYf73+fiNNxvz8Y7P0rlpTos12sExAditTBUPuP",
-	"HvcOHh72+L/dRDz56ZejN0mqZ01ZF2Np60Q02s7VGEuJEzGqjMzpc1ehynUVI6XH05mszriAwrFu4I9l",
-	"uTtvqrmxSrh6BCs6z4/PD3FrPz8+f5SIMC/8Aiw3+KLLZPxtsg6R0QK9y5UuYCdGgTEHaTwupbVJqhtd",
-	"OoTjULUILiRvXDQIOzxgD7/BQ3jy6/M3T37+4dXR66fvnv30+tnJybujFy9e/ep45vGMU/bD+KJ7U57D",
-	"TuQpyNpvW8w+Uni/FZqmb/F1OhVWTyMBQiMlqbZGPP3lRFRqVHDPUeD7t3bIh79SeVHB7QrrxwjZvoVc",
-	"BhTmh/5iBJYX07qe4/zgH9bhSocRqSyTHX1czaqYYPYBW31UQpjQ6I+YigruXNeDU0l0kP3Z5Q2/lh73",
-	"Fogs8Xw7UhEutw72Ruwgeqcv9gr5M+cZJuJBX9hEjOV8znGBLT5kFzQs1pEml6SqXbg91aipMLeyMqCL",
-	"Gf8ALm8mOvt98bL4ASG/H/YPUr2aSkcWY6N3Dy4uXEi42Jx0d8kuJ54JHiJrVbD1yJHvgDhj2S7+VvyQ",
-	"ONBArC5DlrgeaW7Q2IlT18lq7I7OIiXffc69f5Ck+mH/AV4Ia0WuerwO9Bub4Smw4VUddBOsBkapAe+z",
-	"VZSH8ttVFEp7xs4B7d+1N/fa18bRKtshQ0kMhDZUOddNyMSRArs5Ug3S05yeOsHbilXY+/cx6YdK00qd",
-	"j8wFKNexsnbgoQT+Ks/lCfoJqa4aDc9HRTmwdVFcOToT8ezJyyO61FdxWdHRxit/EDta1QtTnSXitCjB",
-	"MIABK+ys4VtjTGAhy3J3XJrxGQU1wCiMVsMHXcK+B5U+ox/P1My4Ct9tP3wpL17iZbRtE/HoELZtIpQ+",
-	"NdU4nMUzVWlVsu8lOY+LAR3hKie3jP+qqedN7cbfx1PRozw4j4K5iaqQZWFjd4OXmSu6MjAmexSGLE6X",
-	"sIZUAxax+XGYCWV1h/QtovTDT8n7Xhkk1a5DCPQY1wkQI5XQytZuE4r9pN/vi1KdqxKrrSVZlqQBsbYC",
-	"K1Z5AtQ/MCX2FZxNbQjwJEGVNMYuLRaWKXEpJb4OA66dNeMpTNh95ldcU7dnrtTckV2RwKa6CVeiHbYl",
-	"1l+1o3M+aN3x+WSyd5wwKQutsj3/59iUzUxzsQaas4mIrp0V9VM1r6dYOZbq1anC48B0yyVaRVGbBVh0",
-	"p6fowPPJJLAAe//+oKU9KerBYYi4aume9aioha4N2H1OVCfCBYTIOSvNhAo9QiE7vLFWUV2o2FDjKQLh",
-	"yPEZmawEkZlqcgX+/vrZ06Mnb549/S2LOvHgoTE04W48MnmhOL4RT5pDs1Z0OCCY+NJtjvAlvoqfQHl9",
-	"HN6F5S1mY2rRQRgOskHJtKfEKTxm5oKHAzdsBpJRUjqhAGvj7esXu867NhU6bO5vsH4KJIbI1alityKH",
-	"F+3dHalTLcfjAlZQlrholDKRpMpltQzXUhBRohltuR/Fqba1yBKlcOCQcCMK/5za6NB6wX5qG2RIqv0u",
-	"xyQw1bHXVYO7EN+bb/luVee4JBiegVZXePvYYFlIU2Pv9+pXeOIr+KFVFuGOKrVLnmi7hwhU3GmBvYCa",
-	"TjXVzHYoRe4mxVEId/yx0h7d2q7AzpOiduHJIdKHbAjOpdrh6C6mBh8JpJpVJCrjSDUTEEYBPIoduowr",
-	"aEdYP47VhDgwJlMwOAv6ZXuYNIocZ91AIxglZemk4MLxgW5F6+JY2MagvGOSBZHCUX6rSg5cg7zmR+lk",
-	"CyXBY+mB0gAXh6qQq1nvPhwOzDnkVK9DkrQVl5T1WjiStk2D7fnONXV3Q5Q1V+boy73iOGx7718vRbwx",
-	"DvsmMO1W1XKF6jeq2GRc9qFYyeW2WODXk7mYp40zsk9Yb1KFckQizNzDrrAk5hV2pd1tQvv1sKza2Ivg",
-	"qKccdoBoF+ZwNVZtxNI0Ffni7r3Rxg2ADLRNMLKbud1PKYVO9ke6U+TpTpIiDAz+w9Mp41+5rCUWaKY6",
-	"W4VLyLqI0xGCFH8/qSXIwVy46f/WQb9rsLe3WCzAlsevPVDS2Mz2uqlzxvmYgYGMxVZSL8XaiKIsRhWI",
-	"Wu4Fhr3L/aQxHNwgRmDLwRM+r6mNPeodNNo7mDXCBKZahN8NMO9T1MyEOYZZ5A0tAfdY+juiB1DL2Twb",
-	"iLe6uBCOWZPXm1Ft2z8K+FIDkZ3vJxTIZo3288ujJ7snPx8dPHzkqqxoflyTFZ6Vw+Ptj/2EWt9idJJH",
-	"O1PL2P6k2+7mCgUvdirKqnbz5958prpk9qeeeOqApfh7hzh1zxLUFA5DaFMrQFuusiYRmBEXntVyyMVj",
-	"gtoquXoh2sm1KJW0DkrQpa2kyJsKpZJpavBpHI1pwaWb+MJRjzndzIE1PNqDDaAnwjbVOWibClayqlln",
-	"jitpp6AWUT045AiG5yJJyqeTbSUq5saQ9xQ8dK3yARiO/nxS52jo7XM4LBgUdS8Apu9u5nESUYWQfdsT",
-	"R9ptM3cBxnDgFIHbTRXsMUwZX70hwfxQ2O4wRFJ8S5ULfWC124OLCxItHODo9sSPOBUP+tzyrGnvPBQ2",
-	"EQ/FrNBJqh/08R/iQEzhwyk4dGKKghP/0UHr7T//34P+d+J3eJ3VMIBjkwaKnwdP8Qnj3/FB121UysIS",
-	"jj/yvh/Fn4Mt7UIA5ZLfhlOLDlRPLExT5lRRpzB408FoscqpZYKSkCBAMX6IrYkHD78TtpTjs+6AuPix",
-	"oldiHyrCWRMET+utpxrtnlO1oNQw9ag6olwpbKEnpZcqJCxRt4Hdn1eYuMH1hn2GNzFNjZ3XRwGEDNGF",
-	"YmYFennOYHF3STXuJrtKvcAgPS424fbOQ5HLJZG/ORifQaoDYYXrlECWV1fb12Zf4FhP4F8Y0sJuOKKw",
-	"wZh5IRAy+OhKYQXflwxzsBxkNVE1VZUgL+saR1xne3SXu5QoassR2HaI1VElUy6pG/WLbewsa+PWOO5o",
-	"NIkIt6Q7wMoxrL335HLcGaRrB3SCOsok8MJiKHkOxKNgYkUXIaazDeIhbjb3H3rmqAE5J06CYdnBVeAA",
-	"qXYWDs45AAPAX26StbIYTuA6h3t2BfHKJ7vjKufIVei4KgHH6CKYAMvjxqOj3hIT4AvARvO79kGftm3i",
-	"YyDh+pm8oBGzVAcR2U8IiAAtzgBML1uow1iDUXgypJ7vZ+hxXSbvdf7QRSqwk2Fe7xZ6EKdKGYU/obCU",
-	"65ZLSGBRHZ+ZKb/l3QKHNkehLsB8KbAYu5OlO/fTnSyE3Hnv+q0bNgnttu3lrMIqS0TUpSIHNpiK96iK",
-	"F7xzK3zewBEho0tNCTeDXYtyolrRECoTJ3OuPSrIO0UamYCAOABKcDYJi69dMOJ4eijBQAa36krjJJzo",
-	"rFUU7bpnC6Xz6+4KjWM96AM8rWAsA+TzoewKPp2P+cKF7ZAI9lZvLIJCocBmCPwuwg6KU3XdhBIkiAoX",
-	"jLtW0QP/cQz6AA4fFatwwMu45qA6STXjNq1URvnYJ2xZ5wCJyI2Dz50X1HWb1UX7RObMCiydIAXg58ft",
-	"5zyKy0xyDiCqcuFrVutc+OMTfmObWrEl+HHs+NZGjCqzgJ05YPp5DJ+4XTp3ja1xmg23izWlwle6dO7m",
-	"z29evkicP+oy+ScMCOaQGBKERfixkjO1+2rONTdPn/3yv1Hr/qmqKlXxxQOhzW7Fn7mVaGGA4hWE9Zlw",
-	"Z54C91Y8OXn9o9tQzsU5NdVsVfBvP9BUFOQy4Wa9eswgYBjV6C7naiA4ewxyIz6+c1XBnWkTueouB7eF",
-	"G4MyDgRiNvBgZODrhEAYiXirlC8GowhqK02NiAj374tOhpVlg/bJeIddCokrrKXCuL89eZbqk4OHj1z7",
-	"h4TDPCCnmuULNWml+urCuP8Rdu5fVsuB4f8PHrmtz183VcneGIdaQVy4Jh6YkRfNDKmIQhD324DtGyke",
-	"9A/Ilkt19oIDT155Rr2qrdUAA4ijIk5c3bOp5tMAn1VgLKLJDttdcSNT1FTufAOqYebfmVS7niHEZHjr",
-	"njBAiI256TVzsEcBuIwETa6IqY20Pbwj5+tX7ie0H6KsLVXPYkiLmXkdPofz/7D+MhEzWZ2tSTRfskg7",
-	"ctuT4a7w4mtddjHQWiy+sISD9QDWZvRS/dpBuV17pZyv6rPWb18/F7JuN0EPReZHwhYWMLJ9Kz56TZh+",
-	"I/yOuA7g+O0PL54/eff29QuWI5H93GiruBcU8+H0jD8bW2fI+YxmbKgMdY1KYLCgldw5LTSBNFGlRmMV",
-	"7Ls61fFs2QXCpp6LJZci8HGkVhv0d7AJDoxfgsZONfmU++hGUqw6ej1YvE78dgyJtqIKwRoDARYpJOsq",
-	"B59QQiIKHMeShcH0om9Barh0D+wVvs3QlzoX4M7V4Ee6wgrKXEfxZeooxUsYEhztmXIZwdfwo/MsX5P0",
-	"vH9/EN+HZaoKL5J/FWIAUfYS9xoPdHKmFi1wMmGHYirL03Ci7llRFqeqLmYq1WjF0DnDqfok3aIYk6fb",
-	"7YknRjtiwbiomhCbEDqKZs57J6GmVjmujLUuP6zoelcNAw7CSMJWksxGmKNjhqrErwP3CUcpU60WbYjD",
-	"Aou7MXiS6gi6YF+MJTKFI98hD4wVa5oiGsue+HW1m9v5hu6wxtPpeOQJ3EIuDBkJIXaMU71WNJ1EsczY",
-	"xlorri5s8Aq4bjhacPAuXK3RYxzotCzgoERlRtF8eAuSGODPnSMdqsX90edmsFZjWgsqgXS/yy1MjB9j",
-	"1QOnmZOIZ73nZfJQEPLQMdUl+jBibOrmKtUtG2MDVqUrOOOeJ/ixOzV2HY9xt1Xt/dv7/z8AAP//",
+	"7L37ciM31if4KgjubBTpL0lRlyq7qOjYleWyXe0ql6ak+tzzmTVMkAmSaSUBdgIpiV2riHma2b/3FeZR",
+	"5kk2cA6ARGYiSUol2+3+7IjuEvOG28G54Zzf+dSZidVacMaV7Iw+dZaMJiyHP19d0YX+N2FylqdrlQre",
+	"GXWulozkTIoinzFyw3KZCh6RucjJ63n/LVWz5aATdeRsyVZUv602a9YZdaTKU77o3N9HncvbVM2WU0Hz",
+	"5F2h1oU6X7LZdbOli5xJxhW5XTJOFDT794JJRai8Zgk0SUn8ixR8Iqa/sJmKicjNBWw/HvOcybXgkunH",
+	"V1QRyhP41kokLCOUy1uWs4TcpmpJFLtTIxLf0CxNYtfsmAvoJUkloeSvl+9+JNgc6Xpt93TbM8F1M5Io",
+	"AY1gL8a86/WpFxGWSUbilENDpySGTt0uKTRxmwu+GBA9zQuq2C3dkJmeHznm7IblG4K9ieAFfQVaWufi",
+	"Jk1Yrv9YpZLJU0KJnvOZIl7jY650M/oNM6hEMEm4UGTFmBni8+ERSblUjCaDMa8sJrujq3Wm1xP63okC",
+	"y/u3/ntcp/7rpI184P4zSdKEdHVnZjTLWP5MRjjrqSKw8pTcsizr6zllCRGc9bbT1n3UWdOcrpgyJHw2",
+	"083+SFcs3BMK959JwumKARGkSGozwTmbKZHrBlP9+JqqZSfqcPhWB1/sRB09ljRnSWek8oJtJ/wzrpa5",
+	"WKezr5mizQ65288kmTJFyZxRVeRMEtyUp4TOZmytWBLBitmmSZeLygt6GWc0z1OW9Fz/8RveCGxrff1q",
+	"Z8+e/ztu+O2dP7t4bTnDzq57zIDINaPXkhwNj477wxf94eE+vTcN7RjAOa7nVmKYuWcsQXTZYDEgccLm",
+	"tMhU3GshhvLFBxLEuaWynZ0SuelTSxfgnwc2XuRS5OFWY87uFD4QEzE3LIbdpKKQZE0XZTf+XrB8400F",
+	"fnR7y9+wLNWs7PU34dYTc98wiDjJbiaDwSDuRaTg6d8Lt1NTJcktmy6FuG6ZF/upB87N6zlIsgCZr9fZ",
+	"hgiebUg6N0IJZeEzSbTAJFKlWUZW+nUmSRd4/cnhUTspW7G5Y9LepKtUBYQkXTAi038w0j3sHw6HETHU",
+	"So6GvbZVyuBbfnvmpc7oaBh1VvQuXRWrzkh/r7NKufnluH3KFVuwHPp1JUQmmWqnYIUPPDn9/oQL30ZE",
+	"hi4sDd0ukYRa2gdZtn/r9/phVCxQzlh29CrPRf6eSZhLrVtxxTj8SdfrLJ1R3cMDLZH1tbKB/5KzeWfU",
+	"+T8OSm3sAO/Kg8bHoV3sRZ0JE6afISknPkOWS7pmpCs4iQ8c5zy4OYxJLgrFJMyKp/nVRXiod+bxg8qz",
+	"0KdfYw72HvopieHfwUwkLCaSbiS5XaaolT7ZEN+dFWp5TrNsSmfX0LdfbaRRR6ulB0u1yqofCdBkQHyY",
+	"PpI5TTOWgKYpldCilwvNQxfhCdsMyNmYy6XIFfn+6u0bYPpWK9QSAfTgpmYOUl6S2PU5RhXy6WZ+zfjZ",
+	"61+DxKpf3muP4Su1DSbWjNP0V9pd95YrIdu5eP0D24SUMdDBrtmGUAkLpH/KpbiVJFVoXEg2y1HjB7sC",
+	"7nJC54rlZJYzmEHd8XUu1ixXKTK6aZEsmNo1lV/jU/eRrxrt0LlIl/GEFJLlmopEwVWPoMGjBQgQMlAv",
+	"at4kLziZbohaphLGWYDNo4fqaZT9Uu0ziiiZUa4VUHHD8jxNGEzH2bRqZ+rvpWgVTUXBk0HTznEjE7im",
+	"22bDaXkXIktnG3hZTzBLzmAm0TLVygpVrK9SkISN9tjdOs2ZPAvoAKH+46Kal/QA9mslbTHZrpnVxvSs",
+	"UEM9QNmlTXjNNpPh4csjejg9mh0nJ+z5/MXwy8Ovjl4e05Pp89mL5Mtgo2CL75zGt/qpcgq5UTgaX1vn",
+	"bJ7ehYcxT3OpyGxJczrTNqLVbXE4kbbbczYTC55KRihMZDeW0wma6CdkJXJWG7ScTv62Of57aFw5Vcyp",
+	"bduG9t4++M6QZQf2uVjjpksVW+2cnkv9uH7PdIPmOYWJkmvGk51vw0P3UeemzcC7VDRXklBFDmEyFrnm",
+	"JuA3YXS21JPKF8xOKNKLXqOIrGHNjH/E7fb44sMVObg5PKDrtH/NNvLgU5rco4LmaDXl6sVJJ6h3lsra",
+	"z6i9GRXSTJujA3+zlcP76L6J7hs9dOSm5/A0iJIkSXVfaXbh8cA5zSRrCAXC2a3luf/cXHPMH882x7zK",
+	"N/2OoMFMSSZuWd6fUclIxpSWJiInSbpIVTTmSrOoYq332Yvj5qMywielNvS0/JuJnEki8jFPqFwy2Tsl",
+	"qSKcofpC2F0qFdkwx8NHpPQmkdlSCMkkKiDlhtWTNTk50otEdaN6Uv/7z7T/j2H/5Ufz76T/8dMwenF8",
+	"/1+enPVv4eM/+QxcKrGW5Fbk1ylfkO77b8/J8fHxy4gYD9W8UEXOeqeG0wPzpzAJ+3P7z2K89R2wLFaU",
+	"my0PfhPdS08dI4XUIzHjqzLRaZplKV/0Jctv0pnu64revWF8oZad0eHRV2CFut//NKx2Re9e4wuHL6CL",
+	"9leNC0cd9FuY29q6rLOwKvfaxZ6An9MsezfvjH7eYT2ijngffaoxpeuQ5uhphiD4jNsFlUN0e3DkHtb+",
+	"HZBLzYJSpVXNWNtFIk//ASs+Il8zmrOcjIvh8Hh2zTbwB4sHQcexPx26c81J+Njku78UUvUNh4d9AxIp",
+	"VdIMY1BO3ZtUAnlUpyGh6Ivda+XdZDakbOkwC/lopITZmRmP2lyg116/BJbVqdm6RODmzqhUzs+2faag",
+	"/+308mGdPFycaSpYg7gXc0JLYwIOD4ygTzlZZ3TGIk+BIlLRjdnkYy7pio1gKZAp6L+MLkCBYqQnP7Q0",
+	"macsS0jG5ooIOG8Z85ytxA0zpwTm5TnNMknAqrXnLCy/YfkzaX1fcoRCcMyBw0VGJDq+HREuCArl06rG",
+	"TzLBFyxHvb83ILDVJfQXGPfGGhA4CyM0lbSuqBUAzddA2vwp/n9H8Y+LOeYFh1WM3JnfP7Ve8Fmy+DeU",
+	"liG5FWQ/LQR8xi01hlwTzb0jkhYxpe8QxVbrjKqSgYIexAVng8qK7H+4UhLELaNqCZ765ko/3H6vtL7N",
+	"gmertdoEXQ6eDynMzD/taLbzPW5nO2uSTDd255qG7dm2m8ee15VydVdMLcVOqxJp4C0+65FrOcdzkbMZ",
+	"lSo03OpRbtuId7d/Yb/TnA936/EzAecIoZnXhCAK9VbudtjU5Reqzei3qZu+UUfllEskup3EhDshMLkF",
+	"6AXJVjPE7NNbKlEhsWqWyEnOQPgn+9sarY6FQ6304Ke1cTPL2Ypx3cx0g54F0xbKKThjSyWJxx3UKs13",
+	"UbMcd+LH+A9KNuHcCIbAI3tO5BFjuRGrvoVySnf4GWBaX/N1oR7qZnC8M2HzlMNrkeajVne02ghP7Kzt",
+	"y1HP0KNfYaojQvkGr9/QrGDkdikkI7imJGP0hkmyopsxnwmuqNUIlyLTs6MVBPOoMrEt7I7OFJyfMv/R",
+	"Me/G486nTzDHcgCnk/f3407cI2BoIKmhuxcUU1yJZ9J2K1XLMdf6JPRVT/ip3VxUlS+QJQUdD97SaoHd",
+	"4iu2mupu6O7o/qbQW6eIapYAij5hGRAnmbKZWDFJeJFlvQF5p+XEmONoJVkwhZTrjbExDOjEMwlBR6Sr",
+	"Oz7m2i7ggvfNhyJ7RmNinVapBBMaXu0NyHs2LyQExpDvXl3pVR/z71+dfWOIRK+AIishFXnx/PnxCzLd",
+	"aJZPcZpq6s8ncyg8aqxDJzLHx96tv9/fd+53CbWfbKiRpVmBHM1TVk6GL1/8ZoLO6LKlh2LM40/jzt/6",
+	"HzTtjDsj4hFhoa9pIryPB+RHqhd7VUi98gRCn8zXxlx/DhRXqVI+UyRnC5onGZNgPGntFhVQOHXgDCbk",
+	"+6urCzLLUsbVmK8opwsmSfd7IVVEzvEsq49TFJEr4PYs77/iM6GpEx4xandEBoNBbzDm/65JAryzsN56",
+	"XnG5I9gdmorP30fkzbeaef/44U1JGsdHSAkreufP8PHRk0v9OsNp6P9gSu5lIIBN4NkIei+YiCLHBU9J",
+	"uloVik4zNtJXzQbUm3tFN2TKxtzu8MhE4DFOFukN47jU7O8FzWC9Prx/YzXEmtHg6S81q8GZDNssht9F",
+	"xdGMGVQdiPYrrbRyPv2FGHO9Eo3pr1ho3fi//3zW/w/a/8fko/nDH3nci8ZcCiMGFDg10SFiNhtKct0n",
+	"4yACoUYJ8B08xtRGrCR0zL1d7PG3kyARvzjZorDVzAHDKVy0E9Wb7xeRcpZYN4NvLsRTKtmHPItHRMLJ",
+	"yJiD5yk+iCMCztqXX72Ar/jHTXoYa5bP9AZnckbX2rzl2UZz+jGH4UZkntMFSBltOQtFJIOfknQTNsto",
+	"zsy8lMRjJGCc8hHei3sD8kpLoNgxtPoc39/HIekKsmXMsXMw52uaKz0rILT1eEx/Tgn1RKu2y30uOeam",
+	"sya2Nrb61oiovGBxuXYlr6pvrgO7uw7cKGap2oBI2mHhblG+r9IVIyDb7KjATZJyskqzLJVsJnhivCIN",
+	"xbxb2vgDc+0Km4rI8XA4HPZ8T/ypY8jeayt6Z17RC4qfPTyCdwed7eFWu3X/v9Ibegm/4YRccKtCo7MW",
+	"HSRfv/vmv4Fnj8wLjrIZtqZkTI55nFBFY+Nxo7lWMMrX62EfJrg6RZ0CQ5vHXOs0PSD22D4Sk278SSqq",
+	"ChkZ2Snv455RVVWRc4lewxyiOswRQoy3yCctyEdE92wwK/KccTXQlyaz+9N4QM7Fag3hLSlHLUzrdCJh",
+	"2FNJbzTZUSI3XNE7G76hGczJ0ZEmW9T5JMlSzsZcd2kmsmLFgwpUnUp3djEislitaL6p3dV0Bvx+oOfr",
+	"/nSnq7dqk7SbFk/h6EbvzR/D0e3rG0E/D+hbOHuWv4tCLYRedxu61C3Wa/B0SnPCz/Um/Lnz3aurTtS5",
+	"eHcJ/3yA/z+7Ov++E3W+efXm1dWrTtTRSncn6ry7uHr97sdLr5NmKFHnrq+/17+hOXBJ/WG/29iIf8U0",
+	"WLn0oXHFdMS/5jrlXzQd9C+5zroZLJWIhx5+O1ZfygM8OEDNv2mDunDT0GqhUYcfEGvshPdla0xqhVoW",
+	"4ChJTkuxXRqHeg3wpIGTWE9/mdOBMfKCs4oR5aLSS8k6CLjudtsvSDvBhINMK7UJjlFGyJ239d3aFRC3",
+	"anZu9eRxOGxu0jRojulhOxlPFtocIz+V0mqEB3y37jnUgYzCpTXuindAkkJz/poewIV7AE4XoBlzZm00",
+	"HOsV0Mzhu1dXEUGSheGC+dp12riq+3nH3Ky8M95tPg0ojGjIo2zzM3X0NwZa3VTL2C6zdGMse6yE0YwV",
+	"doKOuU945nGj6FATCD5l5su9UxKj+kVokmhRWle6/mJ8VqBkoaprlUt/ak5JjLMeE8l4okfmm5sJydJr",
+	"VqWZUxLrQWLL5UyYj3tzgauIFg/of3UfAvFdCKSxFFq6m9mqL4WRjIZxGseZDT13Ye/gf3oIi3R86TW/",
+	"wG82rv9X00jjxve21cadr6EbFRkT2DGaV5hzI6PaAsvZAN1bh4BWaI2Lpo1aBuQsu6UbSdYmqS3lTnvy",
+	"3bxTITJGPcEbYiLOy2XYCHZkSW8Y6Rpd0WZI/K//7+i/Pz/uDYieOd9i0GYETn1EeKFpJSL2XZET0w9f",
+	"ELqFwschjh710sh1O3IBD0Y8P2qdL+2jtes/2oYbi2n7UbvxtetW7caZ6WXt8jvT6brqAUMIqh42mN54",
+	"bb7ORCiTEU5KFTgO9QMjdPp9ArUvIumKLhj5hGkk9xEc3U40b/2UJpE9O+frQtl7qCKTT/bBiX7OtBCR",
+	"VE5Aw71vit0ZnS3ZRD+Zi6xdymP2Q2OwXpS14MyEntRln6dfPujjVQn20YWiNiNUt/vNWz5vJ8X7pLfV",
+	"WmNJcU3adelmRBVLUjqxW7dplpobdk9NqWRwQFHkWXOv3OP1YPbLXuSpCSzcj5Jytvbzke1626Lg6kpc",
+	"My5NHPv2zEEIYZgoeKHUzCl5y6QEJ6m9Zp2a8YremefjiMRS5YyuYnfiL7WRpnWNay6mGIhfXciV+XDF",
+	"MPoMwjXn+MFJxYxbvf3m6eLB7ciNVGy19+bbK6GowrWCm1ALkWv98QdPi6aw2VKkM/aod59sReo2NCxP",
+	"VC58g361hFqIvrn4ixR88J7eGgqsUHc1V6TBJBzDCZLc1n1X3SEmU3xiiB85WURooZaMKxNeaa+aUEr7",
+	"c81yODYqH+BCTeai4Im9YD+rhJhkNF+wiORUsQn4yFxj69T+aXxr+FMrC+KG5ZmgCTOf3G3Lw123CEEe",
+	"Ynu1g0NZToqT/XHPhutPB1jX23KZakK0FINPuduswCsdSyu5mDyfD2cv2GFyRI+nJ7PnyQv25fyr4cvD",
+	"1mjesMaIaAdgOVvIg2BUQC6yyqxSKVOpKFdB4SSVWE9yRk2alVsKnkxUkRt/vOHOHfO41MvKIcTXCiHI",
+	"vJwXkoII5EWW0anuRmV711p1nxl92v1GnVaaZOcJXLvoey3pB+QJoXQEQ2kwo5FjO5Z4qpPXnJuidV/U",
+	"CXQvuVqXn6fGhnXPlDgQ9oxB/88Yh0+tSHpUofnhVod3UEC3bsjfUjTW90ohwQTZtmVqdGJow/b/4z7a",
+	"BVPUKp/VWYDwxSCzvA8twf5aSk2ozeciDyuVNuqm/kqZfvkIMb7HaELjM4kEE5WyPKzZ+xuuSl0t/MPL",
+	"qAItM2xK/E5qGlutWQ7gH8ZDiVvqyDtPKt2ExoCvqXehmGVvmza3ZpLKdUY3+4lnrjm05otJKu2fNKFr",
+	"ld6wPcX2x91qZs1Kw6Yma5rTLGPZxEmch1mB9cHQQgndfb4xUqwTdbjgnzuOrTzusxhuzYEdtqknj9yn",
+	"7cYzHMSF5zqs6L7CuMucxLNCKrGKT80JLIJI1GXS9rlujUyub2fNCQJOG3sw0D0ZDnunhIsSZGnBlCSp",
+	"IvNcrMDONEhNLfGaYj1ZV7bl4dZt2Wax+LrUU5gvb60MqJEahjRO6EOCm5EVTFppoa7bligUs4wWCetL",
+	"wTlT/ZP+86BqS+8mSKTbGFJDz4MB7msTpIY7lQOJ/LnYrovplp7i2LW6NgFihQxmI+d3Kr5LKicrkbfw",
+	"u4zu+6XQSaz3da9X5Ve3zhe4hMA51JywXetcV7b9x7c2+qHFnkPWaiAP9iAzfCFnNGk8XAewE6u1Isad",
+	"VYFpA7aWIAOBvCh8FD4d5iIPaQohtmhSMqjd3zd63+Pmvf56tHVW26cwtH5fu+ypB51JQ9q7ifNJOflw",
+	"+Q34KQgla5anAjzmBcSZu0maUUUzsXgmx3ydpzPIu4WeJnb+zPxiXGuaE3HLiX6U+aemZo3HPGdrkStY",
+	"+VUPYnEgNQuNccAGGZB3fMZIXMgEorF0p1XkQiZM/poJUCoP6yCi6uToJYmNmsbuZowlLIlJN2GKppkc",
+	"mfy2DzKJxhy+q/90g8+ZZOpMnZL4PVP5pn82VyyPScFVijGP+CBhPJG9U0IhrobRFaGZXrYNockqVXr6",
+	"HILIrFAm6szrtW4nv2FaXMoxvxW5VBjRORNSkdtlmsFpa15wGREpyExwEx8D70tYNLkUQuEJMo6KTDcu",
+	"tMpGcIH7WKoBOc8FxklTMs9N7HHKSUwzlqszBaCQM5EnUs87XbCBmUS4HxOhV2TN8vJlE7WXiuRUb6vZ",
+	"MuULSGYzc0zC32N3S1pIpVfFfRM/E0oSNL1rbu1vc3sWK+aGUrqoWmUbQuWMcYwKhlCCKVO3jHEyhE4f",
+	"EnY3ywqZ3rCeni8AQgqPGqhLjwJVKyepfx4OnkfDwVcfy/CDjvvoW6vQoNQor1vlBq+XOoQoppnJ7t5H",
+	"E6rGOTSFIc5mc8o+XJ1rkmA8oTlJ6CYiry/fkVvGrkkXdvtbwRO66UXlUyvB1TIiJl5plrOEcZVSTVW3",
+	"S5ExkqVz5h+HJnCAqL8J7h0OB9NKKNpykCOTNtecVLU2IbQA+VdJM5HhYpXVOXr+uFkf2v8eoojqIbg5",
+	"D3Hq8yVV50L3zFoadUeNvXe1Tbw+PLfOhjGe0yzbPzP+W/+tZm75TxC2avZeXCJLePCxK5pAIjTEDlK9",
+	"jkVuYil9XMskxfD/vOCkKxkjsVRi/R58f3GvDIlTS5bfphJTF+sa82xJ1cPcwaUDe2tGaWkZPMyBTLoU",
+	"UrEhEbuOBIZwrQZ1rDdodVfruQ+oM9+LW7KifONJElSgIK05E2KNc99d+xjBlk/q7hExn+te9k7Ne9eM",
+	"o8RHMxLltyxWYW0I5f02MpWKrWU74iF08pn0Mq8l7GDNYfNav2N2x2aFYjGk2und2/PDvbYu35UQ2Rsh",
+	"1peKrcO+KktpofiWTW1SGU/0wu6e1dGYx0gIcdSGpywKlOFGFJvddjrmsf17om/HkVYAIMYm8UOSKzvI",
+	"eqchg71LHWCwexxYt6YYm7RYndhUEtATe5GW/nqbYnB77LOO+BTPk2FpzbhgW2vBu6J3l3DdV8qkgfu0",
+	"vcepioyghRlzG19Z/CmIYWvvRK8aRoVT2imZHEya8QcgEYbkDUiiqxZrwadu8m+kzpcHeyIuWQ5THm9U",
+	"tk3UZPjVfvm8vk2eeMcbNX0J5zpw7uG0JSBVGwJnCLSkGEm6GEyHeeipcTJFLmzPxexjpF4fr2K7Lk8F",
+	"gcN9KGmvNxbnwosilM8wfOsSwcBHJC6hpvETceRf+yKGyMvySky6aEYYQjfBo+5+T9sUmd7YQjLUmSva",
+	"jEXgyDJxi6zQTNSpSdQweK2G/gueCj4Y8x8ZS5AFxym/EdcsJoBVMyBnnDCucoMOgudKXNju2TD7MafK",
+	"SdOf04/xKaGcsLt1ls5SFZgFIgol08QMwfaanAyPAdqcZcyNH3dbQIfS+86kUI45vEu6J0dHHsi4/orf",
+	"XS3fssxsQU/hrWECDLblrZc669HzF02ObHhSJQw6aMO+L/w0bOlRMbIeyFOoKiR0QVNusoGQpjFWDBA1",
+	"tGWXWvktmyzaJRcDwTl+V2kTWJoWvcbS0zMMEb5qmYtisTQEZ7mzj1SilSQA5PCumthdeCkOQ5DEJvTV",
+	"wuY7MG4LLAccHZiE7K9Z3l+lvFA2w6ertRAbNKSV6bzgPRseNOaalA06VSYWA/KtXodROaF6CHqG/Wh2",
+	"4nHvMW+wb5fz4ENfKaEbRqpqOuLmOZ5DbS4Yp5naVBXfhvbuH+r0j8JG02WpnRgSe14nr7fa8PDX1nAS",
+	"UAS6h/2j4alLe3reO/X2I1UkBwwg2NmDSt+GuzKYVvSuTSxBj6y3TJAF4yxHbA9Vmkl2XWL3oXh32lTw",
+	"FHlfrbjczsOTr7bBfLWr0ODOJWlCjGhxPiIQIweN/EeMYNcqP463CkzScJ4f95/3lzS9LvoQmB9G0wCd",
+	"bsaeiMZs8PK37tB3K45M9enKGep2JngG3ApFE4W42QN2w7jqG3cU2FMglrJsFRNFF72WcOrqEemeYw8e",
+	"mqKADIX5Gmhl8wTpxgc3hwfml4x7BkDBxdaXwhcSXp2xeUoKfs3FLR9BhpqWnFYqB00pJdYXOwb1sCMn",
+	"u12ixhmKp50hi74wNuYDnLPautNLthRgKBpxgBDTxvSQVaVGswOLdCWb4ShLlq2vTKxrzS+eaYEI4daI",
+	"YQdpywigKPKVSTNE5y18nMxTFA5pbmEKvXyfo6GXbVPOfyYW4kOehcGOplJkWiAtlVpL8uH9G9LVf2Lu",
+	"CAgesdY2dA83vf6Ww9szWQSYHlfph+ZETTpgUu3GXQI+n0ofDk1RQJnkIpQDFQHLR4cnrJE2ZkvFl3EF",
+	"enape0kyZVpBgu1g4OBWI/yApxGk0u4Xm3eE4y3W1tVsNJWjuzuX3m1nwEvt3hbnYoj0kkm5zSX1MHdT",
+	"FZ+tHQYsfPczoZ8fguPcjO9jSZqzmfqQZy1H9lQVAckcr9HL7B8QOOQ5M155qrV4M53G5Q1Gb5FnHrIe",
+	"JP/3TrVtrkeVxGStTezYDTL2vaym3dKWhMAR8+qe2SVVGrhwX6xeP/e+X73zyrYWNIJ97KBKIRgzl1WM",
+	"oHIpP+6kVg/qsxHw9nj6ezQxhYBCoZ+2xMZMWrhQrQLH371CfGfTnb552uA8nxIfSDwcjLqDWIu8xVkJ",
+	"TEoJyJ2rkqoSA/JakaXIjDFbDsEgWIL6OXIMeMYiIlO+yFi/kHskKQNJ6I5tIYyH0MB+KFHbyGMrfKQS",
+	"FjKqxPQCNI822EPIcbQmWB10eDt73h+NL8xe0AIDFy4R833aMxP9OoRmjigPHjszlGAh80/J4VfDIeke",
+	"DwkalLIXGC7qU1+9OKmcpLwYhmyQGjm3JedOc3Grhw1WtYcQh72zXNDg+lQcQ6XfCMxmgF9AJvQXc11z",
+	"W5ok6BQDvxRkZ56Cr77uSNI2Fi3UcuB1XMakCyBeWOCoNxjzn4wbIVVOWTFwjibNfiYsbM4uBaYVlW3L",
+	"PgnrOj6NB2AmLWg2QNB6agsomtYDWnM3Fmp51ZqR6U+afhKzM6seKdT355geYeUbhA1GHbpOf2CbTtSZ",
+	"AmCy/oPKdNaJOkJ/7ijo4n0EuOWTayPVZqEsDjkaDEGjG5XkS2czJqU5hTEfIF2EWcvZPGdyyRKjNfb2",
+	"xxTMqFTv7euP79AtlURMFU35QwANm2CW1pINJS04hPFtHTSgM4g5XIkXWuSUK+zdQ+KUW7Q5bQjcsHhE",
+	"CgiQHZBSv+u6HvVGQMoOzZsAArBTwwCcRT8wsXvWnpF6FG8zpC1Ow5iDh3JUHZwNa8HzQ1hOszIWbgcd",
+	"m71ozO0BfQiKiYg8XaQ8Krcg5C39wDaIxLcCvDWtm8DX4RXEcU5KjGCv98Y6sQ49kSVjrmi+YAr9oEku",
+	"1muWkO7Fhyui6hUEvS9FXvELMwWYL+7P72QmElY//IGFglN3q7XWJj0cbOCDez4lPOe/HXqQQqgtWLFR",
+	"jvaJEDgdx21RpfeF2ywFxXnZxwd6LC4VVemsuqS3eapYH/mKoRTJaAYlLkG6WCfxgHyX3jA0fwVnskHA",
+	"nsSg10yOSIxUG5Mu/qEJH2k2Jl0UEb2IxFo90pOFst5CpWQbEq+plLciT/TjWpD0ghFHKHSCwsMivneh",
+	"b7Y/vT3gG6MOTMw7nm1MpYOoY7vTpq7jXdsY9PjRbcE0tSBGYzUCw1pMY3Dt0a3ZJQg3aO/WRgbB5PEo",
+	"flSb91tJ/FGosoBdX/Ku04ZepBWXktwHvyMllXNtnMae0N2jouuIbEWoJ/sD1McTrDbdj6u++S06wJ+7",
+	"4LfaBU8Qie+ZF38IELTzdmPgzLOsA8YQ6XrGEGDS+tXdmlbQ3rUNtCKpu2bUs22+qos9AtX884bfDYLf",
+	"5IeEq93u94mm3bCl0MA+MO3l6v7rI7Ub3dCSFGqJn6cYGkJ93BGWr8bpTeVhMjCMHZBYbtMTp6AJriTL",
+	"brQRbORjhAw5KrklRJ0boRARNMvQO9Eb8ynLBF+A/84xKm1mcOZ8ZHpFTgn1yAPdnnDYQvmYl7ZnZdvb",
+	"6LVU+jJ/zMe8T2IuuLYbLS55itDzA7hnRHtZhMWDfnNBHDXoWjSMxHXKxpyQGLXZbpzyuBeZYqQ+CmCM",
+	"Rf1iW5kdAgAIhMz1nRQbbS9DBXNoC1HheyCQAq/p6+YtROrp2tUZ2ZXpVb6E3ho9BRjFYL0KJrQKrHg9",
+	"vqbhF0eEAkKYngd4+uKH81fk8uj5C1O0F3Yd5EbCak08iop7mMRS2rWR/gy8pxd2V2Uu3xtSjmfMv00Z",
+	"UMycUA7RydavRTmJ9Z+xn5IJsVU9yOLAQOExL8sU2CqzdCOJFCuG9FNi7HoABCJorPjdB8CurZDZfkGc",
+	"4dHJLmFg3GwR+lkCdvmIsDuV0ybyMpq/Y151lXx4/8Yi2H4ad2iRpIzPGELMwznw6OCArtOBkQGDmViN",
+	"O9GYjzu4FIAghY+L+RxgaTsRGZv4SrwxE1wvLiLUX/lYgHLM/eBZyZQkXRuwMUG/iCGiFFKB0L87KfI0",
+	"Qu9TNOaG4PTgJ7MlzTLGF43fEwRV7dmqWFNmK+smjAchuY+GAU5cmbygf3z3+oBXr7IIjCdrkXJFupUz",
+	"+K7s6fXpeZjxqKFRhZ+PHEHr683dtt9ZPL5nRUtoNCOytFIE+W9VeJjiCcZnasYyGnPDrkgXUG2RR1nu",
+	"+v7bc/Liy5OX5H/9v0eD48EhSmIbxaUVkzFH3bMHrAQhI7uxowZzbGB+o0AADXaF1dlkzUFl3dQPAHV0",
+	"YvfczdDX5iuhWxamEbv0OmmfTW8m06Rc3fpyPX/RulqXMN69WjDnluQn3wsE7h8r8W4o4FgD3/OCzjEB",
+	"xG/vkqm4To1NqjsdcycGw75D0l0X0yydmZdlKUYgJhjyEbFinxapJntP5KbaEYLCXjO2Niej1qUF46yf",
+	"3+xrGdbG2Y6xSasT6wWHdEFhAenhgDZxQXpbUTVPSbrg8AVEATendjmjSdnFUKQYMIHtRACP1JYM7/uH",
+	"O80l6tgZ8Vf2ofvmO914RZyf46erT+Ae8n2eH1uQgVFxG3k5rFZ7qw0RH/SH6FBdLcwrKnMPHZIejQfW",
+	"Wrtu0V1rl89NU60lRuy49tI/yYzm+carUEu6tFLqxXsU9HMUGkKy8nBB1mqD/61/dvG6jyd7O1lQW91y",
+	"NwoIYsPqQxBdZfppFQ2jC5MuB6NA5SLzSk/09mKD/lFvW08i40GKCDB/RBJG4keO0yqj0QUeEsYSxW89",
+	"ZkTk8uCTnux7eyUec60hrRW6WGx/jdi6eHcZjjmJCZVjHnvDqx1kRx7x2xN4W5YAzBCocQWGFl/UsgN2",
+	"6wJ+CHHgmK7lbNAyHHseKEr0LosKXlb3kWs6QyThYL+ev9hZMqPspFf7xwNJuWa/mt5ttWvQMxrKNeic",
+	"hN2ZwrMueB85ad93VJsJatW9B4OB05f9pBzS1JeBiq2yLBJW05M1PSRscsPydJ7qzeAp1BXtKbJHmhNj",
+	"4MNy9sb881Rma+ltl1NV5XGnIrxnlGkNZuXRMQy7ZcKP+OnKNVODuXb1a9to9WpdsdQXwe9x9ACUZ/f2",
+	"405XSgfM/lX7iAmrGXPwFcQ1Rx8g65fHhuiW0Zy/4pbptRnSD3PheohCfXmdrvtWD+0DVbHcqlJ3fa1V",
+	"/oPlwul/nu+34StFSow1KY4ODvA4xRrHMQRKoxsBw3jWVC3xJAqLMo25Eqe2mBfIboBfV0uCgpR04xZL",
+	"++DmCCpSoUfC2PQRokW4wku+vUfOIFQdw9IWOZNyzBeFZhVoKEosfIxh3BFZ5+kN2M5Zyq/7mZjRDFBS",
+	"Qc+VazZLaTbmNEn0lzBvFTUKk2lkkgTwPjNQ7cVsCdUQT46OiOBoBWLQQ8Gh2FyMPRtAYl9Mupc/vb46",
+	"//7rd2fvv5m8+u79q8vLydmbN+9+6o15ymdZkTBpijdA2zDVZZotkyK7YWSDmjiKXK2Lp1iWe7Zks2uW",
+	"mHwzh2wyK3PnSiXIXwWbPmfuHtwc7mdLP/qUYL8ChWcXr0m6Z23C7ScAZFmsqK2GvZciBvWaWw8JfsWa",
+	"eaWjrspbUmnCglBnAk98TrGgZCNR6QGF98bcVd4jn194rzwzeXjdvRrftzxqK+t/uiNFkf/BThRNufHt",
+	"QYayLf+2BK8ZVQ4jgIh4N16kallMY1ujHx/vIVcMZAWvaZqXrw2yVKpJKmXBZNwry8DX6v0PyPuCc0xy",
+	"3SAj1nZEmc3pwyoNj0k8F/kUFDIfUMnLl8F3ozE39XzcXMmeb52Vo9XDce1lQmjmWaxhC1Lu+uKlPBM9",
+	"MmD4w2M9HO6Slh2ThvL3A/IGbIGFM1CEqTNoJz6VZKE1TF4W+SvnVY5yRpPYeX1BI91gfpDuQWsidHP+",
+	"62zt5QMsjkMTP92SWBl1Cp7+vWDmttEtXq2mLEmC6KWPCWv1vxYoSoXr2M1gPOQv1VzUJF0xjpZmFbrD",
+	"tT3PBPWiQrxswh0o4Gw1fRwKeCBLMJx2a3AgZoLLYlUSCQCzgddhXzyIcgpLRAi1H9SDW8tWvIddmbWY",
+	"ou26EMqbBVXsYEnlsg/P9Y+/OgmmUwZTCQHZRTNcJbAZ0LfJNKP8urcH5L3+6LZ8Sqgm8LUpzl3P6EgC",
+	"2sBbQCJjfb2DQV5fpzwZkVq1AMQvjUjB/eMFgDU91FqwY3X6ynEvMhruJGE8xcf0RVc0QF840e/hyc9E",
+	"37BFzbonw+c9qEQzz9IZtPyyF5GF4Ix0Tw6HngAY82q+BTiiNRPuaf2ZudKIE0QQ0q8f9aD8DZYo0BeO",
+	"YVSyWK9Frlgygdor+obuBMwBrX7i6Eh3vFpCs3rXK3yA13T/axh7Y26ug+3DaUa6z/UMj7lNXDSVEbrP",
+	"h0c48Tc0BXhNfQl6bR9UthDo8+FJrwIP4DtMQP7swuWt0sYPKU/6YGvM0xkxn7BukXUuphlbyZh0f/4E",
+	"xzp60uHa/ccemBfN6cNCehXSikgMb8e22hqWhy1mS1QdIXsEjokjEtuc4p+PPg5ykTG097Cs68/jDh1M",
+	"x52Psd+7MdfSpSxqfTgcAtJIyuSpX8kPMSlEruWXe/sdnm/EeOK8tHhS8Kwr7G6Dvk3fxhyKrYEaMO50",
+	"dXv2cyAMIU2bJ+RHaK037lRWzC+T7ZC3AgbHLcQI5QK0kQT9jjYhZUc+HMz662R3ZR5z1lAC9JTvtrKe",
+	"PQqZbNNuS/ZV70x7sY1XNyx00nLpxQdQRZZ0vWacJacEPLbZpiwLeMumSyGuAbuQpTcsUKngEWFiRqnf",
+	"f7ddYS1cKBblh9hZD3KqSHcO/h9EQ5Lg/kkVuaWyt2XtvfpVSWiacgVFvS3KKlRmwSPf2MxMP00ATELb",
+	"fwnL0humt09VLLIbNRkevjyih9Oj2XFyMmz8d0Rfzo9nh9Mvg/MVxvI+A6cAV+ihglNPWO6rzZr19kyk",
+	"NMjMfnBXq7kCH38CKw1p8g9hobn53Dn7HrotsjcI11vTTSYoILgmYiYP7G4arBItjAwcxQDxnhLNxM0V",
+	"FAnm0CXLVgPDXgZe/jfNGZxY91NuC4vazZqhxQKwAA4CKtvYTQzXq2EGpSVnaMHPrx2YgL/KNdhqWGUA",
+	"+1y+aC6Ub5kLjVfMwMsLOO5KPm+zQ9VvexfL73sX6+k84EefXLON32FzxeuxuZIz20MzuQML/4JwId5H",
+	"7JXyI/ZK2a8mMGz9osO07UQdvfAWAHKidTdzzeZ1TQq+ZDRTy039hlbwblju3gClWE5MLpYWV1Qx0MIG",
+	"VusyTzYIbc9TBbdVyhATNzPNex/cHDXvfeNmy907s9lFNHgj8DW80fqp147waje+tQRY71e4/fJm+4jC",
+	"/ShvvgcCfV/SZ9klOIgJDRtuhIYNN96zxuh+Quq9QuJ1l6+QQgNNmDuBNsydwJgA/x3RxM8MbYfuvfJI",
+	"3N1/8+btt4bUP8jGrQtD2B88gg/df+/RvX8fjFh57sjf3XtPFXuj98Grchv4LxprucSu+Hgfdb6toeHW",
+	"zn/yRQGxCg9XcdyrEblmG/QUeJWfweeNwUQuzxbxxUDwceGXIe4F1Zz2JBIHC+qh4C3FPpAMNp3QjTsk",
+	"Sv05ew+QeVtm7sIYBYECJuB3vKWbEi3Yueu0WSzyVWWKwJzaH+zVNBzSTlzn/l1/sj3OyvULgRppWbvd",
+	"zbABrSyX23UdUQO8E/pTwossw7FwUX7ilkqDiTrotJZ080Ku/ljI0FdmDv3RV8EZWeJPR3MOAn6++eyx",
+	"6M77jckh2gWH46qWPZPg5BrBQudsbYGZSoheb2D+BJQPCM5cWMptnqKqZ9yIjWlod1f+iQ/9Jz70n/jQ",
+	"f2R86ArzfVq46IbAiwLieZeg33bc8Ce89J/w0n/CS/8JL/2vAC9tOdJ2y0pWCptsjIZLFckYNWWWbKiZ",
+	"xakliKWDGxo3OiT3ka47szn6qs7DZG9AzkoxjkwyS68ZpKUYrurYHegedpfvrfVYLv+NC7isxRt4QVc2",
+	"xGCvIMd/enTtfxag6wCAdeCc/V8VkvkxeMoBmm2eZOwVzuj2FqjF3XJb54wmkqSqtxWYYIvzxeLI1WLu",
+	"zvr/YVAiD6MXJ6GQO/2KVVEe5njy1Bm7h5ymN7JZyH8hMU6k1m7KKYvHvFtzUClB4k8Y1e+1ExGtTgMq",
+	"KRYvimHzwAkHHirbLxIT7NCLSOyAz1DVkyYJ23u6Fzwh3rdQ7XcGAL9VSQ0VDqgdTOENkBrmaQex3+0f",
+	"6ek40goP0gfKobIofA2hDY8sMUhuGHnPLalWcngduu9RlQuevDgA+QbZbBV07pmE8JQXMDNuJNYyM8sj",
+	"iR3UDq775Kj/kGtmraFQLJNYM07Tg8Va9U+EVkrSPUH/2+nDFrc0BR6tkf9PSCZoN24P0ZoJrlJeMLT7",
+	"tU7aElTxx65jUAsJ0OSB/jb3FOkO+0cPmfKwgMUKA9XmfixmGSskkbbZdS6mdJpmqdqQFZVSt324q+0H",
+	"lSYwS79NkBq2uXcJwmA0pOUvSdj/9whXdMgr/xrMyXnKcivbFq7z1f2+YPxxYaC/SS2/ujs0OKUmLx6f",
+	"bSmV3hp56dajHpH627q0KlGcT13v7Hs4PGwSbYnj6vH/651ap3kt1NLr1Vrk6vI6Xa9DAPNi7W2gGnbs",
+	"21dX37/7hhysqVrWsO8w/XZF8+tE3PKDnN6Glsl9PITl4ENoAV6mfdgJjxYubj3YZW88CsZgsRSPNg7W",
+	"GSYtZZtTp/cDVDyomlORpKCpb5/ccopc6+0TzZKyKkfIzbizLLwDomstsG+Atv28zDL2w2KAQSC9jbLY",
+	"L3CiOoDyJL56/X3ZQPXGh7K5lnNZ23EbZBOeRudICUAoc21VLxaAvGEfs0F1fhUTXFmtD2CgXQjle2dV",
+	"hSco+tEC4+Y5i6SiuXoIZFtSIDG+rSYdtIGqRRiTeR4MK9fcFm6Dgy1hFmurGt3s163lRBYAW7Q7bLXZ",
+	"1N/6xrzpv06ct5lmYY9BG6L1lVc25pkkgIyDz7pemjNqzuAQzYSaJYOHQRNTW8PBm/BdXL2k3SeITvQ2",
+	"wh8iRPGvP/3wMHP/jBgQG2DGP7Ep+YFtSPf9t+fky+eHX56SV8nR8+eHL8k120hwuepbXw2PvwzBVWaL",
+	"qkx4lXxzeRbGwb+pPwnNhJ69bimuc40GVvmNdz9cBDEdZQ3/UaaL0HN3LUCxOD+A/IGodEWe7V4i3Tvs",
+	"e8s6XTZJU8/x3qSpl7pBk/VO6A+G2n/bFjKvuTtU1UbbWPAblkunHzcKn6hgQPlVGePfrj7mIguG7Asi",
+	"14xey9MSWgjchAjXR2IXOlEpXCQ3UrFVB7FxNeewTwVOY2uTBB2J3GiC0xXW7s9ckC8emVGbtxCYK7pG",
+	"Qy3kWSxdiWgrJILJETgmSiwMrfKkfBGRm1SiB82mXsnI9110Ad/PZZVlbEFnG+8B6eApeg+rblDm3AXi",
+	"sKppYBJ9PyaHD1P4RvZcc54uCsxfZuYQqEtJkkoTqodfgPABLTy8F25d5ZOeGRqkBhoZduOlxeIsAj81",
+	"s0EVBNiIW05k+o+S9dpjNImhAF4+m0z5jPmAiZ6S0JTvIWNzTy/UI9xMW9x250uqDsAn46+E9dNh2I05",
+	"S/MFtXG2m4yl5nr0wsNud2HjEoALeE1zZVcpTdrsWZijFg5s/V07vxQyId23XaWDyl5s3e7fQBLX7k0P",
+	"LqZ1ns5Sk2Hk0kO0CrmbE+y/A7dotVdVV2ulC7jCdkU3JGdryGQpN2Atos5sBVNnEHKTcQ/A+SmM/QGq",
+	"8p9sYxfb+D22//b9HNigQN/7hz9emBea4Y8/VmI40a7Hci12xbhw+8kqzc4j3who9FnH53ODcqS7zAzg",
+	"EU9gYaBq8VDjohKuCAsak1mhHJLBKUBZQ3xIaYJ8hl0BvdwGTIHkForaKSSDo13LNdNEjnk3bpJ6DCgU",
+	"5qhTGoC4+IsYIeO0FsgxBkjMx7wEeIlIfBATg7GTEPflL+KIxF/Yks1fxL3IfMjA6EhTYrXsl++EtZA8",
+	"cPjVpWSqVVAQZ7al3mDMq/gXSKTkzB7bBNAl6tAXYx7GvjDczBx+Yr5CrwT+McfLolAsGnMPAcP0/pk0",
+	"8Ecun1YLJvMc5RvM9swZhXnFkCwrZLuUmDMSr7/m1VQhP5O9U92Z+MDM9c1hjF85GR7r11JO3q0ZP3v9",
+	"TBK5pJASB8BZa5avUkhEN24NVHDHPIYh+entcYTeJIK34h6iLhsmDZnKciluMdcNMaFNXjzSYmQAvijw",
+	"ZS0U2pflZHg8IGcA6WGZkHPPh56X6MltjSuzJBjAgPx1MToAaw2RSINJiohBb/GPm8UpcI5LTFiDIg7V",
+	"OREe3qoWTcUGU9Z28TtM+qm48PZH8jEc6OkOhK6WDhx4kiY1/7qYVfJ02fP5i+GXh18dvTymJ9PnsxdJ",
+	"OD8XyW8vvl+Op1Xy5jYlaedZqX3wHcIbsirW5V7C6FI/HgxbXzOe7HwbHtpW0eISmIdWqw5hdy5yTXZl",
+	"hqyBnLRuSVgXA0gFsgHDRrvxxQfEHQWkw77BX8ZCt73HlLkA1cDoA2bKqtHP2+paeHsO/fWPqgfl78zf",
+	"eW99FgG3A7QZ49LqxumMkUJaAOBy4OX+Q0Ml5Yv+L2IaQHHbwUqfaueElB2pCDXqtCvvjkzVwSPuHTzp",
+	"Np3H+188lPWHD3vMIPai2mR/5d6XMvdR48x/K7a7z3Et3n03ltOymrWtBZ1t8Agb1BD0BO7WYCuNN8f9",
+	"sbn5fimk6udskUpTVx/XEZiStvAsSkR1zp5A86/O4h/gcMHrMCYCP5DRmaIZylQ4qSojEB9h+H/KiUHO",
+	"LxcAQwNd7hjYNlhgRyoKOOKQ3ImJdK6gD6RPYlw5hpqNub5kPjEXWmPEMEKMr4f5s0nv5AyLMJQANqkc",
+	"85ytxA1LBuQScaINrjB2fUQsJRGKZf6QrwWAYf84LP035Lv7hmoiKdoq2zsqUusdTlxJbj+3AU4+tZY/",
+	"ID8aUBggjeBZx+OPo7eUcP5pe8nmRrHm6vlqtWYxvWGEC5Klc6Z14Ces61zWPivyHEyHz6/nvE3AbinJ",
+	"TLqYClUGSzmgxjSB7D5JN73HFm7eza8dHVziS9uOrz2iibaFB4W/3DxQsFWjR5C+Uim+o9fAuBqB8WH4",
+	"jiJl/WgDMAN1qKvFkw0fvRX5teajXahiB9RApxnr2RrtAOgfqkC9u7A0+GUxl2hLIWkSLhXd9Tj2LcvZ",
+	"mJtC0L1TUqlX7Xb2HnUNqkmdZblnVwF6Z93nYPhObSUv3HdrN85sM7XrNfSPj5Y4XllIsCbsEGDfGYup",
+	"jj/v1Sd6PjgKnNg7qDE7EzXIOb2NzBWUZN4FrNuilVFLisx7ykcKLLH9vddhj+t9AX7ySR21zOOe+s5k",
+	"dypGCfS2B7zb3phpMP1X4fKuZzYQZ15kZu6tplqb+8NQtIQpPdZeOvavP11VOG3w7MzIikmo0swbIwq0",
+	"RiUB5VFCjfd5ujDF8wbw4SuVxZHLj3o5HFYLq7wcDqN9opxwScPxpIZ7I2ePsH5GX7I1dVG/HnBotiKY",
+	"lhqOO71mfNKCgmaCBLA8Qc2f42oWbKeFyrpUmqtMth3udqLxcknqtGMJxsCGevRyMjgZHPUiqM/RZ1D5",
+	"IhRSYN1WLVDRtjRXZGOxTDkbsGzKYmZBoqoYaFu/XxaxfGgbHldopnJolW3KgsUXq4saqO/UpmwE/FFV",
+	"KgyVfjH5ohV/FOIwTGXDY7GNcGtU5o0+SEHgPj9fUgs2FA6vX4p0VvPv1VKWUp5KLcZcwK4NmFFi3Yk6",
+	"eBpq0MkAykCWsTCTeZopFubKKU/YXRiKIxOLdS6m0H4LFk0QvLM1uqjlI37M47yQNNvvWRN35AAdtkQK",
+	"VaZlb7selu5KiAzxbHbEaO0MP6r7KmHifXiH6hqHqKklkqC5IT7w9M5Kir0cqc0z7NmSqtlqnfV/vfSJ",
+	"IDsxo/UDspfUIddVnbd+cOAeRS5wRT9g4m7IdWzajrwYcJuyYLeobWrfzd4qONzBGiSueZFfjmVh5Uhg",
+	"xhiOBvFzayol4mfgF/r6VarSaVbG8kpyw/IpVenKnp7ZSrPDIeF0ZVEke+Bwsnq/qSZmHSFQGwYwJRsi",
+	"yyVQTtZlhtz+eWiZWKRqMk3p1ppYbZDv5Xz7DKrpWPNdBFsnC6GMzAI/I/arek0YAa9CMKNsRe8m5bJN",
+	"Spj4HUmP9G7/Z0Np6XsGb54R3B0Rgk11HX8kCK6L8AKOLWLpCE6AtwAyD6T7Yv28CP7/HpFLoZizjQuV",
+	"PfdguqILNinyLCr/HJFPcAEPxO/vY3QchtDNBGfGZV3f3K1jd82EMr5t1JdXVVJoQSluO1FnmS60sER7",
+	"lWZhlhKsv2Rih0mcUEVHWG8JZw7rJsGVsKHSZOcmbasVGnifb1REwsetR5A1ielibRN2wzI9e6G4W5Sd",
+	"24XqpCW0+zeSuvuIynbANB4KvwJeUE2YXmFwBuXk0Kt66JwmxkxG1OoGt4nId0zv9Z4JeqPEY8Uxjyt4",
+	"FdY7u4UzaE03y1g2qU5xk0vZVObHcWoXrzxh87nIK2IZ3qSZ21MrlqTFym6uj1uShidzlzVc84x5POc+",
+	"jhxr+UUKPsG1vUf0FP8Gkk7k/xiRT3hUWQErsA/qHs2U5kaQPlzNTg5Y+N6Hd2JLtMJDBGwZ+8FtaR4N",
+	"wsbOb1GR3eLv64SvFyY0yZrepNtfpss7Q/FbzSHJWNKG+yfWkEO5jxjYEm5zEmKJZbZ5c4OY7CzErQkJ",
+	"GYwTmzgNMzDNAc5eyTZ/ECDLBDWR6mTUi0aiMGv3ajaPcy0YSXOELRR6vwepuI9+3EPgfbSIM9vs3NZe",
+	"Pnqf7Y+gsmWvPdXe2j5hjT0UhV7wjO4tyEyIPjDxdeQwINIwmFEu1pN15Z3DHaQLisPO4F1rTjnNtjEs",
+	"D1GqMwK2M3hPbz28JWNl/TbulKYHZadj4qk8Ki3aYbg+kvUmfJYP4TFegkd7CPYw/PXYJv8shv8Wg/8B",
+	"xn4XE7l6QYMfY32N2d+NLbVoRYjNlkL/K4v5PL3Tf02ZVBMxjyPyv//H/+z9q7gGHmQdf6ZKH+1Q4x+s",
+	"k3+Wql2C83yuCnQYVIH+1Lx2IfX8qgLPLO9jxV2o0F8LiykTSne5EtMFF3noSKqa7LWd6uFcS1uIvlFn",
+	"IJ1c+Uan/pjf6ERpOZAwxcLb3Fm+kwqvyepFPJBLE1Mkun6nnyZ4RZKuSq/d0/Z4yGZZ2YGNSMLg6M7G",
+	"EkaE3c3YWgGHdNMubjk5u3hdQqEBUoJEZqqn+HP31250Se8727W7PT/yBF97SP8/buXpD9tuSEVPsNva",
+	"irs1QkRrARntZVG/1XsAaROhnWs7KLYuRmr/wLFq+sxSpTLWZzxJKSewm46PZJW66rTUWjO1MZcft2uv",
+	"TQWtHOVOc8YtgNVUQ+8+xn3X7JXmcNt1xepaIWv21I6QOaRotuWJINraRFXQrOzPnSeDbqqAxkpNdNfB",
+	"077lCPcpkuqhPmtWCMFJHqpNmeUF1U39AqCu4KdXrxPe722paRIs0BG25MOnizb8AgN9qSIggUw4g+DM",
+	"1Knf2Xw4jKEWTYXjiYhXGdZlwkWknhvnVYG1F/zZMp9ap6b8qciJKW+KF/aGyS0L/+E8Rbi0O8ltS8wU",
+	"kJUDzQhWiNx+9uyh6D6TJHapOHum9zw2s7rJE+qwh96zt5wlk+lmB2aBhfDdIzc5YEy6RnZM81OkI3iL",
+	"FmCke7PLrUypfRju5OYBrr1Kba0t9bMIlYhv1ApG0+7KfHBpq7YjrUc79PzSnFu9er63YgsS51aB9evL",
+	"tGZHdso5M7SL1wh255kyD0mzMznJF68rNT2UICl8NTLlganCAq6BgM0C0SL3yr04K8APGIib8yKg9RdJ",
+	"yqVi1IGxQaYyXa9ZYvCtJZsVeao2AMrNZGzz6ARZpDeI4q+/c2SD5V7bSqF+LlQMCUwm4LoloM/rmHmw",
+	"3jfvpWcW+4JOpcgK5QAvzDG2n/cMCvz2nInt3dEb75QYttgefrdI1bKYNvHSP+r/G/ZfTj5+GkYvjsOA",
+	"6Um+eV8EHEDvIQsRCeNWFFlCpsyQjIm1v81TxWxlknDMh4OvDLAqJGo9v9ID4JQRmW6IB94JNmkVFn4v",
+	"p85wOAzm887C0+5dgTQDu2eOB0Pdg+PBof7n8pYuFiwnR4MhScQM2CFUz6B+0UG0o60ZshQZpOIjKAU+",
+	"lpP/dvb2zWDM37M5yxk3njbr0MwQP/LD+zeIAcaFMklbmHyvuRFdbJ1Tb0bRbNL7C8lZMqLfJl00p8oH",
+	"9RZLoQsGeqL3gNneEXjg54fAKuzB7lrqI26rMmI4iDf4lGO9eKh4tndyag1QNXQO4G/jvVhj5a13JZBq",
+	"7UzfbPcYqCh2QKrxCIHp8HVcSlOpiLA746TiUGX5mq2VqfyNanwTqvWh+KxuEDgxJUBr7YYPxOrzliZr",
+	"4EK1QsIhOpNJ5cEltRBdnHgZFsTKCAxVYA9MfypxiQOpWFBUqUpK6NMHXqg7NrXk9kCqsnjI9w/YMg26",
+	"idw+KAfiJjy0ty5KKKM6qA44+lNOPlx+A1CXqzTLUEewmNV1KK/ZkiWvw47H+kdQD3IlFSpnB4g2BeIe",
+	"MlbxUfi8jQnCX4lRknyYf7gxyRlNJuC9co9g5JB58RwPJCEp4VwUXDVTCTdkBontkqyK2RLyi+GDcRhQ",
+	"vuEmSh8xEXt+WhRqr297p2MP+H4jwlq35RoNExFWhg0cELMssJNA2iH7NVrefI65Yeh5aEPFs41stxCw",
+	"0fKFlh4r2MjvmRRFPmNvmaLWQKydCEBethbta/sSwCHpt8jKvIYJKy+/PPqqF9aUXW7iBBXDkJSWsoDa",
+	"ZaYmUJnpJE0OoWlU31pj+Of+bG0K6T6TFVNLkciJY5YPA92zfWhzH5kepmVlAchX/PD+Ta+tAAa8MbFq",
+	"E22NTHGPbgkFE2v2yKHVAyLtOEPE08zUfpjtZV+THjLeM4AT7ntoYeDYggNs+MMWn5cXLH8LVeDiaMzt",
+	"TSST8haeOwP2n/siFCU0TA4dfNeMraUxZcDTF8rMb7QbMgrwEcN8oESdQ+fy3Ht65wh9s4vHRdNids1U",
+	"RKZFrt8u1lrbpeYLzyAHVy171QPkof1v1zlybUraCuTYckSGD/vFGXq18eiJevPmLY5BPqpbobPW940i",
+	"MHWYoLyYKYR7BB48ILEXVWjSjvGW1vP0qntmx2DMYy/ssPq4qa0NZkZsHiBdv+pVktO5GvOj4dGwf3ik",
+	"lU+40h9+eUoyMaMZibVuE0vAKOkNAkETLvxhzM15noXiq4Wyxk5K+zf/KgXHzmiKLyU92Fdzkc9MgTVE",
+	"6yrnYbZks2uWWOPllm5IF8st1uoxvoNX+uf6+bhnS4Vi1JrWt/GLoObZUr8IjibyFVYHfD48Cm2dfYPt",
+	"apCQUM0LWAMuQddyJtjU3lr2HlkNbb+Y2UAGbrMampmcbr1XDzwwLEMEd5QNhTgb0n0+POoFF8ZVi8+p",
+	"qThPualoqYluRfNrLNVAswpmrl/j6LMDeYO2UnWbX+FHqxf1/L6zLTRvXZrm9o4Tfl/wx3kH3/FKRQi/",
+	"Qui2shUBp7OtpGmdNF7J+S1VZqv4ImUghP1riycRy2trDcpLgtXsDejGxGqQ6aY0mo0nBLyPMRecxS1l",
+	"hmhOV/Lhu8bNQRlCq9tvzMinzixVGz37MhOBTK1GYnar6xvWPewmqdbqaNa1z4SBIPOWXwlxHRGVUy6R",
+	"T0OhWAP8uecJVO76EyiaVvnyM1uBltzQrPDgmI27b0lBxJ2OOfjFblOsseuOSaHczkhPtmSmqo7FREnR",
+	"0RZh2WoABnbfMAle8ChbrdUGGXoDYffhRUAqi3w0HO7E3zNz5dqqFPwIrfdlOJ/7zDtEJdRHop3RPE+Z",
+	"HJGYJquU27Lb4LKNzNJqa+yabcZ8RTldMK2c9/zq3XKkjey4egmcv/qaraPdhZr4tvZuZArMdTGN9ezi",
+	"tb50y6ZLIa7t27UK87qDvqsD261egRcRTQOzzbNs1Yk61Q/vyadhMs9Mq/DDObPke2y5dvUn0zpcfm27",
+	"AL/evHlr//zJdAaf/qiXLV3wlC9+YJt2QASJz+iV0BwEq29Yq/Pzao48GDL0un6MLK8fBQmaM6VJvRVa",
+	"CbDCWK7HTGzxKJKqOogbgtPop/aFWarXA8HK/dlueOtypZ7gaNlb9l1maOsp8aVFIA3IQb8gPiCV2tp3",
+	"iLH2TDrcqjXLU5Fo28cD0E4VsFhqHu+1wW9+kEm4bnIzJhea8VWqBHAbbxm7hsAcbjAXVEsOKX4A4FJb",
+	"UFQdKEVtZB+uznunNRxuvyLAHEGWFM3i/bG6craiqV5CMwXV/rjZIX2Yfv1nZCB4piwTt2S4p5tPr4ra",
+	"CkBmhsl4gpjWuNzS4MoCChS4Uf/BcuG2z6PGbEcSQg0BYBUemP/IVB/X3cjSxVIRdhfQGvZ0RBoyqpJD",
+	"5FGj18vaIoW20JUQ2Rsh1peKrcOVf4zCgSDrBlFKZFBEfX8tuJSOA3wkPkX9ol5nQk8VS7RJa+tdg2GT",
+	"arOmVpm+qkjfMjB1BlsVapplbTXQbFxRmlSG2VoGbW8VUk+c1h33VBFdZN1+sKv++iEgWBPP9KflxvUE",
+	"K4i6Qi9l3TjDIGyRcizNRuJPY+zRuDMin7DukAkRu7+PLVo4qmqDzzIPXFxO2QuTgtKtEsoGAN/Ayq0c",
+	"LAcM7iepVleq1AGokYqnTbQEUQAhYeXzGp0HSbi/jYS1SbANE0V/l3SB3R32DEKKvDZOE0MEexTcg2a8",
+	"WnswOLe6O1XxJlUGuPemNKeD3MXQagh3MxRl6nDvILTUfIxT0I7OLl6TbjWCNEJsWDyNwJYiMhgMwlZv",
+	"eyRp41wyYR4QT9vkSNYC/wW3gij8zWnYqbtqE+EdzzbhCFXPHdWX1+m6j8kzNOsDUiDLnbW3FWfPLxeL",
+	"JuO2YDpPbcYDik4LFkTLnmVcaZtNz9AivWE8sjIXQhjw2sOOhAqALd4OcWrX5ZZKRE22YUcAi4m6easW",
+	"8VSr0Iqgf6jZOPYIzNYczFT07wCEvukicvhXV3Sh5Wk87mDdMfNdLD027sRBQdUyCMs/9h1FOHgS17uK",
+	"rl8uy3akfbOb3IH7g0D2zbpCLRorD7ETJp8R5m2wy6XdUrjPUk0qgft2OVbEz7Va4UrVkGmhiKJTVF05",
+	"u81SboKLvHC5k+HLF9G+rvMzkolblvdnVDKSMaVYHukOcXO29OK4+YCMSJIuoLBVPuYFT1guZyJnBtDI",
+	"G0pZBis+WM3WzeJ1A2KxSongY47zeUrS1apQdJqxEYE8VZha9EZvyJQ5QG0bc8k47uYxXxVSEfb3gmbQ",
+	"lw/v31hXKvpIAizlMcF+W7iOLVHtTwUoozLCHdbUb0lXcGZ9PhWX0eALhB1xF6zjyQpDlF0eLq7vjLJd",
+	"sRwoo4rlvQF5ZRijnk1YDO65dvWMlmOAgwJQoCA2inQ3TPVGqFthaM+Ym8hFU9UMbiViQM58/5lUaZYR",
+	"yZh0BXdwdtCzaIATofydC80y5TqgLE9t+X4O6fCzfDX4Qm/8Mjdq+9J2x+NBN3Tj/xmPv+j1/q//0tla",
+	"YcfW43l8mQUkoy2s6gmcJ1aF+EOUCIDg8+9yUay/3vjuj2u28RKS0BmyFEUYWhI+gmG3nzl3+CVxG5o8",
+	"rTe3hLyBf4Wu11mqTZJcaBaZkETcQri4nivd997+voRFOSP799tO430IoGN/HyY6mfZp8Eo/KQNIpdgP",
+	"l1dWd1vVll/P9942baXhKFAQeZfLj3RRfOhOohp0zTYtiv0ukMk0aX6tUf607qTb4Z/7cHVOErrRUkAT",
+	"TbMB72bvAW7dXYVN3nGGraBQN4ncNo7f5Wn7PaE5I9KUOvHXZUsuSVmHcg93x0zIsEPtXEhl4y5tMQ5b",
+	"l++ZtMUgI2J3ohLkkPUPh/BCFytH0QzcnBDAyBMTiSOLVS8iUhjHkoJycBLjKBI2S1c0G5F4OBgOh8Mv",
+	"h89jSLkrL5y89P77at8wSIyredDM2IijtpAdcCru6VSC3dlWH9TvWyXy56oZLbln7SzX99rIoyaZVDtX",
+	"EkSIlZjDo5DGaw65Pq9+HZhzQrWVNn/4WdGu0JcklVoj3m58mhwa+yxcM8N9SMldfPu9QykK+wi3NHZK",
+	"7AkJaHu3yzRj5jzZe5xqKznsA2AcHgqHvLMbm7S3v+k+p2mW8sVlymesZQITlqU3DDRjWwrDvOWKAFPr",
+	"AsVCvZ7/Tw9wyWimlpv9Z7p+PHi7fNTx4DpnN6koJKZqvWqvFvMBNHTnRgf6ZUlfj8zQvNHT0wWX3nyU",
+	"qp4pZknJItcmGYqw/QdccaDs+Uoezr9vdXG8tl4NWYZU2sKcuHVNmaguzaRoUrItKWdIuVe6Qh5dGlCP",
+	"wZFtSdyP82IYzvYZtQI9jvAAX4WrxSewLLlf1ml4dLJ9E7uIpJBT/6clM6FnbtZLHBOctXDgWckItumI",
+	"ZsJe4cOASWTLEuzxmqkF1wrMa9MXl0qtu7IHwLweJ9FK0cW7yytQO04JF5Uoq25cSJb/31i6eJ7TxaqR",
+	"lAjovqODAwiFGJjrg5lYHcgyInOPhMkaXVZIcguZfYND2bRl++FdrRgKznCxIAOPs3Yy01b5ah1SV87M",
+	"HbKiCdOK15zmEVlRXtCM5AzdFn4gVUBLfLjohV63HfbBTTjsQ0Zgg2/6aRITjI7VozdeGez/oLWVqzDC",
+	"cri67AfwH4DwMZ5rb0pLCkmym4rYGDb+O6Iv58ezw+mXreW7zMQ/ZNb0a99sOdm096zRAP4Bb4L20EX1",
+	"K1vOhOpfdSeW1fI9hBvXRWtSBRYww+jR8+CJkXfoFxpP9SAwVWQhdLOhwpN+uXx2V534Fq0OXC52jFqF",
+	"KhjpmppTGER+CvHhWpzd0lRJ56wx9PJMEkbzLGU5sa+VLOoBIQ171TmrMQ5b58wFl71O9qy1Xz5fblF/",
+	"G3nhfo6j7IpLqnXuCfxrdT75h/CzhdeovWIc6WrDdsOUpRuWnJJbrSpOmaVMlvQAKHKGMDwx6VJydHcH",
+	"B2E2SADkXIzbNCZdy9HZ3ZIWUn9hEKyq5j7aQUV+73Tb2jjLemr1CfAaqN361rRXztqrmzBmyCsUfhtb",
+	"erCuypySeNz5YtyJyYpRLo3IgML2BtgNXPlirfopJ7GJXMEITQgbNVfs9AFIQ5atbKLTwBXriy0a3MrU",
+	"QULwvTFnd+ssnaUq25Bu/DP0JiLjTuXD487HGM6hUs56tRL1zWN0N2bENH9ldyeu9Bf1akvuYKNMod7i",
+	"YT8+engJe7NIT7ez/1A7+j2elT3YLCgFBVSd9c2lzzAT3EBnGaO5h2362xkOp0S/SHLWx4+C6866IDx1",
+	"6lcwLvbzYNfMjGaFaUMqOXFYA14aIrZ2CoOCiDegKmvaA3QBFlwpUxZrpvuTGDaDX88AaSsEfkYuFeUJ",
+	"zRNiA8Vd7DfOyojEt0vJZpPYgX6Q6UZrcfDamBuYQ8TvWFNABexp9e7oBM6+T0hOeSJWZLpRTA4IBKL3",
+	"tcJVP03Gdt7Of/ivL/Ovvvvhv/09v7r95cPFN1+9fnPxH6/F0Rv6hl7eVifp5UmlFPLxV5WjaPziz2f9",
+	"/8CjyX87+Phvf/k0jI7CB9KVyXovyqzgB3CB78UtlK4D0iHU4wmWylBiYSpsKokN3GhyCCCxC4w6RUS2",
+	"HZGPIkusto7EbZeya6nWJT0M8LnvyibiiHz14mQ47J2SIYb2plr7vq0knL4Ynnw13Ik//9S79wr4/q2b",
+	"QYsBXUMhCqa5mm//lKrl5eO6FTgSe5Tvo7Z15QPK41u2XNbDr+zRHeX673FJfPwqmASb0nq2TsPJIICJ",
+	"C/kQ3VhOJ4PBILaVphCeoFKBGjgslSUoxjNJLr/5AQJ9ElPa/ZptTg2QAESrkPjAdePg5jA2Sc4wEogq",
+	"0/1A/0DHRt907vp0nfbxNNvqFDgEBzhwZlDCPmdAg45JWQWRVitbqvl55/4eADfmYisEJ+bqSpbN+0sB",
+	"yDgLqtgt3YBOk1G+KOjCnH6a6I1CKrHSffWDSgbkLMtI7E+ToteMxGc+0MOIYIVVgmFCpZ/MBAuNeZeW",
+	"02BnoXUSehjKAoG4JqstVcsxn9EVy86pdIea+rH3356T4+Pjl3Dequ1fqehqLQdaodUsj6ZZkbucdgwV",
+	"HQOw1dIcI8klXUMsaVzBQ40t13SVfU0qGYn/1je5pv3XSTwY87dsNTWIj5ABYLFFpyKxApfd0ZkaEWpD",
+	"hG24u7bLZhnNWRKNOcCOckIx3Y9A5FY3vjx/d/HqErXRGONtYpwi/TyETxF1m86YiZIcc6nbsEhcUD5x",
+	"QxK2VssI+mIR/GFnnwyHkMLmw5XGY26A/fW+dxAmeMYWHxhITY8mMNeUFNwOBuciAmQwB3hdbkwpViyC",
+	"oDjsC0oS1AhvBaFZes0GY36GdVktArnggHln4YhIinjlKdi0Nr0PyqtaEw1eR5GvUgUC398kZxevPZf9",
+	"qDMcHA6GBrWN03XaGXWOB8PBMcaaLYGDHQxuWZb1r7m45Qe/3F7LwS/mrG3RVjDXZG95+W169SJzLknd",
+	"aWRkwIHwTEg/JzE0a8yNxQk8D0O40gVnWO0dSxMnFmkis6Wf11khScb0rtfW4A/6c3r5XyVHz58fviTd",
+	"+FptRuTdDxeQ2ZjfjOwtMFmzhf79zeWZ/lVINtJtxr0xxxRiEl+nSYw4afbgBQEmnhnn6oCcEa1yAjYK",
+	"UPyKMaV37ZgXHCbQfEQuAVIqZ3OmZksUJRYlBVfPg8PrjDrfMfXXn3647JQFwmBpjobDWoFDCOXB1N4D",
+	"u0wlIsA2OQrfB17bXM9rCKEDiwhHCq2f09mS9c8x9jPkkYGExois6F2fLthfjofD2LF7GvKs3ftCtDP6",
+	"+WPUkcVqRfONxZrFHEkgFJhgTRU1OB1EuPiJTckPbEMuteDWLPPL54dfoksVYPR+7gCUJCbcV0gcrvcd",
+	"HlDfh8UJUjxiOlThoA1kPqD+kC5F0eyMVZYQdqfVZ5qNOT4ke/aQv4IoZM772oGDQHwZ0KCoNKBMlGKq",
+	"iB6UHADiBgwDHCZmbT7kWUy6aPOPueGFWokGgQwcVwvTXgtJtgMt/Yp02t5oC/GWCbXbqOuhSFDWtX52",
+	"8donKhMmuTdRHaxm61bCOpMk3usrcVQmwtg+x6iauIVGzUS3F0dGythE7kFocd+eX/wrre/Fg1b17fmF",
+	"ts4gyv9zl/fgk4mtvv+tF7psee8lNyG4/zlXntoo+GdyJwVUi+b93JYghx9zKLYQmEYhI9qYWeYhv1Kh",
+	"8R+2i0ndesWiO/CrIK9FqPaNby/GF+8ur4j/XkwEHEPyDdbaxiBRm3eN4Ylj3o3hOkiQqrizNGjAoAwJ",
+	"NnIoDEruFAButcqOWRdjPt2Aam/f7w1IXJa5in29d0DOwShJRiTG6rwx6dIxtwVAckA+J9NMzK4Bk6Ic",
+	"IkI/6dsAYrGiCxaTboyutXjMAXtVS0SkEv0yFJssJDMnGPAT00Jj0wQ0Xr2B7aQSM/JizC7BWIMyU9KA",
+	"FVHUDrH6g2lQxqSLgNZIQlEVtMr1C8uuaVszpoWC2meUb2JzW/8LgDcRiY0XeVItiavH1YvGPJZKrCcS",
+	"i5IB6nbslYjC760nWmzEbscVkuWTNAGYOrVM+TUevcXGHW4nAfO37ToivK11aaNJN+YxQj1NUDmCj0Ah",
+	"3fiUxLbci6bEjWZfPthZLzIfwATIeEBiBAg16UgxmeaMXsMWRkPA+URAs6E3jHAx5mw+ZzM1IJr39bVt",
+	"liZGuzTeAlGiTfnbCDHJczbm65zN0ztmKKSYxCGFyb2K4VBvXUmKGiMJscjykQP3mX83Vtx9tP87XzPN",
+	"TT+6MNyvRbJ5Mv7tWjFDs/BU91WnnDn8+tXESL0b6LFkd+oAPPj9st5a+b2a5QIPjoxzRxOe4V/kwBQ1",
+	"N7fgOXtvTdNcjmwe+QTiMiNiq2MCtwhfTFimaPNJsXZJ6faR8tv65hoixVsroLSITPiCV1rJbB5t3zYm",
+	"CTaeT/I2wu0+6pzgkoVWwi1tuRbW0VRkCl8+/JyXjz/n5ZPPePnwc1o+fP4ZLx+9fPzLzz9nqZ4Pjz7n",
+	"5c+Y7eePH3NVHfxU8Vf/DABSHzXbbDjn7b2KAuma8HEvDXORdQPQfbLzMerc9b3Ax/46o5xh4BKFLoZ1",
+	"uIOZKLhfl+QxCl3lIwYWFMCere9Aq7tj7kZhHbhdq1T5mpPTS2qaR0X4R6QmyHsOiwD1HNNJ99Uxt7cx",
+	"neFb9I6XGKCoKKHfpODgPvYHLW75mAMCcVwZbETmOQP39mxJ8wXrnSJeLlY5AIleJuOOeQVezlZv1d+L",
+	"fB0XL8nybAgaS//B8jF3JRJ7BoGfSZWuYFxQj2xAfjRpp6DHzkSe4Izg3a2qgm7VJZH8yykK3vB+b2Wh",
+	"RItvE51AAX+Kvj9F33920Ye+bdgOtgrQ5ws/4MtbD5VmnkVWBX0DdIBCAkxIRURkqVR42hmNOWe3WP4w",
+	"lyqCGDZzIIg46zHpHvahhJCLPjoaalsbDq20rTvm4ASYsrnImb6wlXW/SaV6i6P6HTh3FMyuRBB3PfTg",
+	"YJ2L6u8Fyzeljwrmp3JwU8FG34WKHiwaqPuAx4Fw+GWzktu6YBdh6/FRe0u4Zvs15dZ3a1sffxML1hU8",
+	"DMikd9wMTszNtvjPK5x+JxHx6/NaJFbNx56Szx58wuq0aeKfSbQwsu8Y8rF/CjZWQTDY2+v84f2bPpSQ",
+	"ZkmLC5rUPNAt3no7bQ9z1/9mrKLV66NvDv7c4P+0GxyzS25oRrqp1UoOYmJoFqzn//Po2ziyMQJlYFGq",
+	"eo/mDCbq7UAygBGXB5/S5P4AAdoRk6iy3QP7YcdO8EKIXzSD5/Ecy3biE6iV94F2Q5XaEPccNVF7TIUf",
+	"sjefSVLkWeup2zXj+3b98Oir/fp+YEM32H6z93S9kAKKDHi/DmS64H3daPOqAEw5fRlhAP7RqndfYLyN",
+	"1nsLXin2MyBnEK4oydFwqMkS4qOpK/eGyAOat8ox//7q6iKCuqKQ7agQeUg5PEupRM5OoYpDfJAzmmz+",
+	"EWN8d6GghMB8ns5aglC+N0P4FZksNhFirmdZesMGezOZLbylwinepDeM6wlc52LKTk1kqDTYDf4M5wVC",
+	"mdj9j947E6GAsSXmr2oYwu98eL3S/G4md9FdwTMId3KhU0QyJeEYUr8+MK0CBH9s6u6bsMjeCFx7XMt6",
+	"DNX1gZRsZC4UmvXjcE0AFVUmXiKV2nDEWv1QovJkeHhwMjwekLfYB3M4+27N+BXLmO7Zhki2onqj9GeC",
+	"3+g2BYcAU6aXkOVY+XieKjka8zHvk3ip1NoUj3MV9C0Y7cQUiv8ED9m7WOstInhR7xP7ty27hBmnEy1B",
+	"7uPRmBOyTKUSi5yuyixw5/cFP+oEjPrYOjst3k3v1PQQ2on1p1IDkYwblK3WGcB0xuBlxcjdgmNJ2QRC",
+	"aeUABrpgfELTCR5vT9xmbg7WPIj0HBHzs3xBz6a77CZFC1NzJDbRhGcG7vy7upd8BhgANiS8XyIMQ+kW",
+	"V6qyG1f64A/bi+OrVL/vhQYJlDUBX+9njcpcxc95gzMO/TXET2eZQ/ICro3pjqa4pXPRx3pFJ7JYxXZE",
+	"gFaEvfd0homLi5+UJWPkBB7+5OE4CqxQeh/jgTzZ/ZHmgrun7uNmP0xqxqRM6jKdKFvuxgbvRg9T61MQ",
+	"CWESUHu6U+C92fLVTaNTgZ7kVLEJOEQmEMlNM9sVuBh5bGZynfIEemYcTCkUPsM9hWCZ5sii12wHIsDM",
+	"kcYEQkST+pDhJb143wktByAEWo/RyoaZyDKDlNmNF2LyhZ4Qc3PyRdwW1WkY226BCsfF64ymNVG650E0",
+	"svC9jZLH2CKPMQS26f9a16+YADUN/yIXmi+zQtrxkS6EI7G7tZCprUqxoooMB8PBSUV1tzIRZbdLOTiY",
+	"Lak6KAHGthwJuryD8jyw/nI8IJcIJyvLYCNMNmmLL9JEU4kbAlapL0slICpIMoaRQIVkOZwcerFbB/iz",
+	"7EN5ThdzeKteKNAUnLPpHF7IT70aoqkCGI25ZKgXtdf+MzH6PeAOVAqe8sXERBpFZRCR4RIIqY5Zg3Jg",
+	"YFyQiQNawDzlNCOzZcFNvhhghI95jJMm8Ttwtqjf6Q3Ie5ExSbzj1YTdsEzvvph0TVbXmOPtHiYgwFxS",
+	"KVOpqBbLLgYtHhBT5NjCDFNOIOObiPmYY4wbPg5hbhMIa1tD5ZAuXIGsHd2EjQjBbLBIa93oIzJpDzCp",
+	"N6kE8N8ZXdNpmqVqc4rnqdImLZ0Mh8Rk0CDIr3uyN/I6MYCOQKqWyWjFeJoYUna7+ODBmi9gSfDXL2u2",
+	"cAF7B4t0jqwTf96yqSZBOBmQihwNydv0a5IwsJt7gPpMOWovEhqJbP0FJcralajxYS6GmR61ZCvJshuE",
+	"+h1zuAlQcLkoFjgvbJFrPrsoaJ6Q7uGQyMj0INILAl8CCQwVW7U+KqRJhdI6Jdbt2SgmSRdLY/bMtJoA",
+	"fBkZiAYo/5L+Q5tSzfl25/Q/px8Hhj3//MvHeGBqWk9okaTCkMM8zbQCh6Tgp0Z1T4ZDLRHG/EdRps0m",
+	"uYDi+jLNGFfZZmTURuwlPoZgMpgiA1XdxrwbZ2KhbRdpowf935lYpGoyTSkyEZbfpDM2Uamm9zF3MYYo",
+	"rViSIvI08huIR6RlXV1xyyGVAiE+//f/+J89UNnNGt+wfEpVutKL3SxdarVCEw5QSRKjY+5NcapIF5jg",
+	"Ku7VSrsAaKdRAW30AM3zDUmhOCvOvVZETOEXaRfC/AZuGmN0YnZLN9L2IySd34FQwPjB8yVV546pdn6d",
+	"k3qctGpTv9NJfagrjwjt88P3Qp881yzdhvRhuJtBmTev/vzNux9ffYz3jrgrBd9Dgu4sWwQJI4lBQsKX",
+	"G/3wcrLaxF/b7JpXD7z38DV8C8a014kSzuVjjpNa3jx+9Jsnj33z8NFt7hPfEH5zH8d28M3nj16VvcIa",
+	"Wt48fvSbj1uVfRzw1TyuBpuHuAFPBa7kAAJD3cdX7unjj1XFPS18BIbYaq2MMmSyF7oYAldqcoIzc683",
+	"IOYIv1TLyi/6qhkx6cVjbgUToEW7xl1ay2klpMJW7zbexdUaYAag2oOvJ/r2w/4q805h9hsJsn8SIfbE",
+	"Asx9zsotlBq/udzaJqX+lCN/ypE/thzpZmxBZ5seJpg9oUBhqykDQKeHyZPyNS1O0MNbkSZVYUKK9Zgr",
+	"QY6GJ1+ZJ6RFUIBnKvZg75TEcPqc/v/svdty20i6LvgqGZrpMOkFUpQse5XJ6Nihsl1V7rLLCknetScK",
+	"NUaSSJFogZlsJCCKXcsRczUPMDHvsGMu5xXWvMl6kon/kIkEDxKtgw/V6osuiwQTiUTmf/6/T499XAY8",
+	"q+QsNxij4boxAs/jHjrRyrOyzFUHJIHUAq99sg+D1TwMSeihrXrhzHZE/tOVSuOVW4B71Rn+Ll9UZQSz",
+	"oPtsEtv1rsBqSKr5Rxa5Bxn8IIO/dRlc7+7bCt2VguN1cqZRw3vPJ/zKWk+CdlrXld39Ymfzs+/2O9g/",
+	"68spb75/uJDy4zX7aHMJ5ddX3fjVlDYGx+KO6hq/Hu307Z6dO6tUvM2hc/v44+4fsHW3OH5H/Iutj6EP",
+	"6s8ChrOV1oHm+XG/+aQjdEWJM57gT7g/884+HN+H43v98aU0lxaVdmd3S4XD+++G53iWXQ0fSJV/BLyI",
+	"D3H0Wjzx2HghBZJLsP9oBKOlIBZHDVt7VpgpwipcKGTIKg0iO24oe+Gb3dbQW4KZXb/x3YN5yL87ryA9",
+	"nWRW2JkaZWc8VxDI+PibqkWp7vZGpcDHlbZCIuWgKAupLVP+yrHMtC3rGl9soYsohZoUKs2srwhAwuoZ",
+	"RiWO4QvRshME1oSXKbCCilPxBCpj2wPxtPdEJJWWFzLL5TBXCfO1Z5SelpkHz5Eufo1BBleMSVDjM6VT",
+	"rApswV4dSqvEKDeWeNArDU8Fg0c8LyRHJTrpQsnRBL7bVEt1TGv6RWqT8d433Flbuofb7kaYSrauoHm/",
+	"16vz6bhDCOIWF5ou4rrbp70nG3euLWWZjXb/OMty9XG70nu49PaV9xd7uwySvNmTBJfu8Oj1z3DNp3ZQ",
+	"vcHGyy3appjg4X5bjfAhtulGhPUYiKRmnqC45CYiiW3DUjcJSN1B1eBW2v6uKw2XNDzWtC/reHgVDmPa",
+	"OiYpQgAnxHLbjoTJU9/13GgUwk4lu1lvM4gWkjauDUlTEBbk/rla1FlJgmdm/NHWZpBiRv9ywPwE6rsg",
+	"xb8CQF3zR4jkXC2SAQsLAs/vxzorXfXNUDkjB9wRUEARQbYXCtlpuuI9Q/HSHLFUC6v3UKibC1V0sJcF",
+	"rW/C5ebJMdy0mCGd1gqu9P4+RhYyPY41MvWCsMvVdJ1uoMWjI3VP4WsanLkXtwpa793LvdMrUIWjAGw/",
+	"eL2g+5GCHKwYo0eq/WnQw4dUSZVo06GaMeLDG5p0ISYGgdT5ftfhEX/lomnvJr95egMRuP/nEZu0K0WN",
+	"zz8IxQtC9JRVoRF+fS3Tw02E6JK1gJ2WtG9zVa4h8TtWrlMCZpRNpyrNaNapmKliKjUi1HmuJtfH48Xw",
+	"uVqAL1RacdDbI6mKKhdkNRwBh2DuBDS1O4UyFKVlrFsHvecBs3jogNEpIxIUqQWOlNmykKUpBkQ/jRY/",
+	"VYvi13h/UkZrpOJLXI1AKjbE08H6ZQKZ/lkP3TZxg5XfPP/zHCBa9MYBykpQyLANascQdpgsUXzf1PBY",
+	"a1D/qMpNO+Sujd0rNNeSQnp1KsfX1VjiNaxTvuKt+rVuux8V8YV5chnHdF5bD+3QngC33kcg4BOKG9zY",
+	"CL4uYnyuFsi9K1pgwxDtTYSEJ/UENwRuPx1QYlaV66QhMupZJn6ZqkgkhSwVupHYl4PxcyS/8IQ38Bet",
+	"DHfvue+wrBBbXVSeilydIac6KcipQYZM0EZZzWGeMLFIQvrGa9RY13xw8BPSGHNTnGd6PGAlNhczk2ej",
+	"hcBDqyyG77yC8+wEXXFCLzbHeBW1qqrUmeajqkBiOaKME7aUCxtrd5HbDVK46fCeECfkr8Ds2NZ3xfx4",
+	"YT/WjoiGympcC4Sj9fAdE2vZZbiPANyUiKoqXfutqUrVFYda8E/cIsBItT/BV7M/4YG47W97v9evrytz",
+	"VZSH5W+935M2jpm8Puu8leVokjT4d6hBhxcKhBLebW9/nUZ+j0zvXt5+Wvji9Rne/f5wBHFaNMXPDhx4",
+	"pYKo2Q9vqyi+YufjJsplb//ByfksTg5uwMBGYyCHyEtZnYpa0IP4RN3R8IVQetIHjAFxY8dnNJHl5urG",
+	"E2RCDKD6W8Vyt+RqO2RblIYkOdewEz4feW9MpeMufgRKa5YvuuJXzFjHO1SzHO/0kXQ1ocuptw4U1hWN",
+	"OSovpWsNovgQd4MmqdGuaSjW2AXmvKxmjxHxD6P3lefTRJRyTK13NDnpGsWoQxwhNhJ+LzkxWfAlGIQy",
+	"SKaaMr1ArLn53wrfckZPDco7UZdqVJXURIdoAeYMjarQ7ZVY5sk/foHtaS1X/m1mx9g82xfNBrY23SPW",
+	"SbzD96jXNsTRLSptBUbHOEdU57UJgqGFLQfOn3XFTr6p/lENS9GZqaIzzXTl8kM4biRyMx6jRUDgvjXo",
+	"AHzTjsSZUql1HCpVDpahHJ3TicAp+CnFmgOI1QyWN5nKy5NSzWwSzngA64IfgrbmgTEhRgnKWAeAmVbY",
+	"asrqvB6jKw4FIRXAL0XL41UgkkUUa28deOUaiW6326b3NjMuv1kvJiIRW35CsBj+iHdwNHgtf8Q7I5Mq",
+	"YtTmUxfvfPyYOJOOTNZSzQaY1kOcAzFcsOkQvgxKzEVsSMGWZQGDR5oWOQhNwLgI3Eyw9eK0Bm6CF1Tj",
+	"klTag22EtxuaCmzU+iecHlrp/X4RGLGkV/nKhAuX1/akwDm9p3AsDP2FSohv3TTJfAgs+jwJwh8xjgM7",
+	"qtvtfvRCkaVFIGtya4QbBbYVDCKRcOONMTM4U7BhQ7EAG8CRxNu2a2VxE0FB62NdS9IVxCZfyAwsrtah",
+	"QXe5fSdMs4EsaIdZVSNZySQJgr75Wtozvykb8V/d3tuyrPvWGfstS7lvV4nEB1M5U43qcazn63cmJf70",
+	"+iIibKRE0d5xsIWb7co6RWkzPc4Vsvs48EBUJajWfTCEWxmDAAjZlK5cAUGysGCl5bigR6rPeYLSiom0",
+	"E6xlKU3B8ZFYJ0RXag/LpKHvTCGmlS2JXrhWchz4gOHA5rVI74TmNrr6uNz4L2mzEVMqIVjQfi0REXgg",
+	"YJFEEDBOwra7VHlTqFH5vsgTrsbBtG1EMxoq6vtsAiua4pEVOG43+D0Y60j1S8SobYxvINpF8uMr1/jq",
+	"Yk1cruk+SVb0/1QuhLrMbBlrDvD0veRlU9q9vsIFu2ClguXbnG1lk+CEBrgvNd+4yWs9q8rPnXxtTuGa",
+	"JCwvZxA4RdTMB73yLxdHqI9pf15kpdqUN10GWh146nmw+QlUqDT1VqpF/KixMT8lerAk8X36dFOCaOWo",
+	"3zuU7X2a782Hufogf/2p0K9rq4OSWQFqXoMlTGiarsqKN3f7Lne3Ka4uInxRX/ZN1xH659imlLBem4eC",
+	"wvs9AdGn6gMsP6wvEpmmkjluNl45GLBx76LasDafZSk44yj2umyaUivACQawE9Eiy5hAwaySeZ0pvEDW",
+	"E7Du6Ui78OfAV/pYAUY+29KNgU9g7EzbUsm0Kw65VJAzkgSsR7nA5wOX2Is1tWJfldi71nQ1xf1arab4",
+	"kgYrCJ4NERiyYetXf+OkWrTzhoPBG0iGAl8H0QKTJQ9mpR3mG68gvElh0oMhfaeGtLm5tFyxIIKGyE2l",
+	"hVRkZ5uufSRknqNZw6mliPxqaqzifCBWR4DAirmkjz8fqtzoMTroBrES8afeq7ePQv+8jbgUGF8IWoWw",
+	"lLFAqUniOJTzE5mfCXqctCuOkUGReLM5V9blLzkCjVjYktMDFDiul9pd2hWHMMDGEgmxZYUELWcooG9T",
+	"JHFdweNLXoWdh+KAb+a80ztr7GgfbPGJXJ26po1bmE7XuMNsPty3Xb8ZUey22vuhdvKzWPau0rLer4Hb",
+	"21AJ7dvY+Z8kJv3u+kVO1c52JZDzicmVSNVZpgl7vYVlerYuZsTYO7VMcVrYRlg1sMDSClAF52pWtiOu",
+	"WUzYEj1keO2NxY+xHpp08ciKBPRx4mC63Y0HQdAdNCaG3dU/Kkl8x++P3zyysW4F3lVYmQ9DplTiZ6ZZ",
+	"CZbxOucHp0w1EJSQ4Jc2oPI0xI7Gn4HRmgg5lwvKPfh8AulKG+usBDen3g+oK1OjSFtixJ4cngPROnp/",
+	"Wn9F69UeEAz3pylbTA4gtNh76hGONQO+NxqLGyjcVFxJdxUt8LSMrsegKpvHj9+aC3j6MGvw+LE4rBvZ",
+	"kuUjkrgXAGcq1ryewQDYIVF3obmQ6FRYM1VE+qLVnFuTu+Iw1pzAoKWggkFPD1OIiZkLvw8xzvFf/8f/",
+	"TWUO7mlgi5giG2datAgwPBITY7kIoyiRvNS/X+xzo0QSbMsMEbVxc8IoCLV9ll1SQklqQVuAGSpw/eH+",
+	"aWFmy1UZLt0V6zND3E4mT0Upi7EqnbNtwUFumHvk+DZLP6i6xG+yoRqZqULODCTDcA5pIlrEoo0ltUG2",
+	"rrtyIb3MgkuWaiISrs9M2hHl6IpKa+xX0K7+gDU0u/Gi0mWWL6ea6N1UWK+ccq2QaCVwAK7Me1EIu/7j",
+	"I656rBOfGEMCndUUHpx5ZNPh/eJiX5biLrAVYk2SCvYenSB+k01TPiO8f9pZXDiErzrWDh4Wnn4uLQup",
+	"M1P0sRZozaYNNkkLXAlK/zH9TbBeSSSm5oKFc32wSyNcjxA9A9EwmapcF3tJXAjFwd+vXjFwby9aP43Q",
+	"N8EiR6q5u1Ak1IkHAE4rMVWss/pZz9yV2f91RHQ+oy3I+yi9M6PwwRV6CMvczk3jIx36aY9sYD3eeZBm",
+	"l52/q6Ej+JpvGzoCH2KbfA8vyZ8o2fOv60Zigqh5mly4485yRbf1Ia/ONXlrsJlput4TivVB72AQDLA2",
+	"Q8Sd5fVgN8gZRYKQ9tF69UyMzjiSOtaVTtUoRyglvxbct4AWOaE7Uyl++CywhlmuYt3y0ao804o7R/Jq",
+	"qttXIFuM7hHMnwb/Iqkqfq5r8lQclb6vJBUNv22GyqkZ/oL++pMkrw4eEl7fUMLLS0NQ9PeY/fI7/g/6",
+	"x5XpsMNPjkttgq1wIu8h//OQ/1mX/9GBXrjjBE+gbu/VhN+k+G6p8B7yOp81r3PrbXgrs/t6l5T22i0S",
+	"Pdena2K9BFbxyemaWC/lazAf45tat8uPYDMlJkjEp+dHNocl70QVfQV2++cSXz4aeSdy7EErPxjMdxSK",
+	"1LWvd5+BSP5kI/bzSWmK5Ta6xJayVEndRrcUy2gCTMS6RR3sez1BLfu27ZCZj35+8Uqc7D99Ji5UkZ1l",
+	"qojYk24UqeEo+BOuxU9mRDiXiOwMpPKSvG0hbifHTMIxSDdQhzsOhI36mOrhPB/xq+Q54gLYajRSKrUu",
+	"V+iaAZ/09jm/6Lz1RFjls2kB+WIjkQfKItatmvUcvO6/YoNeJFy2KkuTqG7T+1AVGfIfj8xMMVm5LOl6",
+	"k6oPo4nMc6XHaz75MFXlxKR/heVNakSClZY+P70jUAc2aXfFC6oIpJKAhakKhElQOq2zc2cmz80c1tdN",
+	"1VUycUPQsDBz7geqV6kb65UIGqs6zlXismK34pokKGWokTee7pmIaWZhZ9adk2vaFCNGZxqIqSkwgalj",
+	"vdfr9Zq3wNjkrDBUVMD4dRSBe7423EXP8Q6Odo05sA3DRJD7bskRokMgpAl/PvDRpJnjVQQbhOLgHkfs",
+	"H5UqFnUT0yicQdjOj7UtO33/L5hfWaoCxvjff5Odf/Y6z3/n/37o/P5HL3r25OP/uqZDfoWu4lesWAhf",
+	"9hjOoTzDMCOdHmvPqtyfqEFQ7kIUp9s1mnbFr/UKOJp5PqRBh67Kz0RLCjsxRcl5hQKR7zlcuW7d3H12",
+	"NrR87fcOvru+6esJdW031+dHs41EuCW+7dVxvOviiVdNjBtDUeDg2UZp7eXLv2AA8U9qc5yUsvD9PL4W",
+	"BsVSjdcPOm/L3ez5QeDbTlBxcTdoi6GsgEM8qOV+4rvYm43xpFDWdcbfGZ/OdRbWteneF8F1f4Yuvy3T",
+	"vsHyPKR+/5yp37DmqpH+bTIXhJ0iaxydmwqQO8oMsyNEQTSUjY+aFYGuBNI/eV849A5f0xfrANAD/Q76",
+	"LgD3qKwqKBLVQkSSmbR2boo0aXNxHaF/dMUPVNC8bD3BbWp/qJTnKvJGshNnaHpZJEiCRQOdXsgRLAfq",
+	"+QuZV/Co8GoOes+fieECc+JLtAexbqSmA9oD917/URnSJzRke7DSCREjnxCYM1olOFuYd2ggMw2Dl+er",
+	"MpwMydoDVeCAFKYaT8QWQCSiNTT8LAyd6u60Wj4Yui44VbnioZqqbOwKbIhiDxMWECsMHW/E0ruLdbPC",
+	"vu+qmeH50NYeqjPwYHzNKh8q8qZDbDTGqAVXp4Y982BYSaYvzLlKOlgIeq6YewMTx9pVw6Pn5n4Kbw7P",
+	"baPF1XdkNWtx2XtJlhg9aE/AnpOZXiklvrYD9t6BW74waMtVxQWBvxhCXy9LzPvsi/VlBw+FAw9x0M/f",
+	"KesL84nxqyljcQQUZrcwHLYx4Bul+5/YaYvJKcKDRzCCRjcBKrmFwFgSq4vIgdpSz2soYMNG1ruA+m40",
+	"sn7uSoaHqoQv3ZXqzKxlOLVb2OBrcwk/mIJ3+H631/AKqFGNYHZ8bD/yvRkRhnybDT4EDEqevUo9o1cA",
+	"uccYfOA1HquzQtkJpYM55CgxOkmHbeBbz/HPDZSOS4bIvbvP15sDD2UX31Q7LRpwQT/t1+DwRtv+4NPq",
+	"MkLtZs5EmJBzGnxJsaPCAr+Uiy0oa0hFtUFr52bqkQGnhpYaAcO1D9ApwAGVCH2O7YoqbbuuQ8aWwJ6w",
+	"scw0tmwGo3xyByzhVdxVhcedqen7dKRe1K//CzWgbedO+fp2reauzv+hBuShBuTrakcj37vh8hSG0nLi",
+	"XN2L01NTJ9iNtSHILGjGwrcdU4Q+6KDv1sO8MeOT7J8qCUgZQDMwX2qAN8EhJ7HX67X7HssndKI8RwKZ",
+	"jFGs04rkZESw72JkUkpZOgaCLHUmXsijMDRppiw2YDsEFvE6mB5FPMH/IvC4qZqagghU4MWVCtlThiBT",
+	"lR3EGutgctQH2JlDunAqZJ6vE+hvMlsGt/u2sz71g2yT9Qk2wUPW509g6C7nZafGlnB04D0G7zoCPbuW",
+	"lDrTpRoX8nNleVjuqelQpeBsXoEkfxywCvnrkQ+oVJdlQpVHSCTtvkMaFq4trrK87GRg/+VmJPPdibST",
+	"Dl7aefLdQYJUeCAHz/JMq77ISkSSV8iRl9oI/yNmMqPUTKx9qkbozriQUysyXRrx5LsDkWZTpRGAVrTe",
+	"7He0KaYyzyzixbxGgzNXl9lI5lHMQCVTqcts1BfwIFbYiSyw2AjjTXZkCiVGubEqQqE5mxTSKstpmzRD",
+	"7iFd8uWpAXN2cxD/lVude4rh+/G/ENFK/XwbjE6/PR4Q1h+YO7525g7czdhUfFmC9y3FxUq/3vasHcQN",
+	"tNGMPJJjNJQoZYtiFqEcwbSkKltkmnIMHWwntIjsIjQdOLA3K9RFZiqLRgNx/ON4GQjCBAsP/mryFNk5",
+	"kbcr1vQnayWRECoWmbVGu/nApwOkfMtLRT3VYzCAzbkVsgSZWteXiqdRr9cLqeKQ30KnQskiX7j653D6",
+	"myzEV7R61xRGvdP5wt0O1yGzOOFN5aKYt4u2FW4w7in8Yk0VaEIqPfGWe5uISXiFvaZfNwt8GRvqVWnY",
+	"nWhH6WoKG85/QEPD5mtmH2EzwsWdC4klFLhNce7v4D6/uN/XH73jkT5uYUR/VdY2PsI2hjZtiT8Tgvq3",
+	"6fPP1XACkuKKoqlClTLTKuV31rSVxXDhcApDIcyidWtHn66/lkQDt9fOfe/fjaYSfBkJ5BbKF6B/UpVn",
+	"FyBzHzgubr3XXE6iud1utKm2KNZ1qle0EnVROmp0ZAVEKDieaydLUX9npX/ZmbJ3xJnOe9/RlnZGMs/h",
+	"q2tIaTl37ynLXA+N8KAqnirVJquMtC1pxbuZ0oevBTK5RuJQg5Ezy0b0AajJH9U005lnVH2JI5MXzBxi",
+	"IamtuyxkTp0Yq+owdiKLcYV5kUSY4d/VCFwy7J1YJlvVxg8XiSXO18wKXeU5GVxMEprEemLy1HGLIqPu",
+	"KTdLYfHdGnzOtH6cfqzruf13mcP7BhOlqBTBEc7dJP1DzvHg81JzfjrWfhCBNLuONJR3Qx3ei2jYVQAc",
+	"G3HMkc1FfwXsG4rtZeWEiVATsCeSAZXTzTOrGBjyTOZWUYFG/VhHVP3o6WDDkkiEDoKlQshDUSPzxNo/",
+	"sEdAx8xXV/zgvqgbACmgaFV+QQWZsa6zZKQnWljIeAeUwga5iglE1pMV4/qkZmR3cajuNG3XxMpXsf8i",
+	"0ObV9L9rWHiFI+FlDE7fghfxldxCFB7EVsBmvLSxI0oyuufFDSBLAZdjMq6oNBmva9l+xVwVSkxlqgbY",
+	"h3cF8a+4nvd3XaRE5rl75/cUJvkhWI4vFywJZ+FV2lpTwJ8NPDstLrHGZXxkBYum9kNI5SGk8rWHVN6o",
+	"sqm2QW/LeoO7AiyvTW4WaxkrDSJFXcu4PyvMdFaGdgvmzTyVMs2zFdo0GNDPLpB4M9aSpC+S/rmDKJZp",
+	"+N10UgwlBUzxV5Lwiy05+JmidQ0Jv2hw8P9Is9jMv7+m2ouX8X7EsBv+C8nfej3unRH8avru4MXcNXX3",
+	"2A/9wNr9oKgeFNXWisrJJgr+U3ZTkLa4mUoKU7u+gN4UH3eLCmXWJzf8bggLjJaY8raMDkTXBgE8EIur",
+	"JiFhMiO8DG/zh8U6iO7E1TqBzgmXgvyps5rwoS5WsZQ3jmKN1Bbs/haqLDLmFvdt2fA7Vw9Tc5XWBZUF",
+	"boM+OSUNzFd8HnR9sDmvdsDZPZuQggdvObcM82DShWjNZGFVirgK9CNyieHvSNC16rIcUAgBLoi1ms7K",
+	"Rbsr3utzbea6QT42cuK/Xr++OOgdYCkOAsfQQiNXBTIgUH8iXNTbwKYojrlPMVXwtXSDPol1QqQhH1Kl",
+	"M2yheO+qibTRnf3LS/A2C/BT5TBHAAnDLarCZv9UscZkVF887e2LxK38B1JZA3SbbW7m8P1B8H2ZTZWp",
+	"yqQb6x9klqNh0ngbfcT5TZoffjiTWU59Ho1GQ1dAuoYeA/SZ68/33Zq0ubAEnjzTCBezUQ37yAa8DNyu",
+	"yjQPKTrF4CAvVFl3WfZjfdB7HjnAYdzFhkgxFqt8GVRJ+05jke4VzAy4JxpE/Gt7GXkRVstwHXSK0RwQ",
+	"qSxHmOCogRsJx4aKGNZwvYCLmch0mumEkdkavZL0ezFWJRb8xrrFLZqZkwpH70624ABJ1lqdx5W+V/Tk",
+	"40p/IYsT73yVox/IWIs5joc+wgfj6hs3rkhyrFT3VrpGdxugbP7p9PQIxNOUSiNrG6FLwN1elBB2d7eo",
+	"dMsVxpJybH96LV3DRkP/fnOJxhuMco6MPsvGVaHSyBe2UUA4syOD+TkKFFhhTQFCeLgQWdoVL0BUYzYD",
+	"bUq+huL3yVRenmLDYxIt19BZkdRFbclAzIpshMxPVAkSIHwWLOMd6RSB1bmoBbuOGH0wVekKSmIdRmUz",
+	"GxBBOxYhTIpbQWhnW5VrvKWV3KZcg5/RlWs4tT0ge5tUOE4EK0vw2hYqYuoo4ncBi4y6EJRMG5tnLNUj",
+	"zsoF2kebqi/cTa5GkLpq6mxngtqVMznM8qxcDLCTlXQ2WZYY0AFjLWF2gw+s3LgVpo6h+1HC5N8y0Jm/",
+	"U2PerkpkNJHlTrQzMikFb6Q1mopDLjJLqjWo+oQLXchrtaBkzdMfyTEZgqK119nr9XpgJeS5X5Drgdpw",
+	"7y2jjWVTmD2MF+1MM81/+vngiVbFzsevpPwEN/mm8pNTF+W0D3z8N4wVZzYIFlsPkidLmZvxzbxwGmq5",
+	"8mMptufgUvhiM1NaZn/Z/2E8KzsHpgM7k9K2jnlO2liv/9Vu+BtwyOqgMMlbn7P2Ur31/uQlEjhPszzH",
+	"DCHqhcCTFAHUC4u/tlhSBhuad3HLbgPOyNogFQkpXyclmVJjhQU+Eu+P33SUBomT3lHFwn0f3ZeqlFl+",
+	"5eF9qLS5afiMymtoGw3JE87SqA56J7uJ4O2CKeq/7P+Q3O5Muy36MeCAX3vArz+F4vpDGOttTqE4JMAg",
+	"ilUQNqfH/kl2k1i3VHfcFUlpxgqMhd2pKmUnz+VU7r6B/+886Xw3TNoe0o/XrA8efayTYAHWDPGX/R+C",
+	"QQQnjnGt3VkF0zTWfppevtZBhYm8QPwiQ+UWVrzDseuPwEKkUALG1+RYJLkswbLBsIiyMzlSYG4OC1ks",
+	"Eg7jjTNbFgvsVaZ/dg2O25VZIs6yPKdus1ZCH++WmV6g2A0/6PON2gO6OSfPwKjOlG2kyc1c07Ouk4tH",
+	"vHe2lo/eNJ3JonSqyQnNDfIvsDS3l4LRZumMr+wT7v/pcI4PEvjPI4H9joXj5xIIny5tGc4UQ5dXQ3kS",
+	"JDRf+E13dQZPshWYJz3zn6nc/MtvcYxGr3URCEyHF70Jpsn9zO1INHpbltF5tyvy3dAXCcoLMSMdwzTq",
+	"ejMkHR/i64QZKbq2EyYHGO+9DKLnOLtdgsjsMv69pUAPjoINpgG24lQuKKA0EEkhS/WGWoYMzlbm+QLT",
+	"OEXGPdmxtqq4QAjjmSqCyQh0zwnNMxi+RaWb+G+iMMOniLWdUOxJiWGVjlXZXgI9dPo4WaKpRvBukZVC",
+	"m3mfmfpxRr7tiJMoJz8ddvafPuPqSGrcnJg5/JRzKixoYg0zyabTqpTDXPURUN5xhauI7Q4EOdJq7l4Z",
+	"hu8ID4r52zf3cAbC4J4SFMEd6JafG4txZQLpRhARvCgKSq+bVOUteEtM82n0SLVvifM+qDOwVIct+Yx/",
+	"43iMD1ghny78j/1R1g0dMGB8Qcfz7yuh69g4fhqUUn2iMlhnCvmY0iYwxPq4gAQT2ojc6LEqWFU4vMNm",
+	"8bRFCUe0ua71IEQgbh309tpUngK/AXvDF1AYvRnlcFmI/WnACr/WzVpzIK5uVX7TtjQzLDgAHQxyW48d",
+	"/8rNLJZNfW1Xvvx7sZqvVh8P+H2fezc65zDci01QZQbfDjS7nSldNzbBJ2Tr3dCavrbcDSf1yFLXnBlh",
+	"01wU2hgfsjRp31mo+XowPxg6Cu3qSCQUeiPaKVfoAn/R0jjwzbCMpyXFWaby1HMrkoqamgsXP1yH6kf2",
+	"tNdpsa40VyXhT8hanpviPNPjAauCuZiZPBstBB5hZZtqItasJyKP2e8A2h1Lu7UV9UB1xQm9fP4GO3oo",
+	"PBci981UkZlU2FIubKzdRW7HSFdH5faNOEF3xtnz9G2/9nJMEes6iVpx0RwtHlFZrUmlchlWVkaEl+iy",
+	"24WpSoVIwZmrp6PFuYpbPtYtfsO/7f1ev9auzFVRHpa/9X5P2neFPvx+lq44F18XrmEwN5rs5y6f2kah",
+	"8Ba7E8XygGH44JfcQLm+oHDDkqnHVdsorp3o0QLVy4AbUVG4o/T0qeXbeie7jiBuM+5MNcwR/WpSU1oG",
+	"RijrPpYnXYEdHJY7RhmvWsU6swLFcyQqjY4JBpmxInWGHcktpsO01RQzRu1IqEs6rZY4GxMmt4RRkWPN",
+	"kWEKvhV1kyqdzkymywgR5G3DVdIUQrpA5ESCmynOl+HnPZ72gJpyaubG1pPefluUhrt9a3pFguItjUhq",
+	"whSqc/Va3+Hy1Jo+1jJNUX+i0YL1L5EwReToIykg5UrY93u9MDwYQl5SOTt2Mx8KqtjGpUSjLcGi679S",
+	"nNHVc2OVN/J1OvXp8/easCFbT3v7cIFjxYmcgo0Evj9T+FdH1Hetg16Pi+5jTRXZBDDpXiMOGQlKZzq9",
+	"jDHNpK6qx1+QuRHr5lv2+cYpaLE2xwa1KSeZHnep/6luLWZaxVhj0B1c4p9O376pb+ScYFiXGVhS2N41",
+	"Kac5mmBM1dimUv1Y/+3k3S8DQWvZTTErZRNKXjb5aaLl3eQpRQM+uAB+s0VEOjj7pE3zw3Vez6WJVVjq",
+	"BmSa9JLYZBsugp26qQILf7GJ7/Hp3n60XSqyyX0Hz7yZmzPdeL+D3vNnW95wwzof//BCPPv3g+fiP//n",
+	"QXevu9/da7vN2Dwbm6aHg23kv3x6g+kFX7oMLW2wq2bwIRzyVmycd296uZ6Hul8SDlRzlGvbEv0ooqVN",
+	"KGXnkkHPqZN9LZmo//FAjA3y8To6xuDZHtlg2CUb8GqWn2A25iw4Q9H14l4wVga+0zuKRtOqswZHEbK1",
+	"wbjppwc3/uk25tb6nz69+bNuVfS+6ac3fNamybcC8BoccLdbmOyXdfLANZAvUaNdQwratNtsNtaZHnfO",
+	"1eLqLPsJXfgzXHePAqC+zVUFrzMwJu1EpQLmLVr49whrVCiZ1+4+5K3D0tZ6wci65deOyxf5PsQLyq3e",
+	"OHm9cWftEoD6ZpiE05qzD34XUvZpNYdpUlRJm7kwmqJUHnnyXC1ibUszs/65HJ84d+hlF2C1YAlTZjkD",
+	"m9ZxqgsCUhxWJYwDflG9XpkWyW53rvK8g/bU7t/n57YLmzqJQkL7rHQzhxEYKSiqee4XVN8m89wZvOwX",
+	"ZGFkbm2fGq5dfTB27jEjG9xlw9GD18F75VwtHo5Zo4mbkv0rR8w1FGdM4O5CdUbf3vHGm11xsFYcWrA4",
+	"nBHLsNkGo7DYE+XKNWPdSsJtdNmZz+cdvKIqcr4IHA20V9D9+gD2x1/XNJsycIj29SECKzU7VoG7ASeR",
+	"YrHoMdlqaJWvNHQxjVhTtJbaP+jLadj/wZUgrs6iEVjAOf50enoU6++lzUailRyG3kRf0MdDadWzg5aP",
+	"+vf5X5yjSCLGGJNFGetwsUhitmvkizpxwPZbOFDi4tmw7lGsqZBoaMoJPUMIzPK3X08bpT3kfzzvPfsu",
+	"EmRtxjopF7O+kOW//X0OFmQoP1+lL08Od1+l+0+f7j2P2AfGTmtuyd0g2fi9jnKZTa1IMovJBlsNCQnY",
+	"LXOWtqNYJ7JKE+ICg/9kEjMWengG//l7mWHWYmlB6H13xYlCIB7qbFh+KXjwBLUAsG+Fi8CtAAP4oav4",
+	"wcwRxfkZyTLWeXaO4bHDo9eedrVQFDRvdmj3az8eTzAczFjH+j2NQY6+9bvy8Og1c19YYopF0Y7hgomc",
+	"qfCExfo//+fT7r5oJX/E5HjFO30R77jABVc27UQiXvXL6NJutxvvfEza/VgnzZ8lmJd3TsOvv/7aOQw2",
+	"Pm9rojL2rMSmiPW8MHrsiwTqkxqtSXRQPAYplcVU5rDtVeqTOqLlxg1kAChGUagZtYYHGIHl3PhSrjAB",
+	"bbSYqnJiUtuORFJpW81m2NL4IRiUZhIFi+CERjBD/CiQHEF1+fXFVmiEXBcESbaTFQMQBhZ2Nxzs8MR7",
+	"r5zOb+2WN7b/zrX10tskXtZK7U/0xnFVvlAje/BaNnayLwtHDs487e7dtgjsau862jkq5HgdaFMw0Ahu",
+	"mWztpt/dojkfc2XRDrWXTSTC+mLpzIPRuu4Ewo5uHL3Q+PsMM2/Kvv5KRBnV7wbJtrQTlkXlmuY8OuaF",
+	"kvn0r/FOYI/FO9u8T0pofcZV4ZfXrwsX1eVIqdRyjW0XPvt+USruE6Xs2RedIGevrxVY3cCQ/wwTpsrg",
+	"DxxCvSpM844q6hBfIBBDNdv8puLrZhT5oL3GC/BW/kxpOct2sykcyM2G/ls5w0Z0BEE+ei2edHuReNLd",
+	"g1NxMpfjsSqQCDYMFhMaoYc7QDPdaI9JNFOF8MoS6xyS4BwInpmgmSWoamON8EsNzFowbQ4ZBBZdbp5i",
+	"vNMmDxqlLZN3ZRpmEGuE5pGMT9TIjISwM5XOYdkZl9b35ccaAWqsaIVMmI0RztUMuTbI+yb/jCRerBNf",
+	"9JK0Bw0Q3frWEaIyyxFY2uTF2wA42DH2WNE6V2pGlSJ2CYSIogcEVfQWewcKLNZpTIBcgspWMg/Cwp70",
+	"P3KQw/4TLgXiTyssoEgTz40RcKw5KOG0WBxXOnEpMCz7YcK1fogUaUGpzWGN56bKUzGRsxmy98b6ndsl",
+	"nLHlUpuhElO4KMX75pnlYp7EnmfwcdKAzpLW6K44bO7QBuwQYmG5mhwrEXFyDgY4kX66ipuA3g4TM9qA",
+	"k2jyqvRl/++P33DquMZhitA2xuO373OnCfzZpYP8GhxeNDOJlIQyiDCJeunEwf7+INY1NcleD+bqwJ9N",
+	"vVBcENTisciGByFAFUlJfWnCzm24MAx27IqekmUhn8S6tSfeZt8HVAbtAZ9VkcsCK4K1qntFxIs3r3FN",
+	"TlVRSNil+Gox0ibBhKV3UOlUFSJZwlxK+qEkwf6QIVWywWZkCUGnffmnTnzQprITmWK/haVSKrvOZn+N",
+	"P2Excl/NETQ63epLmb/NOWxCdPoVzyQIsymJMNFy6X9Bhzvi1R1+C+jND7VAt+IzJYe2cRw92nGohQNb",
+	"IdhOa8hNTfEJlCeMeX91LunUXfRNd2vyU2zTqelW5aFV8ytj0qQEGb8dME2wdg6JssKT4Hf1zRs46Vha",
+	"Id3thCwdB7bYYwt0hOyOjjjC23QO3iHWvmZaI9IimkLPB77WONMzKvS+stQYhgLLMZgg/Il39f/4be/3",
+	"9bCJ9CC8+e9J+fLor+FxPndTonuyTZW/7Hq4d3TT0t/omhIRHv+RBVs1IqvJbcNVWJxvvC3xAarxy5kJ",
+	"wUa+gbhbUvsBJM6m/kTqUHMFtSwK10k/TtMnA5HsTkczHjrxqX5VXJBj7bvXRI1tip49+h/oe1a6NNVo",
+	"Ak7voY715j4KsWUbBT1FLQVv00LxaU2RD90C38Lxcn2Ytzxem5srQwV8vwbuJk14Ww340FX5WUxc14N5",
+	"2434aRKO9w4TwG/T9jifmLzWCC3ZtE/XtjFGsaaOxAAKLVrb1xhqmFh7FePCo3UdzCMryD52MSx33wHF",
+	"ealFIytjjUBp6h+VxPIusNIeWdHyvkQdAi0U6qE2WPHu8UDrxHoVT/2gdyBaR+9P65gnPRmjo6+oLeKW",
+	"36C3Ik8TOFRnplCNzItnsltbckYv5m7U29fgHnw2oeizAncjHR+U/YOdfztDhI9ybYksNYxQCavJ7e0c",
+	"gMrKsdrY/HdSTZk8xbqI2ESJN2/ecpDf56Qw51jnSyNHTKnTWL8/fSEmpip8sZaNmCknCqnU6IFKmTeQ",
+	"TkaIYKVj/f7kZV346xgiEYnyUQDLGSBug85xn+MovTYCWQYoVjXYKHFZcBmSVcpS9MVo9cjywzM9faw5",
+	"8TNciORcLZIQyTsYGwfx+FRmrlE1wg9iHVB1uC9ROxJmC87qoPek3RXv8c5+kbM62hhrq0ZGp9Z3Ui5U",
+	"KTj9J0oj0syew6iZHuVVqjYBW+IdrqudOillwcnvJ0+ePG9H8Po1zChF9CbqsIF3PBCVHvJ3W6B8wwtt",
+	"REAoyUqYgqpTZghIeW1f1Sud1rPDxtG8stkFaN/10xFvGS2VGjMSmMfGxq/S3MEUX5jpVAaVszViPywf",
+	"WENCzmRR9mmPcLmm3079WHM1JKLkNnA5spRo4S7LPsWXsMuPkZj5I1sNOeLUdqgUSRTrJJUL4ryFl5eI",
+	"1vvTF21qN8Y9ypX91RT8cXOhiq54STlJNwhtK3U5y02qdvrI+Lt+GceFqWbfN+Hos1JN7XWaG7foj/zr",
+	"j9HOVF6+pt898Qsvi0Lil7Zc5LizTDHd2QDLT1D8fm39CW+hFLAD9+xgSc6k5WNMiIGEEtvetFfO1eJ2",
+	"LYL1BB0uLc8tcX1Fu2jmbpzBlBFqt5/DfeZa8N0dY4XGJsuLnq8wcxsFhBiEFRLBjmdl4pGvsgJ25DeQ",
+	"afkmDZPlRIvU40qOHUsIb8ZakTtdDRq2HQk85PQG11oDu6bgVxuaLWSEbG2zOOb+K3OVv7qLvulcJT/F",
+	"NrlKtyoPucq7NNPdql6RhnSXfCq0rN/GN09OnlRD+HOorEiqIkeeYuKHtQ4SiruZEtfD0krmE6tGHxLx",
+	"b1wMH2tzJvYP4LfPDsRwUSrbhm1TsxIzqUTJUZSavtjZpJlFDkUCcwVtOSDLai6L1NXq4QIiP1xXHGIh",
+	"13xiLJiNlmv5xOsjBMUosCRzogSREAqkd2Tz2JKl/Hcqy8ImDuTyH9A4iMhAGK8uhkJ2n0hVnmFCNc0Y",
+	"FmTaFYelQIjcvV6vfo0Y1NmcQeUjeU8ZVB79y+C68s1/zcoJAbRu0tm8ViGuq/26EF2jP1PI5iGUcgsZ",
+	"7ROmfBnDv7JcvAkM7CcI7iWL5VoQ2FdU7mtL6VnaiHc7N2NX9+uDyRF3RHsHJahMaSHF7MHePp6/dTnQ",
+	"Wo59vhzoQz7z8+59n830ArvG7oy49p3VYm7Gvt5wpjTSC/KXTDN3I7tlUxo01KL3aztfo8MGIgEtkDQ6",
+	"UvkUPaRIv9jOddlPvmot+OzNjelPEni8j16/3CIhilZ45G3wpWI9qqNXWg5zpKFmx8x/EuupktoKsPPa",
+	"3dqmAlOKW/D73psrXBLTLGMTuOxqVg7A8MWOFv5KEKAH2uTcby3y7FzFuiaVaCgrRgDpuKn4kDn3Johx",
+	"IUeKffpYt7Brln0fVLKBEMFe38QN36WrfoTfH+HPkyjWbtj9AzFpd8UrWBkEBhFpZnGV/JYY5UoWSH5K",
+	"XxxjJwqFNfmjw5LX/IzoxE8yPVIuqeygBq2YSaZB9+Iu1iu6tqyzhB4xl/Su2ah6N6do70b73pv/wbP8",
+	"3Enaa0R23bpF1z0kaR+StF9QR9UpWr7uUU32J5ebMm7pNOzWwmljtvadVkLpssDoOfsN/DPqLcK8IH3Q",
+	"dnqj4crHOisdnmgkZFmq6ay0EcUMa7Yek1I6FFttKS6PzBL8g26sX+kSJb4slG/ZzA3IccvxMZzeJnpo",
+	"lgMv62fehik60DQ15TKDo14BclnZRiRhC/nE81qc0K+34Rv+GqPK7jG2iS7Xa/snii//KS3nwLd51PTv",
+	"IqHV/A5C0Te2nq8RbLt/uNl+3JjaqV1Ht3t3Pt9B2WSXuGk/0N/cmd/n9y3yyAX23ufdstfLa7c3PnGD",
+	"7xaqLNBs/1xzizYCUJxzJa9fcxf/wS71SKSVcq0aEQIJYJqrthRijfhvo5FSae1GYbUqKgYexruOyInu",
+	"/MAOsrSI12XttVqCvXcB0FqYYX9fJKwB93VslA0KZGNdX5fLUhXroljioPe8xgB3jmRmvXMZa+Y6IeuJ",
+	"IMeYh6tQpcz0psLbslhcK5j2v5RgitxifP0S6iYtZd9CHBbegzsJ2sz5OEhBaHYoDQS83bTK7zLZ0Izf",
+	"3EreXCNB6gzgUuKYgR7p6DfSLpSiNnmK1YyFKpmoyF0VGPRDZbNUeWBZUBGtcm7wUllWhSJ6By9V/OcM",
+	"o5eM6zjTCVVOJqLF0ab6d2ujUhiMGoieoAa2unGtzTixsU4cqC3lTV8hUqzFtgZrRKFGCh4EuwsEvUNf",
+	"o5obxOGTsfZmhDikOF1mtEirguJfYaDNRUJIbntAXV7VjVi0/DI5t/uVhp5odsf8/NwFe98W3tYp7zrj",
+	"DdvwIev9EAP7F4+BoWBphMCaMr5mm/sCqfbdUtl7UnrH3PYsvSXbLRF4lSxHqm1KUllKjJGE9qbUqfhH",
+	"pSplKd7mDWYMyWW2vjBHPdcwuV1qqR2JoZpkOqUxlCzybIPRe8gUQg5c3RvifHGteQbizOQ58WYTsNWP",
+	"r9Ylhda6NAm2V6ymaXxDHawPcdI+X5saOVV2c174s9vO+IbSb8i3/1Nazgg0XQcAYAvxCVs+LFhZeEPR",
+	"sUVFNOLPkfSoinynvzMpy1l/d3dv/9+7vW6vu9f/rvddDwUGz2CFSa0wQxUwVM3UCE60ys+6QUB6YUu1",
+	"rnOB2z9sAyNdjGSeI1zhBhBuO0ReVOxhxeYRG+vEDj8kfNCpVHv/6TNRSJ2aqRhmpXV8c4i4xyCPy0z7",
+	"sZ5IO0HrNiCno94VOZthZpYCBpkj3OLsAQENMqpOBtbqW6nl2LFaCI3gpytdWV3xMz79JvZ+GetztWAW",
+	"vchhijuaskXEt2Sg8Brc/8Kce1J/xg+v34acZUicsqZPAztw9ru9BoQopbj5pXTFIfaTiMIRkYdtO3YQ",
+	"a+laeGqquyX+2rUw9AiZHWs7MUXZAemUruLNy1LUGf2AcSCJdWsTvCnRt1mlqWZXWrF+V4GgZ+KPkSzQ",
+	"bw0B3LGgQNT7VROUBxO5ecLXzSj2XXgcK8yZUJelKrTMibisqNNrWHgcayJP67rLXtNVCd6PmN2oo1e0",
+	"XDWwA16kJNTffv35ZIB0flkhZkWmR9kM7xa2U9VwPavNVI3dQgiwa9rTULmH5zb1uPVLeJCMiAq7oNGg",
+	"VM6Nx263nZkqOtNMV6VirlwbiREYHBpOM2p2EHHUXOhUrBiq3OixjXVpRCtZIxITYTTBptY/wpbPzIrU",
+	"jKopuPH9WMe6gzd5/BjMG7rX48dEAM19S/Taq5ktCyWntk84SC4wkESxFgwoOSHaAfi3mg5VCgaJdZ+c",
+	"VRpRYTpwpDI9dp87WmUYBhs1CcbTYVwiwm22e7HH52dX6nJSmFk2gs8YztKfjkyXasyQnbt/+L7cj7tF",
+	"pWGrC/E9LnLfo3W6F3Gkirf4GupQgnjW67UjMZ9ko0nAYfDIwjimWKb8rNmi1w1qLlRRZKkCWeGWnJWW",
+	"X/XMhiuApSdEvolBGdnsIRQ1uKCNHOJOFHBQ2cjXwUeMPRv5o8x9hzgMybCIGoK6KyvEszyCSR6vPBiM",
+	"EC4YrJgPDIN0I+izYOpC0iqG9NowSg23QFogK1klyZKIS2C/gbiczXKEnZ1UOi1AwZgz+L3HTAX9ZKpi",
+	"BMOpDPtz5xLPjxbaFG5zo1eOz8pQEELMClMiPahvTCYqTjr1rlM5z4XMrVk+76sHHeVqcMJjzfdrubWl",
+	"S+rVjHwt1n4P/jeIdbCtlq9uu5dFupS0xbAancMnE5Oj94BFZHT/R1ZIsBQkKvNCnWU5UXvqMtOVqWy+",
+	"6De2GQFwVIUtRTVDYUMlpV5k4WN0xWHuOr1ByKywzduJdIF9f1pY2AXLi2OhOHW1CVTFWZOW8+qxUDVz",
+	"TScninVy7BapQxuKmm6XZ9qORHDlsZrKDNxbUKTuyNJ+Y+ARTHkU2XhSCm3my7+2FC2iCGSsPc2Um2dm",
+	"xVkFmwU2CCnk4PdHSAwMt05IFeEMSRkN5n991oPX+9ZvOct7DpR0rJP/0Vl64g5pcZCq4Xf+Gd33jE3d",
+	"vMYq/3uwLoONXii0HcmYmRvYCSNpVaxb1PYvlC2zKapBWQpuOUKgg3OlIzHLKyuSqbz0s9vr7R9gLDnW",
+	"LpjMiR+XB3KahkqYrbCqLPOQjUyOykpy/2KsGfpbwJnuO0piZ8GB/zuUo3MWbmKoFoZtdnoyyZjisR5N",
+	"ZDEmDl/Hm08LjyFcVvEGaYL86222+e8/jxzlLpbV4Mn9wNsaXgxmljqHZ6Uq6o3DG8MR0cb6D/yFaCWr",
+	"WiRC/PErpDHBVq/IiYiNiBYHMUzhB4Iv8Yb+8gisE941EWUzcMocav84EFK4N8RQmGDclwgsDiIX1mhU",
+	"lbE2Z2ddQaTTDmRCEs+vO+wNm8sLunVG+trmVY8q0YSsIHwHuC7wxqgxdXXgo8JMVTlRlRVTVRbZyAY/",
+	"4k921vO/5s05HR697osS9g0bRwjZD1ZRJGp7KBLOEoo1m0Lej2xgYUS021h/1sayax4XLcQOfk2cAfTv",
+	"DnjwssyGuXP6rLAVmC9WXLx58zYS7/JcTiXeEf/VHc1mUawPnVUViR/VNNNZ209qWGV52cnAfjzLM61E",
+	"kpuRzBM/ERZT+HJ90x8IBCtYtHlGapRuq9CZgzo4xeYgIqe61j7UD7GuLdnAr8zzqfMqa1XSdFCJpNwv",
+	"LrUGJCS/nFyKdVLjlwSiUiSIY+I+aUmK7vvWdbB2JKhdh2fSIIcGFcU98dg3P3AdjP4d0udg92gViZOA",
+	"4kSzeUEsa5RgxIOd/RPefZmd41/0nnIz5iulrUVyN9bvm+ek5WFXVgBXIvH+5CUepGmW50RNAQ/dpte6",
+	"AR0mOGq4/EjI1UcMrUSb8sOZqXSaOO4qfANw/DmQwJMYiINeLyCV8sRX4c9yOTqHs0LCGasTRnImh1me",
+	"lQtmGRihHYcANPWJo9+3BwjImzDmVmb0B2I2TzxIL3qhLIe7jNVrEz6AjmPrLFM5Ud7T56YqO+asU6DJ",
+	"eq7NEBR6qaa4V6tCJaLX2UdA39kR/HsvEskZPqAeLY6Ulnm5cEp5BjpJj5T/uLMP6gh+XqtQ2ml7Tk8x",
+	"tESsg0vaXfHeKVF4yKpQtg9r4lXrQa8nhmpkpoqIHGoOiGD3TpWF3TNo/nL/ef3L/edLSm79QA3F1xzu",
+	"6eUl0TkENOs85Vi7+zzt7YvE/YRIYZIBUkoQKwbclHdUcFem9QiHOQiG4a9rg+dRIySRnDFTMIUgYiyC",
+	"xRZprFwBXwIUPjxAtGbyNmQWoShc3VYNS0KQKwHtPO1y9nbgsfD8xvoEp5vpcV8k8Q5NPt7pY2MJevlj",
+	"z3wJp7z+PYLsqctyF32/Dv0y6YpXcjTh1ENfpCoHg8BLxT9iJPtusN5FNHu0iGaZGhF4lLrknD8Wifoa",
+	"Gz+w0YrGXbhTaxE+2wz/jjTKIPJ4UgjrRNZmWRXakvHOYIRwV1O4zchzWbNYXl+hwCUqFzcZ2jL1bCSc",
+	"dBfXxleS1KVEXjbDq7RimqU8za74dZLlKnhbYDfaLIdHB1G191RYlkRSEJmKlz8CtigIsHYkpEj6WB7R",
+	"kXl2AT70yEyn2BoK+tXVWjnnd1aYS3g5qSH3uCK0QTepF1R1gKGvcCeOwM3LGfPLnTcWrZ5WhOdmTC5y",
+	"Y2b9IJJTM4WshG5Q53mGG9SLhAciKcacegThpM1vqYBdc4YvKpRcyDrpxrcDzlTFO+pSjcBj9hs9UI2i",
+	"qLRtcAIFe4J9JTgK+K/gTuCG1V5EgRkNG4lqJkpD8vOkVDObiHCkVoNHCYPvtJSKDxuzeK6ZsnfYqL1I",
+	"+e1oSzVDotVTY/I3xszgvm1civCpikrX9OIYfMdDgvKH4voJH19mFqIILi4GHZszp7yCyEWI4VCCj0bu",
+	"hz+uGcmjWL+YyPJFjenmF+4s0zJvnEeRWFq4xhGMdQA2tTKRhuWf52sBnlZMWnYiVmODdaSIfgS219lZ",
+	"NspkHuuTlz+j73ouPKdTXxAPL0z25OXPjyziZxAlURnrhBNCHCMOrDIyYJeCkpVVQjZ2aGgg8XI6zK9N",
+	"6Z1ut5twroOsWu/+Zymb1sEdHm1tW8M+G6LbJacoW3wwHSWeZ2qFDepFHzv9zvYKib3aXeH8Ttd8R4lC",
+	"TkMhExW9AnjkQmHH4kj1RQLnZbc2s23iGJdC1oMPo4nJRhhXTlhnMV8t6W3qnrRdBsP7gHuNPON64Egk",
+	"QQSailqxsAaNDS0QYwweiz61cL0eGbj8A4HCJeIsNxJVD0GrtMnPSthB6Yr3THnoYgNoGXJWa6xBCiJf",
+	"m18N2IaxVpczNSq74hVT18oLVV9C1LUJ/d3UT2BWEh0enzx8RvyA+V75L6x9qP8cmVQlbU9PEeu6NsKZ",
+	"T2AAMt7Nwf6+45OmceCVO/2ND9h1FokVSnPkA6MKffHby3e/vPodDLymDq0KFWhRp95iLbHign4bMvP+",
+	"0e12P35kqTZY0pWCVSXD2eFA8xW1LJa0cjO3g6d3XV7WOcFXyJyl9IMTO/6nYIo70YOvHHUjwXvW0XyR",
+	"HP5y+tPxu6PXLz58f3jy6sP74zdJG4VUrL2U8qHlUHg6Vm5ynTYLsljLUlwnyPzTXC/I8H0x8zJBuVFB",
+	"uBXJZUfOsg5hHc6XVoPWwCqdtik4tVn6iVZT+p1i3ti/kxBHGmwP/8VQgQ7kirhmvpDa2RShanJAt5Zf",
+	"dKKXBVhj9m/psFkK7iR89sDiYb2PXjpxYtuEY3leRLwFIVSwkR8Oi4xPnO+IdapGOU4bmQExpIiiw//C",
+	"AyaBiz/AonlOFbE/ihpmLEs1lwtXpcPWQGhsteCo84nOyohjdZJPS6zTwszafXRWP5y7aKPMtCrgj+lo",
+	"9oGDSkgyrlmyfxgrg9zkM6VS7tmWY21smY2sG0Vdlh+mUssxwoIjPXWC9BEj9aHMVJGIGkkV+cxLQ3FK",
+	"W0qdyiL9YHS+gBNHtQx4oCJvVYthbkbntiFXg6hWLVv9R0vmfysBMepcBXiIdcLVyd4VsShkKTBxEwkX",
+	"t/2QpUl7AHtMVFpeyCxH1nf3lthJE0/BiQYTKTcyVSm7t13hpKzTquGzkLdlKYqgRMvtyw+2lEjyl3B1",
+	"1QdcFvcxbtfwczIf11xukEbejcpWZu3bV2T6Bbc1M1Ay1wp+qXklk1g78T5DjyIgx7RUdPdJMt1Lg511",
+	"eK0uT8qoy0NVVyP8dHp6BMfRDjxriTOW0ggtVXhrdcKeDxSH5PjkBgzraKhfGKxPsBjTqjPSXRLDNdsr",
+	"CuFuUemWY9jHuDB+HDHrPo5s6bN2go7bsZIpFdcEfKTETpBgb3CyjEidtCMCbaOf0UZoXsFh1iXKOul8",
+	"SY4POCGM1JbwBVbiROLf9nzBAdezkyx0u5zshFenctwX8Q49GY9FjxbvJINYI1t7VmLOBlVLjbZvtDh6",
+	"f4qDvnz15tXpK3gTINJhly1MxWljsAZkiR/AeojWwd6+SGYFJi+yRtwPBc48s2DS/oIiGq3soCRJ4i2L",
+	"VYqEmmaWDYOafgB2Dr6ll/4a2lIe7Z8MbysvYIeBpMa/i0rDDQ/292O9KUppm0RiyOO6GrDEffcHiqXI",
+	"Xfox4S6VBD9PhBR/O3n3C9GKugwBEa2iLkMy1lgn9b7ujrJyQeKQUIZJ33b/R+dwlnX+O+8LCiyo6SyX",
+	"JQcdaQuBwwI3SyLW1LAeVVhDR/Z5riR4HuaMamGToUkXRATBukgkf/xBZ6K77OuA0YivamJytAVa8wns",
+	"+ZkcwXvVvu1kWOD7lFQ21+7CmOCvY2wfzEOwTIORIjHKjcUCOwqzYCws+fgRjd0EjdXcKuTBBUmVZ6Uq",
+	"ZI7BK4Zg1vlCFMYQYQQtq/VnLriVQE4L9NXkGvGC60tJsj7bFRi/EM8O4AAUcgTvaoBIKrNcLn5BHo29",
+	"/e/Cb8Hi8AIS6eueNX78/viNFfu9g+8onTvgN0dRbzji9AZjja+Qfk+J31bJr17Y7J+qPXDv79nTp0/c",
+	"NdLi1huIZwehNzIQT/adETdAFEelqynvkoFImsTNjSFj3aLHcXd9ss8FCFTNBr92HM8Jr1ddFonB81oc",
+	"dqfy8pRjw3Vlyx7WY7Q5eorh7sg50NQrGcU6s0x3xcHog/19d/4ayiog9VzjhIQxvMwyGTiamY/CAhPL",
+	"2RE/WD+oUQKPF54/oarHBIOOVB/SSqgi1vEoVxYU4ZTCxzNp7dwUKXibQ2mzEdjhjLrn68h9tVXAIEzE",
+	"YLtB9VEy4KMCY/MyovZM+A/G4QmfVl8wH59FV4TKBMqJWtAo2miF0/FLAHK1BiPtC6tkXq//BTWEtQ5f",
+	"nXT2nz7r/PjibZtdggtqAsXWhUjkZjyG/yJzI2WPLhiY6R+VKblCET4G22UQlKqCKeB5yAPD4Oj9aVfU",
+	"haXBuhCi6VSiKCpMNQ4q8zcuaCLADwR9hmWdEzAIEy75dwTkFyyYCwWv/oND+qnttqyg2lCVuipP9KRo",
+	"W7jSWucS4Kddgahz1LRWGwYOqjADFyp4NPCsbmCZENU5WBerRsmaYwN3WndunPVm2dnG4zEGq5Io1N++",
+	"OBJKp+QvI50dxa0dtR1HrD8mHOnBUicqCKOqJKwpE1NVylSWsitOlln2G7PFD9fM87jSmBVga7O/bfUi",
+	"6PR4hy3EnUjEO2wZ4r/rtYl3PtaeNJmiCdfkoa2LFXKgXu/FNH38mMCdKMvw+DE68X5UMAIc1TvItr+b",
+	"TC9V9qCpAHqhnIiWJPtkVqiz7BKtnfDX52pWDnylMshJm0s7EUNVzhVLjqkT2bXVcAnq2qULmVVd2ZGc",
+	"UclCOB58DUbpGJMzrUSKYSL+6//8v0Qi/7LfG8LJ+8v+D/zRX/af7v8AH/1//4/75MWTvxw+Z8cI7oTK",
+	"DOZFfIdqOisXkUi6yHvvDBwrkl0YBuPByX+D//tfEp8kLQuTU7ESaus1ZCO9rjiqY3xjQ/T8AsUoiB5n",
+	"VICMz3QfZ/YfiKXzH6R+/wN1dntQE/BnOunX61VnynB5fApzit3QeDOsXeVaBzb3TEE9kN5CCH4Xay52",
+	"xVadYoFn98dXpxGb+pH46dXhS5R9745OX7/75YScC7JhYdhYTynW4moFmfehJWnD4639xGuT9AU5vp1T",
+	"sGtjzXPNwBYOmpIuO/P5vAMDdaoix0ixQqiDw6IAk5F3E84dXMWZkhSSO1eLAWoUtwokhpErA19GeALw",
+	"pQtnGzaRr4Nad36BrCdbFYehcTk5+oByH8x3H73Q1ZSjUw59EDa4pWAkTcrr5f4yXTFatJZr/LDtDB8J",
+	"48ar/kfEUZGCwbgpYDkdrCmueEdlY4moa11A0JaYZgvdBM6yvTiOxJsfKIbPLD1cQn3Ngfgh0zLPOTdW",
+	"y8qGQYXxiTQlKVCGYktYeMktZ0zh07u9EvGO9YYsnWRznqkAUZskWAL2MBlfHMTENoP95Ir+jIFgQwyu",
+	"QQH+PfzZHghtYu0P00hqb4VkZSCKQ9x1kMfvqnJsQP+EAY3cmBmVSc6K7EKWKtbIwbP3fO+7SJyNer1+",
+	"f/ffsVJQn3ew/Eu0KAEDQ+09e97df3rQ5f+2I/Hix18OT6NYT6u8zEbSlpGotJ2pEbaNRGJYGJnS564b",
+	"gcvlhkqPJlNZnHNdnGNYwh/LvDOripmxSrgyMytar48uDnBrvz66eBaJel74BVhu8EU7DK96YiaR0AJ9",
+	"SJXOYCcGgT0HXz/KpbVRrCudOzT7uhgdXEjeuGgQtnjALn6Dh/Dk19enL376/t3h8csPr348fnVy8uHw",
+	"zZt3v7oYN55xSmob32Bl8gvYiTwFWfpti0UllLVtBOrpW3ydToWVk0CA0EhRrK0RL385EYUaZtxf6grv",
+	"wfof8OEvVJoVcLvM+jHqIo65XNSI+0/9xUgiIiZlOcP5wT+s4xCoR6Rqe3b0cTWLbIxJZWzrVBHh/6M/",
+	"Ygqqo3Ydbk4l0UH2Z5c3/ErVk7dAZI7n2xFIcWtNbW+EDqJ3+kKvkD9znmEknvSEjcRIzmYcF9jgQ7ZB",
+	"w2J7QHRFBZJLQsQaNRWmzJcGdLHq78HlTURrryfeZt8jvcPT3n6slyukkLHe6M7+5aXL9GXra6lcDYMT",
+	"zwQFlDQKk7vkyLdAnLFsFz9n30cOIBaLhpERtEuaGzR25NR1tBy7o7NINVW+lKq3H8X6ae8JXghrRa56",
+	"uA70G5vgKbD1q9pvR9jkgVID3mej1hrltysUl/acnQPavytv7tiXPNMq2wHDBvWFNlQQ3Y7IxJECO/di",
+	"DdLTnJ05wduIVdjHj7GWA5WmlTodmktQriNlbd/DxvxNXsgT9BNiXVQano9qLWHrorhy1FXi1Yu3h3Sp",
+	"L861oqWNV/4gdrQq56Y4j8RZloNhAAMW2EXJt8aYwFzmeWeUm9E5BTXAKAxWwwdd6n0PKn1KP56qqXGN",
+	"G5t++FZevsXLaNtG4tkBbNtIKH1milF9Fs9VoVXOvpfk8hwM6AhXEL9h/HdVOatKN/4enooulTfxKJhy",
+	"LjKZZzZ0N3iZuVA3AWOyS2HI7GwBa0ilvQFzK4eZUFa3SN8iIwv8lLzvpUFi7bpBQY9x+RexDwqtbOk2",
+	"odiLer2eyNWFyrGJRpJlSRoQS+awEYEnQInkCTFt4WxKQ+BWEaqkEXbksrCMiTcv8uV1cO20Gk1gwu4z",
+	"v+KaOvtTpWaO2JAENpXDuc6beltiWW0zOueD1i1fJkT2jhMmeaZVsuv/HJm8mmquwUNzNhLBtdOsfKlm",
+	"5QQLgmO9PFV4HJhuvkCrKOieA4vu7AwdeD6ZBAxjHz/uN7QnRT04DBEWoz6yHgE706UBu8+J6ki4gBA5",
+	"Z7kZU/1e3Z8Eb6xRK10X4qnRBEHP5OicTFaCQ441uQK/Hb96efji9NXL35Og6xoeGkMT7sZDk2aK4xvh",
+	"pDk0a0XLZ+tdRw5H+CLfnEUA7D4O78LyFrMxpWgh5BLZoGTaUz0MPGbigod9N2wCklFSOiEDa+P98ZuO",
+	"865NgQ6b+xusnwxJgFJ1ptitSOFFe3dH6ljL0SiDFZQ5LhqlTCSpclks6mspiCjRjLbcZih8mn4pskQp",
+	"HDgk3F/IP6eWabReEDvD1jIk1n6XY4Ke2pPKosJdiO/Nw3s0ii5dEgzPQAMBpHlssNqvKhHnY/krPPEF",
+	"/NAqi9B2heqQJ9psDQUVd5Zh37emU02tEC2qfHKT4iiEO/7YQIVubVtgQ2FWuvDkAKmi1gTnYu0w0+cT",
+	"g48EUs0qEpVhpNrVrNQBPIoduowraEdYP47V1HFgTKZgcBb0y+YwaRA5Tto1ZWyQlKWTggvHB7oRrQtj",
+	"YWuD8o41HEQKR/mtyjlwDfKaH6WVzJUEj6ULSgNcHMq7F9PuYzgcmHNIqQyTJGkjLinLlXAkbZsKoVic",
+	"a+ruhoiarnrdV/GGcdjm3t8uRbw2Dntas6oXxWKJ1j0oxGcOjoFYyuXG+spkLuZpw4zsC9ab1HgSEMYz",
+	"z7yrFww55F3HDn1KYeo0WQ3LqrUtZo5m0OHEiGa9JVcolEYsTFWQL+7eG23cGnyHtglGdhO3+yml0Er+",
+	"iHeyNN6JYoT8wn946nz8K5WlxLr7WCfL0DhJGzGZ6iDFbydcHyPc9H9vod/V392dz+ddVz7jQfFGZrrb",
+	"jp0zzscMDGQsZpN6IVZGFHk2LEDUMu4D7F3GDgihP/sh2mYKnvBFSZAlQUu40d7BLBESNtai/l0f8z5Z",
+	"yazHI5hFWtEScOu8vyN6AKWczpK+eK+zS+FYlHm9GcG8+aMaS7Avkou9iALZrNF+env4onPy0+H+02eu",
+	"eJbmx6W29bNyeLz5sZ9Q41uMTvJo52oR2p90206qUPBiA7osSjd/xmFhWmNm+uuKlw5EkL936IKPLMEK",
+	"4jCELLgEquhqayKBGXHhGYwHXDAnqFueqxeCnVyKXEnrYGNd2kqKtCpQKpmqBJ/GUVZnXJGPLxz1mNPN",
+	"HFjDo91fA3AlbFVcgLYpFNYssc4cFdJOQC2ienAoQQzFSJKUTyfbStSjgyHvCXjoWqV9MBz9+SRAgLpl",
+	"22FuYVDUvQCYvruZx8RFFUL2bVccarfN3AUYw4FTBG43NSaFkJR89ZoE81Nh24M6kuI7ZV3oA4uYn1xe",
+	"kmjhAEe7K37AqXiA/4ZnTXvnqbCReCqmmY5i/aSH/xD7YgIfTsChExMUnPiPFlpv//n/7vf+Iv4Or7MY",
+	"1EQIpIHC58FTfMJYp3zQdROBOLPE2QKSWByGn4Mt7UIA+YLfhlOLDkBVzE2Vp1QorTB408JosUqpE46S",
+	"kCBAMX6IHef7T/8ibC5H5+0+5nHQ1IFXrlKiLiC4tcZbjzXaPWdqTqlhgh5wpOhS2EyPcy9VSFiibgO7",
+	"Py0wcYPrDfsMb2KqEgE1DmvASUSSC1l06OU5g8XdJda4m+wyzQ4DsrnYhNs7T0UqF0T06SDb+rGuyYlc",
+	"AxwyeruS7SbTDsd6aq6dAS3smiMKG4xZdmryHR9dyazg+5JhDpaDLMaqpKoS5OBe4QNtbY7ucvMpRW05",
+	"AtsMsTpafMoltYM24LUNw02MMu4dJpOIMKrafawcw5YqTyTKDZ+6dKBWqKNMBC8spA3hQDwKJlZ0ATsG",
+	"2yAezmx9W7lnCeyTc+IkGJYdXIf5Emtn4eCca7wX+MtNslQWwwlc5/DILqEb+mR32LwSuAotXzjM7F3i",
+	"VV2+iRwh6Kg3xAT4ArDR/K590qNtG/kYSH39VF7SiEmsaxHZiwhfBi3OmoRENhDmsQYj88R3Xd+m1uW6",
+	"TN7r/KGLVGCD2qzsZLofpkqZcSVypeLUBB2RwKI6PjNVfsu7Ba6714W6BPMlwx6bVhLvPI53kjrkznvX",
+	"b916k9Bu21zOKqyyFp2AXJEDW5uKj6g5A7xzK3zewJHeo0tNCTeDzehyrBrREOr+IXOuOSrIO0UamUDf",
+	"OABK0GURi68OGHE8PZRgIIMbdaVhEk60ViqKOu7Z6o6oVXeFxrEeyweeVjBEDXK3UXYFn87HfBsNDFT5",
+	"Ajt1bREUCgU2Q+B3AU5cmKprR5QgQQTQ2rhrFD3wH0egD+DwUbEKB7yM6/kso1gzRt9SZZSPfcKWdQ6Q",
+	"CNw4+Nx5QW23WV20TyTOrMDSCVIAfn5c/82juMwk5wCCKhe+ZrnOhT8+4Te2DmEDGyjY8S2NGBZmDjuT",
+	"NtjEYPjE7dKZwysI02y4XazJFb5SVzsvfjp9+yZy/qjL5J8w+KMD2IkQ7eaHQk5V592Ma25evvrlfyNE",
+	"ljNVFKrgi/tCm07Bn7mVaOA94xWE6xxxw7UC91a8ODn+wW0o5+KcmWK6LPg3H2gqCnKZcLNaPWYQHJJq",
+	"dLFXgbPHIDfC4ztTBdyZNpGr7nLQirgxKONAgJV9DzwJvk4dCCMRb5XyxWAUQW2kqRHo5vFj0Uqwsqzf",
+	"PBkfsPkscoW1VBj384tXsT7Zf/rMdfVJOMx9cqpZvlDvbayvL4z7b/XO/etyOTD8//4zt/X566rI2Rvj",
+	"UCuIC9ebCTPyopm7gVAI4n7rs30jxZPePtlysU7ecODJK88AgqCxGmAAcVTEiatHNtZ8GuCzAoxFNNlh",
+	"uytu6wqwQpxvQDXM/DsTa9cKilA7790T1nCRI8YySByaXQ1SSYImVdTQRNoe3pHz9Qv3E9oPQdaWqmcx",
+	"pMUs7A52yfl/F9QQM5XF+YpE8yWLtCM3PRnuCi++VmUXg2qG4gtLOFgPYG1GN9bHDrZz65VyvqrPWr8/",
+	"fi1k2cS2GIjEj4SdiWBke4QV9Jow/Uadb2EdwNH779+8foFtf2ya1fZzpa3iFn/Mh9Mz/mRsmSC/P5qx",
+	"dWWo6z8FgwWt5NZZpgl7jyo1Kqtg35WxDmfLLhC27FwuXLsdHUfqtkF/B1sCwfglGoRYk0+5h24kxaqD",
+	"14PF68RlyvCXS6qQWrsm3UAhWVc5+IISEkHgOJQsDJwafAtSw6V7YK/wbQa+1DkDd64EP9IVVlDmOogv",
+	"E1AAXsL0D2jP5IsAlYwfnWd5TNLz8eN+eB+Wqap+kfyrOgYQZC9xr/FAJ+dq3sCcFHYgJjI/q0/UIyvy",
+	"7EyV2VTFGq0YOmc4VZ+km2cj8nTbXfHCaEciGxZVExAfIgLSzHnvRIRVIEeFsdblhxVd76phwEEYSthK",
+	"kplnU3TMUJX4dWD4hyBlqtW8CWebYXE3Bk9iHSDS7ImRxCZH5LblgbFiTVNEY9EVvy6DdDjf0B3WcDot",
+	"DyiEW8iFIQMhxI5xrFeKpqMglhnaWCvF1ZmtvQKuGw4WHLwLV2v0HAc6yzM4KEGZUTAf3oIkBvhz50jX",
+	"1eL+6HMzWKMxrYGAQ7rf5RbGxo+x7IHTzEnEs97zMnkgCFDuiOoSgxa92tRNVawbNsYaXGJXcMY9T/Bj",
+	"d2rsKvZup1Ht/fvH/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
