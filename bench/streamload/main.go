@@ -348,7 +348,7 @@ const clockTicks = 100
 // into dir (heap.pprof, goroutines.txt).
 func saveProfiles(base, dir string) error {
 	for _, p := range []struct{ path, file string }{
-		{"/debug/pprof/heap", "heap.pprof"},
+		{"/debug/pprof/heap?gc=1", "heap.pprof"},
 		{"/debug/pprof/goroutine?debug=1", "goroutines.txt"},
 	} {
 		resp, err := http.Get(base + p.path)

@@ -19,8 +19,10 @@ const (
 	// DefaultFloor is the heap goal below which the collector does not run.
 	DefaultFloor = 64 << 20
 	// DefaultPercent is GOGC when the live heap is large enough that
-	// Percent% growth passes the floor.
-	DefaultPercent = 400
+	// Percent% growth passes the floor: Go's default, so that a server
+	// holding thousands of open streams (tens of MB live) does not grow
+	// its heap to several times that.
+	DefaultPercent = 100
 	// maxPercent bounds GOGC for tiny live heaps.
 	maxPercent = 10000
 	// interval is how often the live heap is read.
