@@ -668,6 +668,147 @@ func (e OpenAIModelListObject) Valid() bool {
 	}
 }
 
+// Defines values for OpenAIResponseIncompleteDetailsReason.
+const (
+	OpenAIResponseIncompleteDetailsReasonContentFilter   OpenAIResponseIncompleteDetailsReason = "content_filter"
+	OpenAIResponseIncompleteDetailsReasonMaxOutputTokens OpenAIResponseIncompleteDetailsReason = "max_output_tokens"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseIncompleteDetailsReason enum.
+func (e OpenAIResponseIncompleteDetailsReason) Valid() bool {
+	switch e {
+	case OpenAIResponseIncompleteDetailsReasonContentFilter:
+		return true
+	case OpenAIResponseIncompleteDetailsReasonMaxOutputTokens:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseObject.
+const (
+	Response OpenAIResponseObject = "response"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseObject enum.
+func (e OpenAIResponseObject) Valid() bool {
+	switch e {
+	case Response:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputContentType.
+const (
+	OutputText OpenAIResponseOutputContentType = "output_text"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputContentType enum.
+func (e OpenAIResponseOutputContentType) Valid() bool {
+	switch e {
+	case OutputText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputRole.
+const (
+	OpenAIResponseOutputRoleAssistant OpenAIResponseOutputRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputRole enum.
+func (e OpenAIResponseOutputRole) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputStatus.
+const (
+	OpenAIResponseOutputStatusCompleted  OpenAIResponseOutputStatus = "completed"
+	OpenAIResponseOutputStatusInProgress OpenAIResponseOutputStatus = "in_progress"
+	OpenAIResponseOutputStatusIncomplete OpenAIResponseOutputStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputStatus enum.
+func (e OpenAIResponseOutputStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputStatusCompleted:
+		return true
+	case OpenAIResponseOutputStatusInProgress:
+		return true
+	case OpenAIResponseOutputStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputType.
+const (
+	OpenAIResponseOutputTypeFunctionCall OpenAIResponseOutputType = "function_call"
+	OpenAIResponseOutputTypeMessage      OpenAIResponseOutputType = "message"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputType enum.
+func (e OpenAIResponseOutputType) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputTypeFunctionCall:
+		return true
+	case OpenAIResponseOutputTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseStatus.
+const (
+	OpenAIResponseStatusCompleted  OpenAIResponseStatus = "completed"
+	OpenAIResponseStatusFailed     OpenAIResponseStatus = "failed"
+	OpenAIResponseStatusInProgress OpenAIResponseStatus = "in_progress"
+	OpenAIResponseStatusIncomplete OpenAIResponseStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseStatus enum.
+func (e OpenAIResponseStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseStatusCompleted:
+		return true
+	case OpenAIResponseStatusFailed:
+		return true
+	case OpenAIResponseStatusInProgress:
+		return true
+	case OpenAIResponseStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseDeletedObject.
+const (
+	ResponseDeleted OpenAIResponseDeletedObject = "response.deleted"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseDeletedObject enum.
+func (e OpenAIResponseDeletedObject) Valid() bool {
+	switch e {
+	case ResponseDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpenAIToolCallType.
 const (
 	Function OpenAIToolCallType = "function"
@@ -2609,6 +2750,125 @@ type OpenAIModelList struct {
 // OpenAIModelListObject defines model for OpenAIModelList.Object.
 type OpenAIModelListObject string
 
+// OpenAIResponse OpenAI's response object (`output_text` is computed by the SDKs from `output`).
+type OpenAIResponse struct {
+	Background  *bool  `json:"background,omitempty"`
+	CompletedAt *int64 `json:"completed_at,omitempty"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+	Error     *struct {
+		Code    *string `json:"code,omitempty"`
+		Message *string `json:"message,omitempty"`
+	} `json:"error"`
+
+	// Id Example: resp_5f0c6e1d2a3b4c5d6e7f8091
+	Id                string `json:"id"`
+	IncompleteDetails *struct {
+		Reason *OpenAIResponseIncompleteDetailsReason `json:"reason,omitempty"`
+	} `json:"incomplete_details"`
+	Instructions    *string           `json:"instructions,omitempty"`
+	MaxOutputTokens *int              `json:"max_output_tokens,omitempty"`
+	Metadata        map[string]string `json:"metadata"`
+
+	// Model The model that answered.
+	Model  string               `json:"model"`
+	Object OpenAIResponseObject `json:"object"`
+	Output []struct {
+		// Arguments The arguments as JSON text.
+		Arguments *string `json:"arguments,omitempty"`
+		CallId    *string `json:"call_id,omitempty"`
+		Content   *[]struct {
+			Annotations []map[string]interface{}        `json:"annotations"`
+			Logprobs    *[]map[string]interface{}       `json:"logprobs,omitempty"`
+			Text        string                          `json:"text"`
+			Type        OpenAIResponseOutputContentType `json:"type"`
+		} `json:"content,omitempty"`
+
+		// Id msg_... or fc_...
+		Id     string                     `json:"id"`
+		Name   *string                    `json:"name,omitempty"`
+		Role   *OpenAIResponseOutputRole  `json:"role,omitempty"`
+		Status OpenAIResponseOutputStatus `json:"status"`
+		Type   OpenAIResponseOutputType   `json:"type"`
+	} `json:"output"`
+	ParallelToolCalls  bool    `json:"parallel_tool_calls"`
+	PreviousResponseId *string `json:"previous_response_id,omitempty"`
+	Reasoning          *struct {
+		Effort  *string `json:"effort,omitempty"`
+		Summary *string `json:"summary,omitempty"`
+	} `json:"reasoning,omitempty"`
+	SafetyIdentifier *string              `json:"safety_identifier,omitempty"`
+	Status           OpenAIResponseStatus `json:"status"`
+	Store            *bool                `json:"store,omitempty"`
+	Temperature      *float32             `json:"temperature,omitempty"`
+	Text             *struct {
+		Format    *map[string]interface{} `json:"format,omitempty"`
+		Verbosity *string                 `json:"verbosity,omitempty"`
+	} `json:"text,omitempty"`
+	ToolChoice OpenAIResponse_ToolChoice `json:"tool_choice"`
+	Tools      []map[string]interface{}  `json:"tools"`
+	TopP       *float32                  `json:"top_p,omitempty"`
+	Truncation *string                   `json:"truncation,omitempty"`
+	Usage      *struct {
+		InputTokens        int `json:"input_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokens        int `json:"output_tokens"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage,omitempty"`
+	User *string `json:"user,omitempty"`
+}
+
+// OpenAIResponseIncompleteDetailsReason defines model for OpenAIResponse.IncompleteDetails.Reason.
+type OpenAIResponseIncompleteDetailsReason string
+
+// OpenAIResponseObject defines model for OpenAIResponse.Object.
+type OpenAIResponseObject string
+
+// OpenAIResponseOutputContentType defines model for OpenAIResponse.Output.Content.Type.
+type OpenAIResponseOutputContentType string
+
+// OpenAIResponseOutputRole defines model for OpenAIResponse.Output.Role.
+type OpenAIResponseOutputRole string
+
+// OpenAIResponseOutputStatus defines model for OpenAIResponse.Output.Status.
+type OpenAIResponseOutputStatus string
+
+// OpenAIResponseOutputType defines model for OpenAIResponse.Output.Type.
+type OpenAIResponseOutputType string
+
+// OpenAIResponseStatus defines model for OpenAIResponse.Status.
+type OpenAIResponseStatus string
+
+// OpenAIResponseToolChoice0 defines model for OpenAIResponse.ToolChoice.0.
+type OpenAIResponseToolChoice0 = string
+
+// OpenAIResponseToolChoice1 defines model for OpenAIResponse.ToolChoice.1.
+type OpenAIResponseToolChoice1 map[string]interface{}
+
+// OpenAIResponse_ToolChoice defines model for OpenAIResponse.ToolChoice.
+type OpenAIResponse_ToolChoice struct {
+	union json.RawMessage
+}
+
+// OpenAIResponseDeleted defines model for OpenAIResponseDeleted.
+type OpenAIResponseDeleted struct {
+	Deleted bool                        `json:"deleted"`
+	Id      string                      `json:"id"`
+	Object  OpenAIResponseDeletedObject `json:"object"`
+}
+
+// OpenAIResponseDeletedObject defines model for OpenAIResponseDeleted.Object.
+type OpenAIResponseDeletedObject string
+
+// OpenAIResponseRequest OpenAI's Responses API request; fields Switchboard does not carry are refused (400 naming them).
+type OpenAIResponseRequest = json.RawMessage
+
 // OpenAIToolCall defines model for OpenAIToolCall.
 type OpenAIToolCall struct {
 	Function struct {
@@ -3434,6 +3694,9 @@ type OpenaiCreateCompletionJSONRequestBody = OpenAICompletionRequest
 // OpenaiCreateEmbeddingJSONRequestBody defines body for OpenaiCreateEmbedding for application/json ContentType.
 type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
 
+// OpenaiCreateResponseJSONRequestBody defines body for OpenaiCreateResponse for application/json ContentType.
+type OpenaiCreateResponseJSONRequestBody = OpenAIResponseRequest
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
@@ -3704,6 +3967,68 @@ func (t *OpenAIEmbeddingResponse_Data_Embedding) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsOpenAIResponseToolChoice0 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice0
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice0() (OpenAIResponseToolChoice0, error) {
+	var body OpenAIResponseToolChoice0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice0 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice0 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAIResponseToolChoice1 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice1
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice1() (OpenAIResponseToolChoice1, error) {
+	var body OpenAIResponseToolChoice1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice1 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice1 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OpenAIResponse_ToolChoice) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OpenAIResponse_ToolChoice) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
@@ -3742,6 +4067,15 @@ type ServerInterface interface {
 	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
 	// (GET /openai/v1/models/{provider}/{name})
 	OpenaiGetProviderModel(ctx echo.Context, provider string, name string) error
+	// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+	// (POST /openai/v1/responses)
+	OpenaiCreateResponse(ctx echo.Context) error
+	// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+	// (DELETE /openai/v1/responses/{id})
+	OpenaiDeleteResponse(ctx echo.Context, id string) error
+	// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+	// (GET /openai/v1/responses/{id})
+	OpenaiGetResponse(ctx echo.Context, id string) error
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx echo.Context) error
@@ -4069,6 +4403,47 @@ func (w *ServerInterfaceWrapper) OpenaiGetProviderModel(ctx echo.Context) error 
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.OpenaiGetProviderModel(ctx, provider, name)
+	return err
+}
+
+// OpenaiCreateResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiCreateResponse(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiCreateResponse(ctx)
+	return err
+}
+
+// OpenaiDeleteResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiDeleteResponse(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiDeleteResponse(ctx, id)
+	return err
+}
+
+// OpenaiGetResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiGetResponse(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiGetResponse(ctx, id)
 	return err
 }
 
@@ -5617,6 +5992,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/openai/v1/models", wrapper.OpenaiListModels, options.OperationMiddlewares["openaiListModels"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:model", wrapper.OpenaiGetModel, options.OperationMiddlewares["openaiGetModel"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:provider/:name", wrapper.OpenaiGetProviderModel, options.OperationMiddlewares["openaiGetProviderModel"]...)
+	router.POST(options.BaseURL+"/openai/v1/responses", wrapper.OpenaiCreateResponse, options.OperationMiddlewares["openaiCreateResponse"]...)
+	router.DELETE(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiDeleteResponse, options.OperationMiddlewares["openaiDeleteResponse"]...)
+	router.GET(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiGetResponse, options.OperationMiddlewares["openaiGetResponse"]...)
 	router.GET(options.BaseURL+"/v1/connectors", wrapper.ListConnectors, options.OperationMiddlewares["listConnectors"]...)
 	router.POST(options.BaseURL+"/v1/connectors", wrapper.CreateConnector, options.OperationMiddlewares["createConnector"]...)
 	router.DELETE(options.BaseURL+"/v1/connectors/:name", wrapper.DeleteConnector, options.OperationMiddlewares["deleteConnector"]...)
@@ -7198,6 +7576,598 @@ type OpenaiGetProviderModel500JSONResponse struct {
 }
 
 func (response OpenaiGetProviderModel500JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponseRequestObject struct {
+	Body *OpenaiCreateResponseJSONRequestBody
+}
+
+type OpenaiCreateResponseResponseObject interface {
+	VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiCreateResponse200JSONResponse OpenAIResponse
+
+func (response OpenaiCreateResponse200JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response OpenaiCreateResponse200TexteventStreamResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type OpenaiCreateResponse400JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiCreateResponse400JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse401JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse401ResponseHeaders
+}
+
+func (response OpenaiCreateResponse401JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse403ResponseHeaders
+}
+
+func (response OpenaiCreateResponse403JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse404ResponseHeaders
+}
+
+func (response OpenaiCreateResponse404JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse413JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse413ResponseHeaders
+}
+
+func (response OpenaiCreateResponse413JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse415JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse415ResponseHeaders
+}
+
+func (response OpenaiCreateResponse415JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse429ResponseHeaders
+}
+
+func (response OpenaiCreateResponse429JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse500ResponseHeaders
+}
+
+func (response OpenaiCreateResponse500JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse502JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse502ResponseHeaders
+}
+
+func (response OpenaiCreateResponse502JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse503ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse503JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse503ResponseHeaders
+}
+
+func (response OpenaiCreateResponse503JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse504JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse504ResponseHeaders
+}
+
+func (response OpenaiCreateResponse504JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponseRequestObject struct {
+	Id string `json:"id"`
+}
+
+type OpenaiDeleteResponseResponseObject interface {
+	VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiDeleteResponse200JSONResponse OpenAIResponseDeleted
+
+func (response OpenaiDeleteResponse200JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiDeleteResponse401JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse403ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse403JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse404ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse404JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse429ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse429JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse500ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse500JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponseRequestObject struct {
+	Id string `json:"id"`
+}
+
+type OpenaiGetResponseResponseObject interface {
+	VisitOpenaiGetResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiGetResponse200JSONResponse OpenAIResponse
+
+func (response OpenaiGetResponse200JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiGetResponse401JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse403ResponseHeaders
+}
+
+func (response OpenaiGetResponse403JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse404ResponseHeaders
+}
+
+func (response OpenaiGetResponse404JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse429ResponseHeaders
+}
+
+func (response OpenaiGetResponse429JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse500ResponseHeaders
+}
+
+func (response OpenaiGetResponse500JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -19060,6 +20030,15 @@ type StrictServerInterface interface {
 	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
 	// (GET /openai/v1/models/{provider}/{name})
 	OpenaiGetProviderModel(ctx context.Context, request OpenaiGetProviderModelRequestObject) (OpenaiGetProviderModelResponseObject, error)
+	// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+	// (POST /openai/v1/responses)
+	OpenaiCreateResponse(ctx context.Context, request OpenaiCreateResponseRequestObject) (OpenaiCreateResponseResponseObject, error)
+	// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+	// (DELETE /openai/v1/responses/{id})
+	OpenaiDeleteResponse(ctx context.Context, request OpenaiDeleteResponseRequestObject) (OpenaiDeleteResponseResponseObject, error)
+	// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+	// (GET /openai/v1/responses/{id})
+	OpenaiGetResponse(ctx context.Context, request OpenaiGetResponseRequestObject) (OpenaiGetResponseResponseObject, error)
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
@@ -19606,6 +20585,102 @@ func (sh *strictHandler) OpenaiGetProviderModel(ctx echo.Context, provider strin
 		return err
 	} else if validResponse, ok := response.(OpenaiGetProviderModelResponseObject); ok {
 		return validResponse.VisitOpenaiGetProviderModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiCreateResponse operation middleware
+func (sh *strictHandler) OpenaiCreateResponse(ctx echo.Context) error {
+	var request OpenaiCreateResponseRequestObject
+
+	var body OpenaiCreateResponseJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiCreateResponse(ctx.Request().Context(), request.(OpenaiCreateResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiCreateResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiCreateResponseResponseObject); ok {
+		return validResponse.VisitOpenaiCreateResponseResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiDeleteResponse operation middleware
+func (sh *strictHandler) OpenaiDeleteResponse(ctx echo.Context, id string) error {
+	var request OpenaiDeleteResponseRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiDeleteResponse(ctx.Request().Context(), request.(OpenaiDeleteResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiDeleteResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiDeleteResponseResponseObject); ok {
+		return validResponse.VisitOpenaiDeleteResponseResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiGetResponse operation middleware
+func (sh *strictHandler) OpenaiGetResponse(ctx echo.Context, id string) error {
+	var request OpenaiGetResponseRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiGetResponse(ctx.Request().Context(), request.(OpenaiGetResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiGetResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiGetResponseResponseObject); ok {
+		return validResponse.VisitOpenaiGetResponseResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -21683,711 +22758,744 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3rdhu3ti+IvwoG/+c/TGYXKepiJ5bGGt2K7CTesWMdST5ZZ6e8VWAVSFZUBLgKKElcbo3RD9Hv0J/7",
-	"Fc6j9JP0wJwACnUjqYudZG2vDysW64bLxLzP3/zUi8ViKTjjSvYOP/XmjCYsh3++vqAz/d+EyThPlyoV",
-	"vHfYu5gzkjMpijxm5JrlMhU8IFORkzfT4Tuq4vmoF/RkPGcLqp9WqyXrHfakylM+693dBb2/D8/YPwom",
-	"1fBN0vV+uP5MkjQhfTVnJKZZxvJnMiA3c8ZJqohkXBFKbliWDaciX7CECM4G6z9+F/SWNKcLpswcj2P9",
-	"2V/ogrWPhML1Z5JwumDkJlXzlBMYkOCcxUrk+oOpvn1J1bwX9Di8q4cP9oKenkuas6R3qPKCrV+ZE3zp",
-	"2hHF7h47qj4bzUYkStiUFpmKBh0jKh982KhEvnFQIjdj6hgC/OeeHy9yKfL2r0ac3Sq8ISJiCvuyzNl1",
-	"KgpJlnRWDuMfBctX3lLgS9d/+RXL0muWr968av96Yq4bKo2S7PpyNBpFg4AUPP1H4cglVZLcsMlciKuO",
-	"dbGvuufavJnCeWsO73i5zFZE8GxFUlwWe2KfSaKPNZEqzTKy0I8zSfosk4wc7O6VtIN8oByiPdwbFu1t",
-	"ukhVc0CndMaITP/JSH93uDseB8RQK9kbD7p2KYN3+d8zD/UO98ZBb0Fv00Wx6B3q9/UWKTd/BXZYKVds",
-	"xnIY14UQmWSqm4IV3vDk9PsrbnwXERm6sDR0M0cS6vh+mtzr63f6ZrkUXDJk6Hku8jMmYQk14+eKcfgn",
-	"XS6zNKZ6YDu/Sz26T957/1vOpr3D3v9vpxQVO3hV7th3wlfwmzVa5ITpe45IBP8dxSJhEZF0JcnNPEVx",
-	"4UmdunRo+7i5fadyL3z7/XGh5ic0yyY0voKxfbaZBj3FbtXOXC2y6ktatqGFY5oxkilNM5YQyhMilchZ",
-	"QrjQbGPWvmCrETkOuZyLXJGfLt69BT5HUi4Vo4lmgv9+/v4XFJKqlKSExjFbKkkiN+ZoFPInXfkl48dv",
-	"PgeJVd+8kdBIygk+8kwSOadLRvqCk2hHLBmn6c71bkRyUSgmB09Ienf2IKJacfrmZ7ZqYcycHJ++IVds",
-	"RaiEDdJ/yrm4kSRVI6IpQ7I4Z4qkknB2zXK4ygmdKpaTOGewgnrgy1wsWa5SPNuTIpkxtWkpv8e77gJf",
-	"G9igZpA+4wkpJMs1FYmCqwHRA1sBzwRCBupFjYfkBSeTFVHzVMI8C8nkEUz1/CZV8XwiaJ4MS02H4IqS",
-	"mHIuFBHXLM/ThMFyHE9Ay3PUrN+n10UoMhEFT/Qy1E6bm5nAPV23Gk6xORVZGq/gYb3ALDmGldRqJVVa",
-	"PlPFhioF5t/4HrtdpjmTxy1ir238uKnmIT2B7b6SdqjKV8wqIHpVqKEeoGx2SxfLTL/miq0ux7sv9+ju",
-	"ZC/eTw7Y8+mL8be73+293KcHk+fxi+Tb1o8uRMKyjcv4Tt9VLiE3MrbxtmXOpult+zSmaS4Viec0p7HW",
-	"za06h9MJiBIkZ7GY8VQyQmEh+5GcXEZAegdkIXJWm7ScXP59tf+PtnnlVDGnqayb2pm98b0hyx6cc7HE",
-	"Q5cqtti4POf6dv2cGQbNcwoLJZeMJxufhpvugp4xtZrLd65oriShiuzCYsxyzU207kkYjed6UfmM2QVF",
-	"etF7FJAl7BkReeW0R6cfLsjO9e4OXabDK7aSO5/S5A51EkerKVcvDnqtqlapn/yGCovRmsyyOTrwD1s5",
-	"vY/unWLyO4uBVyE3PYG7QZQkSarHSrNTjwdOaSZZQygQzm4sz/1zc82QP5xthrzKN/2BoI1ISSZuWD6M",
-	"qWQkY0pLE5GTJJ2lKgi50iyqWOpz9mK/easM8E6pbRst/2KRM0lEHvKEyjmTgyNtk3OG6gtht6lUZMUc",
-	"Dz8kpRVP4rkQkklUQMoDqxfr8mBPbxLVH9WL+p+/0eE/x8OXH81/L4cfP42DF/t3/+3JWf8aPv6rz8Cl",
-	"EktJbkR+lfIZ6Z/9cEL29/dfBsR4BqaFKnI2ODKcHpg/hUXYnts/ivHWT8C8WFBujjy4CvQoPXWMFFLP",
-	"xMyvykQnaZalfDaULL9OYz3WBb19y/hMzXuHu3vfgeHl/v7TsNoFvX2DD+y+gCHav2pcOOihqW4ua4Oq",
-	"zsKq3GsTewJ+TrPs/bR3+Nv6wRod8S74VGNKV22ao6cZguAzngZUDtHS58g9rMk3IueaBaVKq5qRtotE",
-	"nv4TdvyQfM9oznISFuPxfnzFVvAPFrUoVLXl0INrLsLHJt/9vZBqaDg8nBuQSKmSZhqjcunephLIo7oM",
-	"CVV06513i9mQsqWPqM0tISWsTmycSFORwznQD4FldWSOLhF4uDMqlXMtrV8pGH83vXxYJvcXZ5oKliDu",
-	"xZTQ0phQc6qsoE85WWY0ZoGnQBGp6Moc8pBLumCHsBXIFPS/jC5AgWKkJz+0NJmmLEtIxqaKiEKbJiHP",
-	"2UJcM+OdNQ9PaZZJAlatEubr+TXLn0nr7pGHKARDDhwuMCLR8e2AcEFQKB9VNX6SCT5jOer9gxGBoy5h",
-	"vMC4V9aAwFU4RFNJ64paAdB8DaTNV/H/B4p/3MyQFxx2MYAV+NPrBY+SxV9QWrbJrVb200HAx9xSY5tr",
-	"onl2RNIhpvQVothimVFVMlDQg7jgbFTZke3jCSVB3DCq5uCcbu70/e33ytfXWfBssVSrVpeD50NqZ+af",
-	"Nny29xMeZ7tqkkxW9uSaDxPcwXIdB95Qyt1dMDUXG61KpIF3eK9HruUaT0XOYipV23SrIbSuGW/+/ql9",
-	"T3M93KWHrwS4zttWXhOCKNQ7udlhU5dfqDaj36Zu+gY9lVMukeg2EhOehJbFLUAvSNaaIeac3lCJColV",
-	"s0ROcgbCP9ne1uh0LOxqpQdfrY2bOGcLxvVnJiv0LJhvoZyCsFIqSRT2UKs070XNMuxFD/EflGzCuREM",
-	"gQc2NOIRY3kQq76Fckk3+BlgWd/wZaHu62ZwvDNh05TDY4Hmo1Z3tNoIT+yqbctRj9GjX2Gqh4TyFf5+",
-	"TbOCkZu5kIzgnpKM0WsmyYKuQh4LrqjVCOci06ujFQRzK+iNqSTslsYKQobMvzXk/SjsffoEayxHEJC7",
-	"uwt70YCAoYGkhu5eUExxJ55JO6xUzUOu9UkYq17wI3u4qCofIHMKOh48pdUCe8QXbDHRw9DD0eNNYbRO",
-	"EdUsARR9wjIgTjJhsVgwSXiRZYMRea/lRMhxtpLMmELK9ebYmAYM4pkkStsAfT3wkGu7gAs+NC8KbIwG",
-	"DAZKFqkEExoeHYzIGZsWEhISyI+vL/Suh/yn18evDJHoHVBkIaQiL54/339BJivN8ikuU039+WTioIeN",
-	"fegFJmLqXfrH3V3vbpNQ+1UvvsdHEoEczVNWDsYvX3wxQWd02dJDEfLoU9j7+/CDpp2wd0g8Iiz0b5oI",
-	"76IR+YXqzV4UUu+8Xv40MW8LuX4dKK5SpTxWJGczmicZk2A8ae0WFVCIOnAGC/LTxcUpibOUcRXyBeV0",
-	"xiTp/ySkCsgJxrKGuEQBuQBuz/Lhax4LTZ1wi1G7AzIajQajkP8PTRLgnYX91uuK2x3A6dBUfHIWkLc/",
-	"aOb9y4e3JWns7yElLOitv8L7e08u9esMp6H/gym5lYEANoFnI+izgOy85IJHJF0sCkUnGTvUv5oDqA/3",
-	"gq7IhIXcnnDcIeAYs/Sacdxq9o+CZrBfH87eWg2xZjR4+kvNanAmwzqL4Q9RcTRjBlUnlYR6Vlq5nv5G",
-	"hFzvRGP5KxZaP/rP346H/0GH/7z8aP7hzzwaBCGXwogBBU5NdIiYw4aSXI/JOIhAqFECfAfDmNqIlYSG",
-	"3DvFHn87aCXiFwdrFLaaOWA4hUvwofrw/S5SzhLrZvDNhWhCJfuQZ9EhkRAZCTl4nqKdKCDgrH353Qt4",
-	"ix9u0tNYsjzWB5zJmC61ecuzleb0IYfpBmSa0xlIGW05C0Ukgz8l6ScszmjOzLqUxGMkYJTyQ7wWDUbk",
-	"tZZAkWNo9TW+u4vapCvIlpDj4GDNlzRXelVAaOv5mPEcEeqJVm2X+1wy5GawCXrkIqtvHRKVFywq967k",
-	"VfXDtWNP146bRZyqFYikDRbuGuX7Il0wArLNzgrcJCknizTLUsliwRPjFWko5v3Sxh+Z3y7wUwHZH4/H",
-	"44HviT9yDNl7bEFvzSN6Q/G1u3vw7Ki3PsNos+7/7/SansPfECEX3KrQ6KxFB8n371/9T/DskWnBUTbD",
-	"0ZSMyZBHCVU0Mh43mmsFo3y8nvaBv2tC0lcCwjLJQq51mgEQe2RviUg/+iQVVYUMjOyUd9HAqKqqyLlE",
-	"r2EOWR0mhBDhJfJJC/JDokc2ios8Z1yN9E+X8d1RNCInYrGE9JaUoxamdTqRMByppNea7CiRK67orU3f",
-	"0AzmYG9Pky3qfJJkKWch10OKRVYseKsCVafSjUMMiCwWC5qvalc1nQG/H+n1ujva6Oqt2iTdpsVTOLrR",
-	"e/PXcHT7+karnwf0LVw9y99FoWZC77tNXeoXyyV4OqWJ8HN9CH/r/fj6ohf0Tt+fw38+wP8fX5z81At6",
-	"r16/fX3xuhf0tNLdC3rvTy/evP/l3BukmUrQux3q9w2vaQ5cUr/YHzZ+xP/FfLDy04fGL2Yg/m9uUP6P",
-	"ZoD+T26wbgVLJeK+wW/H6kt5gIED1PybNqjLsGzbLTTq8AViiYPw3myNSa1QywIcJclRKbZL41DvAUYa",
-	"OIn08keOc+XAsgRnFSPKUpsnWUctrrvN9gvSTmuid6aV2gTnKAPkzuvGbu0KSNU0J7caeRyPm4c0bTXH",
-	"9LSdjCczbY6RX0tpdYgBvht3H+pARuHSGnfFOyBJoTl/TQ/gwt0A0QX4jIlZGw3HegU0c/jx9UVAkGRh",
-	"umC+9p02rup+3pCbnXfG+wCFDiqMaMijbANRZQx8/Y6RVjfVPLLbLN0cyxErYTRjhYOgIfcJz9xuFB1q",
-	"cp8nzLx5cEQiVL8ITRItSutK19+MzwqULFR1rXLpL80RiXDVIyIZT/TMfHMzIVl6xao0c0QiPUn8crkS",
-	"5uXeWuAuosUD+l/dh0B8FwJpbIWW7ma16lthJKNhnMZxZrOtXaY3+J/uwyIdX3rDT/Gdjd//u/lI48JP",
-	"9quNK9/DMCoypuXEaF5h4kZGtQWWswK6tw4BrdAaF00XtYzIcXZDV5IscwbyL+VOe/LdvBMhMkY9wdvG",
-	"RJyXy7ARHMicXjPSN7qiLQr4X//P3n8+3x+MiF4532LQZgQufUB4oWklIPZZkRMzDl8Quo3C2yF1HPXS",
-	"wA07cAkPRjw/aJ/P7a2133+xH25sph1H7cL3bli1C8dmlLWf35tB11UPmEKb6vG9i+zeS15CSp6xQVJO",
-	"Ppy/goRUTT8sT0USEIjlsoRMc7EwsUtFMzF7JkO+zNMYcoJiGs+1tMrFYqmIEleMgwtIzVmaE3HDib6V",
-	"+Rw9F9cp8JGcLUWugAcuBmAnQNgYopCYtzwi73nMSFTIBCxFPWgVOHXOxNaN8VQyErD2DvZekgjD3pfs",
-	"NmYsYUmkzR1F00wemtj7B5kEIYf36n+6yesjoo7VEYnOmMpXw+Op0qyw4CpFfwzeSDRrHBxpJi1VzuiC",
-	"0CxnNFkRmixSpZfPZTfHhTIWsTdq/Z38WosnMN9FLhV6m2Kt8t/M0wwkQV5wGRAptBFndHd4XsKmybkQ",
-	"CqUbzkpb0tbss9blMwnvHJGTXKAPl2ozH20vrZ7QjOXqWEV6Y2KRJ1Kvu1aLzSLC9YgIvSNaTXUPG49C",
-	"KpIjkmttIuUzCLSbNSbt72O3c1pIpXfFvRNf05bAYEbX5EY/5FZOiKmhlD7aX9mKUBkzjh5LUHMmTN0w",
-	"xskYBr1L2G2cFTK9ZgO9XlCk0T5roC49C4w3OdPrt/HoeTAeffexVI167qXvbN0Olq+Uv1v7Gn8vg1ei",
-	"mGQm88wZ4M4YL3Usw/1qOlhTBcPVbC7Zh4sTTRKMJzQnCV0F5M35e3LD2BXpw2l/J3hCV4OgvGshuFbE",
-	"jC0V5yxhXKVUU9XNXGSMZOmU+aw6Aeam36nno5/WEkYomjUZ8l3QK2SH3QQ0XP0mqD3Iv0qaCQwXq+zO",
-	"3vOHrfrY/m/t8tc4tJ6CW/M2Tn0yp+pE6JFZNb5K4rG7dgF81IsxeO6XB8T9rYvlhGbZ9ll7P/hPNfPe",
-	"fgWXmjl7UZn1Cv9ADregCSRpgV9DW9ngpQDjycv1IUmKoYm84KQvGSORVGJ5xqgUXCu01lzXitBNKjGt",
-	"AqsEShdIPKfq8vl0HL9gu8ke3Z8cxM+TF+zb6Xfjl7utiadM6nO+MdvF3GbTY7qoVM8XZka5vGHagutT",
-	"SBODJLF6lRKW8JqKqMGoMzFWr32L//AncUMWlK88SYKmBKRcZUIsce37VtVDh6Dhk3p4REynepSDI/Pc",
-	"FeMo8VEvQ/kti0V7/B/l/ToylYotZXcBIgzymfSywiScYM1h89q4I3bL4kKxCNIA9Okd+Kbo2u27ECJ7",
-	"K8TyXLFla2WCo7Q23XtVW1TGE72xm1f1MOQREkIUeAfC0YYNiOmdM6LYnLajkEf235f6chRoBQD0/8R3",
-	"l1ZOkDZwzREKeZ+6InJ3O7BuTTE2oaK6sKkkoCcOAi399TFFx3vks47oiEQLensJW2vmBcdaC94FvT2H",
-	"332lTJrqWzt6XKrACFpYMXfwla2NAfu6exCDqomHS9ormRwsGnJzHGmrvAFJVNJvdeN96ib/Rup8ebRl",
-	"NYjlMJZz1I5N0GT41XH5vL5LnpjSvKYwMWvdEvR02hKQqjXPDYGWFCNJHw19zJFLcywcDpxLwcUT0Isw",
-	"xF/xuy6GBqq48uEFvNHYHFzPwyGfoWl5Dud3cEiiEn4AXxEF/m/fROAVKn+JSB/NCEPoxrHlrg+0TZHp",
-	"gy0kQ525os3Y7OAsEzfICs1CHZkgkimfNvRf8FTwUch/YSxBFhyl/FpcsYhAHv2IHHPCuMpN5jL6bbiw",
-	"w7MhgJBT5aTpb+nH6IhQTtjtMkvjVLWsAhGFkmlipmBHTQ7G+0dQG5cxN388bS06lD53Jr0j5PAs6R/s",
-	"7XnAE/ot/nC1fMsycwQ9hbeWrzhal1NX6qx7z180ObLhSRUXbasNe1b4KWLSo2JkPRBDqSokdEZTbiKV",
-	"SNMY6oFsX23ZpVZ+yyaLdolPQHCO31W+CSxNi15j6ekVBu+jmueimM0NwVnu7GdRayUJkoW9X41fER6K",
-	"2tOjI+OWM7eW2Bi26A04OjAJOVyyfLhIeaFs9LGvtRAbftDKdF7wgU1WDrkmZVM5k4nZiPyg9+GwXFA9",
-	"Bb3CvqedeNw75A327eIxflmOEvrDSFVNL9QUBsjj1SnjNFOrquLb0N73PKV9uNduNJ2X2okhsed18nqn",
-	"DQ9/bw0nAUWgvzvcGx+5kOzzwZF3HqkiOdQnwMkeVcY23hRdXdDbLrEEIzIuFiXIjHGWY96xKs0kuy+R",
-	"e1G0OaRrJNX25Ue+Vlwe5/HBd+tKkLpVaEgpJ2lCjGhxPiIQIzuN3Az0rmuVH+dbTZqmXJ+2ZRrvxBkt",
-	"EjbcHz4fzml6VQwhaNCe6Qs6XcyeiMbQG7SZiR0Dt0HRQiERb4ddM66Gxp0E9hCIlSxbRETR2aDDVcsW",
-	"S00ORc7uMfY2n4IRcG3pUga2wdxB+tHO9e6O+UtGA5Oc6fz2pfCEZBpnLB6Rgl9xccMPIfqtJZ+Vqq2m",
-	"kBLL0w2T2r2Ppe7I3RJkq3aFLPbU2Ij3cK5q60xv2VyAoWfYOcJXGNNBVpUSfZxtFY1shirnLFtesNs2",
-	"tJlMCzTI38T6OEiJwuJMkS9MCgM6X+HlZJoic09zWwLpxRL3xl4kr1z/TMzEhzxrL6SYSJFpgTJXainJ",
-	"h7O3pK//iXEpEBxiqW3gAR5a/S5Xy2ciFBh6r4xDc5ImHTCpNtd0AJ9OpV9qpShUsHLRFl8NgGWjwxL2",
-	"SBujpeLKuAI9udSdJJkwreDAcTClZotDfIEn0VNpz4uNaeJ8i6V1FRtNY+/21qWO2RXw0sa8XIQuIj1n",
-	"Uq5zKd3PXVSt/eouMWq/+khYiftgRDSLiliS5ixWhlgb1zH5p0k80RK9xL6D31W1mfnKI62Fm+U0Lmsw",
-	"Wos886r2ILFwcKRtaz2rJCJLbSJHbpKR7yU13y1tQZb07IIkW0auqjRw6t5Y/f3Ee3/1ymv7tVYj1q9L",
-	"qOCqmbWs1h+UW/lxI7V6ZcR1on0E/T2YmNqKkGGcFrEqlrYUWauw0Y+vETvCDGdo7jYYEkfEBylplWqb",
-	"iLXIO5yNwKSUgLh8lVSVGJE3isxFZozRcgqmOhbUx0PHgGMWEJnyWcaGhdwiAQpIQg9sDWHchwa2q0BZ",
-	"Rx5rS1OVsOUoZb0QZAp3lVRC/oQ1oeqABuvZ8/aVfu3sBS0ocMESMd3me2ah37QhpWAGqcfODCVYOJ4j",
-	"svvdeEz6+2OCBqEctEwX9anvXhxUIiEvxm02RI2cuxJ/Jrm40dMGq9irPsPRWS5oagYqjp3S7wNmL6R2",
-	"IhP6m/ldc1uaJOjUAr8SZH4cga+97gjSNhIt1HzkDVxGpA8FQogXOBiF/FfjBkiVU1ZMqahJ4YuFTcnf",
-	"pMB0VnytOSftuo5P4y0lrBaQA8rbPbUFFE3rway5Cws1v+jM9vAXTd+JmR9VjxLq+1OECbXyjQuuWS5d",
-	"pj+zVS/oTQCMQf+DyjTuBT2hX7fX6qJ9QOHsk2sj1c8C5B7ZG41BozssyZfGMZPSRFHMC0gfS7hyNs2Z",
-	"nLPEaI2D7esVMyrVmX384QO6oZKIiaIpv0+xZLNQ1lqyLTeX6CXrBmgS2hHPwM8FIbOccoWjc/6Hpvrf",
-	"iN10aHPaELhm0SEpJJ1kbERK/a7vRjQ4BFJ2SCEE0AWcGgaJ3/qGS3tmbYzTo3ibfWVzQEMOHsbD6uRs",
-	"WgrG/2A7zc7YVH50TA6CkNsAe1uZBxF5Okt5UB7BgODJwiq/BdRyad0E3g6PIEZEUuIPeKM31ol1yIks",
-	"Cbmi+Ywp9GMmuVguWUL6px8uiKoD8npvCjxgLbMEmIvmr+9lLBJWD97ARkHU3GqttUVvTxbwC4efsvT3",
-	"33a9cgXUFqzYKGf7RNW9juN2qNLblvKWguKkHOM9PRbniqo0rm7pTZ4qNkS+YihFMpqxJDDSxTp5R+TH",
-	"9Jqh+Ss4kw0C9iQGvWLykERItRHp4z804SPNRqSPImIQkEirR3qxUNbbNOxsRaIllfJG5Im+XQuSQWvG",
-	"EAqdVuFh0WT6MDY7nsEWpaFBDxbmPc9WBkUp6NnhdKnreNV+DEb84G/BMnWgUSDSkWEt5mPw24O/Zreg",
-	"/YP2am1m2vYh0WH0oG/erSXxB1WsAy5OybuOGnqRVlxKch/9gZRUrrVxGntCdwuA9EOyFv2GbA9+E11q",
-	"cUOiYVT1ra/RAb6egi91Cp6guMozL/4SBVYn3cbAsWdZtxhDpO8ZQ1Dv7iPHNq2grXGTtCKph2bUs3W+",
-	"qtMtEs38eMMfBu+TpHKZ0VU7ePx2r2jaDWtAjLaBgCl3918fBcbohpakUEt8nGJoCPVhISxfjdOHSg9H",
-	"S80Yiq8gLo5Q3p44BU1wIVl2rY1gIx8DZMhByS0ha9wIhYCgWYbeiUHIJywTfAb+O8eotJnBmfOR6R05",
-	"ItQjD3R7QrCF8pCXtmfl2Nvss1T6Mj/kIR+SiAuu7UaLeZIirM0IrhnRXgK8eWVlLgmjVhaPhpG4SlnI",
-	"CYlQm+1HKY8GgQE69ysMIwQMjmyjEwjgE0h5Gzopdrge4hLW0IJc4nMgkFoe07+bpzTFvTjo2905tDsz",
-	"qLwJvTV6CTALwXoVTGoUWPF6fk3DLwoIheojvQ5w9+nPJ6/J+d7zF6YhAJw6rXLgbl16FBUNsAiltGsD",
-	"/Rp4DnrjbED99L0h5XxC/kPKgGKmhHLILrZ+LcpJpP8ZgWpo7ff+wd7eAKowMNE35CUEkkWwpytJpFgw",
-	"pJ+yfr9M0UxEq7HiDx+KgdbCcfhge+O9g03CwLjZAvSztNjlh4Tdqpw2UR3Q/A151VXy4eytrY7/FPZo",
-	"kaSMxwzhayAOfLizQ5fpyMiAUSwWYS8IedjDrbjUw8XbxXQKJe+9gIQmPxIvxILrzUX0mwu/zlCG3E9+",
-	"lUxJ0reVbJfoFzFElEIpD/p3L4s8DdD7FITcEJye/GU8p1nG+Kzx9yUWbA8s4uaEWdT+hPFWuI+9cQsn",
-	"rixeq3988/6AV6+yCYwnS5FyRfqVGHxfDvT+DDw8GtTQqMLXB46g9e/N07ZdLB6fs6KlbTaHZG6lCPLf",
-	"qvAwwEzGZ2rmchhyw65IHyrmkUdZ7nr2wwl58e3BS/K//u+90f5oFyWxzcLSiknIUfccACvBctR+5KjB",
-	"hA3M3ygQQINdIPKrrDmorJv6HgWjTuyeuBX63ryl7ZItAcUhtbUJs6vprWSalLtb367nLzp36xzmu9UX",
-	"TNyS/Op7gcD9YyXeNQWMDOB7XtI4FnD43ztnKqpTY5PqjkLuxGC775D0l8UkS2PzsCzFCOT0Qj0hogFr",
-	"kWqq70RukBSx4PyKsaWJjFqXFsyzHr/Z1jKszbO7fpdWF9ZLDumDwgLSwxXx4oYM1lbsHpF0xuENiDBi",
-	"onY5o0k5xLZMMWAC64kAbqltGV73gzvNLerZFfF39r7n5kf98Yo4P8FXV+/AM+T7PD92oA6g4nbo1aBa",
-	"7a02RbzRn6KrGLcl5KjM3XdKejZeIXjtd1s5Xvv5xHyqE77Mzmsr/ZPENM9XHvo96dMKjJx3K+jnKDSE",
-	"ZGVwQdb6jvx9eHz6ZoiRvY0sqKsnipsFJLEhsiFkV5lxWkXD6MKkz8EoULnIPFirwVZs0A/1do0kMB6k",
-	"gADzR5QCJH7kOJ0yGl3gbcJYovit54yIXO580ot9Z3+JQm77V2ml1o7XiK3T9+ftOScRoTLkkTe9WiA7",
-	"8IjfRuAt5BGYIYCfCYYWn9Wy+zfrAn4KcEuYriM2aBmOjQcKm4h+5BBHSuRAuaQxohS0juv5i41wXOUg",
-	"PVxBN0hQQz6X3m21a9AzGso16JyE3RpQe5d8j5x06DuqzQJ16t6j0cjpy35RDWnqy0DFVlkWCavpyZoe",
-	"EnZ5zfJ0murD4CnUFe0psCHNS2Pgw3YOQv44ldlaeuvlVFV53KgIb5llatIgHp3DsFkm/IKvrvxm+jvU",
-	"fv3efrT6a12x1D+C32PvHggS7umHRVdKB8z2iMDEpNWEHHwFUc3RB6g9ZdgQ3TLQ98t3ywy6DOn7uXD1",
-	"Ns3EUH9pKK/S5dDqoUOgKpZbVep2qLXKf7JcOP3P8/02fKVIiZEmxcOdHQynWOM4gkRpdCNgGs+SqjlG",
-	"ohDwMeRKHFmgUJDdAO2i5gQFKelHHZb2zvUeoF2iR8LY9AGiPThQR9/eI8eQqo5pabOcSRnyWaFZBRqK",
-	"EpsqYBp3QJZ5eg22c5byq2EmYprpN6IDRS5ZnNIs5DRJ9Juw7hQ1ClMpZIoE8DozMDBFPAek5YO9PSI4",
-	"WoGY9FBwALKNcGQjKMyLSP/81zcXJz99//747NXl6x/PXp+fXx6/ffv+10HIUx5nRcKkAYaCb8NSl2Wy",
-	"TIrsmpEVauIocrUunmLLj3jO4iuWmHoxh0wSl7VvpRLk74ItfzNXd653t7OlHxwl2A78+Pj0DUm3xD1e",
-	"HwHwOixtqYhBL4jOIMFnxOMtHXVV3pJKkxaEOhN44nOKYNWNQqN7gPqG3KH6kseD+pYxk/tj+tb4vuVR",
-	"a1n/04UURf4XiyiaVibrkwxlV/1sCT5zWAlGABHxfjRL1byYRLb/D94+QK7YUtW7pGlePjbKUqkuUykL",
-	"JqNB2WKm1ktoRM4KzrFIdYWMWNsRZTWmD4s03ifRVOQTUMh8QCSvXgafDUJusALdWsmBb52Vs9XTcd/L",
-	"hNDMs1jCEaTcjcUrWSZ6ZsDwx/t6OtwVHTsmDa11RuQt2AIzZ6AIg2FsFz6VZKY1TF4CCJfrKg9zRpPI",
-	"eX1BIzXNh/QIOguZm+tfZ2sv72Fx2L7d9+jNFvReLyYsgay4ZoXEA9Ja/be1AF7iPvYzmA/5W7WWNEkX",
-	"jKOlWYXecN+eZoJ6WSFeNWEdFrKG28IWk/vBttgK0pYqwfayWYPjEAsui0VJJKlWdsHrsC2eQ7mEJaKD",
-	"2g6qwe1lJ17DpspYLLF2Q2irewVVbGdO5XwI9w33vztoLadsLSUEZBbNcJXAz2Cf3UlG+dVgM5+Fl66r",
-	"p4Su1t+bxh/1io6kRRt4B0hibKhPMMjrq5QnhyTl4LW6dKC5B+PxICAF98MLif55V2vBjtXpX/YHgdFw",
-	"LxPGU7xN/8iFupxC8X3/YHygn8PIz6W+YAFT+wfj5wNtLfNplsbw5ZeDgMwEZ6R/sDv2BEDIq/UW4IjW",
-	"THig9WfmYJcvTU/0/sHu3iAgSojLjOYzeN8+zEoWy6XIFUsuFyxJqb6gBwFrQKuv2NvTA6/Cc1evkpwq",
-	"dgml//ibHn8NIy/k5newfTjNSP+5XuGQ28LFS0Sv7j8f7+HCX9M0gx3qP4fVdDcqCzL+fHwwqJT3+w4T",
-	"kD/dZicaX1Xa+DnlyRBsjWkaE/MK6xZZ5mKSsYWMSP+3TxDW0YsOv919HIB50Vw+BOmtkFZAIng6skiu",
-	"CD1fxHNUHaF6BMLEAYlsTfFvex9HucgY2nsIGf9b2KOjSdj7GPmjC7mWLmXDjN3xGJBCUiaPfJRgxJQQ",
-	"uZZf7un3GN8wzfLnFg8K7nVNY2zStxlbyAHIFdSAsNfX37OvA2HITJ+6X7DHdNir7JjfgsMhZ7UYHDeQ",
-	"I5QL0EYS9DvagpQN9XCw6m/aSjsb6dQJqwDslM92sh7XUL/BfoCcN2m3JfuqDwYfb/3uNWuLtJx7+QFU",
-	"kTldLhlnyZHrTeQgh2/YZC7EFWAPsvS6pZPSQ9LEjFK//Wm7QJx9UeQx81PsrAc5VaQ/Bf8PohlJcP+k",
-	"itxQOViz9+VKtZVgngM46GSFZheU86ULk3wVmZUZpgmAQWj7L2FZes1y07PM0zCuVaUl/Ljxvz36crof",
-	"707aW8O3g+Aeg1OAK/RQQdQTtvtitWSDLQspFab/+8ldneYKvPwJrDSkyb+EhebWc+Pqe+i0Xjv4JV1l",
-	"ggICayJiuWNP02iRaGFk4ChGiNeUaCZufkGRYIIuWbYYGfYy8uq/ac4gYj1MuQUtt4c1Q4sFYAEchFO2",
-	"socYfq+mGZSWnKEFv752ZBL+Kr/BUYPfzJjLB80P5VPmh8YjZuLlDzjvSj1vc0DVd3s/lu/3fqyX84Af",
-	"/fKKrfwBm1+8EZtfcmZHaBZ3ZOFbEC7Ee4n9pXyJ/aUcVxPYtf6jw6TtBT298RbA8VLrbuY3W9d1WfA5",
-	"o5mar+oXtIJ3zXL3BPZVvTS1WD1sfgpa2MhqXebOBqFtGVVwR6VMMXEr07z2wa1R89ort1ru2rGtLqKt",
-	"F1rehhc6X/XGEV7twg+WAOvjav9+ebF7Ru3jKC+eAYGelfRZDqnS7LxxoW3acOGMNWb3K1LvBRKv+/kC",
-	"KbTlE+ZKyzfMlZY5fdCEjGjgx4a226699kjcXX/79t0PhtQ/yMalU0PYHzyCb7t+5tG9fx2MWHniyN9d",
-	"c719X5fHwH/QWMsldsXHu6D3Qw3Nthb/yWcF5CrcX8Vxjwbkiq3QU+B1lQCfNyYTuTpbxAcDwceF3+Kg",
-	"vVFrdxGJ1wXJodjNxTaQDLac0M27TZT6a3YGkHdrVu7UGAXNkb4Gv+MNXZVov85dp81ikS8qSwTm1PZg",
-	"rebDbdqJG9z/0K/szrNy40KgRVr2hXErbBu/u1e6oSNqgBehP4LumraNbfmKGyoNpukImhFkYP52p1z9",
-	"tZCdL8wa+rOvgitC83O3HM01aPHzTeOHojNvNyeHSNc6HSplKhXlynQ7PYSNztnSAjOVELvexPwFKG8Q",
-	"nLm0lJs8RVXPuBEby9DtrvyK7/wV3/krvvNfGd+5wnyfFu65IfCCFvG8SdCvCzd8hYf+Cg/9FR76Kzz0",
-	"vwI8tOVI6y0rWWlMsjIaLlUkY9S0SbKpZhanliCWDh5oPOhQ3Ef6Lmaz912dh8nBiByXYtxrlke546qO",
-	"3YHuYU/51lqP5fKvXMJlLd/AS7qyKQZbJTn+6dGx/yxA1S0A1C1x9n9VSOaH4Cm30GwzkrFVOqM7W6AW",
-	"98tjnTOaSJKqwVpggjXOF4sjV8u5Ox7+h0GJ3A1eHDy8jX6b48lTZ+wZcpreoa1C/huJcCG1dlMuWRTy",
-	"fs1BpQSJPmFWv/edgGh1GlBJsflQBIcHIhwYVLZvtN1hB0HZLj1CVU+aImzv7kFrhLjNQdVGET8aAPtO",
-	"JbUN+L8WmMILIDXM3Q4ivz/c08uxh1CsEq+QYwsOb62UOdUaDK/j8j2orcCTI/eTV8hDq4hyzyTknryA",
-	"aTcm5HrL2kltYKlPDskPhWTW1GlLVBJLxmm6M1uq4YHQGke6JSJ/9+bbzpOm+6K14L80DaDFtz65KhZc",
-	"pbxgaLFrbbKVXf3RHQRqwXi9d+jpcneR/ni4d58laxdtiO1f/dwvRZyxQhJpP7vMxYRO0ixVK7KgUupv",
-	"72769r2aApitWyfCDMPaunlfax6iPfxJu+ftAU7gNn/4GzDkpil2ooaaXjf46mGcMf6wBMwv0gWv7ohs",
-	"XVJTkY73ti9rd86j2496LuiXdSZV8iefulPYTxC2axJtiaDqMeerjfqeeaztS28WS5Gr86t0uWyDdhdL",
-	"7wDVUFvfvb746f0rsgN9zKs0ioWvC5pfJeKG7+T0pm2b3MvbUBR88CpAqrQ3O+bfkZRmfcflaDwKxjSt",
-	"FIMKO8sMy4Wy1ZHTuAGkHZS8iUhS0JHXL265RO7r3QvNkrIfRpuDb5N5dOwg4Kx23FxVhLj2KyLLrAuL",
-	"vgUp7Da/YbuUheoEyhh49fez8gPVCx/Kz3VERO3AbXpL+zI6F0YLeDHX9uxsBpgX9jabzub3D8Gd1fIc",
-	"U9za8LU39jN4gnYbHQBqnptGKpqr+4ClJQUS47tqun8XnFmA2ZAnrQndmtvCZXBtJcyiXFXziv2Or5zI",
-	"AgCDNieMNj/196ExLIZvEufnpVnWoW21Y0lfeA1bnkkCmDR4rxuliQ5zBuErk+SVjO4HCkxt9wRvwTdx",
-	"9ZJ2nyAv0DsIf4nkwH//9ef7GdrHxMDHADP+lU3Iz2xF+mc/nJBvn+9+e0ReJ3vPn+++JFdsJcHZqS99",
-	"N97/tg0oMptVZcLr5NX5cTsC/XX9TvhM271XHW1trtD6Kd/x/ufTVjRFWUNelOms7b7bDohWXB/A3EA8",
-	"uCLPNm+RHh2OvWOfzpukqdd4a9LUW92gyfog9Avbvv+uK1ldc3foR42Gq+DXLJdOP260HFGtqdwXZXZ9",
-	"t/qYi6w1WV4QuWT0Sh6VoD7goEOgPBK5pIVKyyC5kooteohKqzmHvaslDlpbJBhI4GbTulzt2v2xS6/F",
-	"YBW1FQMta0WXaKi1+fRKJx7aColg8hC8BiUKhVZ5oGP/dSrRd2WLnmTgOxb6gKzn6rkyNqPxyrtBOmCI",
-	"wf36CpTVbi0ZUNUCLImOGVM9h8VzhzaiOE1nBVYOMxN+6VOSpNIkyeEbIHCvhYf3wI3rOTIwU4OiPCPD",
-	"rr2CVFxF4KdmNaiC1BZxw4lM/1myXhvAkhiE9yrJZMpj5kMVekpCU763GZtbuoge4ANa41M7mVO1Az4V",
-	"fyesEw0TXkwUyxfUxs1taoWa+zFon3a38xi3AJyvS5oru0tp0mXPwhp1cGDbMmLjm9pMSPdu12OgchY7",
-	"j/srKJ/afOjBxbTM0zg1tT2uMEOrkJs5wfYncI1We1H1g1aGgDtsd3RFcraEGpLyANZy2cxRMB3+oCoY",
-	"zwBELmHu91CVv7KNTWzjjzj+689zywEF+t4+8fDUPNBMPPylkj2Jdj02SrE7xoU7T1Zpdu7yRiqhzzoe",
-	"zw3KmW4yM4BHPIGFgarFfY2LSqIgbGhE4kI5DIEjAJGGzIzSBHmEXQGjXAcJgeTWli9TSAZBVcs100SG",
-	"vB81ST0C/AcTZJQGmi36JkKwNq0Fcsy+EdOQl9AqAYl2ImLQbRLi3vxNFJDoG9vs+JtoEJgXGQAbaZqb",
-	"luPynbAWDAciU31KJloFBXFmvzQYhbyKPIFESo4NI2nDdaiDToS8HXXCcDMTdsRKgUEJuWMCu6JQLAi5",
-	"hz1hRv9MGuAhV8mqBZO5j/IV1lnmjMK6YjKUFbJ9SkyMxBuveTRVyM/k4EgPJtoxa329G+FbDsb7+rGU",
-	"k/dLxo/fPJNEzikUowFk1ZLlixRKwI1bAxXckEcwJb+wPArQm0TwUjRAvGPDpKFGWM7FDVaZIRqzqUhH",
-	"WgwMtBYFvqyFQve2HIz3R+QYwDQsE3Lu+bb7JXpyOzO6LAm2oC9+XnQMQDlDDNDW8kBEf7fIw822ELjG",
-	"JRqrwe+GvpgIzG5Vi6Zig8Vim/gdlttUXHjbY+gYDvR0AaGLuYPlvUyTmn9dxJUKWfZ8+mL87e53ey/3",
-	"6cHkefwiaa+MRfLbiu+X8+mUvLktBtr0Qlc19B6BBVkVZXIrYXSub29NGF8ynmx8Gm5a10viHJiHVqt2",
-	"4XTOck12ZW2qAXu0bknYFwMFBbIBEzb70ekHRPwEjMGhQT7GFrODhzSYANXA6ANmyap5x+s6SnhnDv31",
-	"D+rE5J/MP/hsPYqAu6HRjHFpdeM0ZqSQFnq3nHh5/tBQSfls+LuYtOCnbWClT3Vy2pQdqQg16rRrrI5M",
-	"1QETbp226A6dx/tf3Jf1twd7zCS2otpke+XelzJ3QSPmvxZV3ee4Fmm+H8lJ2UfadmHOVhjCBjUEPYGb",
-	"NdjKx5vz/tg8fL8XUg1zNkul6WiP+whMSVt4Fp+humZPoPlXV/EvEFzwBowluPdkdKZdhTK9RarKCORH",
-	"GP6fcmIw68sNwKQ8V7UFtg22tpGKAoI3lFViCZtrpQOFi5jRjUlNIdc/mVdMhdYYMYEPM9th/Wy5OTnG",
-	"9gcldEwqQ56zhbhmyYicI0KzQfTFoR8SS0mEYoM95GstkKx/HZb+BfnutkmSSIq2v/WGXtD6hBPXDNuv",
-	"KoDIp9byR+QXA8cCpNEa63ii7vsd4ej2ZsmNNsnV+Gq1WzC9ZoQLkqVTpnXgJ+yoXHYdK/IcTIfHd1Je",
-	"J2DXNEMmfSxCKpOlHERimmA+I10NHtoyeTO/dnRwjg+tC197RBOsSw9qf3MzoGD7NR9C4Uil7Y3eA+Nq",
-	"BMaH6TuKlJ2bDbQLdICuti02fPRG5Feaj/ahfxxQA51kbGC7owOUflvv580tncEvi1U8a1o4k/YmzX2P",
-	"Y9+wnIXctGAeHJFKp2h3srfoKFAtpywbLbveyxs7Lrem79R28tS9t3bh2H6m9nsNd+OjJY7XFoyrCfgD",
-	"qHPGYqojv3udgZ6P9loi9g7ky65EDexNHyPzC0oy7wfsmKKVUUuKzLvLx+grUfW9x+GM63MBfvLLOl6Y",
-	"xz31lcvNRRAlxNoWwGpbo5XB8l+0N1Y9tok40yIza2811dra77ZlS5imX91NW//914sKpx2t6cx/2dbj",
-	"5a0RBVqjkoCvKKG7+jSdmbZ1I3jxhcqiwFUmvRyPqy1NXo7HwTZZTril7fmkhnsjZw+wc8VQsiV1Wb8e",
-	"ZGe2IFgQ2p53esX4ZQf+mEkSwMYANX+O6xawnhYq+1L5XGWx7XTXE41XxVGnHUswBrDTo5eD0cFobxBA",
-	"Z4whg54TbSkF1m3VAdJsm2IFNhfLpPqDZVO2EWslqoqBtvb9ZfvI+37D4wrNOgutsk1Ya9vD6qa2dFbq",
-	"UjZa/FFVKmxrumIqNSv+KERAmMiGx2Id4daozJt9KwWB+/xkTi3MT3t6/Vykcc2/VysWSnkqtRhzCbs2",
-	"YUaJZS/oYTTU4IIBiIAsc2Eup2mmWDtXTnnCbttBMDIxW+ZiAt/vQIFphc3szC7qeImf8zgtJM22u9fk",
-	"HTkohTWZQpVl2dquh627ECJDJJkNOVob04/qvkpYeB9YobrHbdTUkUnQPBAfeHprJcVWjtRmDDueUxUv",
-	"ltnw85VPtLITM1s/IXtOHWZc1XnrJwdu0V4Cd/QDlsy2uY7NtwMvB9yWLNgjaj+17WHvFBwusAZVZV7m",
-	"l2NZ2LMRmDGmo0H+nOmL15Qjrp7wclnWlN2rwO+yHMVliTe+ocCO3m5/b1t985a5iMcENztA1KK+O+4E",
-	"UVqxTt2dcuxBwAkcFYB4gbpRbMQWwP/fRejFagO5EpwZ/2md0jpHbmtwOhFWm3Jkw/n+uDaeVGN/LnEy",
-	"Ydcs0wNrS6JERrieQ1525Ol+IRa6Dd/rxp3yZePux1bwJ5rTLGPZZXU+zYpBW6H5sOMkGUu6sKXEEqqF",
-	"tqGxNYHlgzZ6KesqmxMydQiIjdBCwSYj4tLx0vorWkm2Wld5r6L/S2Sq1cWoNyYrlOh5ZNJCug1dyRS8",
-	"N2fYcZq6j2I5HPfS1jzkenjCohqs0+g6R1kzkTtL/R9Rpd+Yrn5JrDo2fStX7v0WrNG6LWh7wFMv16B/",
-	"YJ3t5bJCf7sb6A9Y48ZcMyv9neRqjM2DHukd9n6Xgo/O6I0HzGGUgi+j/TcV/o169FMZAB3yr72RhlV+",
-	"H6XyPkSpfbBCu4Wequd2+WfRU9fop/fQTftYdzD4k+inWyuaj9EPHiX2S4iEx4r33Vbx/lWr2IS38Fnl",
-	"gNneh0qBtkZJHSevLAt68IGrpuyvPzHgnUz57NIyVQ+Yw7W/cqLd/I1ldB1uJdNs9bH0uBHN6uPa836/",
-	"7cVRP8HudjVjaSSW1MI43W3MftBrjg1HEYqxtmORKWok1P4D56pt3yxVKmNDxpOUcgK7t78Hdm+5O/W9",
-	"6Oxx1ljLj+uViKacLGe5UTV0G2AVhrZnH2InNkelT9R6kV3dK2QFnkhqgeUQimZr7mjFaLlUFQwM++dG",
-	"f6JbKqCxUiHY5K7atn3QNk3NPJRGzcIgpOnVwpe54dCNzG/Y5Rp0ef214PnBGgzyVkDtdquo3SdpgzaY",
-	"HkQVAY5ngiCCM9NXduPn24MftRgszicgXic3lz8fkHpGvde1zf7gr5Z51TI17cpETkw7Mvxha1i7slEP",
-	"rlOAW7uR3NZEWoGsXKlta0en9R5rD/XumSSRS+DdMin4ofVYTZ5QB0vy7r3hLLmcrDZUOlrIvS0qmlp0",
-	"eveRDcv8FEmM3qa1MNKt2eVaptQ9DecivIebpNILY02/C0IloiJ0lrB3u4Xu3Yqiy3f6YOeI30prrYfE",
-	"NxrX4HetFVifX6Y1B7JRzpmpnb5BiBxPdb5Pcr6pZDp9U8HgVoKk8Fbby5oqbLg2epLW+2taLj+TIAhI",
-	"yqVi1EG4QH0TXS5ZYvAoJYuLPFUrANFkMrLZ9wJ6bgPqrn7Png2xv7GdvfwM6gjSnjvb+dcHZm6sj817",
-	"6JmtmKUTKbJCuTLZD2dvR/fpCi/yzcPRB+/ItCdPuoP22NT4QT3Fg16Sr86KlsybM6hdQMK4EUWWkAkz",
-	"JGMy9G7yVDGLJN6OPehAr1pYFRK1Xl/pwXbJgExWxIP88npQW5mylRNhPB63VgHF7cvu/QLJifbM7I/G",
-	"egT7o139n/MbOpuxnOyNxiQRMbBDQLumfpMgbNpgzZC5yKCAD0tZ8bac/M/jd29HIT9jU5YzHmPOBpY8",
-	"TtMMUac+nL1F5BBt92KqN5bsaW5EZ2vX1FtRNJv0+UJylozop0kfzanyRn3EUhiCKVgd3GO1N0S4/KxS",
-	"2IUt2F1HP6N1qOCGg3iTTzn2d4UOJVuXtNRg2Nrcsf4x3rp/vnvqfQm/VsuRNcc9AiqKHPxaVO1DD1tp",
-	"OgtgS3Xb7FaSK7ZUplMnqvFNgLf7orq5SeDClLButQs+fJvPW5qsgQvVCSSDmA4mARi31AJ7cL93MrEy",
-	"gsBis3smTZdohi0J3NAEoUpKWOEBvBBaaFtyuydVWRTFu3scmQbdBO4clBNxC952tk5LAIR6KX6q2U/K",
-	"yYfzVwCQtUizDHUEi3RZBwCJ5yx5Yx1dNXOm9hLUgxxKsm8jGIwKEPdQ54K3wutJH9U6/CsxSlJQYvzi",
-	"hcuc0eQSvFfulh+ZtnPMgycYF4JUxhNRcNUsQFiRGMrhJFlgD2gSwQujdhjahpsofcBCbPlqUait3u0F",
-	"Ke7x/kZelv6W+2g7EWEnt5Y4HctaTlLZXttqedMpZpSj56ELS8d+ZL2FgB8tH+gYsYKDfGYaHb9jiloD",
-	"seaBhmouLdqX9qGyPfLCPIZpri+/3ftu0K4pu4qGS1QM26S0lAX0GjEY/mV+tDSVB7YncxyzJebpbM/W",
-	"JpAkfImN7uWlY5b3g+qxY+hyH5kRpiUeMVQ5fDh7O+gAdcQnLq3aRDuj/O7WznA/Zrk+bGr1zBs7zzbi",
-	"adZ33c/2so9JD0/nGYAQDj2MEXBsSdJHGBRpm8XKU5a/g64tURByexHJpLw0gMpJQAxyb4QmQobJoYPv",
-	"irGlNKYMePra6vka320zCvAWw3ygpYzD9PDce/rkCH2xjznikyK+YiogkyLXTxdLre1S84ZnULmj5oNK",
-	"05Bd18Z7E9J9bUm6MO9t+wDDh31I50FtPnqh3r59h3OQDxpWW2zvrOAPs+Hf8wraq993Zx0kbYtryPan",
-	"saaU18hxTe+mau1gGR6z/1pj72PTOs3nvAR3vfuFZKRvInjQDd5VOhnMe82MIy44izogxGlOFw9pB2vX",
-	"oEwa0t9vrMinXpyqlV59mYne3Sa38BowYtj3dmOmisPb7BaZCQMv4G2/EuIqICqnXKKIh/ZLBtRnSz9x",
-	"7sbT0tCg8uZntq8TuaZZ4UGtGaN8TgGI7SjkYL3epNi5ygUzAEr7UC+2ZAYx29Y7pmgOB9gMDkC/3DsC",
-	"r0cndJ5FjtVAz7o/wG9lk/c8w7XLk2fWyn2rAubbtt/n7bUax16oQ9typQSIaZ6nTB6SiCaLlNtmduBY",
-	"CczWap3piq1CvqCczpgWoQO/J5481KpwVP0JXDT6N9udrg+dJm1Hq8A0j+hjivrx6Rv9k214b56u9W3U",
-	"A/QNEvxu9Rd4ECvlsJIkyxZls3d7fTvLExbz2HwV/nAmpzzDL9d+/dV8HX5+Y4cAf719+87+0/TuNndr",
-	"a/U8nfGUz35mq+5iJ4n36J3QHASRda1u+Dg84XvDAV3Vgz3y6kFwPzlTmtQ7y6YBB4Dles7EAsOTVNUB",
-	"GrDwVN+1bQl1HesX+2Fmm6Hryp16ggCQt+2blMXOWM65RRdqkYN+m0lAIbJ9LRA/4Zl0NelLlqei3qc2",
-	"VcBiqbl90AWt80Em7d3Impla8Bk/KJMAJssNY1cQPuemnkrR9hAgvgCgkDoQklzBWW1mHy5OTOfiyrI4",
-	"tM8pFlArmkXb1+HnbEFTvYVmCarjcatDhrD8+p+BKa+dsEzckPGWxrjeFbUWXMBMk/EE8epwu6XBjIIK",
-	"b3B2/JPlwh2fB83ZzqStIhCKJnnL+gemp58eRpbO5oqw2xatYUt3gSGjKjkEHjV6o6xtUtsRqnR8bkX1",
-	"LntOl9XipsPz9lpws6XqEWlt/t/s3AzuvxT6olb7PVYV6W2aoeqXd/U3sNH/NKlMs7PFwdYqpF44rTtu",
-	"qSK6/JftIJX8/cNi/yZWke3MrUeC3YEciHPZE8IwCNv6D9sukOhTiCMKe4fkE2KKm0SOu7vIIgGiqjZ6",
-	"lHngouflKJZUauW1XyWUVdkJuxL+8c0Vv87gsZ0oSpW6pYywYg+LbE0Hd+wnWKPzVhIeriNhbRKsq3eE",
-	"DrF9YHe7A1P9KK9Y4pCe8oJv0UwDPuP10YDJud3dqIo3qbK1XXzZxraNuxhabcPUacsFc5gWkABmXsYp",
-	"aEfHp29Iv5rnFSDuE/oM8UsBGY1G7VZvd75XI3qQMK/ItmtxOtqP2r6jbQibzWXYqLtqE+E9z1bteWTb",
-	"N7Fdi6Hht4JCk3FdyounNqMbsddRGthxZhlX2mbTKzRLrxkPrMyFQCP+dj/HbQGQZOvhi+y+3FCJiGg2",
-	"OQAgb1A379QinmoXOtExdzUbxxGB2ZqDmYr+HYDHNENEDv/6gs60PI3CHvYUMO/FtgJhL2oVVB2TsPxj",
-	"21m0pzjhfleRM8ttWY+iaU6TC4vdC0DT7CvgTFt5iIMwIMCwbi2Z7lt11rVUk0rgvn2O3SpzrVY4GGoy",
-	"KRRRdIKqK2c3WcpNCoCX1HIwfvli6ya8xyQTNywfxlQykjGlWA7987nxAL/Yb94gA5KkMwCtz0Ne8ITl",
-	"MhY5k0f1qZQQ99HOIl42G1OMiMUhIoJDw39ozpouFoWik4wdEijqgaXVdtaCrsiEObA8mxnFOJ7mkC8K",
-	"qQj7R0Gxu/yHs7fWlYo+khaW8pCUnDVcx+96b5cClFEZ4Alr6rfQ7d36fCouo9E32Ard/WAdT67l/bSG",
-	"eeU7o+xQLAfKqGL5YEReG8aoVxM2g3uuXb2i5RyoIokABQoyGEh/xdTgEHUrDMCH3OQXmY4FcCkRI3Ls",
-	"+8+kSrOMSAbNcRFMG1cHPYsGFIWWTfZLKF6A3K5t329tOnycL0bf6INfVjCs39p+GI76bRf+jzD8ZjD4",
-	"3/5bby16tsXafjiEKpLRGlb1BM4Tq0L8JeA/IUX0x1wUy+9Xvvvjiq28sgF0hsxF0Q4bAy/B5LhHrh2+",
-	"Sdy0LZ7WmzsSU8C/QpfLLNUmSS40i0xIIm4gqVOvlR77YHtfwqxcke3HbZfxrq0keXsfJjqZtvnghb5T",
-	"tqAQ4Thc9UfdbVXbfr3eW9u0lQ8HLc3ONrn8SB/Fhx4kqkFXbNWh2G8CkEmT5tsarY3qTroN/rkPFyck",
-	"oSstBTTRND/gXRzcw627CbT4PWf4FRTqprzPZtu66j1/JDRnRBoYY39fturYvIW7Ixay3aF2IqSy2VEW",
-	"aNf23HgmbaOXgNiTqATZZcPdMTzQR1R4moGbE9KMeGLi5bJYDAIihXEsKWj1AGyRkoTF6YJmhyQaj8bj",
-	"8fjb8fMICmPKHw5eev/7bttkpXrj5a1ihRj07wqsg1NxS6fSY1su3xcX3439Aa2XDUG0sRITPGrTeE2Q",
-	"63G9KcCcE6qrbeH9Y0WbkDWSVGqNeL3xaTLd7b3wm5nufdpp4dNnDtKh3Ue45mNHxEZIQNu7macZM/Fk",
-	"73aqreR2HwDjcFN7Yip02b9nY7MpTbOUz85THrOOBUxYll4z0IwtzK15yjX4otYFik24PP+fnuAcmn2v",
-	"tl/penjwZv6g8OAyZ9epKCQWVLzuRoL+ABp62Qxe0y9LhnpmhuaNnp7OuPTWo1T1TKMaSma5NslQhG0/",
-	"4YoDZctH8vYq2U4Xxxvr1ZBl4pNtuoNH10DA92kmRZOSbbsIQ8qD0hXy4LYfeg6ObEvifpgXw3C2R/QB",
-	"8TjCPXwVrs+GwJaDPmT7eO9g/SF2GUltTv1f5wxqGrxVt2EFSXDV2otXSkawTkc0C/YabwakCgs5usVj",
-	"ps9DSYkNlyYWGc2VWvblgHw4e+tzEq0Unb4/vwC144hwUcmy6keFZPn/jm3JpjmdLRqlQ/q98nBnB1Ih",
-	"Rub3USwWO7KsaN6irKlGlxWSXENmr3Aqq66aHLyqFUPBGW4W1Mlw1k1m2ipfLNvUlWNzhSxowrTiNaV5",
-	"QBaUFzQjOUO3hZ9I1aIl3l/0wqi7gn1wEYJ9yAhs8s0wTSLN8RMGpR7GK4PjH3V+5aIdcK+9c9QH8B+A",
-	"8DGea29JSwpJsuuK2Bg3/rdHX073493Jt53Q/Gbh77Nq+rFXayKb9po1GsA/4C3QFrqofmRNTKj+Vhex",
-	"rEJzE25cF52pz9icAGEG2jvoe0G/tvlUA4GpIjOhP9vWVMZvhcluqwvfodWBy8XOUatQBSN9gycPCtbg",
-	"CGrXtDi7odAyVFS46TNJGM2zlOXEPlayqHukNGzVw6DGOGwPA5dc9ibZso9meX95RP1j5KX7OY6yKS+p",
-	"Nrgn8K/V+eRfws/Wvkfd3SBIXxu2K6Ys3bDkiNxoVXHCLGWyZBCQCPRjlrAkIn1K9m5vIRBmkwRAzkV4",
-	"TCPStxyd3c5pIfUbRq0dE9xLe6jIb10UV5tn2SuhvgDeB2qXfjDfK1ft9XV7Zf9rFH4r21akrsockSjs",
-	"fRP2IrJglEsjMqBpJbuN2VKhK18s1TDlJDKZK5ihCWmj5he7fFBKnWULW44wco04ItOJiCwMxjlCMoWc",
-	"3S6zNE5VtiL96DcYTUDCXuXFYe9jBHGolLNBrf1kM4zu5kz6kjHy2p5O3Olv6kjqLrBRFjqu8bDv792/",
-	"PaXZpKc72X+pE32GsbJ7mwWloICOUr659AgzwU00zhjNbWrCFzUcjoh+kORsiC+V2HkeXRCeOvUZjIvt",
-	"PNg1M6PZPc6QSk5cRbBXLIRfO4JJQcYbUJU17aHAGNGny8Kimun+JIbN6PMZIF1N/o7JuaI8oXlCbKK4",
-	"y/3GVTkk0c1csvgycqX5ZLLSWhw8FnIDRoZV9ksK2F0Drd7tHUDs+4DklCdiQSYrxeSIQCL6UCtc9Wgy",
-	"fufd9Of//jL/7sef/+c/8oub3z+cvvruzdvT/3gj9t7St/T8prpILw8qbc72v6uEovGNvx0P/wNDk/+2",
-	"8/Hf/vZpHOy1B6Qri3Umytq9e3CBn8QNtKUA0iHU4wmWylBiYcFaKolN3GhyCCCxU8w6RdykDZmPIkus",
-	"to7Ebbeyb6nWFT2M8L4fy09EAfnuxcF4PDgiY0ztTbX2fVMpC3sxPviuUhI2bm0v88Sn9wL4/o1bwRnj",
-	"LG9ihbQWo5l3/5qq+fnDhtUSEnuQ76N2dOU9Wl9atlz2uqyc0Q2tOO9wS3yUGcinhwLaY4N601BKjk/f",
-	"QClEP5IT7PhpEPexfrje7giRCTTzrzXv0Zyvd3cHBeRTsRZSTh8HbW9m0+FcANLDjCp2Q1cg/TPKZwWd",
-	"uRb2kOdQSCUWeqx++sWIHGcZiaDbOdY2EkWvGImO/cLlQ4J9hggm1JQeJZNWE/I+LZfBrkLnIgww6QNS",
-	"Vk39V6rmIY/pgmUnVLrwn77t7IcTsr+//xIik9pSlIoulnKkVT/NHGiaFbmr0cSkyhCAWuYm4ILd2sWU",
-	"RBV8v8jyF9ffyhRdkejvQ1OVOXyTRKOQv2OLiUEwg1x5i5U3EYkVTeyWxuqQUJtMaxPDtQUTZzRnSRBy",
-	"gNHjhGJhHIEcp350fvL+9PU56m0RZqZEuET6fkg0IuomjZnJJwy5hObRBlkGmoisSMKWah7AWGod+cdQ",
-	"7OXD70Uh53SBEDQGgGZJ1RyjUZUO+IYmsCqTFNxOBtciAKQbh9N6/upnyFVLiBQLFkD6GI4FeS7qTjeC",
-	"0Cy9YqOQH2N3IovgKjhgOFl4DWzWj2zgyBXCQZMha8zA4ygcVapANPqH5Pj0jefcPuyNR7ujsUEh4nSZ",
-	"9g57+6PxaB+zsuZw1ndGNyzLhldc3PCd32+u5Oh3E5WadbWNMnVOXiWY3r3ARPCoi9sFBuwCoyf6PolJ",
-	"TCE3thlUlGGyUzrjDHseYoOuxFZO216YZJkVkmRMn3ptN/2sX6e3/3Wy9/z57kvSj67U6pC8//kUagDz",
-	"60N7CYy7bKb/fnV+rP8qJDvU34wGIcdiWxJdpUmEuD82RIEF08+MG3JEjolWzqDWHyh+wZjSpzbkBYcF",
-	"NC+Rc4BIydmUqXiOTNdW/ePuefBOvcPej0z9+68/n0NuJ55N2Jq98bjWFwWSXrAIdsduE8qUTRIH3g+8",
-	"trmfV5BsBrYDzhS+fkLjORueYJZkm+8CSv8CsqC3Qzpjf9sfjyPH7mmbD+rOFze9w98+Bj1ZLBY0X1ns",
-	"RKwmBEKBBdZUUYOH6MPx/ZVNyM9sRc61iNMs89vnu9+i8xFgoX7rATRa76P+ZIXEsd+8w7cY+jAPrRT/",
-	"C3DBKrwpUmYKKBakr1mXaccJZh1LCLvViibNQo43yYENh1d7fhqEjE4gDBBfBgQjKE0Nk8+XKqInJUck",
-	"stMA14LZG2jB2bdtOw0v1OomCGTsMSqkGnSQZDdwyGek0+6PdhBvWXq6jrrui2xindDHp298ojIJhVsT",
-	"1c4iXnYS1rEk0VZviYKyZMSOOULVxG00aib6e1FgpIwteR61be67k9N/pf09vdeuvjs5dR1WH7u9O59M",
-	"FvLdl97o8stbb7lJVv2vufPU5os/kxspoNpQ57euUjJ8mUNlhBQuCrXDWA7QMzf5XYyMp61bTOqv2ybH",
-	"O5IBWoLc+ZQmdzuIQ4Gp15XhtXw6TdZ+1fOUvGj6CKuD+AQS6a7lu22wcQjvgCLSVkGbHs/m4jNJijzr",
-	"XDJs2rrV0P2OQGvHvuMaHG+3ek83Cond2ry/drRaM4Rmv41fBZTO6J8x2+mfnVzlFJUlLcWxfbNDHhqR",
-	"Y7A1Jdkbj7XeAW4g6rDnMMFKax4y5D9dXJwGAHIKQV2FCdbKle1JJXJ2BGA10U7OaLL6Z4RurEIBUsp0",
-	"msYdGsRPZgqfkavgJ9pYyHGWXjPwvz7H77W9xo1rx9rKRabW8pu32j7VC7jMxYQdGbNemhQ1f4XzAjM2",
-	"LW8xbfpQvKBiYP5VlSF/MOdZMJWnsdxEdwXPQFd1eq82ISSJzOMj81VAGolMEwBj0w4OQ64QVwNdQpV8",
-	"cetWAdRb34litF9tFoCwS2XIuWkcAHiZB+PdnYPx/oi8wzEYhVnb6xcsY3pk2tBZUH1QhrHg1/qbgoN3",
-	"gEFP4BxhmKepkochD/mQRHOllgbJzsH525rbS4Na/wluslcReC4g+KM+J/bfhtouMbB+GYuE3UWHISdk",
-	"nkolZjldlMkurq10qtf1MhYFVxGB/7jGMHJwZEYI34n0q1JTCY4HlC2WGVQjRuCPQLdLwRHfNgE/iBzB",
-	"RGeMX9LUtH+/dIe5OVlzI9JzQMyf5QN6Nd3PblFEwrIA64KhZ7KZuCvp1qPkMaQ6WX/esCykBoQqh5vZ",
-	"jypj8KftGWEVKP5B2ySxMTi0yXjUrMyvZZ9xMzljyS3B+ZVlrmABuDZGdQ3Spt4fQJ2M9I5eymIR2RlB",
-	"UjaO3ktJu3ROzcsSGUtews2fvHI1gXCpdxDP1mPa+JLmhru77qLmOIwH+rKMXZlBlF/uRyatV08z18dQ",
-	"/8PE2Qd6UBBrX/PWVWNQLSPxmmSYbtJ2KPBj4LGZy6uUJzAyuIRWsz1TWBOIexcNmt8B9d2ArV6CfZ/U",
-	"pwwP6c37UWg5AP4rPUcrG2KRZaYgsB/NxOU3ekHMxctvoi6T3DC2zQJVsVu1s8xoWhOlDZdMh+INLFzL",
-	"zoPx7j1lp35m/97PPFZGf7oLqnGL3z7e1e0EzZdZIe38SB8A19jtUsjUgu8sqCLj0Xh0UHEmWZmIstv5",
-	"i3fiOVU7ZR0F1uKItc29otP35xek7eFoRM6xalZq6hMZHBevWSqgYLb0sNW3SSWW8F+GuSyFZLn+b9k6",
-	"LyI7IY9aWz3jCzQXNlkv1cZuo0ofN4h+kGnKaUbiecFN7AmRQSLTgxDfAyh4+pnBiJyJjEkSGYatZ+K6",
-	"FUekDzF4KgleHngTcA2MzdD0tKMRuWC3CgI7CtB9EF8oZ+R3kXKWHJF0QWd45GiRpMK7w0YL+gfjsT5n",
-	"73m2IhE/JLvABRykatsRfA87j6nhtcb+rkroe5Gsnky9XddW/K4aNzT5OZ9N024bCgZWNa+BRINh2Syw",
-	"fGfNbawN80MTWGt75YkmKRNnMzkmpmLePPrbq/e/vP4YteXy3LXDcNpXex3UHLWTqDH8CGJn8LEIKVwS",
-	"k9WJD9fGARxvC+5V7bnleOXug5/cf/CTBw99cvfB39x9/tAn914+8MnnD96V5+O9Bz+5/+AnH7YrNTlY",
-	"FYKAO1mThPiOoX4/VekkYyRGWH8niSpxFGB5vY9B73boKUHDZUY5w4xm2quLxYdKRE8YHoI+tFiibuZ6",
-	"ifSrvf0xxozXBiPyDuP/Lk4SlW+MSEyXdJJmqVoRE6INuTURoDbVfdy5Bo9waUxagUl9s0b+AntMALaE",
-	"llYWjcsX49tL1Y3i5guJmj+JmHliEeNeZyUL8vUvLlm+ypGvcuRfV464luFgWD2hQCk7It9LnpSPaXGC",
-	"jpaKNKkKE1IsQ64E2RsffGfukDYLBe6pGBCDo5ZGvKkMeQRddiOXWomp+pgMG5F+a0de/bIS9QHfYzAX",
-	"lXCOLJsVgeKFpGqT0HBtiT+rzGi0tv5DREazBXMH2y6pAhDrgCxsc6yvPPgrD/5r8+CSuh/LdFHr9eJA",
-	"bXzmbSoVat29z37Cy4a3LScb02PRu26jzghRM/rDzuYXp/YnoB9cwSyV6mnoZ+cT/PduAx39yJCMeltk",
-	"Xjg0KJsbY8SjSY1poCAG5MPZ2yHIapaY1pQT6CpJF8yCKE5WEPmz7+qIqlqItHvEVL/Msej05euLo7+g",
-	"dPrrnh2sur2mGemnJik92tGmH9AflC7+//d+iAKbkVGmkadq8FSHztLx3c4nTbpbHL9T88TWx9CFV5ce",
-	"npo9mx3nxz5zryMUdDMBOMH3+L5Buf16fL8e383HFwsDOCm4PbtbChxDfw88x8t0fQkGJuBg8Ypr0uzq",
-	"C3zAJRuD+1EQTHjQ9mvIyyK5aS4WAYFMGMDjUgKqYzqiz+Zjj1X06l3EWgnfdWy3ZRNPnsh1MU+hHU2c",
-	"Ts1YbXfqzqQtTH97UEbeWcEloQBwiO3FDMAw9ESRqky1CznU0kD5YpSzJJWjIs8wNMlUQJbglTjTF0hf",
-	"zqE4SW+mbaIIWR7YgkQOjsjz8T6JCk6vaQptwyKDDo9drqc0zWyaFLX+a3Ay2JwoLGxeMp5Ack5f0+qE",
-	"SkbiTEhEXS+4npV+eWDGBVCsCF6dMxrP9bWulIYzXNM/JEUQvv1AytrSPNyWGvVQ0ra8wr3xuESUAwrB",
-	"MkFYaLzJpL89H+93Uq5UVKXxzqdpmrG77TJg9a2PT4C93t2hy3R4xVbdlqQ26Y5P3/ys72noHW3LW96y",
-	"A81JoQ53w40GTuKzCnScRJeF+l6bF/p8iSmUOB2RqMS5QL9kF2zFtm6phzikniB5Zytp/9QJPzUJj235",
-	"ajJeb4Wt05UWt0rNWZqb+mg5CIjIEiYVmaZ51ealyxRIslNumw4CABHZ6pJGJ6zm+1dsVUYlscTV1HD1",
-	"uws9B8jMLQwAFkauUPA3inhLtAoSXbFVdGSYBZbqH4Y8VSSm3LRtN0qONke0AAqwQDxngIUzIh9MOSOO",
-	"MdBKEOb3aKYurlk+hJRy0L6xttkMzrYAWQJ4V6M2d28PPAspn4UccIFN4+o22YCLh0fqM7mv8eUG6XEr",
-	"p/XuZ/l2sqYyM/BK+73t1bIfAM+1FiN4zAb3K988zm7oSpKIiyHQSYToexORrMhcQDG6+d6mms4/OWva",
-	"fcgzzx/AAvf+ddjmie27Ynnnkc9eUtsPF0rYW3ElHsJEa9oCFDwh3WasvRO36wecSpIuFixJbbeYJcsX",
-	"VK/KYYkMZdPpHRuGXrJaTSYH413kqiByNa/WR8BWgVsGjVUHPg8Fbhny/sH4pYdj7htgeMoQcoVyAm9K",
-	"pcqpEvmRaRyiNX7ECoDL8H0URi1c8RWshscVK+zpoH2ZNE//ooduG79B45mX/zoHCBe9coBSpQWyJoPS",
-	"MIQmMgrY90MVj1aF+kemuijkqZXdNZKrJpBeX9BZ1zvNbTtwj5Epf2JS/bOS3Y8M0ckcQI/FVS+1h4Gv",
-	"T0BzVuuB0L+g3+DBSvAmjzH2jE4T0tc6DEIHYU+HcoAdjtsN1awtblvThKzODQG/TxrwnAULSJRTxcCM",
-	"hHx58J9Xm4jrv3BlTBFNVLb2BxhOROyyXbNQQC4E4HFS6HbsENMjA84S1TohhLxEn9OPoMS4EflVymdH",
-	"RojduJZN0PtGls04OGTDW5xKco4bm4G/CivGWNLeEZdIRVcy5PYmSw2U2OEYmiDnZQ8po+sbUYg3Hobc",
-	"gvlgWs3KAOBYaBQHa9aK0EMQoEebKQFmVdoqOFEoNiLHnJhH7CLoN5X2hLnb2BMh75ud/G33Y7l9I5qx",
-	"XB2r38YfowG8M3ozHb6jKp5HFQwj7PllFsp26TvY3WuTyB8AV97x2/u5L95M4evGLfG5LBwc4pdOy1kv",
-	"IEqsxccKij+x8fEQ4bK799XI+SJGDnapKHU0U08dOC5bdssDI4MTr3Wn6+dBV8b3YkqxH2z4xHOqurMb",
-	"zwF3MTIuehmRfl4tqGqrmBoQJZCTmxx2CC4Y683AEdmbn0loBLkakV8hYh32MGc57B0CxGuEtyOInRZY",
-	"a0pnWKaoLd5B/5CpF4sSwW1ZT8hjmucra2VVq4AQ7RisryxbRETR2WAU8pDj4EwDRVuoCZXukdmXDNFA",
-	"bI9FmjPXrBy7w4Xc1OBK19lc4qy18I7YLYsLxaJArxzNMtt7wTd7KaR5modPaJZFBuUU6vCwsc+heztU",
-	"6WmB8yvA/kVhz3yjXFsfxS0vuMRWltS2XfdbSkvTztLaszbZydW2Piurw4dLlg8XKS9sfAjeG5BMzGag",
-	"EUAhPilrf/WVQUCmjCV+P3FJJjS+whMBQ3BDCrlxIGI/02hBb88VW8rIH/GRXhf4UUtraZtfSxugDDkm",
-	"2ZradlksjDgv3zEix7b9QF7wsoM0FpQHIXfagROu2EMa9w1L+mx7QLf/KVTS6xlqjaHSYD2E/tGI321O",
-	"Xdi7u4usSocqq2LLIwjrQbkxmayM6uBvBgbmAqNIkbLzJhxpXGTPNQGNX294yGEsqCd6bKiEByi4q3n3",
-	"PzcRhdZRy0dMeAgOk0dnwxNPiUW5au6MTOJya02KPqefyR2rX/0HpRA/uqwRbjwkhvXt2OKOTyG8R1PU",
-	"aDS6c0zRcAuP12RSEPsWTVb6JZT43ds1wfpsQROAhaSXA1vKYgcCjNb5umrcVbNNcyNQWeRyHSqQodtX",
-	"wlQLyLxymKYYSZXBDid45c8f3XqQFvdfXSPbMvH60TH1LZOtH5crZI4Os8oUZsxIh99vlT54dHOaD5Q6",
-	"AvMdWnyvbs2vDCLKlM8yNixkibIFzB4Er9fCGooNPRcFan02oQDQZCClpG+xoWNoBJ6t4NqcyjlkmyiR",
-	"Gw9GyCNmu95FFYkkcuyBASDKfuctcE3o12mtVGrpigoxGOOw3PAvKtM4AnYRAarGXsmzQh5VsDIBLceE",
-	"SQcjzI3JWaw+5FkUeE3KA9eVA9SkKgKZyJ9JAu8dec9rdRoAjRH+dQAeiKnIQx79+NqWplpvkEmotL9E",
-	"DQm9oCvs5h1y44I5dLzRKLt2+3LrjtIr5S1fdzzUCO1zfMHnEsSVj2A//y8cHq0OYUOY1Cyn59oEeLmv",
-	"cuW/nKVfHtPDmzxVrCuyWUckPMIEbH029X+hnFuJkpRKFh9XCPM+9n2N47sAZ1cIp3HUPzvm4+dUsKuT",
-	"WX+Q//zByj8XqWshU6f04xbQTdNgz+RBGeIePCV1i3x9mt9JedtfOtPPzWObZL9ybb6m/H3eExDcVx5A",
-	"gmB5E0k5JrWZcuDGwdCE+xT5gKX6TBUxMUGyOzKqKSbrY3eYiPRRMx6A11UympWxvGto3aO1ezzS1kF5",
-	"5HJxJDSAMbp05cXn+t0pl4rRZESOTTKfiRmmHDBSIFr38siG3kKOxdLrQm8bVVeRf16tVeR/pMKqGU+H",
-	"jwR12HLrHxz2Cnpvjbu2vT+Hb+t8OHsbQL8b34JpFKz8xXP8HpI69FWRflJFWjycWzY0CK9ksSv5D9Pg",
-	"ZNW0DwjNMlBrTPAnQLsaS59MxA7yFzTDCk3Snfl9wjLBZ2Cga70fUXdLq14+8+3zASBHgH/BK+aBZMMc",
-	"uKbtkFzy+TnNpgSnk4zIGYtFnmDvGNt31Fw0PmIAjaWx66PDPRePu3VEjvULOpMYyJY5DLicPoN+TBrD",
-	"ppTEV2YVel/D93+Z8457VqFo52xxoVZumwzKR6hOG8xhoz58br2+G/PrsdL7a3bjF9HsbS5kSa+e2VsR",
-	"CYPH6Pn3YpOOun6hC9bbLknxZi4y6C2bcgQp7ptmgS7dEHzvWNRkArcygLj+CpIftCi4Yks1CExWYeRa",
-	"uEfr0xNDPhHJ6pkkkZbHETi2J8x9+MhzumuJCW539o+CZjDwD2dvn8mQ9z3rys+d169MMAlPLFKlNeM2",
-	"4weGjFkKGJBwrT4hgUzLa3xMK60RodASMheLMp6AslKGPFXazCnpAWRlIhhKS/DYo8FzQPqnHy7KS7he",
-	"g6OQ03UZg63CFlsMTqhkH7CKN+TxnMVXXqolOB1nOZOSzAqaJyb9Eb9K+trSErx8B+bBfPPNO3GtZ+9H",
-	"Db75hhyXpWZR/YhEdgP0mQq5WU/vBVDDUNaJWZfoAvobYncEzm5M8fCIHIfcBDBwKTClz/VRyMlc3BBH",
-	"h+Dn+H//z/8LExHsbDSJiDydpZz0sS9ZAE3JME0i11Tr7S9UomEgSZNlyqPAEKd+C4mWOZumtxhQopwg",
-	"CRgod1h//f0kF8t63oQNd4XcNmASWUIUzWdMWWMbulBW1D00fKvJGZj/4YhswmKxYAAuD6jx1iCF7vxa",
-	"B4SkVy9aN2rciJuZm6SiErHfZFBGgwBjdHnBoR+jXiIcjpHQxozH3ov1UBPuTQEZxYnJ5iH9SB+AtXEv",
-	"dGGXf9zBqoc8coEx6DTRDOHpMw9tJwy9WN8XNvkEUgi568C9wBNkdrKqykPlW7ZCyjKpPbDVIbcArtCg",
-	"m0rDpKYiP4RsnRai9Yikr00JDP+ZPhHeekUBWYhrw5zLg62Ea3OKc8B+JaJQbb6XyLpQTFvSljuO7O4F",
-	"7cPwbRNIQ8SsuGuGTB07T+rTihDvbVq/kTNPpfb/OTw6X1AXNHSUPJlS+NUU+uqWeZyZZo60b6c9k572",
-	"+OROmh1j/K0HdzD3/LXBHWAS28R7zJL8CwV7/uuakRAgqp4m6+54sljRY23I9bEmpw1WI02bLaGQH4wP",
-	"jrwXtEaITO13+bIHxIwCglj4oL26lmVWOcL+2q4Tu1sLU1kAGjniL2OyvD8XvYZpxkLed96qLOXM1HZk",
-	"xYIP1mBPxJ8Rbh9f/oeEqsy8NsSpjFf6cwWp8PXbRqismDEX8K9/keDVwdeA118o4OW4IXQU/nzRL0fx",
-	"n/Afa8Nhx/f2S3UBS1iW9zX+8zX+0xb/4Z5ceOIAjyduP6sK3yX4HinwvsZ1vmhc59Fk+Ci1e7NJirT2",
-	"iEDP5nBNyGtwEvcO14S8Fq+BeIwrO90uPgLljhAgIfePj3S7JZ9EFP0J9PYvxb6cN/JJ+NhXqfxVYX4i",
-	"VyQvbb3P6Yg0v3SiM58rkdfL6CKpqGJRWUZX82VUISBC3sca890xwaJ6ObDYyac/n7wm53vPX5BrlqfT",
-	"lOWBsaQrSWrwFnjE5OJHS2wJF5F0qrlyjd/2AVnT+Ez8d6BswBp0eBGU0mO7cYzzYQeULIPKfei/zRJp",
-	"Y4W2GHB/vGfii9Zaj4hkLprmtUesBPK0sAh5P3IN7bXV/Tco0AuIjValCbb7xjK7yyJPoc9wLJbYyRjX",
-	"HpCWEnYZz2mWMT5r+cU01P+bXt6oxAxolPS54Z1qcSCjwYicYEYgpgSsRJEDkAHjSRmdm4osEzd6fe1Q",
-	"bSaTKQia5OLG1AOVqzQKecODZkSdiVXCskK1YksQFCPUIXfLE5FFKjVllpWTLWWKgcFPOiILkUMAk4d8",
-	"dzweVz8BvsllLjCpwCDMoQfuZau7C+fx/v9j792W20bS/MFXydBuhUkPSFG05CmT0TGhku0qd9tlhSRP",
-	"zUaj1kgSSRIlMJONBESxa3y7D7AvMbGX+wqzb7JP8o/vkIkED5J8LteoL7osEkgmEpnf+fv94GjXqAB3",
-	"4YAIct8tOUb8BgQd4c+HPpq0cMyHYINQHNwjff2jUsWqbmIahzMIG+6xtmVv4P8F8ytLVcAY/+ffZeef",
-	"vc6TX/m/bzu//t6LHj96979v6WHfIJT4BSsWwpc9hXMoJxhmFMxeP6lyf6KGQbkLkZDerdG0K36pV4D3",
-	"sTukQYeuyieiJYWdmaLkvEKB2PQcrty2bu539na0fPV7h9/f3vT1iLq2m+vzo7mLRPhIBNqb43i3xRNv",
-	"mhg3hqLAwbON0trLl/+BAcQ/qc1xXsrC9/P4WhgUSzWiPui8O+5mz+AB33aCiotPg4cYygo4xMNa7ie+",
-	"i73ZGE8KZVtn/CdjvLnNwro13XsSXPdn6PK7Y9o3WJ771O+fM/Ub1lw10r9NboGwU2SLo/OhAuQTZYbZ",
-	"EaIgGsrGB82KQFcC6Z98IBx6h6/pi3UA6IF+B30XgHtUVhUUiWohIslCWrs0RZq0ubiO0D+64jkVNK9b",
-	"T/AztT9UyksVeSPZiTM0vSxSGMGigU4v5BiWA/X8lcwreFR4NYe9J4/FaIU58TViglg3UtMBMYF7r/+o",
-	"DOkTGrI93OiEiJHxB8wZrRKcLcw7NJCZKMHL800ZToZk7YEqcEAKU01n4g5AJKI1MvwsDG7qfmmzfDB0",
-	"XXCqcsNDNVXZ2BXYEMUeJiwgVhg6Zoe1dxfrZoX9wFUzw/OhrT1SE/BgfM0qHyrypkP0MkaRBVenBibz",
-	"cFVJpq/MpUo6WAh6qZgdAxPH2lXDo+fmboU3h+e20eLqO7KatbjsvSRrnBu0J2DPyUxvlBLf2gH72YFb",
-	"vjJoy03FBYG/GIJTr0vMz9kX68sO7gsH7uOgX75T1hfmEydXU8biCCjMPsJwuIsB3yjdf89OW0xOEWI7",
-	"ghE0uglQya0ExpJYXUQOdpZ6XkMBGzayfgow7kYj65euZLivSvjaXanOzFqHU/sIG3xrLuG5KXiH97u9",
-	"hldAjWoEs+Nj+5HvzYgw5Nts8CHoTvLsVeo5twLIPcbgA6/xTE0KZWeUDuaQo8ToJB22oW89xz93kC6u",
-	"GSKf3X2+3Ry4L7v4ptpp0YAL+mn/CA5vdNcb3q8uI9RuZiLChJzT4GuKHRUW+KVcbEFZQyqqDVo7d5OD",
-	"DDk1tNYIGK59gE4BDqhEcHJsV1Rp23UdMrYE9oRNZaaxZTMY5b07YAmv4lNVeHwyNf05HamT+vV/pQa0",
-	"u7lTvr5dq6Wr87+vAbmvAfljtaOR791weQpDaTlxqT6L01OTG9idtSHI/WemwrcdU4Q+6KDv1sO8NNPz",
-	"7J8qCWgTQDMwo2mAN8EhJ3HQ67UHHssndKI8iwGZjFGs04rkZETA7GJsUkpZOo6ALHUmXsh0MDJppiw2",
-	"YDsEFvEimB5FPMH/IvC4uZqbgihO4MWVCvlNRiBTlR3GGutgctQH2JlDunAuZJ5vE+gvM1sGP/dtZ33q",
-	"B7lL1ifYBPdZnz+Bobuel50bW8LRgfcYvOsI9OxW2uhMl2payC+V5WG5p+YjlYKzeQOS/FnA++OvR8ae",
-	"Ul2XCVUeIdWz+w6JUri2uMryspOB/Zebscz3Z9LOOnhp59H3hwmS1YEcnOSZVgORlYgkr5DFLrUR/kcs",
-	"ZEapmVj7VI3QnWkh51ZkujTi0feHIs3mSiMArWi97He0KeYyzyzixbxAgzNX19lY5lHMQCVzqctsPBDw",
-	"IFbYmSyw2AjjTXZsCiXGubEqQqG5mBXSKstpmzRDdiBd8uWpAXN2dxD/mVudzxTD9+N/JSqU+vl2GJ1+",
-	"e9wjrN8zd/zRmTtwN2NT8XUJ3rcUVxv9endn7SD2np1m5KmcoqFEKVsUswjlCKYlVdkiF5Rj6GA7oUVk",
-	"F6HpwIG9RaGuMlNZNBqIhR/Hy0AQJlh48BeTp8ificxasaY/WSuJhFCxyKw12s0HPh0iKVteKuqpnoIB",
-	"bC6tkCXI1Lq+VBxFvV4vJHNDfgudCiWLfOXqn8Pp77IQn9Hq3VIY9VrnK/dzuA6ZxQnvKhfFvF10V+EG",
-	"417AHVuqQBNS6Ym33NtETMIr7DX9tlngy9hRr0rD7kV7Sldz2HD+AxoaNl8z+wibES7uXEksocBtinN/",
-	"Db/zs7u//ug1j/TuDkb0H8raxke4i6FNW+LPhKD+bfr8SzWagaS4oWiqUKXMtEr5nTVtZTFaOZzCUAiz",
-	"aL2zo0/X30qigdtr73Pv352mEnwZCeQWylegf1KVZ1cgc+85Lj56r7mcRHO7fdCmukOxrlO9opWoq9KR",
-	"lyNvH0LB8Vw7WYr6Oyv9y86U/USs5rz3HbFoZyzzHL66hTaWc/eessz10AgPquLJTG2yyRnbkla8Xih9",
-	"/EIg12okjjUYOYtsTB+AmvxRzTOdec7TpzgyecHMIRbSzrrLQm7TmbGqDmMnsphWmBdJhBn9psbgkmHv",
-	"xDodqjZ+uEissbJmVugqz8ngYhrPJNYzk6eO/RM5by+4WQqL77bgc6b14wxiXc/t32UO7xtMlKJSBEe4",
-	"dJP0D7nEg89LzfnpWPtBBBLhOlpP3g11eC+iYTcBcGzEMUc2F/0VsG8otpeVM6YqTcCeSIZUTrfMrGJg",
-	"yInMraICjfqxTqn60RO2hiWRCB0ES4WQh6JG5om1f2CPgI6Zr6547r6oGwApoGhVfkUFmbGus2SkJ1pY",
-	"yPgJSH8NsgkTiKynE8b1Sc3Y7uNQ3XnarqmPb+LnRaDNmwl6t/DkCkeTyxicvgUv4iu5hSg8iK2Ab3ht",
-	"Y0eUZHTPixtAlgIux2RcUWkyXrfy8YqlKpSYy1QNsQ/vBmpecTsz77ZIicxz984/U5jkebAcXy9YEs7C",
-	"q7StpoA/G3h2Wlxijcv4wAoWTe37kMp9SOWPHlJ5qcqm2ga9LesN7gqwvDb5sFjLVGkQKepWTvxFYeaL",
-	"MrRbMG/myY5pnq3QpsGAfnaFxJuxliR9kfTPHUSxTpTvppNiKCngcr+RJl/ckSWfKVq30OSLBkv+jzSL",
-	"3Qz5W6q9eBk/jxh2w38l+Vuvx2fn7L6ZYDt4MZ+aXHvqh77n1b5XJX8qVeKkB4XnKf8oSJ5/mNIIk6++",
-	"xN0U7/aLCqXKe7fk7nDcx2tcdnf036Nb3XQPleLqPei4LwjRwlvlYTkN4i9xPU2gFcKlII9nUlMy1OUk",
-	"ljK7UayRfIId1EKVRcbs375xGu5zFSs1m2hd8ljgNhiQ29BAZcXnQecE2+dqF5kdqBmpYPBnc8tADCZd",
-	"idZCFlaliHxAN5HTCn9Hgq5V1+WQnHy4INZqvihX7a54oy+1WeoGPdjYCeh6/QbisHeIxTII7UILjWwS",
-	"yFFAHYRwUW8H36E4407CVMHX0g36KNYJ0Xq8TZXOsMnhjav30UZ3+tfX4A8W4EnKUY4QD4abSIXN/qli",
-	"jemigTjq9UXiVv4tKZUhOrY2N0v4/jD4vszmylRl0o31c5nlaDo03sYAkXiT5odvJzLLqROj0QroSjy3",
-	"EFiAxnEd9L6fkjYXFqmT7xjhYjbqVR/YgDmBG0qZiCFFtxVc2JUq6z7IQawPe08iBwmMu9gQbcVqk9GC",
-	"al1fayyjvYE7AfdEgyp/a7chL8JmoawDNzGaQxaV5RgQHDVw9ODYUJnBFjYWcAITmc4znTB2WqObke4X",
-	"U1ViSW6sW9xEmTmpcPr6/A4sHclWu/Cs0p8V3/is0l/JJsRfvskVD2SsxSzEfaffvXH1jRtXJDk26m8r",
-	"XeOvDVE2/3RxcQriaU7Fi7WN0CVobS9KCF27W1S65UpXSTm237/arWGjoQe+u4jiJcYhx0ZPsmlVqDTy",
-	"pWcUss3s2GAGjVx5K6wpQAiPViJLu+IERDXmG9Cm5Gsowp7M5fUFtiQm0XqVmxVJXXaWDMWiyMbIzUS1",
-	"GgEGZ8Ey3tFCEZyciyuwc4fxAVOVruQj1mHcNLMBVbPj+cG0tRWER3angopXtJJ3KajgZ3QFFU5tD8ne",
-	"JhWOE8HaD7y2hYqYen74XcAioy4EJdPG9hZLFYOLcoX20a76CPcjN2M83TR1tjNB7cqFHGV5Vq6G2GtK",
-	"OpssSwy5gLGWMP/AW1Zu3KxSR7n9KGF6bh2KzP9SY96ujmM8k+VetDc2KYVXpDWayjeuMkuqNajLhAtd",
-	"UGqz5GPL05/KKRmConXQOej1emAl5LlfkNuh1HDvreOBZXOYPYwX7c0zzX/6+eCJVsXeuz9IgQhu8l0F",
-	"IhcuDmnvGfM/MJqb2SCcaz2MnSxlbqYf5oXTUOu1GWvRNwdowhebhdIy+67/fLooO4emAzuTEquOG07a",
-	"WG+/az+8BxyyOmxL8tZnlb1Ub705f4oUy/MszzGHh3oh8CRFAMbC4q8t1pTBjvZa3LJ3gU9kbZCKhJSv",
-	"k5JMerHB0x6JN2cvO0qDxEk/UU3B5z66T1Ups/zGw3tfC/Oh4TMqgKFtNCJPOEujOiyd7CeCtwsmkb/r",
-	"P08+7ky7LfouYGnfesBvP4Xi9kMY67ucQnFMkD4UqyD0TI/Ok+wnsW6p7rQrktJMFRgL+3NVyk6ey7nc",
-	"fwn/33nU+X6UtD3oHq/ZADz6WCfBAmwZ4rv+82AQwaldXGt3VsE03S4rTnk97ywzvLm2kEXpxLUTJDtk",
-	"QmB93V0yRLslFq72e/z++4MQ3kulP49U8jsWzq0Lqr+/BGIQTgzn3QxASUDGfOE33YsYPMmdICjpmf9M",
-	"RdJff4tjhHar2UwQMLzoTQhI7sJtR6LRkbGOKXu30tQd3XzTzBLSoeNFRv1nRqT3QlSYMEtD13bCgDmj",
-	"lJdBRBlnt0/Ajl1GbbcU/MBRsC0yQAScyxUFWYYiKWSpXlKji8HZyjxfYWqjyLiTONZWFVcIvLtQRTAZ",
-	"gS4rYVAGw7eo4BD/TcRb+BSxtjOKxygxqtKpKttrUH0wp0xZB0rvyZURclpkpdBmOWB+eZyRb5bhxML5",
-	"T8ed/tFjrumjdsOZWcKtnGdgQRNrmEk2n1elHOVqgDDojuFaRaLg9yUkQjTwK8OQFqEYMev47s7DQBh8",
-	"pqB98Av0k18aQXBjAulO6Au8KAoKhpsE2y14S0xOafRYtT8SnXxYZyWpeljyGf/GUQTvES7eX/if+aOs",
-	"GzpgyKh4jp3e1+/W8WL8NCgAek9lsM0U8nGWXRB+9XEBCSa0EbnRU1WwqnAofc2SX4sSjsheXcF8iJvb",
-	"OuwdtKlkA+4Be8MXFRi9G5tvXYj9aSD2/qibtWbu29yq/KZtaRaYhAcdDHJbTx1ryIdZLLu6sW58+Z/F",
-	"ar5Zfdyjzn3p3eicw3AvNqGAGTI60Ox2oXTdjgOfkK33gdb0rSVgOKkHlnq9zBhbvaLQxnibpUn7k4Vf",
-	"b4egg6Gj0K6ORELhKCJLcsUf8BctjYOMDEtbWlJMMpWnnhGQVNTcXLmY2jYsOrKnvU6LdaW5UgdvIWt5",
-	"aYrLTE+HrAqWYmHybLwSeISVbaqJWLOeiDzSvIMVd9zi1lbUudMV5/Ty+RvsQyEIoxBvbqGKzKTClnJl",
-	"Y+0ucjtGutoit2/EObozzp6nbwe1l2OKWNeJxYoLyWjxiIBpS3qRS5OyMiKUP5fxLUxVKsS3zVyNGS3O",
-	"TYzosW7xG/77wa/1a+3KXBXlcfn33q9J+1Nh5r5ZpBvOxR8LjS+YG032S5cU3UWh8Bb7JIrlHnnv3i/5",
-	"AOV6QuGGNVOPK5lRXDvRowWqlyG3T6JwR+np060f653sO1qz3Wgp1ShHzKZZTcQYGKGs+1iedMXJTI0v",
-	"Lfc5MsqyinVmBYrnSFQaHRMMMmOV5gL7aFtM4mirOfb7tCOhrum0WmIaTJiSEUZFZjBH4Sj4p6gHUul0",
-	"YTJdRoh7bhuukqYQ0hXi/RFISnG5DpruUaCH1EpS8w22HvX6bVEa7lGtSQEJQLY0IqlpPqj202t9hyZT",
-	"a/pYyzRF/YlGC9aERMIUkSM9pICUK+vu93pheDAEaqQSb+zBPRZUxYxLiUZbgoXIf6E4o6txxspnZJl0",
-	"6tPntDUhGraOen24wHG5RE7BRgLfnyn8qyPCttZhr8eF6LGmKmWCRXSvEYeMBKX4nF7GmGZSV5rjHWRu",
-	"xLr5ln1h7xy0WJtjg9qUs0xPu9S1UzfEMhlgrDHoDi7xTxevXtY/5JxgWJcFWFLYlDQr5zmaYEww2Kby",
-	"9Vj/9fz1z0NBa9lNMStl0ZhQa4w40fpu8kSYAYtZABrZIvoXnH3SpvnhOm9ngMTKJPUBFJD0kthkG62C",
-	"nbqrKgnv2MVSeHTQj+6WimwytsEz72aUTHf+3mHvyeM7/uCOdT57fiIe/+vhE/Hf/3XYPej2uwdttxmb",
-	"Z2PX9HCwnayNRx8wveBLl6GlDXbTDN6GQ34Uh+SnN71cH0Dd5QcHqjnKrc10fhTR0iaUskvJUN3Uf72V",
-	"AtPfPBRTgyyyjkQweLYHNhh2zQa8mZsmmI2ZBGcoul3cC0Z4wHf6iaLRtOqswVGE3Nlg3HXr4Qffehdz",
-	"a/utRx/+rHcqBN916wc+a9Pk24AlDQ642y1MUcs6eejantcIvW6hsmzabTab6kxPO5dqdXOW/Zwu/Btc",
-	"9xkFQP0zNxWBLsCYtDOVCpi3aOHfY6xRoWReu3uftw7LPesFI+uWXzsuX+R7864ot/rByeudO2ufYL93",
-	"N/df1ExzcF9INKfVEqZJUSVtlsJoilJ5vMRLtYq1Lc3C+udyLNjctZZdgdWCJUyZ5QxsWseprgj+b1SV",
-	"MA74RfV6ZVok+92lyvMO2lP7vy0vbRc2dRKFNOxZ6WYOIzC+TVSzs6/ETF4prOhmg5f9giyMzG3t3cK1",
-	"qw/G3mfMyAa/suPowevgvXKpVvfHrNHYTMn+jSPmmmwzph13oTqjP97xxh+74WBtOLRgcTgjlsGeDUZh",
-	"sU/IlTDGupWE2+i6s1wuO3hFVeR8ETgaaK+g+/UW7I+/bGnAZLgL7etDhF3IsepYBe4GnESKxaLHZKuR",
-	"Vb7S0MU0Yk3RWmqJoC/nYU8EV4K4OotGYAHn+NPFxWmsf5A2G4tWchx6EwNBH4+kVY8PWz7qP+B/cY4i",
-	"iRgZSxZlrMPFIonZrvEa6sQB22/hQImLZ8O6R7GmQqKRKWf0DCGcyF9/uWiU9pD/8aT3+PtIkLUZ66Rc",
-	"LQZClv/y2xIsyFB+Pkufnh/vP0v7R0cHTyL2gbH7mNtUd0g2fq/jXGZzK5LMYrLBViPCr3XLnKXtKNaJ",
-	"rNKEGKzgP5nEjIUeTeA/v5UZZi3WFoTed1ecK4SPoWr/9ZeCB09QWTz7VrgIXB4/hBtdxQ9mjijOz/iL",
-	"sc6zSwyPHZ++8GShhaKgebNreVD78XiC4WDGOtZvaAxy9K3flcenL5ixwRK/KYp2DBfM5EKFJyzW//1f",
-	"R92+aCW/x+R4xXsDEe+5wAVXNu1FIt70y+jSbrcb771L2oNYJ83bEszLO6fhl19+6RwHG5+3NRHwei5d",
-	"U8R6WRg99UUC9UmNtiQ6KB6DRMBiLnPY9ir1SR3RcuMGMgAUoyjUgtqlA2S7cml8KVeYgDZazFU5M6lt",
-	"RyKptK0WC2zzexsMSjOJgkVwQiOYIX4USI462jO7vdgKjZDbgiDJ3WTFEISBhd0NBzs88d4rp/Nbu+WN",
-	"7b93a730XRIvW6X2e3rjuCpfqbk7eC07u7vXhSMHZ466Bx9bBHazdx3tnRZyug1qKBhoDD+Z3NlN/3SL",
-	"5nzMjUU71l42kQgbiLUzD0brthMIO7px9ELj7wvMvCn7BhsRZVS/OyTb2k5YF5VbGtbomBdK5vO/xHuB",
-	"PRbv3eV9UkLrC64Kv7xBXbiorsdKpZZrbLvw2Q+rUnHvJGXPvuoEOXt9q8DqBob8F5gwVQa/5RDqTWGa",
-	"11RRhz33gRiqOdJ3FV83o8iH7S1egLfyF0rLRbafzeFA7jb0X8kFNmcjdO/pC/Go24vEo+4BnIrzpZxO",
-	"VYH0pWGwmDD0PAQAmulGe5yehSqEV5ZY55AE50DwzATNLEFVG2uEJGogrYJpc8zQpehy8xTjvTZ50Cht",
-	"mXIq0zCDWCNcjWTMnkZmJIRiqXQOy85oqr5XPdYI2mJFK+RvbIxwqRbIEEHeN/lnJPFinfiil6Q9bEC/",
-	"1j8dIZawHIOlTV68DeBuHc+MFa1LpRZUKWLXgHkoekDwPa+wd6DAYp3GBMglqGwl8yAs7KnqIweU6z/h",
-	"UiD+tMICijTxjA4BM5gDwE2L1VmlE5cCw7IfpgkbhPiGFpTaEtZ4aao8FTO5WCDnbKxfu13CGVsutRkp",
-	"MYeLUvzdPLNczJPYyww+ThpwUtIa3RXHzR3agOJBfChXk2Ml4iQuwQAnqkpXcROQsmFiRhtwEk1elb7s",
-	"/83ZS04d19hEEdrGePz6PneawJ9dOsgvwOFFM5OoNCiDCJOol04c9vvDWNeEGgc9mKuDLDb1QnFBUIvH",
-	"IhsehABVJCX1pQk7t+HCMESvK3pK1oV8EuvWgXiV/RAA8LeHfFZFLgusCNaq7hURJy9f4JpcqKKQsEvx",
-	"1WKkTYIJS++g0qkqRLKGQ5QMQkmC/SEjqmSDzcgSgk77+q1OfNCmsjOZYr+FpVIqu81mf4G3sBj5XM0R",
-	"NDr91Ncyf5tz2IVy9AueSRBmcxJhouXS/4IOd8SrO/oWMIfva4E+ioWTHNrGcfQYvaEWDmyFYDttoeQ0",
-	"xXsQdTBS+825pAt30TfdrclPcZdOTbcq962afzD+R0qQ8dsB0wRr55DeKTwJfld/eAMnHUuLVP04mJCl",
-	"Y24WB2yBjpGT0NEdeJvOQR7E2tdMa0QfRFPoydDXGmd6QYXeN5Yaw1BgOQYThD/xV/0//n7w63YoQXoQ",
-	"3vyfSfny6C/gcb50U6J7sl2Vv+x6uHf0oaW/0S0lIjz+Awu2akRWk9uGm1Ax33hb4j184dczE4KN/AHi",
-	"bk3tBzAxu/oTqUPNFdSyKNwm/ThNnwxFsj8fL3joxKf6VXFFjrXvXhM13id69uh/oO9Z6dJU4xk4vcc6",
-	"1rv7KMQd2yjoKWop+DEtFO/XFHnfLfAtHC/Xh/mRx2t3c2WogD+vgbtLE36sBrzvqvwiJq7rwfzYjfh+",
-	"Eo73DtOW36XtcTkzea0RWrJpn25tY4xiTR2JATxYtLWvMdQwsfYqxoVH6zqYB1aQfexiWO53hxTnpRaN",
-	"rIw1goepf1QSy7vASntgRcv7EnUItFCoh9pgxbvHA60T602M8cPeoWidvrmoY570ZIwYvqG2iBF9h96K",
-	"PLndSE1MoRqZF8+/trXkjF7Mp1FvfwT34IsJRZ8V+DTS8V7Z39v5H2eI8FGuLZG1hhEqYTW5/TgHoLJy",
-	"qnY2/51XcyYUsS4iNlPi5ctXHOT3OSnMOdb50sjRKeo01m8uTsTMVIUv1rIRs8dEIQEYPVAp8wbSyRgR",
-	"rHSs35w/rQt/Ha8hot8+CKAqAxRq0Dnucxyl1+7G+jiYZQDASfwOXIZklbIUfTFaPbD88EyqHmtO/IxW",
-	"IrlUqyREtw7GxkE8PpVZalSNcEOsA/oK9yVqR8JswVkd9h61u+IN/rJf5KyONsbaqrHRqfWdlCtVCk7/",
-	"idKINLOXMGqmx3mVql3AlvgLt9VOnZey4OT3o0ePnrQjeP0aZpQiehN12MA7HopKj/i7OyBfwwttREAo",
-	"yUqYgqpTZghIeWtf1TOd1rPDxtG8stkVaN/t0xGvGEGUGjMSmMfOxq/SfIIpnpj5XAaVszWKPSwfWENC",
-	"LmRRDmiPcLmm306DWHM1JCLHNnA5spTIzK7LAcWXsMuP0Yn5I1uNOOLUdqgUSRTrJJUrYmqFl5eI1puL",
-	"kza1G+Me5cr+ag7+uLlSRVc8pZykG4S2lbpe5CZVewPkqd2+jNPCVIsfmhDtWanm9jbNjVv0R777XbQ3",
-	"l9cv6L5HfuFlUUj80parHHeWKeZ7O6DqCZ7er60/4S2UAnbonh0syYW0fIwJMRDPatretVcu1erjWgTr",
-	"CTrSUZ5b4vqK9tHM3TmDOSPU3n0OnzPXgu/uDCs0dlle9HyFWdooIIkgrJAIdjwrE498lRWwI7+BTMs3",
-	"aZisJ1qknlZy6pgzeDPWitzpatCw7UjgIac3uNUa2DcFv9rQbCEj5M42i+ObvzFX+Yu76JvOVfJT3CVX",
-	"6VblPlf5Kc10t6o3pCHdJe8LLeu38YcnJ8+rEfw5UlYkVZEjuy6xmloHCcXdTInrYWkly5lV47eJ+Bcu",
-	"ho+1mYj+Idz7+FCMVqWybdg2NZcuEy2UHEWpSXedTZpZ5BUkMFfQlkOyrJaySF2tHi4gcqZ1xTEWci1n",
-	"xoLZaLmWT7w4RVCMAksyZ0oQMZ9AykM2jy1Zyr9RWRY2cSAD/ZDGQUQGwnh1MRSy+0Sq8gwTqmnGsCDz",
-	"rjguBULkHvR69WvEoM7uDCofyc+UQeXRvw6uK//4L1k5I4DWXTqb1yrEdbV/LETX6M8UsrkPpXyEjPYJ",
-	"U76M4V9ZLn4IDOx7CO41i+VWENhnVO5rS+mZy4gtOjdTV/frg8kRd0R7ByWoTGkh7erhQR/P37YcaC3H",
-	"vlwO9D6f+WX3vs9meoFdY3dGXPvOajE3U19vuFAaKff4S6Ze+yC7ZVcaNNSin9d2vkWHDUUCWiBpdKTy",
-	"KbpPkX61neuyn3zVVvDZDzem30vg8T568fQOCVG0wiNvg68V61EdvdJylCM1Mztm/pNYz5XUVoCd1+7W",
-	"NhWYUtyCP/DeXOGSmGYdm8BlV7NyCIYvdrTwV4IAPdAm535rkWeXKtY1qURDWTECSMdNxYfMuTdBTAs5",
-	"VuzTx7qFXbPs+6CSDYQI9vombvguXfUj3H+KtydRrN2w/UMxa3fFM1gZBAYRaWZxlfyWGOdKFkgISl+c",
-	"YScKhTX5o+OS13xCFNvnmR4rl1R2UINWLCRTg3txF+sNXVvWWUKPmEt61+xUvbtTtJ9G+342/4Nn+aWT",
-	"tLeI7Lp1i667T9LeJ2m/oo6qU7R83YOaAE+uN2V8pNOwXwunndna11oJpcsCo+fsN/Bt1FuEeUH6oO30",
-	"RsOVj3VWOjzRSMiyVPNFaSOKGdZsPSaldCi22lJcHpkl+IZurJ/pEiW+LJRv2cwNyHHL8TGc3i7KZJYD",
-	"T+tnvgt7cqBpahpiBke9AeSyso1Iwh3kE89rdU5334WD948YVXaPcZfocr22f6L48p/Scg58mwdN/y4S",
-	"Wi0/QSj6g63nWwTb/u9utu92pnZq19Ht3r0vd1B22SVu2vf0N5/M7/P7FnnkAnvvy27Z2+W12xvvucH3",
-	"C1UWaLZ/qblFOwEoLrmS16+5i/9gl3ok0kq5Vo0IgQQwzVVbCrFG/LfxWKm0dqOwWhUVAw/jXUfkCXd+",
-	"YAdZWsSLsvZaLcHeuwBoLcywvy8S1oD7OjXKBgWysa6vy2Wpim1RLHHYe1JjgDtHMrPeuYw1c52Q9USQ",
-	"Y8zDVahSZnpX4W1ZrG4VTP2vJZgitxh/fAn1IS1l30IcFt6DOwnaLPk4SEFodigNBLzdtMo/ZbKhGb/5",
-	"KHlziwSpM4BriWMGeqSj30i7UIra5ClWMxaqZKIid1Vg0I+UzVLlgWVBRbTKpcFLZVkViugdvFTxnzOM",
-	"XjKt40znVDmZiBZHm+r7tkalMBg1FD1BDWx141qbcWJjnThQW8qbPkOkWIttDdaIQo0VPAh2Fwh6h75G",
-	"NTeIwydj7c0IcUxxusxokVYFxb/CQJuLhJDc9oC6vKo7sWj5ZXJu9w8aeqLZnfHzcxfs57bw7pzyrjPe",
-	"sA3vs973MbD/4TEwFCyNEFhTxtdsc18h1b5fKvuZlN4Ztz1Lb8l2SwReJcuRapuSVJYSYyShvSl1Kv5R",
-	"qUpZird5gxlDcpmtL8xRzzVMbpdaakdipGaZTmkMJYs822H0HjOFkANX94Y4X1xrnqGYmDwn3mwCtvrx",
-	"2bak0FaXJsH2is00jW+og/UhTtonW1MjF8ruzgt/cdsZ31D6Dfn2f0rLGYGm6wAAbCE+YeuHBSsLP1B0",
-	"3KEiGvHnSHpURb432JuV5WKwv3/Q/9dur9vrHgy+733fQ4HBM9hgUivMSAUMVQs1hhOt8kk3CEivbKm2",
-	"dS5w+4dtYKSLscxzhCvcAcJtR8iLij2s2DxiY53Y0duEDzqVavePHotC6tTMxSgrreObQ8Q9BnlcZ9qP",
-	"9UzaGVq3ATkd9a7IxQIzsxQwyBzhFmcPCGiQUXUysFZfSS2njtVCaAQ/3ejK6oq/4dPvYu+Xsb5UK2bR",
-	"ixymuKMpW0X8kwwUXoP7X5lLT+rP+OH125CLDIlTtvRpYAdOv9trQIhSiptfSlccYz+JKBwRedi2Y4ex",
-	"lq6Fp6a6W+Ov3QpDj5DZsbYzU5QdkE7pJt68LEWd0Q8YB5JYt3bBmxJ9m1WaanalFdt3FQh6Jv4YywL9",
-	"1hDAHQsKRL1fNUF5MJGbJ3zdjWLfhcexwkyEui5VoWVOxGVFnV7DwuNYE3la1132gq5K8PeI2Y06ekXL",
-	"VQM74EVKQv31l7+dD5HOLyvEosj0OFvgr4XtVDVcz2YzVWO3EALslvY0VO7huU09bv0aHiQjosIuaDQo",
-	"lUvjsdttZ6GKzjzTVamYK9dGYgwGh4bTjJodRBw1FzoVK0YqN3pqY10a0Uq2iMREGE2wqfVN2PKZWZGa",
-	"cTUHN34Q61h38EcePgTzhn7r4UMigOa+JXrt1cKWhZJzOyAcJBcYSKJYCwaUnBHtAPxbzUcqBYPEuk8m",
-	"lUZUmA4cqUxP3eeOVhmGwUZNgvF0GJeIcJvtXx3w+fEHIdOlmjI65/7vvgX33X5RadjVQvyA6znwwJxu",
-	"zU9V8QpXvI4aiMe9XjsSy1k2ngV0BQ8sjGOKdXbPmhh626DmShVFlioQC251WT/5Bc5s+LBYZUI8mxh/",
-	"kc12QVHjCNrIgetEAd2UjXzJe8Qws5E/tdxiiMOQuIqo96e7sUI8y1OY5NnGg8EI4YLBivkYMAgyQjkL",
-	"pi4krWLIpA2j1MgKJPCzkrWPLImjBLYWSMbFIkeE2Vml0wJ0iZnA/R4eFVSRqYoxDKcybMVdSjwqWmhT",
-	"uH2MDjg+K6M+CLEoTIlMoL4HmVg36YC7puQ8FzK3Zv1ob55pFKHBYY41/17LrS1dUq9m5Muu+j343zDW",
-	"wbZav7rtXhapTVIMo2p8CZ/MTI6OAtaL0e8/sEKCUSBRbxdqkuXE4qnLTFemsvlq0NhmhLVRFbYU1QLl",
-	"ClWPeumEj9EVx7lr6gZ5skEsb2fSxfD9aWG5FiwvjoWS05UhUMFmzU/Oq8fy0yw1nZwo1smZW6QObSjq",
-	"r12faTsSwZVnai4z8GRBZ7ojS/uNMUYwu1Fk01kptFmu320pMETBxlh7Rik3z8yKSQWbBTYI6d7g/lPk",
-	"AIafTkjr4AxJ7wyXf3ncg9f7ym85y3sO9HGsk//orD1xhxQ2CNDwO/+M7nuGoW5eY5W/HwzJYKMXCs1E",
-	"sluWBnbCWFoV6xZ1+Atly2yOGk+WgruLENPgUulILPLKimQur/3sDnr9Qwwbx9rFjTnH41I+TqlQtbIV",
-	"VpVlHhKPyXFZSW5VjDWjfAs40wPHPuyMNXB1R3J8ycJNjNTKsHlOTyYZPjzW45kspkTX6yjyaeExWsva",
-	"3CAjkH+9zY7+/pPIsetiBQ2e3Le8reHFYBKpczwpVVFvHN4YjnM21r/jHaKVbGqRCKHGb5DGhFC9ISci",
-	"thdaHK8whR8IvsQf9JdHYIjwrokocYFT5qj6u6GQwr0hRr0EO75EDHEQubBG46qMtZlMuoL4pR2ehCRK",
-	"X3fYG+aVF3Tb7PGtfaoeQKKJTkFQDnBd4HhRD+rmwKeFmatypior5qossrENbuJP9rZTvebNOR2fvhiI",
-	"EvYN20GIzg8GUCRq0ycSzuiJNVs93mVswF5EtNtYf9Z2sesTFy2ECX5B9AD07w4467LMRrnz76ywFZgv",
-	"Vly9fPkqEq/zXM4l/iL+qzteLKJYH+tyVphFNo7Ej2qe6aztJzWqsrzsZGAqTvJMK5HkZizzxE+ExRS+",
-	"XN/fBwLBChZtnnwapdsmSuawjkOx5Ycgqa6LD/VDrGujNXAh83zuHMhalTR9UeIj94tLXQAJyS8nl2Kd",
-	"1FAlgagUCUKWuE9akgL5vksdrB0JatdBlzR4oEFFcfs7tsgPXbOif4f0Odg9WkXiPGAz0WxeEKEa5RLx",
-	"YGf/hHdfZpf4F72n3Ez5SmlrkdyN9ZvmOWl5hJUNbJVIvDl/igdpnuU5sVDAQ7fpte4AggmOGi4/cm8N",
-	"EC4r0aZ8OzGVThNHU4VvAI4/xwx4EkNx2OsF/FGe4yq8LZfjSzgrJJyxEGEsF3KU5Vm5YkKBMdpxiDVT",
-	"nzi6vz1E7N2E4bUyo98SiXni8XjR4WQ53GVYXpvwAXR0WpNM5cRuT5+bquyYSadAk/VSmxEo9FLNca9W",
-	"hUpEr9NH7N7FKfz7IBLJBB9Qj1enSsu8XDmlvACdpMfKf9zpgzqC22sVSjvtwOkpRpGIdXBJuyveOCUK",
-	"D1kVyg5gTbxqPez1xEiNzVwRZ0NN9xDs3rmysHuGzTv7T+o7+0/WlNz2gRqKrznc0fU1MTcEjOo85Vi7",
-	"3znq9UXibiH+l2SI7BFEgAE/yjsq+FVm8AiHOQyG4a9rg+dBI/qQTJgUmKINMda7Yjc0FqmALwEKHx4g",
-	"2jJ5G5KIUMCt7qCGJSF0lYBhnnY5ezvwWHh+Y32O0830dCCSeI8mH+8NsIcEHfqpJ7mEU17fj3h66rrc",
-	"R9+vQ3cmXfFMjmecZRiIVOVgEHip+HuMvN4NgruIZo8W0SJTY8KJUtec3sd6UF9O4wc2WtG4K3dqLSJl",
-	"m9FvyJgMIo8nhQhOZG2WVaEtGe+MOwi/agq3GXkuWxbL6ysUuMTa4iZDW6aejYST7kLY+EqSumrIy2Z4",
-	"lVbMs5Sn2RW/zLJcBW8L7Eab5fDoIKoOjoRlSSQF8aZ4+SNgi4IAa0dCimSAlRAdmWdX4EOPzXyOXaCg",
-	"X11ZlXN+F4W5hpeTGnKPKwIWdJM6oQIDjHKFO3EMbl7O8F7uvLFo9QwiPDdjcpEbsxgEQZuaFGQjSoM6",
-	"z5PZoF4k6A9J4eTUgwUnbX5LBeyaCb6oUHIhwaQb3w45KRXvqWs1Bo/Zb/RANYqi0rZB/xPsCfaV4Cjg",
-	"v4JfAjes9iIKTF7YSFQLURqSn+elWthEhCO1GpRJGGenpVR82Jiwc8uUvcNGnUTKb0dbqgVyql4Yk780",
-	"ZgG/28alCJ+qqHTNJI5xdjwkKH8ohJ/w8WUSIQrW4mLQsZk45RVELkK4hhJ8NHI//HHNSB7F+mQmy5Ma",
-	"vs0v3CTTMm+cR5FYWrjGEYx1gCu1MZGG5Z/nW7GcNkxadiI2w4B1pIhuAttrMsnGmcxjff70b+i7XgpP",
-	"3zQQRLkLkz1/+rcHFqEyiH2ojHXCuR8OBwdWGRmwa/HHyiohGzs0NJB4OR28165MTrfbTTitQVatd/+z",
-	"lE3r4Bce3Nm2hn02QrdLzlG2+Lg5SjxPygob1Is+dvqd7RVyeLW7wvmdrs+OcoKccULSKXoF8MiFwubE",
-	"sRqIBM7Lfm1m28SRK4UEB2/HM5ONMYScsM5ialrS29QoabuMe/cW9xp5xvXAkUiCYDPVr2INDRobWiCc",
-	"GDwWfWrhej02cPlbwn9LxCQ3ElUPoai0yc9K2EHpijfMbuhiA2gZcgJrqkEKIjWbXw3YhrFW1ws1Lrvi",
-	"GbPUyitVX0IstQn93dRPYFYS8x2fPHxG/ICpXfkvLHOo/xybVCVtz0QR67oMwplPYAAytM1hv++oo2kc",
-	"eOVOf+MDdp1FYoXSHPnAqMJA/P3p65+f/QoGXlOHVoUKtKhTb7GWWFxB94YkvL93u91371iqDdd0pWBV",
-	"ych1ONByQy2LNa3cTOPg6d3bhuHnAuqMxDlSdYbqp4uLU9jRduiR7N2pSiMUaXKUqzqJw2qOfbdUjXNZ",
-	"hKy7KNGvDOasLDo/deqiS6e4ZgDEo9wtKt1yrMsYQMCPI2ZixpEtfdZOUMOfKZlSwjXgqCPE6gT7xZJ1",
-	"lNKkHRGQD92GbvHaFeyPr9EYSWd0sCHpAJ6R7gy+wOxsJP7lwCehuMaRPFi2WXlDPbuQU7BA6cl4LHq0",
-	"eC8ZxtoyPzVY6BhoqBGYjRanby5w0KfPXj67eAZvYqSEhX24MhXnF2DbyBI/gPUQrcODvgAXbGx0mjUc",
-	"RIQLXGYWZN/PaLCjOA7S1BJ/stiEza6pB1lr1ZDUsHPwLT3119CW8gjQJKGtvIIdBqYf/l1UGn7wsN+P",
-	"9S531jbJZZDbb9OzxX33Ox7ryF0K5j69A/w8EVL89fz1z0Q150JJRL6H8QEk6APf1e/r7jgrVySUCHmS",
-	"qhK7/9E5XmSdf+d9QRaomi9yWbJ3SlsINBv8WOKI1GE9qrCuggR5riSoKDOh+qhkZNIVgYOPjUb6z+T3",
-	"3+lMdNeVIkgXfFUzk6dYXrGcwZ5fyDG8V+1LkUcFvk9JpRTtLowJhh0GgUCOgAgLRorEODcWiy7IHken",
-	"KXn3DqViglItt2rp+M7zrFSFzNHLYVhOna9EYQyBiNOyWn/mgp8SiHOOSl1uES+4vhRNHbCXiYaueHwI",
-	"B6CQY3hXQ+yuX+Ry9TNiqx/0vw+/jXUgIJHS6HHj5jdnL63o9w6/p7j/kN8chUfgiDsqfHyFdD9lCFol",
-	"v3phs3+q9tC9v8dHR4/cNdLi1huKx4eh2hqKR30e2A4R2Uvpas67ZCiSJplnY8hYt+hx3K8+6nOmiioc",
-	"4G7H+5nwetWlMhhlqcVhdy6vLziIUKdADzBx12Y3G+MikbO0qH8minVmmQKFoxaH/b47fw1NFRC9bSkY",
-	"Cp29zDJBLEYNH4SZSMthND/YIEhmg2kEz59QJUyC3imTdidUJeW4NSsLinBOcYaFtHZpihTMkhGx2XcF",
-	"IzH52kKflg9YJYksZj9IUydDPiowNi8jas+E/2BshvBp9RVzNFk0vimfVM7UikYBYxan45cA5GoNUDcQ",
-	"Vsm8Xv8rahJoHT877/SPHnd+PHnV5q7nK2oMwnLWSORmOoX/IpsXhRmvGKzjH5UpuWoFPgZjZhiUL4Ep",
-	"4LlpA8Pg9M1FV9TFRsG6EMrdXKIoKkw1Dao1dy5oIjJtS9BnWOozA3s84TJQR0p7xYK5UPDq3zr0hzp4",
-	"lxVUL6RSV/mD8UnaFq7cipaGN0tXIBIRNTLUhoGDr8pKG+vg0cCF+ADLhOhvwbrYNEq2HBv4pW3nxllv",
-	"lvDV6XhMwaYkWt1XJ6dg25KHiBRHFOBwdEcc2niXsEuAOXGqHKD0NRYfiLkqJRi3XXG+zrzcmC1+uGWe",
-	"Z5XG8BFbm4O7lrmATo/32ELci0S8x5Yh/rtem3jvXSJa7HCSKZpw8QbaulhKAer1s5imDx8S4AeFox4+",
-	"xFCiHxWMAEf/C7LtN5PptRQwmgqgF8oZuLj430WhJtk1Wjvh3ZdqUQ599RrISZtLOxMjVS4VS465E9m1",
-	"1XAN6trFlZlpV9mxXFBuKxwPvgajdIpRvFYixSgR////9X+LRH7X743g5H3Xf84ffdc/6j+Hj/6//8d9",
-	"cvLou+Mn4Kbxg6Ayg3kRB5aaL8pVJJIuciE7A8eKZB+GwcBB8m/wf/9b4qPpZWFyymqjtt4CQN/ritPa",
-	"GZwaomwWKEZB9DijAmR8pgc4s/9EfIX/JPX7n6iz28OalDnTyaBerzqkisvjY91z7JDDH8MiJ06KsbkH",
-	"HrdJV8JbCMF9seaqKCzfLlZ4dn98dhGxqR+Jn54dP0XZ9/r04sXrn8/JuSAbFoaN9VzNR+CZclEJY4G3",
-	"JG14/Gk/8dokPaHK9M4F2LWx5rlmYAvfRpOP1blFASYj7yacO7iKCyUpCHWpVkPUKG4VSAwjfjq+jPAE",
-	"4EsXzjZsoqEG9Y/8AllPtiqOV+ByRiLxch/Mdx9D0NU8Id3nEKmIjbqUVEabFbVeHqxTWKJFa7kYBFsR",
-	"8JEwwLDpf0QcVSgYoJXYJ+bDLVm411RfkIg6KQqCtsR4bOgmcDj25CwSL59TsIeZG7jW7pYD8TzTMs85",
-	"iFrLyoZBhUG0NCUp0KTARyr2ljOm8OndXol4x3pDlk6yucxUgLJKEiwBe5iML04NEvt5ckPN7lCwIQbX",
-	"oAD/Af5sD4U2sfaHaSy1t0KyMhDFIRYvyOPXVTk1oH/CgEZuzILqaRZFdiVLFWvkZTh4cvB9JCbjXm8w",
-	"2P9XLCnRlx2sExAtitTBUAePn3T7R4dd/m87Eic//nx8EcV6XuVlNpa2jESl7UKNsZQ4EqPCyJQ+dxWq",
-	"XFcxUno8m8vikgsoHOsG3izzzqIqFsYq4eoRrGi9OL06xK394vTqcSTqeeEXYLnBF20m42+SdYiEFuht",
-	"qnQGOzEIjDlI43EurY1iXencIRzXVYvgQvLGRYOwxQN28Rs8hOe/vLg4+emH18dnT98++/Hs2fn52+OX",
-	"L1//4njm8YxT9sP4onuTX8FO5CnI0m9bzD5SeL8RmqZv8XU6FVbOAgFCI0WxtkY8/flcFGqUcc9Rzfdv",
-	"7ZAPf6HSrICfy6wfo872LeWqRmE+8hcjsLyYleUC5wf/sA5Xuh6RyjLZ0cfVLLIpZh+w1UdFhAmN/ogp",
-	"qODOdT04lUQH2Z9d3vAb6XFvgcgcz7cjFeFy69reCB1E7/SFXiF/5jzDSDzqCRuJsVwsOC6ww4dsg4bF",
-	"OtLohlS1C7fHGjUV5lbWBnQx4x/A5U1E66AnXmU/IOT3Ua8f6/VUOrIYG93pX1+7kHC2Penukl1OPBM8",
-	"RNKoYOuSI98CccayXfwt+yFyoIFYXYYscV3S3KCxI6euo/XYHZ1FSr77nHuvH8X6qPcIL4S1Ilc9XAe6",
-	"xyZ4Cmz9qvrtCKuBUWrA+2wU5aH8dhWF0l6yc0D7d+PNnfnaOFplO2QoiYHQhirn2hGZOFJgN0esQXqa",
-	"ycQJ3kaswj58iEk/VJpW6nRkrkG5jpW1Aw8l8Fd5Jc/RT4h1UWl4PirKga2L4srRmYhnJ6+O6VJfxWVF",
-	"Sxuv/EHsaFUuTXEZiUmWg2EAAxbYWcM/jTGBpczzzjg340sKaoBRGKyGD7rU+x5U+pxunqu5cRW+u258",
-	"Ja9f4WW0bSPx+BC2bSSUnphiXJ/FS1VolbPvJTmPiwEd4Sond4z/uioXVenGP8BT0aU8OI+CuYkik3lm",
-	"Q3eDl5kruhIwJrsUhswmK1hDqgEL2Pw4zISyukX6FlH64VbyvtcGibXrEAI9xnUCxEgltLKl24TiIOr1",
-	"eiJXVyrHamtJliVpQKytwIpVngD1D8yIfQVnUxoCPIlQJY2xS4uFZUxcSpGvw4Br59V4BhN2n/kV19Tt",
-	"mSq1cGRXJLCpbsKVaNfbEuuvmtE5H7Ru+Xwy2TtOmOSZVsm+/3Ns8mquuVgDzdlIBNfOs/KpWpQzrByL",
-	"9fpU4XFguvkKraKgzQIsuskEHXg+mQQWYB8+HDS0J0U9OAwRVi09sB4VNdOlAbvPiepIuIAQOWe5mVKh",
-	"R13IDm+sUVRXV2yo8QyBcOT4kkxWgsiMNbkCfz979vT45OLZ01+ToBMPHhpDE+6HRybNFMc3wklzaNaK",
-	"FgcEI1+6zRG+yFfxEyivj8O7sLzFbEwpWgjDQTYomfaUOIXHTFzwcOCGTUAySkonZGBtvDl72XHetSnQ",
-	"YXN/g/WTITFEqiaK3YoUXrR3d6SOtRyPM1hBmeOiUcpEkiqXxaq+loKIEs1oy/0oTrVtRJYohQOHhBtR",
-	"+HZqo0PrBfupbS1DYu13OSaBqY69LCrchfjefMt3ozrHJcHwDDS6wpvHBstCqhJ7v9e/whNfwI1WWYQ7",
-	"KlSHPNFmDxGouEmGvYCaTjXVzLYoRe4mxVEId/yx0h7d2rbAzpOsdOHJIdKHbAnOxdrh6C5nBh8JpJpV",
-	"JCrDSDUTEAYBPIoduowraEdYP47V1HFgTKZgcBb0y+4waRA5Tto1jWCQlKWTggvHB7oRrQtjYVuD8o5J",
-	"FkQKR/mtyjlwDfKaH6WVLJUEj6ULSgNcHKpCLubdh3A4MOeQUr0OSdJGXFKWG+FI2jYVtuc719T9GqKs",
-	"uTJHX+4VxmGbe/9uKeKtcdiLmmm3KFZrVL9BxSbjsg/FWi63wQK/mczFPG2YkT1hvUkVygGJMHMPu8KS",
-	"kFfYlXY3Ce03w7Jqay+Co55y2AGiWZjD1VilEStTFeSLu/dGG7cGZKBtgpHdxO1+Sim0kt/jvSyN96IY",
-	"YWDwH55OGf9KZSmxQDPWyTpcQtJGnI46SPH381KCHEyFm/6vLfS7Bvv7y+USbHn82gMljc18vx07Z5yP",
-	"GRjIWGwl9UpsjCjybFSAqOVeYNi73E8awsENQgS2FDzhq5La2IPeQaO9g1kiTGCsRX3fAPM+WclMmGOY",
-	"RVrREnCPpf9F9ABKOV8kA/FGZ9fCMWvyejOqbfOmGl9qIJKrg4gC2azRfnp1fNI5/+m4f/TYVVnR/Lgm",
-	"q35WDo83P/YTanyL0Uke7VKtQvuTfraTKhS82Kkoi9LNn3vzmeqS2Z+64qkDluLvHeLUA0tQUzgMoU2t",
-	"AW25yppIYEZceFbLIRePCWqr5OqFYCeXIlfSOihBl7aSIq0KlEqmKsGncTSmGZdu4gtHPeZ0MwfW8GgP",
-	"toCeCFsVV6BtCljJomSdOS6knYFaRPXgkCMYnoskKZ9OtpWomBtD3jPw0LVKB2A4+vNJnaN1b5/DYcGg",
-	"qHsBMH33Yx4nEVUI2bddcazdNnMXYAwHThG43VTBHsKU8dVbEsxHwraHdSTFt1S50AdWuz26vibRwgGO",
-	"dlc8x6l40OeGZ01750jYSByJeaajWD/q4T9EX8zgwxk4dGKGghP/0ULr7b//337vO/EbvM5iWINjkwYK",
-	"nwdP8Tnj3/FB101UyswSjj/yvh+Hn4Mt7UIA+YrfhlOLDlRPLE2Vp1RRpzB408JosUqpZYKSkCBAMX6I",
-	"rYn9o++EzeX4sj0gLn6s6JXYh4pw1gTB03jrsUa7Z6KWlBqmHlVHlCuFzfQ091KFhCXqNrD70wITN7je",
-	"sM/wR0xVYuf1cQ1ChuhCIbMCvTxnsLhfiTXuJrtOvcAgPS424fbOkUjlisjfHIzPINY1YYXrlECWV1fb",
-	"12Rf4FhPzb8wpIXdckRhgzHzQk3I4KMrmRX8u2SYg+Ugi6kqqaoEeVk3OOJau6O73KVEUVuOwDZDrI4q",
-	"mXJJ7aBfbGtnWRO3xnFHo0lEuCXtAVaOYe29J5fjziBdOqAT1FEmghcWQslzIB4FEyu6ADGdbRAPcbO9",
-	"/9AzRw3IOXESDMsObgMHiLWzcHDONTAA/OUmWSqL4QSuc3hg1xCvfLI7rHIOXIWWqxJwjC6CCbA8bjw6",
-	"6g0xAb4AbDS/ax/1aNtGPgZSXz+X1zRiEutaRPYiAiJAi7MGppcN1GGswcg8GVLX9zN0uS6T9zp/6CIV",
-	"2MmwKDuZHoSpUkbhjygs5brlIhJYVMdn5spvebfAdZujUNdgvmRYjN1K4r2H8V5Sh9x57/qtW28S2m27",
-	"y1mFVZaIqHNFDmxtKj6gKl7wzq3weQNHhIwuNSXcDHYtyqlqREOoTJzMueaoIO8UaWQCAuIAKMHZRCy+",
-	"OmDE8fRQgoEMbtSVhkk40dqoKOq4Z6tL5zfdFRrHetAHeFrBWAbI50PZFXw6H/OFC5shEeyt3loEhUKB",
-	"zRC4L8AOClN17YgSJIgKVxt3jaIH/uMU9AEcPipW4YCXcc1BZRRrxm1aq4zysU/Yss4BEoEbB587L6jt",
-	"NquL9onEmRVYOkEKwM+P2895FJeZ5BxAUOXC16zXufDH5/zGtrViS/Dj2PEtjRgVZgk7c8D08xg+cbt0",
-	"4RpbwzQbbhdrcoWvdOXczZ8uXr2MnD/qMvnnDAjmkBgihEV4Xsi56rxecM3N02c//x/Uuj9RRaEKvngg",
-	"tOkU/JlbiQYGKF5BWJ8Rd+YpcG/FyfnZc7ehnIszMcV8XfDvPtBUFOQy4WazeswgYBjV6K4WaiA4ewxy",
-	"Izy+C1XAL9MmctVdDm4LNwZlHAjEbODByMDXqQNhJOKtUr4YjCKojTQ1IiI8fChaCVaWDZon4y12KUSu",
-	"sJYK4/528izW5/2jx679Q8JhHpBTzfKFmrRifXth3L/VO/cv6+XA8P/9x27r89dVkbM3xqFWEBeuiQdm",
-	"5EUzQyqiEMT9NmD7RopHvT7ZcrFOXnLgySvPoFe1sRpgAHFUxImrBzbWfBrgswKMRTTZYbsrbmQKmsqd",
-	"b0A1zHyfibXrGUJMhjfuCWsIsTE3vSYO9qgGLiNBkypiaiNtD+/I+fqFu4X2Q5C1pepZDGkxM6/D53D+",
-	"H9ZfRmIui8sNieZLFmlH7noy3BVefG3KLgZaC8UXlnCwHsDajG6szxyU251XyvmqPmv95uyFkGWzCXoo",
-	"Ej8StrCAke1b8dFrwvQb4XeEdQCnb354+eLk7ZuzlyxHAvu50lZxLyjmw+kZfzK2TJDzGc3YujLUNSqB",
-	"wYJWcmuSaQJpokqNyirYd2Wsw9myC4RNPdcrLkXg40itNujvYBMcGL8EjR1r8ikP0I2kWHXwerB4nfjt",
-	"GBJtTRWCNQYCLFBI1lUOnlBCIggch5KFwfSCb0FquHQP7BX+maEvdc7AnSvBj3SFFZS5DuLL1FGKlzAk",
-	"ONoz+SqAr+FH51mekfR8+HAQ/g7LVFW/SL6rjgEE2UvcazzQ+aVaNsDJhB2Kmcwn9Yl6YEWeTVSZzVWs",
-	"0Yqhc4ZT9Um6ZTYmT7fdFSdGO2LBsKiaEJsQOopmznsnoqZWOS6MtS4/rOh6Vw0DDsJIwlaSzEaYomOG",
-	"qsSvA/cJBylTrZZNiMMMi7sxeBLrALrgQIwlMoUj3yEPjBVrmiIaq674Zb2b2/mG7rCG02l55AncQi4M",
-	"GQghdoxjvVE0HQWxzNDG2iiuzmztFXDdcLDg4F24WqMnONAkz+CgBGVGwXx4C5IY4M+dI11Xi/ujz81g",
-	"jca0BlQC6X6XW5gaP8a6B04zJxHPes/L5KEg5KFTqkv0YcTQ1E1VrBs2xhasSldwxj1PcLM7NXYTj7HT",
-	"qPb+9d3/CgAA//8=",
+	"7P3rdhs3ti+KvwoG//s/TGYVKepiJ5ZGj3MUx0ncsWNtSd7ptUIvFsgCyYqKALuAksT20fOcz+cV9pOd",
+	"gTkBFKoKxYus3PqkP3QsVhWuExPz+pufOlOxXAnOuJKd00+dBaMJy+Gfr6/pXP83YXKapyuVCt457Vwv",
+	"GMmZFEU+ZeSW5TIVPCIzkZM3s/47qqaLQSfqyOmCLan+Wq1XrHPakSpP+bzz8BB1/tG/ZP8smFT9N0lb",
+	"+/D8mSRpQrpqwciUZhnLn8mI3C0YJ6kiknFFKLljWdafiXzJEiI4623u/CHqrGhOl0yZOZ5Pdbc/0iUL",
+	"j4TC82eScLpk5C5Vi5QTGJDgnE2VyHWHqX59RdWiE3U4tNXBDztRR88lzVnSOVV5wTavzCtsdOOIpu4d",
+	"O6ouG8wHJE7YjBaZinstIyo/fNyoRL51UCI3Y2oZAvxnz86LXIo83GvM2b3CF2IiZrAvq5zdpqKQZEXn",
+	"5TD+WbB87S0FNrq5529Ylt6yfP3mm3DviXluqDROstvxYDCIexEpePrPwpFLqiS5Y5OFEDct62Kb2nNt",
+	"3szgvDWHd75aZWsieLYmKS6LPbHPJNHHmkiVZhlZ6s+ZJF2WSUZODo9K2kE+UA7RHu4ti/Y2XaaqOaAL",
+	"OmdEpv9ipHvYPxwOI2KolRwNe227lEFbfn/mo87p0TDqLOl9uiyWnVPdXmeZcvNXZIeVcsXmLIdxXQuR",
+	"SabaKVjhC09Ovz/hxrcRkaELS0N3CyShlv7TZK/eH/TLciW4ZMjQ81zkl0zCEmrGzxXj8E+6WmXplOqB",
+	"Hfwi9eg+ee3+j5zNOqed/99BeVUc4FN5YNuEXrDPGi1ywvQ7ZySG/w6mImExkXQtyd0ixevCu3Xqt0Oo",
+	"c/P6QeVd6Pv9eaEWr2iWTej0Bsb2q8006ih2rw4WaplVGwlsQ4BjmjGSGU0zlhDKEyKVyFlCuNBsYx5e",
+	"sPWAnI+4XIhcke+v370FPkdSLhWjiWaCf796/yNekqq8SQmdTtlKSRK7MceDEX/SlV8xfv7m1yCxastb",
+	"CY2knOAnzySRC7pipCs4iQ/EinGaHtwexiQXhWKy94Sk92APIooVF29+YOsAY+bk/OINuWFrQiVskP5T",
+	"LsSdJKkaEE0Zkk1zpkgqCWe3LIennNCZYjmZ5gxWUA98lYsVy1WKZ3tSJHOmti3l1/jWQ+RLA1vEDNJl",
+	"PCGFZLmmIlFw1SN6YGvgmUDIQL0o8ZC84GSyJmqRSphnIZk8g6le3aVqupgImif9UtIhuKJkSjkXiohb",
+	"ludpwmA5zicg5Tlq1u3pdRGKTETBE70MtdPmZiZwTzethhNsLkSWTtfwsV5glpzDSmqxkip9P1PF+ioF",
+	"5t/oj92v0pzJ88C1Fxo/bqr5SE9gt17SFlH5hlkBRK8KNdQDlM3u6XKV6WZu2Ho8PHx5RA8nR9Pj5IQ9",
+	"n70Yfnn41dHLY3oyeT59kXwZ7HQpEpZtXcZ3+q1yCbm5YxutrXI2S+/D05iluVRkuqA5nWrZ3IpzOJ2I",
+	"KEFyNhVznkpGKCxkN5aTcQykd0KWIme1ScvJ+B/r43+G5pVTxZyksmlql/bF94YsO3DOxQoPXarYcuvy",
+	"XOnX9XdmGDTPKSyUXDGebP0aXnqIOkbVai7flaK5koQqcgiLMc81N9GyJ2F0utCLyufMLijSi96jiKxg",
+	"z4jIK6c9vvhwTQ5uDw/oKu3fsLU8+JQmDyiTOFpNuXpx0gmKWqV88jMKLEZqMsvm6MA/bOX0Pro2xeQX",
+	"NgVehdz0FbwNV0mSpHqsNLvweOCMZpI1LgXC2Z3luX9srjnij2ebI17lm/5AUEekJBN3LO9PqWQkY0rf",
+	"JiInSTpPVTTiSrOoYqXP2Yvj5qsywjel1m30/TcVOZNE5COeULlgsnemdXLOUHwh7D6ViqyZ4+GnpNTi",
+	"yXQhhGQSBZDywOrFGp8c6U2iulO9qP/9M+3/a9h/+dH8d9z/+GkYvTh++B9Pzvo38PGffAYulVhJcify",
+	"m5TPSffy21fk+Pj4ZUSMZWBWqCJnvTPD6YH5U1iE3bn9ZzHe+glYFEvKzZEHU4EepSeOkULqmZj5VZno",
+	"JM2ylM/7kuW36VSPdUnv3zI+V4vO6eHRV6B4ub//MKx2Se/f4AeHL2CI9q8aF446qKqbx1qhqrOwKvfa",
+	"xp6An9Msez/rnP68ebBGRnyIPtWY0k1IcvQkQ7j4jKUBhUPU9DlyD6vyDciVZkGp0qJmrPUikaf/gh0/",
+	"JV8zmrOcjIrh8Hh6w9bwDxYHBKracujBNRfhY5Pv/lJI1TccHs4N3EipkmYag3Lp3qYSyKO6DAlVdOed",
+	"d4vZuGVLG1HILCElrM7UGJFmIodzoD8CzerMHF0i8HBnVCpnWtq8UjD+dnr5sEr2v840FazguhczQktl",
+	"Qi2oshd9yskqo1MWeQIUkYquzSEfcUmX7BS2ApmC/peRBShQjPTuD32bzFKWJSRjM0VEoVWTEc/ZUtwy",
+	"Y501H89olkkCWq0Spvf8luXPpDX3yFO8BEccOFxkrkTHtyPCBcFL+awq8ZNM8DnLUe7vDQgcdQnjBca9",
+	"tgoErsIpqkpaVtQCgOZrcNv8df3/jtc/buaIFxx2MYIV+MPLBZ91F/+Gt2Xo3gqynxYCPueWGkOmiebZ",
+	"EUnLNaWfEMWWq4yqkoGCHMQFZ4PKjuzuTygJ4o5RtQDjdHOn99ffK71v0uDZcqXWQZODZ0MKM/NPW7rt",
+	"fI/H2a6aJJO1PbmmY4I7WK5jzxtKubtLphZiq1aJNPAO3/XItVzjmcjZlEoVmm7VhdY24+39X9h2muvh",
+	"Hj1+JcB0Hlp5TQiiUO/kdoNN/f5CsRntNnXVN+qonHKJRLeVmPAkBBa3ALkg2aiGmHN6RyUKJFbMEjnJ",
+	"GVz+ye66Rqth4VALPdi0Vm6mOVsyrruZrNGyYPrCewrcSqkk8aiDUqVpFyXLUSd+jP2gZBPOjGAIPLKu",
+	"EY8Yy4NYtS2US7rFzgDL+oavCrWvmcHxzoTNUg6fRZqPWtnRSiM8sau2K0c9R4t+hameEsrX+PstzQpG",
+	"7hZCMoJ7SjJGb5kkS7oe8angilqJcCEyvTpaQDCvgtyYSsLu6VSBy5D5r454Nx51Pn2CNZYDcMg9PIw6",
+	"cY+AooGkhuZeEExxJ55JO6xULUZcy5MwVr3gZ/ZwUVV+QBYUZDz4SosF9ogv2XKih6GHo8ebwmidIKpZ",
+	"Agj6hGVAnGTCpmLJJOFFlvUG5L2+J0YcZyvJnCmkXG+OjWnAIJ5JorQO0NUDH3GtF3DB+6ahyPpoQGGg",
+	"ZJlKUKHh096AXLJZISEggXz3+lrv+oh///r8G0MkegcUWQqpyIvnz49fkMlas3yKy1QTfz4ZP+hpYx86",
+	"kfGYeo/++fDQedh2qf2kF9/jI4lAjuYJKyfDly9+s4vOyLKlhWLE40+jzj/6HzTtjDqnxCPCQv+mifAh",
+	"HpAfqd7sZSH1zuvlTxPT2ojr5kBwlSrlU0VyNqd5kjEJypOWblEABa8DZ7Ag319fX5BpljKuRnxJOZ0z",
+	"SbrfC6ki8gp9WX1coohcA7dnef81nwpNnfCKEbsjMhgMeoMR/1+aJMA6C/ut1xW3O4LToan41WVE3n6r",
+	"mfePH96WpHF8hJSwpPf+Ch8fPfmtX2c4DfkfVMmdFATQCTwdQZ8FZOclFzwj6XJZKDrJ2Kn+1RxAfbiX",
+	"dE0mbMTtCccdAo4xT28Zx61m/yxoBvv14fKtlRBrSoMnv9S0BqcybNIYfhcRRzNmEHVSSainpZXr6W/E",
+	"iOudaCx/RUPrxv/983n/v2j/X+OP5h/+zONeNOJSmGtAgVETDSLmsOFNrsdkDERwqVECfAfdmFqJlYSO",
+	"uHeKPf52EiTiFycbBLaaOmA4hQvwofrw/SJSzhJrZvDVhXhCJfuQZ/EpkeAZGXGwPMUHcUTAWPvyqxfQ",
+	"iu9u0tNYsXyqDziTU7rS6i3P1prTjzhMNyKznM7hltGas1BEMvhTkm7CphnNmVmXknjMDRin/BSfxb0B",
+	"ea1voNgxtPoaPzzEodsV7pYRx8HBmq9orvSqwKWt52PGc0aod7VqvdznkiNuBpugRS628tYpUXnB4nLv",
+	"Sl5VP1wH9nQduFlMU7WGK2mLhrtB+L5Ol4zA3WZnBWaSlJNlmmWpZFPBE2MVaQjm3VLHH5jfrrGriBwP",
+	"h8Nhz7fEnzmG7H22pPfmE72h2OzhEXw76GyOMNou+/+d3tIr+Bs85IJbERqNtWgg+fr9N/8Jlj0yKzje",
+	"zXA0JWNyxOOEKhobixvNtYBRfl4P+8DfNSHpJxFhmWQjrmWaHhB7bF+JSTf+JBVVhYzM3Skf4p4RVVWR",
+	"c4lWwxyiOowLIcZH5JO+yE+JHtlgWuQ542qgfxpPH87iAXkllisIb0k5SmFaphMJw5FKeqvJjhK55ore",
+	"2/ANzWBOjo402aLMJ0mWcjbiekhTkRVLHhSg6lS6dYgRkcVySfN17ammM+D3A71eD2dbTb1VnaRdtXgK",
+	"Qzdab/4chm5f3gjaeUDewtWz/F0Uai70vtvQpW6xWoGlUxoPP9eH8OfOd6+vO1Hn4v0V/OcD/P/59avv",
+	"O1Hnm9dvX1+/7kQdLXR3os77i+s373+88gZpphJ17vu6vf4tzYFL6ob9YWMn/i+mw8pPHxq/mIH4v7lB",
+	"+T+aAfo/ucG6FSyFiH2d347Vl/cBOg5Q8m/qoC7CMrRbqNRhA2KFg/BatsqkFqhlAYaS5Ky8tkvlUO8B",
+	"eho4ifXyx45z5cCyBGcVJcpSm3ezDgKmu+36C9JOMNA700JtgnOUEXLnTWO3egWEapqTW/U8DofNQ5oG",
+	"1TE9bXfHk7lWx8hP5W11ig6+O/ceykBG4NISd8U6IEmhOX9NDuDCvQDeBejG+KyNhGOtApo5fPf6OiJI",
+	"sjBdUF+7ThpXdTvviJudd8p7Dy8dFBhRkce7Da4qo+DrNgZa3FSL2G6zdHMsR6yEkYwVDoKOuE945nUj",
+	"6FAT+zxhpuXeGYlR/CI0SfRVWhe6/mZsViBkoahrhUt/ac5IjKseE8l4omfmq5sJydIbVqWZMxLrSWLP",
+	"5UqYxr21wF1EjQfkv7oNgfgmBNLYCn27m9Wqb4W5GQ3jNIYzG23tIr3B/rQPi3R86Q2/wDYbv/9P00nj",
+	"wfe218aTr2EYlTsmcGI0rzB+IyPaAstZA91bg4AWaI2Jpo1aBuQ8u6NrSVY5g/sv5U568s28EyEyRr2L",
+	"N8REnJXLsBEcyILeMtI1sqJNCvjf/8/Rfz8/7g2IXjlfY9BqBC59RHihaSUi9luREzMO/yJ0G4WvQ+g4",
+	"yqWRG3bkAh7M9fyofb6yr9Z+/9F23NhMO47ag6/dsGoPzs0oaz+/N4Ouix4whZDo8bXz7O51X0JIntFB",
+	"Uk4+XH0DAamaflieiiQi4MtlCZnlYml8l4pmYv5MjvgqT6cQEzSl04W+rXKxXCmixA3jYAJSC5bmRNxx",
+	"ol9lPkfPxW0KfCRnK5Er4IHLHugJ4DYGLyTGLQ/Iez5lJC5kApqiHrSKnDhnfOtGeSoZCWh7J0cvSYxu",
+	"7zG7nzKWsCTW6o6iaSZPje/9g0yiEYd29T/d5PURUefqjMSXTOXr/vlMaVZYcJWiPQZfJJo19s40k5Yq",
+	"Z3RJaJYzmqwJTZap0svnopunhTIasTdq3U9+q68nUN9FLhVam6Za5L9bpBncBHnBZUSk0Eqckd3hewmb",
+	"JhdCKLzdcFZak7Zqn9Uun0loc0Be5QJtuFSr+ah7afGEZixX5yrWGzMVeSL1umux2CwiPI+J0DuixVT3",
+	"sbEopCI5I7mWJlI+B0e7WWMSbo/dL2ghld4V1yY2EwpgMKNrcqNvc3tPiJmhlC7qX9maUDllHC2WIOZM",
+	"mLpjjJMhDPqQsPtpVsj0lvX0ekGSRnjWQF16FuhvcqrXz8PB82g4+OpjKRp1XKPvbN4Opq+Uv1v9Gn8v",
+	"nVeimGQm8swp4E4ZL2Usw/1qMlhTBMPVbC7Zh+tXmiQYT2hOErqOyJur9+SOsRvShdP+TvCErntR+dZS",
+	"cC2IGV1qmrOEcZVSTVV3C5ExkqUz5rPqBJibblPPR3+tbxihaNZkyA9Rp5AtehPQcLVPEHuQf5U0Exku",
+	"Vtmdo+ePW/Wh/d/G5a9xaD0Ft+YhTv1qQdUroUdmxfgqiU/ds2vgo56PwTO/PMLvb00sr2iW7R61963/",
+	"VTPu7ScwqZmzF5dRr/AP5HBLmkCQFtg1tJYNVgpQnrxYH5Kk6JrIC066kjESSyVWl4xKwbVAa9V1LQjd",
+	"pRLDKjBLoDSBTBdUjZ/PhtMX7DA5oseTk+nz5AX7cvbV8OVhMPCUSX3Ot0a7mNdseEwbler5wswol3dM",
+	"a3BdCmFiECRWz1LCFF6TEdUbtAbG6rUP2A+/F3dkSfnau0lQlYCQq0yIFa5914p6aBA0fFIPj4jZTI+y",
+	"d2a+u2Ecb3yUy/D+lsUy7P/H+34TmUrFVrI9AREG+Ux6UWESTrDmsHlt3DG7Z9NCsRjCAPTp7fmq6Mbt",
+	"uxYieyvE6kqxVTAzwVFaSPZe1xaV8URv7PZVPR3xGAkhjrwD4WjDOsT0zpmr2Jy2sxGP7b/H+nEcaQEA",
+	"5P/EN5dWTpBWcM0RGvEudUnk7nVg3ZpibEBFdWFTSUBO7EX69tfHFA3vsc864jMSL+n9GLbWzAuOtb54",
+	"l/T+Cn73hTJpsm/t6HGpInPRwoq5g69sbgzo1+2D6FVVPFzSTsnkYNGQm+NIg/cN3EQl/VY33qdu8h+k",
+	"zpcHO2aDWA5jOUft2ERNhl8dl8/r2+4Tk5rXvEzMWgecnk5aAlK16rkh0JJiJOmioo8xcmmOicORMyk4",
+	"fwJaEfr4K/brfGggiisfXsAbjY3B9Swc8hmqlldwfnunJC7hB7CJOPJ/+yIGq1D5S0y6qEYYQjeGLfe8",
+	"p3WKTB9sIRnKzBVpxkYHZ5m4Q1ZoFurMOJFM+rSh/4Kngg9G/EfGEmTBccpvxQ2LCcTRD8g5J4yr3EQu",
+	"o92GCzs86wIYcarcbfpz+jE+I5QTdr/K0mmqAqtARKFkmpgp2FGTk+HxGeTGZczNH09bQIbS586Ed4w4",
+	"fEu6J0dHHvCEbsUfrr7fsswcQU/grcUrDjbF1JUy69HzF02ObHhSxUQb1GEvCz9ETHpUjKwHfChVgYTO",
+	"acqNpxJpGl09EO2rNbvU3t+yyaJd4BMQnON3lT6Bpemr12h6eoXB+qgWuSjmC0Nwljv7UdRaSIJgYe9X",
+	"Y1eEj+JweHRszHLm1RIbwya9AUcHJiH7K5b3lykvlPU+drUUYt0PWpjOC96zwcojrknZZM5kYj4g3+p9",
+	"OC0XVE9Br7BvaSce9x7xBvt2/hg/LUcJ3TFSVdMKNYMB8un6gnGaqXVV8G1I70ee0N4/CitNV6V0Ykjs",
+	"eZ283mnFw99bw0lAEOge9o+GZ84l+7x35p1HqkgO+QlwsgeVsQ23eVeX9L7tWoIRGROLEmTOOMsx7liV",
+	"apLdl9g1FG936Zqbavf0I18qLo/z8OSrTSlI7SI0hJSTNCHmanE2IrhGDhqxGWhd1yI/zrcaNE25Pm2r",
+	"dHowzWiRsP5x/3l/QdObog9Og3CkL8h0U/ZENIbWoO1M7By4DV4tFALxDtgt46pvzEmgD8G1kmXLmCg6",
+	"77WYatlypcmhyNkeYw/ZFMwFFwqXMrAN5g3SjQ9uDw/MXzLumeBMZ7cvL08IpnHK4hkp+A0Xd/wUvN/6",
+	"5rO3alAVUmJ1sWVSh/to6o7cLUEGpStksRdGR9zDuKq1M71lCwGKnmHnCF9hVAdZFUr0cbZZNLLpqlyw",
+	"bHXN7kNoM5m+0CB+E/PjICQKkzNFvjQhDGh8hcbJLEXmnuY2BdLzJR4NPU9euf6ZmIsPeRZOpJhIkekL",
+	"ZaHUSpIPl29JV/8T/VJwcYiV1oF7eGh1Wy6Xz3go0PVeGYfmJE06YFJtz+kAPp1KP9VKUchg5SLkX42A",
+	"ZaPBEvZIK6Ol4Mq4Ajm5lJ0kmTAt4MBxMKlmy1NswLvRU2nPi/Vp4nyLlTUVG0nj6P7ehY7ZFfDCxrxY",
+	"hDYivWJSbjIp7WcuquZ+tacYhZ9+JqzEPhgRzaQilqQ5mypDrI3nGPzTJJ54hVZi38DvstrMfOWZlsLN",
+	"chqTNSitRZ55WXsQWNg707q1nlUSk5VWkWM3ydi3kpp+S12QJR27IMmOnqsqDVy4Fqu/v/Larz55bXsL",
+	"KrF+XkIFV82sZTX/oNzKj1up1UsjrhPtZ9Dfo4kplIQM47SIVVNpU5G1CBt/9xqxI8xw+uZtgyFxRnyQ",
+	"kuCtto1Yi7zF2AhMSgnwy1dJVYkBeaPIQmRGGS2nYLJjQXw8dQx4yiIiUz7PWL+QOwRAAUnogW0gjH1o",
+	"YLcMlE3ksTE1VQmbjlLmC0GkcFtKJcRPWBWqDmiwmT3vnukXZi+oQYEJlojZLv2ZhX4TQkrBCFKPnRlK",
+	"sHA8Z+Twq+GQdI+HBBVC2QtMF+Wpr16cVDwhL4YhHaJGzm2BP5Nc3Olpg1bsZZ/h6CwXNDkDFcNOafcB",
+	"tRdCO5EJ/c38rrktTRI0aoFdCSI/zsDWXjcEaR2JFmox8AYuY9KFBCHEC+wNRvwnYwZIlRNWTKqoCeGb",
+	"ChuSv02Aac342nBOwrKOT+OBFFYLyAHp7Z7YAoKmtWDWzIWFWly3Rnv4i6bfxMiPqkUJ5f0ZwoTa+40L",
+	"rlkuXaU/sHUn6kwAjEH/g8p02ok6Qjd3FDTRPiJx9smlkWq3ALlHjgZDkOhOS/Kl0ymT0nhRTAOkiylc",
+	"OZvlTC5YYqTG3u75ihmV6tJ+/vgB3VFJxETRlO+TLNlMlLWabODlEr1k0wBNQDviGfixIGSeU65wdM7+",
+	"0BT/G76bFmlOKwK3LD4lhaSTjA1IKd913Yh6p0DKDimEALqAE8Mg8Fu/MLZn1vo4PYq30Vc2BnTEwcJ4",
+	"Wp2cDUtB/x9sp9kZG8qPhsleNOLWwR5K8yAiT+cpj8ojGBE8WZjlt4RcLi2bQOvwCWJEJCX+gDd6o51Y",
+	"g5zIkhFXNJ8zhXbMJBerFUtI9+LDNVF1QF6vpcgD1jJLgLFo/vqOpyJhdecNbBR4za3UWlv0cLCAnzj8",
+	"lKm//3HopSugtGCvjXK2T5Td6zhuiyi9aypveVG8Kse4p8XiSlGVTqtbepenivWRrxhKkYxmLInM7WKN",
+	"vAPyXXrLUP0VnMkGAXs3Br1h8pTESLUx6eI/NOEjzcaki1dELyKxFo/0YuFdb8OwszWJV1TKO5En+nV9",
+	"kfSCEUN46QQvD4sm04Wx2fH0dkgNjTqwMO95tjYoSlHHDqdNXMentjMY8aP7gmVqQaNApCPDWkxn8Nuj",
+	"e7NbEO7QPq3NTOs+JD6NH9Xnw0YSf1TGOuDilLzrrCEXacGlJPfB70hJ5Vobo7F36e4AkH5KNqLfkN3B",
+	"b+Kxvm5I3I+rtvUNMsBfp+C3OgVPkFzlqRd/igSrV+3KwLmnWQeUIdL1lCHId/eRY5ta0M64SVqQ1EMz",
+	"4tkmW9XFDoFmvr/hd4P3SVK5yug6DB6/WxNNvWEDiNEuEDDl7v77o8AY2dCSFEqJnycYGkJ9nAvLF+P0",
+	"odLD0bfmFJKvwC+OUN7edQqS4FKy7FYrweZ+jJAhRyW3hKhxcylEBNUytE70RnzCMsHnYL9zjEqrGZw5",
+	"G5nekTNCPfJAsyc4Wygf8VL3rBx7G32WSv/OH/ER75OYC671Rot5kiKszQCemau9BHjz0spcEEYtLR4V",
+	"I3GTshEnJEZpthunPO5FBujczzCMETA4toVOwIFPIOSt726x080Ql7CGFuQSv4MLKfCZ/t18pSnuxUnX",
+	"7s6p3ZlepSW01uglwCgEa1UwoVGgxev5NRW/OCIUso/0OsDbFz+8ek2ujp6/MAUB4NRpkQN3a+xRVNzD",
+	"JJRSr410M/Ad1MbZgvrpW0PK+Yz4tykDipkRyiG62Nq1KCex/mcMoqHV37snR0c9yMLAQN8RLyGQLII9",
+	"XUsixZIh/ZT5+2WIZiKCyoo/fEgG2gjH4YPtDY9Otl0GxswWoZ0loJefEnavctpEdUD1d8SrppIPl29t",
+	"dvynUYcWScr4lCF8DfiBTw8O6CodmDtgMBXLUSca8VEHt2Ksh4uvi9kMUt47ERmZ+Eh8MBVcby6i31z7",
+	"eYZyxP3gV8mUJF2byTZGu4ghohRSedC+Oy7yNELrUzTihuD05MfTBc0yxueNv8eYsN2ziJsTZlH7E8aD",
+	"cB9HwwAnrixe0D6+fX/AqlfZBMaTlUi5It2KD74re3p/eh4eDUpoVGHzkSNo/XvztO3mi8fv7NUSms0p",
+	"WdhbBPlv9fIwwEzGZmrmcjrihl2RLmTMI4+y3PXy21fkxZcnL8n//r+PBseDQ7yJbRSWFkxGHGXPHrAS",
+	"TEftxo4ajNvA/I0XAkiwS0R+lTUDlTVT75Ew6q7dV26FvjathB7ZFFAcUqhMmF1NbyXTpNzd+nY9f9G6",
+	"W1cw3516MH5L8pNvBQLzj73xbilgZADf84LGMYHD7++KqbhOjU2qOxtxdw2GbYekuyomWTo1H8vyGoGY",
+	"XsgnRDRgfaWa7DuRGyRFTDi/YWxlPKPWpAXzrPtvdtUMa/Nsz9+l1YX1gkO6ILDA7eGSeHFDehszds9I",
+	"OufQAiKMGK9dzmhSDjEUKQZMYDMRwCu1LcPnvnOnuUUduyL+zu57br7TnVeu81fYdPUNPEO+zfNjC+oA",
+	"Cm6nXg6qld5qU8QX/Sm6jHGbQo7C3L5T0rPxEsFrv9vM8drPr0xXrfBldl47yZ9kSvN87aHfky6twMh5",
+	"r4J8jpeGkKx0Lsha3ZF/9M8v3vTRs7eVBbXVRHGzgCA2RDaE6CozTitoGFmYdDkoBSoXmQdr1duJDfqu",
+	"3raRRMaCFBFg/ohSgMSPHKf1jkYTeOgylnj91mNGRC4PPunFfrC/xCNu61dpodaO11xbF++vwjEnMaFy",
+	"xGNvejVHduQRv/XAW8gjUEMAPxMULT6vRfdvlwX8EOCAm67FN2gZjvUHChuIfuYQR0rkQLmiU0QpCI7r",
+	"+YutcFzlID1cQTdIEEN+LbnbStcgZzSEa5A5Cbs3oPYu+B45ad83VJsFapW9B4OBk5f9pBrSlJeBiq2w",
+	"LBJWk5M1PSRsfMvydJbqw+AJ1BXpKbIuzbFR8GE7eyP+eSKz1fQ231NV4XGrILxjlKkJg/jsGIbtd8KP",
+	"2HTlN1Pfofbr17bT6q91wVL/CHaPoz0QJNzXj/OulAaY3RGBiQmrGXGwFcQ1Qx+g9pRuQzTLQN0v3yzT",
+	"a1Ok9zPh6m2ai77uqS9v0lXfyqF9oCqWW1Hqvq+lyn+xXDj5z7P9NmylSImxJsXTgwN0p1jlOIZAaTQj",
+	"YBjPiqoFeqIQ8HHElTizQKFwdwO0i1oQvEhJN27RtA9ujwDtEi0SRqePEO3BgTr6+h45h1B1DEub50zK",
+	"EZ8XmlWgoiixqAKGcUdklae3oDtnKb/pZ2JKM90iGlDkik1Tmo04TRLdEuadokRhMoVMkgA+ZwYGppgu",
+	"AGn55OiICI5aIAY9FByAbGMc2QAS82LSvfrpzfWr779+f375zfj1d5evr67G52/fvv+pN+Ipn2ZFwqQB",
+	"hoK+YanLNFkmRXbLyBolcbxytSyeYsmP6YJNb1hi8sUcMsm0zH0rhSB/F2z6m3l6cHu4my79aC/BbuDH",
+	"5xdvSLoj7vFmD4BXYWlHQQxqQbQ6CX5FPN7SUFflLak0YUEoM4ElPqcIVt1INNoD1HfEHaov+XxQ39Jn",
+	"sj+mb43vWx61kfU/nUtR5H8yj6IpZbI5yFC25c+W4DOnFWcEEBHvxvNULYpJbOv/4Os95IqBrN4VTfPy",
+	"s0GWSjVOpSyYjHtliZlaLaEBuSw4xyTVNTJirUeU2Zg+LNLwmMQzkU9AIPMBkbx8Gfw2GnGDFejWSvZ8",
+	"7aycrZ6O6y8TQjPPYgVHkHI3Fi9lmeiZAcMfHuvpcJd07Jg0lNYZkLegC8ydgiIMhrFd+FSSuZYweQkg",
+	"XK6rPM0ZTWJn9QWJ1BQf0iNoTWRurn+drb3cQ+Owdbv3qM0WdV4vJyyBqLhmhsQjwlr91gKAl7iP3Qzm",
+	"Q/5WzSVN0iXjqGlWoTdc37NMUC8qxMsmrMNC1nBb2HKyH2yLzSANZAmG02YNjsNUcFksSyJJtbALVodd",
+	"8RzKJSwRHdRuUA1uL1vxGrZlxmKKtRtCKO8VRLGDBZWLPrzXP/7qJJhOGUwlBGQWzXCVwG6wzu4ko/ym",
+	"t53PQqOb8imhqvXXpvBHPaMjCUgD7wBJjPX1CYb7+iblySlJOVitxg4092Q47EWk4L57IdE/H2op2LE6",
+	"/ctxLzIS7jhhPMXX9I9cqPEMku+7J8MT/R16fsb6gQVM7Z4Mn/e0tsxnWTqFnl/2IjIXnJHuyeHQuwBG",
+	"vJpvAYZozYR7Wn5mDnZ5bGqid08Oj3oRUUKMM5rPob1jmJUsViuRK5aMlyxJqX6gBwFrQKtNHB3pgVfh",
+	"uatPSU4VG0PqP/6mx1/DyBtx8zvoPpxmpPtcr/CI28TFMaJXd58Pj3Dhb2mawQ51n8NquheVBRl/Pjzp",
+	"VdL7fYMJ3D/taicqX1Xa+CHlSR90jVk6JaYJaxZZ5WKSsaWMSffnT+DW0YsOvz187IF60Vw+BOmtkFZE",
+	"Yvg6tkiuCD1fTBcoOkL2CLiJIxLbnOKfjz4OcpEx1PcQMv7nUYcOJqPOx9gf3Yjr26UsmHE4HAJSSMrk",
+	"mY8SjJgSItf3l/v6Pfo3TLH8hcWDgndd0Rgb9G3GNuIA5ApiwKjT1f3Z5uAyZKZO3Y9YY3rUqeyYX4LD",
+	"IWcFFI47iBHKBUgjCdodbULKlnw4WPU3odTORjh1wioAO+W3razHFdRvsB8g523Sbcm+6oPBz4P93rKQ",
+	"p+XKiw+giizoasU4S85cbSIHOXzHJgshbgB7kKW3gUpKjwkTM0L97qftGnH2RZFPmR9iZy3IqSLdGdh/",
+	"EM1IgvknVeSOyt6GvS9XKpSCeQXgoJM1ql2QzpcuTfBVbFamnyYABqH1v4Rl6S3LTc0yT8K4VZWS8MPG",
+	"/47oy9nx9HASLg0fBsE9B6MAV2ihAq8nbPf1esV6OyZSKgz/94O7WtUVaPwJtDSkyT+FhubWc+vqe+i0",
+	"Xjn4FV1nggICayKm8sCepsEy0ZeRgaMYIF5Topm4+QWvBON0ybLlwLCXgZf/TXMGHut+yi1ouT2sGWos",
+	"AAvgIJyytT3E8Hs1zKDU5Awt+Pm1AxPwV/kNjhr8ZsZcfmh+KL8yPzQ+MRMvf8B5V/J5mwOqtu39WLbv",
+	"/VhP5wE7+viGrf0Bm1+8EZtfcmZHaBZ3YOFbEC7Ea8T+UjZifynH1QR2rf/oMGk7UUdvvAVwHGvZzfxm",
+	"87rGBV8wmqnFuv5AC3i3LHdfYF3VscnF6mDxU5DCBlbqMm82CG1Hr4I7KmWIiVuZ5rMPbo2az75xq+We",
+	"ndvsIhp8EGgNH7Q29cYRXu3Bt5YA6+MK918+bJ9ReBzlw0sg0MuSPsshVYqdNx6Epg0PLlljdj8h9V4j",
+	"8bqfr5FCA12YJ4E+zJPAnD5oQkY08HND26Fnrz0Sd8/fvn33rSH1D7Lx6MIQ9geP4EPPLz2695+DEitf",
+	"OfJ3z1xt39flMfA/NNpyiV3x8SHqfFtDs635f/J5AbEK+4s47tOI3LA1Wgq8qhJg88ZgIpdni/hgcPFx",
+	"4Zc4CBdqbU8i8aogORS7hdgFksGmE7p5h65Sf80uAfJuw8pdGKWgOdLXYHe8o+sS7deZ67RaLPJlZYlA",
+	"ndodrNV0HJJO3OD+l26yPc7KjQuBFmlZF8atsC387pp0Q0fUAM9DfwbVNW0Z27KJOyoNpukAihFkoP62",
+	"h1z9uZCdr80a+rOvgitC8XO3HM01CNj5ZtPHojPvNieHSBecDpUylYpyZaqdnsJG52xlgZlKiF1vYv4C",
+	"lC8IzlxYyl2eoqhnzIiNZWg3V/6F7/wXvvNf+M5/ZnznCvN9WrjnxoUXBa7nbRf9JnfDX/DQf8FD/wUP",
+	"/Rc89L8DPLTlSJs1K1kpTLI2Ei5VJGPUlEmyoWYWp5Yglg4eaDzokNxHus5nc/RVnYfJ3oCcl9e4VyyP",
+	"csdVHbsD2cOe8p2lHsvlv3EBl7V4Ay/oyoYY7BTk+IdHx/6jAFUHAKgDfvZ/V0jmx+ApB2i26cnYKZzR",
+	"nS0Qi7vlsc4ZTSRJVW8jMMEG44vFkavF3J33/8ugRB5GL04eX0Y/ZHjyxBl7hpykd2qzkP9GYlxILd2U",
+	"SxaPeLdmoFKCxJ8wqt/rJyJanAZUUiw+FMPhAQ8HOpVti7Y6bC8qy6XHKOpJk4Ttvd0LeohDBqoQRXxn",
+	"AOxbhdQQ8H/NMYUP4NYwbzuI/G7/SC/HEUKxSnxCzi04vNVSFlRLMLyOy/eosgJPjtxPvkEeWkWUeyYh",
+	"9uQFTLsxIVdb1k5qC0t9ckh+SCSzqk4oUEmsGKfpwXyl+idCSxzpjoj87ZtvK0+a6otWg/+taQA1vs3B",
+	"VVPBVcoLhhq7liaD7Or3riBQc8brvUNLl3uLdIf9o32WLHy1IbZ/tbsfi2nGCkmk7XaViwmdpFmq1mRJ",
+	"pdR9H27re6+iAGbrNl1hhmHtXLwvGIdoD38Strw9wggcsoe/AUVulmIlasjpdYOvHsY5448LwPxNquDV",
+	"DZHBJTUZ6fhueFnbYx7dftRjQX9bY1IlfvKpK4V9D267JtGWCKoec77ZKu+Zz0I9vVmuRK6ubtLVKgTt",
+	"LlbeAaqhtr57ff39+2/IAdQxr9IoJr4uaX6TiDt+kNO70Da5xkMoCj54FSBV2pcd828JSrO243I0HgVj",
+	"mFaKToWDVYbpQtn6zEncANIOQt5EJCnIyJsXt1wi13v7QrOkrIcRMvBtU4/OHQSclY6bq4oQ135GZBl1",
+	"YdG3IITdxjfsFrJQnUDpA6/+fll2UH3woeyuxSNqB27DW8LL6EwYAfBirvXZ+RwwL+xrNpzNrx+CO6vv",
+	"cwxxC+Frb61n8ATlNloA1DwzjVQ0V/uApSUFEuO7arh/G5xZhNGQr4IB3ZrbwmMwbSXMolxV44r9iq+c",
+	"yAIAg7YHjDa7+kffKBb9N4mz89Isa5G2wljS117BlmeSACYNvutGabzDnIH7ygR5JYP9QIGprZ7gLfg2",
+	"rl7S7hPEBXoH4U8RHPj3n37YT9E+JwY+BpjxT2xCfmBr0r389hX58vnhl2fkdXL0/PnhS3LD1hKMnfrR",
+	"V8PjL0NAkdm8eie8Tr65Og8j0N/W34RuQu/etJS1uUHtp2zj/Q8XQTRFWUNelOk89N59C0Qrrg9gbiAe",
+	"XJFn27dIjw7H3rJPV03S1Gu8M2nqrW7QZH0QusFQ/+/agtU1d4d61Ki4Cn7Lcunk40bJERUM5b4uo+vb",
+	"xcdcZMFgeUHkitEbeVaC+oCBDoHySOyCFiolg+RaKrbsICqt5hz2rYAftLZIMJDIzSa4XGHp/tyF16Kz",
+	"itqMgcBa0RUqaiGbXmnEQ10hEUyegtWgRKHQIg9U7L9NJdqubNKTjHzDQheQ9Vw+V8bmdLr2XpAOGKK3",
+	"X12BMtstEAFVTcCSaJgx2XOYPHdqPYqzdF5g5jAz7pcuJUkqTZActgCOe315eB/cuZojPTM1SMozd9it",
+	"l5CKqwj81KwGVRDaIu44kem/StZrHVgSnfBeJplM+ZT5UIWekNC830PK5o4mokfYgDbY1F4tqDoAm4q/",
+	"E9aIhgEvxovlX9TGzG1yhZr70QtPu914jFsAxtcVzZXdpTRp02dhjVo4sC0ZsbWlkArp2nY1BipnsfW4",
+	"fwPpU9sPPZiYVnk6TU1uj0vM0CLkdk6w+wncINVeV+2glSHgDtsdXZOcrSCHpDyAtVg2cxRMhT/ICsYz",
+	"AJ5LmPseovJfbGMb2/g9jv/m8xw4oEDfuwceXpgPmoGHP1aiJ1Gvx0Ipdse4cOfJCs3OXN4IJfRZx+dz",
+	"g3Km29QM4BFPoGGgaLGvclEJFIQNjcm0UA5D4AxApCEyo1RBPkOvgFFugoRAcgvFyxSSgVPVcs00kSPe",
+	"jZukHgP+g3EySgPNFn8RI1iblgI5Rt+I2YiX0CoRiQ9iYtBtEuJa/iKOSPyFLXb8RdyLTEMGwEaa4qbl",
+	"uHwjrAXDAc9Ul5KJFkHhOrM99QYjXkWeQCIl54aRhHAd6qATIx5GnTDczLgdMVOgV0LuGMeuKBSLRtzD",
+	"njCjfyYN8JDLZNUXk3mP8jXmWeaMwrpiMJS9ZLuUGB+JN17zaaqQn8nemR5MfGDW+vYwxlZOhsf6s5ST",
+	"9yvGz988k0QuKCSjAWTViuXLFFLAjVkDBdwRj2FKfmJ5HKE1ieCjuId4x4ZJQ46wXIg7zDJDNGaTkY60",
+	"GBloLQp8WV8K7dtyMjwekHMA07BMyJnnQ+9LtOS2RnRZEgygL/666BiAcoYYoMH0QER/t8jDzbIQuMYl",
+	"GqvB74a6mAjMbkWLpmCDyWLb+B2m21RMeLtj6BgO9HQOoeuFg+Udp0nNvi6mlQxZ9nz2Yvjl4VdHL4/p",
+	"yeT59EUSzoxF8tuJ75fzab15c5sMtK1BlzX0HoEFWRVlcqfL6Eq/HgwYXzGebP0aXtpUS+IKmIcWqw7h",
+	"dM5zTXZlbqoBe7RmSdgXAwUFdwMGbHbjiw+I+AkYg32DfIwlZnuPKTABooGRB8ySVeOON1WU8M4c2usf",
+	"VYnJP5m/89n6LAJuh0YzyqWVjdMpI4W00LvlxMvzh4pKyuf9X8QkgJ+2hZU+1ckJCTtSEWrEaVdYHZmq",
+	"AybcOWzRHTqP97/Yl/WHnT1mEjtRbbK7cO/fMg9Rw+e/EVXd57gWab4by0lZR9pWYc7W6MIGMQQtgdsl",
+	"2ErnzXl/bB6+Xwqp+jmbp9JUtMd9BKakNTyLz1BdsyeQ/Kur+CdwLngDxhTcPRmdKVehTG2RqjAC8RGG",
+	"/6ecGMz6cgMwKM9lbYFug6VtpKKA4A1plZjC5krpQOIiRnRjUNOI659MEzOhJUYM4MPIdlg/m25OzrH8",
+	"QQkdk8oRz9lS3LJkQK4Qodkg+uLQT4mlJEKxwB7ytQAk65+Hpf+GfHfXIEkkRVvfekstaH3CiSuG7WcV",
+	"gOdTS/kD8qOBYwHSCPo6nqj6fos7OlwsuVEmuepfrVYLpreMcEGydMa0DPyEFZXLqmNFnoPq8PmVlDdd",
+	"sBuKIZMuJiGVwVIOIjFNMJ6RrnuPLZm8nV87OrjCjza5rz2iiTaFB4VbbjoUbL3mU0gcqZS90XtgTI3A",
+	"+DB8R5GycrOBdoEK0NWyxYaP3on8RvPRLtSPA2qgk4z1bHV0gNIP1X7eXtIZ7LKYxbOhhDMJF2nuehz7",
+	"juVsxE0J5t4ZqVSKdid7h4oC1XTKstCyq728teJyMHyntpMXrt3ag3PbTe33Gu7GR0scry0YVxPwB1Dn",
+	"jMZUR373KgM9HxwFPPYO5MuuRA3sTR8j8wveZN4PWDFFC6OWFJn3lo/RV6Lqe5/DGdfnAuzk4zpemMc9",
+	"9ZPx9iSIEmJtB2C1ndHKYPmvw4VVz20gzqzIzNpbSbW29oehaAlT9Ku9aOvff7qucNrBhsr841CNl7fm",
+	"KtASlQR8RQnV1Wfp3JStG0DD1yqLI5eZ9HI4rJY0eTkcRrtEOeGWhuNJDfdGzh5h5Yq+ZCvqon49yM5s",
+	"STAhNBx3esP4uAV/zAQJYGGAmj3HVQvYTAuVfal0V1lsO93NRONlcdRpxxKMAez06OVkcDI46kVQGaPP",
+	"oOZEKKTAmq1aQJptUazIxmKZUH/QbMoyYkGiqihoG9svy0fu24fHFZp5Flpkm7Bg2cPqpgYqK7UJGwF7",
+	"VJUKQ0VXTKZmxR6FCAgT2bBYbCLcGpV5sw9SEJjPXy2ohfkJh9cvRDqt2fdqyUIpT6W+xlzArg2YUWLV",
+	"iTroDTW4YAAiIMtYmPEszRQLc+WUJ+w+DIKRifkqFxPovwUFJgib2Rpd1NKIH/M4KyTNdnvXxB05KIUN",
+	"kUKVZdlZr4etuxYiQySZLTFaW8OP6rZKWHgfWKG6xyFqaokkaB6IDzy9tzfFTobUpg97uqBqulxl/V8v",
+	"fSLITsxs/YDsBXWYcVXjrR8cuEN5CdzRD5gyGzIdm74jLwbcpizYI2q72vWwt14czrEGWWVe5JdjWViz",
+	"EZgxhqNB/Jypi9e8R1w+4XhV5pTtleA3LkcxLvHGtyTY0fvd3w3lN+8Yi3hOcLMjRC3quuNOEKUV89Td",
+	"KccaBJzAUQGIF8gbxUJsEfz/Q4xWrBDIleDM2E/rlNY6cpuD04qw2rxHtpzvjxv9STX25wInE3bLMj2w",
+	"UBAlMsLNHHLcEqf7G7HQXfheO+6UfzcefgyCP9GcZhnLxtX5NDMGbYbm446TZCxpw5YSK8gW2oXGNjiW",
+	"T0L0UuZVNidk8hAQGyFAwSYiYux4ab2JIMlW8yr3SvofI1OtLka9MFmhRMcjkwDpNmQlk/DenGHLaWo/",
+	"iuVwXKPBOOS6e8KiGmyS6FpHWVORW1P9PyNLvzFd3chUtWz6Tqbc/RasUbotCn3giZcb0D8wz3a8qtDf",
+	"4Rb6A9a4NdbM3v7u5mqMzYMe6Zx2fpGCDy7pnQfMYYSC30b6bwr8W+Xop1IAWu6/cCENK/x+lsj7GKH2",
+	"0QLtDnKqntv4jyKnbpBP95BNu5h30PuDyKc7C5qfIx981rVfQiR87vV+GLze/5IqtuEt/Kr3gNnex94C",
+	"oUJJLSevTAt69IGrhuxvPjFgnUz5fGyZqgfM4cpfuavd/I1pdC1mJVNs9XPpcSua1ceN532/7cVRP8Hu",
+	"thVjaQSW1Nw47WXMvtVrjgVHEYqxtmOxSWok1P4D56p13yxVKmN9xpOUcgK7d3wEem+5O/W9aK1x1ljL",
+	"j5uFiOY9Wc5yq2joNsAKDKFvH6MnNkelT9TmK7u6V8gKvCspAMshFM02vBHEaBmrCgaG/XOrPdEtFdBY",
+	"KRBsM1ftWj5ol6JmHkqjZmHg0vRy4cvYcKhG5hfscgW6vPpa8H1vAwZ5EFA7rBWFbZLWaYPhQVQR4HjG",
+	"CSI4M3Vlt3Yfdn7UfLA4n4h4ldxc/HxE6hH1XtU2+4O/WqapVWrKlYmcmHJk+MPOsHZloR5cpwi3diu5",
+	"bfC0Alm5VNtgRafNFmsP9e6ZJLEL4N0xKPix+VhNnlAHS/LeveMsGU/WWzIdLeTeDhlNAZnedbJlmZ8i",
+	"iNHbtAAj3ZldbmRK7dPw+U+LQOQ88vgt6caiUKtCjbXaBRjgelqFKnOmr775waL64atxwHs/odObea6P",
+	"WVi8dYE3Y6qCSmcLc2iCXo2pehJHjePI9Z7DHHoPXvnQWrvMD+aWq70QtVJul3DsFUPcPPamoUNrf3a/",
+	"S9ioLd7N4Hy4VHlRQupuv1oaPbd/VfF1KLq5Fl17QJtn9vo1/Gn2JIUZG0x1g4xaKUGzocwMoRLBSFqR",
+	"IzY5Gzw/UNs4OBeKun2sy6/tQqFv1dr9q63uHbu6Hlfa2fRprGL+lHYRb0MhI0s5Hw8GAy0QzKb6X5vA",
+	"Yj/Tqe4BrLmws/EqF1CDtuPxzo7PBsLep9oqel7xSmWEXVcUrtQNoZr1pdzHK3SbikKO7SkyFLxDbIOB",
+	"/gjI2LOZyHeLkJDFcknz9Q7vhtiJpDOm1uPUwSfu1mdjm1s2Nqrtv6m4FyYdkbPwCtdsP0191JzEmnXR",
+	"2S328nvcsnwiZIpmvl3cQm1uq6Z1Y49xhP1Fe02k1SPSXL+84CUoXLu6u/mKBlPJRu3Xf8O/+uswGtMF",
+	"S3ZXkqvvh45247IO2CT8V9rH5o7s7sNrfBJkPvvZBSpL3bKu9Wm3zXGrVaE0mW3nL1t1mDGYCQ3/KE0S",
+	"RsawomxQRrQHonrkwozak7a2qxi2tmDA7eoeNJlSi5jSLly5wpwf91u55mdtE9luQ750wFtYz7hqRg6W",
+	"YIKURzAr2ySA7slwqPVYW/N1qw5VByLL1iSGPDJQ0lw0+W615Yz3oKVdygnW43MJ/X7r7eblln5LwWov",
+	"6/UG+fixMu8j+k0czlFTBVvSORsXeRAFSR+bU/Lh8q2JmFootZL67wiwR8oiSXOq2B0FdDQbMRsoCrFF",
+	"Sq5byKyoHBFPbo6ICQTVQ8J3YAqdnYS/j58XWFUqQPu4LjZ1VReqTVRWMGJrSxRrcBUtRF/XeGx6EakI",
+	"zaAL+D+MHQN+VEza06jQvj/qV1Kntwctt/oHWvSB7Qzr0fqBsf6DfDO+YeuwfuYrEZsFtN9XqWj2gVAB",
+	"Y7W71mE0hO1rXrqnt7+7o2e5paGmFrJ5E0qt5IlCvNBe+xnhXTusUE0VN8aJX6TgYyemwF9mMB8fzZYr",
+	"2tcjSO9XDCJs3YH2cN4dprxLYGCNNrYelCcIB9zKKB9DPwF5rawDrdcAxMyKxPZIMvrc4MDth72iMocE",
+	"3CSVuoVkZxn3cSEKjw1NcCHYe4ShPp2htz3sdu9S322x6Y8OPsXyFDtEoPpBeRvqo2y0O/z6MQPNgeyg",
+	"8cPULt5gCQJPrdwH/MggxV28qdQ4VYKk0CqiuN1BAaUZSQPQSLTAGh47IWKcFxDuGshm9PLSdYtEC6uM",
+	"Ooh8wI+jqxVLjGdQsmmRp2oNRcqYjC26kSDz9BarGup2jmwK45sE6orZPxGhJgZYGZMG35Jm6Q3MvFgf",
+	"m/fRM4tISidSZIVyMKQfLt8Oamh0ECC1Gcli83D0wTsjxmTTnhQ5T9WimDTrx33U/zfsvxx//DSMXhyH",
+	"C8gl+fqyCHDPS8CGQsK4E0WWkAkzJGMQEO7yVDFbqTVc28kVFQmwKiRqvb7SK4siIzJZE6+kCii/1TJ5",
+	"OwVpDofDIMraNLzs3i8A/mDPzPFgqEdwPDjU/7m6o/M5y8nRYEgSMQV2CNVEKTJaPLlYFNuGeS1EBgCJ",
+	"CBWKr+XkP8/fvR2M+CWbsZzxKebEIqTkLM2wqseHy7d4FXOhDJQOQiJqbkTnG9fUW1EMS9PnC8lZMqK/",
+	"Jl0MVytf1EcshSEYQNDeHqu9JYPIR+2AXdiB3UkIcty5hDT4XpGDeJNPOVlRPf88wYpnu5WlqJa5CYW7",
+	"+8d4J9ZY+ep9Wd6mhkFijnsMVBS78jbxKZYLwM9xK03lZsLuTdApT7SUc8NWQGupMmFSzQI6+1bNcZPA",
+	"hSnL5tQe+OVxfN7SZA1cqFagfsTMNgAruKUWOJ0TD/eC2DuCwGKzPUFpympRAYAcKDJdJSVE0AJeqAc2",
+	"seS2J1XZKlUPexyZBt1E7hyUE3ELHjpbFyXAdB3qONXsJ+Xkw9U3UIBkmWYZygi2kljIM/TGmmJrcTO1",
+	"RlAOclUo/RgsgwEO1z3giOGr0DzpolhHKm6lqKyhiA/GOaPJ2He8ROQ7plUI8+ErNN0CVMQrUXDVBHha",
+	"kynADUqyLKYLQH2DBuNwmb+GDpI+YiF2bLo0eW5u20sC2aP9kDerdAKFiQjQjkN5UCwLnCS47ZD9Gilv",
+	"NkPEHvR1tNUqsJ1s1hCw0/KDlhErOMiXTIoin7J3nr2ypi8CWp6+2lf2IwCp1l8Ra+ZEGJGXXx591QtL",
+	"yg4xaoyCYeiWlrKAWu6mRnKJPyMNspPpVD9aYR707mxtAiAs4yVTC5HIsWOW+5VCsGNoC881Iyxti4gi",
+	"9eHyba+laBZ+MbZiU7uf2726wdYmVuyRU2u4hc08Q8TTxM/bT/eyn0mvXsEzKPLU9zDcIXBYki7CzMuB",
+	"rYt/wfJ3UBU/jkbcPkQyKR/1AJkSKjK4Fs8gvx6ZHAZQ3zC2kkaVAU9ECC+x0W9IKcBXDPOBkv0OM90L",
+	"n9YnR+iHXcTgmRTTG6YiMily/XWx0tIuNS08A2Q0tehVirJrAR7/t62ScG1J2moK2/LMhg/7JTN7tfno",
+	"hXr79h3OQT5qWCGj6GXBH6fDv+eVanoI7on3/6aSfwHTkK3/b1WpUomciZxNqVSdaFupwDL9yP5rg74P",
+	"0HnA5zwAIb37hWSkazKktMpXIsmZmsKaGcdccBa3lGilOV3uWfW8sgalFVb331iRT50p2L8772UmAjGg",
+	"DVCrVgMV7HtYmanWOawO9ntxRzJh4Ju97VdC3ERE5ZRLvOL1j7Zowo6hyrkbT6BgdKVlCPCGgmW3NCu8",
+	"UjZGKV9QKHRzNuKgvd6lEpH8bbIIlCo91YstmalIavEkU1SHAYR2xKGoimvDoInAqxBJgByrUZ1k/wKK",
+	"lU0+8hTX9sghiUTuwmW8XQvt91UYC+vcSyXRulx5A0xpnqdMnpKYJsuUx6QLHBUMK5HZWi0z3bD1iC8p",
+	"p3Omr9BeROLy2JxqUTiu/gQmGv0bYmbFpJsXfMSN6qC/h+LcXQxZPr94o3+6Y5OFEDf26yqQIwzQV0iw",
+	"3+ov8CEiESJSV5YtO1Gn2vCOmics5rnpFf5wKqe8xJ5rv/5keoef39ghwF9v376z//zJDAbf1trqVTrn",
+	"KZ//wNbtYHIS39E7oTkIVi60suHn1Wvcu9zCTT0DQN48qpxCzpQm9VZYWsBZZrmeM7GFd0mq6gDYCOyp",
+	"39oVorZeSxEs/nrJtpUGKnfqCRJsvG3fJiy2BrJd2eoNgXvQHfNnkkCVB1s3HPGpn0mH+btieSoSLaF4",
+	"xYdSBSyWmtd7baULPsgq9EK7Uond+E6ZBDDv7xi7gVhAbvDqFA2nWGEDUGqipQKFA/SrzezD9aveWa2G",
+	"kV9NbYYAtYpm8e44xzlb0lRvoVmC6njc6pA+LL/+Z2TgSycsE3dkuKMyrndFbQRvNtNkPMF6QLjd0tTk",
+	"AARdMHb8i+XCHZ9HzdnOJIS4CKCUPLD+EaBxg6lnlqXzhSLsPiA17GguMGRUJYfIo0ZvlLVNCh2hayGy",
+	"t0KsrhRbhaumGoEDC1QZNF6RkUyI1e5ScHk7DvCV+MxEKtZq9OmlYgmhnmt8QbFkjwAzhpZbSxm85MJ3",
+	"jGohZrBRoKZZ1lY/2mZXpkllmq0lpHcWIfXCadlx32y23UpW+PuHYMrNWhA/LdZuJJiC4IpkljW3DYMw",
+	"FbhMWWsSfxrhiEadU/IJa7aa8LqHh9hWWkJRbfBZ6oHznpejMOGW3SqhrAEsG0zBFfePr674gRqfW+m7",
+	"FKkDaWUVfVi0uDqBkMBjUKfzIAn3N5GwVgk25b9BfGMX2N1hz2TDyRuWuEoaecF3KFYO3Xh1ymFybne3",
+	"iuJNqgxw73WpTge5i6HVUM2CUAC0wwyHBHvTGKcgHZ1fvCHdah59hHU10GaIPUVkMBiEtd6NOaJV70HC",
+	"PBDTtsWRrAU6GR4FK5g1l2Gr7KpVhPc8W4dDbbxQmb68SVd9hKyhWR9Q1lnutL2NGOXn3mlBlXFTyIsn",
+	"NqMZsdMCvdhyZhlXWmfTKzRPbxmP7J0Ljkb8bT/DbQElXzaXh7D7ckclVpyxwQFQUgBl81Yp4ql2obX6",
+	"2KFm4zgiUFtzUFPRvgPlx8wQkcO/vqZzfZ/Gow7WbDbtYtnmUScOXlQtk7D8Y9dZhEOcbGaLX5ms3JbN",
+	"VcrMaXJusb0KlJl9jWwMf7mQpsgirFsASWgraL9PNakE7tvlgkwFV7kWK1yZTzIpFFF0gqIrZ3dZyk0I",
+	"gBfUcjJ8+WLDqarPKxN3LO9PqWQkY0qxPNID4sYC/OK4+YKMSJLOoShwPuIFT1gupyJn8qw+lbKEcHyw",
+	"nK6ahb8HxNZ5IIKPOK7nGUmXy0LRScZOCYCmwdJqPWtJ12TCXDEiGxnFOJ7mEV8WUhH2z4JmMJYPl2+t",
+	"KRVtJAGW8piQnA1cx1huKksBwqiM8IQ15VvSFZxZm0/FZDT4IoYYA/eDNTzZyxDvLq+miG+MskOxHCij",
+	"iuW9AXltGKNeTdgM7pl29YqWc6CKJAIEKIhgIN01U71TlK3QAT/iJr7IVISGR4kYkHPffiZVmmVEMiZd",
+	"sVITyAqWRQM6D6XDXQCFKXUIJU1r2/dzSIaf5svBF/rgl8HBm7e2OxoNuqEH/9do9EWv93/8j87G6qS2",
+	"lunjS9QhGW1gVU9gPLEixJ+ivBqEiH6Xi2L19do3f9ywtZcDicaQhSjCsPzQCAbHfebaYUviLrR4Wm5u",
+	"CUwB+wpdrbJUqySQ3McSkog7bvPB9Nh7u9sS5uWK7D5uu4zBBOfdbZhoZNqlw2v9pgxUecBxOHStutmq",
+	"tv16vXfWaSsdNxIRbth6m8mPdPH60INEMeiGrVsE+22AImnSbA2etLjHnJVvg33uw/UrktC1vgU00TQ7",
+	"8B729jDrbisK+Z4z7AUvdZP3aqNtHTqiPxJISTBlIv192RDxXdbw38HcMRUybFB7JaSy0VG2kKGtaf5M",
+	"2kL6EbEnUQlyyPqHQ/igi1V3aQZmTggz4onxl8ti2YuIFMawpKCUNrBFShI2TZc0OyXxcDAcDodfDp/H",
+	"ADxW/nDy0vvfV7sGK6H3e6+VsXEBbY51MCruaFSC01n2Xm3OH1vFP3/djGnase6wG3tt5lGTTKqDKwki",
+	"xEqM8ygk8Ron1+fV/gZ1ziDOPEbfbhoJt6S12SyZjcqniXS378JvZrq73zb260uHJBW2EW7o7IxYDwlI",
+	"e3eLNGPGn+y9TrWWHLYBMA4vhQNT2a1NrdlddZ/RNEv5/CrloYgpWMCEZektA8nYlhE0X0G8gygUodYE",
+	"SqRuyLP/6QkuGM3UYr37Stfdg3eLR7kHbd4sJlS8bq+0+QEkdGdGB/plSV/PzNC8kdPTOZfeepSiXqFk",
+	"mjBCyTzXKhleYbtPuGJA2fGTPJxl3GrieGOtGrIMfMJ6b8YQaUvsdmkmRZOSbTluQ8q90hTy6LLqeg6O",
+	"bEvifpwVw3C2z6iz7nGEPWwVro65UKxmcjgcHp1sPsQuIilk1P9pwSCnwVt161aQBFctnLxSMoJNMqJZ",
+	"sNf4MuRT25JuO3xm6miXlNgwaWKS0UKpVVf2AA3C4yRaKLp4f3UNYscZ4aISZdWNC8ny/zOGkjuznM6X",
+	"jdQhwJQ4PTiAUIiB+X0wFcsDWYKQ7JDWVKPLCkluILNvcCrrtpwcfKoFQ8EZbhbkyXDWTmZaK1+uQuLK",
+	"uXlCljRhWvCa0TwiS8oLmpGcodnCD6RqRYzch8XAqNucffAQnH3ICGzwTT9NYs3xEwapHsYqg+MftPZy",
+	"Hc6ADuPRfQD7AVw+xnLtLWlJIUl2W7k2ho3/HdGXs+Pp4eTL1tLHZuH3WTX92TcbPJv2mVUawD7gLdAO",
+	"sqj+ZINPqN6q81hWS58SbkwXraHPWPwZMSdeBT1GntMvNJ+qIzBVZC50t6Gi/d70OLuvLnyLVAcmFztH",
+	"LUIVjHRNvV4QsHpnkLumr7M7mirpjDWGXp5JwmiepSwn9rOSRe0R0rBTjega47A1ol1w2Ztku2sMbs3y",
+	"/fKI+sfIC/dzHGVbXFJtcE9gX6vzyT+FnS28R+3VtklXK7ZrpizdsOSM3GlRccIsZbKkF5EY5GOWsCQm",
+	"XUqO7u/BEWaDBOCei/GYxqRrOTq7X9BC6hYGwYrUrtENwIjB0MTaPMta1PUF8DqoPfrW9Feu2uvbcGb/",
+	"a7z81rZse12UOSPxqPPFqBOTJaNcmitDv0/Y/ZStFJryxUr1U05iE7mCEZoQNmp+scsHqdRZtrTpCAMH",
+	"LRlHWiOZLsjS1JDFkhcjzu5XWTpNVbYm3fhnGE1ERp1Kw6POR0BimKWc9dDu7g5C043u5ky6kjHy2p5O",
+	"3Okv6pVqnWOjTHTcYGE/PtrXwO426elO9p/qRF+ir2xvtaC8KLSCUFGXPkNNcBOdZozmNjThN1Uczoj+",
+	"kOSsj42C6c6aIDxx6ldQLnazYNfUjIYh1sRMiJy4jGAvWQh7O4NJQcQbUJVV7SHBGKt7lolFNdX9SRSb",
+	"wa+ngFy11N8+J1eK8oTmCbGB4i72G1fllMR3C8mm49il5pPJWktx8NmIm2IvmGW/olAbpafFu6MT8H2f",
+	"kJzyRCzJZK2YHBAIRO9rgavuTcZ+3s1++J8v86++++E//5lf3/3y4eKbr968vfivN+LoLX1Lr+6qi/Ty",
+	"BJib/fP4q4orGlv8+bz/X+ia/I+Dj//xt0/D6CjskK4s1qUoc/f24ALfizso+w2kQ6jHEyyV4Y2FCWup",
+	"JDZwo8khgMQuMOoUAfq3RD6KLLHSOhK33UoLzFcmPQzwve/KLuKIfPXiZDjsnZEhhvamWvq+q6SFvRie",
+	"fFVJCRsGy/c/8em9Br5/51ZwzjjLm1ghwWQ00/ZPqVpcPW5YAZfYo2wftaNr2vi43YtUGtvhjGnVpHpG",
+	"I2NcBzMxKLmp9LSmB9wSH2UG4ukhgfbcoN40hJLzizeQCtGN5WQ8GAxiW9EY84f9dF5NIohMoJk/NFse",
+	"L835Og8PkEA+ExtL9ujjoPXNbNZfCEB6sJCf+vbPKJ8XdG78hCbOoZBKLPVY/fCLATnPMhIf3B7GJreR",
+	"KHrDSHzuJy6fkq9hqAQDakqLkgmrGfEuLZfBrkLrIvQw6ANCVk3+V6oWIz6lS5a9otK5//Rrl9++IsfH",
+	"xy/BM6k1RanociUHWvTTzIGmWZG7HE0MqhwBUMvCOFzkgq4g6jKu1E+KLX9x1UpM0hWJ/9E3WZn9N0k8",
+	"GPF3bDkxFWIgVt7WIpqIxF5N7J5O1SmhNpjWBoZrDWaa0Zwl0YhDmSJOKCbGEYhx6sZXr95fvL5CuS3G",
+	"yJQYl0i/D4FGRN2lU2biCUdc6j4ssgwUlViThK3UIqrAAcMZOBkOIdnLL28Uj7hBCdYnxKXkozcqPjAl",
+	"eDyawKxMUnA7GVyLCJBuHIYxFHGRkOAgliyC8DEcC/JclJ3uBKFZesMGI35OYLq2Qp7ggOFk4TVIivX0",
+	"UtD+bCLcPKdcWWUGPsfLUaUKrkb/kJxfvPGM26ed4eBwMDQoRJyu0s5p53gwHBxjVNYCzvrB4I5lWf+G",
+	"izt+8MvdjRz8YrxSc6baQ7BumZ8JpncvMh486vx2kQG7QO+Jfk9iENOIG90MMsow2Cmdc5YADTNwsCQ2",
+	"czpLZ0yfA7LKCkkypk+91pt+0M3p7X+dHD1/fviSdOMbtT4l73+4gBzA/PbUPgLlLpvrv7+5Otd/FZKd",
+	"6j7j3ohjsi2Jb9IkRtwf66LAhOlnxgw5IOdEC2eQ6w8Uv2RM6VM74gWHBTSNyAVApORsxtR0gUzXZv3j",
+	"7nnwTp3TzndM/f2nH64gttPAYuuVPxoOa3XnIegFk2AP7DaVsJubbhxoH3htcz9vINgMdAecKfT+ik4X",
+	"rP8KoyRDtgtI/YvIkt736Zz97Xg4jB27pyEb1IN/3XROf/7owbtibSrMJgRCgQXWVFGDh+jC8f2JTcgP",
+	"bE2u9BWnWeaXzw+/ROMjwEL93AFotM5H3WWFxOH3vsO36PswD0GK/xG4YLV8HFJmCigWpKtZl8KEb1Dr",
+	"WELYvRY0aTbi+JLsWXd4BSHDeMbagTDg+jIgGFGpaph4vlQRPSk5ILGdBpgWzN58yLOYdFE7HnHDC7W4",
+	"CRcycFx9mfZaSLIdOORXpNP2TluIt0w93URd+yKbWCP0+cUbn6hMQOHORHWwnK5aCetckninVuKoTBmx",
+	"Y45RNHEbjZKJ7i+OzC1jU54Hoc199+ri32l/L/ba1XevLrQeA/Hwn7u9B59MFPLDb73RZc87b7kJVv3/",
+	"5s5TGy/+TG6lgCpC8c9tqWTYmENlhBAuCrnDmA7QMS/5AM/G0tZ+TereD4zKciAZoCXIg09p8nCAOBQY",
+	"el0ZXqDrNNnYq2cpedG0EVYH8QlupIdAvyHYOIR3wCvSZkFjQ/bhM0mKPGtdshvGdx26D6q8cewH9t5l",
+	"u63e041CYokF768DLdb0dafNXwWkzuifMdrpX61c5QKFJX2LF7yCPDQg56BrSnI0HGq5A8xA1GHPYYCV",
+	"ljzkiH9/fX0RAcgpOHUVBlgrl7YHWPdnAFYTH+SMJut/xWjGKhQgpcxm6bRFgvjeTOFX5CrYRYiFnGfp",
+	"LQP763PsL9SMG9eB1ZWLTG3kN2+1fqoXcJWLCTszar00IWr+CucFRmxa3mKKauD1goKB+Vf1DvmdOc+S",
+	"qTydym10V/AMZFUn92oVQpLYfD4wvQLSSGyKLBudtnc64gpxNdAkVIkXt2YVQL31jShG+tVqAVx2qRxx",
+	"bgozA17myfDw4GR4PCDvcAxGYNb6+jXLmB6ZVnSWVB+U/lTwW92n4GAdYHoLWY4wzLNUydMRH/E+iRdK",
+	"rQySnSuXbHNux6Y86id4yT5F4LmI4I/6nNh/27ob6FgfT0XCHuLTESdkkUol5jldlsEu1uoCsHLxeCoK",
+	"rmIC/3GF92XvzIwQ+ol1U6nJBMcDyparDLIRY7BHoNml4Ihvm4AdRA5gonPGxzQdI3j02B3m5mTNi0jP",
+	"ETF/lh/o1XQ/u0URCcsizAsea8IzE3cp3XqUfAqhTtae1y8TqQGhyuFmduPKGPxpe0pYpdRxLzRJoKwx",
+	"lJX7rFmZX7E5b3JGk1uB8SvLXMICcG306hqkzagsBHxG4rEslrGdEQRl4+i9kLSxM2qOS2QsOYaXP3np",
+	"agLhUh/An63HtLWR5oa7tx7i5jiMBXpc+q7MIMqeu7EJ69XTzPUx1P8wfvaeHhT42je0um4MKjASrwi5",
+	"KdJkhwI/Rh6bGd+kPIGRwSPUmu2ZwpxA3Lu41+wHxHdbvQ70+6Q+ZfhIb953Qt8DYL/Sc7R3w1RkmUkI",
+	"7MZzMf5CL4h5OP4iblPJDWPbfqEqdq8OVhlNa1dpwyTTIngDC9d358nwcM+7U39zvPc3n3tHf3qIqn6L",
+	"nz8+1PUEzZdZIe38SBcA19j9SsjUgu8sqSLDwXBwUjEm2TsR725nLz6YLqg6KPMoMBdHbCx8F1+8v7om",
+	"oY/jAbnCrFmpqU9kcFy8OjKAghmo/qRfk0qs4L8MY1kKyXL93yW9N5Qak4MRh78bhRiwAc2FTdSLQWdA",
+	"B6QcmIhQZJTg/SCzlNOMTBcFN74nRAaJcaQS2wEUPP1Nb0AuRcYkiQ3D1jNxtcVi0gUfPJUEH/e8Cbiq",
+	"Y2ZoetrxgFyzewWOHQXoPogvlDPyi0g5S84IFGVDv0uRpMJ7wy8eqM8ZFknhp+SwViAlcATfw85jaPir",
+	"BVWv3Ep2XJbQ1yJZP5l4i2RT7coiaD5U/YYmPudXk7RDQ0HHquY1EGjQL6tdlW3WzMZY0w+NGqEmX2mS",
+	"Mn42E2NiMubNpz9/8/7H1x/jUCzPQxiG0zYNePII+e+oncSN4cfgO4POYqRwSUxUJ35cGwdwvB24F862",
+	"wSsPH/3l8aO/PHnsl4eP7vPw+WO/PHr5yC+fP3pXng+PHv3l8aO/fNyu1O7B6iUIuJO1mxDb6Ov2qUon",
+	"GSNThPV3N1HFjwIsr/Mx6tz3PSGov8ooZxjRTDv1a/GxN6J3GZ6CPLRcoWzmaol00ckOkYJEzNDHjM96",
+	"A/IO/f/OTxKXLcZkSld0kmapWhPjoh1xqyJAbqrr3JkGz3BpTFiBCX2zSv4Sa0wAtoS+rSwal3+N736r",
+	"br1ufqOr5g9yzTzxFeOaszcL8vXf/Gb56x756x75971Huhmb0+m6B+X2nvJCYcsJg/DR/e6T8jN9naCh",
+	"pXKbVC8TUqxGXAlyNDz5yrwhbRQKvFNRIHpnJGZ8KnT7Y9QcY7BJxrNM6H+7msdgTsBg2Jh0s1SpjPU1",
+	"J6CcwLvHR7qxEvUB2ylLXNtbykZF4PVCUrXt0nhtF+BXvTNcL7/rleGNAvtpY9slVQBiHZCFLY71Fw/+",
+	"iwf/uXlwSd2fy3RR6vX8QCE+8zaVCqXuzq9+wqEfSDwKnGwMj0XruvU6I0TN4Hc7m785tT8B/eAKZqlU",
+	"T0M/B5/gvw9b6Og7hmTU2SHywqFB2dgYcz2a0JgGCmJEPly+7cNdzRJTmnICVSXpklkQxckaPH+2rRav",
+	"qoVI28On+tsci1Zbvn44+BPeTn/es4NZt7c0I93UBKXHB1r1A/qD1MX//9G3cWQjMsow8lT1nurQWTp+",
+	"OPikSXeH43dhvtj5GDr36srDU7Nns+X82G/2OkJROxOAE7xH/wbl9q/j+9fx3X58MTGAk4Lbs7vjhWPo",
+	"73POcYXodlZ43VdxRMQty00kiTupapGLYr5A26fJoBq0acaQxH1qrZqSdHN04aFnbsSdL494rryKx+6M",
+	"WAed1+6Ix6ZaKbtXMTmwgQ/l3/gYPHgxOu56ujtbhgKcnsakWvltbCIocOQDcp5JAb1JlRcIuQuoCThu",
+	"OzGsZt6LyjIX1vk64lXvK2lzvuqRD6wJoAt/wteaHYwxb0m/Bn/i4Y97EAlBpeApnw/YbCZy/GZJ78d2",
+	"QZxzVrElMO0iZ+gTXo1XpZdXbwWdMbUel8Uowfdr4mCNfzhnpU0CsrZhVW16ThmclCYVe3V8RmItI6VT",
+	"Nlap6c/U9scKtDdsbZ2zeiFuWT4RMlXrGMpGlEQnRrx56Gz8j94vvnYFwFmWOIy7LiWTIs1UP+Ujrlc+",
+	"IvGETm/mADh5CnMxZb9uWS6BFZt4iuVKYfEvMLXHJvEO6rhJs5CZmK9yMdHrDGcdE3kgZAhPxMlwaPIz",
+	"YP+XsY0XS9WpLf4OsDG5gNLbMs0YV9l6QH7yLcKRSxyD9CeuiGT/LBifMhAJmsbiU8jqwExNVxJ7xMsf",
+	"Uz5e5WKeY2DNiuUECQfo3/vYkJP+dUCTBJuZgRhsz4DXE57YsT535duNxmCnE5YpGg8Gg4i0vCA4q35e",
+	"aR4fExyKO376WPmfVM+4q07i9b7T29iXWjAemA6sjXlFUzJARvijtsgfpAsczNsD+yzulX4ncOmcEVpy",
+	"XpO3OeLLNDEbDDKfJDGExMXGE1HOA6Ojtln4nLHr1zTw2U5+V/ueZ9bb1yEEL1qPkJbw7D19QALOItvR",
+	"FTQMyBP2/RVNAWfe9+IEiMQ/Dh6BgB24scG7epvsh3tFMeDM4wMbzoABFba0eGCmvb9soH/ZQP/sNlBL",
+	"1xKrDdkyIu4I9Z5MOoe0HOQ4+ogHUPrgdxSsodCvy763+RVag/Xj30+GJ1og0Jfid6+ve4MW9o8NV9j/",
+	"b8J+sd9kG5cCWDJclOQv/fW3IXtYblseu05v+5N81JLN6AFImMIn9jZCFcPDQuqRydpROdSfMWQeOcxq",
+	"KK6MeRggdUnSdXekHLhnWoq0usvxkCR0LXtaYzDIEn4tzfKipNyCCUSWFkcc0h/M4gBAhSQnw5N2Oes7",
+	"pn77U7b1eFHEnqLSK4X31yn7LU5ZaR96qmO21dJqG8eamHg+EHinxcy5JfczmPdlMEI2w39g8hcCp8DS",
+	"XLwhxw7bwgf7tvHf3wmCyTaEavWnBGia5WIZEdTZFcY5/P3q/Y8tmQ+ms889gfUK9sFDZifmIDuePInw",
+	"epFCKeRpOjNj1Qcapt+WMIipl4/KBr0suATphyZY2t4Ut4J6vFKVaZ4jDjgud0YTTVI5KPIMw+KZisgK",
+	"ImIu9QPSlQsAxtGbSSCJRmKGEZa/lb0z8nx4TOKC01uaQsn62FQmTNHGQ9PMpuiVhgi1oMraV/AiWTGe",
+	"QGJYV5+XCdX3TiYkVvwruJ6Vbjwy44IyQFg4LWd0utDP2tJpLnFNf5f0VOj7kZS1o1i+KzXqoaShnNYj",
+	"sHzZ2heaQhCiChYaXzKpl8+Hx62UKxVV6fTg0yzN2MNu2df61c9Pvr49PKCrtH/D1u1RDG9Tqc4v3vyg",
+	"32lw4tDylq8cvNVUDxhwW140UKa/qjMJJ9EWHfGeM0BA1XeWXo8zEpcYq2j5b4NM3dUc8BhDwBMkju0k",
+	"Qzx1sllNboC05rrkoLfCYsRJi5muFizNDTaf7EVEZAmTCl0Q/gGiqxRIslV2MNUrQXwIeofQPKj5/g1b",
+	"l5ZJhFcz+EHddpCxHjJzC0GJcvQaL/4GgFyJlEriG7aOzwyzQJjI0xFPFZlSzgWAJRsBiiV4AUUITpgz",
+	"wGEekA/GAo9jRCEecss0Uxe3LO8DnAF4fhFXzwzOlp9dAXB8Axfu6AiiWlI+H3GoSaWZXcaWobsBFw+P",
+	"1K9kWcXGTZWRnQyqh79K38kGVLDIg5X0tlff/VBsT0sxgk/RnrI7dNh5dkfXksRc9FFnxMoPE5GsyUIA",
+	"EKLpbxue2B+cNR0+5pvnj2CBR/8+bPOVrflreeeZz14AIlEVOQflPYhp+hgmWpMWtlr1LplNltcjSpdL",
+	"lqS2UvGK5UvKweHgUMktlINjwzdsrXUhJcnJ8BC5Kly5mlfrI2ARCC2DRsQLn4cCtxzx7snwpVdDz1fA",
+	"8JQh3C/lBFpKpcqpEvmZsd1oiR9NKPAY+sfLKMAV0fTnccUKezoJL9PNPpaJpzh0u1gjGt+8/Pc5QLjo",
+	"lQOUKn0hazIoFUMoYKyAfT9W8AgK1N8x1UYhTy3sbri5ahfS62s6b2vTvHYA75g75Q9Mqn9UsvuOITK+",
+	"A4e2Nf1K6aHnyxNarXcWCP0L2g0eLQRvs6HdsLU1n92wNVrPsJ5oOcAnsqZFHVMAv84NoXaENMDNSxaR",
+	"OKeKgRoJ8ToQuxn7BcrhL1wZA+Bin2Fhc2pCZWzFdrwglwJqwejbKC2r9cUGGDiuVeEc8bLygf4Eb4w7",
+	"kd+kfH5mLrE7Vy4c6i7LshAsByQGWyOFXOHGZmCvQrQilljRfFrkUEIBiyMQqehajrh9yVIDJXY4hibI",
+	"VVm/3Mj65irEF09H3AJJY0qXjSOy0TwOUj+IDk0QHFqrKRFm9FoEJlEoNiDnnJhP7CLolkp9ooyy0/rE",
+	"iHfNTv58+LHcvgHNWK7O1c/DjzF4Lkj8ZtZ/R9V0EVfws7HevFkozZSgt8Oj0I38AWoaOn67n/nizQx6",
+	"N2aJX0vDwSH+1iEjmy+Iss7H514Uf2Dl4zGXy+HRX0rOb6LkYIXUUkYzWH6R47I8ISWj1+wT7o6KLgTc",
+	"03lXP0vxmS6oag80vsI4NRsIHLtI4DIAuInW0yNKICc3+AngXDDam4HCti+D03ZVRkyOOhjDNOqY4E58",
+	"HQso6AtrA2wLBAXaOCewDxmsohjC+/DJiE9pnq+tllVFoMFKW6B9ZdkyJorOe4MRH3EcHLWRxAgSBiiL",
+	"sdmXDJFozStghBJQNgjcW8DZDf6bdPGOEmetL++Y3bNpoSAIEQHjTN1PX+2l0ouFfgWh0F3ngF9hUelT",
+	"Ug2W7mEfIx6POqaPcm39CgJ5wSUB65jxEZU5FYjC1wW4C6vP2kS7qvsdUdT6K5b3lykvrH8I2o1IJuZz",
+	"kAgABJKUuHP6SS8iM8YSaTGQi0xLhnR6gycChuCGNOLGgFis9PLGS3p/pdhKxv6Iz/S6wI/6tjYNg0MM",
+	"HZQjjgneBldRFktznZdtDMi5LX2ZF5x0HWQhRG5GI+6kA3e5RmQwGPRw3xBOyhAAcfuPoQ96hlpi+DTq",
+	"QGt6Wz6NOlORMKwdZ07dqPPwEFuRDkVWxVZn4NYDqDsTaeEHWTyTxjEXGUFKk6xhMHCkcZE904RuV9zx",
+	"EYexoJzosaESmrLgDm/R724i/l/23m25bSRdF3yVDM1UmPQCKUqWvcpkdOxQ2a4qd9tlh2Xv2hONGiNJ",
+	"pEiUwEw2EhDFruWIuZoHmJh32DGX8wpr3mQ9ycR/yAN4kOSDfKhWX3RZJJBMJDL/8/99Ddio4RZOD+Fh",
+	"ivZZ71FkxJJe5SszLvLYWvgK5/SGwrEw9Bcqb/1oSC0ub2XR52ta/0hxHNhR/X7/XSj+JGkRyZrSGlcq",
+	"itsKBpHitTHlM2MWcKZgw8ZiATaAq2u1XQej4iaCgtbHutakK4hNvpArn12fTYuu5vooLG3woqg8dlON",
+	"FDXz1gn65uvPbn2QFfevbpFds+D1o3Pq1yxy/bgKJD46yhlTcZdLbPThrVcXsSLMFgrfnsOW3235hSSi",
+	"LfS0VL3GBoR3FPaoeH24gtuAohAFWX2uoACRjLGkpON4ySZqyJH82oqZtDOsNsGiKs5BZlTDZ4/rrKWR",
+	"TEX8q0jgFbO+Y2gChgOr1IJ2JYMYnXFcbvyXtMUkQ3GRIaLrYZBZqc5aPC2I1Mxp0m6famMqNanfVGXG",
+	"9TKYWE08IyyaSW30e1PdsQLH7Uf3gzmNZFpEPdRNuPg31dlPTxwsmosGcTOv+yTb0NBzuRLqorB1qjkE",
+	"M/SykY1d9/oqF46ClYqWb3c+lJX2CQ1wU4q49SNP9aKpP3d6tD2FK9KkvJxRaBOpDW71yr+cpx+O6XBZ",
+	"FbXaldlcZ8MYUfM/nE34L0IJ1iZspSDiJ62N+T7+/ZrE9wnOXSmcjaN+43wjN2lgtx/m8oP89Scrv66t",
+	"DkpmfacfbyF8IcoDVwfFm7v7KXe3qS4v83sULvumK/38c1yn2C+szW3J382egOR99QEWCIaLREFd5w6K",
+	"buNgwMb9FPWAwXyWteCcoDjos2lKxfrETJyJDlnGXYy6WiXLkMs7x14csO7pSLsA5cjX4lgkH2ZbujXw",
+	"CYxdaFsrmffFMRfzcc6w0IjPi9m6hyOXeks1AfVdlnq70nQ11c1arab6kgYrCJ4dMRJu1PKv/oPTXsne",
+	"Mw7XbueGjX2dN6+eJci1HHswG2Ap33iN34eUDt0a0p/UkDYfLi03LIgILuuqlt6Wa58IWZZo1nDyJyG/",
+	"mlqfOGOH9QsgsFIuuuPPx6o0eooOOtj9xPgUvHp7J/bPu4haivGFqJkHiw0rlJokjmM5P5PlqW/GFa/U",
+	"xFQ58RZzNqvPX3KMGLFE5MRzOOsoxOMv7YtjGGBnEYO4Zg0DLWcsoD+mjOGqksTHrZbk2/T9t3De6Z21",
+	"drQPtvhUq85dW8VHmE5XuMNsPty0Xb8bb/5jtfdtdeNnsexdLWTYr5Hb21IJ3Y+x899LTPrd9Yucq73r",
+	"FSkuZwZhBU4LTQRZHSyks6HcEGPv1NTEiVubYF5/hcUPoArO1KLuJlxVmLElesx0TjvLE1M9NvnqjhUZ",
+	"6OMMA9tj5X94FAXdQWNi2F39o5ElTvzNq2d3bKo7kXcV187DkDkV4Zl5UYNlvM35wSlTlQJ3edNLG1EB",
+	"Gehrug2M1kzIpVxR7sHnE0hX2lQXNbg5YT+grsyNIm2JEXsGIhCdl29eh69ovbqjVMvLKga3KltMDiDw",
+	"/Bvq4k31ZKYmZ1GpJQYdEUFMTBtZ5Vz+yIgpHfC0jA5jUB3M3bvPzTk8fZw1uHtXHIdWs2z9iGTuBcCZ",
+	"Sh3+QjQA9jCEPjEXEp0La+aKmDm1WnLzcF8cp5oTGLQUVNLnOTwrMTNL4fchxjn+6//4v6kQwT0NbBFT",
+	"FdNCiw5x4idIiE9lEhXs2uj9YicaJZJgWxYIMYebEzElskWlTosLSihJLWgLMI0grj/8fl6ZxXrdhEt3",
+	"ESYbfGfKXNSymqraOduIEtMy98jxbRdnUP2H32RjNTFzhcSGyFjoHNJMdCq0AbHoNcrW9TcudBBXVFQU",
+	"2CK5gjLrJpSjqxqtsaNAuwoB1tDsxotG10W5nmqid9NgRXHO1Tyik8EBuDTvRSHs8Mc7XPVUZz4xRphy",
+	"Gyk8OPNIecr7xcW+LMVdYCukmiQV7D06Qfwm26Y8dr6VK9pZXNqDrzrVjjzIAXSQkDo11RCrdbZs2miT",
+	"dMCVoPQfc5RG65UlYm7OWTiHg10b4bp46BkIic409bbYS+ZCKFT1vE3yjdzbS7ZPI/ZNsAyRquLOFQn1",
+	"U1VPZnhaCcFym9XPeuZTmf1fR0TnM9qCvI/yT2YU3rpCt2GZj3PT+EjHftodG1mPnzxIs8/O3+XgDnzN",
+	"tw3ugA9xnXwPL8mfKNnzr+tGYoKofZpcuOOT5Yo+1oe8PNfkrcF2pulqTyjVR4OjUTTA1gwR936HwT4g",
+	"Z5QIAodG69XT5TvjSOpUNzpXkxLBjvxacGcBWuQE/E3F8vGzwBoWpUp1x0erykIr7u0om7nuXoI9MblB",
+	"qkca/Iukqvi5rshTcVT6ppJUNPx1M1ROzfAX9NefJHl1dJvw+oYSXl4aIvLgzWW//I7/g/5xaTrs+L3j",
+	"UruAJZzIu83/3OZ/tuV/dKQXPnGCJ1K3N2rC71J8H6nwbvM6nzWv89Hb8KPM7qtdUtprH5HouTpdk+o1",
+	"OIn3Ttekei1fg/kY33Z6vfwItjtigkS8f35kd1jyk6iir8Bu/1ziy0cjP4kcu9XKtwbzJwpF6uDr3WQg",
+	"kj/Zic58UptqvY0us7WsVRba6NZiGW0IiFR3qMf8YCCoqd52HXbyy789eiJODu8/EOeqQvavhD3pVpEa",
+	"joK3cC1+tiAim0wUpyCV1+RtB5E1OWYSj0G6gXrQcSBspcdUD+f5iH23LLFz3zaTiVK5dblC1wx4b3DI",
+	"+UXnrWfCKp9Nc9RJd2w7kQfKItWBJOAteN1/wQa9RLhsVcEkPNRm97apCiRBm5gF8VHR2iPSUq7eTmay",
+	"LJWebvnk7VzVM5P/BZY3C5gBGy19fnovQR3YrNsXj6gikEoCVqapEMhA6Txk505NWZolrK+bqqtk4oag",
+	"cWWW3A8UVqmf6o0IGqs6zlXismK34pYkKGWokcSKfjMT88LCzgydk1vaFBPGTxqJuakwgalTfTAYDNo/",
+	"gbFJR0vmEOYoAvdwa7iLnuMFHO2ACnAd/tEo992RE8RvQNAR/nzko0kLx9cENgjFwT3S1z8aVa1CE9Mk",
+	"nkHccI+1LXtD/y+YX12rCsb43/8ue/8c9B7+xv992/vtj0Hy4N67/3VLD/sGmemvWLEQv+wpnEN5imFG",
+	"Oj3WnjalP1GjqNwl1WCQXq/RtC9+DSvA+9gd0qhDV5WnyJI4M1XNeYUKsek5XLlt3dzv7O1o+TocHH1/",
+	"ddPXPerabq/PT+Y6EuEjEWgvj+NdFU+8bGLcGIoCB882SmsvX/4FA4h/UpvjpJaV7+fxtTAolgKiPui8",
+	"a+5mzyIC3/aiiotPg4cYywo4xKMg9zPfxd5ujCeFsq0z/pOxLV9lYV2Z7n0UXfdn6PK7Zto3Wp7b1O+f",
+	"M/Ub11y10r9tboG4U2SLo/OhAuQTZYbZEaIgGsrGO+2KQFcC6Z98KBx6h6/pS3UE6IF+B30XgXs0VlUU",
+	"ieogIslCWrs0VZ51ubiO0D/64kcqaF63nuBngj9UyzOVeCPZiTM0vSxSGMGigU6v5ASWA/U8kQwTDffR",
+	"4OEDMV5hTnyNmCDVrdR0REzg3us/GkP6hIbsjjY6IVJk/AFzRqsMZwvzjg1kJkrw8nxThpMhGTxQlXvi",
+	"5msAkYjO2PCzMLip+6XN8sHYdcGpyg0P1TR1a1dgQxR7mLCAWGHomB3W3l2q2xX2Q1fNDM+HtvZYnYIH",
+	"42tW+VCRNx2jlzGKLLg6AZjMw1VlhT43ZyrrYSHomWJ2DEwcO646i56buxXeHJ7bVour78hq1+I6yuc1",
+	"zg3aE7DnZKE3Somv7IC9ceCWLwzacllxQeQvxuDU6xLzJvtifdnBbeHAbRz083fK+sJ84uRqy1gcAYXZ",
+	"RxgO1zHgW6X779lpi8kpQmxHMIJWNwEquZXAWBKri8TBzlLPayxg40bWTwHG3Wpk/dyVDLdVCV+6K9WZ",
+	"Wetwah9hg2/NJfxoKt7hh/1ByyugRjWC2fGx/cT3ZiQY8m03+BB0J3n2KvecWxHkHmPwgdf4Sp1Wys4o",
+	"HcwhR4nRSTpsI996jn/uIF1cM0Ru3H2+2hy4Lbv4ptpp0YCL+mm/Boc3ue4N71eXEWs3cyrihJzT4GuK",
+	"HRUW+KVcbEFZQyqqjVo7d5ODjDg1tNYIGK99hE4BDqhEcHJsV1R513UdMrYE9oRNZaGxZTMa5b07YAmv",
+	"4lNVeHwyNX2TjtSj8Pq/UAPa9dwpX9+u1dLV+d/WgNzWgHxd7Wjke7dcnspQWk6cqRtxegK5gd1ZG4Lc",
+	"f2YqfNsxReijDvp+GOaZmZ4U/1RZRJsAmoEZTSO8CQ45iYPBoDv0WD6xE+VZDMhkTFKdNyQnEwJmFxOT",
+	"U8rScQQUuTPxYqaDsckLZbEB2yGwiKfR9CjiCf4XgcfN1dxURHECL65WyG8yBpmq7CjVWAdToj7AzhzS",
+	"hXMhy3KbQH9W2Dr6uW876xMe5DpZn2gT3GZ9/gSG7npedm5sDUcH3mP0rhPQs1tpowtdq2klP1eWh+We",
+	"mo9VDs7mJUjyryLeH389MvbU6qLOqPIIqZ7dd0iUwrXFTVHWvQLsv9JMZLk/k3bWw0t7974/ypCsDuTg",
+	"aVloNRRFjUjyClnscpvgf8RCFpSaSbVP1Qjdm1ZybkWhayPufX8k8mKuNALQis6zw5421VyWhUW8mKdo",
+	"cJbqopjIMkkZqGQudV1MhgIexAo7kxUWG2G8yU5MpcSkNFYlKDQXs0paZTltkxfIDqRrvjw3YM7uDuI/",
+	"catzQzF8P/4XokIJz7fD6PTb4xZh/Za542tn7sDdjE3FFzV431Kcb/TrXZ+1g9h7dpqRL+UUDSVK2aKY",
+	"RShHMC2pyha5oBxDB9sJHSK7iE0HDuwtKnVemMai0UAs/DheAYIww8KDv5gyR/5MZNZKNf3JWklkhIpF",
+	"Zq3Rbj7w6QhJ2cpaUU/1FAxgc2aFrEGmhvpScT8ZDAYxmRvyW+hcKFmVK1f/HE9/l4X4hFbvisKoF7pc",
+	"uZ/DdSgsTnhXuSjm7ZLrCjcY9zXcsaUKNCOVnnnLvUvEJLzCXtNvmwW+jB31qjTsXrKndDOHDec/oKFh",
+	"87Wzj7AZ4eLeucQSCtymOPcX8Du/uPvDRy94pHfXMKK/KmsbH+E6hjZtiT8Tgvq36fMv1XgGkuKSoqlK",
+	"1bLQKud31raVxXjlcApjIcyi9dqOPl1/JYkGbq+9m96/O00l+DIRyC1UrkD/5KoszkHm3nJcfPReczmJ",
+	"9nb7oE11jWJdp3pFJ1PntSMvR94+hILjufaKHPV3UfuXXSj7iVjNee87YtHeRJYlfHUFbSzn7j1lmeuh",
+	"ER5UxZOZ2myTM7YjrXixUPr4qUCu1UQcazByFsWEPgA1+ZOaF7rwnKePcWTygplDLKaddZfF3KYzY1UI",
+	"Y2eymjaYF8mEGf+uJuCSYe/EOh2qNn64RKyxshZW6KYsyeBiGs8s1TNT5o79EzlvX3OzFBbfbcHnzMPj",
+	"DFMd5vbfZQnvG0yUqlEER7h0k/QPucSDz0vN+elU+0EEEuE6Wk/eDSG8l9CwmwA4NuGYI5uL/grYNxTb",
+	"K+oZU5VmYE9kIyqnWxZWMTDkqSytogKN8FgvqfrRE7bGJZEIHQRLhZCHIiDzpNo/sEdAx8xXX/zovggN",
+	"gBRQtKo8p4LMVIcsGemJDhYyfgLSX4NswgQi6+mEcX1yM7H7OFR/nncD9fFl/LwItHk5Qe8WnlzhaHIZ",
+	"g9O34CV8JbcQxQexE/ENr23shJKM7nlxA8hawOWYjKsaTcbrVj5esVSVEnOZqxH24V1CzSuuZubdFimR",
+	"Zene+Q2FSX6MluPLBUviWXiVttUU8GcDz06HS6xxGe9YwaKpextSuQ2pfO0hlWeqbqtt0NsybHBXgOW1",
+	"yYfFWqZKg0hRV3LiLyozX9Sx3YJ5M092TPPsxDYNBvSLcyTeTLUk6Yukf+4ginWifDedHENJEZf7pTT5",
+	"4pos+UzRuoUmX7RY8n+iWexmyN9S7cXLeDNi2A3/heRvWI8b5+y+nGA7ejGfmlx76oe+5dW+VSV/KlXi",
+	"pAeF5yn/KEief5jSiJOvvsTdVO/2qwalynu35O5w3CdrXHbX9N+TK910D5Xi6j3ouC8I0cJb5XE5DeIv",
+	"cT1NpBXipSCP5zRQMoRyEkuZ3STVSD7BDmql6qpg9m/fOA33uYqVwCYaSh4r3AZDchtaqKz4POicYPtc",
+	"cJHZgZqRCgZ/trQMxGDylegsZGVVjsgHdBM5rfB3IuhadVGPyMmHC1Kt5ot61e2LN/pMm6Vu0YNNnIAO",
+	"6zcUR4MjLJZBaBdaaGSTQI4C6iCEiwY7+A7FK+4kzBV8Ld2g91KdEa3H21zpApsc3rh6H2107/DiAvzB",
+	"CjxJOS4R4sFwE6mwxT9VqjFdNBT3B4cicyv/lpTKCB1bW5olfH8UfV8Xc2WaOuun+kdZlGg6tN7GEJF4",
+	"s/aHb09lUVInRqsV0JV4biGwAI3jOuh9PyVtLixSJ98xwcVs1avesRFzAjeUMhFDjm4ruLArVYc+yGGq",
+	"jwYPEwcJjLvYEG3FapPRgmpdX2gso72EOwH3RIsqf2u3IS/CZqGsAzcxmkMWjeUYEBw1cPTg2FCZwRY2",
+	"FnACM5nPC50xdlqrm5HuF1NVY0luqjvcRFk4qfDyxck1WDqyrXbhq0bfKL7xq0Z/IZsQf/kyVzySsRaz",
+	"ELedfrfG1TduXJHk2Ki/bXTAXxuhbP759euXIJ7mVLwYbIQ+QWt7UULo2v2q0R1XukrKsfv+1W4tGw09",
+	"8N1FFM8wDjkx+rSYNpXKE196RiHbwk4MZtDIlbfCmgqE8HglirwvHoGoxnwD2pR8DUXYs7m8eI0tiVmy",
+	"XuVmRRbKzrKRWFTFBLmZqFYjwuCsWMY7WiiCk3NxBXbuMD5gmtqVfKQ6jpsWNqJqdjw/mLa2gvDIrlVQ",
+	"8ZxW8joFFfyMrqDCqe0R2dukwnEiWPuB13ZQEVPPD78LWGTUhaBkutjeYqlicFGv0D7aVR/hfuRyjKfL",
+	"ps52JqhduZDjoizq1Qh7TUlnk2WJIRcw1jLmH3jLyo2bVUKU248Sp+fWocj8L7Xm7eo4JjNZ7yV7E5NT",
+	"eEVao6l847ywpFqjuky40AWlNks+tjz9SzklQ1B0DnoHg8EArISy9AtyNZQa7r11PLBiDrOH8ZK9eaH5",
+	"Tz8fPNGq2nv3lRSI4CbfVSDy2sUh7S1j/gdGcwsbhXOth7GTtSzN9MO8cBpqvTZjLfrmAE34YrNQWhbf",
+	"Hf44XdS9I9ODnUmJVccNJ22qt9+1H98DDlkI25K89VllL9U7b04eI8XyvChLzOGhXog8SRGBsbD464o1",
+	"ZbCjvRa37HXgE1kb5CIj5eukJJNebPC0J+LNq2c9pUHi5J+opuCmj+5jVcuivPTw3tbCfGj4jApgaBuN",
+	"yRMu8iSEpbP9TPB2wSTyd4c/Zh93pt0WfRextG894FefQnH1IUz1dU6hOCZIH4pVEHqmR+fJ9rNUd1R/",
+	"2hdZbaYKjIX9uaplryzlXO4/g//v3et9P866HnSP12wIHn2qs2gBtgzx3eGP0SCCU7u41u6sgmm6XVa8",
+	"5PW8tszw5tpCVrUT106Q7JAJkfV1fcmQ7JZYuNrv8fvvD0J4K5X+PFLJ71g4ty6o/v4SiEE4MZx3OQAl",
+	"ARnzhd90L2L0JNeCoKRn/jMVSX/5LY4R2q1mM0HA8KK3ISC5C7ebiFZHxjqm7PVKU3d0800LS0iHjhcZ",
+	"9Z8Zk96LUWHiLA1d24sD5oxSXkcRZZzdPgE79hm13VLwA0fBtsgIEXAuVxRkGYmskrV6Ro0uBmcry3KF",
+	"qY2q4E7iVFtVnSPw7kJV0WQEuqyEQRkN36GCQ/w3EW/hU6Tazigeo8S4yaeq7q5B9cGcCmUdKL0nV0bI",
+	"aVHUQpvlkPnlcUa+WYYTCyc/H/cO7z/gmj5qN5yZJdzKeQYWNKmGmRTzeVPLcamGCIPuGK5VIip+X0Ii",
+	"RAO/MgxpEYoRs47v7jyMhMENBe2jX6Cf/NwIghsTyHdCX+BFSVQw3CbY7sBbYnJKoyeq+5Ho5KOQlaTq",
+	"Ycln/BtHEbxFuHh/4f/KH2Xd0gEjRsVz7PS+fjfEi/HTqADoPZXBNlPIx1l2QfiF4wISTGgjSqOnqmJV",
+	"4VD62iW/FiUckb26gvkYN7dzNDjoUskG3AP2hi8qMHo3Nt+6EPvTQOx9rZs1MPdtblV+07Y2C0zCgw4G",
+	"ua2njjXkwyyWXd1Yl778G7GaL1cft6hzn3s3Oucw3ottKGCGjI40u10oHdpx4BOy9T7Qmr6yBAwndcdS",
+	"r5eZYKtXEtsYb4s8636y8OvVEHQwdBLb1YnIKBxFZEmu+AP+oqVxkJFxaUtHitNClblnBCQVNTfnLqa2",
+	"DYuO7Gmv01LdaK7UwVvIWl6a6qzQ0xGrgqVYmLKYrAQeYWXbaiLVrCcSjzTvYMUdt7i1DXXu9MUJvXz+",
+	"BvtQCMIoxptbqKowubC1XNlUu4vcjpGutsjtG3GC7oyz5+nbYfByTJXqkFhsuJCMFo8ImLakF7k0qagT",
+	"QvlzGd/KNLVCfNvC1ZjR4lzGiJ7qDr/hvx/8Fl5rX5aqqo/rvw9+y7qfCjP3zSLfcC6+LjS+aG402c9d",
+	"UnQdhcJb7JMollvkvVu/5AOU6yMKN6yZelzJjOLaiR4tUL2MuH0ShTtKT59u/VjvZN/Rmu1GS2nGJWI2",
+	"zQIRY2SEsu5jedIXj2Zqcma5z5FRllWqCytQPCei0eiYYJAZqzQX2EfbYRJH28yx36ebCHVBp9US02DG",
+	"lIwwKjKDOQpHwT9FPZBK5wtT6DpB3HPbcpU0hZDOEe+PQFKqs3XQdI8CPaJWksA32Lk3OOyK2nCPaiAF",
+	"JADZ2ogs0HxQ7afX+g5NJmj6VMs8R/2JRgvWhCTCVIkjPaSAlCvrPhwM4vBgDNRIJd7Yg3ssqIoZlxKN",
+	"tgwLkf9CcUZX44yVz8gy6dSnz2lrQjTs3B8cwgWOyyVxCjYR+P5M5V8dEbZ1jgYDLkRPNVUpEyyie404",
+	"ZCIoxef0MsY0s1BpjneQuZHq9lv2hb1z0GJdjg1qU88KPe1T105oiGUywFRj0B1c4p9fP38Wfsg5wbAu",
+	"C7CksClpVs9LNMGYYLBL5eup/uvJi19Ggtayn2NWyqIxodYYcZL13eSJMCMWswg0skP0Lzj7rEvzw3Xe",
+	"zgCJlUnqAygg6SWxyTZeRTt1V1US3rGLpfD+wWFyvVRkm7ENnnk3o2S+8/eOBg8fXPMHd6zzqx8fiQf/",
+	"fvRQ/Of/POof9A/7B123GdtnY9f0cLCdrI33P2B60ZcuQ0sb7LIZvI2H/CgOyU9verk+gNDlBweqPcqV",
+	"zXR+FNHRJpayS8lQ3dR/vZUC0988ElODLLKORDB6tjs2GnbNBrycmyaajTmNzlBytbgXjPCA7/QTRaNp",
+	"1VmDowi5tsG469ajD771OubW9lvvf/izXqsQfNetH/isbZNvA5Y0OuButzBFLevkkWt7XiP0uoLKsm23",
+	"2WKqCz3tnanV5Vn2E7rwb3DdDQqA8DOXFYEuwJi0M5ULmLfo4N8TrFGhZF63f5u3jss9w4KRdcuvHZcv",
+	"8b1555Rb/eDk9c6dtU+w37ub+18Hpjm4Lyaa02oJ06SokjZLYTRFqTxe4plapdrWZmH9czkWbO5aK87B",
+	"asESpsJyBjYPcapzgv8bNzWMA35RWK9Ci2y/v1Rl2UN7av/35Zntw6bOkpiGvajdzGEExrdJAjv7Sszk",
+	"ucKKbjZ42S8o4sjc1t4tXLtwMPZuMCMb/cqOowevg/fKmVrdHrNWYzMl+zeOmGuyLZh23IXqjP54xxt/",
+	"7JKDteHQgsXhjFgGezYYhcU+IVfCmOpOFm+ji95yuezhFU1V8kXgaKC9gu7XW7A//rKlAZPhLrSvDxF2",
+	"ISeqZxW4G3ASKRaLHpNtxlb5SkMX00g1RWupJYK+nMc9EVwJ4uosWoEFnOPPr1+/TPUP0hYT0cmOY29i",
+	"KOjjsbTqwVHHR/2H/C/OUWQJI2PJqk51vFgkMbsBryEkDth+iwfKXDwb1j1JNRUSjU09o2eI4UT++uvr",
+	"VmkP+R8PBw++TwRZm6nO6tViKGT9b78vwYKM5eeT/PHJ8f6T/PD+/YOHCfvA2H3Mbao7JBu/10kpi7kV",
+	"WWEx2WCbMeHXumUu8m6S6kw2eUYMVvCfQmLGQo9P4T+/1wVmLdYWhN53X5wohI+hav/1l4IHT1BZPPtW",
+	"uAhcHj+CG13FD2aOKM7P+IupLoszDI8dv3zqyUIrRUHzdtfyMPjxeILhYKY61W9oDHL0rd+Vxy+fMmOD",
+	"JX5TFO0YLpjJhYpPWKr/83/e7x+KTvZHSo5XujcU6Z4LXHBl014i0k2/jC7t9/vp3rusO0x11r4tw7y8",
+	"cxp+/fXX3nG08XlbEwGv59I1VaqXldFTXyQQTmqyJdFB8RgkAhZzWcK2V7lP6oiOGzeSAaAYRaUW1C4d",
+	"IdvVS+NLueIEtNFiruqZyW03EVmjbbNYYJvf22hQmkkSLYITGtEM8aNIcoRoz+zqYis0Qq4KgmTXkxUj",
+	"EAYWdjcc7PjEe6+czm9wy1vbf+/KeunrJF62Su339MZxVb5Qc3f0WnZ2d68LRw7O3O8ffGwR2OXedbL3",
+	"spLTbVBD0UAT+Mns2m76p1s052NuLNqx9rKJRNhQrJ15MFq3nUDY0a2jFxt/n2Hmbdk33Igoo/rdIdnW",
+	"dsK6qNzSsEbHvFKynP8l3YvssXTvOu+TElqfcVX45Q1D4aK6mCiVW66x7cNnP6xqxb2TlD37ohPk7PWV",
+	"AqsfGfKfYcJUGfyWQ6iXhWleUEUd9txHYihwpO8qvm5HkY+6W7wAb+UvlJaLYr+Yw4Hcbeg/lwtszkbo",
+	"3pdPxb3+IBH3+gdwKk6WcjpVFdKXxsFiwtDzEABophvtcXoWqhJeWWKdQxadA8EzEzSzDFVtqhGSqIW0",
+	"CqbNMUOXosvNU0z3uuRBo7RlyqlCwwxSjXA1kjF7WpmRGIql0SUsO6Op+l71VCNoixWdmL+xNcKZWiBD",
+	"BHnf5J+RxEt15otesu6oBf0afjpBLGE5AUubvHgbwd06nhkrOmdKLahSxK4B81D0gOB7nmPvQIXFOq0J",
+	"kEvQ2EaWUVjYU9UnDijXf8KlQPxpgwUUeeYZHSJmMAeAm1erV43OXAoMy36YJmwY4xtaUGpLWOOlacpc",
+	"zORigZyzqX7hdglnbLnUZqzEHC7K8XfLwnIxT2bPCvg4a8FJSWt0Xxy3d2gLigfxoVxNjpWIk7gEA5yo",
+	"Kl3FTUTKhokZbcBJNGVT+7L/N6+eceo4YBMlaBvj8Tv0udMM/uzTQX4KDi+amUSlQRlEmERYOnF0eDhK",
+	"dSDUOBjAXB1ksQkLxQVBHR6LbHgQAlSRlIVLM3Zu44VhiF5X9JStC/ks1Z0D8bz4IQLg7474rIpSVlgR",
+	"rFXoFRGPnj3FNXmtqkrCLsVXi5E2CSYsvYNG56oS2RoOUTaMJQn2h4ypkg02I0sIOu3rtzrxQZvKzmSO",
+	"/RaWSqnsNpv9Kd7CYuSmmiNodPqpL2X+tuewC+XoVzyTIMzmJMJEx6X/BR3uhFd3/C1gDt/WAn0UCyc5",
+	"tK3j6DF6Yy0c2QrRdtpCyWmq9yDqYKT2y3NJr91F33S3Jj/FdTo13arctmp+ZfyPlCDjtwOmCdbOIb1T",
+	"fBL8rv7wBk46lhap+nEwIWvH3CwO2AKdICehozvwNp2DPEi1r5nWiD6IptDDka81LvSCCr0vLTWGocBy",
+	"jCYIf+Kv+n/8/eC37VCC9CC8+W9I+fLoT+FxPndTonuyXZW/7Hq4d/Shpb/JFSUiPP4dC7ZqQlaT24ab",
+	"UDHfeFviLXzhlzMToo38AeJuTe1HMDG7+hOpQ80V1LIo3Cb9OE2fjUS2P58seOjMp/pVdU6Ote9eEwHv",
+	"Ez179D/Q92x0bZrJDJzeY53q3X0U4pptFPQUQQp+TAvF+zVF3nYLfAvHy/VhfuTx2t1cGSvgmzVwd2nC",
+	"j9WAt12Vn8XEdT2YH7sR30/C8d5h2vLrtD0uZ6YMGqEj2/bp1jbGJNXUkRjBgyVb+xpjDZNqr2JceDTU",
+	"wdyxguxjF8NyvzuiOC+1aBR1qhE8TP2jkVjeBVbaHSs63pcIIdBKoR7qghXvHg+0Tqo3McaPBkei8/LN",
+	"6xDzpCdjxPANtUWM6Dv0VuLJ7cbq1FSqlXnx/GtbS87oxXwa9fY1uAefTSj6rMCnkY63yv7Wzv84Q4SP",
+	"crBE1hpGqITVlPbjHIDGyqna2fx30syZUMS6iNhMiWfPnnOQ3+ekMOcY8qWJo1PUearfvH4kZqapfLGW",
+	"TZg9JokJwOiBalm2kE4miGClU/3m5HEo/HW8hoh+eyeCqoxQqEHnuM9xlEG3n+rjaJYRACfxO3AZklXK",
+	"UvTFaHXH8sMzqXqqOfEzXonsTK2yGN06GhsH8fhUZqlRNcINqY7oK9yXqB0JswVndTS41+2LN/jLfpGL",
+	"EG1MtVUTo3PrOylXqhac/hO1EXlhz2DUQk/KJle7gC3xF66qnTqpZcXJ73v37j3sJvD6NcwoR/Qm6rCB",
+	"dzwSjR7zd9dAvoYX2oqAUJKVMAVVry4QkPLKvqonOg+zw8bRsrHFOWjf7dMRzxlBlBozMpjHzsav2nyC",
+	"KT4y87mMKmcDij0sH1hDQi5kVQ9pj3C5pt9Ow1RzNSQix7ZwOYqcyMwu6iHFl7DLj9GJ+SPbjDni1HWo",
+	"FFmS6iyXK2JqhZeXic6b14+61G6Me5Qr+5s5+OPmXFV98Zhykm4Q2lbqYlGaXO0Nkad2+zJOK9MsfmhD",
+	"tBe1mturNDdu0Z/47nfJ3lxePKX77vmFl1Ul8Utbr0rcWaaa7+2Aqid4er+2/oR3UArYkXt2sCQX0vIx",
+	"JsRAPKt5d9deOVOrj2sRDBN0pKM8t8z1Fe2jmbtzBnNGqL3+HG4y14Lv7hVWaOyyvOj5KrO0SUQSQVgh",
+	"Cex4ViYe+aqoYEd+A5mWb9IwWU+0SD1t5NQxZ/BmDIrc6WrQsN1E4CGnN7jVGtg3Fb/a2GwhI+TaNovj",
+	"m780V/mru+ibzlXyU1wnV+lW5TZX+SnNdLeql6Qh3SXvCy3rt/GHJydPmjH8OVZWZE1VIrsusZpaBwnF",
+	"3UyZ62HpZMuZVZO3mfg3LoZPtTkVh0dw74MjMV7VynZh2wQuXSZaqDmKEkh3nU1aWOQVJDBX0JYjsqyW",
+	"sspdrR4uIHKm9cUxFnItZ8aC2Wi5lk88fYmgGBWWZM6UIGI+gZSHbB5bspR/p7IsbOJABvoRjYOIDITx",
+	"6mIoZPeJXJUFJlTzgmFB5n1xXAuEyD0YDMJrxKDO7gwqH8kbyqDy6F8G15V//NeinhFA6y6dzWsV47ra",
+	"rwvRNfkzhWxuQykfIaN9wpQvY/hXlosfAgP7HoJ7zWK5EgT2CZX72lp65jJiiy7N1NX9+mBywh3R3kGJ",
+	"KlM6SLt6dHCI529bDjTIsc+XA73NZ37eve+zmV5gB+zOhGvfWS2WZurrDRdKI+Uef8nUax9kt+xKg8Za",
+	"9GZt5yt02EhkoAWyVkcqn6LbFOkX27ku+8lXbQWf/XBj+r0EHu+jp4+vkRBFKzzxNvhasR7V0SstxyVS",
+	"M7Nj5j9J9VxJbQXYed1+sKnAlOIW/KH35iqXxDTr2AQuu1rUIzB8saOFvxIE6IE2Ofdbi7I4U6kOpBIt",
+	"ZcUIID03FR8y594EMa3kRLFPn+oOds2y74NKNhIi2OubueH7dNVPcP9LvD1LUu2GPTwSs25fPIGVQWAQ",
+	"kRcWV8lviUmpZIWEoPTFK+xEobAmf3Rc85qfEsX2SaEnyiWVHdSgFQvJ1OBe3KV6Q9fWIUvoEXNJ75qd",
+	"qnd3ivbTaN8b8z94lp87SXuFyA6tW3TdbZL2Nkn7BXVUSNHydXcCAZ5cb8r4SKdhPwinndnaF1oJpesK",
+	"o+fsN/Bt1FuEeUH6oOv0RsuVT3VROzzRRMi6VvNFbROKGQa2HpNTOhRbbSkuj8wSfEM/1U90jRJfVsq3",
+	"bJYG5Ljl+BhObxdlMsuBx+GZr8OeHGmaQEPM4KiXgFw2thVJuIZ84nmtTuju63Dwfo1RZfcY14kuh7X9",
+	"E8WX/5SWc+Tb3Gn7d4nQavkJQtEfbD1fIdj2/3CzfbcztRNcR7d79z7fQdlll7hp39LffDK/z+9b5JGL",
+	"7L3Pu2Wvltdub7znBt+vVF2h2f655pbsBKA440pev+Yu/oNd6onIG+VaNRIEEsA0V7AUUo34b5OJUnlw",
+	"o7BaFRUDD+NdR+QJd35gD1laxNM6eK2WYO9dADQIM+zvS4Q14L5OjbJRgWyqw3WlrFW1LYoljgYPAwa4",
+	"cyQL653LVDPXCVlPBDnGPFyVqmWhdxXe1tXqSsF0+KUEU+IW4+uXUB/SUvYtxGHhPbiToM2Sj4MUhGaH",
+	"0kDA282b8lMmG9rxm4+SN1dIkJABXEscM9AjHf1W2oVS1KbMsZqxUjUTFbmrIoN+rGyRKw8sCyqiUy8N",
+	"XirrplJE7+Cliv+cYfSyaYgznVDlZCY6HG0K922NSmEwaiQGghrYQuNal3FiU505UFvKmz5BpFiLbQ3W",
+	"iEpNFDwIdhcIeoe+RrU0iMMnU+3NCHFMcbrCaJE3FcW/4kCbi4SQ3PaAuryqO7Fo+WVybvcrDT3R7F7x",
+	"83MX7E1beNdOeYeMN2zD26z3bQzsXzwGhoKlFQJry/jANvcFUu37tbI3pPRecduz9JZsv0bgVbIcqbYp",
+	"y2UtMUYS25tS5+IfjWqUpXibN5gxJFfYcGGJeq5lcrvUUjcRYzUrdE5jKFmVxQ6j95gphBy4ujfE+eKg",
+	"eUbi1JQl8WYTsNVPT7Ylhba6NBm2V2ymaXxDHawPcdI+3Joaea3s7rzwZ7ed8Q3l35Bv/6e0nBFoOgQA",
+	"YAvxCVs/LFhZ+IGi4xoV0Yg/R9Kjqcq94d6srhfD/f2Dw3/vD/qD/sHw+8H3AxQYPIMNJrXKjFXEULVQ",
+	"EzjRqjztRwHpla3Vts4Fbv+wLYx0MZFliXCFO0C47Rh5UbGHFZtHbKozO36b8UGnUu3D+w9EJXVu5mJc",
+	"1NbxzSHiHoM8rjPtp3om7Qyt24icjnpX5GKBmVkKGBSOcIuzBwQ0yKg6BVirz6WWU8dqITSCn250ZfXF",
+	"3/Dpd7H3y1SfqRWz6CUOU9zRlK0S/kkGCg/g/ufmzJP6M354eBtyUSBxypY+DezAOewPWhCilOLml9IX",
+	"x9hPIipHRB637dhRqqVr4QlUd2v8tVth6BEyO9V2Zqq6B9Ip38Sbl7UIGf2IcSBLdWcXvCnRt1mlqWZX",
+	"WrF9V4GgZ+KPiazQb40B3LGgQIT9qgnKg4ncPOHrbhT7PjyOFeZUqItaVVqWRFxWhfQaFh6nmsjT+u6y",
+	"p3RVhr9HzG7U0Ss6rhrYAS9SEuqvv/7tZIR0fkUlFlWhJ8UCfy1upwpwPZvNVK3dQgiwW9rTULnH5zb3",
+	"uPVreJCMiAq7oNWgVC+Nx263vYWqevNCN7VirlybiAkYHBpOM2p2EHHUXOhUrBir0uipTXVtRCfbIhIz",
+	"YTTBpoabsOWzsCI3k2YObvww1anu4Y/cvQvmDf3W3btEAM19S/Tam4WtKyXndkg4SC4wkCWpFgwoOSPa",
+	"Afi3mo9VDgaJdZ+cNhpRYXpwpAo9dZ87WmUYBhs1CcbTYVwiwm2xf37A58cfhELXasronPt/+Bbcd/tV",
+	"o2FXC/EDrufQA3O6NX+pque44iFqIB4MBt1ELGfFZBbRFdyxMI6p1tk9AzH0tkHNuaqqIlcgFtzqsn7y",
+	"C1zY+GGxyoR4NjH+ItvtgiLgCNrEgeskEd2UTXzJe8Iws4k/tdxiiMOQuEqo96e/sUI8y5cwyVcbDwYj",
+	"xAsGK+ZjwCDICOUsmrqQtIoxkzaMEpAVSOAXNWsfWRNHCWwtkIyLRYkIs7NG5xXoEnMK93t4VFBFpqkm",
+	"MJwqsBV3KfGoaKFN5fYxOuD4rIz6IMSiMjUygfoeZGLdpAPumpLLUsjSmvWjvXmmUYRGhznV/Hsdt7Z0",
+	"SVjNxJddHQ7gf6NUR9tq/eque1mkNkkxjJvJGXwyMyU6ClgvRr9/xwoJRoFEvV2p06IkFk9dF7oxjS1X",
+	"w9Y2I6yNprK1aBYoV6h61EsnfIy+OC5dUzfIkw1ieTuTLobvTwvLtWh5cSyUnK4MgQo2Az85rx7LT7PU",
+	"dHKSVGev3CL1aENRf+36TLuJiK58peayAE8WdKY7srTfGGMEsxtVMZ3VQpvl+t2WAkMUbEy1Z5Ry8yys",
+	"OG1gs8AGId0b3f8SOYDhpzPSOjhD0juj5V8eDOD1PvdbzvKeA32c6ux/9NaeuEcKGwRo/J1/Rvc9w1C3",
+	"r7HK3w+GZLTRK4VmItktSwM7YSKtSnWHOvyFsnUxR40na8HdRYhpcKZ0IhZlY0U2lxd+dgeDwyMMG6fa",
+	"xY05x+NSPk6pULWyFVbVdRkTj8lJ3UhuVUw1o3wLONNDxz7sjDVwdcdycsbCTYzVyrB5Tk8mGT481ZOZ",
+	"rKZE1+so8mnhMVrL2twgI5B/ve2O/sOHiWPXxQoaPLlveVvDi8EkUu/4tFZV2Di8MRznbKr/wDtEJ9vU",
+	"IglCjV8ijQmhekNOJGwvdDheYSo/EHyJP+gvT8AQ4V2TUOICp8xR9XcjIYV7Q4x6CXZ8jRjiIHJhjSZN",
+	"nWpzetoXxC/t8CQkUfq6w94yr7yg22aPb+1T9QASbXQKgnKA6yLHi3pQNwd+WZm5qmeqsWKu6qqY2Ogm",
+	"/mRvO9Vr2Z7T8cunQ1HDvmE7CNH5wQBKRDB9EuGMnlSz1eNdxhbsRUK7jfVnsItdn7joIEzwU6IHoH/3",
+	"wFmXdTEunX9nhW3AfLHi/Nmz54l4UZZyLvEX8V/9yWKRpPpY17PKLIpJIn5S80IXXT+pcVOUda8AU/G0",
+	"LLQSWWkmssz8RFhM4cv1/X0gEKxg0ebJp1G6baJkjkIcii0/BEl1XXyoH1IdjNbIhSzLuXMggypp+6LE",
+	"R+4Xl7oAMpJfTi6lOgtQJZGoFBlClrhPOpIC+b5LHawdCWrXQZe0eKBBRXH7O7bIj1yzon+H9DnYPVol",
+	"4iRiM9FsXhChGuUS8WAX/4R3Xxdn+Be9p9JM+Uppg0jup/pN+5x0PMLKBrZKIt6cPMaDNC/Kklgo4KG7",
+	"9Fp3AMFERw2XH7m3hgiXlWlTvz01jc4zR1OFbwCOP8cMeBIjcTQYRPxRnuMqvq2UkzM4KyScsRBhIhdy",
+	"XJRFvWJCgQnacYg1E04c3d8dIfZuxvBahdFvicQ883i86HCyHO4zLK/N+AA6Oq3TQpXEbk+fm6bumdNe",
+	"hSbrmTZjUOi1muNebSqViUHvELF7Fy/h3weJyE7xAfVk9VJpWdYrp5QXoJP0RPmPe4egjuD2oEJppx04",
+	"PcUoEqmOLun2xRunROEhm0rZIayJV61Hg4EYq4mZK+JsCHQP0e6dKwu7Z9S+8/BhuPPw4ZqS2z5QS/G1",
+	"h7t/cUHMDRGjOk851e537g8OReZuIf6XbITsEUSAAT/KOyr6VWbwiIc5iobhr4PBc6cVfchOmRSYog0p",
+	"1rtiNzQWqYAvAQofHiDZMnkbk4hQwC10UMOSELpKxDBPu5y9HXgsPL+pPsHpFno6FFm6R5NP94bYQ4IO",
+	"/dSTXMIpD/cjnp66qPfR9+vRnVlfPJGTGWcZhiJXJRgEXir+kSKvd4vgLqHZo0W0KNSEcKLUBaf3sR7U",
+	"l9P4gY1WNO7KnVqLSNlm/DsyJoPI40khghNZm3VTaUvGO+MOwq+aym1GnsuWxfL6CgUusba4ydCWCbOR",
+	"cNJdCBtfSRaqhrxshldpxbzIeZp98eusKFX0tsButEUJjw6i6uC+sCyJpCDeFC9/BGxREGDdREiRDbES",
+	"oifL4hx86ImZz7ELFPSrK6tyzu+iMhfwcnJD7nFDwIJuUo+owACjXPFOnICbVzK8lztvLFo9gwjPzZhS",
+	"lMYshlHQJpCCbERpUOd5MhvUiwT9ISmcnHuw4KzLb6mCXXOKLyqWXEgw6ca3I05KpXvqQk3AY/YbPVKN",
+	"omq0bdH/RHuCfSU4Cviv6JfADQteRIXJC5uIZiFqQ/LzpFYLm4l4pE6LMgnj7LSUig8bE3ZumbJ32KiT",
+	"SPntaGu1QE7V18aUz4xZwO92cSnip6oaHZjEMc6OhwTlD4XwMz6+TCJEwVpcDDo2p055RZGLGK6hBh+N",
+	"3A9/XAuSR6l+NJP1owDf5hfutNCybJ1HkVlauNYRTHWEK7UxkZblX5ZbsZw2TFp2IjbDgCFSRDeB7XV6",
+	"WkwKWab65PHf0Hc9E56+aSiIchcme/L4b3csQmUQ+1Cd6oxzPxwOjqwyMmDX4o+NVUK2dmhsIPFyOniv",
+	"XZmcfr+fcVqDrFrv/hc5m9bRL9y5tm0N+2yMbpeco2zxcXOUeJ6UFTaoF33s9DvbK+bw6vaF8ztdnx3l",
+	"BDnjhKRT9ArgkSuFzYkTNRQZnJf9YGbbzJErxQQHbyczU0wwhJyxzmJqWtLb1Chp+4x79xb3GnnGYeBE",
+	"ZFGwmepXsYYGjQ0tEE4MHos+tXC9nhi4/C3hv2XitDQSVQ+hqHTJz8rYQemLN8xu6GIDaBlyAmuqQQoi",
+	"NZtfDdiGqVYXCzWp++IJs9TKcxUuIZbajP5u6ycwK4n5jk8ePiN+wNSu/BeWOYQ/JyZXWdczUaQ6lEE4",
+	"8wkMQIa2OTo8dNTRNA68cqe/8QH7ziKxQmmOfGBUYSj+/vjFL09+AwOvrUObSkVa1Km3VEssrqB7YxLe",
+	"P/r9/rt3LNVGa7pSsKpk5DocaLmhlsWaVm6ncfD07m3D8HMBdUbiHKuQofr59euXsKPtyCPZu1OVJyjS",
+	"5LhUIYnDao59t1xNSlnFrLso0c8N5qwsOj8hddGnUxwYAPEo96tGdxzrMgYQ8OOEmZhxZEufdTPU8K+U",
+	"zCnhGnHUEWJ1hv1i2TpKadZNCMiHbkO3eO0K9sfXaIykMzrYkHQAz0h3Bl9gdjYR/3bgk1Bc40geLNus",
+	"vKGevJZTsEDpyXgserR0Lxul2jI/NVjoGGgICMxGi5dvXuOgj588e/L6CbyJsRIW9uHKNJxfgG0ja/wA",
+	"1kN0jg4OBbhgE6PzouUgIlzgsrAg+35Bgx3FcZSmlviT1SZsdqAeZK0VIKlh5+BbeuyvoS3lEaBJQlt5",
+	"DjsMTD/8u2o0/ODR4WGqd7mztk0ug9x+m54t7rs/8Fgn7lIw9+kd4OeZkOKvJy9+Iao5F0oi8j2MDyBB",
+	"H/iufl/3J0W9IqFEyJNUldj/H73jRdH777wvyAJV80Upa/ZOaQuBZoMfyxyROqxHE9dVkCAvlQQVZU6p",
+	"Piobm3xF4OATo5H+M/vjDzoT/XWlCNIFX9XMlDmWVyxnsOcXcgLvVftS5HGF71NSKUW3D2OCYYdBIJAj",
+	"IMKikRIxKY3Foguyx9Fpyt69Q6mYoVQrrVo6vvOyqFUlS/RyGJZTlytRGUMg4rSs1p+56KcE4pyjUpdb",
+	"xAuuL0VTh+xloqErHhzBAajkBN7VCLvrF6Vc/YLY6geH38ffpjoSkEhp9KB185tXz6w4HBx9T3H/Eb85",
+	"Co/AEXdU+PgK6X7KEHRqfvXCFv9U3ZF7fw/u37/nrpEWt95IPDiK1dZI3Dvkge0Ikb2Ubua8S0Yia5N5",
+	"toZMdYcex/3qvUPOVFGFA9zteD8zXq9QKoNRliAO+3N58ZqDCCEFeoCJuy672RgXSZylRf0zSaoLyxQo",
+	"HLU4Ojx056+lqSKity0FQ7GzV1gmiMWo4Z04E2k5jOYHG0bJbDCN4PkzqoTJ0Dtl0u6MqqQct2ZjQRHO",
+	"Kc6wkNYuTZWDWTImNvu+YCQmX1vo0/IRqySRxexHaepsxEcFxuZlRO2Z8R+MzRA/rT5njiaLxjflk+qZ",
+	"WtEoYMzidPwSgFwNAHVDYZUsw/qfU5NA5/jJSe/w/oPeT4+ed7nr+Zwag7CcNRGlmU7hv8jmRWHGcwbr",
+	"+Edjaq5agY/BmBlF5UtgCnhu2sgwePnmdV+EYqNoXQjlbi5RFFWmmUbVmjsXNBOFtjXoMyz1mYE9nnEZ",
+	"qCOlPWfBXCl49W8d+kMI3hUV1Qup3FX+YHyStoUrt6Kl4c3SF4hERI0MwTBw8FVFbVMdPRq4EB9gmRD9",
+	"LVgXm0bJlmMDv7Tt3DjrzRK+Oh2PKdiURKv7/NFLsG3JQ0SKIwpwOLojDm28y9glwJw4VQ5Q+hqLD8Rc",
+	"1RKM2744WWdebs0WP9wyz1eNxvARW5vD65a5gE5P99hC3EtEuseWIf47rE269y4THXY4yRTNuHgDbV0s",
+	"pQD1eiOm6d27BPhB4ai7dzGU6EcFI8DR/4Js+90Uei0FjKYC6IV6Bi4u/ndRqdPiAq2d+O4ztahHvnoN",
+	"5KQtpZ2JsaqXiiXH3InsYDVcgLp2cWVm2lV2IheU24rHg6/BKJ1iFK+TSTHOxH/9n/+XyOR3h4MxnLzv",
+	"Dn/kj747vH/4I3z0//0/7pNH9747fghuGj8IKjOYF3FgqfmiXiUi6yMXsjNwrMj2YRgMHGT/Df7vf8l8",
+	"NL2uTElZbdTWWwDoB33xMjiDU0OUzQLFKIgeZ1SAjC/0EGf2H4iv8B+kfv8DdXZ3FEiZC50Nw3qFkCou",
+	"j491z7FDDn8Mi5w4KcbmHnjcJl8JbyFE96Waq6KwfLta4dn96cnrhE39RPz85Pgxyr4XL18/ffHLCTkX",
+	"ZMPCsKmeq/kYPFMuKmEs8I6kDY8/7SceTNJHVJneew12bap5rgXYwlfR5GN1blWByci7CecOruJCSQpC",
+	"nanVCDWKWwUSw4ifji8jPgH40oWzDdtoqFH9I79A1pOdhuMVuJyJyLzcB/PdxxB0M89I9zlEKmKjriWV",
+	"0RZV0MvDdQpLtGgtF4NgKwI+EgYYNv2PhKMKFQO0EvvEfLQlC/eC6gsyEZKiIGhrjMfGbgKHYx+9SsSz",
+	"HynYw8wNXGt3xYH4sdCyLDmIGmRly6DCIFqekxRoU+AjFXvHGVP49G6vJLxjvSFLJ9mcFSpCWSUJloE9",
+	"TMYXpwaJ/Ty7pGZ3JNgQg2tQgP8Af3ZHQptU+8M0kdpbIUUdieIYixfk8YumnhrQP3FAozRmQfU0i6o4",
+	"l7VKNfIyHDw8+D4Rp5PBYDjc/3csKdFnPawTEB2K1MFQBw8e9g/vH/X5v91EPPrpl+PXSarnTVkXE2nr",
+	"RDTaLtQES4kTMa6MzOlzV6HKdRVjpSezuazOuIDCsW7gzbLsLZpqYawSrh7Bis7Tl+dHuLWfvjx/kIgw",
+	"L/wCLDf4ostk/G2yDpHRAr3NlS5gJ0aBMQdpPCmltUmqG106hONQtQguJG9cNAg7PGAfv8FDePLr09eP",
+	"fv7hxfGrx2+f/PTqycnJ2+Nnz1786njm8YxT9sP4ontTnsNO5CnI2m9bzD5SeL8VmqZv8XU6FVbPIgFC",
+	"IyWptkY8/uVEVGpccM9R4Pu3dsSHv1J5UcHPFdaPEbJ9S7kKKMz3/cUILC9mdb3A+cE/rMOVDiNSWSY7",
+	"+riaVTHF7AO2+qiEMKHRHzEVFdy5rgenkugg+7PLG34jPe4tEFni+XakIlxuHeyN2EH0Tl/sFfJnzjNM",
+	"xL2BsImYyMWC4wI7fMguaFisI00uSVW7cHuqUVNhbmVtQBcz/gFc3kx0DgbiefEDQn7fHxymej2VjizG",
+	"RvcOLy5cSLjYnnR3yS4nngkeImtVsPXJke+AOGPZLv5W/JA40ECsLkOWuD5pbtDYiVPXyXrsjs4iJd99",
+	"zn1wmKT6/uAeXghrRa56vA50j83wFNjwqg67CVYDo9SA99kqykP57SoKpT1j54D278abe+Vr42iV7Yih",
+	"JIZCG6qc6yZk4kiB3RypBulpTk+d4G3FKuzdu5j0Q6Vppc7H5gKU60RZO/RQAn+V5/IE/YRUV42G56Oi",
+	"HNi6KK4cnYl48uj5MV3qq7is6GjjlT+IHa3qpanOEnFalGAYwIAVdtbwT2NMYCnLsjcpzeSMghpgFEar",
+	"4YMuYd+DSp/TzXM1N67Cd9eNz+XFc7yMtm0iHhzBtk2E0qemmoSzeKYqrUr2vSTncTGgI1zl5I7xXzT1",
+	"oqnd+Ad4KvqUB+dRMDdRFbIsbOxu8DJzRVcGxmSfwpDF6QrWkGrAIjY/DjOhrO6QvkWUfriVvO+1QVLt",
+	"OoRAj3GdADFSCa1s7TahOEgGg4Eo1bkqsdpakmVJGhBrK7BilSdA/QMzYl/B2dSGAE8SVEkT7NJiYZkS",
+	"l1Li6zDg2nkzmcGE3Wd+xTV1e+ZKLRzZFQlsqptwJdphW2L9VTs654PWHZ9PJnvHCZOy0Crb939OTNnM",
+	"NRdroDmbiOjaeVE/Vot6hpVjqV6fKjwOTLdcoVUUtVmARXd6ig48n0wCC7B37w5b2pOiHhyGiKuW7liP",
+	"ilro2oDd50R1IlxAiJyz0kyp0CMUssMbaxXVhYoNNZkhEI6cnJHJShCZqSZX4O+vnjw+fvT6yePfsqgT",
+	"Dx4aQxPuh8cmLxTHN+JJc2jWig4HBBNfus0RvsRX8RMor4/Du7C8xWxMLToIw0E2KJn2lDiFx8xc8HDo",
+	"hs1AMkpKJxRgbbx59aznvGtTocPm/gbrp0BiiFydKnYrcnjR3t2ROtVyMilgBWWJi0YpE0mqXFarcC0F",
+	"ESWa0Zb7UZxq24gsUQoHDgk3ovDt1EaH1gv2U9sgQ1LtdzkmgamOva4a3IX43nzLd6s6xyXB8Ay0usLb",
+	"xwbLQpoae7/Xv8ITX8GNVlmEO6pUjzzRdg8RqLjTAnsBNZ1qqpntUIrcTYqjEO74Y6U9urVdgZ0nRe3C",
+	"kyOkD9kSnEu1w9Fdzgw+Ekg1q0hUxpFqJiCMAngUO3QZV9COsH4cqwlxYEymYHAW9MvuMGkUOc66gUYw",
+	"SsrSScGF4wPditbFsbCtQXnHJAsihaP8VpUcuAZ5zY/SyZZKgsfSB6UBLg5VIVfz/l04HJhzyKlehyRp",
+	"Ky4p641wJG2bBtvznWvqfg1R1lyZoy/3iuOw7b1/vRTx1jjs68C0W1WrNarfqGKTcdlHYi2X22KB30zm",
+	"Yp42zsg+Yr1JFcoRiTBzD7vCkphX2JV2twntN8OyamsvgqOectgBol2Yw9VYtREr01Tki7v3Rhs3ADLQ",
+	"NsHIbuZ2P6UUOtkf6V6Rp3tJijAw+A9Pp4x/5bKWWKCZ6mwdLiHrIk5HCFL8/aSWIAdz4ab/Wwf9ruH+",
+	"/nK5BFsev/ZASRMz3++mzhnnYwYGMhZbSb0SGyOKshhXIGq5Fxj2LveTxnBwwxiBLQdP+LymNvaod9Bo",
+	"72DWCBOYahHuG2Lep6iZCXMCs8gbWgLusfS/iB5ALeeLbCje6OJCOGZNXm9GtW3fFPClhiI7P0gokM0a",
+	"7efnx496Jz8fH95/4KqsaH5ckxWelcPj7Y/9hFrfYnSSRztTq9j+pJ/t5QoFL3Yqyqp28+fefKa6ZPan",
+	"vnjsgKX4e4c4dccS1BQOQ2hTa0BbrrImEZgRF57VcsTFY4LaKrl6IdrJtSiVtA5K0KWtpMibCqWSaWrw",
+	"aRyNacGlm/jCUY853cyBNTzawy2gJ8I21TlomwpWsqpZZ04qaWegFlE9OOQIhuciScqnk20lKubGkPcM",
+	"PHSt8iEYjv58Uudo6O1zOCwYFHUvAKbvfszjJKIKIfu2L46122buAozhwCkCt5sq2GOYMr56S4L5vrDd",
+	"UYik+JYqF/rAard7FxckWjjA0e2LH3EqHvS55VnT3rkvbCLui3mhk1TfG+A/xKGYwYczcOjEDAUn/qOD",
+	"1tt//r+Hg+/E7/A6q1EAxyYNFD8PnuITxr/jg67bqJSFJRx/5H0/jj8HW9qFAMoVvw2nFh2onliapsyp",
+	"ok5h8KaD0WKVU8sEJSFBgGL8EFsTD+9/J2wpJ2fdIXHxY0WvxD5UhLMmCJ7WW0812j2nakmpYepRdUS5",
+	"UthCT0svVUhYom4Duz+vMHGD6w37DH/ENDV2Xh8HEDJEF4qZFejlOYPF/UqqcTfZdeoFBulxsQm3d+6L",
+	"XK6I/M3B+AxTHQgrXKcEsry62r42+wLHegL/wogWdssRhQ3GzAuBkMFHVwor+HfJMAfLQVZTVVNVCfKy",
+	"bnDEdXZHd7lLiaK2HIFth1gdVTLlkrpRv9jWzrI2bo3jjkaTiHBLukOsHMPae08ux51BunZAJ6ijTAIv",
+	"LIaS50A8CiZWdBFiOtsgHuJme/+hZ44aknPiJBiWHVwFDpBqZ+HgnAMwAPzlJlkri+EErnO4Y9cQr3yy",
+	"O65yjlyFjqsScIwuggmwPG48OuotMQG+AGw0v2vvDWjbJj4GEq6fywsaMUt1EJGDhIAI0OIMwPSyhTqM",
+	"NRiFJ0Pq+36GPtdl8l7nD12kAjsZFnWv0MM4Vcoo/AmFpVy3XEICi+r4zFz5Le8WOLQ5CnUB5kuBxdid",
+	"LN27m+5lIeTOe9dv3bBJaLftLmcVVlkioi4VObDBVLxDVbzgnVvh8waOCBldakq4GexalFPVioZQmTiZ",
+	"c+1RQd4p0sgEBMQBUIKzSVh89cCI4+mhBAMZ3KorjZNworNRUdRzzxZK5zfdFRrHetAHeFrBWAbI50PZ",
+	"FXw6H/OFC9shEeyt3loEhUKBzRC4L8IOilN13YQSJIgKF4y7VtED//ES9AEcPipW4YCXcc1BdZJqxm1a",
+	"q4zysU/Yss4BEpEbB587L6jrNquL9onMmRVYOkEKwM+P2895FJeZ5BxAVOXC16zXufDHJ/zGtrViS/Dj",
+	"2PGtjRhXZgk7c8j08xg+cbt04Rpb4zQbbhdrSoWvdOXczZ9fP3+WOH/UZfJPGBDMITEkCIvwYyXnqvdi",
+	"wTU3j5/88r9R6/6pqipV8cVDoU2v4s/cSrQwQPEKwvpMuDNPgXsrHp28+tFtKOfinJpqvi74dx9oKgpy",
+	"mXCzWT1mEDCManRXCzUUnD0GuREf34Wq4JdpE7nqLge3hRuDMg4EYjb0YGTg64RAGIl4q5QvBqMIaitN",
+	"jYgId++KToaVZcP2yXiLXQqJK6ylwri/PXqS6pPD+w9c+4eEwzwkp5rlCzVppfrqwrj/FnbuX9bLgeH/",
+	"Dx+4rc9fN1XJ3hiHWkFcuCYemJEXzQypiEIQ99uQ7Rsp7g0OyZZLdfaMA09eeUa9qq3VAAOIoyJOXN2x",
+	"qebTAJ9VYCyiyQ7bXXEjU9RU7nwDqmHm+0yqXc8QYjK8cU8YIMQm3PSaOdijAFxGgiZXxNRG2h7ekfP1",
+	"K3cL7Ycoa0vVsxjSYmZeh8/h/D+sv0zEXFZnGxLNlyzSjtz1ZLgrvPjalF0MtBaLLyzhYD2AtRn9VL9y",
+	"UG7XXinnq/qs9ZtXT4Ws203QI5H5kbCFBYxs34qPXhOm3wi/I64DePnmh2dPH7198+oZy5HIfm60VdwL",
+	"ivlwesafja0z5HxGMzZUhrpGJTBY0ErunBaaQJqoUqOxCvZdnep4tuwCYVPPxYpLEfg4UqsN+jvYBAfG",
+	"L0Fjp5p8ygN0IylWHb0eLF4nfjuGRFtThWCNgQCLFJJ1lYOPKCERBY5jycJgetG3IDVcugf2Cv/MyJc6",
+	"F+DO1eBHusIKylxH8WXqKMVLGBIc7ZlyFcHX8KPzLF+R9Lx7dxj/DstUFV4k3xViAFH2EvcaD3RyppYt",
+	"cDJhR2Imy9Nwou5YURanqi7mKtVoxdA5w6n6JN2ymJCn2+2LR0Y7YsG4qJoQmxA6imbOeyehplY5qYy1",
+	"Lj+s6HpXDQMOwljCVpLMRpijY4aqxK8D9wlHKVOtlm2IwwKLuzF4kuoIuuBATCQyhSPfIQ+MFWuaIhqr",
+	"vvh1vZvb+YbusMbT6XjkCdxCLgwZCSF2jFO9UTSdRLHM2MbaKK4ubPAKuG44WnDwLlyt0UMc6LQs4KBE",
+	"ZUbRfHgLkhjgz50jHarF/dHnZrBWY1oLKoF0v8stTI0fY90Dp5mTiGe952XySBDy0EuqS/RhxNjUzVWq",
+	"WzbGFqxKV3DGPU9wszs1dhOPsdeq9v7t3f8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
