@@ -117,13 +117,16 @@ func truncateJSON(v json.RawMessage) string {
 // accepted only when empty (false, null, [], {}, "").
 var toolKeys = map[string]bool{"type": true, "name": true, "description": true, "parameters": true, "strict": true}
 
-// checkToolFields refuses a key of tools[i] the route does not carry.
+// checkToolFields refuses a key of a function tool the route does not carry.
 func checkToolFields(raw json.RawMessage) error {
 	var tools []map[string]json.RawMessage
 	if json.Unmarshal(raw, &tools) != nil {
 		return nil // the typed decode reported it
 	}
 	for i, t := range tools {
+		if !jsonEqual(t["type"], `"function"`) {
+			continue // refused for its type
+		}
 		keys := make([]string, 0, len(t))
 		for k := range t {
 			keys = append(keys, k)
