@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
@@ -640,6 +644,114 @@ func TestContractResponsesAnthropic(t *testing.T) {
 			fc["call_id"] != "toolu_01T1x1fJ34qAmk2tNTrN7Up6" || fc["arguments"] != `{"location": "San Francisco, CA", "unit": "fahrenheit"}` ||
 			usage["input_tokens"] != 472.0 || usage["output_tokens"] != 89.0 {
 			t.Errorf("completed %v", done)
+		}
+	})
+}
+
+func TestContractResponsesSDK(t *testing.T) {
+	env, up := responsesEnv(t)
+	c := sdk(t, env, createKey(t, env.Client(t), "sdk", []client.Scope{client.ScopeLLM}, nil).Key)
+
+	t.Run("New, Get and Delete", func(t *testing.T) {
+		res, err := c.Responses.New(bg, responses.ResponseNewParams{
+			Model:        "openai/gpt-4o-mini",
+			Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi")},
+			Instructions: openai.String("Be brief."),
+			Metadata:     map[string]string{"session": "s1"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OutputText() != "Hello! How can I assist you today?" || res.Status != "completed" || res.Usage.TotalTokens != 29 ||
+			res.Usage.InputTokensDetails.CachedTokens != 0 || res.Instructions.OfString != "Be brief." || res.Metadata["session"] != "s1" {
+			t.Fatalf("%s", res.RawJSON())
+		}
+		got, err := c.Responses.Get(bg, res.ID, responses.ResponseGetParams{})
+		if err != nil || got.ID != res.ID || got.OutputText() != res.OutputText() {
+			t.Fatalf("get: %v %v", err, got)
+		}
+		if err := c.Responses.Delete(bg, res.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Responses.Get(bg, res.ID, responses.ResponseGetParams{})
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != 404 {
+			t.Errorf("get after delete: %v", err)
+		}
+	})
+	t.Run("NewStreaming", func(t *testing.T) {
+		stream := c.Responses.NewStreaming(bg, responses.ResponseNewParams{
+			Model: "openai/gpt-4o-mini",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi")},
+		})
+		var (
+			deltas    strings.Builder
+			types     []string
+			completed *responses.Response
+		)
+		for stream.Next() {
+			ev := stream.Current()
+			types = append(types, ev.Type)
+			switch ev.Type {
+			case "response.output_text.delta":
+				deltas.WriteString(ev.AsResponseOutputTextDelta().Delta)
+			case "response.completed":
+				r := ev.AsResponseCompleted().Response
+				completed = &r
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if deltas.String() != "Hello! How can I help?" || completed == nil || completed.OutputText() != deltas.String() || completed.Usage.TotalTokens != 15 || types[0] != "response.created" {
+			t.Fatalf("deltas %q, events %v, completed %+v", deltas.String(), types, completed)
+		}
+		if got, err := c.Responses.Get(bg, completed.ID, responses.ResponseGetParams{}); err != nil || got.OutputText() != deltas.String() {
+			t.Errorf("stored stream: %v %v", err, got)
+		}
+	})
+	t.Run("a tool loop with previous_response_id", func(t *testing.T) {
+		params := responses.ResponseNewParams{
+			Model: "openai/gpt-4o-mini",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Boston?")},
+			Tools: []responses.ToolUnionParam{responses.ToolParamOfFunction("get_current_weather",
+				map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}}, false)},
+		}
+		res, err := c.Responses.New(bg, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Output) != 1 || res.Output[0].Type != "function_call" {
+			t.Fatalf("%s", res.RawJSON())
+		}
+		fc := res.Output[0].AsFunctionCall()
+		if fc.CallID != "call_abc123" || fc.Name != "get_current_weather" || res.OutputText() != "" {
+			t.Fatalf("function call %s", res.RawJSON())
+		}
+		params.PreviousResponseID = openai.String(res.ID)
+		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: openai.String(fc.CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(`{"temperature":22}`)},
+			}},
+		}}
+		if _, err := c.Responses.New(bg, params); err != nil {
+			t.Fatal(err)
+		}
+		want := `user: Weather in Boston? | assistant: call call_abc123 get_current_weather | tool call_abc123: {"temperature":22}`
+		if got := strings.Join(messages(up.last(t)), " | "); got != want {
+			t.Errorf("upstream saw %s\nwant %s", got, want)
+		}
+	})
+	t.Run("a refused field is an SDK error naming it", func(t *testing.T) {
+		_, err := c.Responses.New(bg, responses.ResponseNewParams{
+			Model:      "openai/gpt-4o-mini",
+			Input:      responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi")},
+			Background: openai.Bool(true),
+		})
+		var e *openai.Error
+		if !errors.As(err, &e) || e.StatusCode != 400 || e.Param != "background" || e.Type != "invalid_request_error" {
+			t.Errorf("%v", err)
 		}
 	})
 }
