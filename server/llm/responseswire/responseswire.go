@@ -243,7 +243,10 @@ type ToolChoice struct {
 // MarshalJSON writes the string or object form.
 func (t ToolChoice) MarshalJSON() ([]byte, error) {
 	if t.Mode == ToolChoiceFunction {
-		return json.Marshal(map[string]string{"type": ToolChoiceFunction, "name": t.Name})
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}{ToolChoiceFunction, t.Name})
 	}
 	return json.Marshal(t.Mode)
 }
