@@ -208,7 +208,7 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 	if b.Input.IsText {
 		t.conv = append(t.conv, responseswire.Item{Type: responseswire.ItemMessage, Role: llm.RoleUser, Content: &responseswire.Content{Text: b.Input.Text, IsText: true}})
 	} else {
-		t.conv = append(t.conv, b.Input.Items...)
+		t.conv = append(t.conv, b.Input.List...)
 	}
 	r, err := t.request(history)
 	if err != nil {
@@ -462,7 +462,7 @@ func contentOf(c *responseswire.Content, msg *llm.Message, field string) error {
 	var texts []string
 	var parts []llm.Part
 	images := false
-	for j, p := range c.Parts {
+	for j, p := range c.List {
 		switch p.Type {
 		case responseswire.PartInputText, responseswire.PartOutputText:
 			texts = append(texts, p.Text)

@@ -22,7 +22,7 @@ func translate(t *testing.T, body string) (*llm.Request, error) {
 	if b.Input.IsText {
 		turn.conv = []responseswire.Item{{Role: llm.RoleUser, Content: &responseswire.Content{Text: b.Input.Text, IsText: true}}}
 	} else {
-		turn.conv = b.Input.Items
+		turn.conv = b.Input.List
 	}
 	return turn.request(0)
 }

@@ -64,42 +64,46 @@ func Fields(body []byte) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// Input is the request's input: a string (one user message) or a list of
-// items.
-type Input struct {
-	// Text is the input when it was a string.
+// TextOr is a value that is a string or an array of T on the wire: the
+// request's input (items), a message's content and a function call's
+// output (parts).
+type TextOr[T any] struct {
+	// Text is the value when it was a string.
 	Text string
-	// Items are the input items when it was an array.
-	Items []Item
-	// IsText is true when the input was a string.
+	// List is the value when it was an array.
+	List []T
+	// IsText is true when the value was a string.
 	IsText bool
 }
 
-// UnmarshalJSON reads a string or an array of items.
-func (in *Input) UnmarshalJSON(b []byte) error {
-	*in = Input{}
+// Input is the request's input: a string (one user message) or items.
+type Input = TextOr[Item]
+
+// UnmarshalJSON reads a string or an array (null leaves v as it is).
+func (v *TextOr[T]) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	switch {
 	case bytes.Equal(b, []byte("null")):
 		return nil
 	case len(b) > 0 && b[0] == '"':
-		in.IsText = true
-		return json.Unmarshal(b, &in.Text)
+		*v = TextOr[T]{IsText: true}
+		return json.Unmarshal(b, &v.Text)
 	case len(b) > 0 && b[0] == '[':
-		return json.Unmarshal(b, &in.Items)
+		*v = TextOr[T]{}
+		return json.Unmarshal(b, &v.List)
 	}
-	return errors.New("input must be a string or an array of input items")
+	return errors.New("must be a string or an array")
 }
 
-// MarshalJSON writes the string or the items.
-func (in Input) MarshalJSON() ([]byte, error) {
-	if in.IsText {
-		return json.Marshal(in.Text)
+// MarshalJSON writes the string or the array.
+func (v TextOr[T]) MarshalJSON() ([]byte, error) {
+	if v.IsText {
+		return json.Marshal(v.Text)
 	}
-	if in.Items == nil {
+	if v.List == nil {
 		return []byte("[]"), nil
 	}
-	return json.Marshal(in.Items)
+	return json.Marshal(v.List)
 }
 
 // Item types.
@@ -146,40 +150,8 @@ func (it *Item) ItemType() string {
 	return it.Type
 }
 
-// Content is a message's content: a string or a list of parts.
-type Content struct {
-	// Text is the content when it was a string.
-	Text string
-	// Parts are the content parts when it was an array.
-	Parts []Part
-	// IsText is true when the content was a string.
-	IsText bool
-}
-
-// UnmarshalJSON reads a string or an array of parts.
-func (c *Content) UnmarshalJSON(b []byte) error {
-	*c = Content{}
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) > 0 && b[0] == '"':
-		c.IsText = true
-		return json.Unmarshal(b, &c.Text)
-	case len(b) > 0 && b[0] == '[':
-		return json.Unmarshal(b, &c.Parts)
-	}
-	return errors.New("content must be a string or an array of content parts")
-}
-
-// MarshalJSON writes the string or the parts.
-func (c Content) MarshalJSON() ([]byte, error) {
-	if c.IsText {
-		return json.Marshal(c.Text)
-	}
-	if c.Parts == nil {
-		return []byte("[]"), nil
-	}
-	return json.Marshal(c.Parts)
-}
+// Content is a message's content: a string or content parts.
+type Content = TextOr[Part]
 
 // Part is a content part: input_text, output_text, refusal or input_image.
 type Part struct {
@@ -210,8 +182,8 @@ func NewOutputText(text string) OutputText {
 	return OutputText{Type: PartOutputText, Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
 }
 
-// Output is a function_call_output's output: a string or a list of parts.
-type Output = Content
+// Output is a function_call_output's output: a string or content parts.
+type Output = TextOr[Part]
 
 // Tool is a tool definition; only function tools are carried, in OpenAI's
 // flat shape.

@@ -18,16 +18,16 @@ func TestInput(t *testing.T) {
 	}{
 		{"a string", `"Hi"`, responseswire.Input{Text: "Hi", IsText: true}, ""},
 		{"an easy message", `[{"role":"user","content":"Hi"}]`,
-			responseswire.Input{Items: []responseswire.Item{{Role: "user", Content: &responseswire.Content{Text: "Hi", IsText: true}}}}, ""},
+			responseswire.Input{List: []responseswire.Item{{Role: "user", Content: &responseswire.Content{Text: "Hi", IsText: true}}}}, ""},
 		{"parts", `[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,AA==","detail":"low"}]}]`,
-			responseswire.Input{Items: []responseswire.Item{{Type: "message", Role: "user", Content: &responseswire.Content{Parts: []responseswire.Part{
+			responseswire.Input{List: []responseswire.Item{{Type: "message", Role: "user", Content: &responseswire.Content{List: []responseswire.Part{
 				{Type: "input_text", Text: "a"}, {Type: "input_image", ImageURL: "data:image/png;base64,AA==", Detail: "low"}}}}}}, ""},
 		{"a function call and its output", `[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"42"}]`,
-			responseswire.Input{Items: []responseswire.Item{{Type: "function_call", CallID: "c1", Name: "f", Arguments: ptr("{}")},
+			responseswire.Input{List: []responseswire.Item{{Type: "function_call", CallID: "c1", Name: "f", Arguments: ptr("{}")},
 				{Type: "function_call_output", CallID: "c1", Output: &responseswire.Content{Text: "42", IsText: true}}}}, ""},
 		{"null", `null`, responseswire.Input{}, ""},
-		{"a number", `42`, responseswire.Input{}, "input must be a string or an array"},
-		{"content a number", `[{"role":"user","content":1}]`, responseswire.Input{}, "content must be a string or an array"},
+		{"a number", `42`, responseswire.Input{}, "must be a string or an array"},
+		{"content a number", `[{"role":"user","content":1}]`, responseswire.Input{}, "must be a string or an array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got responseswire.Input
@@ -41,7 +41,7 @@ func TestInput(t *testing.T) {
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("%v %+v", err, got)
 			}
-			if got.IsText || got.Items != nil {
+			if got.IsText || got.List != nil {
 				again := roundTrip(t, got)
 				if !reflect.DeepEqual(again, got) {
 					t.Errorf("round trip %+v, want %+v", again, got)
@@ -137,7 +137,7 @@ func FuzzRequest(f *testing.F) {
 		if json.Unmarshal(body, &r) != nil {
 			return
 		}
-		if !r.Input.IsText && r.Input.Items == nil {
+		if !r.Input.IsText && r.Input.List == nil {
 			return
 		}
 		again := roundTrip(t, r.Input)
