@@ -459,6 +459,7 @@ func TestContractResponsesFields(t *testing.T) {
 		{"max_output_tokens over the model's limit", base + `,"max_output_tokens":999999`, 400, "max_output_tokens"},
 		{"no input", `"model":"openai/gpt-4o-mini"`, 400, "input"},
 		{"unknown model", `"model":"openai/gpt-9","input":"Hi"`, 404, "model"},
+		{"too many metadata keys", base + `,"metadata":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8","i":"9","j":"10","k":"11","l":"12","m":"13","n":"14","o":"15","p":"16","q":"17"}`, 400, "metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var e openAIErr

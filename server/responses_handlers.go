@@ -146,6 +146,13 @@ func checkToolFields(raw json.RawMessage) error {
 	return nil
 }
 
+// metadata limits, as on OpenAI.
+const (
+	maxMetadataKeys  = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+)
+
 // responseTurn is one POST /responses being answered.
 type responseTurn struct {
 	b     *responseswire.Request
@@ -304,6 +311,14 @@ func (t *responseTurn) request(history int) (*llm.Request, error) {
 		return nil, err
 	}
 	r.Messages = append(r.Messages, msgs...)
+	if len(b.Metadata) > maxMetadataKeys {
+		return nil, invalidParam("metadata", "at most %d keys, got %d", maxMetadataKeys, len(b.Metadata))
+	}
+	for k, v := range b.Metadata {
+		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
+			return nil, invalidParam("metadata."+k, "keys are at most %d characters and values at most %d", maxMetadataKey, maxMetadataValue)
+		}
+	}
 	if len(b.Tools) > llm.MaxFunctions {
 		return nil, invalidParam("tools", "at most %d tools", llm.MaxFunctions)
 	}

@@ -108,3 +108,40 @@ func TestResponsesMessages_HistoryErrorsNamePreviousResponse(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+func TestCheckResponsesFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		pass       string // the passthrough fields, as JSON
+		param      string // the refused field
+	}{
+		{"carried fields", `{"model":"m","input":"x","store":true,"metadata":{"a":"b"}}`, `null`, ""},
+		{"passthrough", `{"model":"m","service_tier":"flex","prompt_cache_key":"k","prompt_cache_retention":"24h"}`, `{"prompt_cache_key":"k","prompt_cache_retention":"24h","service_tier":"flex"}`, ""},
+		{"defaults", `{"model":"m","truncation":"disabled","background":false,"include":[],"stream_options":{"include_obfuscation":true},"prompt":null}`, `null`, ""},
+		{"the first refused field by name", `{"model":"m","zeta":1,"background":true}`, ``, "background"},
+		{"stream_options with more", `{"model":"m","stream_options":{"include_usage":true}}`, ``, "stream_options"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(tc.body), &fields); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range fields {
+				if string(v) == "null" {
+					delete(fields, k)
+				}
+			}
+			pass, err := checkResponsesFields(fields)
+			if tc.param != "" {
+				if ps := errs.ProblemsOf(err); len(ps) != 1 || ps[0].Field != tc.param {
+					t.Fatalf("%v, want %s refused", err, tc.param)
+				}
+				return
+			}
+			got, _ := json.Marshal(pass)
+			if err != nil || string(got) != tc.pass {
+				t.Errorf("%v %s, want %s", err, got, tc.pass)
+			}
+		})
+	}
+}
