@@ -9,12 +9,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	fastjson "github.com/goccy/go-json"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/auth"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/responseswire"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
@@ -193,7 +195,8 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 			return nil, err
 		}
 	}
-	t := &responseTurn{b: &b, id: llm.NewID("resp_"), owner: principalOf(ctx), store: b.Store == nil || *b.Store}
+	// Stored ids sort by creation time (server/ids): the store appends them.
+	t := &responseTurn{b: &b, id: ids.New("resp_", time.Now()), owner: principalOf(ctx), store: b.Store == nil || *b.Store}
 	if b.PreviousResponseID != "" {
 		prev, err := h.s.responses.Get(ctx, t.owner, b.PreviousResponseID)
 		if err != nil {
@@ -253,15 +256,15 @@ func (s *Server) keep(t *responseTurn, resp *responseswire.Response) error {
 	if !t.store {
 		return nil
 	}
-	input, err := json.Marshal(t.conv)
+	input, err := fastjson.Marshal(t.conv)
 	if err != nil {
 		return err
 	}
-	output, err := json.Marshal(resp.Output)
+	output, err := fastjson.Marshal(resp.Output)
 	if err != nil {
 		return err
 	}
-	whole, err := json.Marshal(resp)
+	whole, err := fastjson.Marshal(resp)
 	if err != nil {
 		return err
 	}
@@ -579,7 +582,7 @@ func (it *outputItem) item(status string) any {
 func (o *outputItems) wire(status string) []json.RawMessage {
 	out := make([]json.RawMessage, len(o.items))
 	for i, it := range o.items {
-		out[i], _ = json.Marshal(it.item(status))
+		out[i], _ = fastjson.Marshal(it.item(status))
 	}
 	return out
 }

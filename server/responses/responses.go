@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
@@ -312,7 +314,11 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	finished := false
 	err := k.st.Update(ctx, func(tx store.Tx) error {
 		for _, s := range batch {
-			if err := store.PutJSON(tx, Bucket, recordPrefix+s.ID, s); err != nil {
+			b, err := fastjson.Marshal(s)
+			if err != nil {
+				return fmt.Errorf("encode response %s: %w", s.ID, err)
+			}
+			if err := tx.Put(Bucket, recordPrefix+s.ID, b); err != nil {
 				return err
 			}
 			if err := tx.Put(Bucket, expiryKey(s), []byte{}); err != nil {

@@ -165,6 +165,11 @@ func TestKeeper_SweepIsBounded(t *testing.T) {
 		k := keeper(t, st, c, responses.Options{Retention: time.Minute})
 		for i := range 1005 {
 			k.Put(stored(fmt.Sprintf("resp_%04d", i), "key_a"))
+			if i%200 == 199 { // below the pending count that wakes the background flusher
+				if err := k.Flush(bg); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
