@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/client"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/config"
+	kept "github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/servertest"
 )
 
@@ -391,6 +392,16 @@ func TestContractResponses(t *testing.T) {
 		var e openAIErr
 		if status := call(t, h, http.MethodPost, url, `{"model":"openai/gpt-4o-mini","input":"Hi","previous_response_id":"resp_unknown"}`, &e); status != 404 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != "previous_response_id" {
 			t.Errorf("unknown previous_response_id: %d %+v", status, e.Error)
+		}
+	})
+
+	t.Run("a conversation past the size limit is refused", func(t *testing.T) {
+		big, _ := json.Marshal([]map[string]string{{"role": "user", "content": strings.Repeat("a", 17<<20)}})
+		env.Server.Responses().Put(&kept.Stored{ID: "resp_big", Owner: key.Id, Input: big, Output: json.RawMessage(`[]`), Response: json.RawMessage(`{}`)})
+		var e openAIErr
+		if status := call(t, h, http.MethodPost, url, `{"model":"openai/gpt-4o-mini","input":"Hi","previous_response_id":"resp_big"}`, &e); status != 413 ||
+			e.Error == nil || e.Error.Param == nil || *e.Error.Param != "previous_response_id" {
+			t.Errorf("%d %+v", status, e.Error)
 		}
 	})
 

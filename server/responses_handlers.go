@@ -148,6 +148,11 @@ func checkToolFields(raw json.RawMessage) error {
 	return nil
 }
 
+// maxConversationBytes bounds a conversation continued with
+// previous_response_id (its stored turns and the new request), so that a
+// long chain cannot grow stored responses without end.
+const maxConversationBytes = 16 << 20
+
 // metadata limits, as on OpenAI.
 const (
 	maxMetadataKeys  = 16
@@ -205,6 +210,10 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 					WithDetails(map[string]any{"param": "previous_response_id"})
 			}
 			return nil, err
+		}
+		if n := len(prev.Input) + len(prev.Output) + len(body); n > maxConversationBytes {
+			return nil, errs.E(errs.TooLarge, "the conversation of previous_response_id %q is %d bytes with this input; at most %d: start a new conversation (without previous_response_id) or send a shorter input", b.PreviousResponseID, n, maxConversationBytes).
+				WithDetails(map[string]any{"param": "previous_response_id", "limit": maxConversationBytes})
 		}
 		for _, raw := range []json.RawMessage{prev.Input, prev.Output} {
 			var items []responseswire.Item
