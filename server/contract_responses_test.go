@@ -65,6 +65,13 @@ func newChatUpstream(t *testing.T) *chatUpstream {
 			http.NotFound(w, r)
 		case body["model"] == "broken":
 			send("text/event-stream", broken)
+		case body["model"] == "thinking":
+			// A long silence before the first token, as while a reasoning model thinks.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			time.Sleep(300 * time.Millisecond)
+			_, _ = w.Write(stream)
 		case body["model"] == "long":
 			send("application/json", long)
 		case stream_ && hasTools:
@@ -89,7 +96,7 @@ func responsesEnv(t *testing.T) (*servertest.Env, *chatUpstream) {
 	}
 	env := servertest.New(t, func(c *config.Config) {
 		c.Providers = []config.Provider{{Name: "openai", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(5 * time.Second),
-			Models: []config.Model{model("gpt-4o-mini"), model("long"), model("broken")}}}
+			Models: []config.Model{model("gpt-4o-mini"), model("long"), model("broken"), model("thinking")}}}
 	})
 	return env, up
 }
@@ -594,6 +601,19 @@ func TestContractResponsesStreaming(t *testing.T) {
 			tc.check(t, evs)
 		})
 	}
+	t.Run("keep-alive comments while the model is silent", func(t *testing.T) {
+		env.Server.LLM().KeepAlive = 50 * time.Millisecond
+		defer func() { env.Server.LLM().KeepAlive = 0 }()
+		resp, err := h.Post(url, "application/json", strings.NewReader(`{"model":"openai/thinking","input":"Hi","stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := strings.Count(string(raw), ": keep-alive\n\n"); n < 2 || !strings.Contains(string(raw), "event: response.completed") {
+			t.Errorf("%d keep-alives while waiting 300 ms at a 50 ms interval:\n%s", n, raw)
+		}
+	})
 	t.Run("a streamed response is stored", func(t *testing.T) {
 		evs := readResponseEvents(t, h, url, `{"model":"openai/gpt-4o-mini","input":"Hi","stream":true}`)
 		id := evs[0].data["response"].(map[string]any)["id"].(string)
