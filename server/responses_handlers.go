@@ -173,6 +173,8 @@ type responseTurn struct {
 	tools []responseswire.Tool
 }
 
+// principalOf is the id of the credential calling, which owns the
+// responses it creates.
 func principalOf(ctx context.Context) string {
 	if p := auth.FromContext(ctx); p != nil {
 		return p.ID
@@ -254,31 +256,36 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 	out.setResult(res)
 	status, incomplete := statusOf(res.FinishReason)
 	resp := t.response(res.Model.ID, res.CreatedAt.Unix(), status, incomplete, &out, &res.Usage)
-	if err := h.s.keep(t, resp); err != nil {
+	whole, err := h.s.keep(t, resp)
+	if err != nil {
 		return nil, err
+	}
+	if whole != nil {
+		return &openAIJSON{v: whole}, nil // encoded once, for the store and the answer
 	}
 	return &openAIJSON{v: resp}, nil
 }
 
-// keep stores the answered response when the request asked for it.
-func (s *Server) keep(t *responseTurn, resp *responseswire.Response) error {
+// keep stores the answered response when the request asked for it, and
+// returns it encoded (nil when not stored).
+func (s *Server) keep(t *responseTurn, resp *responseswire.Response) (json.RawMessage, error) {
 	if !t.store {
-		return nil
+		return nil, nil
 	}
 	input, err := fastjson.Marshal(t.conv)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	output, err := fastjson.Marshal(resp.Output)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	whole, err := fastjson.Marshal(resp)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.responses.Put(&responses.Stored{ID: t.id, Owner: t.owner, Input: input, Output: output, Response: whole})
-	return nil
+	return whole, nil
 }
 
 // responsesError names the Responses API's fields in the gateway's
@@ -830,7 +837,7 @@ func (rs *responsesStream) VisitOpenaiCreateResponseResponse(w http.ResponseWrit
 		typ = responseswire.EventIncomplete
 	}
 	final := lifecycle(typ, status, incomplete, &res.Usage)
-	if err := rs.s.keep(rs.t, final.Response); err != nil {
+	if _, err := rs.s.keep(rs.t, final.Response); err != nil {
 		rs.s.streamFailed(rs.ctx, err)
 	}
 	send(typ, final)
