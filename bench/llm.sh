@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # LLM gateway benchmark: the latency Switchboard adds to a chat call and its
-# maximum throughput on one core, for /v1/chat and
-# /openai/v1/chat/completions, with authentication (API key), the rate
+# maximum throughput on one core, for /v1/chat ("native"),
+# /openai/v1/chat/completions ("openai"), /openai/v1/responses
+# ("responses") and /anthropic/v1/messages ("messages", authenticated
+# with x-api-key as Anthropic's SDK does), all over the same
+# OpenAI-compatible mock model, with authentication (API key), the rate
 # limiter and usage accounting on. "budget" is /v1/chat again with an API
 # key that has a spend budget (large enough never to refuse), so that one
 # run shows the cost of budget enforcement side by side with "native" (the
-# summary ends with the difference; the target is within 3%).
+# summary ends with the difference; the target is within 3%). The summary
+# also gives responses' and messages' throughput relative to openai's
+# (issue 20's target: within 10%, per core).
 #
 #   bash bench/llm.sh            # ROUNDS=3 DURATION=10s RATE=2000 CONNS=64 by default
+#   ROWS=openai,responses bash bench/llm.sh
+#                                # only these rows (and direct, which every
+#                                # run measures); the default is all of
+#                                # cross,bare,native,budget,openai,responses,messages
 #   PROFILE=1 bash bench/llm.sh  # also: CPU profile of the server during
 #                                # the native throughput run, $OUT/cpu-native.pprof
+#
+# Before measuring, each selected Switchboard row is called once and its
+# answer checked (status and shape); a route that is missing stops the run
+# with its status, so that a row is never measured on errors.
 #
 # Layout on a 2-core machine: the server runs pinned to core 0 with
 # GOMAXPROCS=1; the mock upstream (bench/mockllm) and the load generators
@@ -43,6 +56,23 @@ BARE_PORT=${BARE_PORT:-18082}
 CROSS_PORT=${CROSS_PORT:-18084}
 KEY=sb_benchmark_key_0123456789abcdefghijklmnopqrstuvwxyz
 export SB_KEY=$KEY
+ALL_ROWS="cross bare native budget openai responses messages"
+ROWS=${ROWS:-${ALL_ROWS// /,}}
+
+# The rows to measure, in ALL_ROWS' order, direct first (the summary
+# subtracts it from the others).
+SELECTED="direct"
+for r in ${ROWS//,/ }; do
+  case " $ALL_ROWS direct " in
+    *" $r "*) ;;
+    *) echo "ROWS: unknown row $r; the rows are: direct $ALL_ROWS"; exit 1 ;;
+  esac
+done
+for r in $ALL_ROWS; do
+  case ",$ROWS," in *",$r,"*) SELECTED="$SELECTED $r" ;; esac
+done
+# selected NAME: whether row NAME is measured.
+selected() { case " $SELECTED " in *" $1 "*) return 0 ;; esac; return 1; }
 
 mkdir -p "$OUT"
 rm -rf "$OUT/data"
@@ -77,8 +107,12 @@ providers:
 YAML
 BODY='{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"maxTokens":32}'
 OBODY='{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}'
+RBODY='{"model":"mock/bench","input":"Say hello in five words."}'
+ABODY='{"model":"mock/bench","max_tokens":16,"messages":[{"role":"user","content":"Say hello in five words."}]}'
 printf '%s' "$BODY" > "$OUT/native.json"
 printf '%s' "$OBODY" > "$OUT/openai.json"
+printf '%s' "$RBODY" > "$OUT/responses.json"
+printf '%s' "$ABODY" > "$OUT/messages.json"
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -108,45 +142,81 @@ curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d 
   || { echo "server did not answer; log:"; tail -20 "$OUT/server.log"; exit 1; }
 # A key with a spend budget for the "budget" target: $1e9 a month, so that
 # every call is admitted, reserved and settled but none is refused.
-BUDGET_KEY=$(curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
-  -d '{"name":"bench-budget","scopes":["llm"],"budget":{"usd":1000000000,"period":"month","alertAt":[0.5]}}' \
-  "http://127.0.0.1:$SB_PORT/v1/api-keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-curl -fs -H "Authorization: Bearer $BUDGET_KEY" -H 'Content-Type: application/json' -d "$BODY" "http://127.0.0.1:$SB_PORT/v1/chat" >/dev/null \
-  || { echo "server did not answer the budget key; log:"; tail -20 "$OUT/server.log"; exit 1; }
+BUDGET_KEY=$KEY
+if selected budget; then
+  BUDGET_KEY=$(curl -fs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+    -d '{"name":"bench-budget","scopes":["llm"],"budget":{"usd":1000000000,"period":"month","alertAt":[0.5]}}' \
+    "http://127.0.0.1:$SB_PORT/v1/api-keys" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+fi
 
+# AUTH selects the credential's header: "bearer" (Authorization: Bearer)
+# or "x-api-key" (with anthropic-version, as Anthropic's SDK sends them).
 cat > "$OUT/post.lua" <<'LUA'
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. os.getenv("SB_KEY")
+if os.getenv("AUTH") == "x-api-key" then
+  wrk.headers["x-api-key"] = os.getenv("SB_KEY")
+  wrk.headers["anthropic-version"] = "2023-06-01"
+else
+  wrk.headers["Authorization"] = "Bearer " .. os.getenv("SB_KEY")
+end
 local f = io.open(os.getenv("BODY_FILE"), "r")
 wrk.body = f:read("*a")
 f:close()
 LUA
 
-# name -> url|body|key
+# name -> url|body|key|auth
 declare -A URLS=(
-  [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
-  [cross]="http://127.0.0.1:$CROSS_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
-  [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json|$KEY"
-  [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$KEY"
-  [budget]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$BUDGET_KEY"
-  [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json|$KEY"
+  [direct]="http://127.0.0.1:$MOCK_PORT/v1/chat/completions|$OUT/openai.json|$KEY|bearer"
+  [cross]="http://127.0.0.1:$CROSS_PORT/v1/chat/completions|$OUT/openai.json|$KEY|bearer"
+  [bare]="http://127.0.0.1:$BARE_PORT/v1/chat/completions|$OUT/openai.json|$KEY|bearer"
+  [native]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$KEY|bearer"
+  [budget]="http://127.0.0.1:$SB_PORT/v1/chat|$OUT/native.json|$BUDGET_KEY|bearer"
+  [openai]="http://127.0.0.1:$SB_PORT/openai/v1/chat/completions|$OUT/openai.json|$KEY|bearer"
+  [responses]="http://127.0.0.1:$SB_PORT/openai/v1/responses|$OUT/responses.json|$KEY|bearer"
+  [messages]="http://127.0.0.1:$SB_PORT/anthropic/v1/messages|$OUT/messages.json|$KEY|x-api-key"
 )
+# auth_headers AUTH KEY: the request headers that carry KEY, one a line.
+auth_headers() {
+  if [ "$1" = x-api-key ]; then printf 'x-api-key: %s\nanthropic-version: 2023-06-01\n' "$2"
+  else printf 'Authorization: Bearer %s\n' "$2"; fi
+}
+# What a row's answer must hold (a JSON fragment), so that a row is not
+# measured on an answer of the wrong shape.
+declare -A SHAPES=(
+  [native]='"message"' [budget]='"message"' [openai]='"object":"chat.completion"'
+  [responses]='"object":"response"' [messages]='"type":"message"'
+)
+for name in $SELECTED; do
+  [ -n "${SHAPES[$name]:-}" ] || continue
+  IFS='|' read -r url body key auth <<<"${URLS[$name]}"
+  hdrs=()
+  while IFS= read -r h; do hdrs+=(-H "$h"); done < <(auth_headers "$auth" "$key")
+  code=$(curl -s -o "$OUT/probe-$name.json" -w '%{http_code}' "${hdrs[@]}" -H 'Content-Type: application/json' \
+    --data-binary "@$body" "$url" || true)
+  if [ "$code" != 200 ] || ! tr -d ' \n' <"$OUT/probe-$name.json" | grep -qF "${SHAPES[$name]}"; then
+    echo "row $name: POST ${url#http://127.0.0.1:"$SB_PORT"} answered $code, not 200 with ${SHAPES[$name]}:"
+    head -c 500 "$OUT/probe-$name.json"; echo
+    echo "(leave it out with ROWS, e.g. ROWS=$(echo "$SELECTED" | tr ' ' '\n' | grep -vx "direct\|$name" | paste -sd,))"
+    exit 1
+  fi
+done
 
 # One round measures every target once, in turn, so that a slow spell of
 # the machine touches all of them; the summary is the median over ROUNDS.
-# "direct" comes first: the summary subtracts it from the others.
-THROUGHPUT_TARGETS="direct bare native budget openai"
-LATENCY_TARGETS="direct cross bare native budget openai"
+# "direct" comes first: the summary subtracts it from the others. "cross"
+# is measured for latency only.
+THROUGHPUT_TARGETS=$(echo "$SELECTED" | tr ' ' '\n' | grep -vx cross | paste -sd' ')
+LATENCY_TARGETS=$SELECTED
 : >"$OUT/throughput.tsv"
 : >"$OUT/latency-runs.tsv"
 for round in $(seq "$ROUNDS"); do
   echo "== round $round/$ROUNDS: max throughput (wrk -t1 -c$CONNS -d$DURATION), then latency at $RATE req/s (vegeta, $DURATION)"
   for name in $THROUGHPUT_TARGETS; do
-    IFS='|' read -r url body key <<<"${URLS[$name]}"
+    IFS='|' read -r url body key auth <<<"${URLS[$name]}"
     pid=$(pid_of "$name")
     # warm up connections and caches
-    SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
+    AUTH=$auth SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
     prof=
     if [ -n "$PROFILE" ] && [ "$name" = native ] && [ "$round" = 1 ]; then
       # The profile covers the middle of the run.
@@ -154,7 +224,7 @@ for round in $(seq "$ROUNDS"); do
       prof=$!
     fi
     t0=$(cpu_ticks "$pid")
-    SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
+    AUTH=$auth SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d"$DURATION" -s "$OUT/post.lua" --latency "$url" >"$OUT/wrk-$name.txt"
     t1=$(cpu_ticks "$pid")
     [ -n "$prof" ] && wait "$prof"
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name.txt")" \
@@ -162,8 +232,8 @@ for round in $(seq "$ROUNDS"); do
       "$(awk '/Non-2xx/ {print $NF}' "$OUT/wrk-$name.txt" | grep . || echo 0)" >>"$OUT/throughput.tsv"
   done
   for name in $LATENCY_TARGETS; do
-    IFS='|' read -r url body key <<<"${URLS[$name]}"
-    printf 'POST %s\nContent-Type: application/json\nAuthorization: Bearer %s\n@%s\n' "$url" "$key" "$body" >"$OUT/target-$name.txt"
+    IFS='|' read -r url body key auth <<<"${URLS[$name]}"
+    { printf 'POST %s\nContent-Type: application/json\n' "$url"; auth_headers "$auth" "$key"; printf '@%s\n' "$body"; } >"$OUT/target-$name.txt"
     taskset -c 1 "$OUT/vegeta" attack -targets="$OUT/target-$name.txt" -rate="$RATE" -duration=3s -keepalive=true >/dev/null
     pid=$(pid_of "$name")
     s0=$(steal); t0=$(cpu_ticks "$pid")
@@ -172,7 +242,7 @@ for round in $(seq "$ROUNDS"); do
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" "$(( $(cpu_ticks "$pid") - t0 ))" >>"$OUT/latency-runs.tsv"
   done
 done
-[ -n "$PROFILE" ] && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
+[ -n "$PROFILE" ] && selected native && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
 python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" "$THROUGHPUT_TARGETS" "$LATENCY_TARGETS" <<'PY'
 import json, statistics, sys
 out, rounds, tck, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -188,14 +258,14 @@ for n in names:
     rps = med(float(r[1]) for r in rs)
     cpu = med(int(r[3]) / tck / int(r[2]) for r in rs)  # seconds per request
     bad = sum(int(r[4]) for r in rs)
-    print(f"{n:8}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
+    print(f"{n:10}{rps:9.0f} req/s   cpu/req {cpu*1e6:6.1f} us   per core {1/cpu:7.0f} req/s   non-2xx {bad}")
 ms = lambda ns: ns / 1e6
 lat = {n: [json.load(open(f"{out}/vegeta-{n}-{i}.json")) for i in range(1, rounds + 1)] for n in lnames}
-print(f"{'':8}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
+print(f"{'':10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'success':>9}")
 for n in lnames:
     vs = lat[n]
     q = lambda k: med(ms(v["latencies"][k]) for v in vs)
-    print(f"{n:8}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
+    print(f"{n:10}{q('50th'):9.3f}{q('90th'):9.3f}{q('99th'):9.3f}{min(v['success'] for v in vs)*100:8.2f}%")
 for n in lnames[1:]:
     # "added" per round against that round's direct run, then the median
     add = lambda k: med(ms(lat[n][i]["latencies"][k] - lat["direct"][i]["latencies"][k]) for i in range(rounds))
@@ -223,8 +293,21 @@ if "budget" in names and "native" in names:
     print(f"budget vs native (/v1/chat with and without a spend budget): throughput {100*(rps_b/rps_n-1):+.1f}%, "
           f"cpu/req {100*(cpu_b/cpu_n-1):+.1f}%, p50 {100*(p('budget','50th')/p('native','50th')-1):+.1f}%, "
           f"p99 {100*(p('budget','99th')/p('native','99th')-1):+.1f}%")
+if "openai" in names:
+    # Issue 20: each new wire format within 10% of /openai/v1/chat/completions.
+    orows = [r for r in rows if r[0] == "openai"]
+    rps_o = med(float(r[1]) for r in orows)
+    cpu_o = med(int(r[3]) / tck / int(r[2]) for r in orows)
+    for n, route in (("responses", "/openai/v1/responses"), ("messages", "/anthropic/v1/messages")):
+        if n not in names:
+            continue
+        rs = [r for r in rows if r[0] == n]
+        rps, cpu = med(float(r[1]) for r in rs), med(int(r[3]) / tck / int(r[2]) for r in rs)
+        per = 100 * (cpu_o / cpu - 1)
+        print(f"{n} ({route}) vs openai (/openai/v1/chat/completions): throughput {100*(rps/rps_o-1):+.1f}%, "
+              f"per core {per:+.1f}% (target: within 10%: {'met' if per >= -10 else 'NOT met'})")
 print("host steal during the latency runs, ms (core 0 / core 1), by round:")
 for n in lnames:
-    print(f"  {n:8}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
+    print(f"  {n:10}" + "  ".join(f"{st[(n, i)][0]}/{st[(n, i)][1]}" for i in range(1, rounds + 1)))
 PY
 echo "usage accounting: $(grep -c 'usage flush failed' "$OUT/server.log" || true) failed flushes; server log in $OUT/server.log"

@@ -104,6 +104,111 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for AnthropicContentBlockSourceType.
+const (
+	Base64 AnthropicContentBlockSourceType = "base64"
+	Url    AnthropicContentBlockSourceType = "url"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicContentBlockSourceType enum.
+func (e AnthropicContentBlockSourceType) Valid() bool {
+	switch e {
+	case Base64:
+		return true
+	case Url:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicErrorResponseType.
+const (
+	AnthropicErrorResponseTypeError AnthropicErrorResponseType = "error"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicErrorResponseType enum.
+func (e AnthropicErrorResponseType) Valid() bool {
+	switch e {
+	case AnthropicErrorResponseTypeError:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageRole.
+const (
+	AnthropicMessageRoleAssistant AnthropicMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageRole enum.
+func (e AnthropicMessageRole) Valid() bool {
+	switch e {
+	case AnthropicMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageStopReason.
+const (
+	EndTurn      AnthropicMessageStopReason = "end_turn"
+	MaxTokens    AnthropicMessageStopReason = "max_tokens"
+	Refusal      AnthropicMessageStopReason = "refusal"
+	StopSequence AnthropicMessageStopReason = "stop_sequence"
+	ToolUse      AnthropicMessageStopReason = "tool_use"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageStopReason enum.
+func (e AnthropicMessageStopReason) Valid() bool {
+	switch e {
+	case EndTurn:
+		return true
+	case MaxTokens:
+		return true
+	case Refusal:
+		return true
+	case StopSequence:
+		return true
+	case ToolUse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageType.
+const (
+	AnthropicMessageTypeMessage AnthropicMessageType = "message"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageType enum.
+func (e AnthropicMessageType) Valid() bool {
+	switch e {
+	case AnthropicMessageTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicModelType.
+const (
+	AnthropicModelTypeModel AnthropicModelType = "model"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicModelType enum.
+func (e AnthropicModelType) Valid() bool {
+	switch e {
+	case AnthropicModelTypeModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetPeriod.
 const (
 	BudgetPeriodDay   BudgetPeriod = "day"
@@ -836,6 +941,27 @@ func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ResponseFormatType.
+const (
+	ResponseFormatJSONObject ResponseFormatType = "json_object"
+	ResponseFormatJSONSchema ResponseFormatType = "json_schema"
+	ResponseFormatText       ResponseFormatType = "text"
+)
+
+// Valid indicates whether the value is a known member of the ResponseFormatType enum.
+func (e ResponseFormatType) Valid() bool {
+	switch e {
+	case ResponseFormatJSONObject:
+		return true
+	case ResponseFormatJSONSchema:
+		return true
+	case ResponseFormatText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin           Scope = "admin"
@@ -937,16 +1063,16 @@ func (e WebhookDeliveryStatus) Valid() bool {
 
 // Defines values for ReturnToConnectPageParamsOutcome.
 const (
-	Connected ReturnToConnectPageParamsOutcome = "connected"
-	Error     ReturnToConnectPageParamsOutcome = "error"
+	ReturnToConnectPageParamsOutcomeConnected ReturnToConnectPageParamsOutcome = "connected"
+	ReturnToConnectPageParamsOutcomeError     ReturnToConnectPageParamsOutcome = "error"
 )
 
 // Valid indicates whether the value is a known member of the ReturnToConnectPageParamsOutcome enum.
 func (e ReturnToConnectPageParamsOutcome) Valid() bool {
 	switch e {
-	case Connected:
+	case ReturnToConnectPageParamsOutcomeConnected:
 		return true
-	case Error:
+	case ReturnToConnectPageParamsOutcomeError:
 		return true
 	default:
 		return false
@@ -1428,6 +1554,124 @@ type ActionParameterIn string
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
 
+// AnthropicContentBlock A content block: text {text}, image {source}, tool_use {id, name, input}, tool_result {tool_use_id, content, is_error}.
+type AnthropicContentBlock struct {
+	CacheControl *map[string]interface{}        `json:"cache_control,omitempty"`
+	Content      *AnthropicContentBlock_Content `json:"content,omitempty"`
+	Id           *string                        `json:"id,omitempty"`
+	Input        *map[string]interface{}        `json:"input,omitempty"`
+	IsError      *bool                          `json:"is_error,omitempty"`
+	Name         *string                        `json:"name,omitempty"`
+	Source       *struct {
+		Data      *string                         `json:"data,omitempty"`
+		MediaType *string                         `json:"media_type,omitempty"`
+		Type      AnthropicContentBlockSourceType `json:"type"`
+		Url       *string                         `json:"url,omitempty"`
+	} `json:"source,omitempty"`
+	Text      *string `json:"text,omitempty"`
+	ToolUseId *string `json:"tool_use_id,omitempty"`
+	Type      string  `json:"type"`
+}
+
+// AnthropicContentBlockContent0 defines model for AnthropicContentBlock.Content.0.
+type AnthropicContentBlockContent0 = string
+
+// AnthropicContentBlockContent1 defines model for AnthropicContentBlock.Content.1.
+type AnthropicContentBlockContent1 = []map[string]interface{}
+
+// AnthropicContentBlock_Content defines model for AnthropicContentBlock.Content.
+type AnthropicContentBlock_Content struct {
+	union json.RawMessage
+}
+
+// AnthropicContentBlockSourceType defines model for AnthropicContentBlock.Source.Type.
+type AnthropicContentBlockSourceType string
+
+// AnthropicCountTokensRequest Anthropic's count_tokens request (a Messages request without `max_tokens`, `stream` and the sampling knobs).
+type AnthropicCountTokensRequest = json.RawMessage
+
+// AnthropicErrorResponse defines model for AnthropicErrorResponse.
+type AnthropicErrorResponse struct {
+	Error struct {
+		Message string `json:"message"`
+
+		// Type invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, timeout_error or overloaded_error.
+		Type string `json:"type"`
+	} `json:"error"`
+	RequestId *string                    `json:"request_id,omitempty"`
+	Type      AnthropicErrorResponseType `json:"type"`
+}
+
+// AnthropicErrorResponseType defines model for AnthropicErrorResponse.Type.
+type AnthropicErrorResponseType string
+
+// AnthropicMessage defines model for AnthropicMessage.
+type AnthropicMessage struct {
+	Content []AnthropicContentBlock `json:"content"`
+
+	// Id Example: msg_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model        string                      `json:"model"`
+	Role         AnthropicMessageRole        `json:"role"`
+	StopReason   *AnthropicMessageStopReason `json:"stop_reason"`
+	StopSequence *string                     `json:"stop_sequence"`
+	Type         AnthropicMessageType        `json:"type"`
+	Usage        AnthropicUsage              `json:"usage"`
+}
+
+// AnthropicMessageRole defines model for AnthropicMessage.Role.
+type AnthropicMessageRole string
+
+// AnthropicMessageStopReason defines model for AnthropicMessage.StopReason.
+type AnthropicMessageStopReason string
+
+// AnthropicMessageType defines model for AnthropicMessage.Type.
+type AnthropicMessageType string
+
+// AnthropicMessageRequest Anthropic's Messages request; names Anthropic does not declare are refused.
+type AnthropicMessageRequest = json.RawMessage
+
+// AnthropicModel defines model for AnthropicModel.
+type AnthropicModel struct {
+	CreatedAt   time.Time `json:"created_at"`
+	DisplayName string    `json:"display_name"`
+
+	// Id Example: anthropic/claude-sonnet-4-5
+	Id             string             `json:"id"`
+	MaxInputTokens *int               `json:"max_input_tokens,omitempty"`
+	Type           AnthropicModelType `json:"type"`
+}
+
+// AnthropicModelType defines model for AnthropicModel.Type.
+type AnthropicModelType string
+
+// AnthropicModelList defines model for AnthropicModelList.
+type AnthropicModelList struct {
+	Data    []AnthropicModel `json:"data"`
+	FirstId *string          `json:"first_id"`
+	HasMore bool             `json:"has_more"`
+	LastId  *string          `json:"last_id"`
+}
+
+// AnthropicTokenCount defines model for AnthropicTokenCount.
+type AnthropicTokenCount struct {
+	InputTokens int `json:"input_tokens"`
+}
+
+// AnthropicUsage defines model for AnthropicUsage.
+type AnthropicUsage struct {
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+
+	// CacheReadInputTokens Prompt tokens the provider served from its prompt cache.
+	CacheReadInputTokens int `json:"cache_read_input_tokens"`
+
+	// InputTokens Prompt tokens not read from the prompt cache.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
 // Budget A spend limit in USD over a period, counted from the catalog's
 // pricing (cached prompt tokens at their own price where the provider
 // reports them) on every model route. Once `usd` is spent, the next
@@ -1544,6 +1788,15 @@ type ChatRequest struct {
 	// Example: anthropic/claude-3-5-haiku-latest
 	Model           string   `json:"model"`
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
 
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
@@ -2129,7 +2382,7 @@ type FunctionDefinition struct {
 
 // GenerateRequest defines model for GenerateRequest.
 type GenerateRequest struct {
-	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
@@ -2140,11 +2393,20 @@ type GenerateRequest struct {
 	// Example: openai/gpt-4o-mini
 	Model string `json:"model"`
 
-	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	// PresencePenalty Penalty for tokens already present (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
 	// Prompt The text to continue or answer.
 	Prompt string `json:"prompt"`
+
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
 
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream *bool `json:"stream,omitempty"`
@@ -2681,7 +2943,7 @@ type OpenAIChatCompletionChoicesMessageRole string
 // OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
 type OpenAIChatCompletionObject string
 
-// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAIChatCompletionRequest = json.RawMessage
 
 // OpenAICompletion defines model for OpenAICompletion.
@@ -2707,7 +2969,7 @@ type OpenAICompletionChoicesFinishReason string
 // OpenAICompletionObject defines model for OpenAICompletion.Object.
 type OpenAICompletionObject string
 
-// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+// OpenAICompletionRequest OpenAI's (legacy) completion request; other fields (`logprobs`, `echo`, `suffix`, `best_of`, …) are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAICompletionRequest = json.RawMessage
 
 // OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.
@@ -3032,6 +3294,30 @@ type RateLimitOverride struct {
 	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
+
+// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+// `json_schema`: the output conforms to `schema` (JSON Schema draft
+// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+// receive it as `response_format`, Gemini as `responseJsonSchema`,
+// Anthropic as a forced tool. The output is checked either way (header
+// `Switchboard-Output-Check`); with `strict`, output that does not
+// conform is a 502.
+type ResponseFormat struct {
+	Description *string `json:"description,omitempty"`
+
+	// Name Names the schema (required for json_schema).
+	Name *string `json:"name,omitempty"`
+
+	// Schema The JSON Schema of the output (json_schema).
+	Schema *json.RawMessage `json:"schema,omitempty"`
+
+	// Strict Refuse (502) output that does not conform rather than return it marked invalid.
+	Strict *bool              `json:"strict,omitempty"`
+	Type   ResponseFormatType `json:"type"`
+}
+
+// ResponseFormatType defines model for ResponseFormat.Type.
+type ResponseFormatType string
 
 // RunRequest One invocation of an action.
 type RunRequest struct {
@@ -3438,6 +3724,12 @@ type WebhookWithSecret struct {
 // ActionName defines model for ActionName.
 type ActionName = string
 
+// AnthropicBeta defines model for AnthropicBeta.
+type AnthropicBeta = string
+
+// AnthropicVersion defines model for AnthropicVersion.
+type AnthropicVersion = string
+
 // ConnectionName defines model for ConnectionName.
 type ConnectionName = string
 
@@ -3462,6 +3754,9 @@ type ToolsetName = string
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
+// AnthropicErrorResult defines model for AnthropicErrorResult.
+type AnthropicErrorResult = AnthropicErrorResponse
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
 
@@ -3470,6 +3765,51 @@ type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
+
+// AnthropicCreateMessageParams defines parameters for AnthropicCreateMessage.
+type AnthropicCreateMessageParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicCountTokensParams defines parameters for AnthropicCountTokens.
+type AnthropicCountTokensParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicListModelsParams defines parameters for AnthropicListModels.
+type AnthropicListModelsParams struct {
+	// Limit Models per page (1-1000, default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AfterId The page after this model id.
+	AfterId *string `form:"after_id,omitempty" json:"after_id,omitempty"`
+
+	// BeforeId The page before this model id.
+	BeforeId *string `form:"before_id,omitempty" json:"before_id,omitempty"`
+
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicGetModelParams defines parameters for AnthropicGetModel.
+type AnthropicGetModelParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
 
 // ReturnToConnectPageParams defines parameters for ReturnToConnectPage.
 type ReturnToConnectPageParams struct {
@@ -3738,6 +4078,12 @@ type RotateWebhookSecretParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// AnthropicCreateMessageJSONRequestBody defines body for AnthropicCreateMessage for application/json ContentType.
+type AnthropicCreateMessageJSONRequestBody = AnthropicMessageRequest
+
+// AnthropicCountTokensJSONRequestBody defines body for AnthropicCountTokens for application/json ContentType.
+type AnthropicCountTokensJSONRequestBody = AnthropicCountTokensRequest
+
 // SubmitConnectPageFormdataRequestBody defines body for SubmitConnectPage for application/x-www-form-urlencoded ContentType.
 type SubmitConnectPageFormdataRequestBody = ConnectForm
 
@@ -3968,6 +4314,68 @@ func (a JWK) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return json.Marshal(object)
+}
+
+// AsAnthropicContentBlockContent0 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent0
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent0() (AnthropicContentBlockContent0, error) {
+	var body AnthropicContentBlockContent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent0 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent0 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAnthropicContentBlockContent1 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent1
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent1() (AnthropicContentBlockContent1, error) {
+	var body AnthropicContentBlockContent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent1 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent1 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AnthropicContentBlock_Content) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AnthropicContentBlock_Content) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
 }
 
 // AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
@@ -4203,6 +4611,94 @@ type ClientInterface interface {
 	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
 	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AnthropicCreateMessageWithBody Anthropic-compatible Messages API.
+	//
+	// Anthropic's `POST /v1/messages` over any chat model of the catalog
+	// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+	// by one provider). `max_tokens` is required. Carried: `system` (a
+	// string or text blocks), `messages` with `text`, `image` (`base64`
+	// or `url` source), `tool_use` and `tool_result` blocks (a
+	// `tool_result` with `is_error` is sent to the model marked as an
+	// error), `tools` (client tools, with `strict`), `tool_choice`
+	// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+	// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+	// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+	// `output_config` (`effort`; `format` of type `json_schema`), and
+	// `stream`. `cache_control` breakpoints are accepted and have no
+	// effect. Tool-use ids that models other than Anthropic's give are
+	// prefixed `toolu_`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+	AnthropicCreateMessageWithBody(ctx context.Context, params *AnthropicCreateMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	//
+	// Anthropic's `POST /v1/messages` over any chat model of the catalog
+	// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+	// by one provider). `max_tokens` is required. Carried: `system` (a
+	// string or text blocks), `messages` with `text`, `image` (`base64`
+	// or `url` source), `tool_use` and `tool_result` blocks (a
+	// `tool_result` with `is_error` is sent to the model marked as an
+	// error), `tools` (client tools, with `strict`), `tool_choice`
+	// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+	// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+	// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+	// `output_config` (`effort`; `format` of type `json_schema`), and
+	// `stream`. `cache_control` breakpoints are accepted and have no
+	// effect. Tool-use ids that models other than Anthropic's give are
+	// prefixed `toolu_`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+	AnthropicCreateMessage(ctx context.Context, params *AnthropicCreateMessageParams, body AnthropicCreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnthropicCountTokensWithBody Anthropic-compatible token counting.
+	//
+	// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+	// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+	// `thinking`, `output_config`), validated as `POST /messages`
+	// validates it. For an Anthropic model the count is Anthropic's own
+	// (its `count_tokens`, free of charge); for other models, and when
+	// the upstream cannot count, Switchboard counts with its tokenizer
+	// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+	AnthropicCountTokensWithBody(ctx context.Context, params *AnthropicCountTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	//
+	// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+	// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+	// `thinking`, `output_config`), validated as `POST /messages`
+	// validates it. For an Anthropic model the count is Anthropic's own
+	// (its `count_tokens`, free of charge); for other models, and when
+	// the upstream cannot count, Switchboard counts with its tokenizer
+	// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+	AnthropicCountTokens(ctx context.Context, params *AnthropicCountTokensParams, body AnthropicCountTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnthropicListModels Anthropic-compatible model list.
+	//
+	// The chat models the credential may use, in Anthropic's list shape,
+	// newest first, paged with `limit` (1-1000, default 20), `after_id`
+	// and `before_id`.
+	//
+	// Corresponds with GET /anthropic/v1/models (the `AnthropicListModels` operationId).
+	AnthropicListModels(ctx context.Context, params *AnthropicListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	//
+	// Corresponds with GET /anthropic/v1/models/{model_id} (the `AnthropicGetModel` operationId).
+	AnthropicGetModel(ctx context.Context, modelId string, params *AnthropicGetModelParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReturnToConnectPage Where the OAuth 2.0 callback sends the browser back to.
 	//
 	// Completes the session when the authorization connected the
@@ -4371,13 +4867,30 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -4386,13 +4899,30 @@ type ClientInterface interface {
 
 	// OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5232,6 +5762,10 @@ type ClientInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 	GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5765,6 +6299,154 @@ func (c *Client) GetMCPToolsetProtectedResourceMetadata(ctx context.Context, too
 	return c.Client.Do(req)
 }
 
+// AnthropicCreateMessageWithBody Anthropic-compatible Messages API.
+//
+// Anthropic's `POST /v1/messages` over any chat model of the catalog
+// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+// by one provider). `max_tokens` is required. Carried: `system` (a
+// string or text blocks), `messages` with `text`, `image` (`base64`
+// or `url` source), `tool_use` and `tool_result` blocks (a
+// `tool_result` with `is_error` is sent to the model marked as an
+// error), `tools` (client tools, with `strict`), `tool_choice`
+// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+// `output_config` (`effort`; `format` of type `json_schema`), and
+// `stream`. `cache_control` breakpoints are accepted and have no
+// effect. Tool-use ids that models other than Anthropic's give are
+// prefixed `toolu_`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+func (c *Client) AnthropicCreateMessageWithBody(ctx context.Context, params *AnthropicCreateMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicCreateMessageRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnthropicCreateMessage Anthropic-compatible Messages API.
+//
+// Anthropic's `POST /v1/messages` over any chat model of the catalog
+// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+// by one provider). `max_tokens` is required. Carried: `system` (a
+// string or text blocks), `messages` with `text`, `image` (`base64`
+// or `url` source), `tool_use` and `tool_result` blocks (a
+// `tool_result` with `is_error` is sent to the model marked as an
+// error), `tools` (client tools, with `strict`), `tool_choice`
+// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+// `output_config` (`effort`; `format` of type `json_schema`), and
+// `stream`. `cache_control` breakpoints are accepted and have no
+// effect. Tool-use ids that models other than Anthropic's give are
+// prefixed `toolu_`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+func (c *Client) AnthropicCreateMessage(ctx context.Context, params *AnthropicCreateMessageParams, body AnthropicCreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicCreateMessageRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnthropicCountTokensWithBody Anthropic-compatible token counting.
+//
+// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+// `thinking`, `output_config`), validated as `POST /messages`
+// validates it. For an Anthropic model the count is Anthropic's own
+// (its `count_tokens`, free of charge); for other models, and when
+// the upstream cannot count, Switchboard counts with its tokenizer
+// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+func (c *Client) AnthropicCountTokensWithBody(ctx context.Context, params *AnthropicCountTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicCountTokensRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnthropicCountTokens Anthropic-compatible token counting.
+//
+// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+// `thinking`, `output_config`), validated as `POST /messages`
+// validates it. For an Anthropic model the count is Anthropic's own
+// (its `count_tokens`, free of charge); for other models, and when
+// the upstream cannot count, Switchboard counts with its tokenizer
+// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+func (c *Client) AnthropicCountTokens(ctx context.Context, params *AnthropicCountTokensParams, body AnthropicCountTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicCountTokensRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnthropicListModels Anthropic-compatible model list.
+//
+// The chat models the credential may use, in Anthropic's list shape,
+// newest first, paged with `limit` (1-1000, default 20), `after_id`
+// and `before_id`.
+//
+// Corresponds with GET /anthropic/v1/models (the `AnthropicListModels` operationId).
+func (c *Client) AnthropicListModels(ctx context.Context, params *AnthropicListModelsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicListModelsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+//
+// Corresponds with GET /anthropic/v1/models/{model_id} (the `AnthropicGetModel` operationId).
+func (c *Client) AnthropicGetModel(ctx context.Context, modelId string, params *AnthropicGetModelParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnthropicGetModelRequest(c.Server, modelId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReturnToConnectPage Where the OAuth 2.0 callback sends the browser back to.
 //
 // Completes the session when the authorization connected the
@@ -6063,13 +6745,30 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // OpenaiCreateChatCompletionWithBody OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6088,13 +6787,30 @@ func (c *Client) OpenaiCreateChatCompletionWithBody(ctx context.Context, content
 
 // OpenaiCreateChatCompletion OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7554,6 +8270,10 @@ func (c *Client) GetModel(ctx context.Context, id string, reqEditors ...RequestE
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Corresponds with GET /v1/models/{provider}/{name} (the `GetProviderModel` operationId).
 func (c *Client) GetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8481,6 +9201,302 @@ func NewGetMCPToolsetProtectedResourceMetadataRequest(server string, toolset str
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAnthropicCreateMessageRequest calls the generic AnthropicCreateMessage builder with application/json body
+func NewAnthropicCreateMessageRequest(server string, params *AnthropicCreateMessageParams, body AnthropicCreateMessageJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAnthropicCreateMessageRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewAnthropicCreateMessageRequestWithBody constructs an http.Request for the AnthropicCreateMessage method, with any body, and a specified content type
+func NewAnthropicCreateMessageRequestWithBody(server string, params *AnthropicCreateMessageParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/anthropic/v1/messages")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AnthropicVersion != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "anthropic-version", *params.AnthropicVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-version", headerParam0)
+		}
+
+		if params.AnthropicBeta != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "anthropic-beta", *params.AnthropicBeta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-beta", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewAnthropicCountTokensRequest calls the generic AnthropicCountTokens builder with application/json body
+func NewAnthropicCountTokensRequest(server string, params *AnthropicCountTokensParams, body AnthropicCountTokensJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAnthropicCountTokensRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewAnthropicCountTokensRequestWithBody constructs an http.Request for the AnthropicCountTokens method, with any body, and a specified content type
+func NewAnthropicCountTokensRequestWithBody(server string, params *AnthropicCountTokensParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/anthropic/v1/messages/count_tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AnthropicVersion != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "anthropic-version", *params.AnthropicVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-version", headerParam0)
+		}
+
+		if params.AnthropicBeta != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "anthropic-beta", *params.AnthropicBeta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-beta", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewAnthropicListModelsRequest constructs an http.Request for the AnthropicListModels method
+func NewAnthropicListModelsRequest(server string, params *AnthropicListModelsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/anthropic/v1/models")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AfterId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after_id", *params.AfterId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BeforeId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before_id", *params.BeforeId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AnthropicVersion != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "anthropic-version", *params.AnthropicVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-version", headerParam0)
+		}
+
+		if params.AnthropicBeta != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "anthropic-beta", *params.AnthropicBeta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-beta", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewAnthropicGetModelRequest constructs an http.Request for the AnthropicGetModel method
+func NewAnthropicGetModelRequest(server string, modelId string, params *AnthropicGetModelParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "model_id", modelId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/anthropic/v1/models/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AnthropicVersion != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "anthropic-version", *params.AnthropicVersion, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-version", headerParam0)
+		}
+
+		if params.AnthropicBeta != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "anthropic-beta", *params.AnthropicBeta, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("anthropic-beta", headerParam1)
+		}
+
 	}
 
 	return req, nil
@@ -12470,6 +13486,98 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /.well-known/oauth-protected-resource/mcp/{toolset} (the `GetMCPToolsetProtectedResourceMetadata` operationId).
 	GetMCPToolsetProtectedResourceMetadataWithResponse(ctx context.Context, toolset string, reqEditors ...RequestEditorFn) (*GetMCPToolsetProtectedResourceMetadataResponse, error)
 
+	// AnthropicCreateMessageWithBodyWithResponse Anthropic-compatible Messages API.
+	//
+	// Anthropic's `POST /v1/messages` over any chat model of the catalog
+	// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+	// by one provider). `max_tokens` is required. Carried: `system` (a
+	// string or text blocks), `messages` with `text`, `image` (`base64`
+	// or `url` source), `tool_use` and `tool_result` blocks (a
+	// `tool_result` with `is_error` is sent to the model marked as an
+	// error), `tools` (client tools, with `strict`), `tool_choice`
+	// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+	// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+	// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+	// `output_config` (`effort`; `format` of type `json_schema`), and
+	// `stream`. `cache_control` breakpoints are accepted and have no
+	// effect. Tool-use ids that models other than Anthropic's give are
+	// prefixed `toolu_`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+	AnthropicCreateMessageWithBodyWithResponse(ctx context.Context, params *AnthropicCreateMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnthropicCreateMessageResponse, error)
+
+	// AnthropicCreateMessageWithResponse Anthropic-compatible Messages API.
+	//
+	// Anthropic's `POST /v1/messages` over any chat model of the catalog
+	// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+	// by one provider). `max_tokens` is required. Carried: `system` (a
+	// string or text blocks), `messages` with `text`, `image` (`base64`
+	// or `url` source), `tool_use` and `tool_result` blocks (a
+	// `tool_result` with `is_error` is sent to the model marked as an
+	// error), `tools` (client tools, with `strict`), `tool_choice`
+	// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+	// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+	// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+	// `output_config` (`effort`; `format` of type `json_schema`), and
+	// `stream`. `cache_control` breakpoints are accepted and have no
+	// effect. Tool-use ids that models other than Anthropic's give are
+	// prefixed `toolu_`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+	AnthropicCreateMessageWithResponse(ctx context.Context, params *AnthropicCreateMessageParams, body AnthropicCreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AnthropicCreateMessageResponse, error)
+
+	// AnthropicCountTokensWithBodyWithResponse Anthropic-compatible token counting.
+	//
+	// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+	// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+	// `thinking`, `output_config`), validated as `POST /messages`
+	// validates it. For an Anthropic model the count is Anthropic's own
+	// (its `count_tokens`, free of charge); for other models, and when
+	// the upstream cannot count, Switchboard counts with its tokenizer
+	// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+	AnthropicCountTokensWithBodyWithResponse(ctx context.Context, params *AnthropicCountTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnthropicCountTokensResponse, error)
+
+	// AnthropicCountTokensWithResponse Anthropic-compatible token counting.
+	//
+	// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+	// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+	// `thinking`, `output_config`), validated as `POST /messages`
+	// validates it. For an Anthropic model the count is Anthropic's own
+	// (its `count_tokens`, free of charge); for other models, and when
+	// the upstream cannot count, Switchboard counts with its tokenizer
+	// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+	AnthropicCountTokensWithResponse(ctx context.Context, params *AnthropicCountTokensParams, body AnthropicCountTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*AnthropicCountTokensResponse, error)
+
+	// AnthropicListModelsWithResponse Anthropic-compatible model list.
+	//
+	// The chat models the credential may use, in Anthropic's list shape,
+	// newest first, paged with `limit` (1-1000, default 20), `after_id`
+	// and `before_id`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /anthropic/v1/models (the `AnthropicListModels` operationId).
+	AnthropicListModelsWithResponse(ctx context.Context, params *AnthropicListModelsParams, reqEditors ...RequestEditorFn) (*AnthropicListModelsResponse, error)
+
+	// AnthropicGetModelWithResponse Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /anthropic/v1/models/{model_id} (the `AnthropicGetModel` operationId).
+	AnthropicGetModelWithResponse(ctx context.Context, modelId string, params *AnthropicGetModelParams, reqEditors ...RequestEditorFn) (*AnthropicGetModelResponse, error)
+
 	// ReturnToConnectPageWithResponse Where the OAuth 2.0 callback sends the browser back to.
 	//
 	// Completes the session when the authorization connected the
@@ -12648,13 +13756,30 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12663,13 +13788,30 @@ type ClientWithResponsesInterface interface {
 
 	// OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 	//
-	// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-	// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-	// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-	// (a final chunk with empty `choices` and the usage). Roles `system`,
-	// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-	// content parts are joined; image and audio parts are refused (400).
-	// Only `n: 1` is supported.
+	// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+	// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+	// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+	// `response_format` (json_object, json_schema: the output is checked,
+	// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+	// `stream` and `stream_options.include_usage` (a final chunk with empty
+	// `choices` and the usage). Roles `system`, `developer` (sent as
+	// system), `user`, `assistant` and `tool`. Content may be an array of
+	// `text` and `image_url` parts (images in user messages only, to models
+	// with the `vision` capability; others answer 400 naming the
+	// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+	// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+	// an `https` URL, passed to providers that fetch images themselves and
+	// fetched through the egress guard (10 s, 20 MiB, an image type) for
+	// those that need the bytes (Gemini); other schemes, types and sizes
+	// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+	// parts are refused (400).
+	//
+	// No field is dropped silently: every other field sent with a value
+	// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+	// `metadata`, `prediction`, `store`, a server's own extensions…) is
+	// passed verbatim to OpenAI-compatible upstreams, and refused with a
+	// 400 naming it (`param`) when the model's provider cannot carry it.
+	// `audio`, `functions` and `function_call` are always refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13563,6 +14705,10 @@ type ClientWithResponsesInterface interface {
 	// none is configured) and `createdAt`. A name that itself contains `/`
 	// (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 	// `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+	// A name the catalog does not have resolves as Ollama resolves it, with
+	// the tag `latest`, namespace `library` and registry
+	// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+	// the answer carries the model's own id.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14228,6 +15374,632 @@ func (r GetMCPToolsetProtectedResourceMetadataResponse) ContentType() string {
 	return ""
 }
 
+// AnthropicCreateMessageResponse400Headers the declared response headers of an HTTP 400 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse400Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse401Headers the declared response headers of an HTTP 401 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse401Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse403Headers the declared response headers of an HTTP 403 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse403Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse404Headers the declared response headers of an HTTP 404 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse404Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse413Headers the declared response headers of an HTTP 413 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse413Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse415Headers the declared response headers of an HTTP 415 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse415Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse429Headers the declared response headers of an HTTP 429 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse429Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse500Headers the declared response headers of an HTTP 500 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse500Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse502Headers the declared response headers of an HTTP 502 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse502Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse504Headers the declared response headers of an HTTP 504 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse504Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCreateMessageResponse529Headers the declared response headers of an HTTP 529 response for AnthropicCreateMessage
+type AnthropicCreateMessageResponse529Headers struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnthropicMessage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AnthropicErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AnthropicErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *AnthropicErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *AnthropicErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *AnthropicErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *AnthropicErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AnthropicErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *AnthropicErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *AnthropicErrorResult
+	// JSON529 the response for an HTTP 529 `application/json` response
+	JSON529 *AnthropicErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AnthropicCreateMessageResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AnthropicCreateMessageResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AnthropicCreateMessageResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AnthropicCreateMessageResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AnthropicCreateMessageResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AnthropicCreateMessageResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AnthropicCreateMessageResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AnthropicCreateMessageResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *AnthropicCreateMessageResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *AnthropicCreateMessageResponse504Headers
+	// Headers529 the parsed response headers for an HTTP 529 response
+	Headers529 *AnthropicCreateMessageResponse529Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON200() *AnthropicMessage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON400() *AnthropicErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON401() *AnthropicErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON403() *AnthropicErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON404() *AnthropicErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON413() *AnthropicErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON415() *AnthropicErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON429() *AnthropicErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON500() *AnthropicErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON502() *AnthropicErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON504() *AnthropicErrorResult {
+	return r.JSON504
+}
+
+// GetJSON529 returns the response for an HTTP 529 `application/json` response
+func (r AnthropicCreateMessageResponse) GetJSON529() *AnthropicErrorResult {
+	return r.JSON529
+}
+
+// GetBody returns the raw response body bytes
+func (r AnthropicCreateMessageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnthropicCreateMessageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnthropicCreateMessageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnthropicCreateMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AnthropicCountTokensResponse400Headers the declared response headers of an HTTP 400 response for AnthropicCountTokens
+type AnthropicCountTokensResponse400Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse401Headers the declared response headers of an HTTP 401 response for AnthropicCountTokens
+type AnthropicCountTokensResponse401Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse403Headers the declared response headers of an HTTP 403 response for AnthropicCountTokens
+type AnthropicCountTokensResponse403Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse404Headers the declared response headers of an HTTP 404 response for AnthropicCountTokens
+type AnthropicCountTokensResponse404Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse413Headers the declared response headers of an HTTP 413 response for AnthropicCountTokens
+type AnthropicCountTokensResponse413Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse415Headers the declared response headers of an HTTP 415 response for AnthropicCountTokens
+type AnthropicCountTokensResponse415Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse429Headers the declared response headers of an HTTP 429 response for AnthropicCountTokens
+type AnthropicCountTokensResponse429Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse500Headers the declared response headers of an HTTP 500 response for AnthropicCountTokens
+type AnthropicCountTokensResponse500Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse502Headers the declared response headers of an HTTP 502 response for AnthropicCountTokens
+type AnthropicCountTokensResponse502Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse504Headers the declared response headers of an HTTP 504 response for AnthropicCountTokens
+type AnthropicCountTokensResponse504Headers struct {
+	XRequestId *string
+}
+
+// AnthropicCountTokensResponse529Headers the declared response headers of an HTTP 529 response for AnthropicCountTokens
+type AnthropicCountTokensResponse529Headers struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokensResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnthropicTokenCount
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AnthropicErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AnthropicErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *AnthropicErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *AnthropicErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *AnthropicErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *AnthropicErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AnthropicErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *AnthropicErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *AnthropicErrorResult
+	// JSON529 the response for an HTTP 529 `application/json` response
+	JSON529 *AnthropicErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AnthropicCountTokensResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AnthropicCountTokensResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AnthropicCountTokensResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AnthropicCountTokensResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *AnthropicCountTokensResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AnthropicCountTokensResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AnthropicCountTokensResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AnthropicCountTokensResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *AnthropicCountTokensResponse502Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *AnthropicCountTokensResponse504Headers
+	// Headers529 the parsed response headers for an HTTP 529 response
+	Headers529 *AnthropicCountTokensResponse529Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON200() *AnthropicTokenCount {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON400() *AnthropicErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON401() *AnthropicErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON403() *AnthropicErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON404() *AnthropicErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON413() *AnthropicErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON415() *AnthropicErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON429() *AnthropicErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON500() *AnthropicErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON502() *AnthropicErrorResult {
+	return r.JSON502
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON504() *AnthropicErrorResult {
+	return r.JSON504
+}
+
+// GetJSON529 returns the response for an HTTP 529 `application/json` response
+func (r AnthropicCountTokensResponse) GetJSON529() *AnthropicErrorResult {
+	return r.JSON529
+}
+
+// GetBody returns the raw response body bytes
+func (r AnthropicCountTokensResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnthropicCountTokensResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnthropicCountTokensResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnthropicCountTokensResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AnthropicListModelsResponse400Headers the declared response headers of an HTTP 400 response for AnthropicListModels
+type AnthropicListModelsResponse400Headers struct {
+	XRequestId *string
+}
+
+// AnthropicListModelsResponse401Headers the declared response headers of an HTTP 401 response for AnthropicListModels
+type AnthropicListModelsResponse401Headers struct {
+	XRequestId *string
+}
+
+// AnthropicListModelsResponse403Headers the declared response headers of an HTTP 403 response for AnthropicListModels
+type AnthropicListModelsResponse403Headers struct {
+	XRequestId *string
+}
+
+// AnthropicListModelsResponse404Headers the declared response headers of an HTTP 404 response for AnthropicListModels
+type AnthropicListModelsResponse404Headers struct {
+	XRequestId *string
+}
+
+// AnthropicListModelsResponse429Headers the declared response headers of an HTTP 429 response for AnthropicListModels
+type AnthropicListModelsResponse429Headers struct {
+	XRequestId *string
+}
+
+// AnthropicListModelsResponse500Headers the declared response headers of an HTTP 500 response for AnthropicListModels
+type AnthropicListModelsResponse500Headers struct {
+	XRequestId *string
+}
+
+type AnthropicListModelsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnthropicModelList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *AnthropicErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AnthropicErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *AnthropicErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *AnthropicErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AnthropicErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *AnthropicListModelsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AnthropicListModelsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AnthropicListModelsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AnthropicListModelsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AnthropicListModelsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AnthropicListModelsResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON200() *AnthropicModelList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON400() *AnthropicErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON401() *AnthropicErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON403() *AnthropicErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON404() *AnthropicErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON429() *AnthropicErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AnthropicListModelsResponse) GetJSON500() *AnthropicErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AnthropicListModelsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnthropicListModelsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnthropicListModelsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnthropicListModelsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AnthropicGetModelResponse401Headers the declared response headers of an HTTP 401 response for AnthropicGetModel
+type AnthropicGetModelResponse401Headers struct {
+	XRequestId *string
+}
+
+// AnthropicGetModelResponse403Headers the declared response headers of an HTTP 403 response for AnthropicGetModel
+type AnthropicGetModelResponse403Headers struct {
+	XRequestId *string
+}
+
+// AnthropicGetModelResponse404Headers the declared response headers of an HTTP 404 response for AnthropicGetModel
+type AnthropicGetModelResponse404Headers struct {
+	XRequestId *string
+}
+
+// AnthropicGetModelResponse429Headers the declared response headers of an HTTP 429 response for AnthropicGetModel
+type AnthropicGetModelResponse429Headers struct {
+	XRequestId *string
+}
+
+// AnthropicGetModelResponse500Headers the declared response headers of an HTTP 500 response for AnthropicGetModel
+type AnthropicGetModelResponse500Headers struct {
+	XRequestId *string
+}
+
+type AnthropicGetModelResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnthropicModel
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *AnthropicErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *AnthropicErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *AnthropicErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *AnthropicErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *AnthropicErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AnthropicGetModelResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *AnthropicGetModelResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *AnthropicGetModelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AnthropicGetModelResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *AnthropicGetModelResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON200() *AnthropicModel {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON401() *AnthropicErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON403() *AnthropicErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON404() *AnthropicErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON429() *AnthropicErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AnthropicGetModelResponse) GetJSON500() *AnthropicErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AnthropicGetModelResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnthropicGetModelResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnthropicGetModelResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnthropicGetModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReturnToConnectPageResponse303Headers the declared response headers of an HTTP 303 response for ReturnToConnectPage
 type ReturnToConnectPageResponse303Headers struct {
 	Location *string
@@ -14632,6 +16404,11 @@ func (r GetMetricsResponse) ContentType() string {
 	return ""
 }
 
+// OpenaiCreateChatCompletionResponse200Headers the declared response headers of an HTTP 200 response for OpenaiCreateChatCompletion
+type OpenaiCreateChatCompletionResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // OpenaiCreateChatCompletionResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateChatCompletion
 type OpenaiCreateChatCompletionResponse400Headers struct {
 	XRequestId *string
@@ -14714,6 +16491,8 @@ type OpenaiCreateChatCompletionResponse struct {
 	JSON503 *OpenAIErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *OpenAIErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *OpenaiCreateChatCompletionResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *OpenaiCreateChatCompletionResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -16806,6 +18585,11 @@ func (r UpdateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ChatResponse200Headers the declared response headers of an HTTP 200 response for Chat
+type ChatResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // ChatResponse400Headers the declared response headers of an HTTP 400 response for Chat
 type ChatResponse400Headers struct {
 	XRequestId *string
@@ -16895,6 +18679,8 @@ type ChatResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChatResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *ChatResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -20426,6 +22212,11 @@ func (r CallFunctionResponse) ContentType() string {
 	return ""
 }
 
+// GenerateResponse200Headers the declared response headers of an HTTP 200 response for Generate
+type GenerateResponse200Headers struct {
+	SwitchboardOutputCheck *string
+}
+
 // GenerateResponse400Headers the declared response headers of an HTTP 400 response for Generate
 type GenerateResponse400Headers struct {
 	XRequestId *string
@@ -20515,6 +22306,8 @@ type GenerateResponse struct {
 	JSON503 *ErrorResult
 	// JSON504 the response for an HTTP 504 `application/json` response
 	JSON504 *ErrorResult
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GenerateResponse200Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *GenerateResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -24743,6 +26536,134 @@ func (c *ClientWithResponses) GetMCPToolsetProtectedResourceMetadataWithResponse
 	return ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp)
 }
 
+// AnthropicCreateMessageWithBodyWithResponse Anthropic-compatible Messages API.
+//
+// Anthropic's `POST /v1/messages` over any chat model of the catalog
+// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+// by one provider). `max_tokens` is required. Carried: `system` (a
+// string or text blocks), `messages` with `text`, `image` (`base64`
+// or `url` source), `tool_use` and `tool_result` blocks (a
+// `tool_result` with `is_error` is sent to the model marked as an
+// error), `tools` (client tools, with `strict`), `tool_choice`
+// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+// `output_config` (`effort`; `format` of type `json_schema`), and
+// `stream`. `cache_control` breakpoints are accepted and have no
+// effect. Tool-use ids that models other than Anthropic's give are
+// prefixed `toolu_`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+func (c *ClientWithResponses) AnthropicCreateMessageWithBodyWithResponse(ctx context.Context, params *AnthropicCreateMessageParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnthropicCreateMessageResponse, error) {
+	rsp, err := c.AnthropicCreateMessageWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicCreateMessageResponse(rsp)
+}
+
+// AnthropicCreateMessageWithResponse Anthropic-compatible Messages API.
+//
+// Anthropic's `POST /v1/messages` over any chat model of the catalog
+// (`model` is Switchboard's `<provider>/<name>`, or a bare name served
+// by one provider). `max_tokens` is required. Carried: `system` (a
+// string or text blocks), `messages` with `text`, `image` (`base64`
+// or `url` source), `tool_use` and `tool_result` blocks (a
+// `tool_result` with `is_error` is sent to the model marked as an
+// error), `tools` (client tools, with `strict`), `tool_choice`
+// (`auto`, `any`, `tool`, `none`, `disable_parallel_tool_use`),
+// `stop_sequences`, `temperature`, `top_p`, `metadata.user_id`,
+// `thinking` (`enabled` with `budget_tokens`, or `disabled`) and
+// `output_config` (`effort`; `format` of type `json_schema`), and
+// `stream`. `cache_control` breakpoints are accepted and have no
+// effect. Tool-use ids that models other than Anthropic's give are
+// prefixed `toolu_`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /anthropic/v1/messages (the `AnthropicCreateMessage` operationId).
+func (c *ClientWithResponses) AnthropicCreateMessageWithResponse(ctx context.Context, params *AnthropicCreateMessageParams, body AnthropicCreateMessageJSONRequestBody, reqEditors ...RequestEditorFn) (*AnthropicCreateMessageResponse, error) {
+	rsp, err := c.AnthropicCreateMessage(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicCreateMessageResponse(rsp)
+}
+
+// AnthropicCountTokensWithBodyWithResponse Anthropic-compatible token counting.
+//
+// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+// `thinking`, `output_config`), validated as `POST /messages`
+// validates it. For an Anthropic model the count is Anthropic's own
+// (its `count_tokens`, free of charge); for other models, and when
+// the upstream cannot count, Switchboard counts with its tokenizer
+// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+func (c *ClientWithResponses) AnthropicCountTokensWithBodyWithResponse(ctx context.Context, params *AnthropicCountTokensParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnthropicCountTokensResponse, error) {
+	rsp, err := c.AnthropicCountTokensWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicCountTokensResponse(rsp)
+}
+
+// AnthropicCountTokensWithResponse Anthropic-compatible token counting.
+//
+// Anthropic's `POST /v1/messages/count_tokens`: the input tokens of a
+// Messages request (`system`, `messages`, `tools`, `tool_choice`,
+// `thinking`, `output_config`), validated as `POST /messages`
+// validates it. For an Anthropic model the count is Anthropic's own
+// (its `count_tokens`, free of charge); for other models, and when
+// the upstream cannot count, Switchboard counts with its tokenizer
+// (tiktoken) as it estimates usage. Nothing is recorded as usage.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /anthropic/v1/messages/count_tokens (the `AnthropicCountTokens` operationId).
+func (c *ClientWithResponses) AnthropicCountTokensWithResponse(ctx context.Context, params *AnthropicCountTokensParams, body AnthropicCountTokensJSONRequestBody, reqEditors ...RequestEditorFn) (*AnthropicCountTokensResponse, error) {
+	rsp, err := c.AnthropicCountTokens(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicCountTokensResponse(rsp)
+}
+
+// AnthropicListModelsWithResponse Anthropic-compatible model list.
+//
+// The chat models the credential may use, in Anthropic's list shape,
+// newest first, paged with `limit` (1-1000, default 20), `after_id`
+// and `before_id`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /anthropic/v1/models (the `AnthropicListModels` operationId).
+func (c *ClientWithResponses) AnthropicListModelsWithResponse(ctx context.Context, params *AnthropicListModelsParams, reqEditors ...RequestEditorFn) (*AnthropicListModelsResponse, error) {
+	rsp, err := c.AnthropicListModels(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicListModelsResponse(rsp)
+}
+
+// AnthropicGetModelWithResponse Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /anthropic/v1/models/{model_id} (the `AnthropicGetModel` operationId).
+func (c *ClientWithResponses) AnthropicGetModelWithResponse(ctx context.Context, modelId string, params *AnthropicGetModelParams, reqEditors ...RequestEditorFn) (*AnthropicGetModelResponse, error) {
+	rsp, err := c.AnthropicGetModel(ctx, modelId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnthropicGetModelResponse(rsp)
+}
+
 // ReturnToConnectPageWithResponse Where the OAuth 2.0 callback sends the browser back to.
 //
 // Completes the session when the authorization connected the
@@ -24999,13 +26920,30 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 
 // OpenaiCreateChatCompletionWithBodyWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -25020,13 +26958,30 @@ func (c *ClientWithResponses) OpenaiCreateChatCompletionWithBodyWithResponse(ctx
 
 // OpenaiCreateChatCompletionWithResponse OpenAI-compatible chat completions.
 //
-// OpenAI's `POST /v1/chat/completions`. Supports `tools`, `tool_choice`,
-// `parallel_tool_calls`, `stop`, `seed`, `user`, `max_tokens` /
-// `max_completion_tokens`, `stream` and `stream_options.include_usage`
-// (a final chunk with empty `choices` and the usage). Roles `system`,
-// `developer` (sent as system), `user`, `assistant` and `tool`. Text
-// content parts are joined; image and audio parts are refused (400).
-// Only `n: 1` is supported.
+// OpenAI's `POST /v1/chat/completions`. Supports `tools` (with
+// `strict`), `tool_choice`, `parallel_tool_calls`, `stop`, `seed`,
+// `user`, `max_tokens` / `max_completion_tokens`, `n`,
+// `response_format` (json_object, json_schema: the output is checked,
+// see the `Switchboard-Output-Check` header), `reasoning_effort`,
+// `stream` and `stream_options.include_usage` (a final chunk with empty
+// `choices` and the usage). Roles `system`, `developer` (sent as
+// system), `user`, `assistant` and `tool`. Content may be an array of
+// `text` and `image_url` parts (images in user messages only, to models
+// with the `vision` capability; others answer 400 naming the
+// capability): `image_url.url` is a base64 `data:` URL (`image/png`,
+// `image/jpeg`, `image/gif` or `image/webp`, at most 20 MiB decoded) or
+// an `https` URL, passed to providers that fetch images themselves and
+// fetched through the egress guard (10 s, 20 MiB, an image type) for
+// those that need the bytes (Gemini); other schemes, types and sizes
+// answer 400 naming `messages[i].content[j]`. `input_audio` and `file`
+// parts are refused (400).
+//
+// No field is dropped silently: every other field sent with a value
+// (`logprobs`, `top_logprobs`, `logit_bias`, `service_tier`,
+// `metadata`, `prediction`, `store`, a server's own extensions…) is
+// passed verbatim to OpenAI-compatible upstreams, and refused with a
+// 400 naming it (`param`) when the model's provider cannot carry it.
+// `audio`, `functions` and `function_call` are always refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -26292,6 +28247,10 @@ func (c *ClientWithResponses) GetModelWithResponse(ctx context.Context, id strin
 // none is configured) and `createdAt`. A name that itself contains `/`
 // (e.g. `together/meta-llama/Llama-3-8b`) must be encoded: use
 // `/v1/models/together/meta-llama%2FLlama-3-8b` or the `%2F`-encoded id.
+// A name the catalog does not have resolves as Ollama resolves it, with
+// the tag `latest`, namespace `library` and registry
+// `registry.ollama.ai` filled in (`ollama/tiny` is `ollama/tiny:latest`);
+// the answer carries the model's own id.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -27118,6 +29077,686 @@ func ParseGetMCPToolsetProtectedResourceMetadataResponse(rsp *http.Response) (*G
 	return response, nil
 }
 
+// ParseAnthropicCreateMessageResponse parses an HTTP response from a AnthropicCreateMessageWithResponse call
+func ParseAnthropicCreateMessageResponse(rsp *http.Response) (*AnthropicCreateMessageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnthropicCreateMessageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnthropicMessage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON529 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers AnthropicCreateMessageResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AnthropicCreateMessageResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AnthropicCreateMessageResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AnthropicCreateMessageResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers AnthropicCreateMessageResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers AnthropicCreateMessageResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers AnthropicCreateMessageResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers AnthropicCreateMessageResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers AnthropicCreateMessageResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers AnthropicCreateMessageResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	case rsp.StatusCode == 529:
+		var headers AnthropicCreateMessageResponse529Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers529 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAnthropicCountTokensResponse parses an HTTP response from a AnthropicCountTokensWithResponse call
+func ParseAnthropicCountTokensResponse(rsp *http.Response) (*AnthropicCountTokensResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnthropicCountTokensResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnthropicTokenCount
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 529:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON529 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers AnthropicCountTokensResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AnthropicCountTokensResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AnthropicCountTokensResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AnthropicCountTokensResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers AnthropicCountTokensResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers AnthropicCountTokensResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers AnthropicCountTokensResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers AnthropicCountTokensResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers AnthropicCountTokensResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 504:
+		var headers AnthropicCountTokensResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	case rsp.StatusCode == 529:
+		var headers AnthropicCountTokensResponse529Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers529 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAnthropicListModelsResponse parses an HTTP response from a AnthropicListModelsWithResponse call
+func ParseAnthropicListModelsResponse(rsp *http.Response) (*AnthropicListModelsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnthropicListModelsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnthropicModelList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers AnthropicListModelsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers AnthropicListModelsResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AnthropicListModelsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AnthropicListModelsResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers AnthropicListModelsResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers AnthropicListModelsResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAnthropicGetModelResponse parses an HTTP response from a AnthropicGetModelWithResponse call
+func ParseAnthropicGetModelResponse(rsp *http.Response) (*AnthropicGetModelResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnthropicGetModelResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnthropicModel
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest AnthropicErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AnthropicGetModelResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers AnthropicGetModelResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers AnthropicGetModelResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers AnthropicGetModelResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers AnthropicGetModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReturnToConnectPageResponse parses an HTTP response from a ReturnToConnectPageWithResponse call
 func ParseReturnToConnectPageResponse(rsp *http.Response) (*ReturnToConnectPageResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -27518,6 +30157,16 @@ func ParseOpenaiCreateChatCompletionResponse(rsp *http.Response) (*OpenaiCreateC
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers OpenaiCreateChatCompletionResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers OpenaiCreateChatCompletionResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -29825,6 +32474,16 @@ func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers ChatResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers ChatResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
@@ -33781,6 +36440,16 @@ func ParseGenerateResponse(rsp *http.Response) (*GenerateResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GenerateResponse200Headers
+		if values := rsp.Header.Values("Switchboard-Output-Check"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Switchboard-Output-Check", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SwitchboardOutputCheck = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 400:
 		var headers GenerateResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

@@ -272,13 +272,16 @@ func TestContractOpenAIErrors(t *testing.T) {
 		status           int
 		param            string
 	}{
-		{"image parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, 400, "messages[0].content"},
-		{"n>1", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","n":3,"messages":[{"role":"user","content":"Hi"}]}`, 400, "n"},
+		{"audio parts", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, 400, "messages[0].content[0].type"},
+		{"n<1", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","n":0,"messages":[{"role":"user","content":"Hi"}]}`, 400, "n"},
+		{"audio output", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","audio":{"voice":"alloy","format":"mp3"},"modalities":["text","audio"],"messages":[{"role":"user","content":"Hi"}]}`, 400, "audio"},
+		{"deprecated functions", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","functions":[{"name":"f"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "functions"},
 		{"unknown role", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"wizard","content":"Hi"}]}`, 400, "messages[0].role"},
 		{"malformed JSON", "/openai/v1/chat/completions", `{"model":`, 400, ""},
-		{"token arrays", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":[[1,2,3]]}`, 400, ""},
+		{"a token outside the encoding", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":[[9906,999999999]]}`, 400, "input"},
+		{"an empty token array", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":[[9906],[]]}`, 400, "input[1]"},
 		{"bad encoding", "/openai/v1/embeddings", `{"model":"local/hash-embed-384","input":"x","encoding_format":"int8"}`, 400, "encoding_format"},
-		{"unknown fields are ignored", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"store":false,"metadata":{"a":"b"},"reasoning_effort":"low"}`, 200, ""},
+		{"fields an OpenAI-compatible upstream understands pass through", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"store":false,"metadata":{"a":"b"},"reasoning_effort":"low"}`, 200, ""},
 		{"two prompts", "/openai/v1/completions", `{"model":"openai/gpt-4o-mini","prompt":["a","b"]}`, 400, "prompt"},
 		{"a known field in another case is refused", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","MODEL":"openai/limited","messages":[{"role":"user","content":"Hi"}]}`, 400, "MODEL"},
 		{"a duplicate name is refused", "/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","model":"openai/limited","messages":[{"role":"user","content":"Hi"}]}`, 400, "model"},

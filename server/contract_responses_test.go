@@ -47,6 +47,7 @@ func newChatUpstream(t *testing.T) *chatUpstream {
 	toolStream := llmFixture(t, "openai/chat_stream_tool_calls.txt")
 	broken := llmFixture(t, "openai/chat_stream_error.txt")
 	long := []byte(`{"id":"chatcmpl-long","object":"chat.completion","created":1699896916,"model":"long","choices":[{"index":0,"message":{"role":"assistant","content":"Once upon a"},"logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)
+	city := []byte(`{"id":"chatcmpl-city","object":"chat.completion","created":1699896916,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"{\"name\":\"Paris\"}"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`)
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
@@ -74,6 +75,8 @@ func newChatUpstream(t *testing.T) *chatUpstream {
 			_, _ = w.Write(stream)
 		case body["model"] == "long":
 			send("application/json", long)
+		case body["response_format"] != nil && !stream_:
+			send("application/json", city)
 		case stream_ && hasTools:
 			send("text/event-stream", toolStream)
 		case stream_:
@@ -91,12 +94,12 @@ func newChatUpstream(t *testing.T) *chatUpstream {
 // responsesEnv starts a server whose `openai` provider is a chatUpstream.
 func responsesEnv(t *testing.T) (*servertest.Env, *chatUpstream) {
 	up := newChatUpstream(t)
-	model := func(name string) config.Model {
-		return config.Model{Name: name, Capabilities: []string{"chat"}, MaxTokens: 128000, Pricing: &config.Pricing{Input: 0.15, Output: 0.60}}
+	model := func(name string, caps ...string) config.Model {
+		return config.Model{Name: name, Capabilities: append([]string{"chat"}, caps...), MaxTokens: 128000, Pricing: &config.Pricing{Input: 0.15, Output: 0.60}}
 	}
 	env := servertest.New(t, func(c *config.Config) {
 		c.Providers = []config.Provider{{Name: "openai", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(5 * time.Second),
-			Models: []config.Model{model("gpt-4o-mini"), model("long"), model("broken"), model("thinking")}}}
+			Models: []config.Model{model("gpt-4o-mini"), model("long"), model("broken"), model("thinking"), model("gpt-4o", "vision")}}}
 	})
 	return env, up
 }
@@ -285,6 +288,27 @@ func TestContractResponses(t *testing.T) {
 		}
 	})
 
+	t.Run("input_image parts reach a vision model as image_url parts", func(t *testing.T) {
+		items := `[{"role":"user","content":[{"type":"input_text","text":"What is in these?"},` +
+			`{"type":"input_image","image_url":"` + tinyPNGURL + `","detail":"low"},{"type":"input_image","image_url":"https://images.example/cat.png"}]}]`
+		if status := call(t, h, http.MethodPost, url, `{"model":"openai/gpt-4o","input":`+items+`}`, nil); status != 200 {
+			t.Fatalf("status %d", status)
+		}
+		parts, _ := up.last(t)["messages"].([]any)[0].(map[string]any)["content"].([]any)
+		want := []any{
+			map[string]any{"type": "text", "text": "What is in these?"},
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": tinyPNGURL, "detail": "low"}},
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://images.example/cat.png"}},
+		}
+		if g, w := jsonText(parts), jsonText(want); g != w {
+			t.Errorf("upstream content\n got %s\nwant %s", g, w)
+		}
+		var e openAIErr
+		if status := call(t, h, http.MethodPost, url, `{"model":"openai/gpt-4o-mini","input":`+items+`}`, &e); status != 400 || !strings.Contains(e.Error.Message, "does not support vision") {
+			t.Errorf("a model without vision: %d %+v", status, e.Error)
+		}
+	})
+
 	t.Run("text.format json_schema reaches the upstream as response_format", func(t *testing.T) {
 		body := `{"model":"openai/gpt-4o-mini","input":"Name a city.","text":{"format":{"type":"json_schema","name":"city","strict":true,"schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}}}}`
 		var r responseObject
@@ -295,6 +319,9 @@ func TestContractResponses(t *testing.T) {
 		js, _ := rf["json_schema"].(map[string]any)
 		if rf["type"] != "json_schema" || js["name"] != "city" || js["strict"] != true || js["schema"] == nil {
 			t.Errorf("upstream saw response_format %v", up.last(t)["response_format"])
+		}
+		if r.text() != `{"name":"Paris"}` {
+			t.Errorf("output %q", r.text())
 		}
 	})
 
@@ -470,6 +497,8 @@ func TestContractResponsesFields(t *testing.T) {
 		{"a built-in tool choice", base + `,"tool_choice":{"type":"web_search_preview"}`, 400, "tool_choice.type"},
 		{"an unsupported item", `"model":"openai/gpt-4o-mini","input":[{"type":"item_reference","id":"msg_1"}]`, 400, "input[0].type"},
 		{"an image by file id", `"model":"openai/gpt-4o-mini","input":[{"role":"user","content":[{"type":"input_image","file_id":"file_1"}]}]`, 400, "input[0].content[0].file_id"},
+		{"an image in an assistant message", `"model":"openai/gpt-4o-mini","input":[{"role":"assistant","content":[{"type":"input_image","image_url":"https://example.com/a.png"}]}]`, 400, "input[0].content"},
+		{"an image detail OpenAI does not know", `"model":"openai/gpt-4o-mini","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/a.png","detail":"ultra"}]}]`, 400, "input[0].content[0].detail"},
 		{"a file part", `"model":"openai/gpt-4o-mini","input":[{"role":"user","content":[{"type":"input_file","file_id":"file_1"}]}]`, 400, "input[0].content[0].type"},
 		{"an unknown role", `"model":"openai/gpt-4o-mini","input":[{"role":"wizard","content":"Hi"}]`, 400, "input[0].role"},
 		{"a function call without call_id", `"model":"openai/gpt-4o-mini","input":[{"type":"function_call","name":"f","arguments":"{}"}]`, 400, "input[0].call_id"},

@@ -48,6 +48,7 @@ func BenchmarkLLMChat(b *testing.B) {
 		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
 		{"responses-store-false", "/openai/v1/responses", `{"model":"mock/bench","input":"Say hello in five words.","max_output_tokens":32,"store":false}`, env.AdminKey},
 		{"responses", "/openai/v1/responses", `{"model":"mock/bench","input":"Say hello in five words.","max_output_tokens":32}`, env.AdminKey},
+		{"anthropic", "/anthropic/v1/messages", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			body := []byte(tc.body)

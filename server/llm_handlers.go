@@ -14,6 +14,7 @@ import (
 	fastjson "github.com/goccy/go-json"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/requestid"
@@ -33,12 +34,20 @@ func (s *Server) initLLM() error {
 	s.usage = usage.New(s.store, usage.Options{Logger: s.log})
 	s.closers = append(s.closers, s.usage.Close)
 	s.closers = append(s.closers, cat.StartDiscovery(discoveryInterval))
+	// Image URLs a provider needs as bytes are fetched through the egress
+	// guard, with the operator's egress.allow.
+	images, err := egress.New(s.cfg.Egress.Allow)
+	if err != nil {
+		return err
+	}
 	s.llm = &llm.Gateway{Catalog: cat, Usage: s.usage, Log: s.log,
-		Events: s.eventQueue, Subscribed: s.webhooks.Subscribed, Breakers: llm.NewBreakers(s.cfg.Providers)}
+		Events: s.eventQueue, Subscribed: s.webhooks.Subscribed, Breakers: llm.NewBreakers(s.cfg.Providers),
+		Images: llm.NewImageFetcher(images)}
 	if s.errorWriters == nil {
 		s.errorWriters = map[string]errorWriter{}
 	}
 	s.errorWriters["/openai/"] = writeOpenAIError
+	s.errorWriters[anthropicPrefix] = writeAnthropicError
 	return nil
 }
 
@@ -74,10 +83,32 @@ func chatCompletion(id string, res *llm.Result) api.ChatCompletion {
 	}
 }
 
+// nativeResponseFormat translates responseFormat (nil for none).
+func nativeResponseFormat(f *api.ResponseFormat) *llm.ResponseFormat {
+	if f == nil {
+		return nil
+	}
+	rf := &llm.ResponseFormat{Type: string(f.Type)}
+	if f.Name != nil {
+		rf.Name = *f.Name
+	}
+	if f.Description != nil {
+		rf.Description = *f.Description
+	}
+	if f.Schema != nil {
+		rf.Schema = *f.Schema
+	}
+	rf.Strict = f.Strict != nil && *f.Strict
+	if rf.Type == llm.FormatText {
+		return nil
+	}
+	return rf
+}
+
 func (h *handlers) Generate(ctx context.Context, req api.GenerateRequestObject) (api.GenerateResponseObject, error) {
 	b := req.Body
 	r := &llm.Request{Model: b.Model, Prompt: b.Prompt, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP,
-		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty}
+		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty, ResponseFormat: nativeResponseFormat(b.ResponseFormat)}
 	id := llm.NewID("gen_")
 	if b.Stream != nil && *b.Stream {
 		st, err := h.s.llm.Stream(ctx, llm.OpGenerate, r)
@@ -91,13 +122,13 @@ func (h *handlers) Generate(ctx context.Context, req api.GenerateRequestObject) 
 		return nil, err
 	}
 	g := generation(id, res)
-	return &jsonOK{v: &g}, nil
+	return &jsonOK{v: &g, header: outputHeader(res.Output)}, nil
 }
 
 func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.ChatResponseObject, error) {
 	b := req.Body
 	r := &llm.Request{Model: b.Model, Messages: nativeMessages(b.Messages), MaxTokens: b.MaxTokens, Temperature: b.Temperature,
-		TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty}
+		TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty, ResponseFormat: nativeResponseFormat(b.ResponseFormat)}
 	id := llm.NewID("chat_")
 	if f := (loopFields{actions: b.Actions, toolset: b.Toolset, execute: b.Execute, maxSteps: b.MaxSteps, connection: connectionHeader(ctx)}); f.wanted() {
 		return h.chatLoop(ctx, f, r, id, b.Stream != nil && *b.Stream)
@@ -114,7 +145,7 @@ func (h *handlers) Chat(ctx context.Context, req api.ChatRequestObject) (api.Cha
 		return nil, err
 	}
 	cc := chatCompletion(id, res)
-	return &jsonOK{v: &cc}, nil
+	return &jsonOK{v: &cc, header: outputHeader(res.Output)}, nil
 }
 
 func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingRequestObject) (api.CreateEmbeddingResponseObject, error) {
@@ -122,7 +153,7 @@ func (h *handlers) CreateEmbedding(ctx context.Context, req api.CreateEmbeddingR
 	if req.Body.Text != "" {
 		inputs = []string{req.Body.Text}
 	}
-	res, err := h.s.llm.Embed(ctx, req.Body.Model, inputs, nil, "", "text")
+	res, err := h.s.llm.Embed(ctx, req.Body.Model, llm.EmbedRequest{Inputs: inputs}, "text")
 	if err != nil {
 		return nil, err
 	}
@@ -258,13 +289,41 @@ func (h *handlers) GetProviderModel(ctx context.Context, req api.GetProviderMode
 // jsonOK answers 200 with v encoded as JSON. The LLM routes encode with
 // github.com/goccy/go-json, a drop-in encoding/json several times faster on
 // these small bodies (it is on every request's path).
-type jsonOK struct{ v any }
+type jsonOK struct {
+	v any
+	// header holds extra response headers (nil for none).
+	header http.Header
+}
 
 func (o *jsonOK) write(w http.ResponseWriter) error {
+	for k, v := range o.header {
+		w.Header()[k] = v
+	}
 	w.Header()["Content-Type"] = contentTypeJSON
 	// The encoder writes only once v is encoded whole (its first Write
 	// sends the 200), so that an encoding failure still becomes a 500.
 	return fastjson.NewEncoder(w).Encode(o.v)
+}
+
+// OutputCheckHeader tells the caller whether a structured output (a
+// response format of json_object or json_schema) conforms: "valid", or
+// "invalid; " and what is wrong. A strict json_schema that the output
+// does not meet is a 502 instead.
+const OutputCheckHeader = "Switchboard-Output-Check"
+
+// outputHeader is the header reporting c (nil when nothing was checked).
+func outputHeader(c *llm.OutputCheck) http.Header {
+	if c == nil {
+		return nil
+	}
+	if c.Valid() {
+		return http.Header{OutputCheckHeader: {"valid"}}
+	}
+	problem := strings.Join(strings.Fields(strings.Join(c.Problems, "; ")), " ")
+	if len(problem) > 300 {
+		problem = problem[:300] + "..."
+	}
+	return http.Header{OutputCheckHeader: {"invalid; " + problem}}
 }
 
 // contentTypeJSON is shared by every response; net/http never modifies it.
@@ -315,6 +374,12 @@ var keepAliveComment = []byte(": keep-alive\n\n")
 // the end of the stream, the stream's error, or errClientGone when a write
 // to the caller failed (the caller went away).
 func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn func(llm.Chunk) bool) error {
+	return eachChunkKeepAlive(w, fl, st, keepAliveComment, fn)
+}
+
+// eachChunkKeepAlive is eachChunk sending keepAlive (a wire format's own
+// keep-alive event, such as Anthropic's ping) instead of the comment.
+func eachChunkKeepAlive(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, keepAlive []byte, fn func(llm.Chunk) bool) error {
 	items, stop := st.Pump()
 	defer stop()
 	tick := time.NewTicker(st.KeepAlive())
@@ -333,7 +398,7 @@ func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn 
 			}
 			tick.Reset(st.KeepAlive())
 		case <-tick.C:
-			if _, err := w.Write(keepAliveComment); err != nil {
+			if _, err := w.Write(keepAlive); err != nil {
 				return errClientGone
 			}
 			if fl != nil {
@@ -376,7 +441,13 @@ func (n *nativeStream) write(w http.ResponseWriter) error {
 		send(llm.AppendEvent(buf[:0], "error", data))
 		return nil
 	}
-	data, _ := fastjson.Marshal(n.done(n.st.Result()))
+	res := n.st.Result()
+	if res.Output.Failed() {
+		data, _ := json.Marshal(nativeError(n.ctx, classify(n.s.llm.OutputError(res))))
+		send(llm.AppendEvent(buf[:0], "error", data))
+		return nil
+	}
+	data, _ := fastjson.Marshal(n.done(res))
 	send(llm.AppendEvent(buf[:0], "done", data))
 	return nil
 }

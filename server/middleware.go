@@ -193,6 +193,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		h := c.Request().Header.Get("Authorization")
+		if h == "" && strings.HasPrefix(c.Request().URL.Path, anthropicPrefix) {
+			// Anthropic's SDKs send their key as x-api-key.
+			if key := strings.TrimSpace(c.Request().Header.Get("x-api-key")); key != "" {
+				h = "Bearer " + key
+			}
+		}
 		if h == "" {
 			key, ok, err := s.consoleCredential(c.Request())
 			if err != nil {
@@ -206,6 +212,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		challenge := c.Response().Header()
 		if h == "" {
 			challenge.Set("WWW-Authenticate", `Bearer realm="switchboard"`)
+			if strings.HasPrefix(c.Request().URL.Path, anthropicPrefix) {
+				return errs.E(errs.Unauthenticated, "missing credential; send x-api-key: <API key or access token> or Authorization: Bearer <API key or access token>")
+			}
 			return errs.E(errs.Unauthenticated, "missing Authorization header; send Authorization: Bearer <API key or access token>")
 		}
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {

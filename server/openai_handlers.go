@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -49,15 +51,100 @@ func invalidParam(param, format string, args ...any) error {
 	return errs.E(errs.Invalid, format, args...).WithDetails(map[string]any{"problems": []errs.Problem{{Field: param, Problem: fmt.Sprintf(format, args...)}}})
 }
 
-// compatChatRequest translates an OpenAI chat request.
-func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error) {
-	if b.N != nil && *b.N != 1 {
-		return nil, invalidParam("n", "only n=1 is supported")
+// chatFieldsCarried are the chat completion request fields the gateway
+// translates; every other field sent with a value goes to the upstream
+// verbatim (llm.Request.Passthrough), or is refused for a provider that
+// cannot carry it.
+var chatFieldsCarried = map[string]bool{
+	"model": true, "messages": true, "max_tokens": true, "max_completion_tokens": true, "temperature": true,
+	"top_p": true, "frequency_penalty": true, "presence_penalty": true, "stop": true, "n": true, "seed": true,
+	"stream": true, "stream_options": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
+	"user": true, "response_format": true, "reasoning_effort": true,
+}
+
+// chatFieldsRefused are chat completion fields no route carries: their
+// output (audio) or their semantics (the deprecated function calling)
+// would be lost.
+var chatFieldsRefused = map[string]string{
+	"audio":         "audio output is not supported",
+	"functions":     "the deprecated functions parameter is not supported; send tools",
+	"function_call": "the deprecated function_call parameter is not supported; send tool_choice",
+}
+
+// passthrough collects the fields of an OpenAI request body outside
+// carried, refusing those in refused. A field whose value is null, false,
+// {} or [] asks for nothing and is left out, so that SDKs that send
+// defaults do not trip providers that cannot carry the field.
+func passthrough(body []byte, carried map[string]bool, refused map[string]string) (map[string]json.RawMessage, error) {
+	fields, err := openaiwire.Fields(body)
+	if err != nil {
+		return nil, nil // the typed decode has already accepted the body
 	}
+	var out map[string]json.RawMessage
+	for name, v := range fields {
+		if carried[name] || neutralJSON(v) {
+			continue
+		}
+		if why, ok := refused[name]; ok {
+			return nil, invalidParam(name, "%s", why)
+		}
+		if name == "modalities" && string(bytes.Join(bytes.Fields(v), nil)) == `["text"]` {
+			continue
+		}
+		if out == nil {
+			out = map[string]json.RawMessage{}
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// neutralJSON reports whether v is null, false, {} or [].
+func neutralJSON(v json.RawMessage) bool {
+	switch string(bytes.Join(bytes.Fields(v), nil)) {
+	case "null", "false", "{}", "[]":
+		return true
+	}
+	return false
+}
+
+// compatResponseFormat translates response_format.
+func compatResponseFormat(f *openaiwire.ResponseFormat) (*llm.ResponseFormat, error) {
+	if f == nil || f.Type == llm.FormatText {
+		return nil, nil
+	}
+	rf := &llm.ResponseFormat{Type: f.Type}
+	if f.Type == llm.FormatJSONSchema {
+		if f.JSONSchema == nil {
+			return nil, invalidParam("response_format.json_schema", "is required when response_format.type is json_schema")
+		}
+		js := f.JSONSchema
+		rf.Name, rf.Description, rf.Schema = js.Name, js.Description, js.Schema
+		rf.Strict = js.Strict != nil && *js.Strict
+	}
+	return rf, nil
+}
+
+// compatChatRequest translates an OpenAI chat request; body is the raw
+// request, read for the fields the gateway passes through.
+func compatChatRequest(b *openaiwire.ChatCompletionRequest, body []byte) (*llm.Request, error) {
 	r := &llm.Request{
 		Model: b.Model, Temperature: b.Temperature, TopP: b.TopP, FrequencyPenalty: b.FrequencyPenalty,
 		PresencePenalty: b.PresencePenalty, Stop: b.Stop, Seed: b.Seed, User: b.User, ParallelToolCalls: b.ParallelToolCalls,
-		MaxTokens: b.MaxTokens,
+		MaxTokens: b.MaxTokens, ReasoningEffort: b.ReasoningEffort,
+	}
+	if b.N != nil {
+		if *b.N < 1 {
+			return nil, invalidParam("n", "must be at least 1, got %d", *b.N)
+		}
+		r.N = *b.N
+	}
+	var err error
+	if r.ResponseFormat, err = compatResponseFormat(b.ResponseFormat); err != nil {
+		return nil, err
+	}
+	if r.Passthrough, err = passthrough(body, chatFieldsCarried, chatFieldsRefused); err != nil {
+		return nil, err
 	}
 	if b.MaxCompletionTokens != nil {
 		r.MaxTokens = b.MaxCompletionTokens
@@ -65,13 +152,19 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 	r.Messages = make([]llm.Message, len(b.Messages))
 	for i, m := range b.Messages {
 		if m.Content.NonText != "" {
-			return nil, invalidParam(fmt.Sprintf("messages[%d].content", i), "content parts of type %q are not supported; send text parts", m.Content.NonText)
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, m.Content.NonTextIndex),
+				"content parts of type %q are not supported; send text and image_url parts", m.Content.NonText)
 		}
 		role := m.Role
 		if role == "developer" {
 			role = llm.RoleSystem
 		}
 		msg := llm.Message{Role: role, Content: m.Content.Text, Name: m.Name, ToolCallID: m.ToolCallID}
+		parts, err := compatParts(i, role, m.Content.Parts)
+		if err != nil {
+			return nil, err
+		}
+		msg.Parts = parts
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -87,12 +180,44 @@ func compatChatRequest(b *openaiwire.ChatCompletionRequest) (*llm.Request, error
 		if t.Function.Name == "" {
 			return nil, invalidParam(fmt.Sprintf("tools[%d].function.name", i), "is required")
 		}
-		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		r.Tools = append(r.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters,
+			Strict: t.Function.Strict != nil && *t.Function.Strict})
 	}
 	if tc := b.ToolChoice; tc != nil {
 		r.ToolChoice = &llm.ToolChoice{Mode: tc.Mode, Name: tc.Name}
 	}
 	return r, nil
+}
+
+// compatParts translates the content parts of messages[i] (nil when its
+// content has no image): text parts and image_url parts, in order; images
+// only in user messages, as on OpenAI's API. The gateway checks and
+// decodes the images themselves.
+func compatParts(i int, role string, in []openaiwire.ContentPart) ([]llm.Part, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := make([]llm.Part, len(in))
+	for j, p := range in {
+		if p.Type == "text" {
+			out[j] = llm.Part{Text: p.Text}
+			continue
+		}
+		if role != llm.RoleUser {
+			return nil, invalidParam(fmt.Sprintf("messages[%d].content[%d].type", i, j), "image_url parts are only accepted in user messages, not in %s messages", role)
+		}
+		at := fmt.Sprintf("messages[%d].content[%d].image_url", i, j)
+		if p.ImageURL == nil || p.ImageURL.URL == "" {
+			return nil, invalidParam(at+".url", "is required on image_url parts")
+		}
+		switch p.ImageURL.Detail {
+		case "", "auto", "low", "high", "original":
+		default:
+			return nil, invalidParam(at+".detail", "must be auto, low, high or original, got %q", p.ImageURL.Detail)
+		}
+		out[j] = llm.Part{Image: &llm.Image{URL: p.ImageURL.URL, Detail: p.ImageURL.Detail}}
+	}
+	return out, nil
 }
 
 func compatUsage(u llm.Usage) *openaiwire.Usage {
@@ -119,7 +244,7 @@ func (h *handlers) OpenaiCreateChatCompletion(ctx context.Context, req api.Opena
 	if err := decodeOpenAI(*req.Body, &b); err != nil {
 		return nil, err
 	}
-	r, err := compatChatRequest(&b)
+	r, err := compatChatRequest(&b, *req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -135,16 +260,25 @@ func (h *handlers) OpenaiCreateChatCompletion(ctx context.Context, req api.Opena
 	if err != nil {
 		return nil, err
 	}
-	msg := openaiwire.ResponseMessage{Role: llm.RoleAssistant, ToolCalls: compatToolCalls(res.ToolCalls)}
-	if res.Text != "" || len(res.ToolCalls) == 0 {
-		text := res.Text
+	choices := make([]openaiwire.Choice, 1, 1+len(res.More))
+	choices[0] = compatChoice(0, llm.Choice{Text: res.Text, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Logprobs: res.Logprobs})
+	for i, ch := range res.More {
+		choices = append(choices, compatChoice(i+1, ch))
+	}
+	return &openAIJSON{header: outputHeader(res.Output), v: &openaiwire.ChatCompletion{
+		ID: id, Object: "chat.completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
+		Choices: choices, Usage: compatUsage(res.Usage),
+	}}, nil
+}
+
+// compatChoice is one choice of a chat completion.
+func compatChoice(i int, ch llm.Choice) openaiwire.Choice {
+	msg := openaiwire.ResponseMessage{Role: llm.RoleAssistant, ToolCalls: compatToolCalls(ch.ToolCalls)}
+	if ch.Text != "" || len(ch.ToolCalls) == 0 {
+		text := ch.Text
 		msg.Content = &text
 	}
-	return &openAIJSON{v: &openaiwire.ChatCompletion{
-		ID: id, Object: "chat.completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
-		Choices: []openaiwire.Choice{{Index: 0, Message: msg, FinishReason: res.FinishReason}},
-		Usage:   compatUsage(res.Usage),
-	}}, nil
+	return openaiwire.Choice{Index: i, Message: msg, FinishReason: ch.FinishReason, Logprobs: ch.Logprobs}
 }
 
 func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCreateCompletionRequestObject) (api.OpenaiCreateCompletionResponseObject, error) {
@@ -152,16 +286,23 @@ func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCre
 	if err := decodeOpenAI(*req.Body, &b); err != nil {
 		return nil, err
 	}
-	if b.N != nil && *b.N != 1 {
-		return nil, invalidParam("n", "only n=1 is supported")
-	}
 	if len(b.Prompt) > 1 {
 		return nil, invalidParam("prompt", "only one prompt per request is supported")
 	}
 	r := &llm.Request{Model: b.Model, MaxTokens: b.MaxTokens, Temperature: b.Temperature, TopP: b.TopP,
 		FrequencyPenalty: b.FrequencyPenalty, PresencePenalty: b.PresencePenalty, Stop: b.Stop, Seed: b.Seed, User: b.User}
+	if b.N != nil {
+		if *b.N < 1 {
+			return nil, invalidParam("n", "must be at least 1, got %d", *b.N)
+		}
+		r.N = *b.N
+	}
 	if len(b.Prompt) == 1 {
 		r.Prompt = b.Prompt[0]
+	}
+	var err error
+	if r.Passthrough, err = passthrough(*req.Body, completionFieldsCarried, nil); err != nil {
+		return nil, err
 	}
 	id := llm.NewID("cmpl-")
 	if b.Stream {
@@ -176,11 +317,22 @@ func (h *handlers) OpenaiCreateCompletion(ctx context.Context, req api.OpenaiCre
 		return nil, err
 	}
 	finish := res.FinishReason
+	choices := []openaiwire.CompletionChoice{{Text: res.Text, Index: 0, FinishReason: &finish, Logprobs: res.Logprobs}}
+	for i, ch := range res.More {
+		f := ch.FinishReason
+		choices = append(choices, openaiwire.CompletionChoice{Text: ch.Text, Index: i + 1, FinishReason: &f, Logprobs: ch.Logprobs})
+	}
 	return &openAIJSON{v: &openaiwire.Completion{
 		ID: id, Object: "text_completion", Created: res.CreatedAt.Unix(), Model: res.Model.ID,
-		Choices: []openaiwire.CompletionChoice{{Text: res.Text, Index: 0, FinishReason: &finish}},
-		Usage:   compatUsage(res.Usage),
+		Choices: choices, Usage: compatUsage(res.Usage),
 	}}, nil
+}
+
+// completionFieldsCarried are the legacy completion request fields the
+// gateway translates (see chatFieldsCarried).
+var completionFieldsCarried = map[string]bool{
+	"model": true, "prompt": true, "max_tokens": true, "temperature": true, "top_p": true, "frequency_penalty": true,
+	"presence_penalty": true, "stop": true, "n": true, "seed": true, "stream": true, "stream_options": true, "user": true,
 }
 
 // compatEmbedding is an embedding in float or base64 encoding.
@@ -200,7 +352,7 @@ func (h *handlers) OpenaiCreateEmbedding(ctx context.Context, req api.OpenaiCrea
 	default:
 		return nil, invalidParam("encoding_format", "must be float or base64, got %q", b.EncodingFormat)
 	}
-	res, err := h.s.llm.Embed(ctx, b.Model, b.Input, b.Dimensions, b.User, "input")
+	res, err := h.s.llm.Embed(ctx, b.Model, llm.EmbedRequest{Inputs: b.Input.Texts, Tokens: b.Input.Tokens, Dimensions: b.Dimensions, User: b.User}, "input")
 	if err != nil {
 		return nil, err
 	}
@@ -308,26 +460,31 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 		}
 		return true
 	}
-	chatChunk := func(d openaiwire.Delta, finish *string) *openaiwire.ChatCompletionChunk {
+	chatChunk := func(choice int, d openaiwire.Delta, finish *string, logprobs json.RawMessage) *openaiwire.ChatCompletionChunk {
 		return &openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
-			Choices: []openaiwire.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}}}
+			Choices: []openaiwire.ChunkChoice{{Index: choice, Delta: d, FinishReason: finish, Logprobs: logprobs}}}
 	}
-	textChunk := func(text string, finish *string) *openaiwire.Completion {
+	started := 1 // choices whose first (role) delta was sent
+	textChunk := func(choice int, text string, finish *string, logprobs json.RawMessage) *openaiwire.Completion {
 		return &openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
-			Choices: []openaiwire.CompletionChoice{{Text: text, Index: 0, FinishReason: finish}}}
+			Choices: []openaiwire.CompletionChoice{{Text: text, Index: choice, FinishReason: finish, Logprobs: logprobs}}}
 	}
 	if c.chat {
 		empty := ""
-		if !send(chatChunk(openaiwire.Delta{Role: llm.RoleAssistant, Content: &empty}, nil)) {
+		if !send(chatChunk(0, openaiwire.Delta{Role: llm.RoleAssistant, Content: &empty}, nil, nil)) {
 			return nil
 		}
 	}
 	err := eachChunk(w, fl, c.st, func(ch llm.Chunk) bool {
-		if ch.Text == "" && len(ch.ToolCalls) == 0 {
+		if ch.Text == "" && len(ch.ToolCalls) == 0 && ch.Logprobs == nil {
 			return true
 		}
 		if c.chat {
 			d := openaiwire.Delta{}
+			if ch.Choice >= started {
+				d.Role = llm.RoleAssistant
+				started = ch.Choice + 1
+			}
 			if ch.Text != "" {
 				t := ch.Text
 				d.Content = &t
@@ -340,9 +497,9 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 				}
 				d.ToolCalls = append(d.ToolCalls, wtc)
 			}
-			return send(chatChunk(d, nil))
+			return send(chatChunk(ch.Choice, d, nil, ch.Logprobs))
 		}
-		return send(textChunk(ch.Text, nil))
+		return send(textChunk(ch.Choice, ch.Text, nil, ch.Logprobs))
 	})
 	switch {
 	case err == errClientGone:
@@ -353,11 +510,24 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 		return nil
 	}
 	res := c.st.Result()
+	if res.Output.Failed() {
+		// Everything was sent already: say so instead of finishing.
+		send(openaiwire.ErrorResponse{Error: openAIErrorBody(classify(c.s.llm.OutputError(res)))})
+		return nil
+	}
 	finish := res.FinishReason
 	if c.chat {
-		send(chatChunk(openaiwire.Delta{}, &finish))
+		send(chatChunk(0, openaiwire.Delta{}, &finish, nil))
+		for i, ch := range res.More {
+			f := ch.FinishReason
+			send(chatChunk(i+1, openaiwire.Delta{}, &f, nil))
+		}
 	} else {
-		send(textChunk("", &finish))
+		send(textChunk(0, "", &finish, nil))
+		for i, ch := range res.More {
+			f := ch.FinishReason
+			send(textChunk(i+1, "", &f, nil))
+		}
 	}
 	if c.includeUsage {
 		if c.chat {

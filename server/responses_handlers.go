@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/openaiwire"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/responseswire"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
 )
@@ -76,11 +77,14 @@ func jsonEqual(v json.RawMessage, want string) bool {
 }
 
 // checkResponsesFields refuses the first field (in name order) the route
-// does not carry, naming it, and returns the passthrough fields.
+// does not carry, naming it, and returns the passthrough fields. A field
+// sent as null is not there.
 func checkResponsesFields(fields map[string]json.RawMessage) (map[string]json.RawMessage, error) {
 	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
+	for k, v := range fields {
+		if !jsonEqual(v, "null") {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	var pass map[string]json.RawMessage
@@ -116,7 +120,7 @@ func truncateJSON(v json.RawMessage) string {
 }
 
 // toolKeys are the keys of a function tool the route carries; others are
-// accepted only when empty (false, null, [], {}, "").
+// accepted only when they ask for nothing (null, false, {}, []).
 var toolKeys = map[string]bool{"type": true, "name": true, "description": true, "parameters": true, "strict": true}
 
 // checkToolFields refuses a key of a function tool the route does not carry.
@@ -138,8 +142,7 @@ func checkToolFields(raw json.RawMessage) error {
 			if toolKeys[k] {
 				continue
 			}
-			switch string(bytes.TrimSpace(t[k])) {
-			case "null", "false", "[]", "{}", `""`:
+			if neutralJSON(t[k]) {
 				continue
 			}
 			return invalidParam(fmt.Sprintf("tools[%d].%s", i, k), "tools[%d].%s is not supported on /openai/v1/responses; remove it", i, k)
@@ -189,7 +192,7 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 	if err := decodeOpenAI(body, &b); err != nil {
 		return nil, err
 	}
-	fields, err := responseswire.Fields(body)
+	fields, err := openaiwire.Fields(body)
 	if err != nil {
 		return nil, err
 	}
@@ -443,6 +446,9 @@ func responsesMessages(items []responseswire.Item, history int) ([]llm.Message, 
 			if err := contentOf(it.Content, &msg, at(i)+".content"); err != nil {
 				return nil, err
 			}
+			if msg.Parts != nil && role != llm.RoleUser {
+				return nil, invalidParam(at(i)+".content", "input_image parts are only accepted in user messages, not in %s messages", it.Role)
+			}
 			out = append(out, msg)
 			lastCall = -1
 			if role == llm.RoleAssistant {
@@ -510,6 +516,11 @@ func contentOf(c *responseswire.Content, msg *llm.Message, field string) error {
 					return invalidParam(fmt.Sprintf("%s[%d].file_id", field, j), "images by file_id are not supported; send image_url (a data: or https URL)")
 				}
 				return invalidParam(fmt.Sprintf("%s[%d].image_url", field, j), "is required")
+			}
+			switch p.Detail {
+			case "", "auto", "low", "high", "original":
+			default:
+				return invalidParam(fmt.Sprintf("%s[%d].detail", field, j), "must be auto, low, high or original, got %q", p.Detail)
 			}
 			images = true
 			parts = append(parts, llm.Part{Image: &llm.Image{URL: p.ImageURL, Detail: p.Detail}})

@@ -110,6 +110,111 @@ func (e ActionParameterType) Valid() bool {
 	}
 }
 
+// Defines values for AnthropicContentBlockSourceType.
+const (
+	Base64 AnthropicContentBlockSourceType = "base64"
+	Url    AnthropicContentBlockSourceType = "url"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicContentBlockSourceType enum.
+func (e AnthropicContentBlockSourceType) Valid() bool {
+	switch e {
+	case Base64:
+		return true
+	case Url:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicErrorResponseType.
+const (
+	Error AnthropicErrorResponseType = "error"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicErrorResponseType enum.
+func (e AnthropicErrorResponseType) Valid() bool {
+	switch e {
+	case Error:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageRole.
+const (
+	AnthropicMessageRoleAssistant AnthropicMessageRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageRole enum.
+func (e AnthropicMessageRole) Valid() bool {
+	switch e {
+	case AnthropicMessageRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageStopReason.
+const (
+	EndTurn      AnthropicMessageStopReason = "end_turn"
+	MaxTokens    AnthropicMessageStopReason = "max_tokens"
+	Refusal      AnthropicMessageStopReason = "refusal"
+	StopSequence AnthropicMessageStopReason = "stop_sequence"
+	ToolUse      AnthropicMessageStopReason = "tool_use"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageStopReason enum.
+func (e AnthropicMessageStopReason) Valid() bool {
+	switch e {
+	case EndTurn:
+		return true
+	case MaxTokens:
+		return true
+	case Refusal:
+		return true
+	case StopSequence:
+		return true
+	case ToolUse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicMessageType.
+const (
+	AnthropicMessageTypeMessage AnthropicMessageType = "message"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicMessageType enum.
+func (e AnthropicMessageType) Valid() bool {
+	switch e {
+	case AnthropicMessageTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnthropicModelType.
+const (
+	AnthropicModelTypeModel AnthropicModelType = "model"
+)
+
+// Valid indicates whether the value is a known member of the AnthropicModelType enum.
+func (e AnthropicModelType) Valid() bool {
+	switch e {
+	case AnthropicModelTypeModel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BudgetPeriod.
 const (
 	BudgetPeriodDay   BudgetPeriod = "day"
@@ -842,6 +947,27 @@ func (e OpenAPIImportResultConnectorOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ResponseFormatType.
+const (
+	ResponseFormatJSONObject ResponseFormatType = "json_object"
+	ResponseFormatJSONSchema ResponseFormatType = "json_schema"
+	ResponseFormatText       ResponseFormatType = "text"
+)
+
+// Valid indicates whether the value is a known member of the ResponseFormatType enum.
+func (e ResponseFormatType) Valid() bool {
+	switch e {
+	case ResponseFormatJSONObject:
+		return true
+	case ResponseFormatJSONSchema:
+		return true
+	case ResponseFormatText:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopeAdmin           Scope = "admin"
@@ -1416,6 +1542,124 @@ type ActionParameterIn string
 // ActionParameterType The JSON type values must have (integer within ±2^53). Path parameters are string, number, integer or boolean.
 type ActionParameterType string
 
+// AnthropicContentBlock A content block: text {text}, image {source}, tool_use {id, name, input}, tool_result {tool_use_id, content, is_error}.
+type AnthropicContentBlock struct {
+	CacheControl *map[string]interface{}        `json:"cache_control,omitempty"`
+	Content      *AnthropicContentBlock_Content `json:"content,omitempty"`
+	Id           *string                        `json:"id,omitempty"`
+	Input        *map[string]interface{}        `json:"input,omitempty"`
+	IsError      *bool                          `json:"is_error,omitempty"`
+	Name         *string                        `json:"name,omitempty"`
+	Source       *struct {
+		Data      *string                         `json:"data,omitempty"`
+		MediaType *string                         `json:"media_type,omitempty"`
+		Type      AnthropicContentBlockSourceType `json:"type"`
+		Url       *string                         `json:"url,omitempty"`
+	} `json:"source,omitempty"`
+	Text      *string `json:"text,omitempty"`
+	ToolUseId *string `json:"tool_use_id,omitempty"`
+	Type      string  `json:"type"`
+}
+
+// AnthropicContentBlockContent0 defines model for AnthropicContentBlock.Content.0.
+type AnthropicContentBlockContent0 = string
+
+// AnthropicContentBlockContent1 defines model for AnthropicContentBlock.Content.1.
+type AnthropicContentBlockContent1 = []map[string]interface{}
+
+// AnthropicContentBlock_Content defines model for AnthropicContentBlock.Content.
+type AnthropicContentBlock_Content struct {
+	union json.RawMessage
+}
+
+// AnthropicContentBlockSourceType defines model for AnthropicContentBlock.Source.Type.
+type AnthropicContentBlockSourceType string
+
+// AnthropicCountTokensRequest Anthropic's count_tokens request (a Messages request without `max_tokens`, `stream` and the sampling knobs).
+type AnthropicCountTokensRequest = json.RawMessage
+
+// AnthropicErrorResponse defines model for AnthropicErrorResponse.
+type AnthropicErrorResponse struct {
+	Error struct {
+		Message string `json:"message"`
+
+		// Type invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, timeout_error or overloaded_error.
+		Type string `json:"type"`
+	} `json:"error"`
+	RequestId *string                    `json:"request_id,omitempty"`
+	Type      AnthropicErrorResponseType `json:"type"`
+}
+
+// AnthropicErrorResponseType defines model for AnthropicErrorResponse.Type.
+type AnthropicErrorResponseType string
+
+// AnthropicMessage defines model for AnthropicMessage.
+type AnthropicMessage struct {
+	Content []AnthropicContentBlock `json:"content"`
+
+	// Id Example: msg_5f0c6e1d2a3b4c5d6e7f8091
+	Id string `json:"id"`
+
+	// Model The model that answered.
+	Model        string                      `json:"model"`
+	Role         AnthropicMessageRole        `json:"role"`
+	StopReason   *AnthropicMessageStopReason `json:"stop_reason"`
+	StopSequence *string                     `json:"stop_sequence"`
+	Type         AnthropicMessageType        `json:"type"`
+	Usage        AnthropicUsage              `json:"usage"`
+}
+
+// AnthropicMessageRole defines model for AnthropicMessage.Role.
+type AnthropicMessageRole string
+
+// AnthropicMessageStopReason defines model for AnthropicMessage.StopReason.
+type AnthropicMessageStopReason string
+
+// AnthropicMessageType defines model for AnthropicMessage.Type.
+type AnthropicMessageType string
+
+// AnthropicMessageRequest Anthropic's Messages request; names Anthropic does not declare are refused.
+type AnthropicMessageRequest = json.RawMessage
+
+// AnthropicModel defines model for AnthropicModel.
+type AnthropicModel struct {
+	CreatedAt   time.Time `json:"created_at"`
+	DisplayName string    `json:"display_name"`
+
+	// Id Example: anthropic/claude-sonnet-4-5
+	Id             string             `json:"id"`
+	MaxInputTokens *int               `json:"max_input_tokens,omitempty"`
+	Type           AnthropicModelType `json:"type"`
+}
+
+// AnthropicModelType defines model for AnthropicModel.Type.
+type AnthropicModelType string
+
+// AnthropicModelList defines model for AnthropicModelList.
+type AnthropicModelList struct {
+	Data    []AnthropicModel `json:"data"`
+	FirstId *string          `json:"first_id"`
+	HasMore bool             `json:"has_more"`
+	LastId  *string          `json:"last_id"`
+}
+
+// AnthropicTokenCount defines model for AnthropicTokenCount.
+type AnthropicTokenCount struct {
+	InputTokens int `json:"input_tokens"`
+}
+
+// AnthropicUsage defines model for AnthropicUsage.
+type AnthropicUsage struct {
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+
+	// CacheReadInputTokens Prompt tokens the provider served from its prompt cache.
+	CacheReadInputTokens int `json:"cache_read_input_tokens"`
+
+	// InputTokens Prompt tokens not read from the prompt cache.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
 // Budget A spend limit in USD over a period, counted from the catalog's
 // pricing (cached prompt tokens at their own price where the provider
 // reports them) on every model route. Once `usd` is spent, the next
@@ -1526,6 +1770,15 @@ type ChatRequest struct {
 	// Example: anthropic/claude-3-5-haiku-latest
 	Model           string   `json:"model"`
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
+
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
 
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream      *bool    `json:"stream,omitempty"`
@@ -2093,7 +2346,7 @@ type FunctionDefinition struct {
 
 // GenerateRequest defines model for GenerateRequest.
 type GenerateRequest struct {
-	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; not sent to Anthropic, which has none).
+	// FrequencyPenalty Penalty for frequent tokens (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
 
 	// MaxTokens Most tokens to generate; at most the model's `maxTokens`. Default: the provider's (4096 for Anthropic, which requires one).
@@ -2104,11 +2357,20 @@ type GenerateRequest struct {
 	// Example: openai/gpt-4o-mini
 	Model string `json:"model"`
 
-	// PresencePenalty Penalty for tokens already present (-2 to 2; not sent to Anthropic, which has none).
+	// PresencePenalty Penalty for tokens already present (-2 to 2; a model of an Anthropic provider refuses it with 400, Anthropic has none).
 	PresencePenalty *float64 `json:"presencePenalty,omitempty"`
 
 	// Prompt The text to continue or answer.
 	Prompt string `json:"prompt"`
+
+	// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+	// `json_schema`: the output conforms to `schema` (JSON Schema draft
+	// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+	// receive it as `response_format`, Gemini as `responseJsonSchema`,
+	// Anthropic as a forced tool. The output is checked either way (header
+	// `Switchboard-Output-Check`); with `strict`, output that does not
+	// conform is a 502.
+	ResponseFormat *ResponseFormat `json:"responseFormat,omitempty"`
 
 	// Stream Answer with a text/event-stream (see the `llm` tag).
 	Stream *bool `json:"stream,omitempty"`
@@ -2645,7 +2907,7 @@ type OpenAIChatCompletionChoicesMessageRole string
 // OpenAIChatCompletionObject defines model for OpenAIChatCompletion.Object.
 type OpenAIChatCompletionObject string
 
-// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are ignored.
+// OpenAIChatCompletionRequest OpenAI's chat completion request; fields not listed are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAIChatCompletionRequest = json.RawMessage
 
 // OpenAICompletion defines model for OpenAICompletion.
@@ -2671,7 +2933,7 @@ type OpenAICompletionChoicesFinishReason string
 // OpenAICompletionObject defines model for OpenAICompletion.Object.
 type OpenAICompletionObject string
 
-// OpenAICompletionRequest OpenAI's (legacy) completion request; fields not listed are ignored.
+// OpenAICompletionRequest OpenAI's (legacy) completion request; other fields (`logprobs`, `echo`, `suffix`, `best_of`, …) are passed to OpenAI-compatible upstreams verbatim, and refused (400 naming them) for providers that cannot carry them.
 type OpenAICompletionRequest = json.RawMessage
 
 // OpenAIEmbeddingRequest OpenAI's embeddings request; fields not listed are ignored.
@@ -2996,6 +3258,30 @@ type RateLimitOverride struct {
 	// TokensPerMinute Model tokens (prompt + completion) per minute on the LLM routes.
 	TokensPerMinute *int `json:"tokensPerMinute,omitempty"`
 }
+
+// ResponseFormat Structured output. `json_object`: the output is one JSON object.
+// `json_schema`: the output conforms to `schema` (JSON Schema draft
+// 2020-12 or draft-07; local `$ref`s only). OpenAI-compatible providers
+// receive it as `response_format`, Gemini as `responseJsonSchema`,
+// Anthropic as a forced tool. The output is checked either way (header
+// `Switchboard-Output-Check`); with `strict`, output that does not
+// conform is a 502.
+type ResponseFormat struct {
+	Description *string `json:"description,omitempty"`
+
+	// Name Names the schema (required for json_schema).
+	Name *string `json:"name,omitempty"`
+
+	// Schema The JSON Schema of the output (json_schema).
+	Schema *json.RawMessage `json:"schema,omitempty"`
+
+	// Strict Refuse (502) output that does not conform rather than return it marked invalid.
+	Strict *bool              `json:"strict,omitempty"`
+	Type   ResponseFormatType `json:"type"`
+}
+
+// ResponseFormatType defines model for ResponseFormat.Type.
+type ResponseFormatType string
 
 // RunRequest One invocation of an action.
 type RunRequest struct {
@@ -3402,6 +3688,12 @@ type WebhookWithSecret struct {
 // ActionName defines model for ActionName.
 type ActionName = string
 
+// AnthropicBeta defines model for AnthropicBeta.
+type AnthropicBeta = string
+
+// AnthropicVersion defines model for AnthropicVersion.
+type AnthropicVersion = string
+
 // ConnectionName defines model for ConnectionName.
 type ConnectionName = string
 
@@ -3426,6 +3718,9 @@ type ToolsetName = string
 // WebhookID defines model for WebhookID.
 type WebhookID = string
 
+// AnthropicErrorResult defines model for AnthropicErrorResult.
+type AnthropicErrorResult = AnthropicErrorResponse
+
 // ErrorResult defines model for ErrorResult.
 type ErrorResult = ErrorResponse
 
@@ -3434,6 +3729,51 @@ type OAuthCallbackError = ErrorResponse
 
 // OpenAIErrorResult defines model for OpenAIErrorResult.
 type OpenAIErrorResult = OpenAIErrorResponse
+
+// AnthropicCreateMessageParams defines parameters for AnthropicCreateMessage.
+type AnthropicCreateMessageParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicCountTokensParams defines parameters for AnthropicCountTokens.
+type AnthropicCountTokensParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicListModelsParams defines parameters for AnthropicListModels.
+type AnthropicListModelsParams struct {
+	// Limit Models per page (1-1000, default 20).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AfterId The page after this model id.
+	AfterId *string `form:"after_id,omitempty" json:"after_id,omitempty"`
+
+	// BeforeId The page before this model id.
+	BeforeId *string `form:"before_id,omitempty" json:"before_id,omitempty"`
+
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
+
+// AnthropicGetModelParams defines parameters for AnthropicGetModel.
+type AnthropicGetModelParams struct {
+	// AnthropicVersion Anthropic's API version header; accepted, not required (Switchboard speaks 2023-06-01).
+	AnthropicVersion *AnthropicVersion `json:"anthropic-version,omitempty"`
+
+	// AnthropicBeta Anthropic's beta features header; accepted, not required (no beta feature is carried).
+	AnthropicBeta *AnthropicBeta `json:"anthropic-beta,omitempty"`
+}
 
 // ListAPIKeysParams defines parameters for ListAPIKeys.
 type ListAPIKeysParams struct {
@@ -3685,6 +4025,12 @@ type RotateWebhookSecretParams struct {
 	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
+// AnthropicCreateMessageJSONRequestBody defines body for AnthropicCreateMessage for application/json ContentType.
+type AnthropicCreateMessageJSONRequestBody = AnthropicMessageRequest
+
+// AnthropicCountTokensJSONRequestBody defines body for AnthropicCountTokens for application/json ContentType.
+type AnthropicCountTokensJSONRequestBody = AnthropicCountTokensRequest
+
 // OpenaiCreateChatCompletionJSONRequestBody defines body for OpenaiCreateChatCompletion for application/json ContentType.
 type OpenaiCreateChatCompletionJSONRequestBody = OpenAIChatCompletionRequest
 
@@ -3905,6 +4251,68 @@ func (a JWK) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsAnthropicContentBlockContent0 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent0
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent0() (AnthropicContentBlockContent0, error) {
+	var body AnthropicContentBlockContent0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent0 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent0 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent0
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent0(v AnthropicContentBlockContent0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsAnthropicContentBlockContent1 returns the union data inside the AnthropicContentBlock_Content as a AnthropicContentBlockContent1
+func (t AnthropicContentBlock_Content) AsAnthropicContentBlockContent1() (AnthropicContentBlockContent1, error) {
+	var body AnthropicContentBlockContent1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromAnthropicContentBlockContent1 overwrites any union data inside the AnthropicContentBlock_Content as the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) FromAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeAnthropicContentBlockContent1 performs a merge with any union data inside the AnthropicContentBlock_Content, using the provided AnthropicContentBlockContent1
+func (t *AnthropicContentBlock_Content) MergeAnthropicContentBlockContent1(v AnthropicContentBlockContent1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t AnthropicContentBlock_Content) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *AnthropicContentBlock_Content) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsOpenAIEmbeddingResponseDataEmbedding0 returns the union data inside the OpenAIEmbeddingResponse_Data_Embedding as a OpenAIEmbeddingResponseDataEmbedding0
 func (t OpenAIEmbeddingResponse_Data_Embedding) AsOpenAIEmbeddingResponseDataEmbedding0() (OpenAIEmbeddingResponseDataEmbedding0, error) {
 	var body OpenAIEmbeddingResponseDataEmbedding0
@@ -4043,6 +4451,18 @@ type ServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx echo.Context, toolset string) error
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx echo.Context) error
@@ -4309,6 +4729,209 @@ func (w *ServerInterfaceWrapper) GetMCPToolsetProtectedResourceMetadata(ctx echo
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetMCPToolsetProtectedResourceMetadata(ctx, toolset)
+	return err
+}
+
+// AnthropicCreateMessage converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCreateMessage(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCreateMessageParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCreateMessage(ctx, params)
+	return err
+}
+
+// AnthropicCountTokens converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicCountTokens(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicCountTokensParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicCountTokens(ctx, params)
+	return err
+}
+
+// AnthropicListModels converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicListModels(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicListModelsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after_id", ctx.QueryParams(), &params.AfterId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "before_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "before_id", ctx.QueryParams(), &params.BeforeId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter before_id: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicListModels(ctx, params)
+	return err
+}
+
+// AnthropicGetModel converts echo context to params.
+func (w *ServerInterfaceWrapper) AnthropicGetModel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "model_id" -------------
+	var modelId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "model_id", ctx.Param("model_id"), &modelId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter model_id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AnthropicGetModelParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "anthropic-version" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-version")]; found {
+		var AnthropicVersion AnthropicVersion
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-version, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-version", valueList[0], &AnthropicVersion, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-version: %s", err))
+		}
+
+		params.AnthropicVersion = &AnthropicVersion
+	}
+	// ------------- Optional header parameter "anthropic-beta" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("anthropic-beta")]; found {
+		var AnthropicBeta AnthropicBeta
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for anthropic-beta, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "anthropic-beta", valueList[0], &AnthropicBeta, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter anthropic-beta: %s", err))
+		}
+
+		params.AnthropicBeta = &AnthropicBeta
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AnthropicGetModel(ctx, modelId, params)
 	return err
 }
 
@@ -5995,6 +6618,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/openai/v1/responses", wrapper.OpenaiCreateResponse, options.OperationMiddlewares["openaiCreateResponse"]...)
 	router.DELETE(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiDeleteResponse, options.OperationMiddlewares["openaiDeleteResponse"]...)
 	router.GET(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiGetResponse, options.OperationMiddlewares["openaiGetResponse"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages", wrapper.AnthropicCreateMessage, options.OperationMiddlewares["anthropicCreateMessage"]...)
+	router.POST(options.BaseURL+"/anthropic/v1/messages/count_tokens", wrapper.AnthropicCountTokens, options.OperationMiddlewares["anthropicCountTokens"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models", wrapper.AnthropicListModels, options.OperationMiddlewares["anthropicListModels"]...)
+	router.GET(options.BaseURL+"/anthropic/v1/models/:model_id", wrapper.AnthropicGetModel, options.OperationMiddlewares["anthropicGetModel"]...)
 	router.GET(options.BaseURL+"/v1/connectors", wrapper.ListConnectors, options.OperationMiddlewares["listConnectors"]...)
 	router.POST(options.BaseURL+"/v1/connectors", wrapper.CreateConnector, options.OperationMiddlewares["createConnector"]...)
 	router.DELETE(options.BaseURL+"/v1/connectors/:name", wrapper.DeleteConnector, options.OperationMiddlewares["deleteConnector"]...)
@@ -6035,6 +6662,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/connect-sessions", wrapper.CreateConnectSession, options.OperationMiddlewares["createConnectSession"]...)
 	router.GET(options.BaseURL+"/v1/connect-sessions/:id", wrapper.GetConnectSession, options.OperationMiddlewares["getConnectSession"]...)
 
+}
+
+type AnthropicErrorResultResponseHeaders struct {
+	XRequestId *string
+}
+type AnthropicErrorResultJSONResponse struct {
+	Body AnthropicErrorResponse
+
+	Headers AnthropicErrorResultResponseHeaders
 }
 
 type ErrorResultResponseHeaders struct {
@@ -6161,6 +6797,912 @@ func (response GetMCPToolsetProtectedResourceMetadata200JSONResponse) VisitGetMC
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessageRequestObject struct {
+	Params AnthropicCreateMessageParams
+	Body   *AnthropicCreateMessageJSONRequestBody
+}
+
+type AnthropicCreateMessageResponseObject interface {
+	VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCreateMessage200JSONResponse AnthropicMessage
+
+func (response AnthropicCreateMessage200JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response AnthropicCreateMessage200TexteventStreamResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type AnthropicCreateMessage400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCreateMessage400JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage401ResponseHeaders
+}
+
+func (response AnthropicCreateMessage401JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage403ResponseHeaders
+}
+
+func (response AnthropicCreateMessage403JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage404ResponseHeaders
+}
+
+func (response AnthropicCreateMessage404JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage413ResponseHeaders
+}
+
+func (response AnthropicCreateMessage413JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage415ResponseHeaders
+}
+
+func (response AnthropicCreateMessage415JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage429ResponseHeaders
+}
+
+func (response AnthropicCreateMessage429JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage500ResponseHeaders
+}
+
+func (response AnthropicCreateMessage500JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage502ResponseHeaders
+}
+
+func (response AnthropicCreateMessage502JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage504ResponseHeaders
+}
+
+func (response AnthropicCreateMessage504JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCreateMessage529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCreateMessage529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCreateMessage529ResponseHeaders
+}
+
+func (response AnthropicCreateMessage529JSONResponse) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokensRequestObject struct {
+	Params AnthropicCountTokensParams
+	Body   *AnthropicCountTokensJSONRequestBody
+}
+
+type AnthropicCountTokensResponseObject interface {
+	VisitAnthropicCountTokensResponse(w http.ResponseWriter) error
+}
+
+type AnthropicCountTokens200JSONResponse AnthropicTokenCount
+
+func (response AnthropicCountTokens200JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicCountTokens400JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens401ResponseHeaders
+}
+
+func (response AnthropicCountTokens401JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens403ResponseHeaders
+}
+
+func (response AnthropicCountTokens403JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens404ResponseHeaders
+}
+
+func (response AnthropicCountTokens404JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens413JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens413ResponseHeaders
+}
+
+func (response AnthropicCountTokens413JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens415JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens415ResponseHeaders
+}
+
+func (response AnthropicCountTokens415JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens429ResponseHeaders
+}
+
+func (response AnthropicCountTokens429JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens500ResponseHeaders
+}
+
+func (response AnthropicCountTokens500JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens502JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens502ResponseHeaders
+}
+
+func (response AnthropicCountTokens502JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens504JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens504ResponseHeaders
+}
+
+func (response AnthropicCountTokens504JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicCountTokens529ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicCountTokens529JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicCountTokens529ResponseHeaders
+}
+
+func (response AnthropicCountTokens529JSONResponse) VisitAnthropicCountTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(529)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModelsRequestObject struct {
+	Params AnthropicListModelsParams
+}
+
+type AnthropicListModelsResponseObject interface {
+	VisitAnthropicListModelsResponse(w http.ResponseWriter) error
+}
+
+type AnthropicListModels200JSONResponse AnthropicModelList
+
+func (response AnthropicListModels200JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels400JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicListModels400JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels401JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels401ResponseHeaders
+}
+
+func (response AnthropicListModels401JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels403ResponseHeaders
+}
+
+func (response AnthropicListModels403JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels404ResponseHeaders
+}
+
+func (response AnthropicListModels404JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels429ResponseHeaders
+}
+
+func (response AnthropicListModels429JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicListModels500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicListModels500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicListModels500ResponseHeaders
+}
+
+func (response AnthropicListModels500JSONResponse) VisitAnthropicListModelsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModelRequestObject struct {
+	ModelId string `json:"model_id"`
+	Params  AnthropicGetModelParams
+}
+
+type AnthropicGetModelResponseObject interface {
+	VisitAnthropicGetModelResponse(w http.ResponseWriter) error
+}
+
+type AnthropicGetModel200JSONResponse AnthropicModel
+
+func (response AnthropicGetModel200JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel401JSONResponse struct {
+	AnthropicErrorResultJSONResponse
+}
+
+func (response AnthropicGetModel401JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel403JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel403ResponseHeaders
+}
+
+func (response AnthropicGetModel403JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel404JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel404ResponseHeaders
+}
+
+func (response AnthropicGetModel404JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel429JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel429ResponseHeaders
+}
+
+func (response AnthropicGetModel429JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AnthropicGetModel500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type AnthropicGetModel500JSONResponse struct {
+	Body    AnthropicErrorResponse
+	Headers AnthropicGetModel500ResponseHeaders
+}
+
+func (response AnthropicGetModel500JSONResponse) VisitAnthropicGetModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6294,15 +7836,25 @@ type OpenaiCreateChatCompletionResponseObject interface {
 	VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error
 }
 
-type OpenaiCreateChatCompletion200JSONResponse OpenAIChatCompletion
+type OpenaiCreateChatCompletion200ResponseHeaders struct {
+	SwitchboardOutputCheck *string
+}
+
+type OpenaiCreateChatCompletion200JSONResponse struct {
+	Body    OpenAIChatCompletion
+	Headers OpenaiCreateChatCompletion200ResponseHeaders
+}
 
 func (response OpenaiCreateChatCompletion200JSONResponse) VisitOpenaiCreateChatCompletionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6310,6 +7862,7 @@ func (response OpenaiCreateChatCompletion200JSONResponse) VisitOpenaiCreateChatC
 
 type OpenaiCreateChatCompletion200TexteventStreamResponse struct {
 	Body          io.Reader
+	Headers       OpenaiCreateChatCompletion200ResponseHeaders
 	ContentLength int64
 }
 
@@ -6318,6 +7871,9 @@ func (response OpenaiCreateChatCompletion200TexteventStreamResponse) VisitOpenai
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
 	}
 	w.WriteHeader(200)
 
@@ -9207,15 +10763,25 @@ type ChatResponseObject interface {
 	VisitChatResponse(w http.ResponseWriter) error
 }
 
-type Chat200JSONResponse ChatCompletion
+type Chat200ResponseHeaders struct {
+	SwitchboardOutputCheck *string
+}
+
+type Chat200JSONResponse struct {
+	Body    ChatCompletion
+	Headers Chat200ResponseHeaders
+}
 
 func (response Chat200JSONResponse) VisitChatResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9223,6 +10789,7 @@ func (response Chat200JSONResponse) VisitChatResponse(w http.ResponseWriter) err
 
 type Chat200TexteventStreamResponse struct {
 	Body          io.Reader
+	Headers       Chat200ResponseHeaders
 	ContentLength int64
 }
 
@@ -9231,6 +10798,9 @@ func (response Chat200TexteventStreamResponse) VisitChatResponse(w http.Response
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
 	}
 	w.WriteHeader(200)
 
@@ -14161,15 +15731,25 @@ type GenerateResponseObject interface {
 	VisitGenerateResponse(w http.ResponseWriter) error
 }
 
-type Generate200JSONResponse Generation
+type Generate200ResponseHeaders struct {
+	SwitchboardOutputCheck *string
+}
+
+type Generate200JSONResponse struct {
+	Body    Generation
+	Headers Generate200ResponseHeaders
+}
 
 func (response Generate200JSONResponse) VisitGenerateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -14177,6 +15757,7 @@ func (response Generate200JSONResponse) VisitGenerateResponse(w http.ResponseWri
 
 type Generate200TexteventStreamResponse struct {
 	Body          io.Reader
+	Headers       Generate200ResponseHeaders
 	ContentLength int64
 }
 
@@ -14185,6 +15766,9 @@ func (response Generate200TexteventStreamResponse) VisitGenerateResponse(w http.
 	w.Header().Set("Content-Type", "text/event-stream")
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.SwitchboardOutputCheck != nil {
+		w.Header().Set("Switchboard-Output-Check", fmt.Sprint(*response.Headers.SwitchboardOutputCheck))
 	}
 	w.WriteHeader(200)
 
@@ -20006,6 +21590,18 @@ type StrictServerInterface interface {
 	// GetMCPToolsetProtectedResourceMetadata Protected resource metadata (RFC 9728) of a toolset's MCP endpoint.
 	// (GET /.well-known/oauth-protected-resource/mcp/{toolset})
 	GetMCPToolsetProtectedResourceMetadata(ctx context.Context, request GetMCPToolsetProtectedResourceMetadataRequestObject) (GetMCPToolsetProtectedResourceMetadataResponseObject, error)
+	// AnthropicCreateMessage Anthropic-compatible Messages API.
+	// (POST /anthropic/v1/messages)
+	AnthropicCreateMessage(ctx context.Context, request AnthropicCreateMessageRequestObject) (AnthropicCreateMessageResponseObject, error)
+	// AnthropicCountTokens Anthropic-compatible token counting.
+	// (POST /anthropic/v1/messages/count_tokens)
+	AnthropicCountTokens(ctx context.Context, request AnthropicCountTokensRequestObject) (AnthropicCountTokensResponseObject, error)
+	// AnthropicListModels Anthropic-compatible model list.
+	// (GET /anthropic/v1/models)
+	AnthropicListModels(ctx context.Context, request AnthropicListModelsRequestObject) (AnthropicListModelsResponseObject, error)
+	// AnthropicGetModel Anthropic-compatible model retrieval (id with `/` encoded as `%2F`, as the SDKs send it).
+	// (GET /anthropic/v1/models/{model_id})
+	AnthropicGetModel(ctx context.Context, request AnthropicGetModelRequestObject) (AnthropicGetModelResponseObject, error)
 	// GetHealthz Liveness probe; answers while the process runs.
 	// (GET /healthz)
 	GetHealthz(ctx context.Context, request GetHealthzRequestObject) (GetHealthzResponseObject, error)
@@ -20327,6 +21923,153 @@ func (sh *strictHandler) GetMCPToolsetProtectedResourceMetadata(ctx echo.Context
 		return err
 	} else if validResponse, ok := response.(GetMCPToolsetProtectedResourceMetadataResponseObject); ok {
 		return validResponse.VisitGetMCPToolsetProtectedResourceMetadataResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCreateMessage operation middleware
+func (sh *strictHandler) AnthropicCreateMessage(ctx echo.Context, params AnthropicCreateMessageParams) error {
+	var request AnthropicCreateMessageRequestObject
+
+	request.Params = params
+
+	var body AnthropicCreateMessageJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCreateMessage(ctx.Request().Context(), request.(AnthropicCreateMessageRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCreateMessage")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCreateMessageResponseObject); ok {
+		return validResponse.VisitAnthropicCreateMessageResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicCountTokens operation middleware
+func (sh *strictHandler) AnthropicCountTokens(ctx echo.Context, params AnthropicCountTokensParams) error {
+	var request AnthropicCountTokensRequestObject
+
+	request.Params = params
+
+	var body AnthropicCountTokensJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicCountTokens(ctx.Request().Context(), request.(AnthropicCountTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicCountTokens")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicCountTokensResponseObject); ok {
+		return validResponse.VisitAnthropicCountTokensResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicListModels operation middleware
+func (sh *strictHandler) AnthropicListModels(ctx echo.Context, params AnthropicListModelsParams) error {
+	var request AnthropicListModelsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicListModels(ctx.Request().Context(), request.(AnthropicListModelsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicListModels")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicListModelsResponseObject); ok {
+		return validResponse.VisitAnthropicListModelsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AnthropicGetModel operation middleware
+func (sh *strictHandler) AnthropicGetModel(ctx echo.Context, modelId string, params AnthropicGetModelParams) error {
+	var request AnthropicGetModelRequestObject
+
+	request.ModelId = modelId
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AnthropicGetModel(ctx.Request().Context(), request.(AnthropicGetModelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AnthropicGetModel")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AnthropicGetModelResponseObject); ok {
+		return validResponse.VisitAnthropicGetModelResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -22758,745 +24501,815 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3rdhs3ti+KvwoG//s/TGYVKepiJ5ZGj3MUx0ncsWNtSd7ptUIvFsgCyYqKALuAksT20fOcz+cV9pOd",
-	"gTkBFKoKxYus3PqkP3QsVhWuExPz+pufOlOxXAnOuJKd00+dBaMJy+Gfr6/pXP83YXKapyuVCt457Vwv",
-	"GMmZFEU+ZeSW5TIVPCIzkZM3s/47qqaLQSfqyOmCLan+Wq1XrHPakSpP+bzz8BB1/tG/ZP8smFT9N0lb",
-	"+/D8mSRpQrpqwciUZhnLn8mI3C0YJ6kiknFFKLljWdafiXzJEiI4623u/CHqrGhOl0yZOZ5Pdbc/0iUL",
-	"j4TC82eScLpk5C5Vi5QTGJDgnE2VyHWHqX59RdWiE3U4tNXBDztRR88lzVnSOVV5wTavzCtsdOOIpu4d",
-	"O6ouG8wHJE7YjBaZinstIyo/fNyoRL51UCI3Y2oZAvxnz86LXIo83GvM2b3CF2IiZrAvq5zdpqKQZEXn",
-	"5TD+WbB87S0FNrq5529Ylt6yfP3mm3DviXluqDROstvxYDCIexEpePrPwpFLqiS5Y5OFEDct62Kb2nNt",
-	"3szgvDWHd75aZWsieLYmKS6LPbHPJNHHmkiVZhlZ6s+ZJF2WSUZODo9K2kE+UA7RHu4ti/Y2XaaqOaAL",
-	"OmdEpv9ipHvYPxwOI2KolRwNe227lEFbfn/mo87p0TDqLOl9uiyWnVPdXmeZcvNXZIeVcsXmLIdxXQuR",
-	"SabaKVjhC09Ovz/hxrcRkaELS0N3CyShlv7TZK/eH/TLciW4ZMjQ81zkl0zCEmrGzxXj8E+6WmXplOqB",
-	"Hfwi9eg+ee3+j5zNOqed/99BeVUc4FN5YNuEXrDPGi1ywvQ7ZySG/w6mImExkXQtyd0ixevCu3Xqt0Oo",
-	"c/P6QeVd6Pv9eaEWr2iWTej0Bsb2q8006ih2rw4WaplVGwlsQ4BjmjGSGU0zlhDKEyKVyFlCuNBsYx5e",
-	"sPWAnI+4XIhcke+v370FPkdSLhWjiWaCf796/yNekqq8SQmdTtlKSRK7MceDEX/SlV8xfv7m1yCxastb",
-	"CY2knOAnzySRC7pipCs4iQ/EinGaHtwexiQXhWKy94Sk92APIooVF29+YOsAY+bk/OINuWFrQiVskP5T",
-	"LsSdJKkaEE0Zkk1zpkgqCWe3LIennNCZYjmZ5gxWUA98lYsVy1WKZ3tSJHOmti3l1/jWQ+RLA1vEDNJl",
-	"PCGFZLmmIlFw1SN6YGvgmUDIQL0o8ZC84GSyJmqRSphnIZk8g6le3aVqupgImif9UtIhuKJkSjkXiohb",
-	"ludpwmA5zicg5Tlq1u3pdRGKTETBE70MtdPmZiZwTzethhNsLkSWTtfwsV5glpzDSmqxkip9P1PF+ioF",
-	"5t/oj92v0pzJ88C1Fxo/bqr5SE9gt17SFlH5hlkBRK8KNdQDlM3u6XKV6WZu2Ho8PHx5RA8nR9Pj5IQ9",
-	"n70Yfnn41dHLY3oyeT59kXwZ7HQpEpZtXcZ3+q1yCbm5YxutrXI2S+/D05iluVRkuqA5nWrZ3IpzOJ2I",
-	"KEFyNhVznkpGKCxkN5aTcQykd0KWIme1ScvJ+B/r43+G5pVTxZyksmlql/bF94YsO3DOxQoPXarYcuvy",
-	"XOnX9XdmGDTPKSyUXDGebP0aXnqIOkbVai7flaK5koQqcgiLMc81N9GyJ2F0utCLyufMLijSi96jiKxg",
-	"z4jIK6c9vvhwTQ5uDw/oKu3fsLU8+JQmDyiTOFpNuXpx0gmKWqV88jMKLEZqMsvm6MA/bOX0Pro2xeQX",
-	"NgVehdz0FbwNV0mSpHqsNLvweOCMZpI1LgXC2Z3luX9srjnij2ebI17lm/5AUEekJBN3LO9PqWQkY0rf",
-	"JiInSTpPVTTiSrOoYqXP2Yvj5qsywjel1m30/TcVOZNE5COeULlgsnemdXLOUHwh7D6ViqyZ4+GnpNTi",
-	"yXQhhGQSBZDywOrFGp8c6U2iulO9qP/9M+3/a9h/+dH8d9z/+GkYvTh++B9Pzvo38PGffAYulVhJcify",
-	"m5TPSffy21fk+Pj4ZUSMZWBWqCJnvTPD6YH5U1iE3bn9ZzHe+glYFEvKzZEHU4EepSeOkULqmZj5VZno",
-	"JM2ylM/7kuW36VSPdUnv3zI+V4vO6eHRV6B4ub//MKx2Se/f4AeHL2CI9q8aF446qKqbx1qhqrOwKvfa",
-	"xp6An9Msez/rnP68ebBGRnyIPtWY0k1IcvQkQ7j4jKUBhUPU9DlyD6vyDciVZkGp0qJmrPUikaf/gh0/",
-	"JV8zmrOcjIrh8Hh6w9bwDxYHBKracujBNRfhY5Pv/lJI1TccHs4N3EipkmYag3Lp3qYSyKO6DAlVdOed",
-	"d4vZuGVLG1HILCElrM7UGJFmIodzoD8CzerMHF0i8HBnVCpnWtq8UjD+dnr5sEr2v840FazguhczQktl",
-	"Qi2oshd9yskqo1MWeQIUkYquzSEfcUmX7BS2ApmC/peRBShQjPTuD32bzFKWJSRjM0VEoVWTEc/ZUtwy",
-	"Y501H89olkkCWq0Spvf8luXPpDX3yFO8BEccOFxkrkTHtyPCBcFL+awq8ZNM8DnLUe7vDQgcdQnjBca9",
-	"tgoErsIpqkpaVtQCgOZrcNv8df3/jtc/buaIFxx2MYIV+MPLBZ91F/+Gt2Xo3gqynxYCPueWGkOmiebZ",
-	"EUnLNaWfEMWWq4yqkoGCHMQFZ4PKjuzuTygJ4o5RtQDjdHOn99ffK71v0uDZcqXWQZODZ0MKM/NPW7rt",
-	"fI/H2a6aJJO1PbmmY4I7WK5jzxtKubtLphZiq1aJNPAO3/XItVzjmcjZlEoVmm7VhdY24+39X9h2muvh",
-	"Hj1+JcB0Hlp5TQiiUO/kdoNN/f5CsRntNnXVN+qonHKJRLeVmPAkBBa3ALkg2aiGmHN6RyUKJFbMEjnJ",
-	"GVz+ye66Rqth4VALPdi0Vm6mOVsyrruZrNGyYPrCewrcSqkk8aiDUqVpFyXLUSd+jP2gZBPOjGAIPLKu",
-	"EY8Yy4NYtS2US7rFzgDL+oavCrWvmcHxzoTNUg6fRZqPWtnRSiM8sau2K0c9R4t+hameEsrX+PstzQpG",
-	"7hZCMoJ7SjJGb5kkS7oe8angilqJcCEyvTpaQDCvgtyYSsLu6VSBy5D5r454Nx51Pn2CNZYDcMg9PIw6",
-	"cY+AooGkhuZeEExxJ55JO6xULUZcy5MwVr3gZ/ZwUVV+QBYUZDz4SosF9ogv2XKih6GHo8ebwmidIKpZ",
-	"Agj6hGVAnGTCpmLJJOFFlvUG5L2+J0YcZyvJnCmkXG+OjWnAIJ5JorQO0NUDH3GtF3DB+6ahyPpoQGGg",
-	"ZJlKUKHh096AXLJZISEggXz3+lrv+oh///r8G0MkegcUWQqpyIvnz49fkMlas3yKy1QTfz4ZP+hpYx86",
-	"kfGYeo/++fDQedh2qf2kF9/jI4lAjuYJKyfDly9+s4vOyLKlhWLE40+jzj/6HzTtjDqnxCPCQv+mifAh",
-	"HpAfqd7sZSH1zuvlTxPT2ojr5kBwlSrlU0VyNqd5kjEJypOWblEABa8DZ7Ag319fX5BpljKuRnxJOZ0z",
-	"SbrfC6ki8gp9WX1coohcA7dnef81nwpNnfCKEbsjMhgMeoMR/1+aJMA6C/ut1xW3O4LToan41WVE3n6r",
-	"mfePH96WpHF8hJSwpPf+Ch8fPfmtX2c4DfkfVMmdFATQCTwdQZ8FZOclFzwj6XJZKDrJ2Kn+1RxAfbiX",
-	"dE0mbMTtCccdAo4xT28Zx61m/yxoBvv14fKtlRBrSoMnv9S0BqcybNIYfhcRRzNmEHVSSainpZXr6W/E",
-	"iOudaCx/RUPrxv/983n/v2j/X+OP5h/+zONeNOJSmGtAgVETDSLmsOFNrsdkDERwqVECfAfdmFqJlYSO",
-	"uHeKPf52EiTiFycbBLaaOmA4hQvwofrw/SJSzhJrZvDVhXhCJfuQZ/EpkeAZGXGwPMUHcUTAWPvyqxfQ",
-	"iu9u0tNYsXyqDziTU7rS6i3P1prTjzhMNyKznM7hltGas1BEMvhTkm7CphnNmVmXknjMDRin/BSfxb0B",
-	"ea1voNgxtPoaPzzEodsV7pYRx8HBmq9orvSqwKWt52PGc0aod7VqvdznkiNuBpugRS628tYpUXnB4nLv",
-	"Sl5VP1wH9nQduFlMU7WGK2mLhrtB+L5Ol4zA3WZnBWaSlJNlmmWpZFPBE2MVaQjm3VLHH5jfrrGriBwP",
-	"h8Nhz7fEnzmG7H22pPfmE72h2OzhEXw76GyOMNou+/+d3tIr+Bs85IJbERqNtWgg+fr9N/8Jlj0yKzje",
-	"zXA0JWNyxOOEKhobixvNtYBRfl4P+8DfNSHpJxFhmWQjrmWaHhB7bF+JSTf+JBVVhYzM3Skf4p4RVVWR",
-	"c4lWwxyiOowLIcZH5JO+yE+JHtlgWuQ542qgfxpPH87iAXkllisIb0k5SmFaphMJw5FKeqvJjhK55ore",
-	"2/ANzWBOjo402aLMJ0mWcjbiekhTkRVLHhSg6lS6dYgRkcVySfN17ammM+D3A71eD2dbTb1VnaRdtXgK",
-	"Qzdab/4chm5f3gjaeUDewtWz/F0Uai70vtvQpW6xWoGlUxoPP9eH8OfOd6+vO1Hn4v0V/OcD/P/59avv",
-	"O1Hnm9dvX1+/7kQdLXR3os77i+s373+88gZpphJ17vu6vf4tzYFL6ob9YWMn/i+mw8pPHxq/mIH4v7lB",
-	"+T+aAfo/ucG6FSyFiH2d347Vl/cBOg5Q8m/qoC7CMrRbqNRhA2KFg/BatsqkFqhlAYaS5Ky8tkvlUO8B",
-	"eho4ifXyx45z5cCyBGcVJcpSm3ezDgKmu+36C9JOMNA700JtgnOUEXLnTWO3egWEapqTW/U8DofNQ5oG",
-	"1TE9bXfHk7lWx8hP5W11ig6+O/ceykBG4NISd8U6IEmhOX9NDuDCvQDeBejG+KyNhGOtApo5fPf6OiJI",
-	"sjBdUF+7ThpXdTvviJudd8p7Dy8dFBhRkce7Da4qo+DrNgZa3FSL2G6zdHMsR6yEkYwVDoKOuE945nUj",
-	"6FAT+zxhpuXeGYlR/CI0SfRVWhe6/mZsViBkoahrhUt/ac5IjKseE8l4omfmq5sJydIbVqWZMxLrSWLP",
-	"5UqYxr21wF1EjQfkv7oNgfgmBNLYCn27m9Wqb4W5GQ3jNIYzG23tIr3B/rQPi3R86Q2/wDYbv/9P00nj",
-	"wfe218aTr2EYlTsmcGI0rzB+IyPaAstZA91bg4AWaI2Jpo1aBuQ8u6NrSVY5g/sv5U568s28EyEyRr2L",
-	"N8REnJXLsBEcyILeMtI1sqJNCvjf/8/Rfz8/7g2IXjlfY9BqBC59RHihaSUi9luREzMO/yJ0G4WvQ+g4",
-	"yqWRG3bkAh7M9fyofb6yr9Z+/9F23NhMO47ag6/dsGoPzs0oaz+/N4Ouix4whZDo8bXz7O51X0JIntFB",
-	"Uk4+XH0DAamaflieiiQi4MtlCZnlYml8l4pmYv5MjvgqT6cQEzSl04W+rXKxXCmixA3jYAJSC5bmRNxx",
-	"ol9lPkfPxW0KfCRnK5Er4IHLHugJ4DYGLyTGLQ/Iez5lJC5kApqiHrSKnDhnfOtGeSoZCWh7J0cvSYxu",
-	"7zG7nzKWsCTW6o6iaSZPje/9g0yiEYd29T/d5PURUefqjMSXTOXr/vlMaVZYcJWiPQZfJJo19s40k5Yq",
-	"Z3RJaJYzmqwJTZap0svnopunhTIasTdq3U9+q68nUN9FLhVam6Za5L9bpBncBHnBZUSk0Eqckd3hewmb",
-	"JhdCKLzdcFZak7Zqn9Uun0loc0Be5QJtuFSr+ah7afGEZixX5yrWGzMVeSL1umux2CwiPI+J0DuixVT3",
-	"sbEopCI5I7mWJlI+B0e7WWMSbo/dL2ghld4V1yY2EwpgMKNrcqNvc3tPiJmhlC7qX9maUDllHC2WIOZM",
-	"mLpjjJMhDPqQsPtpVsj0lvX0ekGSRnjWQF16FuhvcqrXz8PB82g4+OpjKRp1XKPvbN4Opq+Uv1v9Gn8v",
-	"nVeimGQm8swp4E4ZL2Usw/1qMlhTBMPVbC7Zh+tXmiQYT2hOErqOyJur9+SOsRvShdP+TvCErntR+dZS",
-	"cC2IGV1qmrOEcZVSTVV3C5ExkqUz5rPqBJibblPPR3+tbxihaNZkyA9Rp5AtehPQcLVPEHuQf5U0Exku",
-	"Vtmdo+ePW/Wh/d/G5a9xaD0Ft+YhTv1qQdUroUdmxfgqiU/ds2vgo56PwTO/PMLvb00sr2iW7R61963/",
-	"VTPu7ScwqZmzF5dRr/AP5HBLmkCQFtg1tJYNVgpQnrxYH5Kk6JrIC066kjESSyVWl4xKwbVAa9V1LQjd",
-	"pRLDKjBLoDSBTBdUjZ/PhtMX7DA5oseTk+nz5AX7cvbV8OVhMPCUSX3Ot0a7mNdseEwbler5wswol3dM",
-	"a3BdCmFiECRWz1LCFF6TEdUbtAbG6rUP2A+/F3dkSfnau0lQlYCQq0yIFa5914p6aBA0fFIPj4jZTI+y",
-	"d2a+u2Ecb3yUy/D+lsUy7P/H+34TmUrFVrI9AREG+Ux6UWESTrDmsHlt3DG7Z9NCsRjCAPTp7fmq6Mbt",
-	"uxYieyvE6kqxVTAzwVFaSPZe1xaV8URv7PZVPR3xGAkhjrwD4WjDOsT0zpmr2Jy2sxGP7b/H+nEcaQEA",
-	"5P/EN5dWTpBWcM0RGvEudUnk7nVg3ZpibEBFdWFTSUBO7EX69tfHFA3vsc864jMSL+n9GLbWzAuOtb54",
-	"l/T+Cn73hTJpsm/t6HGpInPRwoq5g69sbgzo1+2D6FVVPFzSTsnkYNGQm+NIg/cN3EQl/VY33qdu8h+k",
-	"zpcHO2aDWA5jOUft2ERNhl8dl8/r2+4Tk5rXvEzMWgecnk5aAlK16rkh0JJiJOmioo8xcmmOicORMyk4",
-	"fwJaEfr4K/brfGggiisfXsAbjY3B9Swc8hmqlldwfnunJC7hB7CJOPJ/+yIGq1D5S0y6qEYYQjeGLfe8",
-	"p3WKTB9sIRnKzBVpxkYHZ5m4Q1ZoFurMOJFM+rSh/4Kngg9G/EfGEmTBccpvxQ2LCcTRD8g5J4yr3EQu",
-	"o92GCzs86wIYcarcbfpz+jE+I5QTdr/K0mmqAqtARKFkmpgp2FGTk+HxGeTGZczNH09bQIbS586Ed4w4",
-	"fEu6J0dHHvCEbsUfrr7fsswcQU/grcUrDjbF1JUy69HzF02ObHhSxUQb1GEvCz9ETHpUjKwHfChVgYTO",
-	"acqNpxJpGl09EO2rNbvU3t+yyaJd4BMQnON3lT6Bpemr12h6eoXB+qgWuSjmC0Nwljv7UdRaSIJgYe9X",
-	"Y1eEj+JweHRszHLm1RIbwya9AUcHJiH7K5b3lykvlPU+drUUYt0PWpjOC96zwcojrknZZM5kYj4g3+p9",
-	"OC0XVE9Br7BvaSce9x7xBvt2/hg/LUcJ3TFSVdMKNYMB8un6gnGaqXVV8G1I70ee0N4/CitNV6V0Ykjs",
-	"eZ283mnFw99bw0lAEOge9o+GZ84l+7x35p1HqkgO+QlwsgeVsQ23eVeX9L7tWoIRGROLEmTOOMsx7liV",
-	"apLdl9g1FG936Zqbavf0I18qLo/z8OSrTSlI7SI0hJSTNCHmanE2IrhGDhqxGWhd1yI/zrcaNE25Pm2r",
-	"dHowzWiRsP5x/3l/QdObog9Og3CkL8h0U/ZENIbWoO1M7By4DV4tFALxDtgt46pvzEmgD8G1kmXLmCg6",
-	"77WYatlypcmhyNkeYw/ZFMwFFwqXMrAN5g3SjQ9uDw/MXzLumeBMZ7cvL08IpnHK4hkp+A0Xd/wUvN/6",
-	"5rO3alAVUmJ1sWVSh/to6o7cLUEGpStksRdGR9zDuKq1M71lCwGKnmHnCF9hVAdZFUr0cbZZNLLpqlyw",
-	"bHXN7kNoM5m+0CB+E/PjICQKkzNFvjQhDGh8hcbJLEXmnuY2BdLzJR4NPU9euf6ZmIsPeRZOpJhIkekL",
-	"ZaHUSpIPl29JV/8T/VJwcYiV1oF7eGh1Wy6Xz3go0PVeGYfmJE06YFJtz+kAPp1KP9VKUchg5SLkX42A",
-	"ZaPBEvZIK6Ol4Mq4Ajm5lJ0kmTAt4MBxMKlmy1NswLvRU2nPi/Vp4nyLlTUVG0nj6P7ehY7ZFfDCxrxY",
-	"hDYivWJSbjIp7WcuquZ+tacYhZ9+JqzEPhgRzaQilqQ5mypDrI3nGPzTJJ54hVZi38DvstrMfOWZlsLN",
-	"chqTNSitRZ55WXsQWNg707q1nlUSk5VWkWM3ydi3kpp+S12QJR27IMmOnqsqDVy4Fqu/v/Larz55bXsL",
-	"KrF+XkIFV82sZTX/oNzKj1up1UsjrhPtZ9Dfo4kplIQM47SIVVNpU5G1CBt/9xqxI8xw+uZtgyFxRnyQ",
-	"kuCtto1Yi7zF2AhMSgnwy1dJVYkBeaPIQmRGGS2nYLJjQXw8dQx4yiIiUz7PWL+QOwRAAUnogW0gjH1o",
-	"YLcMlE3ksTE1VQmbjlLmC0GkcFtKJcRPWBWqDmiwmT3vnukXZi+oQYEJlojZLv2ZhX4TQkrBCFKPnRlK",
-	"sHA8Z+Twq+GQdI+HBBVC2QtMF+Wpr16cVDwhL4YhHaJGzm2BP5Nc3Olpg1bsZZ/h6CwXNDkDFcNOafcB",
-	"tRdCO5EJ/c38rrktTRI0aoFdCSI/zsDWXjcEaR2JFmox8AYuY9KFBCHEC+wNRvwnYwZIlRNWTKqoCeGb",
-	"ChuSv02Aac342nBOwrKOT+OBFFYLyAHp7Z7YAoKmtWDWzIWFWly3Rnv4i6bfxMiPqkUJ5f0ZwoTa+40L",
-	"rlkuXaU/sHUn6kwAjEH/g8p02ok6Qjd3FDTRPiJx9smlkWq3ALlHjgZDkOhOS/Kl0ymT0nhRTAOkiylc",
-	"OZvlTC5YYqTG3u75ihmV6tJ+/vgB3VFJxETRlO+TLNlMlLWabODlEr1k0wBNQDviGfixIGSeU65wdM7+",
-	"0BT/G76bFmlOKwK3LD4lhaSTjA1IKd913Yh6p0DKDimEALqAE8Mg8Fu/MLZn1vo4PYq30Vc2BnTEwcJ4",
-	"Wp2cDUtB/x9sp9kZG8qPhsleNOLWwR5K8yAiT+cpj8ojGBE8WZjlt4RcLi2bQOvwCWJEJCX+gDd6o51Y",
-	"g5zIkhFXNJ8zhXbMJBerFUtI9+LDNVF1QF6vpcgD1jJLgLFo/vqOpyJhdecNbBR4za3UWlv0cLCAnzj8",
-	"lKm//3HopSugtGCvjXK2T5Td6zhuiyi9aypveVG8Kse4p8XiSlGVTqtbepenivWRrxhKkYxmLInM7WKN",
-	"vAPyXXrLUP0VnMkGAXs3Br1h8pTESLUx6eI/NOEjzcaki1dELyKxFo/0YuFdb8OwszWJV1TKO5En+nV9",
-	"kfSCEUN46QQvD4sm04Wx2fH0dkgNjTqwMO95tjYoSlHHDqdNXMentjMY8aP7gmVqQaNApCPDWkxn8Nuj",
-	"e7NbEO7QPq3NTOs+JD6NH9Xnw0YSf1TGOuDilLzrrCEXacGlJPfB70hJ5Vobo7F36e4AkH5KNqLfkN3B",
-	"b+Kxvm5I3I+rtvUNMsBfp+C3OgVPkFzlqRd/igSrV+3KwLmnWQeUIdL1lCHId/eRY5ta0M64SVqQ1EMz",
-	"4tkmW9XFDoFmvr/hd4P3SVK5yug6DB6/WxNNvWEDiNEuEDDl7v77o8AY2dCSFEqJnycYGkJ9nAvLF+P0",
-	"odLD0bfmFJKvwC+OUN7edQqS4FKy7FYrweZ+jJAhRyW3hKhxcylEBNUytE70RnzCMsHnYL9zjEqrGZw5",
-	"G5nekTNCPfJAsyc4Wygf8VL3rBx7G32WSv/OH/ER75OYC671Rot5kiKszQCemau9BHjz0spcEEYtLR4V",
-	"I3GTshEnJEZpthunPO5FBujczzCMETA4toVOwIFPIOSt726x080Ql7CGFuQSv4MLKfCZ/t18pSnuxUnX",
-	"7s6p3ZlepSW01uglwCgEa1UwoVGgxev5NRW/OCIUso/0OsDbFz+8ek2ujp6/MAUB4NRpkQN3a+xRVNzD",
-	"JJRSr410M/Ad1MbZgvrpW0PK+Yz4tykDipkRyiG62Nq1KCex/mcMoqHV37snR0c9yMLAQN8RLyGQLII9",
-	"XUsixZIh/ZT5+2WIZiKCyoo/fEgG2gjH4YPtDY9Otl0GxswWoZ0loJefEnavctpEdUD1d8SrppIPl29t",
-	"dvynUYcWScr4lCF8DfiBTw8O6CodmDtgMBXLUSca8VEHt2Ksh4uvi9kMUt47ERmZ+Eh8MBVcby6i31z7",
-	"eYZyxP3gV8mUJF2byTZGu4ghohRSedC+Oy7yNELrUzTihuD05MfTBc0yxueNv8eYsN2ziJsTZlH7E8aD",
-	"cB9HwwAnrixe0D6+fX/AqlfZBMaTlUi5It2KD74re3p/eh4eDUpoVGHzkSNo/XvztO3mi8fv7NUSms0p",
-	"WdhbBPlv9fIwwEzGZmrmcjrihl2RLmTMI4+y3PXy21fkxZcnL8n//r+PBseDQ7yJbRSWFkxGHGXPHrAS",
-	"TEftxo4ajNvA/I0XAkiwS0R+lTUDlTVT75Ew6q7dV26FvjathB7ZFFAcUqhMmF1NbyXTpNzd+nY9f9G6",
-	"W1cw3516MH5L8pNvBQLzj73xbilgZADf84LGMYHD7++KqbhOjU2qOxtxdw2GbYekuyomWTo1H8vyGoGY",
-	"XsgnRDRgfaWa7DuRGyRFTDi/YWxlPKPWpAXzrPtvdtUMa/Nsz9+l1YX1gkO6ILDA7eGSeHFDehszds9I",
-	"OufQAiKMGK9dzmhSDjEUKQZMYDMRwCu1LcPnvnOnuUUduyL+zu57br7TnVeu81fYdPUNPEO+zfNjC+oA",
-	"Cm6nXg6qld5qU8QX/Sm6jHGbQo7C3L5T0rPxEsFrv9vM8drPr0xXrfBldl47yZ9kSvN87aHfky6twMh5",
-	"r4J8jpeGkKx0Lsha3ZF/9M8v3vTRs7eVBbXVRHGzgCA2RDaE6CozTitoGFmYdDkoBSoXmQdr1duJDfqu",
-	"3raRRMaCFBFg/ohSgMSPHKf1jkYTeOgylnj91mNGRC4PPunFfrC/xCNu61dpodaO11xbF++vwjEnMaFy",
-	"xGNvejVHduQRv/XAW8gjUEMAPxMULT6vRfdvlwX8EOCAm67FN2gZjvUHChuIfuYQR0rkQLmiU0QpCI7r",
-	"+YutcFzlID1cQTdIEEN+LbnbStcgZzSEa5A5Cbs3oPYu+B45ad83VJsFapW9B4OBk5f9pBrSlJeBiq2w",
-	"LBJWk5M1PSRsfMvydJbqw+AJ1BXpKbIuzbFR8GE7eyP+eSKz1fQ231NV4XGrILxjlKkJg/jsGIbtd8KP",
-	"2HTlN1Pfofbr17bT6q91wVL/CHaPoz0QJNzXj/OulAaY3RGBiQmrGXGwFcQ1Qx+g9pRuQzTLQN0v3yzT",
-	"a1Ok9zPh6m2ai77uqS9v0lXfyqF9oCqWW1Hqvq+lyn+xXDj5z7P9NmylSImxJsXTgwN0p1jlOIZAaTQj",
-	"YBjPiqoFeqIQ8HHElTizQKFwdwO0i1oQvEhJN27RtA9ujwDtEi0SRqePEO3BgTr6+h45h1B1DEub50zK",
-	"EZ8XmlWgoiixqAKGcUdklae3oDtnKb/pZ2JKM90iGlDkik1Tmo04TRLdEuadokRhMoVMkgA+ZwYGppgu",
-	"AGn55OiICI5aIAY9FByAbGMc2QAS82LSvfrpzfWr779+f375zfj1d5evr67G52/fvv+pN+Ipn2ZFwqQB",
-	"hoK+YanLNFkmRXbLyBolcbxytSyeYsmP6YJNb1hi8sUcMsm0zH0rhSB/F2z6m3l6cHu4my79aC/BbuDH",
-	"5xdvSLoj7vFmD4BXYWlHQQxqQbQ6CX5FPN7SUFflLak0YUEoM4ElPqcIVt1INNoD1HfEHaov+XxQ39Jn",
-	"sj+mb43vWx61kfU/nUtR5H8yj6IpZbI5yFC25c+W4DOnFWcEEBHvxvNULYpJbOv/4Os95IqBrN4VTfPy",
-	"s0GWSjVOpSyYjHtliZlaLaEBuSw4xyTVNTJirUeU2Zg+LNLwmMQzkU9AIPMBkbx8Gfw2GnGDFejWSvZ8",
-	"7aycrZ6O6y8TQjPPYgVHkHI3Fi9lmeiZAcMfHuvpcJd07Jg0lNYZkLegC8ydgiIMhrFd+FSSuZYweQkg",
-	"XK6rPM0ZTWJn9QWJ1BQf0iNoTWRurn+drb3cQ+Owdbv3qM0WdV4vJyyBqLhmhsQjwlr91gKAl7iP3Qzm",
-	"Q/5WzSVN0iXjqGlWoTdc37NMUC8qxMsmrMNC1nBb2HKyH2yLzSANZAmG02YNjsNUcFksSyJJtbALVodd",
-	"8RzKJSwRHdRuUA1uL1vxGrZlxmKKtRtCKO8VRLGDBZWLPrzXP/7qJJhOGUwlBGQWzXCVwG6wzu4ko/ym",
-	"t53PQqOb8imhqvXXpvBHPaMjCUgD7wBJjPX1CYb7+iblySlJOVitxg4092Q47EWk4L57IdE/H2op2LE6",
-	"/ctxLzIS7jhhPMXX9I9cqPEMku+7J8MT/R16fsb6gQVM7Z4Mn/e0tsxnWTqFnl/2IjIXnJHuyeHQuwBG",
-	"vJpvAYZozYR7Wn5mDnZ5bGqid08Oj3oRUUKMM5rPob1jmJUsViuRK5aMlyxJqX6gBwFrQKtNHB3pgVfh",
-	"uatPSU4VG0PqP/6mx1/DyBtx8zvoPpxmpPtcr/CI28TFMaJXd58Pj3Dhb2mawQ51n8NquheVBRl/Pjzp",
-	"VdL7fYMJ3D/taicqX1Xa+CHlSR90jVk6JaYJaxZZ5WKSsaWMSffnT+DW0YsOvz187IF60Vw+BOmtkFZE",
-	"Yvg6tkiuCD1fTBcoOkL2CLiJIxLbnOKfjz4OcpEx1PcQMv7nUYcOJqPOx9gf3Yjr26UsmHE4HAJSSMrk",
-	"mY8SjJgSItf3l/v6Pfo3TLH8hcWDgndd0Rgb9G3GNuIA5ApiwKjT1f3Z5uAyZKZO3Y9YY3rUqeyYX4LD",
-	"IWcFFI47iBHKBUgjCdodbULKlnw4WPU3odTORjh1wioAO+W3razHFdRvsB8g523Sbcm+6oPBz4P93rKQ",
-	"p+XKiw+giizoasU4S85cbSIHOXzHJgshbgB7kKW3gUpKjwkTM0L97qftGnH2RZFPmR9iZy3IqSLdGdh/",
-	"EM1IgvknVeSOyt6GvS9XKpSCeQXgoJM1ql2QzpcuTfBVbFamnyYABqH1v4Rl6S3LTc0yT8K4VZWS8MPG",
-	"/47oy9nx9HASLg0fBsE9B6MAV2ihAq8nbPf1esV6OyZSKgz/94O7WtUVaPwJtDSkyT+FhubWc+vqe+i0",
-	"Xjn4FV1nggICayKm8sCepsEy0ZeRgaMYIF5Topm4+QWvBON0ybLlwLCXgZf/TXMGHut+yi1ouT2sGWos",
-	"AAvgIJyytT3E8Hs1zKDU5Awt+Pm1AxPwV/kNjhr8ZsZcfmh+KL8yPzQ+MRMvf8B5V/J5mwOqtu39WLbv",
-	"/VhP5wE7+viGrf0Bm1+8EZtfcmZHaBZ3YOFbEC7Ea8T+UjZifynH1QR2rf/oMGk7UUdvvAVwHGvZzfxm",
-	"87rGBV8wmqnFuv5AC3i3LHdfYF3VscnF6mDxU5DCBlbqMm82CG1Hr4I7KmWIiVuZ5rMPbo2az75xq+We",
-	"ndvsIhp8EGgNH7Q29cYRXu3Bt5YA6+MK918+bJ9ReBzlw0sg0MuSPsshVYqdNx6Epg0PLlljdj8h9V4j",
-	"8bqfr5FCA12YJ4E+zJPAnD5oQkY08HND26Fnrz0Sd8/fvn33rSH1D7Lx6MIQ9geP4EPPLz2695+DEitf",
-	"OfJ3z1xt39flMfA/NNpyiV3x8SHqfFtDs635f/J5AbEK+4s47tOI3LA1Wgq8qhJg88ZgIpdni/hgcPFx",
-	"4Zc4CBdqbU8i8aogORS7hdgFksGmE7p5h65Sf80uAfJuw8pdGKWgOdLXYHe8o+sS7deZ67RaLPJlZYlA",
-	"ndodrNV0HJJO3OD+l26yPc7KjQuBFmlZF8atsC387pp0Q0fUAM9DfwbVNW0Z27KJOyoNpukAihFkoP62",
-	"h1z9uZCdr80a+rOvgitC8XO3HM01CNj5ZtPHojPvNieHSBecDpUylYpyZaqdnsJG52xlgZlKiF1vYv4C",
-	"lC8IzlxYyl2eoqhnzIiNZWg3V/6F7/wXvvNf+M5/ZnznCvN9WrjnxoUXBa7nbRf9JnfDX/DQf8FD/wUP",
-	"/Rc89L8DPLTlSJs1K1kpTLI2Ei5VJGPUlEmyoWYWp5Yglg4eaDzokNxHus5nc/RVnYfJ3oCcl9e4VyyP",
-	"csdVHbsD2cOe8p2lHsvlv3EBl7V4Ay/oyoYY7BTk+IdHx/6jAFUHAKgDfvZ/V0jmx+ApB2i26cnYKZzR",
-	"nS0Qi7vlsc4ZTSRJVW8jMMEG44vFkavF3J33/8ugRB5GL04eX0Y/ZHjyxBl7hpykd2qzkP9GYlxILd2U",
-	"SxaPeLdmoFKCxJ8wqt/rJyJanAZUUiw+FMPhAQ8HOpVti7Y6bC8qy6XHKOpJk4Ttvd0LeohDBqoQRXxn",
-	"AOxbhdQQ8H/NMYUP4NYwbzuI/G7/SC/HEUKxSnxCzi04vNVSFlRLMLyOy/eosgJPjtxPvkEeWkWUeyYh",
-	"9uQFTLsxIVdb1k5qC0t9ckh+SCSzqk4oUEmsGKfpwXyl+idCSxzpjoj87ZtvK0+a6otWg/+taQA1vs3B",
-	"VVPBVcoLhhq7liaD7Or3riBQc8brvUNLl3uLdIf9o32WLHy1IbZ/tbsfi2nGCkmk7XaViwmdpFmq1mRJ",
-	"pdR9H27re6+iAGbrNl1hhmHtXLwvGIdoD38Strw9wggcsoe/AUVulmIlasjpdYOvHsY5448LwPxNquDV",
-	"DZHBJTUZ6fhueFnbYx7dftRjQX9bY1IlfvKpK4V9D267JtGWCKoec77ZKu+Zz0I9vVmuRK6ubtLVKgTt",
-	"LlbeAaqhtr57ff39+2/IAdQxr9IoJr4uaX6TiDt+kNO70Da5xkMoCj54FSBV2pcd828JSrO243I0HgVj",
-	"mFaKToWDVYbpQtn6zEncANIOQt5EJCnIyJsXt1wi13v7QrOkrIcRMvBtU4/OHQSclY6bq4oQ135GZBl1",
-	"YdG3IITdxjfsFrJQnUDpA6/+fll2UH3woeyuxSNqB27DW8LL6EwYAfBirvXZ+RwwL+xrNpzNrx+CO6vv",
-	"cwxxC+Frb61n8ATlNloA1DwzjVQ0V/uApSUFEuO7arh/G5xZhNGQr4IB3ZrbwmMwbSXMolxV44r9iq+c",
-	"yAIAg7YHjDa7+kffKBb9N4mz89Isa5G2wljS117BlmeSACYNvutGabzDnIH7ygR5JYP9QIGprZ7gLfg2",
-	"rl7S7hPEBXoH4U8RHPj3n37YT9E+JwY+BpjxT2xCfmBr0r389hX58vnhl2fkdXL0/PnhS3LD1hKMnfrR",
-	"V8PjL0NAkdm8eie8Tr65Og8j0N/W34RuQu/etJS1uUHtp2zj/Q8XQTRFWUNelOk89N59C0Qrrg9gbiAe",
-	"XJFn27dIjw7H3rJPV03S1Gu8M2nqrW7QZH0QusFQ/+/agtU1d4d61Ki4Cn7Lcunk40bJERUM5b4uo+vb",
-	"xcdcZMFgeUHkitEbeVaC+oCBDoHySOyCFiolg+RaKrbsICqt5hz2rYAftLZIMJDIzSa4XGHp/tyF16Kz",
-	"itqMgcBa0RUqaiGbXmnEQ10hEUyegtWgRKHQIg9U7L9NJdqubNKTjHzDQheQ9Vw+V8bmdLr2XpAOGKK3",
-	"X12BMtstEAFVTcCSaJgx2XOYPHdqPYqzdF5g5jAz7pcuJUkqTZActgCOe315eB/cuZojPTM1SMozd9it",
-	"l5CKqwj81KwGVRDaIu44kem/StZrHVgSnfBeJplM+ZT5UIWekNC830PK5o4mokfYgDbY1F4tqDoAm4q/",
-	"E9aIhgEvxovlX9TGzG1yhZr70QtPu914jFsAxtcVzZXdpTRp02dhjVo4sC0ZsbWlkArp2nY1BipnsfW4",
-	"fwPpU9sPPZiYVnk6TU1uj0vM0CLkdk6w+wncINVeV+2glSHgDtsdXZOcrSCHpDyAtVg2cxRMhT/ICsYz",
-	"AJ5LmPseovJfbGMb2/g9jv/m8xw4oEDfuwceXpgPmoGHP1aiJ1Gvx0Ipdse4cOfJCs3OXN4IJfRZx+dz",
-	"g3Km29QM4BFPoGGgaLGvclEJFIQNjcm0UA5D4AxApCEyo1RBPkOvgFFugoRAcgvFyxSSgVPVcs00kSPe",
-	"jZukHgP+g3EySgPNFn8RI1iblgI5Rt+I2YiX0CoRiQ9iYtBtEuJa/iKOSPyFLXb8RdyLTEMGwEaa4qbl",
-	"uHwjrAXDAc9Ul5KJFkHhOrM99QYjXkWeQCIl54aRhHAd6qATIx5GnTDczLgdMVOgV0LuGMeuKBSLRtzD",
-	"njCjfyYN8JDLZNUXk3mP8jXmWeaMwrpiMJS9ZLuUGB+JN17zaaqQn8nemR5MfGDW+vYwxlZOhsf6s5ST",
-	"9yvGz988k0QuKCSjAWTViuXLFFLAjVkDBdwRj2FKfmJ5HKE1ieCjuId4x4ZJQ46wXIg7zDJDNGaTkY60",
-	"GBloLQp8WV8K7dtyMjwekHMA07BMyJnnQ+9LtOS2RnRZEgygL/666BiAcoYYoMH0QER/t8jDzbIQuMYl",
-	"GqvB74a6mAjMbkWLpmCDyWLb+B2m21RMeLtj6BgO9HQOoeuFg+Udp0nNvi6mlQxZ9nz2Yvjl4VdHL4/p",
-	"yeT59EUSzoxF8tuJ75fzab15c5sMtK1BlzX0HoEFWRVlcqfL6Eq/HgwYXzGebP0aXtpUS+IKmIcWqw7h",
-	"dM5zTXZlbqoBe7RmSdgXAwUFdwMGbHbjiw+I+AkYg32DfIwlZnuPKTABooGRB8ySVeOON1WU8M4c2usf",
-	"VYnJP5m/89n6LAJuh0YzyqWVjdMpI4W00LvlxMvzh4pKyuf9X8QkgJ+2hZU+1ckJCTtSEWrEaVdYHZmq",
-	"AybcOWzRHTqP97/Yl/WHnT1mEjtRbbK7cO/fMg9Rw+e/EVXd57gWab4by0lZR9pWYc7W6MIGMQQtgdsl",
-	"2ErnzXl/bB6+Xwqp+jmbp9JUtMd9BKakNTyLz1BdsyeQ/Kur+CdwLngDxhTcPRmdKVehTG2RqjAC8RGG",
-	"/6ecGMz6cgMwKM9lbYFug6VtpKKA4A1plZjC5krpQOIiRnRjUNOI659MEzOhJUYM4MPIdlg/m25OzrH8",
-	"QQkdk8oRz9lS3LJkQK4Qodkg+uLQT4mlJEKxwB7ytQAk65+Hpf+GfHfXIEkkRVvfekstaH3CiSuG7WcV",
-	"gOdTS/kD8qOBYwHSCPo6nqj6fos7OlwsuVEmuepfrVYLpreMcEGydMa0DPyEFZXLqmNFnoPq8PmVlDdd",
-	"sBuKIZMuJiGVwVIOIjFNMJ6RrnuPLZm8nV87OrjCjza5rz2iiTaFB4VbbjoUbL3mU0gcqZS90XtgTI3A",
-	"+DB8R5GycrOBdoEK0NWyxYaP3on8RvPRLtSPA2qgk4z1bHV0gNIP1X7eXtIZ7LKYxbOhhDMJF2nuehz7",
-	"juVsxE0J5t4ZqVSKdid7h4oC1XTKstCyq728teJyMHyntpMXrt3ag3PbTe33Gu7GR0scry0YVxPwB1Dn",
-	"jMZUR373KgM9HxwFPPYO5MuuRA3sTR8j8wveZN4PWDFFC6OWFJn3lo/RV6Lqe5/DGdfnAuzk4zpemMc9",
-	"9ZPx9iSIEmJtB2C1ndHKYPmvw4VVz20gzqzIzNpbSbW29oehaAlT9Ku9aOvff7qucNrBhsr841CNl7fm",
-	"KtASlQR8RQnV1Wfp3JStG0DD1yqLI5eZ9HI4rJY0eTkcRrtEOeGWhuNJDfdGzh5h5Yq+ZCvqon49yM5s",
-	"STAhNBx3esP4uAV/zAQJYGGAmj3HVQvYTAuVfal0V1lsO93NRONlcdRpxxKMAez06OVkcDI46kVQGaPP",
-	"oOZEKKTAmq1aQJptUazIxmKZUH/QbMoyYkGiqihoG9svy0fu24fHFZp5Flpkm7Bg2cPqpgYqK7UJGwF7",
-	"VJUKQ0VXTKZmxR6FCAgT2bBYbCLcGpV5sw9SEJjPXy2ohfkJh9cvRDqt2fdqyUIpT6W+xlzArg2YUWLV",
-	"iTroDTW4YAAiIMtYmPEszRQLc+WUJ+w+DIKRifkqFxPovwUFJgib2Rpd1NKIH/M4KyTNdnvXxB05KIUN",
-	"kUKVZdlZr4etuxYiQySZLTFaW8OP6rZKWHgfWKG6xyFqaokkaB6IDzy9tzfFTobUpg97uqBqulxl/V8v",
-	"fSLITsxs/YDsBXWYcVXjrR8cuEN5CdzRD5gyGzIdm74jLwbcpizYI2q72vWwt14czrEGWWVe5JdjWViz",
-	"EZgxhqNB/Jypi9e8R1w+4XhV5pTtleA3LkcxLvHGtyTY0fvd3w3lN+8Yi3hOcLMjRC3quuNOEKUV89Td",
-	"KccaBJzAUQGIF8gbxUJsEfz/Q4xWrBDIleDM2E/rlNY6cpuD04qw2rxHtpzvjxv9STX25wInE3bLMj2w",
-	"UBAlMsLNHHLcEqf7G7HQXfheO+6UfzcefgyCP9GcZhnLxtX5NDMGbYbm446TZCxpw5YSK8gW2oXGNjiW",
-	"T0L0UuZVNidk8hAQGyFAwSYiYux4ab2JIMlW8yr3SvofI1OtLka9MFmhRMcjkwDpNmQlk/DenGHLaWo/",
-	"iuVwXKPBOOS6e8KiGmyS6FpHWVORW1P9PyNLvzFd3chUtWz6Tqbc/RasUbotCn3giZcb0D8wz3a8qtDf",
-	"4Rb6A9a4NdbM3v7u5mqMzYMe6Zx2fpGCDy7pnQfMYYSC30b6bwr8W+Xop1IAWu6/cCENK/x+lsj7GKH2",
-	"0QLtDnKqntv4jyKnbpBP95BNu5h30PuDyKc7C5qfIx981rVfQiR87vV+GLze/5IqtuEt/Kr3gNnex94C",
-	"oUJJLSevTAt69IGrhuxvPjFgnUz5fGyZqgfM4cpfuavd/I1pdC1mJVNs9XPpcSua1ceN532/7cVRP8Hu",
-	"thVjaQSW1Nw47WXMvtVrjgVHEYqxtmOxSWok1P4D56p13yxVKmN9xpOUcgK7d3wEem+5O/W9aK1x1ljL",
-	"j5uFiOY9Wc5yq2joNsAKDKFvH6MnNkelT9TmK7u6V8gKvCspAMshFM02vBHEaBmrCgaG/XOrPdEtFdBY",
-	"KRBsM1ftWj5ol6JmHkqjZmHg0vRy4cvYcKhG5hfscgW6vPpa8H1vAwZ5EFA7rBWFbZLWaYPhQVQR4HjG",
-	"CSI4M3Vlt3Yfdn7UfLA4n4h4ldxc/HxE6hH1XtU2+4O/WqapVWrKlYmcmHJk+MPOsHZloR5cpwi3diu5",
-	"bfC0Alm5VNtgRafNFmsP9e6ZJLEL4N0xKPix+VhNnlAHS/LeveMsGU/WWzIdLeTeDhlNAZnedbJlmZ8i",
-	"iNHbtAAj3ZldbmRK7dPw+U+LQOQ88vgt6caiUKtCjbXaBRjgelqFKnOmr775waL64atxwHs/odObea6P",
-	"WVi8dYE3Y6qCSmcLc2iCXo2pehJHjePI9Z7DHHoPXvnQWrvMD+aWq70QtVJul3DsFUPcPPamoUNrf3a/",
-	"S9ioLd7N4Hy4VHlRQupuv1oaPbd/VfF1KLq5Fl17QJtn9vo1/Gn2JIUZG0x1g4xaKUGzocwMoRLBSFqR",
-	"IzY5Gzw/UNs4OBeKun2sy6/tQqFv1dr9q63uHbu6Hlfa2fRprGL+lHYRb0MhI0s5Hw8GAy0QzKb6X5vA",
-	"Yj/Tqe4BrLmws/EqF1CDtuPxzo7PBsLep9oqel7xSmWEXVcUrtQNoZr1pdzHK3SbikKO7SkyFLxDbIOB",
-	"/gjI2LOZyHeLkJDFcknz9Q7vhtiJpDOm1uPUwSfu1mdjm1s2Nqrtv6m4FyYdkbPwCtdsP0191JzEmnXR",
-	"2S328nvcsnwiZIpmvl3cQm1uq6Z1Y49xhP1Fe02k1SPSXL+84CUoXLu6u/mKBlPJRu3Xf8O/+uswGtMF",
-	"S3ZXkqvvh45247IO2CT8V9rH5o7s7sNrfBJkPvvZBSpL3bKu9Wm3zXGrVaE0mW3nL1t1mDGYCQ3/KE0S",
-	"RsawomxQRrQHonrkwozak7a2qxi2tmDA7eoeNJlSi5jSLly5wpwf91u55mdtE9luQ750wFtYz7hqRg6W",
-	"YIKURzAr2ySA7slwqPVYW/N1qw5VByLL1iSGPDJQ0lw0+W615Yz3oKVdygnW43MJ/X7r7eblln5LwWov",
-	"6/UG+fixMu8j+k0czlFTBVvSORsXeRAFSR+bU/Lh8q2JmFootZL67wiwR8oiSXOq2B0FdDQbMRsoCrFF",
-	"Sq5byKyoHBFPbo6ICQTVQ8J3YAqdnYS/j58XWFUqQPu4LjZ1VReqTVRWMGJrSxRrcBUtRF/XeGx6EakI",
-	"zaAL+D+MHQN+VEza06jQvj/qV1Kntwctt/oHWvSB7Qzr0fqBsf6DfDO+YeuwfuYrEZsFtN9XqWj2gVAB",
-	"Y7W71mE0hO1rXrqnt7+7o2e5paGmFrJ5E0qt5IlCvNBe+xnhXTusUE0VN8aJX6TgYyemwF9mMB8fzZYr",
-	"2tcjSO9XDCJs3YH2cN4dprxLYGCNNrYelCcIB9zKKB9DPwF5rawDrdcAxMyKxPZIMvrc4MDth72iMocE",
-	"3CSVuoVkZxn3cSEKjw1NcCHYe4ShPp2htz3sdu9S322x6Y8OPsXyFDtEoPpBeRvqo2y0O/z6MQPNgeyg",
-	"8cPULt5gCQJPrdwH/MggxV28qdQ4VYKk0CqiuN1BAaUZSQPQSLTAGh47IWKcFxDuGshm9PLSdYtEC6uM",
-	"Ooh8wI+jqxVLjGdQsmmRp2oNRcqYjC26kSDz9BarGup2jmwK45sE6orZPxGhJgZYGZMG35Jm6Q3MvFgf",
-	"m/fRM4tISidSZIVyMKQfLt8Oamh0ECC1Gcli83D0wTsjxmTTnhQ5T9WimDTrx33U/zfsvxx//DSMXhyH",
-	"C8gl+fqyCHDPS8CGQsK4E0WWkAkzJGMQEO7yVDFbqTVc28kVFQmwKiRqvb7SK4siIzJZE6+kCii/1TJ5",
-	"OwVpDofDIMraNLzs3i8A/mDPzPFgqEdwPDjU/7m6o/M5y8nRYEgSMQV2CNVEKTJaPLlYFNuGeS1EBgCJ",
-	"CBWKr+XkP8/fvR2M+CWbsZzxKebEIqTkLM2wqseHy7d4FXOhDJQOQiJqbkTnG9fUW1EMS9PnC8lZMqK/",
-	"Jl0MVytf1EcshSEYQNDeHqu9JYPIR+2AXdiB3UkIcty5hDT4XpGDeJNPOVlRPf88wYpnu5WlqJa5CYW7",
-	"+8d4J9ZY+ep9Wd6mhkFijnsMVBS78jbxKZYLwM9xK03lZsLuTdApT7SUc8NWQGupMmFSzQI6+1bNcZPA",
-	"hSnL5tQe+OVxfN7SZA1cqFagfsTMNgAruKUWOJ0TD/eC2DuCwGKzPUFpympRAYAcKDJdJSVE0AJeqAc2",
-	"seS2J1XZKlUPexyZBt1E7hyUE3ELHjpbFyXAdB3qONXsJ+Xkw9U3UIBkmWYZygi2kljIM/TGmmJrcTO1",
-	"RlAOclUo/RgsgwEO1z3giOGr0DzpolhHKm6lqKyhiA/GOaPJ2He8ROQ7plUI8+ErNN0CVMQrUXDVBHha",
-	"kynADUqyLKYLQH2DBuNwmb+GDpI+YiF2bLo0eW5u20sC2aP9kDerdAKFiQjQjkN5UCwLnCS47ZD9Gilv",
-	"NkPEHvR1tNUqsJ1s1hCw0/KDlhErOMiXTIoin7J3nr2ypi8CWp6+2lf2IwCp1l8Ra+ZEGJGXXx591QtL",
-	"yg4xaoyCYeiWlrKAWu6mRnKJPyMNspPpVD9aYR707mxtAiAs4yVTC5HIsWOW+5VCsGNoC881Iyxti4gi",
-	"9eHyba+laBZ+MbZiU7uf2726wdYmVuyRU2u4hc08Q8TTxM/bT/eyn0mvXsEzKPLU9zDcIXBYki7CzMuB",
-	"rYt/wfJ3UBU/jkbcPkQyKR/1AJkSKjK4Fs8gvx6ZHAZQ3zC2kkaVAU9ECC+x0W9IKcBXDPOBkv0OM90L",
-	"n9YnR+iHXcTgmRTTG6YiMily/XWx0tIuNS08A2Q0tehVirJrAR7/t62ScG1J2moK2/LMhg/7JTN7tfno",
-	"hXr79h3OQT5qWCGj6GXBH6fDv+eVanoI7on3/6aSfwHTkK3/b1WpUomciZxNqVSdaFupwDL9yP5rg74P",
-	"0HnA5zwAIb37hWSkazKktMpXIsmZmsKaGcdccBa3lGilOV3uWfW8sgalFVb331iRT50p2L8772UmAjGg",
-	"DVCrVgMV7HtYmanWOawO9ntxRzJh4Ju97VdC3ERE5ZRLvOL1j7Zowo6hyrkbT6BgdKVlCPCGgmW3NCu8",
-	"UjZGKV9QKHRzNuKgvd6lEpH8bbIIlCo91YstmalIavEkU1SHAYR2xKGoimvDoInAqxBJgByrUZ1k/wKK",
-	"lU0+8hTX9sghiUTuwmW8XQvt91UYC+vcSyXRulx5A0xpnqdMnpKYJsuUx6QLHBUMK5HZWi0z3bD1iC8p",
-	"p3Omr9BeROLy2JxqUTiu/gQmGv0bYmbFpJsXfMSN6qC/h+LcXQxZPr94o3+6Y5OFEDf26yqQIwzQV0iw",
-	"3+ov8CEiESJSV5YtO1Gn2vCOmics5rnpFf5wKqe8xJ5rv/5keoef39ghwF9v376z//zJDAbf1trqVTrn",
-	"KZ//wNbtYHIS39E7oTkIVi60suHn1Wvcu9zCTT0DQN48qpxCzpQm9VZYWsBZZrmeM7GFd0mq6gDYCOyp",
-	"39oVorZeSxEs/nrJtpUGKnfqCRJsvG3fJiy2BrJd2eoNgXvQHfNnkkCVB1s3HPGpn0mH+btieSoSLaF4",
-	"xYdSBSyWmtd7baULPsgq9EK7Uond+E6ZBDDv7xi7gVhAbvDqFA2nWGEDUGqipQKFA/SrzezD9aveWa2G",
-	"kV9NbYYAtYpm8e44xzlb0lRvoVmC6njc6pA+LL/+Z2TgSycsE3dkuKMyrndFbQRvNtNkPMF6QLjd0tTk",
-	"AARdMHb8i+XCHZ9HzdnOJIS4CKCUPLD+EaBxg6lnlqXzhSLsPiA17GguMGRUJYfIo0ZvlLVNCh2hayGy",
-	"t0KsrhRbhaumGoEDC1QZNF6RkUyI1e5ScHk7DvCV+MxEKtZq9OmlYgmhnmt8QbFkjwAzhpZbSxm85MJ3",
-	"jGohZrBRoKZZ1lY/2mZXpkllmq0lpHcWIfXCadlx32y23UpW+PuHYMrNWhA/LdZuJJiC4IpkljW3DYMw",
-	"FbhMWWsSfxrhiEadU/IJa7aa8LqHh9hWWkJRbfBZ6oHznpejMOGW3SqhrAEsG0zBFfePr674gRqfW+m7",
-	"FKkDaWUVfVi0uDqBkMBjUKfzIAn3N5GwVgk25b9BfGMX2N1hz2TDyRuWuEoaecF3KFYO3Xh1ymFybne3",
-	"iuJNqgxw73WpTge5i6HVUM2CUAC0wwyHBHvTGKcgHZ1fvCHdah59hHU10GaIPUVkMBiEtd6NOaJV70HC",
-	"PBDTtsWRrAU6GR4FK5g1l2Gr7KpVhPc8W4dDbbxQmb68SVd9hKyhWR9Q1lnutL2NGOXn3mlBlXFTyIsn",
-	"NqMZsdMCvdhyZhlXWmfTKzRPbxmP7J0Ljkb8bT/DbQElXzaXh7D7ckclVpyxwQFQUgBl81Yp4ql2obX6",
-	"2KFm4zgiUFtzUFPRvgPlx8wQkcO/vqZzfZ/Gow7WbDbtYtnmUScOXlQtk7D8Y9dZhEOcbGaLX5ms3JbN",
-	"VcrMaXJusb0KlJl9jWwMf7mQpsgirFsASWgraL9PNakE7tvlgkwFV7kWK1yZTzIpFFF0gqIrZ3dZyk0I",
-	"gBfUcjJ8+WLDqarPKxN3LO9PqWQkY0qxPNID4sYC/OK4+YKMSJLOoShwPuIFT1gupyJn8qw+lbKEcHyw",
-	"nK6ahb8HxNZ5IIKPOK7nGUmXy0LRScZOCYCmwdJqPWtJ12TCXDEiGxnFOJ7mEV8WUhH2z4JmMJYPl2+t",
-	"KRVtJAGW8piQnA1cx1huKksBwqiM8IQ15VvSFZxZm0/FZDT4IoYYA/eDNTzZyxDvLq+miG+MskOxHCij",
-	"iuW9AXltGKNeTdgM7pl29YqWc6CKJAIEKIhgIN01U71TlK3QAT/iJr7IVISGR4kYkHPffiZVmmVEMiZd",
-	"sVITyAqWRQM6D6XDXQCFKXUIJU1r2/dzSIaf5svBF/rgl8HBm7e2OxoNuqEH/9do9EWv93/8j87G6qS2",
-	"lunjS9QhGW1gVU9gPLEixJ+ivBqEiH6Xi2L19do3f9ywtZcDicaQhSjCsPzQCAbHfebaYUviLrR4Wm5u",
-	"CUwB+wpdrbJUqySQ3McSkog7bvPB9Nh7u9sS5uWK7D5uu4zBBOfdbZhoZNqlw2v9pgxUecBxOHStutmq",
-	"tv16vXfWaSsdNxIRbth6m8mPdPH60INEMeiGrVsE+22AImnSbA2etLjHnJVvg33uw/UrktC1vgU00TQ7",
-	"8B729jDrbisK+Z4z7AUvdZP3aqNtHTqiPxJISTBlIv192RDxXdbw38HcMRUybFB7JaSy0VG2kKGtaf5M",
-	"2kL6EbEnUQlyyPqHQ/igi1V3aQZmTggz4onxl8ti2YuIFMawpKCUNrBFShI2TZc0OyXxcDAcDodfDp/H",
-	"ADxW/nDy0vvfV7sGK6H3e6+VsXEBbY51MCruaFSC01n2Xm3OH1vFP3/djGnase6wG3tt5lGTTKqDKwki",
-	"xEqM8ygk8Ron1+fV/gZ1ziDOPEbfbhoJt6S12SyZjcqniXS378JvZrq73zb260uHJBW2EW7o7IxYDwlI",
-	"e3eLNGPGn+y9TrWWHLYBMA4vhQNT2a1NrdlddZ/RNEv5/CrloYgpWMCEZektA8nYlhE0X0G8gygUodYE",
-	"SqRuyLP/6QkuGM3UYr37Stfdg3eLR7kHbd4sJlS8bq+0+QEkdGdGB/plSV/PzNC8kdPTOZfeepSiXqFk",
-	"mjBCyTzXKhleYbtPuGJA2fGTPJxl3GrieGOtGrIMfMJ6b8YQaUvsdmkmRZOSbTluQ8q90hTy6LLqeg6O",
-	"bEvifpwVw3C2z6iz7nGEPWwVro65UKxmcjgcHp1sPsQuIilk1P9pwSCnwVt161aQBFctnLxSMoJNMqJZ",
-	"sNf4MuRT25JuO3xm6miXlNgwaWKS0UKpVVf2AA3C4yRaKLp4f3UNYscZ4aISZdWNC8ny/zOGkjuznM6X",
-	"jdQhwJQ4PTiAUIiB+X0wFcsDWYKQ7JDWVKPLCkluILNvcCrrtpwcfKoFQ8EZbhbkyXDWTmZaK1+uQuLK",
-	"uXlCljRhWvCa0TwiS8oLmpGcodnCD6RqRYzch8XAqNucffAQnH3ICGzwTT9NYs3xEwapHsYqg+MftPZy",
-	"Hc6ADuPRfQD7AVw+xnLtLWlJIUl2W7k2ho3/HdGXs+Pp4eTL1tLHZuH3WTX92TcbPJv2mVUawD7gLdAO",
-	"sqj+ZINPqN6q81hWS58SbkwXraHPWPwZMSdeBT1GntMvNJ+qIzBVZC50t6Gi/d70OLuvLnyLVAcmFztH",
-	"LUIVjHRNvV4QsHpnkLumr7M7mirpjDWGXp5JwmiepSwn9rOSRe0R0rBTjega47A1ol1w2Ztku2sMbs3y",
-	"/fKI+sfIC/dzHGVbXFJtcE9gX6vzyT+FnS28R+3VtklXK7ZrpizdsOSM3GlRccIsZbKkF5EY5GOWsCQm",
-	"XUqO7u/BEWaDBOCei/GYxqRrOTq7X9BC6hYGwYrUrtENwIjB0MTaPMta1PUF8DqoPfrW9Feu2uvbcGb/",
-	"a7z81rZse12UOSPxqPPFqBOTJaNcmitDv0/Y/ZStFJryxUr1U05iE7mCEZoQNmp+scsHqdRZtrTpCAMH",
-	"LRlHWiOZLsjS1JDFkhcjzu5XWTpNVbYm3fhnGE1ERp1Kw6POR0BimKWc9dDu7g5C043u5ky6kjHy2p5O",
-	"3Okv6pVqnWOjTHTcYGE/PtrXwO426elO9p/qRF+ir2xvtaC8KLSCUFGXPkNNcBOdZozmNjThN1Uczoj+",
-	"kOSsj42C6c6aIDxx6ldQLnazYNfUjIYh1sRMiJy4jGAvWQh7O4NJQcQbUJVV7SHBGKt7lolFNdX9SRSb",
-	"wa+ngFy11N8+J1eK8oTmCbGB4i72G1fllMR3C8mm49il5pPJWktx8NmIm2IvmGW/olAbpafFu6MT8H2f",
-	"kJzyRCzJZK2YHBAIRO9rgavuTcZ+3s1++J8v86++++E//5lf3/3y4eKbr968vfivN+LoLX1Lr+6qi/Ty",
-	"BJib/fP4q4orGlv8+bz/X+ia/I+Dj//xt0/D6CjskK4s1qUoc/f24ALfizso+w2kQ6jHEyyV4Y2FCWup",
-	"JDZwo8khgMQuMOoUAfq3RD6KLLHSOhK33UoLzFcmPQzwve/KLuKIfPXiZDjsnZEhhvamWvq+q6SFvRie",
-	"fFVJCRsGy/c/8em9Br5/51ZwzjjLm1ghwWQ00/ZPqVpcPW5YAZfYo2wftaNr2vi43YtUGtvhjGnVpHpG",
-	"I2NcBzMxKLmp9LSmB9wSH2UG4ukhgfbcoN40hJLzizeQCtGN5WQ8GAxiW9EY84f9dF5NIohMoJk/NFse",
-	"L835Og8PkEA+ExtL9ujjoPXNbNZfCEB6sJCf+vbPKJ8XdG78hCbOoZBKLPVY/fCLATnPMhIf3B7GJreR",
-	"KHrDSHzuJy6fkq9hqAQDakqLkgmrGfEuLZfBrkLrIvQw6ANCVk3+V6oWIz6lS5a9otK5//Rrl9++IsfH",
-	"xy/BM6k1RanociUHWvTTzIGmWZG7HE0MqhwBUMvCOFzkgq4g6jKu1E+KLX9x1UpM0hWJ/9E3WZn9N0k8",
-	"GPF3bDkxFWIgVt7WIpqIxF5N7J5O1SmhNpjWBoZrDWaa0Zwl0YhDmSJOKCbGEYhx6sZXr95fvL5CuS3G",
-	"yJQYl0i/D4FGRN2lU2biCUdc6j4ssgwUlViThK3UIqrAAcMZOBkOIdnLL28Uj7hBCdYnxKXkozcqPjAl",
-	"eDyawKxMUnA7GVyLCJBuHIYxFHGRkOAgliyC8DEcC/JclJ3uBKFZesMGI35OYLq2Qp7ggOFk4TVIivX0",
-	"UtD+bCLcPKdcWWUGPsfLUaUKrkb/kJxfvPGM26ed4eBwMDQoRJyu0s5p53gwHBxjVNYCzvrB4I5lWf+G",
-	"izt+8MvdjRz8YrxSc6baQ7BumZ8JpncvMh486vx2kQG7QO+Jfk9iENOIG90MMsow2Cmdc5YADTNwsCQ2",
-	"czpLZ0yfA7LKCkkypk+91pt+0M3p7X+dHD1/fviSdOMbtT4l73+4gBzA/PbUPgLlLpvrv7+5Otd/FZKd",
-	"6j7j3ohjsi2Jb9IkRtwf66LAhOlnxgw5IOdEC2eQ6w8Uv2RM6VM74gWHBTSNyAVApORsxtR0gUzXZv3j",
-	"7nnwTp3TzndM/f2nH64gttPAYuuVPxoOa3XnIegFk2AP7DaVsJubbhxoH3htcz9vINgMdAecKfT+ik4X",
-	"rP8KoyRDtgtI/YvIkt736Zz97Xg4jB27pyEb1IN/3XROf/7owbtibSrMJgRCgQXWVFGDh+jC8f2JTcgP",
-	"bE2u9BWnWeaXzw+/ROMjwEL93AFotM5H3WWFxOH3vsO36PswD0GK/xG4YLV8HFJmCigWpKtZl8KEb1Dr",
-	"WELYvRY0aTbi+JLsWXd4BSHDeMbagTDg+jIgGFGpaph4vlQRPSk5ILGdBpgWzN58yLOYdFE7HnHDC7W4",
-	"CRcycFx9mfZaSLIdOORXpNP2TluIt0w93URd+yKbWCP0+cUbn6hMQOHORHWwnK5aCetckninVuKoTBmx",
-	"Y45RNHEbjZKJ7i+OzC1jU54Hoc199+ri32l/L/ba1XevLrQeA/Hwn7u9B59MFPLDb73RZc87b7kJVv3/",
-	"5s5TGy/+TG6lgCpC8c9tqWTYmENlhBAuCrnDmA7QMS/5AM/G0tZ+TereD4zKciAZoCXIg09p8nCAOBQY",
-	"el0ZXqDrNNnYq2cpedG0EVYH8QlupIdAvyHYOIR3wCvSZkFjQ/bhM0mKPGtdshvGdx26D6q8cewH9t5l",
-	"u63e041CYokF768DLdb0dafNXwWkzuifMdrpX61c5QKFJX2LF7yCPDQg56BrSnI0HGq5A8xA1GHPYYCV",
-	"ljzkiH9/fX0RAcgpOHUVBlgrl7YHWPdnAFYTH+SMJut/xWjGKhQgpcxm6bRFgvjeTOFX5CrYRYiFnGfp",
-	"LQP763PsL9SMG9eB1ZWLTG3kN2+1fqoXcJWLCTszar00IWr+CucFRmxa3mKKauD1goKB+Vf1DvmdOc+S",
-	"qTydym10V/AMZFUn92oVQpLYfD4wvQLSSGyKLBudtnc64gpxNdAkVIkXt2YVQL31jShG+tVqAVx2qRxx",
-	"bgozA17myfDw4GR4PCDvcAxGYNb6+jXLmB6ZVnSWVB+U/lTwW92n4GAdYHoLWY4wzLNUydMRH/E+iRdK",
-	"rQySnSuXbHNux6Y86id4yT5F4LmI4I/6nNh/27ob6FgfT0XCHuLTESdkkUol5jldlsEu1uoCsHLxeCoK",
-	"rmIC/3GF92XvzIwQ+ol1U6nJBMcDyparDLIRY7BHoNml4Ihvm4AdRA5gonPGxzQdI3j02B3m5mTNi0jP",
-	"ETF/lh/o1XQ/u0URCcsizAsea8IzE3cp3XqUfAqhTtae1y8TqQGhyuFmduPKGPxpe0pYpdRxLzRJoKwx",
-	"lJX7rFmZX7E5b3JGk1uB8SvLXMICcG306hqkzagsBHxG4rEslrGdEQRl4+i9kLSxM2qOS2QsOYaXP3np",
-	"agLhUh/An63HtLWR5oa7tx7i5jiMBXpc+q7MIMqeu7EJ69XTzPUx1P8wfvaeHhT42je0um4MKjASrwi5",
-	"KdJkhwI/Rh6bGd+kPIGRwSPUmu2ZwpxA3Lu41+wHxHdbvQ70+6Q+ZfhIb953Qt8DYL/Sc7R3w1RkmUkI",
-	"7MZzMf5CL4h5OP4iblPJDWPbfqEqdq8OVhlNa1dpwyTTIngDC9d358nwcM+7U39zvPc3n3tHf3qIqn6L",
-	"nz8+1PUEzZdZIe38SBcA19j9SsjUgu8sqSLDwXBwUjEm2TsR725nLz6YLqg6KPMoMBdHbCx8F1+8v7om",
-	"oY/jAbnCrFmpqU9kcFy8OjKAghmo/qRfk0qs4L8MY1kKyXL93yW9N5Qak4MRh78bhRiwAc2FTdSLQWdA",
-	"B6QcmIhQZJTg/SCzlNOMTBcFN74nRAaJcaQS2wEUPP1Nb0AuRcYkiQ3D1jNxtcVi0gUfPJUEH/e8Cbiq",
-	"Y2ZoetrxgFyzewWOHQXoPogvlDPyi0g5S84IFGVDv0uRpMJ7wy8eqM8ZFknhp+SwViAlcATfw85jaPir",
-	"BVWv3Ep2XJbQ1yJZP5l4i2RT7coiaD5U/YYmPudXk7RDQ0HHquY1EGjQL6tdlW3WzMZY0w+NGqEmX2mS",
-	"Mn42E2NiMubNpz9/8/7H1x/jUCzPQxiG0zYNePII+e+oncSN4cfgO4POYqRwSUxUJ35cGwdwvB24F862",
-	"wSsPH/3l8aO/PHnsl4eP7vPw+WO/PHr5yC+fP3pXng+PHv3l8aO/fNyu1O7B6iUIuJO1mxDb6Ov2qUon",
-	"GSNThPV3N1HFjwIsr/Mx6tz3PSGov8ooZxjRTDv1a/GxN6J3GZ6CPLRcoWzmaol00ckOkYJEzNDHjM96",
-	"A/IO/f/OTxKXLcZkSld0kmapWhPjoh1xqyJAbqrr3JkGz3BpTFiBCX2zSv4Sa0wAtoS+rSwal3+N736r",
-	"br1ufqOr5g9yzTzxFeOaszcL8vXf/Gb56x756x75971Huhmb0+m6B+X2nvJCYcsJg/DR/e6T8jN9naCh",
-	"pXKbVC8TUqxGXAlyNDz5yrwhbRQKvFNRIHpnJGZ8KnT7Y9QcY7BJxrNM6H+7msdgTsBg2Jh0s1SpjPU1",
-	"J6CcwLvHR7qxEvUB2ylLXNtbykZF4PVCUrXt0nhtF+BXvTNcL7/rleGNAvtpY9slVQBiHZCFLY71Fw/+",
-	"iwf/uXlwSd2fy3RR6vX8QCE+8zaVCqXuzq9+wqEfSDwKnGwMj0XruvU6I0TN4Hc7m785tT8B/eAKZqlU",
-	"T0M/B5/gvw9b6Og7hmTU2SHywqFB2dgYcz2a0JgGCmJEPly+7cNdzRJTmnICVSXpklkQxckaPH+2rRav",
-	"qoVI28On+tsci1Zbvn44+BPeTn/es4NZt7c0I93UBKXHB1r1A/qD1MX//9G3cWQjMsow8lT1nurQWTp+",
-	"OPikSXeH43dhvtj5GDr36srDU7Nns+X82G/2OkJROxOAE7xH/wbl9q/j+9fx3X58MTGAk4Lbs7vjhWPo",
-	"73POcYXodlZ43VdxRMQty00kiTupapGLYr5A26fJoBq0acaQxH1qrZqSdHN04aFnbsSdL494rryKx+6M",
-	"WAed1+6Ix6ZaKbtXMTmwgQ/l3/gYPHgxOu56ujtbhgKcnsakWvltbCIocOQDcp5JAb1JlRcIuQuoCThu",
-	"OzGsZt6LyjIX1vk64lXvK2lzvuqRD6wJoAt/wteaHYwxb0m/Bn/i4Y97EAlBpeApnw/YbCZy/GZJ78d2",
-	"QZxzVrElMO0iZ+gTXo1XpZdXbwWdMbUel8Uowfdr4mCNfzhnpU0CsrZhVW16ThmclCYVe3V8RmItI6VT",
-	"Nlap6c/U9scKtDdsbZ2zeiFuWT4RMlXrGMpGlEQnRrx56Gz8j94vvnYFwFmWOIy7LiWTIs1UP+Ujrlc+",
-	"IvGETm/mADh5CnMxZb9uWS6BFZt4iuVKYfEvMLXHJvEO6rhJs5CZmK9yMdHrDGcdE3kgZAhPxMlwaPIz",
-	"YP+XsY0XS9WpLf4OsDG5gNLbMs0YV9l6QH7yLcKRSxyD9CeuiGT/LBifMhAJmsbiU8jqwExNVxJ7xMsf",
-	"Uz5e5WKeY2DNiuUECQfo3/vYkJP+dUCTBJuZgRhsz4DXE57YsT535duNxmCnE5YpGg8Gg4i0vCA4q35e",
-	"aR4fExyKO376WPmfVM+4q07i9b7T29iXWjAemA6sjXlFUzJARvijtsgfpAsczNsD+yzulX4ncOmcEVpy",
-	"XpO3OeLLNDEbDDKfJDGExMXGE1HOA6Ojtln4nLHr1zTw2U5+V/ueZ9bb1yEEL1qPkJbw7D19QALOItvR",
-	"FTQMyBP2/RVNAWfe9+IEiMQ/Dh6BgB24scG7epvsh3tFMeDM4wMbzoABFba0eGCmvb9soH/ZQP/sNlBL",
-	"1xKrDdkyIu4I9Z5MOoe0HOQ4+ogHUPrgdxSsodCvy763+RVag/Xj30+GJ1og0Jfid6+ve4MW9o8NV9j/",
-	"b8J+sd9kG5cCWDJclOQv/fW3IXtYblseu05v+5N81JLN6AFImMIn9jZCFcPDQuqRydpROdSfMWQeOcxq",
-	"KK6MeRggdUnSdXekHLhnWoq0usvxkCR0LXtaYzDIEn4tzfKipNyCCUSWFkcc0h/M4gBAhSQnw5N2Oes7",
-	"pn77U7b1eFHEnqLSK4X31yn7LU5ZaR96qmO21dJqG8eamHg+EHinxcy5JfczmPdlMEI2w39g8hcCp8DS",
-	"XLwhxw7bwgf7tvHf3wmCyTaEavWnBGia5WIZEdTZFcY5/P3q/Y8tmQ+ms889gfUK9sFDZifmIDuePInw",
-	"epFCKeRpOjNj1Qcapt+WMIipl4/KBr0suATphyZY2t4Ut4J6vFKVaZ4jDjgud0YTTVI5KPIMw+KZisgK",
-	"ImIu9QPSlQsAxtGbSSCJRmKGEZa/lb0z8nx4TOKC01uaQsn62FQmTNHGQ9PMpuiVhgi1oMraV/AiWTGe",
-	"QGJYV5+XCdX3TiYkVvwruJ6Vbjwy44IyQFg4LWd0utDP2tJpLnFNf5f0VOj7kZS1o1i+KzXqoaShnNYj",
-	"sHzZ2heaQhCiChYaXzKpl8+Hx62UKxVV6fTg0yzN2MNu2df61c9Pvr49PKCrtH/D1u1RDG9Tqc4v3vyg",
-	"32lw4tDylq8cvNVUDxhwW140UKa/qjMJJ9EWHfGeM0BA1XeWXo8zEpcYq2j5b4NM3dUc8BhDwBMkju0k",
-	"Qzx1sllNboC05rrkoLfCYsRJi5muFizNDTaf7EVEZAmTCl0Q/gGiqxRIslV2MNUrQXwIeofQPKj5/g1b",
-	"l5ZJhFcz+EHddpCxHjJzC0GJcvQaL/4GgFyJlEriG7aOzwyzQJjI0xFPFZlSzgWAJRsBiiV4AUUITpgz",
-	"wGEekA/GAo9jRCEecss0Uxe3LO8DnAF4fhFXzwzOlp9dAXB8Axfu6AiiWlI+H3GoSaWZXcaWobsBFw+P",
-	"1K9kWcXGTZWRnQyqh79K38kGVLDIg5X0tlff/VBsT0sxgk/RnrI7dNh5dkfXksRc9FFnxMoPE5GsyUIA",
-	"EKLpbxue2B+cNR0+5pvnj2CBR/8+bPOVrflreeeZz14AIlEVOQflPYhp+hgmWpMWtlr1LplNltcjSpdL",
-	"lqS2UvGK5UvKweHgUMktlINjwzdsrXUhJcnJ8BC5Kly5mlfrI2ARCC2DRsQLn4cCtxzx7snwpVdDz1fA",
-	"8JQh3C/lBFpKpcqpEvmZsd1oiR9NKPAY+sfLKMAV0fTnccUKezoJL9PNPpaJpzh0u1gjGt+8/Pc5QLjo",
-	"lQOUKn0hazIoFUMoYKyAfT9W8AgK1N8x1UYhTy3sbri5ahfS62s6b2vTvHYA75g75Q9Mqn9UsvuOITK+",
-	"A4e2Nf1K6aHnyxNarXcWCP0L2g0eLQRvs6HdsLU1n92wNVrPsJ5oOcAnsqZFHVMAv84NoXaENMDNSxaR",
-	"OKeKgRoJ8ToQuxn7BcrhL1wZA+Bin2Fhc2pCZWzFdrwglwJqwejbKC2r9cUGGDiuVeEc8bLygf4Eb4w7",
-	"kd+kfH5mLrE7Vy4c6i7LshAsByQGWyOFXOHGZmCvQrQilljRfFrkUEIBiyMQqehajrh9yVIDJXY4hibI",
-	"VVm/3Mj65irEF09H3AJJY0qXjSOy0TwOUj+IDk0QHFqrKRFm9FoEJlEoNiDnnJhP7CLolkp9ooyy0/rE",
-	"iHfNTv58+LHcvgHNWK7O1c/DjzF4Lkj8ZtZ/R9V0EVfws7HevFkozZSgt8Oj0I38AWoaOn67n/nizQx6",
-	"N2aJX0vDwSH+1iEjmy+Iss7H514Uf2Dl4zGXy+HRX0rOb6LkYIXUUkYzWH6R47I8ISWj1+wT7o6KLgTc",
-	"03lXP0vxmS6oag80vsI4NRsIHLtI4DIAuInW0yNKICc3+AngXDDam4HCti+D03ZVRkyOOhjDNOqY4E58",
-	"HQso6AtrA2wLBAXaOCewDxmsohjC+/DJiE9pnq+tllVFoMFKW6B9ZdkyJorOe4MRH3EcHLWRxAgSBiiL",
-	"sdmXDJFozStghBJQNgjcW8DZDf6bdPGOEmetL++Y3bNpoSAIEQHjTN1PX+2l0ouFfgWh0F3ngF9hUelT",
-	"Ug2W7mEfIx6POqaPcm39CgJ5wSUB65jxEZU5FYjC1wW4C6vP2kS7qvsdUdT6K5b3lykvrH8I2o1IJuZz",
-	"kAgABJKUuHP6SS8iM8YSaTGQi0xLhnR6gycChuCGNOLGgFis9PLGS3p/pdhKxv6Iz/S6wI/6tjYNg0MM",
-	"HZQjjgneBldRFktznZdtDMi5LX2ZF5x0HWQhRG5GI+6kA3e5RmQwGPRw3xBOyhAAcfuPoQ96hlpi+DTq",
-	"QGt6Wz6NOlORMKwdZ07dqPPwEFuRDkVWxVZn4NYDqDsTaeEHWTyTxjEXGUFKk6xhMHCkcZE904RuV9zx",
-	"EYexoJzosaESmrLgDm/R724i/l/23m25bSRdF3yVDM1UmPQCKUqWvcpkdOxQ2a4qd9tlh2Xv2hONGiNJ",
-	"pEiUwEw2EhDFruWIuZoHmJh32DGX8wpr3mQ9ycR/yAN4kOSDfKhWX3RZJJBMJDL/8/99Ddio4RZOD+Fh",
-	"ivZZ71FkxJJe5SszLvLYWvgK5/SGwrEw9Bcqb/1oSC0ub2XR52ta/0hxHNhR/X7/XSj+JGkRyZrSGlcq",
-	"itsKBpHitTHlM2MWcKZgw8ZiATaAq2u1XQej4iaCgtbHutakK4hNvpArn12fTYuu5vooLG3woqg8dlON",
-	"FDXz1gn65uvPbn2QFfevbpFds+D1o3Pq1yxy/bgKJD46yhlTcZdLbPThrVcXsSLMFgrfnsOW3235hSSi",
-	"LfS0VL3GBoR3FPaoeH24gtuAohAFWX2uoACRjLGkpON4ySZqyJH82oqZtDOsNsGiKs5BZlTDZ4/rrKWR",
-	"TEX8q0jgFbO+Y2gChgOr1IJ2JYMYnXFcbvyXtMUkQ3GRIaLrYZBZqc5aPC2I1Mxp0m6famMqNanfVGXG",
-	"9TKYWE08IyyaSW30e1PdsQLH7Uf3gzmNZFpEPdRNuPg31dlPTxwsmosGcTOv+yTb0NBzuRLqorB1qjkE",
-	"M/SykY1d9/oqF46ClYqWb3c+lJX2CQ1wU4q49SNP9aKpP3d6tD2FK9KkvJxRaBOpDW71yr+cpx+O6XBZ",
-	"FbXaldlcZ8MYUfM/nE34L0IJ1iZspSDiJ62N+T7+/ZrE9wnOXSmcjaN+43wjN2lgtx/m8oP89Scrv66t",
-	"DkpmfacfbyF8IcoDVwfFm7v7KXe3qS4v83sULvumK/38c1yn2C+szW3J382egOR99QEWCIaLREFd5w6K",
-	"buNgwMb9FPWAwXyWteCcoDjos2lKxfrETJyJDlnGXYy6WiXLkMs7x14csO7pSLsA5cjX4lgkH2ZbujXw",
-	"CYxdaFsrmffFMRfzcc6w0IjPi9m6hyOXeks1AfVdlnq70nQ11c1arab6kgYrCJ4dMRJu1PKv/oPTXsne",
-	"Mw7XbueGjX2dN6+eJci1HHswG2Ap33iN34eUDt0a0p/UkDYfLi03LIgILuuqlt6Wa58IWZZo1nDyJyG/",
-	"mlqfOGOH9QsgsFIuuuPPx6o0eooOOtj9xPgUvHp7J/bPu4haivGFqJkHiw0rlJokjmM5P5PlqW/GFa/U",
-	"xFQ58RZzNqvPX3KMGLFE5MRzOOsoxOMv7YtjGGBnEYO4Zg0DLWcsoD+mjOGqksTHrZbk2/T9t3De6Z21",
-	"drQPtvhUq85dW8VHmE5XuMNsPty0Xb8bb/5jtfdtdeNnsexdLWTYr5Hb21IJ3Y+x899LTPrd9Yucq73r",
-	"FSkuZwZhBU4LTQRZHSyks6HcEGPv1NTEiVubYF5/hcUPoArO1KLuJlxVmLElesx0TjvLE1M9NvnqjhUZ",
-	"6OMMA9tj5X94FAXdQWNi2F39o5ElTvzNq2d3bKo7kXcV187DkDkV4Zl5UYNlvM35wSlTlQJ3edNLG1EB",
-	"Gehrug2M1kzIpVxR7sHnE0hX2lQXNbg5YT+grsyNIm2JEXsGIhCdl29eh69ovbqjVMvLKga3KltMDiDw",
-	"/Bvq4k31ZKYmZ1GpJQYdEUFMTBtZ5Vz+yIgpHfC0jA5jUB3M3bvPzTk8fZw1uHtXHIdWs2z9iGTuBcCZ",
-	"Sh3+QjQA9jCEPjEXEp0La+aKmDm1WnLzcF8cp5oTGLQUVNLnOTwrMTNL4fchxjn+6//4v6kQwT0NbBFT",
-	"FdNCiw5x4idIiE9lEhXs2uj9YicaJZJgWxYIMYebEzElskWlTosLSihJLWgLMI0grj/8fl6ZxXrdhEt3",
-	"ESYbfGfKXNSymqraOduIEtMy98jxbRdnUP2H32RjNTFzhcSGyFjoHNJMdCq0AbHoNcrW9TcudBBXVFQU",
-	"2CK5gjLrJpSjqxqtsaNAuwoB1tDsxotG10W5nmqid9NgRXHO1Tyik8EBuDTvRSHs8Mc7XPVUZz4xRphy",
-	"Gyk8OPNIecr7xcW+LMVdYCukmiQV7D06Qfwm26Y8dr6VK9pZXNqDrzrVjjzIAXSQkDo11RCrdbZs2miT",
-	"dMCVoPQfc5RG65UlYm7OWTiHg10b4bp46BkIic409bbYS+ZCKFT1vE3yjdzbS7ZPI/ZNsAyRquLOFQn1",
-	"U1VPZnhaCcFym9XPeuZTmf1fR0TnM9qCvI/yT2YU3rpCt2GZj3PT+EjHftodG1mPnzxIs8/O3+XgDnzN",
-	"tw3ugA9xnXwPL8mfKNnzr+tGYoKofZpcuOOT5Yo+1oe8PNfkrcF2pulqTyjVR4OjUTTA1gwR936HwT4g",
-	"Z5QIAodG69XT5TvjSOpUNzpXkxLBjvxacGcBWuQE/E3F8vGzwBoWpUp1x0erykIr7u0om7nuXoI9MblB",
-	"qkca/Iukqvi5rshTcVT6ppJUNPx1M1ROzfAX9NefJHl1dJvw+oYSXl4aIvLgzWW//I7/g/5xaTrs+L3j",
-	"UruAJZzIu83/3OZ/tuV/dKQXPnGCJ1K3N2rC71J8H6nwbvM6nzWv89Hb8KPM7qtdUtprH5HouTpdk+o1",
-	"OIn3Ttekei1fg/kY33Z6vfwItjtigkS8f35kd1jyk6iir8Bu/1ziy0cjP4kcu9XKtwbzJwpF6uDr3WQg",
-	"kj/Zic58UptqvY0us7WsVRba6NZiGW0IiFR3qMf8YCCoqd52HXbyy789eiJODu8/EOeqQvavhD3pVpEa",
-	"joK3cC1+tiAim0wUpyCV1+RtB5E1OWYSj0G6gXrQcSBspcdUD+f5iH23LLFz3zaTiVK5dblC1wx4b3DI",
-	"+UXnrWfCKp9Nc9RJd2w7kQfKItWBJOAteN1/wQa9RLhsVcEkPNRm97apCiRBm5gF8VHR2iPSUq7eTmay",
-	"LJWebvnk7VzVM5P/BZY3C5gBGy19fnovQR3YrNsXj6gikEoCVqapEMhA6Txk505NWZolrK+bqqtk4oag",
-	"cWWW3A8UVqmf6o0IGqs6zlXismK34pYkKGWokcSKfjMT88LCzgydk1vaFBPGTxqJuakwgalTfTAYDNo/",
-	"gbFJR0vmEOYoAvdwa7iLnuMFHO2ACnAd/tEo992RE8RvQNAR/nzko0kLx9cENgjFwT3S1z8aVa1CE9Mk",
-	"nkHccI+1LXtD/y+YX12rCsb43/8ue/8c9B7+xv992/vtj0Hy4N67/3VLD/sGmemvWLEQv+wpnEN5imFG",
-	"Oj3WnjalP1GjqNwl1WCQXq/RtC9+DSvA+9gd0qhDV5WnyJI4M1XNeYUKsek5XLlt3dzv7O1o+TocHH1/",
-	"ddPXPerabq/PT+Y6EuEjEWgvj+NdFU+8bGLcGIoCB882SmsvX/4FA4h/UpvjpJaV7+fxtTAolgKiPui8",
-	"a+5mzyIC3/aiiotPg4cYywo4xKMg9zPfxd5ujCeFsq0z/pOxLV9lYV2Z7n0UXfdn6PK7Zto3Wp7b1O+f",
-	"M/Ub11y10r9tboG4U2SLo/OhAuQTZYbZEaIgGsrGO+2KQFcC6Z98KBx6h6/pS3UE6IF+B30XgXs0VlUU",
-	"ieogIslCWrs0VZ51ubiO0D/64kcqaF63nuBngj9UyzOVeCPZiTM0vSxSGMGigU6v5ASWA/U8kQwTDffR",
-	"4OEDMV5hTnyNmCDVrdR0REzg3us/GkP6hIbsjjY6IVJk/AFzRqsMZwvzjg1kJkrw8nxThpMhGTxQlXvi",
-	"5msAkYjO2PCzMLip+6XN8sHYdcGpyg0P1TR1a1dgQxR7mLCAWGHomB3W3l2q2xX2Q1fNDM+HtvZYnYIH",
-	"42tW+VCRNx2jlzGKLLg6AZjMw1VlhT43ZyrrYSHomWJ2DEwcO646i56buxXeHJ7bVour78hq1+I6yuc1",
-	"zg3aE7DnZKE3Somv7IC9ceCWLwzacllxQeQvxuDU6xLzJvtifdnBbeHAbRz083fK+sJ84uRqy1gcAYXZ",
-	"RxgO1zHgW6X779lpi8kpQmxHMIJWNwEquZXAWBKri8TBzlLPayxg40bWTwHG3Wpk/dyVDLdVCV+6K9WZ",
-	"Wetwah9hg2/NJfxoKt7hh/1ByyugRjWC2fGx/cT3ZiQY8m03+BB0J3n2KvecWxHkHmPwgdf4Sp1Wys4o",
-	"HcwhR4nRSTpsI996jn/uIF1cM0Ru3H2+2hy4Lbv4ptpp0YCL+mm/Boc3ue4N71eXEWs3cyrihJzT4GuK",
-	"HRUW+KVcbEFZQyqqjVo7d5ODjDg1tNYIGK99hE4BDqhEcHJsV1R513UdMrYE9oRNZaGxZTMa5b07YAmv",
-	"4lNVeHwyNX2TjtSj8Pq/UAPa9dwpX9+u1dLV+d/WgNzWgHxd7Wjke7dcnspQWk6cqRtxegK5gd1ZG4Lc",
-	"f2YqfNsxReijDvp+GOaZmZ4U/1RZRJsAmoEZTSO8CQ45iYPBoDv0WD6xE+VZDMhkTFKdNyQnEwJmFxOT",
-	"U8rScQQUuTPxYqaDsckLZbEB2yGwiKfR9CjiCf4XgcfN1dxURHECL65WyG8yBpmq7CjVWAdToj7AzhzS",
-	"hXMhy3KbQH9W2Dr6uW876xMe5DpZn2gT3GZ9/gSG7npedm5sDUcH3mP0rhPQs1tpowtdq2klP1eWh+We",
-	"mo9VDs7mJUjyryLeH389MvbU6qLOqPIIqZ7dd0iUwrXFTVHWvQLsv9JMZLk/k3bWw0t7974/ypCsDuTg",
-	"aVloNRRFjUjyClnscpvgf8RCFpSaSbVP1Qjdm1ZybkWhayPufX8k8mKuNALQis6zw5421VyWhUW8mKdo",
-	"cJbqopjIMkkZqGQudV1MhgIexAo7kxUWG2G8yU5MpcSkNFYlKDQXs0paZTltkxfIDqRrvjw3YM7uDuI/",
-	"catzQzF8P/4XokIJz7fD6PTb4xZh/Za542tn7sDdjE3FFzV431Kcb/TrXZ+1g9h7dpqRL+UUDSVK2aKY",
-	"RShHMC2pyha5oBxDB9sJHSK7iE0HDuwtKnVemMai0UAs/DheAYIww8KDv5gyR/5MZNZKNf3JWklkhIpF",
-	"Zq3Rbj7w6QhJ2cpaUU/1FAxgc2aFrEGmhvpScT8ZDAYxmRvyW+hcKFmVK1f/HE9/l4X4hFbvisKoF7pc",
-	"uZ/DdSgsTnhXuSjm7ZLrCjcY9zXcsaUKNCOVnnnLvUvEJLzCXtNvmwW+jB31qjTsXrKndDOHDec/oKFh",
-	"87Wzj7AZ4eLeucQSCtymOPcX8Du/uPvDRy94pHfXMKK/KmsbH+E6hjZtiT8Tgvq36fMv1XgGkuKSoqlK",
-	"1bLQKud31raVxXjlcApjIcyi9dqOPl1/JYkGbq+9m96/O00l+DIRyC1UrkD/5KoszkHm3nJcfPReczmJ",
-	"9nb7oE11jWJdp3pFJ1PntSMvR94+hILjufaKHPV3UfuXXSj7iVjNee87YtHeRJYlfHUFbSzn7j1lmeuh",
-	"ER5UxZOZ2myTM7YjrXixUPr4qUCu1UQcazByFsWEPgA1+ZOaF7rwnKePcWTygplDLKaddZfF3KYzY1UI",
-	"Y2eymjaYF8mEGf+uJuCSYe/EOh2qNn64RKyxshZW6KYsyeBiGs8s1TNT5o79EzlvX3OzFBbfbcHnzMPj",
-	"DFMd5vbfZQnvG0yUqlEER7h0k/QPucSDz0vN+elU+0EEEuE6Wk/eDSG8l9CwmwA4NuGYI5uL/grYNxTb",
-	"K+oZU5VmYE9kIyqnWxZWMTDkqSytogKN8FgvqfrRE7bGJZEIHQRLhZCHIiDzpNo/sEdAx8xXX/zovggN",
-	"gBRQtKo8p4LMVIcsGemJDhYyfgLSX4NswgQi6+mEcX1yM7H7OFR/nncD9fFl/LwItHk5Qe8WnlzhaHIZ",
-	"g9O34CV8JbcQxQexE/ENr23shJKM7nlxA8hawOWYjKsaTcbrVj5esVSVEnOZqxH24V1CzSuuZubdFimR",
-	"Zene+Q2FSX6MluPLBUviWXiVttUU8GcDz06HS6xxGe9YwaKpextSuQ2pfO0hlWeqbqtt0NsybHBXgOW1",
-	"yYfFWqZKg0hRV3LiLyozX9Sx3YJ5M092TPPsxDYNBvSLcyTeTLUk6Yukf+4ginWifDedHENJEZf7pTT5",
-	"4pos+UzRuoUmX7RY8n+iWexmyN9S7cXLeDNi2A3/heRvWI8b5+y+nGA7ejGfmlx76oe+5dW+VSV/KlXi",
-	"pAeF5yn/KEief5jSiJOvvsTdVO/2qwalynu35O5w3CdrXHbX9N+TK910D5Xi6j3ouC8I0cJb5XE5DeIv",
-	"cT1NpBXipSCP5zRQMoRyEkuZ3STVSD7BDmql6qpg9m/fOA33uYqVwCYaSh4r3AZDchtaqKz4POicYPtc",
-	"cJHZgZqRCgZ/trQMxGDylegsZGVVjsgHdBM5rfB3IuhadVGPyMmHC1Kt5ot61e2LN/pMm6Vu0YNNnIAO",
-	"6zcUR4MjLJZBaBdaaGSTQI4C6iCEiwY7+A7FK+4kzBV8Ld2g91KdEa3H21zpApsc3rh6H2107/DiAvzB",
-	"CjxJOS4R4sFwE6mwxT9VqjFdNBT3B4cicyv/lpTKCB1bW5olfH8UfV8Xc2WaOuun+kdZlGg6tN7GEJF4",
-	"s/aHb09lUVInRqsV0JV4biGwAI3jOuh9PyVtLixSJ98xwcVs1avesRFzAjeUMhFDjm4ruLArVYc+yGGq",
-	"jwYPEwcJjLvYEG3FapPRgmpdX2gso72EOwH3RIsqf2u3IS/CZqGsAzcxmkMWjeUYEBw1cPTg2FCZwRY2",
-	"FnACM5nPC50xdlqrm5HuF1NVY0luqjvcRFk4qfDyxck1WDqyrXbhq0bfKL7xq0Z/IZsQf/kyVzySsRaz",
-	"ELedfrfG1TduXJHk2Ki/bXTAXxuhbP759euXIJ7mVLwYbIQ+QWt7UULo2v2q0R1XukrKsfv+1W4tGw09",
-	"8N1FFM8wDjkx+rSYNpXKE196RiHbwk4MZtDIlbfCmgqE8HglirwvHoGoxnwD2pR8DUXYs7m8eI0tiVmy",
-	"XuVmRRbKzrKRWFTFBLmZqFYjwuCsWMY7WiiCk3NxBXbuMD5gmtqVfKQ6jpsWNqJqdjw/mLa2gvDIrlVQ",
-	"8ZxW8joFFfyMrqDCqe0R2dukwnEiWPuB13ZQEVPPD78LWGTUhaBkutjeYqlicFGv0D7aVR/hfuRyjKfL",
-	"ps52JqhduZDjoizq1Qh7TUlnk2WJIRcw1jLmH3jLyo2bVUKU248Sp+fWocj8L7Xm7eo4JjNZ7yV7E5NT",
-	"eEVao6l847ywpFqjuky40AWlNks+tjz9SzklQ1B0DnoHg8EArISy9AtyNZQa7r11PLBiDrOH8ZK9eaH5",
-	"Tz8fPNGq2nv3lRSI4CbfVSDy2sUh7S1j/gdGcwsbhXOth7GTtSzN9MO8cBpqvTZjLfrmAE34YrNQWhbf",
-	"Hf44XdS9I9ODnUmJVccNJ22qt9+1H98DDlkI25K89VllL9U7b04eI8XyvChLzOGhXog8SRGBsbD464o1",
-	"ZbCjvRa37HXgE1kb5CIj5eukJJNebPC0J+LNq2c9pUHi5J+opuCmj+5jVcuivPTw3tbCfGj4jApgaBuN",
-	"yRMu8iSEpbP9TPB2wSTyd4c/Zh93pt0WfRextG894FefQnH1IUz1dU6hOCZIH4pVEHqmR+fJ9rNUd1R/",
-	"2hdZbaYKjIX9uaplryzlXO4/g//v3et9P866HnSP12wIHn2qs2gBtgzx3eGP0SCCU7u41u6sgmm6XVa8",
-	"5PW8tszw5tpCVrUT106Q7JAJkfV1fcmQ7JZYuNrv8fvvD0J4K5X+PFLJ71g4ty6o/v4SiEE4MZx3OQAl",
-	"ARnzhd90L2L0JNeCoKRn/jMVSX/5LY4R2q1mM0HA8KK3ISC5C7ebiFZHxjqm7PVKU3d0800LS0iHjhcZ",
-	"9Z8Zk96LUWHiLA1d24sD5oxSXkcRZZzdPgE79hm13VLwA0fBtsgIEXAuVxRkGYmskrV6Ro0uBmcry3KF",
-	"qY2q4E7iVFtVnSPw7kJV0WQEuqyEQRkN36GCQ/w3EW/hU6Tazigeo8S4yaeq7q5B9cGcCmUdKL0nV0bI",
-	"aVHUQpvlkPnlcUa+WYYTCyc/H/cO7z/gmj5qN5yZJdzKeQYWNKmGmRTzeVPLcamGCIPuGK5VIip+X0Ii",
-	"RAO/MgxpEYoRs47v7jyMhMENBe2jX6Cf/NwIghsTyHdCX+BFSVQw3CbY7sBbYnJKoyeq+5Ho5KOQlaTq",
-	"Ycln/BtHEbxFuHh/4f/KH2Xd0gEjRsVz7PS+fjfEi/HTqADoPZXBNlPIx1l2QfiF4wISTGgjSqOnqmJV",
-	"4VD62iW/FiUckb26gvkYN7dzNDjoUskG3AP2hi8qMHo3Nt+6EPvTQOx9rZs1MPdtblV+07Y2C0zCgw4G",
-	"ua2njjXkwyyWXd1Yl778G7GaL1cft6hzn3s3Oucw3ottKGCGjI40u10oHdpx4BOy9T7Qmr6yBAwndcdS",
-	"r5eZYKtXEtsYb4s8636y8OvVEHQwdBLb1YnIKBxFZEmu+AP+oqVxkJFxaUtHitNClblnBCQVNTfnLqa2",
-	"DYuO7Gmv01LdaK7UwVvIWl6a6qzQ0xGrgqVYmLKYrAQeYWXbaiLVrCcSjzTvYMUdt7i1DXXu9MUJvXz+",
-	"BvtQCMIoxptbqKowubC1XNlUu4vcjpGutsjtG3GC7oyz5+nbYfByTJXqkFhsuJCMFo8ImLakF7k0qagT",
-	"QvlzGd/KNLVCfNvC1ZjR4lzGiJ7qDr/hvx/8Fl5rX5aqqo/rvw9+y7qfCjP3zSLfcC6+LjS+aG402c9d",
-	"UnQdhcJb7JMollvkvVu/5AOU6yMKN6yZelzJjOLaiR4tUL2MuH0ShTtKT59u/VjvZN/Rmu1GS2nGJWI2",
-	"zQIRY2SEsu5jedIXj2Zqcma5z5FRllWqCytQPCei0eiYYJAZqzQX2EfbYRJH28yx36ebCHVBp9US02DG",
-	"lIwwKjKDOQpHwT9FPZBK5wtT6DpB3HPbcpU0hZDOEe+PQFKqs3XQdI8CPaJWksA32Lk3OOyK2nCPaiAF",
-	"JADZ2ogs0HxQ7afX+g5NJmj6VMs8R/2JRgvWhCTCVIkjPaSAlCvrPhwM4vBgDNRIJd7Yg3ssqIoZlxKN",
-	"tgwLkf9CcUZX44yVz8gy6dSnz2lrQjTs3B8cwgWOyyVxCjYR+P5M5V8dEbZ1jgYDLkRPNVUpEyyie404",
-	"ZCIoxef0MsY0s1BpjneQuZHq9lv2hb1z0GJdjg1qU88KPe1T105oiGUywFRj0B1c4p9fP38Wfsg5wbAu",
-	"C7CksClpVs9LNMGYYLBL5eup/uvJi19Ggtayn2NWyqIxodYYcZL13eSJMCMWswg0skP0Lzj7rEvzw3Xe",
-	"zgCJlUnqAygg6SWxyTZeRTt1V1US3rGLpfD+wWFyvVRkm7ENnnk3o2S+8/eOBg8fXPMHd6zzqx8fiQf/",
-	"fvRQ/Of/POof9A/7B123GdtnY9f0cLCdrI33P2B60ZcuQ0sb7LIZvI2H/CgOyU9verk+gNDlBweqPcqV",
-	"zXR+FNHRJpayS8lQ3dR/vZUC0988ElODLLKORDB6tjs2GnbNBrycmyaajTmNzlBytbgXjPCA7/QTRaNp",
-	"1VmDowi5tsG469ajD771OubW9lvvf/izXqsQfNetH/isbZNvA5Y0OuButzBFLevkkWt7XiP0uoLKsm23",
-	"2WKqCz3tnanV5Vn2E7rwb3DdDQqA8DOXFYEuwJi0M5ULmLfo4N8TrFGhZF63f5u3jss9w4KRdcuvHZcv",
-	"8b1555Rb/eDk9c6dtU+w37ub+18Hpjm4Lyaa02oJ06SokjZLYTRFqTxe4plapdrWZmH9czkWbO5aK87B",
-	"asESpsJyBjYPcapzgv8bNzWMA35RWK9Ci2y/v1Rl2UN7av/35Zntw6bOkpiGvajdzGEExrdJAjv7Sszk",
-	"ucKKbjZ42S8o4sjc1t4tXLtwMPZuMCMb/cqOowevg/fKmVrdHrNWYzMl+zeOmGuyLZh23IXqjP54xxt/",
-	"7JKDteHQgsXhjFgGezYYhcU+IVfCmOpOFm+ji95yuezhFU1V8kXgaKC9gu7XW7A//rKlAZPhLrSvDxF2",
-	"ISeqZxW4G3ASKRaLHpNtxlb5SkMX00g1RWupJYK+nMc9EVwJ4uosWoEFnOPPr1+/TPUP0hYT0cmOY29i",
-	"KOjjsbTqwVHHR/2H/C/OUWQJI2PJqk51vFgkMbsBryEkDth+iwfKXDwb1j1JNRUSjU09o2eI4UT++uvr",
-	"VmkP+R8PBw++TwRZm6nO6tViKGT9b78vwYKM5eeT/PHJ8f6T/PD+/YOHCfvA2H3Mbao7JBu/10kpi7kV",
-	"WWEx2WCbMeHXumUu8m6S6kw2eUYMVvCfQmLGQo9P4T+/1wVmLdYWhN53X5wohI+hav/1l4IHT1BZPPtW",
-	"uAhcHj+CG13FD2aOKM7P+IupLoszDI8dv3zqyUIrRUHzdtfyMPjxeILhYKY61W9oDHL0rd+Vxy+fMmOD",
-	"JX5TFO0YLpjJhYpPWKr/83/e7x+KTvZHSo5XujcU6Z4LXHBl014i0k2/jC7t9/vp3rusO0x11r4tw7y8",
-	"cxp+/fXX3nG08XlbEwGv59I1VaqXldFTXyQQTmqyJdFB8RgkAhZzWcK2V7lP6oiOGzeSAaAYRaUW1C4d",
-	"IdvVS+NLueIEtNFiruqZyW03EVmjbbNYYJvf22hQmkkSLYITGtEM8aNIcoRoz+zqYis0Qq4KgmTXkxUj",
-	"EAYWdjcc7PjEe6+czm9wy1vbf+/KeunrJF62Su339MZxVb5Qc3f0WnZ2d68LRw7O3O8ffGwR2OXedbL3",
-	"spLTbVBD0UAT+Mns2m76p1s052NuLNqx9rKJRNhQrJ15MFq3nUDY0a2jFxt/n2Hmbdk33Igoo/rdIdnW",
-	"dsK6qNzSsEbHvFKynP8l3YvssXTvOu+TElqfcVX45Q1D4aK6mCiVW66x7cNnP6xqxb2TlD37ohPk7PWV",
-	"AqsfGfKfYcJUGfyWQ6iXhWleUEUd9txHYihwpO8qvm5HkY+6W7wAb+UvlJaLYr+Yw4Hcbeg/lwtszkbo",
-	"3pdPxb3+IBH3+gdwKk6WcjpVFdKXxsFiwtDzEABophvtcXoWqhJeWWKdQxadA8EzEzSzDFVtqhGSqIW0",
-	"CqbNMUOXosvNU0z3uuRBo7RlyqlCwwxSjXA1kjF7WpmRGIql0SUsO6Op+l71VCNoixWdmL+xNcKZWiBD",
-	"BHnf5J+RxEt15otesu6oBf0afjpBLGE5AUubvHgbwd06nhkrOmdKLahSxK4B81D0gOB7nmPvQIXFOq0J",
-	"kEvQ2EaWUVjYU9UnDijXf8KlQPxpgwUUeeYZHSJmMAeAm1erV43OXAoMy36YJmwY4xtaUGpLWOOlacpc",
-	"zORigZyzqX7hdglnbLnUZqzEHC7K8XfLwnIxT2bPCvg4a8FJSWt0Xxy3d2gLigfxoVxNjpWIk7gEA5yo",
-	"Kl3FTUTKhokZbcBJNGVT+7L/N6+eceo4YBMlaBvj8Tv0udMM/uzTQX4KDi+amUSlQRlEmERYOnF0eDhK",
-	"dSDUOBjAXB1ksQkLxQVBHR6LbHgQAlSRlIVLM3Zu44VhiF5X9JStC/ks1Z0D8bz4IQLg7474rIpSVlgR",
-	"rFXoFRGPnj3FNXmtqkrCLsVXi5E2CSYsvYNG56oS2RoOUTaMJQn2h4ypkg02I0sIOu3rtzrxQZvKzmSO",
-	"/RaWSqnsNpv9Kd7CYuSmmiNodPqpL2X+tuewC+XoVzyTIMzmJMJEx6X/BR3uhFd3/C1gDt/WAn0UCyc5",
-	"tK3j6DF6Yy0c2QrRdtpCyWmq9yDqYKT2y3NJr91F33S3Jj/FdTo13arctmp+ZfyPlCDjtwOmCdbOIb1T",
-	"fBL8rv7wBk46lhap+nEwIWvH3CwO2AKdICehozvwNp2DPEi1r5nWiD6IptDDka81LvSCCr0vLTWGocBy",
-	"jCYIf+Kv+n/8/eC37VCC9CC8+W9I+fLoT+FxPndTonuyXZW/7Hq4d/Shpb/JFSUiPP4dC7ZqQlaT24ab",
-	"UDHfeFviLXzhlzMToo38AeJuTe1HMDG7+hOpQ80V1LIo3Cb9OE2fjUS2P58seOjMp/pVdU6Ote9eEwHv",
-	"Ez179D/Q92x0bZrJDJzeY53q3X0U4pptFPQUQQp+TAvF+zVF3nYLfAvHy/VhfuTx2t1cGSvgmzVwd2nC",
-	"j9WAt12Vn8XEdT2YH7sR30/C8d5h2vLrtD0uZ6YMGqEj2/bp1jbGJNXUkRjBgyVb+xpjDZNqr2JceDTU",
-	"wdyxguxjF8NyvzuiOC+1aBR1qhE8TP2jkVjeBVbaHSs63pcIIdBKoR7qghXvHg+0Tqo3McaPBkei8/LN",
-	"6xDzpCdjxPANtUWM6Dv0VuLJ7cbq1FSqlXnx/GtbS87oxXwa9fY1uAefTSj6rMCnkY63yv7Wzv84Q4SP",
-	"crBE1hpGqITVlPbjHIDGyqna2fx30syZUMS6iNhMiWfPnnOQ3+ekMOcY8qWJo1PUearfvH4kZqapfLGW",
-	"TZg9JokJwOiBalm2kE4miGClU/3m5HEo/HW8hoh+eyeCqoxQqEHnuM9xlEG3n+rjaJYRACfxO3AZklXK",
-	"UvTFaHXH8sMzqXqqOfEzXonsTK2yGN06GhsH8fhUZqlRNcINqY7oK9yXqB0JswVndTS41+2LN/jLfpGL",
-	"EG1MtVUTo3PrOylXqhac/hO1EXlhz2DUQk/KJle7gC3xF66qnTqpZcXJ73v37j3sJvD6NcwoR/Qm6rCB",
-	"dzwSjR7zd9dAvoYX2oqAUJKVMAVVry4QkPLKvqonOg+zw8bRsrHFOWjf7dMRzxlBlBozMpjHzsav2nyC",
-	"KT4y87mMKmcDij0sH1hDQi5kVQ9pj3C5pt9Ow1RzNSQix7ZwOYqcyMwu6iHFl7DLj9GJ+SPbjDni1HWo",
-	"FFmS6iyXK2JqhZeXic6b14+61G6Me5Qr+5s5+OPmXFV98Zhykm4Q2lbqYlGaXO0Nkad2+zJOK9MsfmhD",
-	"tBe1mturNDdu0Z/47nfJ3lxePKX77vmFl1Ul8Utbr0rcWaaa7+2Aqid4er+2/oR3UArYkXt2sCQX0vIx",
-	"JsRAPKt5d9deOVOrj2sRDBN0pKM8t8z1Fe2jmbtzBnNGqL3+HG4y14Lv7hVWaOyyvOj5KrO0SUQSQVgh",
-	"Cex4ViYe+aqoYEd+A5mWb9IwWU+0SD1t5NQxZ/BmDIrc6WrQsN1E4CGnN7jVGtg3Fb/a2GwhI+TaNovj",
-	"m780V/mru+ibzlXyU1wnV+lW5TZX+SnNdLeql6Qh3SXvCy3rt/GHJydPmjH8OVZWZE1VIrsusZpaBwnF",
-	"3UyZ62HpZMuZVZO3mfg3LoZPtTkVh0dw74MjMV7VynZh2wQuXSZaqDmKEkh3nU1aWOQVJDBX0JYjsqyW",
-	"sspdrR4uIHKm9cUxFnItZ8aC2Wi5lk88fYmgGBWWZM6UIGI+gZSHbB5bspR/p7IsbOJABvoRjYOIDITx",
-	"6mIoZPeJXJUFJlTzgmFB5n1xXAuEyD0YDMJrxKDO7gwqH8kbyqDy6F8G15V//NeinhFA6y6dzWsV47ra",
-	"rwvRNfkzhWxuQykfIaN9wpQvY/hXlosfAgP7HoJ7zWK5EgT2CZX72lp65jJiiy7N1NX9+mBywh3R3kGJ",
-	"KlM6SLt6dHCI529bDjTIsc+XA73NZ37eve+zmV5gB+zOhGvfWS2WZurrDRdKI+Uef8nUax9kt+xKg8Za",
-	"9GZt5yt02EhkoAWyVkcqn6LbFOkX27ku+8lXbQWf/XBj+r0EHu+jp4+vkRBFKzzxNvhasR7V0SstxyVS",
-	"M7Nj5j9J9VxJbQXYed1+sKnAlOIW/KH35iqXxDTr2AQuu1rUIzB8saOFvxIE6IE2Ofdbi7I4U6kOpBIt",
-	"ZcUIID03FR8y594EMa3kRLFPn+oOds2y74NKNhIi2OubueH7dNVPcP9LvD1LUu2GPTwSs25fPIGVQWAQ",
-	"kRcWV8lviUmpZIWEoPTFK+xEobAmf3Rc85qfEsX2SaEnyiWVHdSgFQvJ1OBe3KV6Q9fWIUvoEXNJ75qd",
-	"qnd3ivbTaN8b8z94lp87SXuFyA6tW3TdbZL2Nkn7BXVUSNHydXcCAZ5cb8r4SKdhPwinndnaF1oJpesK",
-	"o+fsN/Bt1FuEeUH6oOv0RsuVT3VROzzRRMi6VvNFbROKGQa2HpNTOhRbbSkuj8wSfEM/1U90jRJfVsq3",
-	"bJYG5Ljl+BhObxdlMsuBx+GZr8OeHGmaQEPM4KiXgFw2thVJuIZ84nmtTuju63Dwfo1RZfcY14kuh7X9",
-	"E8WX/5SWc+Tb3Gn7d4nQavkJQtEfbD1fIdj2/3CzfbcztRNcR7d79z7fQdlll7hp39LffDK/z+9b5JGL",
-	"7L3Pu2Wvltdub7znBt+vVF2h2f655pbsBKA440pev+Yu/oNd6onIG+VaNRIEEsA0V7AUUo34b5OJUnlw",
-	"o7BaFRUDD+NdR+QJd35gD1laxNM6eK2WYO9dADQIM+zvS4Q14L5OjbJRgWyqw3WlrFW1LYoljgYPAwa4",
-	"cyQL653LVDPXCVlPBDnGPFyVqmWhdxXe1tXqSsF0+KUEU+IW4+uXUB/SUvYtxGHhPbiToM2Sj4MUhGaH",
-	"0kDA282b8lMmG9rxm4+SN1dIkJABXEscM9AjHf1W2oVS1KbMsZqxUjUTFbmrIoN+rGyRKw8sCyqiUy8N",
-	"XirrplJE7+Cliv+cYfSyaYgznVDlZCY6HG0K922NSmEwaiQGghrYQuNal3FiU505UFvKmz5BpFiLbQ3W",
-	"iEpNFDwIdhcIeoe+RrU0iMMnU+3NCHFMcbrCaJE3FcW/4kCbi4SQ3PaAuryqO7Fo+WVybvcrDT3R7F7x",
-	"83MX7E1beNdOeYeMN2zD26z3bQzsXzwGhoKlFQJry/jANvcFUu37tbI3pPRecduz9JZsv0bgVbIcqbYp",
-	"y2UtMUYS25tS5+IfjWqUpXibN5gxJFfYcGGJeq5lcrvUUjcRYzUrdE5jKFmVxQ6j95gphBy4ujfE+eKg",
-	"eUbi1JQl8WYTsNVPT7Ylhba6NBm2V2ymaXxDHawPcdI+3Joaea3s7rzwZ7ed8Q3l35Bv/6e0nBFoOgQA",
-	"YAvxCVs/LFhZ+IGi4xoV0Yg/R9Kjqcq94d6srhfD/f2Dw3/vD/qD/sHw+8H3AxQYPIMNJrXKjFXEULVQ",
-	"EzjRqjztRwHpla3Vts4Fbv+wLYx0MZFliXCFO0C47Rh5UbGHFZtHbKozO36b8UGnUu3D+w9EJXVu5mJc",
-	"1NbxzSHiHoM8rjPtp3om7Qyt24icjnpX5GKBmVkKGBSOcIuzBwQ0yKg6BVirz6WWU8dqITSCn250ZfXF",
-	"3/Dpd7H3y1SfqRWz6CUOU9zRlK0S/kkGCg/g/ufmzJP6M354eBtyUSBxypY+DezAOewPWhCilOLml9IX",
-	"x9hPIipHRB637dhRqqVr4QlUd2v8tVth6BEyO9V2Zqq6B9Ip38Sbl7UIGf2IcSBLdWcXvCnRt1mlqWZX",
-	"WrF9V4GgZ+KPiazQb40B3LGgQIT9qgnKg4ncPOHrbhT7PjyOFeZUqItaVVqWRFxWhfQaFh6nmsjT+u6y",
-	"p3RVhr9HzG7U0Ss6rhrYAS9SEuqvv/7tZIR0fkUlFlWhJ8UCfy1upwpwPZvNVK3dQgiwW9rTULnH5zb3",
-	"uPVreJCMiAq7oNWgVC+Nx263vYWqevNCN7VirlybiAkYHBpOM2p2EHHUXOhUrBir0uipTXVtRCfbIhIz",
-	"YTTBpoabsOWzsCI3k2YObvww1anu4Y/cvQvmDf3W3btEAM19S/Tam4WtKyXndkg4SC4wkCWpFgwoOSPa",
-	"Afi3mo9VDgaJdZ+cNhpRYXpwpAo9dZ87WmUYBhs1CcbTYVwiwm2xf37A58cfhELXasronPt/+Bbcd/tV",
-	"o2FXC/EDrufQA3O6NX+pque44iFqIB4MBt1ELGfFZBbRFdyxMI6p1tk9AzH0tkHNuaqqIlcgFtzqsn7y",
-	"C1zY+GGxyoR4NjH+ItvtgiLgCNrEgeskEd2UTXzJe8Iws4k/tdxiiMOQuEqo96e/sUI8y5cwyVcbDwYj",
-	"xAsGK+ZjwCDICOUsmrqQtIoxkzaMEpAVSOAXNWsfWRNHCWwtkIyLRYkIs7NG5xXoEnMK93t4VFBFpqkm",
-	"MJwqsBV3KfGoaKFN5fYxOuD4rIz6IMSiMjUygfoeZGLdpAPumpLLUsjSmvWjvXmmUYRGhznV/Hsdt7Z0",
-	"SVjNxJddHQ7gf6NUR9tq/eque1mkNkkxjJvJGXwyMyU6ClgvRr9/xwoJRoFEvV2p06IkFk9dF7oxjS1X",
-	"w9Y2I6yNprK1aBYoV6h61EsnfIy+OC5dUzfIkw1ieTuTLobvTwvLtWh5cSyUnK4MgQo2Az85rx7LT7PU",
-	"dHKSVGev3CL1aENRf+36TLuJiK58peayAE8WdKY7srTfGGMEsxtVMZ3VQpvl+t2WAkMUbEy1Z5Ry8yys",
-	"OG1gs8AGId0b3f8SOYDhpzPSOjhD0juj5V8eDOD1PvdbzvKeA32c6ux/9NaeuEcKGwRo/J1/Rvc9w1C3",
-	"r7HK3w+GZLTRK4VmItktSwM7YSKtSnWHOvyFsnUxR40na8HdRYhpcKZ0IhZlY0U2lxd+dgeDwyMMG6fa",
-	"xY05x+NSPk6pULWyFVbVdRkTj8lJ3UhuVUw1o3wLONNDxz7sjDVwdcdycsbCTYzVyrB5Tk8mGT481ZOZ",
-	"rKZE1+so8mnhMVrL2twgI5B/ve2O/sOHiWPXxQoaPLlveVvDi8EkUu/4tFZV2Di8MRznbKr/wDtEJ9vU",
-	"IglCjV8ijQmhekNOJGwvdDheYSo/EHyJP+gvT8AQ4V2TUOICp8xR9XcjIYV7Q4x6CXZ8jRjiIHJhjSZN",
-	"nWpzetoXxC/t8CQkUfq6w94yr7yg22aPb+1T9QASbXQKgnKA6yLHi3pQNwd+WZm5qmeqsWKu6qqY2Ogm",
-	"/mRvO9Vr2Z7T8cunQ1HDvmE7CNH5wQBKRDB9EuGMnlSz1eNdxhbsRUK7jfVnsItdn7joIEzwU6IHoH/3",
-	"wFmXdTEunX9nhW3AfLHi/Nmz54l4UZZyLvEX8V/9yWKRpPpY17PKLIpJIn5S80IXXT+pcVOUda8AU/G0",
-	"LLQSWWkmssz8RFhM4cv1/X0gEKxg0ebJp1G6baJkjkIcii0/BEl1XXyoH1IdjNbIhSzLuXMggypp+6LE",
-	"R+4Xl7oAMpJfTi6lOgtQJZGoFBlClrhPOpIC+b5LHawdCWrXQZe0eKBBRXH7O7bIj1yzon+H9DnYPVol",
-	"4iRiM9FsXhChGuUS8WAX/4R3Xxdn+Be9p9JM+Uppg0jup/pN+5x0PMLKBrZKIt6cPMaDNC/Kklgo4KG7",
-	"9Fp3AMFERw2XH7m3hgiXlWlTvz01jc4zR1OFbwCOP8cMeBIjcTQYRPxRnuMqvq2UkzM4KyScsRBhIhdy",
-	"XJRFvWJCgQnacYg1E04c3d8dIfZuxvBahdFvicQ883i86HCyHO4zLK/N+AA6Oq3TQpXEbk+fm6bumdNe",
-	"hSbrmTZjUOi1muNebSqViUHvELF7Fy/h3weJyE7xAfVk9VJpWdYrp5QXoJP0RPmPe4egjuD2oEJppx04",
-	"PcUoEqmOLun2xRunROEhm0rZIayJV61Hg4EYq4mZK+JsCHQP0e6dKwu7Z9S+8/BhuPPw4ZqS2z5QS/G1",
-	"h7t/cUHMDRGjOk851e537g8OReZuIf6XbITsEUSAAT/KOyr6VWbwiIc5iobhr4PBc6cVfchOmRSYog0p",
-	"1rtiNzQWqYAvAQofHiDZMnkbk4hQwC10UMOSELpKxDBPu5y9HXgsPL+pPsHpFno6FFm6R5NP94bYQ4IO",
-	"/dSTXMIpD/cjnp66qPfR9+vRnVlfPJGTGWcZhiJXJRgEXir+kSKvd4vgLqHZo0W0KNSEcKLUBaf3sR7U",
-	"l9P4gY1WNO7KnVqLSNlm/DsyJoPI40khghNZm3VTaUvGO+MOwq+aym1GnsuWxfL6CgUusba4ydCWCbOR",
-	"cNJdCBtfSRaqhrxshldpxbzIeZp98eusKFX0tsButEUJjw6i6uC+sCyJpCDeFC9/BGxREGDdREiRDbES",
-	"oifL4hx86ImZz7ELFPSrK6tyzu+iMhfwcnJD7nFDwIJuUo+owACjXPFOnICbVzK8lztvLFo9gwjPzZhS",
-	"lMYshlHQJpCCbERpUOd5MhvUiwT9ISmcnHuw4KzLb6mCXXOKLyqWXEgw6ca3I05KpXvqQk3AY/YbPVKN",
-	"omq0bdH/RHuCfSU4Cviv6JfADQteRIXJC5uIZiFqQ/LzpFYLm4l4pE6LMgnj7LSUig8bE3ZumbJ32KiT",
-	"SPntaGu1QE7V18aUz4xZwO92cSnip6oaHZjEMc6OhwTlD4XwMz6+TCJEwVpcDDo2p055RZGLGK6hBh+N",
-	"3A9/XAuSR6l+NJP1owDf5hfutNCybJ1HkVlauNYRTHWEK7UxkZblX5ZbsZw2TFp2IjbDgCFSRDeB7XV6",
-	"WkwKWab65PHf0Hc9E56+aSiIchcme/L4b3csQmUQ+1Cd6oxzPxwOjqwyMmDX4o+NVUK2dmhsIPFyOniv",
-	"XZmcfr+fcVqDrFrv/hc5m9bRL9y5tm0N+2yMbpeco2zxcXOUeJ6UFTaoF33s9DvbK+bw6vaF8ztdnx3l",
-	"BDnjhKRT9ArgkSuFzYkTNRQZnJf9YGbbzJErxQQHbyczU0wwhJyxzmJqWtLb1Chp+4x79xb3GnnGYeBE",
-	"ZFGwmepXsYYGjQ0tEE4MHos+tXC9nhi4/C3hv2XitDQSVQ+hqCDDqYtL+53+yj89PCz47Px3xgWALA/9",
-	"56nm3RtyqX8U+btsRJYlns4QCcUDTdxgFGnQqC1R1s/BzGOGRRef4DEwiTbV8MtID+ffCByFVKuLhZrU",
-	"ffGEmXLluQqXEFNuRn+3dSSYtsS+x6cf1xk/YHpZ/gtLLcKfE5OrrOvZMFIdSjGcCQdGKMPrHB0eOvpq",
-	"GocfmoWPQrpYsoqsUJqjLxjZGIq/P37xy5PfwMhs6/GmUpEmdyo21RILPOjemAj4j36//+4dS9bRmr4W",
-	"rK4ZPQ8HWm6YBmLNMminklCC7G3DEXRBfUYDHauQJfv59euXsNHsyKPpu5OdJyhW5bhUIZHEqpb9x1xN",
-	"SlnFzL+oVc4N5s0sOmAhfdInSRJYCFGc9KtGdxzzMwYx8OOE2aBxZEufdTO0Ml4pmVPSN+LJI9TsDHvW",
-	"snWk1KybEJgQ3Yau+doVHBNYo1KSzvBhY9aBTCPlGnyBGeJE/NuBT4RxnSV50Ww384Z68lpOwQqmJ+Ox",
-	"6NHSvWyUassc2eAlYLAjoEAbLV6+eY2DPn7y7MnrJ/AmxkpY2Icr03COA7aNrPEDWA/ROTo4FOAGTozO",
-	"i5aTipCFy8KC/P0FnQZUCVGqXOJPVpvQ3YH+kDVngMWGnYNv6bG/hraUR6EmLWHlOewwkEn4d9Vo+MGj",
-	"w8NU73KpbZvgBvkFN71r3Hd/4LFO3KXvnPDM8PNMSPHXkxe/EN2dC2cRASDGKJAkEPxnv6/7k6JekVAi",
-	"9EuqjOz/j97xouj9d94XZAWr+aKUNXvItIVAu8KPZY7MHdajiWs7SJmUSoKaNKdUo5WNTb4igPKJ0UhB",
-	"mv3xB52J/rpiBumCr2pmyhxLPJYz2PMLOYH3qn059LjC9ympnKPbhzHBuMRAFMgREGHRSImYlMZi4Qf5",
-	"BOi4Ze/eoVTMUKqVVi0d53pZ1KqSJXpaDA2qy5WojCEgc1pW689c9FMCsdbRsJBbxAuuL0V0h+zporEt",
-	"HhzBAajkBN7VCDv8F6Vc/YL47geH38ffpjoSkEir9KB185tXz6w4HBx9T7mHEb85CtHAEXd0/PgK6X7K",
-	"UnRqfvXCFv9U3ZF7fw/u37/nrpEWt95IPDiK1dZI3Dvkge0I0cWUbua8S0YiaxOKtoZMdYcex/3qvUPO",
-	"llGVBdztuEczXq9QroORniAO+3N58ZoDGSENe4DJwy67+hibSZy1Rz08SaoLyzQsHDk5Ojx056+lqSKy",
-	"uS1FS7HDWVgmqcXI5Z04G2o5lOcHG0YJdTDP4PkzqsbJ0ENm4vCMKrUcv2djQRHOKdaxkNYuTZWDWTIm",
-	"Rv2+YDQoX9/oSwMiZksirNmPUuXZiI8KjM3LiNoz4z8YHyJ+Wn3OPFEWHQDKadUztaJRwKDG6fglALka",
-	"QPKGwipZhvU/p0aFzvGTk97h/Qe9nx4973Ln9Tk1J2FJbSJKM53Cf5FRjEKd5wwY8o/G1Fw5Ax+DMTOK",
-	"SqjAFPD8uJFh8PLN674IBU/RuhDS3lyiKKpMM40qRncuaCYKbWvQZ1huNAOfIONSVEeMe86CuVLw6t86",
-	"BIoQQCwqqllSuas+whgpbQtX8kVLw5ulLxANiZopgmHgILSK2qY6ejRwYz7AMiEKXrAuNo2SLccGfmnb",
-	"uXHWmyWMdzoeU7Apidr3+aOXYNuSl4o0SxRkcZRLHF55l3Up/YN5eapeIG8DCyDEXNUSjNu+OFlnf27N",
-	"Fj/cMs9XjcYQFlubw+uW2oBOT/fYQtxLRLrHliH+O6xNuvcuEx12eskUzbiABG1dLOcA9XojpunduwQ6",
-	"QiGxu3cxnOlHBSPAURCDbPvdFHotDY2mAuiFegZuNv53UanT4gKtnfjuM7WoR76CDuSkLaWdibGql4ol",
-	"x9yJ7GA1XIC6drFtZvtVdiIXlF+Lx4OvwSidYiSxk0kxzsR//Z//l8jkd4eDMZy87w5/5I++O7x/+CN8",
-	"9P/9P+6TR/e+O34Ibho/CCozmBfxcKn5ol4lIusjH7MzcKzI9mEYDF5k/w3+73/JfES/rkxJmXXU1ltA",
-	"8Ad98TI4g1NDtNECxSiIHmdUgIwv9BBn9h+I8fAfpH7/A3V2dxSIoQudDcN6hbAuLo+Pt8+xSw9/DAut",
-	"ODHH5h54/SZfCW8hRPelmiuzsIS8WuHZ/enJ64RN/UT8/OT4Mcq+Fy9fP33xywk5F2TDwrCpnqv5GDxT",
-	"LmxhPPKOpA2PP+0nHkzSR1Qd33sNdm2qea4F2MJXUfVjhXBVgcnIuwnnDq7iQkkKhJ2p1Qg1ilsFEsOI",
-	"4Y4vIz4B+NKFsw3biKxRDSa/QNaTnYbjFbicici83Afz3ccQdDPPSPc5VCxixK4llfIWVdDLw3UaTbRo",
-	"LRekYDsEPhIGGDb9j4SjChWDxBIDxny0JRP4gmocMhESsyBoa4wJx24Ch4QfvUrEsx8p4MTsEVzvd8WB",
-	"+LHQsiw5kBtkZcugwkBenpMUaNPwIx18xxlT+PRuryS8Y70hSyfZnBUqQnolCZaBPUzGF6cniYE9u6Ru",
-	"eCTYEINrUID/AH92R0KbVPvDNJHaWyFFHYniGA8Y5PGLpp4a0D9xQKM0ZkE1PYuqOJe1SjVyQxw8PPg+",
-	"EaeTwWA43P93LGvRZz2sVRAdihbCUAcPHvYP7x/1+b/dRDz66Zfj10mq501ZFxNp60Q02i7UBMuZEzGu",
-	"jMzpc1cly7UdY6Uns7mszriIwzF/4M2y7C2aamGsEq4mworO05fnR7i1n748f5CIMC/8Aiw3+KLbCvo5",
-	"whCR0QK9zZUuYCdGgTEHqzwppbVJqhtdOpTlUDkJLiRvXDQIOzxgH7/BQ3jy69PXj37+4cXxq8dvn/z0",
-	"6snJydvjZ89e/Oq47vGMUwbG+MJ/U57DTuQpyNpvW8yAUrS0FR6nb/F1OhVWzyIBQiMlqbZGPP7lRFRq",
-	"XHDfk4uNgvU/4sNfqbyo4OcK68cIGcelXAUk6Pv+YgS3F7O6XuD84B/WYVuHEak0lB19XM2qmGIGBNuN",
-	"VEK41OiPmIqK/lznhVNJdJD92eUNv5Gi9xaILPF8O2ITLvkO9kbsIHqnL/YK+TPnGSbi3kDYREzkYsFx",
-	"gR0+ZBc0LNayJpeky13oOtWoqTC/szagixn/AC5vJjoHA/G8+AFhx+8PDlO9ns5HJmWje4cXFy4kXGxP",
-	"/LuEmxPPBFGRtaro+uTId0CcsWwXfyt+SBxwIVa4IVNdnzQ3aOzEqetkPXZHZ5EKAHzef3CYpPr+4B5e",
-	"CGtFrnq8DnSPzfAU2PCqDrsJViSj1ID32SoMRPntqhqlPWPngPbvxpt75evzaJXtiOEshkIbqt7rJmTi",
-	"SIEdJakG6WlOT53gbcUq7N27mHhEpWmlzsfmApTrRFk79HAGf5Xn8gT9hFRXjYbno8Ig2Loorhylinjy",
-	"6PkxXeoryazoaOOVP4gdreqlqc4ScVqUYBjAgBV29/BPY0xgKcuyNynN5IyCGmAURqvhgy5h34NKn9PN",
-	"czU3rsp4143P5cVzvIy2bSIeHMG2TYTSp6aahLN4piqtSva9JOeSMaAjXPXmjvFfNPWiqd34B3gq+pSL",
-	"51EwN1EVsixs7G7wMnNVWQbGZJ/CkMXpCtaQ6tAiRkEOM6Gs7pC+RaYAuJW877VBUu26lECPca0CsWIJ",
-	"rWztNqE4SAaDgSjVuSqx4luSZUkaEOs7sGqWJ0A9DDNigMHZ1IZAVxJUSRPsFGNhmRKfU+JrQeDaeTOZ",
-	"wYTdZ37FNXWc5kotHOEWCWyq3XBl4mFbYg1YOzrng9Ydn9Mme8cJk7LQKtv3f05M2cw1F4ygOZuI6Np5",
-	"UT9Wi3qG1WupXp8qPA5Mt1yhVRS1eoBFd3qKDjyfTAIssHfvDlvak6IeHIaIK6fuWI/MWujagN3nRHUi",
-	"XECInLPSTKnYJBTTwxtrFfaFqhE1mSEYj5yckclKMJ2pJlfg76+ePD5+9PrJ49+yqBsQHhpDE+6HxyYv",
-	"FMc34klzaNaKDgcEE18+zhG+xHcSEDCwj8O7sLzFbEwtOggFQjYomfaUvIXHzFzwcOiGzUAySkonFGBt",
-	"vHn1rOe8a1Ohw+b+BuunQHKKXJ0qdityeNHe3ZE61XIyKWAFZYmLRikTSapcVqtwLQURJZrRlntinGrb",
-	"iCxRCgcOCTfD8O3UyofWC/Z02yBDUu13OSaBqZa+rhrchfjefNt5q0LIJcHwDLQ609vHBktTmhr7z9e/",
-	"whNfwY2Y8caT2yNPtN3HBCrutMB+RE2nmup2O5Smd5PiKIQ7/ljtj25tV2D3S1G78OQIKUy2BOdS7bB8",
-	"lzODjwRSzSoSlXGkmkkQowAexQ5dxhW0I6wfx2pCHBiTKRicBf2yO0waRY6zbqAyjJKydFJw4fhAt6J1",
-	"cSxsa1DesdmCSOEov1UlB65BXvOjdLKlkuCx9EFpgItDldDVvH8XDgfmHHKqGSJJ2opLynojHEnbpkGI",
-	"AOeaul9DpDdXaulLzuI4bHvvXy9FvDUO+zqw/VbVao1uOKoaZWz4kVjL5baY6DeTuZinjTOyj1hvUpV0",
-	"RGTM/MeuuCXmNnbl5W1S/c2wrNraD+Horxx+gWgXB3FFWG3EyjQV+eLuvdHGDaAQtE0wspu53U8phU72",
-	"R7pX5OlekiIUDf7DUzrjX7msJRaJpjpbh2zIuogVEoIUfz+pJcjBXLjp/9ZBv2u4v79cLsGWx689WNPE",
-	"zPe7qXPG+ZiBgYwFX1KvxMaIoizGFYha7keGvcs9rTEk3TBGgcvBEz6vqZU+6l802juYNUIVplqE+4aY",
-	"9ylqZuOcwCzyhpaA+zz9L6IHUMv5IhuKN7q4EI7dk9ebkXXbNwWMq6HIzg8SCmSzRvv5+fGj3snPx4f3",
-	"H7hKL5of14WFZ+XwePtjP6HWtxid5NHO1Cq2P+lne7lCwYvdkrKq3fwZH4DpNpmBqi8eO3Ar/t6hXt2x",
-	"BHeFwxDi1RrYl6usSQRmxIVn1hxxAZug1k6uXoh2ci1KJa2DM3RpKynypkKpZJoafBpHpVpw+Si+cNRj",
-	"TjdzYA2P9nAL8IqwTXUO2qaClaxq1pmTStoZqEVUDw69giHCSJLy6WRbiQrKMeQ9Aw9dq3wIhqM/n9S9",
-	"GvoLHRYMBkXdC4Dpux/zWI2oQsi+7Ytj7baZuwBjOHCKwO2mKvoYKo2v3pJgvi9sdxQiKb6ty4U+sOLu",
-	"3sUFiRYOcHT74kecigeebnnWtHfuC5uI+2Je6CTV9wb4D3EoZvDhDBw6MUPBif/ooPX2n//v4eA78Tu8",
-	"zmoUALpJA8XPg6f4hDH4+KDrNjJmYYlLALnnj+PPwZZ2IYByxW/DqUUH7CeWpilzqqhTGLzpYLRY5dS2",
-	"QUlIEKAYP8T2yMP73wlbyslZd4h5HDR14JWrnCC1CQao9dZTjXbPqVpSapj6ZB1ZrxS20NPSSxUSlqjb",
-	"wO7PK0zc4HrDPsMfMU2N3d/HAQgNEY5idgd6ec5gcb+SatxNdp3+gYGCXGzC7Z37IpcrIqBzUELDVAfS",
-	"DNetgUyzrravzQDBsZ7AATGihd1yRGGDMftDIIXw0ZXCCv5dMszBcpDVVNVUVYLcsBs8dZ3d0V3ulKKo",
-	"LUdg2yFWR9dMuaRu1LO2tbutjZ3j+KvRJCLslO4QK8ewJtQT3HF3kq4d2ArqKJPAC4vh7DkQj4KJFV2E",
-	"2s42iIfZ2d4D6dmrhuScOAmGZQdXARSk2lk4OOcATgB/uUnWymI4gesc7tg11C2f7I4rrSNXoeOqBByr",
-	"jGASLo9dj456S0yALwAbze/aewPatomPgYTr5/KCRsxSHUTkICEwBLQ4Azi+bCEfYw1G4QmZ+r6nos91",
-	"mbzX+UMXqcBuikXdK/QwTpUyE0BCYSnXsZeQwKI6PjNXfsu7BQ6tlkJdgPlSYEF4J0v37qZ7WQi58971",
-	"WzdsEtptu8tZhVWWyLBLRQ5sMBXvUBUveOdW+LyBI2NGl5oSbgY7J+VUtaIhVKpO5lx7VJB3ijQygRFx",
-	"AJQgdRIWXz0w4nh6KMFABrfqSuMknOhsVBT13LOF8v1Nd4XGsR54Ap5WMJ4CcgpRdgWfzsd84cJ2SAT7",
-	"u7cWQaFQYDME7ovwi+JUXTehBAki0wXjrlX0wH+8BH0Ah4+KVTjgZVyDUp2kmrGj1iqjfOwTtqxzgETk",
-	"xsHnzgvqus3qon0ic2YFlk6QAvDz4xZ4HsVlJjkHEFW58DXrdS788Qm/sW3t4BL8OHZ8ayPGlVnCzhwy",
-	"BT6GT9wuXbjm2jjNhtvFmlLhK105d/Pn18+fJc4fdZn8EwYlc2gQCUIz/FjJueq9WHDNzeMnv/xvBB9w",
-	"qqpKVXzxUGjTq/gztxItHFK8gvBGE+4OVODeikcnr350G8q5OKemmq8L/t0HmoqCXCbcbFaPGQQtoxrd",
-	"1UINBWePQW7Ex3ehKvhl2kSuustBfuHGoIwDAakNPSAa+DohEEYi3irli8EogtpKUyMqw927opNhZdmw",
-	"fTLeYpdC4gprqTDub4+epPrk8P4D14Ii4TAPyalm+UKNYqm+ujDuv4Wd+5f1cmD4/8MHbuvz101VsjfG",
-	"oVYQF66RCGbkRTPDOqIQxP02ZPtGinuDQ7LlUp0948CTV55Rv2xrNcAA4qiIE1d3bKr5NMBnFRiLaLLD",
-	"dlfcTBU1tjvfgGqY+T6Tate3hLgQb9wTBhizCTfeZg56KYCnkaDJFbHFkbaHd+R8/crdQvshytpS9SyG",
-	"tJgd2GGEOP8P6y8TMZfV2YZE8yWLtCN3PRnuCi++NmUXg73F4gtLOFgPYG1GP9WvHJzctVfK+ao+a/3m",
-	"1VMh63Yj9khkfiRsYQEj28MBoNeE6TfCEInrAF6++eHZ00dv37x6xnIksp8bbRX3o2I+nJ7xZ2PrDHmn",
-	"0YwNlaGuUQkMFrSSO6eFJqAoqtRorIJ9V6c6ni27QNjUc7HiUgQ+jtRqg/4ONuKB8Uvw3Kkmn/IA3UiK",
-	"VUevB4vXiWOPYdnWVCFYYyDAIoVkXeXgI0pIRIHjWLIwoF/0LUgNl+6BvcI/M/KlzgW4czX4ka6wgjLX",
-	"UXyZulrxEoYlR3umXEUQOvzoPMtXJD3v3h3Gv8MyVYUXyXeFGECUvcS9xgOdnKllCyBN2JGYyfI0nKg7",
-	"VpTFqaqLuUo1WjF0znCqPkm3LCbk6Xb74pHRjtwwLqom1CiEr6KZ895JqLFWTipjrcsPK7reVcOAgzCW",
-	"sJUkMyLm6JihKvHrwL15UcpUq2UbZrHA4m4MnqQ6gk84EBOJbOXIucgDY8WapojGqi9+Xe8od76hO6zx",
-	"dDoe/QK3kAtDRkKIHeNUbxRNJ1EsM7axNoqrCxu8Aq4bjhYcvAtXa/QQBzotCzgoUZlRNB/egiQG+HPn",
-	"SIdqcX/0uRms1ZjWgmsg3e9yC1Pjx1j3wGnmJOJZ73mZPBKEfvSS6hJ9GDE2dXOV6paNsQUv0xWccc8T",
-	"3OxOjd3EhOy1qr1/e/f/BwAA//8=",
+	"7P37chvHli8Iv0oGvvOFgN0FELxItsjomKFl2VZbsnhEqt2nDR1UoioB1GYhE7syiyS2hhHzNDN/zyuc",
+	"R5knmci1MrOyqrIAkKLt7d3eEd0WC1V5XbluudZvfe4lYrUWnHEle6efe0tGU1bAP19f0YX+b8pkUmRr",
+	"lQneO+1dLRkpmBRlkTBywwqZCR6RuSjIm/nwHVXJctSLejJZshXVX6vNmvVOe1IVGV/07u+j3uVtppLl",
+	"TNAifV+qdaleLVly3e7pomCScUVul4wTBd3+rWRSESqvWQpdUhL/VQo+FbO/skTFRBTmAfYfT3jB5Fpw",
+	"yfTrK6oI5Sm0tRIpywnl8pYVLCW3mVoSxe7UKYlvaJ6lset2wgWMkmSSUPJvl+9/Itgd6Xt9D3TfieC6",
+	"G0mUgE5wFBPe98Y0iAjLJSNxxqGjMxLDoG6XFLq4LQRfjIhe5gVV7JZuSKLXR044u2HFhuBoIvhAP4Ge",
+	"1oW4yVJW6H+sMsnkGaFEr3miiNf5hCvdjf7CTCoVTBIuFFkxZqb4fHxEMi4Vo+lowmubye7oap3r/YSx",
+	"96LA9v7H8APu0/BN2kU+8PszSbKU9PVgEprnrHgmI1z1TBHYeUpuWZ4P9ZqylAjOBttp6z7qrWlBV0wZ",
+	"Ej5PdLc/0RULj4TC788k4XTFgAgyJLVEcM4SJQrdYaZfX1O17EU9Dm318MNe1NNzyQqW9k5VUbLthH/O",
+	"1bIQ6yz5hinaHpD7+ZkkM6YomTOqyoJJgofyjNAkYWvF0gh2zHZN+lzUPtDbmNCiyFg6cOPHNrwZ2N6G",
+	"+tPeniP/dzzw2wd/fvHGcoadQ/eYAZFrRq8lORofHQ/HL4bjw31GbzraMYFXuJ9biSFx71iC6LPRYkTi",
+	"lM1pmat40EEM1YcPJIhXlsp2DkoUZkwdQ4D/PLDzspCiCPcac3an8IWYiLlhMewmE6Uka7qohvG3khUb",
+	"bymw0e09f8vyTLOyN9+Ge0/N74ZBxGl+Mx2NRvEgIiXP/la6k5opSW7ZbCnEdce62KYeuDZv5iDJAmS+",
+	"XucbIni+IdncCCWUhc8k0QKTSJXlOVnpz5kkfeD1J4dH3aRsxeaORXubrTIVEJJ0wYjM/s5I/3B4OB5H",
+	"xFArORoPunYph7b8/sxHvdOjcdRb0btsVa56p7q93irj5i/H7TOu2IIVMK4rIXLJVDcFK3zhyen3Z9z4",
+	"LiIydGFp6HaJJNTRP8iy/Xu/1y+jYoFyxrKj10Uhig9Mwlpq3YorxuGfdL3Os4TqER5oiayfVR38t4LN",
+	"e6e9/99BpY0d4K/yoNU49IujaDJhwvQ7JOPEZ8hySdeM9AUn8YHjnAc3hzEpRKmYhFXxNL+mCA+Nzrx+",
+	"UHsXxvRrrMHeUz8jMfx3lIiUxUTSjSS3ywy10ieb4vvzUi1f0Tyf0eQaxvarzTTqabX0YKlWeb2RAE0G",
+	"xIcZI5nTLGcpaJpSCS16udA8dBFesM2InE+4XIpCkR+u3r0Fpm+1Qi0RQA9ua+Yg5SWJ3ZhjVCGfbuXX",
+	"jJ+/+TVIrN7yXmcMP2kcMLFmnGa/0um6t1wJ2c7Fmx/ZJqSMgQ52zTaEStgg/adciltJMoXGhWRJgRo/",
+	"2BXwKyd0rlhBkoLBCuqBrwuxZoXKkNHNynTB1K6l/Abfuo981WiHzkX6jKeklKzQVCRKrgYEDR4tQICQ",
+	"gXpR8yZFyclsQ9QykzDPEmwePVVPoxxWap9RRElCuVZAxQ0riixlsBzns7qdqdvL0CqaiZKno7ad42Ym",
+	"cE+3rYbT8i5EniUb+FgvMEvPYSXRMtXKClVsqDKQhK3+2N06K5g8D+gAofHjppqP9AT26yXrMNmumdXG",
+	"9KpQQz1A2ZVNeM020/HhyyN6ODtKjtMT9nz+YvzV4ddHL4/pyex58iL9Ktgp2OI7l/GdfqtaQm4UjlZr",
+	"64LNs7vwNOZZIRVJlrSgibYRrW6L04m03V6wRCx4JhmhsJD9WM6maKKfkJUoWGPScjb9j83x30LzKqhi",
+	"Tm3bNrUP9sX3hix7cM7FGg9dpthq5/Jc6tf1d2YYtCgoLJRcM57u/Bpeuo96N10G3qWihZKEKnIIi7Eo",
+	"NDcBvwmjyVIvKl8wu6BIL3qPIrKGPTP+EXfa44uPV+Tg5vCArrPhNdvIg89Zeo8KmqPVjKsXJ72g3lkp",
+	"a7+g9mZUSLNsjg78w1ZN75NrE903eurITV/B2yBK0jTTY6X5hccD5zSXrCUUCGe3luf+Y3PNCX8825zw",
+	"Ot/0B4IGMyW5uGXFMKGSkZwpLU1EQdJskalowpVmUeVan7MXx+1XZYRvSm3oafmXiIJJIooJT6lcMjk4",
+	"I5kinKH6QthdJhXZMMfDT0nlTSLJUgjJJCog1YHVizU9OdKbRHWnelH/5y90+Pfx8OUn89/p8NPncfTi",
+	"+P6/PTnr38LHf/YZuFRiLcmtKK4zviD9D9+9IsfHxy8jYjxU81KVBRucGU4PzJ/CIuzP7b+I8TZPwLJc",
+	"UW6OPPhN9Cg9dYyUUs/EzK/ORGdZnmd8MZSsuMkSPdYVvXvL+EIte6eHR1+DFer+/odhtSt69wY/OHwB",
+	"Q7R/Nbhw1EO/hflZW5dNFlbnXrvYE/Bzmufv573TX3ZYj6gj3kefG0zpOqQ5epohCD7jdkHlEN0eHLmH",
+	"tX9H5FKzoExpVTPWdpEosr/Djp+SbxgtWEEm5Xh8nFyzDfyDxaOg49hfDj249iJ8avPdv5ZSDQ2Hh3MD",
+	"EilT0kxjVC3d20wCedSXIaXoi91r591itqRs5TAL+WikhNVJjEdtLtBrrz8Cy+rMHF0i8HDnVCrnZ9u+",
+	"UjD+bnr5uE4fLs40FaxB3Is5oZUxAZcHRtBnnKxzmrDIU6CIVHRjDvmES7pip7AVyBT0v4wuQIFipCc/",
+	"tDSZZyxPSc7migi4b5nwgq3EDTO3BObjOc1zScCqtfcsrLhhxTNpfV/yFIXghAOHi4xIdHw7IlwQFMpn",
+	"dY2f5IIvWIF6/2BE4KhLGC8w7o01IHAVTtFU0rqiVgA0XwNp86f4/x3FP27mhJccdjFyd37/0HrBF8ni",
+	"31BahuRWkP10EPA5t9QYck20z45IO8SU/oUotlrnVFUMFPQgLjgb1XZk/8uViiBuGVVL8NS3d/rh9nut",
+	"920WPFut1SbocvB8SGFm/nlHt70f8DjbVZNktrEn13Rs77bdOg68oVS7u2JqKXZalUgD7/Bdj1yrNZ6L",
+	"giVUqtB061e5XTPe3f+Fbae9Hu6nx68E3COEVl4TgijVO7nbYdOUX6g2o9+mafpGPVVQLpHodhITnoTA",
+	"4pagF6RbzRBzTm+pRIXEqlmiIAUD4Z/ub2t0OhYOtdKDTWvjJinYinHdzWyDngXTF8opuGPLJIknPdQq",
+	"TbuoWU568WP8BxWbcG4EQ+CRvSfyiLE6iHXfQrWkO/wMsKxv+LpUD3UzON6ZsnnG4bNI81GrO1pthKd2",
+	"1fblqOfo0a8x1VNC+Qaf39C8ZOR2KSQjuKckZ/SGSbKimwlPBFfUaoRLkevV0QqCeVWZ2BZ2RxMF96fM",
+	"f3XC+/Gk9/kzrLEcwe3k/f2kFw8IGBpIaujuBcUUd+KZtMPK1HLCtT4JY9ULfmYPF1XVB2RJQceDr7Ra",
+	"YI/4iq1mehh6OHq8GYzWKaKaJYCiT1gOxElmLBErJgkv83wwIu+1nJhwnK0kC6aQcr05tqYBg3gmIeiI",
+	"9PXAJ1zbBVzwoWkosnc0JtZplUkwoeHTwYh8YPNSQmAM+f71ld71Cf/h9fm3hkj0DiiyElKRF8+fH78g",
+	"s41m+RSXqaH+fDaXwqetfehF5vrY++lv9/e9+11C7WcbamRpViBH85SVk/HLF7+ZoDO6bOWhmPD486T3",
+	"H8OPmnYmvVPiEWGpn2kivI9H5CeqN3tVSr3zBEKfTGsTrpsDxVWqjCeKFGxBizRnEownrd2iAgq3DpzB",
+	"gvxwdXVBkjxjXE34inK6YJL0fxBSReQV3mUNcYkicgXcnhXD1zwRmjrhFaN2R2Q0Gg1GE/7vmiTAOwv7",
+	"rdcVtzuC06Gp+NWHiLz9TjPvnz6+rUjj+AgpYUXv/BU+Pnpyqd9kOC39H0zJvQwEsAk8G0GfBRNR5Ljg",
+	"GclWq1LRWc5O9VNzAPXhXtENmbEJtyc8MhF4jJNFdsM4bjX7W0lz2K+PH95aDbFhNHj6S8NqcCbDNovh",
+	"d1FxNGMGVQei/SorrVpPfyMmXO9Ea/lrFlo//p+/nA//kw7/Pv1k/uHPPB5EEy6FEQMKnJroEDGHDSW5",
+	"HpNxEIFQowT4Dl5jaiNWEjrh3in2+NtJkIhfnGxR2BrmgOEULtqJ6sP3V5Fxllo3g28uxDMq2ccij0+J",
+	"hJuRCQfPU3wQRwSctS+/fgGt+NdNehprViT6gDOZ0LU2b3m+0Zx+wmG6EZkXdAFSRlvOQhHJ4E9J+ilL",
+	"clowsy4V8RgJGGf8FH+LByPyWkug2DG05hrf38ch6QqyZcJxcLDma1oovSogtPV8zHjOCPVEq7bLfS45",
+	"4WawJrY2tvrWKVFFyeJq7ype1TxcB/Z0HbhZJJnagEjaYeFuUb6vshUjINvsrMBNknGyyvI8kywRPDVe",
+	"kZZi3q9s/JF5doVdReR4PB6PB74n/swxZO+zFb0zn+gNxWYPj+DbUW97uNVu3f/f6A29hL/hhlxwq0Kj",
+	"sxYdJN+8//Z/gGePzEuOshmOpmRMTnicUkVj43GjhVYwqs+bYR8muDpDnQJDmydc6zQDIPbYvhKTfvxZ",
+	"KqpKGRnZKe/jgVFVVVlwiV7DAqI6zBVCjD+Rz1qQnxI9slFSFgXjaqQfTZP7s3hEXonVGsJbMo5amNbp",
+	"RMpwpJLeaLKjRG64onc2fEMzmJOjI022qPNJkmecTbgeUiLycsWDClSTSncOMSKyXK1osWn8qukM+P1I",
+	"r9f92U5Xb90m6TYtnsLRjd6bP4aj29c3gn4e0Ldw9Sx/F6VaCL3vNnSpX67X4OmU5oaf60P4S+/711e9",
+	"qHfx/hL+8xH+//nVqx96Ue/b129fX73uRT2tdPei3vuLqzfvf7r0BmmmEvXuhrq94Q0tgEvqhv1hYyf+",
+	"E9Nh7dHH1hMzEP+ZG5T/0AzQf+QG61awUiIeevntWH0lD/DiADX/tg3qwk1Du4VGHTYg1jgIr2VrTGqF",
+	"WpbgKEnPKrFdGYd6D/CmgZNYL3+V04Ex8oKzmhHlotIryToKuO522y9IO8GEg1wrtSnOUUbInbeN3doV",
+	"ELdqTm795nE8bh/SLGiO6Wk7GU8W2hwjP1fS6hQv+G7de6gDGYVLa9w174Akpeb8DT2AC/cC3C5AN+bO",
+	"2mg41iugmcP3r68igiQL0wXzte+0cdX080642XlnvNt8GlAY0ZBH2eZn6ug2RlrdVMvYbrN0c6xGrITR",
+	"jBUOgk64T3jmdaPoUBMIPmOm5cEZiVH9IjRNtShtKl3/anxWoGShqmuVS39pzkiMqx4TyXiqZ+abmynJ",
+	"s2tWp5kzEutJYs/VSpjGvbXAXUSLB/S/pg+B+C4E0toKLd3NajW3wkhGwziN48yGnruwd/A/PYRFOr70",
+	"hl9gm63n/9100vrhB9tr65dvYBg1GRM4MZpXmHsjo9oCy9kA3VuHgFZojYumi1pG5Dy/pRtJ1iapLeNO",
+	"e/LdvDMhckY9wRtiIs7LZdgIDmRJbxjpG13RZkj8r//n6H8+Px6MiF4532LQZgQufUR4qWklIvZbURAz",
+	"Dl8Quo3C1yGOHvXSyA07cgEPRjw/ap8v7auN5z/ZjlubacfR+OEbN6zGD+dmlI3H782gm6oHTCGoethg",
+	"euO1+SYXoUxGuClV4DjUL5yi0+8zqH0RyVZ0wchnTCO5j+Dqdqp56+csjezdOV+Xyv6GKjL5bF+c6vdM",
+	"DxHJ5BQ03Pu22E1osmRT/WYh8m4pj9kPrcl6UdaCMxN60pR9nn75oMbrEuyTC0VtR6hu95t3NG8XxWvS",
+	"O2qdsaS4J926dDuiiqUZndqj2zZLzQ/2TM2oZHBBURZ5+6zc4/Ng9ste5KkJLDyOinK2jvOR/XrHouTq",
+	"SlwzLk0c+/bMQQhhmCr4oNLMKXnHpAQnqX1mnZrxit6Z9+OIxFIVjK5id+MvtZGmdY1rLmYYiF/fyJVp",
+	"uGYYfQHhmnv84KJixq0+fvNs8eB+5EYqttr78O2VUFTjWsFDqIXItW78wcuiKSxZiixhj/r2yXakaUPD",
+	"9kTVxrfoV0uohRiah3+Vgo8+0FtDgTXqrueKtJiEYzhBktt67uonxGSKTw3xIyeLCC3VknFlwivtUxNK",
+	"af9cswKujaoXuFDTuSh5ah/YZpUQ05wWCxaRgio2BR+Z62yd2X8a3xr+qZUFccOKXNCUmSZ32/Lwq9uE",
+	"IA+xo9rBoSwnxcX+tGfHzbcDrOtdtU0NIVqJwac8bVbgVY6llVxMn8/HyQt2mB7R49lJ8jx9wb6afz1+",
+	"edgZzRvWGBHtACxnC3kQjAooRF5bVSplJhXlKiicpBLracGoSbNyW8HTqSoL44833LlnXpd6WzmE+Foh",
+	"BJmX81JSEIG8zHM608OoHe9Gr66Z08+7v2jSSpvsPIFrN32vLf2IPCGUjmAoDVY0cmzHEk998dprU3ae",
+	"iyaB7iVXm/LzzNiw7p0KB8LeMej/M8bhUyuSHlVofrjV4R0U0J0H8rcUjc2zUkowQbYdmQadGNqw4/+0",
+	"j3bBFLXKZ30VIHwxyCzvQ1uwv5bSEGrzuSjCSqWNuml+UqVfPkKM7zGb0PxMIsFUZawIa/b+gatTVwf/",
+	"8DKqQMsMmxK/k5rGVmtWAPiH8VDikTry7pMqN6Ex4BvqXShm2Tum7aOZZnKd081+4plrDq35YppJ+0+a",
+	"0rXKbtieYvvTbjWzYaVhV9M1LWies3zqJM7DrMDmZGiphB4+3xgp1ot6XPAvncdWHvdFDLfhwA7b1NNH",
+	"ntNu4xku4sJrHVZ0X2PcZUHipJRKrOIzcwOLIBJNmbR9rTsjk5vHWXOCgNPGXgz0T8bjwRnhogJZWjAl",
+	"SabIvBArsDMNUlNHvKZYT9e1Y3m49Vh2WSy+LvUU5ss7KwMapIYhjVP6kOBmZAXTTlpo6rYVCkWS0zJl",
+	"Qyk4Z2p4MnweVG3p3RSJdBtDaul5MMF9bYLMcKdqIpG/Ftt1Md3TU1y71vcmQKyQwWzk/E7Fd0nldCWK",
+	"Dn6X031bCt3Eeq17o6pa3bpe4BIC51B7wXbtc1PZ9l/f2unHDnsOWauBPNiDzPCDgtG09XITwE6s1ooY",
+	"d1YNpg3YWooMBPKi8FVoOsxFHtIVQmzRtGJQu9s3et/j1r35ebR1VbuXMLR/37jsqQfdSUPau4nzyTj5",
+	"ePkt+CkIJWtWZAI85iXEmbtFSqiiuVg8kxO+LrIE8m5hpKldP7O+GNeaFUTccqJfZf6tqdnjCS/YWhQK",
+	"dn41gFgcSM1CYxywQUbkPU8YiUuZQjSWHrSKXMiEyV8zAUrVZR1EVJ0cvSSxUdPYXcJYytKY9FOmaJbL",
+	"U5Pf9lGm0YRDu/qfbvIFk0ydqzMSf2Cq2AzP54oVMSm5yjDmEV8kjKdycEYoxNUwuiI019u2ITRdZUov",
+	"n0MQSUplos68Uet+ihumxaWc8FtRSIURnYmQitwusxxuW4uSy4hIQRLBTXwMfC9h0+RSCIU3yDgrMtu4",
+	"0CobwQXuY6lG5FUhME6aknlhYo8zTmKas0KdKwCFTESRSr3udMFGZhHh95gIvSNrVlQfm6i9TKRn+lgl",
+	"y4wvIJnNrDEJt8fulrSUSu+KaxObCSUJmtG1j/Z3hb2LFXNDKX1UrfINoTJhHKOCIZRgxtQtY5yMYdCH",
+	"hN0leSmzGzbQ6wVASOFZA3XpWaBq5ST1L+PR82g8+vpTFX7Qc42+swoNSo3quVVu8HmlQ4hylpvs7n00",
+	"oXqcQ1sY4mq2l+zj1StNEoyntCAp3UTkzeV7csvYNenDaX8neEo3g6h6ayW4WkbExCslBUsZVxnVVHW7",
+	"FDkjeTZn/nVoCheIuk1w73C4mFZC0Y6LHJl2ueakavQJoQXIvyqaiQwXq+3O0fPHrfrY/u8hiqieglvz",
+	"EKd+taTqldAjs5ZG01Fjf7vaJl4fnltnwxhf0TzfPzP+O/+rdm75zxC2as5eXCFLePCxK5pCIjTEDlK9",
+	"j2VhYil9XMs0w/D/ouSkLxkjsVRi/QF8f/GgColTS1bcZhJTF5sac7Kk6mHu4MqBvTWjtLIMHuZAJn0K",
+	"qdiQiN1EAkO4VoM6Nhh1uqv12gfUmR/ELVlRvvEkCSpQkNacC7HGte+vfYxgyyf18IiYz/UoB2fmu2vG",
+	"UeKjGYnyW5arsDaE8n4bmUrF1rIb8RAG+Ux6mdcSTrDmsEVj3DG7Y0mpWAypdvr0Dvxwr63bdyVE/laI",
+	"9aVi67CvylJaKL5l01hUxlO9sbtX9XTCYySEOOrCUxYlynAjis1pO5vw2P57qn+OI60AQIxN6ock106Q",
+	"9U5DBnufOsBg9zqwbk0xNmmxvrCZJKAnDiIt/fUxxeD22Gcd8RneJ8PWmnnBsdaCd0XvLuG5r5RJA/dp",
+	"R49LFRlBCyvmDr6y+FMQw9Y9iEE9jAqXtFcxOVg04w9AIgzJG5BEVx3Wgk/d5F9Iky+P9kRcshymut6o",
+	"HZuozfDr4/J5fZc88a43GvoSrnXg3sNpS0CqNgTOEGhFMZL0MZgO89Az42SKXNiei9nHSL0hPsV+XZ4K",
+	"Aof7UNLeaCzOhRdFKJ9h+NYlgoGfkriCmsYm4sh/9pcYIi+rJzHpoxlhCN0Ej7rfB9qmyPXBFpKhzlzT",
+	"ZiwCR56LW2SFZqHOTKKGwWs19F/yTPDRhP/EWIosOM74jbhmMQGsmhE554RxVRh0ELxX4sIOz4bZTzhV",
+	"Tpr+kn2KzwjlhN2t8yzJVGAViCiVzFIzBTtqcjI+BmhzljM3fzxtAR1KnzuTQjnh8C3pnxwdeSDjuhV/",
+	"uFq+5bk5gp7C28AEGG3LW6901qPnL9oc2fCkWhh00Ib9UPpp2NKjYmQ9kKdQV0jogmbcZAMhTWOsGCBq",
+	"aMsus/Jbtlm0Sy4GgnP8rtYnsDQteo2lp1cYInzVshDlYmkIznJnH6lEK0kAyOE9NbG78FEchiCJTeir",
+	"hc13YNwWWA44OjAJOVyzYrjKeKlshk9fayE2aEgr00XJBzY8aMI1KRt0qlwsRuQ7vQ+n1YLqKegV9qPZ",
+	"ice9J7zFvl3Ogw99pYTuGKmq7YibF3gPtblgnOZqU1d8W9q7f6kzPAobTZeVdmJI7HmTvN5pw8PfW8NJ",
+	"QBHoHw6Pxmcu7en54Mw7j1SRAjCA4GSPamMb78pgWtG7LrEEI7LeMkEWjLMCsT1UZSbZfYldQ/HutKng",
+	"LfK+WnF1nMcnX2+D+epWocGdS7KUGNHifEQgRg5a+Y8Ywa5VfpxvHZik5Tw/Hj4fLml2XQ4hMD+MpgE6",
+	"XcKeiMZs8PJ37tJ3K45M/e3aHep2JngO3ApFE4W42QN2w7gaGncU2FMglvJ8FRNFF4OOcOr6Femecw9e",
+	"mqKADIX5Gmhl8wbpxwc3hwfmLxkPDICCi62vhC8kvDpj84yU/JqLW34KGWpaclqpHDSllFhf7JjUw66c",
+	"7HGJWnconnaGLPrC2JgPcM5q605v2VKAoWjEAUJMG9ND1pUazQ4s0pVsh6MsWb6+MrGuDb94rgUihFsj",
+	"hh2kLSOAoihWJs0QnbfQOJlnKByywsIUevk+R2Mv26Za/1wsxMciD4MdzaTItUBaKrWW5OOHt6Sv/4m5",
+	"IyB4xFrb0AM89Loth7dnsggwPa42Ds2J2nTApNqNuwR8PpM+HJqigDLJRSgHKgKWjw5P2CNtzFaKL+MK",
+	"9OxK95JkxrSCBMfBwMGtTrEBTyPIpD0vNu8I51uuravZaCpHd3cuvduugJfavS3OxRDpJZNym0vqYe6m",
+	"Oj5bNwxY+NcvhH5+CI5zO76PpVnBEvWxyDuu7KkqA5I5XqOX2b8gcMhzZr7yTGvxZjmNyxuM3rLIPWQ9",
+	"SP4fnGnbXM8qjclam9ixm2Tse1lNv5UtCYEj5tM9s0vqNHDhWqw/f+W1X//lte0taAT72EG1QjBmLesY",
+	"QdVWftpJrR7UZyvg7fH092hiCgGFwjhtiY1EWrhQrQLH379GfGcznKF52+A8nxEfSDwcjLqDWMuiw1kJ",
+	"TEoJyJ2rk6oSI/JGkaXIjTFbTcEgWIL6eeoYcMIiIjO+yNmwlHskKQNJ6IFtIYyH0MB+KFHbyGMrfKQS",
+	"FjKqwvQCNI8u2EPIcbQmWBN0eDt73h+NL8xe0AIDFy4R8336Mwv9JoRmjigPHjszlGAh88/I4dfjMekf",
+	"jwkalHIQmC7qU1+/OKndpLwYh2yQBjl3JefOCnGrpw1WtYcQh6OzXNDg+tQcQ5XfCMxmgF9AJvSv5rnm",
+	"tjRN0SkGfinIzjwDX33TkaRtLFqq5cgbuIxJH0C8sMDRYDThPxs3QqacsmLgHE2afSIsbM4uBaYTlW3L",
+	"OQnrOj6NB2AmLWg2QNB6agsomtYD2nA3lmp51ZmR6S+afhOzM+seKdT355geYeUbhA1GPbrOfmSbXtSb",
+	"AWCy/geVWdKLekI3dxR08T4C3PLJtZF6t1AWhxyNxqDRnVbkS5OESWluYUwDpI8wawWbF0wuWWq0xsH+",
+	"mII5leqD/fzxA7qlkoiZohl/CKBhG8zSWrKhpAWHML5tgAZ0BjGHa/FCi4JyhaN7SJxyhzanDYEbFp+S",
+	"EgJkR6TS7/puRINTIGWH5k0AAdipYQDOol+Y2jNr70g9ircZ0hanYcLBQ3lan5wNa8H7Q9hOszMWbgcd",
+	"m4Nowu0FfQiKiYgiW2Q8qo4g5C39yDaIxLcCvDWtm0Dr8AniOKcVRrA3emOdWIeeyNMJV7RYMIV+0LQQ",
+	"6zVLSf/i4xVRzQqCXkuRV/zCLAHmi/vrO01EypqXP7BRcOtutdbGooeDDXxwz6eE5/yXQw9SCLUFKzaq",
+	"2T4RAqfjuB2q9L5wm5WgeFWN8YEei0tFVZbUt/S2yBQbIl8xlCIZzaHEJUgX6yQeke+zG4bmr+BMtgjY",
+	"kxj0mslTEiPVxqSP/9CEjzQbkz6KiEFEYq0e6cVCWW+hUvINiddUyltRpPp1LUgGwYgjFDpB4WER3/sw",
+	"NjuewR7wjVEPFuY9zzem0kHUs8PpUtfxV9sZjPjRfcEydSBGYzUCw1pMZ/Ds0b3ZLQh3aH9tzAyCyePT",
+	"+FF93m8l8UehygJ2fcW7zlp6kVZcKnIf/Y6UVK21cRp7QnePiq6nZCtCPdkfoD6eYrXpYVz3zW/RAf48",
+	"Bb/VKXiCSHzPvPhDgKC96jYGzj3LOmAMkb5nDAEmrV/drW0F7V3bQCuSemhGPdvmq7rYI1DNv2/43SD4",
+	"TX5IuNrtfk207YYthQb2gWmvdvefH6nd6IaWpFBL/DLF0BDq466wfDVOHyoPk4Fh7IDEcpueOAVNcCVZ",
+	"fqONYCMfI2TIUcUtIercCIWIoFmG3onBhM9YLvgC/HeOUWkzgzPnI9M7ckaoRx7o9oTLFsonvLI9a8fe",
+	"Rq9l0pf5Ez7hQxJzwbXdaHHJM4SeH8FvRrRXRVg86DcXxNGArkXDSFxnbMIJiVGb7ccZjweRKUbqowDG",
+	"WNQvtpXZIQCAQMjc0Emx0+1lqGANbSEq/A4EUuAz/dx8hUg9fbs7p3ZnBrWW0FujlwCjGKxXwYRWgRWv",
+	"59c2/OKIUEAI0+sAb1/8+Oo1uTx6/sIU7YVTB7mRsFtTj6LiASaxVHZtpJuB7/TG7qrM5XtDqvlM+HcZ",
+	"A4qZE8ohOtn6tSgnsf5n7KdkQmzVALI4MFB4wqsyBbbKLN1IIsWKIf1UGLseAIEIGiv+8AGwaytktl8Q",
+	"Z3x0sksYGDdbhH6WgF1+StidKmgbeRnN3wmvu0o+fnhrEWw/T3q0TDPGE4YQ83APfHpwQNfZyMiAUSJW",
+	"k1404ZMebgUgSOHrYj4HWNpeRCYmvhJ/SATXm4sI9Vc+FqCccD94VjIlSd8GbEzRL2KIKINUIPTvTssi",
+	"i9D7FE24ITg9+WmypHnO+KL19xRBVQe2KtaM2cq6KeNBSO6jcYAT1xYv6B/fvT/g1attAuPpWmRckX7t",
+	"Dr4vB3p/Bh5mPGpoVGHzkSNo/bx92va7i8fvrGgJzeaULK0UQf5bFx6meILxmZq5nE64YVekD6i2yKMs",
+	"d/3w3Svy4quTl+R//d9Ho+PRIUpiG8WlFZMJR91zAKwEISP7saMGc21g/kaBABrsCquzyYaDyrqpHwDq",
+	"6MTuK7dC35hWQj9ZmEYc0pu0ezW9lczSaneb2/X8ReduXcJ89+rB3FuSn30vELh/rMS7oYBjDXzPCzrH",
+	"BBC/v0um4iY1tqnubMKdGAz7Dkl/Xc7yLDEfy0qMQEww5CNixT4tUk32nihMtSMEhb1mbG1uRq1LC+bZ",
+	"vL/Z1zJszLMbY5PWF9YLDumDwgLSwwFt4oYMtqJqnpFswaEFRAE3t3YFo2k1xFCkGDCB7UQArzS2DH/3",
+	"L3faW9SzK+Lv7EPPzfe685o4f4VN19/AM+T7PD91IAOj4nbq5bBa7a0xRXzRn6JDdbUwr6jMPXRKejYe",
+	"WGvjuUV3bTx+ZbrqLDFi57WX/kkSWhQbr0It6dNaqRfvVdDPUWgIyarLBdmoDf4fw/OLN0O82dvJgrrq",
+	"lrtZQBAbVh+C6CozTqtoGF2Y9DkYBaoQuVd6YrAXG/SvertGEhkPUkSA+SOSMBI/cpxOGY0u8JAwlih+",
+	"mzEjopAHn/Vi39sn8YRrDWmt0MVix2vE1sX7y3DMSUyonPDYm17jIjvyiN/ewNuyBGCGQI0rMLT4opEd",
+	"sFsX8EOIA9d0HXeDluHY+0BRoXdZVPCquo9c0wSRhIPjev5iZ8mMapBe7R8PJOWa/Wp6t9WuQc9oKdeg",
+	"cxJ2ZwrPuuB95KRD31FtFqhT9x6NRk5f9pNySFtfBiq2yrJIWUNP1vSQsukNK7J5pg+Dp1DXtKfIXmlO",
+	"jYEP2zmY8C9Tma2lt11O1ZXHnYrwnlGmDZiVR8cw7JYJP2HTtWemBnPj6Te20/rTpmKpH4Lf4+gBKM/u",
+	"68fdrlQOmP2r9hETVjPh4CuIG44+QNavrg3RLaM5f80tM+gypB/mwvUQhYbyOlsPrR46BKpihVWl7oZa",
+	"q/w7K4TT/zzfb8tXipQYa1I8PTjA6xRrHMcQKI1uBAzjWVO1xJsoLMo04Uqc2WJeILsBfl0tCQpS0o87",
+	"LO2DmyOoSIUeCWPTR4gW4Qov+fYeOYdQdQxLWxRMyglflJpVoKEosfAxhnFHZF1kN2A75xm/HuYioTmg",
+	"pIKeK9csyWg+4TRNdUuYt4oahck0MkkC+DszUO1lsoRqiCdHR0RwtAIx6KHkUGwuxpGNILEvJv3Ln99c",
+	"vfrhm/fnH76dvv7+w+vLy+n527fvfx5MeMaTvEyZNMUboG9Y6irNlkmR3zCyQU0cRa7WxTMsy50sWXLN",
+	"UpNv5pBNkip3rlKC/F2w6XPm14Obw/1s6UffEuxXoPD84g3J9qxNuP0GgCzLFbXVsPdSxKBec+clwa9Y",
+	"M69y1NV5SyZNWBDqTOCJLygWlGwlKj2g8N6Eu8p75MsL71V3Jg+vu9fg+5ZHbWX9T3elKIo/2I2iKTe+",
+	"PchQduXfVuA1p7XLCCAi3o8XmVqWs9jW6MfXB8gVA1nBa5oV1WejPJNqmklZMhkPqjLwjXr/I/Kh5ByT",
+	"XDfIiLUdUWVz+rBK42MSz0UxA4XMB1Ty8mXw22jCTT0ft1Zy4Ftn1Wz1dFx/uRCaeZZrOIKUu7F4Kc9E",
+	"zwwY/vhYT4e7pGXHpKH8/Yi8BVtg4QwUYeoM2oXPJFloDZNXRf6qdZWnBaNp7Ly+oJFuMD9Ij6AzEbq9",
+	"/k229vIBFsehiZ/uSKyMeiXP/lYy87PRLV6vZixNg+iljwlr9VsLFKXCfeznMB/yr/Vc1DRbMY6WZh26",
+	"w/U9zwX1okK8bMIdKOBsNXscCnggSzCcdmtwIBLBZbmqiASA2cDrsC8eRLWEFSKE2g/qwe1lJ97Drsxa",
+	"TNF2QwjlzYIqdrCkcjmE94bHX58E0ymDqYSA7KIZrhLYDejbZJZTfj3YA/JeN7otnxKqCXxjinM3MzrS",
+	"gDbwDpDI2FCfYJDX1xlPT0mjWgDil0ak5P71AsCaHmot2LE6/eR4EBkNd5oynuFr+qErGqAfnOjv8OZn",
+	"qn+wRc36J+PnA6hEM8+zBHp+OYjIQnBG+ieHY08ATHg93wIc0ZoJD7T+zFxpxCkiCOnPjwZQ/gZLFOgH",
+	"xzArWa7XolAsnULtFf2DHgSsAa03cXSkB14voVn/1St8gM/0+BsYexNunoPtw2lO+s/1Ck+4TVw0lRH6",
+	"z8dHuPA3NAN4Tf0IRm1fVLYQ6PPxyaAGD+A7TED+7MLlrdPGjxlPh2BrzLOEmCasW2RdiFnOVjIm/V8+",
+	"w7WOXnR4dv9pAOZFe/mwkF6NtCISw9exrbaG5WHLZImqI2SPwDVxRGKbU/zL0adRIXKG9h6Wdf1l0qOj",
+	"2aT3KfZHN+FaulRFrQ/HY0AayZg88yv5ISaFKLT8cl+/x/uNGG+clxZPCt51hd1t0LcZ24RDsTVQAya9",
+	"vu7PNgfCENK0eUp+gt4Gk15tx/wy2Q55K2Bw3EKMUCFAG0nR72gTUnbkw8Gqv0l3V+Yxdw0VQE/1bSfr",
+	"2aOQyTbttmJfzcF0F9t4fcNCNy2XXnwAVWRJ12vGWXpGwGObb6qygLdsthTiGrALWXbDApUKHhEmZpT6",
+	"/U/bFdbChWJRfoid9SBnivTn4P9BNCQJ7p9MkVsqB1v23qtflYaWqVBQ1NuirEJlFrzyjc3KDLMUwCS0",
+	"/ZeyPLth+vjUxSK7UdPx4csjejg7So7Tk3Hrf0f05fw4OZx9FVyvMJb3OTgFuEIPFdx6wnZfbdZssGci",
+	"pUFm9oO7Os0VaPwJrDSkyT+EhebWc+fqe+i2yN4gXG9NN7mggOCaikQe2NM0WqVaGBk4ihHiPaWaiZsn",
+	"KBLMpUuer0aGvYy8/G9aMLixHmbcFha1hzVHiwVgARwEVL6xhxie18MMKkvO0IKfXzsyAX+1Z3DUsMoA",
+	"jrn60DyovjIPWp+YiVcPcN61fN72gOptew+r9r2HzXQe8KNPr9nGH7B54o3YPCmYHaFZ3JGFf0G4EK8R",
+	"+6RqxD6pxtUGhm0+dJi2vainN94CQE617mae2byuacmXjOZquWn+oBW8G1a4L0ApllOTi6XFFVUMtLCR",
+	"1brMmy1C2/NWwR2VKsTErUz7t49ujdq/fetWy/12brOLaPCHQGv4Q2dTbxzhNX74zhJgc1zh/qsfu2cU",
+	"Hkf14wcg0A8VfVZDgouY0LThh9C04YcPrDW7n5F6r5B43eMrpNBAF+aXQB/ml8CcAP8d0cTPDW2Hfnvt",
+	"kbj7/e3bd98ZUv8oWz9dGML+6BF86PcPHt37v4MRK1858ne/faCKvdXn4HV1DPwPjbVcYVd8uo963zXQ",
+	"cBv3P8WihFiFh6s47tOIXLMNegq8ys/g88ZgIpdni/hiIPi48MsQD4JqTncSiYMF9VDwlmIfSAabTujm",
+	"HRKl/pp9AMi8LSt3YYyCQAET8Dve0k2FFuzcddosFsWqtkRgTu0P9mo6DmknbnD/rpvsjrNy40KgRlrV",
+	"bncrbEArq+12Q0fUAO+G/ozwMs9xLlxUTdxSaTBRR73Okm5eyNUfCxn6yqyhP/s6OCNL/eVor0HAzzdP",
+	"HovuvN+cHKJdcDquatkzCU6uU9jogq0tMFMF0etNzF+A6gXBmQtLuS0yVPWMG7G1DN3uyj/xof/Eh/4T",
+	"H/qPjA9dY75PCxfdEnhRQDzvEvTbrhv+hJf+E176T3jpP+Gl/xngpS1H2m5ZyVphk43RcKkiOaOmzJIN",
+	"NbM4tQSxdPBA40GH5D7Sd3c2R183eZgcjMh5JcaRSebZNYO0FMNVHbsD3cOe8r21Hsvlv3UBl414Ay/o",
+	"yoYY7BXk+A+Prv2PAnQdALAO3LP/s0IyPwZPOUCz7ZuMvcIZ3dkCtbhfHeuC0VSSTA22AhNscb5YHLlG",
+	"zN358D8NSuRh9OIkFHKnP7EqysMcT546Y8+Q0/RObRbyv5IYF1JrN9WSxRPebziolCDxZ4zq9/qJiFan",
+	"AZUUixfFcHjghgMvlW2LxAQ7DCISO+AzVPWkScL23h4Eb4j3LVT7vQHA71RSQ4UDGhdT+ANIDfO2g9jv",
+	"D4/0chxphQfpA+VQVRS+gdCGV5YYJDeOvPeWVCs5vAnd96jKBU9eHIB8i2y2Djr3TEJ4ygtYGTcTa5mZ",
+	"7ZHETmoH131y1H/INbPWUCiWSawZp9nBYq2GJ0IrJdmeoP/d9GGLW5oCj9bI/wckE7Qbt4doJYKrjJcM",
+	"7X6tk3YEVfyx6xg0QgI0eaC/zb1F+uPh0UOWPCxgscJAvbufyiRnpSTSdrsuxIzOsjxTG7KiUuq+D3f1",
+	"/aDSBGbrtwlSwzb3LkEYjIa0/CUN+/8e4YoOeeXfgDk5z1hhZdvCDb5+3heMPy4M9Dep5dd0hwaX1OTF",
+	"47sdpdI7Iy/dfjQjUn9bl1YtivOp6539AJeHbaKtcFw9/n+9U+s0n4V6erNai0JdXmfrdQhgXqy9A9TA",
+	"jn33+uqH99+SgzVVywb2HabfrmhxnYpbflDQ29A2ucZDWA4+hBbgZdqXnfDo4OLWg12NxqNgDBbL8Grj",
+	"YJ1j0lK+OXN6P0DFg6o5E2kGmvr2xa2WyPXevdAsrapyhNyMO8vCOyC6zgL7Bmjbz8usYj8sBhgE0tso",
+	"i/0CJ+oTqG7i688/VB3Uf/hYdddxL2sHboNswsvoHCkBCGWurerFApA37Gs2qM6vYoI7q/UBDLQLoXzv",
+	"rKrwBEU/OmDcPGeRVLRQD4FsS0skxnf1pIMuULUIYzJfBcPKNbeFn8HBljKLtVWPbvbr1nIiS4At2h22",
+	"2u7qP4bGvBm+SZ23meZhj0EXovWVVzbmmSSAjIPvulGaO2rO4BLNhJqlo4dBE1Nbw8Fb8F1cvaLdJ4hO",
+	"9A7CHyJE8d9+/vFh5v45MSA2wIx/ZjPyI9uQ/ofvXpGvnh9+dUZep0fPnx++JNdsI8Hlqn/6enz8VQiu",
+	"Ml/UZcLr9NvL8zAO/k3zTegm9O51R3GdazSwqjbe/3gRxHSUDfxHmS1C7911AMXi+gDyB6LSlUW+e4v0",
+	"6HDsHft02SZNvcZ7k6be6hZNNgehGwz1/64rZF5zd6iqjbax4DeskE4/bhU+UcGA8qsqxr9bfSxEHgzZ",
+	"F0SuGb2WZxW0ELgJEa6PxC50ola4SG6kYqseYuNqzmHfCtzGNhYJBhK52QSXK6zdn7sgX7wyozZvIbBW",
+	"dI2GWsizWLkS0VZIBZOn4JiosDC0ypPxRURuMokeNJt6JSPfd9EHfD+XVZazBU023gvSwVMMHlbdoMq5",
+	"C8Rh1dPAJPp+TA4fpvCd2nvNebYoMX+ZmUugPiVpJk2oHrYA4QNaeHgf3LrKJwMzNUgNNDLsxkuLxVUE",
+	"fmpWgyoIsBG3nMjs7xXrtddoEkMBvHw2mfGE+YCJnpLQlu8hY3NPL9Qj3Exb3HavllQdgE/G3wnrp8Ow",
+	"G3OX5gtq42w3GUvt/RiEp93twsYtABfwmhbK7lKWdtmzsEYdHNj6u3a2FDIhXduu0kHtLHYe928hiWv3",
+	"oQcX07rIksxkGLn0EK1C7uYE+5/ALVrtVd3VWhsC7rDd0Q0p2BoyWaoD2IioM0fB1BmE3GQ8A3B/CnN/",
+	"gKr8J9vYxTZ+j+O//TwHDijQ9/7hjxfmg3b440+1GE6067Fci90xLtx5skqz88i3Ahp91vHl3KCa6S4z",
+	"A3jEE1gYqFo81LiohSvChsYkKZVDMjgDKGuID6lMkC+wK2CU24ApkNxCUTulZHC1a7lmlsoJ78dtUo8B",
+	"hcJcdUoDEBf/JUbIOK0FcowBEvMJrwBeIhIfxMRg7KTEtfyXOCLxX2zJ5r/Eg8g0ZGB0pCmxWo3Ld8Ja",
+	"SB64/OpTMtMqKIgz29NgNOF1/AskUnJur20C6BJN6IsJD2NfGG5mLj8xX2FQAf+Y62VRKhZNuIeAYUb/",
+	"TBr4I5dPqwWTeY/yDWZ7FozCumJIlhWyfUrMHYk3XvNpppCfycGZHkx8YNb65jDGVk7Gx/qzjJP3a8bP",
+	"3zyTRC4ppMQBcNaaFasMEtGNWwMV3AmPYUp+enscoTeJ4E/xAFGXDZOGTGW5FLeY64aY0CYvHmkxMgBf",
+	"FPiyFgrd23IyPh6Rc4D0sEzIuedD70v05HbGlVkSDGBA/roYHYC1hkikwSRFxKC3+Mft4hS4xhUmrEER",
+	"h+qcCA9vVYu2YoMpa7v4HSb91Fx4+yP5GA70dBdCV0sHDjzN0oZ/XSS1PF32fP5i/NXh10cvj+nJ7Hny",
+	"Ig3n5yL57cX3q/l0St7CpiTtvCu1L75HeENWx7rcSxhd6teDYetrxtOdX8NL2ypaXALz0GrVIZzORaHJ",
+	"rsqQNZCT1i0J+2IAqUA2YNhoP774iLijgHQ4NPjLWOh28JgyF6AaGH3ALFk9+nlbXQvvzKG//lH1oPyT",
+	"+TufrS8i4G6ANmNcWt04SxgppQUAriZenT80VDK+GP5VzAIobjtY6VOdnJCyIxWhRp125d2RqTp4xL2D",
+	"J92h83j/i4ey/vBlj5nEXlSb7q/c+1LmPmrd+W/Fdvc5rsW778dyVlWztrWg8w1eYYMagp7A3RpsrfP2",
+	"vD+1D99fS6mGBVtk0tTVx30EpqQtPIsSUV+zJ9D866v4B7hc8AaMicAPZHSmaIYyFU7qygjERxj+n3Fi",
+	"kPOrDcDQQJc7BrYNFtiRigKOOCR3YiKdK+gD6ZMYV46hZhOuH5km5kJrjBhGiPH1sH426Z2cYxGGCsAm",
+	"kxNesJW4YemIXCJOtMEVxqGfEktJhGKZP+RrAWDYPw5L/w357r6hmkiKtsr2jorU+oQTV5Lbz22Am0+t",
+	"5Y/ITwYUBkgjeNfx+OvoLSWcf95esrlVrLl+v1qvWUxvGOGC5NmcaR34Ces6V7XPyqIA0+HL6zlvE7Bb",
+	"SjKTPqZCVcFSDqgxSyG7T9LN4LGFm3fza0cHl/jRtutrj2iibeFB4ZbbFwq2avQppK/Uiu/oPTCuRmB8",
+	"GL6jSFU/2gDMQB3qevFkw0dvRXGt+WgfqtgBNdBZzga2RjsA+ocqUO8uLA1+Wcwl2lJImoRLRfc9jn3L",
+	"CjbhphD04IzU6lW7k71HXYN6UmdV7tlVgN5Z9zkYvtPYyQvXbuOHc9tN43kD/eOTJY7XFhKsDTsE2HfG",
+	"Ymriz3v1iZ6PjgI39g5qzK5EA3JOHyPzBCWZ9wDrtmhl1JIi897ykQIrbH/vczjj+lyAn3zaRC3zuKf+",
+	"Zbo7FaMCetsD3m1vzDRY/qtweddzG4gzL3Oz9lZTbaz9YShawpQe6y4d+28/X9U4bfDuzMiKaajSzFsj",
+	"CrRGJQHlUUKN93m2MMXzRtDwlcrjyOVHvRyP64VVXo7H0T5RTril4XhSw72Rs0dYP2Mo2Zq6qF8PODRf",
+	"EUxLDcedXjM+7UBBM0ECWJ6g4c9xNQu200JtX2rd1RbbTnc70Xi5JE3asQRjYEM9ejkZnYyOBhHU5xgy",
+	"qHwRCimwbqsOqGhbmiuysVimnA1YNlUxsyBR1Qy0re1XRSwf2ofHFdqpHFplm7Fg8cX6pgbqO3UpGwF/",
+	"VJ0KQ6VfTL5ozR+FOAwz2fJYbCPcBpV5sw9SELjPXy2pBRsKh9cvRZY0/HuNlKWMZ1KLMRewawNmlFj3",
+	"oh7ehhp0MoAykFUszHSe5YqFuXLGU3YXhuLIxWJdiBn034FFEwTv7Iwu6mjEj3mcl5Lm+71r4o4coMOW",
+	"SKHasuxt18PWXQmRI57NjhitneFHTV8lLLwP71Df4xA1dUQStA/ER57dWUmxlyO1fYedLKlKVut8+Oul",
+	"TwTZiZmtH5C9pA65ru689YMD9yhygTv6ERN3Q65j03fkxYDblAV7RG1X+x72TsHhLtYgcc2L/HIsCytH",
+	"AjPGcDSIn1tTKRE/A1sY6k+pymZ5FcsryQ0rZlRlK3t7ZivNjseE05VFkRyAw8nq/aaamHWEQG0YwJRs",
+	"iSyXQDldVxly++eh5WKRqekso1trYnVBvlfr7TOotmPNdxFsXSyEMjIb/IzYVvWeMAJehWBG2YreTatt",
+	"m1Yw8TuSHund/u+G0tL3DN48J3g6IgSb6jv+SBBcF+EFHFvE0hGcAG8BZB5I98X6eRH8/3tELoVizjYu",
+	"VA7ci9mKLti0LPKo+ucp+QwP8EL8/j5Gx2EI3UxwZlzWzcPdOXfXTSjj20Z9eVUlhRaU4rYX9ZbZQgtL",
+	"tFdpHmYpwfpLJnaYxClV9BTrLeHKYd0keBI2VNrs3KRtdUID79NGTSR82noF2ZCYLtY2ZTcs16sXirtF",
+	"2bldqE47Qrt/I6m7j6jsBkzjofAr4AX1hOkVBmdQTg69qofOaWLMZEStbnGbiHzP9FkfmKA3SjxWHPO4",
+	"hldhvbNbOIPWdPOc5dP6Ere5lE1lfhyndvHKUzafi6ImluFLmrsztWJpVq7s4fq0JWl4OndZww3PmMdz",
+	"7uPIsZa/SsGnuLf3iJ7i/4CkE/l/nJLPeFVZAyuwL+oRJUpzI0gfrmcnByx8r+Gd2BKd8BABW8Y2uC3N",
+	"o0XYOPgtKrLb/H2d8M3ChCZZ01t0+5cZ8s5Q/E5zSDKWduH+iTXkUO4jBraE25yEWGKVbd4+ICY7C3Fr",
+	"QkIG48SmTsMMLHOAs9eyzR8EyDJFTaS+GM2ikSjMur2a7etcC0bSnmEHhd7vQSqu0U97CLxPFnFmm53b",
+	"OcpHn7P9EVS2nLWnOlvbF6x1hqLQB57RvQWZCdEHpr6OHAZEGgczysV6uq59c7iDdEFx2Bm8a80pp9m2",
+	"puUhSvVOge2MPtBbD2/JWFm/jTul7UHZ6Zh4Ko9Kh3YYro9kvQlf5EN4jJfg0R6CPQx/PbfpP4rhv8Xg",
+	"f4Cx38dErkHQ4MdYX2P292NLLVoRYslS6P/Kcj7P7vS/ZkyqqZjHEfl//8//a/DP4hp4kHX8hSp9tEON",
+	"f7BO/kWqdgXO86Uq0GFQBfpT89qF1POrCjyzvY8Vd6FCfx0spkoo3eVKzBZcFKErqXqy13aqh3stbSH6",
+	"Rp2BdHLlG536Y/5GJ0rHhYQpFt7lzvKdVPhM1h/ihVyWmiLRzV+GWYpPJOmr7Nq9ba+HbJaVndgpSRlc",
+	"3dlYwoiwu4StFXBIt+zilpPzizcVFBogJUhkpnqJv/R87UaX9NrZrt3t2cgTtPaQ8X/aytMfdtyQip7g",
+	"tHUVd2uFiDYCMrrLon6nzwDSJkI7N05QbF2M1P4D56rpM8+UytmQ8TSjnMBpOj6Sdepq0lJnzdTWWn7a",
+	"rr22FbRqljvNGbcBVlMNffsY9117VJrDbdcV63uFrNlTO0LmkKL5ljeCaGtTVUOzsn/uvBl0SwU0Vmmi",
+	"uy6e9i1HuE+RVA/1WbNCCE7yUG2qLC+obuoXAHUFP716nfD9YEtNk2CBjrAlH75dtOEXGOhLFQEJZMIZ",
+	"BGemTv3O7sNhDI1oKpxPRLzKsC4TLiLN3DivCqx94K+WaWqdmfKnoiCmvCk+2Bsmtyr8h+sU4dbuJLct",
+	"MVNAVg40I1ghcvvds4ei+0yS2KXi7Jne89jM6jZPaMIeeu/ecpZOZ5sdmAUWwneP3OSAMek62bHMT5GO",
+	"4G1agJHuzS63MqXuafj8p0NBdbF1+C3px6JU61JNtb0PNUX0tEpVoZ9cfvujRQnGV+OAl35Gk+tFoY9Z",
+	"2NxwIbRTqoLejg7m0IavnIbuLh4RcuE4crPnMId+AK+876yF6qdlyfWDsDEzbpdw6hVX3j72todNW/h2",
+	"vysAyB1xSsH5cKmKsoLo3y1aWj13f1W7hFd0e23b7tB0z1X7a0TG2JMUZmww1S06aq2k3ZaydYRKhBXr",
+	"xIDadgfsBSh0jYNzoajbx6b+2q0U+u7U/b/aeetuV9fjSnu764071p/SPuptKPhzJRfT0WikFYJ5ov+1",
+	"DXz+C8PjPKhUF0A+XRcCatr3PN7Z89lAOCigsYpefFut0tK+KwoidUvSRXMpH3IzfpOJUk7dtTTuwh5R",
+	"iuZSPKBju1vyna3IcrWixWaPd0PsRNI5U5tp5oCQ9+uztc0dGxs19t9U8A2TjihYeIUbvri2PWpOYsOD",
+	"7PxID7qru2HFTMgM3a77XGV2XbW2vTMPGEf4jvNBEwnd4q3D61eUvIJ37TZ3t4tocJVstX79N3zR3wTE",
+	"SpYs3d9Irr8fOtotYR3wSfivdI+timPZe3itT4LM52F+gdpSd6xrc9pdc9zpVahcZrv5y04bZgpuW8M/",
+	"KpeE0TGsKhvUEe2BqB+5MKP2tK3dJoatVRwIFXA/tJlSh5rSrVy5Qt+fHrZy7c+6JrLbp//BQWieX7xp",
+	"ufWDJR3xko4WrPuKb5cN1YQUzTckhoxwMNJcXth+tWrNbU5Hu5QTrO/roHn81rvd4x39VoqVvU14RHhp",
+	"TT9+rM77iH6r2NW2CeZHvDYvSCAi1QtIhXhU/Xfk3QxDsQSq2C0FnFOb+xIoMrVDS256yKyqHBFPb46I",
+	"SenQQ8J3YAq9R0eQPSDetTKAHnL1sq2rplJtgmWDgbQ78lGCq2jBdvvmBm0QkZrSDLaA/2DqGPCjQoWf",
+	"xoT27wd/JXN6d/pR5/1Ahz2wm2E92j4w3n/Qb6bXbBO2z3wjYruC9vsaFe0+EPRnqva3OoyFsHvNq3CB",
+	"3e/uedPf0VDbCtm+CZVV8kcJ//1NA3tr1tcjSO9XDHzt3IHuLIs9prxPMGuDNnYelCcIYd3JKB9DPwF9",
+	"zZU2hDUANbOmsT2SjPYIaN0apLP7sNdM5pCCm2ZSt5DureM+LkThsaEJLjPmAaHTT+fo7Q4VD6CWVd1+",
+	"6ryO2Ok+3D9gGgtN7RE17UeDbql0ttXv8OvHDLQHsofFD1O7eIPFhDyz8iEwhgbz9eJNrWa6EiSDVjFs",
+	"9BaqLc5NlGSD3EqsxrUXttV5CXHWAVwCD2FGt0i0ssqoK3YDSLB0vWapuRmULCmLTG2g6CmTscUpFGSR",
+	"3WCVZN3OkQUjeJNiPmPsY83FABBnAG06ABO8gZkXm2PzPnpmscXpTIq8VA5Q3KQJ+riyECC1HZNq+3D0",
+	"wTsjxmXTDW+wyNSynLXr0X7S/288fDn99HkcvTgOF6RNi82HMsA9PwDKIxLGrSjzlMyYIRmDZXRbZIrZ",
+	"yu/hnFpXHizAqpCo9fpKr8CZjMhsQ7ziaGD81svu7hU0Ox6Pg3ipSXjZvScA42TPzPForEdwPDrU/7m8",
+	"pYsFK8jRaExSkQA7hOrkFBktnlyMU7RhXkuRA9Qxgn7jawX5H+fv3o4m/AObs4JxE8lsA8ZzrM/18cNb",
+	"FMVcKAOKh+DGmhvRxdY19VYUw9L0+UJylozor0kfw9WqF/URy2AIBtp78IDV3pHY6eNvwS7swe4kBJ2G",
+	"a8V1QYAiB/Emn3Gypnr+RYq1T/crMFUvWBfKs/CP8V6ssfbV+6pQXSNn0hz3GKgodoXq4lMs/IOf41ZS",
+	"hZCK7M4EAfNUaznXbA20likTJtUuhffQ+nduErgwVQG8xg9+oTuft7RZAxeqs+QOVr8wUGm4pbYECice",
+	"ghWxMgJTQdkD4eWquo8BqDuWIyyhR0qYMwG8UA9sZsntgVRl603eP+DItOgmcuegmohb8NDZuqhKRTSL",
+	"FkAiRcbJx8tvoZTYKstz1BFsTdDQzdCbcGB3sxHUg1zJ6lpuBlbzAHEPiKD4KjRvc65J7VrJL6OM/piC",
+	"0XTqX7zYzGzz4St03QLo0ytRctWGatyQBICDJVmVyRLwW6HBOFywt2WDZI9YiD2brlye29v2so8e0H7o",
+	"Nqu6BAoTEdQtCCXgsTxwkkDaIfs1Wt58jth7eNfRVXXIdrLdQsBOqw86RqzgIH9gUpRFwt55/sqGvQi4",
+	"t1q0r+1HUG5Cf0WsmxMBwV5+dfT1IKwpO+zHKSqGISktZckKSW4BMdNHkpMGo9F0qn9aI7zG/mxtBnBq",
+	"0xVTS5HKqWOWDytqZMfQFZ5rRlj5FhEP8uOHt4OuAuPwxdSqTd333O7VLb42sWaPnFrrWtjMM0Q8bSTc",
+	"h9le9jPpVR56BuUah141FggchgRB+MfIXAfKC1a8y3ipWBxNuP0RyaT6CfP6oLaSa/EMkmSQyWEA9TVj",
+	"a2lMGbiJCCEft/oNGQX4imE++qWq+okXPq1PjtA/9jEdZ1Ym10xFZFYW+utyrbVdalp4BhinajmoJ+iN",
+	"7f925ek1liSAWocBeXjA+oYP+8WvB4356IV6+/YdzkE+alghp+iHVpH9ZhmGokwUltMCHjwisefcNbCu",
+	"+JPW8/Sue2bHaMJjz/tbfz0RXMsDMDNi8wLpw9dgYFOSFnSuJvxofDQeHh5p5ROeDMdfnZFcJDQnsdZt",
+	"YgkY8INRICnVpZdOuMmXsqWOGlAhsZPS/o//JgXHwWiKryQ92FdzUSRw5SlyrIZSrUOyZMk1S63xcks3",
+	"pL9kNGXFhMfeZfrwPXwyfKXfjwdnJl8HXaixvehENc/eu2PxGVFA2R1Kno+PQkdn31uDRsktrV0ja8At",
+	"6FvOBIfa20uUNXXr/nz4n9q2H376fBi9OAkb9/tdSgQQTj26sJIbF6ffHNUDvZ6Vv9plFQZZ5wcIciD9",
+	"5+OjQXBjLEWTgsKuA5JPwaBIaqathuIaS2HTvFaT8EnvU4K2Uv2YX2Gj9Yd6fd/bHto/XZru9vazfyj5",
+	"47yD73mt4jYWAEDLYltZ8IDTOTHeMeukqdxTc1GwhErVi3aVE68STe2/tngSAV4bNCgPZFSzN6AbkwtL",
+	"ZpvKaDaeEPA+xlxwFod1FbiekQ8/NW4Nqvsd3X9rRT73ErhZ672XuQhEl7eAbztd37DvYTdJvRZ6fbA/",
+	"iFuSC1Pixdt+JcR1RFRBuUQ+rR/awmp7JkEUbjztBaq3DKkjcF5vaF565S6Nu29JQcSdTTj4xW4zibn9",
+	"Ng2NzES6OdWLLVmKLMtizmfoaINCFRMOhRddGwZAD16FGCVk6K0Khg8vsl7b5KPxONodkyiRyF0gnrdr",
+	"of2+DOPlnntJaoT6lf4SWhQZk6ckpukq4zHpg64GLtvIbK22xq7ZZsJXlNMF08r5ICJxdWxOtZEd1x+B",
+	"81c/Q1zdmPSLkk+4cUro7/N8FZM+JkOcX7zRj27ZbCnEtf26DvYOA/RdHdhv/Ql8iGjliOab56te1Ks3",
+	"vCefhsU8N73CH86ZJT9gz42nP5ve4fEbOwT46+3bd/afP5vB4Nuf9LZlC57xxY9s0w04LfEdvROag2B1",
+	"c2t1fllN9weXZLtu5hbJ60eVXCuY0qTeWboCarGwQs+ZFAxqy6QkU80iOQj+r9/at4xFs9463CXqJdtV",
+	"PrTaqSdI3fO2fZcZ2hkie2krvAXkoDvmzySBSnBYmIkRrGHzTLq6IGtWZCLVto9XoDRTwGKpeX3QVd7s",
+	"o6yjCXW7q7AbX6VKoS7WLWPXEGXMDaa16sDoxAagHF1HlToH+t2Y2cerV4OzRp1Tv+LyHItYKJrH+9dC",
+	"KdiKZnoLzRLUx+NWhwxh+fU/I1PiYMZycUvGe7r59K6orQVezDQZT7FmKG63NHX7oMoGuFH/zgrhjs+j",
+	"5mxnEkJlB+B6Hlj/CCr2gBN5nmeLpSLsLqA17OmINGRUJ4fIo0ZvlI1NCh2hKyHyt0KsLxVbh6JEnMKB",
+	"RWxNxQ6Rk1yI9f5acCUdR/hKfGZioBt1vPVSsVSbtC7oRhs2mTZrwEGq9dZKB6+48C0DU2e0VaGmef4m",
+	"3ZKY+EySLK1NU38S1IP3ViH1wmnd8aF5svuVtfP3DwuutOvF/bzcuJFgcpMrpC+4LQdiGISp0osOipTE",
+	"nyc4oknvlHxORMoii4Z8fx/baqyoqo2+yDxwcTnVKEwgd79OKBsoqANWbu1iOWBwP0pRrV+BcFGp1IGE",
+	"1ZqnTXQEUQAhwV1kk86DJDzcRsLaJNiWWQuR031gd4cDk2crr43TxBDBaHdxUejGXqNZWGS3uztV8TZV",
+	"Brj3pjKng9zF0GqorlkotcLVFQLoDtMYp6AdnV+8If06QkeEtffwNgJ7ishoNApbvVuzz+v3kinzCh10",
+	"LY5kHeVV4KdgleP2MuzUXbWJ8J7nm3AQn+eOGsrrbD1EcDKaD6ESEyuctbe1jtG5d1rQZNwWTOepzXhB",
+	"0evA2u44s4wrbbPpFVpkN4xHVuZCCAM+e9iVUAllIbeXkLP7ckslVqW0YUdQdgx1804t4ql2obNC8aFm",
+	"4zgiMFsLMFPRvwMlis0QkcO/vqILLU/jSW9SjsfHiWkX/mCTXhwUVB2TsPxj31mEgydtzpxfvbjalu2V",
+	"jM1pchfuDypibPY1stlB1UIavEhYt9Eul3YgSsOnmkwC9+1zQRLBVaHViiUtaIJOsFIRRWeounJ2m2fc",
+	"BBd54XIn45cvon1d5+ckF7esGCZUMpIzpVgR6QFxc7f04rj9goxImi0yJYkoJrzkKStkIgpmCkZ4UzGB",
+	"CVSR+GCVrA+QiPRIkILiEbG14IjgE47reUay1apUdJazUwI4oLC06I3ekBlzBUttzCXjeJonfFVKRdjf",
+	"SprDWD5+eGtdqegjCbCUxwT7beE6xnNTWwpQRmWEJ6yt35K+4Mz6fGouo9FfENbdPbCOJysMUXZ5dQd9",
+	"Z5QdiuVAOVWsGIzIa8MY9WrCZnDPtatXtJoDXBSAAgWxUaS/YWpwiroVhvZMuIlcJCVXWY4/pWJEzn3/",
+	"mVRZnhPJGN56VauDnkVTmEr3XYVmmXLoNM/FbWP7fgnp8EmxGv1FH/wq7WD71vYnk1E/9MP/MZn8ZTD4",
+	"34Jb7wH3Pf/SMtZIRltY1RM4T6wK8YcowQzB598Xolx/s/HdH9ds42VXozNkKcpw6S5oBMNuv3DtsCVx",
+	"G1o8rTd3hLyBf4Wu13mmTRJIG2YpScUtt5mmeuyD/X0Ji2pF9h+3XcYgdML+Pkx0Mu3T4ZV+UwYqweE4",
+	"HG5f023V2H693nvbtLWOWylO12yzy+VH+ig+9CBRDbpmmw7FfhdUUZa2W4NfOq7HnJdvi3/u49UrktKN",
+	"lgKaaNodeD8OHuDW3VU4/j1n2AsKdZNRb+P4HQ6uPxJIdjKl5P192ZJLcuWyQPZwdyRChh1qr4RUNu7S",
+	"FjsnCVU0F4tnkqwxYjMi9iQqQQ7Z8HAMH/RBKGtb+Jk0AYw8NZE4slwNIiKFcSwpolVbiXEUKUuyFc1P",
+	"STwejcfj8Vfj5zFAGlYPTl56//t63zBIjKt50MrYiKOukB1wKu7pVILTWfVeb84fWy3y56odLdnVRevu",
+	"zoy9MfOoTSb1wVUEEWIl5vIopPGaS66g5UwwZhkq8mfSOKH1r5zQuWJF5QjX5pzBsnqMvd12Eu4IfbH5",
+	"d1uNT5NDY9+FZ2a6+0sb+/UHh1EX9hFu6eyM2BsS0PZul1nOzH2y9zrVVnLYB8A4vBQOeWc3Nmlvf9N9",
+	"TrM844vLjIdiMWEBU5ZnNww0Y1tq3HwF8Q6iVIRaFyiRuiHP/6cnuGQ0V8vN/ivdvB68XT7qetBm5GOq",
+	"1uvuavwfQUN3bnSgX5YO9cwMzRs9PVtw6a1HpeqVSmYpI5QsCm2SoQjbf8I1B8qenxRh/IJOF8cb69WQ",
+	"VUgl1oQ2jkhTeZ30aS5Fm5INDIwl5UHlCnkMe4MbUz0HR7YVcT/Oi2E4G6aOPNiNwdmtzxEe4Ks4J8ty",
+	"RaEIMmu4HA7HRyfbD7GLSAo59X9eMhN65la9wonHVQsHnlWMYJuOaBbsNb4MSA227PMen+Gh6i58aNMX",
+	"l0qt+3IAODMeJ9FK0cX7yytQO84IF7Uoq35cSlb87zFUmZwXdLFqJSUCWs3pwQGEQozM81EiVgeyisjc",
+	"I2GyQZc1ktxCZt/iVDZd2X74q1YMBWe4WZCBx1k3mWmrfLUOqSvn5heyoinTitecFhFZUV7SnBQM3RZ+",
+	"IFUnFu1DWAyMuuuyD36Eyz5kBDb4ZpilMcHoWD1745XB8Y86e7kKYyuEkS4/gv8AhI/xXHtLWlFImt/U",
+	"xMa49b8j+nJ+nBzOwuJDG+5m4R+yavqzb7fcbNrfrNEA/gFvgfbQRfUnW+6Emq26G0tU26gVaty4LjqT",
+	"KnQjNnr0VfDGyLv0C82nfhGYKbIQulsH6RwmVc7u6gvfodWBy8XOUatQJSP9tcn/gSDyM4gP1+LslmZK",
+	"OmeNoZdnkjBa5BkriP2sYlEPCGlwF6R78E3LOC7xo3sXXPYm3X01BlKzer86ov4x8sL9HEfZFZfUGNwT",
+	"+NeafPIP4WcL71E7FMNQS0z62rDdMGXphqVn5FarijNmKZOlAyjElWCZg5j0KTm6u4OLMBskAHIuxmMa",
+	"k77l6OxuSUupW/CzbE3nep9to1sgV4OhiY15XrgWmwvgddD46TvTX7Vqr2/CmCGvUfht1iYZoanKnJF4",
+	"0vvLpBeTFaNcGpGh37eFc8CVL9ZqmHESm8gVjNCEsFHzxC4fgDTk+comOo0caG1sq+3AdciMmeJGE87u",
+	"1nmWZCrfkH78C4wmIpNereFJ7xNgvMwzzgbod3cHoX2N7uaMNWNf29OJO/2XuC6qqouNKoV6i4f9+Oih",
+	"Dna3SU93sv9QJ/oD3pU92CyoBIU2EGrm0heYCW6iSc5o4dWO++0MhzOiPyQFG2Kj4LqzLghPnfoVjIv9",
+	"PNgNM6PliDUxE6IgDmvAS0PE3s5gUhDxBlRlTXuALsCC9lXKYsN0fxLDZvTrGSCXbj2bdHapKE9pkRIb",
+	"KO5iv3FVTkl8u5QsmcYO9IPMNlqLg88m3JSRQvyONYWqSwOt3h2dwN33CSkoT8WKzDaKyRGBQPShVria",
+	"t8nYz7v5j//9ZfH19z/+j78VV7d//Xjx7ddv3l785xtx9Ja+pZe39UV6eQLMzf55/HXtKhpb/OV8+J94",
+	"NfkvB5/+5V8/j6Oj8IV0bbE+iCor+AFc4Adxq6eNpEOoxxMslaHEwlTYTBIbuNHmEEBiFxh1iqU/dkQ+",
+	"ijy12joSt91KC/lZJT2M8L3vqy7iiHz94mQ8HpyRMYb2Zlr7vq0lnL4Yn3w93lnf96lP7xXw/Vu3grbG",
+	"ZgOFKJjmatr+OVPLy8cNK3Al9ijfR+PomjY+7b5FqpztpkZg84xGxrkObmIwcjPpWU33uCU+fhVWxjAp",
+	"refrLJwMAjUHIR+iH8vZdDQaoY+FcoLwBD5aAMbzUFmBYjyTWFtHMg5+7QxyK84MkABEq5D4wA3j4OYw",
+	"NknOMBOIKtPjQP9Az0bf9O6GdJ0N8Tbb6hQ4BQc4cG5Qwr5kQrp/RHLRIg2arTrU/Lx3fw+AG3OxtcQZ",
+	"5upKls+HSwHIOBYiWes0OeWLki7M7aeJ3iilEis9Vj+oZETO85zE/jIpes1IfO4DPZySb2CoBMOEKj+Z",
+	"CRaa8D6tlsGuQuciDDCUBQJxTVZbppYTntAVy19R6S419WsfvntFjo+PX8J9q7Z/paKrtRxphVazPJrl",
+	"ZeFy2jFUdALAVktzjSSXdA2xpHGt3lxsuaar7mRSyUj8H0OTazp8k8ajCX/HVjNTUQsyAGzttplIrcBl",
+	"dzRRp4TaEGEb7q7tsiSnBUujCYeybpxQTPcjELnVjy9fvb94fYnaaIzxNjEukX4fwqeIus0SZqIkJ1zq",
+	"PiwSFxTh2ZCUrdUyqsGnw8k+GY8hhc0vBxdPuEFV1+feQZjgHVt8YEqWeTSBuaak5HYyuBYRIIM5zPfq",
+	"YEqxYhEExeFYUJKgRngrCM2zazaa8HMC07UVXgUHzDsLR0QyrAebgU1r0/sWBeXKmmjwOYp8lSkQ+P4h",
+	"Ob9447nsT3vj0eFobFDbOF1nvdPe8Wg8OsZYsyVwsIPRLcvz4TUXt/zgr7fXcvRXc9e2YKo7sOyG+flt",
+	"evcicy9J3W1kZMCB8E5IvycxNGvCjcUJPA9DuLIFZynQMINro9QiTeTZnOlzQNZ5KUnO9KnX1uCPujm9",
+	"/a/To+fPD1+SfnytNqfk/Y8XkNlY3Jzan8BkzRf6728vz/VfpWSnus94MOGYQkzi6yyNESfNXrwgwMQz",
+	"41wdkXOiVU7ARgGKXzGm9Kmd8JLDAppG5BIgpQo2ZypZoiixKCm4ex4cXu+09z1T//bzj5cQsWrKCOiV",
+	"PxqPMUjBYdVDKA+m9h7YbaoQAbbJUWgfeG17P68hhA4sIpwp9P6KJks2fIWxnyGPDCQ0RmRF74Z0wf71",
+	"eDyOHbunIc/avS9Ee6e/fPLgsLGWH+ZIAqHAAmuqaMDpIMLFz2xGfmQbcqkFt2aZXz0//ApdqgCj90sP",
+	"oCQx4b5G4vB86PCAhj4sTpDiEdOhXm7TlCQG1B/SpyianbHKUsLutPpM8wnHl+TAXvLXEIXMfV83cBCI",
+	"LwMaFFUGlIlSzBTRk5IjQNyAaYDDxOzNxyKPSR9t/gk3vFAr0SCQgeNqYTroIMluoKVfkU67O+0g3iqh",
+	"dht1PRQJyrrWzy/e+ERlwiT3JqqDVbLuJKxzSeK9WomjKhHGjjlG1cRtNGomur84MlLGJnKPQpv77tXF",
+	"P9P+XjxoV9+9utDWGUT5f+n2Hnw2sdX3v/VGVz3vveUmBPe/5s5TGwX/TO6kgDqi+y9dCXLYmEOxhcA0",
+	"ChnRxswyL/mA+MZ/2C0mde81i+7AJGZhAKMI1SHy7cX44v3lFfG/i4mAa0i+IQnoLRCLZ/OuMTxxwvsx",
+	"PAcJUhd3lgYNGJQhwVYOhUHJnQHArVbZMetiwmcbUO3t94MRiVf0zsA7xr7eOyKvwChJT0mMRVti0qcT",
+	"bgusF4B8Tma5SK4Bk6KaIkI/QYXaiMRQxCYm/Rhda/GEA/aqlohIJfpjqGlQSmZuMOBPTAuNTRfQef0H",
+	"7CeTmJGHIPQm1qDKlDRgRRS1Q6yubTqUMekjoDWSUFQHrXLjwloL2taMaakE6LB8E5uf9X8B8CZygPjT",
+	"eiEVPa9BNOGxVGI9lVr68wRQt2OvMAe2t55qsRG7E1dKVkyzFGDq1DLj13j1Fht3uF0EzN+2+4jwtg6d",
+	"H0y6Cbelg1E5gkagWkp8RmJbTl9T4kazLx/sbBCZBjABMh6RGAFCTTpSTGYFo9dwhNEQcD4R0GzoDSNc",
+	"TDibz1miRkTzvqG2zbLUaJfGWyAqtCn/GCEmecEmfF2weXbHDIWU0zikMLlPMRzqnSuq2WAkIRZZvXLg",
+	"mvl3Y8XdR/t/8w3T3PSTC8P9RqSbJ+PfrhczNQtPdV93ypnLr19NjDSHgR5LdqcOwIM/rArUVO01LBd4",
+	"8dQ4dzThGf5FDkiMJbrwJ3jP/ramWSFPbR75FOIyI2LrIgO3CD9MWa5o+02xdknp9pWqbf3jGiLFOyvM",
+	"d4hMaAFOouMq+vBo+7a1SHDwfJK3EW73Ue8Etyy0E25rq72wjqYyV/jx4Zd8fPwlH598wceHX9Lz4fMv",
+	"+Pjo5eM/fv4lW/V8fPQlH3/Baj9//Jzr6uDnmr/6FwCQ+gRVYZvOeftbTYF0Xfi4l4a5yKYB6JrsfYp6",
+	"d0Mv8HG4zilnGLhEYYhhHe4gESX365I8RqGrNWJgQQHs2foOtLo74W4W1oHbt0qVrzk5vaShedSEf0Qa",
+	"gnzgsAhQzzGDdK1OuP0Z0xm+Q+94hQFqi6ozApPRepQ/aXHLJxwQiOPaZCMyLxi4t5MlLRZscIZ4uVjl",
+	"ACR6lYw74TV4uQSqfmN/Ua0oJzyS1d0QdJb9nRUT3lfZtXXjg8uFSZWtYF5Qv3dEfjJpp6DHJqJIcUXw",
+	"162qgu7VJZH80ykK3vR+b2WhQovvEp1AAX+Kvj9F33910Ye+bTgOtgrQlws/4MtbL5USzyKrg74BOkAp",
+	"ASakJiKgEjHcdkYTztmtlnBQyimCGDZzIYg46zHpHw6hhJCLPjoaa1sbLq20rTvh4ASYsbkomH6wlXW/",
+	"zaR6h7P6HTh3FMyuRBD3NdSnDUzWuaj+VrJiU/moYH1qFzc1bPRdqOihzYQx4HUgXH7ZrOSuIdhN2Hp9",
+	"1N0T7tl+Xbn93drXp9/EgtVDhfDQgEx6z83kxNwci/+6wul3EhG/Pq9FYtV87Cn57MFn+O80S/07iQ5G",
+	"9j1DPvYPwcZqCAZ7e50/fng7ZDwRKUs7XNCk4YHu8NbbZXuYu/43YxWdXh/94+jPA/4Pe8Axu+SG5qSf",
+	"Wa3kICaGZsF6/v8ffRdHNkagCizK1ODRnMFEvR1IBjDi8uBzlt4fIEA7YhLVjnvgPOw4CV4I8Yt28Dze",
+	"Y9lBfAa18j7Qb6hSG+KeoyZqr6mwIfvjM0nKIu+8dbtmfN+h+3WMt479wIZusP1W7+lGIQUUGfD+OpDZ",
+	"gg91p+2nAjDl9GOEAfh7p959gfE2Wu8tea3Yz4icQ7iiJEfjsSZLiI+mrtwbIg9o3ion/Ierq4sI6opC",
+	"tqNC5CHl8CyhvPwZVHGIDwpG083fY4zvLhWUEJjPs6QjCOUHM4VfkcliFyHmep5nN2y0N5PZwltqnOJt",
+	"dsO4XsB1IWbszESGSoPd4K9wUSKUiT3/6L0zEQoYW2L+VQ9D+J0vr1ea3yVyF92VPIdwJxc6RSRTEq4h",
+	"9ecj0ytA8MekD+UiTVjk4BRce1zLegzV9YGUbGQuFJr143BNABVVJl4ik9pwZKA4QInKk/Hhwcn4eETe",
+	"4RjM5ez7NeNXLGd6ZBsi2YrqgzJMBL/RfQoOAaZMbyErsPLxPFPydMInfEjipVJrUzzOhqROLRjtVGJa",
+	"wmd4yf6Ktd4igg/1ObH/tmWXMON0qiXIfXw64YQsM6nEoqCrKgvc+X3BjzoFoz62zk6LdzM4MyOEfmLd",
+	"VGYgkvGAstU6B5jOGLysGLlbciwpm0IorRzBRBeMT2k2xevtqTvM7cmaF5GeI2L+rD7Qq+keu0XRwtRc",
+	"iU014ZmJO/+uHiVPAAPAhoQPK4RhKN3iSlX249oY/Gl7cXzudT2gQWiSQFlT8PV+0azMU2zOm5xx6K8h",
+	"fjrPHZIXcG1MdzTFLZ2LPtY7OpXlKrYzArQiHL2nM0xdXPy0Khkjp/DyZw/HUWCF0vsYL+TJ7kbaG+7e",
+	"uo/b4zCpGdMqqcsMouq5Hxu8Gz1NrU9BJIRJQB3oQYH3Zkurm9agAiMpqGJTcIhMIZKb5nYo8DDy2Mz0",
+	"OuMpjMw4mDIofIZnCsEyzZXFoN0PRICZK40phIimzSnDR3rzvhdaDkAItJ6jlQ2JyHODlNmPF2L6F70g",
+	"5sfpX+KuqE7D2HYLVLguXuc0a4jSPS+ikYXvbZQ8xhZ5jCGwTf/Xun7NBGho+BeF0HyZldLOj/QhHInd",
+	"rYXMbFWKFVVkPBqPTmqqu5WJKLtdysFBsqTqoAIY23Il6PIOqvvA5sfxiFwinKysgo0w2aQrvkgTTS1u",
+	"CFilfiyV+P/Ye7fltpF0XfBVMjTTYbI2RFGy7FUmo2OHynZVebVddlj2rj1RqBGSRIpEC8xkIwFJ7FqO",
+	"2FfzABPzDLNjLucV1rzJepKJ/5AH8CDRsuRDLfVFlwXikEhk/uf/+7AqyCpFlUCNVRVmDqParT36M4wh",
+	"5OkyjVctEwUy4Zxr54hKfpbZEJkFMEm1VWQXbeb+4xr9LkoHaY0u9OSEK42SUETEUoIg1alr0PYYxoWE",
+	"OKIFnBZalmI8bTT3iyFGeKozmjRL98HcIlzT7Ym3plRWROnVXJ2rEnZfJjrc1ZVq+rlLDQg4l9LawtYS",
+	"1LKvQct6gkmOHcyw1AI7voU5TTXVuNHpWOZ2gmVtc2QO6eAR7NqBR7iKEOoGS8DqphgRtz3gpJ4XFsF/",
+	"x3IuR0VZ1Ish5VOta1o67PcFd9AQyK8/szuIBtHDgWCrFne0Uj1Nhi27HTpxb64n+Enor7/P1cQX7O1N",
+	"ilMSnfTnhRrBEsTMgK3FQV+8Kn4QuUK/uYuoz1KT9WLxIYnjX6hN4K4ki496MXh66qmaWVWeE9RvqvFH",
+	"hIKrTDOheVGTCuTspJFVLjr7fWETHkECHwTvhBoYGVvBHjWWW6HApiTenkWtrOgQNWaXp5UL8G3CEA1I",
+	"/1L8E1yp1fn2efrfit97LJ5/+/vvWY85rU9kkxeGl8NpUYIBR0shbo3qHPb7oBFS/YsJbbN5ZZBc3xal",
+	"0nW5GLDZSKOk0whMhlpkkNUt1Z2sNBPwXayrHoz/Ls2kqE9GhSQhoqrzYqxO6gLWe6p9jSFpK5UXhDxN",
+	"8gbrEWXg1TUXGlspCOLzP/7H/91Fk52/8bmqRrIuZvCxV6lLnVXI5QCtJjGZ6miKi1p0UAjOsu4StQuC",
+	"drIJ6KoHZFUtRIHkrDT3YIgw8Yt1H4L/RmmaUXVieSEX1o1jnXZ+jUqB6gefTmX91AvVnbvJ1NOktR/1",
+	"hTL164Zyg9K+uHxv3S2fgkh3JX1U7sYo83zpb89e//L892zrirug+D6m6M6JRdQwVjASEl28Mo6oJ2uT",
+	"+ts0u3zpXnQdXUZX4TttlVGiubxJOmnDlQ9vfOXhTa/cv/Ezt6lvWH/lNoHttVc+uvFX2aqsYcOVD298",
+	"5c2+yjYB+HYf14qYx7qByARu9QCiQN0mVh7Z4zc1xSMrfICO2GxeszHE3QsdKoELlpzRin/r9gSn8INZ",
+	"Fu4Ym2aC24tT7RQTokX7h/u2lmGrpMKxd3N0cTZHmAFke4jtxNh/2N5kvlaZfSZF9pUosVtWYP52Tm+R",
+	"1vjseusqLXWvR+71yLetRzqlmsjxoksNZreoUNRspBDQ6eP0SbgM1AlFeFvapK1MRDNPdW3EQf/wez7D",
+	"OgQFPKflD3aHIsPsc6EnPi4DnlV2WhqM0XDdGIHncQ+d6JRFXZdqFySB1ALPfXgANws8DFnsoa164cx2",
+	"RP7TlUrjuZuAO9UZ/ilfVGVEo6DnbBLbYVVgNSTV/COL3L0MvpfB37oMDqv7U4XuSsHxOjnTquG94x1+",
+	"Za0nQTut68rufbG9+dlX+y2sn/XllDdfP1xI+eGadbS5hPLrq278akobo21xS3WNX492+nb3zq1VKn7K",
+	"pnPr+MPeH7B0t9h+b/iKrbehD+rPI4azldaB9v5x13zUFrqixBl38Ec8n3ln77fv/fa9fvtSmkuLRru9",
+	"u6XC4fX3Kfu4tei2dnj9VVlCcDWUi/Q7NUrNpprRP3ubPGOEVR+E7Henovw8pd1TvTZR30rHDx1iQ3zf",
+	"VHPSlVLwe74p2v9NPzP6DOZhEYNlOR+4kiM84dItGnlPHJXW4NNsXTUutdiRgsbtXoza3bqJcPfyrdwO",
+	"tebaKg8Yec+XZjB+TqqzqEgDTltCZglFFr2oyGImL0/chPgqkE1gM+FTyFNVL04KrKs6LbjGJEoTU2I4",
+	"ADCD3MNZddCSoSqyyFvx6my4JgNN4e8TApM5UwtXeQETca6qkbFFvciwkCAsOpPqK1LMPXGk22lzxzrX",
+	"kWLUFGW9W+hUw8wnIhvJ8dkEKSAH+C4ZES2fq8pKlwzn/EECKwpD7RmDxmIO3q7m3XGvEwgl1irSjjjs",
+	"9xlbkBPcrlC1qAdCh7715UqAnvg1jggnHvQUoTt1LRyeEJoEq8HigfB1P45goVUM1Cv0ybwyWGGRJVjd",
+	"6Op+YHmH83g5wdGezHO6zSmawW4PRE9ijBXYd+HslZvhl0bMlazX6yViwwmIrhRf3ro9/SxoKH77wbaK",
+	"L2nvcVlNEAPURk/f6mx6Vo2IBuvnhk+BlYwkDvGoHReH6KAEi76B+y3rhrwTpnSGQgbJy5jDqZ4VOX9g",
+	"tPmsyBgDizIR4T2oLPO6CJ8Pdt1lgM895IvG96Kw3l2BFbUfdIw3fr4CYJS0szhrFkm8HaIFgnHglQ+8",
+	"bbbJXfhRNRL05tmeK5agcg3R2fim3fsY6H0M9FuPgbp1jdBDokPKU0i/hbq3Zp1jPyBJHNjia3jz8DgZ",
+	"1qYihE1CjneNXeDBxo03h/1DMAhAKf70/F23t0H8041b4v+ziF96bn6dlEKiMJqU/N5//TzLHqebORpX",
+	"1tvHL/lkAxJvRH5AVqnXRuRiROxEXTFa+FWe6rDME88ibcHhpgYwtLqs6HgdaXv+N7Aine/ysC9yubBd",
+	"8BiYFcHf+IGNFKXUDgg/cWsRMUwbzZOD5ApWHPYPN9tZP6n68++ya7cXwWhdSFdefr/LPtcuC/Gh29pm",
+	"10Za3c2RuJb3B5HGbAhzfiz8gtdu8+Jq6grqOiXSD5yaNy/EQ8/LENNvu+aOn4xgpF7EgQ2USaeVmSGk",
+	"57lCdvbaIKvIhpYrftin7sAliqP1m8y9mKebuPXu5XfTwgo7V+PilMcKGxpff1OnMvV836gN/W2jLVo/",
+	"Mhd1JbUlhkghJ7LQtg795QjflFD5flapvLC+G8WqmuBUrXgLP4iOnSKpC3xMgd173AZCgMa2OxSP+g9F",
+	"1mh5LotSjkqV0Z1VQTEeWXjg5hCIqKeydvEVUiRzpXPsSO3AfhlJ0DulsSC9QZLDW8HNEx5XjgRUVarx",
+	"p/EUftvUx/eW5vSL9MXjs2+4srY0y7ddjTCUYl0z/QFGvriXA1cI0SvhRNNJ3PP9qP9w48q1tayL8d4f",
+	"p0WpPmwH+wCnfjrqw/n+HhN0ba5ieFnY+ujNi7/BOR+L3vMSQb+2gOxhctG7hbnBl9gGCQvmYyiywHpK",
+	"kf9NJKbbhgNuEgi4hY7VrWyI2+5yXbIbEE9h2XKAT+H4zaxjMSf2OWLLs91EmDL3iHstkBpEybGbbQcG",
+	"cEfzYW12iMKDIPfP1CJEJokajLlvOpsJshh53pFCkh29IMW/Qn4WuEtFdqYW2ZCFBRE3DlJd1K7za+QN",
+	"KJWTAkqILrBSyIzcE+85Ak9jJCN+Nq8XKNTNuap2EUcFM7/ECceDY6ozMUcq9xVOs4MDrGop9CTVoBhQ",
+	"2JVqtk430OTRlrqjyCrdnB60XUB1/06enV/BaJVERI/R5wXdD18IsQKNHlM8ZXvaqyPq4su02SWfcUh9",
+	"niZfiKlBEj9+3nVcWF+5aNq/yTWPbiACD/48YvMpB+s8N+QwFi8ID103lUbnfS3L6E2E6JK1cG1U761y",
+	"KB0womI2U3lBo87FXFUzqTHh4HnCHYaMF8NnagG+UG3FYX+fpCqqXJDVsAUce54T0AS1E8tQlJap7hz2",
+	"n3QTYQ2VhscOGO0yIuCVWuCdCltXsjbVkGM3YPFTCAV/xueTMlojFSn0F0nFlng6XD9NZx8TmbiNTbdN",
+	"NGLlmid/ng1Ek97aQEUNChmWQXAMYYXJGsX3TQ2PtQb1T6retEJu29i9QnMtKaTn7+Tkuv5ePId1yle8",
+	"VL/WZfeTIq56T2wMss5gMYKzHrqxPQFuvY9AwBGKG9zYCL4uhnamFi58dqYWFD1LkGw3DPCWomnJzryp",
+	"10nDeSnHbC4TjFVWyVqhG4n1Oli7yZUsTLYMf9HMMHKU+w1bWhFmRZW5KNVpLUzDCnJmzlVOdMCFHlcK",
+	"KyBExqS2Gekbr1FT3ejxVOoJsz6Rxrgw1VmhJ0NWYhdibspivBC4aZXF8J1XcJ4ZsyeO6cOWGK8imDSV",
+	"O9N83FQVeJlzZHoXtpYLm2p3klsNUrjh8JoQx+SvwOjY1ndAEnjiINWOBJlaulwdkavm8Wgda5mNGcMC",
+	"3JSEOnod9JtpatUTR1rwJW4S4E7BnwhVduBPeBI4+9v+7+Hz9WSpqvqo/q3/e4aZC5G9ON19JevxNGtx",
+	"PxM4DE8UCCV82v7BOo38fp7HfsrHhS9enOLT747DAodFQ/zspBVXKgi3vD5dUXzFzsdNlMv+wb2T81mc",
+	"HFyAkY3GIKKJl7I6F0HQg/hE3dHyhVB6+uzqJzk+46msNxcaH1OdWqCJdJXAoQB4FYqrK2pDkpzxE4gb",
+	"grw3pnF2J2PSdh4qJtMdqmFKd7i4k04nXCdQWFeAwmBRoKtzwvgQI5FlWN5Hv6QaEYicl9XGtxEdD5VW",
+	"lrNM1HJCsE80OOkqiQmdEOFdM/4uJbGo8ikYhDKnp6qi9BZKdgaetL7e0dJbg/LO1KUaNzUBOCFSpTl1",
+	"OWrv9kob1UI/xVLojk/Az99iTfFAtIulu/SMVGfpDj8jzG3M4VQ12gqMjnGOKPRUEPxnB+EunD/rGu3a",
+	"6XeCb9ydq2p3VujG5YfwvokozWSCFgERSwXAS/ilm4hTpXLr+HubEixDOT6jHYFD8ENKNQcQmzlMbzaT",
+	"l8e1mtssHvEQ5gUPgrbmG2NCjBKUqY7IWqywzYzVebhHTxwJqtaDK0XHY6Vi5WaSam8deOWaiF6v16Xv",
+	"NjcuvxkmE9P3lt8QLIY/0h28G3yWP9KdsclVupOIdId3Xbrz4UPmTDoyWWs1H2JaDzE2udIiLrJAepdZ",
+	"UduEDSlYsixgcEvTJEehCbgvkoYRZaJ4F0DDua6EDaNGe6DX+HEj04CNGi7h9NAK7uDTyIglvcpnZlzk",
+	"sbbwFfbpHYVj4dZfqLz1kwG7uLyVRZ+vaf0jxfvAiur1eh9C8SdJi0jWlNa4UlFcVnATiWSvL42Zw56C",
+	"BRuLBVgArq7Vdh2MihsIClof61qSriA2+USufHZ9Nk6rhkDeVigsbfCiqDx2VY0UNRN0Cvrla4EG+6Zs",
+	"xP/s9t6W5bSfnLHfsoT20+qbeGMqZ6rFPTSxSYmXXl8iiyBeKNp3HWXGZrsypChtoSelQmZpR1yBqgTV",
+	"ug+GcJNRFAAhm9KVKyBAOxascILK6LEacJ6gtmIq7RRrWbBky3FrU4WgPaqzlr4zlZg1tha1PIuVHAc+",
+	"4HZg81qkFkdzG119nG78l7TFmOm8Eaj6IEhEBL0kGgzC0gZtz0nYbo8qbyo1rt9XZcbVOJi2TWhEI0WY",
+	"Y21SD1M9sALv24uuB2NdXcpxLRBpvptwaXGqs5+eO9A1F2viVmF3JFvR/zO5EOqysHWqOcAz8JKXTWn3",
+	"+SoX7IKZiqZvc7aVTYJjusFdqfnWQ17oeVN/7uRrewjXJGF5OqPAKTK23OuV/3RxhLBNBxdVUatNedNl",
+	"kp8hQQsgGLPOCdC6NmEpBRE/bi3Mj4keLEl8nz7dlCBa2ep3TqN0l+Z7+2Wu3shffyr061rqoGRWSMLW",
+	"8FgRk4ursuLF3b3N1W2qq4sIn4bTvuk6Qv8e25QShrm5Lyi82x2QfKw+wPLDcJIoqKfdAd2tbAxYuLdR",
+	"bRjMZ1kLzjiK/R6bptQKcIwB7Ex0yDImQHqrZBkyhefY6QPWPW1pF/4c+kofK8DIZ1u6deNjuHehba1k",
+	"3hNHXCrIGUkidaBc4JOhS+ylmmAAr0rsXWu6mupurVZTfUmDFQTPhggMt4H5T3/jpFqy85KDwRsIriNf",
+	"B5kqsiUPZgWK5RuvILxJYdK9IX2rhrS5ubRcsSAiMK7rGoZbrn0iZFmiWcOppYT8amqs4nwgVkeAwEq5",
+	"pI+Pj1Rp9AQddIM8HXip9+rtg9g/7yImKsYXolYhLGWsUGqSOI7l/FSWp77VV7xVY1PlVkgNohmv7vGP",
+	"HIFGpBLJ6QEKHIepdqf2xBHcYGOJhNiyQoKmMxbQn1IkcV3B47NWw/N9ccC3sN/pm7VWtA+2+ESuzl3T",
+	"xieYTte4w2w+3LVdvxnN/lO1933t5Gex7F2lZVivkdvbUgndT7HzP0pM+tX1i5ypne1KIC+mBkELTgtN",
+	"vH8dLNOzoZgRY+/UMsVpYZtg1cACSytAFZyped1NuGYxY0v0iKndNhY/pnpk8sUDKzLQx5mjiHMPHkZB",
+	"d9CYGHZX/2hkiQN///blA5vqTuRdxZX5cMucSvzMrKjBMl7n/OCQqQaCe8jpow2pPA15y/AyMFozIS/k",
+	"gnIPPp9AutKmuqjBzQnrAXVlbhRpS4zYM8yB6Lx5/y78RPPVHRIF3McpW0wOIKz9e+oRTjWTDbYai1sM",
+	"cFRcyXgsHfC0jA73oCqb7757Zc7h7eOswXffiaPQyJYtb5HMfQDYU6lDd4hugB0SoQvNhURnwpqZIsJh",
+	"rS64NbknjlLNCQyaCioY9NTElZiaC+HXIcY5/uN//F9U5uDeBpaIqYpJoUWHyOoSMTWWizAqWLXR98U+",
+	"N0okwbIsEMAOFyciVmTzSp0Wl5RQklrQEmB2VJx/eH5emflyVYZLdxHiG5JDlrmoZTVRtXO2EYOmZe6R",
+	"49su/aDqEr/IRmpsZgr5WpGI1TmkmehUaANiSW2UreutnOgAtKhkKZDgcn1m1k0oR1c1WmO/gnb1B6yh",
+	"2Y0Xja6LcjnVRN+mwXrlnGuFRCeDDXBl3otC2OGPDzjrqc58YowQ61ZSeLDnkcmZ14uLfVmKu8BSSDVJ",
+	"Klh7tIP4S7ZN+YK4JmllceEQfupUO2oiB/9BQurUVAOsBVqzaKNF0gFXgtJ/TL0czVeWiJk5Z+EcNnZt",
+	"hOsRoncgnDvT1OtiL5kLoTjqxdUzhu7rJeuHEfsmWORINXfnioQ6cVDCbiV8zHVWP+uZ2zL7v46Izme0",
+	"BXkd5bdmFN67QvdhmU9z03hLx37aAxtZj7cepNlj5+9q6Ag+59uGjsCX2Cbfw1PyJ0r2/Od1IzFB1N5N",
+	"Ltxxa7miT/Uhr841eWuwnWm63hNK9WH/cBjdYG2GiDvLw81ukDNKBEFPo/UqajWbl+D6sHEkdaobnatx",
+	"iVBKfi64bwEtcoIVp1L8+F1gDotSpbrjo1VloRV3jpTNTHevQLYY3yGRJN38i6Sq+L2uyVNxVPquklR0",
+	"+20zVE7N8A/0158keXV4n/D6hhJeXhoiruHdZb/8iv+D/nFlOuzoo+NSm2ArnMi7z//c53/W5X90pBdu",
+	"OcETqds7NeE3Kb5PVHj3eZ3Pmtf55GX4SWb39S4prbVPSPRcn65J9RJYxUena1K9lK/BfIxvat0uP4LN",
+	"lJggER+fH9kclrwVVfQV2O2fS3z5aOStyLF7rXxvMN9SKFIHX+8uA5F8ZCP283FtquU2uszWslZZaKNb",
+	"imW0ASZS3aEO9v2+oJZ923XIzG/+9vS5OD549Ficqwq5xRL2pFtFangXvIRr8bM50eRkojgFqbwkbzuI",
+	"28kxk/gepBuowx1vhI36mOrhPB9x+5Yl4gLYZjxWKrcuV+iaAR/2Dzi/6Lz1TFjls2mOmOmBbSfyQFmk",
+	"OlAQnIDX/Vds0EuEy1YVTPFDbXYnTVUgxdrYzIntiuYecZxydTKeyrJUerLmyMlM1VOT/xWmNwuIBCst",
+	"fX54b0Ad2KzbE0+pIpBKAhamqRAmQek8ZOdOTVmaC5hfN1RXycQNQaPKXHA/UJilXqpXImis6jhXidOK",
+	"3YprkqCUoUaKLHpmJmaFhZUZOifXtCkmjM40FDNTYQJTp3q/3++3H4GxSUd65vDrKAL3ZG24i97jNWzt",
+	"gDmwDbtplPvuyDGiQyCkCR8f+mjS3LFBgQ1CcXCPI/aPRlWL0MQ0jkcQt/NjbcvOwP8LxlfXqoJ7/O+/",
+	"yd1/9nef/M7/Pdn9/Y9+8vjhh/91TYf8ClXqr1ixEH/sCexDeYphRto91p42pd9Rw6jcJdVgkG7XaNoT",
+	"v4YZ4HXsNmnUoavKU+RgnJqq5rxChcj3HK5cN2/uOTsbWr4O+offX9/09ZC6ttvz85PZRiJ8Ir7t1XG8",
+	"6+KJVw2MG0NR4ODeRmnt5ct/wgDin9TmOK5l5ft5fC0MiqWA1w86b8vV7DlK4NfdqOLidtAWY1kBm3gY",
+	"5H7mu9jbjfGkUNZ1xt8al/N1Fta16d6n0Xl/hi6/LdO+0fTcp37/nKnfuOaqlf5tMxfEnSJrHJ2bCpBb",
+	"ygyzI0RBNJSND9oVga4E0r/5QDj0Dl/Tl+oI0AP9DvotAvdorKooEtVBRJK5tPbCVHnW5eI6Qv/oiR+p",
+	"oHnZeoLHBH+olmcq8UayE2doelkkSIJJA51eyTFMB+p5ojAmku/D/pPHYrTAnPgS7UGqW6npiPbAfdd/",
+	"NIb0Cd2yO1zphEiRTwjMGa0yHC2MOzaQmYbBy/NVGU6GZPBAVe5pobcAIhGdkeF3YehU96TV8sHYdcGh",
+	"yhUP1TR1a1VgQxR7mDCBWGHoeCOWvl2q2xX2A1fNDO+HtvZInYIH42tWeVORNx1jozFGLbg6AfbMg2Fl",
+	"hT43ZyrbxULQM8XcG5g4dkx4Fj03dyl8Ody3rRZX35HVrsV1hNJLjB60JmDNyUKvlBJf2wF758AtXxi0",
+	"5arigshfjKGvlyXmXfbF+rKD+8KB+zjo5++U9YX5xPjVlrF4BxRmn2A4bGPAt0r3P7LTFpNThAePYASt",
+	"bgJUcguBsSRWF4kDtaWe11jAxo2stwH13Wpk/dyVDPdVCV+6K9WZWctwap9gg6/NJfxoKl7hB71+yyug",
+	"RjWC2fGx/cT3ZiQY8m03+BAwKHn2KveMXhHkHmPwgdf4Vp1Wyk4pHcwhR4nRSdpsQ996jn9uoHRcMkTu",
+	"3H2+3hy4L7v4ptpp0YCL+mm/Boc32faCj6vLiLWbORVxQs5p8CXFjgoL/FIutqCsIRXVRq2dm6lHhpwa",
+	"WmoEjOc+QqcAB1Qi9Dm2K6q867oOGVsCe8ImstDYshnd5aM7YAmv4rYqPG5NTd+lI/U0fP4v1IC2nTvl",
+	"69u1unB1/vc1IPc1IF9XOxr53i2XpzKUlhNn6k6cnkCdYDfWhiCzoJkI33ZMEfqog74XbvPSTI6Lf6os",
+	"ImUAzcB8qRHeBIecxH6/3x14LJ/YifIcCWQyJqnOG5KTCcG+i7HJKWXpGAiK3Jl4MY/CyOSFstiA7RBY",
+	"xItoeBTxBP+LwONmamYqIlCBD1crZE8ZgUxVdphqrIMpUR9gZw7pwpmQZblOoL8sbB097tvO+oQX2Sbr",
+	"Ey2C+6zPn8DQXc7LzoytYevAd4y+dQJ6di0pdaFrNank58rysNxTs5HKwdm8Akn+bcQq5M9HPqBaXdYZ",
+	"VR4hkbT7DWlYuLa4Kcp6twD7rzRjWe5NpZ3u4qm7D78/zJAKD+TgaVloNRBFjUjyCjnycpvgf8RcFpSa",
+	"SbVP1Qi9O6nkzIpC10Y8/P5Q5MVMaQSgFZ2XB7vaVDNZFhbxYl6gwVmqy2IsyyRloJKZ1HUxHgh4ESvs",
+	"VFZYbITxJjs2lRLj0liVoNCcTytpleW0TV4g95Cu+fTcgDm7OYj/3M3OHcXw/f2/ENFKeL8NRqdfHvcI",
+	"6/fMHV87cweuZmwqvqzB+5bifKVfb3vWDuIG2mhGvpETNJQoZYtiFqEcwbSkKltkmnIMHWwndIjsIjYd",
+	"OLA3r9R5YRqLRgNx/OP9ChCEGRYe/NWUObJzIm9XqulP1koiI1QsMmuNduOBo0OkfCtrRT3VEzCAzZkV",
+	"sgaZGupLxaOk3+/HVHHIb6FzoWRVLlz9czz8TRbic5q9awqjXuty4R6H81BYHPCmclHM2yXbCje47zu4",
+	"Yk0VaEYqPfOWe5eISXiGvaZfNwr8GBvqVem2O8mO0s0MFpw/QLeGxdfOPsJihJN3zyWWUOAyxbG/huf8",
+	"4q4Ph17znT5sYUR/VdY2vsI2hjYtiT8Tgvq36fNfqNEUJMUVRVOVqmWhVc7frG0ri9HC4RTGQphF69aO",
+	"Pp1/LYkGLq+du16/G00l+DERyC1ULkD/5KoszkHm3nNcfPJaczmJ9nK70aLaoljXqV7RydR57ajRkRUQ",
+	"oeB4rLtFjvq7qP3HLpS9Jc50XvuOtnR3LMsSfrqGlJZz956yzPXQCA+q4qlSbbbKSNuRVryeK330QiCT",
+	"ayKONBg582JMB0BN/qRmhS48o+ozvDN5wcwhFpPautNi5tSpsSqEsTNZTRrMi2TCjP6uxuCSYe/EMtmq",
+	"Nv52iVjifC2s0E1ZksHFJKFZqqemzB23KDLqvuNmKSy+W4PPmYfXGaQ6jO2/yRK+N5goVaMIjvDCDdK/",
+	"5AVufJ5qzk+n2t9EIM2uIw3l1RDCewnddhUAxyYcc2Rz0Z8B64Zie0U9ZSLUDOyJbEjldBeFVQwMeSpL",
+	"q6hAI7zWG6p+9HSwcUkkQgfBVCHkoQjIPKn2L+wR0DHz1RM/uh9CAyAFFK0qz6kgM9UhS0Z6ooOFjLdA",
+	"KWyQq5hAZD1ZMc5PbsZ2D2/Vm+XdQKx8FfsvAm1eTf+7hoVXOBJexuD0LXgJn8ktRPFG7ERsxksLO6Ek",
+	"o3tfXACyFnA6JuOqRpPxupbtV1yoSomZzNUQ+/CuIP4V1/P+rouUyLJ03/yOwiQ/RtPx5YIl8Si8Sltr",
+	"Cvi9gXunwyXWOI0PrGDR1L0PqdyHVL72kMpLVbfVNuhtGRa4K8Dy2uRmsZaJ0iBS1LWM+/PKzOZ1bLdg",
+	"3sxTKdM4O7FNgwH94hyJN1MtSfoi6Z/biGKZht8NJ8dQUsQUfyUJv9iSg58pWteQ8IsWB/9PNIrN/Ptr",
+	"qr14Gu9GDLvbfyH5G+bjzhnBr6bvjj7MbVN3T/yt71m77xXVvaLaWlE52UTBf8puCtIWN1NJcWrXF9Cb",
+	"6sNe1aDM+uiG3w1hgfESU96W0YHk2iCAB2Jx1SQkTOaEl+Ft/rhYB9GduFon0jnxVJA/dRoIH0KxiqW8",
+	"cZJqpLZg97dSdVUwt7hvy4brXD1M4CoNBZUVLoMBOSUtzFd8H3R9sDkvOODsnk1JwYO3XFqGeTD5QnTm",
+	"srIqR1wFuohcYvg7EXSuuqyHFEKAE1KtZvN60e2J9/pMmwvdIh8bO/Ef5m8gDvuHWIqDwDE00chVgQwI",
+	"1J8IJ/U3sCmKt9ynmCv4WbqbPkx1RqQhJ7nSBbZQvHfVRNro3YPLS/A2K/BT5ahEAAnDLarCFv9UqcZk",
+	"1EA86h+IzM38CamsIbrNtjQX8Pth9HtdzJRp6qyX6h9lUaJh0voaA8T5zdoHT05lUVKfR6vR0BWQrqHH",
+	"AH3m+vN9tyYtLiyBJ880wclsVcM+sBEvA7erMs1Djk4xOMgLVYcuy0GqD/tPEgc4jKvYECnGYpUvgypp",
+	"X2ss0r2CmQHXRIuIf20vI0/Cahmug04xmgMijeUIE2w1cCNh21ARwxquF3AxM5nPCp0xMlurV5KuFxNV",
+	"Y8Fvqjvcolk4qfDm9fEWHCDZWqvzbaPvFD35baO/kMWJT77K0Y9krMUcx30f4b1x9Y0bVyQ5Vqp7Gx3Q",
+	"3YYom39+9+4NiKcZlUYGG6FHwN1elBB2d69qdMcVxpJy7H58LV3LRkP/fnOJxkuMco6NPi0mTaXyxBe2",
+	"UUC4sGOD+TkKFFhhTQVCeLQQRd4TT0FUYzYDbUo+h+L32UxevsOGxyxZrqGzIgtFbdlQzKtijMxPVAkS",
+	"IXxWLOMd6RSB1bmoBbuOGH0wTe0KSlIdR2ULGxFBOxYhTIpbQWhnW5VrvKKZ3KZcg9/RlWs4tT0ke5tU",
+	"OA4EK0vw3A4qYuoo4m8Bk4y6EJRMF5tnLNUjzusF2kebqi/cQ65GkLpq6GxngtqVczkqyqJeDLGTlXQ2",
+	"WZYY0AFjLWN2gxNWbtwKE2Lo/i5x8m8Z6Mw/qTVuVyUynsp6J9kZm5yCN9IaTcUh54Ul1RpVfcKJLuS1",
+	"WlCy5u3fyAkZgqKzv7vf7/fBSihLPyHXA7Xh2ltGGytmMHq4X7IzKzT/6ceDO1pVOx++kvITXOSbyk/e",
+	"uSinvefjv2GsuLBRsNh6kDxZy9JMbuaF062WKz+WYnsOLoVPNnOlZfGXgx8n83r30OzCyqS0rWOekzbV",
+	"66/ai68BhywEhUne+py1l+qd98fPkMB5VpQlZghRL0SepIigXlj8dcWSMtjQvItLdhtwRtYGuchI+Top",
+	"yZQaKyzwiXj/9uWu0iBx8luqWLjrrftM1bIor9y895U2Nw2fUXkNLaMRecJFnoSgd7aXCV4umKL+y8GP",
+	"2aftabdEP0Qc8Gs3+PW7UFy/CVO9zS4URwQYRLEKwub02D/ZXpbqjupNeiKrzUSBsbA3U7XcLUs5k3sv",
+	"4f93H+5+P8q6HtKP52wAHn2qs2gC1tziLwc/RjcRnDjGuXZ7FUzTVPthevkaggpTeY74RYbKLax4jfcO",
+	"h8BCpFACxtfkRGSlrMGywbCIsnM5VmBujipZLTIO400KW1cL7FWmf/YM3rcni0ycFmVJ3WadjA7v1YVe",
+	"oNiNDwz4Qd0hPZyTZ2BUF8q20uTmQtO7rpOLb3jtbC0fvWk6l1XtVJMTmhvkX2Rpbi8Fk83SGT/ZRzz/",
+	"4+Ec7yXwn0cC+xUL288lED5e2jKcKYYur4byJEhoPvGb7uqM3mQrME965z9TufmXX+IYjV7rIhCYDk96",
+	"G0yT+5m7iWj1tiyj825X5LuhLxKUF2JGOoZp1PVmRDo+xteJM1J07m6cHGC89zqKnuPo9ggis8f495YC",
+	"PXgXbDCNsBVnckEBpaHIKlmrl9QyZHC0siwXmMapCu7JTrVV1TlCGM9VFQ1GoHtOaJ7R7TtUuon/Jgoz",
+	"fItU2ynFnpQYNflE1d0l0EOnj7MlmmoE7xZFLbS5GDBTP47Itx1xEuX456Pdg0ePuTqSGjen5gIu5ZwK",
+	"C5pUw0iK2ayp5ahUAwSUd1zhKmG7A0GOtLpwnwzDd4QHxfztm3s4I2FwRwmK6An0yM+NxbgygHwjiAie",
+	"lESl122q8g58Jab5NHqsup+I8z4MGViqw5a8x79xPMZ7rJCPF/5v/VbWLR0wZHxBx/PvK6FDbByPRqVU",
+	"H6kM1plCPqa0CQwxbBeQYEIbURo9URWrCod32C6etijhiDbXtR7ECMSdw/5+l8pT4BqwN3wBhdGbUQ6X",
+	"hdifBqzwa12sgQNxdanyl7a1mWPBAehgkNt64vhXbmaxbOpru/Lj34nVfLX6uMfv+9yr0TmH8Vpsgyoz",
+	"+Hak2e1c6dDYBEfI1ruhNX1tuRsO6oGlrjkzxqa5JLYxToo8695aqPl6MD+4dRLb1YnIKPRGtFOu0AX+",
+	"oqlx4JtxGU9HitNClbnnViQVNTPnLn64DtWP7Gmv01LdaK5KwkvIWr4w1VmhJ0NWBRdibspivBC4hZVt",
+	"q4lUs55IPGa/A2h3LO3WNtQD1RPH9PH5F+zoofBcjNw3V1VhcmFrubCpdie5FSNdHZVbN+IY3Rlnz9Ov",
+	"g+DlmCrVIYnacNEcTR5RWa1JpXIZVlEnhJfostuVaWqFSMGFq6ejybmKWz7VHf7Cv+3/Hj5rT5aqqo/q",
+	"3/q/Z93bQh9+P89XnIuvC9cwGhsN9nOXT22jUHiJ3YpiuccwvPdLbqBcn1K4YcnU46ptFNdO9GiB6mXI",
+	"jago3FF6+tTyp3one44gbjPuTDMqEf1qGigtIyOUdR/Lk57ADg7LHaOMV61SXViB4jkRjUbHBIPMWJE6",
+	"x47kDtNh2maGGaNuItQl7VZLnI0Zk1vCXZFjzZFhCn4UdZMqnc9NoesEEeRty1XSFEI6R+REgpupzpbh",
+	"5z2e9pCacgJzY+dh/6ArasPdvoFekaB4ayOyQJhCda5e6ztcnqDpUy3zHPUnGi1Y/5IIUyWOPpICUq6E",
+	"/aDfj8ODMeQllbNjN/ORoIptnEo02jIsuv4rxRldPTdWeSNfp1OfPn+vCRuy86h/ACc4VpzEKdhE4Pcz",
+	"lf90RH3XOez3ueg+1VSRTQCT7jPiLRNB6UynlzGmmYWqeryCzI1Ut7+yzzfOQIt1OTaoTT0t9KRH/U+h",
+	"tZhpFVONQXdwiX9+9+pleJBzgmFe5mBJYXvXtJ6VaIIxVWOXSvVT/a/Hr38ZCprLXo5ZKZtR8rLNT5Ms",
+	"ryZPKRrxwUXwmx0i0sHRZ10aH87zei5NrMJSNyDTpI/EJttoEa3UTRVYeMUmvsdH+wfJdqnINvcdvPNm",
+	"bs584/MO+08eb/nADfP89sen4vG/HD4R//4/D3v7vYPeftctxvbe2DQ8vNlG/stHNxhe9KPL0NICu2oE",
+	"J/EtP4mN8/ZNL9fzEPolYUO173JtW6K/i+hoE0vZC8mg59TJvpZM1F88FBODfLyOjjF6twc2uu2SDXg1",
+	"y080GnMa7aHkenEvGCsDv+ktRaNp1lmDowjZ2mDcdOnhjS/dxtxaf+mjm7/rVkXvmy694bu2Tb4VgNdo",
+	"g7vVwmS/rJOHroF8iRrtGlLQtt1mi4ku9GT3TC2uzrIf04l/g/PuUACEx1xV8DoHY9JOVS5g3KKDf4+x",
+	"RoWSed3efd46Lm0NE0bWLX92nL7E9yGeU271xsnrjStrjwDUN8MkvAucfXBdTNmn1QUMk6JK2lwIoylK",
+	"5ZEnz9Qi1bY2c+vfy/GJc4decQ5WC5YwFZYzsHmIU50TkOKoqeE+4BeF+Sq0yPZ6F6osd9Ge2vv7xZnt",
+	"waLOkpjQvqjdyOEOjBSUBJ77BdW3ybJ0Bi/7BUUcmVvbp4ZzFzbGzh1mZKOnbNh68Dl4rZypxf02azVx",
+	"U7J/ZYu5huKCCdxdqM7oT3e88WFXbKwVhxYsDmfEMmy2wSgs9kS5cs1Ud7J4GV3uXlxc7OIZTVXySeBo",
+	"oL2C7tcJ2B9/XdNsysAh2teHCKzU3LUK3A3YiRSLRY/JNiOrfKWhi2mkmqK11P5BP87i/g+uBHF1Fq3A",
+	"Ao7x53fv3qT6B2mLsehkR7E3MRB0eCStenzY8VH/Af+LcxRZwhhjsqpTHU8WScxuQL4IiQO23+IbZS6e",
+	"DfOepJoKiUamntI7xMAs//rru1ZpD/kfT/qPv08EWZupzurFfCBk/V/+fgEWZCw/n+fPjo/2nucHjx7t",
+	"P0nYB8ZOa27J3SDZ+LuOS1nMrMgKi8kG24wICdhNc5F3k1Rnsskz4gKD/xQSMxZ6dAr/+XtdYNZiaULo",
+	"e/fEsUIgHupsWP4ouPEEtQCwb4WTwK0AQ7jQVfxg5oji/IxkmeqyOMPw2NGbF552tVIUNG93aA+CH487",
+	"GDZmqlP9nu5Bjr71q/LozQvmvrDEFIuiHcMFUzlX8Q5L9b//z0e9A9HJ/kjJ8Up3BiLdcYELrmzaSUS6",
+	"6pfRqb1eL935kHUHqc7al2WYl3dOw6+//rp7FC18XtZEZexZiU2V6ovK6IkvEgg7NVmT6KB4DFIqi5ks",
+	"Ydmr3Cd1RMfdN5IBoBhFpebUGh5hBNYXxpdyxQloo8VM1VOT224iskbbZj7HlsaT6KY0kiSaBCc0ohHi",
+	"oUhyRNXl1xdboRFyXRAk205WDEEYWFjdsLHjHe+9ctq/wS1vLf+da+ult0m8rJXaH+mN46x8oUb26LNs",
+	"7GRfFo4cnHnU2//UIrCrvetk500lJ+tAm6IbjeGR2dZu+u1NmvMxVybtSHvZRCJsIJb2PBit63YgrOjW",
+	"1ouNv88w8rbsG6xElFH9bpBsSythWVSuac6jbV4pWc7+mu5E9li6s833pITWZ5wV/niDULioLsdK5ZZr",
+	"bHtw7IdFrbhPlLJnX3SAnL2+VmD1IkP+MwyYKoNPOIR6VZjmNVXUIb5AJIYC2/ym4ut2FPmwu8YL8Fb+",
+	"XGk5L/aKGWzIzYb+KznHRnQEQX7zQjzs9RPxsLcPu+L4Qk4mqkIi2DhYTGiEHu4AzXSjPSbRXFXCK0us",
+	"c8iifSB4ZIJGlqGqTTXCL7Uwa8G0OWIQWHS5eYjpTpc8aJS2TN5VaBhBqhGaRzI+USszEsPONLqEaWdc",
+	"Wt+Xn2oEqLGiEzNhtu5wpubItUHeN/lnJPFSnfmil6w7bIHohkcniMosx2BpkxdvI+Bgx9hjRedMqTlV",
+	"itglECKKHhBU0SvsHaiwWKc1AHIJGtvIMgoLe9L/xEEO+yNcCsRHGyygyDPPjRFxrDko4bxavG105lJg",
+	"WPbDhGuDGCnSglK7gDm+ME2Zi6mcz5G9N9Wv3SrhjC2X2oyUmMFJOT63LCwX82T2rIDDWQs6S1qje+Ko",
+	"vUJbsEOIheVqcqxExMkLMMCJ9NNV3ET0dpiY0QacRFM2tS/7f//2JaeOAw5TgrYxbr8DnzvN4M8ebeQX",
+	"4PCimUmkJJRBhEGEqROHBwfDVAdqkv0+jNWBP5swUVwQ1OF7kQ0PQoAqkrJwasbObTwxDHbsip6yZSGf",
+	"pbqzL14VP0RUBt0h71VRygorgrUKvSLi6csXOCfvVFVJWKX4aTHSJsGEpW/Q6FxVIlvCXMoGsSTB/pAR",
+	"VbLBYmQJQbt9+VInPmhR2anMsd/CUimVXWezv8BLWIzcVXME3Z0e9aXM3/YYNiE6/Yp7EoTZjESY6Lj0",
+	"v6DNnfDsjr4F9Ob7WqBP4jMlh7a1HT3acayFI1shWk5ryE1N9RGUJ4x5f3Uu6Z076Zvu1uS32KZT083K",
+	"favmV8akSQky/jpgmmDtHBJlxTvBr+qbN3DStrRCuscJWTsObLHPFugY2R0dcYS36Ry8Q6p9zbRGpEU0",
+	"hZ4Mfa1xoedU6H1lqTHcCizHaIDwJz7V/+O3/d/XwybSi/DivyPly3d/Aa/zuZsS3Zttqvxl18N9o5uW",
+	"/ibXlIjw/R9YsFUTsprcMlyFxfnG2xLvoRq/nJkQLeQbiLsltR9B4mzqT6QONVdQy6JwnfTjNH02FNne",
+	"bDznW2c+1a+qc3KsffeaCNim6Nmj/4G+Z6Nr04yn4PQe6VRv7qMQW7ZR0FsEKfgpLRQf1xR53y3wLWwv",
+	"14f5idtrc3NlrIDv1sDdpAk/VQPed1V+FhPX9WB+6kL8OAnHa4cJ4Ldpe7yYmjJohI5s26dr2xiTVFNH",
+	"YgSFlqzta4w1TKq9inHh0VAH88AKso9dDMs9d0hxXmrRKOpUI1Ca+kcjsbwLrLQHVnS8LxFCoJVCPdQF",
+	"K969HmidVK/iqR/2D0Xnzft3IeZJb8bo6Ctqi7jlN+itxNMEjtSpqVQr8+KZ7NaWnNGHuR319jW4B59N",
+	"KPqswO1Ix3tlf2/nf5ohwls5WCJLDSNUwmpK+2kOQGPlRG1s/jtuZkyeYl1EbKrEy5evOMjvc1KYcwz5",
+	"0sQRU+o81e/fPRVT01S+WMsmzJSTxFRq9EK1LFtIJ2NEsNKpfn/8LBT+OoZIRKJ8EMFyRojboHPccbxL",
+	"v4tAlhGKVQAbJS4LLkOySlmKvhitHlh+eaanTzUnfkYLkZ2pRRYjeUf3xpt4fCpzoVE1wgWpjqg63I+o",
+	"HQmzBUd12H/Y7Yn3+GQ/yUWINqbaqrHRufWdlAtVC07/idqIvLBncNdCj8smV5uALfEJ19VOHdey4uT3",
+	"w4cPn3QT+PwaRpQjehN12MA3HopGj/i3LVC+4YO2IiCUZCVMQbVbFwhIeW1f1XOdh9Fh42jZ2OIctO/6",
+	"4YhXjJZKjRkZjGNj41dtbmGIT81sJqPK2YDYD9MH1pCQc1nVA1ojXK7pl9Mg1VwNiSi5LVyOIidauMt6",
+	"QPEl7PJjJGY+ZJsRR5y6DpUiS1Kd5XJBnLfw8TLRef/uaZfajXGNcmV/MwN/3JyrqieeUU7S3YSWlbqc",
+	"lyZXOwNk/F0/jZPKNPMf2nD0Ra1m9jrNjUv0J776Q7Izk5cv6LqHfuJlVUn80daLEleWqWY7G2D5CYrf",
+	"z63f4R2UAnbo3h0sybm0vI0JMZBQYrub1sqZWnxai2AYoMOl5bFlrq9oD83cjSOYMULt9mO4y1wLfru3",
+	"WKGxyfKi96vMhU0iQgzCCklgxbMy8chXRQUr8hvItHyThslyokXqSSMnjiWEF2NQ5E5Xg4btJgI3OX3B",
+	"tdbAnqn408ZmCxkhW9ssjrn/ylzlr+6kbzpXyW+xTa7Szcp9rvI2zXQ3q1ekId0pHwst65fxzZOTx80I",
+	"/hwpK7KmKpGnmPhhrYOE4m6mzPWwdLKLqVXjk0z8Fy6GT7U5FQeHcO3jQzFa1Mp2YdkEVmImlag5ihLo",
+	"i51NWljkUCQwV9CWQ7KsLmSVu1o9nEDkh+uJIyzkupgaC2aj5Vo+8eINgmJUWJI5VYJICAXSO7J5bMlS",
+	"/juVZWETB3L5D+k+iMhAGK8uhkJ2n8hVWWBCNS8YFmTWE0e1QIjc/X4/fEYM6mzOoPKWvKMMKt/9y+C6",
+	"8sN/LeopAbRu0tk8VzGuq/26EF2TP1PI5j6U8gky2idM+TSGf2W5eBMY2I8Q3EsWy7UgsM+p3NfW0rO0",
+	"Ee92aSau7tcHkxPuiPYOSlSZ0kGK2cP9A9x/63KgQY59vhzofT7z8659n830AjtgdyZc+85qsTQTX284",
+	"VxrpBflHppm7kd2yKQ0aa9G7tZ2v0WFDkYEWyFodqbyL7lOkX2zluuwnn7UWfPbmxvRHCTxeRy+ebZEQ",
+	"RSs88Tb4UrEe1dErLUcl0lCzY+aPpHqmpLYC7LxuL9hUYEpxC/7Ae3OVS2KaZWwCl10t6iEYvtjRwj8J",
+	"AvRAm5z7rUVZnKlUB1KJlrJiBJBdNxQfMufeBDGp5FixT5/qDnbNsu+DSjYSItjrm7nb9+isn+D6N3h5",
+	"lqTa3fbgUEy7PfEcZgaBQUReWJwlvyTGpZIVkp/SD2+xE4XCmnzoqOY5PyU68eNCj5VLKjuoQSvmkmnQ",
+	"vbhL9YqurUOW0CPmkt41G1Xv5hTt7WjfO/M/eJSfO0l7jcgOrVt03n2S9j5J+wV1VEjR8nkPAtmfXG7K",
+	"+ESnYS8Ip43Z2tdaCaXrCqPn7DfwZdRbhHlBOtB1eqPlyqe6qB2eaCJkXavZvLYJxQwDW4/JKR2KrbYU",
+	"l0dmCb6gl+rnukaJLyvlWzZLA3LccnwMh7eJHprlwLPwztswRUeaJlAuMzjqFSCXjW1FEraQTzyuxTFd",
+	"vQ3f8NcYVXavsU10Ocztnyi+/Ke0nCPf5kHbv0uEVhe3EIq+sfV8jWDb+8ON9sPG1E5wHd3q3fl8G2WT",
+	"XeKGfU9/c2t+n1+3yCMX2Xufd8leL6/d2vjIBb5XqbpCs/1zjS3ZCEBxxpW8fs5d/Ae71BORN8q1aiQI",
+	"JIBprmAppBrx38ZjpfLgRmG1KioGvo13HZET3fmBu8jSIl7UwWu1BHvvAqBBmGF/XyKsAfd1YpSNCmRT",
+	"Hc4rZa2qdVEscdh/EjDAnSNZWO9cppq5Tsh6Isgx5uGqVC0Lvanwtq4W1wqmgy8lmBI3GV+/hLpJS9m3",
+	"EIeF7+B2gjYXvB2kIDQ7lAYCvm7elLeZbGjHbz5J3lwjQUIGcClxzECPtPVbaRdKUZsyx2rGStVMVOTO",
+	"igz6kbJFrjywLKiITn1h8FRZN5UiegcvVfxxhtHLJiHOdEyVk5nocLQpXLc2KoXBqKHoC2pgC41rXcaJ",
+	"TXXmQG0pb/ockWIttjVYIyo1VvAi2F0g6Bv6GtXSIA6fTLU3I8QRxekKo0XeVBT/igNtLhJCctsD6vKs",
+	"bsSi5Y/Jud2vNPREo3vL789dsHdt4W2d8g4Zb1iG91nv+xjYf/IYGAqWVgisLeMD29wXSLXv1crekdJ7",
+	"y23P0luyvRqBV8lypNqmLJe1xBhJbG9KnYt/NKpRluJt3mDGkFxhw4kl6rmWye1SS91EjNS00DndQ8mq",
+	"LDYYvUdMIeTA1b0hzicHzTMUp6YsiTebgK1+er4uKbTWpcmwvWI1TeMb6mB+iJP2ydrUyDtlN+eFP7vt",
+	"jF8o/4Z8+z+l5YxA0yEAAEuId9jyZsHKwhuKji0qohF/jqRHU5U7g51pXc8He3v7B//S6/f6vf3B9/3v",
+	"+ygweAQrTGqVGamIoWquxrCjVXnaiwLSC1urdZ0L3P5hWxjpYizLEuEKN4Bw2xHyomIPKzaP2FRndnSS",
+	"8UanUu2DR49FJXVuZmJU1NbxzSHiHoM8LjPtp3oq7RSt24icjnpX5HyOmVkKGBSOcIuzBwQ0yKg6BVir",
+	"r6SWE8dqITSCn650ZfXE3/DtN7H3y1SfqQWz6CUOU9zRlC0SfiQDhQdw/3Nz5kn9GT88fA05L5A4ZU2f",
+	"BnbgHPT6LQhRSnHzR+mJI+wnEZUjIo/bduww1dK18ASquyX+2rUw9AiZnWo7NVW9C9IpX8Wbl7UIGf2I",
+	"cSBLdWcTvCnRt1mlqWZXWrF+VYGgZ+KPsazQb40B3LGgQIT1qgnKg4ncPOHrZhT7HryOFeZUqMtaVVqW",
+	"RFxWhfQaFh6nmsjTeu60F3RWhs8jZjfq6BUdVw3sgBcpCfWvv/7teIh0fkUl5lWhx8Ucnxa3UwW4ntVm",
+	"qtZqIQTYNe1pqNzjfZt73PolPEhGRIVV0GpQqi+Mx263u3NV7c4K3dSKuXJtIsZgcGjYzajZQcRRc6FT",
+	"sWKkSqMnNtW1EZ1sjUjMhNEEmxouwpbPworcjJsZuPGDVKd6Fx/y3Xdg3tCzvvuOCKC5b4k+ezO3daXk",
+	"zA4IB8kFBrIk1YIBJadEOwD/VrORysEgse7IaaMRFWYXtlShJ+64o1WG22CjJsF4OoxLRLgt9s73ef/s",
+	"SV1PKzMvxnCM4Sz97ih0rSYM2bn3h+/L/bBXNRqWuhA/4CQPPFqn+xBvVPUKP0MIJYjH/X43ERfTYjyN",
+	"OAweWLiPqZYpPwNb9LqbmnNVVUWuQFa4KWel5We9sPEMYOkJkW9iUEa2ewhFABe0iUPcSSIOKpv4OviE",
+	"sWcTv5W57xBvQzIsoYag3soM8SjfwCDfrrwY3CGeMJgxHxgG6UbQZ9HQhaRZjOm14S4BboG0QFGzSpI1",
+	"EZfAegNxOZ+XCDs7bXRegYIxp3C9x0wF/WSaagy3UwX2515I3D9aaFO5xY1eOb4rQ0EIMa9MjfSgvjGZ",
+	"qDhp17tO5bIUsrRmeb+vbnSUq9EOTzU/r+Pmlk4Js5n4WqyDPvxvmOpoWS2f3XUfi3QpaYtRMz6DI1NT",
+	"oveARWT0/AdWSLAUJCrzSp0WJVF76rrQjWlsuRi0lhkBcDSVrUUzR2FDJaVeZOFr9MRR6Tq9QcissM3b",
+	"qXSBfb9bWNhF04v3QnHqahOoijOQlvPssVA1F5p2TpLq7K2bpF1aUNR0uzzSbiKiM9+qmSzAvQVF6rYs",
+	"rTcGHsGUR1VMprXQ5mL5akvRIopAptrTTLlxFlacNrBYYIGQQo6uf4PEwPDojFQRjpCU0fDir4/78Hlf",
+	"+SVnec2Bkk519t93l954l7Q4SNX4N/+O7nfGpm6fY5W/HqzLaKFXCm1HMmYuDKyEsbQq1R1q+xfK1sUM",
+	"1aCsBbccIdDBmdKJmJeNFdlMXvrR7fcPDjGWnGoXTObEj8sDOU1DJcxWWFXXZcxGJsd1I7l/MdUM/S1g",
+	"Tw8cJbGz4MD/HcnxGQs3MVILwzY7vZlkTPFUj6eymhCHr+PNp4nHEC6reIM0Qf7zttv8D54kjnIXy2pw",
+	"557wsoYPg5ml3aPTWlVh4fDCcES0qf4DrxCdbFWLJIg/foU0JtjqFTmRsBHR4SCGqfyN4Ed8oD89AeuE",
+	"V01C2QwcMofaPwyFFO4LMRQmGPc1AouDyIU5Gjd1qs3paU8Q6bQDmZDE8+s2e8vm8oJunZG+tnnVo0q0",
+	"ISsI3wHOi7wxakxdvfGbysxUPVWNFTNVV8XYRhfxkZ31/K9le0xHb14MRA3rho0jhOwHqygRwR5KhLOE",
+	"Us2mkPcjW1gYCa021p/BWHbN46KD2MEviDOA/r0LHrysi1HpnD4rbAPmixXnL1++SsTrspQziU/Ef/XG",
+	"83mS6iNnVSXiJzUrdNH1gxo1RVnvFmA/npaFViIrzViWmR8Iiyn8uL7pDwSCFSzaPCM1SrdV6MxhCE6x",
+	"OYjIqa61D/VDqoMlG/mVZTlzXmVQJW0HlUjK/eRSa0BG8svJpVRnAb8kEpUiQxwTd6QjKbrvW9fB2pGg",
+	"dh2eSYscGlQU98Rj3/zQdTD6b0jHwe7RKhHHEcWJZvOCWNYowYgbu/gnfPu6OMO/6DuVZsJnShtEci/V",
+	"79v7pONhV1YAVxLx/vgZbqRZUZZETQEv3aXPugEdJtpqOP1IyDVADK1Mm/rk1DQ6zxx3FX4B2P4cSOBB",
+	"DMVhvx+RSnniq/iyUo7PYK+QcMbqhLGcy1FRFvWCWQbGaMchAE3YcXR9d4iAvBljbhVGnxCzeeZBetEL",
+	"ZTncY6xem/EGdBxbp4UqifKejpum3jWnuxWarGfajECh12qGa7WpVCb6uwcI6Dt/A//eT0R2ii+ox4s3",
+	"SsuyXjilPAedpMfKH949AHUElwcVSitt3+kphpZIdXRKtyfeOyUKL9lUyg5gTrxqPez3xUiNzUwRkUPg",
+	"gIhW70xZWD3D9pUHT8KVB0+WlNz6G7UUX/t2jy4vic4holnnIafaPedR/0Bk7hIihcmGSClBrBjwUF5R",
+	"0VOZ1iO+zWF0G/45GDwPWiGJ7JSZgikEkWIRLLZIY+UK+BKg8OEFkjWDtzGzCEXhQls1TAlBrkS087TK",
+	"2duB18L9m+pjHG6hJwORpTs0+HRngI0l6OVPPPMl7PJwPYLsqct6D32/Xboy64nncjzl1MNA5KoEg8BL",
+	"xT9SJPtusd4lNHq0iOaFGhN4lLrknD8WifoaG39joxXdd+F2rUX4bDP6O9Iog8jjQSGsE1mbdVNpS8Y7",
+	"gxHCU03lFiOPZc1keX2FApeoXNxgaMmE0UjY6S6ujZ8kC6VEXjbDp7RiVuQ8zJ74dVqUKvpaYDfaooRX",
+	"B1G1/0hYlkRSEJmKlz8CligIsG4ipMgGWB6xK8viHHzosZnNsDUU9KurtXLO77wyl/BxckPucUNog25Q",
+	"T6nqAENf8Uocg5tXMuaX228sWj2tCI/NmFKUxswHUSQnMIWshG5Q53mGG9SLhAciKcacewThrMtfqYJV",
+	"c4ofKpZcyDrp7m+HnKlKd9SlGoPH7Bd6pBpF1Wjb4gSK1gT7SrAV8F/Rk8ANC15EhRkNm4hmLmpD8vO4",
+	"VnObifhOnRaPEgbfaSoVbzZm8VwzZO+wUXuR8svR1mqORKvvjClfGjOH53ZxKuK3qhod6MUx+I6bBOUP",
+	"xfUz3r7MLEQRXJwM2janTnlFkYsYw6EGH43cD79dC5JHqX46lfXTgOnmJ+600LJs7UeRWZq41hZMdQQ2",
+	"tTKQluVflmsBnlZMWnYiVmODIVJEF4HtdXpajAtZpvr42d/Qdz0TntNpIIiHFwZ7/OxvDyziZxAlUZ3q",
+	"jBNCHCOOrDIyYJeCko1VQrZWaGwg8XQ6zK9N6Z1er5dxroOsWu/+Fzmb1tETHmxtW8M6G6HbJWcoW3ww",
+	"HSWeZ2qFBepFHzv9zvaKib26PeH8Ttd8R4lCTkMhExV9AnjlSmHH4lgNRAb7ZS+Y2TZzjEsx68HJeGqK",
+	"McaVM9ZZzFdLepu6J22PwfBOcK2RZxxunIgsikBTUSsW1qCxoQVijMFr0VEL5+uxgdNPCBQuE6elkah6",
+	"CFoFaU9dsNqv9Lf+7eFlwWfnvzOuCmR56I+nmldvSLD+UeQfsiFZlrg7QyQUNzQRhlGkQaO2RFk/AzOP",
+	"aRddfILvgZm1iYYnI2ec/yKwFVKtLudqXPfEc6bPlecqnEL0uRn93daRYNoSJR/vfpxnPMCcs/wX1l+E",
+	"P8cmV1nXU2SkOtRnOBMOjFDG3Dk8OHCc1nQffmkWPgo5ZMkqskJpjr5gZGMgfnv2+pfnv4OR2dbjTaUi",
+	"Te5UbKolVn3QtTE78B+9Xu/DB5aswyV9LVhdM6Qe3uhixTQQS5ZBO7+EEmRdbtg54lfIvaUUiBN9/lJw",
+	"B5z4w0+O+pkgRkNGQWRHv7z7+e3rNy+envxwdPz85P3bl1kXBSUsUpaUPrwdC3DHDE7u22ZhmmpZi+uE",
+	"qX+b64Upfi9mfyY4OSpKtyK73JXzYpfwFi+WZoPmwCqddylAtlkCi05bAr/D3LX/JjGWNdg//oeRAj3M",
+	"VXntnCW11ClC9uSgcpChFL1ZFqKt0b+izWYpwJTx3gOri20PjBQQL7fNOJ7IkqonXoEgrNjRiG+LrFMs",
+	"aVKdq3GJww7CBkWHv8KDNoHoGWLhPqer2CdGLTeRtbqQC1cpxBZJbPB1YKvzji7qhOOFkndLqvPKzLsD",
+	"dJhPzlzEUxZaVfDHbDw/4cAWEp1r1i4nE2WQH32uVM5943Kija2LsXV3UZf1yUxqOUFocqTIzpDCYqxO",
+	"6kJVmQhorsipXhuKldpa6lxW+YnR5QJ2HNVT4IZKvGUvRqUZn9mWXI0ia0G2+kNLLkgnAzHq3BV4iXXC",
+	"1cneFbEoZC0weZQIFzs+KfKsO4Q1Jhotz2VRIvO8+0rsKIpH4MiDmVYamaucXeyecFLWafb4XcjjsxTJ",
+	"UKLj1uWJrSUSDWZc4XWC0+IO43KNj5MJu+Z0g1T27q5s6Yb4QkPmZ/RYMwclc63gl5pnMku1E+9z9Goi",
+	"gk5LhX8fJdO9NNhZhxnrcrWM/DxSoSLi53fv3sB2tEPPnOIMtjxBaxm+Wiga4A3FYUHeuRHLOzoL5wZr",
+	"JCzG1UJWvEdiODDOohDuVY3uOJZ/jE3j4YSZ//HOlo51M3Qe3yqZU4FPxIlKDAkZ9idny6jYWTch4Di6",
+	"jBZC+wwO9S7R5knnz3KMwglhpNeEH7AaKBH/Zd8XPXBNPclCt8rJTnj+Tk4GIt2hN+N70aulO9kw1cgY",
+	"X9SYN0LVEhD/jRZv3r/Dmz57/vL5u+fwJUCkwypbmIZT12ANyBoPwHyIzuH+gcjmFSZQilbsEQXORWHB",
+	"rP4FRTRa+lFZlMRHVqs0DYHqlg2DQIEAKwe/0jN/Di0pzzhAxr+V57DCQFLj31Wj4YGHBwep3hQptW0y",
+	"M+SSXQ2a4rr7A8VS4k794GziDI9nQop/PX79C1GbuiwFkb2iLkNC2FRnYV33xkW9IHFISMekb3v/ffdo",
+	"Xuz+N14XFNxQs3kpaw580hICpwkeliWsqWE+mriOj3yEUknwfswp1eNmI5MviIyCdZHI/viD9kRv2d8C",
+	"oxE/1dSUaAt0Lqaw5udyDN9V+9aXUYXfU1LpXrcH98wE5xfAPATLNLpTIsalsVjkR6EejMdlHz6gsZuh",
+	"sVpahVy8IKnKolaVLDGAxjDQulyIyhgiraBptX7PRY8SyKuB/qJcI15wfilRN2C7AmMo4vEhbIBKjuFb",
+	"DRHNZV7KxS/I5bF/8H38K1gcXkAihd7j1sXv37604qB/+D2llIf85SjyDlucvmCq8RPS9ZR87tT86YUt",
+	"/qm6Q/f9Hj969NCdIy0uvaF4fBh7I0Px8MAZcUNEklS6mfEqGYqsTR7dumWqO/Q67qkPD7gIgirq4GrH",
+	"M53xfIXSTAzgB3HYm8nLdxyfDtU1+1gT0uUILobcE+fEU79mkurCMuUWB8QPDw7c/mspq4hYdI0TEscR",
+	"C8uE5GhmPoiLXCxnaPzNBlGdFHjd8P4ZVV5mGPikGpVORlW5jsu5saAIZxTCnktrL0yVg7c5krYYgx3O",
+	"yH++lt1XfEUsxkROthdVQGVD3ipwb55G1J4Z/8FYQPHb6nPmBLToilCpQj1VC7qLNlrhcPwUgFwNgKgD",
+	"YZUsw/yfU1Na5+j58e7Bo8e7Pz191WWX4JwaUbF9IhGlmUzgv8geSRmscwaH+kdjaq6ShMNguwyjclkw",
+	"BTwXemQYvHn/ridCcWs0L4SqOpMoiirTTKLugI0TmgnwA0GfYWnpFAzCjNsOHAn6OQvmSsGnP3FoQ8Fu",
+	"KyqqT1W5qzRFT4qWhSvvdS4BHu0JRL6jxrlgGDi4xAJcqOjVwLO6gWVCdOtgXawaJWu2DTxp3b5x1ptl",
+	"Zxu3xwSsSqJxf/X0jVA6J38ZKfUodu7o9Thq/iHrkl+I5VZUlEZBJKxrEzNVy1zWsieOl5n+W6PFg2vG",
+	"+bbRmJlga3OwbQUl6PR0hy3EnUSkO2wZ4r/D3KQ7H4InTaZoxnWBaOtilR6o1zsxTb/7jgCmKNPx3Xfo",
+	"xPu7ghHg6OZBtv3dFHqpughNBdAL9VR0JNkn80qdFpdo7cRXn6l5PfTV0iAnbSntVIxUfaFYcsycyA5W",
+	"wyWoa5eyZGZ3ZcdyTmUT8f3gZzBKJ5gg6mRSjDLxH//H/yky+ZeD/gh23l8OfuRDfzl4dPAjHPr//h93",
+	"5OnDvxw9YccInoTKDMZFnItqNq8Xich6yL3vDBwrsj24Dcaks/8K//e/ZD5RW1empIIp1NZrCE/6PfEm",
+	"xPgmRpBZgmIURI8zKkDGF3qAI/s3xPP5N1K//4Y6uzv0rbVZobNBmK+QrcPp8WnUGXZk48OwfpbrLdjc",
+	"MxX1YXoLIbou1Vxwi+1C1QL37k/P3yVs6ifi5+dHz1D2vX7z7sXrX47JuSAbFm6b6hnFWly9InNPdCQt",
+	"eHy0H3gwSZ+S47v7DuzaVPNYC7CFo8aoy92Li4tduNFuU5UYrVYIt3BUVWAy8mrCsYOrOFeSQnJnajFE",
+	"jeJmgcQw8nXgx4h3AH504WzDNvp2VG/PH5D1ZKfhMDROJ0cfUO6D+e6jF7qZcXTKISDCArcUjKRBeb08",
+	"WKZMRovWcp0htr7hK2HceNX/SDgqUjEgOAUsZ8M1BR6vqXQtE6HeBgRtjam+2E3gTN/Tt4l4+SPlEZgp",
+	"iMu4r9kQPxZaliXn54KsbBlUGJ/Ic5ICdSy2hIWP3HHGFL69WysJr1hvyNJONmeFilC9SYJlYA+T8cVB",
+	"TGx1OMiu6BEZCjbE4BwU4D/An92h0CbVfjONpfZWSFFHojjGfgd5/LqpJwb0TxzQKI2ZU6nmvCrOZa1S",
+	"jTxA+0/2v0/E6bjfHwz2/gWrFfXZLpagiQ4lgeBW+4+f9A4eHfb4v91EPP3pl6N3SapnTVkXY2nrRDTa",
+	"ztUYW1cSMaqMzOm464jgkr2R0uPpTFZnXJvnWJ7wYlnuzptqbqwSrtTNis6LN+eHuLRfvDl/nIgwLvwB",
+	"LDf4odvK5ThyKJHRBJ3kShewEqPAnoPQH5fS2iTVjS4don4oiAcXkhcuGoQdvmEPf8FNePzri3dPf/7h",
+	"9dHbZyfPf3r7/Pj45Ojly9e/uhg37nFKrBvf5GXKc1iJPARZ+2WLhS2UBGsF6ulX/JxOhdXTSIDQnZJU",
+	"WyOe/XIsKjUquMfVpbzA+h/y5q9UXlTwuML6e4RCkgu5CKj/j/zJSGQipnU9x/HBP6zjMQh3pIp/dvRx",
+	"NqtigoltbC1VCXEQoD9iKqrldl12TiXRRvZ7lxf8SuWVt0BkifvbkVhxe0+wN2IH0Tt9sVfIx5xnmIiH",
+	"fWETMZbzOccFNviQXdCw2KKQXFEF5ZIQqUZNhWn7pRu6WPUP4PJmorPfF6+KH5Bi4lH/INXLVVrImm/0",
+	"7sHlpcv0FevruVwdhRPPBEeUtYqje+TId0CcsWwXfyt+SBxILRYuIytpjzQ3aOzEqetkOXZHe5Hqunw5",
+	"V/8gSfWj/kM8EeaKXPV4Hugam+EusOFTHXQTbDRBqQHfs1XvjfLbFatLe8bOAa3flS/31pdd0yzbIUMX",
+	"DYQ2VJTdTcjEkQK7B1MN0tOcnjrB24pV2O++w3oSVJpW6nxkLkG5jpW1Aw9d86/yXB6jn5DqqtHwflTv",
+	"CUsXxZWjzxLPn746olN9gbAVHW288gexo1V9YaqzRJwWJRgGcMMKOzn50RgTuJBluTsuzfiMghpgFEaz",
+	"4YMuYd2DSp/RxTM1M655ZNOFr+TlKzyNlm0iHh/Csk2E0qemGoe9eKYqrUr2vSSXCGFAR7ii/A33f93U",
+	"86Z299/HXdGjEiu+C6acq0KWhY3dDZ5mLhbOwJjsURiyOF3AHFJ5ccQey2EmlNUd0rfICgOXkve9dJNU",
+	"u45U0GNcgkYMiEIrW7tFKPaTfr8vSnWuSmzkkWRZkgbEsj1shuABUCJ5SmxfOJraEMBWgippjF3BLCxT",
+	"4u5LfIkfnDtrxlMYsDvmZ1wTukCu1NyRK5LAppI81/0TliWW9rajcz5o3fGlSmTvOGFSFlple/7PsSmb",
+	"meY6QDRnExGdOyvqZ2peT7EoOdXLQ4XXgeGWC7SKog4+sOhOT9GB551J4DT2u+8GLe1JUQ8OQ8QFsQ+s",
+	"R+EudG3A7nOiOhEuIETOWWkmVEMYeqTgi7XqtUMxoBpPEXhNjs/IZCVI5lSTK/Db2+fPjp6+e/7s9yzq",
+	"/IaXxtCEe/DI5IXi+EY8aA7NWtHx2XrXFcQRvsQ3iBEIvI/Du7C8xWxMLToI+0Q2KJn2VJMDr5m54OHA",
+	"3TYDySgpnVCAtfH+7ctd512bCh029zdYPwUSEeXqVLFbkcOH9u6O1KmW43EBMyhLnDRKmUhS5bJahHMp",
+	"iCjRjLbc6ih8mn4pskQpHNgk3OPIl1PbNloviN9hgwxJtV/lmKCnFqm6anAV4nfzECOtwk+XBMM90EIh",
+	"aW8brDhsasQaWf4Jd3wFF2IhE+7cXfJE2+2poOJOC+w917SrqR2jQ9VXblAchXDbH5u40K3tCmxqLGoX",
+	"nhwiXdWa4FyqHW77xdTgK4FUs4pEZRypdjUrIYBHsUOXcQXtCPPHsZoQB8ZkCgZnQb9sDpNGkeOsG2hr",
+	"o6Qs7RScON7QrWhdHAtbG5R3zOUgUjjKb1XJgWuQ1/wqnexCSfBYeqA0wMWhvHs1630HmwNzDjmVgpIk",
+	"bcUlZb0SjqRl0yAcjHNN3dMQ1dNV0PtK4jgO217726WI18Zh3wVm96paLFHLR80AzAMyFEu53FRfmczF",
+	"PG2ckX3KepOaXyLSeua6dzWLMY+96xqioxSmzrPVsKxa2+bmqA4dVo1o13xyhUJtxMI0Ffni7rvRwg0A",
+	"QLRMMLKbudVPKYVO9ke6U+TpTpIi7Bj+w9P341+5rCXW/qc6W4bnybqICxWCFL8dc32McMP/vYN+12Bv",
+	"7+LioufKZzww39jM9rqpc8Z5m4GBjMVsUi/Eyh1FWYwqELWMPQFrl/ELYvjRQYz4mYMnfF4TbErUlm60",
+	"dzBrhKVNtQjXDTDvU9TMvDyGUeQNTQG37/snogdQy9k8G4j3urgUjsmZ55tR1NsXBTzDgcjO9xMKZLNG",
+	"+/nV0dPd45+PDh49dgW8ND4u9w3vyuHx9mE/oNavGJ3ku52pRWx/0mN3c4WCF5vgZVW78TMWDFMrM9tg",
+	"TzxzQIb8u0M4fGAJ2hBvQ+iGS8COrrYmEZgRF55FecgFc4I69rl6IVrJtSiVtA661qWtpMibCqWSaWrw",
+	"aRxtdsFdAfjBUY853cyBNdzagzUgW8I21Tlom0phzRLrzHEl7RTUIqoHh1TEcJAkSXl3sq1EfUIY8p6C",
+	"h65VPgDD0e9PAiUIbeMO9wuDou4DwPDdwzwuL6oQsm974ki7ZeZOwBgO7CJwu6k5KobF5LPXJJgfCdsd",
+	"hkiK79Z1oQ8spH54eUmihQMc3Z74EYfiSQZanjWtnUfCJuKRmBU6SfXDPv5DHIgpHJyCQyemKDjxHx20",
+	"3v79/z3o/0X8HT5nNQxkDKSB4vfBXXzMeKu80XUbBbmwxBsDklgcxcfBlnYhgHLBX8OpRQfiKi5MU+ZU",
+	"KK0weNPBaLHKqRuPkpAgQDF+iF3vB4/+Imwpx2fdAeZx0NSBT65yok8gyLfWV0812j2n6oJSwwR/4IjZ",
+	"pbCFnpReqpCwRN0Gdn9eYeIG5xvWGT7ENDWCehwF0EtEs4uZfOjjOYPFPSXVuJrsMtUPg8K52IRbO49E",
+	"LhdENupg4wapDgRJrgkPWcVdyXab7YdjPYHvZ0gTu2aLwgJjpp9AAOSjK4UV/FwyzMFykNVE1VRVgjzg",
+	"K5yknc3RXW6ApagtR2DbIVZHzU+5pG7Uiry2abmNk8b9y2QSEU5Wd4CVY1jq78lMuelU1w5YC3WUSeCD",
+	"xdQlHIhHwcSKLmLoYBvEQ6qtb233TIUDck6cBMOyg+twZ1LtLBwcc8Ccgb/cIGtlMZzAdQ4P7BLCok92",
+	"xw00kavQ8YXDzCAmnofyTeQpQUe9JSbAF4CF5lftwz4t28THQML5M3lJd8xSHURkPyGMG7Q4AxGKbKHc",
+	"Yw1G4cn3er5Vrsd1mbzW+aCLVGCT3LzeLfQgTpUy60viSsWpETshgUV1fGam/JJ3Exw66IW6BPOlwD6f",
+	"TpbufJfuZCHkzmvXL92wSGi1bS5nFVZZi05AqciBDabiA2rOAO/cCp83cMT76FJTws1gQ7ycqFY0hDqQ",
+	"yJxr3xXknSKNTMBzHAAl+LSExdcuGHE8PJRgIINbdaVxEk50ViqKdt27ha6sVXeF7mM9nhC8rWCYHOSP",
+	"o+wKvp2P+bYaGKjyBVbq2iIoFApshsB1EVZdnKrrJpQgQRTSYNy1ih74jzegD2DzUbEKB7yM6zutk1Qz",
+	"TuBSZZSPfcKSdQ6QiNw4OO68oK5brC7aJzJnVmDpBCkAPz6u/+a7uMwk5wCiKhc+Z7nOhQ8f8xdbh/KB",
+	"DRTs+NZGjCpzASuTFtjUYPjErdK5w0yI02y4XKwpFX5SVzsvfn736mXi/FGXyT9mAEoH8pMg4s6PlZyp",
+	"3ddzrrl59vyX/41QYU5VVamKTx4IbXYrPuZmooU5jWcQtnTCTd8K3Fvx9Pjtj25BORfn1FSzZcG/eUNT",
+	"UZDLhJvV6jGDAJVUo4u9Cpw9BrkRb9+5quDJtIhcdZeDd8SFQRkHAs0cePBL8HVCIIxEvFXKF4NRBLWV",
+	"pkawne++E50MK8sG7Z1xgs1niSuspcK4vz19nurjg0ePXWehhM08IKea5Qv1/6b6+sK4/xpW7l+Xy4Hh",
+	"/w8eu6XPPzdVyd4Yh1pBXLj+UBiRF83cDYRCENfbgO0bKR72D8iWS3X2kgNPXnlGMAit2QADiKMiTlw9",
+	"sKnm3QDHKjAW0WSH5a64rSvCK3G+AdUw83Um1a4dFeF+3rs3DJCVY8ZTyByiXgDKJEGTK2poIm0P38j5",
+	"+pW7hNZDlLWl6lkMaTETvIN+cv7fOTXEzGR1tiLRfMkirchNb4arwouvVdnFwJ6x+MISDtYDWJvRS/Vb",
+	"Bx269Uw5X9Vnrd+/fSFk3cbXGIrM3wk7E8HI9igv6DVh+o063+I6gDfvf3j54im2/bFpFuznRlvFMAOY",
+	"D6d3/NnYOks1+6ZZqAx1/adgsKCV3DktNOH/UaVGYxWsuzrV8WjZBcKWncuFa7ej7UjdNujvYEsgGL9E",
+	"xZBq8in30Y2kWHX0ebB4nfhUGYJzSRVSa9e0Fykk6yoHn1JCIgocx5KFwVujX0FquHQPrBV+zNCXOhfg",
+	"ztXgR7rCCspcR/FlAivAU5iCAu2ZchEho/Gr8yjfkvT87rtB/ByWqSp8SL4qxACi7CWuNb7R8Zm6aOFe",
+	"CjsUU1mehh31wIqyOFV1MVOpRiuG9hkO1SfpLooxebrdnnhqtCOyjYuqCQwQUQlp5Lx2EsJLkOPKWOvy",
+	"w4rOd9Uw4CCMJCwlyey3OTpmqEr8PHDLdZQy1eqiDalbYHE3Bk9SHaHi7IuxxCZH5NflG2PFmqaIxqIn",
+	"fl0GCnG+odus8XA6HtQIl5ALQ0ZCiB3jVK8UTSdRLDO2sVaKqwsbvAKuG44mHLwLV2v0BG90WhawUaIy",
+	"o2g8vARJDPBx50iHanG/9bkZrNWY1kLhId3vcgsT4++x7IHTyEnEs97zMnkoCNTuDdUlRi16wdTNVapb",
+	"NsYabGRXcMY9T3Cx2zV2Ff93t1Xt/fuH/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

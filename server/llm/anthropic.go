@@ -2,28 +2,54 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
-	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/llm/anthropicwire"
 )
 
 // AnthropicVersion is the anthropic-version header Switchboard sends.
-const AnthropicVersion = "2023-06-01"
+const AnthropicVersion = anthropicwire.Version
 
 // anthropicDefaultMaxTokens is sent as max_tokens (required by the
-// Messages API) when the caller sets none.
+// Messages API) when the caller sets none; with extended thinking, the
+// thinking budget is added to it.
 const anthropicDefaultMaxTokens = 4096
 
-// anthropicProvider speaks Anthropic's Messages API: system prompt,
-// content blocks, tool_use / tool_result, streaming events.
-// frequencyPenalty and presencePenalty have no Anthropic equivalent and are
-// not sent.
+// Thinking budgets (budget_tokens) for each reasoning effort. Anthropic's
+// minimum budget is 1024 tokens, and max_tokens must exceed the budget.
+var anthropicThinkingBudget = map[string]int{
+	EffortMinimal: 1024,
+	EffortLow:     4096,
+	EffortMedium:  16384,
+	EffortHigh:    32768,
+}
+
+// anthropicMinThinkingBudget is the smallest budget_tokens Anthropic takes.
+const anthropicMinThinkingBudget = 1024
+
+// anthropicJSONObjectTool names the forced tool that carries a
+// json_object response format without a schema name.
+const anthropicJSONObjectTool = "json_object"
+
+// anthropicProvider speaks Anthropic's Messages API (server/llm/anthropicwire):
+// system prompt, content blocks with images, tool_use / tool_result,
+// streaming events. A response format is carried by a forced tool whose
+// input schema is the format's schema (its tool_use input is the answer);
+// a reasoning effort by extended thinking with a token budget.
 type anthropicProvider struct{ up upstream }
 
-var _ Provider = (*anthropicProvider)(nil)
+var (
+	_ Provider     = (*anthropicProvider)(nil)
+	_ FieldChecker = (*anthropicProvider)(nil)
+	_ TokenCounter = (*anthropicProvider)(nil)
+)
 
 func newAnthropic(up upstream) *anthropicProvider {
 	key := up.secret
@@ -37,105 +63,151 @@ func newAnthropic(up upstream) *anthropicProvider {
 	return &anthropicProvider{up: up}
 }
 
-type anthRequest struct {
-	Model         string          `json:"model"`
-	MaxTokens     int             `json:"max_tokens"`
-	System        string          `json:"system,omitempty"`
-	Messages      []anthMessage   `json:"messages"`
-	Temperature   *float64        `json:"temperature,omitempty"`
-	TopP          *float64        `json:"top_p,omitempty"`
-	StopSequences []string        `json:"stop_sequences,omitempty"`
-	Stream        bool            `json:"stream,omitempty"`
-	Tools         []anthTool      `json:"tools,omitempty"`
-	ToolChoice    *anthToolChoice `json:"tool_choice,omitempty"`
-	Metadata      *anthMetadata   `json:"metadata,omitempty"`
+// Unsupported implements FieldChecker: the fields of r the Messages API
+// cannot carry, by OpenAI's wire name.
+func (p *anthropicProvider) Unsupported(m *Model, r *Request) []string {
+	var out []string
+	if r.N > 1 {
+		out = append(out, "n")
+	}
+	if r.FrequencyPenalty != nil {
+		out = append(out, "frequency_penalty")
+	}
+	if r.PresencePenalty != nil {
+		out = append(out, "presence_penalty")
+	}
+	if r.Seed != nil {
+		out = append(out, "seed")
+	}
+	if rf := r.ResponseFormat; rf != nil && rf.Type != FormatText {
+		name := formatToolName(rf)
+		if slices.ContainsFunc(r.Tools, func(t Tool) bool { return t.Name == name }) {
+			out = append(out, "response_format") // its forced tool would shadow a caller's tool
+		}
+	}
+	if r.ReasoningEffort != "" {
+		_, budget := anthropicMaxTokens(m, r)
+		forced := formatTool(r) != nil || r.ToolChoice != nil && (r.ToolChoice.Mode == ToolChoiceRequired || r.ToolChoice.Mode == ToolChoiceFunction)
+		// Anthropic refuses extended thinking with a forced tool, with a
+		// temperature other than 1, and with a budget under 1024 tokens.
+		if _, known := anthropicThinkingBudget[r.ReasoningEffort]; !known || budget < anthropicMinThinkingBudget || forced {
+			out = append(out, "reasoning_effort")
+		} else if r.Temperature != nil && *r.Temperature != 1 {
+			out = append(out, "temperature")
+		}
+	}
+	keys := make([]string, 0, len(r.Passthrough))
+	for k := range r.Passthrough {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return append(out, keys...)
 }
 
-type anthMetadata struct {
-	UserID string `json:"user_id"`
+// formatToolName is the name of the tool that carries rf.
+func formatToolName(rf *ResponseFormat) string {
+	if rf.Name != "" {
+		return rf.Name
+	}
+	return anthropicJSONObjectTool
 }
 
-type anthMessage struct {
-	Role    string      `json:"role"`
-	Content []anthBlock `json:"content"`
+// formatTool is the forced tool carrying r's response format, or nil.
+func formatTool(r *Request) *anthropicwire.Tool {
+	rf := r.ResponseFormat
+	if rf == nil || (rf.Type != FormatJSONObject && rf.Type != FormatJSONSchema) {
+		return nil
+	}
+	schema := rf.Schema
+	if rf.Type == FormatJSONObject || len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	desc := rf.Description
+	if desc == "" {
+		desc = "Answer by calling this tool: its input is your response, a JSON object conforming to the input schema."
+	}
+	t := &anthropicwire.Tool{Name: formatToolName(rf), Description: desc, InputSchema: schema}
+	if rf.Strict {
+		t.Strict = ptrTo(true)
+	}
+	return t
 }
 
-// anthBlock is a content block: text, tool_use or tool_result.
-type anthBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text,omitempty"`
-	ID        string          `json:"id,omitempty"`
-	Name      string          `json:"name,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	ToolUseID string          `json:"tool_use_id,omitempty"`
-	Content   string          `json:"content,omitempty"`
-}
+func ptrTo[T any](v T) *T { return &v }
 
-type anthTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type anthToolChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name,omitempty"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
-}
-
-type anthUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-}
-
-// prompt counts every prompt token: Anthropic's input_tokens excludes
-// the tokens written to and read from the prompt cache.
-func (u anthUsage) prompt() int {
-	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-}
-
-// usage is the gateway's Usage; cache reads are the cached prompt tokens
-// (cache writes are priced as input).
-func (u anthUsage) usage() Usage {
-	return Usage{PromptTokens: u.prompt(), CachedPromptTokens: u.CacheReadInputTokens, CompletionTokens: u.OutputTokens}
-}
-
-type anthResponse struct {
-	ID         string      `json:"id"`
-	Type       string      `json:"type"`
-	Role       string      `json:"role"`
-	Model      string      `json:"model"`
-	Content    []anthBlock `json:"content"`
-	StopReason string      `json:"stop_reason"`
-	Usage      *anthUsage  `json:"usage"`
+// anthropicMaxTokens is the max_tokens to send for r and, with a reasoning
+// effort, the thinking budget (which max_tokens must exceed): the caller's
+// max_tokens bounds thinking and answer together, as OpenAI's
+// max_completion_tokens bounds reasoning and answer; without one, the
+// budget is added to the default.
+func anthropicMaxTokens(m *Model, r *Request) (maxTokens, budget int) {
+	budget = anthropicThinkingBudget[r.ReasoningEffort]
+	switch {
+	case r.MaxTokens != nil:
+		maxTokens = *r.MaxTokens
+	case m.MaxTokens > 0 && m.MaxTokens < anthropicDefaultMaxTokens+budget:
+		maxTokens = m.MaxTokens
+	default:
+		maxTokens = anthropicDefaultMaxTokens + budget
+	}
+	if budget >= maxTokens {
+		budget = maxTokens - 1
+	}
+	return maxTokens, budget
 }
 
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-func (p *anthropicProvider) request(m *Model, r *Request, stream bool) *anthRequest {
-	w := &anthRequest{Model: m.Name, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop, Stream: stream}
-	switch {
-	case r.MaxTokens != nil:
-		w.MaxTokens = *r.MaxTokens
-	case m.MaxTokens > 0 && m.MaxTokens < anthropicDefaultMaxTokens:
-		w.MaxTokens = m.MaxTokens
-	default:
-		w.MaxTokens = anthropicDefaultMaxTokens
+// anthropicImage is the image block of img: base64 bytes, or the URL
+// Anthropic fetches itself (the gateway has decoded data: URLs already).
+func anthropicImage(img *Image) anthropicwire.ContentBlock {
+	src := &anthropicwire.ImageSource{Type: anthropicwire.SourceURL, URL: img.URL}
+	if len(img.Data) > 0 {
+		src = &anthropicwire.ImageSource{Type: anthropicwire.SourceBase64, MediaType: img.MediaType, Data: base64.StdEncoding.EncodeToString(img.Data)}
+	}
+	return anthropicwire.ContentBlock{Type: anthropicwire.BlockImage, Source: src}
+}
+
+// userBlocks are a user message's content blocks: its parts in order when
+// it has any, else its text.
+func userBlocks(msg *Message) []anthropicwire.ContentBlock {
+	if msg.Parts == nil {
+		if msg.Content == "" {
+			return nil
+		}
+		return []anthropicwire.ContentBlock{anthropicwire.TextBlock(msg.Content)}
+	}
+	blocks := make([]anthropicwire.ContentBlock, 0, len(msg.Parts))
+	for _, part := range msg.Parts {
+		switch {
+		case part.Image != nil:
+			blocks = append(blocks, anthropicImage(part.Image))
+		case part.Text != "":
+			blocks = append(blocks, anthropicwire.TextBlock(part.Text))
+		}
+	}
+	return blocks
+}
+
+func (p *anthropicProvider) request(m *Model, r *Request, stream bool) *anthropicwire.MessageRequest {
+	maxTokens, budget := anthropicMaxTokens(m, r)
+	w := &anthropicwire.MessageRequest{Model: m.Name, MaxTokens: &maxTokens, Temperature: r.Temperature, TopP: r.TopP, StopSequences: r.Stop, Stream: stream}
+	if r.ReasoningEffort != "" {
+		w.Thinking = &anthropicwire.Thinking{Type: anthropicwire.ThinkingEnabled, BudgetTokens: budget}
 	}
 	if r.User != "" {
-		w.Metadata = &anthMetadata{UserID: r.User}
+		w.Metadata = &anthropicwire.Metadata{UserID: r.User}
 	}
 	msgs := r.Messages
 	if len(msgs) == 0 {
 		msgs = []Message{{Role: RoleUser, Content: r.Prompt}}
 	}
 	var system []string
-	for _, msg := range msgs {
+	for i := range msgs {
+		msg := &msgs[i]
 		var (
 			role   string
-			blocks []anthBlock
+			blocks []anthropicwire.ContentBlock
 		)
 		switch msg.Role {
 		case RoleSystem:
@@ -143,20 +215,18 @@ func (p *anthropicProvider) request(m *Model, r *Request, stream bool) *anthRequ
 			continue
 		case RoleTool:
 			role = "user"
-			blocks = []anthBlock{{Type: "tool_result", ToolUseID: msg.ToolCallID, Content: msg.Content}}
+			blocks = []anthropicwire.ContentBlock{{Type: anthropicwire.BlockToolResult, ToolUseID: msg.ToolCallID, Content: anthropicwire.ToolResultText(msg.Content)}}
 		case RoleAssistant:
 			role = "assistant"
 			if msg.Content != "" {
-				blocks = append(blocks, anthBlock{Type: "text", Text: msg.Content})
+				blocks = append(blocks, anthropicwire.TextBlock(msg.Content))
 			}
 			for _, tc := range msg.ToolCalls {
-				blocks = append(blocks, anthBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: argumentsObject(tc.Arguments)})
+				blocks = append(blocks, anthropicwire.ContentBlock{Type: anthropicwire.BlockToolUse, ID: tc.ID, Name: tc.Name, Input: argumentsObject(tc.Arguments)})
 			}
 		default:
 			role = "user"
-			if msg.Content != "" {
-				blocks = []anthBlock{{Type: "text", Text: msg.Content}}
-			}
+			blocks = userBlocks(msg)
 		}
 		if len(blocks) == 0 {
 			continue
@@ -167,32 +237,57 @@ func (p *anthropicProvider) request(m *Model, r *Request, stream bool) *anthRequ
 			w.Messages[n-1].Content = append(w.Messages[n-1].Content, blocks...)
 			continue
 		}
-		w.Messages = append(w.Messages, anthMessage{Role: role, Content: blocks})
+		w.Messages = append(w.Messages, anthropicwire.MessageParam{Role: role, Content: blocks})
 	}
-	w.System = strings.Join(system, "\n\n")
-	for _, t := range r.Tools {
-		schema := t.Parameters
-		if len(schema) == 0 {
-			schema = emptyObjectSchema
-		}
-		w.Tools = append(w.Tools, anthTool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	if len(system) > 0 {
+		w.System = anthropicwire.SystemText(strings.Join(system, "\n\n"))
 	}
-	if len(r.Tools) > 0 {
-		disable := r.ParallelToolCalls != nil && !*r.ParallelToolCalls
-		if r.ToolChoice != nil {
-			switch r.ToolChoice.Mode {
-			case ToolChoiceAuto:
-				w.ToolChoice = &anthToolChoice{Type: "auto", DisableParallelToolUse: disable}
-			case ToolChoiceRequired:
-				w.ToolChoice = &anthToolChoice{Type: "any", DisableParallelToolUse: disable}
-			case ToolChoiceFunction:
-				w.ToolChoice = &anthToolChoice{Type: "tool", Name: r.ToolChoice.Name, DisableParallelToolUse: disable}
-			case ToolChoiceNone:
-				w.ToolChoice = &anthToolChoice{Type: "none"}
+	toolChoiceNone := r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceNone
+	ft := formatTool(r)
+	if ft == nil || !toolChoiceNone {
+		for _, t := range r.Tools {
+			schema := t.Parameters
+			if len(schema) == 0 {
+				schema = emptyObjectSchema
 			}
-		} else if disable {
-			w.ToolChoice = &anthToolChoice{Type: "auto", DisableParallelToolUse: true}
+			wt := anthropicwire.Tool{Name: t.Name, Description: t.Description, InputSchema: schema}
+			if t.Strict {
+				wt.Strict = ptrTo(true)
+			}
+			w.Tools = append(w.Tools, wt)
 		}
+	}
+	disable := r.ParallelToolCalls != nil && !*r.ParallelToolCalls
+	var disablePtr *bool
+	if disable {
+		disablePtr = &disable
+	}
+	switch {
+	case ft != nil:
+		// The format's tool is forced: alone, by name; beside the caller's
+		// tools, as "any" tool (unless the caller named one).
+		w.Tools = append(w.Tools, *ft)
+		switch {
+		case r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceFunction:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceTool, Name: r.ToolChoice.Name, DisableParallelToolUse: disablePtr}
+		case len(w.Tools) == 1:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceTool, Name: ft.Name}
+		default:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceAny, DisableParallelToolUse: disablePtr}
+		}
+	case len(r.Tools) > 0 && r.ToolChoice != nil:
+		switch r.ToolChoice.Mode {
+		case ToolChoiceAuto:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceAuto, DisableParallelToolUse: disablePtr}
+		case ToolChoiceRequired:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceAny, DisableParallelToolUse: disablePtr}
+		case ToolChoiceFunction:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceTool, Name: r.ToolChoice.Name, DisableParallelToolUse: disablePtr}
+		case ToolChoiceNone:
+			w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceNone}
+		}
+	case len(r.Tools) > 0 && disable:
+		w.ToolChoice = &anthropicwire.ToolChoice{Type: anthropicwire.ChoiceAuto, DisableParallelToolUse: disablePtr}
 	}
 	return w
 }
@@ -209,11 +304,11 @@ func argumentsObject(s string) json.RawMessage {
 
 func anthropicFinish(reason string) string {
 	switch reason {
-	case "max_tokens", "model_context_window_exceeded":
+	case anthropicwire.StopMaxTokens, anthropicwire.StopContextLimit:
 		return FinishLength
-	case "tool_use":
+	case anthropicwire.StopToolUse:
 		return FinishToolCalls
-	case "refusal":
+	case anthropicwire.StopRefusal:
 		return FinishContentFilter
 	case "":
 		return ""
@@ -221,29 +316,57 @@ func anthropicFinish(reason string) string {
 	return FinishStop // end_turn, stop_sequence, pause_turn
 }
 
+// anthropicUsage is the gateway's Usage of u: every prompt token
+// (Anthropic's input_tokens excludes the tokens written to and read from
+// the prompt cache), cache reads as the cached prompt tokens (cache writes
+// are priced as input).
+func anthropicUsage(u *anthropicwire.Usage) Usage {
+	return Usage{PromptTokens: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, CachedPromptTokens: u.CacheReadInputTokens, CompletionTokens: u.OutputTokens}
+}
+
 // Complete implements Provider.
 func (p *anthropicProvider) Complete(ctx context.Context, m *Model, r *Request) (*Response, error) {
-	var out anthResponse
+	var out anthropicwire.Message
 	if err := p.up.do(ctx, http.MethodPost, "/messages", p.request(m, r, false), &out); err != nil {
 		return nil, err
 	}
-	resp := &Response{ID: out.ID, FinishReason: anthropicFinish(out.StopReason)}
+	format := ""
+	if ft := formatTool(r); ft != nil {
+		format = ft.Name
+	}
+	stop := ""
+	if out.StopReason != nil {
+		stop = *out.StopReason
+	}
+	resp := &Response{ID: out.ID, FinishReason: anthropicFinish(stop)}
 	var text strings.Builder
+	formatted := false
 	for _, b := range out.Content {
 		switch b.Type {
-		case "text":
-			text.WriteString(b.Text)
-		case "tool_use":
+		case anthropicwire.BlockText:
+			if format == "" {
+				text.WriteString(b.Text)
+			}
+		case anthropicwire.BlockToolUse:
 			args := string(b.Input)
 			if args == "" {
 				args = "{}"
 			}
+			if format != "" && b.Name == format {
+				// The format's tool: its input is the answer.
+				text.WriteString(args)
+				formatted = true
+				continue
+			}
 			resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 		}
 	}
+	if formatted && len(resp.ToolCalls) == 0 && resp.FinishReason == FinishToolCalls {
+		resp.FinishReason = FinishStop
+	}
 	resp.Text = text.String()
 	if out.Usage != nil {
-		u := out.Usage.usage()
+		u := anthropicUsage(out.Usage)
 		resp.Usage = &u
 	}
 	return resp, nil
@@ -255,7 +378,11 @@ func (p *anthropicProvider) Stream(ctx context.Context, m *Model, r *Request) (S
 	if err != nil {
 		return nil, err
 	}
-	return &anthropicStream{sb: sb, toolIndex: map[int]int{}}, nil
+	s := &anthropicStream{sb: sb, toolIndex: map[int]int{}, formatBlock: -1}
+	if ft := formatTool(r); ft != nil {
+		s.format = ft.Name
+	}
+	return s, nil
 }
 
 type anthropicStream struct {
@@ -263,26 +390,11 @@ type anthropicStream struct {
 	done      bool
 	usage     Usage
 	toolIndex map[int]int // content block index -> tool call index
-}
-
-type anthEvent struct {
-	Type         string          `json:"type"`
-	Index        int             `json:"index"`
-	Message      *anthResponse   `json:"message"`
-	ContentBlock *anthBlock      `json:"content_block"`
-	Delta        json.RawMessage `json:"delta"`
-	Usage        *anthUsage      `json:"usage"`
-	Error        *struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-type anthDelta struct {
-	Type        string `json:"type"`
-	Text        string `json:"text"`
-	PartialJSON string `json:"partial_json"`
-	StopReason  string `json:"stop_reason"`
+	// format names the response format's tool; formatBlock is the index
+	// of its content block (-1 before it starts), whose input JSON is
+	// passed on as text.
+	format      string
+	formatBlock int
 }
 
 // Next implements Stream.
@@ -299,7 +411,7 @@ func (s *anthropicStream) Next() (Chunk, error) {
 			}
 			return Chunk{}, err
 		}
-		var e anthEvent
+		var e anthropicwire.StreamEvent
 		if err := json.Unmarshal(ev.Data, &e); err != nil {
 			return Chunk{}, s.sb.badEvent(err)
 		}
@@ -308,61 +420,69 @@ func (s *anthropicStream) Next() (Chunk, error) {
 			typ = ev.Name
 		}
 		switch typ {
-		case "message_start":
+		case anthropicwire.EventMessageStart:
 			if e.Message != nil && e.Message.Usage != nil {
-				s.usage = e.Message.Usage.usage()
+				s.usage = anthropicUsage(e.Message.Usage)
 				u := s.usage
 				return Chunk{Usage: &u}, nil
 			}
-		case "content_block_start":
+		case anthropicwire.EventContentBlockStart:
 			if b := e.ContentBlock; b != nil {
 				switch b.Type {
-				case "tool_use":
+				case anthropicwire.BlockToolUse:
+					if s.format != "" && b.Name == s.format {
+						s.formatBlock = e.Index
+						continue
+					}
 					i := len(s.toolIndex)
 					s.toolIndex[e.Index] = i
 					return Chunk{ToolCalls: []ToolCallDelta{{Index: i, ID: b.ID, Name: b.Name}}}, nil
-				case "text":
-					if b.Text != "" {
+				case anthropicwire.BlockText:
+					if b.Text != "" && s.format == "" {
 						return Chunk{Text: b.Text}, nil
 					}
 				}
 			}
-		case "content_block_delta":
-			var d anthDelta
-			if err := json.Unmarshal(e.Delta, &d); err != nil {
-				return Chunk{}, s.sb.badEvent(err)
+		case anthropicwire.EventContentBlockDelta:
+			d := e.Delta
+			if d == nil {
+				return Chunk{}, s.sb.badEvent(errMissingDelta)
 			}
 			switch d.Type {
-			case "text_delta":
-				return Chunk{Text: d.Text}, nil
-			case "input_json_delta":
+			case anthropicwire.DeltaText:
+				if s.format == "" {
+					return Chunk{Text: d.Text}, nil
+				}
+			case anthropicwire.DeltaInputJSON:
+				if e.Index == s.formatBlock && d.PartialJSON != "" {
+					return Chunk{Text: d.PartialJSON}, nil
+				}
 				if i, ok := s.toolIndex[e.Index]; ok && d.PartialJSON != "" {
 					return Chunk{ToolCalls: []ToolCallDelta{{Index: i, Arguments: d.PartialJSON}}}, nil
 				}
 			}
-		case "message_delta":
-			var d anthDelta
-			if len(e.Delta) > 0 {
-				if err := json.Unmarshal(e.Delta, &d); err != nil {
-					return Chunk{}, s.sb.badEvent(err)
-				}
-			}
+		case anthropicwire.EventMessageDelta:
 			var out Chunk
-			if e.Usage != nil {
-				s.usage.CompletionTokens = e.Usage.OutputTokens
-				if p := e.Usage.prompt(); p > 0 {
-					s.usage.PromptTokens = p
-					s.usage.CachedPromptTokens = e.Usage.CacheReadInputTokens
+			if u := e.Usage; u != nil {
+				s.usage.CompletionTokens = u.OutputTokens
+				if all := anthropicUsage(u); all.PromptTokens > 0 {
+					s.usage.PromptTokens = all.PromptTokens
+					s.usage.CachedPromptTokens = all.CachedPromptTokens
 				}
-				u := s.usage
-				out.Usage = &u
+				usage := s.usage
+				out.Usage = &usage
 			}
-			out.FinishReason = anthropicFinish(d.StopReason)
+			if e.Delta != nil {
+				out.FinishReason = anthropicFinish(e.Delta.StopReason)
+				if out.FinishReason == FinishToolCalls && s.formatBlock >= 0 && len(s.toolIndex) == 0 {
+					out.FinishReason = FinishStop // the format's tool answered
+				}
+			}
 			return out, nil
-		case "message_stop":
+		case anthropicwire.EventMessageStop:
 			s.done = true
 			return Chunk{}, io.EOF
-		case "error":
+		case anthropicwire.EventError:
 			msg := ""
 			if e.Error != nil {
 				msg = e.Error.Message
@@ -376,12 +496,27 @@ func (s *anthropicStream) Next() (Chunk, error) {
 	}
 }
 
+// errMissingDelta is a content_block_delta without its delta.
+var errMissingDelta = errors.New("content_block_delta without a delta")
+
 // Close implements Stream.
 func (s *anthropicStream) Close() error { return s.sb.close() }
 
 // Embed implements Provider: Anthropic has no embeddings API.
 func (p *anthropicProvider) Embed(context.Context, *Model, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, upstreamProtocol(p.up.provider, "(Anthropic) offers no embeddings API")
+}
+
+// CountTokens implements TokenCounter with Anthropic's own count
+// (POST /messages/count_tokens), free of charge upstream.
+func (p *anthropicProvider) CountTokens(ctx context.Context, m *Model, r *Request) (int, error) {
+	full := p.request(m, r, false)
+	body := &anthropicwire.CountTokensRequest{Model: full.Model, Messages: full.Messages, System: full.System, Tools: full.Tools, ToolChoice: full.ToolChoice, Thinking: full.Thinking}
+	var out anthropicwire.CountTokensResponse
+	if err := p.up.do(ctx, http.MethodPost, "/messages/count_tokens", body, &out); err != nil {
+		return 0, err
+	}
+	return out.InputTokens, nil
 }
 
 // Discover implements Provider: GET /models, following has_more/last_id.
@@ -393,25 +528,17 @@ func (p *anthropicProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
 		if after != "" {
 			path += "&after_id=" + url.QueryEscape(after)
 		}
-		var out struct {
-			Data []struct {
-				ID             string    `json:"id"`
-				CreatedAt      time.Time `json:"created_at"`
-				MaxInputTokens int       `json:"max_input_tokens"`
-			} `json:"data"`
-			HasMore bool   `json:"has_more"`
-			LastID  string `json:"last_id"`
-		}
+		var out anthropicwire.ModelList
 		if err := p.up.do(ctx, http.MethodGet, path, nil, &out); err != nil {
 			return nil, err
 		}
 		for _, d := range out.Data {
 			infos = append(infos, ModelInfo{Name: d.ID, Capabilities: []string{CapChat}, MaxTokens: d.MaxInputTokens, CreatedAt: d.CreatedAt})
 		}
-		if !out.HasMore || out.LastID == "" {
+		if !out.HasMore || out.LastID == nil || *out.LastID == "" {
 			break
 		}
-		after = out.LastID
+		after = *out.LastID
 	}
 	return infos, nil
 }

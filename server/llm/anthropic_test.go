@@ -16,12 +16,20 @@ func anthropicFake(t *testing.T) *fake {
 	return newFake(t, map[string]http.HandlerFunc{
 		"POST /v1/messages": func(w http.ResponseWriter, r *http.Request) {
 			var body struct {
-				Model  string `json:"model"`
-				Stream bool   `json:"stream"`
-				Tools  []any  `json:"tools"`
+				Model      string `json:"model"`
+				Stream     bool   `json:"stream"`
+				Tools      []any  `json:"tools"`
+				ToolChoice *struct {
+					Name string `json:"name"`
+				} `json:"tool_choice"`
 			}
 			_ = json.NewDecoder(r.Body).Decode(&body)
+			format := body.ToolChoice != nil && body.ToolChoice.Name == "weather_report"
 			switch {
+			case format && body.Stream:
+				serveStream(t, "anthropic/stream_format.txt")(w, r)
+			case format:
+				serve(t, "anthropic/message_format.json", 200)(w, r)
 			case body.Model == "limited":
 				serve(t, "anthropic/error_429.json", 429, "retry-after", "7")(w, r)
 			case body.Model == "overloaded":
@@ -41,6 +49,17 @@ func anthropicFake(t *testing.T) *fake {
 			}
 		},
 		"GET /v1/models": serve(t, "anthropic/models.json", 200),
+		"POST /v1/messages/count_tokens": func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				Model string `json:"model"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			if body.Model == "nocount" {
+				http.NotFound(w, r)
+				return
+			}
+			serve(t, "anthropic/count_tokens.json", 200)(w, r)
+		},
 	})
 }
 
@@ -86,16 +105,6 @@ func TestAnthropicMessagesAndStreams(t *testing.T) {
 		_ = json.Unmarshal(up.last(t).Body, &sent)
 		if sent["max_tokens"] != float64(anthropicDefaultMaxTokens) {
 			t.Errorf("max_tokens (required by Anthropic) = %v", sent["max_tokens"])
-		}
-	})
-	t.Run("penalties are not sent", func(t *testing.T) {
-		_, err := g.Complete(ctx, OpChat, &Request{Model: "anthropic/claude-3-5-haiku-latest", Messages: hi, FrequencyPenalty: ptr(1.0), PresencePenalty: ptr(1.0), TopP: ptr(0.9)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := string(up.last(t).Body)
-		if strings.Contains(body, "penalty") || !strings.Contains(body, `"top_p":0.9`) {
-			t.Errorf("body %s", body)
 		}
 	})
 	t.Run("stream", func(t *testing.T) {
@@ -189,4 +198,168 @@ func TestAnthropicErrorsAndDiscovery(t *testing.T) {
 			t.Fatal("Anthropic has no embeddings API")
 		}
 	})
+}
+
+// weatherFormat is a json_schema response format, carried to Anthropic by
+// a forced tool.
+var weatherFormat = &ResponseFormat{Type: FormatJSONSchema, Name: "weather_report", Description: "A weather report", Strict: true,
+	Schema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"celsius":{"type":"number"}},"required":["city","celsius"],"additionalProperties":false}`)}
+
+func TestAnthropicCarriesRequestFields(t *testing.T) {
+	up := anthropicFake(t)
+	vision := chatModel("claude-3-5-haiku-latest")
+	vision.Capabilities = []string{CapChat, CapVision}
+	g, _ := newGateway(t, provider("anthropic", TypeAnthropic, up.URL+"/v1", vision))
+	ctx := context.Background()
+	const model = "anthropic/claude-3-5-haiku-latest"
+	user := func(s string) []Message { return []Message{{Role: RoleUser, Content: s}} }
+	png := []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}
+	for _, tc := range []struct {
+		name string
+		req  *Request
+		// want is the exact body sent (a fixture), or wantHas fragments of it.
+		want    string
+		wantHas []string
+		text    string
+		finish  string
+	}{
+		{name: "images as base64 and url sources", want: "anthropic/request_image.json", req: &Request{Model: model, Messages: []Message{
+			{Role: RoleSystem, Content: "Describe images."},
+			{Role: RoleUser, Content: "What is this?", Parts: []Part{{Text: "What is this?"}, {Image: &Image{MediaType: "image/png", Data: png}}, {Image: &Image{URL: "https://example.com/cat.jpg"}}}},
+		}}, text: "Hi! My name is Claude.", finish: FinishStop},
+		{name: "json_schema through a forced tool", want: "anthropic/request_format.json",
+			req:  &Request{Model: model, Messages: user("Weather in Paris as JSON"), ResponseFormat: weatherFormat},
+			text: `{"city": "Paris", "celsius": 21}`, finish: FinishStop},
+		{name: "json_schema beside the caller's tools forces any tool",
+			req:     &Request{Model: model, Messages: user("Weather in Paris as JSON"), ResponseFormat: weatherFormat, Tools: []Tool{weatherTool}},
+			wantHas: []string{`"tool_choice":{"type":"any"}`, `"name":"get_weather"`, `"name":"weather_report"`}},
+		{name: "json_object through a forced tool with an object schema",
+			req:     &Request{Model: model, Messages: user("JSON please"), ResponseFormat: &ResponseFormat{Type: FormatJSONObject}},
+			wantHas: []string{`"tool_choice":{"type":"tool","name":"json_object"}`, `"input_schema":{"type":"object"}`}},
+		{name: "tool_choice none with a format sends only the format's tool",
+			req:     &Request{Model: model, Messages: user("JSON please"), ResponseFormat: weatherFormat, Tools: []Tool{weatherTool}, ToolChoice: &ToolChoice{Mode: ToolChoiceNone}},
+			wantHas: []string{`"tools":[{"name":"weather_report"`, `"tool_choice":{"type":"tool","name":"weather_report"}`}},
+		{name: "reasoning effort as a thinking budget added to the default max_tokens", want: "anthropic/request_thinking.json",
+			req: &Request{Model: model, Messages: user("Hello"), ReasoningEffort: EffortMedium, User: "user-42"}},
+		{name: "the caller's max_tokens bounds the thinking budget",
+			req:     &Request{Model: model, Messages: user("Hello"), ReasoningEffort: EffortHigh, MaxTokens: ptr(2000)},
+			wantHas: []string{`"max_tokens":2000`, `"thinking":{"type":"enabled","budget_tokens":1999}`}},
+		{name: "strict tools",
+			req:     &Request{Model: model, Messages: user("Hello"), Tools: []Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`), Strict: true}}},
+			wantHas: []string{`"tools":[{"name":"f","input_schema":{"type":"object"},"strict":true}]`}},
+		{name: "a tool without parameters gets an empty object schema",
+			req:     &Request{Model: model, Messages: user("Hello"), Tools: []Tool{{Name: "f"}}, ToolChoice: &ToolChoice{Mode: ToolChoiceRequired}},
+			wantHas: []string{`"input_schema":{"type":"object","properties":{}}`, `"tool_choice":{"type":"any"}`}},
+		{name: "top_p and stop sequences",
+			req:     &Request{Model: model, Messages: user("Hello"), TopP: ptr(0.9), Stop: []string{"END"}, Temperature: ptr(0.0)},
+			wantHas: []string{`"top_p":0.9`, `"stop_sequences":["END"]`, `"temperature":0`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := g.Complete(ctx, OpMessages, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := up.last(t).Body
+			if tc.want != "" {
+				assertJSON(t, body, fixture(t, tc.want))
+			}
+			for _, frag := range tc.wantHas {
+				if !strings.Contains(string(body), frag) {
+					t.Errorf("body lacks %s:\n%s", frag, body)
+				}
+			}
+			if tc.text != "" && (res.Text != tc.text || res.FinishReason != tc.finish || len(res.ToolCalls) != 0) {
+				t.Errorf("result %+v", res)
+			}
+		})
+	}
+	t.Run("json_schema streamed: the tool's input JSON as text", func(t *testing.T) {
+		st, err := g.Stream(ctx, OpMessages, &Request{Model: model, Messages: user("Weather in Paris as JSON"), ResponseFormat: weatherFormat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := drain(t, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Text != `{"city": "Paris", "celsius": 21}` || res.FinishReason != FinishStop || len(res.ToolCalls) != 0 || res.Usage != (Usage{PromptTokens: 412, CompletionTokens: 38}) {
+			t.Errorf("result %+v", res)
+		}
+	})
+}
+
+func TestAnthropicRefusesFieldsItCannotCarry(t *testing.T) {
+	up := anthropicFake(t)
+	g, _ := newGateway(t, provider("anthropic", TypeAnthropic, up.URL+"/v1", chatModel("claude-3-5-haiku-latest")))
+	hi := []Message{{Role: RoleUser, Content: "Hello"}}
+	const model = "anthropic/claude-3-5-haiku-latest"
+	for _, tc := range []struct {
+		name  string
+		req   *Request
+		param string
+	}{
+		{"n above 1", &Request{N: 2}, "n"},
+		{"frequency_penalty", &Request{FrequencyPenalty: ptr(0.5)}, "frequency_penalty"},
+		{"presence_penalty", &Request{PresencePenalty: ptr(0.5)}, "presence_penalty"},
+		{"seed", &Request{Seed: ptr(int64(7))}, "seed"},
+		{"passthrough fields, by name", &Request{Passthrough: map[string]json.RawMessage{"logprobs": json.RawMessage(`true`), "logit_bias": json.RawMessage(`{"1":2}`)}}, "logit_bias"},
+		{"reasoning with max_tokens below the minimum budget", &Request{ReasoningEffort: EffortLow, MaxTokens: ptr(1000)}, "reasoning_effort"},
+		{"reasoning with a forced format tool", &Request{ReasoningEffort: EffortLow, ResponseFormat: weatherFormat}, "reasoning_effort"},
+		{"reasoning with a required tool", &Request{ReasoningEffort: EffortLow, Tools: []Tool{weatherTool}, ToolChoice: &ToolChoice{Mode: ToolChoiceRequired}}, "reasoning_effort"},
+		{"reasoning with a temperature other than 1", &Request{ReasoningEffort: EffortLow, Temperature: ptr(0.2)}, "temperature"},
+		{"a format named like a caller's tool", &Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, Name: "get_weather", Schema: json.RawMessage(`{"type":"object"}`)}, Tools: []Tool{weatherTool}}, "response_format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(up.requests())
+			tc.req.Model, tc.req.Messages = model, hi
+			_, err := g.Complete(context.Background(), OpMessages, tc.req)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Kind != errs.Invalid || e.Details["param"] != tc.param || !strings.Contains(e.Message, tc.param) {
+				t.Fatalf("err = %#v", err)
+			}
+			if len(up.requests()) != before {
+				t.Error("a refused request reached the upstream")
+			}
+		})
+	}
+	t.Run("a temperature of 1 with reasoning is carried", func(t *testing.T) {
+		if _, err := g.Complete(context.Background(), OpMessages, &Request{Model: model, Messages: hi, ReasoningEffort: EffortLow, Temperature: ptr(1.0)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestAnthropicCountTokens(t *testing.T) {
+	up := anthropicFake(t)
+	g, rec := newGateway(t, provider("anthropic", TypeAnthropic, up.URL+"/v1", chatModel("claude-3-5-haiku-latest"), chatModel("nocount")))
+	ctx := context.Background()
+	req := func(model string) *Request {
+		return &Request{Model: model, Messages: []Message{{Role: RoleSystem, Content: "Be brief."}, {Role: RoleUser, Content: "Hello"}}, Tools: []Tool{weatherTool}}
+	}
+	for _, tc := range []struct {
+		name      string
+		model     string
+		tokens    int
+		estimated bool
+	}{
+		{"Anthropic's own count", "anthropic/claude-3-5-haiku-latest", 2095, false},
+		{"estimated when the upstream has no count_tokens", "anthropic/nocount", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := g.CountTokens(ctx, OpMessages, req(tc.model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := up.last(t)
+			if got.Path != "/v1/messages/count_tokens" || strings.Contains(string(got.Body), "max_tokens") || !strings.Contains(string(got.Body), `"system":"Be brief."`) {
+				t.Errorf("sent %s %s", got.Path, got.Body)
+			}
+			if res.Estimated != tc.estimated || (tc.tokens > 0 && res.InputTokens != tc.tokens) || res.InputTokens <= 0 {
+				t.Errorf("count %+v", res)
+			}
+		})
+	}
+	if calls := rec.all(); len(calls) != 0 {
+		t.Errorf("counting recorded usage: %+v", calls)
+	}
 }

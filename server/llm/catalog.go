@@ -142,6 +142,10 @@ type providerEntry struct {
 type snapshot struct {
 	byID   map[string]*Model
 	byName map[string][]*Model
+	// byBase holds the models whose name has a tag, by the name without
+	// it as Ollama writes it (see parseOllamaName), sorted by id: what a
+	// 404 for an untagged name suggests.
+	byBase map[string][]*Model
 	list   []*Model // sorted by id
 }
 
@@ -271,7 +275,9 @@ func newProviderEntry(pc config.Provider, o CatalogOptions) (*providerEntry, err
 		if up.baseURL == "" {
 			up.baseURL = "https://api.openai.com/v1"
 		}
-		p.adapter = newOpenAI(up)
+		op := newOpenAI(up)
+		op.ollama = newOllamaProbe(o.Logger)
+		p.adapter = op
 	case TypeAnthropic:
 		if up.baseURL == "" {
 			up.baseURL = "https://api.anthropic.com/v1"
@@ -363,7 +369,7 @@ func newProviderEntry(pc config.Provider, o CatalogOptions) (*providerEntry, err
 // rebuild assembles a snapshot from configured and discovered models and
 // stamps first-seen dates.
 func (c *Catalog) rebuild(ctx context.Context) error {
-	s := &snapshot{byID: map[string]*Model{}, byName: map[string][]*Model{}}
+	s := &snapshot{byID: map[string]*Model{}, byName: map[string][]*Model{}, byBase: map[string][]*Model{}}
 	for _, name := range c.order {
 		p := c.providers[name]
 		for _, m := range p.models {
@@ -380,6 +386,11 @@ func (c *Catalog) rebuild(ctx context.Context) error {
 		s.byName[m.Name] = append(s.byName[m.Name], m)
 	}
 	sort.Slice(s.list, func(i, j int) bool { return s.list[i].ID < s.list[j].ID })
+	for _, m := range s.list {
+		if base, tag, ok := parseOllamaName(m.Name); ok && tag != "" {
+			s.byBase[base] = append(s.byBase[base], m)
+		}
+	}
 	if err := c.stampCreated(ctx, s.list); err != nil {
 		return err
 	}
@@ -457,27 +468,91 @@ func (c *Catalog) List(f Filter) ([]*Model, error) {
 	return out, nil
 }
 
-// Lookup returns the model with id, or a NotFound error.
+// Lookup returns the model with id, or a NotFound error. Besides exact
+// ids it applies one naming rule, the one self-hosted runtimes apply
+// (runtimeName): `ollama/tiny` is `ollama/tiny:latest` when the catalog
+// has no `ollama/tiny`.
 func (c *Catalog) Lookup(id string) (*Model, error) {
-	if m, ok := c.snap.Load().byID[id]; ok {
+	s := c.snap.Load()
+	if m, ok := s.byID[id]; ok {
 		return m, nil
 	}
-	return nil, errs.E(errs.NotFound, "model %q is not in the catalog; GET /v1/models lists the available models", id).
+	if m := s.runtimeName(id); m != nil {
+		return m, nil
+	}
+	return nil, c.notFound(s, id)
+}
+
+// runtimeName is the catalog's rule for names written the way Ollama's
+// users write them: for an id `<provider>/<name>` the catalog does not
+// have, the model `<provider>/<canonical name>`, where the canonical name
+// is name with Ollama's defaults filled in (ollamaCanonical: the tag
+// latest, the namespace library, the host registry.ollama.ai) and written
+// as Ollama lists it. So `ollama/tiny`, `ollama/library/tiny` and
+// `ollama/registry.ollama.ai/library/tiny` are `ollama/tiny:latest`; an
+// untagged name never means another tag. Nil when there is no such model.
+func (s *snapshot) runtimeName(id string) *Model {
+	provider, name, ok := strings.Cut(id, "/")
+	if !ok {
+		return nil
+	}
+	canon, ok := ollamaCanonical(name)
+	if !ok || canon == name {
+		return nil
+	}
+	return s.byID[provider+"/"+canon]
+}
+
+// notFound is the 404 for id. When the catalog has other tags of the
+// name, it names them.
+func (c *Catalog) notFound(s *snapshot, id string) error {
+	provider, name, ok := strings.Cut(id, "/")
+	if _, known := c.providers[provider]; !ok || !known {
+		provider, name = "", id
+	}
+	var tags []string
+	if base, tag, ok := parseOllamaName(name); ok {
+		for _, m := range s.byBase[base] {
+			if provider == "" || m.Provider == provider {
+				tags = append(tags, m.ID)
+			}
+		}
+		if len(tags) > 0 {
+			why := ""
+			if tag == "" {
+				why = " (a name without a tag means its :latest tag)"
+			}
+			return errs.E(errs.NotFound, "model %q is not in the catalog%s; of that name it has %s: ask for one of those",
+				id, why, strings.Join(tags, ", ")).
+				WithDetails(map[string]any{"model": id, "candidates": tags})
+		}
+	}
+	return errs.E(errs.NotFound, "model %q is not in the catalog; GET /v1/models lists the available models", id).
 		WithDetails(map[string]any{"model": id})
 }
 
 // Resolve is Lookup that also accepts a bare model name when exactly one
-// provider serves a model of that name.
+// provider serves a model of that name (or, by runtimeName's rule, of its
+// canonical name: `tiny` for `ollama/tiny:latest`).
 func (c *Catalog) Resolve(name string) (*Model, error) {
 	s := c.snap.Load()
 	if m, ok := s.byID[name]; ok {
 		return m, nil
 	}
-	switch ms := s.byName[name]; len(ms) {
+	ms := s.byName[name]
+	if len(ms) == 0 {
+		if m := s.runtimeName(name); m != nil {
+			return m, nil
+		}
+		if canon, ok := ollamaCanonical(name); ok && canon != name {
+			ms = s.byName[canon]
+		}
+	}
+	switch len(ms) {
 	case 1:
 		return ms[0], nil
 	case 0:
-		return c.Lookup(name)
+		return nil, c.notFound(s, name)
 	default:
 		ids := make([]string, len(ms))
 		for i, m := range ms {

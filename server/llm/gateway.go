@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +99,10 @@ type Gateway struct {
 	// sends a keep-alive (DefaultKeepAlive when 0), so that proxies between
 	// the caller and Switchboard do not cut a slow model's stream.
 	KeepAlive time.Duration
+	// Images fetches the https image URLs of requests whose providers
+	// need image bytes (see images.go); nil fetches through a guard that
+	// refuses every special-purpose address range.
+	Images *ImageFetcher
 }
 
 // DefaultKeepAlive is the default of Gateway.KeepAlive.
@@ -133,8 +139,15 @@ type Result struct {
 	Text         string
 	ToolCalls    []ToolCall
 	FinishReason string
-	Usage        Usage
-	CreatedAt    time.Time
+	// Logprobs is the upstream's logprobs of the first choice, verbatim.
+	Logprobs json.RawMessage
+	// More are the choices after the first (Request.N > 1).
+	More []Choice
+	// Output is the check of Text against the request's response format;
+	// nil when it asked for none or the model called tools.
+	Output    *OutputCheck
+	Usage     Usage
+	CreatedAt time.Time
 	// FallbackFrom lists the models that failed before Model answered.
 	FallbackFrom []string
 }
@@ -170,6 +183,12 @@ func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error
 		ps = append(ps, messageProblems(op, r.Messages)...)
 	}
 	ps = append(ps, knobProblems(r)...)
+	r.format = nil
+	if r.ResponseFormat != nil {
+		f, fps := compileFormat(r.ResponseFormat)
+		ps = append(ps, fps...)
+		r.format = f
+	}
 	if r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceFunction {
 		found := false
 		for _, t := range r.Tools {
@@ -201,6 +220,9 @@ func (g *Gateway) prepare(ctx context.Context, op Op, r *Request) (*Model, error
 		}
 	}
 	if err := errs.Problems("invalid request", ps); err != nil {
+		return nil, err
+	}
+	if err := g.normaliseImages(ctx, op, m, r); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -256,8 +278,8 @@ func unsupportedError(m *Model, fields []string) error {
 }
 
 // candidates returns m followed by its usable fallbacks (those outside the
-// caller's policy, or whose provider cannot carry every field of r, are
-// skipped).
+// caller's policy, or whose provider cannot carry every field of r, or
+// without vision for a request with images, are skipped).
 func (g *Gateway) candidates(ctx context.Context, op Op, m *Model, r *Request) []*Model {
 	out := []*Model{m}
 	for _, id := range m.Fallbacks {
@@ -265,7 +287,7 @@ func (g *Gateway) candidates(ctx context.Context, op Op, m *Model, r *Request) [
 		if err != nil {
 			continue
 		}
-		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil || len(unsupportedFields(f, r)) > 0 {
+		if _, ok := op.supportedBy(f); !ok || allow(ctx, f) != nil || len(unsupportedFields(f, r)) > 0 || !visionOK(f, r) {
 			continue
 		}
 		out = append(out, f)
@@ -318,20 +340,14 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 		settle(nil, Usage{})
 		return nil, err
 	}
-	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
-	if res.FinishReason == "" {
-		res.FinishReason = FinishStop
-		if len(res.ToolCalls) > 0 {
-			res.FinishReason = FinishToolCalls
-		}
-	}
-	for i := range res.ToolCalls {
-		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
-			res.ToolCalls[i].Arguments = "{}"
-		}
-		if res.ToolCalls[i].ID == "" {
-			res.ToolCalls[i].ID = NewID("call_")
-		}
+	res := &Result{Model: cand, Text: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Logprobs: resp.Logprobs,
+		More: resp.More, CreatedAt: g.now(), FallbackFrom: c.fallbackFrom()}
+	res.ToolCalls = oneCallUnlessParallel(r, res.ToolCalls)
+	res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
+	completeCalls(res.ToolCalls)
+	for i := range res.More {
+		res.More[i].FinishReason = finishReason(res.More[i].FinishReason, res.More[i].ToolCalls)
+		completeCalls(res.More[i].ToolCalls)
 	}
 	if resp.Usage != nil {
 		res.Usage = *resp.Usage
@@ -341,10 +357,50 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 			CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
 			Estimated:        true,
 		}
+		for _, ch := range res.More {
+			res.Usage.CompletionTokens += estimateCompletionTokens(cand.Name, ch.Text, ch.ToolCalls)
+		}
 	}
 	g.account(ctx, c, cand, res.Usage)
 	settle(cand, res.Usage)
+	if res.Output = checkOutput(r, res.Text, res.ToolCalls); res.Output.Failed() {
+		return nil, outputError(cand, res.Output)
+	}
 	return res, nil
+}
+
+// oneCallUnlessParallel keeps only the first of several tool calls when
+// the request turned parallel tool calls off, for providers (Gemini) that
+// have no such switch.
+func oneCallUnlessParallel(r *Request, calls []ToolCall) []ToolCall {
+	if len(calls) > 1 && r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
+		return calls[:1]
+	}
+	return calls
+}
+
+// finishReason is the upstream's finish reason, or the one implied by the
+// output when it gave none.
+func finishReason(upstream string, calls []ToolCall) string {
+	switch {
+	case upstream != "":
+		return upstream
+	case len(calls) > 0:
+		return FinishToolCalls
+	}
+	return FinishStop
+}
+
+// completeCalls gives every tool call arguments ("{}" when empty) and an id.
+func completeCalls(calls []ToolCall) {
+	for i := range calls {
+		if strings.TrimSpace(calls[i].Arguments) == "" {
+			calls[i].Arguments = "{}"
+		}
+		if calls[i].ID == "" {
+			calls[i].ID = NewID("call_")
+		}
+	}
 }
 
 // account records usage, logs the call and emits llm.request.completed.
@@ -407,6 +463,7 @@ type ResultStream struct {
 
 	text     strings.Builder
 	calls    []ToolCall
+	more     []Choice
 	finish   string
 	upUsage  *Usage
 	finished bool
@@ -508,12 +565,33 @@ func (s *ResultStream) Next() (Chunk, error) {
 		}
 		return Chunk{}, err
 	}
-	s.text.WriteString(c.Text)
-	for _, d := range c.ToolCalls {
-		for len(s.calls) <= d.Index {
-			s.calls = append(s.calls, ToolCall{})
+	if len(c.ToolCalls) > 0 && s.req.ParallelToolCalls != nil && !*s.req.ParallelToolCalls {
+		// One call only (see oneCallUnlessParallel): drop the deltas of later ones.
+		c.ToolCalls = slices.DeleteFunc(slices.Clone(c.ToolCalls), func(d ToolCallDelta) bool { return d.Index > 0 })
+	}
+	if c.Choice > 0 {
+		s.addMore(c)
+	} else {
+		s.text.WriteString(c.Text)
+		s.calls = addCallDeltas(s.calls, c.ToolCalls)
+		if c.FinishReason != "" {
+			s.finish = c.FinishReason
 		}
-		tc := &s.calls[d.Index]
+	}
+	if c.Usage != nil {
+		u := *c.Usage
+		s.upUsage = &u
+	}
+	return c, nil
+}
+
+// addCallDeltas applies tool-call deltas to the calls accumulated so far.
+func addCallDeltas(calls []ToolCall, deltas []ToolCallDelta) []ToolCall {
+	for _, d := range deltas {
+		for len(calls) <= d.Index {
+			calls = append(calls, ToolCall{})
+		}
+		tc := &calls[d.Index]
 		if d.ID != "" {
 			tc.ID = d.ID
 		}
@@ -522,14 +600,20 @@ func (s *ResultStream) Next() (Chunk, error) {
 		}
 		tc.Arguments += d.Arguments
 	}
+	return calls
+}
+
+// addMore accumulates a chunk of a choice after the first.
+func (s *ResultStream) addMore(c Chunk) {
+	for len(s.more) < c.Choice {
+		s.more = append(s.more, Choice{})
+	}
+	ch := &s.more[c.Choice-1]
+	ch.Text += c.Text
+	ch.ToolCalls = addCallDeltas(ch.ToolCalls, c.ToolCalls)
 	if c.FinishReason != "" {
-		s.finish = c.FinishReason
+		ch.FinishReason = c.FinishReason
 	}
-	if c.Usage != nil {
-		u := *c.Usage
-		s.upUsage = &u
-	}
-	return c, nil
 }
 
 // Result returns what the stream produced so far, with usage (estimated
@@ -543,16 +627,29 @@ func (s *ResultStream) Result() *Result {
 			res.ToolCalls[i].Arguments = "{}"
 		}
 	}
-	if res.FinishReason == "" && s.finished {
-		res.FinishReason = FinishStop
-		if len(res.ToolCalls) > 0 {
-			res.FinishReason = FinishToolCalls
+	if s.finished {
+		res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
+		res.Output = checkOutput(s.req, res.Text, res.ToolCalls)
+	}
+	for _, ch := range s.more {
+		ch.ToolCalls = slices.Clone(ch.ToolCalls)
+		for i := range ch.ToolCalls {
+			if strings.TrimSpace(ch.ToolCalls[i].Arguments) == "" {
+				ch.ToolCalls[i].Arguments = "{}"
+			}
 		}
+		if s.finished {
+			ch.FinishReason = finishReason(ch.FinishReason, ch.ToolCalls)
+		}
+		res.More = append(res.More, ch)
 	}
 	if s.upUsage != nil && (s.finished || s.upUsage.CompletionTokens > 0) {
 		res.Usage = *s.upUsage
 	} else {
 		res.Usage = Usage{Estimated: true, CompletionTokens: estimateCompletionTokens(s.model.Name, res.Text, res.ToolCalls)}
+		for _, ch := range res.More {
+			res.Usage.CompletionTokens += estimateCompletionTokens(s.model.Name, ch.Text, ch.ToolCalls)
+		}
 		if s.upUsage != nil && s.upUsage.PromptTokens > 0 {
 			res.Usage.PromptTokens = s.upUsage.PromptTokens
 		} else {
@@ -583,29 +680,38 @@ type EmbedResult struct {
 	CreatedAt time.Time
 }
 
-// Embed validates and runs an embeddings request for inputs (field names
-// the request field for error messages: "text" or "input").
-func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dimensions *int, user, field string) (*EmbedResult, error) {
+// Embed validates and runs an embeddings request for in.Inputs, or for
+// in.Tokens (token arrays, decoded with the model's tokenizer for
+// providers that take text; OpenAI-compatible upstreams receive the
+// tokens). field names the request field for error messages: "text" or
+// "input".
+func (g *Gateway) Embed(ctx context.Context, model string, in EmbedRequest, field string) (*EmbedResult, error) {
 	var ps []errs.Problem
 	if strings.TrimSpace(model) == "" {
 		ps = append(ps, errs.Problem{Field: "model", Problem: "is required"})
 	}
+	n := len(in.Inputs)
+	if in.Tokens != nil {
+		n = len(in.Tokens)
+	}
 	switch {
-	case len(inputs) == 0:
+	case n == 0:
 		ps = append(ps, errs.Problem{Field: field, Problem: "is required"})
-	case len(inputs) > MaxEmbeddingInputs:
+	case n > MaxEmbeddingInputs:
 		ps = append(ps, errs.Problem{Field: field, Problem: fmt.Sprintf("at most %d inputs", MaxEmbeddingInputs)})
 	default:
-		for i, in := range inputs {
-			if strings.TrimSpace(in) == "" {
+		for i := 0; i < n; i++ {
+			empty := in.Tokens != nil && len(in.Tokens[i]) == 0 || in.Tokens == nil && strings.TrimSpace(in.Inputs[i]) == ""
+			if empty {
 				f := field
-				if len(inputs) > 1 {
+				if n > 1 {
 					f = fmt.Sprintf("%s[%d]", field, i)
 				}
 				ps = append(ps, errs.Problem{Field: f, Problem: "must not be empty"})
 			}
 		}
 	}
+	dimensions := in.Dimensions
 	if dimensions != nil && *dimensions < 1 {
 		ps = append(ps, errs.Problem{Field: "dimensions", Problem: "must be at least 1"})
 	}
@@ -619,6 +725,21 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 	if !m.Has(CapEmbeddings) {
 		return nil, capabilityError(m, CapEmbeddings)
 	}
+	if in.Tokens != nil {
+		in.Inputs = make([]string, len(in.Tokens))
+		for i, ids := range in.Tokens {
+			text, err := DecodeTokens(m.Name, ids)
+			if err != nil {
+				f := field
+				if len(in.Tokens) > 1 {
+					f = fmt.Sprintf("%s[%d]", field, i)
+				}
+				return nil, errs.Problems("invalid request", []errs.Problem{{Field: f, Problem: fmt.Sprintf("is not a token array of %s's encoding (%s): %v", m.ID, EncodingFor(m.Name), err)}})
+			}
+			in.Inputs[i] = text
+		}
+	}
+	inputs := in.Inputs
 	req := &Request{Model: m.ID, Prompt: strings.Join(inputs, "\n")}
 	settle, err := g.admit(ctx, m, req)
 	if err != nil {
@@ -636,7 +757,11 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 		}
 	}
 	resp, cand, err := attempt(ctx, g, c, cands, func(cand *Model) (*EmbedResponse, error) {
-		return cand.provider.Embed(ctx, cand, &EmbedRequest{Inputs: inputs, Dimensions: dimensions, User: user})
+		er := in
+		if EncodingFor(cand.Name) != EncodingFor(m.Name) {
+			er.Tokens = nil // a fallback with another encoding gets the decoded text
+		}
+		return cand.provider.Embed(ctx, cand, &er)
 	})
 	if err != nil {
 		settle(nil, Usage{})
@@ -650,8 +775,8 @@ func (g *Gateway) Embed(ctx context.Context, model string, inputs []string, dime
 		res.Usage = Usage{PromptTokens: resp.Usage.PromptTokens}
 	} else {
 		n := 0
-		for _, in := range inputs {
-			n += CountTokens(cand.Name, in)
+		for _, text := range inputs {
+			n += CountTokens(cand.Name, text)
 		}
 		res.Usage = Usage{PromptTokens: n, Estimated: true}
 	}

@@ -117,18 +117,21 @@ func TestRequestValidation(t *testing.T) {
 		if errs.KindOf(err) != errs.Invalid || !strings.Contains(err.Error(), "does not support chat") {
 			t.Errorf("err = %v", err)
 		}
-		_, err = g.Embed(ctx, "openai/m", []string{"x"}, nil, "", "text")
+		_, err = g.Embed(ctx, "openai/m", EmbedRequest{Inputs: []string{"x"}, Dimensions: nil}, "text")
 		if errs.KindOf(err) != errs.Invalid || !strings.Contains(err.Error(), "does not support embeddings") {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("embedding input", func(t *testing.T) {
-		ps := problemsOf(t, func() error { _, err := g.Embed(ctx, "", nil, nil, "", "text"); return err }())
+		ps := problemsOf(t, func() error {
+			_, err := g.Embed(ctx, "", EmbedRequest{Inputs: nil, Dimensions: nil}, "text")
+			return err
+		}())
 		if ps["model"] == "" || ps["text"] == "" {
 			t.Errorf("problems %v", ps)
 		}
 		ps = problemsOf(t, func() error {
-			_, err := g.Embed(ctx, "local/hash-embed-384", []string{"a", " "}, nil, "", "input")
+			_, err := g.Embed(ctx, "local/hash-embed-384", EmbedRequest{Inputs: []string{"a", " "}, Dimensions: nil}, "input")
 			return err
 		}())
 		if ps["input[1]"] == "" {

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,9 +14,31 @@ import (
 // geminiProvider speaks the Gemini API (generativelanguage.googleapis.com):
 // generateContent, streamGenerateContent?alt=sse, embedContent /
 // batchEmbedContents, functionDeclarations and the model list.
+//
+// Request fields beyond the basics map to Gemini's own:
+//   - images: inline_data {mime_type, data} parts (the gateway fetches
+//     https URLs for Gemini, see images.go);
+//   - response_format json_object: generationConfig.responseMimeType
+//     "application/json"; json_schema: the same plus responseJsonSchema
+//     (Gemini's JSON Schema field, which it enforces);
+//   - n: candidateCount, every candidate read back (Response.More,
+//     Chunk.Choice);
+//   - reasoning_effort: thinkingConfig.thinkingLevel (minimal, low,
+//     medium, high) for Gemini 3 models, thinkingBudget for earlier ones
+//     (geminiThinkingBudgets);
+//   - tools[].function.strict: functionCallingConfig mode VALIDATED (calls
+//     conform to the declared schema) when the choice is auto;
+//   - logprobs / top_logprobs (passthrough): responseLogprobs / logprobs,
+//     the candidate's logprobsResult read back in OpenAI's logprobs shape.
+//
+// Unsupported names the rest (other passthrough fields, images in system
+// messages), so that the gateway refuses them rather than drop them.
 type geminiProvider struct{ up upstream }
 
-var _ Provider = (*geminiProvider)(nil)
+var (
+	_ Provider     = (*geminiProvider)(nil)
+	_ FieldChecker = (*geminiProvider)(nil)
+)
 
 func newGemini(up upstream) *geminiProvider {
 	key := up.secret
@@ -44,8 +67,15 @@ type gemContent struct {
 type gemPart struct {
 	Text             string           `json:"text,omitempty"`
 	Thought          bool             `json:"thought,omitempty"`
+	InlineData       *gemBlob         `json:"inline_data,omitempty"`
 	FunctionCall     *gemFunctionCall `json:"functionCall,omitempty"`
 	FunctionResponse *gemFunctionResp `json:"functionResponse,omitempty"`
+}
+
+// gemBlob is inline data: its media type and its bytes (base64 on the wire).
+type gemBlob struct {
+	MimeType string `json:"mime_type"`
+	Data     []byte `json:"data"`
 }
 
 type gemFunctionCall struct {
@@ -61,13 +91,55 @@ type gemFunctionResp struct {
 }
 
 type gemGenConfig struct {
-	Temperature      *float64 `json:"temperature,omitempty"`
-	TopP             *float64 `json:"topP,omitempty"`
-	MaxOutputTokens  *int     `json:"maxOutputTokens,omitempty"`
-	StopSequences    []string `json:"stopSequences,omitempty"`
-	PresencePenalty  *float64 `json:"presencePenalty,omitempty"`
-	FrequencyPenalty *float64 `json:"frequencyPenalty,omitempty"`
-	Seed             *int64   `json:"seed,omitempty"`
+	Temperature        *float64        `json:"temperature,omitempty"`
+	TopP               *float64        `json:"topP,omitempty"`
+	MaxOutputTokens    *int            `json:"maxOutputTokens,omitempty"`
+	StopSequences      []string        `json:"stopSequences,omitempty"`
+	PresencePenalty    *float64        `json:"presencePenalty,omitempty"`
+	FrequencyPenalty   *float64        `json:"frequencyPenalty,omitempty"`
+	Seed               *int64          `json:"seed,omitempty"`
+	CandidateCount     int             `json:"candidateCount,omitempty"`
+	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
+	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
+	ResponseLogprobs   bool            `json:"responseLogprobs,omitempty"`
+	Logprobs           *int            `json:"logprobs,omitempty"`
+	ThinkingConfig     *gemThinking    `json:"thinkingConfig,omitempty"`
+}
+
+// empty reports whether c sets nothing (and is left out of the request).
+func (c *gemGenConfig) empty() bool {
+	return c.Temperature == nil && c.TopP == nil && c.MaxOutputTokens == nil && len(c.StopSequences) == 0 &&
+		c.PresencePenalty == nil && c.FrequencyPenalty == nil && c.Seed == nil && c.CandidateCount == 0 &&
+		c.ResponseMimeType == "" && !c.ResponseLogprobs && c.Logprobs == nil && c.ThinkingConfig == nil
+}
+
+// gemThinking is thinkingConfig: a level (Gemini 3) or a token budget
+// (Gemini 2.5), never both.
+type gemThinking struct {
+	ThinkingLevel  string `json:"thinkingLevel,omitempty"`
+	ThinkingBudget *int   `json:"thinkingBudget,omitempty"`
+}
+
+// geminiThinkingBudgets are the thinkingBudget of each reasoning effort
+// for models before Gemini 3 (within every 2.5 model's range: Pro
+// 128-32768, Flash 0-24576, Flash-Lite 512-24576).
+var geminiThinkingBudgets = map[string]int{EffortMinimal: 512, EffortLow: 1024, EffortMedium: 8192, EffortHigh: 24576}
+
+// geminiThinking maps a reasoning effort for model name: thinkingLevel
+// for Gemini 3 and later, thinkingBudget before.
+func geminiThinking(name, effort string) *gemThinking {
+	if effort == "" {
+		return nil
+	}
+	n := strings.TrimPrefix(name, "models/")
+	if strings.HasPrefix(n, "gemini-") && !strings.HasPrefix(n, "gemini-1") && !strings.HasPrefix(n, "gemini-2") {
+		return &gemThinking{ThinkingLevel: effort}
+	}
+	b, ok := geminiThinkingBudgets[effort]
+	if !ok {
+		return nil
+	}
+	return &gemThinking{ThinkingBudget: &b}
 }
 
 type gemTool struct {
@@ -90,17 +162,77 @@ type gemFCConfig struct {
 }
 
 type gemResponse struct {
-	Candidates []struct {
-		Content      gemContent `json:"content"`
-		FinishReason string     `json:"finishReason"`
-		Index        int        `json:"index"`
-	} `json:"candidates"`
-	UsageMetadata  *gemUsage `json:"usageMetadata"`
-	ResponseID     string    `json:"responseId"`
+	Candidates     []gemCandidate `json:"candidates"`
+	UsageMetadata  *gemUsage      `json:"usageMetadata"`
+	ResponseID     string         `json:"responseId"`
 	PromptFeedback *struct {
 		BlockReason string `json:"blockReason"`
 	} `json:"promptFeedback"`
 	Error json.RawMessage `json:"error"`
+}
+
+type gemCandidate struct {
+	Content        gemContent         `json:"content"`
+	FinishReason   string             `json:"finishReason"`
+	Index          int                `json:"index"`
+	LogprobsResult *gemLogprobsResult `json:"logprobsResult"`
+}
+
+// gemLogprobsResult is a candidate's logprobsResult: per output token the
+// chosen token and the top alternatives.
+type gemLogprobsResult struct {
+	TopCandidates []struct {
+		Candidates []gemLogprob `json:"candidates"`
+	} `json:"topCandidates"`
+	ChosenCandidates []gemLogprob `json:"chosenCandidates"`
+}
+
+type gemLogprob struct {
+	Token          string  `json:"token"`
+	LogProbability float64 `json:"logProbability"`
+}
+
+// openAILogprob is one token of OpenAI's logprobs.content, and
+// openAITopLogprob one of its alternatives.
+type openAILogprob struct {
+	openAITopLogprob
+	TopLogprobs []openAITopLogprob `json:"top_logprobs"`
+}
+
+type openAITopLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+func openAITop(c gemLogprob) openAITopLogprob {
+	bs := make([]int, len(c.Token))
+	for i := 0; i < len(c.Token); i++ {
+		bs[i] = int(c.Token[i])
+	}
+	return openAITopLogprob{Token: c.Token, Logprob: c.LogProbability, Bytes: bs}
+}
+
+// openAI converts a logprobsResult to OpenAI's logprobs object
+// ({"content":[...],"refusal":null}); nil for none.
+func (l *gemLogprobsResult) openAI() json.RawMessage {
+	if l == nil || len(l.ChosenCandidates) == 0 {
+		return nil
+	}
+	content := make([]openAILogprob, len(l.ChosenCandidates))
+	for i, c := range l.ChosenCandidates {
+		content[i] = openAILogprob{openAITopLogprob: openAITop(c), TopLogprobs: []openAITopLogprob{}}
+		if i < len(l.TopCandidates) {
+			for _, alt := range l.TopCandidates[i].Candidates {
+				content[i].TopLogprobs = append(content[i].TopLogprobs, openAITop(alt))
+			}
+		}
+	}
+	b, err := json.Marshal(map[string]any{"content": content, "refusal": nil})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // gemUsage is usageMetadata; promptTokenCount includes the
@@ -128,9 +260,29 @@ func geminiModelPath(name string) string {
 func (p *geminiProvider) request(m *Model, r *Request) *gemRequest {
 	w := &gemRequest{}
 	gc := &gemGenConfig{Temperature: r.Temperature, TopP: r.TopP, MaxOutputTokens: r.MaxTokens, StopSequences: r.Stop,
-		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, Seed: r.Seed}
-	if gc.Temperature != nil || gc.TopP != nil || gc.MaxOutputTokens != nil || len(gc.StopSequences) > 0 ||
-		gc.PresencePenalty != nil || gc.FrequencyPenalty != nil || gc.Seed != nil {
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, Seed: r.Seed,
+		ThinkingConfig: geminiThinking(m.Name, r.ReasoningEffort)}
+	if r.N > 1 {
+		gc.CandidateCount = r.N
+	}
+	if f := r.ResponseFormat; f != nil {
+		switch f.Type {
+		case FormatJSONObject:
+			gc.ResponseMimeType = "application/json"
+		case FormatJSONSchema:
+			gc.ResponseMimeType, gc.ResponseJSONSchema = "application/json", f.Schema
+		}
+	}
+	if v, ok := r.Passthrough["logprobs"]; ok {
+		_ = json.Unmarshal(v, &gc.ResponseLogprobs)
+	}
+	if v, ok := r.Passthrough["top_logprobs"]; ok {
+		var n int
+		if json.Unmarshal(v, &n) == nil {
+			gc.Logprobs = &n
+		}
+	}
+	if !gc.empty() {
 		w.GenerationConfig = gc
 	}
 	msgs := r.Messages
@@ -152,7 +304,10 @@ func (p *geminiProvider) request(m *Model, r *Request) *gemRequest {
 			continue
 		case RoleAssistant:
 			role = "model"
-			if msg.Content != "" {
+			switch {
+			case msg.hasImages():
+				parts = geminiParts(msg)
+			case msg.Content != "":
 				parts = append(parts, gemPart{Text: msg.Content})
 			}
 			for _, tc := range msg.ToolCalls {
@@ -166,9 +321,13 @@ func (p *geminiProvider) request(m *Model, r *Request) *gemRequest {
 				name = callNames[msg.ToolCallID]
 			}
 			parts = []gemPart{{FunctionResponse: &gemFunctionResp{Name: name, Response: toolResultObject(msg.Content)}}}
+			parts = append(parts, geminiImages(msg)...)
 		default:
 			role = "user"
-			if msg.Content != "" {
+			switch {
+			case msg.hasImages():
+				parts = geminiParts(msg)
+			case msg.Content != "":
 				parts = []gemPart{{Text: msg.Content}}
 			}
 		}
@@ -202,8 +361,77 @@ func (p *geminiProvider) request(m *Model, r *Request) *gemRequest {
 				w.ToolConfig = &gemToolCfg{FunctionCallingConfig: gemFCConfig{Mode: "ANY", AllowedFunctionNames: []string{tc.Name}}}
 			}
 		}
+		if strictTools(r.Tools) && (w.ToolConfig == nil || w.ToolConfig.FunctionCallingConfig.Mode == "AUTO") {
+			// VALIDATED: the model may answer in text, and its calls
+			// conform to the declared schemas.
+			w.ToolConfig = &gemToolCfg{FunctionCallingConfig: gemFCConfig{Mode: "VALIDATED"}}
+		}
 	}
 	return w
+}
+
+func strictTools(tools []Tool) bool {
+	for _, t := range tools {
+		if t.Strict {
+			return true
+		}
+	}
+	return false
+}
+
+// geminiParts is a message's content parts in order: text, and images as
+// inline_data.
+func geminiParts(msg Message) []gemPart {
+	parts := make([]gemPart, 0, len(msg.Parts))
+	for _, p := range msg.Parts {
+		switch {
+		case p.Image != nil:
+			parts = append(parts, gemPart{InlineData: &gemBlob{MimeType: p.Image.MediaType, Data: p.Image.Data}})
+		case p.Text != "":
+			parts = append(parts, gemPart{Text: p.Text})
+		}
+	}
+	return parts
+}
+
+// geminiImages is a message's images as inline_data parts.
+func geminiImages(msg Message) []gemPart {
+	var parts []gemPart
+	for _, p := range msg.Parts {
+		if p.Image != nil {
+			parts = append(parts, gemPart{InlineData: &gemBlob{MimeType: p.Image.MediaType, Data: p.Image.Data}})
+		}
+	}
+	return parts
+}
+
+// geminiPassthrough are the passthrough fields Gemini carries.
+var geminiPassthrough = []string{"logprobs", "top_logprobs"}
+
+// Unsupported implements FieldChecker: every passthrough field but
+// logprobs and top_logprobs (Gemini has no logit_bias, service_tier,
+// metadata, prediction or store) and an image in a system message
+// (Gemini's systemInstruction takes text), in a stable order.
+func (p *geminiProvider) Unsupported(m *Model, r *Request) []string {
+	var out []string
+	for i, msg := range r.Messages {
+		for j, part := range msg.Parts {
+			if part.Image != nil && msg.Role == RoleSystem {
+				out = append(out, fmt.Sprintf("messages[%d].content[%d]", i, j))
+			}
+		}
+	}
+	if r.User != "" {
+		out = append(out, "user") // Gemini has no end-user id
+	}
+	var keys []string
+	for k := range r.Passthrough {
+		if !slices.Contains(geminiPassthrough, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return append(out, keys...)
 }
 
 // toolResultObject wraps a tool result as the JSON object Gemini's
@@ -319,20 +547,40 @@ func (p *geminiProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 		}
 		return nil, upstreamProtocol(p.up.provider, "sent no candidates")
 	}
-	c := out.Candidates[0]
-	var text strings.Builder
+	cands := out.Candidates
+	if len(cands) > 1 {
+		slices.SortStableFunc(cands, func(a, b gemCandidate) int { return a.Index - b.Index })
+	}
+	for i, c := range cands {
+		ch := geminiChoice(c)
+		if i == 0 {
+			resp.Text, resp.ToolCalls, resp.FinishReason, resp.Logprobs = ch.Text, ch.ToolCalls, ch.FinishReason, ch.Logprobs
+			continue
+		}
+		resp.More = append(resp.More, ch)
+	}
+	return resp, nil
+}
+
+// geminiChoice reads a candidate (thoughts left out).
+func geminiChoice(c gemCandidate) Choice {
+	var (
+		ch   Choice
+		text strings.Builder
+	)
 	for i, part := range c.Content.Parts {
 		if part.Thought {
 			continue
 		}
 		text.WriteString(part.Text)
 		if fc := part.FunctionCall; fc != nil {
-			resp.ToolCalls = append(resp.ToolCalls, geminiToolCall(fc, i))
+			ch.ToolCalls = append(ch.ToolCalls, geminiToolCall(fc, i))
 		}
 	}
-	resp.Text = text.String()
-	resp.FinishReason = geminiFinish(c.FinishReason, len(resp.ToolCalls) > 0)
-	return resp, nil
+	ch.Text = text.String()
+	ch.FinishReason = geminiFinish(c.FinishReason, len(ch.ToolCalls) > 0)
+	ch.Logprobs = c.LogprobsResult.openAI()
+	return ch
 }
 
 func geminiToolCall(fc *gemFunctionCall, n int) ToolCall {
@@ -357,13 +605,23 @@ func (p *geminiProvider) Stream(ctx context.Context, m *Model, r *Request) (Stre
 }
 
 type geminiStream struct {
-	sb    *streamBody
-	calls int
+	sb *streamBody
+	// calls counts each candidate's tool calls so far.
+	calls map[int]int
+	// pending are the chunks of an event with several candidates not
+	// returned yet.
+	pending []Chunk
 }
 
-// Next implements Stream.
+// Next implements Stream. An event with several candidates (n > 1)
+// becomes one chunk per candidate, the first carrying the usage.
 func (s *geminiStream) Next() (Chunk, error) {
 	for {
+		if len(s.pending) > 0 {
+			ch := s.pending[0]
+			s.pending = s.pending[1:]
+			return ch, nil
+		}
 		ev, err := s.sb.next()
 		if err != nil {
 			return Chunk{}, err
@@ -378,26 +636,44 @@ func (s *geminiStream) Next() (Chunk, error) {
 		if len(out.Error) > 0 && string(out.Error) != "null" {
 			return Chunk{}, streamFailure(s.sb.u.provider, s.sb.u.redact(jsonErrorMessage(ev.Data)))
 		}
-		ch := Chunk{Usage: out.UsageMetadata.usage()}
-		if len(out.Candidates) > 0 {
-			c := out.Candidates[0]
-			for _, part := range c.Content.Parts {
-				if part.Thought {
-					continue
-				}
-				ch.Text += part.Text
-				if fc := part.FunctionCall; fc != nil {
-					tc := geminiToolCall(fc, s.calls)
-					ch.ToolCalls = append(ch.ToolCalls, ToolCallDelta{Index: s.calls, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
-					s.calls++
-				}
+		usage := out.UsageMetadata.usage()
+		if len(out.Candidates) == 0 {
+			ch := Chunk{Usage: usage}
+			if out.PromptFeedback != nil && out.PromptFeedback.BlockReason != "" {
+				ch.FinishReason = FinishContentFilter
 			}
-			ch.FinishReason = geminiFinish(c.FinishReason, s.calls > 0)
-		} else if out.PromptFeedback != nil && out.PromptFeedback.BlockReason != "" {
-			ch.FinishReason = FinishContentFilter
+			return ch, nil
 		}
-		return ch, nil
+		for i, c := range out.Candidates {
+			ch := s.chunk(c)
+			if i == 0 {
+				ch.Usage = usage
+			}
+			s.pending = append(s.pending, ch)
+		}
 	}
+}
+
+// chunk reads one candidate of an event.
+func (s *geminiStream) chunk(c gemCandidate) Chunk {
+	if s.calls == nil {
+		s.calls = map[int]int{}
+	}
+	ch := Chunk{Choice: c.Index, Logprobs: c.LogprobsResult.openAI()}
+	for _, part := range c.Content.Parts {
+		if part.Thought {
+			continue
+		}
+		ch.Text += part.Text
+		if fc := part.FunctionCall; fc != nil {
+			n := s.calls[c.Index]
+			tc := geminiToolCall(fc, n)
+			ch.ToolCalls = append(ch.ToolCalls, ToolCallDelta{Index: n, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+			s.calls[c.Index] = n + 1
+		}
+	}
+	ch.FinishReason = geminiFinish(c.FinishReason, s.calls[c.Index] > 0)
+	return ch
 }
 
 // Close implements Stream.

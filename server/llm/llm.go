@@ -209,6 +209,9 @@ type Request struct {
 	// prediction, store), by their wire name. A request whose model's
 	// provider cannot carry one of them is refused naming it.
 	Passthrough map[string]json.RawMessage
+
+	// format is ResponseFormat compiled by the gateway.
+	format *compiledFormat
 }
 
 // Usage counts tokens of one call.
@@ -243,6 +246,19 @@ type Response struct {
 	More []Choice
 	// Usage is nil when the upstream reported none.
 	Usage *Usage
+}
+
+// setChoice sets the choice at index i (the first, or one of More).
+func (r *Response) setChoice(i int, c Choice) {
+	switch {
+	case i == 0:
+		r.Text, r.ToolCalls, r.FinishReason, r.Logprobs = c.Text, c.ToolCalls, c.FinishReason, c.Logprobs
+	case i > 0 && i < MaxChoices:
+		for len(r.More) < i {
+			r.More = append(r.More, Choice{})
+		}
+		r.More[i-1] = c
+	}
 }
 
 // Choice is one of several choices (Request.N > 1).
@@ -288,9 +304,10 @@ type Stream interface {
 // EmbedRequest asks for the embeddings of one or more texts.
 type EmbedRequest struct {
 	Inputs []string
-	// Tokens, when not nil, are the inputs as token arrays (one per
-	// input, Inputs holding their decoded text): OpenAI-compatible
-	// upstreams receive the tokens themselves.
+	// Tokens, when not nil, are the inputs as token arrays of the model's
+	// tiktoken encoding, one per input, Inputs holding their decoded text.
+	// Only OpenAI's own API receives the tokens (they are its models'
+	// tokens); every other provider gets the text.
 	Tokens [][]int
 	// Dimensions asks models that support it for shorter vectors.
 	Dimensions *int

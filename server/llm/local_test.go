@@ -66,18 +66,18 @@ func TestHashEmbed(t *testing.T) {
 func TestLocalProvider(t *testing.T) {
 	g, rec := newGateway(t, config.Provider{Name: "local", Type: TypeLocal, Models: []config.Model{{Name: "hash-embed-768"}}})
 	ctx := context.Background()
-	res, err := g.Embed(ctx, "local/hash-embed-384", []string{"hello world", "bye"}, nil, "", "input")
+	res, err := g.Embed(ctx, "local/hash-embed-384", EmbedRequest{Inputs: []string{"hello world", "bye"}, Dimensions: nil}, "input")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Vectors) != 2 || len(res.Vectors[0]) != 384 || res.Usage.PromptTokens != 3 || res.Usage.Estimated {
 		t.Errorf("res %+v", res.Usage)
 	}
-	res, err = g.Embed(ctx, "local/hash-embed-768", []string{"hello"}, nil, "", "text")
+	res, err = g.Embed(ctx, "local/hash-embed-768", EmbedRequest{Inputs: []string{"hello"}, Dimensions: nil}, "text")
 	if err != nil || len(res.Vectors[0]) != 768 {
 		t.Fatalf("768: %v", err)
 	}
-	if _, err := g.Embed(ctx, "local/hash-embed-384", []string{"x"}, ptr(100), "", "input"); errs.KindOf(err) != errs.Invalid {
+	if _, err := g.Embed(ctx, "local/hash-embed-384", EmbedRequest{Inputs: []string{"x"}, Dimensions: ptr(100)}, "input"); errs.KindOf(err) != errs.Invalid {
 		t.Errorf("other dimensions: %v", err)
 	}
 	if c := rec.all(); len(c) != 2 || c[0].Cost != 0 || c[0].Model != "local/hash-embed-384" {

@@ -22,6 +22,8 @@ type openAIProvider struct {
 	up upstream
 	// official is true for api.openai.com, which wants max_completion_tokens.
 	official bool
+	// ollama, when set, asks an Ollama server what its models can do (Discover).
+	ollama *ollamaProbe
 }
 
 var _ Provider = (*openAIProvider)(nil)
@@ -50,6 +52,18 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 		User:             r.User,
 		Stream:           stream,
 	}
+	if r.N > 1 {
+		w.N = &r.N
+	}
+	w.ReasoningEffort = r.ReasoningEffort
+	w.Extra = r.Passthrough
+	if rf := r.ResponseFormat; rf != nil {
+		w.ResponseFormat = &openaiwire.ResponseFormat{Type: rf.Type}
+		if rf.Type == FormatJSONSchema {
+			strict := rf.Strict
+			w.ResponseFormat.JSONSchema = &openaiwire.JSONSchema{Name: rf.Name, Description: rf.Description, Schema: rf.Schema, Strict: &strict}
+		}
+	}
 	if r.MaxTokens != nil {
 		if p.official || m.Has(CapReasoning) {
 			w.MaxCompletionTokens = r.MaxTokens
@@ -66,7 +80,7 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 	}
 	w.Messages = make([]openaiwire.Message, len(msgs))
 	for i, msg := range msgs {
-		wm := openaiwire.Message{Role: msg.Role, Content: openaiwire.Text(msg.Content), Name: msg.Name, ToolCallID: msg.ToolCallID}
+		wm := openaiwire.Message{Role: msg.Role, Content: openAIContent(msg), Name: msg.Name, ToolCallID: msg.ToolCallID}
 		if msg.Role == RoleAssistant && msg.Content == "" && len(msg.ToolCalls) > 0 {
 			wm.Content.Null = true
 		}
@@ -76,7 +90,11 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 		w.Messages[i] = wm
 	}
 	for _, t := range r.Tools {
-		w.Tools = append(w.Tools, openaiwire.Tool{Type: "function", Function: openaiwire.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		f := openaiwire.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		if t.Strict {
+			f.Strict = &t.Strict
+		}
+		w.Tools = append(w.Tools, openaiwire.Tool{Type: "function", Function: f})
 	}
 	if r.ToolChoice != nil && len(r.Tools) > 0 {
 		w.ToolChoice = &openaiwire.ToolChoice{Mode: r.ToolChoice.Mode, Name: r.ToolChoice.Name}
@@ -87,12 +105,33 @@ func (p *openAIProvider) chatRequest(m *Model, r *Request, stream bool) *openaiw
 	return w
 }
 
+// openAIContent is a message's content: its text, or, when it carries
+// images, its parts in order, each image as an image_url part holding its
+// https URL or a data: URL of its bytes.
+func openAIContent(msg Message) openaiwire.Content {
+	if !msg.hasImages() {
+		return openaiwire.Text(msg.Content)
+	}
+	parts := make([]openaiwire.ContentPart, len(msg.Parts))
+	for i, p := range msg.Parts {
+		if p.Image == nil {
+			parts[i] = openaiwire.ContentPart{Type: "text", Text: p.Text}
+			continue
+		}
+		parts[i] = openaiwire.ContentPart{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: ImageDataURL(p.Image), Detail: p.Image.Detail}}
+	}
+	return openaiwire.Content{Text: msg.Content, Parts: parts}
+}
+
 // completionRequest translates a generation for the legacy endpoint.
 func (p *openAIProvider) completionRequest(m *Model, r *Request, stream bool) *openaiwire.CompletionRequest {
 	w := &openaiwire.CompletionRequest{
 		Model: m.Name, Prompt: openaiwire.StringList{r.Prompt}, MaxTokens: r.MaxTokens,
 		Temperature: r.Temperature, TopP: r.TopP, FrequencyPenalty: r.FrequencyPenalty, PresencePenalty: r.PresencePenalty,
-		Stop: r.Stop, Seed: r.Seed, User: r.User, Stream: stream,
+		Stop: r.Stop, Seed: r.Seed, User: r.User, Stream: stream, Extra: r.Passthrough,
+	}
+	if r.N > 1 {
+		w.N = &r.N
 	}
 	if stream {
 		w.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
@@ -113,11 +152,15 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 			return nil, err
 		}
 		resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
-		if len(out.Choices) > 0 {
-			resp.Text = out.Choices[0].Text
-			if out.Choices[0].FinishReason != nil {
-				resp.FinishReason = *out.Choices[0].FinishReason
+		for _, ch := range out.Choices {
+			c := Choice{Text: ch.Text}
+			if ch.FinishReason != nil {
+				c.FinishReason = *ch.FinishReason
 			}
+			if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
+				c.Logprobs = ch.Logprobs
+			}
+			resp.setChoice(ch.Index, c)
 		}
 		return resp, nil
 	}
@@ -126,19 +169,27 @@ func (p *openAIProvider) Complete(ctx context.Context, m *Model, r *Request) (*R
 		return nil, err
 	}
 	resp := &Response{ID: out.ID, Usage: fromOpenAIUsage(out.Usage)}
-	if len(out.Choices) > 0 {
-		ch := out.Choices[0]
-		if ch.Message.Content != nil {
-			resp.Text = *ch.Message.Content
-		} else if ch.Message.Refusal != nil {
-			resp.Text = *ch.Message.Refusal
-		}
-		resp.FinishReason = ch.FinishReason
-		for _, tc := range ch.Message.ToolCalls {
-			resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-		}
+	for _, ch := range out.Choices {
+		resp.setChoice(ch.Index, fromOpenAIChoice(ch))
 	}
 	return resp, nil
+}
+
+// fromOpenAIChoice translates one choice of a chat completion.
+func fromOpenAIChoice(ch openaiwire.Choice) Choice {
+	c := Choice{FinishReason: ch.FinishReason}
+	if ch.Message.Content != nil {
+		c.Text = *ch.Message.Content
+	} else if ch.Message.Refusal != nil {
+		c.Text = *ch.Message.Refusal
+	}
+	if l := ch.Logprobs; len(l) > 0 && string(l) != "null" {
+		c.Logprobs = l
+	}
+	for _, tc := range ch.Message.ToolCalls {
+		c.ToolCalls = append(c.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return c
 }
 
 func fromOpenAIUsage(u *openaiwire.Usage) *Usage {
@@ -175,6 +226,8 @@ type openAIStream struct {
 	sb     *streamBody
 	legacy bool
 	done   bool
+	// pending are chunks of an event that carried several choices.
+	pending []Chunk
 }
 
 // openAIChunk decodes both chat chunks and legacy completion chunks.
@@ -184,6 +237,7 @@ type openAIChunk struct {
 		Delta        openaiwire.Delta `json:"delta"`
 		Text         string           `json:"text"`
 		FinishReason *string          `json:"finish_reason"`
+		Logprobs     json.RawMessage  `json:"logprobs"`
 	} `json:"choices"`
 	Usage *openaiwire.Usage `json:"usage"`
 	Error json.RawMessage   `json:"error"`
@@ -192,6 +246,11 @@ type openAIChunk struct {
 // Next implements Stream.
 func (s *openAIStream) Next() (Chunk, error) {
 	for {
+		if len(s.pending) > 0 {
+			c := s.pending[0]
+			s.pending = s.pending[1:]
+			return c, nil
+		}
 		if s.done {
 			return Chunk{}, io.EOF
 		}
@@ -219,25 +278,35 @@ func (s *openAIStream) Next() (Chunk, error) {
 		if c.Usage != nil {
 			out.Usage = fromOpenAIUsage(c.Usage)
 		}
-		for _, ch := range c.Choices {
-			if ch.Index != 0 {
+		for i, ch := range c.Choices {
+			if ch.Index < 0 || ch.Index >= MaxChoices {
 				continue
 			}
+			oc := Chunk{Choice: ch.Index}
 			if s.legacy {
-				out.Text += ch.Text
+				oc.Text = ch.Text
 			} else if ch.Delta.Content != nil {
-				out.Text += *ch.Delta.Content
+				oc.Text = *ch.Delta.Content
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				idx := 0
 				if tc.Index != nil {
 					idx = *tc.Index
 				}
-				out.ToolCalls = append(out.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+				oc.ToolCalls = append(oc.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				out.FinishReason = *ch.FinishReason
+				oc.FinishReason = *ch.FinishReason
 			}
+			if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
+				oc.Logprobs = ch.Logprobs
+			}
+			if i == 0 {
+				oc.Usage = out.Usage
+				out = oc
+				continue
+			}
+			s.pending = append(s.pending, oc)
 		}
 		return out, nil
 	}
@@ -248,7 +317,11 @@ func (s *openAIStream) Close() error { return s.sb.close() }
 
 // Embed implements Provider.
 func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (*EmbedResponse, error) {
-	body := openaiwire.EmbeddingRequest{Input: r.Inputs, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
+	input := openaiwire.EmbeddingInput{Texts: r.Inputs}
+	if p.official && r.Tokens != nil {
+		input = openaiwire.EmbeddingInput{Tokens: r.Tokens}
+	}
+	body := openaiwire.EmbeddingRequest{Input: input, Model: m.Name, EncodingFormat: "float", Dimensions: r.Dimensions, User: r.User}
 	var out openaiwire.EmbeddingResponse
 	if err := p.up.do(ctx, http.MethodPost, "/embeddings", body, &out); err != nil {
 		return nil, err
@@ -272,7 +345,9 @@ func (p *openAIProvider) Embed(ctx context.Context, m *Model, r *EmbedRequest) (
 }
 
 // Discover implements Provider: GET /models, reading vLLM's max_model_len
-// and llama.cpp's meta when present.
+// and llama.cpp's meta when present. When the server is Ollama (see
+// ollamaProbe), each model's capabilities and lengths come from its
+// /api/show instead.
 func (p *openAIProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
 	var out openaiwire.ModelList
 	if err := p.up.do(ctx, http.MethodGet, "/models", nil, &out); err != nil {
@@ -291,6 +366,11 @@ func (p *openAIProvider) Discover(ctx context.Context) ([]ModelInfo, error) {
 			in.Dimensions = d.Meta.NEmbd
 		}
 		infos = append(infos, in)
+	}
+	if p.ollama != nil && len(infos) > 0 {
+		if native, ok := p.ollama.native(p.up); ok && p.ollama.detect(ctx, native) {
+			p.ollama.describe(ctx, native, infos)
+		}
 	}
 	return infos, nil
 }

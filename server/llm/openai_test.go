@@ -196,7 +196,7 @@ func TestOpenAIEmbeddingsAndDiscovery(t *testing.T) {
 	g, _ := newGateway(t, p)
 	ctx := context.Background()
 
-	res, err := g.Embed(ctx, "vllm/text-embedding-3-small", []string{"hello", "world"}, nil, "", "input")
+	res, err := g.Embed(ctx, "vllm/text-embedding-3-small", EmbedRequest{Inputs: []string{"hello", "world"}, Dimensions: nil}, "input")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,11 +310,11 @@ func TestDiscoveredEmbeddingModelLearnsItsDimensions(t *testing.T) {
 	}{
 		{"unknown before the first embedding", func() error { return nil }, 0},
 		{"an embedding at a requested size teaches nothing", func() error {
-			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", []string{"hello", "world"}, ptr(2), "", "input")
+			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", EmbedRequest{Inputs: []string{"hello", "world"}, Dimensions: ptr(2)}, "input")
 			return err
 		}, 0},
 		{"the first embedding at its own size fills it in", func() error {
-			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", []string{"hello", "world"}, nil, "", "input")
+			_, err := g.Embed(ctx, "vllm/text-embedding-3-small", EmbedRequest{Inputs: []string{"hello", "world"}, Dimensions: nil}, "input")
 			return err
 		}, 3},
 		{"a discovery refresh keeps it", func() error { return g.Catalog.Refresh(ctx) }, 3},

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -66,7 +67,8 @@ func CountTokens(modelName, s string) int {
 
 // estimatePromptTokens counts a request's prompt the way OpenAI's chat
 // format does: 3 tokens of framing per message, 1 more for a name, and 3
-// priming the reply; tool definitions counted as their JSON text.
+// priming the reply; tool definitions counted as their JSON text; an image
+// as a fixed ImageTokensHigh (ImageTokensLow at low detail).
 func estimatePromptTokens(modelName string, r *Request) int {
 	if len(r.Messages) == 0 {
 		return CountTokens(modelName, r.Prompt)
@@ -79,6 +81,11 @@ func estimatePromptTokens(modelName string, r *Request) int {
 		}
 		for _, tc := range m.ToolCalls {
 			n += 3 + CountTokens(modelName, tc.Name) + CountTokens(modelName, tc.Arguments)
+		}
+		for _, p := range m.Parts {
+			if p.Image != nil {
+				n += imageTokens(p.Image)
+			}
 		}
 	}
 	for _, t := range r.Tools {
@@ -94,4 +101,23 @@ func estimateCompletionTokens(modelName, text string, calls []ToolCall) int {
 		n += 3 + CountTokens(modelName, tc.Name) + CountTokens(modelName, tc.Arguments)
 	}
 	return n
+}
+
+// DecodeTokens turns token ids of modelName's encoding back into text
+// (bytes that are not valid UTF-8, a character split between two inputs,
+// become U+FFFD). It fails on an id the encoding does not have.
+func DecodeTokens(modelName string, ids []int) (string, error) {
+	c := codecFor(EncodingFor(modelName))
+	if c == nil {
+		return "", fmt.Errorf("no tokenizer for %s", modelName)
+	}
+	u := make([]uint, len(ids))
+	for i, id := range ids {
+		u[i] = uint(id)
+	}
+	s, err := c.Decode(u)
+	if err != nil {
+		return "", err
+	}
+	return strings.ToValidUTF8(s, "\uFFFD"), nil
 }

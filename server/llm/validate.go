@@ -20,6 +20,7 @@ const (
 	MaxFunctions       = 128
 	MaxStopSequences   = 4
 	MaxEmbeddingInputs = 2048
+	MaxChoices         = 128
 	maxSchemaDepth     = 16
 )
 
@@ -54,6 +55,14 @@ func knobProblems(r *Request) []errs.Problem {
 	ps = rangeProblem(ps, "presencePenalty", r.PresencePenalty, MinPenalty, MaxPenalty)
 	if r.MaxTokens != nil && *r.MaxTokens < 1 {
 		ps = append(ps, errs.Problem{Field: "maxTokens", Problem: fmt.Sprintf("must be at least 1, got %d", *r.MaxTokens)})
+	}
+	if r.N < 0 || r.N > MaxChoices {
+		ps = append(ps, errs.Problem{Field: "n", Problem: fmt.Sprintf("must be between 1 and %d, got %d", MaxChoices, r.N)})
+	}
+	switch r.ReasoningEffort {
+	case "", EffortMinimal, EffortLow, EffortMedium, EffortHigh:
+	default:
+		ps = append(ps, errs.Problem{Field: "reasoningEffort", Problem: fmt.Sprintf("must be minimal, low, medium or high, got %q", r.ReasoningEffort)})
 	}
 	if len(r.Stop) > MaxStopSequences {
 		ps = append(ps, errs.Problem{Field: "stop", Problem: fmt.Sprintf("at most %d stop sequences", MaxStopSequences)})

@@ -25,10 +25,11 @@ import (
 )
 
 // ForeignErrorPrefixes are path prefixes whose errors have another shape
-// than ErrorResponse (the OpenAI-compatible API answers OpenAI's shape, the
-// OAuth token endpoint RFC 6749's, the MCP endpoint JSON-RPC's); their
-// responses are still validated against what the spec declares.
-var ForeignErrorPrefixes = []string{"/openai/", "/v1/oauth/token", "/mcp"}
+// than ErrorResponse (the OpenAI- and Anthropic-compatible APIs answer
+// their own shapes, the OAuth token endpoint RFC 6749's, the MCP endpoint
+// JSON-RPC's); their responses are still validated against what the spec
+// declares.
+var ForeignErrorPrefixes = []string{"/openai/", "/anthropic/", "/v1/oauth/token", "/mcp"}
 
 // Operation is one operation of the spec.
 type Operation struct {

@@ -8,30 +8,104 @@ package openaiwire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // ChatCompletionRequest is the body of POST /chat/completions.
 type ChatCompletionRequest struct {
-	Model               string         `json:"model"`
-	Messages            []Message      `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens,omitempty"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens,omitempty"`
-	Temperature         *float64       `json:"temperature,omitempty"`
-	TopP                *float64       `json:"top_p,omitempty"`
-	FrequencyPenalty    *float64       `json:"frequency_penalty,omitempty"`
-	PresencePenalty     *float64       `json:"presence_penalty,omitempty"`
-	Stop                StringList     `json:"stop,omitempty"`
-	N                   *int           `json:"n,omitempty"`
-	Seed                *int64         `json:"seed,omitempty"`
-	Stream              bool           `json:"stream,omitempty"`
-	StreamOptions       *StreamOptions `json:"stream_options,omitempty"`
-	Tools               []Tool         `json:"tools,omitempty"`
-	ToolChoice          *ToolChoice    `json:"tool_choice,omitempty"`
-	ParallelToolCalls   *bool          `json:"parallel_tool_calls,omitempty"`
-	User                string         `json:"user,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []Message       `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
+	Stop                StringList      `json:"stop,omitempty"`
+	N                   *int            `json:"n,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
+	Tools               []Tool          `json:"tools,omitempty"`
+	ToolChoice          *ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	User                string          `json:"user,omitempty"`
+	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
+	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
+
+	// Extra are further top-level fields, written verbatim after the
+	// others (fields the gateway carries to OpenAI-compatible upstreams
+	// without interpreting them: logprobs, logit_bias, service_tier, …).
+	// Decoding leaves it empty; callers that want the unknown fields read
+	// them with Fields.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// chatCompletionRequest has ChatCompletionRequest's fields without its
+// methods.
+type chatCompletionRequest ChatCompletionRequest
+
+// MarshalJSON writes the request with its Extra fields.
+func (r ChatCompletionRequest) MarshalJSON() ([]byte, error) {
+	b, err := fastjson.Marshal(chatCompletionRequest(r))
+	if err != nil {
+		return nil, err
+	}
+	return appendFields(b, r.Extra), nil
+}
+
+// appendFields adds extra's members, in name order, to the JSON object b.
+func appendFields(b []byte, extra map[string]json.RawMessage) []byte {
+	if len(extra) == 0 {
+		return b
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b = b[:len(b)-1] // drop the closing brace
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, kb...)
+		b = append(b, ':')
+		b = append(b, extra[k]...)
+	}
+	return append(b, '}')
+}
+
+// Fields returns the top-level members of a JSON object by name, values
+// undecoded.
+func Fields(body []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := fastjson.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ResponseFormat is response_format: {"type":"text"}, {"type":"json_object"}
+// or {"type":"json_schema","json_schema":{name, description, schema, strict}}.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema is response_format.json_schema.
+type JSONSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // StreamOptions configures a streamed response.
@@ -48,29 +122,59 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// Content is a message's content: a string, null, or (when decoding) an
-// array of content parts whose text parts are joined with newlines.
+// Content is a message's content: a string, null, or an array of content
+// parts (text and image_url).
 type Content struct {
+	// Text is the string content, or the text parts joined with newlines.
 	Text string
 	// Null is true for a JSON null (an assistant turn that only calls tools).
 	Null bool
-	// NonText names the first content part that is not text, if any
-	// (image_url, input_audio, file); callers decide whether to refuse it.
-	NonText string
+	// Parts, when not nil, is the content as an array of parts, in order:
+	// set when decoding an array that holds an image_url part, and encoded
+	// as that array (Text is then ignored).
+	Parts []ContentPart
+	// NonText names the first content part that is neither text nor
+	// image_url (input_audio, file), and NonTextIndex its index in the
+	// array; callers refuse it.
+	NonText      string
+	NonTextIndex int
+}
+
+// MissingType is NonText for a content part without a type.
+const MissingType = "(missing)"
+
+// ContentPart is one element of an array content: {"type":"text","text":...}
+// or {"type":"image_url","image_url":{"url":...,"detail":...}}.
+type ContentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *ImageURL `json:"image_url,omitempty"`
+}
+
+// ImageURL is an image_url part's image: an https or data: URL and an
+// optional detail (auto, low, high).
+type ImageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // Text returns content holding s.
 func Text(s string) Content { return Content{Text: s} }
 
-// MarshalJSON writes a string, or null.
+// MarshalJSON writes a string, null, or the array of Parts.
 func (c Content) MarshalJSON() ([]byte, error) {
-	if c.Null {
+	switch {
+	case c.Null:
 		return []byte("null"), nil
+	case c.Parts != nil:
+		return json.Marshal(c.Parts)
 	}
 	return json.Marshal(c.Text)
 }
 
-// UnmarshalJSON reads a string, null or an array of content parts.
+// UnmarshalJSON reads a string, null or an array of content parts. Text
+// parts are joined into Text; an array with an image_url part is also
+// kept whole in Parts; other part types are named in NonText.
 func (c *Content) UnmarshalJSON(b []byte) error {
 	*c = Content{}
 	b = bytes.TrimSpace(b)
@@ -81,29 +185,32 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	case len(b) > 0 && b[0] == '"':
 		return json.Unmarshal(b, &c.Text)
 	case len(b) > 0 && b[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+		var parts []ContentPart
 		if err := json.Unmarshal(b, &parts); err != nil {
 			return err
 		}
 		var buf []byte
-		n := 0
-		for _, p := range parts {
-			if p.Type != "text" {
-				if c.NonText == "" {
-					c.NonText = p.Type
+		n, images := 0, false
+		for i, p := range parts {
+			switch p.Type {
+			case "text":
+				if n > 0 {
+					buf = append(buf, '\n')
 				}
-				continue
+				buf = append(buf, p.Text...)
+				n++
+			case "image_url":
+				images = true
+			default:
+				if c.NonText == "" {
+					c.NonText, c.NonTextIndex = cmp.Or(p.Type, MissingType), i
+				}
 			}
-			if n > 0 {
-				buf = append(buf, '\n')
-			}
-			buf = append(buf, p.Text...)
-			n++
 		}
 		c.Text = string(buf)
+		if images {
+			c.Parts = parts
+		}
 		return nil
 	}
 	return errors.New("content must be a string, null or an array of content parts")
@@ -296,6 +403,22 @@ type CompletionRequest struct {
 	Stream           bool           `json:"stream,omitempty"`
 	StreamOptions    *StreamOptions `json:"stream_options,omitempty"`
 	User             string         `json:"user,omitempty"`
+
+	// Extra are further top-level fields, written verbatim after the
+	// others (see ChatCompletionRequest.Extra).
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// completionRequest has CompletionRequest's fields without its methods.
+type completionRequest CompletionRequest
+
+// MarshalJSON writes the request with its Extra fields.
+func (r CompletionRequest) MarshalJSON() ([]byte, error) {
+	b, err := fastjson.Marshal(completionRequest(r))
+	if err != nil {
+		return nil, err
+	}
+	return appendFields(b, r.Extra), nil
 }
 
 // Completion is the response (and, streamed, each chunk) of POST /completions.
@@ -318,11 +441,66 @@ type CompletionChoice struct {
 
 // EmbeddingRequest is the body of POST /embeddings.
 type EmbeddingRequest struct {
-	Input          StringList `json:"input"`
-	Model          string     `json:"model"`
-	EncodingFormat string     `json:"encoding_format,omitempty"`
-	Dimensions     *int       `json:"dimensions,omitempty"`
-	User           string     `json:"user,omitempty"`
+	Input          EmbeddingInput `json:"input"`
+	Model          string         `json:"model"`
+	EncodingFormat string         `json:"encoding_format,omitempty"`
+	Dimensions     *int           `json:"dimensions,omitempty"`
+	User           string         `json:"user,omitempty"`
+}
+
+// EmbeddingInput is an embeddings input: a string, an array of strings,
+// an array of token ids, or an array of token-id arrays. Exactly one of
+// Texts and Tokens is set after decoding.
+type EmbeddingInput struct {
+	Texts  []string
+	Tokens [][]int
+}
+
+// MarshalJSON writes the texts, or the token arrays.
+func (in EmbeddingInput) MarshalJSON() ([]byte, error) {
+	if in.Tokens != nil {
+		return json.Marshal(in.Tokens)
+	}
+	return json.Marshal(in.Texts)
+}
+
+// UnmarshalJSON reads any of the four forms.
+func (in *EmbeddingInput) UnmarshalJSON(b []byte) error {
+	*in = EmbeddingInput{}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '[' {
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(b, &items); err != nil {
+		return errors.New("must be a string, an array of strings, an array of token ids or an array of token-id arrays")
+	}
+	if len(items) == 0 {
+		in.Texts = []string{}
+		return nil
+	}
+	switch first := bytes.TrimSpace(items[0]); {
+	case len(first) > 0 && first[0] == '"':
+		return (*StringList)(&in.Texts).UnmarshalJSON(b)
+	case len(first) > 0 && first[0] == '[':
+		if err := json.Unmarshal(b, &in.Tokens); err != nil {
+			return errors.New("an array of token-id arrays must hold only arrays of non-negative integers")
+		}
+	default:
+		var one []int
+		if err := json.Unmarshal(b, &one); err != nil {
+			return errors.New("an array of token ids must hold only non-negative integers")
+		}
+		in.Tokens = [][]int{one}
+	}
+	for _, ids := range in.Tokens {
+		for _, id := range ids {
+			if id < 0 {
+				return errors.New("token ids must be non-negative integers")
+			}
+		}
+	}
+	return nil
 }
 
 // EmbeddingResponse is the response of POST /embeddings (float encoding).

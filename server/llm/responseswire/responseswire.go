@@ -4,7 +4,8 @@
 // as a string or parts, tool_choice as a string or an object). The
 // /openai/v1/responses routes read and write these; translation to the
 // gateway's types lives beside the handlers. Unknown fields are ignored
-// when decoding; callers that must refuse them read Fields.
+// when decoding; callers that must refuse them read the body's members
+// (openaiwire.Fields).
 package responseswire
 
 import (
@@ -46,22 +47,6 @@ type StreamOptions struct {
 	// IncludeObfuscation asks for random padding on deltas (a side-channel
 	// defence); Switchboard sends none either way.
 	IncludeObfuscation *bool `json:"include_obfuscation"`
-}
-
-// Fields returns the top-level fields of a request body that are present
-// and not null, by name with their raw values, so that a caller can refuse
-// the ones it does not carry and pass others on verbatim.
-func Fields(body []byte) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, err
-	}
-	for k, v := range m {
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			delete(m, k)
-		}
-	}
-	return m, nil
 }
 
 // TextOr is a value that is a string or an array of T on the wire: the
