@@ -279,16 +279,30 @@ func (s *Server) keep(t *responseTurn, resp *responseswire.Response) (json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	output, err := fastjson.Marshal(resp.Output)
-	if err != nil {
-		return nil, err
-	}
+	output := joinRaw(resp.Output)
 	whole, err := fastjson.Marshal(resp)
 	if err != nil {
 		return nil, err
 	}
 	s.responses.Put(&responses.Stored{ID: t.id, Owner: t.owner, Input: input, Output: output, Response: whole})
 	return whole, nil
+}
+
+// joinRaw is the JSON array of items, each already encoded.
+func joinRaw(items []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
 }
 
 // responsesError names the Responses API's fields in the gateway's

@@ -280,6 +280,40 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 	})
 }
 
+// encode is s as JSON (what GetJSON reads back), its raw members copied
+// as they are: they are the wire format's own encoding, valid and compact,
+// so that a flush does not scan them again.
+func (s *Stored) encode() []byte {
+	b := make([]byte, 0, 160+len(s.Input)+len(s.Output)+len(s.Response))
+	b = append(b, `{"id":`...)
+	b = appendString(b, s.ID)
+	b = append(b, `,"owner":`...)
+	b = appendString(b, s.Owner)
+	b = append(b, `,"createdAt":"`...)
+	b = s.CreatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","expiresAt":"`...)
+	b = s.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","input":`...)
+	b = appendRaw(b, s.Input)
+	b = append(b, `,"output":`...)
+	b = appendRaw(b, s.Output)
+	b = append(b, `,"response":`...)
+	b = appendRaw(b, s.Response)
+	return append(b, '}')
+}
+
+func appendString(b []byte, v string) []byte {
+	q, _ := fastjson.Marshal(v)
+	return append(b, q...)
+}
+
+func appendRaw(b []byte, v json.RawMessage) []byte {
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, v...)
+}
+
 func expiryKey(s *Stored) string {
 	return expiryPrefix + s.ExpiresAt.UTC().Format(expiryLayout) + "/" + s.ID
 }
@@ -314,11 +348,7 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	finished := false
 	err := k.st.Update(ctx, func(tx store.Tx) error {
 		for _, s := range batch {
-			b, err := fastjson.Marshal(s)
-			if err != nil {
-				return fmt.Errorf("encode response %s: %w", s.ID, err)
-			}
-			if err := tx.Put(Bucket, recordPrefix+s.ID, b); err != nil {
+			if err := tx.Put(Bucket, recordPrefix+s.ID, s.encode()); err != nil {
 				return err
 			}
 			if err := tx.Put(Bucket, expiryKey(s), []byte{}); err != nil {
