@@ -767,6 +767,147 @@ func (e OpenAIModelListObject) Valid() bool {
 	}
 }
 
+// Defines values for OpenAIResponseIncompleteDetailsReason.
+const (
+	OpenAIResponseIncompleteDetailsReasonContentFilter   OpenAIResponseIncompleteDetailsReason = "content_filter"
+	OpenAIResponseIncompleteDetailsReasonMaxOutputTokens OpenAIResponseIncompleteDetailsReason = "max_output_tokens"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseIncompleteDetailsReason enum.
+func (e OpenAIResponseIncompleteDetailsReason) Valid() bool {
+	switch e {
+	case OpenAIResponseIncompleteDetailsReasonContentFilter:
+		return true
+	case OpenAIResponseIncompleteDetailsReasonMaxOutputTokens:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseObject.
+const (
+	Response OpenAIResponseObject = "response"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseObject enum.
+func (e OpenAIResponseObject) Valid() bool {
+	switch e {
+	case Response:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputContentType.
+const (
+	OutputText OpenAIResponseOutputContentType = "output_text"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputContentType enum.
+func (e OpenAIResponseOutputContentType) Valid() bool {
+	switch e {
+	case OutputText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputRole.
+const (
+	OpenAIResponseOutputRoleAssistant OpenAIResponseOutputRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputRole enum.
+func (e OpenAIResponseOutputRole) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputStatus.
+const (
+	OpenAIResponseOutputStatusCompleted  OpenAIResponseOutputStatus = "completed"
+	OpenAIResponseOutputStatusInProgress OpenAIResponseOutputStatus = "in_progress"
+	OpenAIResponseOutputStatusIncomplete OpenAIResponseOutputStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputStatus enum.
+func (e OpenAIResponseOutputStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputStatusCompleted:
+		return true
+	case OpenAIResponseOutputStatusInProgress:
+		return true
+	case OpenAIResponseOutputStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputType.
+const (
+	OpenAIResponseOutputTypeFunctionCall OpenAIResponseOutputType = "function_call"
+	OpenAIResponseOutputTypeMessage      OpenAIResponseOutputType = "message"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputType enum.
+func (e OpenAIResponseOutputType) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputTypeFunctionCall:
+		return true
+	case OpenAIResponseOutputTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseStatus.
+const (
+	OpenAIResponseStatusCompleted  OpenAIResponseStatus = "completed"
+	OpenAIResponseStatusFailed     OpenAIResponseStatus = "failed"
+	OpenAIResponseStatusInProgress OpenAIResponseStatus = "in_progress"
+	OpenAIResponseStatusIncomplete OpenAIResponseStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseStatus enum.
+func (e OpenAIResponseStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseStatusCompleted:
+		return true
+	case OpenAIResponseStatusFailed:
+		return true
+	case OpenAIResponseStatusInProgress:
+		return true
+	case OpenAIResponseStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseDeletedObject.
+const (
+	ResponseDeleted OpenAIResponseDeletedObject = "response.deleted"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseDeletedObject enum.
+func (e OpenAIResponseDeletedObject) Valid() bool {
+	switch e {
+	case ResponseDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpenAIToolCallType.
 const (
 	Function OpenAIToolCallType = "function"
@@ -2907,6 +3048,125 @@ type OpenAIModelList struct {
 // OpenAIModelListObject defines model for OpenAIModelList.Object.
 type OpenAIModelListObject string
 
+// OpenAIResponse OpenAI's response object (`output_text` is computed by the SDKs from `output`).
+type OpenAIResponse struct {
+	Background  *bool  `json:"background,omitempty"`
+	CompletedAt *int64 `json:"completed_at,omitempty"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+	Error     *struct {
+		Code    *string `json:"code,omitempty"`
+		Message *string `json:"message,omitempty"`
+	} `json:"error"`
+
+	// Id Example: resp_5f0c6e1d2a3b4c5d6e7f8091
+	Id                string `json:"id"`
+	IncompleteDetails *struct {
+		Reason *OpenAIResponseIncompleteDetailsReason `json:"reason,omitempty"`
+	} `json:"incomplete_details"`
+	Instructions    *string           `json:"instructions,omitempty"`
+	MaxOutputTokens *int              `json:"max_output_tokens,omitempty"`
+	Metadata        map[string]string `json:"metadata"`
+
+	// Model The model that answered.
+	Model  string               `json:"model"`
+	Object OpenAIResponseObject `json:"object"`
+	Output []struct {
+		// Arguments The arguments as JSON text.
+		Arguments *string `json:"arguments,omitempty"`
+		CallId    *string `json:"call_id,omitempty"`
+		Content   *[]struct {
+			Annotations []map[string]interface{}        `json:"annotations"`
+			Logprobs    *[]map[string]interface{}       `json:"logprobs,omitempty"`
+			Text        string                          `json:"text"`
+			Type        OpenAIResponseOutputContentType `json:"type"`
+		} `json:"content,omitempty"`
+
+		// Id msg_... or fc_...
+		Id     string                     `json:"id"`
+		Name   *string                    `json:"name,omitempty"`
+		Role   *OpenAIResponseOutputRole  `json:"role,omitempty"`
+		Status OpenAIResponseOutputStatus `json:"status"`
+		Type   OpenAIResponseOutputType   `json:"type"`
+	} `json:"output"`
+	ParallelToolCalls  bool    `json:"parallel_tool_calls"`
+	PreviousResponseId *string `json:"previous_response_id,omitempty"`
+	Reasoning          *struct {
+		Effort  *string `json:"effort,omitempty"`
+		Summary *string `json:"summary,omitempty"`
+	} `json:"reasoning,omitempty"`
+	SafetyIdentifier *string              `json:"safety_identifier,omitempty"`
+	Status           OpenAIResponseStatus `json:"status"`
+	Store            *bool                `json:"store,omitempty"`
+	Temperature      *float32             `json:"temperature,omitempty"`
+	Text             *struct {
+		Format    *map[string]interface{} `json:"format,omitempty"`
+		Verbosity *string                 `json:"verbosity,omitempty"`
+	} `json:"text,omitempty"`
+	ToolChoice OpenAIResponse_ToolChoice `json:"tool_choice"`
+	Tools      []map[string]interface{}  `json:"tools"`
+	TopP       *float32                  `json:"top_p,omitempty"`
+	Truncation *string                   `json:"truncation,omitempty"`
+	Usage      *struct {
+		InputTokens        int `json:"input_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokens        int `json:"output_tokens"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage,omitempty"`
+	User *string `json:"user,omitempty"`
+}
+
+// OpenAIResponseIncompleteDetailsReason defines model for OpenAIResponse.IncompleteDetails.Reason.
+type OpenAIResponseIncompleteDetailsReason string
+
+// OpenAIResponseObject defines model for OpenAIResponse.Object.
+type OpenAIResponseObject string
+
+// OpenAIResponseOutputContentType defines model for OpenAIResponse.Output.Content.Type.
+type OpenAIResponseOutputContentType string
+
+// OpenAIResponseOutputRole defines model for OpenAIResponse.Output.Role.
+type OpenAIResponseOutputRole string
+
+// OpenAIResponseOutputStatus defines model for OpenAIResponse.Output.Status.
+type OpenAIResponseOutputStatus string
+
+// OpenAIResponseOutputType defines model for OpenAIResponse.Output.Type.
+type OpenAIResponseOutputType string
+
+// OpenAIResponseStatus defines model for OpenAIResponse.Status.
+type OpenAIResponseStatus string
+
+// OpenAIResponseToolChoice0 defines model for OpenAIResponse.ToolChoice.0.
+type OpenAIResponseToolChoice0 = string
+
+// OpenAIResponseToolChoice1 defines model for OpenAIResponse.ToolChoice.1.
+type OpenAIResponseToolChoice1 map[string]interface{}
+
+// OpenAIResponse_ToolChoice defines model for OpenAIResponse.ToolChoice.
+type OpenAIResponse_ToolChoice struct {
+	union json.RawMessage
+}
+
+// OpenAIResponseDeleted defines model for OpenAIResponseDeleted.
+type OpenAIResponseDeleted struct {
+	Deleted bool                        `json:"deleted"`
+	Id      string                      `json:"id"`
+	Object  OpenAIResponseDeletedObject `json:"object"`
+}
+
+// OpenAIResponseDeletedObject defines model for OpenAIResponseDeleted.Object.
+type OpenAIResponseDeletedObject string
+
+// OpenAIResponseRequest OpenAI's Responses API request; fields Switchboard does not carry are refused (400 naming them).
+type OpenAIResponseRequest = json.RawMessage
+
 // OpenAIToolCall defines model for OpenAIToolCall.
 type OpenAIToolCall struct {
 	Function struct {
@@ -3845,6 +4105,9 @@ type OpenaiCreateCompletionJSONRequestBody = OpenAICompletionRequest
 // OpenaiCreateEmbeddingJSONRequestBody defines body for OpenaiCreateEmbedding for application/json ContentType.
 type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
 
+// OpenaiCreateResponseJSONRequestBody defines body for OpenaiCreateResponse for application/json ContentType.
+type OpenaiCreateResponseJSONRequestBody = OpenAIResponseRequest
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
@@ -4173,6 +4436,68 @@ func (t OpenAIEmbeddingResponse_Data_Embedding) MarshalJSON() ([]byte, error) {
 }
 
 func (t *OpenAIEmbeddingResponse_Data_Embedding) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsOpenAIResponseToolChoice0 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice0
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice0() (OpenAIResponseToolChoice0, error) {
+	var body OpenAIResponseToolChoice0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice0 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice0 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAIResponseToolChoice1 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice1
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice1() (OpenAIResponseToolChoice1, error) {
+	var body OpenAIResponseToolChoice1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice1 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice1 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OpenAIResponse_ToolChoice) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OpenAIResponse_ToolChoice) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -4666,6 +4991,91 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
 	OpenaiGetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateResponseWithBody OpenAI-compatible Responses API (create a response).
+	//
+	// OpenAI's `POST /v1/responses`, over every provider through the
+	// gateway. `input` is a string or items: messages (roles `user`,
+	// `system`, `developer`, `assistant`; content a string or
+	// `input_text` / `output_text` / `input_image` parts),
+	// `function_call` and `function_call_output` items. Also
+	// `instructions` (a system message first), function `tools`,
+	// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+	// `json_object`, `json_schema`), `reasoning.effort`,
+	// `max_output_tokens`, `temperature`, `top_p`, `user`,
+	// `safety_identifier`, `metadata`, `store` (default true),
+	// `previous_response_id` and `stream`; `service_tier`,
+	// `prompt_cache_key` and `text.verbosity` pass through to
+	// OpenAI-compatible upstreams. Any other field present (a built-in
+	// tool, `background: true`, `conversation`, `prompt`, `include` with
+	// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+	// names it: nothing is dropped silently. With `stream`, OpenAI's
+	// event sequence as `text/event-stream`: `response.created`,
+	// `response.in_progress`, per output item `response.output_item.added`,
+	// for a message `response.content_part.added`,
+	// `response.output_text.delta`..., `response.output_text.done`,
+	// `response.content_part.done`, for a function call
+	// `response.function_call_arguments.delta`...,
+	// `response.function_call_arguments.done`, then
+	// `response.output_item.done`, and last `response.completed` (or
+	// `response.incomplete`) with the usage; a provider failure
+	// mid-stream sends `error` then `response.failed`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+	OpenaiCreateResponseWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+	//
+	// OpenAI's `POST /v1/responses`, over every provider through the
+	// gateway. `input` is a string or items: messages (roles `user`,
+	// `system`, `developer`, `assistant`; content a string or
+	// `input_text` / `output_text` / `input_image` parts),
+	// `function_call` and `function_call_output` items. Also
+	// `instructions` (a system message first), function `tools`,
+	// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+	// `json_object`, `json_schema`), `reasoning.effort`,
+	// `max_output_tokens`, `temperature`, `top_p`, `user`,
+	// `safety_identifier`, `metadata`, `store` (default true),
+	// `previous_response_id` and `stream`; `service_tier`,
+	// `prompt_cache_key` and `text.verbosity` pass through to
+	// OpenAI-compatible upstreams. Any other field present (a built-in
+	// tool, `background: true`, `conversation`, `prompt`, `include` with
+	// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+	// names it: nothing is dropped silently. With `stream`, OpenAI's
+	// event sequence as `text/event-stream`: `response.created`,
+	// `response.in_progress`, per output item `response.output_item.added`,
+	// for a message `response.content_part.added`,
+	// `response.output_text.delta`..., `response.output_text.done`,
+	// `response.content_part.done`, for a function call
+	// `response.function_call_arguments.delta`...,
+	// `response.function_call_arguments.done`, then
+	// `response.output_item.done`, and last `response.completed` (or
+	// `response.incomplete`) with the usage; a provider failure
+	// mid-stream sends `error` then `response.failed`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+	OpenaiCreateResponse(ctx context.Context, body OpenaiCreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+	//
+	// Deletes a stored response of the same credential (404 as for GET).
+	//
+	// Corresponds with DELETE /openai/v1/responses/{id} (the `OpenaiDeleteResponse` operationId).
+	OpenaiDeleteResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+	//
+	// A response created with `store` (the default) by the same
+	// credential, while its retention lasts (`responses.retention`,
+	// default 30 days). Another credential's response, an expired, deleted
+	// or unstored one is 404.
+	//
+	// Corresponds with GET /openai/v1/responses/{id} (the `OpenaiGetResponse` operationId).
+	OpenaiGetResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This specification as JSON.
 	//
@@ -6540,6 +6950,131 @@ func (c *Client) OpenaiGetModel(ctx context.Context, model string, reqEditors ..
 // Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
 func (c *Client) OpenaiGetProviderModel(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOpenaiGetProviderModelRequest(c.Server, provider, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateResponseWithBody OpenAI-compatible Responses API (create a response).
+//
+// OpenAI's `POST /v1/responses`, over every provider through the
+// gateway. `input` is a string or items: messages (roles `user`,
+// `system`, `developer`, `assistant`; content a string or
+// `input_text` / `output_text` / `input_image` parts),
+// `function_call` and `function_call_output` items. Also
+// `instructions` (a system message first), function `tools`,
+// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+// `json_object`, `json_schema`), `reasoning.effort`,
+// `max_output_tokens`, `temperature`, `top_p`, `user`,
+// `safety_identifier`, `metadata`, `store` (default true),
+// `previous_response_id` and `stream`; `service_tier`,
+// `prompt_cache_key` and `text.verbosity` pass through to
+// OpenAI-compatible upstreams. Any other field present (a built-in
+// tool, `background: true`, `conversation`, `prompt`, `include` with
+// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+// names it: nothing is dropped silently. With `stream`, OpenAI's
+// event sequence as `text/event-stream`: `response.created`,
+// `response.in_progress`, per output item `response.output_item.added`,
+// for a message `response.content_part.added`,
+// `response.output_text.delta`..., `response.output_text.done`,
+// `response.content_part.done`, for a function call
+// `response.function_call_arguments.delta`...,
+// `response.function_call_arguments.done`, then
+// `response.output_item.done`, and last `response.completed` (or
+// `response.incomplete`) with the usage; a provider failure
+// mid-stream sends `error` then `response.failed`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+func (c *Client) OpenaiCreateResponseWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateResponseRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+//
+// OpenAI's `POST /v1/responses`, over every provider through the
+// gateway. `input` is a string or items: messages (roles `user`,
+// `system`, `developer`, `assistant`; content a string or
+// `input_text` / `output_text` / `input_image` parts),
+// `function_call` and `function_call_output` items. Also
+// `instructions` (a system message first), function `tools`,
+// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+// `json_object`, `json_schema`), `reasoning.effort`,
+// `max_output_tokens`, `temperature`, `top_p`, `user`,
+// `safety_identifier`, `metadata`, `store` (default true),
+// `previous_response_id` and `stream`; `service_tier`,
+// `prompt_cache_key` and `text.verbosity` pass through to
+// OpenAI-compatible upstreams. Any other field present (a built-in
+// tool, `background: true`, `conversation`, `prompt`, `include` with
+// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+// names it: nothing is dropped silently. With `stream`, OpenAI's
+// event sequence as `text/event-stream`: `response.created`,
+// `response.in_progress`, per output item `response.output_item.added`,
+// for a message `response.content_part.added`,
+// `response.output_text.delta`..., `response.output_text.done`,
+// `response.content_part.done`, for a function call
+// `response.function_call_arguments.delta`...,
+// `response.function_call_arguments.done`, then
+// `response.output_item.done`, and last `response.completed` (or
+// `response.incomplete`) with the usage; a provider failure
+// mid-stream sends `error` then `response.failed`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+func (c *Client) OpenaiCreateResponse(ctx context.Context, body OpenaiCreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiCreateResponseRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+//
+// Deletes a stored response of the same credential (404 as for GET).
+//
+// Corresponds with DELETE /openai/v1/responses/{id} (the `OpenaiDeleteResponse` operationId).
+func (c *Client) OpenaiDeleteResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiDeleteResponseRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+//
+// A response created with `store` (the default) by the same
+// credential, while its retention lasts (`responses.retention`,
+// default 30 days). Another credential's response, an expired, deleted
+// or unstored one is 404.
+//
+// Corresponds with GET /openai/v1/responses/{id} (the `OpenaiGetResponse` operationId).
+func (c *Client) OpenaiGetResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenaiGetResponseRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -9534,6 +10069,114 @@ func NewOpenaiGetProviderModelRequest(server string, provider string, name strin
 	}
 
 	operationPath := fmt.Sprintf("/openai/v1/models/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenaiCreateResponseRequest calls the generic OpenaiCreateResponse builder with application/json body
+func NewOpenaiCreateResponseRequest(server string, body OpenaiCreateResponseJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenaiCreateResponseRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenaiCreateResponseRequestWithBody constructs an http.Request for the OpenaiCreateResponse method, with any body, and a specified content type
+func NewOpenaiCreateResponseRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/responses")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewOpenaiDeleteResponseRequest constructs an http.Request for the OpenaiDeleteResponse method
+func NewOpenaiDeleteResponseRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/responses/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenaiGetResponseRequest constructs an http.Request for the OpenaiGetResponse method
+func NewOpenaiGetResponseRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/openai/v1/responses/%s", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -13244,6 +13887,95 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openai/v1/models/{provider}/{name} (the `OpenaiGetProviderModel` operationId).
 	OpenaiGetProviderModelWithResponse(ctx context.Context, provider string, name string, reqEditors ...RequestEditorFn) (*OpenaiGetProviderModelResponse, error)
 
+	// OpenaiCreateResponseWithBodyWithResponse OpenAI-compatible Responses API (create a response).
+	//
+	// OpenAI's `POST /v1/responses`, over every provider through the
+	// gateway. `input` is a string or items: messages (roles `user`,
+	// `system`, `developer`, `assistant`; content a string or
+	// `input_text` / `output_text` / `input_image` parts),
+	// `function_call` and `function_call_output` items. Also
+	// `instructions` (a system message first), function `tools`,
+	// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+	// `json_object`, `json_schema`), `reasoning.effort`,
+	// `max_output_tokens`, `temperature`, `top_p`, `user`,
+	// `safety_identifier`, `metadata`, `store` (default true),
+	// `previous_response_id` and `stream`; `service_tier`,
+	// `prompt_cache_key` and `text.verbosity` pass through to
+	// OpenAI-compatible upstreams. Any other field present (a built-in
+	// tool, `background: true`, `conversation`, `prompt`, `include` with
+	// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+	// names it: nothing is dropped silently. With `stream`, OpenAI's
+	// event sequence as `text/event-stream`: `response.created`,
+	// `response.in_progress`, per output item `response.output_item.added`,
+	// for a message `response.content_part.added`,
+	// `response.output_text.delta`..., `response.output_text.done`,
+	// `response.content_part.done`, for a function call
+	// `response.function_call_arguments.delta`...,
+	// `response.function_call_arguments.done`, then
+	// `response.output_item.done`, and last `response.completed` (or
+	// `response.incomplete`) with the usage; a provider failure
+	// mid-stream sends `error` then `response.failed`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+	OpenaiCreateResponseWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateResponseResponse, error)
+
+	// OpenaiCreateResponseWithResponse OpenAI-compatible Responses API (create a response).
+	//
+	// OpenAI's `POST /v1/responses`, over every provider through the
+	// gateway. `input` is a string or items: messages (roles `user`,
+	// `system`, `developer`, `assistant`; content a string or
+	// `input_text` / `output_text` / `input_image` parts),
+	// `function_call` and `function_call_output` items. Also
+	// `instructions` (a system message first), function `tools`,
+	// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+	// `json_object`, `json_schema`), `reasoning.effort`,
+	// `max_output_tokens`, `temperature`, `top_p`, `user`,
+	// `safety_identifier`, `metadata`, `store` (default true),
+	// `previous_response_id` and `stream`; `service_tier`,
+	// `prompt_cache_key` and `text.verbosity` pass through to
+	// OpenAI-compatible upstreams. Any other field present (a built-in
+	// tool, `background: true`, `conversation`, `prompt`, `include` with
+	// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+	// names it: nothing is dropped silently. With `stream`, OpenAI's
+	// event sequence as `text/event-stream`: `response.created`,
+	// `response.in_progress`, per output item `response.output_item.added`,
+	// for a message `response.content_part.added`,
+	// `response.output_text.delta`..., `response.output_text.done`,
+	// `response.content_part.done`, for a function call
+	// `response.function_call_arguments.delta`...,
+	// `response.function_call_arguments.done`, then
+	// `response.output_item.done`, and last `response.completed` (or
+	// `response.incomplete`) with the usage; a provider failure
+	// mid-stream sends `error` then `response.failed`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+	OpenaiCreateResponseWithResponse(ctx context.Context, body OpenaiCreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateResponseResponse, error)
+
+	// OpenaiDeleteResponseWithResponse OpenAI-compatible deletion of a stored response.
+	//
+	// Deletes a stored response of the same credential (404 as for GET).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /openai/v1/responses/{id} (the `OpenaiDeleteResponse` operationId).
+	OpenaiDeleteResponseWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*OpenaiDeleteResponseResponse, error)
+
+	// OpenaiGetResponseWithResponse OpenAI-compatible retrieval of a stored response.
+	//
+	// A response created with `store` (the default) by the same
+	// credential, while its retention lasts (`responses.retention`,
+	// default 30 days). Another credential's response, an expired, deleted
+	// or unstored one is 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /openai/v1/responses/{id} (the `OpenaiGetResponse` operationId).
+	OpenaiGetResponseWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*OpenaiGetResponseResponse, error)
+
 	// GetOpenAPIWithResponse This specification as JSON.
 	//
 	// Public. The OpenAPI 3 document the server and the Go client are
@@ -16577,6 +17309,423 @@ func (r OpenaiGetProviderModelResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OpenaiGetProviderModelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiCreateResponseResponse400Headers the declared response headers of an HTTP 400 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse400Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse401Headers the declared response headers of an HTTP 401 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse403Headers the declared response headers of an HTTP 403 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse404Headers the declared response headers of an HTTP 404 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse413Headers the declared response headers of an HTTP 413 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse413Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse415Headers the declared response headers of an HTTP 415 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse415Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse429Headers the declared response headers of an HTTP 429 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse500Headers the declared response headers of an HTTP 500 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse500Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse502Headers the declared response headers of an HTTP 502 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse502Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse503Headers the declared response headers of an HTTP 503 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse503Headers struct {
+	XRequestId *string
+}
+
+// OpenaiCreateResponseResponse504Headers the declared response headers of an HTTP 504 response for OpenaiCreateResponse
+type OpenaiCreateResponseResponse504Headers struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *OpenAIErrorResult
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *OpenAIErrorResult
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *OpenAIErrorResult
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *OpenAIErrorResult
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *OpenAIErrorResult
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *OpenaiCreateResponseResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiCreateResponseResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiCreateResponseResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiCreateResponseResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *OpenaiCreateResponseResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *OpenaiCreateResponseResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiCreateResponseResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiCreateResponseResponse500Headers
+	// Headers502 the parsed response headers for an HTTP 502 response
+	Headers502 *OpenaiCreateResponseResponse502Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenaiCreateResponseResponse503Headers
+	// Headers504 the parsed response headers for an HTTP 504 response
+	Headers504 *OpenaiCreateResponseResponse504Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON200() *OpenAIResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON400() *OpenAIErrorResult {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON413() *OpenAIErrorResult {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON415() *OpenAIErrorResult {
+	return r.JSON415
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON502() *OpenAIErrorResult {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON503() *OpenAIErrorResult {
+	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r OpenaiCreateResponseResponse) GetJSON504() *OpenAIErrorResult {
+	return r.JSON504
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiCreateResponseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiCreateResponseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiCreateResponseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiCreateResponseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiDeleteResponseResponse401Headers the declared response headers of an HTTP 401 response for OpenaiDeleteResponse
+type OpenaiDeleteResponseResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiDeleteResponseResponse403Headers the declared response headers of an HTTP 403 response for OpenaiDeleteResponse
+type OpenaiDeleteResponseResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiDeleteResponseResponse404Headers the declared response headers of an HTTP 404 response for OpenaiDeleteResponse
+type OpenaiDeleteResponseResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiDeleteResponseResponse429Headers the declared response headers of an HTTP 429 response for OpenaiDeleteResponse
+type OpenaiDeleteResponseResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiDeleteResponseResponse500Headers the declared response headers of an HTTP 500 response for OpenaiDeleteResponse
+type OpenaiDeleteResponseResponse500Headers struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIResponseDeleted
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiDeleteResponseResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiDeleteResponseResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiDeleteResponseResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiDeleteResponseResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiDeleteResponseResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON200() *OpenAIResponseDeleted {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiDeleteResponseResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiDeleteResponseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiDeleteResponseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiDeleteResponseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiDeleteResponseResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenaiGetResponseResponse401Headers the declared response headers of an HTTP 401 response for OpenaiGetResponse
+type OpenaiGetResponseResponse401Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetResponseResponse403Headers the declared response headers of an HTTP 403 response for OpenaiGetResponse
+type OpenaiGetResponseResponse403Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetResponseResponse404Headers the declared response headers of an HTTP 404 response for OpenaiGetResponse
+type OpenaiGetResponseResponse404Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetResponseResponse429Headers the declared response headers of an HTTP 429 response for OpenaiGetResponse
+type OpenaiGetResponseResponse429Headers struct {
+	XRequestId *string
+}
+
+// OpenaiGetResponseResponse500Headers the declared response headers of an HTTP 500 response for OpenaiGetResponse
+type OpenaiGetResponseResponse500Headers struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponseResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenAIResponse
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *OpenAIErrorResult
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *OpenAIErrorResult
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *OpenAIErrorResult
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *OpenAIErrorResult
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *OpenAIErrorResult
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenaiGetResponseResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *OpenaiGetResponseResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *OpenaiGetResponseResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenaiGetResponseResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *OpenaiGetResponseResponse500Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON200() *OpenAIResponse {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON401() *OpenAIErrorResult {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON403() *OpenAIErrorResult {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON404() *OpenAIErrorResult {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON429() *OpenAIErrorResult {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r OpenaiGetResponseResponse) GetJSON500() *OpenAIErrorResult {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenaiGetResponseResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenaiGetResponseResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenaiGetResponseResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenaiGetResponseResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -25956,6 +27105,119 @@ func (c *ClientWithResponses) OpenaiGetProviderModelWithResponse(ctx context.Con
 	return ParseOpenaiGetProviderModelResponse(rsp)
 }
 
+// OpenaiCreateResponseWithBodyWithResponse OpenAI-compatible Responses API (create a response).
+//
+// OpenAI's `POST /v1/responses`, over every provider through the
+// gateway. `input` is a string or items: messages (roles `user`,
+// `system`, `developer`, `assistant`; content a string or
+// `input_text` / `output_text` / `input_image` parts),
+// `function_call` and `function_call_output` items. Also
+// `instructions` (a system message first), function `tools`,
+// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+// `json_object`, `json_schema`), `reasoning.effort`,
+// `max_output_tokens`, `temperature`, `top_p`, `user`,
+// `safety_identifier`, `metadata`, `store` (default true),
+// `previous_response_id` and `stream`; `service_tier`,
+// `prompt_cache_key` and `text.verbosity` pass through to
+// OpenAI-compatible upstreams. Any other field present (a built-in
+// tool, `background: true`, `conversation`, `prompt`, `include` with
+// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+// names it: nothing is dropped silently. With `stream`, OpenAI's
+// event sequence as `text/event-stream`: `response.created`,
+// `response.in_progress`, per output item `response.output_item.added`,
+// for a message `response.content_part.added`,
+// `response.output_text.delta`..., `response.output_text.done`,
+// `response.content_part.done`, for a function call
+// `response.function_call_arguments.delta`...,
+// `response.function_call_arguments.done`, then
+// `response.output_item.done`, and last `response.completed` (or
+// `response.incomplete`) with the usage; a provider failure
+// mid-stream sends `error` then `response.failed`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+func (c *ClientWithResponses) OpenaiCreateResponseWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenaiCreateResponseResponse, error) {
+	rsp, err := c.OpenaiCreateResponseWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateResponseResponse(rsp)
+}
+
+// OpenaiCreateResponseWithResponse OpenAI-compatible Responses API (create a response).
+//
+// OpenAI's `POST /v1/responses`, over every provider through the
+// gateway. `input` is a string or items: messages (roles `user`,
+// `system`, `developer`, `assistant`; content a string or
+// `input_text` / `output_text` / `input_image` parts),
+// `function_call` and `function_call_output` items. Also
+// `instructions` (a system message first), function `tools`,
+// `tool_choice`, `parallel_tool_calls`, `text.format` (`text`,
+// `json_object`, `json_schema`), `reasoning.effort`,
+// `max_output_tokens`, `temperature`, `top_p`, `user`,
+// `safety_identifier`, `metadata`, `store` (default true),
+// `previous_response_id` and `stream`; `service_tier`,
+// `prompt_cache_key` and `text.verbosity` pass through to
+// OpenAI-compatible upstreams. Any other field present (a built-in
+// tool, `background: true`, `conversation`, `prompt`, `include` with
+// values, `top_logprobs`, an unknown name) is a 400 whose `param`
+// names it: nothing is dropped silently. With `stream`, OpenAI's
+// event sequence as `text/event-stream`: `response.created`,
+// `response.in_progress`, per output item `response.output_item.added`,
+// for a message `response.content_part.added`,
+// `response.output_text.delta`..., `response.output_text.done`,
+// `response.content_part.done`, for a function call
+// `response.function_call_arguments.delta`...,
+// `response.function_call_arguments.done`, then
+// `response.output_item.done`, and last `response.completed` (or
+// `response.incomplete`) with the usage; a provider failure
+// mid-stream sends `error` then `response.failed`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /openai/v1/responses (the `OpenaiCreateResponse` operationId).
+func (c *ClientWithResponses) OpenaiCreateResponseWithResponse(ctx context.Context, body OpenaiCreateResponseJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenaiCreateResponseResponse, error) {
+	rsp, err := c.OpenaiCreateResponse(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiCreateResponseResponse(rsp)
+}
+
+// OpenaiDeleteResponseWithResponse OpenAI-compatible deletion of a stored response.
+//
+// Deletes a stored response of the same credential (404 as for GET).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /openai/v1/responses/{id} (the `OpenaiDeleteResponse` operationId).
+func (c *ClientWithResponses) OpenaiDeleteResponseWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*OpenaiDeleteResponseResponse, error) {
+	rsp, err := c.OpenaiDeleteResponse(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiDeleteResponseResponse(rsp)
+}
+
+// OpenaiGetResponseWithResponse OpenAI-compatible retrieval of a stored response.
+//
+// A response created with `store` (the default) by the same
+// credential, while its retention lasts (`responses.retention`,
+// default 30 days). Another credential's response, an expired, deleted
+// or unstored one is 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /openai/v1/responses/{id} (the `OpenaiGetResponse` operationId).
+func (c *ClientWithResponses) OpenaiGetResponseWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*OpenaiGetResponseResponse, error) {
+	rsp, err := c.OpenaiGetResponse(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenaiGetResponseResponse(rsp)
+}
+
 // GetOpenAPIWithResponse This specification as JSON.
 //
 // Public. The OpenAPI 3 document the server and the Go client are
@@ -29767,6 +31029,453 @@ func ParseOpenaiGetProviderModelResponse(rsp *http.Response) (*OpenaiGetProvider
 		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers OpenaiGetProviderModelResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiCreateResponseResponse parses an HTTP response from a OpenaiCreateResponseWithResponse call
+func ParseOpenaiCreateResponseResponse(rsp *http.Response) (*OpenaiCreateResponseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiCreateResponseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 400:
+		var headers OpenaiCreateResponseResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers OpenaiCreateResponseResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiCreateResponseResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiCreateResponseResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers OpenaiCreateResponseResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers OpenaiCreateResponseResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiCreateResponseResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiCreateResponseResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 502:
+		var headers OpenaiCreateResponseResponse502Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers502 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenaiCreateResponseResponse503Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	case rsp.StatusCode == 504:
+		var headers OpenaiCreateResponseResponse504Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers504 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiDeleteResponseResponse parses an HTTP response from a OpenaiDeleteResponseWithResponse call
+func ParseOpenaiDeleteResponseResponse(rsp *http.Response) (*OpenaiDeleteResponseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiDeleteResponseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIResponseDeleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenaiDeleteResponseResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiDeleteResponseResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiDeleteResponseResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiDeleteResponseResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiDeleteResponseResponse500Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenaiGetResponseResponse parses an HTTP response from a OpenaiGetResponseWithResponse call
+func ParseOpenaiGetResponseResponse(rsp *http.Response) (*OpenaiGetResponseResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenaiGetResponseResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenAIResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest OpenAIErrorResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenaiGetResponseResponse401Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers OpenaiGetResponseResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers OpenaiGetResponseResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenaiGetResponseResponse429Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers OpenaiGetResponseResponse500Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -18,7 +18,9 @@ import (
 // (middleware, auth, rate limiter, gateway, upstream round trip over
 // loopback, usage accounting) against an instant upstream, without the
 // caller's side of the network. native-budget is native with a key that has
-// a spend budget (never reached), for the cost of budget enforcement. bench/llm.sh measures the whole thing end to
+// a spend budget (never reached), for the cost of budget enforcement;
+// responses is /openai/v1/responses keeping each response (queued, written
+// by the background flusher), responses-store-false the translation alone. bench/llm.sh measures the whole thing end to
 // end with wrk and vegeta on a pinned core.
 func BenchmarkLLMChat(b *testing.B) {
 	reply := []byte(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"Hello from the benchmark upstream."},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}`)
@@ -44,6 +46,8 @@ func BenchmarkLLMChat(b *testing.B) {
 		{"native", "/v1/chat", native, env.AdminKey},
 		{"native-budget", "/v1/chat", native, budgetKey},
 		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
+		{"responses-store-false", "/openai/v1/responses", `{"model":"mock/bench","input":"Say hello in five words.","max_output_tokens":32,"store":false}`, env.AdminKey},
+		{"responses", "/openai/v1/responses", `{"model":"mock/bench","input":"Say hello in five words.","max_output_tokens":32}`, env.AdminKey},
 		{"anthropic", "/anthropic/v1/messages", `{"model":"mock/bench","messages":[{"role":"user","content":"Say hello in five words."}],"max_tokens":32}`, env.AdminKey},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/oauthserver"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/ratelimit"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/redisconn"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/tools"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/usage"
@@ -71,6 +72,7 @@ type Server struct {
 	limitEvents   *rateLimitEvents // reports 429s as ratelimit.exceeded
 	llm           *llm.Gateway
 	usage         *usage.Recorder
+	responses     *responses.Keeper
 	budget        *budget.Tracker
 	webhooks      *webhooks.Service
 	oauthConns    *oauthconn.Manager
@@ -129,6 +131,7 @@ func New(o Options) (*Server, error) {
 	if err := s.initLLM(); err != nil {
 		return nil, err
 	}
+	s.initResponses()
 	s.budget = &budget.Tracker{Usage: s.usage, Events: s.eventQueue, Log: s.log, Ledger: s.budgetLedger()}
 	s.limitEvents = &rateLimitEvents{queue: s.eventQueue}
 	s.llm.Admission = llmAdmission{l: s.limiter, budget: s.budget, events: s.limitEvents}

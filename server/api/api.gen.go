@@ -773,6 +773,147 @@ func (e OpenAIModelListObject) Valid() bool {
 	}
 }
 
+// Defines values for OpenAIResponseIncompleteDetailsReason.
+const (
+	OpenAIResponseIncompleteDetailsReasonContentFilter   OpenAIResponseIncompleteDetailsReason = "content_filter"
+	OpenAIResponseIncompleteDetailsReasonMaxOutputTokens OpenAIResponseIncompleteDetailsReason = "max_output_tokens"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseIncompleteDetailsReason enum.
+func (e OpenAIResponseIncompleteDetailsReason) Valid() bool {
+	switch e {
+	case OpenAIResponseIncompleteDetailsReasonContentFilter:
+		return true
+	case OpenAIResponseIncompleteDetailsReasonMaxOutputTokens:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseObject.
+const (
+	Response OpenAIResponseObject = "response"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseObject enum.
+func (e OpenAIResponseObject) Valid() bool {
+	switch e {
+	case Response:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputContentType.
+const (
+	OutputText OpenAIResponseOutputContentType = "output_text"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputContentType enum.
+func (e OpenAIResponseOutputContentType) Valid() bool {
+	switch e {
+	case OutputText:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputRole.
+const (
+	OpenAIResponseOutputRoleAssistant OpenAIResponseOutputRole = "assistant"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputRole enum.
+func (e OpenAIResponseOutputRole) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputRoleAssistant:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputStatus.
+const (
+	OpenAIResponseOutputStatusCompleted  OpenAIResponseOutputStatus = "completed"
+	OpenAIResponseOutputStatusInProgress OpenAIResponseOutputStatus = "in_progress"
+	OpenAIResponseOutputStatusIncomplete OpenAIResponseOutputStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputStatus enum.
+func (e OpenAIResponseOutputStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputStatusCompleted:
+		return true
+	case OpenAIResponseOutputStatusInProgress:
+		return true
+	case OpenAIResponseOutputStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseOutputType.
+const (
+	OpenAIResponseOutputTypeFunctionCall OpenAIResponseOutputType = "function_call"
+	OpenAIResponseOutputTypeMessage      OpenAIResponseOutputType = "message"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseOutputType enum.
+func (e OpenAIResponseOutputType) Valid() bool {
+	switch e {
+	case OpenAIResponseOutputTypeFunctionCall:
+		return true
+	case OpenAIResponseOutputTypeMessage:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseStatus.
+const (
+	OpenAIResponseStatusCompleted  OpenAIResponseStatus = "completed"
+	OpenAIResponseStatusFailed     OpenAIResponseStatus = "failed"
+	OpenAIResponseStatusInProgress OpenAIResponseStatus = "in_progress"
+	OpenAIResponseStatusIncomplete OpenAIResponseStatus = "incomplete"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseStatus enum.
+func (e OpenAIResponseStatus) Valid() bool {
+	switch e {
+	case OpenAIResponseStatusCompleted:
+		return true
+	case OpenAIResponseStatusFailed:
+		return true
+	case OpenAIResponseStatusInProgress:
+		return true
+	case OpenAIResponseStatusIncomplete:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OpenAIResponseDeletedObject.
+const (
+	ResponseDeleted OpenAIResponseDeletedObject = "response.deleted"
+)
+
+// Valid indicates whether the value is a known member of the OpenAIResponseDeletedObject enum.
+func (e OpenAIResponseDeletedObject) Valid() bool {
+	switch e {
+	case ResponseDeleted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OpenAIToolCallType.
 const (
 	Function OpenAIToolCallType = "function"
@@ -2871,6 +3012,125 @@ type OpenAIModelList struct {
 // OpenAIModelListObject defines model for OpenAIModelList.Object.
 type OpenAIModelListObject string
 
+// OpenAIResponse OpenAI's response object (`output_text` is computed by the SDKs from `output`).
+type OpenAIResponse struct {
+	Background  *bool  `json:"background,omitempty"`
+	CompletedAt *int64 `json:"completed_at,omitempty"`
+
+	// CreatedAt Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+	Error     *struct {
+		Code    *string `json:"code,omitempty"`
+		Message *string `json:"message,omitempty"`
+	} `json:"error"`
+
+	// Id Example: resp_5f0c6e1d2a3b4c5d6e7f8091
+	Id                string `json:"id"`
+	IncompleteDetails *struct {
+		Reason *OpenAIResponseIncompleteDetailsReason `json:"reason,omitempty"`
+	} `json:"incomplete_details"`
+	Instructions    *string           `json:"instructions,omitempty"`
+	MaxOutputTokens *int              `json:"max_output_tokens,omitempty"`
+	Metadata        map[string]string `json:"metadata"`
+
+	// Model The model that answered.
+	Model  string               `json:"model"`
+	Object OpenAIResponseObject `json:"object"`
+	Output []struct {
+		// Arguments The arguments as JSON text.
+		Arguments *string `json:"arguments,omitempty"`
+		CallId    *string `json:"call_id,omitempty"`
+		Content   *[]struct {
+			Annotations []map[string]interface{}        `json:"annotations"`
+			Logprobs    *[]map[string]interface{}       `json:"logprobs,omitempty"`
+			Text        string                          `json:"text"`
+			Type        OpenAIResponseOutputContentType `json:"type"`
+		} `json:"content,omitempty"`
+
+		// Id msg_... or fc_...
+		Id     string                     `json:"id"`
+		Name   *string                    `json:"name,omitempty"`
+		Role   *OpenAIResponseOutputRole  `json:"role,omitempty"`
+		Status OpenAIResponseOutputStatus `json:"status"`
+		Type   OpenAIResponseOutputType   `json:"type"`
+	} `json:"output"`
+	ParallelToolCalls  bool    `json:"parallel_tool_calls"`
+	PreviousResponseId *string `json:"previous_response_id,omitempty"`
+	Reasoning          *struct {
+		Effort  *string `json:"effort,omitempty"`
+		Summary *string `json:"summary,omitempty"`
+	} `json:"reasoning,omitempty"`
+	SafetyIdentifier *string              `json:"safety_identifier,omitempty"`
+	Status           OpenAIResponseStatus `json:"status"`
+	Store            *bool                `json:"store,omitempty"`
+	Temperature      *float32             `json:"temperature,omitempty"`
+	Text             *struct {
+		Format    *map[string]interface{} `json:"format,omitempty"`
+		Verbosity *string                 `json:"verbosity,omitempty"`
+	} `json:"text,omitempty"`
+	ToolChoice OpenAIResponse_ToolChoice `json:"tool_choice"`
+	Tools      []map[string]interface{}  `json:"tools"`
+	TopP       *float32                  `json:"top_p,omitempty"`
+	Truncation *string                   `json:"truncation,omitempty"`
+	Usage      *struct {
+		InputTokens        int `json:"input_tokens"`
+		InputTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		OutputTokens        int `json:"output_tokens"`
+		OutputTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+		TotalTokens int `json:"total_tokens"`
+	} `json:"usage,omitempty"`
+	User *string `json:"user,omitempty"`
+}
+
+// OpenAIResponseIncompleteDetailsReason defines model for OpenAIResponse.IncompleteDetails.Reason.
+type OpenAIResponseIncompleteDetailsReason string
+
+// OpenAIResponseObject defines model for OpenAIResponse.Object.
+type OpenAIResponseObject string
+
+// OpenAIResponseOutputContentType defines model for OpenAIResponse.Output.Content.Type.
+type OpenAIResponseOutputContentType string
+
+// OpenAIResponseOutputRole defines model for OpenAIResponse.Output.Role.
+type OpenAIResponseOutputRole string
+
+// OpenAIResponseOutputStatus defines model for OpenAIResponse.Output.Status.
+type OpenAIResponseOutputStatus string
+
+// OpenAIResponseOutputType defines model for OpenAIResponse.Output.Type.
+type OpenAIResponseOutputType string
+
+// OpenAIResponseStatus defines model for OpenAIResponse.Status.
+type OpenAIResponseStatus string
+
+// OpenAIResponseToolChoice0 defines model for OpenAIResponse.ToolChoice.0.
+type OpenAIResponseToolChoice0 = string
+
+// OpenAIResponseToolChoice1 defines model for OpenAIResponse.ToolChoice.1.
+type OpenAIResponseToolChoice1 map[string]interface{}
+
+// OpenAIResponse_ToolChoice defines model for OpenAIResponse.ToolChoice.
+type OpenAIResponse_ToolChoice struct {
+	union json.RawMessage
+}
+
+// OpenAIResponseDeleted defines model for OpenAIResponseDeleted.
+type OpenAIResponseDeleted struct {
+	Deleted bool                        `json:"deleted"`
+	Id      string                      `json:"id"`
+	Object  OpenAIResponseDeletedObject `json:"object"`
+}
+
+// OpenAIResponseDeletedObject defines model for OpenAIResponseDeleted.Object.
+type OpenAIResponseDeletedObject string
+
+// OpenAIResponseRequest OpenAI's Responses API request; fields Switchboard does not carry are refused (400 naming them).
+type OpenAIResponseRequest = json.RawMessage
+
 // OpenAIToolCall defines model for OpenAIToolCall.
 type OpenAIToolCall struct {
 	Function struct {
@@ -3780,6 +4040,9 @@ type OpenaiCreateCompletionJSONRequestBody = OpenAICompletionRequest
 // OpenaiCreateEmbeddingJSONRequestBody defines body for OpenaiCreateEmbedding for application/json ContentType.
 type OpenaiCreateEmbeddingJSONRequestBody = OpenAIEmbeddingRequest
 
+// OpenaiCreateResponseJSONRequestBody defines body for OpenaiCreateResponse for application/json ContentType.
+type OpenaiCreateResponseJSONRequestBody = OpenAIResponseRequest
+
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = APIKeyCreate
 
@@ -4112,6 +4375,68 @@ func (t *OpenAIEmbeddingResponse_Data_Embedding) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsOpenAIResponseToolChoice0 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice0
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice0() (OpenAIResponseToolChoice0, error) {
+	var body OpenAIResponseToolChoice0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice0 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice0 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice0
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice0(v OpenAIResponseToolChoice0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOpenAIResponseToolChoice1 returns the union data inside the OpenAIResponse_ToolChoice as a OpenAIResponseToolChoice1
+func (t OpenAIResponse_ToolChoice) AsOpenAIResponseToolChoice1() (OpenAIResponseToolChoice1, error) {
+	var body OpenAIResponseToolChoice1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOpenAIResponseToolChoice1 overwrites any union data inside the OpenAIResponse_ToolChoice as the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) FromOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOpenAIResponseToolChoice1 performs a merge with any union data inside the OpenAIResponse_ToolChoice, using the provided OpenAIResponseToolChoice1
+func (t *OpenAIResponse_ToolChoice) MergeOpenAIResponseToolChoice1(v OpenAIResponseToolChoice1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OpenAIResponse_ToolChoice) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *OpenAIResponse_ToolChoice) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetJWKS The public keys that sign access tokens (JSON Web Key Set, RFC 7517).
@@ -4162,6 +4487,15 @@ type ServerInterface interface {
 	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
 	// (GET /openai/v1/models/{provider}/{name})
 	OpenaiGetProviderModel(ctx echo.Context, provider string, name string) error
+	// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+	// (POST /openai/v1/responses)
+	OpenaiCreateResponse(ctx echo.Context) error
+	// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+	// (DELETE /openai/v1/responses/{id})
+	OpenaiDeleteResponse(ctx echo.Context, id string) error
+	// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+	// (GET /openai/v1/responses/{id})
+	OpenaiGetResponse(ctx echo.Context, id string) error
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx echo.Context) error
@@ -4692,6 +5026,47 @@ func (w *ServerInterfaceWrapper) OpenaiGetProviderModel(ctx echo.Context) error 
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.OpenaiGetProviderModel(ctx, provider, name)
+	return err
+}
+
+// OpenaiCreateResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiCreateResponse(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiCreateResponse(ctx)
+	return err
+}
+
+// OpenaiDeleteResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiDeleteResponse(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiDeleteResponse(ctx, id)
+	return err
+}
+
+// OpenaiGetResponse converts echo context to params.
+func (w *ServerInterfaceWrapper) OpenaiGetResponse(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.OpenaiGetResponse(ctx, id)
 	return err
 }
 
@@ -6240,6 +6615,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/openai/v1/models", wrapper.OpenaiListModels, options.OperationMiddlewares["openaiListModels"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:model", wrapper.OpenaiGetModel, options.OperationMiddlewares["openaiGetModel"]...)
 	router.GET(options.BaseURL+"/openai/v1/models/:provider/:name", wrapper.OpenaiGetProviderModel, options.OperationMiddlewares["openaiGetProviderModel"]...)
+	router.POST(options.BaseURL+"/openai/v1/responses", wrapper.OpenaiCreateResponse, options.OperationMiddlewares["openaiCreateResponse"]...)
+	router.DELETE(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiDeleteResponse, options.OperationMiddlewares["openaiDeleteResponse"]...)
+	router.GET(options.BaseURL+"/openai/v1/responses/:id", wrapper.OpenaiGetResponse, options.OperationMiddlewares["openaiGetResponse"]...)
 	router.POST(options.BaseURL+"/anthropic/v1/messages", wrapper.AnthropicCreateMessage, options.OperationMiddlewares["anthropicCreateMessage"]...)
 	router.POST(options.BaseURL+"/anthropic/v1/messages/count_tokens", wrapper.AnthropicCountTokens, options.OperationMiddlewares["anthropicCountTokens"]...)
 	router.GET(options.BaseURL+"/anthropic/v1/models", wrapper.AnthropicListModels, options.OperationMiddlewares["anthropicListModels"]...)
@@ -8754,6 +9132,598 @@ type OpenaiGetProviderModel500JSONResponse struct {
 }
 
 func (response OpenaiGetProviderModel500JSONResponse) VisitOpenaiGetProviderModelResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponseRequestObject struct {
+	Body *OpenaiCreateResponseJSONRequestBody
+}
+
+type OpenaiCreateResponseResponseObject interface {
+	VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiCreateResponse200JSONResponse OpenAIResponse
+
+func (response OpenaiCreateResponse200JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response OpenaiCreateResponse200TexteventStreamResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type OpenaiCreateResponse400JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiCreateResponse400JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse401ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse401JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse401ResponseHeaders
+}
+
+func (response OpenaiCreateResponse401JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse403ResponseHeaders
+}
+
+func (response OpenaiCreateResponse403JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse404ResponseHeaders
+}
+
+func (response OpenaiCreateResponse404JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse413ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse413JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse413ResponseHeaders
+}
+
+func (response OpenaiCreateResponse413JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse415ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse415JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse415ResponseHeaders
+}
+
+func (response OpenaiCreateResponse415JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse429ResponseHeaders
+}
+
+func (response OpenaiCreateResponse429JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse500ResponseHeaders
+}
+
+func (response OpenaiCreateResponse500JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse502ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse502JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse502ResponseHeaders
+}
+
+func (response OpenaiCreateResponse502JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse503ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse503JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse503ResponseHeaders
+}
+
+func (response OpenaiCreateResponse503JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiCreateResponse504ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiCreateResponse504JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiCreateResponse504ResponseHeaders
+}
+
+func (response OpenaiCreateResponse504JSONResponse) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponseRequestObject struct {
+	Id string `json:"id"`
+}
+
+type OpenaiDeleteResponseResponseObject interface {
+	VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiDeleteResponse200JSONResponse OpenAIResponseDeleted
+
+func (response OpenaiDeleteResponse200JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiDeleteResponse401JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse403ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse403JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse404ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse404JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse429ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse429JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiDeleteResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiDeleteResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiDeleteResponse500ResponseHeaders
+}
+
+func (response OpenaiDeleteResponse500JSONResponse) VisitOpenaiDeleteResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponseRequestObject struct {
+	Id string `json:"id"`
+}
+
+type OpenaiGetResponseResponseObject interface {
+	VisitOpenaiGetResponseResponse(w http.ResponseWriter) error
+}
+
+type OpenaiGetResponse200JSONResponse OpenAIResponse
+
+func (response OpenaiGetResponse200JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse401JSONResponse struct{ OpenAIErrorResultJSONResponse }
+
+func (response OpenaiGetResponse401JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse403ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse403JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse403ResponseHeaders
+}
+
+func (response OpenaiGetResponse403JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse404ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse404JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse404ResponseHeaders
+}
+
+func (response OpenaiGetResponse404JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse429ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse429JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse429ResponseHeaders
+}
+
+func (response OpenaiGetResponse429JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.XRequestId != nil {
+		w.Header().Set("X-Request-Id", fmt.Sprint(*response.Headers.XRequestId))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenaiGetResponse500ResponseHeaders struct {
+	XRequestId *string
+}
+
+type OpenaiGetResponse500JSONResponse struct {
+	Body    OpenAIErrorResponse
+	Headers OpenaiGetResponse500ResponseHeaders
+}
+
+func (response OpenaiGetResponse500JSONResponse) VisitOpenaiGetResponseResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -20656,6 +21626,15 @@ type StrictServerInterface interface {
 	// OpenaiGetProviderModel OpenAI-compatible model retrieval with an unencoded `<provider>/<name>` id.
 	// (GET /openai/v1/models/{provider}/{name})
 	OpenaiGetProviderModel(ctx context.Context, request OpenaiGetProviderModelRequestObject) (OpenaiGetProviderModelResponseObject, error)
+	// OpenaiCreateResponse OpenAI-compatible Responses API (create a response).
+	// (POST /openai/v1/responses)
+	OpenaiCreateResponse(ctx context.Context, request OpenaiCreateResponseRequestObject) (OpenaiCreateResponseResponseObject, error)
+	// OpenaiDeleteResponse OpenAI-compatible deletion of a stored response.
+	// (DELETE /openai/v1/responses/{id})
+	OpenaiDeleteResponse(ctx context.Context, request OpenaiDeleteResponseRequestObject) (OpenaiDeleteResponseResponseObject, error)
+	// OpenaiGetResponse OpenAI-compatible retrieval of a stored response.
+	// (GET /openai/v1/responses/{id})
+	OpenaiGetResponse(ctx context.Context, request OpenaiGetResponseRequestObject) (OpenaiGetResponseResponseObject, error)
 	// GetOpenAPI This specification as JSON.
 	// (GET /openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
@@ -21349,6 +22328,102 @@ func (sh *strictHandler) OpenaiGetProviderModel(ctx echo.Context, provider strin
 		return err
 	} else if validResponse, ok := response.(OpenaiGetProviderModelResponseObject); ok {
 		return validResponse.VisitOpenaiGetProviderModelResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiCreateResponse operation middleware
+func (sh *strictHandler) OpenaiCreateResponse(ctx echo.Context) error {
+	var request OpenaiCreateResponseRequestObject
+
+	var body OpenaiCreateResponseJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiCreateResponse(ctx.Request().Context(), request.(OpenaiCreateResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiCreateResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiCreateResponseResponseObject); ok {
+		return validResponse.VisitOpenaiCreateResponseResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiDeleteResponse operation middleware
+func (sh *strictHandler) OpenaiDeleteResponse(ctx echo.Context, id string) error {
+	var request OpenaiDeleteResponseRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiDeleteResponse(ctx.Request().Context(), request.(OpenaiDeleteResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiDeleteResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiDeleteResponseResponseObject); ok {
+		return validResponse.VisitOpenaiDeleteResponseResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// OpenaiGetResponse operation middleware
+func (sh *strictHandler) OpenaiGetResponse(ctx echo.Context, id string) error {
+	var request OpenaiGetResponseRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenaiGetResponse(ctx.Request().Context(), request.(OpenaiGetResponseRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenaiGetResponse")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(OpenaiGetResponseResponseObject); ok {
+		return validResponse.VisitOpenaiGetResponseResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -23426,784 +24501,815 @@ func (sh *strictHandler) TestWebhook(ctx echo.Context, id WebhookID) error {
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37ciM31if4KgjubBTpL0lRlyq7qOjYleWyXe0ql6ak+tzzmTVMkAmSaSUBdgIpiV2riHma2b/3FeZR",
-	"5kk2cA6ARGYiSUol2+3+7IjuEvOG28G54Zzf+dSZidVacMaV7Iw+dZaMJiyHP19d0YX+N2FylqdrlQre",
-	"GXWulozkTIoinzFyw3KZCh6RucjJ63n/LVWz5aATdeRsyVZUv602a9YZdaTKU77o3N9HncvbVM2WU0Hz",
-	"5F2h1oU6X7LZdbOli5xJxhW5XTJOFDT794JJRai8Zgk0SUn8ixR8Iqa/sJmKicjNBWw/HvOcybXgkunH",
-	"V1QRyhP41kokLCOUy1uWs4TcpmpJFLtTIxLf0CxNYtfsmAvoJUkloeSvl+9+JNgc6Xpt93TbM8F1M5Io",
-	"AY1gL8a86/WpFxGWSUbilENDpySGTt0uKTRxmwu+GBA9zQuq2C3dkJmeHznm7IblG4K9ieAFfQVaWufi",
-	"Jk1Yrv9YpZLJU0KJnvOZIl7jY650M/oNM6hEMEm4UGTFmBni8+ERSblUjCaDMa8sJrujq3Wm1xP63okC",
-	"y/u3/ntcp/7rpI184P4zSdKEdHVnZjTLWP5MRjjrqSKw8pTcsizr6zllCRGc9bbT1n3UWdOcrpgyJHw2",
-	"083+SFcs3BMK959JwumKARGkSGozwTmbKZHrBlP9+JqqZSfqcPhWB1/sRB09ljRnSWek8oJtJ/wzrpa5",
-	"WKezr5mizQ65288kmTJFyZxRVeRMEtyUp4TOZmytWBLBitmmSZeLygt6GWc0z1OW9Fz/8RveCGxrff1q",
-	"Z8+e/ztu+O2dP7t4bTnDzq57zIDINaPXkhwNj477wxf94eE+vTcN7RjAOa7nVmKYuWcsQXTZYDEgccLm",
-	"tMhU3GshhvLFBxLEuaWynZ0SuelTSxfgnwc2XuRS5OFWY87uFD4QEzE3LIbdpKKQZE0XZTf+XrB8400F",
-	"fnR7y9+wLNWs7PU34dYTc98wiDjJbiaDwSDuRaTg6d8Lt1NTJcktmy6FuG6ZF/upB87N6zlIsgCZr9fZ",
-	"hgiebUg6N0IJZeEzSbTAJFKlWUZW+nUmSRd4/cnhUTspW7G5Y9LepKtUBYQkXTAi038w0j3sHw6HETHU",
-	"So6GvbZVyuBbfnvmpc7oaBh1VvQuXRWrzkh/r7NKufnluH3KFVuwHPp1JUQmmWqnYIUPPDn9/oQL30ZE",
-	"hi4sDd0ukYRa2gdZtn/r9/phVCxQzlh29CrPRf6eSZhLrVtxxTj8SdfrLJ1R3cMDLZH1tbKB/5KzeWfU",
-	"+T8OSm3sAO/Kg8bHoV3sRZ0JE6afISknPkOWS7pmpCs4iQ8c5zy4OYxJLgrFJMyKp/nVRXiod+bxg8qz",
-	"0KdfYw72HvopieHfwUwkLCaSbiS5XaaolT7ZEN+dFWp5TrNsSmfX0LdfbaRRR6ulB0u1yqofCdBkQHyY",
-	"PpI5TTOWgKYpldCilwvNQxfhCdsMyNmYy6XIFfn+6u0bYPpWK9QSAfTgpmYOUl6S2PU5RhXy6WZ+zfjZ",
-	"61+DxKpf3muP4Su1DSbWjNP0V9pd95YrIdu5eP0D24SUMdDBrtmGUAkLpH/KpbiVJFVoXEg2y1HjB7sC",
-	"7nJC54rlZJYzmEHd8XUu1ixXKTK6aZEsmNo1lV/jU/eRrxrt0LlIl/GEFJLlmopEwVWPoMGjBQgQMlAv",
-	"at4kLziZbohaphLGWYDNo4fqaZT9Uu0ziiiZUa4VUHHD8jxNGEzH2bRqZ+rvpWgVTUXBk0HTznEjE7im",
-	"22bDaXkXIktnG3hZTzBLzmAm0TLVygpVrK9SkISN9tjdOs2ZPAvoAKH+46Kal/QA9mslbTHZrpnVxvSs",
-	"UEM9QNmlTXjNNpPh4csjejg9mh0nJ+z5/MXwy8Ovjl4e05Pp89mL5Mtgo2CL75zGt/qpcgq5UTgaX1vn",
-	"bJ7ehYcxT3OpyGxJczrTNqLVbXE4kbbbczYTC55KRihMZDeW0wma6CdkJXJWG7ScTv62Of57aFw5Vcyp",
-	"bduG9t4++M6QZQf2uVjjpksVW+2cnkv9uH7PdIPmOYWJkmvGk51vw0P3UeemzcC7VDRXklBFDmEyFrnm",
-	"JuA3YXS21JPKF8xOKNKLXqOIrGHNjH/E7fb44sMVObg5PKDrtH/NNvLgU5rco4LmaDXl6sVJJ6h3lsra",
-	"z6i9GRXSTJujA3+zlcP76L6J7hs9dOSm5/A0iJIkSXVfaXbh8cA5zSRrCAXC2a3luf/cXHPMH882x7zK",
-	"N/2OoMFMSSZuWd6fUclIxpSWJiInSbpIVTTmSrOoYq332Yvj5qMywielNvS0/JuJnEki8jFPqFwy2Tsl",
-	"qSKcofpC2F0qFdkwx8NHpPQmkdlSCMkkKiDlhtWTNTk50otEdaN6Uv/7z7T/j2H/5Ufz76T/8dMwenF8",
-	"/1+enPVv4eM/+QxcKrGW5Fbk1ylfkO77b8/J8fHxy4gYD9W8UEXOeqeG0wPzpzAJ+3P7z2K89R2wLFaU",
-	"my0PfhPdS08dI4XUIzHjqzLRaZplKV/0Jctv0pnu64revWF8oZad0eHRV2CFut//NKx2Re9e4wuHL6CL",
-	"9leNC0cd9FuY29q6rLOwKvfaxZ6An9MsezfvjH7eYT2ijngffaoxpeuQ5uhphiD4jNsFlUN0e3DkHtb+",
-	"HZBLzYJSpVXNWNtFIk//ASs+Il8zmrOcjIvh8Hh2zTbwB4sHQcexPx26c81J+Njku78UUvUNh4d9AxIp",
-	"VdIMY1BO3ZtUAnlUpyGh6Ivda+XdZDakbOkwC/lopITZmRmP2lyg116/BJbVqdm6RODmzqhUzs+2faag",
-	"/+308mGdPFycaSpYg7gXc0JLYwIOD4ygTzlZZ3TGIk+BIlLRjdnkYy7pio1gKZAp6L+MLkCBYqQnP7Q0",
-	"macsS0jG5ooIOG8Z85ytxA0zpwTm5TnNMknAqrXnLCy/YfkzaX1fcoRCcMyBw0VGJDq+HREuCArl06rG",
-	"TzLBFyxHvb83ILDVJfQXGPfGGhA4CyM0lbSuqBUAzddA2vwp/n9H8Y+LOeYFh1WM3JnfP7Ve8Fmy+DeU",
-	"liG5FWQ/LQR8xi01hlwTzb0jkhYxpe8QxVbrjKqSgYIexAVng8qK7H+4UhLELaNqCZ765ko/3H6vtL7N",
-	"gmertdoEXQ6eDynMzD/taLbzPW5nO2uSTDd255qG7dm2m8ee15VydVdMLcVOqxJp4C0+65FrOcdzkbMZ",
-	"lSo03OpRbtuId7d/Yb/TnA936/EzAecIoZnXhCAK9VbudtjU5Reqzei3qZu+UUfllEskup3EhDshMLkF",
-	"6AXJVjPE7NNbKlEhsWqWyEnOQPgn+9sarY6FQ6304Ke1cTPL2Ypx3cx0g54F0xbKKThjSyWJxx3UKs13",
-	"UbMcd+LH+A9KNuHcCIbAI3tO5BFjuRGrvoVySnf4GWBaX/N1oR7qZnC8M2HzlMNrkeajVne02ghP7Kzt",
-	"y1HP0KNfYaojQvkGr9/QrGDkdikkI7imJGP0hkmyopsxnwmuqNUIlyLTs6MVBPOoMrEt7I7OFJyfMv/R",
-	"Me/G486nTzDHcgCnk/f3407cI2BoIKmhuxcUU1yJZ9J2K1XLMdf6JPRVT/ip3VxUlS+QJQUdD97SaoHd",
-	"4iu2mupu6O7o/qbQW6eIapYAij5hGRAnmbKZWDFJeJFlvQF5p+XEmONoJVkwhZTrjbExDOjEMwlBR6Sr",
-	"Oz7m2i7ggvfNhyJ7RmNinVapBBMaXu0NyHs2LyQExpDvXl3pVR/z71+dfWOIRK+AIishFXnx/PnxCzLd",
-	"aJZPcZpq6s8ncyg8aqxDJzLHx96tv9/fd+53CbWfbKiRpVmBHM1TVk6GL1/8ZoLO6LKlh2LM40/jzt/6",
-	"HzTtjDsj4hFhoa9pIryPB+RHqhd7VUi98gRCn8zXxlx/DhRXqVI+UyRnC5onGZNgPGntFhVQOHXgDCbk",
-	"+6urCzLLUsbVmK8opwsmSfd7IVVEzvEsq49TFJEr4PYs77/iM6GpEx4xandEBoNBbzDm/65JAryzsN56",
-	"XnG5I9gdmorP30fkzbeaef/44U1JGsdHSAkreufP8PHRk0v9OsNp6P9gSu5lIIBN4NkIei+YiCLHBU9J",
-	"uloVik4zNtJXzQbUm3tFN2TKxtzu8MhE4DFOFukN47jU7O8FzWC9Prx/YzXEmtHg6S81q8GZDNssht9F",
-	"xdGMGVQdiPYrrbRyPv2FGHO9Eo3pr1ho3fi//3zW/w/a/8fko/nDH3nci8ZcCiMGFDg10SFiNhtKct0n",
-	"4yACoUYJ8B08xtRGrCR0zL1d7PG3kyARvzjZorDVzAHDKVy0E9Wb7xeRcpZYN4NvLsRTKtmHPItHRMLJ",
-	"yJiD5yk+iCMCztqXX72Ar/jHTXoYa5bP9AZnckbX2rzl2UZz+jGH4UZkntMFSBltOQtFJIOfknQTNsto",
-	"zsy8lMRjJGCc8hHei3sD8kpLoNgxtPoc39/HIekKsmXMsXMw52uaKz0rILT1eEx/Tgn1RKu2y30uOeam",
-	"sya2Nrb61oiovGBxuXYlr6pvrgO7uw7cKGap2oBI2mHhblG+r9IVIyDb7KjATZJyskqzLJVsJnhivCIN",
-	"xbxb2vgDc+0Km4rI8XA4HPZ8T/ypY8jeayt6Z17RC4qfPTyCdwed7eFWu3X/v9Ibegm/4YRccKtCo7MW",
-	"HSRfv/vmv4Fnj8wLjrIZtqZkTI55nFBFY+Nxo7lWMMrX62EfJrg6RZ0CQ5vHXOs0PSD22D4Sk278SSqq",
-	"ChkZ2Snv455RVVWRc4lewxyiOswRQoy3yCctyEdE92wwK/KccTXQlyaz+9N4QM7Fag3hLSlHLUzrdCJh",
-	"2FNJbzTZUSI3XNE7G76hGczJ0ZEmW9T5JMlSzsZcd2kmsmLFgwpUnUp3djEislitaL6p3dV0Bvx+oOfr",
-	"/nSnq7dqk7SbFk/h6EbvzR/D0e3rG0E/D+hbOHuWv4tCLYRedxu61C3Wa/B0SnPCz/Um/Lnz3aurTtS5",
-	"eHcJ/3yA/z+7Ov++E3W+efXm1dWrTtTRSncn6ry7uHr97sdLr5NmKFHnrq+/17+hOXBJ/WG/29iIf8U0",
-	"WLn0oXHFdMS/5jrlXzQd9C+5zroZLJWIhx5+O1ZfygM8OEDNv2mDunDT0GqhUYcfEGvshPdla0xqhVoW",
-	"4ChJTkuxXRqHeg3wpIGTWE9/mdOBMfKCs4oR5aLSS8k6CLjudtsvSDvBhINMK7UJjlFGyJ239d3aFRC3",
-	"anZu9eRxOGxu0jRojulhOxlPFtocIz+V0mqEB3y37jnUgYzCpTXuindAkkJz/poewIV7AE4XoBlzZm00",
-	"HOsV0Mzhu1dXEUGSheGC+dp12riq+3nH3Ky8M95tPg0ojGjIo2zzM3X0NwZa3VTL2C6zdGMse6yE0YwV",
-	"doKOuU945nGj6FATCD5l5su9UxKj+kVokmhRWle6/mJ8VqBkoaprlUt/ak5JjLMeE8l4okfmm5sJydJr",
-	"VqWZUxLrQWLL5UyYj3tzgauIFg/of3UfAvFdCKSxFFq6m9mqL4WRjIZxGseZDT13Ye/gf3oIi3R86TW/",
-	"wG82rv9X00jjxve21cadr6EbFRkT2DGaV5hzI6PaAsvZAN1bh4BWaI2Lpo1aBuQsu6UbSdYmqS3lTnvy",
-	"3bxTITJGPcEbYiLOy2XYCHZkSW8Y6Rpd0WZI/K//7+i/Pz/uDYieOd9i0GYETn1EeKFpJSL2XZET0w9f",
-	"ELqFwschjh710sh1O3IBD0Y8P2qdL+2jtes/2oYbi2n7UbvxtetW7caZ6WXt8jvT6brqAUMIqh42mN54",
-	"bb7ORCiTEU5KFTgO9QMjdPp9ArUvIumKLhj5hGkk9xEc3U40b/2UJpE9O+frQtl7qCKTT/bBiX7OtBCR",
-	"VE5Aw71vit0ZnS3ZRD+Zi6xdymP2Q2OwXpS14MyEntRln6dfPujjVQn20YWiNiNUt/vNWz5vJ8X7pLfV",
-	"WmNJcU3adelmRBVLUjqxW7dplpobdk9NqWRwQFHkWXOv3OP1YPbLXuSpCSzcj5Jytvbzke1626Lg6kpc",
-	"My5NHPv2zEEIYZgoeKHUzCl5y6QEJ6m9Zp2a8YremefjiMRS5YyuYnfiL7WRpnWNay6mGIhfXciV+XDF",
-	"MPoMwjXn+MFJxYxbvf3m6eLB7ciNVGy19+bbK6GowrWCm1ALkWv98QdPi6aw2VKkM/aod59sReo2NCxP",
-	"VC58g361hFqIvrn4ixR88J7eGgqsUHc1V6TBJBzDCZLc1n1X3SEmU3xiiB85WURooZaMKxNeaa+aUEr7",
-	"c81yODYqH+BCTeai4Im9YD+rhJhkNF+wiORUsQn4yFxj69T+aXxr+FMrC+KG5ZmgCTOf3G3Lw123CEEe",
-	"Ynu1g0NZToqT/XHPhutPB1jX23KZakK0FINPuduswCsdSyu5mDyfD2cv2GFyRI+nJ7PnyQv25fyr4cvD",
-	"1mjesMaIaAdgOVvIg2BUQC6yyqxSKVOpKFdB4SSVWE9yRk2alVsKnkxUkRt/vOHOHfO41MvKIcTXCiHI",
-	"vJwXkoII5EWW0anuRmV711p1nxl92v1GnVaaZOcJXLvoey3pB+QJoXQEQ2kwo5FjO5Z4qpPXnJuidV/U",
-	"CXQvuVqXn6fGhnXPlDgQ9oxB/88Yh0+tSHpUofnhVod3UEC3bsjfUjTW90ohwQTZtmVqdGJow/b/4z7a",
-	"BVPUKp/VWYDwxSCzvA8twf5aSk2ozeciDyuVNuqm/kqZfvkIMb7HaELjM4kEE5WyPKzZ+xuuSl0t/MPL",
-	"qAItM2xK/E5qGlutWQ7gH8ZDiVvqyDtPKt2ExoCvqXehmGVvmza3ZpLKdUY3+4lnrjm05otJKu2fNKFr",
-	"ld6wPcX2x91qZs1Kw6Yma5rTLGPZxEmch1mB9cHQQgndfb4xUqwTdbjgnzuOrTzusxhuzYEdtqknj9yn",
-	"7cYzHMSF5zqs6L7CuMucxLNCKrGKT80JLIJI1GXS9rlujUyub2fNCQJOG3sw0D0ZDnunhIsSZGnBlCSp",
-	"IvNcrMDONEhNLfGaYj1ZV7bl4dZt2Wax+LrUU5gvb60MqJEahjRO6EOCm5EVTFppoa7bligUs4wWCetL",
-	"wTlT/ZP+86BqS+8mSKTbGFJDz4MB7msTpIY7lQOJ/LnYrovplp7i2LW6NgFihQxmI+d3Kr5LKicrkbfw",
-	"u4zu+6XQSaz3da9X5Ve3zhe4hMA51JywXetcV7b9x7c2+qHFnkPWaiAP9iAzfCFnNGk8XAewE6u1Isad",
-	"VYFpA7aWIAOBvCh8FD4d5iIPaQohtmhSMqjd3zd63+Pmvf56tHVW26cwtH5fu+ypB51JQ9q7ifNJOflw",
-	"+Q34KQgla5anAjzmBcSZu0maUUUzsXgmx3ydpzPIu4WeJnb+zPxiXGuaE3HLiX6U+aemZo3HPGdrkStY",
-	"+VUPYnEgNQuNccAGGZB3fMZIXMgEorF0p1XkQiZM/poJUCoP6yCi6uToJYmNmsbuZowlLIlJN2GKppkc",
-	"mfy2DzKJxhy+q/90g8+ZZOpMnZL4PVP5pn82VyyPScFVijGP+CBhPJG9U0IhrobRFaGZXrYNockqVXr6",
-	"HILIrFAm6szrtW4nv2FaXMoxvxW5VBjRORNSkdtlmsFpa15wGREpyExwEx8D70tYNLkUQuEJMo6KTDcu",
-	"tMpGcIH7WKoBOc8FxklTMs9N7HHKSUwzlqszBaCQM5EnUs87XbCBmUS4HxOhV2TN8vJlE7WXiuRUb6vZ",
-	"MuULSGYzc0zC32N3S1pIpVfFfRM/E0oSNL1rbu1vc3sWK+aGUrqoWmUbQuWMcYwKhlCCKVO3jHEyhE4f",
-	"EnY3ywqZ3rCeni8AQgqPGqhLjwJVKyepfx4OnkfDwVcfy/CDjvvoW6vQoNQor1vlBq+XOoQoppnJ7t5H",
-	"E6rGOTSFIc5mc8o+XJ1rkmA8oTlJ6CYiry/fkVvGrkkXdvtbwRO66UXlUyvB1TIiJl5plrOEcZVSTVW3",
-	"S5ExkqVz5h+HJnCAqL8J7h0OB9NKKNpykCOTNtecVLU2IbQA+VdJM5HhYpXVOXr+uFkf2v8eoojqIbg5",
-	"D3Hq8yVV50L3zFoadUeNvXe1Tbw+PLfOhjGe0yzbPzP+W/+tZm75TxC2avZeXCJLePCxK5pAIjTEDlK9",
-	"jkVuYil9XMskxfD/vOCkKxkjsVRi/R58f3GvDIlTS5bfphJTF+sa82xJ1cPcwaUDe2tGaWkZPMyBTLoU",
-	"UrEhEbuOBIZwrQZ1rDdodVfruQ+oM9+LW7KifONJElSgIK05E2KNc99d+xjBlk/q7hExn+te9k7Ne9eM",
-	"o8RHMxLltyxWYW0I5f02MpWKrWU74iF08pn0Mq8l7GDNYfNav2N2x2aFYjGk2und2/PDvbYu35UQ2Rsh",
-	"1peKrcO+KktpofiWTW1SGU/0wu6e1dGYx0gIcdSGpywKlOFGFJvddjrmsf17om/HkVYAIMYm8UOSKzvI",
-	"eqchg71LHWCwexxYt6YYm7RYndhUEtATe5GW/nqbYnB77LOO+BTPk2FpzbhgW2vBu6J3l3DdV8qkgfu0",
-	"vcepioyghRlzG19Z/CmIYWvvRK8aRoVT2imZHEya8QcgEYbkDUiiqxZrwadu8m+kzpcHeyIuWQ5THm9U",
-	"tk3UZPjVfvm8vk2eeMcbNX0J5zpw7uG0JSBVGwJnCLSkGEm6GEyHeeipcTJFLmzPxexjpF4fr2K7Lk8F",
-	"gcN9KGmvNxbnwosilM8wfOsSwcBHJC6hpvETceRf+yKGyMvySky6aEYYQjfBo+5+T9sUmd7YQjLUmSva",
-	"jEXgyDJxi6zQTNSpSdQweK2G/gueCj4Y8x8ZS5AFxym/EdcsJoBVMyBnnDCucoMOgudKXNju2TD7MafK",
-	"SdOf04/xKaGcsLt1ls5SFZgFIgol08QMwfaanAyPAdqcZcyNH3dbQIfS+86kUI45vEu6J0dHHsi4/orf",
-	"XS3fssxsQU/hrWECDLblrZc669HzF02ObHhSJQw6aMO+L/w0bOlRMbIeyFOoKiR0QVNusoGQpjFWDBA1",
-	"tGWXWvktmyzaJRcDwTl+V2kTWJoWvcbS0zMMEb5qmYtisTQEZ7mzj1SilSQA5PCumthdeCkOQ5DEJvTV",
-	"wuY7MG4LLAccHZiE7K9Z3l+lvFA2w6ertRAbNKSV6bzgPRseNOaalA06VSYWA/KtXodROaF6CHqG/Wh2",
-	"4nHvMW+wb5fz4ENfKaEbRqpqOuLmOZ5DbS4Yp5naVBXfhvbuH+r0j8JG02WpnRgSe14nr7fa8PDX1nAS",
-	"UAS6h/2j4alLe3reO/X2I1UkBwwg2NmDSt+GuzKYVvSuTSxBj6y3TJAF4yxHbA9Vmkl2XWL3oXh32lTw",
-	"FHlfrbjczsOTr7bBfLWr0ODOJWlCjGhxPiIQIweN/EeMYNcqP463CkzScJ4f95/3lzS9LvoQmB9G0wCd",
-	"bsaeiMZs8PK37tB3K45M9enKGep2JngG3ApFE4W42QN2w7jqG3cU2FMglrJsFRNFF72WcOrqEemeYw8e",
-	"mqKADIX5Gmhl8wTpxgc3hwfml4x7BkDBxdaXwhcSXp2xeUoKfs3FLR9BhpqWnFYqB00pJdYXOwb1sCMn",
-	"u12ixhmKp50hi74wNuYDnLPautNLthRgKBpxgBDTxvSQVaVGswOLdCWb4ShLlq2vTKxrzS+eaYEI4daI",
-	"YQdpywigKPKVSTNE5y18nMxTFA5pbmEKvXyfo6GXbVPOfyYW4kOehcGOplJkWiAtlVpL8uH9G9LVf2Lu",
-	"CAgesdY2dA83vf6Ww9szWQSYHlfph+ZETTpgUu3GXQI+n0ofDk1RQJnkIpQDFQHLR4cnrJE2ZkvFl3EF",
-	"enape0kyZVpBgu1g4OBWI/yApxGk0u4Xm3eE4y3W1tVsNJWjuzuX3m1nwEvt3hbnYoj0kkm5zSX1MHdT",
-	"FZ+tHQYsfPczoZ8fguPcjO9jSZqzmfqQZy1H9lQVAckcr9HL7B8QOOQ5M155qrV4M53G5Q1Gb5FnHrIe",
-	"JP/3TrVtrkeVxGStTezYDTL2vaym3dKWhMAR8+qe2SVVGrhwX6xeP/e+X73zyrYWNIJ97KBKIRgzl1WM",
-	"oHIpP+6kVg/qsxHw9nj6ezQxhYBCoZ+2xMZMWrhQrQLH371CfGfTnb552uA8nxIfSDwcjLqDWIu8xVkJ",
-	"TEoJyJ2rkqoSA/JakaXIjDFbDsEgWIL6OXIMeMYiIlO+yFi/kHskKQNJ6I5tIYyH0MB+KFHbyGMrfKQS",
-	"FjKqxPQCNI822EPIcbQmWB10eDt73h+NL8xe0AIDFy4R833aMxP9OoRmjigPHjszlGAh80/J4VfDIeke",
-	"DwkalLIXGC7qU1+9OKmcpLwYhmyQGjm3JedOc3Grhw1WtYcQh72zXNDg+lQcQ6XfCMxmgF9AJvQXc11z",
-	"W5ok6BQDvxRkZ56Cr77uSNI2Fi3UcuB1XMakCyBeWOCoNxjzn4wbIVVOWTFwjibNfiYsbM4uBaYVlW3L",
-	"PgnrOj6NB2AmLWg2QNB6agsomtYDWnM3Fmp51ZqR6U+afhKzM6seKdT355geYeUbhA1GHbpOf2CbTtSZ",
-	"AmCy/oPKdNaJOkJ/7ijo4n0EuOWTayPVZqEsDjkaDEGjG5XkS2czJqU5hTEfIF2EWcvZPGdyyRKjNfb2",
-	"xxTMqFTv7euP79AtlURMFU35QwANm2CW1pINJS04hPFtHTSgM4g5XIkXWuSUK+zdQ+KUW7Q5bQjcsHhE",
-	"CgiQHZBSv+u6HvVGQMoOzZsAArBTwwCcRT8wsXvWnpF6FG8zpC1Ow5iDh3JUHZwNa8HzQ1hOszIWbgcd",
-	"m71ozO0BfQiKiYg8XaQ8Krcg5C39wDaIxLcCvDWtm8DX4RXEcU5KjGCv98Y6sQ49kSVjrmi+YAr9oEku",
-	"1muWkO7Fhyui6hUEvS9FXvELMwWYL+7P72QmElY//IGFglN3q7XWJj0cbOCDez4lPOe/HXqQQqgtWLFR",
-	"jvaJEDgdx21RpfeF2ywFxXnZxwd6LC4VVemsuqS3eapYH/mKoRTJaAYlLkG6WCfxgHyX3jA0fwVnskHA",
-	"nsSg10yOSIxUG5Mu/qEJH2k2Jl0UEb2IxFo90pOFst5CpWQbEq+plLciT/TjWpD0ghFHKHSCwsMivneh",
-	"b7Y/vT3gG6MOTMw7nm1MpYOoY7vTpq7jXdsY9PjRbcE0tSBGYzUCw1pMY3Dt0a3ZJQg3aO/WRgbB5PEo",
-	"flSb91tJ/FGosoBdX/Ku04ZepBWXktwHvyMllXNtnMae0N2jouuIbEWoJ/sD1McTrDbdj6u++S06wJ+7",
-	"4LfaBU8Qie+ZF38IELTzdmPgzLOsA8YQ6XrGEGDS+tXdmlbQ3rUNtCKpu2bUs22+qos9AtX884bfDYLf",
-	"5IeEq93u94mm3bCl0MA+MO3l6v7rI7Ub3dCSFGqJn6cYGkJ93BGWr8bpTeVhMjCMHZBYbtMTp6AJriTL",
-	"brQRbORjhAw5KrklRJ0boRARNMvQO9Eb8ynLBF+A/84xKm1mcOZ8ZHpFTgn1yAPdnnDYQvmYl7ZnZdvb",
-	"6LVU+jJ/zMe8T2IuuLYbLS55itDzA7hnRHtZhMWDfnNBHDXoWjSMxHXKxpyQGLXZbpzyuBeZYqQ+CmCM",
-	"Rf1iW5kdAgAIhMz1nRQbbS9DBXNoC1HheyCQAq/p6+YtROrp2tUZ2ZXpVb6E3ho9BRjFYL0KJrQKrHg9",
-	"vqbhF0eEAkKYngd4+uKH81fk8uj5C1O0F3Yd5EbCak08iop7mMRS2rWR/gy8pxd2V2Uu3xtSjmfMv00Z",
-	"UMycUA7RydavRTmJ9Z+xn5IJsVU9yOLAQOExL8sU2CqzdCOJFCuG9FNi7HoABCJorPjdB8CurZDZfkGc",
-	"4dHJLmFg3GwR+lkCdvmIsDuV0ybyMpq/Y151lXx4/8Yi2H4ad2iRpIzPGELMwznw6OCArtOBkQGDmViN",
-	"O9GYjzu4FIAghY+L+RxgaTsRGZv4SrwxE1wvLiLUX/lYgHLM/eBZyZQkXRuwMUG/iCGiFFKB0L87KfI0",
-	"Qu9TNOaG4PTgJ7MlzTLGF43fEwRV7dmqWFNmK+smjAchuY+GAU5cmbygf3z3+oBXr7IIjCdrkXJFupUz",
-	"+K7s6fXpeZjxqKFRhZ+PHEHr683dtt9ZPL5nRUtoNCOytFIE+W9VeJjiCcZnasYyGnPDrkgXUG2RR1nu",
-	"+v7bc/Liy5OX5H/9v0eD48EhSmIbxaUVkzFH3bMHrAQhI7uxowZzbGB+o0AADXaF1dlkzUFl3dQPAHV0",
-	"YvfczdDX5iuhWxamEbv0OmmfTW8m06Rc3fpyPX/RulqXMN69WjDnluQn3wsE7h8r8W4o4FgD3/OCzjEB",
-	"xG/vkqm4To1NqjsdcycGw75D0l0X0yydmZdlKUYgJhjyEbFinxapJntP5KbaEYLCXjO2Niej1qUF46yf",
-	"3+xrGdbG2Y6xSasT6wWHdEFhAenhgDZxQXpbUTVPSbrg8AVEATendjmjSdnFUKQYMIHtRACP1JYM7/uH",
-	"O80l6tgZ8Vf2ofvmO914RZyf46erT+Ae8n2eH1uQgVFxG3k5rFZ7qw0RH/SH6FBdLcwrKnMPHZIejQfW",
-	"Wrtu0V1rl89NU60lRuy49tI/yYzm+carUEu6tFLqxXsU9HMUGkKy8nBB1mqD/61/dvG6jyd7O1lQW91y",
-	"NwoIYsPqQxBdZfppFQ2jC5MuB6NA5SLzSk/09mKD/lFvW08i40GKCDB/RBJG4keO0yqj0QUeEsYSxW89",
-	"ZkTk8uCTnux7eyUec60hrRW6WGx/jdi6eHcZjjmJCZVjHnvDqx1kRx7x2xN4W5YAzBCocQWGFl/UsgN2",
-	"6wJ+CHHgmK7lbNAyHHseKEr0LosKXlb3kWs6QyThYL+ev9hZMqPspFf7xwNJuWa/mt5ttWvQMxrKNeic",
-	"hN2ZwrMueB85ad93VJsJatW9B4OB05f9pBzS1JeBiq2yLBJW05M1PSRscsPydJ7qzeAp1BXtKbJHmhNj",
-	"4MNy9sb881Rma+ltl1NV5XGnIrxnlGkNZuXRMQy7ZcKP+OnKNVODuXb1a9to9WpdsdQXwe9x9ACUZ/f2",
-	"405XSgfM/lX7iAmrGXPwFcQ1Rx8g65fHhuiW0Zy/4pbptRnSD3PheohCfXmdrvtWD+0DVbHcqlJ3fa1V",
-	"/oPlwul/nu+34StFSow1KY4ODvA4xRrHMQRKoxsBw3jWVC3xJAqLMo25Eqe2mBfIboBfV0uCgpR04xZL",
-	"++DmCCpSoUfC2PQRokW4wku+vUfOIFQdw9IWOZNyzBeFZhVoKEosfIxh3BFZ5+kN2M5Zyq/7mZjRDFBS",
-	"Qc+VazZLaTbmNEn0lzBvFTUKk2lkkgTwPjNQ7cVsCdUQT46OiOBoBWLQQ8Gh2FyMPRtAYl9Mupc/vb46",
-	"//7rd2fvv5m8+u79q8vLydmbN+9+6o15ymdZkTBpijdA2zDVZZotkyK7YWSDmjiKXK2Lp1iWe7Zks2uW",
-	"mHwzh2wyK3PnSiXIXwWbPmfuHtwc7mdLP/qUYL8ChWcXr0m6Z23C7ScAZFmsqK2GvZciBvWaWw8JfsWa",
-	"eaWjrspbUmnCglBnAk98TrGgZCNR6QGF98bcVd4jn194rzwzeXjdvRrftzxqK+t/uiNFkf/BThRNufHt",
-	"QYayLf+2BK8ZVQ4jgIh4N16kallMY1ujHx/vIVcMZAWvaZqXrw2yVKpJKmXBZNwry8DX6v0PyPuCc0xy",
-	"3SAj1nZEmc3pwyoNj0k8F/kUFDIfUMnLl8F3ozE39XzcXMmeb52Vo9XDce1lQmjmWaxhC1Lu+uKlPBM9",
-	"MmD4w2M9HO6Slh2ThvL3A/IGbIGFM1CEqTNoJz6VZKE1TF4W+SvnVY5yRpPYeX1BI91gfpDuQWsidHP+",
-	"62zt5QMsjkMTP92SWBl1Cp7+vWDmttEtXq2mLEmC6KWPCWv1vxYoSoXr2M1gPOQv1VzUJF0xjpZmFbrD",
-	"tT3PBPWiQrxswh0o4Gw1fRwKeCBLMJx2a3AgZoLLYlUSCQCzgddhXzyIcgpLRAi1H9SDW8tWvIddmbWY",
-	"ou26EMqbBVXsYEnlsg/P9Y+/OgmmUwZTCQHZRTNcJbAZ0LfJNKP8urcH5L3+6LZ8Sqgm8LUpzl3P6EgC",
-	"2sBbQCJjfb2DQV5fpzwZkVq1AMQvjUjB/eMFgDU91FqwY3X6ynEvMhruJGE8xcf0RVc0QF840e/hyc9E",
-	"37BFzbonw+c9qEQzz9IZtPyyF5GF4Ix0Tw6HngAY82q+BTiiNRPuaf2ZudKIE0QQ0q8f9aD8DZYo0BeO",
-	"YVSyWK9Frlgygdor+obuBMwBrX7i6Eh3vFpCs3rXK3yA13T/axh7Y26ug+3DaUa6z/UMj7lNXDSVEbrP",
-	"h0c48Tc0BXhNfQl6bR9UthDo8+FJrwIP4DtMQP7swuWt0sYPKU/6YGvM0xkxn7BukXUuphlbyZh0f/4E",
-	"xzp60uHa/ccemBfN6cNCehXSikgMb8e22hqWhy1mS1QdIXsEjokjEtuc4p+PPg5ykTG097Cs68/jDh1M",
-	"x52Psd+7MdfSpSxqfTgcAtJIyuSpX8kPMSlEruWXe/sdnm/EeOK8tHhS8Kwr7G6Dvk3fxhyKrYEaMO50",
-	"dXv2cyAMIU2bJ+RHaK037lRWzC+T7ZC3AgbHLcQI5QK0kQT9jjYhZUc+HMz662R3ZR5z1lAC9JTvtrKe",
-	"PQqZbNNuS/ZV70x7sY1XNyx00nLpxQdQRZZ0vWacJacEPLbZpiwLeMumSyGuAbuQpTcsUKngEWFiRqnf",
-	"f7ddYS1cKBblh9hZD3KqSHcO/h9EQ5Lg/kkVuaWyt2XtvfpVSWiacgVFvS3KKlRmwSPf2MxMP00ATELb",
-	"fwnL0humt09VLLIbNRkevjyih9Oj2XFyMmz8d0Rfzo9nh9Mvg/MVxvI+A6cAV+ihglNPWO6rzZr19kyk",
-	"NMjMfnBXq7kCH38CKw1p8g9hobn53Dn7HrotsjcI11vTTSYoILgmYiYP7G4arBItjAwcxQDxnhLNxM0V",
-	"FAnm0CXLVgPDXgZe/jfNGZxY91NuC4vazZqhxQKwAA4CKtvYTQzXq2EGpSVnaMHPrx2YgL/KNdhqWGUA",
-	"+1y+aC6Ub5kLjVfMwMsLOO5KPm+zQ9VvexfL73sX6+k84EefXLON32FzxeuxuZIz20MzuQML/4JwId5H",
-	"7JXyI/ZK2a8mMGz9osO07UQdvfAWAHKidTdzzeZ1TQq+ZDRTy039hlbwblju3gClWE5MLpYWV1Qx0MIG",
-	"VusyTzYIbc9TBbdVyhATNzPNex/cHDXvfeNmy907s9lFNHgj8DW80fqp147waje+tQRY71e4/fJm+4jC",
-	"/ShvvgcCfV/SZ9klOIgJDRtuhIYNN96zxuh+Quq9QuJ1l6+QQgNNmDuBNsydwJgA/x3RxM8MbYfuvfJI",
-	"3N1/8+btt4bUP8jGrQtD2B88gg/df+/RvX8fjFh57sjf3XtPFXuj98Grchv4LxprucSu+Hgfdb6toeHW",
-	"zn/yRQGxCg9XcdyrEblmG/QUeJWfweeNwUQuzxbxxUDwceGXIe4F1Zz2JBIHC+qh4C3FPpAMNp3QjTsk",
-	"Sv05ew+QeVtm7sIYBYECJuB3vKWbEi3Yueu0WSzyVWWKwJzaH+zVNBzSTlzn/l1/sj3OyvULgRppWbvd",
-	"zbABrSyX23UdUQO8E/pTwossw7FwUX7ilkqDiTrotJZ080Ku/ljI0FdmDv3RV8EZWeJPR3MOAn6++eyx",
-	"6M77jckh2gWH46qWPZPg5BrBQudsbYGZSoheb2D+BJQPCM5cWMptnqKqZ9yIjWlod1f+iQ/9Jz70n/jQ",
-	"f2R86ArzfVq46IbAiwLieZeg33bc8Ce89J/w0n/CS/8JL/2vAC9tOdJ2y0pWCptsjIZLFckYNWWWbKiZ",
-	"xakliKWDGxo3OiT3ka47szn6qs7DZG9AzkoxjkwyS68ZpKUYrurYHegedpfvrfVYLv+NC7isxRt4QVc2",
-	"xGCvIMd/enTtfxag6wCAdeCc/V8VkvkxeMoBmm2eZOwVzuj2FqjF3XJb54wmkqSqtxWYYIvzxeLI1WLu",
-	"zvr/YVAiD6MXJ6GQO/2KVVEe5njy1Bm7h5ymN7JZyH8hMU6k1m7KKYvHvFtzUClB4k8Y1e+1ExGtTgMq",
-	"KRYvimHzwAkHHirbLxIT7NCLSOyAz1DVkyYJ23u6Fzwh3rdQ7XcGAL9VSQ0VDqgdTOENkBrmaQex3+0f",
-	"6ek40goP0gfKobIofA2hDY8sMUhuGHnPLalWcngduu9RlQuevDgA+QbZbBV07pmE8JQXMDNuJNYyM8sj",
-	"iR3UDq775Kj/kGtmraFQLJNYM07Tg8Va9U+EVkrSPUH/2+nDFrc0BR6tkf9PSCZoN24P0ZoJrlJeMLT7",
-	"tU7aElTxx65jUAsJ0OSB/jb3FOkO+0cPmfKwgMUKA9XmfixmGSskkbbZdS6mdJpmqdqQFZVSt324q+0H",
-	"lSYwS79NkBq2uXcJwmA0pOUvSdj/9whXdMgr/xrMyXnKcivbFq7z1f2+YPxxYaC/SS2/ujs0OKUmLx6f",
-	"bSmV3hp56dajHpH627q0KlGcT13v7Hs4PGwSbYnj6vH/651ap3kt1NLr1Vrk6vI6Xa9DAPNi7W2gGnbs",
-	"21dX37/7hhysqVrWsO8w/XZF8+tE3PKDnN6Glsl9PITl4ENoAV6mfdgJjxYubj3YZW88CsZgsRSPNg7W",
-	"GSYtZZtTp/cDVDyomlORpKCpb5/ccopc6+0TzZKyKkfIzbizLLwDomstsG+Atv28zDL2w2KAQSC9jbLY",
-	"L3CiOoDyJL56/X3ZQPXGh7K5lnNZ23EbZBOeRudICUAoc21VLxaAvGEfs0F1fhUTXFmtD2CgXQjle2dV",
-	"hSco+tEC4+Y5i6SiuXoIZFtSIDG+rSYdtIGqRRiTeR4MK9fcFm6Dgy1hFmurGt3s163lRBYAW7Q7bLXZ",
-	"1N/6xrzpv06ct5lmYY9BG6L1lVc25pkkgIyDz7pemjNqzuAQzYSaJYOHQRNTW8PBm/BdXL2k3SeITvQ2",
-	"wh8iRPGvP/3wMHP/jBgQG2DGP7Ep+YFtSPf9t+fky+eHX56SV8nR8+eHL8k120hwuepbXw2PvwzBVWaL",
-	"qkx4lXxzeRbGwb+pPwnNhJ69bimuc40GVvmNdz9cBDEdZQ3/UaaL0HN3LUCxOD+A/IGodEWe7V4i3Tvs",
-	"e8s6XTZJU8/x3qSpl7pBk/VO6A+G2n/bFjKvuTtU1UbbWPAblkunHzcKn6hgQPlVGePfrj7mIguG7Asi",
-	"14xey9MSWgjchAjXR2IXOlEpXCQ3UrFVB7FxNeewTwVOY2uTBB2J3GiC0xXW7s9ckC8emVGbtxCYK7pG",
-	"Qy3kWSxdiWgrJILJETgmSiwMrfKkfBGRm1SiB82mXsnI9110Ad/PZZVlbEFnG+8B6eApeg+rblDm3AXi",
-	"sKppYBJ9PyaHD1P4RvZcc54uCsxfZuYQqEtJkkoTqodfgPABLTy8F25d5ZOeGRqkBhoZduOlxeIsAj81",
-	"s0EVBNiIW05k+o+S9dpjNImhAF4+m0z5jPmAiZ6S0JTvIWNzTy/UI9xMW9x250uqDsAn46+E9dNh2I05",
-	"S/MFtXG2m4yl5nr0wsNud2HjEoALeE1zZVcpTdrsWZijFg5s/V07vxQyId23XaWDyl5s3e7fQBLX7k0P",
-	"LqZ1ns5Sk2Hk0kO0CrmbE+y/A7dotVdVV2ulC7jCdkU3JGdryGQpN2Atos5sBVNnEHKTcQ/A+SmM/QGq",
-	"8p9sYxfb+D22//b9HNigQN/7hz9emBea4Y8/VmI40a7Hci12xbhw+8kqzc4j3who9FnH53ODcqS7zAzg",
-	"EU9gYaBq8VDjohKuCAsak1mhHJLBKUBZQ3xIaYJ8hl0BvdwGTIHkForaKSSDo13LNdNEjnk3bpJ6DCgU",
-	"5qhTGoC4+IsYIeO0FsgxBkjMx7wEeIlIfBATg7GTEPflL+KIxF/Yks1fxL3IfMjA6EhTYrXsl++EtZA8",
-	"cPjVpWSqVVAQZ7al3mDMq/gXSKTkzB7bBNAl6tAXYx7GvjDczBx+Yr5CrwT+McfLolAsGnMPAcP0/pk0",
-	"8Ecun1YLJvMc5RvM9swZhXnFkCwrZLuUmDMSr7/m1VQhP5O9U92Z+MDM9c1hjF85GR7r11JO3q0ZP3v9",
-	"TBK5pJASB8BZa5avUkhEN24NVHDHPIYh+entcYTeJIK34h6iLhsmDZnKciluMdcNMaFNXjzSYmQAvijw",
-	"ZS0U2pflZHg8IGcA6WGZkHPPh56X6MltjSuzJBjAgPx1MToAaw2RSINJiohBb/GPm8UpcI5LTFiDIg7V",
-	"OREe3qoWTcUGU9Z28TtM+qm48PZH8jEc6OkOhK6WDhx4kiY1/7qYVfJ02fP5i+GXh18dvTymJ9PnsxdJ",
-	"OD8XyW8vvl+Op1Xy5jYlaedZqX3wHcIbsirW5V7C6FI/HgxbXzOe7HwbHtpW0eISmIdWqw5hdy5yTXZl",
-	"hqyBnLRuSVgXA0gFsgHDRrvxxQfEHQWkw77BX8ZCt73HlLkA1cDoA2bKqtHP2+paeHsO/fWPqgfl78zf",
-	"eW99FgG3A7QZ49LqxumMkUJaAOBy4OX+Q0Ml5Yv+L2IaQHHbwUqfaueElB2pCDXqtCvvjkzVwSPuHTzp",
-	"Np3H+188lPWHD3vMIPai2mR/5d6XMvdR48x/K7a7z3Et3n03ltOymrWtBZ1t8Agb1BD0BO7WYCuNN8f9",
-	"sbn5fimk6udskUpTVx/XEZiStvAsSkR1zp5A86/O4h/gcMHrMCYCP5DRmaIZylQ4qSojEB9h+H/KiUHO",
-	"LxcAQwNd7hjYNlhgRyoKOOKQ3ImJdK6gD6RPYlw5hpqNub5kPjEXWmPEMEKMr4f5s0nv5AyLMJQANqkc",
-	"85ytxA1LBuQScaINrjB2fUQsJRGKZf6QrwWAYf84LP035Lv7hmoiKdoq2zsqUusdTlxJbj+3AU4+tZY/",
-	"ID8aUBggjeBZx+OPo7eUcP5pe8nmRrHm6vlqtWYxvWGEC5Klc6Z14Ces61zWPivyHEyHz6/nvE3AbinJ",
-	"TLqYClUGSzmgxjSB7D5JN73HFm7eza8dHVziS9uOrz2iibaFB4W/3DxQsFWjR5C+Uim+o9fAuBqB8WH4",
-	"jiJl/WgDMAN1qKvFkw0fvRX5teajXahiB9RApxnr2RrtAOgfqkC9u7A0+GUxl2hLIWkSLhXd9Tj2LcvZ",
-	"mJtC0L1TUqlX7Xb2HnUNqkmdZblnVwF6Z93nYPhObSUv3HdrN85sM7XrNfSPj5Y4XllIsCbsEGDfGYup",
-	"jj/v1Sd6PjgKnNg7qDE7EzXIOb2NzBWUZN4FrNuilVFLisx7ykcKLLH9vddhj+t9AX7ySR21zOOe+s5k",
-	"dypGCfS2B7zb3phpMP1X4fKuZzYQZ15kZu6tplqb+8NQtIQpPdZeOvavP11VOG3w7MzIikmo0swbIwq0",
-	"RiUB5VFCjfd5ujDF8wbw4SuVxZHLj3o5HFYLq7wcDqN9opxwScPxpIZ7I2ePsH5GX7I1dVG/HnBotiKY",
-	"lhqOO71mfNKCgmaCBLA8Qc2f42oWbKeFyrpUmqtMth3udqLxcknqtGMJxsCGevRyMjgZHPUiqM/RZ1D5",
-	"IhRSYN1WLVDRtjRXZGOxTDkbsGzKYmZBoqoYaFu/XxaxfGgbHldopnJolW3KgsUXq4saqO/UpmwE/FFV",
-	"KgyVfjH5ohV/FOIwTGXDY7GNcGtU5o0+SEHgPj9fUgs2FA6vX4p0VvPv1VKWUp5KLcZcwK4NmFFi3Yk6",
-	"eBpq0MkAykCWsTCTeZopFubKKU/YXRiKIxOLdS6m0H4LFk0QvLM1uqjlI37M47yQNNvvWRN35AAdtkQK",
-	"VaZlb7selu5KiAzxbHbEaO0MP6r7KmHifXiH6hqHqKklkqC5IT7w9M5Kir0cqc0z7NmSqtlqnfV/vfSJ",
-	"IDsxo/UDspfUIddVnbd+cOAeRS5wRT9g4m7IdWzajrwYcJuyYLeobWrfzd4qONzBGiSueZFfjmVh5Uhg",
-	"xhiOBvFzayol4mfgF/r6VarSaVbG8kpyw/IpVenKnp7ZSrPDIeF0ZVEke+Bwsnq/qSZmHSFQGwYwJRsi",
-	"yyVQTtZlhtz+eWiZWKRqMk3p1ppYbZDv5Xz7DKrpWPNdBFsnC6GMzAI/I/arek0YAa9CMKNsRe8m5bJN",
-	"Spj4HUmP9G7/Z0Np6XsGb54R3B0Rgk11HX8kCK6L8AKOLWLpCE6AtwAyD6T7Yv28CP7/HpFLoZizjQuV",
-	"PfdguqILNinyLCr/HJFPcAEPxO/vY3QchtDNBGfGZV3f3K1jd82EMr5t1JdXVVJoQSluO1FnmS60sER7",
-	"lWZhlhKsv2Rih0mcUEVHWG8JZw7rJsGVsKHSZOcmbasVGnifb1REwsetR5A1ielibRN2wzI9e6G4W5Sd",
-	"24XqpCW0+zeSuvuIynbANB4KvwJeUE2YXmFwBuXk0Kt66JwmxkxG1OoGt4nId0zv9Z4JeqPEY8Uxjyt4",
-	"FdY7u4UzaE03y1g2qU5xk0vZVObHcWoXrzxh87nIK2IZ3qSZ21MrlqTFym6uj1uShidzlzVc84x5POc+",
-	"jhxr+UUKPsG1vUf0FP8Gkk7k/xiRT3hUWQErsA/qHs2U5kaQPlzNTg5Y+N6Hd2JLtMJDBGwZ+8FtaR4N",
-	"wsbOb1GR3eLv64SvFyY0yZrepNtfpss7Q/FbzSHJWNKG+yfWkEO5jxjYEm5zEmKJZbZ5c4OY7CzErQkJ",
-	"GYwTmzgNMzDNAc5eyTZ/ECDLBDWR6mTUi0aiMGv3ajaPcy0YSXOELRR6vwepuI9+3EPgfbSIM9vs3NZe",
-	"Pnqf7Y+gsmWvPdXe2j5hjT0UhV7wjO4tyEyIPjDxdeQwINIwmFEu1pN15Z3DHaQLisPO4F1rTjnNtjEs",
-	"D1GqMwK2M3hPbz28JWNl/TbulKYHZadj4qk8Ki3aYbg+kvUmfJYP4TFegkd7CPYw/PXYJv8shv8Wg/8B",
-	"xn4XE7l6QYMfY32N2d+NLbVoRYjNlkL/K4v5PL3Tf02ZVBMxjyPyv//H/+z9q7gGHmQdf6ZKH+1Q4x+s",
-	"k3+Wql2C83yuCnQYVIH+1Lx2IfX8qgLPLO9jxV2o0F8LiykTSne5EtMFF3noSKqa7LWd6uFcS1uIvlFn",
-	"IJ1c+Uan/pjf6ERpOZAwxcLb3Fm+kwqvyepFPJBLE1Mkun6nnyZ4RZKuSq/d0/Z4yGZZ2YGNSMLg6M7G",
-	"EkaE3c3YWgGHdNMubjk5u3hdQqEBUoJEZqqn+HP31250Se8727W7PT/yBF97SP8/buXpD9tuSEVPsNva",
-	"irs1QkRrARntZVG/1XsAaROhnWs7KLYuRmr/wLFq+sxSpTLWZzxJKSewm46PZJW66rTUWjO1MZcft2uv",
-	"TQWtHOVOc8YtgNVUQ+8+xn3X7JXmcNt1xepaIWv21I6QOaRotuWJINraRFXQrOzPnSeDbqqAxkpNdNfB",
-	"077lCPcpkuqhPmtWCMFJHqpNmeUF1U39AqCu4KdXrxPe722paRIs0BG25MOnizb8AgN9qSIggUw4g+DM",
-	"1Knf2Xw4jKEWTYXjiYhXGdZlwkWknhvnVYG1F/zZMp9ap6b8qciJKW+KF/aGyS0L/+E8Rbi0O8ltS8wU",
-	"kJUDzQhWiNx+9uyh6D6TJHapOHum9zw2s7rJE+qwh96zt5wlk+lmB2aBhfDdIzc5YEy6RnZM81OkI3iL",
-	"FmCke7PLrUypfRju5OYBrr1Kba0t9bMIlYhv1ApG0+7KfHBpq7YjrUc79PzSnFu9er63YgsS51aB9evL",
-	"tGZHdso5M7SL1wh255kyD0mzMznJF68rNT2UICl8NTLlganCAq6BgM0C0SL3yr04K8APGIib8yKg9RdJ",
-	"yqVi1IGxQaYyXa9ZYvCtJZsVeao2AMrNZGzz6ARZpDeI4q+/c2SD5V7bSqF+LlQMCUwm4LoloM/rmHmw",
-	"3jfvpWcW+4JOpcgK5QAvzDG2n/cMCvz2nInt3dEb75QYttgefrdI1bKYNvHSP+r/G/ZfTj5+GkYvjsOA",
-	"6Um+eV8EHEDvIQsRCeNWFFlCpsyQjIm1v81TxWxlknDMh4OvDLAqJGo9v9ID4JQRmW6IB94JNmkVFn4v",
-	"p85wOAzm887C0+5dgTQDu2eOB0Pdg+PBof7n8pYuFiwnR4MhScQM2CFUz6B+0UG0o60ZshQZpOIjKAU+",
-	"lpP/dvb2zWDM37M5yxk3njbr0MwQP/LD+zeIAcaFMklbmHyvuRFdbJ1Tb0bRbNL7C8lZMqLfJl00p8oH",
-	"9RZLoQsGeqL3gNneEXjg54fAKuzB7lrqI26rMmI4iDf4lGO9eKh4tndyag1QNXQO4G/jvVhj5a13JZBq",
-	"7UzfbPcYqCh2QKrxCIHp8HVcSlOpiLA746TiUGX5mq2VqfyNanwTqvWh+KxuEDgxJUBr7YYPxOrzliZr",
-	"4EK1QsIhOpNJ5cEltRBdnHgZFsTKCAxVYA9MfypxiQOpWFBUqUpK6NMHXqg7NrXk9kCqsnjI9w/YMg26",
-	"idw+KAfiJjy0ty5KKKM6qA44+lNOPlx+A1CXqzTLUEewmNV1KK/ZkiWvw47H+kdQD3IlFSpnB4g2BeIe",
-	"MlbxUfi8jQnCX4lRknyYf7gxyRlNJuC9co9g5JB58RwPJCEp4VwUXDVTCTdkBontkqyK2RLyi+GDcRhQ",
-	"vuEmSh8xEXt+WhRqr297p2MP+H4jwlq35RoNExFWhg0cELMssJNA2iH7NVrefI65Yeh5aEPFs41stxCw",
-	"0fKFlh4r2MjvmRRFPmNvmaLWQKydCEBethbta/sSwCHpt8jKvIYJKy+/PPqqF9aUXW7iBBXDkJSWsoDa",
-	"ZaYmUJnpJE0OoWlU31pj+Of+bG0K6T6TFVNLkciJY5YPA92zfWhzH5kepmVlAchX/PD+Ta+tAAa8MbFq",
-	"E22NTHGPbgkFE2v2yKHVAyLtOEPE08zUfpjtZV+THjLeM4AT7ntoYeDYggNs+MMWn5cXLH8LVeDiaMzt",
-	"TSST8haeOwP2n/siFCU0TA4dfNeMraUxZcDTF8rMb7QbMgrwEcN8oESdQ+fy3Ht65wh9s4vHRdNids1U",
-	"RKZFrt8u1lrbpeYLzyAHVy171QPkof1v1zlybUraCuTYckSGD/vFGXq18eiJevPmLY5BPqpbobPW940i",
-	"MHWYoLyYKYR7BB48ILEXVWjSjvGW1vP0qntmx2DMYy/ssPq4qa0NZkZsHiBdv+pVktO5GvOj4dGwf3ik",
-	"lU+40h9+eUoyMaMZibVuE0vAKOkNAkETLvxhzM15noXiq4Wyxk5K+zf/KgXHzmiKLyU92Fdzkc9MgTVE",
-	"6yrnYbZks2uWWOPllm5IF8st1uoxvoNX+uf6+bhnS4Vi1JrWt/GLoObZUr8IjibyFVYHfD48Cm2dfYPt",
-	"apCQUM0LWAMuQddyJtjU3lr2HlkNbb+Y2UAGbrMampmcbr1XDzwwLEMEd5QNhTgb0n0+POoFF8ZVi8+p",
-	"qThPualoqYluRfNrLNVAswpmrl/j6LMDeYO2UnWbX+FHqxf1/L6zLTRvXZrm9o4Tfl/wx3kH3/FKRQi/",
-	"Qui2shUBp7OtpGmdNF7J+S1VZqv4ImUghP1riycRy2trDcpLgtXsDejGxGqQ6aY0mo0nBLyPMRecxS1l",
-	"hmhOV/Lhu8bNQRlCq9tvzMinzixVGz37MhOBTK1GYnar6xvWPewmqdbqaNa1z4SBIPOWXwlxHRGVUy6R",
-	"T0OhWAP8uecJVO76EyiaVvnyM1uBltzQrPDgmI27b0lBxJ2OOfjFblOsseuOSaHczkhPtmSmqo7FREnR",
-	"0RZh2WoABnbfMAle8ChbrdUGGXoDYffhRUAqi3w0HO7E3zNz5dqqFPwIrfdlOJ/7zDtEJdRHop3RPE+Z",
-	"HJGYJquU27Lb4LKNzNJqa+yabcZ8RTldMK2c9/zq3XKkjey4egmcv/qaraPdhZr4tvZuZArMdTGN9ezi",
-	"tb50y6ZLIa7t27UK87qDvqsD261egRcRTQOzzbNs1Yk61Q/vyadhMs9Mq/DDObPke2y5dvUn0zpcfm27",
-	"AL/evHlr//zJdAaf/qiXLV3wlC9+YJt2QASJz+iV0BwEq29Yq/Pzao48GDL0un6MLK8fBQmaM6VJvRVa",
-	"CbDCWK7HTGzxKJKqOogbgtPop/aFWarXA8HK/dlueOtypZ7gaNlb9l1maOsp8aVFIA3IQb8gPiCV2tp3",
-	"iLH2TDrcqjXLU5Fo28cD0E4VsFhqHu+1wW9+kEm4bnIzJhea8VWqBHAbbxm7hsAcbjAXVEsOKX4A4FJb",
-	"UFQdKEVtZB+uznunNRxuvyLAHEGWFM3i/bG6craiqV5CMwXV/rjZIX2Yfv1nZCB4piwTt2S4p5tPr4ra",
-	"CkBmhsl4gpjWuNzS4MoCChS4Uf/BcuG2z6PGbEcSQg0BYBUemP/IVB/X3cjSxVIRdhfQGvZ0RBoyqpJD",
-	"5FGj18vaIoW20JUQ2Rsh1peKrcOVf4zCgSDrBlFKZFBEfX8tuJSOA3wkPkX9ol5nQk8VS7RJa+tdg2GT",
-	"arOmVpm+qkjfMjB1BlsVapplbTXQbFxRmlSG2VoGbW8VUk+c1h33VBFdZN1+sKv++iEgWBPP9KflxvUE",
-	"K4i6Qi9l3TjDIGyRcizNRuJPY+zRuDMin7DukAkRu7+PLVo4qmqDzzIPXFxO2QuTgtKtEsoGAN/Ayq0c",
-	"LAcM7iepVleq1AGokYqnTbQEUQAhYeXzGp0HSbi/jYS1SbANE0V/l3SB3R32DEKKvDZOE0MEexTcg2a8",
-	"WnswOLe6O1XxJlUGuPemNKeD3MXQagh3MxRl6nDvILTUfIxT0I7OLl6TbjWCNEJsWDyNwJYiMhgMwlZv",
-	"eyRp41wyYR4QT9vkSNYC/wW3gij8zWnYqbtqE+EdzzbhCFXPHdWX1+m6j8kzNOsDUiDLnbW3FWfPLxeL",
-	"JuO2YDpPbcYDik4LFkTLnmVcaZtNz9AivWE8sjIXQhjw2sOOhAqALd4OcWrX5ZZKRE22YUcAi4m6easW",
-	"8VSr0Iqgf6jZOPYIzNYczFT07wCEvukicvhXV3Sh5Wk87mDdMfNdLD027sRBQdUyCMs/9h1FOHgS17uK",
-	"rl8uy3akfbOb3IH7g0D2zbpCLRorD7ETJp8R5m2wy6XdUrjPUk0qgft2OVbEz7Va4UrVkGmhiKJTVF05",
-	"u81SboKLvHC5k+HLF9G+rvMzkolblvdnVDKSMaVYHukOcXO29OK4+YCMSJIuoLBVPuYFT1guZyJnBtDI",
-	"G0pZBis+WM3WzeJ1A2KxSongY47zeUrS1apQdJqxEYE8VZha9EZvyJQ5QG0bc8k47uYxXxVSEfb3gmbQ",
-	"lw/v31hXKvpIAizlMcF+W7iOLVHtTwUoozLCHdbUb0lXcGZ9PhWX0eALhB1xF6zjyQpDlF0eLq7vjLJd",
-	"sRwoo4rlvQF5ZRijnk1YDO65dvWMlmOAgwJQoCA2inQ3TPVGqFthaM+Ym8hFU9UMbiViQM58/5lUaZYR",
-	"yZh0BXdwdtCzaIATofydC80y5TqgLE9t+X4O6fCzfDX4Qm/8Mjdq+9J2x+NBN3Tj/xmPv+j1/q//0tla",
-	"YcfW43l8mQUkoy2s6gmcJ1aF+EOUCIDg8+9yUay/3vjuj2u28RKS0BmyFEUYWhI+gmG3nzl3+CVxG5o8",
-	"rTe3hLyBf4Wu11mqTZJcaBaZkETcQri4nivd997+voRFOSP799tO430IoGN/HyY6mfZp8Eo/KQNIpdgP",
-	"l1dWd1vVll/P9942baXhKFAQeZfLj3RRfOhOohp0zTYtiv0ukMk0aX6tUf607qTb4Z/7cHVOErrRUkAT",
-	"TbMB72bvAW7dXYVN3nGGraBQN4ncNo7f5Wn7PaE5I9KUOvHXZUsuSVmHcg93x0zIsEPtXEhl4y5tMQ5b",
-	"l++ZtMUgI2J3ohLkkPUPh/BCFytH0QzcnBDAyBMTiSOLVS8iUhjHkoJycBLjKBI2S1c0G5F4OBgOh8Mv",
-	"h89jSLkrL5y89P77at8wSIyredDM2IijtpAdcCru6VSC3dlWH9TvWyXy56oZLbln7SzX99rIoyaZVDtX",
-	"EkSIlZjDo5DGaw65Pq9+HZhzQrWVNn/4WdGu0JcklVoj3m58mhwa+yxcM8N9SMldfPu9QykK+wi3NHZK",
-	"7AkJaHu3yzRj5jzZe5xqKznsA2AcHgqHvLMbm7S3v+k+p2mW8sVlymesZQITlqU3DDRjWwrDvOWKAFPr",
-	"AsVCvZ7/Tw9wyWimlpv9Z7p+PHi7fNTx4DpnN6koJKZqvWqvFvMBNHTnRgf6ZUlfj8zQvNHT0wWX3nyU",
-	"qp4pZknJItcmGYqw/QdccaDs+Uoezr9vdXG8tl4NWYZU2sKcuHVNmaguzaRoUrItKWdIuVe6Qh5dGlCP",
-	"wZFtSdyP82IYzvYZtQI9jvAAX4WrxSewLLlf1ml4dLJ9E7uIpJBT/6clM6FnbtZLHBOctXDgWckItumI",
-	"ZsJe4cOASWTLEuzxmqkF1wrMa9MXl0qtu7IHwLweJ9FK0cW7yytQO04JF5Uoq25cSJb/31i6eJ7TxaqR",
-	"lAjovqODAwiFGJjrg5lYHcgyInOPhMkaXVZIcguZfYND2bRl++FdrRgKznCxIAOPs3Yy01b5ah1SV87M",
-	"HbKiCdOK15zmEVlRXtCM5AzdFn4gVUBLfLjohV63HfbBTTjsQ0Zgg2/6aRITjI7VozdeGez/oLWVqzDC",
-	"cri67AfwH4DwMZ5rb0pLCkmym4rYGDb+O6Iv58ezw+mXreW7zMQ/ZNb0a99sOdm096zRAP4Bb4L20EX1",
-	"K1vOhOpfdSeW1fI9hBvXRWtSBRYww+jR8+CJkXfoFxpP9SAwVWQhdLOhwpN+uXx2V534Fq0OXC52jFqF",
-	"KhjpmppTGER+CvHhWpzd0lRJ56wx9PJMEkbzLGU5sa+VLOoBIQ171TmrMQ5b58wFl71O9qy1Xz5fblF/",
-	"G3nhfo6j7IpLqnXuCfxrdT75h/CzhdeovWIc6WrDdsOUpRuWnJJbrSpOmaVMlvQAKHKGMDwx6VJydHcH",
-	"B2E2SADkXIzbNCZdy9HZ3ZIWUn9hEKyq5j7aQUV+73Tb2jjLemr1CfAaqN361rRXztqrmzBmyCsUfhtb",
-	"erCuypySeNz5YtyJyYpRLo3IgML2BtgNXPlirfopJ7GJXMEITQgbNVfs9AFIQ5atbKLTwBXriy0a3MrU",
-	"QULwvTFnd+ssnaUq25Bu/DP0JiLjTuXD487HGM6hUs56tRL1zWN0N2bENH9ldyeu9Bf1akvuYKNMod7i",
-	"YT8+engJe7NIT7ez/1A7+j2elT3YLCgFBVSd9c2lzzAT3EBnGaO5h2362xkOp0S/SHLWx4+C6866IDx1",
-	"6lcwLvbzYNfMjGaFaUMqOXFYA14aIrZ2CoOCiDegKmvaA3QBFlwpUxZrpvuTGDaDX88AaSsEfkYuFeUJ",
-	"zRNiA8Vd7DfOyojEt0vJZpPYgX6Q6UZrcfDamBuYQ8TvWFNABexp9e7oBM6+T0hOeSJWZLpRTA4IBKL3",
-	"tcJVP03Gdt7Of/ivL/Ovvvvhv/09v7r95cPFN1+9fnPxH6/F0Rv6hl7eVifp5UmlFPLxV5WjaPziz2f9",
-	"/8CjyX87+Phvf/k0jI7CB9KVyXovyqzgB3CB78UtlK4D0iHU4wmWylBiYSpsKokN3GhyCCCxC4w6RUS2",
-	"HZGPIkusto7EbZeya6nWJT0M8LnvyibiiHz14mQ47J2SIYb2plr7vq0knL4Ynnw13Ik//9S79wr4/q2b",
-	"QYsBXUMhCqa5mm//lKrl5eO6FTgSe5Tvo7Z15QPK41u2XNbDr+zRHeX673FJfPwqmASb0nq2TsPJIICJ",
-	"C/kQ3VhOJ4PBILaVphCeoFKBGjgslSUoxjNJLr/5AQJ9ElPa/ZptTg2QAESrkPjAdePg5jA2Sc4wEogq",
-	"0/1A/0DHRt907vp0nfbxNNvqFDgEBzhwZlDCPmdAg45JWQWRVitbqvl55/4eADfmYisEJ+bqSpbN+0sB",
-	"yDgLqtgt3YBOk1G+KOjCnH6a6I1CKrHSffWDSgbkLMtI7E+ToteMxGc+0MOIYIVVgmFCpZ/MBAuNeZeW",
-	"02BnoXUSehjKAoG4JqstVcsxn9EVy86pdIea+rH3356T4+Pjl3Dequ1fqehqLQdaodUsj6ZZkbucdgwV",
-	"HQOw1dIcI8klXUMsaVzBQ40t13SVfU0qGYn/1je5pv3XSTwY87dsNTWIj5ABYLFFpyKxApfd0ZkaEWpD",
-	"hG24u7bLZhnNWRKNOcCOckIx3Y9A5FY3vjx/d/HqErXRGONtYpwi/TyETxF1m86YiZIcc6nbsEhcUD5x",
-	"QxK2VssI+mIR/GFnnwyHkMLmw5XGY26A/fW+dxAmeMYWHxhITY8mMNeUFNwOBuciAmQwB3hdbkwpViyC",
-	"oDjsC0oS1AhvBaFZes0GY36GdVktArnggHln4YhIinjlKdi0Nr0PyqtaEw1eR5GvUgUC398kZxevPZf9",
-	"qDMcHA6GBrWN03XaGXWOB8PBMcaaLYGDHQxuWZb1r7m45Qe/3F7LwS/mrG3RVjDXZG95+W169SJzLknd",
-	"aWRkwIHwTEg/JzE0a8yNxQk8D0O40gVnWO0dSxMnFmkis6Wf11khScb0rtfW4A/6c3r5XyVHz58fviTd",
-	"+FptRuTdDxeQ2ZjfjOwtMFmzhf79zeWZ/lVINtJtxr0xxxRiEl+nSYw4afbgBQEmnhnn6oCcEa1yAjYK",
-	"UPyKMaV37ZgXHCbQfEQuAVIqZ3OmZksUJRYlBVfPg8PrjDrfMfXXn3647JQFwmBpjobDWoFDCOXB1N4D",
-	"u0wlIsA2OQrfB17bXM9rCKEDiwhHCq2f09mS9c8x9jPkkYGExois6F2fLthfjofD2LF7GvKs3ftCtDP6",
-	"+WPUkcVqRfONxZrFHEkgFJhgTRU1OB1EuPiJTckPbEMuteDWLPPL54dfoksVYPR+7gCUJCbcV0gcrvcd",
-	"HlDfh8UJUjxiOlThoA1kPqD+kC5F0eyMVZYQdqfVZ5qNOT4ke/aQv4IoZM772oGDQHwZ0KCoNKBMlGKq",
-	"iB6UHADiBgwDHCZmbT7kWUy6aPOPueGFWokGgQwcVwvTXgtJtgMt/Yp02t5oC/GWCbXbqOuhSFDWtX52",
-	"8donKhMmuTdRHaxm61bCOpMk3usrcVQmwtg+x6iauIVGzUS3F0dGythE7kFocd+eX/wrre/Fg1b17fmF",
-	"ts4gyv9zl/fgk4mtvv+tF7psee8lNyG4/zlXntoo+GdyJwVUi+b93JYghx9zKLYQmEYhI9qYWeYhv1Kh",
-	"8R+2i0ndesWiO/CrIK9FqPaNby/GF+8ur4j/XkwEHEPyDdbaxiBRm3eN4Ylj3o3hOkiQqrizNGjAoAwJ",
-	"NnIoDEruFAButcqOWRdjPt2Aam/f7w1IXJa5in29d0DOwShJRiTG6rwx6dIxtwVAckA+J9NMzK4Bk6Ic",
-	"IkI/6dsAYrGiCxaTboyutXjMAXtVS0SkEv0yFJssJDMnGPAT00Jj0wQ0Xr2B7aQSM/JizC7BWIMyU9KA",
-	"FVHUDrH6g2lQxqSLgNZIQlEVtMr1C8uuaVszpoWC2meUb2JzW/8LgDcRiY0XeVItiavH1YvGPJZKrCcS",
-	"i5IB6nbslYjC760nWmzEbscVkuWTNAGYOrVM+TUevcXGHW4nAfO37ToivK11aaNJN+YxQj1NUDmCj0Ah",
-	"3fiUxLbci6bEjWZfPthZLzIfwATIeEBiBAg16UgxmeaMXsMWRkPA+URAs6E3jHAx5mw+ZzM1IJr39bVt",
-	"liZGuzTeAlGiTfnbCDHJczbm65zN0ztmKKSYxCGFyb2K4VBvXUmKGiMJscjykQP3mX83Vtx9tP87XzPN",
-	"TT+6MNyvRbJ5Mv7tWjFDs/BU91WnnDn8+tXESL0b6LFkd+oAPPj9st5a+b2a5QIPjoxzRxOe4V/kwBQ1",
-	"N7fgOXtvTdNcjmwe+QTiMiNiq2MCtwhfTFimaPNJsXZJ6faR8tv65hoixVsroLSITPiCV1rJbB5t3zYm",
-	"CTaeT/I2wu0+6pzgkoVWwi1tuRbW0VRkCl8+/JyXjz/n5ZPPePnwc1o+fP4ZLx+9fPzLzz9nqZ4Pjz7n",
-	"5c+Y7eePH3NVHfxU8Vf/DABSHzXbbDjn7b2KAuma8HEvDXORdQPQfbLzMerc9b3Ax/46o5xh4BKFLoZ1",
-	"uIOZKLhfl+QxCl3lIwYWFMCere9Aq7tj7kZhHbhdq1T5mpPTS2qaR0X4R6QmyHsOiwD1HNNJ99Uxt7cx",
-	"neFb9I6XGKCoKKHfpODgPvYHLW75mAMCcVwZbETmOQP39mxJ8wXrnSJeLlY5AIleJuOOeQVezlZv1d+L",
-	"fB0XL8nybAgaS//B8jF3JRJ7BoGfSZWuYFxQj2xAfjRpp6DHzkSe4Izg3a2qgm7VJZH8yykK3vB+b2Wh",
-	"RItvE51AAX+Kvj9F33920Ye+bdgOtgrQ5ws/4MtbD5VmnkVWBX0DdIBCAkxIRURkqVR42hmNOWe3WP4w",
-	"lyqCGDZzIIg46zHpHvahhJCLPjoaalsbDq20rTvm4ASYsrnImb6wlXW/SaV6i6P6HTh3FMyuRBB3PfTg",
-	"YJ2L6u8Fyzeljwrmp3JwU8FG34WKHiwaqPuAx4Fw+GWzktu6YBdh6/FRe0u4Zvs15dZ3a1sffxML1hU8",
-	"DMikd9wMTszNtvjPK5x+JxHx6/NaJFbNx56Szx58wuq0aeKfSbQwsu8Y8rF/CjZWQTDY2+v84f2bPpSQ",
-	"ZkmLC5rUPNAt3no7bQ9z1/9mrKLV66NvDv7c4P+0GxyzS25oRrqp1UoOYmJoFqzn//Po2ziyMQJlYFGq",
-	"eo/mDCbq7UAygBGXB5/S5P4AAdoRk6iy3QP7YcdO8EKIXzSD5/Ecy3biE6iV94F2Q5XaEPccNVF7TIUf",
-	"sjefSVLkWeup2zXj+3b98Oir/fp+YEM32H6z93S9kAKKDHi/DmS64H3daPOqAEw5fRlhAP7RqndfYLyN",
-	"1nsLXin2MyBnEK4oydFwqMkS4qOpK/eGyAOat8ox//7q6iKCuqKQ7agQeUg5PEupRM5OoYpDfJAzmmz+",
-	"EWN8d6GghMB8ns5aglC+N0P4FZksNhFirmdZesMGezOZLbylwinepDeM6wlc52LKTk1kqDTYDf4M5wVC",
-	"mdj9j947E6GAsSXmr2oYwu98eL3S/G4md9FdwTMId3KhU0QyJeEYUr8+MK0CBH9s6u6bsMjeCFx7XMt6",
-	"DNX1gZRsZC4UmvXjcE0AFVUmXiKV2nDEWv1QovJkeHhwMjwekLfYB3M4+27N+BXLmO7Zhki2onqj9GeC",
-	"3+g2BYcAU6aXkOVY+XieKjka8zHvk3ip1NoUj3MV9C0Y7cQUiv8ED9m7WOstInhR7xP7ty27hBmnEy1B",
-	"7uPRmBOyTKUSi5yuyixw5/cFP+oEjPrYOjst3k3v1PQQ2on1p1IDkYwblK3WGcB0xuBlxcjdgmNJ2QRC",
-	"aeUABrpgfELTCR5vT9xmbg7WPIj0HBHzs3xBz6a77CZFC1NzJDbRhGcG7vy7upd8BhgANiS8XyIMQ+kW",
-	"V6qyG1f64A/bi+OrVL/vhQYJlDUBX+9njcpcxc95gzMO/TXET2eZQ/ICro3pjqa4pXPRx3pFJ7JYxXZE",
-	"gFaEvfd0homLi5+UJWPkBB7+5OE4CqxQeh/jgTzZ/ZHmgrun7uNmP0xqxqRM6jKdKFvuxgbvRg9T61MQ",
-	"CWESUHu6U+C92fLVTaNTgZ7kVLEJOEQmEMlNM9sVuBh5bGZynfIEemYcTCkUPsM9hWCZ5sii12wHIsDM",
-	"kcYEQkST+pDhJb143wktByAEWo/RyoaZyDKDlNmNF2LyhZ4Qc3PyRdwW1WkY226BCsfF64ymNVG650E0",
-	"svC9jZLH2CKPMQS26f9a16+YADUN/yIXmi+zQtrxkS6EI7G7tZCprUqxoooMB8PBSUV1tzIRZbdLOTiY",
-	"Lak6KAHGthwJuryD8jyw/nI8IJcIJyvLYCNMNmmLL9JEU4kbAlapL0slICpIMoaRQIVkOZwcerFbB/iz",
-	"7EN5ThdzeKteKNAUnLPpHF7IT70aoqkCGI25ZKgXtdf+MzH6PeAOVAqe8sXERBpFZRCR4RIIqY5Zg3Jg",
-	"YFyQiQNawDzlNCOzZcFNvhhghI95jJMm8Ttwtqjf6Q3Ie5ExSbzj1YTdsEzvvph0TVbXmOPtHiYgwFxS",
-	"KVOpqBbLLgYtHhBT5NjCDFNOIOObiPmYY4wbPg5hbhMIa1tD5ZAuXIGsHd2EjQjBbLBIa93oIzJpDzCp",
-	"N6kE8N8ZXdNpmqVqc4rnqdImLZ0Mh8Rk0CDIr3uyN/I6MYCOQKqWyWjFeJoYUna7+ODBmi9gSfDXL2u2",
-	"cAF7B4t0jqwTf96yqSZBOBmQihwNydv0a5IwsJt7gPpMOWovEhqJbP0FJcralajxYS6GmR61ZCvJshuE",
-	"+h1zuAlQcLkoFjgvbJFrPrsoaJ6Q7uGQyMj0INILAl8CCQwVW7U+KqRJhdI6Jdbt2SgmSRdLY/bMtJoA",
-	"fBkZiAYo/5L+Q5tSzfl25/Q/px8Hhj3//MvHeGBqWk9okaTCkMM8zbQCh6Tgp0Z1T4ZDLRHG/EdRps0m",
-	"uYDi+jLNGFfZZmTURuwlPoZgMpgiA1XdxrwbZ2KhbRdpowf935lYpGoyTSkyEZbfpDM2Uamm9zF3MYYo",
-	"rViSIvI08huIR6RlXV1xyyGVAiE+//f/+J89UNnNGt+wfEpVutKL3SxdarVCEw5QSRKjY+5NcapIF5jg",
-	"Ku7VSrsAaKdRAW30AM3zDUmhOCvOvVZETOEXaRfC/AZuGmN0YnZLN9L2IySd34FQwPjB8yVV546pdn6d",
-	"k3qctGpTv9NJfagrjwjt88P3Qp881yzdhvRhuJtBmTev/vzNux9ffYz3jrgrBd9Dgu4sWwQJI4lBQsKX",
-	"G/3wcrLaxF/b7JpXD7z38DV8C8a014kSzuVjjpNa3jx+9Jsnj33z8NFt7hPfEH5zH8d28M3nj16VvcIa",
-	"Wt48fvSbj1uVfRzw1TyuBpuHuAFPBa7kAAJD3cdX7unjj1XFPS18BIbYaq2MMmSyF7oYAldqcoIzc683",
-	"IOYIv1TLyi/6qhkx6cVjbgUToEW7xl1ay2klpMJW7zbexdUaYAag2oOvJ/r2w/4q805h9hsJsn8SIfbE",
-	"Asx9zsotlBq/udzaJqX+lCN/ypE/thzpZmxBZ5seJpg9oUBhqykDQKeHyZPyNS1O0MNbkSZVYUKK9Zgr",
-	"QY6GJ1+ZJ6RFUIBnKvZg75TEcPqc/v/svdty20i6LvgqGZrpMOkFUpQse5XJ6Nihsl1V7rLLCknetScK",
-	"NUaSSJFogZlsJCCKXcsRczUPMDHvsGMu5xXWvMl6kon/kIkEDxKtgw/V6osuiwQTiUTmf/6/T499XAY8",
-	"q+QsNxij4boxAs/jHjrRyrOyzFUHJIHUAq99sg+D1TwMSeihrXrhzHZE/tOVSuOVW4B71Rn+Ll9UZQSz",
-	"oPtsEtv1rsBqSKr5Rxa5Bxn8IIO/dRlc7+7bCt2VguN1cqZRw3vPJ/zKWk+CdlrXld39Ymfzs+/2O9g/",
-	"68spb75/uJDy4zX7aHMJ5ddX3fjVlDYGx+KO6hq/Hu307Z6dO6tUvM2hc/v44+4fsHW3OH5H/Iutj6EP",
-	"6s8ChrOV1oHm+XG/+aQjdEWJM57gT7g/884+HN+H43v98aU0lxaVdmd3S4XD+++G53iWXQ0fSJV/BLyI",
-	"D3H0Wjzx2HghBZJLsP9oBKOlIBZHDVt7VpgpwipcKGTIKg0iO24oe+Gb3dbQW4KZXb/x3YN5yL87ryA9",
-	"nWRW2JkaZWc8VxDI+PibqkWp7vZGpcDHlbZCIuWgKAupLVP+yrHMtC3rGl9soYsohZoUKs2srwhAwuoZ",
-	"RiWO4QvRshME1oSXKbCCilPxBCpj2wPxtPdEJJWWFzLL5TBXCfO1Z5SelpkHz5Eufo1BBleMSVDjM6VT",
-	"rApswV4dSqvEKDeWeNArDU8Fg0c8LyRHJTrpQsnRBL7bVEt1TGv6RWqT8d433Flbuofb7kaYSrauoHm/",
-	"16vz6bhDCOIWF5ou4rrbp70nG3euLWWZjXb/OMty9XG70nu49PaV9xd7uwySvNmTBJfu8Oj1z3DNp3ZQ",
-	"vcHGyy3appjg4X5bjfAhtulGhPUYiKRmnqC45CYiiW3DUjcJSN1B1eBW2v6uKw2XNDzWtC/reHgVDmPa",
-	"OiYpQgAnxHLbjoTJU9/13GgUwk4lu1lvM4gWkjauDUlTEBbk/rla1FlJgmdm/NHWZpBiRv9ywPwE6rsg",
-	"xb8CQF3zR4jkXC2SAQsLAs/vxzorXfXNUDkjB9wRUEARQbYXCtlpuuI9Q/HSHLFUC6v3UKibC1V0sJcF",
-	"rW/C5ebJMdy0mCGd1gqu9P4+RhYyPY41MvWCsMvVdJ1uoMWjI3VP4WsanLkXtwpa793LvdMrUIWjAGw/",
-	"eL2g+5GCHKwYo0eq/WnQw4dUSZVo06GaMeLDG5p0ISYGgdT5ftfhEX/lomnvJr95egMRuP/nEZu0K0WN",
-	"zz8IxQtC9JRVoRF+fS3Tw02E6JK1gJ2WtG9zVa4h8TtWrlMCZpRNpyrNaNapmKliKjUi1HmuJtfH48Xw",
-	"uVqAL1RacdDbI6mKKhdkNRwBh2DuBDS1O4UyFKVlrFsHvecBs3jogNEpIxIUqQWOlNmykKUpBkQ/jRY/",
-	"VYvi13h/UkZrpOJLXI1AKjbE08H6ZQKZ/lkP3TZxg5XfPP/zHCBa9MYBykpQyLANascQdpgsUXzf1PBY",
-	"a1D/qMpNO+Sujd0rNNeSQnp1KsfX1VjiNaxTvuKt+rVuux8V8YV5chnHdF5bD+3QngC33kcg4BOKG9zY",
-	"CL4uYnyuFsi9K1pgwxDtTYSEJ/UENwRuPx1QYlaV66QhMupZJn6ZqkgkhSwVupHYl4PxcyS/8IQ38Bet",
-	"DHfvue+wrBBbXVSeilydIac6KcipQYZM0EZZzWGeMLFIQvrGa9RY13xw8BPSGHNTnGd6PGAlNhczk2ej",
-	"hcBDqyyG77yC8+wEXXFCLzbHeBW1qqrUmeajqkBiOaKME7aUCxtrd5HbDVK46fCeECfkr8Ds2NZ3xfx4",
-	"YT/WjoiGympcC4Sj9fAdE2vZZbiPANyUiKoqXfutqUrVFYda8E/cIsBItT/BV7M/4YG47W97v9evrytz",
-	"VZSH5W+935M2jpm8Puu8leVokjT4d6hBhxcKhBLebW9/nUZ+j0zvXt5+Wvji9Rne/f5wBHFaNMXPDhx4",
-	"pYKo2Q9vqyi+YufjJsplb//ByfksTg5uwMBGYyCHyEtZnYpa0IP4RN3R8IVQetIHjAFxY8dnNJHl5urG",
-	"E2RCDKD6W8Vyt+RqO2RblIYkOdewEz4feW9MpeMufgRKa5YvuuJXzFjHO1SzHO/0kXQ1ocuptw4U1hWN",
-	"OSovpWsNovgQd4MmqdGuaSjW2AXmvKxmjxHxD6P3lefTRJRyTK13NDnpGsWoQxwhNhJ+LzkxWfAlGIQy",
-	"SKaaMr1ArLn53wrfckZPDco7UZdqVJXURIdoAeYMjarQ7ZVY5sk/foHtaS1X/m1mx9g82xfNBrY23SPW",
-	"SbzD96jXNsTRLSptBUbHOEdU57UJgqGFLQfOn3XFTr6p/lENS9GZqaIzzXTl8kM4biRyMx6jRUDgvjXo",
-	"AHzTjsSZUql1HCpVDpahHJ3TicAp+CnFmgOI1QyWN5nKy5NSzWwSzngA64IfgrbmgTEhRgnKWAeAmVbY",
-	"asrqvB6jKw4FIRXAL0XL41UgkkUUa28deOUaiW6326b3NjMuv1kvJiIRW35CsBj+iHdwNHgtf8Q7I5Mq",
-	"YtTmUxfvfPyYOJOOTNZSzQaY1kOcAzFcsOkQvgxKzEVsSMGWZQGDR5oWOQhNwLgI3Eyw9eK0Bm6CF1Tj",
-	"klTag22EtxuaCmzU+iecHlrp/X4RGLGkV/nKhAuX1/akwDm9p3AsDP2FSohv3TTJfAgs+jwJwh8xjgM7",
-	"qtvtfvRCkaVFIGtya4QbBbYVDCKRcOONMTM4U7BhQ7EAG8CRxNu2a2VxE0FB62NdS9IVxCZfyAwsrtah",
-	"QXe5fSdMs4EsaIdZVSNZySQJgr75Wtozvykb8V/d3tuyrPvWGfstS7lvV4nEB1M5U43qcazn63cmJf70",
-	"+iIibKRE0d5xsIWb7co6RWkzPc4Vsvs48EBUJajWfTCEWxmDAAjZlK5cAUGysGCl5bigR6rPeYLSiom0",
-	"E6xlKU3B8ZFYJ0RXag/LpKHvTCGmlS2JXrhWchz4gOHA5rVI74TmNrr6uNz4L2mzEVMqIVjQfi0REXgg",
-	"YJFEEDBOwra7VHlTqFH5vsgTrsbBtG1EMxoq6vtsAiua4pEVOG43+D0Y60j1S8SobYxvINpF8uMr1/jq",
-	"Yk1cruk+SVb0/1QuhLrMbBlrDvD0veRlU9q9vsIFu2ClguXbnG1lk+CEBrgvNd+4yWs9q8rPnXxtTuGa",
-	"JCwvZxA4RdTMB73yLxdHqI9pf15kpdqUN10GWh146nmw+QlUqDT1VqpF/KixMT8lerAk8X36dFOCaOWo",
-	"3zuU7X2a782Hufogf/2p0K9rq4OSWQFqXoMlTGiarsqKN3f7Lne3Ka4uInxRX/ZN1xH659imlLBem4eC",
-	"wvs9AdGn6gMsP6wvEpmmkjluNl45GLBx76LasDafZSk44yj2umyaUivACQawE9Eiy5hAwaySeZ0pvEDW",
-	"E7Du6Ui78OfAV/pYAUY+29KNgU9g7EzbUsm0Kw65VJAzkgSsR7nA5wOX2Is1tWJfldi71nQ1xf1arab4",
-	"kgYrCJ4NERiyYetXf+OkWrTzhoPBG0iGAl8H0QKTJQ9mpR3mG68gvElh0oMhfaeGtLm5tFyxIIKGyE2l",
-	"hVRkZ5uufSRknqNZw6mliPxqaqzifCBWR4DAirmkjz8fqtzoMTroBrES8afeq7ePQv+8jbgUGF8IWoWw",
-	"lLFAqUniOJTzE5mfCXqctCuOkUGReLM5V9blLzkCjVjYktMDFDiul9pd2hWHMMDGEgmxZYUELWcooG9T",
-	"JHFdweNLXoWdh+KAb+a80ztr7GgfbPGJXJ26po1bmE7XuMNsPty3Xb8ZUey22vuhdvKzWPau0rLer4Hb",
-	"21AJ7dvY+Z8kJv3u+kVO1c52JZDzicmVSNVZpgl7vYVlerYuZsTYO7VMcVrYRlg1sMDSClAF52pWtiOu",
-	"WUzYEj1keO2NxY+xHpp08ciKBPRx4mC63Y0HQdAdNCaG3dU/Kkl8x++P3zyysW4F3lVYmQ9DplTiZ6ZZ",
-	"CZbxOucHp0w1EJSQ4Jc2oPI0xI7Gn4HRmgg5lwvKPfh8AulKG+usBDen3g+oK1OjSFtixJ4cngPROnp/",
-	"Wn9F69UeEAz3pylbTA4gtNh76hGONQO+NxqLGyjcVFxJdxUt8LSMrsegKpvHj9+aC3j6MGvw+LE4rBvZ",
-	"kuUjkrgXAGcq1ryewQDYIVF3obmQ6FRYM1VE+qLVnFuTu+Iw1pzAoKWggkFPD1OIiZkLvw8xzvFf/8f/",
-	"TWUO7mlgi5giG2datAgwPBITY7kIoyiRvNS/X+xzo0QSbMsMEbVxc8IoCLV9ll1SQklqQVuAGSpw/eH+",
-	"aWFmy1UZLt0V6zND3E4mT0Upi7EqnbNtwUFumHvk+DZLP6i6xG+yoRqZqULODCTDcA5pIlrEoo0ltUG2",
-	"rrtyIb3MgkuWaiISrs9M2hHl6IpKa+xX0K7+gDU0u/Gi0mWWL6ea6N1UWK+ccq2QaCVwAK7Me1EIu/7j",
-	"I656rBOfGEMCndUUHpx5ZNPh/eJiX5biLrAVYk2SCvYenSB+k01TPiO8f9pZXDiErzrWDh4Wnn4uLQup",
-	"M1P0sRZozaYNNkkLXAlK/zH9TbBeSSSm5oKFc32wSyNcjxA9A9EwmapcF3tJXAjFwd+vXjFwby9aP43Q",
-	"N8EiR6q5u1Ak1IkHAE4rMVWss/pZz9yV2f91RHQ+oy3I+yi9M6PwwRV6CMvczk3jIx36aY9sYD3eeZBm",
-	"l52/q6Ej+JpvGzoCH2KbfA8vyZ8o2fOv60Zigqh5mly4485yRbf1Ia/ONXlrsJlput4TivVB72AQDLA2",
-	"Q8Sd5fVgN8gZRYKQ9tF69UyMzjiSOtaVTtUoRyglvxbct4AWOaE7Uyl++CywhlmuYt3y0ao804o7R/Jq",
-	"qttXIFuM7hHMnwb/Iqkqfq5r8lQclb6vJBUNv22GyqkZ/oL++pMkrw4eEl7fUMLLS0NQ9PeY/fI7/g/6",
-	"x5XpsMNPjkttgq1wIu8h//OQ/1mX/9GBXrjjBE+gbu/VhN+k+G6p8B7yOp81r3PrbXgrs/t6l5T22i0S",
-	"Pdena2K9BFbxyemaWC/lazAf45tat8uPYDMlJkjEp+dHNocl70QVfQV2++cSXz4aeSdy7EErPxjMdxSK",
-	"1LWvd5+BSP5kI/bzSWmK5Ta6xJayVEndRrcUy2gCTMS6RR3sez1BLfu27ZCZj35+8Uqc7D99Ji5UkZ1l",
-	"qojYk24UqeEo+BOuxU9mRDiXiOwMpPKSvG0hbifHTMIxSDdQhzsOhI36mOrhPB/xq+Q54gLYajRSKrUu",
-	"V+iaAZ/09jm/6Lz1RFjls2kB+WIjkQfKItatmvUcvO6/YoNeJFy2KkuTqG7T+1AVGfIfj8xMMVm5LOl6",
-	"k6oPo4nMc6XHaz75MFXlxKR/heVNakSClZY+P70jUAc2aXfFC6oIpJKAhakKhElQOq2zc2cmz80c1tdN",
-	"1VUycUPQsDBz7geqV6kb65UIGqs6zlXismK34pokKGWokTee7pmIaWZhZ9adk2vaFCNGZxqIqSkwgalj",
-	"vdfr9Zq3wNjkrDBUVMD4dRSBe7423EXP8Q6Odo05sA3DRJD7bskRokMgpAl/PvDRpJnjVQQbhOLgHkfs",
-	"H5UqFnUT0yicQdjOj7UtO33/L5hfWaoCxvjff5Odf/Y6z3/n/37o/P5HL3r25OP/uqZDfoWu4lesWAhf",
-	"9hjOoTzDMCOdHmvPqtyfqEFQ7kIUp9s1mnbFr/UKOJp5PqRBh67Kz0RLCjsxRcl5hQKR7zlcuW7d3H12",
-	"NrR87fcOvru+6esJdW031+dHs41EuCW+7dVxvOviiVdNjBtDUeDg2UZp7eXLv2AA8U9qc5yUsvD9PL4W",
-	"BsVSjdcPOm/L3ez5QeDbTlBxcTdoi6GsgEM8qOV+4rvYm43xpFDWdcbfGZ/OdRbWteneF8F1f4Yuvy3T",
-	"vsHyPKR+/5yp37DmqpH+bTIXhJ0iaxydmwqQO8oMsyNEQTSUjY+aFYGuBNI/eV849A5f0xfrANAD/Q76",
-	"LgD3qKwqKBLVQkSSmbR2boo0aXNxHaF/dMUPVNC8bD3BbWp/qJTnKvJGshNnaHpZJEiCRQOdXsgRLAfq",
-	"+QuZV/Co8GoOes+fieECc+JLtAexbqSmA9oD917/URnSJzRke7DSCREjnxCYM1olOFuYd2ggMw2Dl+er",
-	"MpwMydoDVeCAFKYaT8QWQCSiNTT8LAyd6u60Wj4Yui44VbnioZqqbOwKbIhiDxMWECsMHW/E0ruLdbPC",
-	"vu+qmeH50NYeqjPwYHzNKh8q8qZDbDTGqAVXp4Y982BYSaYvzLlKOlgIeq6YewMTx9pVw6Pn5n4Kbw7P",
-	"baPF1XdkNWtx2XtJlhg9aE/AnpOZXiklvrYD9t6BW74waMtVxQWBvxhCXy9LzPvsi/VlBw+FAw9x0M/f",
-	"KesL84nxqyljcQQUZrcwHLYx4Bul+5/YaYvJKcKDRzCCRjcBKrmFwFgSq4vIgdpSz2soYMNG1ruA+m40",
-	"sn7uSoaHqoQv3ZXqzKxlOLVb2OBrcwk/mIJ3+H631/AKqFGNYHZ8bD/yvRkRhnybDT4EDEqevUo9o1cA",
-	"uccYfOA1HquzQtkJpYM55CgxOkmHbeBbz/HPDZSOS4bIvbvP15sDD2UX31Q7LRpwQT/t1+DwRtv+4NPq",
-	"MkLtZs5EmJBzGnxJsaPCAr+Uiy0oa0hFtUFr52bqkQGnhpYaAcO1D9ApwAGVCH2O7YoqbbuuQ8aWwJ6w",
-	"scw0tmwGo3xyByzhVdxVhcedqen7dKRe1K//CzWgbedO+fp2reauzv+hBuShBuTrakcj37vh8hSG0nLi",
-	"XN2L01NTJ9iNtSHILGjGwrcdU4Q+6KDv1sO8MeOT7J8qCUgZQDMwX2qAN8EhJ7HX67X7HssndKI8RwKZ",
-	"jFGs04rkZESw72JkUkpZOgaCLHUmXsijMDRppiw2YDsEFvE6mB5FPMH/IvC4qZqagghU4MWVCtlThiBT",
-	"lR3EGutgctQH2JlDunAqZJ6vE+hvMlsGt/u2sz71g2yT9Qk2wUPW509g6C7nZafGlnB04D0G7zoCPbuW",
-	"lDrTpRoX8nNleVjuqelQpeBsXoEkfxywCvnrkQ+oVJdlQpVHSCTtvkMaFq4trrK87GRg/+VmJPPdibST",
-	"Dl7aefLdQYJUeCAHz/JMq77ISkSSV8iRl9oI/yNmMqPUTKx9qkbozriQUysyXRrx5LsDkWZTpRGAVrTe",
-	"7He0KaYyzyzixbxGgzNXl9lI5lHMQCVTqcts1BfwIFbYiSyw2AjjTXZkCiVGubEqQqE5mxTSKstpmzRD",
-	"7iFd8uWpAXN2cxD/lVude4rh+/G/ENFK/XwbjE6/PR4Q1h+YO7525g7czdhUfFmC9y3FxUq/3vasHcQN",
-	"tNGMPJJjNJQoZYtiFqEcwbSkKltkmnIMHWwntIjsIjQdOLA3K9RFZiqLRgNx/ON4GQjCBAsP/mryFNk5",
-	"kbcr1vQnayWRECoWmbVGu/nApwOkfMtLRT3VYzCAzbkVsgSZWteXiqdRr9cLqeKQ30KnQskiX7j653D6",
-	"myzEV7R61xRGvdP5wt0O1yGzOOFN5aKYt4u2FW4w7in8Yk0VaEIqPfGWe5uISXiFvaZfNwt8GRvqVWnY",
-	"nWhH6WoKG85/QEPD5mtmH2EzwsWdC4klFLhNce7v4D6/uN/XH73jkT5uYUR/VdY2PsI2hjZtiT8Tgvq3",
-	"6fPP1XACkuKKoqlClTLTKuV31rSVxXDhcApDIcyidWtHn66/lkQDt9fOfe/fjaYSfBkJ5BbKF6B/UpVn",
-	"FyBzHzgubr3XXE6iud1utKm2KNZ1qle0EnVROmp0ZAVEKDieaydLUX9npX/ZmbJ3xJnOe9/RlnZGMs/h",
-	"q2tIaTl37ynLXA+N8KAqnirVJquMtC1pxbuZ0oevBTK5RuJQg5Ezy0b0AajJH9U005lnVH2JI5MXzBxi",
-	"IamtuyxkTp0Yq+owdiKLcYV5kUSY4d/VCFwy7J1YJlvVxg8XiSXO18wKXeU5GVxMEprEemLy1HGLIqPu",
-	"KTdLYfHdGnzOtH6cfqzruf13mcP7BhOlqBTBEc7dJP1DzvHg81JzfjrWfhCBNLuONJR3Qx3ei2jYVQAc",
-	"G3HMkc1FfwXsG4rtZeWEiVATsCeSAZXTzTOrGBjyTOZWUYFG/VhHVP3o6WDDkkiEDoKlQshDUSPzxNo/",
-	"sEdAx8xXV/zgvqgbACmgaFV+QQWZsa6zZKQnWljIeAeUwga5iglE1pMV4/qkZmR3cajuNG3XxMpXsf8i",
-	"0ObV9L9rWHiFI+FlDE7fghfxldxCFB7EVsBmvLSxI0oyuufFDSBLAZdjMq6oNBmva9l+xVwVSkxlqgbY",
-	"h3cF8a+4nvd3XaRE5rl75/cUJvkhWI4vFywJZ+FV2lpTwJ8NPDstLrHGZXxkBYum9kNI5SGk8rWHVN6o",
-	"sqm2QW/LeoO7AiyvTW4WaxkrDSJFXcu4PyvMdFaGdgvmzTyVMs2zFdo0GNDPLpB4M9aSpC+S/rmDKJZp",
-	"+N10UgwlBUzxV5Lwiy05+JmidQ0Jv2hw8P9Is9jMv7+m2ouX8X7EsBv+C8nfej3unRH8avru4MXcNXX3",
-	"2A/9wNr9oKgeFNXWisrJJgr+U3ZTkLa4mUoKU7u+gN4UH3eLCmXWJzf8bggLjJaY8raMDkTXBgE8EIur",
-	"JiFhMiO8DG/zh8U6iO7E1TqBzgmXgvyps5rwoS5WsZQ3jmKN1Bbs/haqLDLmFvdt2fA7Vw9Tc5XWBZUF",
-	"boM+OSUNzFd8HnR9sDmvdsDZPZuQggdvObcM82DShWjNZGFVirgK9CNyieHvSNC16rIcUAgBLoi1ms7K",
-	"Rbsr3utzbea6QT42cuK/Xr++OOgdYCkOAsfQQiNXBTIgUH8iXNTbwKYojrlPMVXwtXSDPol1QqQhH1Kl",
-	"M2yheO+qibTRnf3LS/A2C/BT5TBHAAnDLarCZv9UscZkVF887e2LxK38B1JZA3SbbW7m8P1B8H2ZTZWp",
-	"yqQb6x9klqNh0ngbfcT5TZoffjiTWU59Ho1GQ1dAuoYeA/SZ68/33Zq0ubAEnjzTCBezUQ37yAa8DNyu",
-	"yjQPKTrF4CAvVFl3WfZjfdB7HjnAYdzFhkgxFqt8GVRJ+05jke4VzAy4JxpE/Gt7GXkRVstwHXSK0RwQ",
-	"qSxHmOCogRsJx4aKGNZwvYCLmch0mumEkdkavZL0ezFWJRb8xrrFLZqZkwpH70624ABJ1lqdx5W+V/Tk",
-	"40p/IYsT73yVox/IWIs5joc+wgfj6hs3rkhyrFT3VrpGdxugbP7p9PQIxNOUSiNrG6FLwN1elBB2d7eo",
-	"dMsVxpJybH96LV3DRkP/fnOJxhuMco6MPsvGVaHSyBe2UUA4syOD+TkKFFhhTQFCeLgQWdoVL0BUYzYD",
-	"bUq+huL3yVRenmLDYxIt19BZkdRFbclAzIpshMxPVAkSIHwWLOMd6RSB1bmoBbuOGH0wVekKSmIdRmUz",
-	"GxBBOxYhTIpbQWhnW5VrvKWV3KZcg5/RlWs4tT0ge5tUOE4EK0vw2hYqYuoo4ncBi4y6EJRMG5tnLNUj",
-	"zsoF2kebqi/cTa5GkLpq6mxngtqVMznM8qxcDLCTlXQ2WZYY0AFjLWF2gw+s3LgVpo6h+1HC5N8y0Jm/",
-	"U2PerkpkNJHlTrQzMikFb6Q1mopDLjJLqjWo+oQLXchrtaBkzdMfyTEZgqK119nr9XpgJeS5X5Drgdpw",
-	"7y2jjWVTmD2MF+1MM81/+vngiVbFzsevpPwEN/mm8pNTF+W0D3z8N4wVZzYIFlsPkidLmZvxzbxwGmq5",
-	"8mMptufgUvhiM1NaZn/Z/2E8KzsHpgM7k9K2jnlO2liv/9Vu+BtwyOqgMMlbn7P2Ur31/uQlEjhPszzH",
-	"DCHqhcCTFAHUC4u/tlhSBhuad3HLbgPOyNogFQkpXyclmVJjhQU+Eu+P33SUBomT3lHFwn0f3ZeqlFl+",
-	"5eF9qLS5afiMymtoGw3JE87SqA56J7uJ4O2CKeq/7P+Q3O5Muy36MeCAX3vArz+F4vpDGOttTqE4JMAg",
-	"ilUQNqfH/kl2k1i3VHfcFUlpxgqMhd2pKmUnz+VU7r6B/+886Xw3TNoe0o/XrA8efayTYAHWDPGX/R+C",
-	"QQQnjnGt3VkF0zTWfppevtZBhYm8QPwiQ+UWVrzDseuPwEKkUALG1+RYJLkswbLBsIiyMzlSYG4OC1ks",
-	"Eg7jjTNbFgvsVaZ/dg2O25VZIs6yPKdus1ZCH++WmV6g2A0/6PON2gO6OSfPwKjOlG2kyc1c07Ouk4tH",
-	"vHe2lo/eNJ3JonSqyQnNDfIvsDS3l4LRZumMr+wT7v/pcI4PEvjPI4H9joXj5xIIny5tGc4UQ5dXQ3kS",
-	"JDRf+E13dQZPshWYJz3zn6nc/MtvcYxGr3URCEyHF70Jpsn9zO1INHpbltF5tyvy3dAXCcoLMSMdwzTq",
-	"ejMkHR/i64QZKbq2EyYHGO+9DKLnOLtdgsjsMv69pUAPjoINpgG24lQuKKA0EEkhS/WGWoYMzlbm+QLT",
-	"OEXGPdmxtqq4QAjjmSqCyQh0zwnNMxi+RaWb+G+iMMOniLWdUOxJiWGVjlXZXgI9dPo4WaKpRvBukZVC",
-	"m3mfmfpxRr7tiJMoJz8ddvafPuPqSGrcnJg5/JRzKixoYg0zyabTqpTDXPURUN5xhauI7Q4EOdJq7l4Z",
-	"hu8ID4r52zf3cAbC4J4SFMEd6JafG4txZQLpRhARvCgKSq+bVOUteEtM82n0SLVvifM+qDOwVIct+Yx/",
-	"43iMD1ghny78j/1R1g0dMGB8Qcfz7yuh69g4fhqUUn2iMlhnCvmY0iYwxPq4gAQT2ojc6LEqWFU4vMNm",
-	"8bRFCUe0ua71IEQgbh309tpUngK/AXvDF1AYvRnlcFmI/WnACr/WzVpzIK5uVX7TtjQzLDgAHQxyW48d",
-	"/8rNLJZNfW1Xvvx7sZqvVh8P+H2fezc65zDci01QZQbfDjS7nSldNzbBJ2Tr3dCavrbcDSf1yFLXnBlh",
-	"01wU2hgfsjRp31mo+XowPxg6Cu3qSCQUeiPaKVfoAn/R0jjwzbCMpyXFWaby1HMrkoqamgsXP1yH6kf2",
-	"tNdpsa40VyXhT8hanpviPNPjAauCuZiZPBstBB5hZZtqItasJyKP2e8A2h1Lu7UV9UB1xQm9fP4GO3oo",
-	"PBci981UkZlU2FIubKzdRW7HSFdH5faNOEF3xtnz9G2/9nJMEes6iVpx0RwtHlFZrUmlchlWVkaEl+iy",
-	"24WpSoVIwZmrp6PFuYpbPtYtfsO/7f1ev9auzFVRHpa/9X5P2neFPvx+lq44F18XrmEwN5rs5y6f2kah",
-	"8Ba7E8XygGH44JfcQLm+oHDDkqnHVdsorp3o0QLVy4AbUVG4o/T0qeXbeie7jiBuM+5MNcwR/WpSU1oG",
-	"RijrPpYnXYEdHJY7RhmvWsU6swLFcyQqjY4JBpmxInWGHcktpsO01RQzRu1IqEs6rZY4GxMmt4RRkWPN",
-	"kWEKvhV1kyqdzkymywgR5G3DVdIUQrpA5ESCmynOl+HnPZ72gJpyaubG1pPefluUhrt9a3pFguItjUhq",
-	"whSqc/Va3+Hy1Jo+1jJNUX+i0YL1L5EwReToIykg5UrY93u9MDwYQl5SOTt2Mx8KqtjGpUSjLcGi679S",
-	"nNHVc2OVN/J1OvXp8/easCFbT3v7cIFjxYmcgo0Evj9T+FdH1Hetg16Pi+5jTRXZBDDpXiMOGQlKZzq9",
-	"jDHNpK6qx1+QuRHr5lv2+cYpaLE2xwa1KSeZHnep/6luLWZaxVhj0B1c4p9O376pb+ScYFiXGVhS2N41",
-	"Kac5mmBM1dimUv1Y/+3k3S8DQWvZTTErZRNKXjb5aaLl3eQpRQM+uAB+s0VEOjj7pE3zw3Vez6WJVVjq",
-	"BmSa9JLYZBsugp26qQILf7GJ7/Hp3n60XSqyyX0Hz7yZmzPdeL+D3vNnW95wwzof//BCPPv3g+fiP//n",
-	"QXevu9/da7vN2Dwbm6aHg23kv3x6g+kFX7oMLW2wq2bwIRzyVmycd296uZ6Hul8SDlRzlGvbEv0ooqVN",
-	"KGXnkkHPqZN9LZmo//FAjA3y8To6xuDZHtlg2CUb8GqWn2A25iw4Q9H14l4wVga+0zuKRtOqswZHEbK1",
-	"wbjppwc3/uk25tb6nz69+bNuVfS+6ac3fNamybcC8BoccLdbmOyXdfLANZAvUaNdQwratNtsNtaZHnfO",
-	"1eLqLPsJXfgzXHePAqC+zVUFrzMwJu1EpQLmLVr49whrVCiZ1+4+5K3D0tZ6wci65deOyxf5PsQLyq3e",
-	"OHm9cWftEoD6ZpiE05qzD34XUvZpNYdpUlRJm7kwmqJUHnnyXC1ibUszs/65HJ84d+hlF2C1YAlTZjkD",
-	"m9ZxqgsCUhxWJYwDflG9XpkWyW53rvK8g/bU7t/n57YLmzqJQkL7rHQzhxEYKSiqee4XVN8m89wZvOwX",
-	"ZGFkbm2fGq5dfTB27jEjG9xlw9GD18F75VwtHo5Zo4mbkv0rR8w1FGdM4O5CdUbf3vHGm11xsFYcWrA4",
-	"nBHLsNkGo7DYE+XKNWPdSsJtdNmZz+cdvKIqcr4IHA20V9D9+gD2x1/XNJsycIj29SECKzU7VoG7ASeR",
-	"YrHoMdlqaJWvNHQxjVhTtJbaP+jLadj/wZUgrs6iEVjAOf50enoU6++lzUailRyG3kRf0MdDadWzg5aP",
-	"+vf5X5yjSCLGGJNFGetwsUhitmvkizpxwPZbOFDi4tmw7lGsqZBoaMoJPUMIzPK3X08bpT3kfzzvPfsu",
-	"EmRtxjopF7O+kOW//X0OFmQoP1+lL08Od1+l+0+f7j2P2AfGTmtuyd0g2fi9jnKZTa1IMovJBlsNCQnY",
-	"LXOWtqNYJ7JKE+ICg/9kEjMWengG//l7mWHWYmlB6H13xYlCIB7qbFh+KXjwBLUAsG+Fi8CtAAP4oav4",
-	"wcwRxfkZyTLWeXaO4bHDo9eedrVQFDRvdmj3az8eTzAczFjH+j2NQY6+9bvy8Og1c19YYopF0Y7hgomc",
-	"qfCExfo//+fT7r5oJX/E5HjFO30R77jABVc27UQiXvXL6NJutxvvfEza/VgnzZ8lmJd3TsOvv/7aOQw2",
-	"Pm9rojL2rMSmiPW8MHrsiwTqkxqtSXRQPAYplcVU5rDtVeqTOqLlxg1kAChGUagZtYYHGIHl3PhSrjAB",
-	"bbSYqnJiUtuORFJpW81m2NL4IRiUZhIFi+CERjBD/CiQHEF1+fXFVmiEXBcESbaTFQMQBhZ2Nxzs8MR7",
-	"r5zOb+2WN7b/zrX10tskXtZK7U/0xnFVvlAje/BaNnayLwtHDs487e7dtgjsau862jkq5HgdaFMw0Ahu",
-	"mWztpt/dojkfc2XRDrWXTSTC+mLpzIPRuu4Ewo5uHL3Q+PsMM2/Kvv5KRBnV7wbJtrQTlkXlmuY8OuaF",
-	"kvn0r/FOYI/FO9u8T0pofcZV4ZfXrwsX1eVIqdRyjW0XPvt+USruE6Xs2RedIGevrxVY3cCQ/wwTpsrg",
-	"DxxCvSpM844q6hBfIBBDNdv8puLrZhT5oL3GC/BW/kxpOct2sykcyM2G/ls5w0Z0BEE+ei2edHuReNLd",
-	"g1NxMpfjsSqQCDYMFhMaoYc7QDPdaI9JNFOF8MoS6xyS4BwInpmgmSWoamON8EsNzFowbQ4ZBBZdbp5i",
-	"vNMmDxqlLZN3ZRpmEGuE5pGMT9TIjISwM5XOYdkZl9b35ccaAWqsaIVMmI0RztUMuTbI+yb/jCRerBNf",
-	"9JK0Bw0Q3frWEaIyyxFY2uTF2wA42DH2WNE6V2pGlSJ2CYSIogcEVfQWewcKLNZpTIBcgspWMg/Cwp70",
-	"P3KQw/4TLgXiTyssoEgTz40RcKw5KOG0WBxXOnEpMCz7YcK1fogUaUGpzWGN56bKUzGRsxmy98b6ndsl",
-	"nLHlUpuhElO4KMX75pnlYp7EnmfwcdKAzpLW6K44bO7QBuwQYmG5mhwrEXFyDgY4kX66ipuA3g4TM9qA",
-	"k2jyqvRl/++P33DquMZhitA2xuO373OnCfzZpYP8GhxeNDOJlIQyiDCJeunEwf7+INY1NcleD+bqwJ9N",
-	"vVBcENTisciGByFAFUlJfWnCzm24MAx27IqekmUhn8S6tSfeZt8HVAbtAZ9VkcsCK4K1qntFxIs3r3FN",
-	"TlVRSNil+Gox0ibBhKV3UOlUFSJZwlxK+qEkwf6QIVWywWZkCUGnffmnTnzQprITmWK/haVSKrvOZn+N",
-	"P2Excl/NETQ63epLmb/NOWxCdPoVzyQIsymJMNFy6X9Bhzvi1R1+C+jND7VAt+IzJYe2cRw92nGohQNb",
-	"IdhOa8hNTfEJlCeMeX91LunUXfRNd2vyU2zTqelW5aFV8ytj0qQEGb8dME2wdg6JssKT4Hf1zRs46Vha",
-	"Id3thCwdB7bYYwt0hOyOjjjC23QO3iHWvmZaI9IimkLPB77WONMzKvS+stQYhgLLMZgg/Il39f/4be/3",
-	"9bCJ9CC8+e9J+fLor+FxPndTonuyTZW/7Hq4d3TT0t/omhIRHv+RBVs1IqvJbcNVWJxvvC3xAarxy5kJ",
-	"wUa+gbhbUvsBJM6m/kTqUHMFtSwK10k/TtMnA5HsTkczHjrxqX5VXJBj7bvXRI1tip49+h/oe1a6NNVo",
-	"Ak7voY715j4KsWUbBT1FLQVv00LxaU2RD90C38Lxcn2Ytzxem5srQwV8vwbuJk14Ww340FX5WUxc14N5",
-	"2434aRKO9w4TwG/T9jifmLzWCC3ZtE/XtjFGsaaOxAAKLVrb1xhqmFh7FePCo3UdzCMryD52MSx33wHF",
-	"ealFIytjjUBp6h+VxPIusNIeWdHyvkQdAi0U6qE2WPHu8UDrxHoVT/2gdyBaR+9P65gnPRmjo6+oLeKW",
-	"36C3Ik8TOFRnplCNzItnsltbckYv5m7U29fgHnw2oeizAncjHR+U/YOdfztDhI9ybYksNYxQCavJ7e0c",
-	"gMrKsdrY/HdSTZk8xbqI2ESJN2/ecpDf56Qw51jnSyNHTKnTWL8/fSEmpip8sZaNmCknCqnU6IFKmTeQ",
-	"TkaIYKVj/f7kZV346xgiEYnyUQDLGSBug85xn+MovTYCWQYoVjXYKHFZcBmSVcpS9MVo9cjywzM9faw5",
-	"8TNciORcLZIQyTsYGwfx+FRmrlE1wg9iHVB1uC9ROxJmC87qoPek3RXv8c5+kbM62hhrq0ZGp9Z3Ui5U",
-	"KTj9J0oj0syew6iZHuVVqjYBW+IdrqudOillwcnvJ0+ePG9H8Po1zChF9CbqsIF3PBCVHvJ3W6B8wwtt",
-	"REAoyUqYgqpTZghIeW1f1Sud1rPDxtG8stkFaN/10xFvGS2VGjMSmMfGxq/S3MEUX5jpVAaVszViPywf",
-	"WENCzmRR9mmPcLmm3079WHM1JKLkNnA5spRo4S7LPsWXsMuPkZj5I1sNOeLUdqgUSRTrJJUL4ryFl5eI",
-	"1vvTF21qN8Y9ypX91RT8cXOhiq54STlJNwhtK3U5y02qdvrI+Lt+GceFqWbfN+Hos1JN7XWaG7foj/zr",
-	"j9HOVF6+pt898Qsvi0Lil7Zc5LizTDHd2QDLT1D8fm39CW+hFLAD9+xgSc6k5WNMiIGEEtvetFfO1eJ2",
-	"LYL1BB0uLc8tcX1Fu2jmbpzBlBFqt5/DfeZa8N0dY4XGJsuLnq8wcxsFhBiEFRLBjmdl4pGvsgJ25DeQ",
-	"afkmDZPlRIvU40qOHUsIb8ZakTtdDRq2HQk85PQG11oDu6bgVxuaLWSEbG2zOOb+K3OVv7qLvulcJT/F",
-	"NrlKtyoPucq7NNPdql6RhnSXfCq0rN/GN09OnlRD+HOorEiqIkeeYuKHtQ4SiruZEtfD0krmE6tGHxLx",
-	"b1wMH2tzJvYP4LfPDsRwUSrbhm1TsxIzqUTJUZSavtjZpJlFDkUCcwVtOSDLai6L1NXq4QIiP1xXHGIh",
-	"13xiLJiNlmv5xOsjBMUosCRzogSREAqkd2Tz2JKl/Hcqy8ImDuTyH9A4iMhAGK8uhkJ2n0hVnmFCNc0Y",
-	"FmTaFYelQIjcvV6vfo0Y1NmcQeUjeU8ZVB79y+C68s1/zcoJAbRu0tm8ViGuq/26EF2jP1PI5iGUcgsZ",
-	"7ROmfBnDv7JcvAkM7CcI7iWL5VoQ2FdU7mtL6VnaiHc7N2NX9+uDyRF3RHsHJahMaSHF7MHePp6/dTnQ",
-	"Wo59vhzoQz7z8+59n830ArvG7oy49p3VYm7Gvt5wpjTSC/KXTDN3I7tlUxo01KL3aztfo8MGIgEtkDQ6",
-	"UvkUPaRIv9jOddlPvmot+OzNjelPEni8j16/3CIhilZ45G3wpWI9qqNXWg5zpKFmx8x/EuupktoKsPPa",
-	"3dqmAlOKW/D73psrXBLTLGMTuOxqVg7A8MWOFv5KEKAH2uTcby3y7FzFuiaVaCgrRgDpuKn4kDn3Johx",
-	"IUeKffpYt7Brln0fVLKBEMFe38QN36WrfoTfH+HPkyjWbtj9AzFpd8UrWBkEBhFpZnGV/JYY5UoWSH5K",
-	"XxxjJwqFNfmjw5LX/IzoxE8yPVIuqeygBq2YSaZB9+Iu1iu6tqyzhB4xl/Su2ah6N6do70b73pv/wbP8",
-	"3Enaa0R23bpF1z0kaR+StF9QR9UpWr7uUU32J5ebMm7pNOzWwmljtvadVkLpssDoOfsN/DPqLcK8IH3Q",
-	"dnqj4crHOisdnmgkZFmq6ay0EcUMa7Yek1I6FFttKS6PzBL8g26sX+kSJb4slG/ZzA3IccvxMZzeJnpo",
-	"lgMv62fehik60DQ15TKDo14BclnZRiRhC/nE81qc0K+34Rv+GqPK7jG2iS7Xa/snii//KS3nwLd51PTv",
-	"IqHV/A5C0Te2nq8RbLt/uNl+3JjaqV1Ht3t3Pt9B2WSXuGk/0N/cmd/n9y3yyAX23ufdstfLa7c3PnGD",
-	"7xaqLNBs/1xzizYCUJxzJa9fcxf/wS71SKSVcq0aEQIJYJqrthRijfhvo5FSae1GYbUqKgYexruOyInu",
-	"/MAOsrSI12XttVqCvXcB0FqYYX9fJKwB93VslA0KZGNdX5fLUhXroljioPe8xgB3jmRmvXMZa+Y6IeuJ",
-	"IMeYh6tQpcz0psLbslhcK5j2v5RgitxifP0S6iYtZd9CHBbegzsJ2sz5OEhBaHYoDQS83bTK7zLZ0Izf",
-	"3EreXCNB6gzgUuKYgR7p6DfSLpSiNnmK1YyFKpmoyF0VGPRDZbNUeWBZUBGtcm7wUllWhSJ6By9V/OcM",
-	"o5eM6zjTCVVOJqLF0ab6d2ujUhiMGoieoAa2unGtzTixsU4cqC3lTV8hUqzFtgZrRKFGCh4EuwsEvUNf",
-	"o5obxOGTsfZmhDikOF1mtEirguJfYaDNRUJIbntAXV7VjVi0/DI5t/uVhp5odsf8/NwFe98W3tYp7zrj",
-	"DdvwIev9EAP7F4+BoWBphMCaMr5mm/sCqfbdUtl7UnrH3PYsvSXbLRF4lSxHqm1KUllKjJGE9qbUqfhH",
-	"pSplKd7mDWYMyWW2vjBHPdcwuV1qqR2JoZpkOqUxlCzybIPRe8gUQg5c3RvifHGteQbizOQ58WYTsNWP",
-	"r9Ylhda6NAm2V6ymaXxDHawPcdI+X5saOVV2c174s9vO+IbSb8i3/1Nazgg0XQcAYAvxCVs+LFhZeEPR",
-	"sUVFNOLPkfSoinynvzMpy1l/d3dv/9+7vW6vu9f/rvddDwUGz2CFSa0wQxUwVM3UCE60ys+6QUB6YUu1",
-	"rnOB2z9sAyNdjGSeI1zhBhBuO0ReVOxhxeYRG+vEDj8kfNCpVHv/6TNRSJ2aqRhmpXV8c4i4xyCPy0z7",
-	"sZ5IO0HrNiCno94VOZthZpYCBpkj3OLsAQENMqpOBtbqW6nl2LFaCI3gpytdWV3xMz79JvZ+GetztWAW",
-	"vchhijuaskXEt2Sg8Brc/8Kce1J/xg+v34acZUicsqZPAztw9ru9BoQopbj5pXTFIfaTiMIRkYdtO3YQ",
-	"a+laeGqquyX+2rUw9AiZHWs7MUXZAemUruLNy1LUGf2AcSCJdWsTvCnRt1mlqWZXWrF+V4GgZ+KPkSzQ",
-	"bw0B3LGgQNT7VROUBxO5ecLXzSj2XXgcK8yZUJelKrTMibisqNNrWHgcayJP67rLXtNVCd6PmN2oo1e0",
-	"XDWwA16kJNTffv35ZIB0flkhZkWmR9kM7xa2U9VwPavNVI3dQgiwa9rTULmH5zb1uPVLeJCMiAq7oNGg",
-	"VM6Nx263nZkqOtNMV6VirlwbiREYHBpOM2p2EHHUXOhUrBiq3OixjXVpRCtZIxITYTTBptY/wpbPzIrU",
-	"jKopuPH9WMe6gzd5/BjMG7rX48dEAM19S/Taq5ktCyWntk84SC4wkESxFgwoOSHaAfi3mg5VCgaJdZ+c",
-	"VRpRYTpwpDI9dp87WmUYBhs1CcbTYVwiwm22e7HH52dX6nJSmFk2gs8YztKfjkyXasyQnbt/+L7cj7tF",
-	"pWGrC/E9LnLfo3W6F3Gkirf4GupQgnjW67UjMZ9ko0nAYfDIwjimWKb8rNmi1w1qLlRRZKkCWeGWnJWW",
-	"X/XMhiuApSdEvolBGdnsIRQ1uKCNHOJOFHBQ2cjXwUeMPRv5o8x9hzgMybCIGoK6KyvEszyCSR6vPBiM",
-	"EC4YrJgPDIN0I+izYOpC0iqG9NowSg23QFogK1klyZKIS2C/gbiczXKEnZ1UOi1AwZgz+L3HTAX9ZKpi",
-	"BMOpDPtz5xLPjxbaFG5zo1eOz8pQEELMClMiPahvTCYqTjr1rlM5z4XMrVk+76sHHeVqcMJjzfdrubWl",
-	"S+rVjHwt1n4P/jeIdbCtlq9uu5dFupS0xbAancMnE5Oj94BFZHT/R1ZIsBQkKvNCnWU5UXvqMtOVqWy+",
-	"6De2GQFwVIUtRTVDYUMlpV5k4WN0xWHuOr1ByKywzduJdIF9f1pY2AXLi2OhOHW1CVTFWZOW8+qxUDVz",
-	"TScninVy7BapQxuKmm6XZ9qORHDlsZrKDNxbUKTuyNJ+Y+ARTHkU2XhSCm3my7+2FC2iCGSsPc2Um2dm",
-	"xVkFmwU2CCnk4PdHSAwMt05IFeEMSRkN5n991oPX+9ZvOct7DpR0rJP/0Vl64g5pcZCq4Xf+Gd33jE3d",
-	"vMYq/3uwLoONXii0HcmYmRvYCSNpVaxb1PYvlC2zKapBWQpuOUKgg3OlIzHLKyuSqbz0s9vr7R9gLDnW",
-	"LpjMiR+XB3KahkqYrbCqLPOQjUyOykpy/2KsGfpbwJnuO0piZ8GB/zuUo3MWbmKoFoZtdnoyyZjisR5N",
-	"ZDEmDl/Hm08LjyFcVvEGaYL86222+e8/jxzlLpbV4Mn9wNsaXgxmljqHZ6Uq6o3DG8MR0cb6D/yFaCWr",
-	"WiRC/PErpDHBVq/IiYiNiBYHMUzhB4Iv8Yb+8gisE941EWUzcMocav84EFK4N8RQmGDclwgsDiIX1mhU",
-	"lbE2Z2ddQaTTDmRCEs+vO+wNm8sLunVG+trmVY8q0YSsIHwHuC7wxqgxdXXgo8JMVTlRlRVTVRbZyAY/",
-	"4k921vO/5s05HR697osS9g0bRwjZD1ZRJGp7KBLOEoo1m0Lej2xgYUS021h/1sayax4XLcQOfk2cAfTv",
-	"DnjwssyGuXP6rLAVmC9WXLx58zYS7/JcTiXeEf/VHc1mUawPnVUViR/VNNNZ209qWGV52cnAfjzLM61E",
-	"kpuRzBM/ERZT+HJ90x8IBCtYtHlGapRuq9CZgzo4xeYgIqe61j7UD7GuLdnAr8zzqfMqa1XSdFCJpNwv",
-	"LrUGJCS/nFyKdVLjlwSiUiSIY+I+aUmK7vvWdbB2JKhdh2fSIIcGFcU98dg3P3AdjP4d0udg92gViZOA",
-	"4kSzeUEsa5RgxIOd/RPefZmd41/0nnIz5iulrUVyN9bvm+ek5WFXVgBXIvH+5CUepGmW50RNAQ/dpte6",
-	"AR0mOGq4/EjI1UcMrUSb8sOZqXSaOO4qfANw/DmQwJMYiINeLyCV8sRX4c9yOTqHs0LCGasTRnImh1me",
-	"lQtmGRihHYcANPWJo9+3BwjImzDmVmb0B2I2TzxIL3qhLIe7jNVrEz6AjmPrLFM5Ud7T56YqO+asU6DJ",
-	"eq7NEBR6qaa4V6tCJaLX2UdA39kR/HsvEskZPqAeLY6Ulnm5cEp5BjpJj5T/uLMP6gh+XqtQ2ml7Tk8x",
-	"tESsg0vaXfHeKVF4yKpQtg9r4lXrQa8nhmpkpoqIHGoOiGD3TpWF3TNo/nL/ef3L/edLSm79QA3F1xzu",
-	"6eUl0TkENOs85Vi7+zzt7YvE/YRIYZIBUkoQKwbclHdUcFem9QiHOQiG4a9rg+dRIySRnDFTMIUgYiyC",
-	"xRZprFwBXwIUPjxAtGbyNmQWoShc3VYNS0KQKwHtPO1y9nbgsfD8xvoEp5vpcV8k8Q5NPt7pY2MJevlj",
-	"z3wJp7z+PYLsqctyF32/Dv0y6YpXcjTh1ENfpCoHg8BLxT9iJPtusN5FNHu0iGaZGhF4lLrknD8Wifoa",
-	"Gz+w0YrGXbhTaxE+2wz/jjTKIPJ4UgjrRNZmWRXakvHOYIRwV1O4zchzWbNYXl+hwCUqFzcZ2jL1bCSc",
-	"dBfXxleS1KVEXjbDq7RimqU8za74dZLlKnhbYDfaLIdHB1G191RYlkRSEJmKlz8CtigIsHYkpEj6WB7R",
-	"kXl2AT70yEyn2BoK+tXVWjnnd1aYS3g5qSH3uCK0QTepF1R1gKGvcCeOwM3LGfPLnTcWrZ5WhOdmTC5y",
-	"Y2b9IJJTM4WshG5Q53mGG9SLhAciKcacegThpM1vqYBdc4YvKpRcyDrpxrcDzlTFO+pSjcBj9hs9UI2i",
-	"qLRtcAIFe4J9JTgK+K/gTuCG1V5EgRkNG4lqJkpD8vOkVDObiHCkVoNHCYPvtJSKDxuzeK6ZsnfYqL1I",
-	"+e1oSzVDotVTY/I3xszgvm1civCpikrX9OIYfMdDgvKH4voJH19mFqIILi4GHZszp7yCyEWI4VCCj0bu",
-	"hz+uGcmjWL+YyPJFjenmF+4s0zJvnEeRWFq4xhGMdQA2tTKRhuWf52sBnlZMWnYiVmODdaSIfgS219lZ",
-	"NspkHuuTlz+j73ouPKdTXxAPL0z25OXPjyziZxAlURnrhBNCHCMOrDIyYJeCkpVVQjZ2aGgg8XI6zK9N",
-	"6Z1ut5twroOsWu/+Zymb1sEdHm1tW8M+G6LbJacoW3wwHSWeZ2qFDepFHzv9zvYKib3aXeH8Ttd8R4lC",
-	"TkMhExW9AnjkQmHH4kj1RQLnZbc2s23iGJdC1oMPo4nJRhhXTlhnMV8t6W3qnrRdBsP7gHuNPON64Egk",
-	"QQSailqxsAaNDS0QYwweiz61cL0eGbj8A4HCJeIsNxJVD0GrtMnPSthB6Yr3THnoYgNoGXJWa6xBCiJf",
-	"m18N2IaxVpczNSq74hVT18oLVV9C1LUJ/d3UT2BWEh0enzx8RvyA+V75L6x9qP8cmVQlbU9PEeu6NsKZ",
-	"T2AAMt7Nwf6+45OmceCVO/2ND9h1FokVSnPkA6MKffHby3e/vPodDLymDq0KFWhRp95iLbHign4bMvP+",
-	"0e12P35kqTZY0pWCVSXD2eFA8xW1LJa0cjO3g6d3XV7WOcFXyJyl9IMTO/6nYIo70YOvHHUjwXvW0XyR",
-	"HP5y+tPxu6PXLz58f3jy6sP74zdJG4VUrL2U8qHlUHg6Vm5ynTYLsljLUlwnyPzTXC/I8H0x8zJBuVFB",
-	"uBXJZUfOsg5hHc6XVoPWwCqdtik4tVn6iVZT+p1i3ti/kxBHGmwP/8VQgQ7kirhmvpDa2RShanJAt5Zf",
-	"dKKXBVhj9m/psFkK7iR89sDiYb2PXjpxYtuEY3leRLwFIVSwkR8Oi4xPnO+IdapGOU4bmQExpIiiw//C",
-	"AyaBiz/AonlOFbE/ihpmLEs1lwtXpcPWQGhsteCo84nOyohjdZJPS6zTwszafXRWP5y7aKPMtCrgj+lo",
-	"9oGDSkgyrlmyfxgrg9zkM6VS7tmWY21smY2sG0Vdlh+mUssxwoIjPXWC9BEj9aHMVJGIGkkV+cxLQ3FK",
-	"W0qdyiL9YHS+gBNHtQx4oCJvVYthbkbntiFXg6hWLVv9R0vmfysBMepcBXiIdcLVyd4VsShkKTBxEwkX",
-	"t/2QpUl7AHtMVFpeyCxH1nf3lthJE0/BiQYTKTcyVSm7t13hpKzTquGzkLdlKYqgRMvtyw+2lEjyl3B1",
-	"1QdcFvcxbtfwczIf11xukEbejcpWZu3bV2T6Bbc1M1Ay1wp+qXklk1g78T5DjyIgx7RUdPdJMt1Lg511",
-	"eK0uT8qoy0NVVyP8dHp6BMfRDjxriTOW0ggtVXhrdcKeDxSH5PjkBgzraKhfGKxPsBjTqjPSXRLDNdsr",
-	"CuFuUemWY9jHuDB+HDHrPo5s6bN2go7bsZIpFdcEfKTETpBgb3CyjEidtCMCbaOf0UZoXsFh1iXKOul8",
-	"SY4POCGM1JbwBVbiROLf9nzBAdezkyx0u5zshFenctwX8Q49GY9FjxbvJINYI1t7VmLOBlVLjbZvtDh6",
-	"f4qDvnz15tXpK3gTINJhly1MxWljsAZkiR/AeojWwd6+SGYFJi+yRtwPBc48s2DS/oIiGq3soCRJ4i2L",
-	"VYqEmmaWDYOafgB2Dr6ll/4a2lIe7Z8MbysvYIeBpMa/i0rDDQ/292O9KUppm0RiyOO6GrDEffcHiqXI",
-	"Xfox4S6VBD9PhBR/O3n3C9GKugwBEa2iLkMy1lgn9b7ujrJyQeKQUIZJ33b/R+dwlnX+O+8LCiyo6SyX",
-	"JQcdaQuBwwI3SyLW1LAeVVhDR/Z5riR4HuaMamGToUkXRATBukgkf/xBZ6K77OuA0YivamJytAVa8wns",
-	"+ZkcwXvVvu1kWOD7lFQ21+7CmOCvY2wfzEOwTIORIjHKjcUCOwqzYCws+fgRjd0EjdXcKuTBBUmVZ6Uq",
-	"ZI7BK4Zg1vlCFMYQYQQtq/VnLriVQE4L9NXkGvGC60tJsj7bFRi/EM8O4AAUcgTvaoBIKrNcLn5BHo29",
-	"/e/Cb8Hi8AIS6eueNX78/viNFfu9g+8onTvgN0dRbzji9AZjja+Qfk+J31bJr17Y7J+qPXDv79nTp0/c",
-	"NdLi1huIZwehNzIQT/adETdAFEelqynvkoFImsTNjSFj3aLHcXd9ss8FCFTNBr92HM8Jr1ddFonB81oc",
-	"dqfy8pRjw3Vlyx7WY7Q5eorh7sg50NQrGcU6s0x3xcHog/19d/4ayiog9VzjhIQxvMwyGTiamY/CAhPL",
-	"2RE/WD+oUQKPF54/oarHBIOOVB/SSqgi1vEoVxYU4ZTCxzNp7dwUKXibQ2mzEdjhjLrn68h9tVXAIEzE",
-	"YLtB9VEy4KMCY/MyovZM+A/G4QmfVl8wH59FV4TKBMqJWtAo2miF0/FLAHK1BiPtC6tkXq//BTWEtQ5f",
-	"nXT2nz7r/PjibZtdggtqAsXWhUjkZjyG/yJzI2WPLhiY6R+VKblCET4G22UQlKqCKeB5yAPD4Oj9aVfU",
-	"haXBuhCi6VSiKCpMNQ4q8zcuaCLADwR9hmWdEzAIEy75dwTkFyyYCwWv/oND+qnttqyg2lCVuipP9KRo",
-	"W7jSWucS4Kddgahz1LRWGwYOqjADFyp4NPCsbmCZENU5WBerRsmaYwN3WndunPVm2dnG4zEGq5Io1N++",
-	"OBJKp+QvI50dxa0dtR1HrD8mHOnBUicqCKOqJKwpE1NVylSWsitOlln2G7PFD9fM87jSmBVga7O/bfUi",
-	"6PR4hy3EnUjEO2wZ4r/rtYl3PtaeNJmiCdfkoa2LFXKgXu/FNH38mMCdKMvw+DE68X5UMAIc1TvItr+b",
-	"TC9V9qCpAHqhnIiWJPtkVqiz7BKtnfDX52pWDnylMshJm0s7EUNVzhVLjqkT2bXVcAnq2qULmVVd2ZGc",
-	"UclCOB58DUbpGJMzrUSKYSL+6//8v0Qi/7LfG8LJ+8v+D/zRX/af7v8AH/1//4/75MWTvxw+Z8cI7oTK",
-	"DOZFfIdqOisXkUi6yHvvDBwrkl0YBuPByX+D//tfEp8kLQuTU7ESaus1ZCO9rjiqY3xjQ/T8AsUoiB5n",
-	"VICMz3QfZ/YfiKXzH6R+/wN1dntQE/BnOunX61VnynB5fApzit3QeDOsXeVaBzb3TEE9kN5CCH4Xay52",
-	"xVadYoFn98dXpxGb+pH46dXhS5R9745OX7/75YScC7JhYdhYTynW4moFmfehJWnD4639xGuT9AU5vp1T",
-	"sGtjzXPNwBYOmpIuO/P5vAMDdaoix0ixQqiDw6IAk5F3E84dXMWZkhSSO1eLAWoUtwokhpErA19GeALw",
-	"pQtnGzaRr4Nad36BrCdbFYehcTk5+oByH8x3H73Q1ZSjUw59EDa4pWAkTcrr5f4yXTFatJZr/LDtDB8J",
-	"48ar/kfEUZGCwbgpYDkdrCmueEdlY4moa11A0JaYZgvdBM6yvTiOxJsfKIbPLD1cQn3Ngfgh0zLPOTdW",
-	"y8qGQYXxiTQlKVCGYktYeMktZ0zh07u9EvGO9YYsnWRznqkAUZskWAL2MBlfHMTENoP95Ir+jIFgQwyu",
-	"QQH+PfzZHghtYu0P00hqb4VkZSCKQ9x1kMfvqnJsQP+EAY3cmBmVSc6K7EKWKtbIwbP3fO+7SJyNer1+",
-	"f/ffsVJQn3ew/Eu0KAEDQ+09e97df3rQ5f+2I/Hix18OT6NYT6u8zEbSlpGotJ2pEbaNRGJYGJnS564b",
-	"gcvlhkqPJlNZnHNdnGNYwh/LvDOripmxSrgyMytar48uDnBrvz66eBaJel74BVhu8EU7DK96YiaR0AJ9",
-	"SJXOYCcGgT0HXz/KpbVRrCudOzT7uhgdXEjeuGgQtnjALn6Dh/Dk19enL376/t3h8csPr348fnVy8uHw",
-	"zZt3v7oYN55xSmob32Bl8gvYiTwFWfpti0UllLVtBOrpW3ydToWVk0CA0EhRrK0RL385EYUaZtxf6grv",
-	"wfof8OEvVJoVcLvM+jHqIo65XNSI+0/9xUgiIiZlOcP5wT+s4xCoR6Rqe3b0cTWLbIxJZWzrVBHh/6M/",
-	"Ygqqo3Ydbk4l0UH2Z5c3/ErVk7dAZI7n2xFIcWtNbW+EDqJ3+kKvkD9znmEknvSEjcRIzmYcF9jgQ7ZB",
-	"w2J7QHRFBZJLQsQaNRWmzJcGdLHq78HlTURrryfeZt8jvcPT3n6slyukkLHe6M7+5aXL9GXra6lcDYMT",
-	"zwQFlDQKk7vkyLdAnLFsFz9n30cOIBaLhpERtEuaGzR25NR1tBy7o7NINVW+lKq3H8X6ae8JXghrRa56",
-	"uA70G5vgKbD1q9pvR9jkgVID3mej1hrltysUl/acnQPavytv7tiXPNMq2wHDBvWFNlQQ3Y7IxJECO/di",
-	"DdLTnJ05wduIVdjHj7GWA5WmlTodmktQriNlbd/DxvxNXsgT9BNiXVQano9qLWHrorhy1FXi1Yu3h3Sp",
-	"L861oqWNV/4gdrQq56Y4j8RZloNhAAMW2EXJt8aYwFzmeWeUm9E5BTXAKAxWwwdd6n0PKn1KP56qqXGN",
-	"G5t++FZevsXLaNtG4tkBbNtIKH1milF9Fs9VoVXOvpfk8hwM6AhXEL9h/HdVOatKN/4enooulTfxKJhy",
-	"LjKZZzZ0N3iZuVA3AWOyS2HI7GwBa0ilvQFzK4eZUFa3SN8iIwv8lLzvpUFi7bpBQY9x+RexDwqtbOk2",
-	"odiLer2eyNWFyrGJRpJlSRoQS+awEYEnQInkCTFt4WxKQ+BWEaqkEXbksrCMiTcv8uV1cO20Gk1gwu4z",
-	"v+KaOvtTpWaO2JAENpXDuc6beltiWW0zOueD1i1fJkT2jhMmeaZVsuv/HJm8mmquwUNzNhLBtdOsfKlm",
-	"5QQLgmO9PFV4HJhuvkCrKOieA4vu7AwdeD6ZBAxjHz/uN7QnRT04DBEWoz6yHgE706UBu8+J6ki4gBA5",
-	"Z7kZU/1e3Z8Eb6xRK10X4qnRBEHP5OicTFaCQ441uQK/Hb96efji9NXL35Og6xoeGkMT7sZDk2aK4xvh",
-	"pDk0a0XLZ+tdRw5H+CLfnEUA7D4O78LyFrMxpWgh5BLZoGTaUz0MPGbigod9N2wCklFSOiEDa+P98ZuO",
-	"865NgQ6b+xusnwxJgFJ1ptitSOFFe3dH6ljL0SiDFZQ5LhqlTCSpclks6mspiCjRjLbcZih8mn4pskQp",
-	"HDgk3F/IP6eWabReEDvD1jIk1n6XY4Ke2pPKosJdiO/Nw3s0ii5dEgzPQAMBpHlssNqvKhHnY/krPPEF",
-	"/NAqi9B2heqQJ9psDQUVd5Zh37emU02tEC2qfHKT4iiEO/7YQIVubVtgQ2FWuvDkAKmi1gTnYu0w0+cT",
-	"g48EUs0qEpVhpNrVrNQBPIoduowraEdYP47V1HFgTKZgcBb0y+YwaRA5Tto1ZWyQlKWTggvHB7oRrQtj",
-	"YWuD8o41HEQKR/mtyjlwDfKaH6WVzJUEj6ULSgNcHMq7F9PuYzgcmHNIqQyTJGkjLinLlXAkbZsKoVic",
-	"a+ruhoiarnrdV/GGcdjm3t8uRbw2Dntas6oXxWKJ1j0oxGcOjoFYyuXG+spkLuZpw4zsC9ab1HgSEMYz",
-	"z7yrFww55F3HDn1KYeo0WQ3LqrUtZo5m0OHEiGa9JVcolEYsTFWQL+7eG23cGnyHtglGdhO3+yml0Er+",
-	"iHeyNN6JYoT8wn946nz8K5WlxLr7WCfL0DhJGzGZ6iDFbydcHyPc9H9vod/V392dz+ddVz7jQfFGZrrb",
-	"jp0zzscMDGQsZpN6IVZGFHk2LEDUMu4D7F3GDgihP/sh2mYKnvBFSZAlQUu40d7BLBESNtai/l0f8z5Z",
-	"yazHI5hFWtEScOu8vyN6AKWczpK+eK+zS+FYlHm9GcG8+aMaS7Avkou9iALZrNF+env4onPy0+H+02eu",
-	"eJbmx6W29bNyeLz5sZ9Q41uMTvJo52oR2p90206qUPBiA7osSjd/xmFhWmNm+uuKlw5EkL936IKPLMEK",
-	"4jCELLgEquhqayKBGXHhGYwHXDAnqFueqxeCnVyKXEnrYGNd2kqKtCpQKpmqBJ/GUVZnXJGPLxz1mNPN",
-	"HFjDo91fA3AlbFVcgLYpFNYssc4cFdJOQC2ienAoQQzFSJKUTyfbStSjgyHvCXjoWqV9MBz9+SRAgLpl",
-	"22FuYVDUvQCYvruZx8RFFUL2bVccarfN3AUYw4FTBG43NSaFkJR89ZoE81Nh24M6kuI7ZV3oA4uYn1xe",
-	"kmjhAEe7K37AqXiA/4ZnTXvnqbCReCqmmY5i/aSH/xD7YgIfTsChExMUnPiPFlpv//n/7vf+Iv4Or7MY",
-	"1EQIpIHC58FTfMJYp3zQdROBOLPE2QKSWByGn4Mt7UIA+YLfhlOLDkBVzE2Vp1QorTB408JosUqpE46S",
-	"kCBAMX6IHef7T/8ibC5H5+0+5nHQ1IFXrlKiLiC4tcZbjzXaPWdqTqlhgh5wpOhS2EyPcy9VSFiibgO7",
-	"Py0wcYPrDfsMb2KqEgE1DmvASUSSC1l06OU5g8XdJda4m+wyzQ4DsrnYhNs7T0UqF0T06SDb+rGuyYlc",
-	"AxwyeruS7SbTDsd6aq6dAS3smiMKG4xZdmryHR9dyazg+5JhDpaDLMaqpKoS5OBe4QNtbY7ucvMpRW05",
-	"AtsMsTpafMoltYM24LUNw02MMu4dJpOIMKrafawcw5YqTyTKDZ+6dKBWqKNMBC8spA3hQDwKJlZ0ATsG",
-	"2yAezmx9W7lnCeyTc+IkGJYdXIf5Emtn4eCca7wX+MtNslQWwwlc5/DILqEb+mR32LwSuAotXzjM7F3i",
-	"VV2+iRwh6Kg3xAT4ArDR/K590qNtG/kYSH39VF7SiEmsaxHZiwhfBi3OmoRENhDmsQYj88R3Xd+m1uW6",
-	"TN7r/KGLVGCD2qzsZLofpkqZcSVypeLUBB2RwKI6PjNVfsu7Ba6714W6BPMlwx6bVhLvPI53kjrkznvX",
-	"b916k9Bu21zOKqyyFp2AXJEDW5uKj6g5A7xzK3zewJHeo0tNCTeDzehyrBrREOr+IXOuOSrIO0UamUDf",
-	"OABK0GURi68OGHE8PZRgIIMbdaVhEk60ViqKOu7Z6o6oVXeFxrEeyweeVjBEDXK3UXYFn87HfBsNDFT5",
-	"Ajt1bREUCgU2Q+B3AU5cmKprR5QgQQTQ2rhrFD3wH0egD+DwUbEKB7yM6/kso1gzRt9SZZSPfcKWdQ6Q",
-	"CNw4+Nx5QW23WV20TyTOrMDSCVIAfn5c/82juMwk5wCCKhe+ZrnOhT8+4Te2DmEDGyjY8S2NGBZmDjuT",
-	"NtjEYPjE7dKZwysI02y4XazJFb5SVzsvfjp9+yZy/qjL5J8w+KMD2IkQ7eaHQk5V592Ma25evvrlfyNE",
-	"ljNVFKrgi/tCm07Bn7mVaOA94xWE6xxxw7UC91a8ODn+wW0o5+KcmWK6LPg3H2gqCnKZcLNaPWYQHJJq",
-	"dLFXgbPHIDfC4ztTBdyZNpGr7nLQirgxKONAgJV9DzwJvk4dCCMRb5XyxWAUQW2kqRHo5vFj0Uqwsqzf",
-	"PBkfsPkscoW1VBj384tXsT7Zf/rMdfVJOMx9cqpZvlDvbayvL4z7b/XO/etyOTD8//4zt/X566rI2Rvj",
-	"UCuIC9ebCTPyopm7gVAI4n7rs30jxZPePtlysU7ecODJK88AgqCxGmAAcVTEiatHNtZ8GuCzAoxFNNlh",
-	"uytu6wqwQpxvQDXM/DsTa9cKilA7790T1nCRI8YySByaXQ1SSYImVdTQRNoe3pHz9Qv3E9oPQdaWqmcx",
-	"pMUs7A52yfl/F9QQM5XF+YpE8yWLtCM3PRnuCi++VmUXg2qG4gtLOFgPYG1GN9bHDrZz65VyvqrPWr8/",
-	"fi1k2cS2GIjEj4SdiWBke4QV9Jow/Uadb2EdwNH779+8foFtf2ya1fZzpa3iFn/Mh9Mz/mRsmSC/P5qx",
-	"dWWo6z8FgwWt5NZZpgl7jyo1Kqtg35WxDmfLLhC27FwuXLsdHUfqtkF/B1sCwfglGoRYk0+5h24kxaqD",
-	"14PF68RlyvCXS6qQWrsm3UAhWVc5+IISEkHgOJQsDJwafAtSw6V7YK/wbQa+1DkDd64EP9IVVlDmOogv",
-	"E1AAXsL0D2jP5IsAlYwfnWd5TNLz8eN+eB+Wqap+kfyrOgYQZC9xr/FAJ+dq3sCcFHYgJjI/q0/UIyvy",
-	"7EyV2VTFGq0YOmc4VZ+km2cj8nTbXfHCaEciGxZVExAfIgLSzHnvRIRVIEeFsdblhxVd76phwEEYSthK",
-	"kplnU3TMUJX4dWD4hyBlqtW8CWebYXE3Bk9iHSDS7ImRxCZH5LblgbFiTVNEY9EVvy6DdDjf0B3WcDot",
-	"DyiEW8iFIQMhxI5xrFeKpqMglhnaWCvF1ZmtvQKuGw4WHLwLV2v0HAc6yzM4KEGZUTAf3oIkBvhz50jX",
-	"1eL+6HMzWKMxrYGAQ7rf5RbGxo+x7IHTzEnEs97zMnkgCFDuiOoSgxa92tRNVawbNsYaXGJXcMY9T/Bj",
-	"d2rsKvZup1Ht/fvH/z8AAP//",
+	"7P37chvHli8Iv0oGvvOFgN0FELxItsjomKFl2VZbsnhEqt2nDR1UoioB1GYhE7syiyS2hhHzNDN/zyuc",
+	"R5knmci1MrOyqrIAkKLt7d3eEd0WC1V5XbluudZvfe4lYrUWnHEle6efe0tGU1bAP19f0YX+b8pkUmRr",
+	"lQneO+1dLRkpmBRlkTBywwqZCR6RuSjIm/nwHVXJctSLejJZshXVX6vNmvVOe1IVGV/07u+j3uVtppLl",
+	"TNAifV+qdaleLVly3e7pomCScUVul4wTBd3+rWRSESqvWQpdUhL/VQo+FbO/skTFRBTmAfYfT3jB5Fpw",
+	"yfTrK6oI5Sm0tRIpywnl8pYVLCW3mVoSxe7UKYlvaJ6lset2wgWMkmSSUPJvl+9/Itgd6Xt9D3TfieC6",
+	"G0mUgE5wFBPe98Y0iAjLJSNxxqGjMxLDoG6XFLq4LQRfjIhe5gVV7JZuSKLXR044u2HFhuBoIvhAP4Ge",
+	"1oW4yVJW6H+sMsnkGaFEr3miiNf5hCvdjf7CTCoVTBIuFFkxZqb4fHxEMi4Vo+lowmubye7oap3r/YSx",
+	"96LA9v7H8APu0/BN2kU+8PszSbKU9PVgEprnrHgmI1z1TBHYeUpuWZ4P9ZqylAjOBttp6z7qrWlBV0wZ",
+	"Ej5PdLc/0RULj4TC788k4XTFgAgyJLVEcM4SJQrdYaZfX1O17EU9Dm318MNe1NNzyQqW9k5VUbLthH/O",
+	"1bIQ6yz5hinaHpD7+ZkkM6YomTOqyoJJgofyjNAkYWvF0gh2zHZN+lzUPtDbmNCiyFg6cOPHNrwZ2N6G",
+	"+tPeniP/dzzw2wd/fvHGcoadQ/eYAZFrRq8lORofHQ/HL4bjw31GbzraMYFXuJ9biSFx71iC6LPRYkTi",
+	"lM1pmat40EEM1YcPJIhXlsp2DkoUZkwdQ4D/PLDzspCiCPcac3an8IWYiLlhMewmE6Uka7qohvG3khUb",
+	"bymw0e09f8vyTLOyN9+Ge0/N74ZBxGl+Mx2NRvEgIiXP/la6k5opSW7ZbCnEdce62KYeuDZv5iDJAmS+",
+	"XucbIni+IdncCCWUhc8k0QKTSJXlOVnpz5kkfeD1J4dH3aRsxeaORXubrTIVEJJ0wYjM/s5I/3B4OB5H",
+	"xFArORoPunYph7b8/sxHvdOjcdRb0btsVa56p7q93irj5i/H7TOu2IIVMK4rIXLJVDcFK3zhyen3Z9z4",
+	"LiIydGFp6HaJJNTRP8iy/Xu/1y+jYoFyxrKj10Uhig9Mwlpq3YorxuGfdL3Os4TqER5oiayfVR38t4LN",
+	"e6e9/99BpY0d4K/yoNU49IujaDJhwvQ7JOPEZ8hySdeM9AUn8YHjnAc3hzEpRKmYhFXxNL+mCA+Nzrx+",
+	"UHsXxvRrrMHeUz8jMfx3lIiUxUTSjSS3ywy10ieb4vvzUi1f0Tyf0eQaxvarzTTqabX0YKlWeb2RAE0G",
+	"xIcZI5nTLGcpaJpSCS16udA8dBFesM2InE+4XIpCkR+u3r0Fpm+1Qi0RQA9ua+Yg5SWJ3ZhjVCGfbuXX",
+	"jJ+/+TVIrN7yXmcMP2kcMLFmnGa/0um6t1wJ2c7Fmx/ZJqSMgQ52zTaEStgg/adciltJMoXGhWRJgRo/",
+	"2BXwKyd0rlhBkoLBCuqBrwuxZoXKkNHNynTB1K6l/Abfuo981WiHzkX6jKeklKzQVCRKrgYEDR4tQICQ",
+	"gXpR8yZFyclsQ9QykzDPEmwePVVPoxxWap9RRElCuVZAxQ0riixlsBzns7qdqdvL0CqaiZKno7ad42Ym",
+	"cE+3rYbT8i5EniUb+FgvMEvPYSXRMtXKClVsqDKQhK3+2N06K5g8D+gAofHjppqP9AT26yXrMNmumdXG",
+	"9KpQQz1A2ZVNeM020/HhyyN6ODtKjtMT9nz+YvzV4ddHL4/pyex58iL9Ktgp2OI7l/GdfqtaQm4UjlZr",
+	"64LNs7vwNOZZIRVJlrSgibYRrW6L04m03V6wRCx4JhmhsJD9WM6maKKfkJUoWGPScjb9j83x30LzKqhi",
+	"Tm3bNrUP9sX3hix7cM7FGg9dpthq5/Jc6tf1d2YYtCgoLJRcM57u/Bpeuo96N10G3qWihZKEKnIIi7Eo",
+	"NDcBvwmjyVIvKl8wu6BIL3qPIrKGPTP+EXfa44uPV+Tg5vCArrPhNdvIg89Zeo8KmqPVjKsXJ72g3lkp",
+	"a7+g9mZUSLNsjg78w1ZN75NrE903eurITV/B2yBK0jTTY6X5hccD5zSXrCUUCGe3luf+Y3PNCX8825zw",
+	"Ot/0B4IGMyW5uGXFMKGSkZwpLU1EQdJskalowpVmUeVan7MXx+1XZYRvSm3oafmXiIJJIooJT6lcMjk4",
+	"I5kinKH6QthdJhXZMMfDT0nlTSLJUgjJJCog1YHVizU9OdKbRHWnelH/5y90+Pfx8OUn89/p8NPncfTi",
+	"+P6/PTnr38LHf/YZuFRiLcmtKK4zviD9D9+9IsfHxy8jYjxU81KVBRucGU4PzJ/CIuzP7b+I8TZPwLJc",
+	"UW6OPPhN9Cg9dYyUUs/EzK/ORGdZnmd8MZSsuMkSPdYVvXvL+EIte6eHR1+DFer+/odhtSt69wY/OHwB",
+	"Q7R/Nbhw1EO/hflZW5dNFlbnXrvYE/Bzmufv573TX3ZYj6gj3kefG0zpOqQ5epohCD7jdkHlEN0eHLmH",
+	"tX9H5FKzoExpVTPWdpEosr/Djp+SbxgtWEEm5Xh8nFyzDfyDxaOg49hfDj249iJ8avPdv5ZSDQ2Hh3MD",
+	"EilT0kxjVC3d20wCedSXIaXoi91r591itqRs5TAL+WikhNVJjEdtLtBrrz8Cy+rMHF0i8HDnVCrnZ9u+",
+	"UjD+bnr5uE4fLs40FaxB3Is5oZUxAZcHRtBnnKxzmrDIU6CIVHRjDvmES7pip7AVyBT0v4wuQIFipCc/",
+	"tDSZZyxPSc7migi4b5nwgq3EDTO3BObjOc1zScCqtfcsrLhhxTNpfV/yFIXghAOHi4xIdHw7IlwQFMpn",
+	"dY2f5IIvWIF6/2BE4KhLGC8w7o01IHAVTtFU0rqiVgA0XwNp86f4/x3FP27mhJccdjFyd37/0HrBF8ni",
+	"31BahuRWkP10EPA5t9QYck20z45IO8SU/oUotlrnVFUMFPQgLjgb1XZk/8uViiBuGVVL8NS3d/rh9nut",
+	"920WPFut1SbocvB8SGFm/nlHt70f8DjbVZNktrEn13Rs77bdOg68oVS7u2JqKXZalUgD7/Bdj1yrNZ6L",
+	"giVUqtB061e5XTPe3f+Fbae9Hu6nx68E3COEVl4TgijVO7nbYdOUX6g2o9+mafpGPVVQLpHodhITnoTA",
+	"4pagF6RbzRBzTm+pRIXEqlmiIAUD4Z/ub2t0OhYOtdKDTWvjJinYinHdzWyDngXTF8opuGPLJIknPdQq",
+	"TbuoWU568WP8BxWbcG4EQ+CRvSfyiLE6iHXfQrWkO/wMsKxv+LpUD3UzON6ZsnnG4bNI81GrO1pthKd2",
+	"1fblqOfo0a8x1VNC+Qaf39C8ZOR2KSQjuKckZ/SGSbKimwlPBFfUaoRLkevV0QqCeVWZ2BZ2RxMF96fM",
+	"f3XC+/Gk9/kzrLEcwe3k/f2kFw8IGBpIaujuBcUUd+KZtMPK1HLCtT4JY9ULfmYPF1XVB2RJQceDr7Ra",
+	"YI/4iq1mehh6OHq8GYzWKaKaJYCiT1gOxElmLBErJgkv83wwIu+1nJhwnK0kC6aQcr05tqYBg3gmIeiI",
+	"9PXAJ1zbBVzwoWkosnc0JtZplUkwoeHTwYh8YPNSQmAM+f71ld71Cf/h9fm3hkj0DiiyElKRF8+fH78g",
+	"s41m+RSXqaH+fDaXwqetfehF5vrY++lv9/e9+11C7WcbamRpViBH85SVk/HLF7+ZoDO6bOWhmPD486T3",
+	"H8OPmnYmvVPiEWGpn2kivI9H5CeqN3tVSr3zBEKfTGsTrpsDxVWqjCeKFGxBizRnEownrd2iAgq3DpzB",
+	"gvxwdXVBkjxjXE34inK6YJL0fxBSReQV3mUNcYkicgXcnhXD1zwRmjrhFaN2R2Q0Gg1GE/7vmiTAOwv7",
+	"rdcVtzuC06Gp+NWHiLz9TjPvnz6+rUjj+AgpYUXv/BU+Pnpyqd9kOC39H0zJvQwEsAk8G0GfBRNR5Ljg",
+	"GclWq1LRWc5O9VNzAPXhXtENmbEJtyc8MhF4jJNFdsM4bjX7W0lz2K+PH95aDbFhNHj6S8NqcCbDNovh",
+	"d1FxNGMGVQei/SorrVpPfyMmXO9Ea/lrFlo//p+/nA//kw7/Pv1k/uHPPB5EEy6FEQMKnJroEDGHDSW5",
+	"HpNxEIFQowT4Dl5jaiNWEjrh3in2+NtJkIhfnGxR2BrmgOEULtqJ6sP3V5Fxllo3g28uxDMq2ccij0+J",
+	"hJuRCQfPU3wQRwSctS+/fgGt+NdNehprViT6gDOZ0LU2b3m+0Zx+wmG6EZkXdAFSRlvOQhHJ4E9J+ilL",
+	"clowsy4V8RgJGGf8FH+LByPyWkug2DG05hrf38ch6QqyZcJxcLDma1oovSogtPV8zHjOCPVEq7bLfS45",
+	"4WawJrY2tvrWKVFFyeJq7ype1TxcB/Z0HbhZJJnagEjaYeFuUb6vshUjINvsrMBNknGyyvI8kywRPDVe",
+	"kZZi3q9s/JF5doVdReR4PB6PB74n/swxZO+zFb0zn+gNxWYPj+DbUW97uNVu3f/f6A29hL/hhlxwq0Kj",
+	"sxYdJN+8//Z/gGePzEuOshmOpmRMTnicUkVj43GjhVYwqs+bYR8muDpDnQJDmydc6zQDIPbYvhKTfvxZ",
+	"KqpKGRnZKe/jgVFVVVlwiV7DAqI6zBVCjD+Rz1qQnxI9slFSFgXjaqQfTZP7s3hEXonVGsJbMo5amNbp",
+	"RMpwpJLeaLKjRG64onc2fEMzmJOjI022qPNJkmecTbgeUiLycsWDClSTSncOMSKyXK1osWn8qukM+P1I",
+	"r9f92U5Xb90m6TYtnsLRjd6bP4aj29c3gn4e0Ldw9Sx/F6VaCL3vNnSpX67X4OmU5oaf60P4S+/711e9",
+	"qHfx/hL+8xH+//nVqx96Ue/b129fX73uRT2tdPei3vuLqzfvf7r0BmmmEvXuhrq94Q0tgEvqhv1hYyf+",
+	"E9Nh7dHH1hMzEP+ZG5T/0AzQf+QG61awUiIeevntWH0lD/DiADX/tg3qwk1Du4VGHTYg1jgIr2VrTGqF",
+	"WpbgKEnPKrFdGYd6D/CmgZNYL3+V04Ex8oKzmhHlotIryToKuO522y9IO8GEg1wrtSnOUUbInbeN3doV",
+	"ELdqTm795nE8bh/SLGiO6Wk7GU8W2hwjP1fS6hQv+G7de6gDGYVLa9w174Akpeb8DT2AC/cC3C5AN+bO",
+	"2mg41iugmcP3r68igiQL0wXzte+0cdX080642XlnvNt8GlAY0ZBH2eZn6ug2RlrdVMvYbrN0c6xGrITR",
+	"jBUOgk64T3jmdaPoUBMIPmOm5cEZiVH9IjRNtShtKl3/anxWoGShqmuVS39pzkiMqx4TyXiqZ+abmynJ",
+	"s2tWp5kzEutJYs/VSpjGvbXAXUSLB/S/pg+B+C4E0toKLd3NajW3wkhGwziN48yGnruwd/A/PYRFOr70",
+	"hl9gm63n/9100vrhB9tr65dvYBg1GRM4MZpXmHsjo9oCy9kA3VuHgFZojYumi1pG5Dy/pRtJ1iapLeNO",
+	"e/LdvDMhckY9wRtiIs7LZdgIDmRJbxjpG13RZkj8r//n6H8+Px6MiF4532LQZgQufUR4qWklIvZbURAz",
+	"Dl8Quo3C1yGOHvXSyA07cgEPRjw/ap8v7auN5z/ZjlubacfR+OEbN6zGD+dmlI3H782gm6oHTCGoethg",
+	"euO1+SYXoUxGuClV4DjUL5yi0+8zqH0RyVZ0wchnTCO5j+Dqdqp56+csjezdOV+Xyv6GKjL5bF+c6vdM",
+	"DxHJ5BQ03Pu22E1osmRT/WYh8m4pj9kPrcl6UdaCMxN60pR9nn75oMbrEuyTC0VtR6hu95t3NG8XxWvS",
+	"O2qdsaS4J926dDuiiqUZndqj2zZLzQ/2TM2oZHBBURZ5+6zc4/Ng9ste5KkJLDyOinK2jvOR/XrHouTq",
+	"SlwzLk0c+/bMQQhhmCr4oNLMKXnHpAQnqX1mnZrxit6Z9+OIxFIVjK5id+MvtZGmdY1rLmYYiF/fyJVp",
+	"uGYYfQHhmnv84KJixq0+fvNs8eB+5EYqttr78O2VUFTjWsFDqIXItW78wcuiKSxZiixhj/r2yXakaUPD",
+	"9kTVxrfoV0uohRiah3+Vgo8+0FtDgTXqrueKtJiEYzhBktt67uonxGSKTw3xIyeLCC3VknFlwivtUxNK",
+	"af9cswKujaoXuFDTuSh5ah/YZpUQ05wWCxaRgio2BR+Z62yd2X8a3xr+qZUFccOKXNCUmSZ32/Lwq9uE",
+	"IA+xo9rBoSwnxcX+tGfHzbcDrOtdtU0NIVqJwac8bVbgVY6llVxMn8/HyQt2mB7R49lJ8jx9wb6afz1+",
+	"edgZzRvWGBHtACxnC3kQjAooRF5bVSplJhXlKiicpBLracGoSbNyW8HTqSoL44833LlnXpd6WzmE+Foh",
+	"BJmX81JSEIG8zHM608OoHe9Gr66Z08+7v2jSSpvsPIFrN32vLf2IPCGUjmAoDVY0cmzHEk998dprU3ae",
+	"iyaB7iVXm/LzzNiw7p0KB8LeMej/M8bhUyuSHlVofrjV4R0U0J0H8rcUjc2zUkowQbYdmQadGNqw4/+0",
+	"j3bBFLXKZ30VIHwxyCzvQ1uwv5bSEGrzuSjCSqWNuml+UqVfPkKM7zGb0PxMIsFUZawIa/b+gatTVwf/",
+	"8DKqQMsMmxK/k5rGVmtWAPiH8VDikTry7pMqN6Ex4BvqXShm2Tum7aOZZnKd081+4plrDq35YppJ+0+a",
+	"0rXKbtieYvvTbjWzYaVhV9M1LWies3zqJM7DrMDmZGiphB4+3xgp1ot6XPAvncdWHvdFDLfhwA7b1NNH",
+	"ntNu4xku4sJrHVZ0X2PcZUHipJRKrOIzcwOLIBJNmbR9rTsjk5vHWXOCgNPGXgz0T8bjwRnhogJZWjAl",
+	"SabIvBArsDMNUlNHvKZYT9e1Y3m49Vh2WSy+LvUU5ss7KwMapIYhjVP6kOBmZAXTTlpo6rYVCkWS0zJl",
+	"Qyk4Z2p4MnweVG3p3RSJdBtDaul5MMF9bYLMcKdqIpG/Ftt1Md3TU1y71vcmQKyQwWzk/E7Fd0nldCWK",
+	"Dn6X031bCt3Eeq17o6pa3bpe4BIC51B7wXbtc1PZ9l/f2unHDnsOWauBPNiDzPCDgtG09XITwE6s1ooY",
+	"d1YNpg3YWooMBPKi8FVoOsxFHtIVQmzRtGJQu9s3et/j1r35ebR1VbuXMLR/37jsqQfdSUPau4nzyTj5",
+	"ePkt+CkIJWtWZAI85iXEmbtFSqiiuVg8kxO+LrIE8m5hpKldP7O+GNeaFUTccqJfZf6tqdnjCS/YWhQK",
+	"dn41gFgcSM1CYxywQUbkPU8YiUuZQjSWHrSKXMiEyV8zAUrVZR1EVJ0cvSSxUdPYXcJYytKY9FOmaJbL",
+	"U5Pf9lGm0YRDu/qfbvIFk0ydqzMSf2Cq2AzP54oVMSm5yjDmEV8kjKdycEYoxNUwuiI019u2ITRdZUov",
+	"n0MQSUplos68Uet+ihumxaWc8FtRSIURnYmQitwusxxuW4uSy4hIQRLBTXwMfC9h0+RSCIU3yDgrMtu4",
+	"0CobwQXuY6lG5FUhME6aknlhYo8zTmKas0KdKwCFTESRSr3udMFGZhHh95gIvSNrVlQfm6i9TKRn+lgl",
+	"y4wvIJnNrDEJt8fulrSUSu+KaxObCSUJmtG1j/Z3hb2LFXNDKX1UrfINoTJhHKOCIZRgxtQtY5yMYdCH",
+	"hN0leSmzGzbQ6wVASOFZA3XpWaBq5ST1L+PR82g8+vpTFX7Qc42+swoNSo3quVVu8HmlQ4hylpvs7n00",
+	"oXqcQ1sY4mq2l+zj1StNEoyntCAp3UTkzeV7csvYNenDaX8neEo3g6h6ayW4WkbExCslBUsZVxnVVHW7",
+	"FDkjeTZn/nVoCheIuk1w73C4mFZC0Y6LHJl2ueakavQJoQXIvyqaiQwXq+3O0fPHrfrY/u8hiqieglvz",
+	"EKd+taTqldAjs5ZG01Fjf7vaJl4fnltnwxhf0TzfPzP+O/+rdm75zxC2as5eXCFLePCxK5pCIjTEDlK9",
+	"j2VhYil9XMs0w/D/ouSkLxkjsVRi/QF8f/GgColTS1bcZhJTF5sac7Kk6mHu4MqBvTWjtLIMHuZAJn0K",
+	"qdiQiN1EAkO4VoM6Nhh1uqv12gfUmR/ELVlRvvEkCSpQkNacC7HGte+vfYxgyyf18IiYz/UoB2fmu2vG",
+	"UeKjGYnyW5arsDaE8n4bmUrF1rIb8RAG+Ux6mdcSTrDmsEVj3DG7Y0mpWAypdvr0Dvxwr63bdyVE/laI",
+	"9aVi67CvylJaKL5l01hUxlO9sbtX9XTCYySEOOrCUxYlynAjis1pO5vw2P57qn+OI60AQIxN6ock106Q",
+	"9U5DBnufOsBg9zqwbk0xNmmxvrCZJKAnDiIt/fUxxeD22Gcd8RneJ8PWmnnBsdaCd0XvLuG5r5RJA/dp",
+	"R49LFRlBCyvmDr6y+FMQw9Y9iEE9jAqXtFcxOVg04w9AIgzJG5BEVx3Wgk/d5F9Iky+P9kRcshymut6o",
+	"HZuozfDr4/J5fZc88a43GvoSrnXg3sNpS0CqNgTOEGhFMZL0MZgO89Az42SKXNiei9nHSL0hPsV+XZ4K",
+	"Aof7UNLeaCzOhRdFKJ9h+NYlgoGfkriCmsYm4sh/9pcYIi+rJzHpoxlhCN0Ej7rfB9qmyPXBFpKhzlzT",
+	"ZiwCR56LW2SFZqHOTKKGwWs19F/yTPDRhP/EWIosOM74jbhmMQGsmhE554RxVRh0ELxX4sIOz4bZTzhV",
+	"Tpr+kn2KzwjlhN2t8yzJVGAViCiVzFIzBTtqcjI+BmhzljM3fzxtAR1KnzuTQjnh8C3pnxwdeSDjuhV/",
+	"uFq+5bk5gp7C28AEGG3LW6901qPnL9oc2fCkWhh00Ib9UPpp2NKjYmQ9kKdQV0jogmbcZAMhTWOsGCBq",
+	"aMsus/Jbtlm0Sy4GgnP8rtYnsDQteo2lp1cYInzVshDlYmkIznJnH6lEK0kAyOE9NbG78FEchiCJTeir",
+	"hc13YNwWWA44OjAJOVyzYrjKeKlshk9fayE2aEgr00XJBzY8aMI1KRt0qlwsRuQ7vQ+n1YLqKegV9qPZ",
+	"ice9J7zFvl3Ogw99pYTuGKmq7YibF3gPtblgnOZqU1d8W9q7f6kzPAobTZeVdmJI7HmTvN5pw8PfW8NJ",
+	"QBHoHw6Pxmcu7en54Mw7j1SRAjCA4GSPamMb78pgWtG7LrEEI7LeMkEWjLMCsT1UZSbZfYldQ/HutKng",
+	"LfK+WnF1nMcnX2+D+epWocGdS7KUGNHifEQgRg5a+Y8Ywa5VfpxvHZik5Tw/Hj4fLml2XQ4hMD+MpgE6",
+	"XcKeiMZs8PJ37tJ3K45M/e3aHep2JngO3ApFE4W42QN2w7gaGncU2FMglvJ8FRNFF4OOcOr6Femecw9e",
+	"mqKADIX5Gmhl8wbpxwc3hwfmLxkPDICCi62vhC8kvDpj84yU/JqLW34KGWpaclqpHDSllFhf7JjUw66c",
+	"7HGJWnconnaGLPrC2JgPcM5q605v2VKAoWjEAUJMG9ND1pUazQ4s0pVsh6MsWb6+MrGuDb94rgUihFsj",
+	"hh2kLSOAoihWJs0QnbfQOJlnKByywsIUevk+R2Mv26Za/1wsxMciD4MdzaTItUBaKrWW5OOHt6Sv/4m5",
+	"IyB4xFrb0AM89Loth7dnsggwPa42Ds2J2nTApNqNuwR8PpM+HJqigDLJRSgHKgKWjw5P2CNtzFaKL+MK",
+	"9OxK95JkxrSCBMfBwMGtTrEBTyPIpD0vNu8I51uuravZaCpHd3cuvduugJfavS3OxRDpJZNym0vqYe6m",
+	"Oj5bNwxY+NcvhH5+CI5zO76PpVnBEvWxyDuu7KkqA5I5XqOX2b8gcMhzZr7yTGvxZjmNyxuM3rLIPWQ9",
+	"SP4fnGnbXM8qjclam9ixm2Tse1lNv5UtCYEj5tM9s0vqNHDhWqw/f+W1X//lte0taAT72EG1QjBmLesY",
+	"QdVWftpJrR7UZyvg7fH092hiCgGFwjhtiY1EWrhQrQLH379GfGcznKF52+A8nxEfSDwcjLqDWMuiw1kJ",
+	"TEoJyJ2rk6oSI/JGkaXIjTFbTcEgWIL6eeoYcMIiIjO+yNmwlHskKQNJ6IFtIYyH0MB+KFHbyGMrfKQS",
+	"FjKqwvQCNI8u2EPIcbQmWBN0eDt73h+NL8xe0AIDFy4R8336Mwv9JoRmjigPHjszlGAh88/I4dfjMekf",
+	"jwkalHIQmC7qU1+/OKndpLwYh2yQBjl3JefOCnGrpw1WtYcQh6OzXNDg+tQcQ5XfCMxmgF9AJvSv5rnm",
+	"tjRN0SkGfinIzjwDX33TkaRtLFqq5cgbuIxJH0C8sMDRYDThPxs3QqacsmLgHE2afSIsbM4uBaYTlW3L",
+	"OQnrOj6NB2AmLWg2QNB6agsomtYD2nA3lmp51ZmR6S+afhOzM+seKdT355geYeUbhA1GPbrOfmSbXtSb",
+	"AWCy/geVWdKLekI3dxR08T4C3PLJtZF6t1AWhxyNxqDRnVbkS5OESWluYUwDpI8wawWbF0wuWWq0xsH+",
+	"mII5leqD/fzxA7qlkoiZohl/CKBhG8zSWrKhpAWHML5tgAZ0BjGHa/FCi4JyhaN7SJxyhzanDYEbFp+S",
+	"EgJkR6TS7/puRINTIGWH5k0AAdipYQDOol+Y2jNr70g9ircZ0hanYcLBQ3lan5wNa8H7Q9hOszMWbgcd",
+	"m4Nowu0FfQiKiYgiW2Q8qo4g5C39yDaIxLcCvDWtm0Dr8AniOKcVRrA3emOdWIeeyNMJV7RYMIV+0LQQ",
+	"6zVLSf/i4xVRzQqCXkuRV/zCLAHmi/vrO01EypqXP7BRcOtutdbGooeDDXxwz6eE5/yXQw9SCLUFKzaq",
+	"2T4RAqfjuB2q9L5wm5WgeFWN8YEei0tFVZbUt/S2yBQbIl8xlCIZzaHEJUgX6yQeke+zG4bmr+BMtgjY",
+	"kxj0mslTEiPVxqSP/9CEjzQbkz6KiEFEYq0e6cVCWW+hUvINiddUyltRpPp1LUgGwYgjFDpB4WER3/sw",
+	"NjuewR7wjVEPFuY9zzem0kHUs8PpUtfxV9sZjPjRfcEydSBGYzUCw1pMZ/Ds0b3ZLQh3aH9tzAyCyePT",
+	"+FF93m8l8UehygJ2fcW7zlp6kVZcKnIf/Y6UVK21cRp7QnePiq6nZCtCPdkfoD6eYrXpYVz3zW/RAf48",
+	"Bb/VKXiCSHzPvPhDgKC96jYGzj3LOmAMkb5nDAEmrV/drW0F7V3bQCuSemhGPdvmq7rYI1DNv2/43SD4",
+	"TX5IuNrtfk207YYthQb2gWmvdvefH6nd6IaWpFBL/DLF0BDq466wfDVOHyoPk4Fh7IDEcpueOAVNcCVZ",
+	"fqONYCMfI2TIUcUtIercCIWIoFmG3onBhM9YLvgC/HeOUWkzgzPnI9M7ckaoRx7o9oTLFsonvLI9a8fe",
+	"Rq9l0pf5Ez7hQxJzwbXdaHHJM4SeH8FvRrRXRVg86DcXxNGArkXDSFxnbMIJiVGb7ccZjweRKUbqowDG",
+	"WNQvtpXZIQCAQMjc0Emx0+1lqGANbSEq/A4EUuAz/dx8hUg9fbs7p3ZnBrWW0FujlwCjGKxXwYRWgRWv",
+	"59c2/OKIUEAI0+sAb1/8+Oo1uTx6/sIU7YVTB7mRsFtTj6LiASaxVHZtpJuB7/TG7qrM5XtDqvlM+HcZ",
+	"A4qZE8ohOtn6tSgnsf5n7KdkQmzVALI4MFB4wqsyBbbKLN1IIsWKIf1UGLseAIEIGiv+8AGwaytktl8Q",
+	"Z3x0sksYGDdbhH6WgF1+StidKmgbeRnN3wmvu0o+fnhrEWw/T3q0TDPGE4YQ83APfHpwQNfZyMiAUSJW",
+	"k1404ZMebgUgSOHrYj4HWNpeRCYmvhJ/SATXm4sI9Vc+FqCccD94VjIlSd8GbEzRL2KIKINUIPTvTssi",
+	"i9D7FE24ITg9+WmypHnO+KL19xRBVQe2KtaM2cq6KeNBSO6jcYAT1xYv6B/fvT/g1attAuPpWmRckX7t",
+	"Dr4vB3p/Bh5mPGpoVGHzkSNo/bx92va7i8fvrGgJzeaULK0UQf5bFx6meILxmZq5nE64YVekD6i2yKMs",
+	"d/3w3Svy4quTl+R//d9Ho+PRIUpiG8WlFZMJR91zAKwEISP7saMGc21g/kaBABrsCquzyYaDyrqpHwDq",
+	"6MTuK7dC35hWQj9ZmEYc0pu0ezW9lczSaneb2/X8ReduXcJ89+rB3FuSn30vELh/rMS7oYBjDXzPCzrH",
+	"BBC/v0um4iY1tqnubMKdGAz7Dkl/Xc7yLDEfy0qMQEww5CNixT4tUk32nihMtSMEhb1mbG1uRq1LC+bZ",
+	"vL/Z1zJszLMbY5PWF9YLDumDwgLSwwFt4oYMtqJqnpFswaEFRAE3t3YFo2k1xFCkGDCB7UQArzS2DH/3",
+	"L3faW9SzK+Lv7EPPzfe685o4f4VN19/AM+T7PD91IAOj4nbq5bBa7a0xRXzRn6JDdbUwr6jMPXRKejYe",
+	"WGvjuUV3bTx+ZbrqLDFi57WX/kkSWhQbr0It6dNaqRfvVdDPUWgIyarLBdmoDf4fw/OLN0O82dvJgrrq",
+	"lrtZQBAbVh+C6CozTqtoGF2Y9DkYBaoQuVd6YrAXG/SvertGEhkPUkSA+SOSMBI/cpxOGY0u8JAwlih+",
+	"mzEjopAHn/Vi39sn8YRrDWmt0MVix2vE1sX7y3DMSUyonPDYm17jIjvyiN/ewNuyBGCGQI0rMLT4opEd",
+	"sFsX8EOIA9d0HXeDluHY+0BRoXdZVPCquo9c0wSRhIPjev5iZ8mMapBe7R8PJOWa/Wp6t9WuQc9oKdeg",
+	"cxJ2ZwrPuuB95KRD31FtFqhT9x6NRk5f9pNySFtfBiq2yrJIWUNP1vSQsukNK7J5pg+Dp1DXtKfIXmlO",
+	"jYEP2zmY8C9Tma2lt11O1ZXHnYrwnlGmDZiVR8cw7JYJP2HTtWemBnPj6Te20/rTpmKpH4Lf4+gBKM/u",
+	"68fdrlQOmP2r9hETVjPh4CuIG44+QNavrg3RLaM5f80tM+gypB/mwvUQhYbyOlsPrR46BKpihVWl7oZa",
+	"q/w7K4TT/zzfb8tXipQYa1I8PTjA6xRrHMcQKI1uBAzjWVO1xJsoLMo04Uqc2WJeILsBfl0tCQpS0o87",
+	"LO2DmyOoSIUeCWPTR4gW4Qov+fYeOYdQdQxLWxRMyglflJpVoKEosfAxhnFHZF1kN2A75xm/HuYioTmg",
+	"pIKeK9csyWg+4TRNdUuYt4oahck0MkkC+DszUO1lsoRqiCdHR0RwtAIx6KHkUGwuxpGNILEvJv3Ln99c",
+	"vfrhm/fnH76dvv7+w+vLy+n527fvfx5MeMaTvEyZNMUboG9Y6irNlkmR3zCyQU0cRa7WxTMsy50sWXLN",
+	"UpNv5pBNkip3rlKC/F2w6XPm14Obw/1s6UffEuxXoPD84g3J9qxNuP0GgCzLFbXVsPdSxKBec+clwa9Y",
+	"M69y1NV5SyZNWBDqTOCJLygWlGwlKj2g8N6Eu8p75MsL71V3Jg+vu9fg+5ZHbWX9T3elKIo/2I2iKTe+",
+	"PchQduXfVuA1p7XLCCAi3o8XmVqWs9jW6MfXB8gVA1nBa5oV1WejPJNqmklZMhkPqjLwjXr/I/Kh5ByT",
+	"XDfIiLUdUWVz+rBK42MSz0UxA4XMB1Ty8mXw22jCTT0ft1Zy4Ftn1Wz1dFx/uRCaeZZrOIKUu7F4Kc9E",
+	"zwwY/vhYT4e7pGXHpKH8/Yi8BVtg4QwUYeoM2oXPJFloDZNXRf6qdZWnBaNp7Ly+oJFuMD9Ij6AzEbq9",
+	"/k229vIBFsehiZ/uSKyMeiXP/lYy87PRLV6vZixNg+iljwlr9VsLFKXCfeznMB/yr/Vc1DRbMY6WZh26",
+	"w/U9zwX1okK8bMIdKOBsNXscCnggSzCcdmtwIBLBZbmqiASA2cDrsC8eRLWEFSKE2g/qwe1lJ97Drsxa",
+	"TNF2QwjlzYIqdrCkcjmE94bHX58E0ymDqYSA7KIZrhLYDejbZJZTfj3YA/JeN7otnxKqCXxjinM3MzrS",
+	"gDbwDpDI2FCfYJDX1xlPT0mjWgDil0ak5P71AsCaHmot2LE6/eR4EBkNd5oynuFr+qErGqAfnOjv8OZn",
+	"qn+wRc36J+PnA6hEM8+zBHp+OYjIQnBG+ieHY08ATHg93wIc0ZoJD7T+zFxpxCkiCOnPjwZQ/gZLFOgH",
+	"xzArWa7XolAsnULtFf2DHgSsAa03cXSkB14voVn/1St8gM/0+BsYexNunoPtw2lO+s/1Ck+4TVw0lRH6",
+	"z8dHuPA3NAN4Tf0IRm1fVLYQ6PPxyaAGD+A7TED+7MLlrdPGjxlPh2BrzLOEmCasW2RdiFnOVjIm/V8+",
+	"w7WOXnR4dv9pAOZFe/mwkF6NtCISw9exrbaG5WHLZImqI2SPwDVxRGKbU/zL0adRIXKG9h6Wdf1l0qOj",
+	"2aT3KfZHN+FaulRFrQ/HY0AayZg88yv5ISaFKLT8cl+/x/uNGG+clxZPCt51hd1t0LcZ24RDsTVQAya9",
+	"vu7PNgfCENK0eUp+gt4Gk15tx/wy2Q55K2Bw3EKMUCFAG0nR72gTUnbkw8Gqv0l3V+Yxdw0VQE/1bSfr",
+	"2aOQyTbttmJfzcF0F9t4fcNCNy2XXnwAVWRJ12vGWXpGwGObb6qygLdsthTiGrALWXbDApUKHhEmZpT6",
+	"/U/bFdbChWJRfoid9SBnivTn4P9BNCQJ7p9MkVsqB1v23qtflYaWqVBQ1NuirEJlFrzyjc3KDLMUwCS0",
+	"/ZeyPLth+vjUxSK7UdPx4csjejg7So7Tk3Hrf0f05fw4OZx9FVyvMJb3OTgFuEIPFdx6wnZfbdZssGci",
+	"pUFm9oO7Os0VaPwJrDSkyT+EhebWc+fqe+i2yN4gXG9NN7mggOCaikQe2NM0WqVaGBk4ihHiPaWaiZsn",
+	"KBLMpUuer0aGvYy8/G9aMLixHmbcFha1hzVHiwVgARwEVL6xhxie18MMKkvO0IKfXzsyAX+1Z3DUsMoA",
+	"jrn60DyovjIPWp+YiVcPcN61fN72gOptew+r9r2HzXQe8KNPr9nGH7B54o3YPCmYHaFZ3JGFf0G4EK8R",
+	"+6RqxD6pxtUGhm0+dJi2vainN94CQE617mae2byuacmXjOZquWn+oBW8G1a4L0ApllOTi6XFFVUMtLCR",
+	"1brMmy1C2/NWwR2VKsTErUz7t49ujdq/fetWy/12brOLaPCHQGv4Q2dTbxzhNX74zhJgc1zh/qsfu2cU",
+	"Hkf14wcg0A8VfVZDgouY0LThh9C04YcPrDW7n5F6r5B43eMrpNBAF+aXQB/ml8CcAP8d0cTPDW2Hfnvt",
+	"kbj7/e3bd98ZUv8oWz9dGML+6BF86PcPHt37v4MRK1858ne/faCKvdXn4HV1DPwPjbVcYVd8uo963zXQ",
+	"cBv3P8WihFiFh6s47tOIXLMNegq8ys/g88ZgIpdni/hiIPi48MsQD4JqTncSiYMF9VDwlmIfSAabTujm",
+	"HRKl/pp9AMi8LSt3YYyCQAET8Dve0k2FFuzcddosFsWqtkRgTu0P9mo6DmknbnD/rpvsjrNy40KgRlrV",
+	"bncrbEArq+12Q0fUAO+G/ozwMs9xLlxUTdxSaTBRR73Okm5eyNUfCxn6yqyhP/s6OCNL/eVor0HAzzdP",
+	"HovuvN+cHKJdcDquatkzCU6uU9jogq0tMFMF0etNzF+A6gXBmQtLuS0yVPWMG7G1DN3uyj/xof/Eh/4T",
+	"H/qPjA9dY75PCxfdEnhRQDzvEvTbrhv+hJf+E176T3jpP+Gl/xngpS1H2m5ZyVphk43RcKkiOaOmzJIN",
+	"NbM4tQSxdPBA40GH5D7Sd3c2R183eZgcjMh5JcaRSebZNYO0FMNVHbsD3cOe8r21Hsvlv3UBl414Ay/o",
+	"yoYY7BXk+A+Prv2PAnQdALAO3LP/s0IyPwZPOUCz7ZuMvcIZ3dkCtbhfHeuC0VSSTA22AhNscb5YHLlG",
+	"zN358D8NSuRh9OIkFHKnP7EqysMcT546Y8+Q0/RObRbyv5IYF1JrN9WSxRPebziolCDxZ4zq9/qJiFan",
+	"AZUUixfFcHjghgMvlW2LxAQ7DCISO+AzVPWkScL23h4Eb4j3LVT7vQHA71RSQ4UDGhdT+ANIDfO2g9jv",
+	"D4/0chxphQfpA+VQVRS+gdCGV5YYJDeOvPeWVCs5vAnd96jKBU9eHIB8i2y2Djr3TEJ4ygtYGTcTa5mZ",
+	"7ZHETmoH131y1H/INbPWUCiWSawZp9nBYq2GJ0IrJdmeoP/d9GGLW5oCj9bI/wckE7Qbt4doJYKrjJcM",
+	"7X6tk3YEVfyx6xg0QgI0eaC/zb1F+uPh0UOWPCxgscJAvbufyiRnpSTSdrsuxIzOsjxTG7KiUuq+D3f1",
+	"/aDSBGbrtwlSwzb3LkEYjIa0/CUN+/8e4YoOeeXfgDk5z1hhZdvCDb5+3heMPy4M9Dep5dd0hwaX1OTF",
+	"47sdpdI7Iy/dfjQjUn9bl1YtivOp6539AJeHbaKtcFw9/n+9U+s0n4V6erNai0JdXmfrdQhgXqy9A9TA",
+	"jn33+uqH99+SgzVVywb2HabfrmhxnYpbflDQ29A2ucZDWA4+hBbgZdqXnfDo4OLWg12NxqNgDBbL8Grj",
+	"YJ1j0lK+OXN6P0DFg6o5E2kGmvr2xa2WyPXevdAsrapyhNyMO8vCOyC6zgL7Bmjbz8usYj8sBhgE0tso",
+	"i/0CJ+oTqG7i688/VB3Uf/hYdddxL2sHboNswsvoHCkBCGWurerFApA37Gs2qM6vYoI7q/UBDLQLoXzv",
+	"rKrwBEU/OmDcPGeRVLRQD4FsS0skxnf1pIMuULUIYzJfBcPKNbeFn8HBljKLtVWPbvbr1nIiS4At2h22",
+	"2u7qP4bGvBm+SZ23meZhj0EXovWVVzbmmSSAjIPvulGaO2rO4BLNhJqlo4dBE1Nbw8Fb8F1cvaLdJ4hO",
+	"9A7CHyJE8d9+/vFh5v45MSA2wIx/ZjPyI9uQ/ofvXpGvnh9+dUZep0fPnx++JNdsI8Hlqn/6enz8VQiu",
+	"Ml/UZcLr9NvL8zAO/k3zTegm9O51R3GdazSwqjbe/3gRxHSUDfxHmS1C7911AMXi+gDyB6LSlUW+e4v0",
+	"6HDsHft02SZNvcZ7k6be6hZNNgehGwz1/64rZF5zd6iqjbax4DeskE4/bhU+UcGA8qsqxr9bfSxEHgzZ",
+	"F0SuGb2WZxW0ELgJEa6PxC50ola4SG6kYqseYuNqzmHfCtzGNhYJBhK52QSXK6zdn7sgX7wyozZvIbBW",
+	"dI2GWsizWLkS0VZIBZOn4JiosDC0ypPxRURuMokeNJt6JSPfd9EHfD+XVZazBU023gvSwVMMHlbdoMq5",
+	"C8Rh1dPAJPp+TA4fpvCd2nvNebYoMX+ZmUugPiVpJk2oHrYA4QNaeHgf3LrKJwMzNUgNNDLsxkuLxVUE",
+	"fmpWgyoIsBG3nMjs7xXrtddoEkMBvHw2mfGE+YCJnpLQlu8hY3NPL9Qj3Exb3HavllQdgE/G3wnrp8Ow",
+	"G3OX5gtq42w3GUvt/RiEp93twsYtABfwmhbK7lKWdtmzsEYdHNj6u3a2FDIhXduu0kHtLHYe928hiWv3",
+	"oQcX07rIksxkGLn0EK1C7uYE+5/ALVrtVd3VWhsC7rDd0Q0p2BoyWaoD2IioM0fB1BmE3GQ8A3B/CnN/",
+	"gKr8J9vYxTZ+j+O//TwHDijQ9/7hjxfmg3b440+1GE6067Fci90xLtx5skqz88i3Ahp91vHl3KCa6S4z",
+	"A3jEE1gYqFo81LiohSvChsYkKZVDMjgDKGuID6lMkC+wK2CU24ApkNxCUTulZHC1a7lmlsoJ78dtUo8B",
+	"hcJcdUoDEBf/JUbIOK0FcowBEvMJrwBeIhIfxMRg7KTEtfyXOCLxX2zJ5r/Eg8g0ZGB0pCmxWo3Ld8Ja",
+	"SB64/OpTMtMqKIgz29NgNOF1/AskUnJur20C6BJN6IsJD2NfGG5mLj8xX2FQAf+Y62VRKhZNuIeAYUb/",
+	"TBr4I5dPqwWTeY/yDWZ7FozCumJIlhWyfUrMHYk3XvNpppCfycGZHkx8YNb65jDGVk7Gx/qzjJP3a8bP",
+	"3zyTRC4ppMQBcNaaFasMEtGNWwMV3AmPYUp+enscoTeJ4E/xAFGXDZOGTGW5FLeY64aY0CYvHmkxMgBf",
+	"FPiyFgrd23IyPh6Rc4D0sEzIuedD70v05HbGlVkSDGBA/roYHYC1hkikwSRFxKC3+Mft4hS4xhUmrEER",
+	"h+qcCA9vVYu2YoMpa7v4HSb91Fx4+yP5GA70dBdCV0sHDjzN0oZ/XSS1PF32fP5i/NXh10cvj+nJ7Hny",
+	"Ig3n5yL57cX3q/l0St7CpiTtvCu1L75HeENWx7rcSxhd6teDYetrxtOdX8NL2ypaXALz0GrVIZzORaHJ",
+	"rsqQNZCT1i0J+2IAqUA2YNhoP774iLijgHQ4NPjLWOh28JgyF6AaGH3ALFk9+nlbXQvvzKG//lH1oPyT",
+	"+TufrS8i4G6ANmNcWt04SxgppQUAriZenT80VDK+GP5VzAIobjtY6VOdnJCyIxWhRp125d2RqTp4xL2D",
+	"J92h83j/i4ey/vBlj5nEXlSb7q/c+1LmPmrd+W/Fdvc5rsW778dyVlWztrWg8w1eYYMagp7A3RpsrfP2",
+	"vD+1D99fS6mGBVtk0tTVx30EpqQtPIsSUV+zJ9D866v4B7hc8AaMicAPZHSmaIYyFU7qygjERxj+n3Fi",
+	"kPOrDcDQQJc7BrYNFtiRigKOOCR3YiKdK+gD6ZMYV46hZhOuH5km5kJrjBhGiPH1sH426Z2cYxGGCsAm",
+	"kxNesJW4YemIXCJOtMEVxqGfEktJhGKZP+RrAWDYPw5L/w357r6hmkiKtsr2jorU+oQTV5Lbz22Am0+t",
+	"5Y/ITwYUBkgjeNfx+OvoLSWcf95esrlVrLl+v1qvWUxvGOGC5NmcaR34Ces6V7XPyqIA0+HL6zlvE7Bb",
+	"SjKTPqZCVcFSDqgxSyG7T9LN4LGFm3fza0cHl/jRtutrj2iibeFB4ZbbFwq2avQppK/Uiu/oPTCuRmB8",
+	"GL6jSFU/2gDMQB3qevFkw0dvRXGt+WgfqtgBNdBZzga2RjsA+ocqUO8uLA1+Wcwl2lJImoRLRfc9jn3L",
+	"CjbhphD04IzU6lW7k71HXYN6UmdV7tlVgN5Z9zkYvtPYyQvXbuOHc9tN43kD/eOTJY7XFhKsDTsE2HfG",
+	"Ymriz3v1iZ6PjgI39g5qzK5EA3JOHyPzBCWZ9wDrtmhl1JIi897ykQIrbH/vczjj+lyAn3zaRC3zuKf+",
+	"Zbo7FaMCetsD3m1vzDRY/qtweddzG4gzL3Oz9lZTbaz9YShawpQe6y4d+28/X9U4bfDuzMiKaajSzFsj",
+	"CrRGJQHlUUKN93m2MMXzRtDwlcrjyOVHvRyP64VVXo7H0T5RTril4XhSw72Rs0dYP2Mo2Zq6qF8PODRf",
+	"EUxLDcedXjM+7UBBM0ECWJ6g4c9xNQu200JtX2rd1RbbTnc70Xi5JE3asQRjYEM9ejkZnYyOBhHU5xgy",
+	"qHwRCimwbqsOqGhbmiuysVimnA1YNlUxsyBR1Qy0re1XRSwf2ofHFdqpHFplm7Fg8cX6pgbqO3UpGwF/",
+	"VJ0KQ6VfTL5ozR+FOAwz2fJYbCPcBpV5sw9SELjPXy2pBRsKh9cvRZY0/HuNlKWMZ1KLMRewawNmlFj3",
+	"oh7ehhp0MoAykFUszHSe5YqFuXLGU3YXhuLIxWJdiBn034FFEwTv7Iwu6mjEj3mcl5Lm+71r4o4coMOW",
+	"SKHasuxt18PWXQmRI57NjhitneFHTV8lLLwP71Df4xA1dUQStA/ER57dWUmxlyO1fYedLKlKVut8+Oul",
+	"TwTZiZmtH5C9pA65ru689YMD9yhygTv6ERN3Q65j03fkxYDblAV7RG1X+x72TsHhLtYgcc2L/HIsCytH",
+	"AjPGcDSIn1tTKRE/A1sY6k+pymZ5FcsryQ0rZlRlK3t7ZivNjseE05VFkRyAw8nq/aaamHWEQG0YwJRs",
+	"iSyXQDldVxly++eh5WKRqekso1trYnVBvlfr7TOotmPNdxFsXSyEMjIb/IzYVvWeMAJehWBG2YreTatt",
+	"m1Yw8TuSHund/u+G0tL3DN48J3g6IgSb6jv+SBBcF+EFHFvE0hGcAG8BZB5I98X6eRH8/3tELoVizjYu",
+	"VA7ci9mKLti0LPKo+ucp+QwP8EL8/j5Gx2EI3UxwZlzWzcPdOXfXTSjj20Z9eVUlhRaU4rYX9ZbZQgtL",
+	"tFdpHmYpwfpLJnaYxClV9BTrLeHKYd0keBI2VNrs3KRtdUID79NGTSR82noF2ZCYLtY2ZTcs16sXirtF",
+	"2bldqE47Qrt/I6m7j6jsBkzjofAr4AX1hOkVBmdQTg69qofOaWLMZEStbnGbiHzP9FkfmKA3SjxWHPO4",
+	"hldhvbNbOIPWdPOc5dP6Ere5lE1lfhyndvHKUzafi6ImluFLmrsztWJpVq7s4fq0JWl4OndZww3PmMdz",
+	"7uPIsZa/SsGnuLf3iJ7i/4CkE/l/nJLPeFVZAyuwL+oRJUpzI0gfrmcnByx8r+Gd2BKd8BABW8Y2uC3N",
+	"o0XYOPgtKrLb/H2d8M3ChCZZ01t0+5cZ8s5Q/E5zSDKWduH+iTXkUO4jBraE25yEWGKVbd4+ICY7C3Fr",
+	"QkIG48SmTsMMLHOAs9eyzR8EyDJFTaS+GM2ikSjMur2a7etcC0bSnmEHhd7vQSqu0U97CLxPFnFmm53b",
+	"OcpHn7P9EVS2nLWnOlvbF6x1hqLQB57RvQWZCdEHpr6OHAZEGgczysV6uq59c7iDdEFx2Bm8a80pp9m2",
+	"puUhSvVOge2MPtBbD2/JWFm/jTul7UHZ6Zh4Ko9Kh3YYro9kvQlf5EN4jJfg0R6CPQx/PbfpP4rhv8Xg",
+	"f4Cx38dErkHQ4MdYX2P292NLLVoRYslS6P/Kcj7P7vS/ZkyqqZjHEfl//8//a/DP4hp4kHX8hSp9tEON",
+	"f7BO/kWqdgXO86Uq0GFQBfpT89qF1POrCjyzvY8Vd6FCfx0spkoo3eVKzBZcFKErqXqy13aqh3stbSH6",
+	"Rp2BdHLlG536Y/5GJ0rHhYQpFt7lzvKdVPhM1h/ihVyWmiLRzV+GWYpPJOmr7Nq9ba+HbJaVndgpSRlc",
+	"3dlYwoiwu4StFXBIt+zilpPzizcVFBogJUhkpnqJv/R87UaX9NrZrt3t2cgTtPaQ8X/aytMfdtyQip7g",
+	"tHUVd2uFiDYCMrrLon6nzwDSJkI7N05QbF2M1P4D56rpM8+UytmQ8TSjnMBpOj6Sdepq0lJnzdTWWn7a",
+	"rr22FbRqljvNGbcBVlMNffsY9117VJrDbdcV63uFrNlTO0LmkKL5ljeCaGtTVUOzsn/uvBl0SwU0Vmmi",
+	"uy6e9i1HuE+RVA/1WbNCCE7yUG2qLC+obuoXAHUFP716nfD9YEtNk2CBjrAlH75dtOEXGOhLFQEJZMIZ",
+	"BGemTv3O7sNhDI1oKpxPRLzKsC4TLiLN3DivCqx94K+WaWqdmfKnoiCmvCk+2Bsmtyr8h+sU4dbuJLct",
+	"MVNAVg40I1ghcvvds4ei+0yS2KXi7Jne89jM6jZPaMIeeu/ecpZOZ5sdmAUWwneP3OSAMek62bHMT5GO",
+	"4G1agJHuzS63MqXuafj8p0NBdbF1+C3px6JU61JNtb0PNUX0tEpVoZ9cfvujRQnGV+OAl35Gk+tFoY9Z",
+	"2NxwIbRTqoLejg7m0IavnIbuLh4RcuE4crPnMId+AK+876yF6qdlyfWDsDEzbpdw6hVX3j72todNW/h2",
+	"vysAyB1xSsH5cKmKsoLo3y1aWj13f1W7hFd0e23b7tB0z1X7a0TG2JMUZmww1S06aq2k3ZaydYRKhBXr",
+	"xIDadgfsBSh0jYNzoajbx6b+2q0U+u7U/b/aeetuV9fjSnu764071p/SPuptKPhzJRfT0WikFYJ5ov+1",
+	"DXz+C8PjPKhUF0A+XRcCatr3PN7Z89lAOCigsYpefFut0tK+KwoidUvSRXMpH3IzfpOJUk7dtTTuwh5R",
+	"iuZSPKBju1vyna3IcrWixWaPd0PsRNI5U5tp5oCQ9+uztc0dGxs19t9U8A2TjihYeIUbvri2PWpOYsOD",
+	"7PxID7qru2HFTMgM3a77XGV2XbW2vTMPGEf4jvNBEwnd4q3D61eUvIJ37TZ3t4tocJVstX79N3zR3wTE",
+	"SpYs3d9Irr8fOtotYR3wSfivdI+timPZe3itT4LM52F+gdpSd6xrc9pdc9zpVahcZrv5y04bZgpuW8M/",
+	"KpeE0TGsKhvUEe2BqB+5MKP2tK3dJoatVRwIFXA/tJlSh5rSrVy5Qt+fHrZy7c+6JrLbp//BQWieX7xp",
+	"ufWDJR3xko4WrPuKb5cN1YQUzTckhoxwMNJcXth+tWrNbU5Hu5QTrO/roHn81rvd4x39VoqVvU14RHhp",
+	"TT9+rM77iH6r2NW2CeZHvDYvSCAi1QtIhXhU/Xfk3QxDsQSq2C0FnFOb+xIoMrVDS256yKyqHBFPb46I",
+	"SenQQ8J3YAq9R0eQPSDetTKAHnL1sq2rplJtgmWDgbQ78lGCq2jBdvvmBm0QkZrSDLaA/2DqGPCjQoWf",
+	"xoT27wd/JXN6d/pR5/1Ahz2wm2E92j4w3n/Qb6bXbBO2z3wjYruC9vsaFe0+EPRnqva3OoyFsHvNq3CB",
+	"3e/uedPf0VDbCtm+CZVV8kcJ//1NA3tr1tcjSO9XDHzt3IHuLIs9prxPMGuDNnYelCcIYd3JKB9DPwF9",
+	"zZU2hDUANbOmsT2SjPYIaN0apLP7sNdM5pCCm2ZSt5DureM+LkThsaEJLjPmAaHTT+fo7Q4VD6CWVd1+",
+	"6ryO2Ok+3D9gGgtN7RE17UeDbql0ttXv8OvHDLQHsofFD1O7eIPFhDyz8iEwhgbz9eJNrWa6EiSDVjFs",
+	"9BaqLc5NlGSD3EqsxrUXttV5CXHWAVwCD2FGt0i0ssqoK3YDSLB0vWapuRmULCmLTG2g6CmTscUpFGSR",
+	"3WCVZN3OkQUjeJNiPmPsY83FABBnAG06ABO8gZkXm2PzPnpmscXpTIq8VA5Q3KQJ+riyECC1HZNq+3D0",
+	"wTsjxmXTDW+wyNSynLXr0X7S/288fDn99HkcvTgOF6RNi82HMsA9PwDKIxLGrSjzlMyYIRmDZXRbZIrZ",
+	"yu/hnFpXHizAqpCo9fpKr8CZjMhsQ7ziaGD81svu7hU0Ox6Pg3ipSXjZvScA42TPzPForEdwPDrU/7m8",
+	"pYsFK8jRaExSkQA7hOrkFBktnlyMU7RhXkuRA9Qxgn7jawX5H+fv3o4m/AObs4JxE8lsA8ZzrM/18cNb",
+	"FMVcKAOKh+DGmhvRxdY19VYUw9L0+UJylozor0kfw9WqF/URy2AIBtp78IDV3pHY6eNvwS7swe4kBJ2G",
+	"a8V1QYAiB/Emn3Gypnr+RYq1T/crMFUvWBfKs/CP8V6ssfbV+6pQXSNn0hz3GKgodoXq4lMs/IOf41ZS",
+	"hZCK7M4EAfNUaznXbA20likTJtUuhffQ+nduErgwVQG8xg9+oTuft7RZAxeqs+QOVr8wUGm4pbYECice",
+	"ghWxMgJTQdkD4eWquo8BqDuWIyyhR0qYMwG8UA9sZsntgVRl603eP+DItOgmcuegmohb8NDZuqhKRTSL",
+	"FkAiRcbJx8tvoZTYKstz1BFsTdDQzdCbcGB3sxHUg1zJ6lpuBlbzAHEPiKD4KjRvc65J7VrJL6OM/piC",
+	"0XTqX7zYzGzz4St03QLo0ytRctWGatyQBICDJVmVyRLwW6HBOFywt2WDZI9YiD2brlye29v2so8e0H7o",
+	"Nqu6BAoTEdQtCCXgsTxwkkDaIfs1Wt58jth7eNfRVXXIdrLdQsBOqw86RqzgIH9gUpRFwt55/sqGvQi4",
+	"t1q0r+1HUG5Cf0WsmxMBwV5+dfT1IKwpO+zHKSqGISktZckKSW4BMdNHkpMGo9F0qn9aI7zG/mxtBnBq",
+	"0xVTS5HKqWOWDytqZMfQFZ5rRlj5FhEP8uOHt4OuAuPwxdSqTd333O7VLb42sWaPnFrrWtjMM0Q8bSTc",
+	"h9le9jPpVR56BuUah141FggchgRB+MfIXAfKC1a8y3ipWBxNuP0RyaT6CfP6oLaSa/EMkmSQyWEA9TVj",
+	"a2lMGbiJCCEft/oNGQX4imE++qWq+okXPq1PjtA/9jEdZ1Ym10xFZFYW+utyrbVdalp4BhinajmoJ+iN",
+	"7f925ek1liSAWocBeXjA+oYP+8WvB4356IV6+/YdzkE+alghp+iHVpH9ZhmGokwUltMCHjwisefcNbCu",
+	"+JPW8/Sue2bHaMJjz/tbfz0RXMsDMDNi8wLpw9dgYFOSFnSuJvxofDQeHh5p5ROeDMdfnZFcJDQnsdZt",
+	"YgkY8INRICnVpZdOuMmXsqWOGlAhsZPS/o//JgXHwWiKryQ92FdzUSRw5SlyrIZSrUOyZMk1S63xcks3",
+	"pL9kNGXFhMfeZfrwPXwyfKXfjwdnJl8HXaixvehENc/eu2PxGVFA2R1Kno+PQkdn31uDRsktrV0ja8At",
+	"6FvOBIfa20uUNXXr/nz4n9q2H376fBi9OAkb9/tdSgQQTj26sJIbF6ffHNUDvZ6Vv9plFQZZ5wcIciD9",
+	"5+OjQXBjLEWTgsKuA5JPwaBIaqathuIaS2HTvFaT8EnvU4K2Uv2YX2Gj9Yd6fd/bHto/XZru9vazfyj5",
+	"47yD73mt4jYWAEDLYltZ8IDTOTHeMeukqdxTc1GwhErVi3aVE68STe2/tngSAV4bNCgPZFSzN6AbkwtL",
+	"ZpvKaDaeEPA+xlxwFod1FbiekQ8/NW4Nqvsd3X9rRT73ErhZ672XuQhEl7eAbztd37DvYTdJvRZ6fbA/",
+	"iFuSC1Pixdt+JcR1RFRBuUQ+rR/awmp7JkEUbjztBaq3DKkjcF5vaF565S6Nu29JQcSdTTj4xW4zibn9",
+	"Ng2NzES6OdWLLVmKLMtizmfoaINCFRMOhRddGwZAD16FGCVk6K0Khg8vsl7b5KPxONodkyiRyF0gnrdr",
+	"of2+DOPlnntJaoT6lf4SWhQZk6ckpukq4zHpg64GLtvIbK22xq7ZZsJXlNMF08r5ICJxdWxOtZEd1x+B",
+	"81c/Q1zdmPSLkk+4cUro7/N8FZM+JkOcX7zRj27ZbCnEtf26DvYOA/RdHdhv/Ql8iGjliOab56te1Ks3",
+	"vCefhsU8N73CH86ZJT9gz42nP5ve4fEbOwT46+3bd/afP5vB4Nuf9LZlC57xxY9s0w04LfEdvROag2B1",
+	"c2t1fllN9weXZLtu5hbJ60eVXCuY0qTeWboCarGwQs+ZFAxqy6QkU80iOQj+r9/at4xFs9463CXqJdtV",
+	"PrTaqSdI3fO2fZcZ2hkie2krvAXkoDvmzySBSnBYmIkRrGHzTLq6IGtWZCLVto9XoDRTwGKpeX3QVd7s",
+	"o6yjCXW7q7AbX6VKoS7WLWPXEGXMDaa16sDoxAagHF1HlToH+t2Y2cerV4OzRp1Tv+LyHItYKJrH+9dC",
+	"KdiKZnoLzRLUx+NWhwxh+fU/I1PiYMZycUvGe7r59K6orQVezDQZT7FmKG63NHX7oMoGuFH/zgrhjs+j",
+	"5mxnEkJlB+B6Hlj/CCr2gBN5nmeLpSLsLqA17OmINGRUJ4fIo0ZvlI1NCh2hKyHyt0KsLxVbh6JEnMKB",
+	"RWxNxQ6Rk1yI9f5acCUdR/hKfGZioBt1vPVSsVSbtC7oRhs2mTZrwEGq9dZKB6+48C0DU2e0VaGmef4m",
+	"3ZKY+EySLK1NU38S1IP3ViH1wmnd8aF5svuVtfP3DwuutOvF/bzcuJFgcpMrpC+4LQdiGISp0osOipTE",
+	"nyc4oknvlHxORMoii4Z8fx/baqyoqo2+yDxwcTnVKEwgd79OKBsoqANWbu1iOWBwP0pRrV+BcFGp1IGE",
+	"1ZqnTXQEUQAhwV1kk86DJDzcRsLaJNiWWQuR031gd4cDk2crr43TxBDBaHdxUejGXqNZWGS3uztV8TZV",
+	"Brj3pjKng9zF0GqorlkotcLVFQLoDtMYp6AdnV+8If06QkeEtffwNgJ7ishoNApbvVuzz+v3kinzCh10",
+	"LY5kHeVV4KdgleP2MuzUXbWJ8J7nm3AQn+eOGsrrbD1EcDKaD6ESEyuctbe1jtG5d1rQZNwWTOepzXhB",
+	"0evA2u44s4wrbbPpFVpkN4xHVuZCCAM+e9iVUAllIbeXkLP7ckslVqW0YUdQdgx1804t4ql2obNC8aFm",
+	"4zgiMFsLMFPRvwMlis0QkcO/vqILLU/jSW9SjsfHiWkX/mCTXhwUVB2TsPxj31mEgydtzpxfvbjalu2V",
+	"jM1pchfuDypibPY1stlB1UIavEhYt9Eul3YgSsOnmkwC9+1zQRLBVaHViiUtaIJOsFIRRWeounJ2m2fc",
+	"BBd54XIn45cvon1d5+ckF7esGCZUMpIzpVgR6QFxc7f04rj9goxImi0yJYkoJrzkKStkIgpmCkZ4UzGB",
+	"CVSR+GCVrA+QiPRIkILiEbG14IjgE47reUay1apUdJazUwI4oLC06I3ekBlzBUttzCXjeJonfFVKRdjf",
+	"SprDWD5+eGtdqegjCbCUxwT7beE6xnNTWwpQRmWEJ6yt35K+4Mz6fGouo9FfENbdPbCOJysMUXZ5dQd9",
+	"Z5QdiuVAOVWsGIzIa8MY9WrCZnDPtatXtJoDXBSAAgWxUaS/YWpwiroVhvZMuIlcJCVXWY4/pWJEzn3/",
+	"mVRZnhPJGN56VauDnkVTmEr3XYVmmXLoNM/FbWP7fgnp8EmxGv1FH/wq7WD71vYnk1E/9MP/MZn8ZTD4",
+	"34Jb7wH3Pf/SMtZIRltY1RM4T6wK8YcowQzB598Xolx/s/HdH9ds42VXozNkKcpw6S5oBMNuv3DtsCVx",
+	"G1o8rTd3hLyBf4Wu13mmTRJIG2YpScUtt5mmeuyD/X0Ji2pF9h+3XcYgdML+Pkx0Mu3T4ZV+UwYqweE4",
+	"HG5f023V2H693nvbtLWOWylO12yzy+VH+ig+9CBRDbpmmw7FfhdUUZa2W4NfOq7HnJdvi3/u49UrktKN",
+	"lgKaaNodeD8OHuDW3VU4/j1n2AsKdZNRb+P4HQ6uPxJIdjKl5P192ZJLcuWyQPZwdyRChh1qr4RUNu7S",
+	"FjsnCVU0F4tnkqwxYjMi9iQqQQ7Z8HAMH/RBKGtb+Jk0AYw8NZE4slwNIiKFcSwpolVbiXEUKUuyFc1P",
+	"STwejcfj8Vfj5zFAGlYPTl56//t63zBIjKt50MrYiKOukB1wKu7pVILTWfVeb84fWy3y56odLdnVRevu",
+	"zoy9MfOoTSb1wVUEEWIl5vIopPGaS66g5UwwZhkq8mfSOKH1r5zQuWJF5QjX5pzBsnqMvd12Eu4IfbH5",
+	"d1uNT5NDY9+FZ2a6+0sb+/UHh1EX9hFu6eyM2BsS0PZul1nOzH2y9zrVVnLYB8A4vBQOeWc3Nmlvf9N9",
+	"TrM844vLjIdiMWEBU5ZnNww0Y1tq3HwF8Q6iVIRaFyiRuiHP/6cnuGQ0V8vN/ivdvB68XT7qetBm5GOq",
+	"1uvuavwfQUN3bnSgX5YO9cwMzRs9PVtw6a1HpeqVSmYpI5QsCm2SoQjbf8I1B8qenxRh/IJOF8cb69WQ",
+	"VUgl1oQ2jkhTeZ30aS5Fm5INDIwl5UHlCnkMe4MbUz0HR7YVcT/Oi2E4G6aOPNiNwdmtzxEe4Ks4J8ty",
+	"RaEIMmu4HA7HRyfbD7GLSAo59X9eMhN65la9wonHVQsHnlWMYJuOaBbsNb4MSA227PMen+Gh6i58aNMX",
+	"l0qt+3IAODMeJ9FK0cX7yytQO84IF7Uoq35cSlb87zFUmZwXdLFqJSUCWs3pwQGEQozM81EiVgeyisjc",
+	"I2GyQZc1ktxCZt/iVDZd2X74q1YMBWe4WZCBx1k3mWmrfLUOqSvn5heyoinTitecFhFZUV7SnBQM3RZ+",
+	"IFUnFu1DWAyMuuuyD36Eyz5kBDb4ZpilMcHoWD1745XB8Y86e7kKYyuEkS4/gv8AhI/xXHtLWlFImt/U",
+	"xMa49b8j+nJ+nBzOwuJDG+5m4R+yavqzb7fcbNrfrNEA/gFvgfbQRfUnW+6Emq26G0tU26gVaty4LjqT",
+	"KnQjNnr0VfDGyLv0C82nfhGYKbIQulsH6RwmVc7u6gvfodWBy8XOUatQJSP9tcn/gSDyM4gP1+LslmZK",
+	"OmeNoZdnkjBa5BkriP2sYlEPCGlwF6R78E3LOC7xo3sXXPYm3X01BlKzer86ov4x8sL9HEfZFZfUGNwT",
+	"+NeafPIP4WcL71E7FMNQS0z62rDdMGXphqVn5FarijNmKZOlAyjElWCZg5j0KTm6u4OLMBskAHIuxmMa",
+	"k77l6OxuSUupW/CzbE3nep9to1sgV4OhiY15XrgWmwvgddD46TvTX7Vqr2/CmCGvUfht1iYZoanKnJF4",
+	"0vvLpBeTFaNcGpGh37eFc8CVL9ZqmHESm8gVjNCEsFHzxC4fgDTk+comOo0caG1sq+3AdciMmeJGE87u",
+	"1nmWZCrfkH78C4wmIpNereFJ7xNgvMwzzgbod3cHoX2N7uaMNWNf29OJO/2XuC6qqouNKoV6i4f9+Oih",
+	"Dna3SU93sv9QJ/oD3pU92CyoBIU2EGrm0heYCW6iSc5o4dWO++0MhzOiPyQFG2Kj4LqzLghPnfoVjIv9",
+	"PNgNM6PliDUxE6IgDmvAS0PE3s5gUhDxBlRlTXuALsCC9lXKYsN0fxLDZvTrGSCXbj2bdHapKE9pkRIb",
+	"KO5iv3FVTkl8u5QsmcYO9IPMNlqLg88m3JSRQvyONYWqSwOt3h2dwN33CSkoT8WKzDaKyRGBQPShVria",
+	"t8nYz7v5j//9ZfH19z/+j78VV7d//Xjx7ddv3l785xtx9Ja+pZe39UV6eQLMzf55/HXtKhpb/OV8+J94",
+	"NfkvB5/+5V8/j6Oj8IV0bbE+iCor+AFc4Adxq6eNpEOoxxMslaHEwlTYTBIbuNHmEEBiFxh1iqU/dkQ+",
+	"ijy12joSt91KC/lZJT2M8L3vqy7iiHz94mQ8HpyRMYb2Zlr7vq0lnL4Yn3w93lnf96lP7xXw/Vu3grbG",
+	"ZgOFKJjmatr+OVPLy8cNK3Al9ijfR+PomjY+7b5FqpztpkZg84xGxrkObmIwcjPpWU33uCU+fhVWxjAp",
+	"refrLJwMAjUHIR+iH8vZdDQaoY+FcoLwBD5aAMbzUFmBYjyTWFtHMg5+7QxyK84MkABEq5D4wA3j4OYw",
+	"NknOMBOIKtPjQP9Az0bf9O6GdJ0N8Tbb6hQ4BQc4cG5Qwr5kQrp/RHLRIg2arTrU/Lx3fw+AG3OxtcQZ",
+	"5upKls+HSwHIOBYiWes0OeWLki7M7aeJ3iilEis9Vj+oZETO85zE/jIpes1IfO4DPZySb2CoBMOEKj+Z",
+	"CRaa8D6tlsGuQuciDDCUBQJxTVZbppYTntAVy19R6S419WsfvntFjo+PX8J9q7Z/paKrtRxphVazPJrl",
+	"ZeFy2jFUdALAVktzjSSXdA2xpHGt3lxsuaar7mRSyUj8H0OTazp8k8ajCX/HVjNTUQsyAGzttplIrcBl",
+	"dzRRp4TaEGEb7q7tsiSnBUujCYeybpxQTPcjELnVjy9fvb94fYnaaIzxNjEukX4fwqeIus0SZqIkJ1zq",
+	"PiwSFxTh2ZCUrdUyqsGnw8k+GY8hhc0vBxdPuEFV1+feQZjgHVt8YEqWeTSBuaak5HYyuBYRIIM5zPfq",
+	"YEqxYhEExeFYUJKgRngrCM2zazaa8HMC07UVXgUHzDsLR0QyrAebgU1r0/sWBeXKmmjwOYp8lSkQ+P4h",
+	"Ob9447nsT3vj0eFobFDbOF1nvdPe8Wg8OsZYsyVwsIPRLcvz4TUXt/zgr7fXcvRXc9e2YKo7sOyG+flt",
+	"evcicy9J3W1kZMCB8E5IvycxNGvCjcUJPA9DuLIFZynQMINro9QiTeTZnOlzQNZ5KUnO9KnX1uCPujm9",
+	"/a/To+fPD1+SfnytNqfk/Y8XkNlY3Jzan8BkzRf6728vz/VfpWSnus94MOGYQkzi6yyNESfNXrwgwMQz",
+	"41wdkXOiVU7ARgGKXzGm9Kmd8JLDAppG5BIgpQo2ZypZoiixKCm4ex4cXu+09z1T//bzj5cQsWrKCOiV",
+	"PxqPMUjBYdVDKA+m9h7YbaoQAbbJUWgfeG17P68hhA4sIpwp9P6KJks2fIWxnyGPDCQ0RmRF74Z0wf71",
+	"eDyOHbunIc/avS9Ee6e/fPLgsLGWH+ZIAqHAAmuqaMDpIMLFz2xGfmQbcqkFt2aZXz0//ApdqgCj90sP",
+	"oCQx4b5G4vB86PCAhj4sTpDiEdOhXm7TlCQG1B/SpyianbHKUsLutPpM8wnHl+TAXvLXEIXMfV83cBCI",
+	"LwMaFFUGlIlSzBTRk5IjQNyAaYDDxOzNxyKPSR9t/gk3vFAr0SCQgeNqYTroIMluoKVfkU67O+0g3iqh",
+	"dht1PRQJyrrWzy/e+ERlwiT3JqqDVbLuJKxzSeK9WomjKhHGjjlG1cRtNGomur84MlLGJnKPQpv77tXF",
+	"P9P+XjxoV9+9utDWGUT5f+n2Hnw2sdX3v/VGVz3vveUmBPe/5s5TGwX/TO6kgDqi+y9dCXLYmEOxhcA0",
+	"ChnRxswyL/mA+MZ/2C0mde81i+7AJGZhAKMI1SHy7cX44v3lFfG/i4mAa0i+IQnoLRCLZ/OuMTxxwvsx",
+	"PAcJUhd3lgYNGJQhwVYOhUHJnQHArVbZMetiwmcbUO3t94MRiVf0zsA7xr7eOyKvwChJT0mMRVti0qcT",
+	"bgusF4B8Tma5SK4Bk6KaIkI/QYXaiMRQxCYm/Rhda/GEA/aqlohIJfpjqGlQSmZuMOBPTAuNTRfQef0H",
+	"7CeTmJGHIPQm1qDKlDRgRRS1Q6yubTqUMekjoDWSUFQHrXLjwloL2taMaakE6LB8E5uf9X8B8CZygPjT",
+	"eiEVPa9BNOGxVGI9lVr68wRQt2OvMAe2t55qsRG7E1dKVkyzFGDq1DLj13j1Fht3uF0EzN+2+4jwtg6d",
+	"H0y6Cbelg1E5gkagWkp8RmJbTl9T4kazLx/sbBCZBjABMh6RGAFCTTpSTGYFo9dwhNEQcD4R0GzoDSNc",
+	"TDibz1miRkTzvqG2zbLUaJfGWyAqtCn/GCEmecEmfF2weXbHDIWU0zikMLlPMRzqnSuq2WAkIRZZvXLg",
+	"mvl3Y8XdR/t/8w3T3PSTC8P9RqSbJ+PfrhczNQtPdV93ypnLr19NjDSHgR5LdqcOwIM/rArUVO01LBd4",
+	"8dQ4dzThGf5FDkiMJbrwJ3jP/ramWSFPbR75FOIyI2LrIgO3CD9MWa5o+02xdknp9pWqbf3jGiLFOyvM",
+	"d4hMaAFOouMq+vBo+7a1SHDwfJK3EW73Ue8Etyy0E25rq72wjqYyV/jx4Zd8fPwlH598wceHX9Lz4fMv",
+	"+Pjo5eM/fv4lW/V8fPQlH3/Baj9//Jzr6uDnmr/6FwCQ+gRVYZvOeftbTYF0Xfi4l4a5yKYB6JrsfYp6",
+	"d0Mv8HG4zilnGLhEYYhhHe4gESX365I8RqGrNWJgQQHs2foOtLo74W4W1oHbt0qVrzk5vaShedSEf0Qa",
+	"gnzgsAhQzzGDdK1OuP0Z0xm+Q+94hQFqi6ozApPRepQ/aXHLJxwQiOPaZCMyLxi4t5MlLRZscIZ4uVjl",
+	"ACR6lYw74TV4uQSqfmN/Ua0oJzyS1d0QdJb9nRUT3lfZtXXjg8uFSZWtYF5Qv3dEfjJpp6DHJqJIcUXw",
+	"162qgu7VJZH80ykK3vR+b2WhQovvEp1AAX+Kvj9F33910Ye+bTgOtgrQlws/4MtbL5USzyKrg74BOkAp",
+	"ASakJiKgEjHcdkYTztmtlnBQyimCGDZzIYg46zHpHw6hhJCLPjoaa1sbLq20rTvh4ASYsbkomH6wlXW/",
+	"zaR6h7P6HTh3FMyuRBD3NdSnDUzWuaj+VrJiU/moYH1qFzc1bPRdqOihzYQx4HUgXH7ZrOSuIdhN2Hp9",
+	"1N0T7tl+Xbn93drXp9/EgtVDhfDQgEx6z83kxNwci/+6wul3EhG/Pq9FYtV87Cn57MFn+O80S/07iQ5G",
+	"9j1DPvYPwcZqCAZ7e50/fng7ZDwRKUs7XNCk4YHu8NbbZXuYu/43YxWdXh/94+jPA/4Pe8Axu+SG5qSf",
+	"Wa3kICaGZsF6/v8ffRdHNkagCizK1ODRnMFEvR1IBjDi8uBzlt4fIEA7YhLVjnvgPOw4CV4I8Yt28Dze",
+	"Y9lBfAa18j7Qb6hSG+KeoyZqr6mwIfvjM0nKIu+8dbtmfN+h+3WMt479wIZusP1W7+lGIQUUGfD+OpDZ",
+	"gg91p+2nAjDl9GOEAfh7p959gfE2Wu8tea3Yz4icQ7iiJEfjsSZLiI+mrtwbIg9o3ion/Ierq4sI6opC",
+	"tqNC5CHl8CyhvPwZVHGIDwpG083fY4zvLhWUEJjPs6QjCOUHM4VfkcliFyHmep5nN2y0N5PZwltqnOJt",
+	"dsO4XsB1IWbszESGSoPd4K9wUSKUiT3/6L0zEQoYW2L+VQ9D+J0vr1ea3yVyF92VPIdwJxc6RSRTEq4h",
+	"9ecj0ytA8MekD+UiTVjk4BRce1zLegzV9YGUbGQuFJr143BNABVVJl4ik9pwZKA4QInKk/Hhwcn4eETe",
+	"4RjM5ez7NeNXLGd6ZBsi2YrqgzJMBL/RfQoOAaZMbyErsPLxPFPydMInfEjipVJrUzzOhqROLRjtVGJa",
+	"wmd4yf6Ktd4igg/1ObH/tmWXMON0qiXIfXw64YQsM6nEoqCrKgvc+X3BjzoFoz62zk6LdzM4MyOEfmLd",
+	"VGYgkvGAstU6B5jOGLysGLlbciwpm0IorRzBRBeMT2k2xevtqTvM7cmaF5GeI2L+rD7Qq+keu0XRwtRc",
+	"iU014ZmJO/+uHiVPAAPAhoQPK4RhKN3iSlX249oY/Gl7cXzudT2gQWiSQFlT8PV+0azMU2zOm5xx6K8h",
+	"fjrPHZIXcG1MdzTFLZ2LPtY7OpXlKrYzArQiHL2nM0xdXPy0Khkjp/DyZw/HUWCF0vsYL+TJ7kbaG+7e",
+	"uo/b4zCpGdMqqcsMouq5Hxu8Gz1NrU9BJIRJQB3oQYH3Zkurm9agAiMpqGJTcIhMIZKb5nYo8DDy2Mz0",
+	"OuMpjMw4mDIofIZnCsEyzZXFoN0PRICZK40phIimzSnDR3rzvhdaDkAItJ6jlQ2JyHODlNmPF2L6F70g",
+	"5sfpX+KuqE7D2HYLVLguXuc0a4jSPS+ikYXvbZQ8xhZ5jCGwTf/Xun7NBGho+BeF0HyZldLOj/QhHInd",
+	"rYXMbFWKFVVkPBqPTmqqu5WJKLtdysFBsqTqoAIY23Il6PIOqvvA5sfxiFwinKysgo0w2aQrvkgTTS1u",
+	"CFilfiyV+P/Ye7fltpF0XfBVMjTTYbI2RFGy7FUmo2OHynZVebVddlj2rj1RqBGSRIpEC8xkIwFJ7FqO",
+	"2FfzABPzDLNjLucV1rzJepKJ/5AH8CDRsuRDLfVFlwXikEhk/uf/+7AqyCpFlUCNVRVmDqParT36M4wh",
+	"5OkyjVctEwUy4Zxr54hKfpbZEJkFMEm1VWQXbeb+4xr9LkoHaY0u9OSEK42SUETEUoIg1alr0PYYxoWE",
+	"OKIFnBZalmI8bTT3iyFGeKozmjRL98HcIlzT7Ym3plRWROnVXJ2rEnZfJjrc1ZVq+rlLDQg4l9LawtYS",
+	"1LKvQct6gkmOHcyw1AI7voU5TTXVuNHpWOZ2gmVtc2QO6eAR7NqBR7iKEOoGS8DqphgRtz3gpJ4XFsF/",
+	"x3IuR0VZ1Ish5VOta1o67PcFd9AQyK8/szuIBtHDgWCrFne0Uj1Nhi27HTpxb64n+Enor7/P1cQX7O1N",
+	"ilMSnfTnhRrBEsTMgK3FQV+8Kn4QuUK/uYuoz1KT9WLxIYnjX6hN4K4ki496MXh66qmaWVWeE9RvqvFH",
+	"hIKrTDOheVGTCuTspJFVLjr7fWETHkECHwTvhBoYGVvBHjWWW6HApiTenkWtrOgQNWaXp5UL8G3CEA1I",
+	"/1L8E1yp1fn2efrfit97LJ5/+/vvWY85rU9kkxeGl8NpUYIBR0shbo3qHPb7oBFS/YsJbbN5ZZBc3xal",
+	"0nW5GLDZSKOk0whMhlpkkNUt1Z2sNBPwXayrHoz/Ls2kqE9GhSQhoqrzYqxO6gLWe6p9jSFpK5UXhDxN",
+	"8gbrEWXg1TUXGlspCOLzP/7H/91Fk52/8bmqRrIuZvCxV6lLnVXI5QCtJjGZ6miKi1p0UAjOsu4StQuC",
+	"drIJ6KoHZFUtRIHkrDT3YIgw8Yt1H4L/RmmaUXVieSEX1o1jnXZ+jUqB6gefTmX91AvVnbvJ1NOktR/1",
+	"hTL164Zyg9K+uHxv3S2fgkh3JX1U7sYo83zpb89e//L892zrirug+D6m6M6JRdQwVjASEl28Mo6oJ2uT",
+	"+ts0u3zpXnQdXUZX4TttlVGiubxJOmnDlQ9vfOXhTa/cv/Ezt6lvWH/lNoHttVc+uvFX2aqsYcOVD298",
+	"5c2+yjYB+HYf14qYx7qByARu9QCiQN0mVh7Z4zc1xSMrfICO2GxeszHE3QsdKoELlpzRin/r9gSn8INZ",
+	"Fu4Ym2aC24tT7RQTokX7h/u2lmGrpMKxd3N0cTZHmAFke4jtxNh/2N5kvlaZfSZF9pUosVtWYP52Tm+R",
+	"1vjseusqLXWvR+71yLetRzqlmsjxoksNZreoUNRspBDQ6eP0SbgM1AlFeFvapK1MRDNPdW3EQf/wez7D",
+	"OgQFPKflD3aHIsPsc6EnPi4DnlV2WhqM0XDdGIHncQ+d6JRFXZdqFySB1ALPfXgANws8DFnsoa164cx2",
+	"RP7TlUrjuZuAO9UZ/ilfVGVEo6DnbBLbYVVgNSTV/COL3L0MvpfB37oMDqv7U4XuSsHxOjnTquG94x1+",
+	"Za0nQTut68rufbG9+dlX+y2sn/XllDdfP1xI+eGadbS5hPLrq278akobo21xS3WNX492+nb3zq1VKn7K",
+	"pnPr+MPeH7B0t9h+b/iKrbehD+rPI4azldaB9v5x13zUFrqixBl38Ec8n3ln77fv/fa9fvtSmkuLRru9",
+	"u6XC4fX3Kfu4tei2dnj9VVlCcDWUi/Q7NUrNpprRP3ubPGOEVR+E7Henovw8pd1TvTZR30rHDx1iQ3zf",
+	"VHPSlVLwe74p2v9NPzP6DOZhEYNlOR+4kiM84dItGnlPHJXW4NNsXTUutdiRgsbtXoza3bqJcPfyrdwO",
+	"tebaKg8Yec+XZjB+TqqzqEgDTltCZglFFr2oyGImL0/chPgqkE1gM+FTyFNVL04KrKs6LbjGJEoTU2I4",
+	"ADCD3MNZddCSoSqyyFvx6my4JgNN4e8TApM5UwtXeQETca6qkbFFvciwkCAsOpPqK1LMPXGk22lzxzrX",
+	"kWLUFGW9W+hUw8wnIhvJ8dkEKSAH+C4ZES2fq8pKlwzn/EECKwpD7RmDxmIO3q7m3XGvEwgl1irSjjjs",
+	"9xlbkBPcrlC1qAdCh7715UqAnvg1jggnHvQUoTt1LRyeEJoEq8HigfB1P45goVUM1Cv0ybwyWGGRJVjd",
+	"6Op+YHmH83g5wdGezHO6zSmawW4PRE9ijBXYd+HslZvhl0bMlazX6yViwwmIrhRf3ro9/SxoKH77wbaK",
+	"L2nvcVlNEAPURk/f6mx6Vo2IBuvnhk+BlYwkDvGoHReH6KAEi76B+y3rhrwTpnSGQgbJy5jDqZ4VOX9g",
+	"tPmsyBgDizIR4T2oLPO6CJ8Pdt1lgM895IvG96Kw3l2BFbUfdIw3fr4CYJS0szhrFkm8HaIFgnHglQ+8",
+	"bbbJXfhRNRL05tmeK5agcg3R2fim3fsY6H0M9FuPgbp1jdBDokPKU0i/hbq3Zp1jPyBJHNjia3jz8DgZ",
+	"1qYihE1CjneNXeDBxo03h/1DMAhAKf70/F23t0H8041b4v+ziF96bn6dlEKiMJqU/N5//TzLHqebORpX",
+	"1tvHL/lkAxJvRH5AVqnXRuRiROxEXTFa+FWe6rDME88ibcHhpgYwtLqs6HgdaXv+N7Aine/ysC9yubBd",
+	"8BiYFcHf+IGNFKXUDgg/cWsRMUwbzZOD5ApWHPYPN9tZP6n68++ya7cXwWhdSFdefr/LPtcuC/Gh29pm",
+	"10Za3c2RuJb3B5HGbAhzfiz8gtdu8+Jq6grqOiXSD5yaNy/EQ8/LENNvu+aOn4xgpF7EgQ2USaeVmSGk",
+	"57lCdvbaIKvIhpYrftin7sAliqP1m8y9mKebuPXu5XfTwgo7V+PilMcKGxpff1OnMvV836gN/W2jLVo/",
+	"Mhd1JbUlhkghJ7LQtg795QjflFD5flapvLC+G8WqmuBUrXgLP4iOnSKpC3xMgd173AZCgMa2OxSP+g9F",
+	"1mh5LotSjkqV0Z1VQTEeWXjg5hCIqKeydvEVUiRzpXPsSO3AfhlJ0DulsSC9QZLDW8HNEx5XjgRUVarx",
+	"p/EUftvUx/eW5vSL9MXjs2+4srY0y7ddjTCUYl0z/QFGvriXA1cI0SvhRNNJ3PP9qP9w48q1tayL8d4f",
+	"p0WpPmwH+wCnfjrqw/n+HhN0ba5ieFnY+ujNi7/BOR+L3vMSQb+2gOxhctG7hbnBl9gGCQvmYyiywHpK",
+	"kf9NJKbbhgNuEgi4hY7VrWyI2+5yXbIbEE9h2XKAT+H4zaxjMSf2OWLLs91EmDL3iHstkBpEybGbbQcG",
+	"cEfzYW12iMKDIPfP1CJEJokajLlvOpsJshh53pFCkh29IMW/Qn4WuEtFdqYW2ZCFBRE3DlJd1K7za+QN",
+	"KJWTAkqILrBSyIzcE+85Ak9jJCN+Nq8XKNTNuap2EUcFM7/ECceDY6ozMUcq9xVOs4MDrGop9CTVoBhQ",
+	"2JVqtk430OTRlrqjyCrdnB60XUB1/06enV/BaJVERI/R5wXdD18IsQKNHlM8ZXvaqyPq4su02SWfcUh9",
+	"niZfiKlBEj9+3nVcWF+5aNq/yTWPbiACD/48YvMpB+s8N+QwFi8ID103lUbnfS3L6E2E6JK1cG1U761y",
+	"KB0womI2U3lBo87FXFUzqTHh4HnCHYaMF8NnagG+UG3FYX+fpCqqXJDVsAUce54T0AS1E8tQlJap7hz2",
+	"n3QTYQ2VhscOGO0yIuCVWuCdCltXsjbVkGM3YPFTCAV/xueTMlojFSn0F0nFlng6XD9NZx8TmbiNTbdN",
+	"NGLlmid/ng1Ek97aQEUNChmWQXAMYYXJGsX3TQ2PtQb1T6retEJu29i9QnMtKaTn7+Tkuv5ePId1yle8",
+	"VL/WZfeTIq56T2wMss5gMYKzHrqxPQFuvY9AwBGKG9zYCL4uhnamFi58dqYWFD1LkGw3DPCWomnJzryp",
+	"10nDeSnHbC4TjFVWyVqhG4n1Oli7yZUsTLYMf9HMMHKU+w1bWhFmRZW5KNVpLUzDCnJmzlVOdMCFHlcK",
+	"KyBExqS2Gekbr1FT3ejxVOoJsz6Rxrgw1VmhJ0NWYhdibspivBC4aZXF8J1XcJ4ZsyeO6cOWGK8imDSV",
+	"O9N83FQVeJlzZHoXtpYLm2p3klsNUrjh8JoQx+SvwOjY1ndAEnjiINWOBJlaulwdkavm8Wgda5mNGcMC",
+	"3JSEOnod9JtpatUTR1rwJW4S4E7BnwhVduBPeBI4+9v+7+Hz9WSpqvqo/q3/e4aZC5G9ON19JevxNGtx",
+	"PxM4DE8UCCV82v7BOo38fp7HfsrHhS9enOLT747DAodFQ/zspBVXKgi3vD5dUXzFzsdNlMv+wb2T81mc",
+	"HFyAkY3GIKKJl7I6F0HQg/hE3dHyhVB6+uzqJzk+46msNxcaH1OdWqCJdJXAoQB4FYqrK2pDkpzxE4gb",
+	"grw3pnF2J2PSdh4qJtMdqmFKd7i4k04nXCdQWFeAwmBRoKtzwvgQI5FlWN5Hv6QaEYicl9XGtxEdD5VW",
+	"lrNM1HJCsE80OOkqiQmdEOFdM/4uJbGo8ikYhDKnp6qi9BZKdgaetL7e0dJbg/LO1KUaNzUBOCFSpTl1",
+	"OWrv9kob1UI/xVLojk/Az99iTfFAtIulu/SMVGfpDj8jzG3M4VQ12gqMjnGOKPRUEPxnB+EunD/rGu3a",
+	"6XeCb9ydq2p3VujG5YfwvokozWSCFgERSwXAS/ilm4hTpXLr+HubEixDOT6jHYFD8ENKNQcQmzlMbzaT",
+	"l8e1mtssHvEQ5gUPgrbmG2NCjBKUqY7IWqywzYzVebhHTxwJqtaDK0XHY6Vi5WaSam8deOWaiF6v16Xv",
+	"NjcuvxkmE9P3lt8QLIY/0h28G3yWP9KdsclVupOIdId3Xbrz4UPmTDoyWWs1H2JaDzE2udIiLrJAepdZ",
+	"UduEDSlYsixgcEvTJEehCbgvkoYRZaJ4F0DDua6EDaNGe6DX+HEj04CNGi7h9NAK7uDTyIglvcpnZlzk",
+	"sbbwFfbpHYVj4dZfqLz1kwG7uLyVRZ+vaf0jxfvAiur1eh9C8SdJi0jWlNa4UlFcVnATiWSvL42Zw56C",
+	"BRuLBVgArq7Vdh2MihsIClof61qSriA2+USufHZ9Nk6rhkDeVigsbfCiqDx2VY0UNRN0Cvrla4EG+6Zs",
+	"xP/s9t6W5bSfnLHfsoT20+qbeGMqZ6rFPTSxSYmXXl8iiyBeKNp3HWXGZrsypChtoSelQmZpR1yBqgTV",
+	"ug+GcJNRFAAhm9KVKyBAOxascILK6LEacJ6gtmIq7RRrWbBky3FrU4WgPaqzlr4zlZg1tha1PIuVHAc+",
+	"4HZg81qkFkdzG119nG78l7TFmOm8Eaj6IEhEBL0kGgzC0gZtz0nYbo8qbyo1rt9XZcbVOJi2TWhEI0WY",
+	"Y21SD1M9sALv24uuB2NdXcpxLRBpvptwaXGqs5+eO9A1F2viVmF3JFvR/zO5EOqysHWqOcAz8JKXTWn3",
+	"+SoX7IKZiqZvc7aVTYJjusFdqfnWQ17oeVN/7uRrewjXJGF5OqPAKTK23OuV/3RxhLBNBxdVUatNedNl",
+	"kp8hQQsgGLPOCdC6NmEpBRE/bi3Mj4keLEl8nz7dlCBa2ep3TqN0l+Z7+2Wu3shffyr061rqoGRWSMLW",
+	"8FgRk4ursuLF3b3N1W2qq4sIn4bTvuk6Qv8e25QShrm5Lyi82x2QfKw+wPLDcJIoqKfdAd2tbAxYuLdR",
+	"bRjMZ1kLzjiK/R6bptQKcIwB7Ex0yDImQHqrZBkyhefY6QPWPW1pF/4c+kofK8DIZ1u6deNjuHehba1k",
+	"3hNHXCrIGUkidaBc4JOhS+ylmmAAr0rsXWu6mupurVZTfUmDFQTPhggMt4H5T3/jpFqy85KDwRsIriNf",
+	"B5kqsiUPZgWK5RuvILxJYdK9IX2rhrS5ubRcsSAiMK7rGoZbrn0iZFmiWcOppYT8amqs4nwgVkeAwEq5",
+	"pI+Pj1Rp9AQddIM8HXip9+rtg9g/7yImKsYXolYhLGWsUGqSOI7l/FSWp77VV7xVY1PlVkgNohmv7vGP",
+	"HIFGpBLJ6QEKHIepdqf2xBHcYGOJhNiyQoKmMxbQn1IkcV3B47NWw/N9ccC3sN/pm7VWtA+2+ESuzl3T",
+	"xieYTte4w2w+3LVdvxnN/lO1933t5Gex7F2lZVivkdvbUgndT7HzP0pM+tX1i5ypne1KIC+mBkELTgtN",
+	"vH8dLNOzoZgRY+/UMsVpYZtg1cACSytAFZyped1NuGYxY0v0iKndNhY/pnpk8sUDKzLQx5mjiHMPHkZB",
+	"d9CYGHZX/2hkiQN///blA5vqTuRdxZX5cMucSvzMrKjBMl7n/OCQqQaCe8jpow2pPA15y/AyMFozIS/k",
+	"gnIPPp9AutKmuqjBzQnrAXVlbhRpS4zYM8yB6Lx5/y78RPPVHRIF3McpW0wOIKz9e+oRTjWTDbYai1sM",
+	"cFRcyXgsHfC0jA73oCqb7757Zc7h7eOswXffiaPQyJYtb5HMfQDYU6lDd4hugB0SoQvNhURnwpqZIsJh",
+	"rS64NbknjlLNCQyaCioY9NTElZiaC+HXIcY5/uN//F9U5uDeBpaIqYpJoUWHyOoSMTWWizAqWLXR98U+",
+	"N0okwbIsEMAOFyciVmTzSp0Wl5RQklrQEmB2VJx/eH5emflyVYZLdxHiG5JDlrmoZTVRtXO2EYOmZe6R",
+	"49su/aDqEr/IRmpsZgr5WpGI1TmkmehUaANiSW2UreutnOgAtKhkKZDgcn1m1k0oR1c1WmO/gnb1B6yh",
+	"2Y0Xja6LcjnVRN+mwXrlnGuFRCeDDXBl3otC2OGPDzjrqc58YowQ61ZSeLDnkcmZ14uLfVmKu8BSSDVJ",
+	"Klh7tIP4S7ZN+YK4JmllceEQfupUO2oiB/9BQurUVAOsBVqzaKNF0gFXgtJ/TL0czVeWiJk5Z+EcNnZt",
+	"hOsRoncgnDvT1OtiL5kLoTjqxdUzhu7rJeuHEfsmWORINXfnioQ6cVDCbiV8zHVWP+uZ2zL7v46Izme0",
+	"BXkd5bdmFN67QvdhmU9z03hLx37aAxtZj7cepNlj5+9q6Ag+59uGjsCX2Cbfw1PyJ0r2/Od1IzFB1N5N",
+	"Ltxxa7miT/Uhr841eWuwnWm63hNK9WH/cBjdYG2GiDvLw81ukDNKBEFPo/UqajWbl+D6sHEkdaobnatx",
+	"iVBKfi64bwEtcoIVp1L8+F1gDotSpbrjo1VloRV3jpTNTHevQLYY3yGRJN38i6Sq+L2uyVNxVPquklR0",
+	"+20zVE7N8A/0158keXV4n/D6hhJeXhoiruHdZb/8iv+D/nFlOuzoo+NSm2ArnMi7z//c53/W5X90pBdu",
+	"OcETqds7NeE3Kb5PVHj3eZ3Pmtf55GX4SWb39S4prbVPSPRcn65J9RJYxUena1K9lK/BfIxvat0uP4LN",
+	"lJggER+fH9kclrwVVfQV2O2fS3z5aOStyLF7rXxvMN9SKFIHX+8uA5F8ZCP283FtquU2uszWslZZaKNb",
+	"imW0ASZS3aEO9v2+oJZ923XIzG/+9vS5OD549Ficqwq5xRL2pFtFangXvIRr8bM50eRkojgFqbwkbzuI",
+	"28kxk/gepBuowx1vhI36mOrhPB9x+5Yl4gLYZjxWKrcuV+iaAR/2Dzi/6Lz1TFjls2mOmOmBbSfyQFmk",
+	"OlAQnIDX/Vds0EuEy1YVTPFDbXYnTVUgxdrYzIntiuYecZxydTKeyrJUerLmyMlM1VOT/xWmNwuIBCst",
+	"fX54b0Ad2KzbE0+pIpBKAhamqRAmQek8ZOdOTVmaC5hfN1RXycQNQaPKXHA/UJilXqpXImis6jhXidOK",
+	"3YprkqCUoUaKLHpmJmaFhZUZOifXtCkmjM40FDNTYQJTp3q/3++3H4GxSUd65vDrKAL3ZG24i97jNWzt",
+	"gDmwDbtplPvuyDGiQyCkCR8f+mjS3LFBgQ1CcXCPI/aPRlWL0MQ0jkcQt/NjbcvOwP8LxlfXqoJ7/O+/",
+	"yd1/9nef/M7/Pdn9/Y9+8vjhh/91TYf8ClXqr1ixEH/sCexDeYphRto91p42pd9Rw6jcJdVgkG7XaNoT",
+	"v4YZ4HXsNmnUoavKU+RgnJqq5rxChcj3HK5cN2/uOTsbWr4O+offX9/09ZC6ttvz85PZRiJ8Ir7t1XG8",
+	"6+KJVw2MG0NR4ODeRmnt5ct/wgDin9TmOK5l5ft5fC0MiqWA1w86b8vV7DlK4NfdqOLidtAWY1kBm3gY",
+	"5H7mu9jbjfGkUNZ1xt8al/N1Fta16d6n0Xl/hi6/LdO+0fTcp37/nKnfuOaqlf5tMxfEnSJrHJ2bCpBb",
+	"ygyzI0RBNJSND9oVga4E0r/5QDj0Dl/Tl+oI0AP9DvotAvdorKooEtVBRJK5tPbCVHnW5eI6Qv/oiR+p",
+	"oHnZeoLHBH+olmcq8UayE2doelkkSIJJA51eyTFMB+p5ojAmku/D/pPHYrTAnPgS7UGqW6npiPbAfdd/",
+	"NIb0Cd2yO1zphEiRTwjMGa0yHC2MOzaQmYbBy/NVGU6GZPBAVe5pobcAIhGdkeF3YehU96TV8sHYdcGh",
+	"yhUP1TR1a1VgQxR7mDCBWGHoeCOWvl2q2xX2A1fNDO+HtvZInYIH42tWeVORNx1jozFGLbg6AfbMg2Fl",
+	"hT43ZyrbxULQM8XcG5g4dkx4Fj03dyl8Ody3rRZX35HVrsV1hNJLjB60JmDNyUKvlBJf2wF758AtXxi0",
+	"5arigshfjKGvlyXmXfbF+rKD+8KB+zjo5++U9YX5xPjVlrF4BxRmn2A4bGPAt0r3P7LTFpNThAePYASt",
+	"bgJUcguBsSRWF4kDtaWe11jAxo2stwH13Wpk/dyVDPdVCV+6K9WZWctwap9gg6/NJfxoKl7hB71+yyug",
+	"RjWC2fGx/cT3ZiQY8m03+BAwKHn2KveMXhHkHmPwgdf4Vp1Wyk4pHcwhR4nRSdpsQ996jn9uoHRcMkTu",
+	"3H2+3hy4L7v4ptpp0YCL+mm/Boc32faCj6vLiLWbORVxQs5p8CXFjgoL/FIutqCsIRXVRq2dm6lHhpwa",
+	"WmoEjOc+QqcAB1Qi9Dm2K6q867oOGVsCe8ImstDYshnd5aM7YAmv4rYqPG5NTd+lI/U0fP4v1IC2nTvl",
+	"69u1unB1/vc1IPc1IF9XOxr53i2XpzKUlhNn6k6cnkCdYDfWhiCzoJkI33ZMEfqog74XbvPSTI6Lf6os",
+	"ImUAzcB8qRHeBIecxH6/3x14LJ/YifIcCWQyJqnOG5KTCcG+i7HJKWXpGAiK3Jl4MY/CyOSFstiA7RBY",
+	"xItoeBTxBP+LwONmamYqIlCBD1crZE8ZgUxVdphqrIMpUR9gZw7pwpmQZblOoL8sbB097tvO+oQX2Sbr",
+	"Ey2C+6zPn8DQXc7LzoytYevAd4y+dQJ6di0pdaFrNank58rysNxTs5HKwdm8Akn+bcQq5M9HPqBaXdYZ",
+	"VR4hkbT7DWlYuLa4Kcp6twD7rzRjWe5NpZ3u4qm7D78/zJAKD+TgaVloNRBFjUjyCjnycpvgf8RcFpSa",
+	"SbVP1Qi9O6nkzIpC10Y8/P5Q5MVMaQSgFZ2XB7vaVDNZFhbxYl6gwVmqy2IsyyRloJKZ1HUxHgh4ESvs",
+	"VFZYbITxJjs2lRLj0liVoNCcTytpleW0TV4g95Cu+fTcgDm7OYj/3M3OHcXw/f2/ENFKeL8NRqdfHvcI",
+	"6/fMHV87cweuZmwqvqzB+5bifKVfb3vWDuIG2mhGvpETNJQoZYtiFqEcwbSkKltkmnIMHWwndIjsIjYd",
+	"OLA3r9R5YRqLRgNx/OP9ChCEGRYe/NWUObJzIm9XqulP1koiI1QsMmuNduOBo0OkfCtrRT3VEzCAzZkV",
+	"sgaZGupLxaOk3+/HVHHIb6FzoWRVLlz9czz8TRbic5q9awqjXuty4R6H81BYHPCmclHM2yXbCje47zu4",
+	"Yk0VaEYqPfOWe5eISXiGvaZfNwr8GBvqVem2O8mO0s0MFpw/QLeGxdfOPsJihJN3zyWWUOAyxbG/huf8",
+	"4q4Ph17znT5sYUR/VdY2vsI2hjYtiT8Tgvq36fNfqNEUJMUVRVOVqmWhVc7frG0ri9HC4RTGQphF69aO",
+	"Pp1/LYkGLq+du16/G00l+DERyC1ULkD/5KoszkHm3nNcfPJaczmJ9nK70aLaoljXqV7RydR57ajRkRUQ",
+	"oeB4rLtFjvq7qP3HLpS9Jc50XvuOtnR3LMsSfrqGlJZz956yzPXQCA+q4qlSbbbKSNuRVryeK330QiCT",
+	"ayKONBg582JMB0BN/qRmhS48o+ozvDN5wcwhFpPautNi5tSpsSqEsTNZTRrMi2TCjP6uxuCSYe/EMtmq",
+	"Nv52iVjifC2s0E1ZksHFJKFZqqemzB23KDLqvuNmKSy+W4PPmYfXGaQ6jO2/yRK+N5goVaMIjvDCDdK/",
+	"5AVufJ5qzk+n2t9EIM2uIw3l1RDCewnddhUAxyYcc2Rz0Z8B64Zie0U9ZSLUDOyJbEjldBeFVQwMeSpL",
+	"q6hAI7zWG6p+9HSwcUkkQgfBVCHkoQjIPKn2L+wR0DHz1RM/uh9CAyAFFK0qz6kgM9UhS0Z6ooOFjLdA",
+	"KWyQq5hAZD1ZMc5PbsZ2D2/Vm+XdQKx8FfsvAm1eTf+7hoVXOBJexuD0LXgJn8ktRPFG7ERsxksLO6Ek",
+	"o3tfXACyFnA6JuOqRpPxupbtV1yoSomZzNUQ+/CuIP4V1/P+rouUyLJ03/yOwiQ/RtPx5YIl8Si8Sltr",
+	"Cvi9gXunwyXWOI0PrGDR1L0PqdyHVL72kMpLVbfVNuhtGRa4K8Dy2uRmsZaJ0iBS1LWM+/PKzOZ1bLdg",
+	"3sxTKdM4O7FNgwH94hyJN1MtSfoi6Z/biGKZht8NJ8dQUsQUfyUJv9iSg58pWteQ8IsWB/9PNIrN/Ptr",
+	"qr14Gu9GDLvbfyH5G+bjzhnBr6bvjj7MbVN3T/yt71m77xXVvaLaWlE52UTBf8puCtIWN1NJcWrXF9Cb",
+	"6sNe1aDM+uiG3w1hgfESU96W0YHk2iCAB2Jx1SQkTOaEl+Ft/rhYB9GduFon0jnxVJA/dRoIH0KxiqW8",
+	"cZJqpLZg97dSdVUwt7hvy4brXD1M4CoNBZUVLoMBOSUtzFd8H3R9sDkvOODsnk1JwYO3XFqGeTD5QnTm",
+	"srIqR1wFuohcYvg7EXSuuqyHFEKAE1KtZvN60e2J9/pMmwvdIh8bO/Ef5m8gDvuHWIqDwDE00chVgQwI",
+	"1J8IJ/U3sCmKt9ynmCv4WbqbPkx1RqQhJ7nSBbZQvHfVRNro3YPLS/A2K/BT5ahEAAnDLarCFv9UqcZk",
+	"1EA86h+IzM38CamsIbrNtjQX8Pth9HtdzJRp6qyX6h9lUaJh0voaA8T5zdoHT05lUVKfR6vR0BWQrqHH",
+	"AH3m+vN9tyYtLiyBJ880wclsVcM+sBEvA7erMs1Djk4xOMgLVYcuy0GqD/tPEgc4jKvYECnGYpUvgypp",
+	"X2ss0r2CmQHXRIuIf20vI0/Cahmug04xmgMijeUIE2w1cCNh21ARwxquF3AxM5nPCp0xMlurV5KuFxNV",
+	"Y8Fvqjvcolk4qfDm9fEWHCDZWqvzbaPvFD35baO/kMWJT77K0Y9krMUcx30f4b1x9Y0bVyQ5Vqp7Gx3Q",
+	"3YYom39+9+4NiKcZlUYGG6FHwN1elBB2d69qdMcVxpJy7H58LV3LRkP/fnOJxkuMco6NPi0mTaXyxBe2",
+	"UUC4sGOD+TkKFFhhTQVCeLQQRd4TT0FUYzYDbUo+h+L32UxevsOGxyxZrqGzIgtFbdlQzKtijMxPVAkS",
+	"IXxWLOMd6RSB1bmoBbuOGH0wTe0KSlIdR2ULGxFBOxYhTIpbQWhnW5VrvKKZ3KZcg9/RlWs4tT0ke5tU",
+	"OA4EK0vw3A4qYuoo4m8Bk4y6EJRMF5tnLNUjzusF2kebqi/cQ65GkLpq6GxngtqVczkqyqJeDLGTlXQ2",
+	"WZYY0AFjLWN2gxNWbtwKE2Lo/i5x8m8Z6Mw/qTVuVyUynsp6J9kZm5yCN9IaTcUh54Ul1RpVfcKJLuS1",
+	"WlCy5u3fyAkZgqKzv7vf7/fBSihLPyHXA7Xh2ltGGytmMHq4X7IzKzT/6ceDO1pVOx++kvITXOSbyk/e",
+	"uSinvefjv2GsuLBRsNh6kDxZy9JMbuaF062WKz+WYnsOLoVPNnOlZfGXgx8n83r30OzCyqS0rWOekzbV",
+	"66/ai68BhywEhUne+py1l+qd98fPkMB5VpQlZghRL0SepIigXlj8dcWSMtjQvItLdhtwRtYGuchI+Top",
+	"yZQaKyzwiXj/9uWu0iBx8luqWLjrrftM1bIor9y895U2Nw2fUXkNLaMRecJFnoSgd7aXCV4umKL+y8GP",
+	"2aftabdEP0Qc8Gs3+PW7UFy/CVO9zS4URwQYRLEKwub02D/ZXpbqjupNeiKrzUSBsbA3U7XcLUs5k3sv",
+	"4f93H+5+P8q6HtKP52wAHn2qs2gC1tziLwc/RjcRnDjGuXZ7FUzTVPthevkaggpTeY74RYbKLax4jfcO",
+	"h8BCpFACxtfkRGSlrMGywbCIsnM5VmBujipZLTIO400KW1cL7FWmf/YM3rcni0ycFmVJ3WadjA7v1YVe",
+	"oNiNDwz4Qd0hPZyTZ2BUF8q20uTmQtO7rpOLb3jtbC0fvWk6l1XtVJMTmhvkX2Rpbi8Fk83SGT/ZRzz/",
+	"4+Ec7yXwn0cC+xUL288lED5e2jKcKYYur4byJEhoPvGb7uqM3mQrME965z9TufmXX+IYjV7rIhCYDk96",
+	"G0yT+5m7iWj1tiyj825X5LuhLxKUF2JGOoZp1PVmRDo+xteJM1J07m6cHGC89zqKnuPo9ggis8f495YC",
+	"PXgXbDCNsBVnckEBpaHIKlmrl9QyZHC0siwXmMapCu7JTrVV1TlCGM9VFQ1GoHtOaJ7R7TtUuon/Jgoz",
+	"fItU2ynFnpQYNflE1d0l0EOnj7MlmmoE7xZFLbS5GDBTP47Itx1xEuX456Pdg0ePuTqSGjen5gIu5ZwK",
+	"C5pUw0iK2ayp5ahUAwSUd1zhKmG7A0GOtLpwnwzDd4QHxfztm3s4I2FwRwmK6An0yM+NxbgygHwjiAie",
+	"lESl122q8g58Jab5NHqsup+I8z4MGViqw5a8x79xPMZ7rJCPF/5v/VbWLR0wZHxBx/PvK6FDbByPRqVU",
+	"H6kM1plCPqa0CQwxbBeQYEIbURo9URWrCod32C6etijhiDbXtR7ECMSdw/5+l8pT4BqwN3wBhdGbUQ6X",
+	"hdifBqzwa12sgQNxdanyl7a1mWPBAehgkNt64vhXbmaxbOpru/Lj34nVfLX6uMfv+9yr0TmH8Vpsgyoz",
+	"+Hak2e1c6dDYBEfI1ruhNX1tuRsO6oGlrjkzxqa5JLYxToo8695aqPl6MD+4dRLb1YnIKPRGtFOu0AX+",
+	"oqlx4JtxGU9HitNClbnnViQVNTPnLn64DtWP7Gmv01LdaK5KwkvIWr4w1VmhJ0NWBRdibspivBC4hZVt",
+	"q4lUs55IPGa/A2h3LO3WNtQD1RPH9PH5F+zoofBcjNw3V1VhcmFrubCpdie5FSNdHZVbN+IY3Rlnz9Ov",
+	"g+DlmCrVIYnacNEcTR5RWa1JpXIZVlEnhJfostuVaWqFSMGFq6ejybmKWz7VHf7Cv+3/Hj5rT5aqqo/q",
+	"3/q/Z93bQh9+P89XnIuvC9cwGhsN9nOXT22jUHiJ3YpiuccwvPdLbqBcn1K4YcnU46ptFNdO9GiB6mXI",
+	"jago3FF6+tTyp3one44gbjPuTDMqEf1qGigtIyOUdR/Lk57ADg7LHaOMV61SXViB4jkRjUbHBIPMWJE6",
+	"x47kDtNh2maGGaNuItQl7VZLnI0Zk1vCXZFjzZFhCn4UdZMqnc9NoesEEeRty1XSFEI6R+REgpupzpbh",
+	"5z2e9pCacgJzY+dh/6ArasPdvoFekaB4ayOyQJhCda5e6ztcnqDpUy3zHPUnGi1Y/5IIUyWOPpICUq6E",
+	"/aDfj8ODMeQllbNjN/ORoIptnEo02jIsuv4rxRldPTdWeSNfp1OfPn+vCRuy86h/ACc4VpzEKdhE4Pcz",
+	"lf90RH3XOez3ueg+1VSRTQCT7jPiLRNB6UynlzGmmYWqeryCzI1Ut7+yzzfOQIt1OTaoTT0t9KRH/U+h",
+	"tZhpFVONQXdwiX9+9+pleJBzgmFe5mBJYXvXtJ6VaIIxVWOXSvVT/a/Hr38ZCprLXo5ZKZtR8rLNT5Ms",
+	"ryZPKRrxwUXwmx0i0sHRZ10aH87zei5NrMJSNyDTpI/EJttoEa3UTRVYeMUmvsdH+wfJdqnINvcdvPNm",
+	"bs584/MO+08eb/nADfP89sen4vG/HD4R//4/D3v7vYPeftctxvbe2DQ8vNlG/stHNxhe9KPL0NICu2oE",
+	"J/EtP4mN8/ZNL9fzEPolYUO173JtW6K/i+hoE0vZC8mg59TJvpZM1F88FBODfLyOjjF6twc2uu2SDXg1",
+	"y080GnMa7aHkenEvGCsDv+ktRaNp1lmDowjZ2mDcdOnhjS/dxtxaf+mjm7/rVkXvmy694bu2Tb4VgNdo",
+	"g7vVwmS/rJOHroF8iRrtGlLQtt1mi4ku9GT3TC2uzrIf04l/g/PuUACEx1xV8DoHY9JOVS5g3KKDf4+x",
+	"RoWSed3efd46Lm0NE0bWLX92nL7E9yGeU271xsnrjStrjwDUN8MkvAucfXBdTNmn1QUMk6JK2lwIoylK",
+	"5ZEnz9Qi1bY2c+vfy/GJc4decQ5WC5YwFZYzsHmIU50TkOKoqeE+4BeF+Sq0yPZ6F6osd9Ge2vv7xZnt",
+	"waLOkpjQvqjdyOEOjBSUBJ77BdW3ybJ0Bi/7BUUcmVvbp4ZzFzbGzh1mZKOnbNh68Dl4rZypxf02azVx",
+	"U7J/ZYu5huKCCdxdqM7oT3e88WFXbKwVhxYsDmfEMmy2wSgs9kS5cs1Ud7J4GV3uXlxc7OIZTVXySeBo",
+	"oL2C7tcJ2B9/XdNsysAh2teHCKzU3LUK3A3YiRSLRY/JNiOrfKWhi2mkmqK11P5BP87i/g+uBHF1Fq3A",
+	"Ao7x53fv3qT6B2mLsehkR7E3MRB0eCStenzY8VH/Af+LcxRZwhhjsqpTHU8WScxuQL4IiQO23+IbZS6e",
+	"DfOepJoKiUamntI7xMAs//rru1ZpD/kfT/qPv08EWZupzurFfCBk/V/+fgEWZCw/n+fPjo/2nucHjx7t",
+	"P0nYB8ZOa27J3SDZ+LuOS1nMrMgKi8kG24wICdhNc5F3k1Rnsskz4gKD/xQSMxZ6dAr/+XtdYNZiaULo",
+	"e/fEsUIgHupsWP4ouPEEtQCwb4WTwK0AQ7jQVfxg5oji/IxkmeqyOMPw2NGbF552tVIUNG93aA+CH487",
+	"GDZmqlP9nu5Bjr71q/LozQvmvrDEFIuiHcMFUzlX8Q5L9b//z0e9A9HJ/kjJ8Up3BiLdcYELrmzaSUS6",
+	"6pfRqb1eL935kHUHqc7al2WYl3dOw6+//rp7FC18XtZEZexZiU2V6ovK6IkvEgg7NVmT6KB4DFIqi5ks",
+	"Ydmr3Cd1RMfdN5IBoBhFpebUGh5hBNYXxpdyxQloo8VM1VOT224iskbbZj7HlsaT6KY0kiSaBCc0ohHi",
+	"oUhyRNXl1xdboRFyXRAk205WDEEYWFjdsLHjHe+9ctq/wS1vLf+da+ult0m8rJXaH+mN46x8oUb26LNs",
+	"7GRfFo4cnHnU2//UIrCrvetk500lJ+tAm6IbjeGR2dZu+u1NmvMxVybtSHvZRCJsIJb2PBit63YgrOjW",
+	"1ouNv88w8rbsG6xElFH9bpBsSythWVSuac6jbV4pWc7+mu5E9li6s833pITWZ5wV/niDULioLsdK5ZZr",
+	"bHtw7IdFrbhPlLJnX3SAnL2+VmD1IkP+MwyYKoNPOIR6VZjmNVXUIb5AJIYC2/ym4ut2FPmwu8YL8Fb+",
+	"XGk5L/aKGWzIzYb+KznHRnQEQX7zQjzs9RPxsLcPu+L4Qk4mqkIi2DhYTGiEHu4AzXSjPSbRXFXCK0us",
+	"c8iifSB4ZIJGlqGqTTXCL7Uwa8G0OWIQWHS5eYjpTpc8aJS2TN5VaBhBqhGaRzI+USszEsPONLqEaWdc",
+	"Wt+Xn2oEqLGiEzNhtu5wpubItUHeN/lnJPFSnfmil6w7bIHohkcniMosx2BpkxdvI+Bgx9hjRedMqTlV",
+	"itglECKKHhBU0SvsHaiwWKc1AHIJGtvIMgoLe9L/xEEO+yNcCsRHGyygyDPPjRFxrDko4bxavG105lJg",
+	"WPbDhGuDGCnSglK7gDm+ME2Zi6mcz5G9N9Wv3SrhjC2X2oyUmMFJOT63LCwX82T2rIDDWQs6S1qje+Ko",
+	"vUJbsEOIheVqcqxExMkLMMCJ9NNV3ET0dpiY0QacRFM2tS/7f//2JaeOAw5TgrYxbr8DnzvN4M8ebeQX",
+	"4PCimUmkJJRBhEGEqROHBwfDVAdqkv0+jNWBP5swUVwQ1OF7kQ0PQoAqkrJwasbObTwxDHbsip6yZSGf",
+	"pbqzL14VP0RUBt0h71VRygorgrUKvSLi6csXOCfvVFVJWKX4aTHSJsGEpW/Q6FxVIlvCXMoGsSTB/pAR",
+	"VbLBYmQJQbt9+VInPmhR2anMsd/CUimVXWezv8BLWIzcVXME3Z0e9aXM3/YYNiE6/Yp7EoTZjESY6Lj0",
+	"v6DNnfDsjr4F9Ob7WqBP4jMlh7a1HT3acayFI1shWk5ryE1N9RGUJ4x5f3Uu6Z076Zvu1uS32KZT083K",
+	"favmV8akSQky/jpgmmDtHBJlxTvBr+qbN3DStrRCuscJWTsObLHPFugY2R0dcYS36Ry8Q6p9zbRGpEU0",
+	"hZ4Mfa1xoedU6H1lqTHcCizHaIDwJz7V/+O3/d/XwybSi/DivyPly3d/Aa/zuZsS3Zttqvxl18N9o5uW",
+	"/ibXlIjw/R9YsFUTsprcMlyFxfnG2xLvoRq/nJkQLeQbiLsltR9B4mzqT6QONVdQy6JwnfTjNH02FNne",
+	"bDznW2c+1a+qc3KsffeaCNim6Nmj/4G+Z6Nr04yn4PQe6VRv7qMQW7ZR0FsEKfgpLRQf1xR53y3wLWwv",
+	"14f5idtrc3NlrIDv1sDdpAk/VQPed1V+FhPX9WB+6kL8OAnHa4cJ4Ldpe7yYmjJohI5s26dr2xiTVFNH",
+	"YgSFlqzta4w1TKq9inHh0VAH88AKso9dDMs9d0hxXmrRKOpUI1Ca+kcjsbwLrLQHVnS8LxFCoJVCPdQF",
+	"K969HmidVK/iqR/2D0Xnzft3IeZJb8bo6Ctqi7jlN+itxNMEjtSpqVQr8+KZ7NaWnNGHuR319jW4B59N",
+	"KPqswO1Ix3tlf2/nf5ohwls5WCJLDSNUwmpK+2kOQGPlRG1s/jtuZkyeYl1EbKrEy5evOMjvc1KYcwz5",
+	"0sQRU+o81e/fPRVT01S+WMsmzJSTxFRq9EK1LFtIJ2NEsNKpfn/8LBT+OoZIRKJ8EMFyRojboHPccbxL",
+	"v4tAlhGKVQAbJS4LLkOySlmKvhitHlh+eaanTzUnfkYLkZ2pRRYjeUf3xpt4fCpzoVE1wgWpjqg63I+o",
+	"HQmzBUd12H/Y7Yn3+GQ/yUWINqbaqrHRufWdlAtVC07/idqIvLBncNdCj8smV5uALfEJ19VOHdey4uT3",
+	"w4cPn3QT+PwaRpQjehN12MA3HopGj/i3LVC+4YO2IiCUZCVMQbVbFwhIeW1f1XOdh9Fh42jZ2OIctO/6",
+	"4YhXjJZKjRkZjGNj41dtbmGIT81sJqPK2YDYD9MH1pCQc1nVA1ojXK7pl9Mg1VwNiSi5LVyOIidauMt6",
+	"QPEl7PJjJGY+ZJsRR5y6DpUiS1Kd5XJBnLfw8TLRef/uaZfajXGNcmV/MwN/3JyrqieeUU7S3YSWlbqc",
+	"lyZXOwNk/F0/jZPKNPMf2nD0Ra1m9jrNjUv0J776Q7Izk5cv6LqHfuJlVUn80daLEleWqWY7G2D5CYrf",
+	"z63f4R2UAnbo3h0sybm0vI0JMZBQYrub1sqZWnxai2AYoMOl5bFlrq9oD83cjSOYMULt9mO4y1wLfru3",
+	"WKGxyfKi96vMhU0iQgzCCklgxbMy8chXRQUr8hvItHyThslyokXqSSMnjiWEF2NQ5E5Xg4btJgI3OX3B",
+	"tdbAnqn408ZmCxkhW9ssjrn/ylzlr+6kbzpXyW+xTa7Szcp9rvI2zXQ3q1ekId0pHwst65fxzZOTx80I",
+	"/hwpK7KmKpGnmPhhrYOE4m6mzPWwdLKLqVXjk0z8Fy6GT7U5FQeHcO3jQzFa1Mp2YdkEVmImlag5ihLo",
+	"i51NWljkUCQwV9CWQ7KsLmSVu1o9nEDkh+uJIyzkupgaC2aj5Vo+8eINgmJUWJI5VYJICAXSO7J5bMlS",
+	"/juVZWETB3L5D+k+iMhAGK8uhkJ2n8hVWWBCNS8YFmTWE0e1QIjc/X4/fEYM6mzOoPKWvKMMKt/9y+C6",
+	"8sN/LeopAbRu0tk8VzGuq/26EF2TP1PI5j6U8gky2idM+TSGf2W5eBMY2I8Q3EsWy7UgsM+p3NfW0rO0",
+	"Ee92aSau7tcHkxPuiPYOSlSZ0kGK2cP9A9x/63KgQY59vhzofT7z8659n830AjtgdyZc+85qsTQTX284",
+	"VxrpBflHppm7kd2yKQ0aa9G7tZ2v0WFDkYEWyFodqbyL7lOkX2zluuwnn7UWfPbmxvRHCTxeRy+ebZEQ",
+	"RSs88Tb4UrEe1dErLUcl0lCzY+aPpHqmpLYC7LxuL9hUYEpxC/7Ae3OVS2KaZWwCl10t6iEYvtjRwj8J",
+	"AvRAm5z7rUVZnKlUB1KJlrJiBJBdNxQfMufeBDGp5FixT5/qDnbNsu+DSjYSItjrm7nb9+isn+D6N3h5",
+	"lqTa3fbgUEy7PfEcZgaBQUReWJwlvyTGpZIVkp/SD2+xE4XCmnzoqOY5PyU68eNCj5VLKjuoQSvmkmnQ",
+	"vbhL9YqurUOW0CPmkt41G1Xv5hTt7WjfO/M/eJSfO0l7jcgOrVt03n2S9j5J+wV1VEjR8nkPAtmfXG7K",
+	"+ESnYS8Ip43Z2tdaCaXrCqPn7DfwZdRbhHlBOtB1eqPlyqe6qB2eaCJkXavZvLYJxQwDW4/JKR2KrbYU",
+	"l0dmCb6gl+rnukaJLyvlWzZLA3LccnwMh7eJHprlwLPwztswRUeaJlAuMzjqFSCXjW1FEraQTzyuxTFd",
+	"vQ3f8NcYVXavsU10Ocztnyi+/Ke0nCPf5kHbv0uEVhe3EIq+sfV8jWDb+8ON9sPG1E5wHd3q3fl8G2WT",
+	"XeKGfU9/c2t+n1+3yCMX2Xufd8leL6/d2vjIBb5XqbpCs/1zjS3ZCEBxxpW8fs5d/Ae71BORN8q1aiQI",
+	"JIBprmAppBrx38ZjpfLgRmG1KioGvo13HZET3fmBu8jSIl7UwWu1BHvvAqBBmGF/XyKsAfd1YpSNCmRT",
+	"Hc4rZa2qdVEscdh/EjDAnSNZWO9cppq5Tsh6Isgx5uGqVC0Lvanwtq4W1wqmgy8lmBI3GV+/hLpJS9m3",
+	"EIeF7+B2gjYXvB2kIDQ7lAYCvm7elLeZbGjHbz5J3lwjQUIGcClxzECPtPVbaRdKUZsyx2rGStVMVOTO",
+	"igz6kbJFrjywLKiITn1h8FRZN5UiegcvVfxxhtHLJiHOdEyVk5nocLQpXLc2KoXBqKHoC2pgC41rXcaJ",
+	"TXXmQG0pb/ockWIttjVYIyo1VvAi2F0g6Bv6GtXSIA6fTLU3I8QRxekKo0XeVBT/igNtLhJCctsD6vKs",
+	"bsSi5Y/Jud2vNPREo3vL789dsHdt4W2d8g4Zb1iG91nv+xjYf/IYGAqWVgisLeMD29wXSLXv1crekdJ7",
+	"y23P0luyvRqBV8lypNqmLJe1xBhJbG9KnYt/NKpRluJt3mDGkFxhw4kl6rmWye1SS91EjNS00DndQ8mq",
+	"LDYYvUdMIeTA1b0hzicHzTMUp6YsiTebgK1+er4uKbTWpcmwvWI1TeMb6mB+iJP2ydrUyDtlN+eFP7vt",
+	"jF8o/4Z8+z+l5YxA0yEAAEuId9jyZsHKwhuKji0qohF/jqRHU5U7g51pXc8He3v7B//S6/f6vf3B9/3v",
+	"+ygweAQrTGqVGamIoWquxrCjVXnaiwLSC1urdZ0L3P5hWxjpYizLEuEKN4Bw2xHyomIPKzaP2FRndnSS",
+	"8UanUu2DR49FJXVuZmJU1NbxzSHiHoM8LjPtp3oq7RSt24icjnpX5HyOmVkKGBSOcIuzBwQ0yKg6BVir",
+	"r6SWE8dqITSCn650ZfXE3/DtN7H3y1SfqQWz6CUOU9zRlC0SfiQDhQdw/3Nz5kn9GT88fA05L5A4ZU2f",
+	"BnbgHPT6LQhRSnHzR+mJI+wnEZUjIo/bduww1dK18ASquyX+2rUw9AiZnWo7NVW9C9IpX8Wbl7UIGf2I",
+	"cSBLdWcTvCnRt1mlqWZXWrF+VYGgZ+KPsazQb40B3LGgQIT1qgnKg4ncPOHrZhT7HryOFeZUqMtaVVqW",
+	"RFxWhfQaFh6nmsjTeu60F3RWhs8jZjfq6BUdVw3sgBcpCfWvv/7teIh0fkUl5lWhx8Ucnxa3UwW4ntVm",
+	"qtZqIQTYNe1pqNzjfZt73PolPEhGRIVV0GpQqi+Mx263u3NV7c4K3dSKuXJtIsZgcGjYzajZQcRRc6FT",
+	"sWKkSqMnNtW1EZ1sjUjMhNEEmxouwpbPworcjJsZuPGDVKd6Fx/y3Xdg3tCzvvuOCKC5b4k+ezO3daXk",
+	"zA4IB8kFBrIk1YIBJadEOwD/VrORysEgse7IaaMRFWYXtlShJ+64o1WG22CjJsF4OoxLRLgt9s73ef/s",
+	"SV1PKzMvxnCM4Sz97ih0rSYM2bn3h+/L/bBXNRqWuhA/4CQPPFqn+xBvVPUKP0MIJYjH/X43ERfTYjyN",
+	"OAweWLiPqZYpPwNb9LqbmnNVVUWuQFa4KWel5We9sPEMYOkJkW9iUEa2ewhFABe0iUPcSSIOKpv4OviE",
+	"sWcTv5W57xBvQzIsoYag3soM8SjfwCDfrrwY3CGeMJgxHxgG6UbQZ9HQhaRZjOm14S4BboG0QFGzSpI1",
+	"EZfAegNxOZ+XCDs7bXRegYIxp3C9x0wF/WSaagy3UwX2515I3D9aaFO5xY1eOb4rQ0EIMa9MjfSgvjGZ",
+	"qDhp17tO5bIUsrRmeb+vbnSUq9EOTzU/r+Pmlk4Js5n4WqyDPvxvmOpoWS2f3XUfi3QpaYtRMz6DI1NT",
+	"oveARWT0/AdWSLAUJCrzSp0WJVF76rrQjWlsuRi0lhkBcDSVrUUzR2FDJaVeZOFr9MRR6Tq9QcissM3b",
+	"qXSBfb9bWNhF04v3QnHqahOoijOQlvPssVA1F5p2TpLq7K2bpF1aUNR0uzzSbiKiM9+qmSzAvQVF6rYs",
+	"rTcGHsGUR1VMprXQ5mL5akvRIopAptrTTLlxFlacNrBYYIGQQo6uf4PEwPDojFQRjpCU0fDir4/78Hlf",
+	"+SVnec2Bkk519t93l954l7Q4SNX4N/+O7nfGpm6fY5W/HqzLaKFXCm1HMmYuDKyEsbQq1R1q+xfK1sUM",
+	"1aCsBbccIdDBmdKJmJeNFdlMXvrR7fcPDjGWnGoXTObEj8sDOU1DJcxWWFXXZcxGJsd1I7l/MdUM/S1g",
+	"Tw8cJbGz4MD/HcnxGQs3MVILwzY7vZlkTPFUj6eymhCHr+PNp4nHEC6reIM0Qf7zttv8D54kjnIXy2pw",
+	"557wsoYPg5ml3aPTWlVh4fDCcES0qf4DrxCdbFWLJIg/foU0JtjqFTmRsBHR4SCGqfyN4Ed8oD89AeuE",
+	"V01C2QwcMofaPwyFFO4LMRQmGPc1AouDyIU5Gjd1qs3paU8Q6bQDmZDE8+s2e8vm8oJunZG+tnnVo0q0",
+	"ISsI3wHOi7wxakxdvfGbysxUPVWNFTNVV8XYRhfxkZ31/K9le0xHb14MRA3rho0jhOwHqygRwR5KhLOE",
+	"Us2mkPcjW1gYCa021p/BWHbN46KD2MEviDOA/r0LHrysi1HpnD4rbAPmixXnL1++SsTrspQziU/Ef/XG",
+	"83mS6iNnVSXiJzUrdNH1gxo1RVnvFmA/npaFViIrzViWmR8Iiyn8uL7pDwSCFSzaPCM1SrdV6MxhCE6x",
+	"OYjIqa61D/VDqoMlG/mVZTlzXmVQJW0HlUjK/eRSa0BG8svJpVRnAb8kEpUiQxwTd6QjKbrvW9fB2pGg",
+	"dh2eSYscGlQU98Rj3/zQdTD6b0jHwe7RKhHHEcWJZvOCWNYowYgbu/gnfPu6OMO/6DuVZsJnShtEci/V",
+	"79v7pONhV1YAVxLx/vgZbqRZUZZETQEv3aXPugEdJtpqOP1IyDVADK1Mm/rk1DQ6zxx3FX4B2P4cSOBB",
+	"DMVhvx+RSnniq/iyUo7PYK+QcMbqhLGcy1FRFvWCWQbGaMchAE3YcXR9d4iAvBljbhVGnxCzeeZBetEL",
+	"ZTncY6xem/EGdBxbp4UqifKejpum3jWnuxWarGfajECh12qGa7WpVCb6uwcI6Dt/A//eT0R2ii+ox4s3",
+	"SsuyXjilPAedpMfKH949AHUElwcVSitt3+kphpZIdXRKtyfeOyUKL9lUyg5gTrxqPez3xUiNzUwRkUPg",
+	"gIhW70xZWD3D9pUHT8KVB0+WlNz6G7UUX/t2jy4vic4holnnIafaPedR/0Bk7hIihcmGSClBrBjwUF5R",
+	"0VOZ1iO+zWF0G/45GDwPWiGJ7JSZgikEkWIRLLZIY+UK+BKg8OEFkjWDtzGzCEXhQls1TAlBrkS087TK",
+	"2duB18L9m+pjHG6hJwORpTs0+HRngI0l6OVPPPMl7PJwPYLsqct6D32/Xboy64nncjzl1MNA5KoEg8BL",
+	"xT9SJPtusd4lNHq0iOaFGhN4lLrknD8WifoaG39joxXdd+F2rUX4bDP6O9Iog8jjQSGsE1mbdVNpS8Y7",
+	"gxHCU03lFiOPZc1keX2FApeoXNxgaMmE0UjY6S6ujZ8kC6VEXjbDp7RiVuQ8zJ74dVqUKvpaYDfaooRX",
+	"B1G1/0hYlkRSEJmKlz8CligIsG4ipMgGWB6xK8viHHzosZnNsDUU9KurtXLO77wyl/BxckPucUNog25Q",
+	"T6nqAENf8Uocg5tXMuaX228sWj2tCI/NmFKUxswHUSQnMIWshG5Q53mGG9SLhAciKcacewThrMtfqYJV",
+	"c4ofKpZcyDrp7m+HnKlKd9SlGoPH7Bd6pBpF1Wjb4gSK1gT7SrAV8F/Rk8ANC15EhRkNm4hmLmpD8vO4",
+	"VnObifhOnRaPEgbfaSoVbzZm8VwzZO+wUXuR8svR1mqORKvvjClfGjOH53ZxKuK3qhod6MUx+I6bBOUP",
+	"xfUz3r7MLEQRXJwM2janTnlFkYsYw6EGH43cD79dC5JHqX46lfXTgOnmJ+600LJs7UeRWZq41hZMdQQ2",
+	"tTKQluVflmsBnlZMWnYiVmODIVJEF4HtdXpajAtZpvr42d/Qdz0TntNpIIiHFwZ7/OxvDyziZxAlUZ3q",
+	"jBNCHCOOrDIyYJeCko1VQrZWaGwg8XQ6zK9N6Z1er5dxroOsWu/+Fzmb1tETHmxtW8M6G6HbJWcoW3ww",
+	"HSWeZ2qFBepFHzv9zvaKib26PeH8Ttd8R4lCTkMhExV9AnjlSmHH4lgNRAb7ZS+Y2TZzjEsx68HJeGqK",
+	"McaVM9ZZzFdLepu6J22PwfBOcK2RZxxunIgsikBTUSsW1qCxoQVijMFr0VEL5+uxgdNPCBQuE6elkah6",
+	"CFoFaU9dsNqv9Lf+7eFlwWfnvzOuCmR56I+nmldvSLD+UeQfsiFZlrg7QyQUNzQRhlGkQaO2RFk/AzOP",
+	"aRddfILvgZm1iYYnI2ec/yKwFVKtLudqXPfEc6bPlecqnEL0uRn93daRYNoSJR/vfpxnPMCcs/wX1l+E",
+	"P8cmV1nXU2SkOtRnOBMOjFDG3Dk8OHCc1nQffmkWPgo5ZMkqskJpjr5gZGMgfnv2+pfnv4OR2dbjTaUi",
+	"Te5UbKolVn3QtTE78B+9Xu/DB5aswyV9LVhdM6Qe3uhixTQQS5ZBO7+EEmRdbtg54lfIvaUUiBN9/lJw",
+	"B5z4w0+O+pkgRkNGQWRHv7z7+e3rNy+envxwdPz85P3bl1kXBSUsUpaUPrwdC3DHDE7u22ZhmmpZi+uE",
+	"qX+b64Upfi9mfyY4OSpKtyK73JXzYpfwFi+WZoPmwCqddylAtlkCi05bAr/D3LX/JjGWNdg//oeRAj3M",
+	"VXntnCW11ClC9uSgcpChFL1ZFqKt0b+izWYpwJTx3gOri20PjBQQL7fNOJ7IkqonXoEgrNjRiG+LrFMs",
+	"aVKdq3GJww7CBkWHv8KDNoHoGWLhPqer2CdGLTeRtbqQC1cpxBZJbPB1YKvzji7qhOOFkndLqvPKzLsD",
+	"dJhPzlzEUxZaVfDHbDw/4cAWEp1r1i4nE2WQH32uVM5943Kija2LsXV3UZf1yUxqOUFocqTIzpDCYqxO",
+	"6kJVmQhorsipXhuKldpa6lxW+YnR5QJ2HNVT4IZKvGUvRqUZn9mWXI0ia0G2+kNLLkgnAzHq3BV4iXXC",
+	"1cneFbEoZC0weZQIFzs+KfKsO4Q1Jhotz2VRIvO8+0rsKIpH4MiDmVYamaucXeyecFLWafb4XcjjsxTJ",
+	"UKLj1uWJrSUSDWZc4XWC0+IO43KNj5MJu+Z0g1T27q5s6Yb4QkPmZ/RYMwclc63gl5pnMku1E+9z9Goi",
+	"gk5LhX8fJdO9NNhZhxnrcrWM/DxSoSLi53fv3sB2tEPPnOIMtjxBaxm+Wiga4A3FYUHeuRHLOzoL5wZr",
+	"JCzG1UJWvEdiODDOohDuVY3uOJZ/jE3j4YSZ//HOlo51M3Qe3yqZU4FPxIlKDAkZ9idny6jYWTch4Di6",
+	"jBZC+wwO9S7R5knnz3KMwglhpNeEH7AaKBH/Zd8XPXBNPclCt8rJTnj+Tk4GIt2hN+N70aulO9kw1cgY",
+	"X9SYN0LVEhD/jRZv3r/Dmz57/vL5u+fwJUCkwypbmIZT12ANyBoPwHyIzuH+gcjmFSZQilbsEQXORWHB",
+	"rP4FRTRa+lFZlMRHVqs0DYHqlg2DQIEAKwe/0jN/Di0pzzhAxr+V57DCQFLj31Wj4YGHBwep3hQptW0y",
+	"M+SSXQ2a4rr7A8VS4k794GziDI9nQop/PX79C1GbuiwFkb2iLkNC2FRnYV33xkW9IHFISMekb3v/ffdo",
+	"Xuz+N14XFNxQs3kpaw580hICpwkeliWsqWE+mriOj3yEUknwfswp1eNmI5MviIyCdZHI/viD9kRv2d8C",
+	"oxE/1dSUaAt0Lqaw5udyDN9V+9aXUYXfU1LpXrcH98wE5xfAPATLNLpTIsalsVjkR6EejMdlHz6gsZuh",
+	"sVpahVy8IKnKolaVLDGAxjDQulyIyhgiraBptX7PRY8SyKuB/qJcI15wfilRN2C7AmMo4vEhbIBKjuFb",
+	"DRHNZV7KxS/I5bF/8H38K1gcXkAihd7j1sXv37604qB/+D2llIf85SjyDlucvmCq8RPS9ZR87tT86YUt",
+	"/qm6Q/f9Hj969NCdIy0uvaF4fBh7I0Px8MAZcUNEklS6mfEqGYqsTR7dumWqO/Q67qkPD7gIgirq4GrH",
+	"M53xfIXSTAzgB3HYm8nLdxyfDtU1+1gT0uUILobcE+fEU79mkurCMuUWB8QPDw7c/mspq4hYdI0TEscR",
+	"C8uE5GhmPoiLXCxnaPzNBlGdFHjd8P4ZVV5mGPikGpVORlW5jsu5saAIZxTCnktrL0yVg7c5krYYgx3O",
+	"yH++lt1XfEUsxkROthdVQGVD3ipwb55G1J4Z/8FYQPHb6nPmBLToilCpQj1VC7qLNlrhcPwUgFwNgKgD",
+	"YZUsw/yfU1Na5+j58e7Bo8e7Pz191WWX4JwaUbF9IhGlmUzgv8geSRmscwaH+kdjaq6ShMNguwyjclkw",
+	"BTwXemQYvHn/ridCcWs0L4SqOpMoiirTTKLugI0TmgnwA0GfYWnpFAzCjNsOHAn6OQvmSsGnP3FoQ8Fu",
+	"KyqqT1W5qzRFT4qWhSvvdS4BHu0JRL6jxrlgGDi4xAJcqOjVwLO6gWVCdOtgXawaJWu2DTxp3b5x1ptl",
+	"Zxu3xwSsSqJxf/X0jVA6J38ZKfUodu7o9Thq/iHrkl+I5VZUlEZBJKxrEzNVy1zWsieOl5n+W6PFg2vG",
+	"+bbRmJlga3OwbQUl6PR0hy3EnUSkO2wZ4r/D3KQ7H4InTaZoxnWBaOtilR6o1zsxTb/7jgCmKNPx3Xfo",
+	"xPu7ghHg6OZBtv3dFHqpughNBdAL9VR0JNkn80qdFpdo7cRXn6l5PfTV0iAnbSntVIxUfaFYcsycyA5W",
+	"wyWoa5eyZGZ3ZcdyTmUT8f3gZzBKJ5gg6mRSjDLxH//H/yky+ZeD/gh23l8OfuRDfzl4dPAjHPr//h93",
+	"5OnDvxw9YccInoTKDMZFnItqNq8Xich6yL3vDBwrsj24Dcaks/8K//e/ZD5RW1empIIp1NZrCE/6PfEm",
+	"xPgmRpBZgmIURI8zKkDGF3qAI/s3xPP5N1K//4Y6uzv0rbVZobNBmK+QrcPp8WnUGXZk48OwfpbrLdjc",
+	"MxX1YXoLIbou1Vxwi+1C1QL37k/P3yVs6ifi5+dHz1D2vX7z7sXrX47JuSAbFm6b6hnFWly9InNPdCQt",
+	"eHy0H3gwSZ+S47v7DuzaVPNYC7CFo8aoy92Li4tduNFuU5UYrVYIt3BUVWAy8mrCsYOrOFeSQnJnajFE",
+	"jeJmgcQw8nXgx4h3AH504WzDNvp2VG/PH5D1ZKfhMDROJ0cfUO6D+e6jF7qZcXTKISDCArcUjKRBeb08",
+	"WKZMRovWcp0htr7hK2HceNX/SDgqUjEgOAUsZ8M1BR6vqXQtE6HeBgRtjam+2E3gTN/Tt4l4+SPlEZgp",
+	"iMu4r9kQPxZaliXn54KsbBlUGJ/Ic5ICdSy2hIWP3HHGFL69WysJr1hvyNJONmeFilC9SYJlYA+T8cVB",
+	"TGx1OMiu6BEZCjbE4BwU4D/An92h0CbVfjONpfZWSFFHojjGfgd5/LqpJwb0TxzQKI2ZU6nmvCrOZa1S",
+	"jTxA+0/2v0/E6bjfHwz2/gWrFfXZLpagiQ4lgeBW+4+f9A4eHfb4v91EPP3pl6N3SapnTVkXY2nrRDTa",
+	"ztUYW1cSMaqMzOm464jgkr2R0uPpTFZnXJvnWJ7wYlnuzptqbqwSrtTNis6LN+eHuLRfvDl/nIgwLvwB",
+	"LDf4odvK5ThyKJHRBJ3kShewEqPAnoPQH5fS2iTVjS4don4oiAcXkhcuGoQdvmEPf8FNePzri3dPf/7h",
+	"9dHbZyfPf3r7/Pj45Ojly9e/uhg37nFKrBvf5GXKc1iJPARZ+2WLhS2UBGsF6ulX/JxOhdXTSIDQnZJU",
+	"WyOe/XIsKjUquMfVpbzA+h/y5q9UXlTwuML6e4RCkgu5CKj/j/zJSGQipnU9x/HBP6zjMQh3pIp/dvRx",
+	"NqtigoltbC1VCXEQoD9iKqrldl12TiXRRvZ7lxf8SuWVt0BkifvbkVhxe0+wN2IH0Tt9sVfIx5xnmIiH",
+	"fWETMZbzOccFNviQXdCw2KKQXFEF5ZIQqUZNhWn7pRu6WPUP4PJmorPfF6+KH5Bi4lH/INXLVVrImm/0",
+	"7sHlpcv0FevruVwdhRPPBEeUtYqje+TId0CcsWwXfyt+SBxILRYuIytpjzQ3aOzEqetkOXZHe5Hqunw5",
+	"V/8gSfWj/kM8EeaKXPV4Hugam+EusOFTHXQTbDRBqQHfs1XvjfLbFatLe8bOAa3flS/31pdd0yzbIUMX",
+	"DYQ2VJTdTcjEkQK7B1MN0tOcnjrB24pV2O++w3oSVJpW6nxkLkG5jpW1Aw9d86/yXB6jn5DqqtHwflTv",
+	"CUsXxZWjzxLPn746olN9gbAVHW288gexo1V9YaqzRJwWJRgGcMMKOzn50RgTuJBluTsuzfiMghpgFEaz",
+	"4YMuYd2DSp/RxTM1M655ZNOFr+TlKzyNlm0iHh/Csk2E0qemGoe9eKYqrUr2vSSXCGFAR7ii/A33f93U",
+	"86Z299/HXdGjEiu+C6acq0KWhY3dDZ5mLhbOwJjsURiyOF3AHFJ5ccQey2EmlNUd0rfICgOXkve9dJNU",
+	"u45U0GNcgkYMiEIrW7tFKPaTfr8vSnWuSmzkkWRZkgbEsj1shuABUCJ5SmxfOJraEMBWgippjF3BLCxT",
+	"4u5LfIkfnDtrxlMYsDvmZ1wTukCu1NyRK5LAppI81/0TliWW9rajcz5o3fGlSmTvOGFSFlple/7PsSmb",
+	"meY6QDRnExGdOyvqZ2peT7EoOdXLQ4XXgeGWC7SKog4+sOhOT9GB551J4DT2u+8GLe1JUQ8OQ8QFsQ+s",
+	"R+EudG3A7nOiOhEuIETOWWkmVEMYeqTgi7XqtUMxoBpPEXhNjs/IZCVI5lSTK/Db2+fPjp6+e/7s9yzq",
+	"/IaXxtCEe/DI5IXi+EY8aA7NWtHx2XrXFcQRvsQ3iBEIvI/Du7C8xWxMLToI+0Q2KJn2VJMDr5m54OHA",
+	"3TYDySgpnVCAtfH+7ctd512bCh029zdYPwUSEeXqVLFbkcOH9u6O1KmW43EBMyhLnDRKmUhS5bJahHMp",
+	"iCjRjLbc6ih8mn4pskQpHNgk3OPIl1PbNloviN9hgwxJtV/lmKCnFqm6anAV4nfzECOtwk+XBMM90EIh",
+	"aW8brDhsasQaWf4Jd3wFF2IhE+7cXfJE2+2poOJOC+w917SrqR2jQ9VXblAchXDbH5u40K3tCmxqLGoX",
+	"nhwiXdWa4FyqHW77xdTgK4FUs4pEZRypdjUrIYBHsUOXcQXtCPPHsZoQB8ZkCgZnQb9sDpNGkeOsG2hr",
+	"o6Qs7RScON7QrWhdHAtbG5R3zOUgUjjKb1XJgWuQ1/wqnexCSfBYeqA0wMWhvHs1630HmwNzDjmVgpIk",
+	"bcUlZb0SjqRl0yAcjHNN3dMQ1dNV0PtK4jgO217726WI18Zh3wVm96paLFHLR80AzAMyFEu53FRfmczF",
+	"PG2ckX3KepOaXyLSeua6dzWLMY+96xqioxSmzrPVsKxa2+bmqA4dVo1o13xyhUJtxMI0Ffni7rvRwg0A",
+	"QLRMMLKbudVPKYVO9ke6U+TpTpIi7Bj+w9P341+5rCXW/qc6W4bnybqICxWCFL8dc32McMP/vYN+12Bv",
+	"7+LioufKZzww39jM9rqpc8Z5m4GBjMVsUi/Eyh1FWYwqELWMPQFrl/ELYvjRQYz4mYMnfF4TbErUlm60",
+	"dzBrhKVNtQjXDTDvU9TMvDyGUeQNTQG37/snogdQy9k8G4j3urgUjsmZ55tR1NsXBTzDgcjO9xMKZLNG",
+	"+/nV0dPd45+PDh49dgW8ND4u9w3vyuHx9mE/oNavGJ3ku52pRWx/0mN3c4WCF5vgZVW78TMWDFMrM9tg",
+	"TzxzQIb8u0M4fGAJ2hBvQ+iGS8COrrYmEZgRF55FecgFc4I69rl6IVrJtSiVtA661qWtpMibCqWSaWrw",
+	"aRxtdsFdAfjBUY853cyBNdzagzUgW8I21Tlom0phzRLrzHEl7RTUIqoHh1TEcJAkSXl3sq1EfUIY8p6C",
+	"h65VPgDD0e9PAiUIbeMO9wuDou4DwPDdwzwuL6oQsm974ki7ZeZOwBgO7CJwu6k5KobF5LPXJJgfCdsd",
+	"hkiK79Z1oQ8spH54eUmihQMc3Z74EYfiSQZanjWtnUfCJuKRmBU6SfXDPv5DHIgpHJyCQyemKDjxHx20",
+	"3v79/z3o/0X8HT5nNQxkDKSB4vfBXXzMeKu80XUbBbmwxBsDklgcxcfBlnYhgHLBX8OpRQfiKi5MU+ZU",
+	"KK0weNPBaLHKqRuPkpAgQDF+iF3vB4/+Imwpx2fdAeZx0NSBT65yok8gyLfWV0812j2n6oJSwwR/4IjZ",
+	"pbCFnpReqpCwRN0Gdn9eYeIG5xvWGT7ENDWCehwF0EtEs4uZfOjjOYPFPSXVuJrsMtUPg8K52IRbO49E",
+	"LhdENupg4wapDgRJrgkPWcVdyXab7YdjPYHvZ0gTu2aLwgJjpp9AAOSjK4UV/FwyzMFykNVE1VRVgjzg",
+	"K5yknc3RXW6ApagtR2DbIVZHzU+5pG7Uiry2abmNk8b9y2QSEU5Wd4CVY1jq78lMuelU1w5YC3WUSeCD",
+	"xdQlHIhHwcSKLmLoYBvEQ6qtb233TIUDck6cBMOyg+twZ1LtLBwcc8Ccgb/cIGtlMZzAdQ4P7BLCok92",
+	"xw00kavQ8YXDzCAmnofyTeQpQUe9JSbAF4CF5lftwz4t28THQML5M3lJd8xSHURkPyGMG7Q4AxGKbKHc",
+	"Yw1G4cn3er5Vrsd1mbzW+aCLVGCT3LzeLfQgTpUy60viSsWpETshgUV1fGam/JJ3Exw66IW6BPOlwD6f",
+	"TpbufJfuZCHkzmvXL92wSGi1bS5nFVZZi05AqciBDabiA2rOAO/cCp83cMT76FJTws1gQ7ycqFY0hDqQ",
+	"yJxr3xXknSKNTMBzHAAl+LSExdcuGHE8PJRgIINbdaVxEk50ViqKdt27ha6sVXeF7mM9nhC8rWCYHOSP",
+	"o+wKvp2P+bYaGKjyBVbq2iIoFApshsB1EVZdnKrrJpQgQRTSYNy1ih74jzegD2DzUbEKB7yM6zutk1Qz",
+	"TuBSZZSPfcKSdQ6QiNw4OO68oK5brC7aJzJnVmDpBCkAPz6u/+a7uMwk5wCiKhc+Z7nOhQ8f8xdbh/KB",
+	"DRTs+NZGjCpzASuTFtjUYPjErdK5w0yI02y4XKwpFX5SVzsvfn736mXi/FGXyT9mAEoH8pMg4s6PlZyp",
+	"3ddzrrl59vyX/41QYU5VVamKTx4IbXYrPuZmooU5jWcQtnTCTd8K3Fvx9Pjtj25BORfn1FSzZcG/eUNT",
+	"UZDLhJvV6jGDAJVUo4u9Cpw9BrkRb9+5quDJtIhcdZeDd8SFQRkHAs0cePBL8HVCIIxEvFXKF4NRBLWV",
+	"pkawne++E50MK8sG7Z1xgs1niSuspcK4vz19nurjg0ePXWehhM08IKea5Qv1/6b6+sK4/xpW7l+Xy4Hh",
+	"/w8eu6XPPzdVyd4Yh1pBXLj+UBiRF83cDYRCENfbgO0bKR72D8iWS3X2kgNPXnlGMAit2QADiKMiTlw9",
+	"sKnm3QDHKjAW0WSH5a64rSvCK3G+AdUw83Um1a4dFeF+3rs3DJCVY8ZTyByiXgDKJEGTK2poIm0P38j5",
+	"+pW7hNZDlLWl6lkMaTETvIN+cv7fOTXEzGR1tiLRfMkirchNb4arwouvVdnFwJ6x+MISDtYDWJvRS/Vb",
+	"Bx269Uw5X9Vnrd+/fSFk3cbXGIrM3wk7E8HI9igv6DVh+o063+I6gDfvf3j54im2/bFpFuznRlvFMAOY",
+	"D6d3/NnYOks1+6ZZqAx1/adgsKCV3DktNOH/UaVGYxWsuzrV8WjZBcKWncuFa7ej7UjdNujvYEsgGL9E",
+	"xZBq8in30Y2kWHX0ebB4nfhUGYJzSRVSa9e0Fykk6yoHn1JCIgocx5KFwVujX0FquHQPrBV+zNCXOhfg",
+	"ztXgR7rCCspcR/FlAivAU5iCAu2ZchEho/Gr8yjfkvT87rtB/ByWqSp8SL4qxACi7CWuNb7R8Zm6aOFe",
+	"CjsUU1mehh31wIqyOFV1MVOpRiuG9hkO1SfpLooxebrdnnhqtCOyjYuqCQwQUQlp5Lx2EsJLkOPKWOvy",
+	"w4rOd9Uw4CCMJCwlyey3OTpmqEr8PHDLdZQy1eqiDalbYHE3Bk9SHaHi7IuxxCZH5NflG2PFmqaIxqIn",
+	"fl0GCnG+odus8XA6HtQIl5ALQ0ZCiB3jVK8UTSdRLDO2sVaKqwsbvAKuG44mHLwLV2v0BG90WhawUaIy",
+	"o2g8vARJDPBx50iHanG/9bkZrNWY1kLhId3vcgsT4++x7IHTyEnEs97zMnkoCNTuDdUlRi16wdTNVapb",
+	"NsYabGRXcMY9T3Cx2zV2Ff93t1Xt/fuH/z8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

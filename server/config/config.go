@@ -68,6 +68,8 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Webhooks configures webhook delivery and the event log.
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Responses configures the responses /openai/v1/responses stores.
+	Responses Responses `yaml:"responses"`
 }
 
 // Egress configures the outgoing-request guard.
@@ -433,6 +435,7 @@ func (c Config) Validate() error {
 	}
 	problems = append(problems, c.validateOAuth()...)
 	problems = append(problems, c.validateWebhooks()...)
+	problems = append(problems, c.validateResponses()...)
 	if d := c.Connectors.OAuthRefreshSkew.D(); d < 0 || d > time.Hour {
 		problems = append(problems, "connectors.oauthRefreshSkew must be between 0 and 1h")
 	}

@@ -66,7 +66,7 @@ var Buckets = []string{
 	"connections", "events", "webhooks", "deliveries", "outbox", "invocations",
 	"oauth_states", "oauth_clients", "usage", "signing_keys", "llm_models",
 	"oauth_tokens", "events_once", "leases", "toolsets", "connect_sessions",
-	"connect_session_tokens", "console_sessions",
+	"connect_session_tokens", "console_sessions", "responses",
 }
 
 // GetJSON decodes the JSON value under key into v; errs.NotFound when absent.

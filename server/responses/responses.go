@@ -1,0 +1,428 @@
+// Package responses keeps the responses of /openai/v1/responses that were
+// created with store: true, for GET and DELETE /responses/{id} and for
+// previous_response_id, each owned by the credential that created it and
+// kept for a retention period.
+//
+// Put never touches the disk: it adds the response to an in-memory pending
+// set. A background loop writes the pending responses to the store (bucket
+// "responses") in one transaction per interval (sooner when many wait), and
+// Close writes what is left. Get reads the pending set first, so that a
+// response can be continued or retrieved on this replica at once; other
+// replicas see it after the next flush. A failed flush keeps its responses
+// in memory for the next attempt (writing a response twice is harmless: it
+// is stored under its id).
+//
+// Expired responses are never answered, and once per SweepEvery a flush
+// deletes them from the store (on one replica at a time, the holder of the
+// "responses/sweep" lease).
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	fastjson "github.com/goccy/go-json"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+)
+
+// Bucket is the store bucket holding the responses: "r/<id>" the response,
+// "x/<expiry>/<id>" an empty entry per response, sorted by expiry, for the
+// sweep.
+const Bucket = "responses"
+
+const (
+	recordPrefix = "r/"
+	expiryPrefix = "x/"
+	expiryLayout = "20060102T150405Z"
+)
+
+// DefaultRetention is how long a stored response is kept, as on OpenAI.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// DefaultFlushInterval is the longest a response waits before it is written.
+const DefaultFlushInterval = time.Second
+
+// SweepEvery is how often expired responses are deleted from the store.
+const SweepEvery = time.Hour
+
+// sweepBatch bounds the responses one sweep deletes, so that its
+// transaction stays small; the next flush continues.
+const sweepBatch = 1000
+
+// kickSize is how many pending responses make the flusher write at once.
+const kickSize = 256
+
+// DefaultMaxPending bounds the responses waiting in memory.
+const DefaultMaxPending = 10000
+
+// sweepLease names the lease of the sweep.
+const sweepLease = "responses/sweep"
+
+// Stored is one kept response. Input, Output and Response are the wire
+// format's JSON, opaque here.
+type Stored struct {
+	ID string `json:"id"`
+	// Owner is the id of the credential that created the response.
+	Owner     string    `json:"owner"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Input is the conversation the response answered, as input items: the
+	// earlier turns of previous_response_id and the request's input.
+	Input json.RawMessage `json:"input"`
+	// Output is the response's output items.
+	Output json.RawMessage `json:"output"`
+	// Response is the response object as answered.
+	Response json.RawMessage `json:"response"`
+}
+
+// Options configure a Keeper.
+type Options struct {
+	// Retention is how long a response is kept; DefaultRetention when 0.
+	Retention time.Duration
+	// FlushInterval; DefaultFlushInterval when 0.
+	FlushInterval time.Duration
+	// MaxPending bounds the responses waiting in memory; past it the
+	// oldest are dropped, and the drop logged (DefaultMaxPending when 0).
+	MaxPending int
+	// Leases, when set, make the sweep run on one replica at a time.
+	Leases *lease.Manager
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Logger reports failed flushes and drops; slog.Default when nil.
+	Logger *slog.Logger
+}
+
+// Keeper keeps stored responses: in memory until flushed, then in the store.
+type Keeper struct {
+	st         store.Store
+	retention  time.Duration
+	interval   time.Duration
+	maxPending int
+	leases     *lease.Manager
+	now        func() time.Time
+	log        *slog.Logger
+
+	mu sync.Mutex
+	// pending are the responses not yet handed to a flush, in order;
+	// unsent those of flushes that failed. Both guarded by mu, unsent
+	// changed only under flushMu.
+	pending []*Stored
+	unsent  []*Stored
+	dropped int
+
+	flushMu   sync.Mutex // one flush (or delete) at a time
+	lastSweep time.Time  // guarded by flushMu
+
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// New starts a Keeper writing to st.
+func New(st store.Store, o Options) *Keeper {
+	k := &Keeper{st: st, retention: o.Retention, interval: o.FlushInterval, maxPending: o.MaxPending, leases: o.Leases, now: o.Now, log: o.Logger,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if k.retention <= 0 {
+		k.retention = DefaultRetention
+	}
+	if k.interval <= 0 {
+		k.interval = DefaultFlushInterval
+	}
+	if k.maxPending <= 0 {
+		k.maxPending = DefaultMaxPending
+	}
+	if k.now == nil {
+		k.now = time.Now
+	}
+	if k.log == nil {
+		k.log = slog.Default()
+	}
+	go k.loop()
+	return k
+}
+
+// Retention is how long a response is kept.
+func (k *Keeper) Retention() time.Duration { return k.retention }
+
+func (k *Keeper) loop() {
+	defer close(k.done)
+	t := time.NewTicker(k.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		case <-k.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), k.interval+10*time.Second)
+		if err := k.Flush(ctx); err != nil {
+			k.log.Error("stored responses flush failed; kept in memory for the next attempt", "error", err.Error())
+		}
+		cancel()
+	}
+}
+
+// Put keeps s (its CreatedAt and ExpiresAt are set from the clock and the
+// retention when zero). It never blocks on I/O.
+func (k *Keeper) Put(s *Stored) {
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = k.now().UTC()
+	}
+	if s.ExpiresAt.IsZero() {
+		s.ExpiresAt = s.CreatedAt.Add(k.retention)
+	}
+	k.mu.Lock()
+	if n := len(k.pending) + len(k.unsent) - k.maxPending + 1; n > 0 {
+		k.dropOldest(n)
+	}
+	k.pending = append(k.pending, s)
+	full := len(k.pending) >= kickSize
+	k.mu.Unlock()
+	if full {
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dropOldest drops the n oldest waiting responses; k.mu held.
+func (k *Keeper) dropOldest(n int) {
+	k.dropped += n
+	m := min(n, len(k.unsent))
+	k.unsent = append(k.unsent[:0:0], k.unsent[m:]...)
+	n -= m
+	k.pending = append(k.pending[:0:0], k.pending[n:]...)
+}
+
+// waiting returns the response id waiting in memory, or nil; k.mu held.
+func (k *Keeper) waiting(id string) *Stored {
+	for _, list := range [][]*Stored{k.pending, k.unsent} {
+		for i := len(list) - 1; i >= 0; i-- {
+			if list[i].ID == id {
+				return list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns the response id owned by owner: errs.NotFound when there is
+// none, it expired, or another credential created it (which is not told
+// apart, so that ids cannot be probed).
+func (k *Keeper) Get(ctx context.Context, owner, id string) (*Stored, error) {
+	now := k.now()
+	k.mu.Lock()
+	s := k.waiting(id)
+	k.mu.Unlock()
+	if s == nil {
+		// Not waiting: written by a flush that committed, or never kept.
+		var out Stored
+		err := k.st.View(ctx, func(tx store.Tx) error { return store.GetJSON(tx, Bucket, recordPrefix+id, &out) })
+		if errs.KindOf(err) == errs.NotFound {
+			return nil, notFound(id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s = &out
+	}
+	if s.Owner != owner || !now.Before(s.ExpiresAt) {
+		return nil, notFound(id)
+	}
+	return s, nil
+}
+
+func notFound(id string) error {
+	return errs.E(errs.NotFound, "no response with id %q: it was never stored (store: false), expired, was deleted, or belongs to another credential", id)
+}
+
+// Delete deletes the response id owned by owner (errs.NotFound as Get).
+func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
+	if _, err := k.Get(ctx, owner, id); err != nil {
+		return err
+	}
+	// Under flushMu no flush holds the response: it is either waiting
+	// (then it never reaches the store) or stored.
+	k.flushMu.Lock()
+	defer k.flushMu.Unlock()
+	k.mu.Lock()
+	remove := func(list []*Stored) []*Stored {
+		out := list[:0:0]
+		for _, s := range list {
+			if s.ID != id {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	k.pending, k.unsent = remove(k.pending), remove(k.unsent)
+	k.mu.Unlock()
+	return k.st.Update(ctx, func(tx store.Tx) error {
+		var s Stored
+		if err := store.GetJSON(tx, Bucket, recordPrefix+id, &s); err != nil {
+			if errs.KindOf(err) == errs.NotFound {
+				return nil
+			}
+			return err
+		}
+		return deleteTx(tx, &s)
+	})
+}
+
+// encode is s as JSON (what GetJSON reads back), its raw members copied
+// as they are: they are the wire format's own encoding, valid and compact,
+// so that a flush does not scan them again.
+func (s *Stored) encode() []byte {
+	b := make([]byte, 0, 160+len(s.Input)+len(s.Output)+len(s.Response))
+	b = append(b, `{"id":`...)
+	b = appendString(b, s.ID)
+	b = append(b, `,"owner":`...)
+	b = appendString(b, s.Owner)
+	b = append(b, `,"createdAt":"`...)
+	b = s.CreatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","expiresAt":"`...)
+	b = s.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","input":`...)
+	b = appendRaw(b, s.Input)
+	b = append(b, `,"output":`...)
+	b = appendRaw(b, s.Output)
+	b = append(b, `,"response":`...)
+	b = appendRaw(b, s.Response)
+	return append(b, '}')
+}
+
+func appendString(b []byte, v string) []byte {
+	q, _ := fastjson.Marshal(v)
+	return append(b, q...)
+}
+
+func appendRaw(b []byte, v json.RawMessage) []byte {
+	if len(v) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, v...)
+}
+
+func expiryKey(s *Stored) string {
+	return expiryPrefix + s.ExpiresAt.UTC().Format(expiryLayout) + "/" + s.ID
+}
+
+func deleteTx(tx store.Tx, s *Stored) error {
+	if err := tx.Delete(Bucket, recordPrefix+s.ID); err != nil {
+		return err
+	}
+	return tx.Delete(Bucket, expiryKey(s))
+}
+
+// Flush writes the waiting responses in one transaction and, once per
+// SweepEvery, deletes expired ones. On failure the responses wait for the
+// next flush.
+func (k *Keeper) Flush(ctx context.Context) error {
+	k.flushMu.Lock()
+	defer k.flushMu.Unlock()
+	k.mu.Lock()
+	k.unsent = append(k.unsent, k.pending...)
+	k.pending = nil
+	batch, dropped := k.unsent, k.dropped
+	k.dropped = 0
+	k.mu.Unlock()
+	if dropped > 0 {
+		k.log.Warn("stored responses dropped: too many waiting to be written", "dropped", dropped)
+	}
+	now := k.now().UTC()
+	sweep := now.Sub(k.lastSweep) >= SweepEvery
+	if len(batch) == 0 && !sweep {
+		return nil
+	}
+	finished := false
+	err := k.st.Update(ctx, func(tx store.Tx) error {
+		for _, s := range batch {
+			if err := tx.Put(Bucket, recordPrefix+s.ID, s.encode()); err != nil {
+				return err
+			}
+			if err := tx.Put(Bucket, expiryKey(s), []byte{}); err != nil {
+				return err
+			}
+		}
+		if !sweep {
+			return nil
+		}
+		if k.leases != nil {
+			held, err := k.leases.AcquireTx(tx, sweepLease, 2*SweepEvery)
+			if err != nil || !held {
+				finished = err == nil // another replica sweeps
+				return err
+			}
+		}
+		var err error
+		finished, err = sweepTx(tx, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	// Only this flush adds to unsent (Delete and a drop only remove), so
+	// what is left of it is written.
+	k.unsent = nil
+	k.mu.Unlock()
+	if sweep && finished {
+		k.lastSweep = now
+	}
+	return nil
+}
+
+// sweepTx deletes up to sweepBatch responses expired at now and reports
+// whether none is left.
+func sweepTx(tx store.Tx, now time.Time) (bool, error) {
+	limit := now.Format(expiryLayout)
+	var gone []string
+	more := false
+	err := tx.Scan(Bucket, expiryPrefix, "", func(key string, _ []byte) (bool, error) {
+		at, _, _ := strings.Cut(strings.TrimPrefix(key, expiryPrefix), "/")
+		if at > limit {
+			return false, nil
+		}
+		if len(gone) == sweepBatch {
+			more = true
+			return false, nil
+		}
+		gone = append(gone, key)
+		return true, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, key := range gone {
+		_, id, _ := strings.Cut(strings.TrimPrefix(key, expiryPrefix), "/")
+		if err := tx.Delete(Bucket, key); err != nil {
+			return false, err
+		}
+		if err := tx.Delete(Bucket, recordPrefix+id); err != nil {
+			return false, fmt.Errorf("sweep response %s: %w", id, err)
+		}
+	}
+	return !more, nil
+}
+
+// Close stops the flush loop and writes what is left.
+func (k *Keeper) Close(ctx context.Context) error {
+	k.stopOnce.Do(func() { close(k.stop) })
+	select {
+	case <-k.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return k.Flush(ctx)
+}

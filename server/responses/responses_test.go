@@ -1,0 +1,297 @@
+package responses_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
+)
+
+var bg = context.Background()
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func newClock() *clock               { return &clock{t: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)} }
+func quiet() *slog.Logger            { return slog.New(slog.DiscardHandler) }
+func stored(id, owner string) *responses.Stored {
+	return &responses.Stored{ID: id, Owner: owner, Input: json.RawMessage(`[]`), Output: json.RawMessage(`[]`), Response: json.RawMessage(`{"id":"` + id + `"}`)}
+}
+
+// countingStore counts Update transactions and can be made to fail.
+type countingStore struct {
+	store.Store
+	updates atomic.Int32
+	fail    atomic.Bool
+}
+
+func (c *countingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	c.updates.Add(1)
+	if c.fail.Load() {
+		return errors.New("disk on fire")
+	}
+	return c.Store.Update(ctx, fn)
+}
+
+// backends run each test on every store backend.
+var backends = []struct {
+	name string
+	open func(t *testing.T) store.Store
+}{
+	{"bbolt", func(t *testing.T) store.Store {
+		s, err := store.OpenBolt(filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+	{"postgres", func(t *testing.T) store.Store {
+		s, err := store.OpenPostgres(bg, pgtest.NewDatabase(t), store.PostgresOptions{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, st *countingStore)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { fn(t, &countingStore{Store: b.open(t)}) })
+	}
+}
+
+// keeper starts a Keeper that flushes only when told (a long interval).
+func keeper(t *testing.T, st store.Store, c *clock, o responses.Options) *responses.Keeper {
+	o.Now, o.Logger, o.FlushInterval = c.now, quiet(), time.Hour
+	k := responses.New(st, o)
+	t.Cleanup(func() { _ = k.Close(bg) })
+	return k
+}
+
+// keys lists the keys of the responses bucket.
+func keys(t *testing.T, st store.Store) []string {
+	t.Helper()
+	var out []string
+	if err := st.View(bg, func(tx store.Tx) error {
+		return tx.Scan(responses.Bucket, "", "", func(k string, _ []byte) (bool, error) {
+			out = append(out, k)
+			return true, nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestKeeper_PutWritesNothingUntilFlushAndIsServedEitherWay(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{})
+		k.Put(stored("resp_1", "key_a"))
+		if n := st.updates.Load(); n != 0 {
+			t.Fatalf("Put wrote %d transactions", n)
+		}
+		for _, flushed := range []bool{false, true} {
+			if flushed {
+				if err := k.Flush(bg); err != nil {
+					t.Fatal(err)
+				}
+				if len(keys(t, st)) != 2 {
+					t.Fatalf("stored keys %v", keys(t, st))
+				}
+			}
+			s, err := k.Get(bg, "key_a", "resp_1")
+			if err != nil || string(s.Response) != `{"id":"resp_1"}` || !s.ExpiresAt.Equal(c.now().Add(responses.DefaultRetention)) {
+				t.Fatalf("flushed %v: %v %+v", flushed, err, s)
+			}
+			if _, err := k.Get(bg, "key_b", "resp_1"); errs.KindOf(err) != errs.NotFound {
+				t.Errorf("flushed %v: another owner got %v", flushed, err)
+			}
+		}
+		if _, err := k.Get(bg, "key_a", "resp_none"); errs.KindOf(err) != errs.NotFound {
+			t.Errorf("unknown id: %v", err)
+		}
+	})
+}
+
+func TestKeeper_ExpiredResponsesAreNotServedAndAreSwept(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{Retention: time.Hour, Leases: lease.New(st, lease.Options{Now: c.now})})
+		k.Put(stored("resp_old", "key_a"))
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		c.add(30 * time.Minute)
+		k.Put(stored("resp_new", "key_a"))
+		c.add(31 * time.Minute) // resp_old expired; resp_new has 29 minutes left
+		if _, err := k.Get(bg, "key_a", "resp_old"); errs.KindOf(err) != errs.NotFound {
+			t.Fatalf("expired: %v", err)
+		}
+		c.add(responses.SweepEvery) // the next flush sweeps
+		k.Put(stored("resp_newest", "key_a"))
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		got := keys(t, st)
+		if len(got) != 2 || got[0] != "r/resp_newest" {
+			t.Errorf("after the sweep: %v", got)
+		}
+	})
+}
+
+func TestKeeper_SweepIsBounded(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{Retention: time.Minute})
+		for i := range 1005 {
+			k.Put(stored(fmt.Sprintf("resp_%04d", i), "key_a"))
+			if i%200 == 199 { // below the pending count that wakes the background flusher
+				if err := k.Flush(bg); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		c.add(2 * responses.SweepEvery)
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(keys(t, st)); n != 2*5 {
+			t.Fatalf("after one sweep %d keys, want 10", n)
+		}
+		if err := k.Flush(bg); err != nil { // the sweep was not finished: it goes on
+			t.Fatal(err)
+		}
+		if n := len(keys(t, st)); n != 0 {
+			t.Fatalf("after two sweeps %d keys", n)
+		}
+	})
+}
+
+func TestKeeper_FailedFlushKeepsResponses(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{})
+		k.Put(stored("resp_1", "key_a"))
+		st.fail.Store(true)
+		if err := k.Flush(bg); err == nil {
+			t.Fatal("flush did not fail")
+		}
+		if _, err := k.Get(bg, "key_a", "resp_1"); err != nil {
+			t.Fatalf("after a failed flush: %v", err)
+		}
+		st.fail.Store(false)
+		k.Put(stored("resp_2", "key_a"))
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(keys(t, st)); n != 4 {
+			t.Errorf("stored %v", keys(t, st))
+		}
+	})
+}
+
+func TestKeeper_Delete(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flushed bool
+	}{{"waiting", false}, {"stored", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, st *countingStore) {
+				c := newClock()
+				k := keeper(t, st, c, responses.Options{})
+				k.Put(stored("resp_1", "key_a"))
+				if tc.flushed {
+					if err := k.Flush(bg); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := k.Delete(bg, "key_b", "resp_1"); errs.KindOf(err) != errs.NotFound {
+					t.Fatalf("another owner deleted: %v", err)
+				}
+				if err := k.Delete(bg, "key_a", "resp_1"); err != nil {
+					t.Fatal(err)
+				}
+				if err := k.Flush(bg); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := k.Get(bg, "key_a", "resp_1"); errs.KindOf(err) != errs.NotFound {
+					t.Errorf("after delete: %v", err)
+				}
+				if got := keys(t, st); len(got) != 0 {
+					t.Errorf("stored %v", got)
+				}
+			})
+		})
+	}
+}
+
+func TestKeeper_CloseFlushesForTheNextProcessAndOtherReplicas(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		a := responses.New(st, responses.Options{Now: c.now, Logger: quiet(), FlushInterval: time.Hour})
+		b := keeper(t, st, c, responses.Options{})
+		a.Put(stored("resp_1", "key_a"))
+		if _, err := b.Get(bg, "key_a", "resp_1"); errs.KindOf(err) != errs.NotFound {
+			t.Fatalf("another replica before the flush: %v", err)
+		}
+		if err := a.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Get(bg, "key_a", "resp_1"); err != nil {
+			t.Fatalf("another replica after close: %v", err)
+		}
+	})
+}
+
+func TestKeeper_TooManyWaitingDropsTheOldest(t *testing.T) {
+	c := newClock()
+	st := &countingStore{Store: backends[0].open(t)}
+	k := keeper(t, st, c, responses.Options{MaxPending: 3})
+	for i := range 5 {
+		k.Put(stored(fmt.Sprintf("resp_%d", i), "key_a"))
+	}
+	for i := range 5 {
+		_, err := k.Get(bg, "key_a", fmt.Sprintf("resp_%d", i))
+		if kept := i >= 2; kept != (err == nil) {
+			t.Errorf("resp_%d: %v", i, err)
+		}
+	}
+}
+
+func TestKeeper_BackgroundFlush(t *testing.T) {
+	c := newClock()
+	st := &countingStore{Store: backends[0].open(t)}
+	k := responses.New(st, responses.Options{Now: c.now, Logger: quiet(), FlushInterval: 10 * time.Millisecond})
+	t.Cleanup(func() { _ = k.Close(bg) })
+	k.Put(stored("resp_1", "key_a"))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(keys(t, st)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the background flusher wrote nothing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
