@@ -431,7 +431,7 @@ func TestContractResponses(t *testing.T) {
 
 	t.Run("a conversation past the size limit is refused", func(t *testing.T) {
 		big, _ := json.Marshal([]map[string]string{{"role": "user", "content": strings.Repeat("a", 17<<20)}})
-		env.Server.Responses().Put(&kept.Stored{ID: "resp_big", Owner: key.Id, Input: big, Output: json.RawMessage(`[]`), Response: json.RawMessage(`{}`)})
+		env.Server.Responses().Put(&kept.Stored{ID: "resp_big", Owner: key.Id, Input: big, Response: json.RawMessage(`{}`)})
 		var e openAIErr
 		if status := call(t, h, http.MethodPost, url, `{"model":"openai/gpt-4o-mini","input":"Hi","previous_response_id":"resp_big"}`, &e); status != 413 ||
 			e.Error == nil || e.Error.Param == nil || *e.Error.Param != "previous_response_id" {

@@ -216,17 +216,21 @@ func (h *handlers) OpenaiCreateResponse(ctx context.Context, req api.OpenaiCreat
 			}
 			return nil, err
 		}
-		if n := len(prev.Input) + len(prev.Output) + len(body); n > maxConversationBytes {
+		if n := len(prev.Input) + len(prev.Response) + len(body); n > maxConversationBytes {
 			return nil, errs.E(errs.TooLarge, "the conversation of previous_response_id %q is %d bytes with this input; at most %d: start a new conversation (without previous_response_id) or send a shorter input", b.PreviousResponseID, n, maxConversationBytes).
 				WithDetails(map[string]any{"param": "previous_response_id", "limit": maxConversationBytes})
 		}
-		for _, raw := range []json.RawMessage{prev.Input, prev.Output} {
-			var items []responseswire.Item
-			if err := json.Unmarshal(raw, &items); err != nil {
-				return nil, fmt.Errorf("decode stored response %s: %w", prev.ID, err)
-			}
-			t.conv = append(t.conv, items...)
+		var input []responseswire.Item
+		var answered struct {
+			Output []responseswire.Item `json:"output"`
 		}
+		if err := json.Unmarshal(prev.Input, &input); err != nil {
+			return nil, fmt.Errorf("decode stored response %s: %w", prev.ID, err)
+		}
+		if err := json.Unmarshal(prev.Response, &answered); err != nil {
+			return nil, fmt.Errorf("decode stored response %s: %w", prev.ID, err)
+		}
+		t.conv = append(append(t.conv, input...), answered.Output...)
 	}
 	history := len(t.conv)
 	if b.Input.IsText {
@@ -279,30 +283,12 @@ func (s *Server) keep(t *responseTurn, resp *responseswire.Response) (json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	output := joinRaw(resp.Output)
 	whole, err := fastjson.Marshal(resp)
 	if err != nil {
 		return nil, err
 	}
-	s.responses.Put(&responses.Stored{ID: t.id, Owner: t.owner, Input: input, Output: output, Response: whole})
+	s.responses.Put(&responses.Stored{ID: t.id, Owner: t.owner, Input: input, Response: whole})
 	return whole, nil
-}
-
-// joinRaw is the JSON array of items, each already encoded.
-func joinRaw(items []json.RawMessage) json.RawMessage {
-	n := 2
-	for _, it := range items {
-		n += len(it) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, it := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, it...)
-	}
-	return append(b, ']')
 }
 
 // responsesError names the Responses API's fields in the gateway's

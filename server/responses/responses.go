@@ -77,9 +77,8 @@ type Stored struct {
 	// Input is the conversation the response answered, as input items: the
 	// earlier turns of previous_response_id and the request's input.
 	Input json.RawMessage `json:"input"`
-	// Output is the response's output items.
-	Output json.RawMessage `json:"output"`
-	// Response is the response object as answered.
+	// Response is the response object as answered (its output items are
+	// the conversation's next turn).
 	Response json.RawMessage `json:"response"`
 }
 
@@ -284,7 +283,7 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 // as they are: they are the wire format's own encoding, valid and compact,
 // so that a flush does not scan them again.
 func (s *Stored) encode() []byte {
-	b := make([]byte, 0, 160+len(s.Input)+len(s.Output)+len(s.Response))
+	b := make([]byte, 0, 160+len(s.Input)+len(s.Response))
 	b = append(b, `{"id":`...)
 	b = appendString(b, s.ID)
 	b = append(b, `,"owner":`...)
@@ -295,8 +294,6 @@ func (s *Stored) encode() []byte {
 	b = s.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","input":`...)
 	b = appendRaw(b, s.Input)
-	b = append(b, `,"output":`...)
-	b = appendRaw(b, s.Output)
 	b = append(b, `,"response":`...)
 	b = appendRaw(b, s.Response)
 	return append(b, '}')

@@ -32,7 +32,7 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 func newClock() *clock               { return &clock{t: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)} }
 func quiet() *slog.Logger            { return slog.New(slog.DiscardHandler) }
 func stored(id, owner string) *responses.Stored {
-	return &responses.Stored{ID: id, Owner: owner, Input: json.RawMessage(`[]`), Output: json.RawMessage(`[]`), Response: json.RawMessage(`{"id":"` + id + `"}`)}
+	return &responses.Stored{ID: id, Owner: owner, Input: json.RawMessage(`[]`), Response: json.RawMessage(`{"id":"` + id + `"}`)}
 }
 
 // countingStore counts Update transactions and can be made to fail.
