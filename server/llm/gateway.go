@@ -354,11 +354,8 @@ func (g *Gateway) Complete(ctx context.Context, op Op, r *Request) (*Result, err
 	} else {
 		res.Usage = Usage{
 			PromptTokens:     estimatePromptTokens(cand.Name, r),
-			CompletionTokens: estimateCompletionTokens(cand.Name, res.Text, res.ToolCalls),
+			CompletionTokens: res.estimateOutputTokens(),
 			Estimated:        true,
-		}
-		for _, ch := range res.More {
-			res.Usage.CompletionTokens += estimateCompletionTokens(cand.Name, ch.Text, ch.ToolCalls)
 		}
 	}
 	g.account(ctx, c, cand, res.Usage)
@@ -393,14 +390,31 @@ func finishReason(upstream string, calls []ToolCall) string {
 
 // completeCalls gives every tool call arguments ("{}" when empty) and an id.
 func completeCalls(calls []ToolCall) {
+	fillArguments(calls)
 	for i := range calls {
-		if strings.TrimSpace(calls[i].Arguments) == "" {
-			calls[i].Arguments = "{}"
-		}
 		if calls[i].ID == "" {
 			calls[i].ID = NewID("call_")
 		}
 	}
+}
+
+// fillArguments gives every tool call without arguments "{}".
+func fillArguments(calls []ToolCall) {
+	for i := range calls {
+		if strings.TrimSpace(calls[i].Arguments) == "" {
+			calls[i].Arguments = "{}"
+		}
+	}
+}
+
+// estimateOutputTokens counts the tokens of every choice's output, for an
+// upstream that reported no usage.
+func (res *Result) estimateOutputTokens() int {
+	n := estimateCompletionTokens(res.Model.Name, res.Text, res.ToolCalls)
+	for _, ch := range res.More {
+		n += estimateCompletionTokens(res.Model.Name, ch.Text, ch.ToolCalls)
+	}
+	return n
 }
 
 // account records usage, logs the call and emits llm.request.completed.
@@ -622,22 +636,14 @@ func (s *ResultStream) Result() *Result {
 	res := &Result{Model: s.model, Text: s.text.String(), FinishReason: s.finish, CreatedAt: s.CreatedAt, FallbackFrom: s.call.fallbackFrom()}
 	res.ToolCalls = make([]ToolCall, len(s.calls))
 	copy(res.ToolCalls, s.calls)
-	for i := range res.ToolCalls {
-		if strings.TrimSpace(res.ToolCalls[i].Arguments) == "" {
-			res.ToolCalls[i].Arguments = "{}"
-		}
-	}
+	fillArguments(res.ToolCalls)
 	if s.finished {
 		res.FinishReason = finishReason(res.FinishReason, res.ToolCalls)
 		res.Output = checkOutput(s.req, res.Text, res.ToolCalls)
 	}
 	for _, ch := range s.more {
 		ch.ToolCalls = slices.Clone(ch.ToolCalls)
-		for i := range ch.ToolCalls {
-			if strings.TrimSpace(ch.ToolCalls[i].Arguments) == "" {
-				ch.ToolCalls[i].Arguments = "{}"
-			}
-		}
+		fillArguments(ch.ToolCalls)
 		if s.finished {
 			ch.FinishReason = finishReason(ch.FinishReason, ch.ToolCalls)
 		}
@@ -646,10 +652,7 @@ func (s *ResultStream) Result() *Result {
 	if s.upUsage != nil && (s.finished || s.upUsage.CompletionTokens > 0) {
 		res.Usage = *s.upUsage
 	} else {
-		res.Usage = Usage{Estimated: true, CompletionTokens: estimateCompletionTokens(s.model.Name, res.Text, res.ToolCalls)}
-		for _, ch := range res.More {
-			res.Usage.CompletionTokens += estimateCompletionTokens(s.model.Name, ch.Text, ch.ToolCalls)
-		}
+		res.Usage = Usage{Estimated: true, CompletionTokens: res.estimateOutputTokens()}
 		if s.upUsage != nil && s.upUsage.PromptTokens > 0 {
 			res.Usage.PromptTokens = s.upUsage.PromptTokens
 		} else {
