@@ -145,28 +145,45 @@ type Content []ContentBlock
 // UnmarshalJSON reads a string, an array of content blocks or null (no
 // content).
 func (c *Content) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if bytes.Equal(b, []byte("null")) {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		*c = nil
 		return nil
 	}
-	if len(b) > 0 && b[0] == '"' {
+	blocks, _, err := stringOrBlocks(b, "content must be a string or an array of content blocks")
+	if err != nil {
+		return err
+	}
+	*c = blocks
+	return nil
+}
+
+// stringOrBlocks decodes a string (as one text block, str true) or an
+// array of content blocks; anything else is an error saying want.
+func stringOrBlocks(b []byte, want string) (blocks []ContentBlock, str bool, err error) {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 0 && b[0] == '"':
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+			return nil, false, err
 		}
-		*c = Content{{Type: BlockText, Text: s}}
-		return nil
-	}
-	if len(b) > 0 && b[0] == '[' {
-		var blocks []ContentBlock
+		return []ContentBlock{TextBlock(s)}, true, nil
+	case len(b) > 0 && b[0] == '[':
 		if err := decodeBlocks(b, &blocks); err != nil {
-			return err
+			return nil, false, err
 		}
-		*c = blocks
-		return nil
+		return blocks, false, nil
 	}
-	return errors.New("content must be a string or an array of content blocks")
+	return nil, false, errors.New(want)
+}
+
+// marshalStringOrBlocks writes a single text block as a string when str
+// is set, else the array of blocks.
+func marshalStringOrBlocks(blocks []ContentBlock, str bool) ([]byte, error) {
+	if str && len(blocks) == 1 {
+		return json.Marshal(blocks[0].Text)
+	}
+	return json.Marshal(blocks)
 }
 
 // decodeBlocks decodes an array of content blocks refusing names a block
@@ -195,42 +212,25 @@ type System struct {
 
 // SystemText returns a system prompt sent as a string.
 func SystemText(s string) *System {
-	return &System{Blocks: []ContentBlock{{Type: BlockText, Text: s}}, String: true}
+	return &System{Blocks: []ContentBlock{TextBlock(s)}, String: true}
 }
 
 // MarshalJSON writes a string or an array of text blocks.
-func (s System) MarshalJSON() ([]byte, error) {
-	if s.String && len(s.Blocks) == 1 {
-		return json.Marshal(s.Blocks[0].Text)
-	}
-	return json.Marshal(s.Blocks)
-}
+func (s System) MarshalJSON() ([]byte, error) { return marshalStringOrBlocks(s.Blocks, s.String) }
 
 // UnmarshalJSON reads a string or an array of text blocks.
 func (s *System) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var v string
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		*s = System{Blocks: []ContentBlock{{Type: BlockText, Text: v}}, String: true}
-		return nil
+	blocks, str, err := stringOrBlocks(b, "system must be a string or an array of text blocks")
+	if err != nil {
+		return err
 	}
-	if len(b) > 0 && b[0] == '[' {
-		var blocks []ContentBlock
-		if err := decodeBlocks(b, &blocks); err != nil {
-			return err
+	for _, bl := range blocks {
+		if bl.Type != BlockText {
+			return fmt.Errorf("system blocks must be text blocks, got %q", bl.Type)
 		}
-		for _, bl := range blocks {
-			if bl.Type != BlockText {
-				return fmt.Errorf("system blocks must be text blocks, got %q", bl.Type)
-			}
-		}
-		*s = System{Blocks: blocks}
-		return nil
 	}
-	return errors.New("system must be a string or an array of text blocks")
+	*s = System{Blocks: blocks, String: str}
+	return nil
 }
 
 // ContentBlock is one content block of any type: text, image, tool_use,
@@ -340,32 +340,17 @@ func ToolResultText(s string) *ToolResultContent {
 
 // MarshalJSON writes a string or an array of blocks.
 func (t ToolResultContent) MarshalJSON() ([]byte, error) {
-	if t.String && len(t.Blocks) == 1 {
-		return json.Marshal(t.Blocks[0].Text)
-	}
-	return json.Marshal(t.Blocks)
+	return marshalStringOrBlocks(t.Blocks, t.String)
 }
 
 // UnmarshalJSON reads a string or an array of blocks.
 func (t *ToolResultContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*t = ToolResultContent{Blocks: []ContentBlock{TextBlock(s)}, String: true}
-		return nil
+	blocks, str, err := stringOrBlocks(b, "tool_result content must be a string or an array of content blocks")
+	if err != nil {
+		return err
 	}
-	if len(b) > 0 && b[0] == '[' {
-		var blocks []ContentBlock
-		if err := decodeBlocks(b, &blocks); err != nil {
-			return err
-		}
-		*t = ToolResultContent{Blocks: blocks}
-		return nil
-	}
-	return errors.New("tool_result content must be a string or an array of content blocks")
+	*t = ToolResultContent{Blocks: blocks, String: str}
+	return nil
 }
 
 // Tool is a client tool definition.
