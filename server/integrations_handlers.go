@@ -18,11 +18,7 @@ import (
 // guard, transformation sandbox, invocation log) and registers what a
 // connector's deletion must delete with it.
 func (s *Server) initIntegrations(resolver egress.Resolver) error {
-	var opts []egress.Option
-	if resolver != nil {
-		opts = append(opts, egress.WithResolver(resolver))
-	}
-	guard, err := egress.New(s.cfg.Egress.Allow, opts...)
+	guard, err := s.egressGuard(resolver)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ const discoveryInterval = 10 * time.Minute
 
 // initLLM builds the model catalog, the gateway and the usage recorder,
 // and registers their shutdown hooks and the OpenAI error shape.
-func (s *Server) initLLM() error {
+func (s *Server) initLLM(resolver egress.Resolver) error {
 	cat, err := llm.NewCatalog(context.Background(), s.cfg.Providers, llm.CatalogOptions{Store: s.store, Logger: s.log, Events: s.eventQueue})
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func (s *Server) initLLM() error {
 	s.closers = append(s.closers, cat.StartDiscovery(discoveryInterval))
 	// Image URLs a provider needs as bytes are fetched through the egress
 	// guard, with the operator's egress.allow.
-	images, err := egress.New(s.cfg.Egress.Allow)
+	images, err := s.egressGuard(resolver)
 	if err != nil {
 		return err
 	}

@@ -32,11 +32,7 @@ const callbackRoute = "/v1/oauth/callback"
 // set), connectors are its clients, connection records follow its status,
 // and a connector's deletion forgets its OAuth connections.
 func (s *Server) initOAuthConnections(resolver egress.Resolver) error {
-	var opts []egress.Option
-	if resolver != nil {
-		opts = append(opts, egress.WithResolver(resolver))
-	}
-	guard, err := egress.New(s.cfg.Egress.Allow, opts...)
+	guard, err := s.egressGuard(resolver)
 	if err != nil {
 		return err
 	}

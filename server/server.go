@@ -128,7 +128,7 @@ func New(o Options) (*Server, error) {
 	if err := s.initLimits(); err != nil {
 		return nil, err
 	}
-	if err := s.initLLM(); err != nil {
+	if err := s.initLLM(o.Resolver); err != nil {
 		return nil, err
 	}
 	s.initResponses()
@@ -218,3 +218,13 @@ func (s *Server) Leases() *lease.Manager { return s.leases }
 type handlers struct{ s *Server }
 
 var _ api.StrictServerInterface = (*handlers)(nil)
+
+// egressGuard is an egress guard with the operator's egress.allow,
+// resolving host names with resolver when set (Options.Resolver).
+func (s *Server) egressGuard(resolver egress.Resolver) (*egress.Guard, error) {
+	var opts []egress.Option
+	if resolver != nil {
+		opts = append(opts, egress.WithResolver(resolver))
+	}
+	return egress.New(s.cfg.Egress.Allow, opts...)
+}
