@@ -16,16 +16,13 @@ import (
 // 2020-12 or draft-07, with local $refs only), and the model's output is
 // checked against it when the call ends, whatever the provider promised.
 
-// maxFormatName bounds response_format names (OpenAI's limit).
-const maxFormatName = 64
-
 // compiledFormat is a request's response format ready to check outputs.
 type compiledFormat struct {
 	rf     *ResponseFormat
 	schema *jsonschema.Resolved // nil for json_object
 }
 
-// formatProblems validates rf and compiles its schema.
+// compileFormat validates rf and compiles its schema.
 func compileFormat(rf *ResponseFormat) (*compiledFormat, []errs.Problem) {
 	switch rf.Type {
 	case FormatText:
@@ -41,7 +38,7 @@ func compileFormat(rf *ResponseFormat) (*compiledFormat, []errs.Problem) {
 	var ps []errs.Problem
 	if rf.Name == "" {
 		ps = append(ps, errs.Problem{Field: "responseFormat.name", Problem: "is required for json_schema"})
-	} else if !functionName.MatchString(rf.Name) || len(rf.Name) > maxFormatName {
+	} else if !functionName.MatchString(rf.Name) { // at most 64 characters, OpenAI's limit
 		ps = append(ps, errs.Problem{Field: "responseFormat.name", Problem: "must be 1-64 letters, digits, '_' or '-'"})
 	}
 	raw := bytes.TrimSpace(rf.Schema)
