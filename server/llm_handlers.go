@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	fastjson "github.com/goccy/go-json"
@@ -379,31 +380,67 @@ func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn 
 
 // eachChunkKeepAlive is eachChunk sending keepAlive (a wire format's own
 // keep-alive event, such as Anthropic's ping) instead of the comment.
+//
+// It reads the upstream on the handler's goroutine; the keep-alive is a
+// timer that fires only when the upstream was silent for the whole
+// interval (a chunk does not reset it, it moves the time it is due), so a
+// stream costs no goroutine and no timer operation per chunk. Writes to w
+// are serialised by mu; a keep-alive that cannot be written aborts the
+// upstream read, so that the handler sees the caller went away.
 func eachChunkKeepAlive(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, keepAlive []byte, fn func(llm.Chunk) bool) error {
-	items, stop := st.Pump()
-	defer stop()
-	tick := time.NewTicker(st.KeepAlive())
-	defer tick.Stop()
+	every := st.KeepAlive()
+	var (
+		mu    sync.Mutex
+		last  = time.Now() // when the caller last got something
+		ended bool         // the handler is done with w
+		gone  bool         // a keep-alive could not be written
+		timer *time.Timer
+	)
+	timer = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		if wait := every - time.Since(last); wait > 0 {
+			timer.Reset(wait)
+			return
+		}
+		if _, err := w.Write(keepAlive); err != nil {
+			gone = true
+			st.Cancel()
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		last = time.Now()
+		timer.Reset(every)
+	})
+	defer func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		timer.Stop()
+	}()
 	for {
-		select {
-		case it := <-items:
-			if it.Err == io.EOF {
-				return nil
+		c, err := st.Next()
+		mu.Lock()
+		switch {
+		case gone:
+			err = errClientGone
+		case err == nil:
+			if !fn(c) {
+				err = errClientGone
 			}
-			if it.Err != nil {
-				return it.Err
-			}
-			if !fn(it.Chunk) {
-				return errClientGone
-			}
-			tick.Reset(st.KeepAlive())
-		case <-tick.C:
-			if _, err := w.Write(keepAlive); err != nil {
-				return errClientGone
-			}
-			if fl != nil {
-				fl.Flush()
-			}
+			last = time.Now()
+		case err == io.EOF:
+			mu.Unlock()
+			return nil
+		}
+		mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }

@@ -345,11 +345,14 @@ func cpuTime(pid int) (time.Duration, error) {
 const clockTicks = 100
 
 // saveProfiles saves a pprof server's heap profile and goroutine dump
-// into dir (heap.pprof, goroutines.txt).
+// into dir (heap.pprof, goroutines.txt), and the heap's text form, which
+// ends with the runtime's memory statistics (memstats.txt: heap, stacks,
+// what was returned to the OS).
 func saveProfiles(base, dir string) error {
 	for _, p := range []struct{ path, file string }{
 		{"/debug/pprof/heap?gc=1", "heap.pprof"},
 		{"/debug/pprof/goroutine?debug=1", "goroutines.txt"},
+		{"/debug/pprof/heap?debug=1", "memstats.txt"},
 	} {
 		resp, err := http.Get(base + p.path)
 		if err != nil {

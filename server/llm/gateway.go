@@ -499,7 +499,7 @@ func (g *Gateway) Stream(ctx context.Context, op Op, r *Request) (*ResultStream,
 		return nil, err
 	}
 	c := &callInfo{op: op.OpName(), requested: m.ID, stream: true, start: time.Now()}
-	// sctx lets Pump's stop abort a read blocked on the upstream.
+	// sctx lets Cancel abort a read blocked on the upstream.
 	sctx, cancel := context.WithCancel(ctx)
 	up, cand, err := attempt(ctx, g, c, g.candidates(ctx, op, m, r), func(cand *Model) (Stream, error) {
 		return cand.provider.Stream(sctx, cand, r)
@@ -521,48 +521,10 @@ func (s *ResultStream) KeepAlive() time.Duration {
 	return DefaultKeepAlive
 }
 
-// Item is one result of Next, delivered by Pump.
-type Item struct {
-	Chunk Chunk
-	Err   error
-}
-
-// Pump reads the stream ahead in a goroutine and delivers each Next result
-// on the channel, ending after the first error (io.EOF included), so that a
-// writer can do other things (send keep-alives) while the upstream is
-// silent. stop must be called before Close: it aborts a pending upstream
-// read and waits for the goroutine to end.
-func (s *ResultStream) Pump() (items <-chan Item, stop func()) {
-	ch := make(chan Item)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			c, err := s.Next()
-			select {
-			case ch <- Item{Chunk: c, Err: err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			close(done)
-			select {
-			case <-finished:
-			default:
-				s.cancel() // unblock a read waiting on the upstream
-				<-finished
-			}
-		})
-	}
-}
+// Cancel aborts the stream: a Next blocked on the upstream returns, with
+// an error. A writer whose caller went away calls it from another
+// goroutine (Next itself is not safe for concurrent use).
+func (s *ResultStream) Cancel() { s.cancel() }
 
 // Next returns the next chunk, io.EOF after the last one. Tool-call
 // deltas are passed on and accumulated for Result.

@@ -23,6 +23,11 @@ var ErrEventTooLarge = errors.New("server-sent event exceeds the size limit")
 // DefaultMaxEventBytes bounds one upstream event (a line or an event's data).
 const DefaultMaxEventBytes = 4 << 20
 
+// initialEventBytes is an SSEReader's first buffer: room for a typical
+// chat chunk; it grows for larger events. Small, because a gateway holds
+// one per open stream, above the transport's own read buffer.
+const initialEventBytes = 1024
+
 // SSEReader parses a text/event-stream as the HTML Living Standard says:
 // lines end in CRLF, LF or CR; a leading BOM is skipped; lines starting with
 // a colon are comments; `field: value` loses one leading space from the
@@ -43,7 +48,7 @@ func NewSSEReader(r io.Reader, maxBytes int) *SSEReader {
 		maxBytes = DefaultMaxEventBytes
 	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxBytes+2)
+	sc.Buffer(make([]byte, 0, initialEventBytes), maxBytes+2)
 	sc.Split(splitSSELines)
 	return &SSEReader{sc: sc, max: maxBytes}
 }
