@@ -18,7 +18,8 @@
 #                                # run measures); the default is all of
 #                                # cross,bare,native,budget,openai,responses,messages
 #   PROFILE=1 bash bench/llm.sh  # also: CPU profile of the server during
-#                                # the native throughput run, $OUT/cpu-native.pprof
+#                                # each of its rows' throughput runs in round 1,
+#                                # $OUT/cpu-<row>.pprof (cpu-native.pprof, ...)
 #
 # Before measuring, each selected Switchboard row is called once and its
 # answer checked (status and shape); a route that is missing stops the run
@@ -218,9 +219,9 @@ for round in $(seq "$ROUNDS"); do
     # warm up connections and caches
     AUTH=$auth SB_KEY=$key BODY_FILE=$body taskset -c 1 wrk -t1 -c"$CONNS" -d2s -s "$OUT/post.lua" "$url" >/dev/null
     prof=
-    if [ -n "$PROFILE" ] && [ "$name" = native ] && [ "$round" = 1 ]; then
+    if [ -n "$PROFILE" ] && [ "$name" != direct ] && [ "$name" != bare ] && [ "$round" = 1 ]; then
       # The profile covers the middle of the run.
-      (sleep 1; curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 3 : 1 ))" >"$OUT/cpu-native.pprof") &
+      (sleep 1; curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 3 : 1 ))" >"$OUT/cpu-$name.pprof") &
       prof=$!
     fi
     t0=$(cpu_ticks "$pid")
@@ -242,7 +243,7 @@ for round in $(seq "$ROUNDS"); do
     printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "$s0" "$(steal)" "$(( $(cpu_ticks "$pid") - t0 ))" >>"$OUT/latency-runs.tsv"
   done
 done
-[ -n "$PROFILE" ] && selected native && echo "profile of round 1: go tool pprof $OUT/switchboard $OUT/cpu-native.pprof"
+[ -n "$PROFILE" ] && echo "profiles of round 1: go tool pprof $OUT/switchboard $OUT/cpu-<row>.pprof ($(cd "$OUT" && ls cpu-*.pprof 2>/dev/null | paste -sd' '))"
 python3 - "$OUT" "$ROUNDS" "$TCK" "$RATE" "$THROUGHPUT_TARGETS" "$LATENCY_TARGETS" <<'PY'
 import json, statistics, sys
 out, rounds, tck, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -7,9 +7,12 @@
 #
 #   bash bench/stream.sh     # ROUNDS=3 STREAMS=2000 CHUNKS=20 INTERVAL=50ms RAMP=500ms
 #   PROFILE=1 bash bench/stream.sh
-#                            # also: the server's heap profile and goroutine
-#                            # dump taken in round 1 when all streams are open,
-#                            # $OUT/heap.pprof and $OUT/goroutines.txt
+#                            # also: the server's heap profile, goroutine dump
+#                            # and memory statistics taken in round 1 when all
+#                            # streams are open, $OUT/heap.pprof,
+#                            # $OUT/goroutines.txt and $OUT/memstats.txt, and
+#                            # its CPU profile over round 1's two waves,
+#                            # $OUT/cpu.pprof
 #
 # One wave: bench/streamload starts STREAMS streams, their starts spread
 # evenly over RAMP (shorter than a stream, so that all of them are open at
@@ -137,6 +140,7 @@ for round in $(seq "$ROUNDS"); do
     prof=()
     if [ -n "$PROFILE" ] && [ "$name" = switchboard ] && [ "$round" = 1 ]; then
       prof=(-pprof "http://$PPROF_ADDR" -pprof-dir "$OUT")
+      curl -fs "http://$PPROF_ADDR/debug/pprof/profile?seconds=5" >"$OUT/cpu.pprof" &
     fi
     taskset -c 1 "$OUT/streamload" -url "$url" -key "$KEY" -streams "$STREAMS" -chunks "$CHUNKS" -ramp "$RAMP" \
       -pid "$pid" "${prof[@]}" >"$OUT/stream-$name-$round.json"
@@ -151,7 +155,7 @@ PY
   done
 done
 if [ -n "$PROFILE" ] && [ -s "$OUT/heap.pprof" ]; then
-  echo "== with all streams open in round 1: $(head -1 "$OUT/goroutines.txt"); heap: go tool pprof -sample_index=inuse_space $OUT/switchboard $OUT/heap.pprof"
+  echo "== with all streams open in round 1: $(head -1 "$OUT/goroutines.txt"); heap: go tool pprof -sample_index=inuse_space $OUT/switchboard $OUT/heap.pprof; cpu: go tool pprof $OUT/switchboard $OUT/cpu.pprof"
 fi
 python3 - "$OUT" "$ROUNDS" "$STREAMS" "$CHUNKS" "$NAMES" <<'PY'
 import json, statistics, sys

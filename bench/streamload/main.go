@@ -350,9 +350,10 @@ const clockTicks = 100
 // what was returned to the OS).
 func saveProfiles(base, dir string) error {
 	for _, p := range []struct{ path, file string }{
-		{"/debug/pprof/heap?gc=1", "heap.pprof"},
-		{"/debug/pprof/goroutine?debug=1", "goroutines.txt"},
+		// Cheapest first: the streams end while the profiles are taken.
 		{"/debug/pprof/heap?debug=1", "memstats.txt"},
+		{"/debug/pprof/goroutine?debug=1", "goroutines.txt"},
+		{"/debug/pprof/heap?gc=1", "heap.pprof"},
 	} {
 		resp, err := http.Get(base + p.path)
 		if err != nil {

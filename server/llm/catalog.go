@@ -687,6 +687,12 @@ func guessCapabilities(name string) []string {
 	return []string{CapChat}
 }
 
+// upstreamReadBuffer is the read buffer of an upstream connection. Small:
+// a gateway holds one per open stream, and a stream's reader has its own
+// buffer above it; reads larger than the buffer bypass it, so large
+// answers cost no more reads.
+const upstreamReadBuffer = 1 << 10
+
 // NewTransport returns the HTTP transport used for upstream calls: pooled
 // keep-alive connections sized for a busy gateway.
 func NewTransport() *http.Transport {
@@ -702,5 +708,6 @@ func NewTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		ReadBufferSize:        upstreamReadBuffer,
 	}
 }

@@ -72,7 +72,7 @@ var (
 func (u *upstream) newRequest(ctx context.Context, method, path string, body any) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
-		b, err := fastjson.Marshal(body)
+		b, err := encodeBody(body)
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "encode upstream request")
 		}
@@ -91,6 +91,19 @@ func (u *upstream) newRequest(ctx context.Context, method, path string, body any
 		u.setAuth(req.Header)
 	}
 	return req, nil
+}
+
+// encodeBody encodes an upstream request body. A body with its own
+// MarshalJSON (the wire types that carry extra fields) is asked directly,
+// not through the encoder, which would call it from a second encoder frame:
+// the handler's goroutine keeps the deepest stack it ever reached for as
+// long as the stream it opens stays open, and encoding is the deepest
+// point of a request.
+func encodeBody(body any) ([]byte, error) {
+	if m, ok := body.(json.Marshaler); ok {
+		return m.MarshalJSON()
+	}
+	return fastjson.Marshal(body)
 }
 
 // do sends a request bounded by the provider timeout and decodes a 2xx
