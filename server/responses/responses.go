@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,8 +35,10 @@ import (
 )
 
 // Bucket is the store bucket holding the responses: "r/<id>" the response,
-// "x/<expiry>/<id>" an empty entry per response, sorted by expiry, for the
-// sweep.
+// and for the sweep, sorted by expiry, one "x/<expiry>/<id>" entry per
+// flush, listing the ids it wrote (one per line) under the latest expiry
+// among them and the first id. (An entry with an empty value, as earlier
+// versions wrote one per response, stands for the id in its key.)
 const Bucket = "responses"
 
 const (
@@ -53,12 +56,15 @@ const DefaultFlushInterval = time.Second
 // SweepEvery is how often expired responses are deleted from the store.
 const SweepEvery = time.Hour
 
-// sweepBatch bounds the responses one sweep deletes, so that its
-// transaction stays small; the next flush continues.
+// sweepBatch bounds the responses one sweep deletes (it stops at the
+// first expiry entry past it), so that its transaction stays small; the
+// next flush continues.
 const sweepBatch = 1000
 
-// kickSize is how many pending responses make the flusher write at once.
-const kickSize = 256
+// kickSize is how many pending responses make the flusher write at once:
+// large enough that a busy replica commits a few times a second, each
+// commit writing one expiry entry for the whole batch.
+const kickSize = 1024
 
 // DefaultMaxPending bounds the responses waiting in memory.
 const DefaultMaxPending = 10000
@@ -268,14 +274,8 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 	k.pending, k.unsent = remove(k.pending), remove(k.unsent)
 	k.mu.Unlock()
 	return k.st.Update(ctx, func(tx store.Tx) error {
-		var s Stored
-		if err := store.GetJSON(tx, Bucket, recordPrefix+id, &s); err != nil {
-			if errs.KindOf(err) == errs.NotFound {
-				return nil
-			}
-			return err
-		}
-		return deleteTx(tx, &s)
+		// The batch's expiry entry stays: the sweep skips ids already gone.
+		return tx.Delete(Bucket, recordPrefix+id)
 	})
 }
 
@@ -283,7 +283,7 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 // as they are: they are the wire format's own encoding, valid and compact,
 // so that a flush does not scan them again.
 func (s *Stored) encode() []byte {
-	b := make([]byte, 0, 160+len(s.Input)+len(s.Response))
+	b := make([]byte, 0, encodedSize(s))
 	b = append(b, `{"id":`...)
 	b = appendString(b, s.ID)
 	b = append(b, `,"owner":`...)
@@ -299,6 +299,13 @@ func (s *Stored) encode() []byte {
 	return append(b, '}')
 }
 
+// encodedSize bounds the length of s.encode(): the members' names and
+// punctuation, two timestamps, the raw members, and the strings each
+// escaped at worst to six bytes a byte (\u00XX).
+func encodedSize(s *Stored) int {
+	return 128 + 2*len(time.RFC3339Nano) + 6*(len(s.ID)+len(s.Owner)) + len(s.Input) + len(s.Response)
+}
+
 func appendString(b []byte, v string) []byte {
 	q, _ := fastjson.Marshal(v)
 	return append(b, q...)
@@ -311,15 +318,34 @@ func appendRaw(b []byte, v json.RawMessage) []byte {
 	return append(b, v...)
 }
 
-func expiryKey(s *Stored) string {
-	return expiryPrefix + s.ExpiresAt.UTC().Format(expiryLayout) + "/" + s.ID
+// expiryEntry is the sweep's entry for a flushed batch: its key (the
+// latest expiry and the first id) and the ids, one per line.
+func expiryEntry(batch []*Stored) (string, []byte) {
+	last := batch[0].ExpiresAt
+	n := 0
+	for _, s := range batch {
+		if s.ExpiresAt.After(last) {
+			last = s.ExpiresAt
+		}
+		n += len(s.ID) + 1
+	}
+	ids := make([]byte, 0, n)
+	for i, s := range batch {
+		if i > 0 {
+			ids = append(ids, '\n')
+		}
+		ids = append(ids, s.ID...)
+	}
+	return expiryPrefix + last.UTC().Format(expiryLayout) + "/" + batch[0].ID, ids
 }
 
-func deleteTx(tx store.Tx, s *Stored) error {
-	if err := tx.Delete(Bucket, recordPrefix+s.ID); err != nil {
-		return err
+// entryIDs are the ids an expiry entry lists.
+func entryIDs(key string, value []byte) []string {
+	if len(value) == 0 {
+		_, id, _ := strings.Cut(strings.TrimPrefix(key, expiryPrefix), "/")
+		return []string{id}
 	}
-	return tx.Delete(Bucket, expiryKey(s))
+	return strings.Split(string(value), "\n")
 }
 
 // Flush writes the waiting responses in one transaction and, once per
@@ -339,16 +365,33 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	}
 	now := k.now().UTC()
 	sweep := now.Sub(k.lastSweep) >= SweepEvery
-	if len(batch) == 0 && !sweep {
+	// What expired while it waited is never answered: it is not written.
+	live := batch
+	if slices.ContainsFunc(batch, func(s *Stored) bool { return !now.Before(s.ExpiresAt) }) {
+		live = slices.DeleteFunc(slices.Clone(batch), func(s *Stored) bool { return !now.Before(s.ExpiresAt) })
+	}
+	if len(live) == 0 && !sweep {
+		k.mu.Lock()
+		k.unsent = nil
+		k.mu.Unlock()
 		return nil
 	}
 	finished := false
+	var (
+		expiryKey string
+		ids       []byte
+	)
+	if len(live) > 0 {
+		expiryKey, ids = expiryEntry(live)
+	}
 	err := k.st.Update(ctx, func(tx store.Tx) error {
-		for _, s := range batch {
+		for _, s := range live {
 			if err := tx.Put(Bucket, recordPrefix+s.ID, s.encode()); err != nil {
 				return err
 			}
-			if err := tx.Put(Bucket, expiryKey(s), []byte{}); err != nil {
+		}
+		if len(live) > 0 {
+			if err := tx.Put(Bucket, expiryKey, ids); err != nil {
 				return err
 			}
 		}
@@ -380,34 +423,44 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	return nil
 }
 
-// sweepTx deletes up to sweepBatch responses expired at now and reports
-// whether none is left.
+// sweepTx deletes the responses of expiry entries due at now, entry by
+// entry until about sweepBatch responses, and reports whether none is left.
 func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 	limit := now.Format(expiryLayout)
-	var gone []string
-	more := false
-	err := tx.Scan(Bucket, expiryPrefix, "", func(key string, _ []byte) (bool, error) {
+	type entry struct {
+		key string
+		ids []string
+	}
+	var (
+		due  []entry
+		n    int
+		more bool
+	)
+	err := tx.Scan(Bucket, expiryPrefix, "", func(key string, value []byte) (bool, error) {
 		at, _, _ := strings.Cut(strings.TrimPrefix(key, expiryPrefix), "/")
 		if at > limit {
 			return false, nil
 		}
-		if len(gone) == sweepBatch {
+		if n >= sweepBatch {
 			more = true
 			return false, nil
 		}
-		gone = append(gone, key)
+		ids := entryIDs(key, value)
+		due = append(due, entry{key, ids})
+		n += len(ids)
 		return true, nil
 	})
 	if err != nil {
 		return false, err
 	}
-	for _, key := range gone {
-		_, id, _ := strings.Cut(strings.TrimPrefix(key, expiryPrefix), "/")
-		if err := tx.Delete(Bucket, key); err != nil {
-			return false, err
+	for _, e := range due {
+		for _, id := range e.ids {
+			if err := tx.Delete(Bucket, recordPrefix+id); err != nil {
+				return false, fmt.Errorf("sweep response %s: %w", id, err)
+			}
 		}
-		if err := tx.Delete(Bucket, recordPrefix+id); err != nil {
-			return false, fmt.Errorf("sweep response %s: %w", id, err)
+		if err := tx.Delete(Bucket, e.key); err != nil {
+			return false, err
 		}
 	}
 	return !more, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,8 +179,10 @@ func TestKeeper_SweepIsBounded(t *testing.T) {
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(keys(t, st)); n != 2*5 {
-			t.Fatalf("after one sweep %d keys, want 10", n)
+		// Six flushes wrote six expiry entries (five of 200 responses, one
+		// of 5): the sweep stops at the sixth, having deleted 1,000.
+		if n := len(keys(t, st)); n != 5+1 {
+			t.Fatalf("after one sweep %d keys, want 6: %v", n, keys(t, st))
 		}
 		if err := k.Flush(bg); err != nil { // the sweep was not finished: it goes on
 			t.Fatal(err)
@@ -207,7 +210,7 @@ func TestKeeper_FailedFlushKeepsResponses(t *testing.T) {
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(keys(t, st)); n != 4 {
+		if n := len(keys(t, st)); n != 2+1 { // two responses, one flush's expiry entry
 			t.Errorf("stored %v", keys(t, st))
 		}
 	})
@@ -240,8 +243,17 @@ func TestKeeper_Delete(t *testing.T) {
 				if _, err := k.Get(bg, "key_a", "resp_1"); errs.KindOf(err) != errs.NotFound {
 					t.Errorf("after delete: %v", err)
 				}
+				got := keys(t, st)
+				if want := map[bool]int{false: 0, true: 1}[tc.flushed]; len(got) != want || want == 1 && !strings.HasPrefix(got[0], "x/") {
+					t.Fatalf("stored %v, want the flush's expiry entry alone", got)
+				}
+				// The sweep takes the entry of an id already deleted.
+				c.add(responses.DefaultRetention + responses.SweepEvery)
+				if err := k.Flush(bg); err != nil {
+					t.Fatal(err)
+				}
 				if got := keys(t, st); len(got) != 0 {
-					t.Errorf("stored %v", got)
+					t.Errorf("after the sweep: %v", got)
 				}
 			})
 		})
@@ -294,4 +306,30 @@ func TestKeeper_BackgroundFlush(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func TestKeeper_SweepTakesEntriesOfEarlierVersions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{Retention: time.Hour})
+		// Before expiry entries listed a flush's ids, each response had its
+		// own, empty, naming the id in its key.
+		expiry := c.now().Add(time.Hour).Format("20060102T150405Z")
+		if err := st.Update(bg, func(tx store.Tx) error {
+			if err := tx.Put(responses.Bucket, "r/resp_legacy", []byte(`{"id":"resp_legacy","owner":"key_a"}`)); err != nil {
+				return err
+			}
+			return tx.Put(responses.Bucket, "x/"+expiry+"/resp_legacy", []byte{})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		k.Put(stored("resp_1", "key_a"))
+		c.add(2 * time.Hour)
+		if err := k.Flush(bg); err != nil { // resp_1 expired while waiting: not written
+			t.Fatal(err)
+		}
+		if got := keys(t, st); len(got) != 0 {
+			t.Errorf("after the sweep: %v", got)
+		}
+	})
 }
