@@ -18,34 +18,54 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	fastjson "github.com/goccy/go-json"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
 
-// Bucket is the store bucket holding the responses: "r/<id>" the response,
-// and for the sweep, sorted by expiry, one "x/<expiry>/<id>" entry per
-// flush, listing the ids it wrote (one per line) under the latest expiry
-// among them and the first id. (An entry with an empty value, as earlier
-// versions wrote one per response, stands for the id in its key.)
+// Bucket is the store bucket holding the responses. A flush writes them in
+// blocks of up to blockSize, each block three kinds of entries:
+//
+//   - "b/<first id>": the block, its responses' JSON one after the other,
+//     compressed (S2's block format: a response object is mostly member
+//     names and ids, which compress several times over);
+//   - "r/<id>" per response: where it is in the uncompressed block,
+//     "<first id> <offset> <length>";
+//   - "x/<expiry>/<first id>": the block's ids, one per line, under the
+//     latest expiry among them, so that the sweep finds blocks by expiry.
+//
+// One value for many responses is one write for all of them (a bbolt page
+// per response costs a write call each), and compressing it makes it
+// several times smaller on disk and cheaper to write. Earlier versions wrote each
+// response's JSON under "r/<id>" and an empty "x/<expiry>/<id>"; both are
+// still read and swept.
 const Bucket = "responses"
 
 const (
+	blockPrefix  = "b/"
 	recordPrefix = "r/"
 	expiryPrefix = "x/"
 	expiryLayout = "20060102T150405Z"
 )
+
+// blockSize bounds the responses of one block: large enough that a block
+// is one write for many, small enough that deleting one response (which
+// rewrites its block without it) stays cheap.
+const blockSize = 64
 
 // DefaultRetention is how long a stored response is kept, as on OpenAI.
 const DefaultRetention = 30 * 24 * time.Hour
@@ -232,13 +252,21 @@ func (k *Keeper) Get(ctx context.Context, owner, id string) (*Stored, error) {
 	k.mu.Unlock()
 	if s == nil {
 		// Not waiting: written by a flush that committed, or never kept.
-		var out Stored
-		err := k.st.View(ctx, func(tx store.Tx) error { return store.GetJSON(tx, Bucket, recordPrefix+id, &out) })
-		if errs.KindOf(err) == errs.NotFound {
-			return nil, notFound(id)
-		}
+		var rec []byte
+		err := k.st.View(ctx, func(tx store.Tx) error {
+			_, b, err := recordTx(tx, id)
+			rec = bytes.Clone(b)
+			return err
+		})
 		if err != nil {
 			return nil, err
+		}
+		if rec == nil {
+			return nil, notFound(id)
+		}
+		var out Stored
+		if err := fastjson.Unmarshal(rec, &out); err != nil {
+			return nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
 		}
 		s = &out
 	}
@@ -274,16 +302,86 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 	k.pending, k.unsent = remove(k.pending), remove(k.unsent)
 	k.mu.Unlock()
 	return k.st.Update(ctx, func(tx store.Tx) error {
-		// The batch's expiry entry stays: the sweep skips ids already gone.
+		// The block's expiry entry stays: the sweep skips ids already gone.
+		loc, rec, err := recordTx(tx, id)
+		if err != nil || rec == nil {
+			return err
+		}
+		if loc.block != "" {
+			// Blank the response in its block, so that no copy of it is
+			// kept. rec is a part of the block recordTx decoded.
+			clear(rec)
+			block, err := s2.Decode(nil, tx.Get(Bucket, blockPrefix+loc.block))
+			if err != nil {
+				return err
+			}
+			clear(block[loc.off : loc.off+loc.n])
+			if err := tx.Put(Bucket, blockPrefix+loc.block, s2.Encode(nil, block)); err != nil {
+				return err
+			}
+		}
 		return tx.Delete(Bucket, recordPrefix+id)
 	})
 }
 
-// encode is s as JSON (what GetJSON reads back), its raw members copied
-// as they are: they are the wire format's own encoding, valid and compact,
-// so that a flush does not scan them again.
-func (s *Stored) encode() []byte {
-	b := make([]byte, 0, encodedSize(s))
+// location is where a response is stored: in a block, or (written by an
+// earlier version) whole under its "r/" key, block empty.
+type location struct {
+	block  string
+	off, n int
+}
+
+// appendTo appends the location as stored: "<block> <offset> <length>".
+func (l location) appendTo(b []byte) []byte {
+	b = append(b, l.block...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(l.off), 10)
+	b = append(b, ' ')
+	return strconv.AppendInt(b, int64(l.n), 10)
+}
+
+// parseLocation reads a stored location.
+func parseLocation(v string) (location, error) {
+	block, rest, ok1 := strings.Cut(v, " ")
+	off, n, ok2 := strings.Cut(rest, " ")
+	l := location{block: block}
+	var err1, err2 error
+	l.off, err1 = strconv.Atoi(off)
+	l.n, err2 = strconv.Atoi(n)
+	if !ok1 || !ok2 || block == "" || err1 != nil || err2 != nil {
+		return l, fmt.Errorf("location %q is not \"<block> <offset> <length>\"", v)
+	}
+	return l, nil
+}
+
+// recordTx returns the JSON of the response id and where it is, nil when
+// there is none. The bytes are valid only inside tx.
+func recordTx(tx store.Tx, id string) (location, []byte, error) {
+	v := tx.Get(Bucket, recordPrefix+id)
+	if v == nil {
+		return location{}, nil, nil
+	}
+	if v[0] == '{' {
+		return location{}, v, nil
+	}
+	l, err := parseLocation(string(v))
+	if err != nil {
+		return l, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
+	}
+	block, err := s2.Decode(nil, tx.Get(Bucket, blockPrefix+l.block))
+	if err != nil {
+		return l, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s: block %s", id, l.block))
+	}
+	if l.off < 0 || l.n <= 0 || l.off+l.n > len(block) {
+		return l, nil, errs.E(errs.Internal, "stored response %s: location %q is outside its block of %d bytes", id, v, len(block))
+	}
+	return l, block[l.off : l.off+l.n], nil
+}
+
+// appendTo appends s as JSON (what Get reads back) to b, its raw members
+// copied as they are: they are the wire format's own encoding, valid and
+// compact, so that a flush does not scan them again.
+func (s *Stored) appendTo(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, s.ID)
 	b = append(b, `,"owner":`...)
@@ -299,16 +397,25 @@ func (s *Stored) encode() []byte {
 	return append(b, '}')
 }
 
-// encodedSize bounds the length of s.encode(): the members' names and
+// encodedSize bounds the length of s.appendTo(nil): the members' names and
 // punctuation, two timestamps, the raw members, and the strings each
 // escaped at worst to six bytes a byte (\u00XX).
 func encodedSize(s *Stored) int {
 	return 128 + 2*len(time.RFC3339Nano) + 6*(len(s.ID)+len(s.Owner)) + len(s.Input) + len(s.Response)
 }
 
+// appendString appends v as a JSON string. Ids and owners are plain
+// ASCII, copied as they are; anything else goes through the encoder.
 func appendString(b []byte, v string) []byte {
-	q, _ := fastjson.Marshal(v)
-	return append(b, q...)
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := fastjson.Marshal(v)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"')
 }
 
 func appendRaw(b []byte, v json.RawMessage) []byte {
@@ -318,8 +425,8 @@ func appendRaw(b []byte, v json.RawMessage) []byte {
 	return append(b, v...)
 }
 
-// expiryEntry is the sweep's entry for a flushed batch: its key (the
-// latest expiry and the first id) and the ids, one per line.
+// expiryEntry is the sweep's entry for a block: its key (the latest
+// expiry and the first id) and the ids, one per line.
 func expiryEntry(batch []*Stored) (string, []byte) {
 	last := batch[0].ExpiresAt
 	n := 0
@@ -337,6 +444,52 @@ func expiryEntry(batch []*Stored) (string, []byte) {
 		ids = append(ids, s.ID...)
 	}
 	return expiryPrefix + last.UTC().Format(expiryLayout) + "/" + batch[0].ID, ids
+}
+
+// block is up to blockSize responses as a flush writes them.
+type block struct {
+	id      string // the first response's id
+	packed  []byte // the responses' JSON, compressed
+	ids     []string
+	locs    [][]byte // each response's location, as stored under "r/<id>"
+	expiry  string   // the key of the block's expiry entry
+	idLines []byte   // its value
+}
+
+// makeBlocks encodes responses into blocks.
+func makeBlocks(responses []*Stored) []*block {
+	var out []*block
+	for chunk := range slices.Chunk(responses, blockSize) {
+		size := 0
+		for _, s := range chunk {
+			size += encodedSize(s)
+		}
+		b := &block{id: chunk[0].ID}
+		data := make([]byte, 0, size)
+		for _, s := range chunk {
+			off := len(data)
+			data = s.appendTo(data)
+			b.ids = append(b.ids, s.ID)
+			b.locs = append(b.locs, location{block: b.id, off: off, n: len(data) - off}.appendTo(nil))
+		}
+		b.packed = s2.Encode(nil, data)
+		b.expiry, b.idLines = expiryEntry(chunk)
+		out = append(out, b)
+	}
+	return out
+}
+
+// putTx writes the block, its responses' locations and its expiry entry.
+func (b *block) putTx(tx store.Tx) error {
+	if err := tx.Put(Bucket, blockPrefix+b.id, b.packed); err != nil {
+		return err
+	}
+	for i, id := range b.ids {
+		if err := tx.Put(Bucket, recordPrefix+id, b.locs[i]); err != nil {
+			return err
+		}
+	}
+	return tx.Put(Bucket, b.expiry, b.idLines)
 }
 
 // entryIDs are the ids an expiry entry lists.
@@ -377,21 +530,10 @@ func (k *Keeper) Flush(ctx context.Context) error {
 		return nil
 	}
 	finished := false
-	var (
-		expiryKey string
-		ids       []byte
-	)
-	if len(live) > 0 {
-		expiryKey, ids = expiryEntry(live)
-	}
+	blocks := makeBlocks(live)
 	err := k.st.Update(ctx, func(tx store.Tx) error {
-		for _, s := range live {
-			if err := tx.Put(Bucket, recordPrefix+s.ID, s.encode()); err != nil {
-				return err
-			}
-		}
-		if len(live) > 0 {
-			if err := tx.Put(Bucket, expiryKey, ids); err != nil {
+		for _, b := range blocks {
+			if err := b.putTx(tx); err != nil {
 				return err
 			}
 		}
@@ -423,8 +565,9 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	return nil
 }
 
-// sweepTx deletes the responses of expiry entries due at now, entry by
-// entry until about sweepBatch responses, and reports whether none is left.
+// sweepTx deletes the blocks of expiry entries due at now, with their
+// responses' locations, entry by entry until about sweepBatch responses,
+// and reports whether none is left.
 func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 	limit := now.Format(expiryLayout)
 	type entry struct {
@@ -458,6 +601,11 @@ func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 			if err := tx.Delete(Bucket, recordPrefix+id); err != nil {
 				return false, fmt.Errorf("sweep response %s: %w", id, err)
 			}
+		}
+		// The block (none for an entry of an earlier version's response).
+		_, first, _ := strings.Cut(strings.TrimPrefix(e.key, expiryPrefix), "/")
+		if err := tx.Delete(Bucket, blockPrefix+first); err != nil {
+			return false, err
 		}
 		if err := tx.Delete(Bucket, e.key); err != nil {
 			return false, err

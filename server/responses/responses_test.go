@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
@@ -116,8 +119,8 @@ func TestKeeper_PutWritesNothingUntilFlushAndIsServedEitherWay(t *testing.T) {
 				if err := k.Flush(bg); err != nil {
 					t.Fatal(err)
 				}
-				if len(keys(t, st)) != 2 {
-					t.Fatalf("stored keys %v", keys(t, st))
+				if want := []string{"b/resp_1", "r/resp_1", "x/20261225T120000Z/resp_1"}; !slices.Equal(keys(t, st), want) {
+					t.Fatalf("stored keys %v, want %v (its block, its location, the block's expiry entry)", keys(t, st), want)
 				}
 			}
 			s, err := k.Get(bg, "key_a", "resp_1")
@@ -153,8 +156,7 @@ func TestKeeper_ExpiredResponsesAreNotServedAndAreSwept(t *testing.T) {
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
 		}
-		got := keys(t, st)
-		if len(got) != 2 || got[0] != "r/resp_newest" {
+		if got := keys(t, st); len(got) != 3 || got[1] != "r/resp_newest" {
 			t.Errorf("after the sweep: %v", got)
 		}
 	})
@@ -179,10 +181,11 @@ func TestKeeper_SweepIsBounded(t *testing.T) {
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
 		}
-		// Six flushes wrote six expiry entries (five of 200 responses, one
-		// of 5): the sweep stops at the sixth, having deleted 1,000.
-		if n := len(keys(t, st)); n != 5+1 {
-			t.Fatalf("after one sweep %d keys, want 6: %v", n, keys(t, st))
+		// Five flushes of 200 wrote four blocks each (64, 64, 64, 8), the
+		// last flush one of 5: the sweep stops at that one, having deleted
+		// 1,000, and leaves its block, 5 locations and its expiry entry.
+		if n := len(keys(t, st)); n != 1+5+1 {
+			t.Fatalf("after one sweep %d keys, want 7: %v", n, keys(t, st))
 		}
 		if err := k.Flush(bg); err != nil { // the sweep was not finished: it goes on
 			t.Fatal(err)
@@ -210,7 +213,7 @@ func TestKeeper_FailedFlushKeepsResponses(t *testing.T) {
 		if err := k.Flush(bg); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(keys(t, st)); n != 2+1 { // two responses, one flush's expiry entry
+		if n := len(keys(t, st)); n != 1+2+1 { // one block of two, their locations, its expiry entry
 			t.Errorf("stored %v", keys(t, st))
 		}
 	})
@@ -244,8 +247,20 @@ func TestKeeper_Delete(t *testing.T) {
 					t.Errorf("after delete: %v", err)
 				}
 				got := keys(t, st)
-				if want := map[bool]int{false: 0, true: 1}[tc.flushed]; len(got) != want || want == 1 && !strings.HasPrefix(got[0], "x/") {
-					t.Fatalf("stored %v, want the flush's expiry entry alone", got)
+				if want := map[bool]int{false: 0, true: 2}[tc.flushed]; len(got) != want {
+					t.Fatalf("stored %v, want %d keys", got, want)
+				}
+				if tc.flushed {
+					// The block stays until its expiry, the response blanked in it.
+					if err := st.View(bg, func(tx store.Tx) error {
+						b, err := s2.Decode(nil, tx.Get(responses.Bucket, got[0]))
+						if !strings.HasPrefix(got[0], "b/") || err != nil || len(b) == 0 || strings.Trim(string(b), "\x00") != "" {
+							t.Errorf("%s after the delete: %q %v", got[0], b, err)
+						}
+						return nil
+					}); err != nil {
+						t.Fatal(err)
+					}
 				}
 				// The sweep takes the entry of an id already deleted.
 				c.add(responses.DefaultRetention + responses.SweepEvery)
@@ -316,12 +331,15 @@ func TestKeeper_SweepTakesEntriesOfEarlierVersions(t *testing.T) {
 		// own, empty, naming the id in its key.
 		expiry := c.now().Add(time.Hour).Format("20060102T150405Z")
 		if err := st.Update(bg, func(tx store.Tx) error {
-			if err := tx.Put(responses.Bucket, "r/resp_legacy", []byte(`{"id":"resp_legacy","owner":"key_a"}`)); err != nil {
+			if err := tx.Put(responses.Bucket, "r/resp_legacy", []byte(`{"id":"resp_legacy","owner":"key_a","expiresAt":"`+c.now().Add(time.Hour).Format(time.RFC3339)+`"}`)); err != nil {
 				return err
 			}
 			return tx.Put(responses.Bucket, "x/"+expiry+"/resp_legacy", []byte{})
 		}); err != nil {
 			t.Fatal(err)
+		}
+		if s, err := k.Get(bg, "key_a", "resp_legacy"); err != nil || s.ID != "resp_legacy" {
+			t.Fatalf("a response of an earlier version: %v %+v", err, s)
 		}
 		k.Put(stored("resp_1", "key_a"))
 		c.add(2 * time.Hour)
@@ -330,6 +348,45 @@ func TestKeeper_SweepTakesEntriesOfEarlierVersions(t *testing.T) {
 		}
 		if got := keys(t, st); len(got) != 0 {
 			t.Errorf("after the sweep: %v", got)
+		}
+	})
+}
+
+func TestKeeper_BlocksOfManyResponses(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{})
+		const n = 150 // three blocks: 64, 64, 22
+		for i := range n {
+			k.Put(stored(fmt.Sprintf("resp_%03d", i), "key_a"))
+		}
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Delete(bg, "key_a", "resp_070"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			id := fmt.Sprintf("resp_%03d", i)
+			s, err := k.Get(bg, "key_a", id)
+			if i == 70 {
+				if errs.KindOf(err) != errs.NotFound {
+					t.Errorf("%s after its delete: %v", id, err)
+				}
+				continue
+			}
+			if err != nil || string(s.Response) != `{"id":"`+id+`"}` {
+				t.Fatalf("%s: %v %+v", id, err, s)
+			}
+		}
+		var blocks int
+		for _, key := range keys(t, st) {
+			if strings.HasPrefix(key, "b/") {
+				blocks++
+			}
+		}
+		if blocks != 3 {
+			t.Errorf("%d blocks: %v", blocks, keys(t, st))
 		}
 	})
 }
