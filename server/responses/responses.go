@@ -9,8 +9,8 @@
 // Close writes what is left. Get reads the pending set first, so that a
 // response can be continued or retrieved on this replica at once; other
 // replicas see it after the next flush. A failed flush keeps its responses
-// in memory for the next attempt (writing a response twice is harmless: it
-// is stored under its id).
+// in memory for the next attempt (which writes the same blocks under the
+// same keys).
 //
 // Expired responses are never answered, and once per SweepEvery a flush
 // deletes them from the store (on one replica at a time, the holder of the
@@ -82,8 +82,9 @@ const SweepEvery = time.Hour
 const sweepBatch = 1000
 
 // kickSize is how many pending responses make the flusher write at once:
-// large enough that a busy replica commits a few times a second, each
-// commit writing one expiry entry for the whole batch.
+// large enough that a busy replica commits only a few times a second (a
+// commit's fixed cost, its tree paths and disk syncs, is most of a small
+// one's).
 const kickSize = 1024
 
 // DefaultMaxPending bounds the responses waiting in memory.
