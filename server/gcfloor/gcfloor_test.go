@@ -17,8 +17,9 @@ func TestPercent(t *testing.T) {
 		{"nothing live yet", 0, maxPercent, 0},
 		{"2 MB live: the floor", 2 * mb, 3100, 64},
 		{"10 MB live: the floor", 10 * mb, 540, 64},
-		{"32 MB live: floor and percent meet", 32 * mb, 100, 64},
-		{"100 MB live: percent", 100 * mb, 100, 200},
+		{"32 MB live: still the floor", 32 * mb, 100, 64},
+		{"43 MB live: floor and percent about meet", 43 * mb, 50, 64},
+		{"100 MB live: percent", 100 * mb, 50, 150},
 		{"tiny heap: capped", 1000, maxPercent, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
