@@ -144,8 +144,9 @@ type Keeper struct {
 	unsent  []*Stored
 	dropped int
 
-	flushMu   sync.Mutex // one flush (or delete) at a time
-	lastSweep time.Time  // guarded by flushMu
+	flushMu   sync.Mutex   // one flush (or delete) at a time
+	lastSweep time.Time    // guarded by flushMu
+	buffers   flushBuffers // guarded by flushMu
 
 	kick     chan struct{}
 	stop     chan struct{}
@@ -457,23 +458,51 @@ type block struct {
 	idLines []byte   // its value
 }
 
-// makeBlocks encodes responses into blocks.
-func makeBlocks(responses []*Stored) []*block {
-	var out []*block
+// flushBuffers are a flush's working memory, kept for the next one
+// (flushes take turns): a busy replica would otherwise allocate, and the
+// runtime return to the system, about a megabyte a flush.
+type flushBuffers struct {
+	data   []byte // one block's JSON, before it is compressed
+	packed []byte // the flush's compressed blocks, one after the other
+	locs   []byte // the flush's locations, one after the other
+}
+
+// makeBlocks encodes responses into blocks, in buf's memory: they are valid
+// until the next call.
+func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
+	packed, locs := 0, 0
 	for chunk := range slices.Chunk(responses, blockSize) {
+		locs += len(chunk) * (len(chunk[0].ID) + 2*20 + 2)
 		size := 0
 		for _, s := range chunk {
 			size += encodedSize(s)
 		}
+		packed += s2.MaxEncodedLen(size)
+	}
+	// The arenas never grow below: the blocks keep slices of them.
+	if cap(buf.packed) < packed {
+		buf.packed = make([]byte, 0, packed)
+	}
+	if cap(buf.locs) < locs {
+		buf.locs = make([]byte, 0, locs)
+	}
+	buf.packed, buf.locs = buf.packed[:0], buf.locs[:0]
+	var out []*block
+	for chunk := range slices.Chunk(responses, blockSize) {
 		b := &block{id: chunk[0].ID}
-		data := make([]byte, 0, size)
+		data := buf.data[:0]
 		for _, s := range chunk {
 			off := len(data)
 			data = s.appendTo(data)
 			b.ids = append(b.ids, s.ID)
-			b.locs = append(b.locs, location{block: b.id, off: off, n: len(data) - off}.appendTo(nil))
+			start := len(buf.locs)
+			buf.locs = location{block: b.id, off: off, n: len(data) - off}.appendTo(buf.locs)
+			b.locs = append(b.locs, buf.locs[start:len(buf.locs):len(buf.locs)])
 		}
-		b.packed = s2.Encode(nil, data)
+		buf.data = data
+		start := len(buf.packed)
+		b.packed = s2.Encode(buf.packed[start:start+s2.MaxEncodedLen(len(data))], data)
+		buf.packed = buf.packed[:start+len(b.packed)]
 		b.expiry, b.idLines = expiryEntry(chunk)
 		out = append(out, b)
 	}
@@ -531,7 +560,7 @@ func (k *Keeper) Flush(ctx context.Context) error {
 		return nil
 	}
 	finished := false
-	blocks := makeBlocks(live)
+	blocks := makeBlocks(live, &k.buffers)
 	err := k.st.Update(ctx, func(tx store.Tx) error {
 		for _, b := range blocks {
 			if err := b.putTx(tx); err != nil {
