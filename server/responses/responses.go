@@ -50,9 +50,9 @@ import (
 //
 // One value for many responses is one write for all of them (a bbolt page
 // per response costs a write call each), and compressing it makes it
-// several times smaller on disk and cheaper to write. Earlier versions wrote each
-// response's JSON under "r/<id>" and an empty "x/<expiry>/<id>"; both are
-// still read and swept.
+// several times smaller on disk and cheaper to write. Earlier versions
+// wrote each response's JSON under "r/<id>" and an empty
+// "x/<expiry>/<id>"; both are still read and swept.
 const Bucket = "responses"
 
 const (
@@ -310,9 +310,7 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 			return err
 		}
 		if loc.block != "" {
-			// Blank the response in its block, so that no copy of it is
-			// kept. rec is a part of the block recordTx decoded.
-			clear(rec)
+			// Blank the response in its block, so that no copy of it is kept.
 			block, err := s2.Decode(nil, tx.Get(Bucket, blockPrefix+loc.block))
 			if err != nil {
 				return err
