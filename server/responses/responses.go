@@ -256,7 +256,7 @@ func (k *Keeper) Get(ctx context.Context, owner, id string) (*Stored, error) {
 		// Not waiting: written by a flush that committed, or never kept.
 		var rec []byte
 		err := k.st.View(ctx, func(tx store.Tx) error {
-			_, b, err := recordTx(tx, id)
+			_, _, b, err := recordTx(tx, id)
 			rec = bytes.Clone(b)
 			return err
 		})
@@ -305,17 +305,14 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 	k.mu.Unlock()
 	return k.st.Update(ctx, func(tx store.Tx) error {
 		// The block's expiry entry stays: the sweep skips ids already gone.
-		loc, rec, err := recordTx(tx, id)
+		loc, block, rec, err := recordTx(tx, id)
 		if err != nil || rec == nil {
 			return err
 		}
 		if loc.block != "" {
-			// Blank the response in its block, so that no copy of it is kept.
-			block, err := s2.Decode(nil, tx.Get(Bucket, blockPrefix+loc.block))
-			if err != nil {
-				return err
-			}
-			clear(block[loc.off : loc.off+loc.n])
+			// Blank the response in its block, so that no copy of it is
+			// kept: block is recordTx's decoded copy, rec a part of it.
+			clear(rec)
 			if err := tx.Put(Bucket, blockPrefix+loc.block, s2.Encode(nil, block)); err != nil {
 				return err
 			}
@@ -354,28 +351,30 @@ func parseLocation(v string) (location, error) {
 	return l, nil
 }
 
-// recordTx returns the JSON of the response id and where it is, nil when
-// there is none. The bytes are valid only inside tx.
-func recordTx(tx store.Tx, id string) (location, []byte, error) {
+// recordTx returns the JSON of the response id (rec, nil when there is
+// none) and where it is: its block, decoded (a fresh copy), of which rec is
+// a part. A response of an earlier version has no block, and its rec is
+// the stored value itself, valid only inside tx.
+func recordTx(tx store.Tx, id string) (loc location, block, rec []byte, err error) {
 	v := tx.Get(Bucket, recordPrefix+id)
 	if v == nil {
-		return location{}, nil, nil
+		return location{}, nil, nil, nil
 	}
 	if v[0] == '{' {
-		return location{}, v, nil
+		return location{}, nil, v, nil
 	}
 	l, err := parseLocation(string(v))
 	if err != nil {
-		return l, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
+		return l, nil, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
 	}
-	block, err := s2.Decode(nil, tx.Get(Bucket, blockPrefix+l.block))
+	block, err = s2.Decode(nil, tx.Get(Bucket, blockPrefix+l.block))
 	if err != nil {
-		return l, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s: block %s", id, l.block))
+		return l, nil, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s: block %s", id, l.block))
 	}
 	if l.off < 0 || l.n <= 0 || l.off+l.n > len(block) {
-		return l, nil, errs.E(errs.Internal, "stored response %s: location %q is outside its block of %d bytes", id, v, len(block))
+		return l, nil, nil, errs.E(errs.Internal, "stored response %s: location %q is outside its block of %d bytes", id, v, len(block))
 	}
-	return l, block[l.off : l.off+l.n], nil
+	return l, block, block[l.off : l.off+l.n], nil
 }
 
 // appendTo appends s as JSON (what Get reads back) to b, its raw members
@@ -547,9 +546,10 @@ func (k *Keeper) Flush(ctx context.Context) error {
 	now := k.now().UTC()
 	sweep := now.Sub(k.lastSweep) >= SweepEvery
 	// What expired while it waited is never answered: it is not written.
+	expired := func(s *Stored) bool { return !now.Before(s.ExpiresAt) }
 	live := batch
-	if slices.ContainsFunc(batch, func(s *Stored) bool { return !now.Before(s.ExpiresAt) }) {
-		live = slices.DeleteFunc(slices.Clone(batch), func(s *Stored) bool { return !now.Before(s.ExpiresAt) })
+	if slices.ContainsFunc(batch, expired) {
+		live = slices.DeleteFunc(slices.Clone(batch), expired)
 	}
 	if len(live) == 0 && !sweep {
 		k.mu.Lock()
