@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	fastjson "github.com/goccy/go-json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
@@ -530,23 +529,9 @@ type anthropicStream struct {
 
 func (a *anthropicStream) VisitAnthropicCreateMessageResponse(w http.ResponseWriter) error {
 	defer a.st.Close()
-	fl := startSSE(w)
+	sw := startSSE(w)
 	model := a.st.Model().ID
-	var buf []byte
-	send := func(name string, v any) bool {
-		data, err := fastjson.Marshal(v)
-		if err != nil {
-			return false
-		}
-		buf = llm.AppendEvent(buf[:0], name, data)
-		if _, err := w.Write(buf); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
-	}
+	send := sw.event
 	started := false
 	start := func(u *llm.Usage) bool {
 		if started {
@@ -572,7 +557,7 @@ func (a *anthropicStream) VisitAnthropicCreateMessageResponse(w http.ResponseWri
 		text = -1
 		return send(aw.EventContentBlockStop, &aw.ContentBlockStopEvent{Type: aw.EventContentBlockStop, Index: i})
 	}
-	err := eachChunkKeepAlive(w, fl, a.st, anthropicPing, func(ch llm.Chunk) bool {
+	err := eachChunkKeepAlive(sw, a.st, anthropicPing, func(ch llm.Chunk) bool {
 		if !start(ch.Usage) {
 			return false
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,11 +38,12 @@ func llmFixture(t testing.TB, name string) []byte {
 type fakeOpenAI struct {
 	*httptest.Server
 	cancelled chan struct{} // closed when a "slow" stream's request is cancelled
+	release   chan struct{} // a "held" stream sends its chunks once this is closed
 	requests  atomic.Int32
 }
 
 func newFakeOpenAI(t *testing.T) *fakeOpenAI {
-	f := &fakeOpenAI{cancelled: make(chan struct{})}
+	f := &fakeOpenAI{cancelled: make(chan struct{}), release: make(chan struct{})}
 	chat := llmFixture(t, "openai/chat_completion.json")
 	tools := llmFixture(t, "openai/chat_completion_tool_calls.json")
 	stream := llmFixture(t, "openai/chat_stream.txt")
@@ -91,6 +93,16 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 			w.(http.Flusher).Flush()
 			time.Sleep(300 * time.Millisecond)
 			_, _ = w.Write(stream)
+		case body.Stream && body.Model == "held":
+			// Headers at once, then nothing until the test releases it.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			select {
+			case <-f.release:
+				_, _ = w.Write(stream)
+			case <-r.Context().Done():
+			}
 		case body.Stream && body.Model == "slow":
 			w.Header().Set("Content-Type", "text/event-stream")
 			fl := w.(http.Flusher)
@@ -132,7 +144,7 @@ func llmEnv(t *testing.T) (*servertest.Env, *fakeOpenAI) {
 	env := servertest.New(t, func(c *config.Config) {
 		c.Providers = []config.Provider{{
 			Name: "openai", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(5 * time.Second),
-			Models: []config.Model{model("gpt-4o-mini", "chat", "code"), model("limited", "chat"), model("picky", "chat"), model("slow", "chat"), model("thinking", "chat"),
+			Models: []config.Model{model("gpt-4o-mini", "chat", "code"), model("limited", "chat"), model("picky", "chat"), model("slow", "chat"), model("thinking", "chat"), model("held", "chat"),
 				instruct, {Name: "text-embedding-3-small", Capabilities: []string{"embeddings"}, Dimensions: 3}},
 		}}
 	})
@@ -560,6 +572,61 @@ func TestContractLLMStreaming(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the headers and the first event do not wait for the first token", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/openai/v1/chat/completions",
+			strings.NewReader(`{"model":"openai/held","messages":[{"role":"user","content":"Hi"}],"stream":true}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.Do(req) // the upstream sends nothing until released
+		if err != nil {
+			t.Fatalf("no headers while the upstream was silent: %v", err)
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		first, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(first, `"delta":{"role":"assistant","content":""}`) {
+			t.Fatalf("first event %q, %v", first, err)
+		}
+		close(up.release)
+		rest, err := io.ReadAll(br)
+		if err != nil || !strings.Contains(string(rest), "Hello") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+			t.Errorf("after the release: %q, %v", rest, err)
+		}
+	})
+	t.Run("the events of one upstream chunk leave in one write", func(t *testing.T) {
+		// The upstream sends three chunks with text: each route writes the
+		// events of each (with the headers and the opening events before
+		// the first), then its closing events, with the end of the body.
+		var writes atomic.Int32
+		hs := httptest.NewUnstartedServer(env.Server)
+		hs.Listener = countingListener{hs.Listener, &writes}
+		hs.Start()
+		defer hs.Close()
+		for _, c := range []struct{ path, body string }{
+			{"/openai/v1/chat/completions", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}`},
+			{"/openai/v1/responses", `{"model":"openai/gpt-4o-mini","input":"Hi","stream":true,"store":false}`},
+			{"/anthropic/v1/messages", `{"model":"openai/gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"Hi"}],"stream":true}`},
+			{"/v1/chat", `{"model":"openai/gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"stream":true}`},
+		} {
+			before := writes.Load()
+			req, _ := http.NewRequest(http.MethodPost, hs.URL+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+env.AdminKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(raw), "How can I help?") {
+				t.Fatalf("%s: %d %s", c.path, resp.StatusCode, raw)
+			}
+			if n := writes.Load() - before; n != 4 {
+				t.Errorf("%s: %d writes for three chunks with text, want 4:\n%s", c.path, n, raw)
+			}
+		}
+	})
 	t.Run("client disconnect cancels the upstream", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(bg)
 		defer cancel()
@@ -583,6 +650,31 @@ func TestContractLLMStreaming(t *testing.T) {
 			t.Fatal("the upstream request was not cancelled after the client went away")
 		}
 	})
+}
+
+// countingListener counts the writes to the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, l.writes}, nil
+}
+
+// countingConn counts its writes in writes.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
 }
 
 func TestContractLLMUsagePerKey(t *testing.T) {

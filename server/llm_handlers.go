@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fastjson "github.com/goccy/go-json"
+	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/egress"
@@ -353,18 +354,79 @@ type nativeStream struct {
 func (n *nativeStream) VisitGenerateResponse(w http.ResponseWriter) error { return n.write(w) }
 func (n *nativeStream) VisitChatResponse(w http.ResponseWriter) error     { return n.write(w) }
 
-// startSSE sets the event-stream headers and sends them.
-func startSSE(w http.ResponseWriter) http.Flusher {
+// sseWriter writes a stream's server-sent events. What it writes is
+// buffered and leaves when flushed (eachChunk flushes after each upstream
+// chunk with content), so that the events one chunk produces share one
+// write to the caller instead of taking one each. The headers and the
+// opening events leave with the first chunk's, or after firstFlush if the
+// upstream is slower; the closing events leave with the end of the body,
+// when the handler returns.
+type sseWriter struct {
+	w       http.ResponseWriter
+	flusher *http.ResponseController
+	buf     []byte // the event being encoded
+	writes  int    // events written so far
+	pending bool   // written and not yet flushed
+	failed  bool   // a write or a flush failed: the caller went away
+}
+
+// firstFlush is how long the headers and the first events may wait for
+// the upstream's first chunk to leave with them.
+const firstFlush = 100 * time.Millisecond
+
+// startSSE sets the event-stream headers; they leave with the first flush.
+func startSSE(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
+	inner := w
+	if r, ok := w.(*echo.Response); ok {
+		inner = r.Writer // echo's Flush does not report a failed write
 	}
-	return fl
+	return &sseWriter{w: w, flusher: http.NewResponseController(inner), pending: true}
+}
+
+// event writes the event name (none when "") with v as its JSON data;
+// false when the caller went away.
+func (s *sseWriter) event(name string, v any) bool {
+	data, err := fastjson.Marshal(v)
+	if err != nil {
+		return false
+	}
+	s.buf = llm.AppendEvent(s.buf[:0], name, data)
+	return s.write(s.buf)
+}
+
+// write writes b, an encoded event; false when the caller went away.
+func (s *sseWriter) write(b []byte) bool {
+	if s.failed {
+		return false
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.failed = true
+		return false
+	}
+	s.writes++
+	s.pending = true
+	return true
+}
+
+// flush sends what was written; false when the caller went away.
+func (s *sseWriter) flush() bool {
+	if s.failed {
+		return false
+	}
+	if !s.pending {
+		return true
+	}
+	s.pending = false
+	if err := s.flusher.Flush(); err != nil {
+		s.failed = true
+		return false
+	}
+	return true
 }
 
 // keepAliveComment is an SSE comment: clients ignore it, proxies see traffic.
@@ -374,45 +436,48 @@ var keepAliveComment = []byte(": keep-alive\n\n")
 // whenever the upstream stays silent for st.KeepAlive(). It returns nil at
 // the end of the stream, the stream's error, or errClientGone when a write
 // to the caller failed (the caller went away).
-func eachChunk(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, fn func(llm.Chunk) bool) error {
-	return eachChunkKeepAlive(w, fl, st, keepAliveComment, fn)
+func eachChunk(sw *sseWriter, st *llm.ResultStream, fn func(llm.Chunk) bool) error {
+	return eachChunkKeepAlive(sw, st, keepAliveComment, fn)
 }
 
 // eachChunkKeepAlive is eachChunk sending keepAlive (a wire format's own
 // keep-alive event, such as Anthropic's ping) instead of the comment.
 //
-// It reads the upstream on the handler's goroutine; the keep-alive is a
-// timer that fires only when the upstream was silent for the whole
+// It reads the upstream on the handler's goroutine and flushes sw after
+// each chunk with content (text, tool calls or logprobs). The keep-alive
+// is a timer that fires only when the caller got nothing for the whole
 // interval (a chunk does not reset it, it moves the time it is due), so a
-// stream costs no goroutine and no timer operation per chunk. Writes to w
-// are serialised by mu; a keep-alive that cannot be written aborts the
-// upstream read, so that the handler sees the caller went away.
-func eachChunkKeepAlive(w http.ResponseWriter, fl http.Flusher, st *llm.ResultStream, keepAlive []byte, fn func(llm.Chunk) bool) error {
+// stream costs no goroutine and no timer operation per chunk; its first
+// firing, after firstFlush, sends what the stream wrote before its first
+// chunk with content. Writes to sw are serialised by mu; a keep-alive that
+// cannot be written aborts the upstream read, so that the handler sees
+// the caller went away.
+func eachChunkKeepAlive(sw *sseWriter, st *llm.ResultStream, keepAlive []byte, fn func(llm.Chunk) bool) error {
 	every := st.KeepAlive()
 	var (
 		mu    sync.Mutex
-		last  = time.Now() // when the caller last got something
-		ended bool         // the handler is done with w
+		last  = time.Now() // when the caller last got something (flushed)
+		ended bool         // the handler is done with sw
 		gone  bool         // a keep-alive could not be written
 		timer *time.Timer
 	)
-	timer = time.AfterFunc(every, func() {
+	timer = time.AfterFunc(min(firstFlush, every), func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if ended {
 			return
 		}
-		if wait := every - time.Since(last); wait > 0 {
-			timer.Reset(wait)
-			return
+		if !sw.pending {
+			if wait := every - time.Since(last); wait > 0 {
+				timer.Reset(wait)
+				return
+			}
+			sw.write(keepAlive)
 		}
-		if _, err := w.Write(keepAlive); err != nil {
+		if !sw.flush() {
 			gone = true
 			st.Cancel()
 			return
-		}
-		if fl != nil {
-			fl.Flush()
 		}
 		last = time.Now()
 		timer.Reset(every)
@@ -430,10 +495,20 @@ func eachChunkKeepAlive(w http.ResponseWriter, fl http.Flusher, st *llm.ResultSt
 		case gone:
 			err = errClientGone
 		case err == nil:
-			if !fn(c) {
+			switch {
+			case !fn(c):
 				err = errClientGone
+			case !sw.pending:
+			case c.Text == "" && len(c.ToolCalls) == 0 && c.Logprobs == nil:
+				// What a chunk without content opened (Anthropic's
+				// message_start) leaves with the next chunk's events, or
+				// after firstFlush.
+				timer.Reset(firstFlush)
+			case !sw.flush():
+				err = errClientGone
+			default:
+				last = time.Now()
 			}
-			last = time.Now()
 		case err == io.EOF:
 			mu.Unlock()
 			return nil
@@ -450,24 +525,9 @@ var errClientGone = errors.New("the client went away")
 
 func (n *nativeStream) write(w http.ResponseWriter) error {
 	defer n.st.Close()
-	fl := startSSE(w)
-	send := func(buf []byte) bool {
-		if _, err := w.Write(buf); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
-	}
-	var buf []byte
-	err := eachChunk(w, fl, n.st, func(c llm.Chunk) bool {
-		if c.Text == "" {
-			return true
-		}
-		data, _ := fastjson.Marshal(streamDelta{Text: c.Text})
-		buf = llm.AppendEvent(buf[:0], "delta", data)
-		return send(buf)
+	sw := startSSE(w)
+	err := eachChunk(sw, n.st, func(c llm.Chunk) bool {
+		return c.Text == "" || sw.event("delta", streamDelta{Text: c.Text})
 	})
 	switch {
 	case err == errClientGone:
@@ -475,17 +535,16 @@ func (n *nativeStream) write(w http.ResponseWriter) error {
 	case err != nil:
 		n.s.streamFailed(n.ctx, err)
 		data, _ := json.Marshal(nativeError(n.ctx, classify(err)))
-		send(llm.AppendEvent(buf[:0], "error", data))
+		sw.write(llm.AppendEvent(nil, "error", data))
 		return nil
 	}
 	res := n.st.Result()
 	if res.Output.Failed() {
 		data, _ := json.Marshal(nativeError(n.ctx, classify(n.s.llm.OutputError(res))))
-		send(llm.AppendEvent(buf[:0], "error", data))
+		sw.write(llm.AppendEvent(nil, "error", data))
 		return nil
 	}
-	data, _ := fastjson.Marshal(n.done(res))
-	send(llm.AppendEvent(buf[:0], "done", data))
+	sw.event("done", n.done(res))
 	return nil
 }
 

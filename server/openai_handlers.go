@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strings"
 
-	fastjson "github.com/goccy/go-json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
@@ -442,24 +441,10 @@ func (c *compatStream) VisitOpenaiCreateCompletionResponse(w http.ResponseWriter
 
 func (c *compatStream) write(w http.ResponseWriter) error {
 	defer c.st.Close()
-	fl := startSSE(w)
+	sw := startSSE(w)
 	created := c.st.CreatedAt.Unix()
 	model := c.st.Model().ID
-	var buf []byte
-	send := func(v any) bool {
-		data, err := fastjson.Marshal(v)
-		if err != nil {
-			return false
-		}
-		buf = llm.AppendEvent(buf[:0], "", data)
-		if _, err := w.Write(buf); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
-	}
+	send := func(v any) bool { return sw.event("", v) }
 	chatChunk := func(choice int, d openaiwire.Delta, finish *string, logprobs json.RawMessage) *openaiwire.ChatCompletionChunk {
 		return &openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
 			Choices: []openaiwire.ChunkChoice{{Index: choice, Delta: d, FinishReason: finish, Logprobs: logprobs}}}
@@ -475,7 +460,7 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 			return nil
 		}
 	}
-	err := eachChunk(w, fl, c.st, func(ch llm.Chunk) bool {
+	err := eachChunk(sw, c.st, func(ch llm.Chunk) bool {
 		if ch.Text == "" && len(ch.ToolCalls) == 0 && ch.Logprobs == nil {
 			return true
 		}
@@ -538,11 +523,12 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 				Choices: []openaiwire.CompletionChoice{}, Usage: compatUsage(res.Usage)})
 		}
 	}
-	if _, err := w.Write([]byte("data: [DONE]\n\n")); err == nil && fl != nil {
-		fl.Flush()
-	}
+	sw.write(doneEvent)
 	return nil
 }
+
+// doneEvent ends an OpenAI stream.
+var doneEvent = []byte("data: [DONE]\n\n")
 
 // openAIErrorBody maps an error to OpenAI's error object.
 func openAIErrorBody(e *errs.Error) openaiwire.ErrorBody {

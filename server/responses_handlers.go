@@ -714,30 +714,18 @@ type responsesStream struct {
 
 func (rs *responsesStream) VisitOpenaiCreateResponseResponse(w http.ResponseWriter) error {
 	defer rs.st.Close()
-	fl := startSSE(w)
+	sw := startSSE(w)
 	created := rs.st.CreatedAt.Unix()
 	model := rs.st.Model().ID
 	var (
-		buf  []byte
 		seq  int
 		out  = outputItems{calls: map[int]*outputItem{}}
 		open *outputItem // the message item receiving text, if any
 	)
 	send := func(typ string, ev any) bool {
 		// Every event's sequence_number is set by the caller from seq.
-		data, err := fastjson.Marshal(ev)
-		if err != nil {
-			return false
-		}
 		seq++
-		buf = llm.AppendEvent(buf[:0], typ, data)
-		if _, err := w.Write(buf); err != nil {
-			return false
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return true
+		return sw.event(typ, ev)
 	}
 	lifecycle := func(typ, status string, incomplete *responseswire.IncompleteDetails, u *llm.Usage) *responseswire.ResponseEvent {
 		return &responseswire.ResponseEvent{Type: typ, SequenceNumber: seq, Response: rs.t.response(model, created, status, incomplete, &out, u)}
@@ -770,7 +758,7 @@ func (rs *responsesStream) VisitOpenaiCreateResponseResponse(w http.ResponseWrit
 		!send(responseswire.EventInProgress, lifecycle(responseswire.EventInProgress, responseswire.StatusInProgress, nil, nil)) {
 		return nil
 	}
-	err := eachChunk(w, fl, rs.st, func(ch llm.Chunk) bool {
+	err := eachChunk(sw, rs.st, func(ch llm.Chunk) bool {
 		if ch.Choice != 0 {
 			return true
 		}

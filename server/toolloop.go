@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 
-	fastjson "github.com/goccy/go-json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/api"
@@ -221,23 +220,13 @@ func loopFunctionCall(res *tools.LoopResult, fns []llm.FunctionDef, actions []to
 // an ordinary error response.
 type streamModel struct {
 	gatewayModel
-	w       http.ResponseWriter
-	fl      http.Flusher
-	started bool
-	buf     []byte
+	w  http.ResponseWriter
+	sw *sseWriter // nil until the first call's upstream accepted it
 }
 
-// send writes one event; false when the caller went away.
+// send writes one event and sends it; false when the caller went away.
 func (m *streamModel) send(name string, v any) bool {
-	data, _ := fastjson.Marshal(v)
-	m.buf = llm.AppendEvent(m.buf[:0], name, data)
-	if _, err := m.w.Write(m.buf); err != nil {
-		return false
-	}
-	if m.fl != nil {
-		m.fl.Flush()
-	}
-	return true
+	return m.sw.event(name, v) && m.sw.flush()
 }
 
 func (m *streamModel) Call(ctx context.Context, turn int, r *llm.Request) (*llm.Result, error) {
@@ -246,11 +235,11 @@ func (m *streamModel) Call(ctx context.Context, turn int, r *llm.Request) (*llm.
 		return nil, err
 	}
 	defer st.Close()
-	if !m.started {
-		m.fl, m.started = startSSE(m.w), true
+	if m.sw == nil {
+		m.sw = startSSE(m.w)
 	}
-	err = eachChunk(m.w, m.fl, st, func(c llm.Chunk) bool {
-		return c.Text == "" || m.send("delta", streamDelta{Text: c.Text})
+	err = eachChunk(m.sw, st, func(c llm.Chunk) bool {
+		return c.Text == "" || m.sw.event("delta", streamDelta{Text: c.Text})
 	})
 	if err != nil {
 		return nil, err
@@ -277,21 +266,17 @@ func (ls *loopStream) VisitChatResponse(w http.ResponseWriter) error {
 	ls.in.OnStep = func(st tools.Step) { m.send("step", loopStep(st)) }
 	res, err := ls.loop.Run(ls.ctx, ls.in)
 	switch {
-	case err != nil && !m.started:
+	case err != nil && m.sw == nil:
 		return err // nothing sent yet: an ordinary error response
 	case err == errClientGone:
 		return nil
 	case err != nil:
 		ls.s.streamFailed(ls.ctx, err)
 		data, _ := json.Marshal(nativeError(ls.ctx, classify(err)))
-		m.buf = llm.AppendEvent(m.buf[:0], "error", data)
-		_, _ = w.Write(m.buf)
-		if m.fl != nil {
-			m.fl.Flush()
-		}
+		m.sw.write(llm.AppendEvent(nil, "error", data))
 		return nil
 	}
-	m.send("done", loopChat(ls.id, res, ls.in.Execute))
+	m.sw.event("done", loopChat(ls.id, res, ls.in.Execute)) // leaves with the end of the body
 	return nil
 }
 
