@@ -491,6 +491,8 @@ func TestContractResponsesFields(t *testing.T) {
 		{"top_logprobs", base + `,"top_logprobs":3`, 400, "top_logprobs"},
 		{"max_tool_calls", base + `,"max_tool_calls":2`, 400, "max_tool_calls"},
 		{"an unknown field", base + `,"frobnicate":1`, 400, "frobnicate"},
+		{"several refused fields: the first in name order", base + `,"zeta":1,"truncation":"auto","background":true,"prompt":{"id":"pmpt_1"},"service_tier":"flex"`, 400, "background"},
+		{"a refused field sent as null is not there", base + `,"prompt":null,"top_logprobs": null `, 200, ""},
 		{"a known field in another case", base + `,"MODEL":"openai/long"`, 400, "MODEL"},
 		{"reasoning summary", base + `,"reasoning":{"effort":"low","summary":"auto"}`, 400, "reasoning.summary"},
 		{"reasoning effort out of range", base + `,"reasoning":{"effort":"extreme"}`, 400, "reasoning.effort"},

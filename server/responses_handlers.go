@@ -69,6 +69,9 @@ var responsesDefaults = map[string]func(json.RawMessage) bool{
 
 // jsonEqual reports whether the JSON value v is want, spaces aside.
 func jsonEqual(v json.RawMessage, want string) bool {
+	if v = bytes.TrimSpace(v); string(v) == want {
+		return true
+	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, v) != nil {
 		return false
@@ -80,34 +83,33 @@ func jsonEqual(v json.RawMessage, want string) bool {
 // does not carry, naming it, and returns the passthrough fields. A field
 // sent as null is not there.
 func checkResponsesFields(fields map[string]json.RawMessage) (map[string]json.RawMessage, error) {
-	names := make([]string, 0, len(fields))
-	for k, v := range fields {
-		if !jsonEqual(v, "null") {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
 	var pass map[string]json.RawMessage
-	for _, k := range names {
-		v := fields[k]
+	refused := "" // the first refused field in name order
+	for k, v := range fields {
+		if responsesCarried[k] || (refused != "" && k > refused) || string(bytes.TrimSpace(v)) == "null" {
+			continue
+		}
 		switch {
-		case responsesCarried[k]:
 		case responsesPassthrough[k]:
 			if pass == nil {
 				pass = map[string]json.RawMessage{}
 			}
 			pass[k] = v
-		case responsesDefaults[k] != nil:
-			if !responsesDefaults[k](v) {
-				return nil, invalidParam(k, "%s %s is not supported on /openai/v1/responses; remove it or send OpenAI's default", k, truncateJSON(v))
-			}
-		case k == "top_logprobs":
-			return nil, invalidParam(k, "top_logprobs is not supported on /openai/v1/responses (logprobs are not returned); remove it or use /openai/v1/chat/completions with logprobs")
+		case responsesDefaults[k] != nil && responsesDefaults[k](v):
 		default:
-			return nil, invalidParam(k, "%s is not supported on /openai/v1/responses; remove it", k)
+			refused = k
 		}
 	}
-	return pass, nil
+	switch k, v := refused, fields[refused]; {
+	case k == "":
+		return pass, nil
+	case responsesDefaults[k] != nil:
+		return nil, invalidParam(k, "%s %s is not supported on /openai/v1/responses; remove it or send OpenAI's default", k, truncateJSON(v))
+	case k == "top_logprobs":
+		return nil, invalidParam(k, "top_logprobs is not supported on /openai/v1/responses (logprobs are not returned); remove it or use /openai/v1/chat/completions with logprobs")
+	default:
+		return nil, invalidParam(k, "%s is not supported on /openai/v1/responses; remove it", k)
+	}
 }
 
 // truncateJSON shortens a raw JSON value for an error message.
@@ -443,7 +445,9 @@ func responsesMessages(items []responseswire.Item, history int) ([]llm.Message, 
 				return nil, invalidParam(at(i)+".content", "is required")
 			}
 			msg := llm.Message{Role: role}
-			if err := contentOf(it.Content, &msg, at(i)+".content"); err != nil {
+			if it.Content.IsText {
+				msg.Content = it.Content.Text
+			} else if err := contentOf(it.Content, &msg, at(i)+".content"); err != nil {
 				return nil, err
 			}
 			if msg.Parts != nil && role != llm.RoleUser {
@@ -605,11 +609,11 @@ func (it *outputItem) item(status string) any {
 	return m
 }
 
-// wire returns the items as JSON with status.
-func (o *outputItems) wire(status string) []json.RawMessage {
-	out := make([]json.RawMessage, len(o.items))
+// wire returns the items on the wire with status.
+func (o *outputItems) wire(status string) []any {
+	out := make([]any, len(o.items))
 	for i, it := range o.items {
-		out[i], _ = fastjson.Marshal(it.item(status))
+		out[i] = it.item(status)
 	}
 	return out
 }
@@ -628,16 +632,16 @@ func (t *responseTurn) response(model string, created int64, status string, inco
 		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, Model: model, Output: out.wire(itemStatus),
 		ParallelToolCalls: b.ParallelToolCalls == nil || *b.ParallelToolCalls, Store: t.store,
 		Temperature: 1, TopP: 1, Truncation: "disabled", Tools: t.tools, ToolChoice: responseswire.ToolChoice{Mode: responseswire.ToolChoiceAuto},
-		Text: responseswire.TextConfig{Format: &responseswire.Format{Type: responseswire.FormatText}}, Metadata: b.Metadata,
+		Text: responseswire.TextConfig{Format: textFormat}, Metadata: b.Metadata,
 	}
 	if status == responseswire.StatusInProgress {
-		resp.Output = []json.RawMessage{}
+		resp.Output = []any{}
 	}
 	if resp.Tools == nil {
 		resp.Tools = []responseswire.Tool{}
 	}
 	if resp.Metadata == nil {
-		resp.Metadata = map[string]string{}
+		resp.Metadata = noMetadata
 	}
 	if b.PreviousResponseID != "" {
 		resp.PreviousResponseID = &b.PreviousResponseID
@@ -673,10 +677,17 @@ func (t *responseTurn) response(model string, created int64, status string, inco
 		}
 	}
 	if status != responseswire.StatusInProgress {
-		resp.CompletedAt = &created
+		resp.CompletedAt = &resp.CreatedAt
 	}
 	return resp
 }
+
+// textFormat and noMetadata are the defaults of every response that does
+// not set them; shared, never modified.
+var (
+	textFormat = &responseswire.Format{Type: responseswire.FormatText}
+	noMetadata = map[string]string{}
+)
 
 // OpenaiGetResponse implements GET /openai/v1/responses/{id}.
 func (h *handlers) OpenaiGetResponse(ctx context.Context, req api.OpenaiGetResponseRequestObject) (api.OpenaiGetResponseResponseObject, error) {

@@ -239,24 +239,24 @@ func messageProblems(op Op, msgs []Message) []errs.Problem {
 	var ps []errs.Problem
 	compat, toolTurns := op == OpCompatChat, op.toolTurns()
 	for i, m := range msgs {
-		at := fmt.Sprintf("messages[%d]", i)
+		at := func() string { return fmt.Sprintf("messages[%d]", i) } // only for a problem
 		switch m.Role {
 		case RoleSystem, RoleUser:
 		case RoleAssistant:
 		case RoleTool:
 			if !toolTurns {
-				ps = append(ps, errs.Problem{Field: at + ".role", Problem: "must be system, user or assistant"})
+				ps = append(ps, errs.Problem{Field: at() + ".role", Problem: "must be system, user or assistant"})
 			} else if m.ToolCallID == "" {
-				ps = append(ps, errs.Problem{Field: at + ".tool_call_id", Problem: "is required on tool messages"})
+				ps = append(ps, errs.Problem{Field: at() + ".tool_call_id", Problem: "is required on tool messages"})
 			}
 		case "":
-			ps = append(ps, errs.Problem{Field: at + ".role", Problem: "is required"})
+			ps = append(ps, errs.Problem{Field: at() + ".role", Problem: "is required"})
 		default:
 			allowed := "system, user or assistant"
 			if compat {
 				allowed = "system, developer, user, assistant or tool"
 			}
-			ps = append(ps, errs.Problem{Field: at + ".role", Problem: fmt.Sprintf("must be %s, got %q", allowed, m.Role)})
+			ps = append(ps, errs.Problem{Field: at() + ".role", Problem: fmt.Sprintf("must be %s, got %q", allowed, m.Role)})
 		}
 	}
 	return ps

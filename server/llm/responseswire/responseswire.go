@@ -205,8 +205,23 @@ func (t ToolChoice) MarshalJSON() ([]byte, error) {
 			Name string `json:"name"`
 		}{ToolChoiceFunction, t.Name})
 	}
+	switch t.Mode {
+	case ToolChoiceAuto:
+		return toolChoiceAuto, nil
+	case ToolChoiceNone:
+		return toolChoiceNone, nil
+	case ToolChoiceRequired:
+		return toolChoiceRequired, nil
+	}
 	return json.Marshal(t.Mode)
 }
+
+// The string forms of ToolChoice; shared, never modified.
+var (
+	toolChoiceAuto     = []byte(`"auto"`)
+	toolChoiceNone     = []byte(`"none"`)
+	toolChoiceRequired = []byte(`"required"`)
+)
 
 // UnmarshalJSON reads the string or object form.
 func (t *ToolChoice) UnmarshalJSON(b []byte) error {
@@ -285,7 +300,7 @@ type Response struct {
 	Instructions       *string            `json:"instructions"`
 	MaxOutputTokens    *int               `json:"max_output_tokens"`
 	Model              string             `json:"model"`
-	Output             []json.RawMessage  `json:"output"`
+	Output             []any              `json:"output"` // *OutputMessage, *FunctionCall
 	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
 	PreviousResponseID *string            `json:"previous_response_id"`
 	Reasoning          Reasoning          `json:"reasoning"`
