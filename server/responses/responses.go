@@ -33,6 +33,7 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/store"
 )
@@ -43,20 +44,27 @@ import (
 //   - "b/<first id>": the block, its responses' JSON one after the other,
 //     compressed (S2's block format: a response object is mostly member
 //     names and ids, which compress several times over);
-//   - "r/<id>" per response: where it is in the uncompressed block,
+//   - "i/<window>/<first id>": where the block's responses whose ids fall
+//     in window are in the uncompressed block, a line "<id> <offset>
+//     <length>" each. A window is an id's prefix and the first 11 of the
+//     12 hex digits of its milliseconds (server/ids): 16 ms of ids, so
+//     that a block of responses made close together takes one or two
+//     entries, and a lookup by id scans the few entries of its window;
+//   - "r/<id>" instead, for an id not made by server/ids: its location,
 //     "<first id> <offset> <length>";
 //   - "x/<expiry>/<first id>": the block's ids, one per line, under the
 //     latest expiry among them, so that the sweep finds blocks by expiry.
 //
-// One value for many responses is one write for all of them (a bbolt page
-// per response costs a write call each), and compressing it makes it
-// several times smaller on disk and cheaper to write. Earlier versions
-// wrote each response's JSON under "r/<id>" and an empty
-// "x/<expiry>/<id>"; both are still read and swept.
+// One value for many responses is one write for all of them (a key per
+// response costs a tree search and a page entry each), and compressing it
+// makes it several times smaller on disk and cheaper to write. Earlier
+// versions wrote each response's JSON, or its location, under "r/<id>",
+// and an empty "x/<expiry>/<id>"; all are still read and swept.
 const Bucket = "responses"
 
 const (
 	blockPrefix  = "b/"
+	indexPrefix  = "i/"
 	recordPrefix = "r/"
 	expiryPrefix = "x/"
 	expiryLayout = "20060102T150405Z"
@@ -317,15 +325,72 @@ func (k *Keeper) Delete(ctx context.Context, owner, id string) error {
 				return err
 			}
 		}
-		return tx.Delete(Bucket, recordPrefix+id)
+		if !strings.HasPrefix(loc.key, indexPrefix) {
+			return tx.Delete(Bucket, loc.key)
+		}
+		lines := withoutLine(tx.Get(Bucket, loc.key), id)
+		if len(lines) == 0 {
+			return tx.Delete(Bucket, loc.key)
+		}
+		return tx.Put(Bucket, loc.key, lines)
 	})
 }
 
 // location is where a response is stored: in a block, or (written by an
 // earlier version) whole under its "r/" key, block empty.
 type location struct {
+	key    string // the entry that holds it: "i/<window>/<block>" or "r/<id>"
 	block  string
 	off, n int
+}
+
+// window is the index window of id (see Bucket), "" for an id not made by
+// server/ids.
+func window(id string) string {
+	n := len(id) - ids.HexLen
+	if n < 0 {
+		return ""
+	}
+	for i := n; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return ""
+		}
+	}
+	return id[:n+11]
+}
+
+// findLine returns the offset and length on id's line of an index entry.
+func findLine(lines []byte, id string) (off, n int, ok bool) {
+	for len(lines) > 0 {
+		line := lines
+		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
+			line, lines = lines[:i], lines[i+1:]
+		} else {
+			lines = nil
+		}
+		rest, found := bytes.CutPrefix(line, []byte(id))
+		if !found || len(rest) == 0 || rest[0] != ' ' {
+			continue
+		}
+		a, b, _ := bytes.Cut(rest[1:], []byte{' '})
+		var err1, err2 error
+		off, err1 = strconv.Atoi(string(a))
+		n, err2 = strconv.Atoi(string(b))
+		return off, n, err1 == nil && err2 == nil
+	}
+	return 0, 0, false
+}
+
+// withoutLine returns a copy of the index entry lines without id's line.
+func withoutLine(lines []byte, id string) []byte {
+	out := make([]byte, 0, len(lines))
+	for line := range bytes.Lines(lines) {
+		if rest, ok := bytes.CutPrefix(line, []byte(id)); ok && len(rest) > 0 && rest[0] == ' ' {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return bytes.TrimSuffix(out, []byte{'\n'})
 }
 
 // appendTo appends the location as stored: "<block> <offset> <length>".
@@ -356,16 +421,12 @@ func parseLocation(v string) (location, error) {
 // a part. A response of an earlier version has no block, and its rec is
 // the stored value itself, valid only inside tx.
 func recordTx(tx store.Tx, id string) (loc location, block, rec []byte, err error) {
-	v := tx.Get(Bucket, recordPrefix+id)
-	if v == nil {
-		return location{}, nil, nil, nil
+	l, v, err := locate(tx, id)
+	if err != nil || v == nil {
+		return l, nil, nil, err
 	}
-	if v[0] == '{' {
-		return location{}, nil, v, nil
-	}
-	l, err := parseLocation(string(v))
-	if err != nil {
-		return l, nil, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
+	if l.block == "" {
+		return l, nil, v, nil
 	}
 	block, err = s2.Decode(nil, tx.Get(Bucket, blockPrefix+l.block))
 	if err != nil {
@@ -375,6 +436,40 @@ func recordTx(tx store.Tx, id string) (loc location, block, rec []byte, err erro
 		return l, nil, nil, errs.E(errs.Internal, "stored response %s: location %q is outside its block of %d bytes", id, v, len(block))
 	}
 	return l, block, block[l.off : l.off+l.n], nil
+}
+
+// locate finds where the response id is: in its window's index entries,
+// or under "r/<id>" (an id not made by server/ids, or a response of an
+// earlier version). v is the entry's value (nil when there is none); for
+// a response stored whole, l.block is empty and v is its JSON, valid only
+// inside tx.
+func locate(tx store.Tx, id string) (l location, v []byte, err error) {
+	if w := window(id); w != "" {
+		prefix := indexPrefix + w + "/"
+		err := tx.Scan(Bucket, prefix, "", func(key string, value []byte) (bool, error) {
+			off, n, ok := findLine(value, id)
+			if ok {
+				l, v = location{key: key, block: strings.TrimPrefix(key, prefix), off: off, n: n}, value
+			}
+			return !ok, nil
+		})
+		if err != nil || v != nil {
+			return l, v, err
+		}
+	}
+	key := recordPrefix + id
+	v = tx.Get(Bucket, key)
+	switch {
+	case v == nil:
+		return location{}, nil, nil
+	case v[0] == '{':
+		return location{key: key}, v, nil
+	}
+	if l, err = parseLocation(string(v)); err != nil {
+		return l, nil, errs.Wrap(errs.Internal, err, fmt.Sprintf("stored response %s", id))
+	}
+	l.key = key
+	return l, v, nil
 }
 
 // appendTo appends s as JSON (what Get reads back) to b, its raw members
@@ -447,12 +542,17 @@ func expiryEntry(batch []*Stored) (string, []byte) {
 
 // block is up to blockSize responses as a flush writes them.
 type block struct {
-	id      string // the first response's id
-	packed  []byte // the responses' JSON, compressed
-	ids     []string
-	locs    [][]byte // each response's location, as stored under "r/<id>"
-	expiry  string   // the key of the block's expiry entry
-	idLines []byte   // its value
+	id      string  // the first response's id
+	packed  []byte  // the responses' JSON, compressed
+	index   []entry // where each response is: "i/..." entries, or "r/<id>"
+	expiry  string  // the key of the block's expiry entry
+	idLines []byte  // its value
+}
+
+// entry is a key and its value.
+type entry struct {
+	key   string
+	value []byte
 }
 
 // flushBuffers are a flush's working memory, kept for the next one
@@ -461,7 +561,7 @@ type block struct {
 type flushBuffers struct {
 	data   []byte // one block's JSON, before it is compressed
 	packed []byte // the flush's compressed blocks, one after the other
-	locs   []byte // the flush's locations, one after the other
+	locs   []byte // the flush's index values, one after the other
 }
 
 // makeBlocks encodes responses into blocks, in buf's memory: they are valid
@@ -469,10 +569,10 @@ type flushBuffers struct {
 func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
 	packed, locs := 0, 0
 	for chunk := range slices.Chunk(responses, blockSize) {
-		locs += len(chunk) * (len(chunk[0].ID) + 2*20 + 2)
 		size := 0
 		for _, s := range chunk {
 			size += encodedSize(s)
+			locs += 2*len(s.ID) + 2*20 + 3
 		}
 		packed += s2.MaxEncodedLen(size)
 	}
@@ -488,13 +588,40 @@ func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
 	for chunk := range slices.Chunk(responses, blockSize) {
 		b := &block{id: chunk[0].ID}
 		data := buf.data[:0]
-		for _, s := range chunk {
+		// Index lines are written window by window: the responses of each
+		// window together (usually all of them: they are in put order,
+		// which is nearly id order).
+		var (
+			spans [blockSize]struct{ off, n int }
+			wins  [blockSize]string
+			done  [blockSize]bool
+		)
+		for i, s := range chunk {
 			off := len(data)
 			data = s.appendTo(data)
-			b.ids = append(b.ids, s.ID)
+			spans[i].off, spans[i].n = off, len(data)-off
+			if wins[i] = window(s.ID); wins[i] == "" {
+				start := len(buf.locs)
+				buf.locs = location{block: b.id, off: off, n: spans[i].n}.appendTo(buf.locs)
+				b.index = append(b.index, entry{recordPrefix + s.ID, buf.locs[start:len(buf.locs):len(buf.locs)]})
+				done[i] = true
+			}
+		}
+		for i := range chunk {
+			if done[i] {
+				continue
+			}
 			start := len(buf.locs)
-			buf.locs = location{block: b.id, off: off, n: len(data) - off}.appendTo(buf.locs)
-			b.locs = append(b.locs, buf.locs[start:len(buf.locs):len(buf.locs)])
+			for j := i; j < len(chunk); j++ {
+				if !done[j] && wins[j] == wins[i] {
+					if len(buf.locs) > start {
+						buf.locs = append(buf.locs, '\n')
+					}
+					buf.locs = appendLine(buf.locs, chunk[j].ID, spans[j].off, spans[j].n)
+					done[j] = true
+				}
+			}
+			b.index = append(b.index, entry{indexPrefix + wins[i] + "/" + b.id, buf.locs[start:len(buf.locs):len(buf.locs)]})
 		}
 		buf.data = data
 		start := len(buf.packed)
@@ -506,13 +633,22 @@ func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
 	return out
 }
 
-// putTx writes the block, its responses' locations and its expiry entry.
+// appendLine appends an index line: "<id> <offset> <length>".
+func appendLine(b []byte, id string, off, n int) []byte {
+	b = append(b, id...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(off), 10)
+	b = append(b, ' ')
+	return strconv.AppendInt(b, int64(n), 10)
+}
+
+// putTx writes the block, where its responses are, and its expiry entry.
 func (b *block) putTx(tx store.Tx) error {
 	if err := tx.Put(Bucket, blockPrefix+b.id, b.packed); err != nil {
 		return err
 	}
-	for i, id := range b.ids {
-		if err := tx.Put(Bucket, recordPrefix+id, b.locs[i]); err != nil {
+	for _, e := range b.index {
+		if err := tx.Put(Bucket, e.key, e.value); err != nil {
 			return err
 		}
 	}
@@ -598,12 +734,12 @@ func (k *Keeper) Flush(ctx context.Context) error {
 // and reports whether none is left.
 func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 	limit := now.Format(expiryLayout)
-	type entry struct {
+	type expiring struct {
 		key string
 		ids []string
 	}
 	var (
-		due  []entry
+		due  []expiring
 		n    int
 		more bool
 	)
@@ -617,7 +753,7 @@ func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 			return false, nil
 		}
 		ids := entryIDs(key, value)
-		due = append(due, entry{key, ids})
+		due = append(due, expiring{key, ids})
 		n += len(ids)
 		return true, nil
 	})
@@ -625,13 +761,22 @@ func sweepTx(tx store.Tx, now time.Time) (bool, error) {
 		return false, err
 	}
 	for _, e := range due {
+		_, first, _ := strings.Cut(strings.TrimPrefix(e.key, expiryPrefix), "/")
+		windows := map[string]bool{}
 		for _, id := range e.ids {
+			// Its location: under "r/<id>", or in the block's entry of its
+			// window (an earlier version wrote "r/<id>" for every id).
 			if err := tx.Delete(Bucket, recordPrefix+id); err != nil {
 				return false, fmt.Errorf("sweep response %s: %w", id, err)
 			}
+			if w := window(id); w != "" && !windows[w] {
+				windows[w] = true
+				if err := tx.Delete(Bucket, indexPrefix+w+"/"+first); err != nil {
+					return false, fmt.Errorf("sweep response %s: %w", id, err)
+				}
+			}
 		}
 		// The block (none for an entry of an earlier version's response).
-		_, first, _ := strings.Cut(strings.TrimPrefix(e.key, expiryPrefix), "/")
 		if err := tx.Delete(Bucket, blockPrefix+first); err != nil {
 			return false, err
 		}

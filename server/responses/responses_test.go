@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/errs"
+	"github.com/switchboard-dev/terraform-provider-switchboard/server/ids"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/lease"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/pgtest"
 	"github.com/switchboard-dev/terraform-provider-switchboard/server/responses"
@@ -387,6 +388,94 @@ func TestKeeper_BlocksOfManyResponses(t *testing.T) {
 		}
 		if blocks != 3 {
 			t.Errorf("%d blocks: %v", blocks, keys(t, st))
+		}
+	})
+}
+
+// idTime is later than every id made so far: server/ids keeps ids
+// increasing, so that ids made at an earlier time would all take the
+// latest id's millisecond.
+var idTime = time.Now()
+
+func TestKeeper_IndexByWindow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, st *countingStore) {
+		c := newClock()
+		k := keeper(t, st, c, responses.Options{})
+		// 150 ids of server/ids made 1 ms apart (three blocks: 64, 64,
+		// 22), and one not made by server/ids, in the second block.
+		idTime = idTime.Add(time.Hour).Truncate(16 * time.Millisecond) // windows start at put[0], put[16], ...
+		start := idTime
+		var put []string
+		for i := range 150 {
+			id := ids.New("resp_", start.Add(time.Duration(i)*time.Millisecond))
+			if i == 100 {
+				id = "resp_foreign"
+			}
+			put = append(put, id)
+			k.Put(stored(id, "key_a"))
+		}
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		// The layout of the bucket's doc: a block's responses are listed
+		// under "i/<window>/<block>", a window being an id's prefix and
+		// its first 11 hex digits of milliseconds; the foreign id under
+		// "r/<id>".
+		want := map[string]bool{"r/resp_foreign": true}
+		for b := 0; b < len(put); b += 64 {
+			first := put[b]
+			want["b/"+first] = true
+			for _, id := range put[b:min(b+64, len(put))] {
+				if id != "resp_foreign" {
+					want["i/"+id[:len("resp_")+11]+"/"+first] = true
+				}
+			}
+		}
+		got := keys(t, st)
+		var index []string
+		for _, key := range got {
+			switch {
+			case strings.HasPrefix(key, "x/"):
+			case !want[key]:
+				t.Errorf("unexpected key %s", key)
+			case strings.HasPrefix(key, "i/"):
+				index = append(index, key)
+			}
+		}
+		// 150 ms of ids: about ten windows, split where blocks end.
+		if len(got) != len(want)+3 || len(index) > 14 {
+			t.Errorf("%d keys (%d index entries), want %d and 3 expiry entries: %v", len(got), len(index), len(want), got)
+		}
+		// Deleting responses rewrites their entries; the last one of an
+		// entry takes it away.
+		gone := map[string]bool{put[1]: true, put[100]: true}
+		for _, id := range put[16:32] { // a whole window of the first block
+			gone[id] = true
+		}
+		for id := range gone {
+			if err := k.Delete(bg, "key_a", id); err != nil {
+				t.Fatalf("delete %s: %v", id, err)
+			}
+		}
+		for _, id := range put {
+			s, err := k.Get(bg, "key_a", id)
+			switch {
+			case gone[id] && errs.KindOf(err) != errs.NotFound:
+				t.Errorf("%s after its delete: %v", id, err)
+			case !gone[id] && (err != nil || string(s.Response) != `{"id":"`+id+`"}`):
+				t.Errorf("%s: %v %+v", id, err, s)
+			}
+		}
+		if slices.Contains(keys(t, st), "r/resp_foreign") || slices.Contains(keys(t, st), "i/"+put[16][:len("resp_")+11]+"/"+put[0]) {
+			t.Errorf("entries of deleted responses are left: %v", keys(t, st))
+		}
+		// The sweep takes everything once it expired.
+		c.add(responses.DefaultRetention + responses.SweepEvery)
+		if err := k.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		if got := keys(t, st); len(got) != 0 {
+			t.Errorf("after the sweep: %v", got)
 		}
 	})
 }
