@@ -365,7 +365,6 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController
 	buf     []byte // the event being encoded
-	writes  int    // events written so far
 	pending bool   // written and not yet flushed
 	failed  bool   // a write or a flush failed: the caller went away
 }
@@ -408,7 +407,6 @@ func (s *sseWriter) write(b []byte) bool {
 		s.failed = true
 		return false
 	}
-	s.writes++
 	s.pending = true
 	return true
 }
