@@ -361,6 +361,7 @@ func window(id string) string {
 
 // findLine returns the offset and length on id's line of an index entry.
 func findLine(lines []byte, id string) (off, n int, ok bool) {
+	head := []byte(id + " ")
 	for len(lines) > 0 {
 		line := lines
 		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
@@ -368,11 +369,11 @@ func findLine(lines []byte, id string) (off, n int, ok bool) {
 		} else {
 			lines = nil
 		}
-		rest, found := bytes.CutPrefix(line, []byte(id))
-		if !found || len(rest) == 0 || rest[0] != ' ' {
+		rest, found := bytes.CutPrefix(line, head)
+		if !found {
 			continue
 		}
-		a, b, _ := bytes.Cut(rest[1:], []byte{' '})
+		a, b, _ := bytes.Cut(rest, []byte{' '})
 		var err1, err2 error
 		off, err1 = strconv.Atoi(string(a))
 		n, err2 = strconv.Atoi(string(b))
@@ -383,9 +384,10 @@ func findLine(lines []byte, id string) (off, n int, ok bool) {
 
 // withoutLine returns a copy of the index entry lines without id's line.
 func withoutLine(lines []byte, id string) []byte {
+	head := []byte(id + " ")
 	out := make([]byte, 0, len(lines))
 	for line := range bytes.Lines(lines) {
-		if rest, ok := bytes.CutPrefix(line, []byte(id)); ok && len(rest) > 0 && rest[0] == ' ' {
+		if bytes.HasPrefix(line, head) {
 			continue
 		}
 		out = append(out, line...)
@@ -572,7 +574,7 @@ func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
 		size := 0
 		for _, s := range chunk {
 			size += encodedSize(s)
-			locs += 2*len(s.ID) + 2*20 + 3
+			locs += len(s.ID) + len(chunk[0].ID) + 2*20 + 3 // a line, or a location
 		}
 		packed += s2.MaxEncodedLen(size)
 	}
