@@ -497,7 +497,7 @@ func eachChunkKeepAlive(sw *sseWriter, st *llm.ResultStream, keepAlive []byte, f
 			case !fn(c):
 				err = errClientGone
 			case !sw.pending:
-			case c.Text == "" && len(c.ToolCalls) == 0 && c.Logprobs == nil:
+			case !c.HasContent():
 				// What a chunk without content opened (Anthropic's
 				// message_start) leaves with the next chunk's events, or
 				// after firstFlush.

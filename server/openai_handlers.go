@@ -461,7 +461,7 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 		}
 	}
 	err := eachChunk(sw, c.st, func(ch llm.Chunk) bool {
-		if ch.Text == "" && len(ch.ToolCalls) == 0 && ch.Logprobs == nil {
+		if !ch.HasContent() {
 			return true
 		}
 		if c.chat {

@@ -286,6 +286,12 @@ type Chunk struct {
 	Usage *Usage
 }
 
+// HasContent reports whether the chunk carries text, tool calls or
+// logprobs (a chunk without them only opens, finishes or counts).
+func (c Chunk) HasContent() bool {
+	return c.Text != "" || len(c.ToolCalls) > 0 || c.Logprobs != nil
+}
+
 // ToolCallDelta is a fragment of a streamed tool call.
 type ToolCallDelta struct {
 	Index     int

@@ -369,15 +369,11 @@ func findLine(lines []byte, id string) (off, n int, ok bool) {
 		} else {
 			lines = nil
 		}
-		rest, found := bytes.CutPrefix(line, head)
-		if !found {
+		if !bytes.HasPrefix(line, head) {
 			continue
 		}
-		a, b, _ := bytes.Cut(rest, []byte{' '})
-		var err1, err2 error
-		off, err1 = strconv.Atoi(string(a))
-		n, err2 = strconv.Atoi(string(b))
-		return off, n, err1 == nil && err2 == nil
+		l, err := parseLocation(string(line)) // the same shape, the id first
+		return l.off, l.n, err == nil
 	}
 	return 0, 0, false
 }
@@ -396,13 +392,7 @@ func withoutLine(lines []byte, id string) []byte {
 }
 
 // appendTo appends the location as stored: "<block> <offset> <length>".
-func (l location) appendTo(b []byte) []byte {
-	b = append(b, l.block...)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(l.off), 10)
-	b = append(b, ' ')
-	return strconv.AppendInt(b, int64(l.n), 10)
-}
+func (l location) appendTo(b []byte) []byte { return appendLine(b, l.block, l.off, l.n) }
 
 // parseLocation reads a stored location.
 func parseLocation(v string) (location, error) {
@@ -635,9 +625,10 @@ func makeBlocks(responses []*Stored, buf *flushBuffers) []*block {
 	return out
 }
 
-// appendLine appends an index line: "<id> <offset> <length>".
-func appendLine(b []byte, id string, off, n int) []byte {
-	b = append(b, id...)
+// appendLine appends "<name> <offset> <length>": an index line (name the
+// response's id) or a location (name its block).
+func appendLine(b []byte, name string, off, n int) []byte {
+	b = append(b, name...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(off), 10)
 	b = append(b, ' ')
