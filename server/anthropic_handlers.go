@@ -557,6 +557,9 @@ func (a *anthropicStream) VisitAnthropicCreateMessageResponse(w http.ResponseWri
 		text = -1
 		return send(aw.EventContentBlockStop, &aw.ContentBlockStopEvent{Type: aw.EventContentBlockStop, Index: i})
 	}
+	// Reused for every text delta: each is encoded when it is filled in.
+	textDelta := aw.TextDelta{Type: aw.DeltaText}
+	deltaEvent := aw.ContentBlockDeltaEvent{Type: aw.EventContentBlockDelta, Delta: &textDelta}
 	err := eachChunkKeepAlive(sw, a.st, anthropicPing, func(ch llm.Chunk) bool {
 		if !start(ch.Usage) {
 			return false
@@ -569,7 +572,8 @@ func (a *anthropicStream) VisitAnthropicCreateMessageResponse(w http.ResponseWri
 					return false
 				}
 			}
-			if !send(aw.EventContentBlockDelta, &aw.ContentBlockDeltaEvent{Type: aw.EventContentBlockDelta, Index: text, Delta: aw.TextDelta{Type: aw.DeltaText, Text: ch.Text}}) {
+			deltaEvent.Index, textDelta.Text = text, ch.Text
+			if !send(aw.EventContentBlockDelta, &deltaEvent) {
 				return false
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,6 +61,61 @@ func BenchmarkLLMChat(b *testing.B) {
 				w := httptest.NewRecorder()
 				env.Server.ServeHTTP(w, req)
 				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLLMStream measures one streamed chat through the server's
+// handler chain against an upstream that sends a role chunk, 20 content
+// chunks (each flushed on its own), a finish chunk, a usage chunk and
+// [DONE] at once, as bench/mockllm does without its pauses: an op is a
+// whole stream, read to its end. Divide by 20 for a chunk. bench/stream.sh
+// measures 2,000 of them open at once, end to end.
+func BenchmarkLLMStream(b *testing.B) {
+	const chunks = 20
+	head := `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench","system_fingerprint":null,"choices":`
+	var events [][]byte
+	ev := func(choices string) { events = append(events, []byte(head+choices+`,"usage":null}`+"\n\n")) }
+	ev(`[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]`)
+	for i := range chunks {
+		ev(`[{"index":0,"delta":{"content":"tok` + strconv.Itoa(i) + ` "},"logprobs":null,"finish_reason":null}]`)
+	}
+	ev(`[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]`)
+	events = append(events, []byte(head+`[],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32}}`+"\n\n"), []byte("data: [DONE]\n\n"))
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, e := range events {
+			_, _ = w.Write(e)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	env := servertest.New(b, func(c *config.Config) {
+		c.Limits.RequestsPerMinute = 1 << 30
+		c.Limits.TokensPerMinute = 1 << 40
+		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(10 * time.Second),
+			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
+	})
+	for _, tc := range []struct{ name, path, body, last string }{
+		{"native", "/v1/chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Count to twenty."}],"stream":true}`, "event: done"},
+		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Count to twenty."}],"stream":true,"stream_options":{"include_usage":true}}`, "data: [DONE]"},
+		{"responses", "/openai/v1/responses", `{"model":"mock/bench","input":"Count to twenty.","stream":true,"store":false}`, "response.completed"},
+		{"anthropic", "/anthropic/v1/messages", `{"model":"mock/bench","messages":[{"role":"user","content":"Count to twenty."}],"max_tokens":64,"stream":true}`, "message_stop"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := []byte(tc.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+env.AdminKey)
+				w := httptest.NewRecorder()
+				env.Server.ServeHTTP(w, req)
+				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(tc.last)) || !bytes.Contains(w.Body.Bytes(), []byte("tok19 ")) {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}
 			}

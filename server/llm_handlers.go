@@ -364,9 +364,19 @@ func (n *nativeStream) VisitChatResponse(w http.ResponseWriter) error     { retu
 type sseWriter struct {
 	w       http.ResponseWriter
 	flusher *http.ResponseController
-	buf     []byte // the event being encoded
-	pending bool   // written and not yet flushed
-	failed  bool   // a write or a flush failed: the caller went away
+	buf     eventBuffer       // the event being encoded
+	enc     *fastjson.Encoder // encodes into buf
+	pending bool              // written and not yet flushed
+	failed  bool              // a write or a flush failed: the caller went away
+}
+
+// eventBuffer is an io.Writer appending to itself: an encoder's output.
+type eventBuffer []byte
+
+// Write implements io.Writer.
+func (b *eventBuffer) Write(p []byte) (int, error) {
+	*b = append(*b, p...)
+	return len(p), nil
 }
 
 // firstFlush is how long the headers and the first events may wait for
@@ -384,17 +394,27 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 	if r, ok := w.(*echo.Response); ok {
 		inner = r.Writer // echo's Flush does not report a failed write
 	}
-	return &sseWriter{w: w, flusher: http.NewResponseController(inner), pending: true}
+	sw := &sseWriter{w: w, flusher: http.NewResponseController(inner), pending: true}
+	sw.enc = fastjson.NewEncoder(&sw.buf)
+	return sw
 }
 
 // event writes the event name (none when "") with v as its JSON data;
 // false when the caller went away.
 func (s *sseWriter) event(name string, v any) bool {
-	data, err := fastjson.Marshal(v)
-	if err != nil {
+	s.buf = s.buf[:0]
+	if name != "" {
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, name...)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "data: "...)
+	// Compact JSON, which the encoder writes (raw values included), has no
+	// line breaks: it is one data line.
+	if err := s.enc.Encode(v); err != nil { // the JSON, then a newline
 		return false
 	}
-	s.buf = llm.AppendEvent(s.buf[:0], name, data)
+	s.buf = append(s.buf, '\n')
 	return s.write(s.buf)
 }
 
@@ -524,8 +544,10 @@ var errClientGone = errors.New("the client went away")
 func (n *nativeStream) write(w http.ResponseWriter) error {
 	defer n.st.Close()
 	sw := startSSE(w)
+	var delta streamDelta // reused: each event is encoded when it is filled in
 	err := eachChunk(sw, n.st, func(c llm.Chunk) bool {
-		return c.Text == "" || sw.event("delta", streamDelta{Text: c.Text})
+		delta.Text = c.Text
+		return c.Text == "" || sw.event("delta", &delta)
 	})
 	switch {
 	case err == errClientGone:

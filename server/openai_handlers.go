@@ -445,15 +445,22 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 	created := c.st.CreatedAt.Unix()
 	model := c.st.Model().ID
 	send := func(v any) bool { return sw.event("", v) }
+	// One chunk value each, reused for every event: each is encoded as
+	// soon as it is filled in.
+	chat := openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: make([]openaiwire.ChunkChoice, 1)}
 	chatChunk := func(choice int, d openaiwire.Delta, finish *string, logprobs json.RawMessage) *openaiwire.ChatCompletionChunk {
-		return &openaiwire.ChatCompletionChunk{ID: c.id, Object: "chat.completion.chunk", Created: created, Model: model,
-			Choices: []openaiwire.ChunkChoice{{Index: choice, Delta: d, FinishReason: finish, Logprobs: logprobs}}}
+		chat.Choices[0] = openaiwire.ChunkChoice{Index: choice, Delta: d, FinishReason: finish, Logprobs: logprobs}
+		return &chat
 	}
 	started := 1 // choices whose first (role) delta was sent
-	textChunk := func(choice int, text string, finish *string, logprobs json.RawMessage) *openaiwire.Completion {
-		return &openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
-			Choices: []openaiwire.CompletionChoice{{Text: text, Index: choice, FinishReason: finish, Logprobs: logprobs}}}
+	text := openaiwire.Completion{ID: c.id, Object: "text_completion", Created: created, Model: model,
+		Choices: make([]openaiwire.CompletionChoice, 1)}
+	textChunk := func(choice int, t string, finish *string, logprobs json.RawMessage) *openaiwire.Completion {
+		text.Choices[0] = openaiwire.CompletionChoice{Text: t, Index: choice, FinishReason: finish, Logprobs: logprobs}
+		return &text
 	}
+	var content string // the text of the chunk being sent
 	if c.chat {
 		empty := ""
 		if !send(chatChunk(0, openaiwire.Delta{Role: llm.RoleAssistant, Content: &empty}, nil, nil)) {
@@ -471,8 +478,8 @@ func (c *compatStream) write(w http.ResponseWriter) error {
 				started = ch.Choice + 1
 			}
 			if ch.Text != "" {
-				t := ch.Text
-				d.Content = &t
+				content = ch.Text
+				d.Content = &content
 			}
 			for _, tc := range ch.ToolCalls {
 				idx := tc.Index

@@ -769,6 +769,8 @@ func (rs *responsesStream) VisitOpenaiCreateResponseResponse(w http.ResponseWrit
 		!send(responseswire.EventInProgress, lifecycle(responseswire.EventInProgress, responseswire.StatusInProgress, nil, nil)) {
 		return nil
 	}
+	// Reused for every text delta: each is encoded when it is filled in.
+	textDelta := responseswire.TextDeltaEvent{Type: responseswire.EventOutputTextDelta, Logprobs: []json.RawMessage{}}
 	err := eachChunk(sw, rs.st, func(ch llm.Chunk) bool {
 		if ch.Choice != 0 {
 			return true
@@ -778,7 +780,8 @@ func (rs *responsesStream) VisitOpenaiCreateResponseResponse(w http.ResponseWrit
 				return false
 			}
 			open.text.WriteString(ch.Text)
-			if !send(responseswire.EventOutputTextDelta, &responseswire.TextDeltaEvent{Type: responseswire.EventOutputTextDelta, SequenceNumber: seq, ItemID: open.id, OutputIndex: indexOf(open), Delta: ch.Text, Logprobs: []json.RawMessage{}}) {
+			textDelta.SequenceNumber, textDelta.ItemID, textDelta.OutputIndex, textDelta.Delta = seq, open.id, indexOf(open), ch.Text
+			if !send(responseswire.EventOutputTextDelta, &textDelta) {
 				return false
 			}
 		}

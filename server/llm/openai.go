@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -228,19 +229,43 @@ type openAIStream struct {
 	done   bool
 	// pending are chunks of an event that carried several choices.
 	pending []Chunk
+	// chunk is the event being decoded, reused: its choices keep their
+	// array from one event to the next.
+	chunk openAIChunk
 }
 
-// openAIChunk decodes both chat chunks and legacy completion chunks.
+// openAIChunk decodes both chat chunks and legacy completion chunks: the
+// fields a stream reads, as values, so that an event costs no allocation
+// beyond its strings (null and absent read the same).
 type openAIChunk struct {
-	Choices []struct {
-		Index        int              `json:"index"`
-		Delta        openaiwire.Delta `json:"delta"`
-		Text         string           `json:"text"`
-		FinishReason *string          `json:"finish_reason"`
-		Logprobs     json.RawMessage  `json:"logprobs"`
-	} `json:"choices"`
-	Usage *openaiwire.Usage `json:"usage"`
-	Error json.RawMessage   `json:"error"`
+	Choices []openAIChunkChoice `json:"choices"`
+	Usage   *openaiwire.Usage   `json:"usage"`
+	Error   json.RawMessage     `json:"error"`
+}
+
+// openAIChunkChoice is one choice of a streamed chunk.
+type openAIChunkChoice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content   string                `json:"content"`
+		ToolCalls []openaiwire.ToolCall `json:"tool_calls"`
+	} `json:"delta"`
+	Text         string        `json:"text"`
+	FinishReason string        `json:"finish_reason"`
+	Logprobs     rawUnlessNull `json:"logprobs"`
+}
+
+// rawUnlessNull is a JSON value as sent, or nil for null.
+type rawUnlessNull json.RawMessage
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *rawUnlessNull) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*r = nil
+		return nil
+	}
+	*r = bytes.Clone(b)
+	return nil
 }
 
 // Next implements Stream.
@@ -266,8 +291,10 @@ func (s *openAIStream) Next() (Chunk, error) {
 		if len(data) == 0 {
 			continue
 		}
-		var c openAIChunk
-		if err := fastjson.Unmarshal(data, &c); err != nil {
+		c := &s.chunk
+		clear(c.Choices[:cap(c.Choices)])
+		*c = openAIChunk{Choices: c.Choices[:0]}
+		if err := fastjson.Unmarshal(data, c); err != nil {
 			return Chunk{}, s.sb.badEvent(err)
 		}
 		if len(c.Error) > 0 && string(c.Error) != "null" {
@@ -285,8 +312,8 @@ func (s *openAIStream) Next() (Chunk, error) {
 			oc := Chunk{Choice: ch.Index}
 			if s.legacy {
 				oc.Text = ch.Text
-			} else if ch.Delta.Content != nil {
-				oc.Text = *ch.Delta.Content
+			} else {
+				oc.Text = ch.Delta.Content
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				idx := 0
@@ -295,11 +322,9 @@ func (s *openAIStream) Next() (Chunk, error) {
 				}
 				oc.ToolCalls = append(oc.ToolCalls, ToolCallDelta{Index: idx, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
-			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				oc.FinishReason = *ch.FinishReason
-			}
-			if len(ch.Logprobs) > 0 && string(ch.Logprobs) != "null" {
-				oc.Logprobs = ch.Logprobs
+			oc.FinishReason = ch.FinishReason
+			if len(ch.Logprobs) > 0 {
+				oc.Logprobs = json.RawMessage(ch.Logprobs)
 			}
 			if i == 0 {
 				oc.Usage = out.Usage

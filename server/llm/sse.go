@@ -11,7 +11,8 @@ import (
 type Event struct {
 	// Name is the `event:` field; empty means the default type "message".
 	Name string
-	// Data is the `data:` lines joined with "\n".
+	// Data is the `data:` lines joined with "\n". An SSEReader reuses it:
+	// it is valid until the reader's next call to Next.
 	Data []byte
 	// ID is the last `id:` field seen on the stream.
 	ID string
@@ -28,6 +29,9 @@ const DefaultMaxEventBytes = 4 << 20
 // one per open stream, above the transport's own read buffer.
 const initialEventBytes = 1024
 
+// keptEventBytes bounds the data buffer an SSEReader keeps for the next event.
+const keptEventBytes = 64 << 10
+
 // SSEReader parses a text/event-stream as the HTML Living Standard says:
 // lines end in CRLF, LF or CR; a leading BOM is skipped; lines starting with
 // a colon are comments; `field: value` loses one leading space from the
@@ -39,6 +43,8 @@ type SSEReader struct {
 	max     int
 	lastID  string
 	started bool
+	data    []byte // the data of the event being read; reused
+	name    string // the last event name read, reused while it repeats
 }
 
 // NewSSEReader reads events from r; maxBytes bounds a line and an event's
@@ -81,11 +87,15 @@ func splitSSELines(data []byte, atEOF bool) (int, []byte, error) {
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
-// Next returns the next event, or io.EOF at the end of the stream.
+// Next returns the next event, or io.EOF at the end of the stream. The
+// event's Data is valid until the next call.
 func (s *SSEReader) Next() (Event, error) {
+	if cap(s.data) > keptEventBytes {
+		s.data = nil // one large event: do not hold its buffer for the stream's life
+	}
 	var (
 		name    string
-		data    []byte
+		data    = s.data[:0]
 		hasData bool
 	)
 	for s.sc.Scan() {
@@ -99,6 +109,7 @@ func (s *SSEReader) Next() (Event, error) {
 				name = ""
 				continue
 			}
+			s.data = data
 			if n := len(data); n > 0 && data[n-1] == '\n' {
 				data = data[:n-1]
 			}
@@ -116,7 +127,10 @@ func (s *SSEReader) Next() (Event, error) {
 		}
 		switch string(field) {
 		case "event":
-			name = string(value)
+			if string(value) != s.name {
+				s.name = string(value)
+			}
+			name = s.name
 		case "data":
 			if len(data)+len(value)+1 > s.max {
 				return Event{}, ErrEventTooLarge

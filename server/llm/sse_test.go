@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ func readAll(t testing.TB, r io.Reader, max int) ([]Event, error) {
 		if err != nil {
 			return out, err
 		}
+		ev.Data = bytes.Clone(ev.Data) // valid until the next call only
 		out = append(out, ev)
 	}
 }
@@ -73,6 +75,34 @@ func TestSSEReaderLimits(t *testing.T) {
 	many := strings.Repeat("data: "+strings.Repeat("y", 40)+"\n", 5) + "\n"
 	if _, err := readAll(t, strings.NewReader(many), 100); !errors.Is(err, ErrEventTooLarge) {
 		t.Errorf("long event: %v", err)
+	}
+}
+
+// TestSSEReaderReuse reads events of varied sizes one at a time, as a
+// stream does: each event's data is right when it is returned, though the
+// reader reuses its buffer, and one large event's buffer is not kept.
+func TestSSEReaderReuse(t *testing.T) {
+	big := strings.Repeat("b", 2*keptEventBytes)
+	sizes := []string{"short", strings.Repeat("m", 3000), "x", big, "tail"}
+	var in strings.Builder
+	for i, d := range sizes {
+		fmt.Fprintf(&in, "event: e%d\ndata: %s\n\n", i%2, d)
+	}
+	sr := NewSSEReader(strings.NewReader(in.String()), 4*keptEventBytes)
+	for i, want := range sizes {
+		ev, err := sr.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if string(ev.Data) != want || ev.Name != fmt.Sprintf("e%d", i%2) {
+			t.Errorf("event %d = %q (%d bytes) named %q", i, ev.Data[:min(len(ev.Data), 10)], len(ev.Data), ev.Name)
+		}
+	}
+	if _, err := sr.Next(); err != io.EOF {
+		t.Fatalf("after the last event: %v", err)
+	}
+	if cap(sr.data) > keptEventBytes {
+		t.Errorf("the reader keeps a %d-byte buffer after a large event", cap(sr.data))
 	}
 }
 
