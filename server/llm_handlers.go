@@ -546,8 +546,11 @@ func (n *nativeStream) write(w http.ResponseWriter) error {
 	sw := startSSE(w)
 	var delta streamDelta // reused: each event is encoded when it is filled in
 	err := eachChunk(sw, n.st, func(c llm.Chunk) bool {
+		if c.Text == "" {
+			return true
+		}
 		delta.Text = c.Text
-		return c.Text == "" || sw.event("delta", &delta)
+		return sw.event("delta", &delta)
 	})
 	switch {
 	case err == errClientGone:
