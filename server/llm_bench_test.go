@@ -31,12 +31,7 @@ func BenchmarkLLMChat(b *testing.B) {
 		_, _ = w.Write(reply)
 	}))
 	defer up.Close()
-	env := servertest.New(b, func(c *config.Config) {
-		c.Limits.RequestsPerMinute = 1 << 30
-		c.Limits.TokensPerMinute = 1 << 40
-		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(10 * time.Second),
-			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
-	})
+	env := benchServer(b, up.URL)
 	_, budgetKey, err := env.Server.Keys().Create(context.Background(), auth.NewAPIKeyInput{Name: "bench-budget", Scopes: []string{auth.ScopeLLM},
 		Policy: auth.Policy{Budget: &auth.Budget{USD: 1e9, Period: auth.PeriodMonth, AlertAt: []float64{0.5}}}})
 	if err != nil {
@@ -55,11 +50,7 @@ func BenchmarkLLMChat(b *testing.B) {
 			body := []byte(tc.body)
 			b.ReportAllocs()
 			for b.Loop() {
-				req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+tc.key)
-				w := httptest.NewRecorder()
-				env.Server.ServeHTTP(w, req)
+				w := benchPost(env, tc.path, body, tc.key)
 				if w.Code != 200 {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}
@@ -94,12 +85,7 @@ func BenchmarkLLMStream(b *testing.B) {
 		}
 	}))
 	defer up.Close()
-	env := servertest.New(b, func(c *config.Config) {
-		c.Limits.RequestsPerMinute = 1 << 30
-		c.Limits.TokensPerMinute = 1 << 40
-		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: up.URL + "/v1", Timeout: config.Duration(10 * time.Second),
-			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
-	})
+	env := benchServer(b, up.URL)
 	for _, tc := range []struct{ name, path, body, last string }{
 		{"native", "/v1/chat", `{"model":"mock/bench","messages":[{"role":"user","content":"Count to twenty."}],"stream":true}`, "event: done"},
 		{"openai", "/openai/v1/chat/completions", `{"model":"mock/bench","messages":[{"role":"user","content":"Count to twenty."}],"stream":true,"stream_options":{"include_usage":true}}`, "data: [DONE]"},
@@ -110,15 +96,33 @@ func BenchmarkLLMStream(b *testing.B) {
 			body := []byte(tc.body)
 			b.ReportAllocs()
 			for b.Loop() {
-				req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+env.AdminKey)
-				w := httptest.NewRecorder()
-				env.Server.ServeHTTP(w, req)
+				w := benchPost(env, tc.path, body, env.AdminKey)
 				if w.Code != 200 || !bytes.Contains(w.Body.Bytes(), []byte(tc.last)) || !bytes.Contains(w.Body.Bytes(), []byte("tok19 ")) {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}
 			}
 		})
 	}
+}
+
+// benchServer is a server whose provider "mock" (type openai, model
+// "bench") is the upstream at upURL, with limits the benchmarks never reach.
+func benchServer(b *testing.B, upURL string) *servertest.Env {
+	return servertest.New(b, func(c *config.Config) {
+		c.Limits.RequestsPerMinute = 1 << 30
+		c.Limits.TokensPerMinute = 1 << 40
+		c.Providers = []config.Provider{{Name: "mock", Type: "openai", BaseURL: upURL + "/v1", Timeout: config.Duration(10 * time.Second),
+			Models: []config.Model{{Name: "bench", Capabilities: []string{"chat"}, MaxTokens: 8192, Pricing: &config.Pricing{Input: 0.15, Output: 0.6}}}}}
+	})
+}
+
+// benchPost posts the JSON body to path with key through the server's
+// handler, without a network on the caller's side.
+func benchPost(env *servertest.Env, path string, body []byte, key string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	w := httptest.NewRecorder()
+	env.Server.ServeHTTP(w, req)
+	return w
 }
