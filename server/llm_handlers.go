@@ -544,31 +544,42 @@ var errClientGone = errors.New("the client went away")
 func (n *nativeStream) write(w http.ResponseWriter) error {
 	defer n.st.Close()
 	sw := startSSE(w)
-	var delta streamDelta // reused: each event is encoded when it is filled in
-	err := eachChunk(sw, n.st, func(c llm.Chunk) bool {
-		if c.Text == "" {
-			return true
-		}
-		delta.Text = c.Text
-		return sw.event("delta", &delta)
-	})
+	err := eachChunk(sw, n.st, nativeDeltas(sw))
 	switch {
 	case err == errClientGone:
 		return nil // Close cancels the upstream and records what was used
 	case err != nil:
 		n.s.streamFailed(n.ctx, err)
-		data, _ := json.Marshal(nativeError(n.ctx, classify(err)))
-		sw.write(llm.AppendEvent(nil, "error", data))
+		sw.nativeError(n.ctx, classify(err))
 		return nil
 	}
 	res := n.st.Result()
 	if res.Output.Failed() {
-		data, _ := json.Marshal(nativeError(n.ctx, classify(n.s.llm.OutputError(res))))
-		sw.write(llm.AppendEvent(nil, "error", data))
+		sw.nativeError(n.ctx, classify(n.s.llm.OutputError(res)))
 		return nil
 	}
 	sw.event("done", n.done(res))
 	return nil
+}
+
+// nativeDeltas is eachChunk's fn for the native routes: a "delta" event
+// for each chunk with text, one value reused for all (each event is
+// encoded when it is filled in).
+func nativeDeltas(sw *sseWriter) func(llm.Chunk) bool {
+	var delta streamDelta
+	return func(c llm.Chunk) bool {
+		if c.Text == "" {
+			return true
+		}
+		delta.Text = c.Text
+		return sw.event("delta", &delta)
+	}
+}
+
+// nativeError writes the native routes' "error" event for e.
+func (s *sseWriter) nativeError(ctx context.Context, e *errs.Error) {
+	data, _ := json.Marshal(nativeError(ctx, e))
+	s.write(llm.AppendEvent(nil, "error", data))
 }
 
 // streamFailed logs a stream that failed after its 200 was sent (the

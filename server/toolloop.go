@@ -238,10 +238,7 @@ func (m *streamModel) Call(ctx context.Context, turn int, r *llm.Request) (*llm.
 	if m.sw == nil {
 		m.sw = startSSE(m.w)
 	}
-	err = eachChunk(m.sw, st, func(c llm.Chunk) bool {
-		return c.Text == "" || m.sw.event("delta", streamDelta{Text: c.Text})
-	})
-	if err != nil {
+	if err := eachChunk(m.sw, st, nativeDeltas(m.sw)); err != nil {
 		return nil, err
 	}
 	return st.Result(), nil
@@ -272,8 +269,7 @@ func (ls *loopStream) VisitChatResponse(w http.ResponseWriter) error {
 		return nil
 	case err != nil:
 		ls.s.streamFailed(ls.ctx, err)
-		data, _ := json.Marshal(nativeError(ls.ctx, classify(err)))
-		m.sw.write(llm.AppendEvent(nil, "error", data))
+		m.sw.nativeError(ls.ctx, classify(err))
 		return nil
 	}
 	m.sw.event("done", loopChat(ls.id, res, ls.in.Execute)) // leaves with the end of the body

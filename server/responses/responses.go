@@ -362,17 +362,12 @@ func window(id string) string {
 // findLine returns the offset and length on id's line of an index entry.
 func findLine(lines []byte, id string) (off, n int, ok bool) {
 	head := []byte(id + " ")
-	for len(lines) > 0 {
-		line := lines
-		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
-			line, lines = lines[:i], lines[i+1:]
-		} else {
-			lines = nil
-		}
+	for line := range bytes.Lines(lines) {
 		if !bytes.HasPrefix(line, head) {
 			continue
 		}
-		l, err := parseLocation(string(line)) // the same shape, the id first
+		// The same shape as a location, the id first.
+		l, err := parseLocation(string(bytes.TrimSuffix(line, []byte{'\n'})))
 		return l.off, l.n, err == nil
 	}
 	return 0, 0, false
